@@ -1,0 +1,38 @@
+# Two entry points for a fresh Debian machine with Python 3.11: `make run` and `make test`.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test install install-dev lint lock clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+install: $(BIN)/python
+	$(BIN)/pip install -q -r requirements.lock
+	$(BIN)/pip install -q --no-deps -e .
+
+install-dev: $(BIN)/python
+	$(BIN)/pip install -q -r requirements-dev.lock
+	$(BIN)/pip install -q --no-deps -e .
+
+run: install
+	$(BIN)/python manage.py migrate --noinput
+	$(BIN)/python manage.py runbroker -tty $(ARGS)
+
+test: install-dev
+	$(BIN)/ruff check .
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install-dev
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+lock: $(BIN)/python
+	$(BIN)/pip install -q pip-tools
+	$(BIN)/pip-compile -q --strip-extras --generate-hashes -o requirements.lock pyproject.toml
+	$(BIN)/pip-compile -q --strip-extras --generate-hashes --extra dev -o requirements-dev.lock pyproject.toml
+
+clean:
+	rm -rf $(VENV) var/test-*
