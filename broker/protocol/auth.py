@@ -1,0 +1,48 @@
+"""AUTHENTICATE bodies: two Java ``writeUTF`` strings (user name, then credential).
+
+For ``basic`` the credential is base64 of the UTF-8 password; for ``digest`` it is
+``MD5STR(MD5STR(user:password):nonce)`` (../shared/spec/connect.md §5).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+
+from .properties import PropertyError, read_utf, write_utf
+
+AUTH_BASIC = "basic"
+AUTH_DIGEST = "digest"
+AUTH_ADMINKEY = "jmqadminkey"
+
+
+class AuthBodyError(ValueError):
+    """A malformed AUTHENTICATE body."""
+
+
+def encode_auth_body(username: str, credential: str) -> bytes:
+    return write_utf(username) + write_utf(credential)
+
+
+def decode_auth_body(body: bytes) -> tuple[str, str]:
+    """Return ``(username, credential)``; trailing bytes are ignored as Java ignores them."""
+    try:
+        user, pos = read_utf(body, 0)
+        cred, _ = read_utf(body, pos)
+    except PropertyError as exc:
+        raise AuthBodyError(f"malformed authentication body: {exc}") from exc
+    return user, cred
+
+
+def basic_credential(password: str) -> str:
+    """The basic-auth credential: base64 of the UTF-8 password (no line breaks)."""
+    return base64.b64encode(password.encode("utf-8")).decode("ascii")
+
+
+def decode_basic_password(credential: str) -> str:
+    """Undo :func:`basic_credential`, tolerating whitespace as the Java decoder does."""
+    try:
+        raw = base64.b64decode("".join(credential.split()), validate=True)
+        return raw.decode("utf-8")
+    except (binascii.Error, UnicodeDecodeError, ValueError) as exc:
+        raise AuthBodyError("basic credential is not base64 of UTF-8 text") from exc

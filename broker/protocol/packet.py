@@ -1,0 +1,451 @@
+"""JMQ packets: the 72-byte fixed header, the variable header, properties and body.
+
+Sans-IO in the manner of h11: :class:`PacketReader` takes bytes and returns
+:class:`Packet` objects; :func:`build_packet` returns the bytes of a new packet.
+A decoded packet keeps the bytes it came from, so the broker can forward a message
+by patching a few header bytes instead of encoding it again.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from collections.abc import Iterator, Mapping
+
+from .properties import PropertyError, decode_java_utf, decode_properties, encode_properties
+from .sysmsgid import IP_ZERO, SysMessageID
+from .types import (
+    CURRENT_PACKET_VERSION,
+    HEADER_SIZE,
+    KNOWN_PACKET_VERSIONS,
+    MAGIC,
+    PACKET_VERSION_103,
+    packet_type_name,
+)
+
+
+class PacketError(ValueError):
+    """A packet that cannot be decoded; ``fatal`` means the stream cannot be resynchronised."""
+
+    def __init__(self, reason: str, *, fatal: bool = True) -> None:
+        super().__init__(reason)
+        self.fatal = fatal
+
+
+# magic, version, type, size, expiration, timestamp, ip, port, sequence,
+# propOffset, propSize, priority, encryption, flags, consumerID
+HEADER = struct.Struct(">ihhiqq16siiiibbHq")
+assert HEADER.size == HEADER_SIZE
+# The 2.0 (v103) layout: transaction id in the header, int consumer id.
+HEADER_103 = struct.Struct(">ihhiiq32siibbHi")
+assert HEADER_103.size == HEADER_SIZE
+
+OFF_SIZE = 8
+OFF_SYSMSGID = 20
+OFF_PROP_OFFSET = 52
+OFF_FLAGS = 62
+OFF_CONSUMER_ID = 64
+
+_I16 = struct.Struct(">h")
+_U16 = struct.Struct(">H")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_FLAGS = struct.Struct(">H")
+
+# Variable-header field tags.
+VH_NULL = 0
+VH_DESTINATION = 1
+VH_MESSAGEID = 2
+VH_CORRELATIONID = 3
+VH_REPLYTO = 4
+VH_TYPE = 5
+VH_DESTINATION_CLASS = 6
+VH_REPLYTO_CLASS = 7
+VH_TRANSACTIONID = 8
+VH_PRODUCERID = 9
+VH_DELIVERY_TIME = 10
+VH_DELIVERY_COUNT = 11
+
+_LONG_FIELDS = (VH_TRANSACTIONID, VH_PRODUCERID, VH_DELIVERY_TIME)
+_STRING_FIELDS = (1, 2, 3, 4, 5, 6, 7)
+
+DEFAULT_MAX_PACKET = 70 * 1024 * 1024
+
+
+def decode_fields(buf: bytes | memoryview, start: int, end: int) -> dict[int, object]:
+    """Decode a variable header occupying ``buf[start:end]`` into ``{tag: value}``."""
+    fields: dict[int, object] = {}
+    pos = start
+    while pos + 2 <= end:
+        (tag,) = _I16.unpack_from(buf, pos)
+        if tag == VH_NULL:
+            return fields
+        if pos + 4 > end:
+            raise PacketError("truncated variable header", fatal=False)
+        (length,) = _U16.unpack_from(buf, pos + 2)
+        vstart = pos + 4
+        if tag in (VH_TRANSACTIONID, VH_PRODUCERID, VH_DELIVERY_TIME):
+            if vstart + 8 > end:
+                raise PacketError("truncated variable header field", fatal=False)
+            fields[tag] = _I64.unpack_from(buf, vstart)[0]
+            # Java reads a fixed 8 bytes whatever the length word says.
+            pos = vstart + 8
+        elif tag == VH_DELIVERY_COUNT:
+            if vstart + 4 > end:
+                raise PacketError("truncated variable header field", fatal=False)
+            fields[tag] = _I32.unpack_from(buf, vstart)[0]
+            pos = vstart + 4
+        else:
+            vend = vstart + length
+            if vend > end:
+                raise PacketError("truncated variable header field", fatal=False)
+            if 1 <= tag <= 7:
+                fields[tag] = decode_java_utf(bytes(buf[vstart:vend]))
+            pos = vend
+    if start == end:
+        return fields
+    raise PacketError("variable header has no terminator", fatal=False)
+
+
+def encode_fields(fields: Mapping[int, object] | None, *, java_padding: bool = True) -> bytes:
+    """Encode a variable header the way the Java writer does.
+
+    Longs (8, 9, 10) come first, written only when non-zero; then DELIVERY_COUNT when
+    positive; then strings in tag order; then the terminator and padding (Java pads
+    1-4 bytes, the C client 0-3; ``java_padding`` picks the Java rule).
+    """
+    if not fields:
+        return b""
+    parts = []
+    for tag in _LONG_FIELDS:
+        v = fields.get(tag)
+        if v:
+            parts.append(struct.pack(">hhq", tag, 8, v))
+    dc = fields.get(VH_DELIVERY_COUNT)
+    if dc is not None and dc > 0:
+        parts.append(struct.pack(">hhi", VH_DELIVERY_COUNT, 4, dc))
+    for tag in _STRING_FIELDS:
+        s = fields.get(tag)
+        if s is not None:
+            data = str(s).encode("utf-8")
+            if len(data) > 0xFFFF:
+                raise PacketError(f"variable header string too long ({len(data)} bytes)")
+            parts.append(struct.pack(">hH", tag, len(data)) + data)
+    parts.append(b"\x00\x00")
+    body = b"".join(parts)
+    pad = 4 - len(body) % 4 if java_padding else (4 - len(body) % 4) % 4
+    return body + b"\x00" * pad
+
+
+class Packet:
+    """One decoded packet. Header fields are attributes; the rest is decoded on demand."""
+
+    __slots__ = (
+        "raw",
+        "version",
+        "type",
+        "size",
+        "expiration",
+        "timestamp",
+        "ip",
+        "port",
+        "sequence",
+        "prop_offset",
+        "prop_size",
+        "priority",
+        "encryption",
+        "flags",
+        "consumer_id",
+        "legacy_transaction_id",
+        "_fields",
+        "_props",
+    )
+
+    def __init__(self, raw: bytes) -> None:
+        self.raw = raw
+        self._fields: dict[int, object] | None = None
+        self._props: dict[str, object] | None = None
+        self.legacy_transaction_id = 0
+        (
+            magic,
+            self.version,
+            self.type,
+            self.size,
+            self.expiration,
+            self.timestamp,
+            self.ip,
+            self.port,
+            self.sequence,
+            self.prop_offset,
+            self.prop_size,
+            self.priority,
+            self.encryption,
+            self.flags,
+            self.consumer_id,
+        ) = HEADER.unpack_from(raw, 0)
+        if self.version == PACKET_VERSION_103:
+            (
+                _m,
+                _v,
+                _t,
+                _s,
+                self.legacy_transaction_id,
+                self.expiration,
+                sysmsgid,
+                self.prop_offset,
+                self.prop_size,
+                self.priority,
+                self.encryption,
+                flags,
+                self.consumer_id,
+            ) = HEADER_103.unpack_from(raw, 0)
+            # 2.0 clients left garbage in the high byte of the flags.
+            self.flags = flags & 0x00FF
+            self.timestamp, self.ip, self.port, self.sequence = SysMessageID.from_bytes(sysmsgid)
+        if magic != MAGIC:
+            raise PacketError(f"bad magic number {magic:#x}")
+        if self.prop_offset < HEADER_SIZE or self.prop_offset > self.size:
+            raise PacketError(f"bad property offset {self.prop_offset}", fatal=False)
+        if self.prop_size < 0 or self.prop_offset + self.prop_size > self.size:
+            raise PacketError(f"bad property size {self.prop_size}", fatal=False)
+
+    # -- lazily decoded parts ------------------------------------------------
+
+    @property
+    def fields(self) -> dict[int, object]:
+        """The variable-header fields, ``{tag: value}``."""
+        if self._fields is None:
+            self._fields = decode_fields(self.raw, HEADER_SIZE, self.prop_offset)
+        return self._fields
+
+    @property
+    def properties(self) -> dict[str, object]:
+        """The property table (raises :class:`PacketError` if it is malformed)."""
+        if self._props is None:
+            if self.version != CURRENT_PACKET_VERSION and self.prop_size:
+                raise PacketError(
+                    f"properties of packet version {self.version} are not supported",
+                    fatal=False,
+                )
+            try:
+                self._props = decode_properties(self.raw, self.prop_offset, self.prop_size)
+            except PropertyError as exc:
+                raise PacketError(str(exc), fatal=False) from exc
+        return self._props
+
+    @property
+    def body(self) -> bytes:
+        """The body bytes."""
+        return self.raw[self.prop_offset + self.prop_size : self.size]
+
+    @property
+    def body_size(self) -> int:
+        return self.size - self.prop_offset - self.prop_size
+
+    @property
+    def sysmsgid(self) -> bytes:
+        """The marshalled SysMessageID (header bytes 20..51)."""
+        return self.raw[OFF_SYSMSGID : OFF_SYSMSGID + 32]
+
+    @property
+    def type_name(self) -> str:
+        return packet_type_name(self.type)
+
+    def prop(self, name: str, default: object = None) -> object:
+        return self.properties.get(name, default)
+
+    # Common variable-header fields.
+    @property
+    def destination(self) -> str | None:
+        return self.fields.get(VH_DESTINATION)  # type: ignore[return-value]
+
+    @property
+    def transaction_id(self) -> int:
+        return self.fields.get(VH_TRANSACTIONID, 0) or self.legacy_transaction_id  # type: ignore[return-value]
+
+    @property
+    def producer_id(self) -> int:
+        return self.fields.get(VH_PRODUCERID, 0)  # type: ignore[return-value]
+
+    def __repr__(self) -> str:
+        return (
+            f"<Packet {self.type_name} size={self.size} flags={self.flags:#06x} "
+            f"cid={self.consumer_id}>"
+        )
+
+
+def parse_packet(raw: bytes) -> Packet:
+    """Decode one whole packet from exactly its bytes."""
+    if len(raw) < HEADER_SIZE:
+        raise PacketError("packet shorter than its header")
+    pkt = Packet(raw)
+    if pkt.size != len(raw):
+        raise PacketError(f"packet size {pkt.size} does not match {len(raw)} bytes")
+    return pkt
+
+
+class BadPacket:
+    """A framed packet whose inside could not be decoded."""
+
+    __slots__ = ("raw", "reason", "type", "flags", "consumer_id")
+
+    def __init__(self, raw: bytes, reason: str) -> None:
+        self.raw = raw
+        self.reason = reason
+        _m, _v, self.type, _s = struct.unpack_from(">ihhi", raw, 0)
+        self.flags = _FLAGS.unpack_from(raw, OFF_FLAGS)[0]
+        self.consumer_id = _I64.unpack_from(raw, OFF_CONSUMER_ID)[0]
+
+
+class PacketReader:
+    """Splits a byte stream into packets.
+
+    ``feed`` returns the complete packets found so far.  A malformed header raises
+    :class:`PacketError` (the stream cannot be trusted any more); a packet whose
+    framing is sound but whose header fields are inconsistent comes back as a
+    :class:`BadPacket`, so the caller can answer it before closing.
+    """
+
+    def __init__(self, max_packet_size: int = DEFAULT_MAX_PACKET) -> None:
+        self.max_packet_size = max_packet_size
+        self._buf = bytearray()
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[Packet | BadPacket]:
+        buf = self._buf
+        if buf:
+            buf += data
+            view: bytes | bytearray = buf
+        else:
+            view = data
+        out: list[Packet | BadPacket] = []
+        pos = 0
+        n = len(view)
+        while n - pos >= HEADER_SIZE:
+            magic, version, _t, size = struct.unpack_from(">ihhi", view, pos)
+            if magic != MAGIC:
+                self._buf = bytearray()
+                raise PacketError(f"bad magic number {magic & 0xFFFFFFFF:#010x}")
+            if version not in KNOWN_PACKET_VERSIONS:
+                self._buf = bytearray()
+                raise PacketError(f"unsupported packet version {version}")
+            if size < HEADER_SIZE or size > self.max_packet_size:
+                self._buf = bytearray()
+                raise PacketError(f"bad packet size {size} (limit {self.max_packet_size})")
+            if n - pos < size:
+                break
+            raw = bytes(view[pos : pos + size])
+            pos += size
+            try:
+                out.append(Packet(raw))
+            except PacketError as exc:
+                # Framing was sound, so the stream goes on; the caller decides.
+                out.append(BadPacket(raw, str(exc)))
+        if pos:
+            self._buf = bytearray(view[pos:])
+        elif view is data:
+            self._buf = bytearray(data)
+        return out
+
+
+def now_ms() -> int:
+    """Current time in ms since the epoch."""
+    return int(time.time() * 1000)
+
+
+def build_packet(
+    ptype: int,
+    *,
+    props: Mapping[str, object] | None = None,
+    body: bytes = b"",
+    flags: int = 0,
+    consumer_id: int = 0,
+    fields: Mapping[int, object] | None = None,
+    priority: int = 5,
+    expiration: int = 0,
+    timestamp: int | None = None,
+    ip: bytes = IP_ZERO,
+    port: int = 0,
+    sequence: int = 0,
+    java_padding: bool = True,
+    raw_props: bytes | None = None,
+) -> bytes:
+    """Encode a version-301 packet.
+
+    ``raw_props`` passes an already encoded property section (used when forwarding).
+    """
+    vh = encode_fields(fields, java_padding=java_padding)
+    pr = raw_props if raw_props is not None else encode_properties(props)
+    prop_offset = HEADER_SIZE + len(vh)
+    size = prop_offset + len(pr) + len(body)
+    header = HEADER.pack(
+        MAGIC,
+        CURRENT_PACKET_VERSION,
+        ptype,
+        size,
+        expiration,
+        now_ms() if timestamp is None else timestamp,
+        ip,
+        port,
+        sequence,
+        prop_offset,
+        len(pr),
+        priority,
+        0,
+        flags,
+        consumer_id,
+    )
+    return b"".join((header, vh, pr, body))
+
+
+def set_consumer_id_and_flags(buf: bytearray, consumer_id: int, flags: int) -> None:
+    """Patch the consumer id and flags of an encoded packet in place."""
+    _FLAGS.pack_into(buf, OFF_FLAGS, flags)
+    _I64.pack_into(buf, OFF_CONSUMER_ID, consumer_id)
+
+
+def with_delivery_count_slot(pkt: Packet) -> tuple[bytes, int]:
+    """Return the packet's bytes with a DELIVERY_COUNT field, and that field's value offset.
+
+    Done once when a message arrives, so each delivery only patches four bytes.  The
+    variable header is re-encoded (Java padding) only if it lacks the field.
+    """
+    fields = pkt.fields
+    raw = pkt.raw
+    if VH_DELIVERY_COUNT in fields:
+        pos = HEADER_SIZE
+        while True:
+            tag, length = struct.unpack_from(">hH", raw, pos)
+            if tag == VH_DELIVERY_COUNT:
+                return raw, pos + 4
+            if tag in _LONG_FIELDS:
+                pos += 12
+            else:
+                pos += 4 + length
+    new_fields = dict(fields)
+    new_fields[VH_DELIVERY_COUNT] = 1
+    vh = encode_fields(new_fields)
+    prop_offset = HEADER_SIZE + len(vh)
+    tail = raw[pkt.prop_offset : pkt.size]
+    size = prop_offset + len(tail)
+    out = bytearray(raw[:HEADER_SIZE])
+    _I32.pack_into(out, OFF_SIZE, size)
+    _I32.pack_into(out, OFF_PROP_OFFSET, prop_offset)
+    out += vh
+    out += tail
+    # The count follows the longs, so find it by walking the encoded fields.
+    pos = HEADER_SIZE
+    while True:
+        tag, length = struct.unpack_from(">hH", out, pos)
+        if tag == VH_DELIVERY_COUNT:
+            return bytes(out), pos + 4
+        pos += 12 if tag in _LONG_FIELDS else 4 + length
+
+
+def iter_blocks(body: bytes, size: int) -> Iterator[bytes]:
+    """Split a body into ``size``-byte blocks (caller checks divisibility)."""
+    for i in range(0, len(body), size):
+        yield body[i : i + size]

@@ -1,0 +1,242 @@
+"""The property section of a version-301 packet, and Java's (modified) UTF strings.
+
+Layout (../shared/spec/packet.md §7): int32 format version (1), int32 count, then per
+entry a ``writeUTF`` name, an int16 type code and the value.  Types 1-8 have no length
+word, so an unknown type code cannot be skipped: the whole section is rejected.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Mapping
+
+from .jtypes import INT_MAX, INT_MIN, JByte, JChar, JFloat, JInt, JLong, JShort
+
+
+class PropertyError(ValueError):
+    """The property section could not be decoded or a value cannot be encoded."""
+
+
+T_BOOLEAN = 1
+T_BYTE = 2
+T_SHORT = 3
+T_INTEGER = 4
+T_LONG = 5
+T_FLOAT = 6
+T_DOUBLE = 7
+T_STRING = 8
+T_OBJECT = 9
+
+_I32 = struct.Struct(">i")
+_I16 = struct.Struct(">h")
+_U16 = struct.Struct(">H")
+_I64 = struct.Struct(">q")
+_F32 = struct.Struct(">f")
+_F64 = struct.Struct(">d")
+_HEAD = struct.Struct(">ii")
+
+
+class JavaObjectBytes(bytes):
+    """A type-9 property value: Java-serialised bytes we carry but do not interpret."""
+
+    __slots__ = ()
+
+
+# ---------------------------------------------------------------------------
+# Strings
+
+
+def decode_java_utf(data: bytes) -> str:
+    """Decode modified UTF-8 leniently (NUL as C0 80, non-BMP as surrogate pairs)."""
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        pass
+    fixed = data.replace(b"\xc0\x80", b"\x00").decode("utf-8", "surrogatepass")
+    # Surrogate pairs written as two 3-byte sequences become one character.
+    return fixed.encode("utf-16-be", "surrogatepass").decode("utf-16-be", "replace")
+
+
+def encode_java_utf(text: str) -> bytes:
+    """Encode as Java's writeUTF body does (without the length word)."""
+    if text.isascii() and "\x00" not in text:
+        return text.encode("ascii")
+    parts = []
+    for ch in text:
+        cp = ord(ch)
+        if cp > 0xFFFF:
+            cp -= 0x10000
+            parts.append(chr(0xD800 + (cp >> 10)))
+            parts.append(chr(0xDC00 + (cp & 0x3FF)))
+        else:
+            parts.append(ch)
+    return "".join(parts).encode("utf-8", "surrogatepass").replace(b"\x00", b"\xc0\x80")
+
+
+def write_utf(text: str) -> bytes:
+    """Java ``DataOutputStream.writeUTF``: uint16 length + modified UTF-8."""
+    data = encode_java_utf(text)
+    if len(data) > 0xFFFF:
+        raise PropertyError(f"string too long for writeUTF: {len(data)} bytes")
+    return _U16.pack(len(data)) + data
+
+
+def read_utf(buf: bytes | memoryview, pos: int) -> tuple[str, int]:
+    """Java ``readUTF`` from ``buf`` at ``pos``; returns the string and the next position."""
+    if pos + 2 > len(buf):
+        raise PropertyError("truncated string length")
+    (n,) = _U16.unpack_from(buf, pos)
+    end = pos + 2 + n
+    if end > len(buf):
+        raise PropertyError("truncated string")
+    return decode_java_utf(bytes(buf[pos + 2 : end])), end
+
+
+# ---------------------------------------------------------------------------
+# Property table
+
+
+def decode_properties(buf: bytes | memoryview, start: int = 0, size: int | None = None) -> dict:
+    """Decode a version-1 property table occupying ``buf[start:start+size]``."""
+    end = len(buf) if size is None else start + size
+    if size == 0:
+        return {}
+    if end > len(buf) or end - start < 8:
+        raise PropertyError("property section too short")
+    version, count = _HEAD.unpack_from(buf, start)
+    if version != 1:
+        raise PropertyError(f"unsupported property table version {version}")
+    if count < 0:
+        raise PropertyError(f"negative property count {count}")
+    pos = start + 8
+    props: dict[str, object] = {}
+    for _ in range(count):
+        if pos + 2 > end:
+            raise PropertyError("truncated property name")
+        (n,) = _U16.unpack_from(buf, pos)
+        if n == 0:
+            # The Java reader stops at an empty name.
+            break
+        name_end = pos + 2 + n
+        if name_end + 2 > end:
+            raise PropertyError("truncated property entry")
+        name = decode_java_utf(bytes(buf[pos + 2 : name_end]))
+        (code,) = _I16.unpack_from(buf, name_end)
+        pos = name_end + 2
+        if code == T_STRING:
+            if pos + 2 > end:
+                raise PropertyError(f"truncated value of {name}")
+            (vn,) = _U16.unpack_from(buf, pos)
+            vend = pos + 2 + vn
+            if vend > end:
+                raise PropertyError(f"truncated value of {name}")
+            value: object = decode_java_utf(bytes(buf[pos + 2 : vend]))
+            pos = vend
+        elif code == T_INTEGER:
+            if pos + 4 > end:
+                raise PropertyError(f"truncated value of {name}")
+            value = JInt(_I32.unpack_from(buf, pos)[0])
+            pos += 4
+        elif code == T_LONG:
+            if pos + 8 > end:
+                raise PropertyError(f"truncated value of {name}")
+            value = JLong(_I64.unpack_from(buf, pos)[0])
+            pos += 8
+        elif code == T_BOOLEAN:
+            if pos + 1 > end:
+                raise PropertyError(f"truncated value of {name}")
+            value = buf[pos] != 0
+            pos += 1
+        elif code == T_BYTE:
+            if pos + 1 > end:
+                raise PropertyError(f"truncated value of {name}")
+            b = buf[pos]
+            value = JByte(b - 256 if b > 127 else b)
+            pos += 1
+        elif code == T_SHORT:
+            if pos + 2 > end:
+                raise PropertyError(f"truncated value of {name}")
+            value = JShort(_I16.unpack_from(buf, pos)[0])
+            pos += 2
+        elif code == T_FLOAT:
+            if pos + 4 > end:
+                raise PropertyError(f"truncated value of {name}")
+            value = JFloat(_F32.unpack_from(buf, pos)[0])
+            pos += 4
+        elif code == T_DOUBLE:
+            if pos + 8 > end:
+                raise PropertyError(f"truncated value of {name}")
+            value = _F64.unpack_from(buf, pos)[0]
+            pos += 8
+        elif code == T_OBJECT:
+            if pos + 4 > end:
+                raise PropertyError(f"truncated value of {name}")
+            (on,) = _I32.unpack_from(buf, pos)
+            if on < 0 or pos + 4 + on > end:
+                raise PropertyError(f"bad object length for {name}")
+            value = JavaObjectBytes(bytes(buf[pos + 4 : pos + 4 + on]))
+            pos += 4 + on
+        else:
+            raise PropertyError(f"unknown property type {code} for {name}")
+        props[name] = value
+    return props
+
+
+def _encode_value(name: str, value: object) -> bytes:
+    if isinstance(value, bool):
+        return b"\x00\x01" + (b"\x01" if value else b"\x00")
+    if isinstance(value, JByte):
+        return b"\x00\x02" + struct.pack(">b", value)
+    if isinstance(value, JShort):
+        return b"\x00\x03" + _I16.pack(value)
+    if isinstance(value, JLong):
+        return b"\x00\x05" + _I64.pack(value)
+    if isinstance(value, int):
+        if INT_MIN <= value <= INT_MAX:
+            return b"\x00\x04" + _I32.pack(value)
+        return b"\x00\x05" + _I64.pack(value)
+    if isinstance(value, JFloat):
+        return b"\x00\x06" + _F32.pack(value)
+    if isinstance(value, float):
+        return b"\x00\x07" + _F64.pack(value)
+    if isinstance(value, JavaObjectBytes):
+        return b"\x00\x09" + _I32.pack(len(value)) + value
+    if isinstance(value, JChar):
+        # Character is not a property type in JMS; the Java client sends it as a String.
+        return b"\x00\x08" + write_utf(str(value))
+    if isinstance(value, str):
+        return b"\x00\x08" + write_utf(value)
+    raise PropertyError(f"property {name}: cannot encode {type(value).__name__}")
+
+
+def encode_properties(props: Mapping[str, object] | None) -> bytes:
+    """Encode a property table; ``None`` or empty gives no section at all (size 0)."""
+    if not props:
+        return b""
+    parts = [_HEAD.pack(1, len(props))]
+    for name, value in props.items():
+        if value is None:
+            raise PropertyError(f"property {name}: null values cannot be sent")
+        parts.append(write_utf(name))
+        parts.append(_encode_value(name, value))
+    return b"".join(parts)
+
+
+def empty_properties() -> bytes:
+    """An empty (but present) table: what Java writes for a table with no entries."""
+    return _HEAD.pack(1, 0)
+
+
+__all__ = [
+    "JavaObjectBytes",
+    "PropertyError",
+    "decode_java_utf",
+    "decode_properties",
+    "empty_properties",
+    "encode_java_utf",
+    "encode_properties",
+    "read_utf",
+    "write_utf",
+    "JInt",
+    "JLong",
+]
