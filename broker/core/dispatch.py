@@ -1,0 +1,157 @@
+"""A delivery queue: pending entries in priority order and the consumers they go to.
+
+A queue destination has one; each topic subscription has its own.  ``dispatch`` is
+called whenever something changes that may let a message move (a new message, a
+consumer added, credit restored, a connection started) and moves as many as it can.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from typing import TYPE_CHECKING
+
+from .message import Entry
+
+if TYPE_CHECKING:
+    from .session import Consumer
+
+
+class DeliveryQueue:
+    """Pending entries by priority (9 first, FIFO within a priority) plus round-robin consumers."""
+
+    __slots__ = ("buckets", "count", "bytes", "consumers", "_rr", "on_drop", "active")
+
+    def __init__(self, on_drop: Callable[[Entry, str], None] | None = None) -> None:
+        self.buckets: list[deque[Entry]] = [deque() for _ in range(10)]
+        self.count = 0
+        self.bytes = 0
+        self.consumers: list[Consumer] = []
+        self._rr = 0
+        # Called for entries the queue gives up on (expired) so the owner can account.
+        self.on_drop = on_drop
+        # False once the owner (a non-durable subscription, a destroyed destination) is gone.
+        self.active = True
+
+    # -- content ------------------------------------------------------------
+
+    def put(self, entry: Entry) -> None:
+        p = entry.msg.priority
+        self.buckets[p if 0 <= p <= 9 else 4].append(entry)
+        self.count += 1
+        self.bytes += entry.msg.size
+
+    def put_back(self, entries: Iterable[Entry]) -> None:
+        """Return entries to the head of their priority, keeping their relative order."""
+        for entry in reversed(list(entries)):
+            p = entry.msg.priority
+            self.buckets[p if 0 <= p <= 9 else 4].appendleft(entry)
+            self.count += 1
+            self.bytes += entry.msg.size
+
+    def __iter__(self) -> Iterator[Entry]:
+        for bucket in reversed(self.buckets):
+            yield from bucket
+
+    def remove_where(self, pred: Callable[[Entry], bool]) -> list[Entry]:
+        """Take out every pending entry matching ``pred``."""
+        removed: list[Entry] = []
+        for i, bucket in enumerate(self.buckets):
+            if not bucket:
+                continue
+            keep: deque[Entry] = deque()
+            for e in bucket:
+                (removed if pred(e) else keep).append(e)
+            self.buckets[i] = keep
+        for e in removed:
+            self.count -= 1
+            self.bytes -= e.msg.size
+        return removed
+
+    def clear(self) -> list[Entry]:
+        return self.remove_where(lambda e: True)
+
+    # -- consumers ----------------------------------------------------------
+
+    def add_consumer(self, consumer: Consumer) -> None:
+        self.consumers.append(consumer)
+
+    def remove_consumer(self, consumer: Consumer) -> None:
+        try:
+            self.consumers.remove(consumer)
+        except ValueError:
+            pass
+
+    def _pop(self) -> Entry | None:
+        for bucket in reversed(self.buckets):
+            if bucket:
+                e = bucket.popleft()
+                self.count -= 1
+                self.bytes -= e.msg.size
+                return e
+        return None
+
+    def dispatch(self, now_ms: int) -> None:
+        """Deliver as many pending entries as ready consumers will take."""
+        if not self.count or not self.consumers:
+            return
+        consumers = self.consumers
+        if any(c.selector is not None for c in consumers):
+            self._dispatch_selective(now_ms)
+            return
+        n = len(consumers)
+        while self.count:
+            # Round-robin: start after the consumer that got the last message.
+            for i in range(n):
+                c = consumers[(self._rr + i) % n]
+                if c.ready():
+                    self._rr = (self._rr + i + 1) % n
+                    break
+            else:
+                return
+            entry = self._pop()
+            assert entry is not None
+            if entry.msg.expiration and entry.msg.is_expired(now_ms):
+                if self.on_drop:
+                    self.on_drop(entry, "expired")
+                continue
+            c.deliver(entry)
+
+    def _dispatch_selective(self, now_ms: int) -> None:
+        # Messages a consumer's selector refuses stay queued for the others.
+        consumers = self.consumers
+        n = len(consumers)
+        for pi in range(9, -1, -1):
+            bucket = self.buckets[pi]
+            if not bucket:
+                continue
+            keep: deque[Entry] = deque()
+            while bucket:
+                if not any(c.ready() for c in consumers):
+                    keep.extend(bucket)
+                    bucket.clear()
+                    break
+                entry = bucket.popleft()
+                msg = entry.msg
+                if msg.expiration and msg.is_expired(now_ms):
+                    self.count -= 1
+                    self.bytes -= msg.size
+                    if self.on_drop:
+                        self.on_drop(entry, "expired")
+                    continue
+                target = None
+                for i in range(n):
+                    c = consumers[(self._rr + i) % n]
+                    if c.ready() and (
+                        c.selector is None or c.selector.matches(msg.selector_values())
+                    ):
+                        target = c
+                        self._rr = (self._rr + i + 1) % n
+                        break
+                if target is None:
+                    keep.append(entry)
+                    continue
+                self.count -= 1
+                self.bytes -= msg.size
+                target.deliver(entry)
+            self.buckets[pi] = keep

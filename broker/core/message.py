@@ -1,0 +1,115 @@
+"""Messages as the router holds them.
+
+A :class:`Message` is what a producer sent, kept as the received bytes (with a
+DELIVERY_COUNT slot added once) so each delivery is a copy plus a few patched bytes.
+An :class:`Entry` is one message's place in one delivery queue: a queue has one entry
+per message, a topic one per subscription, each with its own redelivery state.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from broker.protocol.packet import (
+    OFF_FLAGS,
+    VH_CORRELATIONID,
+    VH_TYPE,
+    Packet,
+    with_delivery_count_slot,
+)
+from broker.protocol.sysmsgid import sysmsgid_string
+from broker.protocol.types import FLAG_A, FLAG_C, FLAG_F, FLAG_L, FLAG_P, FLAG_Q, FLAG_R
+
+_I32 = struct.Struct(">i")
+_FLAGS_CID = struct.Struct(">Hq")
+# Flags a producer may have set that mean nothing on a delivery.
+_STRIP = ~(FLAG_F | FLAG_C | FLAG_L | FLAG_R | FLAG_A) & 0xFFFF
+
+
+class Message:
+    """A message held by the broker."""
+
+    __slots__ = (
+        "raw",
+        "dc_offset",
+        "type",
+        "base_flags",
+        "priority",
+        "expiration",
+        "timestamp",
+        "key",
+        "destination",
+        "is_queue",
+        "persistent",
+        "size",
+        "origin_connection",
+        "_packet",
+        "_selector_values",
+    )
+
+    def __init__(self, pkt: Packet, destination: str, origin_connection: int) -> None:
+        raw, self.dc_offset = with_delivery_count_slot(pkt)
+        self.raw = raw
+        self.type = pkt.type
+        self.base_flags = pkt.flags & _STRIP
+        self.priority = pkt.priority
+        self.expiration = pkt.expiration
+        self.timestamp = pkt.timestamp
+        self.key = pkt.sysmsgid
+        self.destination = destination
+        self.is_queue = bool(pkt.flags & FLAG_Q)
+        self.persistent = bool(pkt.flags & FLAG_P)
+        self.size = len(raw)
+        self.origin_connection = origin_connection
+        self._packet = pkt
+        self._selector_values: dict | None = None
+
+    def is_expired(self, now_ms: int) -> bool:
+        return 0 < self.expiration <= now_ms
+
+    @property
+    def message_id(self) -> str:
+        return "ID:" + sysmsgid_string(self.key)
+
+    def encode_delivery(
+        self, consumer_id: int, redelivered: bool, count: int, extra_flags: int = 0
+    ) -> bytearray:
+        """The bytes to send to a consumer: the producer's packet with our header bits."""
+        buf = bytearray(self.raw)
+        flags = self.base_flags | extra_flags
+        if redelivered:
+            flags |= FLAG_R
+        _FLAGS_CID.pack_into(buf, OFF_FLAGS, flags, consumer_id)
+        _I32.pack_into(buf, self.dc_offset, count)
+        return buf
+
+    def selector_values(self) -> dict:
+        """Properties plus selectable JMS headers, decoded once per message."""
+        vals = self._selector_values
+        if vals is None:
+            pkt = self._packet
+            vals = dict(pkt.properties)
+            fields = pkt.fields
+            vals["JMSDeliveryMode"] = "PERSISTENT" if self.persistent else "NON_PERSISTENT"
+            vals["JMSPriority"] = self.priority
+            vals["JMSMessageID"] = self.message_id
+            vals["JMSTimestamp"] = self.timestamp
+            vals["JMSCorrelationID"] = fields.get(VH_CORRELATIONID)
+            vals["JMSType"] = fields.get(VH_TYPE)
+            self._selector_values = vals
+        return vals
+
+
+class Entry:
+    """One message in one delivery queue, with that queue's delivery state."""
+
+    __slots__ = ("msg", "owner", "queue", "redelivered", "count", "consumer")
+
+    def __init__(self, msg: Message, owner: object, queue: object) -> None:
+        self.msg = msg
+        # The destination that accounts for it, and the queue it returns to.
+        self.owner = owner
+        self.queue = queue
+        self.redelivered = False
+        self.count = 0
+        self.consumer = None

@@ -1,0 +1,142 @@
+"""Sessions, consumers and producers, and the link they deliver through.
+
+The router never touches sockets: a :class:`Link` (the server's connection object)
+is told to send bytes and says whether it can take more.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+from broker.protocol.types import FLAG_C, AckMode
+
+from .message import Entry
+
+if TYPE_CHECKING:
+    from broker.core.selector import Selector
+
+    from .destination import Destination, Subscription
+    from .dispatch import DeliveryQueue
+
+
+class Link(Protocol):
+    """What the router needs from a client connection."""
+
+    id: int
+    client_id: str | None
+
+    def can_deliver(self) -> bool: ...
+
+    def send_delivery(self, buf: bytearray) -> None: ...
+
+
+class Session:
+    """A JMS session: its ack mode, its consumers and the messages it has not acknowledged."""
+
+    __slots__ = ("id", "link", "ack_mode", "stopped", "consumers", "producers", "unacked")
+
+    def __init__(self, sid: int, link: Link, ack_mode: int) -> None:
+        self.id = sid
+        self.link = link
+        self.ack_mode = ack_mode
+        self.stopped = False
+        self.consumers: dict[int, Consumer] = {}
+        self.producers: dict[int, Producer] = {}
+        # (consumer id, sysmsgid) -> entry, in delivery order.
+        self.unacked: dict[tuple[int, bytes], Entry] = {}
+
+    @property
+    def acknowledges(self) -> bool:
+        return self.ack_mode != AckMode.NO_ACKNOWLEDGE
+
+
+class Consumer:
+    """A message consumer, fed by one delivery queue."""
+
+    __slots__ = (
+        "id",
+        "session",
+        "link",
+        "destination",
+        "queue",
+        "subscription",
+        "selector",
+        "no_local",
+        "prefetch",
+        "credit",
+        "closed",
+        "delivered",
+        "router",
+    )
+
+    def __init__(
+        self,
+        cid: int,
+        session: Session,
+        destination: Destination,
+        queue: DeliveryQueue,
+        selector: Selector | None,
+        no_local: bool,
+        prefetch: int,
+        router: object,
+        subscription: Subscription | None = None,
+    ) -> None:
+        self.id = cid
+        self.session = session
+        self.link = session.link
+        self.destination = destination
+        self.queue = queue
+        self.subscription = subscription
+        self.selector = selector
+        self.no_local = no_local
+        # prefetch <= 0 means unlimited: no consumer flow control.
+        self.prefetch = prefetch
+        self.credit = prefetch if prefetch > 0 else -1
+        self.closed = False
+        self.delivered = 0
+        self.router = router
+
+    def ready(self) -> bool:
+        return (
+            self.credit != 0
+            and not self.closed
+            and not self.session.stopped
+            and self.link.can_deliver()
+        )
+
+    def deliver(self, entry: Entry) -> None:
+        entry.count += 1
+        entry.consumer = self
+        extra = 0
+        if self.credit > 0:
+            self.credit -= 1
+            if self.credit == 0:
+                # Tell the client we stop here until its RESUME_FLOW.
+                extra = FLAG_C
+        buf = entry.msg.encode_delivery(self.id, entry.redelivered, entry.count, extra)
+        session = self.session
+        if session.acknowledges:
+            session.unacked[(self.id, entry.msg.key)] = entry
+        else:
+            self.router.consumed(entry)
+        self.delivered += 1
+        self.link.send_delivery(buf)
+
+    def resume(self, size: int | None) -> None:
+        """RESUME_FLOW for this consumer: a new allowance (``-1`` or ``None`` keeps the old size)."""
+        if size is not None and size != 0:
+            self.prefetch = size
+        self.credit = self.prefetch if self.prefetch > 0 else -1
+
+
+class Producer:
+    """A message producer registered with ADD_PRODUCER."""
+
+    __slots__ = ("id", "session", "destination", "batch", "sent")
+
+    def __init__(self, pid: int, session: Session, destination: Destination, batch: int) -> None:
+        self.id = pid
+        self.session = session
+        self.destination = destination
+        self.batch = batch
+        self.sent = 0
