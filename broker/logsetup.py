@@ -1,0 +1,385 @@
+"""Broker logging: OpenMQ log levels, the instance log file and the database log table.
+
+The broker configures logging itself (Django's settings leave LOGGING alone):
+``imq.log.level`` (or ``-loglevel``) picks the level, records go to
+``<instance_dir>/log/log.txt`` with OpenMQ-style rollover (``log_1.txt`` ...
+``log_9.txt``), to stderr with ``-tty``, and WARNING and above to the ``LogRecord``
+table through :class:`DatabaseLogHandler`, which never touches the ORM on the
+caller's thread.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import re
+import sys
+import threading
+import time
+from datetime import UTC, datetime, tzinfo
+from logging.handlers import RotatingFileHandler
+from pathlib import Path
+from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from broker.config import BrokerConfig, ConfigError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+__all__ = [
+    "DEBUGHIGH",
+    "DEBUGMED",
+    "FORCE",
+    "LEVELS",
+    "NONE",
+    "DatabaseLogHandler",
+    "OpenMQFormatter",
+    "RolloverFileHandler",
+    "configure_logging",
+    "openmq_level_name",
+    "parse_level",
+]
+
+# OpenMQ has two debug levels below DEBUG and FORCE (always shown unless NONE).
+DEBUGMED = 8
+DEBUGHIGH = 5
+FORCE = 55
+NONE = 100
+
+LEVELS: dict[str, int] = {
+    "NONE": NONE,
+    "FORCE": FORCE,
+    "ERROR": logging.ERROR,
+    "WARNING": logging.WARNING,
+    "INFO": logging.INFO,
+    "DEBUG": logging.DEBUG,
+    "DEBUGMED": DEBUGMED,
+    "DEBUGHIGH": DEBUGHIGH,
+}
+
+logging.addLevelName(DEBUGMED, "DEBUGMED")
+logging.addLevelName(DEBUGHIGH, "DEBUGHIGH")
+logging.addLevelName(FORCE, "FORCE")
+
+# Older OpenMQ releases keep 9 archives: log_1.txt (newest) .. log_9.txt.
+BACKUP_COUNT = 9
+
+
+def parse_level(name: str) -> int:
+    """Map an OpenMQ level name (case-insensitive; ``ALL`` = everything) to a logging level."""
+    key = name.strip().upper()
+    if key == "ALL":
+        return DEBUGHIGH
+    try:
+        return LEVELS[key]
+    except KeyError:
+        raise ConfigError(
+            f"unknown log level {name!r} (expected one of {', '.join(LEVELS)})"
+        ) from None
+
+
+def openmq_level_name(levelno: int) -> str:
+    """Return the OpenMQ level name for a Python level (CRITICAL shows as ERROR)."""
+    if levelno >= FORCE:
+        return "FORCE"
+    if levelno >= logging.ERROR:
+        return "ERROR"
+    if levelno >= logging.WARNING:
+        return "WARNING"
+    if levelno >= logging.INFO:
+        return "INFO"
+    if levelno >= logging.DEBUG:
+        return "DEBUG"
+    if levelno >= DEBUGMED:
+        return "DEBUGMED"
+    return "DEBUGHIGH"
+
+
+class OpenMQFormatter(logging.Formatter):
+    """``[22/Nov/2026:12:00:00 UTC] WARNING broker.core: message`` (INFO omits the level)."""
+
+    def __init__(self, tz: tzinfo | None = None) -> None:
+        super().__init__()
+        self.tz = tz
+
+    def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:  # noqa: N802
+        when = datetime.fromtimestamp(record.created).astimezone(self.tz)
+        return when.strftime(datefmt or "%d/%b/%Y:%H:%M:%S %Z")
+
+    def format(self, record: logging.LogRecord) -> str:
+        level = openmq_level_name(record.levelno)
+        # OpenMQ prints no level tag for INFO lines; everything else is tagged.
+        tag = "" if level == "INFO" else level + " "
+        text = f"[{self.formatTime(record)}] {tag}{record.name}: {record.getMessage()}"
+        if record.exc_info:
+            if not record.exc_text:
+                record.exc_text = self.formatException(record.exc_info)
+        if record.exc_text:
+            text += "\n" + record.exc_text
+        if record.stack_info:
+            text += "\n" + self.formatStack(record.stack_info)
+        return text
+
+
+class RolloverFileHandler(RotatingFileHandler):
+    """Size- and age-based rollover with OpenMQ archive names (``log_1.txt``...)."""
+
+    def __init__(
+        self,
+        filename: str | os.PathLike[str],
+        max_bytes: int = 0,
+        rollover_secs: int = 0,
+        backup_count: int = BACKUP_COUNT,
+    ) -> None:
+        super().__init__(
+            filename, maxBytes=max(max_bytes, 0), backupCount=backup_count, encoding="utf-8"
+        )
+        self.rollover_secs = max(rollover_secs, 0)
+        self.namer = self._openmq_name
+        self._opened_at = time.time()
+
+    @staticmethod
+    def _openmq_name(default_name: str) -> str:
+        # RotatingFileHandler proposes "log.txt.3"; OpenMQ calls it "log_3.txt".
+        m = re.fullmatch(r"(.*?)(\.[^.\\/]*)?\.(\d+)", default_name)
+        if not m:
+            return default_name
+        stem, ext, num = m.group(1), m.group(2) or "", m.group(3)
+        return f"{stem}_{num}{ext}"
+
+    def shouldRollover(self, record: logging.LogRecord) -> int:  # noqa: N802
+        if self.rollover_secs and record.created - self._opened_at >= self.rollover_secs:
+            return 1
+        return super().shouldRollover(record)
+
+    def doRollover(self) -> None:  # noqa: N802
+        super().doRollover()
+        self._opened_at = time.time()
+
+
+# --------------------------------------------------------------------------------------
+# Database handler
+# --------------------------------------------------------------------------------------
+
+_STOP = object()
+
+
+class _Flush:
+    __slots__ = ("done",)
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+
+
+class DatabaseLogHandler(logging.Handler):
+    """Write log records (WARNING and above by default) to the ``LogRecord`` table.
+
+    ``emit`` only formats the message and puts a small tuple on a bounded queue; a
+    daemon thread writes batches with ``bulk_create``.  Database errors and a full
+    queue drop records (counted in :attr:`dropped`) and never raise.  ``flush``
+    waits for queued records to be written; ``close`` flushes and stops the thread.
+    """
+
+    def __init__(
+        self,
+        instance: str,
+        level: int = logging.WARNING,
+        *,
+        batch_size: int = 200,
+        max_queue: int = 10000,
+    ) -> None:
+        super().__init__(level)
+        self.instance = instance[:255]
+        self.batch_size = batch_size
+        self.written = 0
+        self.dropped = 0
+        self.last_error: BaseException | None = None
+        self._counter_lock = threading.Lock()
+        self._queue: queue.Queue[object] = queue.Queue(max_queue)
+        self._closed = False
+        self._reported_error = False
+        self._thread = threading.Thread(target=self._run, name="imq-db-log-writer", daemon=True)
+        self._thread.start()
+
+    # -- caller side ---------------------------------------------------------------------
+
+    def emit(self, record: logging.LogRecord) -> None:
+        # Records logged by the writer itself (e.g. the ORM) would feed back forever.
+        if record.thread == self._thread.ident or self._closed:
+            return
+        try:
+            message = record.getMessage()
+            if record.exc_info:
+                message += "\n" + logging.Formatter().formatException(record.exc_info)
+            item = (record.created, openmq_level_name(record.levelno), record.name[:255], message)
+            self._queue.put_nowait(item)
+        except queue.Full:
+            self._count_dropped(1)
+        except Exception:
+            self.handleError(record)
+
+    def flush(self, timeout: float = 5.0) -> bool:
+        """Wait until records queued so far are written (or dropped); False on timeout."""
+        if not self._thread.is_alive():
+            return self._queue.empty()
+        marker = _Flush()
+        try:
+            self._queue.put(marker, timeout=timeout)
+        except queue.Full:
+            return False
+        return marker.done.wait(timeout)
+
+    def close(self) -> None:
+        """Write what is queued, stop the writer thread and close its DB connection."""
+        if not self._closed:
+            self._closed = True
+            if self._thread.is_alive():
+                try:
+                    self._queue.put(_STOP, timeout=5.0)
+                except queue.Full:
+                    pass
+                self._thread.join(timeout=10.0)
+        super().close()
+
+    def _count_dropped(self, n: int) -> None:
+        with self._counter_lock:
+            self.dropped += n
+
+    # -- writer thread -------------------------------------------------------------------
+
+    def _run(self) -> None:
+        try:
+            stop = False
+            while not stop:
+                items = [self._queue.get()]
+                # Take whatever else is already waiting: a burst becomes one INSERT.
+                while len(items) < self.batch_size:
+                    try:
+                        items.append(self._queue.get_nowait())
+                    except queue.Empty:
+                        break
+                rows = []
+                flushes = []
+                for item in items:
+                    if item is _STOP:
+                        stop = True
+                    elif isinstance(item, _Flush):
+                        flushes.append(item)
+                    else:
+                        rows.append(item)
+                if rows:
+                    self._write(rows)
+                for marker in flushes:
+                    marker.done.set()
+        finally:
+            self._close_connection()
+
+    def _write(self, rows: Iterable[tuple[float, str, str, str]]) -> None:
+        rows = list(rows)
+        try:
+            from broker.models import LogRecord
+
+            LogRecord.objects.bulk_create(
+                [
+                    LogRecord(
+                        timestamp=datetime.fromtimestamp(created, UTC),
+                        level=level,
+                        logger=logger,
+                        message=message,
+                        broker_instance=self.instance,
+                    )
+                    for created, level, logger, message in rows
+                ]
+            )
+        except Exception as exc:
+            self._count_dropped(len(rows))
+            self.last_error = exc
+            if not self._reported_error:
+                # Not through logging: that would queue more records for a failing DB.
+                self._reported_error = True
+                print(
+                    f"DatabaseLogHandler: cannot write log records ({exc!r}); dropping",
+                    file=sys.stderr,
+                )
+            self._close_connection(only_unusable=True)
+        else:
+            with self._counter_lock:
+                self.written += len(rows)
+
+    @staticmethod
+    def _close_connection(only_unusable: bool = False) -> None:
+        try:
+            from django.db import close_old_connections, connections
+
+            if only_unusable:
+                close_old_connections()
+            else:
+                connections.close_all()
+        except Exception:
+            pass
+
+
+# --------------------------------------------------------------------------------------
+# configure_logging
+# --------------------------------------------------------------------------------------
+
+_OWNED_ATTR = "_imq_owned"
+
+
+def _timezone(config: BrokerConfig) -> tzinfo | None:
+    name = (config.get("imq.log.timezone") or "").strip()
+    if not name:
+        return None
+    try:
+        return ZoneInfo(name)
+    except (ZoneInfoNotFoundError, ValueError) as exc:
+        raise ConfigError(f"imq.log.timezone: unknown time zone {name!r}") from exc
+
+
+def _log_file(config: BrokerConfig) -> Path:
+    dirpath = config.get("imq.log.file.dirpath") or str(config.instance_dir / "log")
+    filename = config.get("imq.log.file.filename") or "log.txt"
+    return Path(dirpath) / filename
+
+
+def configure_logging(config: BrokerConfig, loglevel: str | None, tty: bool) -> None:
+    """Set up the broker's root logging from ``config``; ``loglevel`` is ``-loglevel``.
+
+    Calling it again replaces the handlers it installed before.
+    """
+    level = parse_level(loglevel or config.get("imq.log.level") or "INFO")
+    formatter = OpenMQFormatter(_timezone(config))
+
+    # Older property name kept as an alias while the current one is at its default.
+    max_bytes = config.get_size("imq.log.file.rolloversize", -1)
+    if max_bytes <= 0:
+        max_bytes = config.get_size("imq.log.file.rolloverbytes", -1)
+    rollover_secs = config.get_int("imq.log.file.rolloversecs", 0)
+
+    handlers: list[logging.Handler] = []
+    path = _log_file(config)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    file_handler = RolloverFileHandler(path, max_bytes=max_bytes, rollover_secs=rollover_secs)
+    file_handler.setFormatter(formatter)
+    handlers.append(file_handler)
+
+    if tty:
+        console = logging.StreamHandler(sys.stderr)
+        console.setFormatter(formatter)
+        handlers.append(console)
+
+    if config.get_bool("imq.log.database.enabled", True):
+        db_level = parse_level(config.get("imq.log.database.output") or "WARNING")
+        handlers.append(DatabaseLogHandler(config.instance, db_level))
+
+    root = logging.getLogger()
+    for old in list(root.handlers):
+        if getattr(old, _OWNED_ATTR, False):
+            root.removeHandler(old)
+            old.close()
+    for handler in handlers:
+        setattr(handler, _OWNED_ATTR, True)
+        root.addHandler(handler)
+    root.setLevel(level)

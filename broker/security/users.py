@@ -1,0 +1,205 @@
+"""The database user repository and the actions that change it.
+
+The broker calls :class:`DatabaseUserRepository` from a worker thread at
+authentication time (never on the per-message path).  The module-level functions are
+the single write path for users, shared by the CLI (imqusermgr) and the portal.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, close_old_connections, transaction
+
+from broker.models import BrokerGroup, BrokerUser, validate_broker_username
+
+__all__ = [
+    "ADMIN_GROUP",
+    "ANONYMOUS_GROUP",
+    "DEFAULT_USERS",
+    "USER_GROUP",
+    "DatabaseUserRepository",
+    "DuplicateUserError",
+    "UnknownUserError",
+    "UserError",
+    "UserRecord",
+    "create_user",
+    "delete_user",
+    "ensure_default_users",
+    "set_active",
+    "set_password",
+]
+
+ADMIN_GROUP = "admin"
+USER_GROUP = "user"
+ANONYMOUS_GROUP = "anonymous"
+
+_DEFAULT_GROUPS = {
+    ADMIN_GROUP: "Administrators: may connect to ADMIN services (imqcmd).",
+    USER_GROUP: "Ordinary messaging users.",
+    ANONYMOUS_GROUP: "The anonymous (guest) user.",
+}
+
+# (username, password, group) as in OpenMQ's shipped passwd file (spec/security.md §2).
+DEFAULT_USERS: tuple[tuple[str, str, str], ...] = (
+    ("admin", "admin", ADMIN_GROUP),
+    ("guest", "guest", ANONYMOUS_GROUP),
+)
+
+
+class UserError(ValueError):
+    """A user repository action that cannot be done."""
+
+
+class DuplicateUserError(UserError):
+    """The user already exists."""
+
+
+class UnknownUserError(UserError, LookupError):
+    """No such user."""
+
+
+@dataclass(frozen=True)
+class UserRecord:
+    """What authentication and access control need to know about a user."""
+
+    username: str
+    password_digest: str
+    active: bool
+    groups: frozenset[str]
+
+    @property
+    def is_admin(self) -> bool:
+        """Group ``admin`` carries OpenMQ's administrator principal."""
+        return ADMIN_GROUP in self.groups
+
+
+def _record(user: BrokerUser) -> UserRecord:
+    return UserRecord(
+        username=user.username,
+        password_digest=user.password_digest,
+        active=user.active,
+        groups=frozenset(g.name for g in user.groups.all()),
+    )
+
+
+class DatabaseUserRepository:
+    """Users from the ``BrokerUser``/``BrokerGroup`` tables (blocking: call off the loop)."""
+
+    def lookup(self, username: str) -> UserRecord | None:
+        """Return the user (active or not), or None if there is no such user."""
+        # Worker threads live long: drop a connection the server has closed under us.
+        close_old_connections()
+        user = BrokerUser.objects.prefetch_related("groups").filter(username=username).first()
+        return _record(user) if user is not None else None
+
+    def ensure_default_users(self) -> list[str]:
+        """See :func:`ensure_default_users`."""
+        return ensure_default_users()
+
+
+# --------------------------------------------------------------------------------------
+# Actions
+# --------------------------------------------------------------------------------------
+
+
+def _check_username(username: str) -> None:
+    try:
+        validate_broker_username(username)
+    except ValidationError as exc:
+        raise UserError(f"invalid user name {username!r}: {' '.join(exc.messages)}") from None
+
+
+def _check_password(password: str) -> None:
+    if not password:
+        raise UserError("password must not be empty")
+
+
+def _groups(names: Iterable[str]) -> list[BrokerGroup]:
+    groups = []
+    for name in dict.fromkeys(n.strip() for n in names):
+        if not name or any(c in name for c in ":,\r\n"):
+            raise UserError(f"invalid group name {name!r}")
+        group, _ = BrokerGroup.objects.get_or_create(
+            name=name, defaults={"description": _DEFAULT_GROUPS.get(name, "")}
+        )
+        groups.append(group)
+    return groups
+
+
+def _get(username: str) -> BrokerUser:
+    try:
+        return BrokerUser.objects.get(username=username)
+    except BrokerUser.DoesNotExist:
+        raise UnknownUserError(f"user {username!r} does not exist") from None
+
+
+def ensure_default_users() -> list[str]:
+    """Create groups admin/user/anonymous and users admin/admin, guest/guest if missing.
+
+    Idempotent and safe to race with another process; existing users (and changed
+    passwords) are left alone.  Returns the names of the users it created.
+    """
+    created_users = []
+    with transaction.atomic():
+        _groups(_DEFAULT_GROUPS)
+    for username, password, group in DEFAULT_USERS:
+        try:
+            with transaction.atomic():
+                if BrokerUser.objects.filter(username=username).exists():
+                    continue
+                user = BrokerUser(username=username)
+                user.set_password(password)
+                user.save()
+                user.groups.set(_groups([group]))
+                created_users.append(username)
+        except IntegrityError:
+            # Another process created it between our check and insert: theirs stands.
+            continue
+    return created_users
+
+
+def create_user(
+    username: str,
+    password: str,
+    groups: Iterable[str] = (USER_GROUP,),
+    active: bool = True,
+) -> BrokerUser:
+    """Create a user in ``groups`` (created if missing); raise :class:`UserError`."""
+    _check_username(username)
+    _check_password(password)
+    try:
+        with transaction.atomic():
+            user = BrokerUser(username=username, active=active)
+            user.set_password(password)
+            user.save()
+            user.groups.set(_groups(groups))
+    except IntegrityError:
+        raise DuplicateUserError(f"user {username!r} already exists") from None
+    return user
+
+
+def set_password(username: str, password: str) -> BrokerUser:
+    """Change a user's password."""
+    _check_password(password)
+    user = _get(username)
+    user.set_password(password)
+    user.save(update_fields=["password_digest", "updated"])
+    return user
+
+
+def set_active(username: str, active: bool) -> BrokerUser:
+    """Enable or disable a user (disabled users cannot log in)."""
+    user = _get(username)
+    user.active = active
+    user.save(update_fields=["active", "updated"])
+    return user
+
+
+def delete_user(username: str) -> None:
+    """Delete a user."""
+    deleted, _ = BrokerUser.objects.filter(username=username).delete()
+    if not deleted:
+        raise UnknownUserError(f"user {username!r} does not exist")

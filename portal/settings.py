@@ -1,0 +1,118 @@
+"""Django settings for the portal and the broker, read from the environment.
+
+DATABASE_URL        database (default: SQLite at <BASE_DIR>/var/db.sqlite3)
+DJANGO_SECRET_KEY   secret key (a development default is used when unset)
+DJANGO_DEBUG        "1"/"true"/"yes"/"on" for debug mode
+ALLOWED_HOSTS       comma-separated host names
+REDIS_URL           Celery broker and Channels layer (not used yet)
+IMQ_VARHOME         broker var home (default: <BASE_DIR>/var)
+IMQ_INSTANCE        broker instance name (default: imqbroker)
+
+LOGGING is deliberately not configured: the broker sets up its own (broker/logsetup.py).
+"""
+
+import os
+from pathlib import Path
+
+import dj_database_url
+
+
+def _env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return value.strip().lower() in {"1", "true", "yes", "on"}
+
+
+def _env_list(name: str, default: list[str]) -> list[str]:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+VAR_DIR = BASE_DIR / "var"
+
+# Development-only default; deployments must set DJANGO_SECRET_KEY.
+SECRET_KEY = os.environ.get(
+    "DJANGO_SECRET_KEY", "django-insecure-dev-only-openmq-py-portal-change-me"
+)
+DEBUG = _env_bool("DJANGO_DEBUG")
+ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
+
+REDIS_URL = os.environ.get("REDIS_URL", "")
+
+IMQ_VARHOME = Path(os.environ.get("IMQ_VARHOME") or VAR_DIR)
+IMQ_INSTANCE = os.environ.get("IMQ_INSTANCE") or "imqbroker"
+
+INSTALLED_APPS = [
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "django.contrib.staticfiles",
+    "rest_framework",
+    "channels",
+    "broker.apps.BrokerAppConfig",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+]
+
+ROOT_URLCONF = "portal.urls"
+WSGI_APPLICATION = "portal.wsgi.application"
+ASGI_APPLICATION = "portal.asgi.application"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ],
+        },
+    },
+]
+
+_database_url = os.environ.get("DATABASE_URL")
+if not _database_url:
+    VAR_DIR.mkdir(parents=True, exist_ok=True)
+    _database_url = f"sqlite:///{VAR_DIR / 'db.sqlite3'}"
+DATABASES = {"default": dj_database_url.parse(_database_url)}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The broker's writer threads, the portal and tests write concurrently:
+    # wait for the lock instead of failing with "database is locked".
+    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("timeout", 20)
+
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# Channels: in-process layer until REDIS_URL is wired to channels_redis.
+CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator"},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+]
+
+LANGUAGE_CODE = "en-us"
+TIME_ZONE = "UTC"
+USE_I18N = True
+USE_TZ = True
+
+STATIC_URL = "static/"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+STATIC_ROOT = VAR_DIR / "static"
