@@ -39,8 +39,10 @@ class Destination:
         temporary_owner: int | None = None,
         auto: bool = False,
         attributes: dict | None = None,
+        totals: Totals | None = None,
     ) -> None:
         self.name = name
+        self.totals = totals if totals is not None else Totals()
         self.temporary_owner = temporary_owner
         self.auto = auto
         self.attributes: dict = dict(attributes or {})

@@ -118,7 +118,11 @@ class MessageRouter:
         attrs.update(attributes or {})
         cls = TopicDestination if is_topic else QueueDestination
         dest = cls(
-            name, temporary_owner=temp_owner, auto=auto and temp_owner is None, attributes=attrs
+            name,
+            temporary_owner=temp_owner,
+            auto=auto and temp_owner is None,
+            attributes=attrs,
+            totals=self.totals,
         )
         (self.topics if is_topic else self.queues)[name] = dest  # type: ignore[index]
         log.info(

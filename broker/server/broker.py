@@ -1,0 +1,339 @@
+"""The broker process: connection services, the port mapper, pings and shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import resource
+import signal
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from broker.config import BrokerConfig, ConfigError
+from broker.core.router import MessageRouter, RouterSettings
+from broker.protocol.auth import AUTH_BASIC, AUTH_DIGEST
+from broker.protocol.jtypes import JInt
+from broker.protocol.packet import DEFAULT_MAX_PACKET, Packet, build_packet
+from broker.protocol.portmapper import MAX_REQUEST_LINE, PortMapperTable, ServiceEntry
+from broker.protocol.types import CURRENT_PACKET_VERSION, FLAG_A, GoodbyeReason, PacketType
+
+from .connection import ClientConnection
+
+log = logging.getLogger("broker")
+
+PRODUCT_NAME = "OpenMQ-compatible Python broker"
+# The OpenMQ release whose client protocol this broker speaks; clients display it.
+PROTOCOL_VERSION = "6.9.0"
+
+DESTINATION_ATTRS = {
+    "maxNumMsgs": "imq.autocreate.destination.maxNumMsgs",
+    "maxTotalMsgBytes": "imq.autocreate.destination.maxTotalMsgBytes",
+    "maxBytesPerMsg": "imq.autocreate.destination.maxBytesPerMsg",
+    "maxNumProducers": "imq.autocreate.destination.maxNumProducers",
+    "limitBehavior": "imq.autocreate.destination.limitBehavior",
+    "useDMQ": "imq.autocreate.destination.useDMQ",
+    "isLocalOnly": "imq.autocreate.destination.isLocalOnly",
+}
+_SIZE_ATTRS = {"maxTotalMsgBytes", "maxBytesPerMsg"}
+
+
+@dataclass
+class Service:
+    """A connection service (jms, admin) and its listener."""
+
+    name: str
+    type: str  # NORMAL or ADMIN
+    protocol: str
+    host: str | None
+    port: int
+    auth_type: str
+    max_connections: int
+    server: asyncio.AbstractServer | None = None
+    connections: set[ClientConnection] = field(default_factory=set)
+
+    def allows(self, groups: frozenset[str]) -> bool:
+        """The default access rule for the service type (connection.ADMIN: group admin)."""
+        return self.type != "ADMIN" or "admin" in groups
+
+    @property
+    def bound_port(self) -> int:
+        if self.server is None or not self.server.sockets:
+            return 0
+        return self.server.sockets[0].getsockname()[1]
+
+
+class PortMapperProtocol(asyncio.Protocol):
+    """Answers one port-mapper request: read a line (or time out), write the table, close."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.buf = b""
+        self.sent = False
+        self.transport: asyncio.Transport | None = None
+        self.timer: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        # Old clients send nothing, so answer after a short wait even without a line.
+        self.timer = asyncio.get_running_loop().call_later(
+            self.broker.portmapper_timeout, self._answer
+        )
+
+    def data_received(self, data: bytes) -> None:
+        if self.sent:
+            return  # the client's extra lines are read and discarded
+        self.buf += data
+        if b"\n" in self.buf:
+            self._answer()
+        elif len(self.buf) > MAX_REQUEST_LINE:
+            log.warning("port mapper: request line too long, dropping connection")
+            if self.transport:
+                self.transport.close()
+
+    def _answer(self) -> None:
+        if self.sent or self.transport is None or self.transport.is_closing():
+            return
+        self.sent = True
+        if self.timer:
+            self.timer.cancel()
+        self.transport.write(self.broker.portmapper_table().encode())
+        # Let the client close first; close ourselves if it does not.
+        asyncio.get_running_loop().call_later(2.0, self.transport.close)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.timer:
+            self.timer.cancel()
+
+
+class Broker:
+    """Everything one broker process runs."""
+
+    def __init__(self, config: BrokerConfig, user_repository) -> None:
+        self.config = config
+        self.user_repository = user_repository
+        self.version = PROTOCOL_VERSION
+        self.product_name = PRODUCT_NAME
+        self.session_id = random.randint(1, 2**62)
+        self.router = MessageRouter(self._router_settings())
+        self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="broker-db")
+        self.services: list[Service] = []
+        self.connections: dict[int, ClientConnection] = {}
+        self.portmapper_server: asyncio.AbstractServer | None = None
+        self.started_at = time.time()
+        c = config
+        self.auth_timeout = c.get_int("imq.authentication.client.response.timeout", 180)
+        self.portmapper_timeout = max(c.get_int("imq.portmapper.sotimeout", 500), 1) / 1000.0
+        self.max_packet_size = (
+            max(c.get_size("imq.message.max_size", DEFAULT_MAX_PACKET), 1024 * 1024) + 64 * 1024
+        )
+        # Connection flow from client to broker: -1 means the client never has to pause.
+        self.client_flow_count = c.get_int("imq.connection.flow.count", -1)
+        self._stopping = asyncio.Event()
+        self._ping_task: asyncio.Task | None = None
+
+    # -- configuration -------------------------------------------------------
+
+    def _router_settings(self) -> RouterSettings:
+        c = self.config
+        attrs: dict[str, object] = {}
+        for attr, prop in DESTINATION_ATTRS.items():
+            value = c.get(prop)
+            if value is None:
+                continue
+            if attr in _SIZE_ATTRS:
+                attrs[attr] = c.get_size(prop, -1)
+            elif attr in ("useDMQ", "isLocalOnly"):
+                attrs[attr] = c.get_bool(prop, False)
+            elif attr == "limitBehavior":
+                attrs[attr] = value
+            else:
+                attrs[attr] = c.get_int(prop, -1)
+        qattrs = dict(attrs)
+        qattrs["maxNumActiveConsumers"] = c.get_int(
+            "imq.autocreate.queue.maxNumActiveConsumers", -1
+        )
+        qattrs["maxNumBackupConsumers"] = c.get_int("imq.autocreate.queue.maxNumBackupConsumers", 0)
+        qattrs["consumerFlowLimit"] = c.get_int("imq.autocreate.queue.consumerFlowLimit", 1000)
+        tattrs = dict(attrs)
+        tattrs["consumerFlowLimit"] = c.get_int("imq.autocreate.topic.consumerFlowLimit", 1000)
+        return RouterSettings(
+            autocreate_queue=c.get_bool("imq.autocreate.queue", True),
+            autocreate_topic=c.get_bool("imq.autocreate.topic", True),
+            queue_attributes=qattrs,
+            topic_attributes=tattrs,
+            producer_batch=c.get_int("imq.producer.maxBatch", 1000),
+            max_message_size=c.get_size("imq.message.max_size", 70 * 1024 * 1024),
+            system_max_count=c.get_int("imq.system.max_count", -1),
+            system_max_size=c.get_size("imq.system.max_size", -1),
+        )
+
+    def _service(self, name: str) -> Service:
+        c = self.config
+        proto = c.service_prop(name, "protocoltype", "tcp") or "tcp"
+        stype = c.service_prop(name, "servicetype", "ADMIN" if "admin" in name else "NORMAL")
+        host = c.service_prop(name, f"{proto}.hostname", c.get("imq.hostname")) or None
+        port = int(c.service_prop(name, f"{proto}.port", "0") or 0)
+        auth = (
+            c.service_prop(name, "authentication.type", c.get("imq.authentication.type"))
+            or AUTH_DIGEST
+        ).lower()
+        if auth not in (AUTH_BASIC, AUTH_DIGEST):
+            raise ConfigError(f"imq.{name}.authentication.type: unknown type {auth!r}")
+        maxc = int(c.service_prop(name, "max_connections", "-1") or -1)
+        return Service(name, str(stype).upper(), proto, host, port, auth, maxc)
+
+    # -- life cycle -------------------------------------------------------------
+
+    async def start(self) -> None:
+        _raise_fd_limit()
+        loop = asyncio.get_running_loop()
+        c = self.config
+        for name in c.get_list("imq.service.activelist", ["jms", "admin"]):
+            svc = self._service(name)
+            if svc.protocol != "tcp":
+                log.warning(
+                    "service %s: protocol %s is not available yet, not started", name, svc.protocol
+                )
+                continue
+            svc.server = await loop.create_server(
+                lambda s=svc: ClientConnection(self, s),
+                host=svc.host,
+                port=svc.port,
+                backlog=int(c.service_prop(name, "tcp.backlog", "100") or 100),
+                reuse_address=True,
+            )
+            self.services.append(svc)
+            log.info(
+                "service %s (%s %s) listening on port %s",
+                svc.name,
+                svc.protocol,
+                svc.type,
+                svc.bound_port,
+            )
+        if c.get_bool("imq.portmapper.bind", True):
+            host = c.get("imq.portmapper.hostname") or c.get("imq.hostname") or None
+            port = c.get_int("imq.portmapper.port", 7676)
+            self.portmapper_server = await loop.create_server(
+                lambda: PortMapperProtocol(self),
+                host=host,
+                port=port,
+                backlog=c.get_int("imq.portmapper.backlog", 50),
+                reuse_address=True,
+            )
+            log.info("port mapper listening on port %s", port)
+        if c.get_bool("imq.ping.enabled", True):
+            self._ping_task = asyncio.create_task(self._ping_loop())
+        log.info("broker %s ready", c.instance)
+
+    def portmapper_table(self) -> PortMapperTable:
+        pm_port = self.config.get_int("imq.portmapper.port", 7676)
+        if self.portmapper_server and self.portmapper_server.sockets:
+            pm_port = self.portmapper_server.sockets[0].getsockname()[1]
+        props = {"sessionid": str(self.session_id)}
+        brokerid = self.config.get("imq.brokerid")
+        if brokerid:
+            props["brokerid"] = brokerid
+        entries = [ServiceEntry("portmapper", "tcp", "PORTMAPPER", pm_port, props)]
+        for svc in self.services:
+            extra = {"hostname": svc.host} if svc.host and svc.host not in ("0.0.0.0", "::") else {}
+            entries.append(ServiceEntry(svc.name, svc.protocol, svc.type, svc.bound_port, extra))
+        entries.append(ServiceEntry("cluster_discovery", "tcp", "CLUSTER_DISCOVERY", 0))
+        return PortMapperTable(self.config.instance, str(CURRENT_PACKET_VERSION), entries)
+
+    async def run_until_stopped(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            try:
+                loop.add_signal_handler(sig, self._stopping.set)
+            except (NotImplementedError, RuntimeError):
+                pass
+        await self._stopping.wait()
+        await self.shutdown()
+
+    def request_stop(self) -> None:
+        self._stopping.set()
+
+    async def shutdown(self) -> None:
+        log.info("broker %s shutting down", self.config.instance)
+        if self._ping_task:
+            self._ping_task.cancel()
+        servers = [s.server for s in self.services if s.server]
+        if self.portmapper_server:
+            servers.append(self.portmapper_server)
+        for s in servers:
+            s.close()
+        for conn in list(self.connections.values()):
+            conn.send_goodbye(GoodbyeReason.SHUTDOWN_BKR, "broker is shutting down")
+            conn.close()
+        for s in servers:
+            try:
+                await asyncio.wait_for(s.wait_closed(), 5)
+            except TimeoutError:
+                pass
+        self.executor.shutdown(wait=False, cancel_futures=True)
+        log.info("broker %s stopped", self.config.instance)
+
+    # -- connections ---------------------------------------------------------------
+
+    def connection_opened(self, conn: ClientConnection) -> None:
+        self.connections[conn.id] = conn
+        conn.service.connections.add(conn)
+
+    def connection_closed(self, conn: ClientConnection) -> None:
+        self.connections.pop(conn.id, None)
+        conn.service.connections.discard(conn)
+
+    def over_connection_limit(self, svc: Service) -> bool:
+        return 0 <= svc.max_connections < len(svc.connections)
+
+    def destroy_stale_connection(self, old_id: int, new: ClientConnection) -> None:
+        old = self.connections.get(old_id)
+        if old is not None and old is not new:
+            log.info("connection %s replaced by reconnect %s", old_id, new.id)
+            old.close()
+
+    def answer_info_request(self, conn: ClientConnection, pkt: Packet) -> None:
+        req = pkt.properties.get("JMQRequestType", 1)
+        conn.write(
+            build_packet(
+                PacketType.INFO,
+                props={
+                    "JMQRequestType": JInt(int(req)),  # type: ignore[arg-type]
+                    "JMQStatus": JInt(200),
+                },
+                consumer_id=pkt.consumer_id,
+            )
+        )
+
+    # -- pings -----------------------------------------------------------------------
+
+    async def _ping_loop(self) -> None:
+        c = self.config
+        interval = max(c.get_int("imq.ping.interval", 120), 1)
+        want_reply = c.get_bool("imq.ping.reply.enable", True)
+        close_after = c.get_int("imq.ping.close.interval", 5)
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for conn in list(self.connections.values()):
+                if now - conn.last_read < interval:
+                    continue
+                if want_reply and conn.ping_outstanding > close_after:
+                    conn.fatal(f"no answer to {conn.ping_outstanding} pings")
+                    continue
+                flags = FLAG_A if want_reply and conn.protocol_level >= 364 else 0
+                if flags:
+                    conn.ping_outstanding += 1
+                conn.write(build_packet(PacketType.PING, flags=flags))
+
+
+def _raise_fd_limit() -> None:
+    # Thousands of idle connections need more descriptors than the usual soft limit.
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        except (ValueError, OSError):
+            pass
