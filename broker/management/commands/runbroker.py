@@ -72,8 +72,12 @@ class Command(BaseCommand):
             reset(config, what)
         configure_logging(config, opts["loglevel"], opts["tty"])
 
+        from django.core.management import call_command
+
         from broker.security.users import DatabaseUserRepository, ensure_default_users
 
+        # The embedded default must start on a fresh checkout: bring the schema up first.
+        call_command("migrate", interactive=False, verbosity=0)
         created = ensure_default_users()
         if created:
             self.stderr.write(f"created default users: {', '.join(created)}")
