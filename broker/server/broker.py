@@ -7,6 +7,7 @@ import logging
 import random
 import resource
 import signal
+import socket
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -197,12 +198,9 @@ class Broker:
                     "service %s: protocol %s is not available yet, not started", name, svc.protocol
                 )
                 continue
+            backlog = int(c.service_prop(name, "tcp.backlog", "100") or 100)
             svc.server = await loop.create_server(
-                lambda s=svc: ClientConnection(self, s),
-                host=svc.host,
-                port=svc.port,
-                backlog=int(c.service_prop(name, "tcp.backlog", "100") or 100),
-                reuse_address=True,
+                lambda s=svc: ClientConnection(self, s), sock=_listen(svc.host, svc.port, backlog)
             )
             self.services.append(svc)
             log.info(
@@ -217,10 +215,7 @@ class Broker:
             port = c.get_int("imq.portmapper.port", 7676)
             self.portmapper_server = await loop.create_server(
                 lambda: PortMapperProtocol(self),
-                host=host,
-                port=port,
-                backlog=c.get_int("imq.portmapper.backlog", 50),
-                reuse_address=True,
+                sock=_listen(host, port, c.get_int("imq.portmapper.backlog", 50)),
             )
             log.info("port mapper listening on port %s", port)
         if c.get_bool("imq.ping.enabled", True):
@@ -327,6 +322,28 @@ class Broker:
                 if flags:
                     conn.ping_outstanding += 1
                 conn.write(build_packet(PacketType.PING, flags=flags))
+
+
+def _listen(host: str | None, port: int, backlog: int) -> socket.socket:
+    """A listening socket; with no host, one dual-stack socket so IPv4 and IPv6 share the
+    port (two sockets would get two different ephemeral ports for port 0)."""
+    if host:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+        family, _t, _p, _c, addr = infos[0]
+        sock = socket.socket(family, socket.SOCK_STREAM)
+    else:
+        try:
+            sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
+            addr = ("::", port)
+        except OSError:
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            addr = ("0.0.0.0", port)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(addr)
+    sock.listen(backlog)
+    sock.setblocking(False)
+    return sock
 
 
 def _raise_fd_limit() -> None:
