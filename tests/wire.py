@@ -110,3 +110,28 @@ class Peer:
 def control(ptype: int, cid: int, **props) -> bytes:
     """A request packet with the A flag, as a Java client would write it."""
     return build_packet(ptype, props=props, flags=0x10, consumer_id=cid)
+
+
+def login(host: str, port: int, user: str = "guest", password: str = "guest") -> Peer:
+    """Handshake with the Java client's HELLO and whichever auth type the broker asks for."""
+    from broker.protocol.auth import basic_credential, encode_auth_body
+    from broker.security.digest import digest_response, md5str
+
+    peer = Peer(host, port)
+    peer.send(vector("hello.hex"))
+    peer.expect(PacketType.HELLO_REPLY)
+    req = peer.expect(PacketType.AUTHENTICATE_REQUEST)
+    kind = req.properties["JMQAuthType"]
+    if kind == "basic":
+        cred = basic_credential(password)
+    else:
+        cred = digest_response(md5str(f"{user}:{password}"), req.body.decode("ascii"))
+    auth = build_packet(
+        PacketType.AUTHENTICATE,
+        props={"JMQAuthType": kind},
+        body=encode_auth_body(user, cred),
+        flags=0x10,
+        consumer_id=2,
+    )
+    peer.request(auth, PacketType.AUTHENTICATE_REPLY)
+    return peer
