@@ -1,0 +1,905 @@
+"""A whitelist-only reader and writer for the Java serialisation that JMS bodies use.
+
+OpenMQ clients put ``java.io.ObjectOutputStream`` output in MapMessage bodies (a
+``java.util.HashMap``, or a ``Hashtable`` from old clients), StreamMessage bodies (a
+sequence of boxed values) and a few broker replies (``Hashtable``).  Only the shapes
+those carry are understood here: ``null``, ``String``, the eight boxed primitives,
+``byte[]``, ``HashMap`` and ``Hashtable`` of String keys.  Class descriptors are parsed
+generically, but an object of any other class is rejected: nothing here ever builds an
+object from a class name found in the data.  Malformed input of any kind raises
+:class:`JavaSerializationError` and nothing else.
+
+The writer reproduces Java 17's bytes exactly, including the handle numbering, the
+``valueOf`` caches that make a Java client write a repeated ``Boolean.TRUE`` or small
+``Integer`` as a back-reference, and the capacity, threshold and entry order that a
+``new HashMap()`` / ``new Hashtable()`` filled by ``put`` calls would have.
+
+Python types follow :mod:`broker.protocol.jtypes`: ``bool`` Boolean, ``JByte`` Byte,
+``JShort`` Short, ``JChar`` Character, ``JInt`` (or a plain ``int`` that fits 32 bits)
+Integer, ``JLong`` (or a larger plain ``int``) Long, ``JFloat`` Float, ``float``
+Double, ``str`` String, ``bytes``/``bytearray`` byte[], ``None`` null.  Decoding
+returns ``JInt``/``JLong`` rather than plain ints so that a value keeps its Java type
+through a decode/encode round trip.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import struct
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from broker.protocol.jtypes import (
+    INT_MAX,
+    INT_MIN,
+    LONG_MAX,
+    LONG_MIN,
+    JByte,
+    JChar,
+    JFloat,
+    JInt,
+    JLong,
+    JShort,
+)
+
+__all__ = [
+    "JavaSerializationError",
+    "decode_hashtable",
+    "decode_map_body",
+    "decode_modified_utf8",
+    "decode_object",
+    "decode_stream_body",
+    "encode_hashtable",
+    "encode_map_body",
+    "encode_modified_utf8",
+    "encode_object",
+    "encode_stream_body",
+]
+
+
+class JavaSerializationError(ValueError):
+    """The data is not (or not a supported subset of) a Java serialisation stream."""
+
+
+STREAM_MAGIC = b"\xac\xed\x00\x05"
+
+TC_NULL = 0x70
+TC_REFERENCE = 0x71
+TC_CLASSDESC = 0x72
+TC_OBJECT = 0x73
+TC_STRING = 0x74
+TC_ARRAY = 0x75
+TC_CLASS = 0x76
+TC_BLOCKDATA = 0x77
+TC_ENDBLOCKDATA = 0x78
+TC_RESET = 0x79
+TC_BLOCKDATALONG = 0x7A
+TC_EXCEPTION = 0x7B
+TC_LONGSTRING = 0x7C
+TC_PROXYCLASSDESC = 0x7D
+TC_ENUM = 0x7E
+
+BASE_HANDLE = 0x7E0000
+
+SC_WRITE_METHOD = 0x01
+SC_SERIALIZABLE = 0x02
+
+_TC_NAMES = {
+    TC_NULL: "TC_NULL",
+    TC_REFERENCE: "TC_REFERENCE",
+    TC_CLASSDESC: "TC_CLASSDESC",
+    TC_OBJECT: "TC_OBJECT",
+    TC_STRING: "TC_STRING",
+    TC_ARRAY: "TC_ARRAY",
+    TC_CLASS: "TC_CLASS",
+    TC_BLOCKDATA: "TC_BLOCKDATA",
+    TC_ENDBLOCKDATA: "TC_ENDBLOCKDATA",
+    TC_RESET: "TC_RESET",
+    TC_BLOCKDATALONG: "TC_BLOCKDATALONG",
+    TC_EXCEPTION: "TC_EXCEPTION",
+    TC_LONGSTRING: "TC_LONGSTRING",
+    TC_PROXYCLASSDESC: "TC_PROXYCLASSDESC",
+    TC_ENUM: "TC_ENUM",
+}
+
+# Guards against stack exhaustion from maliciously nested class descriptors/annotations.
+_MAX_DEPTH = 64
+
+HASHMAP = "java.util.HashMap"
+HASHTABLE = "java.util.Hashtable"
+BYTE_ARRAY = "[B"
+
+
+@dataclass(frozen=True, slots=True)
+class _KnownClass:
+    """What Java 17 writes as the descriptor of a whitelisted class."""
+
+    name: str
+    suid: int
+    flags: int
+    fields: tuple[tuple[str, str], ...]  # (type code, field name), in stream order
+    superclass: _KnownClass | None = None
+
+
+_NUMBER = _KnownClass("java.lang.Number", -0x79536AE2F46B1F75, SC_SERIALIZABLE, ())
+
+
+def _boxed(name: str, suid: int, code: str, number: bool = True) -> _KnownClass:
+    return _KnownClass(name, suid, SC_SERIALIZABLE, ((code, "value"),), _NUMBER if number else None)
+
+
+# serialVersionUIDs are the JDK's fixed values (the boxed ones date from JDK 1.0.2/1.1).
+_BOOLEAN = _boxed("java.lang.Boolean", -0x32DF8D7F2A630512, "Z", number=False)
+_BYTE = _boxed("java.lang.Byte", -0x63B19F7B11AF0AE4, "B")
+_SHORT = _boxed("java.lang.Short", 0x684D37133460DA52, "S")
+_CHARACTER = _boxed("java.lang.Character", 0x348B47D96B1A2678, "C", number=False)
+_INTEGER = _boxed("java.lang.Integer", 0x12E2A0A4F7818738, "I")
+_LONG = _boxed("java.lang.Long", 0x3B8BE490CC8F23DF, "J")
+_FLOAT = _boxed("java.lang.Float", -0x2512365D24C30F14, "F")
+_DOUBLE = _boxed("java.lang.Double", -0x7F4C3DB5D69404FC, "D")
+
+_MAP_FIELDS = (("F", "loadFactor"), ("I", "threshold"))
+_HASHMAP = _KnownClass(HASHMAP, 0x0507DAC1C31660D1, SC_SERIALIZABLE | SC_WRITE_METHOD, _MAP_FIELDS)
+_HASHTABLE = _KnownClass(
+    HASHTABLE, 0x13BB0F25214AE4B8, SC_SERIALIZABLE | SC_WRITE_METHOD, _MAP_FIELDS
+)
+_BYTES = _KnownClass(BYTE_ARRAY, -0x530CE807F9F7AB20, SC_SERIALIZABLE, ())
+
+_BOXED_BY_NAME = {
+    c.name: c for c in (_BOOLEAN, _BYTE, _SHORT, _CHARACTER, _INTEGER, _LONG, _FLOAT, _DOUBLE)
+}
+_MAPS_BY_NAME = {HASHMAP: _HASHMAP, HASHTABLE: _HASHTABLE}
+_NO_MAPS: frozenset[str] = frozenset()
+_ANY_MAP = frozenset(_MAPS_BY_NAME)
+
+_LOAD_FACTOR = 0.75
+_I8 = struct.Struct(">b")
+_U16 = struct.Struct(">H")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_F32 = struct.Struct(">f")
+_F64 = struct.Struct(">d")
+
+
+def _to_f32(value: float) -> float:
+    return _F32.unpack(_F32.pack(value))[0]
+
+
+# ---------------------------------------------------------------------------
+# Modified UTF-8 (DataInput.readUTF / DataOutput.writeUTF)
+# ---------------------------------------------------------------------------
+
+_NON_BMP = re.compile("[\U00010000-\U0010ffff]")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# Java has no 4-byte forms: a lead byte F0..FF is malformed (Python's UTF-8 would accept F0..F4).
+_FOUR_BYTE_LEAD = re.compile(b"[\xf0-\xff]")
+
+
+def _split_surrogates(match: re.Match[str]) -> str:
+    cp = ord(match.group()) - 0x10000
+    return chr(0xD800 | (cp >> 10)) + chr(0xDC00 | (cp & 0x3FF))
+
+
+def encode_modified_utf8(text: str) -> bytes:
+    """Encode as Java's writeUTF does: NUL as C0 80, non-BMP characters as two 3-byte surrogates."""
+    if text.isascii() and "\x00" not in text:
+        return text.encode("ascii")
+    # After the split every code point is in the BMP, so surrogatepass gives Java's 3-byte forms.
+    raw = _NON_BMP.sub(_split_surrogates, text).encode("utf-8", "surrogatepass")
+    # UTF-8 yields a zero byte only for U+0000 itself, so a bytewise replace is exact.
+    return raw.replace(b"\x00", b"\xc0\x80")
+
+
+def decode_modified_utf8(raw: bytes) -> str:
+    """Decode Java's modified UTF-8; surrogate pairs are joined, lone surrogates are kept.
+
+    Stricter than ``readUTF`` in one way: overlong forms other than C0 80, which no Java
+    writer produces, are rejected.
+    """
+    if raw.isascii():
+        return raw.decode("ascii")
+    if _FOUR_BYTE_LEAD.search(raw):
+        raise JavaSerializationError("malformed modified UTF-8: 4-byte sequence")
+    try:
+        text = raw.replace(b"\xc0\x80", b"\x00").decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError as exc:
+        raise JavaSerializationError(f"malformed modified UTF-8: {exc.reason}") from exc
+    if _SURROGATE.search(text):
+        # A Java String is UTF-16: pairs written as two 3-byte sequences form one character.
+        text = text.encode("utf-16-be", "surrogatepass").decode("utf-16-be", "surrogatepass")
+    return text
+
+
+# ---------------------------------------------------------------------------
+# Reader
+# ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _ClassDesc:
+    """A class descriptor as found in the stream (not yet checked against the whitelist)."""
+
+    name: str
+    suid: int
+    flags: int
+    fields: tuple[tuple[str, str], ...]
+    superclass: _ClassDesc | None
+
+
+@dataclass(frozen=True, slots=True)
+class _Unreferenceable:
+    """Handle-table entry for something that may not be used through TC_REFERENCE."""
+
+    what: str
+
+
+_PENDING = _Unreferenceable("an object that is still being read")
+_PRIMITIVE_CODES = frozenset("BCDFIJSZ")
+
+
+def _java_type_of(value: object) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, dict):
+        return "java.util.Map"
+    for py_type, java_name in _DECODED_TYPE_NAMES:
+        if isinstance(value, py_type):
+            return java_name
+    return type(value).__name__  # pragma: no cover - the reader produces no other types
+
+
+_DECODED_TYPE_NAMES: tuple[tuple[type, str], ...] = (
+    (bool, "java.lang.Boolean"),
+    (JByte, "java.lang.Byte"),
+    (JShort, "java.lang.Short"),
+    (JInt, "java.lang.Integer"),
+    (JLong, "java.lang.Long"),
+    (JFloat, "java.lang.Float"),
+    (float, "java.lang.Double"),
+    (JChar, "java.lang.Character"),
+    (str, "java.lang.String"),
+    (bytes, "byte[]"),
+)
+
+
+class _Reader:
+    """Sequential parser of one stream with its handle table."""
+
+    def __init__(self, data: bytes) -> None:
+        self._data = bytes(data)
+        self._pos = 0
+        self._handles: list[object] = []
+        self._depth = 0
+
+    # -- primitives -------------------------------------------------------
+
+    def at_end(self) -> bool:
+        return self._pos >= len(self._data)
+
+    def remaining(self) -> int:
+        return len(self._data) - self._pos
+
+    def _take(self, n: int) -> bytes:
+        if n < 0 or n > self.remaining():
+            raise JavaSerializationError(
+                f"truncated data: need {n} bytes at offset {self._pos}, have {self.remaining()}"
+            )
+        start = self._pos
+        self._pos += n
+        return self._data[start : self._pos]
+
+    def _unpack(self, fmt: struct.Struct) -> Any:
+        if fmt.size > self.remaining():
+            raise JavaSerializationError(f"truncated data at offset {self._pos}")
+        (value,) = fmt.unpack_from(self._data, self._pos)
+        self._pos += fmt.size
+        return value
+
+    def u8(self) -> int:
+        if self._pos >= len(self._data):
+            raise JavaSerializationError(f"truncated data at offset {self._pos}")
+        value = self._data[self._pos]
+        self._pos += 1
+        return value
+
+    def peek(self) -> int:
+        if self._pos >= len(self._data):
+            raise JavaSerializationError(f"truncated data at offset {self._pos}")
+        return self._data[self._pos]
+
+    def i8(self) -> int:
+        return self._unpack(_I8)
+
+    def u16(self) -> int:
+        return self._unpack(_U16)
+
+    def i16(self) -> int:
+        return self._unpack(_I16)
+
+    def i32(self) -> int:
+        return self._unpack(_I32)
+
+    def i64(self) -> int:
+        return self._unpack(_I64)
+
+    def f32(self) -> float:
+        return self._unpack(_F32)
+
+    def f64(self) -> float:
+        return self._unpack(_F64)
+
+    def utf(self) -> str:
+        return decode_modified_utf8(self._take(self.u16()))
+
+    def magic(self) -> None:
+        if self._take(min(4, self.remaining())) != STREAM_MAGIC:
+            raise JavaSerializationError("not a Java serialisation stream (bad magic/version)")
+
+    # -- handles ----------------------------------------------------------
+
+    def _reserve(self) -> int:
+        self._handles.append(_PENDING)
+        return len(self._handles) - 1
+
+    def _lookup(self) -> object:
+        handle = self.i32()
+        index = handle - BASE_HANDLE
+        if not 0 <= index < len(self._handles):
+            raise JavaSerializationError(f"reference to unknown handle 0x{handle & 0xFFFFFFFF:x}")
+        return self._handles[index]
+
+    def _enter(self) -> None:
+        self._depth += 1
+        if self._depth > _MAX_DEPTH:
+            raise JavaSerializationError("stream nested too deeply")
+
+    # -- grammar ----------------------------------------------------------
+
+    def content(self, maps: frozenset[str]) -> object:
+        """One object: null, a back-reference, String, byte[], or a whitelisted object.
+
+        ``maps`` names the map classes allowed here (only at the top of a body).
+        """
+        tc = self.u8()
+        if tc == TC_NULL:
+            return None
+        if tc == TC_REFERENCE:
+            entry = self._lookup()
+            if isinstance(entry, _ClassDesc):
+                raise JavaSerializationError(
+                    "reference to a class descriptor where an object belongs"
+                )
+            if isinstance(entry, _Unreferenceable):
+                raise JavaSerializationError(f"back-reference to {entry.what} is not supported")
+            return entry
+        if tc in (TC_STRING, TC_LONGSTRING):
+            return self._string(tc)
+        if tc == TC_OBJECT:
+            return self._object(maps)
+        if tc == TC_ARRAY:
+            return self._array()
+        if tc == TC_ENUM:
+            desc = self._classdesc()
+            name = desc.name if desc else "null"
+            raise JavaSerializationError(f"enum constant of {name} is not supported")
+        if tc in (TC_BLOCKDATA, TC_BLOCKDATALONG):
+            raise JavaSerializationError("unexpected primitive block data where an object belongs")
+        name = _TC_NAMES.get(tc, f"unknown type code 0x{tc:02x}")
+        raise JavaSerializationError(f"{name} is not supported (offset {self._pos - 1})")
+
+    def _string(self, tc: int) -> str:
+        if tc == TC_STRING:
+            length = self.u16()
+        else:
+            length = self.i64()
+        value = decode_modified_utf8(self._take(length))
+        self._handles.append(value)
+        return value
+
+    def _classdesc(self) -> _ClassDesc | None:
+        tc = self.u8()
+        if tc == TC_NULL:
+            return None
+        if tc == TC_REFERENCE:
+            entry = self._lookup()
+            if not isinstance(entry, _ClassDesc):
+                raise JavaSerializationError(
+                    "reference to a non-class-descriptor where one belongs"
+                )
+            return entry
+        if tc == TC_CLASSDESC:
+            return self._new_classdesc()
+        if tc == TC_PROXYCLASSDESC:
+            raise JavaSerializationError("dynamic proxy classes are not supported")
+        name = _TC_NAMES.get(tc, f"0x{tc:02x}")
+        raise JavaSerializationError(f"expected a class descriptor, found {name}")
+
+    def _new_classdesc(self) -> _ClassDesc:
+        self._enter()
+        handle = self._reserve()  # Java numbers the descriptor before its field type strings
+        name = self.utf()
+        suid = self.i64()
+        flags = self.u8()
+        count = self.i16()
+        if count < 0:
+            raise JavaSerializationError(f"{name}: negative field count {count}")
+        fields = []
+        for _ in range(count):
+            code = chr(self.u8())
+            field_name = self.utf()
+            if code in "L[":
+                self._type_string()
+            elif code not in _PRIMITIVE_CODES:
+                raise JavaSerializationError(f"{name}: bad field type code {code!r}")
+            fields.append((code, field_name))
+        self._skip_annotation()
+        superclass = self._classdesc()
+        desc = _ClassDesc(name, suid, flags, tuple(fields), superclass)
+        self._handles[handle] = desc
+        self._depth -= 1
+        return desc
+
+    def _type_string(self) -> None:
+        tc = self.u8()
+        if tc in (TC_STRING, TC_LONGSTRING):
+            self._string(tc)
+        elif tc == TC_REFERENCE:
+            if not isinstance(self._lookup(), str):
+                raise JavaSerializationError("field type name is not a string")
+        elif tc != TC_NULL:
+            raise JavaSerializationError(f"bad field type name token 0x{tc:02x}")
+
+    def _skip_annotation(self) -> None:
+        """Skip class annotation contents (ObjectOutputStream writes none) up to TC_ENDBLOCKDATA."""
+        while True:
+            tc = self.peek()
+            if tc == TC_ENDBLOCKDATA:
+                self._pos += 1
+                return
+            if tc in (TC_BLOCKDATA, TC_BLOCKDATALONG):
+                self._pos += 1
+                self._take(self.u8() if tc == TC_BLOCKDATA else self.i32())
+            else:
+                self.content(_NO_MAPS)
+
+    def _block_data(self, size: int) -> bytes:
+        """Exactly ``size`` bytes of custom data, which Java may split over several blocks."""
+        chunks = []
+        have = 0
+        while have < size:
+            tc = self.u8()
+            if tc == TC_BLOCKDATA:
+                length = self.u8()
+            elif tc == TC_BLOCKDATALONG:
+                length = self.i32()
+            else:
+                raise JavaSerializationError(
+                    f"expected block data, found {_TC_NAMES.get(tc, hex(tc))}"
+                )
+            chunks.append(self._take(length))
+            have += length
+        if have != size:
+            raise JavaSerializationError(f"block data of {have} bytes where {size} were expected")
+        return b"".join(chunks)
+
+    def _check_desc(self, desc: _ClassDesc, known: _KnownClass) -> None:
+        """Reject a descriptor that differs from what the JDK class has (as Java would)."""
+        found: _ClassDesc | None = desc
+        expected: _KnownClass | None = known
+        while expected is not None:
+            if found is None or found.name != expected.name:
+                what = found.name if found else "none"
+                raise JavaSerializationError(
+                    f"{known.name}: superclass {what} where {expected.name} was expected"
+                )
+            if found.suid != expected.suid:
+                raise JavaSerializationError(
+                    f"{found.name}: serialVersionUID {found.suid & 0xFFFFFFFFFFFFFFFF:#x} does "
+                    f"not match {expected.suid & 0xFFFFFFFFFFFFFFFF:#x}"
+                )
+            if found.flags != expected.flags:
+                raise JavaSerializationError(
+                    f"{found.name}: unexpected class flags 0x{found.flags:02x}"
+                )
+            if found.fields != expected.fields:
+                raise JavaSerializationError(f"{found.name}: unexpected fields {found.fields}")
+            found, expected = found.superclass, expected.superclass
+        if found is not None:
+            raise JavaSerializationError(f"{known.name}: unexpected superclass {found.name}")
+
+    def _object(self, maps: frozenset[str]) -> object:
+        self._enter()
+        desc = self._classdesc()
+        if desc is None:
+            raise JavaSerializationError("object without a class descriptor")
+        known = _BOXED_BY_NAME.get(desc.name)
+        if known is not None:
+            self._check_desc(desc, known)
+            handle = self._reserve()
+            value = self._boxed_value(known.fields[0][0])
+            self._handles[handle] = value
+        elif desc.name in maps:
+            self._check_desc(desc, _MAPS_BY_NAME[desc.name])
+            value = self._map(desc.name)
+        elif desc.name in _MAPS_BY_NAME:
+            if maps:
+                wanted = " or ".join(sorted(maps))
+                raise JavaSerializationError(f"expected {wanted}, found {desc.name}")
+            raise JavaSerializationError(f"{desc.name} is only supported as the whole body")
+        else:
+            raise JavaSerializationError(f"class {desc.name} is not allowed (not whitelisted)")
+        self._depth -= 1
+        return value
+
+    def _boxed_value(self, code: str) -> object:
+        if code == "Z":
+            return self.u8() != 0
+        if code == "B":
+            return JByte(self.i8())
+        if code == "S":
+            return JShort(self.i16())
+        if code == "C":
+            return JChar(chr(self.u16()))
+        if code == "I":
+            return JInt(self.i32())
+        if code == "J":
+            return JLong(self.i64())
+        if code == "F":
+            return JFloat(self.f32())
+        return self.f64()  # "D": the whitelist has no other codes
+
+    def _map(self, class_name: str) -> dict[str, object]:
+        handle = self._reserve()
+        load_factor = self.f32()
+        self.i32()  # threshold: recomputed by Java's readObject, so ignored like there
+        if not load_factor > 0:  # also catches NaN
+            raise JavaSerializationError(f"{class_name}: illegal load factor {load_factor}")
+        _capacity, size = struct.unpack(">ii", self._block_data(8))
+        if size < 0:
+            raise JavaSerializationError(f"{class_name}: negative size {size}")
+        if size > self.remaining() // 2:  # each key and value takes at least one byte
+            raise JavaSerializationError(f"{class_name}: size {size} exceeds the data")
+        is_hashtable = class_name == HASHTABLE
+        result: dict[str, object] = {}
+        for _ in range(size):
+            key = self.content(_NO_MAPS)
+            if type(key) is not str:
+                raise JavaSerializationError(
+                    f"{class_name}: key of type {_java_type_of(key)}; only String keys are supported"
+                )
+            value = self.content(_NO_MAPS)
+            if is_hashtable:
+                # Hashtable.readObject rejects these too (NullPointerException / corrupt stream).
+                if value is None:
+                    raise JavaSerializationError(f"{class_name}: null value for key {key!r}")
+                if key in result:
+                    raise JavaSerializationError(f"{class_name}: duplicate key {key!r}")
+            result[key] = value
+        if self.u8() != TC_ENDBLOCKDATA:
+            raise JavaSerializationError(f"{class_name}: extra data after the entries")
+        self._handles[handle] = _Unreferenceable(class_name)
+        return result
+
+    def _array(self) -> bytes:
+        desc = self._classdesc()
+        if desc is None:
+            raise JavaSerializationError("array without a class descriptor")
+        if desc.name != BYTE_ARRAY:
+            raise JavaSerializationError(f"array class {desc.name} is not allowed (only byte[])")
+        self._check_desc(desc, _BYTES)
+        handle = self._reserve()
+        length = self.i32()
+        if length < 0:
+            raise JavaSerializationError(f"negative array length {length}")
+        value = self._take(length)
+        self._handles[handle] = value
+        return value
+
+
+def _open(data: bytes) -> _Reader:
+    if not isinstance(data, bytes | bytearray | memoryview):
+        raise JavaSerializationError(f"expected bytes, got {type(data).__name__}")
+    reader = _Reader(data)
+    reader.magic()
+    return reader
+
+
+def _single(data: bytes, maps: frozenset[str]) -> object:
+    reader = _open(data)
+    value = reader.content(maps)
+    if not reader.at_end():
+        raise JavaSerializationError(
+            f"{reader.remaining()} bytes of trailing data after the object"
+        )
+    return value
+
+
+def _expect_map(value: object, what: str) -> dict[str, object]:
+    if not isinstance(value, dict):
+        raise JavaSerializationError(f"expected {what}, found {_java_type_of(value)}")
+    return value
+
+
+def decode_map_body(data: bytes) -> dict[str, object]:
+    """Decode a MapMessage body: a serialised ``HashMap`` (or ``Hashtable``) of String keys."""
+    return _expect_map(_single(data, _ANY_MAP), "a java.util.HashMap or java.util.Hashtable")
+
+
+def decode_hashtable(data: bytes) -> dict[str, object]:
+    """Decode a serialised ``java.util.Hashtable`` of String keys (INFO and similar bodies)."""
+    return _expect_map(_single(data, frozenset({HASHTABLE})), "a java.util.Hashtable")
+
+
+def decode_stream_body(data: bytes) -> list[object]:
+    """Decode a StreamMessage body: the values read by successive ``readObject`` calls."""
+    if not data:
+        return []
+    reader = _open(data)
+    values = []
+    while not reader.at_end():
+        values.append(reader.content(_NO_MAPS))
+    return values
+
+
+def decode_object(data: bytes) -> object:
+    """Decode one whitelisted object (String, boxed value, byte[], HashMap, Hashtable or null)."""
+    return _single(data, _ANY_MAP)
+
+
+# ---------------------------------------------------------------------------
+# Writer
+# ---------------------------------------------------------------------------
+
+_NAN32 = b"\x7f\xc0\x00\x00"  # Float.floatToIntBits(NaN): Java writes the canonical NaN
+_NAN64 = b"\x7f\xf8\x00\x00\x00\x00\x00\x00"
+
+
+def _java_hash(text: str) -> int:
+    """``String.hashCode()`` as an unsigned 32-bit number (computed over UTF-16 units)."""
+    units: Sequence[int]
+    if text.isascii():
+        units = text.encode("ascii")
+    else:
+        raw = text.encode("utf-16-be", "surrogatepass")
+        units = struct.unpack(f">{len(raw) // 2}H", raw)
+    h = 0
+    for unit in units:
+        h = (31 * h + unit) & 0xFFFFFFFF
+    return h
+
+
+def _hashmap_layout(keys: list[str]) -> tuple[int, int, list[str]]:
+    """(capacity, threshold, iteration order) of ``new HashMap()`` after ``put`` of each key.
+
+    Entries sit in bucket ``spread(hash) & (capacity - 1)``, in insertion order within a
+    bucket (resizes split buckets preserving order).  A put into a bucket already holding 8
+    entries makes Java resize a table of under 64 slots instead of building a tree, which
+    changes the capacity written.  In a table of 64+ slots such a bucket becomes a tree
+    whose order is not reproduced here (it needs many colliding hashes; the capacity and
+    threshold still match, and Java readers do not depend on order).
+    """
+    if not keys:
+        return 16, 0, []  # no table yet: threshold 0, capacity() reports the default 16
+    spread = []
+    for key in keys:
+        h = _java_hash(key)
+        spread.append(h ^ (h >> 16))
+    capacity, threshold = 16, 12
+    bins: Counter[int] = Counter()
+    for size, h in enumerate(spread, start=1):
+        old_capacity = capacity
+        index = h & (capacity - 1)
+        crowded = bins[index] >= 8 and capacity < 64  # treeifyBin() resizes a small table
+        bins[index] += 1
+        if crowded:
+            capacity, threshold = capacity * 2, threshold * 2
+        if size > threshold:  # checked after the treeify resize, as in putVal
+            capacity, threshold = capacity * 2, threshold * 2
+        if capacity != old_capacity:
+            bins = Counter(x & (capacity - 1) for x in spread[:size])
+    order = sorted(range(len(keys)), key=lambda i: spread[i] & (capacity - 1))
+    return capacity, threshold, [keys[i] for i in order]
+
+
+def _hashtable_layout(keys: list[str]) -> tuple[int, int, list[str]]:
+    """(capacity, threshold, write order) of ``new Hashtable()`` after ``put`` of each key.
+
+    Hashtable prepends to a bucket's chain, ``rehash`` walks the old buckets from the top
+    prepending again, and ``writeObject`` stacks the entries before writing, so the write
+    order is the reverse of the table walk.
+    """
+    hashes = [_java_hash(key) & 0x7FFFFFFF for key in keys]
+    capacity, threshold = 11, 8
+    # Each bucket lists its chain tail-first, so prepending is an append.
+    buckets: list[list[int]] = [[] for _ in range(capacity)]
+    for i in range(len(keys)):
+        if i >= threshold:  # addEntry checks the count before adding
+            new_capacity = capacity * 2 + 1
+            new_buckets: list[list[int]] = [[] for _ in range(new_capacity)]
+            for bucket in reversed(buckets):
+                for entry in reversed(bucket):
+                    new_buckets[hashes[entry] % new_capacity].append(entry)
+            capacity, buckets = new_capacity, new_buckets
+            # (int) (newCapacity * loadFactor) in float arithmetic
+            threshold = int(_to_f32(capacity * _LOAD_FACTOR))
+        buckets[hashes[i] % capacity].append(i)
+    walk = [entry for bucket in buckets for entry in reversed(bucket)]
+    return capacity, threshold, [keys[i] for i in reversed(walk)]
+
+
+def _classify(value: object) -> tuple[_KnownClass, bytes, bool]:
+    """Class, field bytes, and whether ``valueOf`` would return a cached (shared) instance."""
+    if isinstance(value, bool):
+        return _BOOLEAN, b"\x01" if value else b"\x00", True
+    if isinstance(value, JByte):
+        return _BYTE, _I8.pack(value), True
+    if isinstance(value, JShort):
+        return _SHORT, _I16.pack(value), -128 <= value <= 127
+    if isinstance(value, JLong):
+        return _LONG, _I64.pack(value), -128 <= value <= 127
+    if isinstance(value, int):
+        if INT_MIN <= value <= INT_MAX:
+            return _INTEGER, _I32.pack(value), -128 <= value <= 127
+        if LONG_MIN <= value <= LONG_MAX:
+            return _LONG, _I64.pack(value), -128 <= value <= 127
+        raise JavaSerializationError(f"integer {value} does not fit a Java long")
+    if isinstance(value, JFloat):
+        return _FLOAT, _NAN32 if math.isnan(value) else _F32.pack(value), False
+    if isinstance(value, float):
+        return _DOUBLE, _NAN64 if math.isnan(value) else _F64.pack(value), False
+    if isinstance(value, JChar):
+        if len(value) != 1 or ord(value) > 0xFFFF:
+            raise JavaSerializationError(f"Character must be one BMP character: {value!r}")
+        return _CHARACTER, _U16.pack(ord(value)), ord(value) <= 127
+    raise JavaSerializationError(f"no Java type for a value of type {type(value).__name__}")
+
+
+class _Writer:
+    """Emits one stream, numbering handles exactly as ObjectOutputStream does."""
+
+    def __init__(self) -> None:
+        self.out = bytearray(STREAM_MAGIC)
+        self._next_handle = BASE_HANDLE
+        self._classes: dict[str, int] = {}
+        self._cached_boxes: dict[tuple[str, bytes], int] = {}
+
+    def _assign(self) -> int:
+        handle = self._next_handle
+        self._next_handle += 1
+        return handle
+
+    def _reference(self, handle: int) -> None:
+        self.out.append(TC_REFERENCE)
+        self.out += _I32.pack(handle)
+
+    def utf(self, text: str) -> None:
+        raw = encode_modified_utf8(text)
+        if len(raw) > 0xFFFF:
+            raise JavaSerializationError(f"name too long for writeUTF: {len(raw)} bytes")
+        self.out += _U16.pack(len(raw)) + raw
+
+    def classdesc(self, cls: _KnownClass | None) -> None:
+        if cls is None:
+            self.out.append(TC_NULL)
+            return
+        handle = self._classes.get(cls.name)
+        if handle is not None:
+            self._reference(handle)
+            return
+        self.out.append(TC_CLASSDESC)
+        self._classes[cls.name] = self._assign()
+        self.utf(cls.name)
+        self.out += _I64.pack(cls.suid)
+        self.out.append(cls.flags)
+        self.out += _I16.pack(len(cls.fields))
+        for code, name in cls.fields:
+            self.out += code.encode("ascii")
+            self.utf(name)
+        self.out.append(TC_ENDBLOCKDATA)  # annotateClass writes nothing
+        self.classdesc(cls.superclass)
+
+    def string(self, text: str) -> None:
+        raw = encode_modified_utf8(text)
+        self._assign()
+        if len(raw) <= 0xFFFF:
+            self.out.append(TC_STRING)
+            self.out += _U16.pack(len(raw))
+        else:
+            self.out.append(TC_LONGSTRING)
+            self.out += _I64.pack(len(raw))
+        self.out += raw
+
+    def value(self, value: object) -> None:
+        """writeObject of one body value (no maps)."""
+        if value is None:
+            self.out.append(TC_NULL)
+        elif isinstance(value, str) and not isinstance(value, JChar):
+            self.string(value)
+        elif isinstance(value, bytes | bytearray | memoryview):
+            data = bytes(value)
+            self.out.append(TC_ARRAY)
+            self.classdesc(_BYTES)
+            self._assign()
+            self.out += _I32.pack(len(data)) + data
+        else:
+            cls, field_bytes, shared = _classify(value)
+            key = (cls.name, field_bytes)
+            handle = self._cached_boxes.get(key) if shared else None
+            if handle is not None:
+                # Boolean.valueOf & co return one instance, which Java writes only once.
+                self._reference(handle)
+                return
+            self.out.append(TC_OBJECT)
+            self.classdesc(cls)
+            handle = self._assign()
+            if shared:
+                self._cached_boxes[key] = handle
+            self.out += field_bytes
+
+    def map(self, values: Mapping[str, object], hashtable: bool) -> None:
+        if not isinstance(values, Mapping):
+            raise JavaSerializationError(f"expected a mapping, got {type(values).__name__}")
+        keys = list(values)
+        for key in keys:
+            if not isinstance(key, str):
+                raise JavaSerializationError(f"map keys must be str, got {type(key).__name__}")
+            if hashtable and values[key] is None:
+                raise JavaSerializationError(f"a Hashtable cannot hold null (key {key!r})")
+        if hashtable:
+            capacity, threshold, order = _hashtable_layout(keys)
+        else:
+            capacity, threshold, order = _hashmap_layout(keys)
+        self.out.append(TC_OBJECT)
+        self.classdesc(_HASHTABLE if hashtable else _HASHMAP)
+        self._assign()
+        self.out += _F32.pack(_LOAD_FACTOR) + _I32.pack(threshold)
+        self.out += bytes((TC_BLOCKDATA, 8)) + struct.pack(">ii", capacity, len(keys))
+        for key in order:
+            self.string(str(key))
+            entry = values[key]
+            if isinstance(entry, Mapping):
+                raise JavaSerializationError(f"nested maps are not supported (key {key!r})")
+            self.value(entry)
+        self.out.append(TC_ENDBLOCKDATA)
+
+
+def encode_map_body(values: Mapping[str, object]) -> bytes:
+    """Encode a MapMessage body: a ``java.util.HashMap`` exactly as Java 17 writes it."""
+    writer = _Writer()
+    writer.map(values, hashtable=False)
+    return bytes(writer.out)
+
+
+def encode_hashtable(values: Mapping[str, object]) -> bytes:
+    """Encode a ``java.util.Hashtable`` exactly as Java 17 writes it (no None values)."""
+    writer = _Writer()
+    writer.map(values, hashtable=True)
+    return bytes(writer.out)
+
+
+def encode_stream_body(values: Sequence[object]) -> bytes:
+    """Encode a StreamMessage body (one ``writeObject`` per value); empty input gives b""."""
+    if isinstance(values, str | bytes | bytearray | Mapping):
+        raise JavaSerializationError("expected a sequence of values")
+    if not values:
+        return b""
+    writer = _Writer()
+    for value in values:
+        if isinstance(value, Mapping):
+            raise JavaSerializationError("a StreamMessage cannot hold a map")
+        writer.value(value)
+    return bytes(writer.out)
+
+
+def encode_object(value: object) -> bytes:
+    """Encode one value as a top-level object; a Mapping becomes a ``java.util.HashMap``."""
+    writer = _Writer()
+    if isinstance(value, Mapping):
+        writer.map(value, hashtable=False)
+    else:
+        writer.value(value)
+    return bytes(writer.out)
