@@ -6,7 +6,8 @@ BIN := $(VENV)/bin
 .PHONY: run test install install-dev lint lock clean
 
 $(BIN)/python:
-	$(PY) -m venv $(VENV)
+	@# Debian ships venv separately; install it when this is a fresh machine.
+	$(PY) -m venv $(VENV) || { rm -rf $(VENV); apt-get update -q && apt-get install -y -q python3-venv && $(PY) -m venv $(VENV); }
 	$(BIN)/pip install -q --upgrade pip
 
 install: $(BIN)/python

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from broker.config import BrokerConfig, ConfigError
 from broker.core.router import MessageRouter, RouterSettings
 from broker.protocol.auth import AUTH_BASIC, AUTH_DIGEST
+from broker.protocol.javaser import encode_hashtable
 from broker.protocol.jtypes import JInt
 from broker.protocol.packet import DEFAULT_MAX_PACKET, Packet, build_packet
 from broker.protocol.portmapper import MAX_REQUEST_LINE, PortMapperTable, ServiceEntry
@@ -290,14 +291,21 @@ class Broker:
             old.close()
 
     def answer_info_request(self, conn: ClientConnection, pkt: Packet) -> None:
+        """INFO_REQUEST (no reply flag): answer with an INFO packet whose body is a
+        serialised Hashtable describing this broker (we are never part of a cluster yet)."""
         req = pkt.properties.get("JMQRequestType", 1)
+        info: dict[str, object] = {
+            "JMQBrokerName": self.config.instance,
+            "JMQVersion": self.version,
+            "JMQConnectionCount": JInt(len(self.connections)),
+            "JMQBrokerList": "",
+            "JMQHA": False,
+        }
         conn.write(
             build_packet(
                 PacketType.INFO,
-                props={
-                    "JMQRequestType": JInt(int(req)),  # type: ignore[arg-type]
-                    "JMQStatus": JInt(200),
-                },
+                props={"JMQRequestType": JInt(int(req)), "JMQStatus": JInt(200)},  # type: ignore[arg-type]
+                body=encode_hashtable(info),
                 consumer_id=pkt.consumer_id,
             )
         )
