@@ -298,3 +298,79 @@ def test_admin_service_refuses_non_admin(basic_broker):
     peer.send(vector("connect-close-basic/c2b-04-AUTHENTICATE.hex"))  # guest
     assert peer.expect(PacketType.AUTHENTICATE_REPLY).properties["JMQStatus"] == 403
     assert peer.closed_by_peer()
+
+
+def test_c_client_transacted_session(basic_broker):
+    """The C client starts a transaction as soon as a transacted session exists and needs
+    JMQTransactionID back; sends in it appear only on COMMIT and never after ROLLBACK."""
+    prefix = "cclient/transacted"
+    peer, conn_id = _login_basic(basic_broker, prefix)
+    sid = peer.request(
+        vector(f"{prefix}/c2b-06-CREATE_SESSION.hex"), PacketType.CREATE_SESSION_REPLY
+    ).properties["JMQSessionID"]
+    ids = {1001: sid, 4242424242: conn_id}
+    reply = peer.request(
+        rewrite(vector(f"{prefix}/c2b-08-START_TRANSACTION.hex"), ids),
+        PacketType.START_TRANSACTION_REPLY,
+    )
+    txn = reply.properties["JMQTransactionID"]
+    assert type(txn) is JLong and txn > 0
+    ids[1002] = peer.request(
+        control(
+            PacketType.ADD_PRODUCER,
+            50,
+            JMQDestination="txq",
+            JMQDestType=JInt(1),
+            JMQSessionID=JLong(sid),
+        ),
+        PacketType.ADD_PRODUCER_REPLY,
+    ).properties["JMQProducerID"]
+    base = parse_packet(vector("cclient/queue-text/c2b-12-TEXT_MESSAGE.hex"))
+
+    def send(body: bytes, cid: int, txn_id: int) -> None:
+        from broker.protocol.packet import build_packet
+
+        raw = build_packet(
+            PacketType.TEXT_MESSAGE,
+            body=body,
+            flags=base.flags,
+            consumer_id=cid,
+            priority=4,
+            fields={1: "txq", 8: txn_id},
+            sequence=cid,
+        )
+        peer.request(raw, PacketType.SEND_REPLY)
+
+    send(b"rolled back", 60, txn)
+    peer.request(
+        control(PacketType.ROLLBACK_TRANSACTION, 61, JMQTransactionID=JLong(txn)),
+        PacketType.ROLLBACK_TRANSACTION_REPLY,
+    )
+    txn2 = peer.request(
+        rewrite(vector(f"{prefix}/c2b-08-START_TRANSACTION.hex"), ids),
+        PacketType.START_TRANSACTION_REPLY,
+    ).properties["JMQTransactionID"]
+    send(b"committed", 62, txn2)
+    # A send naming a transaction that is gone gets 410.
+    from broker.protocol.packet import build_packet
+
+    gone = build_packet(
+        PacketType.TEXT_MESSAGE,
+        body=b"x",
+        flags=base.flags,
+        consumer_id=63,
+        fields={1: "txq", 8: txn},
+        sequence=63,
+    )
+    peer.request(gone, PacketType.SEND_REPLY, status=410)
+    consumer, _cid, got = _consume_all(basic_broker, "txq", 0)
+    consumer.sock.settimeout(0.5)
+    assert not consumer.closed_by_peer() and not consumer.pending  # nothing before COMMIT
+    peer.request(
+        control(PacketType.COMMIT_TRANSACTION, 64, JMQTransactionID=JLong(txn2)),
+        PacketType.COMMIT_TRANSACTION_REPLY,
+    )
+    consumer.sock.settimeout(10)
+    assert consumer.recv().body == b"committed"
+    consumer.sock.settimeout(0.5)
+    assert not consumer.closed_by_peer() and not consumer.pending  # the rolled-back one never

@@ -11,12 +11,21 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC, AckMode, LimitBehavior, Status
+from broker.protocol.types import (
+    DEST_QUEUE,
+    DEST_TEMP,
+    DEST_TOPIC,
+    AckMode,
+    LimitBehavior,
+    Status,
+    TransactionState,
+)
 
 from .destination import Destination, QueueDestination, Subscription, TopicDestination, Totals
 from .ids import UIDGenerator
 from .message import Entry, Message
 from .session import Consumer, Link, Producer, Session
+from .transaction import Transaction
 
 log = logging.getLogger("broker.router")
 
@@ -74,6 +83,7 @@ class MessageRouter:
         self.client_ids: dict[str, list[ClientIDClaim]] = {}
         self.totals = Totals()
         self.browsers: dict[int, tuple[Destination, list[bytes]]] = {}
+        self.transactions: dict[int, Transaction] = {}
         self.queues[DMQ_NAME] = QueueDestination(DMQ_NAME, totals=self.totals)
         self.listeners: list[Callable[[str, dict], None]] = []
 
@@ -182,6 +192,7 @@ class MessageRouter:
         return sess
 
     def destroy_session(self, sess: Session) -> None:
+        self.rollback_session(sess)
         for cons in list(sess.consumers.values()):
             self.remove_consumer(cons, None, redeliver_all=True)
         for prod in list(sess.producers.values()):
@@ -442,6 +453,77 @@ class MessageRouter:
         for q, group in by_queue.values():
             q.put_back(group)  # type: ignore[attr-defined]
             q.dispatch(t)  # type: ignore[attr-defined]
+
+    # -- local transactions ------------------------------------------------
+
+    def start_transaction(self, sess: Session) -> Transaction:
+        txn = Transaction(self.uids.next(), sess)
+        self.transactions[txn.id] = txn
+        return txn
+
+    def transaction(self, txn_id: int, link: Link) -> Transaction:
+        txn = self.transactions.get(txn_id)
+        if txn is None:
+            raise RouterError(Status.GONE, f"transaction {txn_id} does not exist")
+        if txn.session.link is not link:
+            raise RouterError(
+                Status.FORBIDDEN, f"transaction {txn_id} belongs to another connection"
+            )
+        return txn
+
+    def transacted_send(self, txn: Transaction, msg: Message, dest_type: int, link: Link) -> None:
+        """Check the message now (so SEND_REPLY tells the truth) and hold it until COMMIT."""
+        txn.check_open()
+        dest = self.lookup(msg.destination, dest_type)
+        if dest is None:
+            dest = self.ensure_destination(msg.destination, dest_type, link)
+        s = self.settings
+        per_msg = dest.limit("maxBytesPerMsg")
+        if (s.max_message_size >= 0 and msg.size > s.max_message_size) or (
+            per_msg >= 0 and msg.size > per_msg
+        ):
+            raise RouterError(Status.ENTITY_TOO_LARGE, f"message of {msg.size} bytes is too large")
+        txn.sends.append((msg, dest_type))
+
+    def transacted_ack(
+        self, txn: Transaction, sess: Session, blocks: list[tuple[int, bytes]]
+    ) -> None:
+        txn.check_open()
+        txn.acks.extend((sess, key) for key in blocks if key in sess.unacked)
+
+    def commit(self, txn: Transaction, link: Link) -> None:
+        """COMMIT: route the held messages in order, then apply the held acknowledgements."""
+        txn.check_open()
+        del self.transactions[txn.id]
+        txn.state = TransactionState.COMMITTED
+        for msg, dest_type in txn.sends:
+            try:
+                self.route(msg, link, dest_type)
+            except RouterError as exc:
+                # Limits may have filled since the send was checked; the rest still commit.
+                log.warning("committed message to %s dropped: %s", msg.destination, exc.reason)
+        for sess, key in txn.acks:
+            entry = sess.unacked.pop(key, None)
+            if entry is not None:
+                self._forget(entry)
+
+    def rollback(
+        self, txn: Transaction, redeliver: bool = False, set_redelivered: bool = True
+    ) -> None:
+        """ROLLBACK: forget the held sends; acknowledged messages stay unacknowledged (or go
+        back to their queues at once when the client asks with JMQRedeliver)."""
+        self.transactions.pop(txn.id, None)
+        txn.state = TransactionState.ROLLEDBACK
+        if redeliver:
+            by_session: dict[int, tuple[Session, list]] = {}
+            for sess, key in txn.acks:
+                by_session.setdefault(id(sess), (sess, []))[1].append(key)
+            for sess, keys in by_session.values():
+                self.redeliver(sess, keys, set_redelivered)
+
+    def rollback_session(self, sess: Session) -> None:
+        for txn in [t for t in self.transactions.values() if t.session is sess]:
+            self.rollback(txn)
 
     # -- connections ---------------------------------------------------------
 

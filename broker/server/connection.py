@@ -707,7 +707,13 @@ class ClientConnection(asyncio.Protocol):
             if not isinstance(name, str) or not name:
                 raise RouterError(Status.BAD_REQUEST, "message has no destination")
             msg = Message(pkt, name, self.id)
-            self.router.route(msg, self, DEST_QUEUE if flags & FLAG_Q else DEST_TOPIC)
+            dest_type = DEST_QUEUE if flags & FLAG_Q else DEST_TOPIC
+            txn_id = pkt.transaction_id
+            if txn_id:
+                txn = self.router.transaction(txn_id, self)
+                self.router.transacted_send(txn, msg, dest_type, self)
+            else:
+                self.router.route(msg, self, dest_type)
         except RouterError as exc:
             if flags & FLAG_A:
                 self.reply(pkt, exc.status, reason=exc.reason)
@@ -858,12 +864,26 @@ class ClientConnection(asyncio.Protocol):
         ack_type = 0
         if pkt.prop_size:
             ack_type = int(pkt.properties.get("JMQAckType", 0))  # type: ignore[arg-type]
+        txn = None
+        if pkt.transaction_id:
+            try:
+                txn = self.router.transaction(pkt.transaction_id, self)
+            except RouterError as exc:
+                self.reply(pkt, exc.status, reason=exc.reason)
+                return
         for sess, blocks in groups.items():
-            if not sess.acknowledges:
+            if not sess.acknowledges and txn is None:
                 self.reply(
                     pkt, Status.NOT_ALLOWED, reason="acknowledgement on a NO_ACKNOWLEDGE session"
                 )
                 return
+            if txn is not None:
+                try:
+                    self.router.transacted_ack(txn, sess, blocks)
+                except RouterError as exc:
+                    self.reply(pkt, exc.status, reason=exc.reason)
+                    return
+                continue
             self.router.acknowledge(sess, blocks, ack_type)
             if ack_type in (AckType.UNDELIVERABLE, AckType.DEAD):
                 log.info(
@@ -946,6 +966,61 @@ class ClientConnection(asyncio.Protocol):
     def on_info_request(self, pkt: Packet) -> None:
         self.broker.answer_info_request(self, pkt)
 
+    # -- local transactions ------------------------------------------------------------
+
+    def on_start_transaction(self, pkt: Packet) -> None:
+        props = pkt.properties
+        if "JMQXAFlags" in props or pkt.body:
+            self.reply(
+                pkt, Status.NOT_IMPLEMENTED, reason="XA transactions arrive with the message store"
+            )
+            return
+        sess = self._session(pkt)
+        if sess is None:
+            self.reply(pkt, Status.NOT_FOUND, reason="unknown JMQSessionID")
+            return
+        txn = self.router.start_transaction(sess)
+        self.reply(pkt, Status.OK, {"JMQTransactionID": JLong(txn.id)})
+
+    def _txn_from(self, pkt: Packet):
+        tid = pkt.properties.get("JMQTransactionID")
+        if not isinstance(tid, int):
+            raise RouterError(Status.BAD_REQUEST, "JMQTransactionID is missing")
+        txn = self.router.transactions.get(int(tid))
+        if txn is None:
+            raise RouterError(Status.NOT_FOUND, f"unknown transaction {tid}")
+        if txn.session.link is not self:
+            raise RouterError(Status.FORBIDDEN, f"transaction {tid} belongs to another connection")
+        return txn
+
+    def on_commit_transaction(self, pkt: Packet) -> None:
+        props = pkt.properties
+        try:
+            txn = self._txn_from(pkt)
+            self.router.commit(txn, self)
+        except RouterError as exc:
+            self.reply(pkt, exc.status, reason=exc.reason)
+            return
+        reply: dict[str, object] = {"JMQTransactionID": JLong(txn.id)}
+        if props.get("JMQStartNextTransaction"):
+            nxt = self.router.start_transaction(txn.session)
+            reply["JMQNextTransactionID"] = JLong(nxt.id)
+        self.reply(pkt, Status.OK, reply)
+
+    def on_rollback_transaction(self, pkt: Packet) -> None:
+        props = pkt.properties
+        try:
+            txn = self._txn_from(pkt)
+        except RouterError as exc:
+            self.reply(pkt, exc.status, reason=exc.reason)
+            return
+        self.router.rollback(
+            txn,
+            redeliver=bool(props.get("JMQRedeliver", False)),
+            set_redelivered=bool(props.get("JMQSetRedelivered", True)),
+        )
+        self.reply(pkt, Status.OK, {"JMQTransactionID": JLong(txn.id)})
+
     def on_not_implemented(self, pkt: Packet) -> None:
         self.reply(
             pkt,
@@ -981,11 +1056,11 @@ _HANDLERS: dict[int, Callable[[ClientConnection, Packet], None]] = {
     PacketType.GENERATE_UID: ClientConnection.on_generate_uid,
     PacketType.GET_LICENSE: ClientConnection.on_get_license,
     PacketType.INFO_REQUEST: ClientConnection.on_info_request,
+    PacketType.START_TRANSACTION: ClientConnection.on_start_transaction,
+    PacketType.COMMIT_TRANSACTION: ClientConnection.on_commit_transaction,
+    PacketType.ROLLBACK_TRANSACTION: ClientConnection.on_rollback_transaction,
 }
 for _t in (
-    PacketType.START_TRANSACTION,
-    PacketType.COMMIT_TRANSACTION,
-    PacketType.ROLLBACK_TRANSACTION,
     PacketType.PREPARE_TRANSACTION,
     PacketType.END_TRANSACTION,
     PacketType.RECOVER_TRANSACTION,
