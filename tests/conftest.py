@@ -2,94 +2,19 @@
 
 from __future__ import annotations
 
-import os
 import shutil
-import signal
-import socket
-import subprocess
-import sys
 import tempfile
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from broker.launcher import BrokerProcess, free_port, start_broker
+
+__all__ = ["BrokerProcess", "free_port", "start_broker"]
+
 ROOT = Path(__file__).resolve().parent.parent
 VECTORS = ROOT.parent / "shared" / "vectors"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class BrokerProcess:
-    """A running ``manage.py runbroker`` child and where it listens."""
-
-    host: str
-    portmapper_port: int
-    jms_port: int
-    admin_port: int
-    varhome: Path
-    instance: str
-    proc: subprocess.Popen
-    log_path: Path
-    extra: dict = field(default_factory=dict)
-
-    def log_text(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
-
-
-def start_broker(tmp: Path, *props: str, instance: str = "testbroker") -> BrokerProcess:
-    """Start a broker child process with ``-Dname=value`` overrides and wait until it serves."""
-    pm, jms, admin = free_port(), free_port(), free_port()
-    varhome = tmp / "var"
-    env = dict(os.environ)
-    env["DATABASE_URL"] = f"sqlite:///{tmp / 'db.sqlite3'}"
-    env["IMQ_VARHOME"] = str(varhome)
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT, env=env, check=True,
-    )
-    log_path = tmp / "broker-stdout.txt"
-    args = [
-        sys.executable, "manage.py", "runbroker", "-tty",
-        "-name", instance, "-port", str(pm), "-varhome", str(varhome),
-        f"-Dimq.jms.tcp.port={jms}", f"-Dimq.admin.tcp.port={admin}",
-        "-Dimq.hostname=127.0.0.1",
-    ]
-    args += [f"-D{p}" for p in props]
-    out = open(log_path, "wb")  # noqa: SIM115 - lives as long as the process
-    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"broker exited early:\n{log_path.read_text(errors='replace')}")
-        try:
-            with socket.create_connection(("127.0.0.1", jms), timeout=0.5):
-                pass
-            with socket.create_connection(("127.0.0.1", pm), timeout=0.5):
-                pass
-            break
-        except OSError:
-            time.sleep(0.1)
-    else:
-        proc.kill()
-        raise RuntimeError(f"broker did not start:\n{log_path.read_text(errors='replace')}")
-    return BrokerProcess("127.0.0.1", pm, jms, admin, varhome, instance, proc, log_path, {"env": env})
 
 
 @pytest.fixture(scope="session")
