@@ -598,6 +598,8 @@ async def test_dups_ok_batches(standin: StandIn) -> None:
     cid = cons.consumer_id
     pkts = [message_packet(consumer_id=cid, sequence=i) for i in range(1, 6)]
     s.push(*pkts)
+    while len(cons._queue) < 5:  # all buffered: batching is then deterministic
+        await asyncio.sleep(0.01)
     for _ in range(5):
         assert await cons.receive(5) is not None
     acks = await s.await_for(PacketType.ACKNOWLEDGE, 2)
@@ -822,3 +824,73 @@ def test_plain_message_has_no_body() -> None:
     assert MapMessage()._encode_body().startswith(b"\xac\xed\x00\x05")
     assert TextMessage(None)._encode_body() == b""
     assert vh_fields(vector("send-messages/c2b-12-TEXT_MESSAGE.hex")).get(VH_DELIVERY_COUNT) is None
+
+
+@run
+async def test_close_order(standin: StandIn) -> None:
+    """connection.close(): STOP, then per session DELETE_CONSUMER, DELETE_PRODUCER,
+    DESTROY_SESSION, then GOODBYE with JMQBlock (client id set) and JMQConnectionID."""
+    s = standin
+    conn = await connect("127.0.0.1", s.jms_port, direct=True, client_id="c1")
+    sess = await conn.create_session()
+    await sess.create_producer(Queue("q"))
+    cons = await sess.create_consumer(Queue("q"))
+    await conn.start()
+    await conn.close()
+    tail = s.types()[-6:]
+    assert tail == [
+        "START",
+        "STOP",
+        "DELETE_CONSUMER",
+        "DELETE_PRODUCER",
+        "DESTROY_SESSION",
+        "GOODBYE",
+    ]
+    sc = s.wait_for(PacketType.SET_CLIENTID)[0]
+    assert_same_props(sc.properties, {"JMQClientID": "c1", "JMQShare": False})
+    bye = s.wait_for(PacketType.GOODBYE)[0]
+    assert_same_props(
+        bye.properties, {"JMQBlock": True, "JMQConnectionID": JLong(StandIn.CONNECTION_ID)}
+    )
+    assert bye.flags & FLAG_A
+    dp = s.wait_for(PacketType.DELETE_PRODUCER)[0]
+    assert_same_props(dp.properties, {"JMQProducerID": JLong(StandIn.PRODUCER_ID)})
+    assert cons.is_closed and sess.is_closed
+
+
+@run
+async def test_request_reply_skips_stale_replies(standin: StandIn) -> None:
+    from broker.protocol.sysmsgid import SysMessageID
+
+    s = standin
+
+    def serve(p: Packet) -> list[bytes]:
+        if p.destination != "svc":
+            return []
+        rid = "ID:" + str(SysMessageID(p.timestamp, p.ip, p.port, p.sequence))
+        reply_consumer = 2001  # the stand-in's first consumer id: the reply queue's
+        return [
+            message_packet(
+                consumer_id=reply_consumer, sequence=90, correlation_id="ID:old", body=b"stale"
+            ),
+            message_packet(
+                consumer_id=reply_consumer, sequence=91, correlation_id=rid, body=b"fresh"
+            ),
+        ]
+
+    s.on[PacketType.TEXT_MESSAGE] = serve
+    conn = await connect("127.0.0.1", s.jms_port, direct=True)
+    sess = await conn.create_session()
+    await conn.start()
+    reply = await sess.request(Queue("svc"), TextMessage("ping"), timeout=5)
+    assert isinstance(reply, TextMessage) and reply.text == "fresh"
+    req = next(p for p in s.received if p.type == PacketType.TEXT_MESSAGE)
+    f = vh_fields(req)
+    assert f[VH_REPLYTO] == sess._reply_queue.name  # type: ignore[union-attr]
+    assert f[7] == "com.sun.messaging.jmq.jmsclient.TemporaryQueueImpl"
+    cd = s.wait_for(PacketType.CREATE_DESTINATION)[0]
+    assert_same_props(
+        cd.properties,
+        {"JMQDestination": sess._reply_queue.name, "JMQDestType": JInt(17)},  # type: ignore[union-attr]
+    )
+    await conn.close()

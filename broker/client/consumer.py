@@ -215,12 +215,12 @@ class MessageConsumer:
 
         ``timeout=None`` waits for ever, ``0`` does not wait.
         """
+        if self._listener is not None:
+            raise IllegalStateException("consumer has a message listener")
         q = self._queue
         if not q:
             if self._closed or self._conn._closed:
                 return None
-            if self._listener is not None:
-                raise IllegalStateException("consumer has a message listener")
             if self._session._dups:
                 self._session._flush_dups()
             if timeout is not None and timeout <= 0:

@@ -350,6 +350,11 @@ class Message:
         self._materialize()
         self._jms_type = value
 
+    @property
+    def body(self) -> Any:
+        """The body as its natural Python value (JMS 2.0 ``getBody``): None for a plain Message."""
+        return None
+
     # -- acknowledgement -------------------------------------------------------
 
     def acknowledge(self) -> Any:
@@ -398,6 +403,10 @@ class TextMessage(Message):
         self._materialize()
         self._text = value
 
+    @property
+    def body(self) -> str | None:
+        return self.text
+
     def _encode_body(self) -> bytes:
         t = self.text
         return b"" if t is None else t.encode("utf-8")
@@ -431,6 +440,10 @@ class BytesMessage(Message):
         self._materialize()
         self._data = bytes(value)
 
+    @property
+    def body(self) -> bytes:
+        return self.data
+
     def _encode_body(self) -> bytes:
         return self.data
 
@@ -462,6 +475,10 @@ class MapMessage(Message):
                 raise MessageFormatException(f"undecodable MapMessage body: {exc}") from exc
             self._map = m
         return m
+
+    @property
+    def body(self) -> dict[str, object]:
+        return self.map
 
     def get(self, name: str, default: object = None) -> object:
         return self.map.get(name, default)
@@ -504,6 +521,10 @@ class StreamMessage(Message):
                 raise MessageFormatException(f"undecodable StreamMessage body: {exc}") from exc
             self._values = v
         return v
+
+    @property
+    def body(self) -> list[object]:
+        return self.values
 
     def write(self, value: object) -> None:
         self._materialize()
@@ -550,6 +571,10 @@ class ObjectMessage(Message):
     def data(self, value: bytes | None) -> None:
         self._materialize()
         self._data = None if value is None else bytes(value)
+
+    @property
+    def body(self) -> bytes | None:
+        return self.data
 
     def get_object(self) -> object:
         """Decode the object if it is one of the whitelisted simple Java types."""

@@ -116,6 +116,8 @@ class MessageProducer:
         self.ttl_ms = ttl_ms
         self.ack_on_produce = ack_on_produce
         self._targets: dict[Destination, _Target] = {}
+        # The target of the bound destination: the common case skips the dict lookup.
+        self._bound: _Target | None = None
         self._closed = False
 
     async def _target(self, dest: Destination) -> _Target:
@@ -150,6 +152,8 @@ class MessageProducer:
         if reply_status(reply) == Status.RETRY:
             await conn._request(PacketType.ADD_PRODUCER, props, hook=registered, what=dest.name)
         self._targets[dest] = t
+        if dest == self.destination:
+            self._bound = t
         return t
 
     async def send(
@@ -175,16 +179,20 @@ class MessageProducer:
         conn = self._conn
         if conn._closed or conn._closing:
             raise IllegalStateException("connection is closed")
-        dest = self.destination
-        if destination is not None:
-            if dest is not None and destination != dest:
-                raise JMSException("this producer is bound to another destination")
-            dest = destination
-        if dest is None:
-            raise JMSException("no destination given")
-        t = self._targets.get(dest)
-        if t is None:
-            t = await self._target(dest)
+        t = self._bound
+        if destination is None and t is not None:
+            dest = t.dest
+        else:
+            dest = self.destination
+            if destination is not None:
+                if dest is not None and destination != dest:
+                    raise JMSException("this producer is bound to another destination")
+                dest = destination
+            if dest is None:
+                raise JMSException("no destination given")
+            t = self._targets.get(dest)
+            if t is None:
+                t = await self._target(dest)
 
         # Flow control: wait for the broker's RESUME_FLOW if the last send used the allowance.
         if t.credit == 0:
@@ -328,6 +336,7 @@ class MessageProducer:
                     PacketType.DELETE_PRODUCER, {"JMQProducerID": JLong(t.producer_id)}
                 )
         self._targets.clear()
+        self._bound = None
 
     async def __aenter__(self) -> MessageProducer:
         return self

@@ -221,7 +221,8 @@ class Session:
 
         The temporary queue and its consumer are made on first use and kept for the
         session's life (like a Java ``QueueRequestor``).  Returns None on timeout.
-        Requests on one session are serialised so replies cannot be mixed up.
+        Requests on one session are serialised; a reply whose JMSCorrelationID names
+        neither this request's JMSMessageID nor its JMSCorrelationID is skipped.
         """
         self._check_open()
         async with self._request_lock:
@@ -232,7 +233,15 @@ class Session:
             assert self._reply_producer is not None
             message.reply_to = self._reply_queue
             await self._reply_producer.send(message, destination=destination, persistent=persistent)
-            return await self._reply_consumer.receive(timeout)
+            wanted = {message.message_id, message.correlation_id}
+            loop = self._connection._loop
+            deadline = None if timeout is None else loop.time() + timeout
+            while True:
+                left = None if deadline is None else max(0.0, deadline - loop.time())
+                reply = await self._reply_consumer.receive(left)
+                # A late reply to an earlier request that timed out is skipped.
+                if reply is None or reply.correlation_id is None or reply.correlation_id in wanted:
+                    return reply
 
     # --------------------------------------------------------- acknowledgement
 

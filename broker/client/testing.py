@@ -248,15 +248,19 @@ def message_packet(
     props: dict | None = None,
     timestamp: int = 1_700_000_000_000,
     delivery_count: int = 1,
+    correlation_id: str | None = None,
 ) -> bytes:
     """A delivery as a broker would send it (sender header kept, consumer id set)."""
+    fields: dict[int, object] = {9: 1002, 1: dest, 6: dest_class, 11: delivery_count}
+    if correlation_id is not None:
+        fields[3] = correlation_id
     return build_packet(
         ptype,
         props=props,
         body=body,
         flags=flags,
         consumer_id=consumer_id,
-        fields={9: 1002, 1: dest, 6: dest_class, 11: delivery_count},
+        fields=fields,
         priority=4,
         timestamp=timestamp,
         ip=b"\x00" * 10 + b"\xff\xff" + bytes([10, 0, 0, 7]),
