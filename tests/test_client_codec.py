@@ -894,3 +894,68 @@ async def test_request_reply_skips_stale_replies(standin: StandIn) -> None:
         {"JMQDestination": sess._reply_queue.name, "JMQDestType": JInt(17)},  # type: ignore[union-attr]
     )
     await conn.close()
+
+
+def test_compressed_body_is_inflated() -> None:
+    import zlib
+
+    from broker.protocol.types import FLAG_Z
+
+    text = "squeeze me " * 50
+    raw = message_packet(
+        body=zlib.compress(text.encode()),
+        consumer_id=1,
+        sequence=1,
+        flags=FLAG_Z,
+        props={"JMS_SUN_UNCOMPRESSED_SIZE": JInt(len(text)), "JMS_SUN_COMPRESSED": True},
+    )
+    m = message_from_packet(parse_packet(raw))
+    assert isinstance(m, TextMessage) and m.text == text
+
+
+@run
+async def test_forward_a_received_message(standin: StandIn) -> None:
+    s = standin
+    conn = await connect("127.0.0.1", s.jms_port, direct=True)
+    sess = await conn.create_session()
+    cons = await sess.create_consumer(Queue("in"))
+    prod = await sess.create_producer(Queue("out"))
+    await conn.start()
+    s.push(
+        message_packet(consumer_id=cons.consumer_id, sequence=3, body=b"fwd", props={"k": JLong(5)})
+    )
+    m = await cons.receive(5)
+    assert m is not None
+    old_id = m.message_id
+    m.set_property("extra", "yes")
+    await prod.send(m, persistent=False)
+    out = (await s.await_for(PacketType.TEXT_MESSAGE))[0]
+    assert out.destination == "out" and out.body == b"fwd"
+    assert_same_props(out.properties, {"k": JLong(5), "extra": "yes"})
+    assert m.message_id != old_id and m.destination == Queue("out")
+    await conn.close()
+
+
+@run
+async def test_listener_can_be_removed_and_replaced(standin: StandIn) -> None:
+    s = standin
+    conn = await connect("127.0.0.1", s.jms_port, direct=True)
+    sess = await conn.create_session(AckMode.NO_ACKNOWLEDGE)
+    cons = await sess.create_consumer(Queue("q"))
+    await conn.start()
+    first: list[Message] = []
+    cons.set_listener(first.append)
+    await asyncio.sleep(0.05)
+    cons.set_listener(None)
+    s.push(message_packet(consumer_id=cons.consumer_id, sequence=1))
+    m = await cons.receive(5)  # back to synchronous receive
+    assert m is not None and not first
+    second: list[Message] = []
+    cons.set_listener(second.append)
+    s.push(message_packet(consumer_id=cons.consumer_id, sequence=2))
+    for _ in range(100):
+        if second:
+            break
+        await asyncio.sleep(0.02)
+    assert len(second) == 1 and not first
+    await conn.close()

@@ -236,7 +236,7 @@ class MessageConsumer:
                     handle.cancel()
                 if self._waiter is fut:
                     self._waiter = None
-            if not q or self._closed:
+            if not q or self._closed or self._listener is not None:
                 return None
         msg = self._take()
         r = self._ack(msg)
@@ -274,11 +274,19 @@ class MessageConsumer:
         if self._closed:
             raise IllegalStateException("consumer is closed")
         self._listener = listener
-        if listener is not None and self._task is None:
-            self._task = self._conn._loop.create_task(self._listen())
+        task = self._task
+        if listener is None:
+            if task is not None and task is not asyncio.current_task():
+                task.cancel()
+                self._task = None
+            return
+        if task is None:
+            # A receive() waiting right now returns None: the listener takes over.
             w = self._waiter
+            self._waiter = None
             if w is not None and not w.done():
                 w.set_result(None)
+            self._task = self._conn._loop.create_task(self._listen())
 
     async def _listen(self) -> None:
         loop = self._conn._loop
@@ -309,7 +317,8 @@ class MessageConsumer:
             if not self._closed:
                 log.error("listener loop of %r stopped: %s", self, exc)
         finally:
-            self._task = None
+            if self._task is asyncio.current_task():
+                self._task = None
 
     # --------------------------------------------------------- life cycle
 
