@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from broker.protocol import javaser
-from broker.protocol.jtypes import JByte, JChar, JFloat, JInt, JLong, JShort
+from broker.protocol.jtypes import LONG_MAX, LONG_MIN, JByte, JChar, JFloat, JInt, JLong, JShort
 from broker.protocol.packet import (
     VH_CORRELATIONID,
     VH_DELIVERY_COUNT,
@@ -59,6 +59,8 @@ def check_property(name: str, value: object) -> None:
         raise MessageFormatException(
             f"property {name}: {type(value).__name__} is not a JMS property type"
         )
+    if type(value) is int and not LONG_MIN <= value <= LONG_MAX:
+        raise MessageFormatException(f"property {name}: {value} does not fit a Java long")
 
 
 class Message:

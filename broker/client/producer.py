@@ -12,6 +12,7 @@ connection's from HELLO_REPLY (F flag + RESUME_FLOW without ids).
 
 from __future__ import annotations
 
+import struct
 import time
 from typing import TYPE_CHECKING
 
@@ -262,7 +263,8 @@ class MessageProducer:
         if props:
             try:
                 pr = encode_properties(props)
-            except PropertyError as exc:
+            except (PropertyError, struct.error) as exc:
+                # struct.error: an int beyond 64 bits put straight into the dict.
                 raise MessageFormatException(str(exc)) from exc
         else:
             pr = b""
