@@ -959,3 +959,25 @@ async def test_listener_can_be_removed_and_replaced(standin: StandIn) -> None:
         await asyncio.sleep(0.02)
     assert len(second) == 1 and not first
     await conn.close()
+
+
+@run
+async def test_stopped_connection_hands_out_nothing(standin: StandIn) -> None:
+    s = standin
+    conn = await connect("127.0.0.1", s.jms_port, direct=True)
+    sess = await conn.create_session(AckMode.NO_ACKNOWLEDGE)
+    cons = await sess.create_consumer(Queue("q"))
+    await conn.start()
+    s.push(*(message_packet(consumer_id=cons.consumer_id, sequence=i) for i in range(2)))
+    while len(cons._queue) < 2:
+        await asyncio.sleep(0.01)
+    await conn.stop()
+    assert await cons.receive(0.2) is None
+    assert await cons.receive_no_wait() is None
+    waiting = asyncio.ensure_future(cons.receive(5))
+    await asyncio.sleep(0.05)
+    assert not waiting.done()
+    await conn.start()
+    assert await asyncio.wait_for(waiting, 5) is not None
+    assert await cons.receive(1) is not None
+    await conn.close()

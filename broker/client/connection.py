@@ -676,6 +676,10 @@ class Connection:
         if not self._started:
             self._send(PacketType.START)
             self._started = True
+            # Messages buffered while stopped may now be handed out.
+            for s in self._sessions:
+                for c in s._consumers:
+                    c._wake()
 
     async def stop(self) -> None:
         """Stop delivery; returns once the broker confirmed with STOP_REPLY."""

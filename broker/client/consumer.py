@@ -213,31 +213,37 @@ class MessageConsumer:
     async def receive(self, timeout: float | None = None) -> Message | None:
         """The next message; None after ``timeout`` seconds or if the consumer is closed.
 
-        ``timeout=None`` waits for ever, ``0`` does not wait.
+        ``timeout=None`` waits for ever, ``0`` does not wait.  While the connection is
+        stopped nothing is handed out, even if messages are already buffered.
         """
         if self._listener is not None:
             raise IllegalStateException("consumer has a message listener")
         q = self._queue
-        if not q:
-            if self._closed or self._conn._closed:
+        conn = self._conn
+        if not (q and conn._started):
+            if self._closed or conn._closed:
                 return None
             if self._session._dups:
                 self._session._flush_dups()
             if timeout is not None and timeout <= 0:
                 return None
-            loop = self._conn._loop
-            fut: asyncio.Future[None] = loop.create_future()
-            self._waiter = fut
-            handle = None if timeout is None else loop.call_later(timeout, _expire, fut)
-            try:
-                await fut
-            finally:
-                if handle is not None:
-                    handle.cancel()
-                if self._waiter is fut:
-                    self._waiter = None
-            if not q or self._closed or self._listener is not None:
-                return None
+            loop = conn._loop
+            deadline = None if timeout is None else loop.time() + timeout
+            while not (q and conn._started):
+                fut: asyncio.Future[None] = loop.create_future()
+                self._waiter = fut
+                handle = None if deadline is None else loop.call_at(deadline, _expire, fut)
+                try:
+                    await fut
+                finally:
+                    if handle is not None:
+                        handle.cancel()
+                    if self._waiter is fut:
+                        self._waiter = None
+                if self._closed or conn._closed or self._listener is not None:
+                    return None
+                if deadline is not None and loop.time() >= deadline and not (q and conn._started):
+                    return None
         msg = self._take()
         r = self._ack(msg)
         if r is not None:
@@ -292,11 +298,12 @@ class MessageConsumer:
         loop = self._conn._loop
         q = self._queue
         try:
+            conn = self._conn
             while not self._closed and self._listener is not None:
-                if not q:
+                if not (q and conn._started):
                     if self._session._dups:
                         self._session._flush_dups()
-                    if self._conn._closed:
+                    if conn._closed:
                         return
                     fut: asyncio.Future[None] = loop.create_future()
                     self._waiter = fut
@@ -334,6 +341,14 @@ class MessageConsumer:
     def _after_recover(self) -> None:
         if self._resume_requested:
             self._check_resume()
+
+    def _wake(self) -> None:
+        """Let a waiting receive()/listener look again (connection started or closed)."""
+        w = self._waiter
+        if w is not None:
+            self._waiter = None
+            if not w.done():
+                w.set_result(None)
 
     def _connection_closed(self) -> None:
         w = self._waiter
