@@ -460,11 +460,6 @@ async def test_transactions(broker: Any) -> None:
     await conn.close()
 
 
-@pytest.mark.xfail(
-    reason="broker bug: Router.add_consumer dispatches before the server writes "
-    "ADD_CONSUMER_REPLY, so the delivery names a consumer id the client does not know yet",
-    strict=False,
-)
 @run
 async def test_consumer_added_to_started_connection_gets_waiting_messages(broker: Any) -> None:
     """A consumer created after start() must get messages already in the queue.
@@ -617,10 +612,6 @@ async def test_no_local_and_temporary_topic(broker: Any) -> None:
     await conn.close()
 
 
-@pytest.mark.xfail(
-    reason="broker gap: variable-header DELIVERY_TIME (JMS 2.0 delivery delay) is ignored",
-    strict=False,
-)
 @run
 async def test_delivery_delay(broker: Any) -> None:
     q = Queue(name("delay"))

@@ -13,6 +13,7 @@ import struct
 from broker.protocol.packet import (
     OFF_FLAGS,
     VH_CORRELATIONID,
+    VH_DELIVERY_TIME,
     VH_TYPE,
     Packet,
     with_delivery_count_slot,
@@ -43,6 +44,7 @@ class Message:
         "persistent",
         "size",
         "origin_connection",
+        "delivery_time",
         "_packet",
         "_selector_values",
     )
@@ -61,6 +63,8 @@ class Message:
         self.persistent = bool(pkt.flags & FLAG_P)
         self.size = len(raw)
         self.origin_connection = origin_connection
+        # JMS 2.0 delivery delay: not deliverable before this absolute time (ms).
+        self.delivery_time = pkt.fields.get(VH_DELIVERY_TIME, 0) or 0
         self._packet = pkt
         self._selector_values: dict | None = None
 

@@ -6,6 +6,8 @@ Plain objects driven by the server layer.  Every operation returns a protocol st
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import logging
 import time
 from collections.abc import Callable, Iterable
@@ -84,6 +86,12 @@ class MessageRouter:
         self.totals = Totals()
         self.browsers: dict[int, tuple[Destination, list[bytes]]] = {}
         self.transactions: dict[int, Transaction] = {}
+        # Messages with a JMS 2.0 delivery delay wait here until their time.
+        self.delayed: list[tuple[int, int, Message, int]] = []
+        self._delayed_seq = itertools.count()
+        # Told the earliest due time whenever a delayed message is queued (the server
+        # schedules a timer with it); None means someone polls release_due().
+        self.on_delayed: Callable[[int], None] | None = None
         self.queues[DMQ_NAME] = QueueDestination(DMQ_NAME, totals=self.totals)
         self.listeners: list[Callable[[str, dict], None]] = []
 
@@ -260,7 +268,8 @@ class MessageRouter:
             sub.queue.add_consumer(cons)
         sess.consumers[cid] = cons
         self.consumers[cid] = cons
-        cons.queue.dispatch(now_ms())
+        # No dispatch here: the caller replies first, or deliveries would name a
+        # consumer the client does not know yet.
         return cons
 
     def _subscription_for(
@@ -395,8 +404,29 @@ class MessageRouter:
             s.system_max_size >= 0 and totals.bytes + msg.size > s.system_max_size
         ):
             raise RouterError(Status.RESOURCE_FULL, "the broker's message limit is reached")
-        dest.publish(msg, now_ms())
+        t = now_ms()
+        if msg.delivery_time > t:
+            heapq.heappush(
+                self.delayed, (msg.delivery_time, next(self._delayed_seq), msg, dest_type)
+            )
+            if self.on_delayed is not None:
+                self.on_delayed(self.delayed[0][0])
+            return dest
+        dest.publish(msg, t)
         return dest
+
+    def release_due(self, now: int | None = None) -> int | None:
+        """Publish delayed messages whose time has come; returns the next due time."""
+        t = now_ms() if now is None else now
+        delayed = self.delayed
+        while delayed and delayed[0][0] <= t:
+            _due, _n, msg, dest_type = heapq.heappop(delayed)
+            dest = self.lookup(msg.destination, dest_type)
+            if dest is None:
+                log.info("delayed message for %s dropped: destination is gone", msg.destination)
+                continue
+            dest.publish(msg, t)
+        return delayed[0][0] if delayed else None
 
     def _remove_oldest(self, dest: QueueDestination) -> None:
         for bucket in dest.dq.buckets:

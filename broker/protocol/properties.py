@@ -10,7 +10,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 
-from .jtypes import INT_MAX, INT_MIN, JByte, JChar, JFloat, JInt, JLong, JShort
+from .jtypes import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, JByte, JChar, JFloat, JInt, JLong, JShort
 
 
 class PropertyError(ValueError):
@@ -189,10 +189,10 @@ def _encode_value(name: str, value: object) -> bytes:
         return b"\x00\x02" + struct.pack(">b", value)
     if isinstance(value, JShort):
         return b"\x00\x03" + _I16.pack(value)
-    if isinstance(value, JLong):
-        return b"\x00\x05" + _I64.pack(value)
     if isinstance(value, int):
-        if INT_MIN <= value <= INT_MAX:
+        if not LONG_MIN <= value <= LONG_MAX:
+            raise PropertyError(f"property {name}: {value} does not fit a Java long")
+        if INT_MIN <= value <= INT_MAX and not isinstance(value, JLong):
             return b"\x00\x04" + _I32.pack(value)
         return b"\x00\x05" + _I64.pack(value)
     if isinstance(value, JFloat):

@@ -119,6 +119,9 @@ class Broker:
         self.product_name = PRODUCT_NAME
         self.session_id = random.randint(1, 2**62)
         self.router = MessageRouter(self._router_settings())
+        self.router.on_delayed = self._schedule_delayed
+        self._delay_timer: asyncio.TimerHandle | None = None
+        self._delay_due = 0
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="broker-db")
         self.services: list[Service] = []
         self.connections: dict[int, ClientConnection] = {}
@@ -309,6 +312,23 @@ class Broker:
                 consumer_id=pkt.consumer_id,
             )
         )
+
+    # -- delayed delivery ----------------------------------------------------------
+
+    def _schedule_delayed(self, due_ms: int) -> None:
+        if self._delay_timer is not None and self._delay_due <= due_ms:
+            return
+        if self._delay_timer is not None:
+            self._delay_timer.cancel()
+        loop = asyncio.get_running_loop()
+        self._delay_due = due_ms
+        self._delay_timer = loop.call_later(max(due_ms / 1000 - time.time(), 0), self._release)
+
+    def _release(self) -> None:
+        self._delay_timer = None
+        nxt = self.router.release_due()
+        if nxt is not None:
+            self._schedule_delayed(nxt)
 
     # -- pings -----------------------------------------------------------------------
 
