@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 class DeliveryQueue:
     """Pending entries by priority (9 first, FIFO within a priority) plus round-robin consumers."""
 
-    __slots__ = ("buckets", "count", "bytes", "consumers", "_rr", "on_drop", "active")
+    __slots__ = ("buckets", "count", "bytes", "consumers", "_rr", "on_drop", "active", "selective")
 
     def __init__(self, on_drop: Callable[[Entry, str], None] | None = None) -> None:
         self.buckets: list[deque[Entry]] = [deque() for _ in range(10)]
@@ -32,6 +32,8 @@ class DeliveryQueue:
         self.on_drop = on_drop
         # False once the owner (a non-durable subscription, a destroyed destination) is gone.
         self.active = True
+        # Whether any consumer has a selector (then dispatch must look at each message).
+        self.selective = False
 
     # -- content ------------------------------------------------------------
 
@@ -75,12 +77,14 @@ class DeliveryQueue:
 
     def add_consumer(self, consumer: Consumer) -> None:
         self.consumers.append(consumer)
+        self.selective = any(c.selector is not None for c in self.consumers)
 
     def remove_consumer(self, consumer: Consumer) -> None:
         try:
             self.consumers.remove(consumer)
         except ValueError:
             pass
+        self.selective = any(c.selector is not None for c in self.consumers)
 
     def _pop(self) -> Entry | None:
         for bucket in reversed(self.buckets):
@@ -96,7 +100,7 @@ class DeliveryQueue:
         if not self.count or not self.consumers:
             return
         consumers = self.consumers
-        if any(c.selector is not None for c in consumers):
+        if self.selective:
             self._dispatch_selective(now_ms)
             return
         n = len(consumers)

@@ -407,42 +407,34 @@ def set_consumer_id_and_flags(buf: bytearray, consumer_id: int, flags: int) -> N
     _I64.pack_into(buf, OFF_CONSUMER_ID, consumer_id)
 
 
+_DC_FIELD = struct.pack(">hhi", VH_DELIVERY_COUNT, 4, 1)
+
+
 def with_delivery_count_slot(pkt: Packet) -> tuple[bytes, int]:
     """Return the packet's bytes with a DELIVERY_COUNT field, and that field's value offset.
 
-    Done once when a message arrives, so each delivery only patches four bytes.  The
-    variable header is re-encoded (Java padding) only if it lacks the field.
+    Done once when a message arrives, so each delivery only patches four bytes.  Readers
+    take variable-header fields in any order, so the 8-byte field is spliced in front of
+    the existing ones (keeping their 4-byte alignment) instead of re-encoding the list.
     """
-    fields = pkt.fields
     raw = pkt.raw
-    if VH_DELIVERY_COUNT in fields:
+    if VH_DELIVERY_COUNT in pkt.fields:
         pos = HEADER_SIZE
         while True:
             tag, length = struct.unpack_from(">hH", raw, pos)
             if tag == VH_DELIVERY_COUNT:
                 return raw, pos + 4
-            if tag in _LONG_FIELDS:
-                pos += 12
-            else:
-                pos += 4 + length
-    new_fields = dict(fields)
-    new_fields[VH_DELIVERY_COUNT] = 1
-    vh = encode_fields(new_fields)
-    prop_offset = HEADER_SIZE + len(vh)
-    tail = raw[pkt.prop_offset : pkt.size]
-    size = prop_offset + len(tail)
+            pos += 12 if tag in _LONG_FIELDS else 4 + length
+    if pkt.prop_offset == HEADER_SIZE:
+        insert = _DC_FIELD + b"\x00\x00\x00\x00"  # plus terminator and padding
+    else:
+        insert = _DC_FIELD
     out = bytearray(raw[:HEADER_SIZE])
-    _I32.pack_into(out, OFF_SIZE, size)
-    _I32.pack_into(out, OFF_PROP_OFFSET, prop_offset)
-    out += vh
-    out += tail
-    # The count follows the longs, so find it by walking the encoded fields.
-    pos = HEADER_SIZE
-    while True:
-        tag, length = struct.unpack_from(">hH", out, pos)
-        if tag == VH_DELIVERY_COUNT:
-            return bytes(out), pos + 4
-        pos += 12 if tag in _LONG_FIELDS else 4 + length
+    _I32.pack_into(out, OFF_SIZE, pkt.size + len(insert))
+    _I32.pack_into(out, OFF_PROP_OFFSET, pkt.prop_offset + len(insert))
+    out += insert
+    out += raw[HEADER_SIZE : pkt.size]
+    return bytes(out), HEADER_SIZE + 4
 
 
 def iter_blocks(body: bytes, size: int) -> Iterator[bytes]:
