@@ -44,6 +44,7 @@ from broker.protocol.jtypes import (
     JLong,
     JShort,
 )
+from broker.protocol.properties import encode_java_utf
 
 __all__ = [
     "JavaSerializationError",
@@ -54,7 +55,6 @@ __all__ = [
     "decode_stream_body",
     "encode_hashtable",
     "encode_map_body",
-    "encode_modified_utf8",
     "encode_object",
     "encode_stream_body",
 ]
@@ -173,25 +173,9 @@ def _to_f32(value: float) -> float:
 # Modified UTF-8 (DataInput.readUTF / DataOutput.writeUTF)
 # ---------------------------------------------------------------------------
 
-_NON_BMP = re.compile("[\U00010000-\U0010ffff]")
 _SURROGATE = re.compile("[\ud800-\udfff]")
 # Java has no 4-byte forms: a lead byte F0..FF is malformed (Python's UTF-8 would accept F0..F4).
 _FOUR_BYTE_LEAD = re.compile(b"[\xf0-\xff]")
-
-
-def _split_surrogates(match: re.Match[str]) -> str:
-    cp = ord(match.group()) - 0x10000
-    return chr(0xD800 | (cp >> 10)) + chr(0xDC00 | (cp & 0x3FF))
-
-
-def encode_modified_utf8(text: str) -> bytes:
-    """Encode as Java's writeUTF does: NUL as C0 80, non-BMP characters as two 3-byte surrogates."""
-    if text.isascii() and "\x00" not in text:
-        return text.encode("ascii")
-    # After the split every code point is in the BMP, so surrogatepass gives Java's 3-byte forms.
-    raw = _NON_BMP.sub(_split_surrogates, text).encode("utf-8", "surrogatepass")
-    # UTF-8 yields a zero byte only for U+0000 itself, so a bytewise replace is exact.
-    return raw.replace(b"\x00", b"\xc0\x80")
 
 
 def decode_modified_utf8(raw: bytes) -> str:
@@ -777,7 +761,7 @@ class _Writer:
         self.out += _I32.pack(handle)
 
     def utf(self, text: str) -> None:
-        raw = encode_modified_utf8(text)
+        raw = encode_java_utf(text)
         if len(raw) > 0xFFFF:
             raise JavaSerializationError(f"name too long for writeUTF: {len(raw)} bytes")
         self.out += _U16.pack(len(raw)) + raw
@@ -803,7 +787,7 @@ class _Writer:
         self.classdesc(cls.superclass)
 
     def string(self, text: str) -> None:
-        raw = encode_modified_utf8(text)
+        raw = encode_java_utf(text)
         self._assign()
         if len(raw) <= 0xFFFF:
             self.out.append(TC_STRING)

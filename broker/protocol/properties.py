@@ -36,6 +36,20 @@ _F64 = struct.Struct(">d")
 _HEAD = struct.Struct(">ii")
 
 
+_BOOL = struct.Struct(">?")
+_I8 = struct.Struct(">b")
+# Fixed-size value types: how many bytes, and the Python type they become.
+_FIXED = {
+    T_BOOLEAN: (_BOOL, bool),
+    T_BYTE: (_I8, JByte),
+    T_SHORT: (_I16, JShort),
+    T_INTEGER: (_I32, JInt),
+    T_LONG: (_I64, JLong),
+    T_FLOAT: (_F32, JFloat),
+    T_DOUBLE: (_F64, float),
+}
+
+
 class JavaObjectBytes(bytes):
     """A type-9 property value: Java-serialised bytes we carry but do not interpret."""
 
@@ -132,42 +146,6 @@ def decode_properties(buf: bytes | memoryview, start: int = 0, size: int | None 
                 raise PropertyError(f"truncated value of {name}")
             value: object = decode_java_utf(bytes(buf[pos + 2 : vend]))
             pos = vend
-        elif code == T_INTEGER:
-            if pos + 4 > end:
-                raise PropertyError(f"truncated value of {name}")
-            value = JInt(_I32.unpack_from(buf, pos)[0])
-            pos += 4
-        elif code == T_LONG:
-            if pos + 8 > end:
-                raise PropertyError(f"truncated value of {name}")
-            value = JLong(_I64.unpack_from(buf, pos)[0])
-            pos += 8
-        elif code == T_BOOLEAN:
-            if pos + 1 > end:
-                raise PropertyError(f"truncated value of {name}")
-            value = buf[pos] != 0
-            pos += 1
-        elif code == T_BYTE:
-            if pos + 1 > end:
-                raise PropertyError(f"truncated value of {name}")
-            b = buf[pos]
-            value = JByte(b - 256 if b > 127 else b)
-            pos += 1
-        elif code == T_SHORT:
-            if pos + 2 > end:
-                raise PropertyError(f"truncated value of {name}")
-            value = JShort(_I16.unpack_from(buf, pos)[0])
-            pos += 2
-        elif code == T_FLOAT:
-            if pos + 4 > end:
-                raise PropertyError(f"truncated value of {name}")
-            value = JFloat(_F32.unpack_from(buf, pos)[0])
-            pos += 4
-        elif code == T_DOUBLE:
-            if pos + 8 > end:
-                raise PropertyError(f"truncated value of {name}")
-            value = _F64.unpack_from(buf, pos)[0]
-            pos += 8
         elif code == T_OBJECT:
             if pos + 4 > end:
                 raise PropertyError(f"truncated value of {name}")
@@ -177,7 +155,14 @@ def decode_properties(buf: bytes | memoryview, start: int = 0, size: int | None 
             value = JavaObjectBytes(bytes(buf[pos + 4 : pos + 4 + on]))
             pos += 4 + on
         else:
-            raise PropertyError(f"unknown property type {code} for {name}")
+            fixed = _FIXED.get(code)
+            if fixed is None:
+                raise PropertyError(f"unknown property type {code} for {name}")
+            st, make = fixed
+            if pos + st.size > end:
+                raise PropertyError(f"truncated value of {name}")
+            value = make(st.unpack_from(buf, pos)[0])
+            pos += st.size
         props[name] = value
     return props
 

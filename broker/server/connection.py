@@ -551,28 +551,36 @@ class ClientConnection(asyncio.Protocol):
             del self.consumer_sessions[cid]
         self.reply(pkt, Status.OK)
 
-    def on_start(self, pkt: Packet) -> None:
+    def _named_session(self, pkt: Packet) -> Session | None:
+        """The session START/STOP name (None: the whole connection); RouterError if unknown."""
         sid = pkt.properties.get("JMQSessionID")
-        if sid is not None:
-            sess = self.sessions.get(int(sid))  # type: ignore[arg-type]
-            if sess is None:
-                self.reply(pkt, Status.NOT_FOUND, reason=f"no session {sid}")
-                return
-            sess.stopped = False
-            self.reply(pkt, Status.OK)
-            self.router.redispatch([sess])
+        if sid is None:
+            return None
+        sess = self.sessions.get(int(sid))  # type: ignore[arg-type]
+        if sess is None:
+            raise RouterError(Status.NOT_FOUND, f"no session {sid}")
+        return sess
+
+    def on_start(self, pkt: Packet) -> None:
+        try:
+            sess = self._named_session(pkt)
+        except RouterError as exc:
+            self.reply(pkt, exc.status, reason=exc.reason)
             return
-        self.started = True
+        if sess is not None:
+            sess.stopped = False
+        else:
+            self.started = True
         self.reply(pkt, Status.OK)
-        self.router.redispatch(self._all_sessions())
+        self.router.redispatch([sess] if sess is not None else self._all_sessions())
 
     def on_stop(self, pkt: Packet) -> None:
-        sid = pkt.properties.get("JMQSessionID")
-        if sid is not None:
-            sess = self.sessions.get(int(sid))  # type: ignore[arg-type]
-            if sess is None:
-                self.reply(pkt, Status.NOT_FOUND, reason=f"no session {sid}")
-                return
+        try:
+            sess = self._named_session(pkt)
+        except RouterError as exc:
+            self.reply(pkt, exc.status, reason=exc.reason)
+            return
+        if sess is not None:
             sess.stopped = True
         else:
             self.started = False
