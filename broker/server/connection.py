@@ -47,10 +47,12 @@ from broker.protocol.types import (
     FLAG_L,
     FLAG_Q,
     MESSAGE_TYPES,
+    PACKET_TYPE_LIMIT,
     AckType,
     GoodbyeReason,
     PacketType,
     Status,
+    is_reply,
     packet_type_name,
     reply_type,
 )
@@ -280,20 +282,18 @@ class ClientConnection(asyncio.Protocol):
     def _reply_error(
         self, ptype: int, flags: int, consumer_id: int, status: int, reason: str
     ) -> None:
-        if flags & FLAG_A and ptype not in (PacketType.GOODBYE,):
-            if ptype == PacketType.HELLO:
-                rtype = PacketType.HELLO_REPLY
-            elif 0 < ptype < 80 and ptype not in (0,):
-                rtype = reply_type(ptype)
-            else:
-                return
-            self.write(
-                build_packet(
-                    rtype,
-                    props={"JMQStatus": JInt(status), "JMQReason": reason},
-                    consumer_id=consumer_id,
-                )
+        """Answer a failed request that asked for a reply (A flag) and has a reply type."""
+        if not flags & FLAG_A or not 0 < ptype < PACKET_TYPE_LIMIT or is_reply(ptype):
+            return
+        if ptype == PacketType.GOODBYE:
+            return
+        self.write(
+            build_packet(
+                reply_type(ptype),
+                props={"JMQStatus": JInt(status), "JMQReason": reason},
+                consumer_id=consumer_id,
             )
+        )
 
     def send_goodbye(self, reason: int, text: str, exit_: bool = False) -> None:
         self.write(
