@@ -146,7 +146,10 @@ class ClientConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
-        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if peer:
+            # The dual-stack listener reports IPv4 clients as ::ffff:a.b.c.d.
+            host = peer[0][7:] if peer[0].startswith("::ffff:") else peer[0]
+            self.peer = f"{host}:{peer[1]}"
         self.broker.connection_opened(self)
         timeout = self.broker.auth_timeout
         if timeout > 0:
