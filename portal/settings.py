@@ -7,6 +7,9 @@ ALLOWED_HOSTS       comma-separated host names
 REDIS_URL           Celery broker and Channels layer (not used yet)
 IMQ_VARHOME         broker var home (default: <BASE_DIR>/var)
 IMQ_INSTANCE        broker instance name (default: imqbroker)
+IMQ_PORT            broker port mapper port (default: 7676)
+IMQ_JMS_PORT        jms service port (default: 0, dynamic)
+IMQ_ADMIN_PORT      admin service port (default: 0, dynamic)
 
 LOGGING is deliberately not configured: the broker sets up its own (broker/logsetup.py).
 """
@@ -45,6 +48,16 @@ REDIS_URL = os.environ.get("REDIS_URL", "")
 
 IMQ_VARHOME = Path(os.environ.get("IMQ_VARHOME") or VAR_DIR)
 IMQ_INSTANCE = os.environ.get("IMQ_INSTANCE") or "imqbroker"
+# Ports from the environment; -port and -D on the runbroker command line win over them.
+IMQ_PORTS = {
+    prop: os.environ[env]
+    for env, prop in (
+        ("IMQ_PORT", "imq.portmapper.port"),
+        ("IMQ_JMS_PORT", "imq.jms.tcp.port"),
+        ("IMQ_ADMIN_PORT", "imq.admin.tcp.port"),
+    )
+    if os.environ.get(env)
+}
 
 INSTALLED_APPS = [
     "django.contrib.auth",

@@ -59,7 +59,8 @@ class Command(BaseCommand):
     def handle(self, *args, **opts) -> None:
         instance = opts["instance"] or settings.IMQ_INSTANCE
         varhome = Path(opts["varhome"] or settings.IMQ_VARHOME).resolve()
-        overrides = parse_defines(opts["defines"])
+        overrides = dict(settings.IMQ_PORTS)
+        overrides.update(parse_defines(opts["defines"]))
         if opts["pm_port"] is not None:
             overrides["imq.portmapper.port"] = str(opts["pm_port"])
         if opts["loglevel"]:
