@@ -45,7 +45,6 @@ class Message:
         "size",
         "origin_connection",
         "delivery_time",
-        "_packet",
         "_selector_values",
     )
 
@@ -65,7 +64,6 @@ class Message:
         self.origin_connection = origin_connection
         # JMS 2.0 delivery delay: not deliverable before this absolute time (ms).
         self.delivery_time = pkt.fields.get(VH_DELIVERY_TIME, 0) or 0
-        self._packet = pkt
         self._selector_values: dict | None = None
 
     def is_expired(self, now_ms: int) -> bool:
@@ -91,7 +89,9 @@ class Message:
         """Properties plus selectable JMS headers, decoded once per message."""
         vals = self._selector_values
         if vals is None:
-            pkt = self._packet
+            # Parsed again from the stored bytes: keeping the received packet as well
+            # would hold every message twice.
+            pkt = Packet(self.raw)
             vals = dict(pkt.properties)
             fields = pkt.fields
             vals["JMSDeliveryMode"] = "PERSISTENT" if self.persistent else "NON_PERSISTENT"
