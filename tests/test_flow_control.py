@@ -57,7 +57,7 @@ def test_producer_flow_c_bit_gets_resume_flow(own_broker):
 
 
 def test_connection_flow_from_client_f_bit(own_broker):
-    b = own_broker("imq.connection.flow.count=3")
+    b = own_broker("imq.green.count=3")
     peer = Peer(b.host, b.jms_port)
     peer.send(vector("hello.hex"))
     assert peer.expect(PacketType.HELLO_REPLY).properties["JMQSize"] == 3

@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC, DestState, LimitBehavior
+from broker.protocol.types import (
+    DEST_QUEUE,
+    DEST_TEMP,
+    DEST_TOPIC,
+    DestState,
+    DestType,
+    LimitBehavior,
+)
 
 from .dispatch import DeliveryQueue
 from .message import Entry, Message
@@ -15,6 +23,7 @@ if TYPE_CHECKING:
     from .session import Consumer, Producer
 
 UNLIMITED = -1
+DEST_DMQ = int(DestType.DMQ)
 
 
 class Totals:
@@ -52,11 +61,36 @@ class Destination:
         self.msg_bytes = 0
         self.msgs_in = 0
         self.msgs_out = 0
+        self.is_dmq = False
+        # Set by the router: where entries go that the destination gives up on
+        # (expired, over the delivery count, removed by a limit), reason given.
+        self.on_dead: Callable[[Entry, str], None] | None = None
+        # FLOW_CONTROL: producers whose RESUME_FLOW waits until there is room again.
+        self.waiting_producers: list[tuple[object, int]] = []
+        self.on_room: Callable[[Destination], None] | None = None
+        # When an auto-created destination was first seen unused (for reaping).
+        self.idle_since: float | None = None
 
     @property
     def dest_type(self) -> int:
         t = DEST_QUEUE if self.is_queue else DEST_TOPIC
+        if self.is_dmq:
+            t |= DEST_DMQ
         return t | DEST_TEMP if self.temporary_owner is not None else t
+
+    def drop(self, entry: Entry, reason: str) -> None:
+        """An entry this destination gives up on: to the DMQ hook, or just forgotten."""
+        if self.on_dead is not None:
+            self.on_dead(entry, reason)
+        else:
+            self.account_out(entry)
+
+    def is_full(self, extra_bytes: int = 0) -> bool:
+        max_msgs = self.limit("maxNumMsgs")
+        max_bytes = self.limit("maxTotalMsgBytes")
+        return (max_msgs >= 0 and self.msg_count >= max_msgs) or (
+            max_bytes >= 0 and self.msg_bytes + extra_bytes > max_bytes
+        )
 
     @property
     def is_temporary(self) -> bool:
@@ -92,6 +126,8 @@ class Destination:
         t = self.totals
         t.count -= 1
         t.bytes -= size
+        if self.waiting_producers and self.on_room is not None and not self.is_full():
+            self.on_room(self)
 
     def consumers(self) -> list[Consumer]:
         raise NotImplementedError
@@ -101,16 +137,48 @@ class Destination:
 
 
 class QueueDestination(Destination):
-    """A queue: each message goes to one consumer."""
+    """A queue: each message goes to one consumer.
+
+    OpenMQ's consumer model: the first ``maxNumActiveConsumers`` (-1 = unlimited) are
+    active and share the messages round-robin (they are ``dq.consumers``); the next
+    ``maxNumBackupConsumers`` (-1 = unlimited) wait in ``backups`` and get nothing
+    until an active one goes, when the oldest backup takes its place.  The delivery
+    policies are presets: single = 1/0, failover = 1/-1, round-robin = -1/0.
+    """
 
     is_queue = True
 
     def __init__(self, name: str, **kw) -> None:
         super().__init__(name, **kw)
-        self.dq = DeliveryQueue()
+        self.dq = DeliveryQueue(on_drop=self.drop)
+        self.backups: list[Consumer] = []
 
     def consumers(self) -> list[Consumer]:
-        return list(self.dq.consumers)
+        return [*self.dq.consumers, *self.backups]
+
+    def attach(self, cons: Consumer) -> bool:
+        """Add a consumer, active if there is room, else as a backup; False if neither."""
+        max_active = self.limit("maxNumActiveConsumers")
+        if max_active < 0 or len(self.dq.consumers) < max_active:
+            self.dq.add_consumer(cons)
+            return True
+        max_backup = self.limit("maxNumBackupConsumers", 0)
+        if max_backup < 0 or len(self.backups) < max_backup:
+            self.backups.append(cons)
+            return True
+        return False
+
+    def detach(self, cons: Consumer) -> None:
+        """Remove a consumer; the oldest backups are promoted into the room it leaves."""
+        if cons in self.backups:
+            self.backups.remove(cons)
+            return
+        self.dq.remove_consumer(cons)
+        backups = self.backups
+        if backups:
+            max_active = self.limit("maxNumActiveConsumers")
+            while backups and (max_active < 0 or len(self.dq.consumers) < max_active):
+                self.dq.add_consumer(backups.pop(0))
 
     def publish(self, msg: Message, now_ms: int) -> None:
         self.account_in(1, msg.size)
@@ -119,7 +187,13 @@ class QueueDestination(Destination):
 
 
 class Subscription:
-    """A topic subscriber's own queue; durable ones outlive their consumer."""
+    """A topic subscriber's own queue; durable ones outlive their consumer.
+
+    ``share`` says who may attach more consumers: None (one consumer, standard JMS),
+    ``"mq"`` (OpenMQ's JMQShare) or ``"jms"`` (JMS 2.0 shared subscription).  The
+    consumers of a shared subscription take its messages round-robin.  A shared
+    non-durable subscription is found by ``shared_key`` in its topic's ``shared``.
+    """
 
     def __init__(
         self,
@@ -127,17 +201,38 @@ class Subscription:
         selector: Selector | None,
         no_local: bool,
         connection_id: int,
-        durable_key: tuple[str, str] | None = None,
+        durable_key: tuple[str | None, str] | None = None,
+        *,
+        share: str | None = None,
+        shared_key: tuple | None = None,
     ) -> None:
         self.topic = topic
         self.selector = selector
         self.no_local = no_local
         self.connection_id = connection_id
+        # noLocal: the connections of the consumers (the last ones, while none is attached).
+        self.local_ids = {connection_id}
         self.durable_key = durable_key
+        self.share = share
+        self.shared_key = shared_key
         self.queue = DeliveryQueue()
 
+    @property
+    def selector_text(self) -> str | None:
+        return self.selector.text if self.selector is not None else None
+
+    def attach(self, cons: Consumer) -> None:
+        self.queue.add_consumer(cons)
+        self.connection_id = cons.link.id
+        self.local_ids = {c.link.id for c in self.queue.consumers}
+
+    def detach(self, cons: Consumer) -> None:
+        self.queue.remove_consumer(cons)
+        if self.queue.consumers:
+            self.local_ids = {c.link.id for c in self.queue.consumers}
+
     def wants(self, msg: Message) -> bool:
-        if self.no_local and msg.origin_connection == self.connection_id:
+        if self.no_local and msg.origin_connection in self.local_ids:
             return False
         sel = self.selector
         return sel is None or sel.matches(msg.selector_values())
@@ -151,7 +246,9 @@ class TopicDestination(Destination):
     def __init__(self, name: str, **kw) -> None:
         super().__init__(name, **kw)
         self.subscriptions: list[Subscription] = []
-        self.durables: dict[tuple[str, str], Subscription] = {}
+        self.durables: dict[tuple[str | None, str], Subscription] = {}
+        # Shared non-durable subscriptions by key (JMQShare or JMS 2.0 name).
+        self.shared: dict[tuple, Subscription] = {}
 
     def consumers(self) -> list[Consumer]:
         return [c for s in self.subscriptions for c in s.queue.consumers]
@@ -166,9 +263,12 @@ class TopicDestination(Destination):
             sub.queue.dispatch(now_ms)
 
     def add_subscription(self, sub: Subscription) -> None:
+        sub.queue.on_drop = self.drop
         self.subscriptions.append(sub)
         if sub.durable_key is not None:
             self.durables[sub.durable_key] = sub
+        elif sub.shared_key is not None:
+            self.shared[sub.shared_key] = sub
 
     def remove_subscription(self, sub: Subscription) -> list[Entry]:
         """Drop a subscription; returns its pending entries so the caller can account."""
@@ -176,5 +276,7 @@ class TopicDestination(Destination):
             self.subscriptions.remove(sub)
         if sub.durable_key is not None:
             self.durables.pop(sub.durable_key, None)
+        elif sub.shared_key is not None:
+            self.shared.pop(sub.shared_key, None)
         sub.queue.active = False
         return sub.queue.clear()

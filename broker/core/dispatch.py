@@ -11,6 +11,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING
 
+from .dmq import EXPIRED
 from .message import Entry
 
 if TYPE_CHECKING:
@@ -70,6 +71,10 @@ class DeliveryQueue:
             self.bytes -= e.msg.size
         return removed
 
+    def take_expired(self, now_ms: int) -> list[Entry]:
+        """Take out the pending entries whose expiration has passed."""
+        return self.remove_where(lambda e: 0 < e.msg.expiration <= now_ms)
+
     def clear(self) -> list[Entry]:
         return self.remove_where(lambda e: True)
 
@@ -117,7 +122,7 @@ class DeliveryQueue:
             assert entry is not None
             if entry.msg.expiration and entry.msg.is_expired(now_ms):
                 if self.on_drop:
-                    self.on_drop(entry, "expired")
+                    self.on_drop(entry, EXPIRED)
                 continue
             c.deliver(entry)
 
@@ -141,7 +146,7 @@ class DeliveryQueue:
                     self.count -= 1
                     self.bytes -= msg.size
                     if self.on_drop:
-                        self.on_drop(entry, "expired")
+                        self.on_drop(entry, EXPIRED)
                     continue
                 target = None
                 for i in range(n):

@@ -23,7 +23,9 @@ from broker.protocol.types import (
     TransactionState,
 )
 
+from . import dmq
 from .destination import Destination, QueueDestination, Subscription, TopicDestination, Totals
+from .dmq import DMQ_NAME
 from .ids import UIDGenerator
 from .message import Entry, Message
 from .session import Consumer, Link, Producer, Session
@@ -31,7 +33,6 @@ from .transaction import Transaction
 
 log = logging.getLogger("broker.router")
 
-DMQ_NAME = "mq.sys.dmq"
 ADMIN_QUEUE = "__JMQAdmin"
 
 
@@ -60,6 +61,10 @@ class RouterSettings:
     max_message_size: int = 70 * 1024 * 1024
     system_max_count: int = -1
     system_max_size: int = -1
+    # Named in JMS_SUN_DMQ_DEAD_BROKER / _PRODUCING_BROKER of dead messages.
+    broker_name: str = "imqbroker"
+    dmq_truncate_body: bool = False
+    log_dead_messages: bool = False
 
 
 @dataclass
@@ -92,7 +97,11 @@ class MessageRouter:
         # Told the earliest due time whenever a delayed message is queued (the server
         # schedules a timer with it); None means someone polls release_due().
         self.on_delayed: Callable[[int], None] | None = None
-        self.queues[DMQ_NAME] = QueueDestination(DMQ_NAME, totals=self.totals)
+        self.dmq = QueueDestination(DMQ_NAME, totals=self.totals, attributes=dmq.DMQ_DEFAULTS)
+        self.dmq.is_dmq = True
+        self.queues[DMQ_NAME] = self.dmq
+        # Called with (link, producer id) when a FLOW_CONTROL destination has room again.
+        self.on_producer_room: Callable[[object, int], None] | None = None
         self.listeners: list[Callable[[str, dict], None]] = []
 
     # -- destinations ---------------------------------------------------------
@@ -142,6 +151,8 @@ class MessageRouter:
             attributes=attrs,
             totals=self.totals,
         )
+        dest.on_dead = self._dead
+        dest.on_room = self._room
         (self.topics if is_topic else self.queues)[name] = dest  # type: ignore[index]
         log.info(
             "created %s %s%s",
@@ -241,7 +252,13 @@ class MessageRouter:
         no_local: bool = False,
         prefetch: int = -1,
         durable_name: str | None = None,
+        share: bool = False,
+        jms_share: bool = False,
+        shared_name: str | None = None,
     ) -> Consumer:
+        """ADD_CONSUMER.  ``share`` is OpenMQ's JMQShare, ``jms_share`` + ``shared_name``
+        a JMS 2.0 shared subscription (JMQJMSShare, JMQSharedSubscriptionName); both
+        only matter on topics."""
         dest = self.lookup(name, dest_type)
         if dest is None:
             if dest_type & DEST_TEMP:
@@ -252,20 +269,26 @@ class MessageRouter:
                 Status.NOT_ALLOWED,
                 f"temporary destination {name} was not created on this connection",
             )
-        cid = self.uids.next()
         if isinstance(dest, QueueDestination):
-            limit = dest.limit("maxNumActiveConsumers")
-            if limit >= 0 and len(dest.dq.consumers) >= limit:
-                raise RouterError(
-                    Status.CONFLICT, f"queue {name} already has its maximum of {limit} consumers"
-                )
+            cid = self.uids.next()
             cons = Consumer(cid, sess, dest, dest.dq, selector, no_local, prefetch, self)
-            dest.dq.add_consumer(cons)
+            if not dest.attach(cons):
+                raise RouterError(
+                    Status.CONFLICT,
+                    f"queue {name} already has its maximum of "
+                    f"{dest.limit('maxNumActiveConsumers')} active and "
+                    f"{dest.limit('maxNumBackupConsumers', 0)} backup consumers",
+                )
         else:
             assert isinstance(dest, TopicDestination)
-            sub = self._subscription_for(sess, dest, selector, no_local, durable_name)
-            cons = Consumer(cid, sess, dest, sub.queue, None, no_local, prefetch, self, sub)
-            sub.queue.add_consumer(cons)
+            sub = self._subscription_for(
+                sess, dest, selector, no_local, durable_name, share, jms_share, shared_name
+            )
+            cons = Consumer(
+                self.uids.next(), sess, dest, sub.queue, None, no_local, prefetch, self, sub
+            )
+            sub.attach(cons)
+        cid = cons.id
         sess.consumers[cid] = cons
         self.consumers[cid] = cons
         # No dispatch here: the caller replies first, or deliveries would name a
@@ -279,49 +302,142 @@ class MessageRouter:
         selector,
         no_local: bool,
         durable_name: str | None,
+        share: bool = False,
+        jms_share: bool = False,
+        shared_name: str | None = None,
     ) -> Subscription:
+        """The subscription a new topic consumer attaches to, keyed as OpenMQ does:
+        a plain consumer gets its own; a durable one is (client ID, durable name);
+        JMQShare on a non-durable: (client ID, topic, selector); a JMS 2.0 shared
+        one: (client ID or None, shared subscription name), or with a durable name
+        the durable (client ID or None, durable name)."""
+        if share and jms_share:
+            raise RouterError(Status.BAD_REQUEST, "both JMQShare and JMQJMSShare are set")
+        mode = "jms" if jms_share else "mq" if share else None
+        client_id = sess.link.client_id or None
+        if topic.is_temporary and (durable_name is not None or mode is not None):
+            raise RouterError(
+                Status.PRECONDITION_FAILED,
+                f"temporary topic {topic.name} cannot have durable or shared subscriptions",
+            )
         if durable_name is None:
-            sub = Subscription(topic, selector, no_local, sess.link.id)
+            if mode is None:
+                sub = Subscription(topic, selector, no_local, sess.link.id)
+                topic.add_subscription(sub)
+                return sub
+            if mode == "jms":
+                if not shared_name or not shared_name.strip():
+                    raise RouterError(
+                        Status.PRECONDITION_FAILED,
+                        "a shared subscription needs a name (JMQSharedSubscriptionName)",
+                    )
+                key: tuple = ("jms", client_id, shared_name)
+                what = f"shared subscription {shared_name}"
+                existing = self._find_shared(key)
+            else:
+                if client_id is None:
+                    raise RouterError(
+                        Status.PRECONDITION_FAILED,
+                        "a shared (JMQShare) non-durable subscription needs a client ID",
+                    )
+                text = selector.text if selector is not None else None
+                key = ("mq", client_id, topic.name, text)
+                what = f"shared subscription of {client_id} on {topic.name}"
+                existing = topic.shared.get(key)
+            if existing is not None:
+                self._check_join(existing, topic, selector, no_local, mode, what)
+                return existing
+            sub = Subscription(
+                topic, selector, no_local, sess.link.id, share=mode, shared_key=key
+            )
             topic.add_subscription(sub)
             return sub
-        client_id = sess.link.client_id
-        if not client_id:
+        if client_id is None and mode != "jms":
             raise RouterError(
                 Status.PRECONDITION_FAILED,
                 "a durable subscription needs a client ID on the connection",
             )
-        key = (client_id, durable_name)
-        existing = self._find_durable(key)
+        dkey = (client_id, durable_name)
+        existing = self._find_durable(dkey)
         if existing is not None:
+            what = f"durable subscription {durable_name}"
             if existing.queue.consumers:
-                raise RouterError(Status.CONFLICT, f"durable subscription {durable_name} is in use")
+                self._check_join(existing, topic, selector, no_local, mode, what)
+                return existing
+            if (existing.share == "jms") != (mode == "jms"):
+                # JMS 2.0: shared and unshared durable subscriptions may not share a name.
+                raise RouterError(
+                    Status.CONFLICT,
+                    f"{what} exists as a"
+                    f"{' shared' if existing.share == 'jms' else 'n unshared'} subscription",
+                )
             changed = (
                 existing.topic is not topic
-                or (existing.selector.text if existing.selector else None)
-                != (selector.text if selector else None)
+                or existing.selector_text != (selector.text if selector else None)
                 or existing.no_local != no_local
             )
             if not changed:
-                existing.connection_id = sess.link.id
+                existing.share = mode
                 return existing
             # JMS: a changed subscription is the old one deleted and a new one made.
             for e in existing.topic.remove_subscription(existing):
                 self._forget(e)
-        sub = Subscription(topic, selector, no_local, sess.link.id, key)
+        sub = Subscription(topic, selector, no_local, sess.link.id, dkey, share=mode)
         topic.add_subscription(sub)
         return sub
 
-    def _find_durable(self, key: tuple[str, str]) -> Subscription | None:
+    @staticmethod
+    def _check_join(
+        sub: Subscription,
+        topic: TopicDestination,
+        selector,
+        no_local: bool,
+        mode: str | None,
+        what: str,
+    ) -> None:
+        """A consumer joining a subscription that has consumers: 409 unless all share it
+        the same way, on the same topic, selector and noLocal, within maxNumSharedConsumers."""
+        if sub.share is None or mode is None:
+            raise RouterError(Status.CONFLICT, f"{what} is in use and not shared")
+        if sub.share != mode:
+            raise RouterError(
+                Status.CONFLICT,
+                f"{what} is shared by {'JMS 2.0' if sub.share == 'jms' else 'JMQShare'} consumers",
+            )
+        if sub.topic is not topic:
+            raise RouterError(
+                Status.CONFLICT, f"{what} is in use on another topic ({sub.topic.name})"
+            )
+        if sub.selector_text != (selector.text if selector is not None else None):
+            raise RouterError(Status.CONFLICT, f"{what} is in use with a different selector")
+        if sub.no_local != no_local:
+            raise RouterError(Status.CONFLICT, f"{what} is in use with a different noLocal")
+        limit = topic.limit("maxNumSharedConsumers")
+        if 0 <= limit <= len(sub.queue.consumers):
+            raise RouterError(
+                Status.CONFLICT, f"{what} already has its maximum of {limit} shared consumers"
+            )
+
+    def _find_durable(self, key: tuple[str | None, str]) -> Subscription | None:
         for t in self.topics.values():
             sub = t.durables.get(key)
             if sub is not None:
                 return sub
         return None
 
+    def _find_shared(self, key: tuple) -> Subscription | None:
+        for t in self.topics.values():
+            sub = t.shared.get(key)
+            if sub is not None:
+                return sub
+        return None
+
     def unsubscribe(self, client_id: str | None, durable_name: str) -> None:
-        if not client_id:
+        """Delete a durable subscription (409 while any consumer is attached).  Without a
+        client ID only a JMS 2.0 shared durable subscription made without one is found."""
+        sub = self._find_durable((client_id or None, durable_name))
+        if sub is None and not client_id:
             raise RouterError(Status.PRECONDITION_FAILED, "unsubscribe needs a client ID")
-        sub = self._find_durable((client_id, durable_name))
         if sub is None:
             raise RouterError(Status.NOT_FOUND, f"no durable subscription {durable_name}")
         if sub.queue.consumers:
@@ -336,7 +452,15 @@ class MessageRouter:
         if cons.closed:
             return
         cons.closed = True
-        cons.queue.remove_consumer(cons)
+        sub = cons.subscription
+        if sub is not None:
+            sub.detach(cons)
+        elif isinstance(cons.destination, QueueDestination):
+            # An active consumer's place goes to the oldest backup; the messages it
+            # had not acknowledged are put back first (below), ahead of the rest.
+            cons.destination.detach(cons)
+        else:
+            cons.queue.remove_consumer(cons)
         cons.session.consumers.pop(cons.id, None)
         self.consumers.pop(cons.id, None)
         sess = cons.session
@@ -365,8 +489,8 @@ class MessageRouter:
                 for e in entries:
                     e.count -= 1
             self._return_unacked(sess, entries, redelivered=not unseen)
-        sub = cons.subscription
-        if sub is not None and sub.durable_key is None:
+        if sub is not None and sub.durable_key is None and not sub.queue.consumers:
+            # A non-durable subscription goes with its last consumer.
             for e in sub.topic.remove_subscription(sub):
                 self._forget(e)
         else:
@@ -390,13 +514,17 @@ class MessageRouter:
                 Status.ENTITY_TOO_LARGE,
                 f"message of {msg.size} bytes exceeds {dest.name} maxBytesPerMsg",
             )
-        max_msgs = dest.limit("maxNumMsgs")
-        max_bytes = dest.limit("maxTotalMsgBytes")
-        if (max_msgs >= 0 and dest.msg_count >= max_msgs) or (
-            max_bytes >= 0 and dest.msg_bytes + msg.size > max_bytes
-        ):
-            if dest.limit_behavior == LimitBehavior.REMOVE_OLDEST and dest.is_queue:
-                self._remove_oldest(dest)  # type: ignore[arg-type]
+        if dest.is_full(msg.size):
+            behavior = dest.limit_behavior
+            if behavior == LimitBehavior.FLOW_CONTROL:
+                # Accepted: the producer is slowed instead (its RESUME_FLOW is held).
+                pass
+            elif behavior == LimitBehavior.REMOVE_OLDEST and self._evict(dest, oldest=True):
+                pass
+            elif behavior == LimitBehavior.REMOVE_LOW_PRIORITY and self._evict(
+                dest, oldest=False, below=msg.priority
+            ):
+                pass
             else:
                 raise RouterError(Status.RESOURCE_FULL, f"destination {dest.name} is full")
         totals = self.totals
@@ -428,14 +556,120 @@ class MessageRouter:
             dest.publish(msg, t)
         return delayed[0][0] if delayed else None
 
-    def _remove_oldest(self, dest: QueueDestination) -> None:
-        for bucket in dest.dq.buckets:
-            if bucket:
-                e = bucket.popleft()
-                dest.dq.count -= 1
-                dest.dq.bytes -= e.msg.size
-                self._forget(e)
+    def _evict(self, dest: Destination, oldest: bool, below: int = 10) -> bool:
+        """Make room by moving one pending entry to the DMQ: the oldest of the lowest
+        priority (REMOVE_OLDEST looks at age first, REMOVE_LOW_PRIORITY at priority)."""
+        queues = [dest.dq] if isinstance(dest, QueueDestination) else [
+            sub.queue for sub in dest.subscriptions  # type: ignore[attr-defined]
+        ]
+        best: tuple[tuple[int, int], object, int] | None = None
+        for q in queues:
+            for prio, bucket in enumerate(q.buckets):
+                if not bucket or (not oldest and prio > below):
+                    continue
+                head = bucket[0]
+                rank = (head.msg.timestamp, prio) if oldest else (prio, head.msg.timestamp)
+                if best is None or rank < best[0]:
+                    best = (rank, q, prio)
+        if best is None:
+            return False
+        _rank, q, prio = best
+        entry = q.buckets[prio].popleft()  # type: ignore[attr-defined]
+        q.count -= 1  # type: ignore[attr-defined]
+        q.bytes -= entry.msg.size  # type: ignore[attr-defined]
+        self._dead(entry, dmq.REMOVED_OLDEST if oldest else dmq.REMOVED_LOW_PRIORITY)
+        return True
+
+    def _dead(self, entry: Entry, reason: str, comment: str | None = None) -> None:
+        """An entry is given up on: account it out, and keep a copy in the DMQ when the
+        destination uses it (useDMQ) and the producer did not say otherwise."""
+        owner = entry.owner
+        owner.account_out(entry)  # type: ignore[attr-defined]
+        if owner is self.dmq or not owner.attributes.get("useDMQ", True):  # type: ignore[attr-defined]
+            log.debug("message %s discarded (%s)", entry.msg.message_id, reason)
+            return
+        if self.settings.log_dead_messages or entry.msg.selector_values().get(
+            "JMS_SUN_LOG_DEAD_MESSAGES"
+        ):
+            log.info("dead message %s from %s: %s%s", entry.msg.message_id, owner.name,
+                     reason, f" ({comment})" if comment else "")  # type: ignore[attr-defined]
+        if not dmq.preserve(entry.msg):
+            return
+        t = now_ms()
+        dead = dmq.dead_message(
+            entry.msg,
+            reason,
+            now_ms=t,
+            broker=self.settings.broker_name,
+            delivery_count=entry.count,
+            comment=comment,
+            truncate_body=self.settings.dmq_truncate_body,
+        )
+        d = self.dmq
+        per_msg = d.limit("maxBytesPerMsg")
+        if per_msg >= 0 and dead.size > per_msg:
+            log.info("message %s too large for the DMQ, discarded", entry.msg.message_id)
+            return
+        while d.is_full(dead.size):
+            # The DMQ's own limit behaviour: its oldest message makes way (and is gone).
+            if not d.dq.count:
+                log.info("DMQ full, message %s discarded", entry.msg.message_id)
                 return
+            old = d.dq._pop()
+            assert old is not None
+            d.account_out(old)
+        d.publish(dead, t)
+
+    def reclaim_expired(self, now: int | None = None) -> int:
+        """Remove expired messages still waiting in every destination (the periodic
+        expiry job calls this); they go to the DMQ where useDMQ says so."""
+        t = now_ms() if now is None else now
+        n = 0
+        for q in list(self.queues.values()):
+            for e in q.dq.take_expired(t):
+                q.drop(e, dmq.EXPIRED)
+                n += 1
+        for topic in list(self.topics.values()):
+            for sub in list(topic.subscriptions):
+                for e in sub.queue.take_expired(t):
+                    topic.drop(e, dmq.EXPIRED)
+                    n += 1
+        if n:
+            log.info("reclaimed %d expired message(s)", n)
+        return n
+
+    def reap_idle(self, now: float, reaptime: float) -> list[str]:
+        """Destroy auto-created destinations that had no consumers, producers or
+        messages for ``reaptime`` seconds (the administrator guide's rule)."""
+        reaped = []
+        for table in (self.queues, self.topics):
+            for dest in list(table.values()):
+                if not dest.auto:
+                    continue
+                if dest.msg_count or dest.producers or dest.consumers() or (
+                    isinstance(dest, TopicDestination) and dest.durables
+                ):
+                    dest.idle_since = None
+                    continue
+                if dest.idle_since is None:
+                    dest.idle_since = now
+                elif now - dest.idle_since >= reaptime:
+                    self._remove_destination(dest)
+                    reaped.append(dest.name)
+        return reaped
+
+    def _room(self, dest: Destination) -> None:
+        waiting, dest.waiting_producers = dest.waiting_producers, []
+        if self.on_producer_room is not None:
+            for link, pid in waiting:
+                self.on_producer_room(link, pid)
+
+    def hold_producer(self, dest: Destination, link: object, producer_id: int) -> bool:
+        """FLOW_CONTROL: True (and remembered) when the producer must wait for room."""
+        if dest.limit_behavior != LimitBehavior.FLOW_CONTROL or not dest.is_full():
+            return False
+        dest.waiting_producers.append((link, producer_id))
+        return True
 
     def consumed(self, entry: Entry) -> None:
         """An entry is done with (acknowledged, or delivered to a NO_ACKNOWLEDGE session)."""
@@ -445,9 +679,18 @@ class MessageRouter:
         entry.owner.account_out(entry)  # type: ignore[attr-defined]
 
     def acknowledge(
-        self, sess: Session, blocks: Iterable[tuple[int, bytes]], ack_type: int = 0
+        self,
+        sess: Session,
+        blocks: Iterable[tuple[int, bytes]],
+        ack_type: int = 0,
+        dead_reason: int = 0,
+        comment: str | None = None,
     ) -> int:
-        """ACKNOWLEDGE: returns how many blocks named an unacknowledged message."""
+        """ACKNOWLEDGE: returns how many blocks named an unacknowledged message.
+
+        JMQAckType 2 (DEAD) sends the messages to the DMQ; 1 (UNDELIVERABLE) removes
+        them without one, as OpenMQ does.
+        """
         found = 0
         unacked = sess.unacked
         for key in blocks:
@@ -455,7 +698,11 @@ class MessageRouter:
             if entry is None:
                 continue
             found += 1
-            self._forget(entry)
+            if ack_type == 2:
+                reason = dmq.EXPIRED if dead_reason == 1 else dmq.UNDELIVERABLE
+                self._dead(entry, reason, comment)
+            else:
+                self._forget(entry)
         return found
 
     def redeliver(
@@ -475,6 +722,10 @@ class MessageRouter:
             q = e.queue
             if not q.active:  # type: ignore[attr-defined]
                 self._forget(e)
+                continue
+            limit = e.owner.limit("maxDeliveryCount")  # type: ignore[attr-defined]
+            if 0 < limit <= e.count:
+                self._dead(e, dmq.UNDELIVERABLE, f"delivered {e.count} times")
                 continue
             if redelivered:
                 e.redelivered = True

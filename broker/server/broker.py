@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import random
 import resource
 import signal
@@ -13,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from broker.config import BrokerConfig, ConfigError
+from broker.core.memory import DEFAULT_COUNTS, DEFAULT_THRESHOLDS, MemoryManager
 from broker.core.router import MessageRouter, RouterSettings
 from broker.protocol.auth import AUTH_BASIC, AUTH_DIGEST
 from broker.protocol.javaser import encode_hashtable
@@ -37,6 +39,8 @@ DESTINATION_ATTRS = {
     "limitBehavior": "imq.autocreate.destination.limitBehavior",
     "useDMQ": "imq.autocreate.destination.useDMQ",
     "isLocalOnly": "imq.autocreate.destination.isLocalOnly",
+    # Ours: OpenMQ has no broker-side redelivery limit; -1 = unlimited.
+    "maxDeliveryCount": "imq.autocreate.destination.maxDeliveryCount",
 }
 _SIZE_ATTRS = {"maxTotalMsgBytes", "maxBytesPerMsg"}
 
@@ -133,8 +137,11 @@ class Broker:
         self.max_packet_size = (
             max(c.get_size("imq.message.max_size", DEFAULT_MAX_PACKET), 1024 * 1024) + 64 * 1024
         )
-        # Connection flow from client to broker: -1 means the client never has to pause.
-        self.client_flow_count = c.get_int("imq.connection.flow.count", -1)
+        self.memory = _memory_manager(c)
+        # Connections told to wait (red memory state) until memory recovers.
+        self.flow_waiting: set[ClientConnection] = set()
+        self.router.on_producer_room = lambda link, pid: link.resume_producer(pid)
+        self._housekeeping_tasks: list[asyncio.Task] = []
         self._stopping = asyncio.Event()
         self._ping_task: asyncio.Task | None = None
 
@@ -172,6 +179,10 @@ class Broker:
             max_message_size=c.get_size("imq.message.max_size", 70 * 1024 * 1024),
             system_max_count=c.get_int("imq.system.max_count", -1),
             system_max_size=c.get_size("imq.system.max_size", -1),
+            broker_name=f"{c.get('imq.hostname') or socket.gethostname()}:"
+            f"{c.get_int('imq.portmapper.port', 7676)}",
+            dmq_truncate_body=c.get_bool("imq.destination.DMQ.truncateBody", False),
+            log_dead_messages=c.get_bool("imq.destination.logDeadMsgs", False),
         )
 
     def _service(self, name: str) -> Service:
@@ -224,6 +235,14 @@ class Broker:
             log.info("port mapper listening on port %s", port)
         if c.get_bool("imq.ping.enabled", True):
             self._ping_task = asyncio.create_task(self._ping_loop())
+        self._housekeeping_tasks = [
+            asyncio.create_task(self._every(0.5, self.check_memory)),
+            asyncio.create_task(
+                self._every(max(c.get_int("imq.message.expiration.interval", 60), 1),
+                            self.router.reclaim_expired)
+            ),
+            asyncio.create_task(self._every(5, self._reap)),
+        ]
         log.info("broker %s ready", c.instance)
 
     def portmapper_table(self) -> PortMapperTable:
@@ -258,6 +277,8 @@ class Broker:
         log.info("broker %s shutting down", self.config.instance)
         if self._ping_task:
             self._ping_task.cancel()
+        for task in self._housekeeping_tasks:
+            task.cancel()
         servers = [s.server for s in self.services if s.server]
         if self.portmapper_server:
             servers.append(self.portmapper_server)
@@ -283,6 +304,7 @@ class Broker:
     def connection_closed(self, conn: ClientConnection) -> None:
         self.connections.pop(conn.id, None)
         conn.service.connections.discard(conn)
+        self.flow_waiting.discard(conn)
 
     def over_connection_limit(self, svc: Service) -> bool:
         return 0 <= svc.max_connections < len(svc.connections)
@@ -301,6 +323,7 @@ class Broker:
             "JMQBrokerName": self.config.instance,
             "JMQVersion": self.version,
             "JMQConnectionCount": JInt(len(self.connections)),
+            "JMQMemoryState": self.memory.state,
             "JMQBrokerList": "",
             "JMQHA": False,
         }
@@ -330,6 +353,38 @@ class Broker:
         if nxt is not None:
             self._schedule_delayed(nxt)
 
+    # -- housekeeping --------------------------------------------------------------
+
+    async def _every(self, seconds: float, job) -> None:
+        while True:
+            await asyncio.sleep(seconds)
+            try:
+                job()
+            except Exception:  # a failed sweep must not stop the next one
+                log.exception("periodic job %s failed", getattr(job, "__name__", job))
+
+    def _reap(self) -> None:
+        reaptime = self.config.get_int("imq.autocreate.reaptime", 120)
+        for name in self.router.reap_idle(time.monotonic(), reaptime):
+            log.info("auto-created destination %s removed: unused for %s s", name, reaptime)
+
+    def check_memory(self) -> None:
+        """Move between memory states as messages come and go."""
+        changed = self.memory.update(self.router.totals.bytes)
+        if changed is None:
+            return
+        m = self.memory
+        msg = "memory state %s: %.0f%% of %d bytes in use, clients may send %s messages per batch"
+        count = "no" if m.count == 0 else m.count
+        if changed.name == "green":
+            log.info(msg, m.state.upper(), m.percent, m.budget, count)
+        else:
+            log.warning(msg, m.state.upper(), m.percent, m.budget, count)
+        if m.count != 0 and self.flow_waiting:
+            waiting, self.flow_waiting = self.flow_waiting, set()
+            for conn in waiting:
+                conn.resume_connection_flow(m.count)
+
     # -- pings -----------------------------------------------------------------------
 
     async def _ping_loop(self) -> None:
@@ -350,6 +405,18 @@ class Broker:
                 if flags:
                     conn.ping_outstanding += 1
                 conn.write(build_packet(PacketType.PING, flags=flags))
+
+
+def _memory_manager(c: BrokerConfig) -> MemoryManager:
+    budget = c.get_size("imq.system.max_size", -1)
+    if budget <= 0:
+        budget = c.get_size("imq.memory.limit", -1)
+    if budget <= 0:
+        # Like the JVM's default heap: a quarter of the machine's memory.
+        budget = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+    thresholds = {lv: c.get_int(f"imq.{lv}.threshold", d) for lv, d in DEFAULT_THRESHOLDS.items()}
+    counts = {lv: c.get_int(f"imq.{lv}.count", d) for lv, d in DEFAULT_COUNTS.items()}
+    return MemoryManager(budget, thresholds, counts)
 
 
 def _listen(host: str | None, port: int, backlog: int) -> socket.socket:

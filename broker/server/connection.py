@@ -403,11 +403,13 @@ class ClientConnection(asyncio.Protocol):
             "JMQProtocolLevel": JInt(level),
             "JMQVersion": b.version,
             "JMQService": self.service.name,
-            "JMQSize": JInt(b.client_flow_count),
+            "JMQSize": JInt(b.memory.count),
             "JMQMaxMsgBytes": JLong(b.router.settings.max_message_size),
             "JMQBrokerSessionID": JLong(b.session_id),
         }
         self.reply(pkt, Status.OK, reply_props)
+        if b.memory.count == 0:
+            b.flow_waiting.add(self)
         self.auth_type = self.service.auth_type
         body = b""
         if self.auth_type == AUTH_DIGEST:
@@ -688,6 +690,8 @@ class ClientConnection(asyncio.Protocol):
             self.reply(pkt, exc.status, reason=exc.reason)
             return
         batch = prod.batch if prod.batch > 0 else -1
+        if self.router.hold_producer(prod.destination, self, prod.id):
+            batch = 0  # paused now; RESUME_FLOW follows when there is room
         self.reply(
             pkt,
             Status.OK,
@@ -736,6 +740,7 @@ class ClientConnection(asyncio.Protocol):
             return
         if flags & FLAG_A:
             self.write(_with_cid(_SEND_REPLY_OK, pkt.consumer_id))
+        self.broker.check_memory()
         if flags & (FLAG_C | FLAG_F):
             self._flow_after_send(pkt, flags)
 
@@ -745,23 +750,34 @@ class ClientConnection(asyncio.Protocol):
         if flags & FLAG_C:
             pid = pkt.producer_id
             prod = self.router.producers.get(pid)
-            size = prod.batch if prod is not None and prod.batch > 0 else -1
-            self.write(
-                build_packet(
-                    PacketType.RESUME_FLOW,
-                    props={
-                        "JMQProducerID": JLong(pid),
-                        "JMQSize": JInt(size),
-                        "JMQBytes": JLong(-1),
-                    },
-                )
-            )
+            # FLOW_CONTROL: a full destination resumes the producer when it has room.
+            if prod is None or not self.router.hold_producer(prod.destination, self, pid):
+                self.resume_producer(pid)
         if flags & FLAG_F:
-            self.write(
-                build_packet(
-                    PacketType.RESUME_FLOW, props={"JMQSize": JInt(self.broker.client_flow_count)}
-                )
+            count = self.broker.memory.count
+            if count == 0:
+                # Red memory state: this client waits until memory recovers.
+                self.broker.flow_waiting.add(self)
+            else:
+                self.resume_connection_flow(count)
+
+    def resume_connection_flow(self, count: int) -> None:
+        """RESUME_FLOW for the whole connection (no producer or consumer id)."""
+        if self.state != CLOSED:
+            self.write(build_packet(PacketType.RESUME_FLOW, props={"JMQSize": JInt(count)}))
+
+    def resume_producer(self, pid: int) -> None:
+        """RESUME_FLOW for one producer, with a fresh allowance."""
+        if self.state == CLOSED:
+            return
+        prod = self.router.producers.get(pid)
+        size = prod.batch if prod is not None and prod.batch > 0 else -1
+        self.write(
+            build_packet(
+                PacketType.RESUME_FLOW,
+                props={"JMQProducerID": JLong(pid), "JMQSize": JInt(size), "JMQBytes": JLong(-1)},
             )
+        )
 
     # -- consumers ---------------------------------------------------------------------
 
@@ -776,6 +792,7 @@ class ClientConnection(asyncio.Protocol):
             size = props.get("JMQSize")
             prefetch = int(size) if isinstance(size, int) else -1  # absent: no consumer flow
             durable = props.get("JMQDurableName")
+            shared_name = props.get("JMQSharedSubscriptionName")
             cons = self.router.add_consumer(
                 sess,
                 name,
@@ -784,11 +801,19 @@ class ClientConnection(asyncio.Protocol):
                 no_local=bool(props.get("JMQNoLocal", False)),
                 prefetch=prefetch,
                 durable_name=str(durable) if durable else None,
+                share=props.get("JMQShare") is True,
+                jms_share=props.get("JMQJMSShare") is True,
+                shared_name=str(shared_name) if shared_name is not None else None,
             )
         except RouterError as exc:
             self.reply(pkt, exc.status, reason=exc.reason)
             return
-        limit = cons.destination.limit("consumerFlowLimit")
+        sub = cons.subscription
+        if sub is not None and sub.share is not None:
+            # Shared subscriptions: sharedConsumerFlowLimit instead of consumerFlowLimit.
+            limit = cons.destination.limit("sharedConsumerFlowLimit", 5)
+        else:
+            limit = cons.destination.limit("consumerFlowLimit")
         if limit > 0 and (cons.prefetch <= 0 or cons.prefetch > limit):
             cons.prefetch = cons.credit = limit
         self.consumer_sessions[cons.id] = sess
@@ -872,9 +897,13 @@ class ClientConnection(asyncio.Protocol):
                 reason=f"acknowledge body of {pkt.body_size} bytes is not n x 40",
             )
             return
-        ack_type = 0
+        ack_type = dead_reason = 0
+        comment = None
         if pkt.prop_size:
-            ack_type = int(pkt.properties.get("JMQAckType", 0))  # type: ignore[arg-type]
+            props = pkt.properties
+            ack_type = int(props.get("JMQAckType", 0))  # type: ignore[arg-type]
+            dead_reason = int(props.get("JMQDeadReason", 0))  # type: ignore[arg-type]
+            comment = props.get("JMQComment")
         txn = None
         if pkt.transaction_id:
             try:
@@ -895,7 +924,7 @@ class ClientConnection(asyncio.Protocol):
                     self.reply(pkt, exc.status, reason=exc.reason)
                     return
                 continue
-            self.router.acknowledge(sess, blocks, ack_type)
+            self.router.acknowledge(sess, blocks, ack_type, dead_reason, comment)
             if ack_type in (AckType.UNDELIVERABLE, AckType.DEAD):
                 log.info(
                     "%d message(s) given up by the client (JMQAckType %s) removed",

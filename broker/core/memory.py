@@ -1,0 +1,74 @@
+"""Memory states (green, yellow, orange, red) and what each allows producers.
+
+OpenMQ measures the JVM heap; here the measure is the bytes of messages the broker
+holds against a budget (``imq.memory.limit``, or ``imq.system.max_size`` when set).
+Each state has a threshold (percent of the budget) and a connection flow count: how
+many messages a client may send before it must wait for RESUME_FLOW (JMQSize in
+HELLO_REPLY and RESUME_FLOW). Red's count is 0: producers wait until memory recovers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+LEVELS = ("green", "yellow", "orange", "red")
+DEFAULT_THRESHOLDS = {"green": 0, "yellow": 80, "orange": 90, "red": 98}
+DEFAULT_COUNTS = {"green": 5000, "yellow": 500, "orange": 50, "red": 0}
+
+
+@dataclass(frozen=True)
+class Level:
+    name: str
+    threshold_bytes: int
+    count: int
+
+
+class MemoryManager:
+    """Tracks the current memory state from the bytes in use."""
+
+    def __init__(
+        self,
+        budget_bytes: int,
+        thresholds: dict[str, int] | None = None,
+        counts: dict[str, int] | None = None,
+    ) -> None:
+        th = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
+        cn = {**DEFAULT_COUNTS, **(counts or {})}
+        self.budget = max(int(budget_bytes), 1)
+        self.levels = [Level(n, self.budget * th[n] // 100, cn[n]) for n in LEVELS]
+        self.index = 0
+        self.used = 0
+
+    @property
+    def level(self) -> Level:
+        return self.levels[self.index]
+
+    @property
+    def state(self) -> str:
+        return self.level.name
+
+    @property
+    def count(self) -> int:
+        """The connection flow count clients get now (-1 would mean unlimited)."""
+        return self.level.count
+
+    @property
+    def percent(self) -> float:
+        return 100.0 * self.used / self.budget
+
+    def update(self, used: int) -> Level | None:
+        """Record the bytes in use; returns the new level when the state changed."""
+        self.used = used
+        i = self.index
+        levels = self.levels
+        # Cheap when nothing changes: one comparison each way.
+        if i + 1 < len(levels) and used >= levels[i + 1].threshold_bytes:
+            while i + 1 < len(levels) and used >= levels[i + 1].threshold_bytes:
+                i += 1
+        elif i > 0 and used < levels[i].threshold_bytes:
+            while i > 0 and used < levels[i].threshold_bytes:
+                i -= 1
+        if i == self.index:
+            return None
+        self.index = i
+        return levels[i]
