@@ -35,6 +35,12 @@ class MemoryManager:
         th = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
         cn = {**DEFAULT_COUNTS, **(counts or {})}
         self.budget = max(int(budget_bytes), 1)
+        values = [th[n] for n in LEVELS]
+        if values != sorted(values):
+            raise ValueError(
+                "memory thresholds must rise from green to red: "
+                + ", ".join(f"imq.{n}.threshold={th[n]}" for n in LEVELS)
+            )
         self.levels = [Level(n, self.budget * th[n] // 100, cn[n]) for n in LEVELS]
         self.index = 0
         self.used = 0

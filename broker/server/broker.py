@@ -18,7 +18,7 @@ from broker.core.memory import DEFAULT_COUNTS, DEFAULT_THRESHOLDS, MemoryManager
 from broker.core.router import MessageRouter, RouterSettings
 from broker.protocol.auth import AUTH_BASIC, AUTH_DIGEST
 from broker.protocol.javaser import encode_hashtable
-from broker.protocol.jtypes import JInt
+from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import DEFAULT_MAX_PACKET, Packet, build_packet
 from broker.protocol.portmapper import MAX_REQUEST_LINE, PortMapperTable, ServiceEntry
 from broker.protocol.types import CURRENT_PACKET_VERSION, FLAG_A, GoodbyeReason, PacketType
@@ -43,6 +43,9 @@ DESTINATION_ATTRS = {
     "maxDeliveryCount": "imq.autocreate.destination.maxDeliveryCount",
 }
 _SIZE_ATTRS = {"maxTotalMsgBytes", "maxBytesPerMsg"}
+# imq.queue.deliverypolicy (administrator guide) as (maxNumActiveConsumers,
+# maxNumBackupConsumers) presets for auto-created queues.
+DELIVERY_POLICIES = {"single": (1, 0), "failover": (1, -1), "round-robin": (-1, 0)}
 
 
 @dataclass
@@ -167,9 +170,25 @@ class Broker:
             "imq.autocreate.queue.maxNumActiveConsumers", -1
         )
         qattrs["maxNumBackupConsumers"] = c.get_int("imq.autocreate.queue.maxNumBackupConsumers", 0)
+        policy = (c.get("imq.queue.deliverypolicy") or "").strip().lower()
+        if policy:
+            if policy not in DELIVERY_POLICIES:
+                raise ConfigError(
+                    f"imq.queue.deliverypolicy: {policy!r} is not one of "
+                    + ", ".join(DELIVERY_POLICIES)
+                )
+            active, backup = DELIVERY_POLICIES[policy]
+            qattrs["maxNumActiveConsumers"] = active
+            qattrs["maxNumBackupConsumers"] = backup
         qattrs["consumerFlowLimit"] = c.get_int("imq.autocreate.queue.consumerFlowLimit", 1000)
         tattrs = dict(attrs)
         tattrs["consumerFlowLimit"] = c.get_int("imq.autocreate.topic.consumerFlowLimit", 1000)
+        tattrs["maxNumSharedConsumers"] = c.get_int(
+            "imq.autocreate.topic.maxNumSharedConsumers", -1
+        )
+        tattrs["sharedConsumerFlowLimit"] = c.get_int(
+            "imq.autocreate.topic.sharedConsumerFlowLimit", 5
+        )
         return RouterSettings(
             autocreate_queue=c.get_bool("imq.autocreate.queue", True),
             autocreate_topic=c.get_bool("imq.autocreate.topic", True),
@@ -324,6 +343,8 @@ class Broker:
             "JMQVersion": self.version,
             "JMQConnectionCount": JInt(len(self.connections)),
             "JMQMemoryState": self.memory.state,
+            "JMQMessageCount": JInt(self.router.totals.count),
+            "JMQMessageBytes": JLong(self.router.totals.bytes),
             "JMQBrokerList": "",
             "JMQHA": False,
         }
@@ -416,7 +437,10 @@ def _memory_manager(c: BrokerConfig) -> MemoryManager:
         budget = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
     thresholds = {lv: c.get_int(f"imq.{lv}.threshold", d) for lv, d in DEFAULT_THRESHOLDS.items()}
     counts = {lv: c.get_int(f"imq.{lv}.count", d) for lv, d in DEFAULT_COUNTS.items()}
-    return MemoryManager(budget, thresholds, counts)
+    try:
+        return MemoryManager(budget, thresholds, counts)
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from exc
 
 
 def _listen(host: str | None, port: int, backlog: int) -> socket.socket:

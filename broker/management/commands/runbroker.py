@@ -82,7 +82,10 @@ class Command(BaseCommand):
         created = ensure_default_users()
         if created:
             self.stderr.write(f"created default users: {', '.join(created)}")
-        run(config, DatabaseUserRepository())
+        try:
+            run(config, DatabaseUserRepository())
+        except ConfigError as exc:
+            raise CommandError(f"bad broker configuration: {exc}") from exc
 
 
 def reset(config: BrokerConfig, what: str) -> None:
