@@ -129,6 +129,8 @@ class Connection:
         connection_flow_limit: int | None = None,
         ping_interval: float | None = 30.0,
         request_timeout: float | None = None,
+        enable_shared_client_id: bool = False,
+        enable_shared_subscriptions: bool = False,
     ) -> None:
         self._loop = asyncio.get_running_loop()
         self._user = user
@@ -137,6 +139,10 @@ class Connection:
         self.connection_flow_limit = connection_flow_limit
         self.ping_interval = ping_interval
         self.request_timeout = request_timeout
+        # imqEnableSharedClientID / imqEnableSharedSubscriptions: JMQShare on
+        # SET_CLIENTID and durable subscribers / on other consumers (OpenMQ sharing).
+        self.enable_shared_client_id = enable_shared_client_id
+        self.enable_shared_subscriptions = enable_shared_subscriptions
 
         self._transport: asyncio.Transport | None = None
         self._reader = PacketReader()
@@ -623,16 +629,24 @@ class Connection:
 
     # --------------------------------------------------------------- JMS API
 
-    async def set_client_id(self, client_id: str) -> None:
-        """SET_CLIENTID; raises InvalidClientIDException if the broker refuses it."""
+    async def set_client_id(
+        self, client_id: str, *, shared: bool | None = None, namespace: str | None = None
+    ) -> None:
+        """SET_CLIENTID; raises InvalidClientIDException if the broker refuses it.
+
+        ``shared`` (default: ``enable_shared_client_id``) lets other connections use the
+        same id if they say so too; ``namespace`` (with ``shared``) keeps it unique
+        among the connections that name the same namespace.
+        """
         self._check_open()
         if self._client_id is not None:
             raise IllegalStateException(f"client id already set to {self._client_id!r}")
-        await self._request(
-            PacketType.SET_CLIENTID,
-            {"JMQClientID": client_id, "JMQShare": False},
-            what=repr(client_id),
-        )
+        if shared is None:
+            shared = self.enable_shared_client_id
+        props: dict[str, object] = {"JMQClientID": client_id, "JMQShare": shared}
+        if namespace is not None:
+            props["JMQNamespace"] = namespace
+        await self._request(PacketType.SET_CLIENTID, props, what=repr(client_id))
         self._client_id = client_id
 
     async def create_session(
@@ -852,6 +866,8 @@ async def connect(
     request_timeout: float | None = None,
     connect_timeout: float | None = 60.0,
     exception_listener: Callable[[JMSException], Any] | None = None,
+    enable_shared_client_id: bool = False,
+    enable_shared_subscriptions: bool = False,
 ) -> Connection:
     """Connect and authenticate.
 
@@ -859,6 +875,8 @@ async def connect(
     with ``direct=True`` it is the service port itself.  The authentication type is
     whatever the broker asks for (``basic`` or ``digest``).  ``flow_count`` is sent as
     ``JMQRBufferSize`` (messages the broker may push before it waits for RESUME_FLOW).
+    ``enable_shared_client_id`` and ``enable_shared_subscriptions`` are OpenMQ's
+    ``imqEnableSharedClientID`` and ``imqEnableSharedSubscriptions``.
     """
     if not direct:
         port = await lookup_service(
@@ -875,6 +893,8 @@ async def connect(
         connection_flow_limit=connection_flow_limit,
         ping_interval=ping_interval,
         request_timeout=request_timeout,
+        enable_shared_client_id=enable_shared_client_id,
+        enable_shared_subscriptions=enable_shared_subscriptions,
     )
     conn.set_exception_listener(exception_listener)
     try:

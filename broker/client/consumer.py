@@ -65,6 +65,7 @@ class MessageConsumer:
         no_local: bool,
         prefetch: int,
         durable_name: str | None,
+        shared_name: str | None = None,
     ) -> None:
         self._session = session
         self._conn = session._connection
@@ -72,6 +73,8 @@ class MessageConsumer:
         self.selector = selector
         self.no_local = no_local
         self.durable_name = durable_name
+        # JMS 2.0 shared subscription name (shared durable: the durable name).
+        self.shared_name = shared_name
         self.consumer_id = 0
         self._cid_bytes = b""
         self._queue: deque[Packet] = deque()
@@ -109,8 +112,17 @@ class MessageConsumer:
             "JMQReconnect": False,
             "JMQSize": JInt(self.prefetch),
             "JMQSessionID": JLong(session.session_id),
-            "JMQShare": False,
         }
+        # Like the Java client: a JMS 2.0 shared consumer says JMQJMSShare and names its
+        # subscription; the others say JMQShare per imqEnableSharedClientID (durable)
+        # or imqEnableSharedSubscriptions (non-durable, not temporary).
+        if self.shared_name is not None:
+            props["JMQJMSShare"] = True
+            props["JMQSharedSubscriptionName"] = self.shared_name
+        elif self.durable_name is not None:
+            props["JMQShare"] = conn.enable_shared_client_id
+        else:
+            props["JMQShare"] = conn.enable_shared_subscriptions and not dest.is_temporary
         if self.selector is not None:
             props["JMQSelector"] = self.selector
         if session.ack_mode > 0:

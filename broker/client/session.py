@@ -142,6 +142,37 @@ class Session:
             raise JMSException("durable subscriptions need a topic")
         return await self._add_consumer(topic, selector, no_local, prefetch, name)
 
+    async def create_shared_consumer(
+        self,
+        topic: Topic,
+        name: str,
+        selector: str | None = None,
+        *,
+        prefetch: int = 1000,
+    ) -> MessageConsumer:
+        """A consumer on the JMS 2.0 shared non-durable subscription ``name``.
+
+        Consumers on one shared subscription (same client id, or none) take its
+        messages in turn; it lasts while it has consumers.
+        """
+        if not isinstance(topic, Topic):
+            raise JMSException("shared subscriptions need a topic")
+        return await self._add_consumer(topic, selector, False, prefetch, None, name)
+
+    async def create_shared_durable_consumer(
+        self,
+        topic: Topic,
+        name: str,
+        selector: str | None = None,
+        *,
+        prefetch: int = 1000,
+    ) -> MessageConsumer:
+        """A consumer on the JMS 2.0 shared durable subscription ``name`` (kept, with
+        its messages, while no consumer is attached; delete it with ``unsubscribe``)."""
+        if not isinstance(topic, Topic):
+            raise JMSException("durable subscriptions need a topic")
+        return await self._add_consumer(topic, selector, False, prefetch, name, name)
+
     async def _add_consumer(
         self,
         destination: Destination,
@@ -149,19 +180,23 @@ class Session:
         no_local: bool,
         prefetch: int,
         durable_name: str | None,
+        shared_name: str | None = None,
     ) -> MessageConsumer:
         from .consumer import MessageConsumer
 
         self._check_open()
         if selector is not None and not selector.strip():
             selector = None
-        cons = MessageConsumer(self, destination, selector, no_local, prefetch, durable_name)
+        cons = MessageConsumer(
+            self, destination, selector, no_local, prefetch, durable_name, shared_name
+        )
         await cons._register()
         self._consumers.append(cons)
         return cons
 
     async def unsubscribe(self, name: str) -> None:
-        """Delete durable subscription ``name`` (DELETE_CONSUMER with JMQDurableName)."""
+        """Delete durable subscription ``name`` (DELETE_CONSUMER with JMQDurableName;
+        the broker answers 409 while a consumer uses it)."""
         self._check_open()
         await self._connection._request(
             PacketType.DELETE_CONSUMER, {"JMQDurableName": name}, what=repr(name)

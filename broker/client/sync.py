@@ -135,8 +135,10 @@ class SyncConnection:
     def is_closed(self) -> bool:
         return self._conn.is_closed
 
-    def set_client_id(self, client_id: str) -> None:
-        self._runner.run(self._conn.set_client_id(client_id))
+    def set_client_id(
+        self, client_id: str, *, shared: bool | None = None, namespace: str | None = None
+    ) -> None:
+        self._runner.run(self._conn.set_client_id(client_id, shared=shared, namespace=namespace))
 
     def set_exception_listener(self, listener: Callable[[JMSException], Any] | None) -> None:
         """The listener is called in a worker thread."""
@@ -236,6 +238,20 @@ class SyncSession:
     ) -> SyncConsumer:
         c = self._runner.run(
             self._session.create_durable_subscriber(topic, name, selector, **options)
+        )
+        return SyncConsumer(c, self._runner, self._executor)
+
+    def create_shared_consumer(
+        self, topic: Topic, name: str, selector: str | None = None, **options: Any
+    ) -> SyncConsumer:
+        c = self._runner.run(self._session.create_shared_consumer(topic, name, selector, **options))
+        return SyncConsumer(c, self._runner, self._executor)
+
+    def create_shared_durable_consumer(
+        self, topic: Topic, name: str, selector: str | None = None, **options: Any
+    ) -> SyncConsumer:
+        c = self._runner.run(
+            self._session.create_shared_durable_consumer(topic, name, selector, **options)
         )
         return SyncConsumer(c, self._runner, self._executor)
 

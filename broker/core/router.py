@@ -347,9 +347,7 @@ class MessageRouter:
             if existing is not None:
                 self._check_join(existing, topic, selector, no_local, mode, what)
                 return existing
-            sub = Subscription(
-                topic, selector, no_local, sess.link.id, share=mode, shared_key=key
-            )
+            sub = Subscription(topic, selector, no_local, sess.link.id, share=mode, shared_key=key)
             topic.add_subscription(sub)
             return sub
         if client_id is None and mode != "jms":
@@ -436,10 +434,12 @@ class MessageRouter:
         """Delete a durable subscription (409 while any consumer is attached).  Without a
         client ID only a JMS 2.0 shared durable subscription made without one is found."""
         sub = self._find_durable((client_id or None, durable_name))
-        if sub is None and not client_id:
-            raise RouterError(Status.PRECONDITION_FAILED, "unsubscribe needs a client ID")
         if sub is None:
-            raise RouterError(Status.NOT_FOUND, f"no durable subscription {durable_name}")
+            raise RouterError(
+                Status.NOT_FOUND,
+                f"no durable subscription {durable_name}"
+                + (f" for client ID {client_id}" if client_id else " without a client ID"),
+            )
         if sub.queue.consumers:
             raise RouterError(Status.CONFLICT, f"durable subscription {durable_name} is in use")
         for e in sub.topic.remove_subscription(sub):
