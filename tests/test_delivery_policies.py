@@ -10,9 +10,6 @@ sharing and namespace rules.
 from __future__ import annotations
 
 import asyncio
-import functools
-import uuid
-from collections.abc import Callable, Coroutine
 from typing import Any
 
 import pytest
@@ -28,31 +25,14 @@ from broker.client import (
     ResourceAllocationException,
     TextMessage,
     Topic,
-    connect,
 )
+
+from .test_client_live import name, open_conn, run
 
 pytestmark = pytest.mark.timeout(120)
 
+
 CONFLICT = 409
-
-
-def run(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
-    """Run an async test on a fresh event loop."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        return asyncio.run(fn(*args, **kwargs))
-
-    return wrapper
-
-
-def name(prefix: str) -> str:
-    return f"{prefix}_{uuid.uuid4().hex[:10]}"
-
-
-async def open_conn(b: Any, **kw: Any) -> Connection:
-    kw.setdefault("request_timeout", 20)
-    return await connect(b.host, b.portmapper_port, **kw)
 
 
 async def send(conn: Connection, dest: Queue | Topic, *texts: str) -> None:
