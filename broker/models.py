@@ -150,3 +150,145 @@ class LogRecord(models.Model):
 
     def __str__(self) -> str:
         return f"[{self.timestamp:%d/%b/%Y:%H:%M:%S %Z}] {self.level} {self.logger}: {self.message}"
+
+
+# --- The database message store (imq.persist.store=jdbc; broker/store/dbstore.py) ---------
+# The same data as the file store, one set of rows per broker instance, so several brokers
+# can share one database.  Rows are written only by the store's writer thread, in one
+# database transaction per batch.  Message keys are the 32-byte SysMessageID as hex.  There
+# are no foreign keys on purpose: a delete by key list is then one plain DELETE, where a
+# cascade would make Django select the rows first.
+
+
+class StoredDestination(models.Model):
+    """A destination the store re-creates on start (``DestAdd``)."""
+
+    broker_instance = models.CharField(max_length=255)
+    name = models.CharField(max_length=255)
+    dest_type = models.IntegerField()
+    attributes = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["broker_instance", "name", "dest_type"], name="broker_storeddest_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.broker_instance}: {self.name} ({self.dest_type})"
+
+
+class StoredDurable(models.Model):
+    """A durable subscription the store re-creates on start (``DurableAdd``)."""
+
+    broker_instance = models.CharField(max_length=255)
+    sub_id = models.CharField(max_length=512)
+    client_id = models.CharField(max_length=255, null=True)
+    name = models.CharField(max_length=255)
+    topic = models.CharField(max_length=255)
+    selector = models.TextField(null=True)
+    no_local = models.BooleanField(default=False)
+    share = models.CharField(max_length=255, null=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["broker_instance", "sub_id"], name="broker_storeddurable_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.broker_instance}: {self.sub_id}"
+
+
+class StoredMessage(models.Model):
+    """A persistent message (``MsgAdd``); the id orders messages as they were stored."""
+
+    broker_instance = models.CharField(max_length=255)
+    key = models.CharField(max_length=64, help_text="SysMessageID, hex.")
+    destination = models.CharField(max_length=255)
+    dest_type = models.IntegerField()
+    raw = models.BinaryField(help_text="The packet bytes as received.")
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["broker_instance", "key"], name="broker_storedmsg_key"),
+        ]
+        # DestRemove drops a destination's messages: temporary destinations come and go.
+        indexes = [
+            models.Index(
+                fields=["broker_instance", "destination", "dest_type"], name="broker_storedmsg_dest"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.broker_instance}: {self.key} on {self.destination}"
+
+
+class StoredInterest(models.Model):
+    """An open interest in a stored message (``""`` for a queue, a durable id for a topic).
+
+    A settled interest's row is deleted; the message goes when its last one does.
+    """
+
+    broker_instance = models.CharField(max_length=255)
+    key = models.CharField(max_length=64)
+    interest = models.CharField(max_length=512, blank=True)
+    delivery_count = models.IntegerField(default=0)
+
+    class Meta:
+        # Serves the load (by instance), settles (key list per interest) and deletes by key.
+        constraints = [
+            models.UniqueConstraint(
+                fields=["broker_instance", "key", "interest"], name="broker_storedinterest_key"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.broker_instance}: {self.key} / {self.interest!r}"
+
+
+class StoredTransaction(models.Model):
+    """A transaction the store holds until ``TxnRemove`` (state and description)."""
+
+    broker_instance = models.CharField(max_length=255)
+    txn_id = models.BigIntegerField()
+    state = models.IntegerField()
+    info = models.JSONField(default=dict)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["broker_instance", "txn_id"], name="broker_storedtxn_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.broker_instance}: transaction {self.txn_id} state {self.state}"
+
+
+class StoredTxnWork(models.Model):
+    """A send (``kind`` "s": key, destination, bytes) or an ack ("a": key, interest)
+    held by a stored transaction, in the order it was written."""
+
+    class Kind(models.TextChoices):
+        SEND = "s", "send"
+        ACK = "a", "acknowledge"
+
+    broker_instance = models.CharField(max_length=255)
+    txn_id = models.BigIntegerField()
+    kind = models.CharField(max_length=1, choices=Kind.choices)
+    key = models.CharField(max_length=64)
+    destination = models.CharField(max_length=255, blank=True, default="")
+    dest_type = models.IntegerField(default=0)
+    raw = models.BinaryField(null=True)
+    interest = models.CharField(max_length=512, blank=True, default="")
+
+    class Meta:
+        indexes = [
+            models.Index(fields=["broker_instance", "txn_id"], name="broker_storedtxnwork_txn"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.broker_instance}: transaction {self.txn_id} {self.kind} {self.key}"
