@@ -37,7 +37,10 @@ Semantics pinned down here (and expected of every store):
   none); DestRemove drops the destination's messages; DurableRemove settles that
   interest in every message; records about unknown messages/interests are ignored;
 * transactions: in order of their first record, latest TxnState, their TxnSend and
-  TxnAck in order, until TxnRemove.
+  TxnAck in order, until TxnRemove;
+* a MsgAdd for a key already present replaces it (keeping its place in the order).
+
+:func:`replay` is the reference model of these rules (an oracle for randomized tests).
 """
 
 from __future__ import annotations
@@ -56,8 +59,8 @@ from broker.store.base import (
     MsgAdd,
     MsgDelivered,
     MsgSettle,
-    RecoveredState,
     Record,
+    RecoveredState,
     Store,
     StoredMessage,
     StoredTransaction,
