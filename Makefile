@@ -17,6 +17,9 @@ install: $(BIN)/python
 install-dev: $(BIN)/python
 	$(BIN)/pip install -q -r requirements-dev.lock
 	$(BIN)/pip install -q --no-deps -e .
+	@# The database-store tests start a PostgreSQL server of their own (tests/pg.py: private
+	@# data dir, port and socket) from Debian's binaries; the package's own cluster is unused.
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql; }
 
 run: install
 	$(BIN)/python manage.py migrate --noinput

@@ -213,12 +213,13 @@ class StoredMessage(models.Model):
 
     class Meta:
         constraints = [
-            models.UniqueConstraint(fields=["broker_instance", "key"], name="broker_storedmsg_key"),
+            # Key first: selective whatever the planner's statistics say about instances.
+            models.UniqueConstraint(fields=["key", "broker_instance"], name="broker_storedmsg_key"),
         ]
         # DestRemove drops a destination's messages: temporary destinations come and go.
         indexes = [
             models.Index(
-                fields=["broker_instance", "destination", "dest_type"], name="broker_storedmsg_dest"
+                fields=["destination", "dest_type", "broker_instance"], name="broker_storedmsg_dest"
             ),
         ]
 
@@ -238,10 +239,11 @@ class StoredInterest(models.Model):
     delivery_count = models.IntegerField(default=0)
 
     class Meta:
-        # Serves the load (by instance), settles (key list per interest) and deletes by key.
+        # Serves settles (key list per interest) and deletes by key; key first as above.
+        # The load reads the whole instance, and DurableRemove is rare: no index for those.
         constraints = [
             models.UniqueConstraint(
-                fields=["broker_instance", "key", "interest"], name="broker_storedinterest_key"
+                fields=["key", "interest", "broker_instance"], name="broker_storedinterest_key"
             ),
         ]
 

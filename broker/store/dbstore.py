@@ -20,7 +20,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-from django.db import connections, transaction
+from django.db import IntegrityError, connections, transaction
 from django.db.models import Exists, OuterRef
 
 from broker import models as m
@@ -58,29 +58,33 @@ def _chunks(items: list, size: int = _CHUNK) -> Iterator[list]:
 class _Folded:
     """The net effect of a run of records, before it is written."""
 
-    # key (hex) -> (record, open interests -> delivery count); dict order = write order.
+    # key (hex) -> (record, open interests -> delivery count), in MsgAdd order.
     added: dict[str, tuple[MsgAdd, dict[str, int]]] = field(default_factory=dict)
-    # Keys re-added in this run: their earlier rows go first.
-    replaced: set[str] = field(default_factory=set)
+    # Keys whose stored message (if any) goes: re-added with no interest, or re-added and
+    # settled within the run.
+    dropped: set[str] = field(default_factory=set)
     # For messages already in the database, by key: interests settled / delivery counts.
     settled: dict[str, set[str]] = field(default_factory=dict)
     delivered: dict[str, dict[str, int]] = field(default_factory=dict)
     destinations: dict[tuple[str, int], DestAdd] = field(default_factory=dict)
     durables: dict[str, DurableAdd] = field(default_factory=dict)
     txn_removed: set[int] = field(default_factory=set)
-    txn_states: dict[int, TxnState] = field(default_factory=dict)
-    txn_work: list[TxnSend | TxnAck] = field(default_factory=list)
+    # txn id -> its latest state, or None when only work was seen (a row must exist),
+    # in the order of each transaction's first record.
+    txns: dict[int, TxnState | None] = field(default_factory=dict)
+    # txn id -> its sends and acks in order (only the order within a transaction matters).
+    txn_work: dict[int, list[TxnSend | TxnAck]] = field(default_factory=dict)
 
     def __bool__(self) -> bool:
         return bool(
             self.added
-            or self.replaced
+            or self.dropped
             or self.settled
             or self.delivered
             or self.destinations
             or self.durables
             or self.txn_removed
-            or self.txn_states
+            or self.txns
             or self.txn_work
         )
 
@@ -164,9 +168,8 @@ class DatabaseStore(Store):
                 .iterator(chunk_size=2000)
             ):
                 txn = txns.get(txn_id)
-                if txn is None:  # work without a TxnState: nothing to resume it with
-                    state.repairs.append(f"dropped work of unknown transaction {txn_id}")
-                    continue
+                if txn is None:  # (the writer always creates the row; as replay would)
+                    txn = txns[txn_id] = StoredTransaction(txn_id, 0, {})
                 if kind == m.StoredTxnWork.Kind.SEND:
                     txn.sends.append(
                         TxnSend(txn_id, bytes.fromhex(key), destination, dest_type, bytes(raw))
@@ -195,8 +198,15 @@ class DatabaseStore(Store):
     def _write_batch(self, records: list[Record]) -> None:
         """Apply ``records`` in one database transaction (all or nothing)."""
         try:
-            with transaction.atomic(using=self.using):
-                self._apply(records)
+            try:
+                with transaction.atomic(using=self.using):
+                    self._apply(records, replacing=False)
+            except IntegrityError:
+                # Keys are nearly always new, so the batch inserts them blindly rather than
+                # looking each one up first; a key that is stored already (a MsgAdd that
+                # replaces) fails it, and it is redone, nothing of it having been applied.
+                with transaction.atomic(using=self.using):
+                    self._apply(records, replacing=True)
         except BaseException:
             # A broken connection (database restarted...) stays broken in Django until
             # closed; close it so the next batch reconnects.
@@ -214,7 +224,7 @@ class DatabaseStore(Store):
         finally:
             conn.dec_thread_sharing()
 
-    def _apply(self, records: Iterable[Record]) -> None:
+    def _apply(self, records: Iterable[Record], *, replacing: bool) -> None:
         fold = _Folded()
         for rec in records:
             if isinstance(rec, MsgSettle):
@@ -222,8 +232,11 @@ class DatabaseStore(Store):
                 pending = fold.added.get(key)
                 if pending is not None:
                     pending[1].pop(rec.interest, None)
-                    if not pending[1]:  # added and settled in the same batch: never written
+                    if not pending[1]:
+                        # Added and settled in the same batch: never written; but it may
+                        # have replaced a stored message of the same key, which goes too.
                         del fold.added[key]
+                        fold.dropped.add(key)
                 else:
                     fold.settled.setdefault(key, set()).add(rec.interest)
                     counts = fold.delivered.get(key)
@@ -231,13 +244,15 @@ class DatabaseStore(Store):
                         counts.pop(rec.interest, None)
             elif isinstance(rec, MsgAdd):
                 key = rec.key.hex()
-                # A key stored again replaces the earlier message (and moves to the end).
-                fold.added.pop(key, None)
-                fold.replaced.add(key)
-                fold.settled.pop(key, None)
-                fold.delivered.pop(key, None)
-                if rec.interests:  # no interest: nothing will ever need it
+                # Settles of the stored message stay: _write applies them before it inserts,
+                # which decides whether this one takes its place or goes to the end.
+                fold.delivered.pop(key, None)  # counts of the message being replaced
+                if rec.interests:
+                    # Replaces a message of the same key, keeping its place.
                     fold.added[key] = (rec, dict.fromkeys(rec.interests, 0))
+                else:  # nothing will ever need it: whatever had that key goes
+                    fold.added.pop(key, None)
+                    fold.dropped.add(key)
             elif isinstance(rec, MsgDelivered):
                 key = rec.key.hex()
                 pending = fold.added.get(key)
@@ -247,38 +262,39 @@ class DatabaseStore(Store):
                 elif rec.interest not in fold.settled.get(key, ()):
                     fold.delivered.setdefault(key, {})[rec.interest] = rec.count
             elif isinstance(rec, TxnState):
-                fold.txn_states[rec.txn_id] = rec
+                fold.txns[rec.txn_id] = rec
             elif isinstance(rec, TxnSend | TxnAck):
-                fold.txn_work.append(rec)
+                fold.txns.setdefault(rec.txn_id, None)
+                fold.txn_work.setdefault(rec.txn_id, []).append(rec)
             elif isinstance(rec, TxnRemove):
-                fold.txn_states.pop(rec.txn_id, None)
-                fold.txn_work = [w for w in fold.txn_work if w.txn_id != rec.txn_id]
+                fold.txns.pop(rec.txn_id, None)
+                fold.txn_work.pop(rec.txn_id, None)
                 fold.txn_removed.add(rec.txn_id)
             elif isinstance(rec, DestAdd):
                 fold.destinations[(rec.name, rec.dest_type)] = rec
             elif isinstance(rec, DurableAdd):
                 fold.durables[rec.sub_id] = rec
-            elif isinstance(rec, DestRemove):
-                self._write(fold)
+            elif isinstance(rec, DestRemove | DurableRemove):
+                # These act on rows the batch cannot see: write what came before, then
+                # apply them in place.
+                self._write(fold, replacing=replacing)
                 fold = _Folded()
-                self._remove_destination(rec)
-            elif isinstance(rec, DurableRemove):
-                self._write(fold)
-                fold = _Folded()
-                self._remove_durable(rec)
+                if isinstance(rec, DestRemove):
+                    self._remove_destination(rec)
+                else:
+                    self._remove_durable(rec)
             else:
                 raise TypeError(f"not a store record: {rec!r}")
-        self._write(fold)
+        self._write(fold, replacing=replacing)
 
-    def _write(self, fold: _Folded) -> None:
+    def _write(self, fold: _Folded, *, replacing: bool) -> None:
         """Write one folded run with bulk statements (inside the batch's transaction)."""
         if not fold:
             return
         db = self.using
         inst = self.broker_instance
         if fold.txn_removed:
-            ids = list(fold.txn_removed)
-            for chunk in _chunks(ids):
+            for chunk in _chunks(list(fold.txn_removed)):
                 m.StoredTxnWork.objects.using(db).filter(
                     broker_instance=inst, txn_id__in=chunk
                 ).delete()
@@ -320,33 +336,12 @@ class DatabaseStore(Store):
                 unique_fields=["broker_instance", "sub_id"],
                 update_fields=["client_id", "name", "topic", "selector", "no_local", "share"],
             )
-        if fold.replaced:
-            self._delete_messages(list(fold.replaced))
-        if fold.added:
-            messages = []
-            interests = []
-            for key, (rec, open_) in fold.added.items():
-                messages.append(
-                    m.StoredMessage(
-                        broker_instance=inst,
-                        key=key,
-                        destination=rec.destination,
-                        dest_type=rec.dest_type,
-                        raw=rec.raw,
-                    )
-                )
-                for interest, count in open_.items():
-                    interests.append(
-                        m.StoredInterest(
-                            broker_instance=inst,
-                            key=key,
-                            interest=interest,
-                            delivery_count=count,
-                        )
-                    )
-            m.StoredMessage.objects.using(db).bulk_create(messages, batch_size=_CHUNK)
-            m.StoredInterest.objects.using(db).bulk_create(interests, batch_size=_CHUNK)
-        if fold.settled:
+        # Deletes before inserts: a key dropped and added again goes to the end.
+        if fold.dropped or fold.settled:
+            for chunk in _chunks(list(fold.dropped)):
+                m.StoredInterest.objects.using(db).filter(
+                    broker_instance=inst, key__in=chunk
+                ).delete()
             # One DELETE per interest: a queue's messages all have the same one ("").
             by_interest: dict[str, list[str]] = defaultdict(list)
             for key, interests in fold.settled.items():
@@ -357,7 +352,9 @@ class DatabaseStore(Store):
                     m.StoredInterest.objects.using(db).filter(
                         broker_instance=inst, interest=interest, key__in=chunk
                     ).delete()
-            self._drop_settled_messages(list(fold.settled))
+            self._drop_settled_messages(list(fold.dropped.union(fold.settled)))
+        if fold.added:
+            self._insert_messages(fold.added, replacing=replacing)
         if fold.delivered:
             # One UPDATE per (interest, count): nearly all share count 1, so few statements.
             groups: dict[tuple[str, int], list[str]] = defaultdict(list)
@@ -369,21 +366,11 @@ class DatabaseStore(Store):
                     m.StoredInterest.objects.using(db).filter(
                         broker_instance=inst, interest=interest, key__in=chunk
                     ).update(delivery_count=count)
-        if fold.txn_states:
-            m.StoredTransaction.objects.using(db).bulk_create(
-                [
-                    m.StoredTransaction(
-                        broker_instance=inst, txn_id=t.txn_id, state=t.state, info=t.info
-                    )
-                    for t in fold.txn_states.values()
-                ],
-                update_conflicts=True,
-                unique_fields=["broker_instance", "txn_id"],
-                update_fields=["state", "info"],
-            )
+        if fold.txns:
+            self._upsert_transactions(fold.txns)
         if fold.txn_work:
             rows = []
-            for w in fold.txn_work:
+            for w in (w for work in fold.txn_work.values() for w in work):
                 if isinstance(w, TxnSend):
                     rows.append(
                         m.StoredTxnWork(
@@ -408,13 +395,85 @@ class DatabaseStore(Store):
                     )
             m.StoredTxnWork.objects.using(db).bulk_create(rows, batch_size=_CHUNK)
 
-    def _delete_messages(self, keys: list[str]) -> None:
-        """Delete these messages and their interests."""
+    def _insert_messages(
+        self, added: dict[str, tuple[MsgAdd, dict[str, int]]], *, replacing: bool
+    ) -> None:
+        """Insert messages and their interests (``replacing``: some keys may be stored)."""
         db = self.using
         inst = self.broker_instance
-        for chunk in _chunks(keys):
-            m.StoredInterest.objects.using(db).filter(broker_instance=inst, key__in=chunk).delete()
-            m.StoredMessage.objects.using(db).filter(broker_instance=inst, key__in=chunk).delete()
+        messages = [
+            m.StoredMessage(
+                broker_instance=inst,
+                key=key,
+                destination=rec.destination,
+                dest_type=rec.dest_type,
+                raw=rec.raw,
+            )
+            for key, (rec, _) in added.items()
+        ]
+        interests = [
+            m.StoredInterest(broker_instance=inst, key=key, interest=interest, delivery_count=n)
+            for key, (_, open_) in added.items()
+            for interest, n in open_.items()
+        ]
+        if replacing:
+            # Some keys may be stored already: replace those in place (the row, so the
+            # order, stays; its interests start again).
+            stored: list[str] = []
+            for chunk in _chunks(list(added)):
+                stored += (
+                    m.StoredMessage.objects.using(db)
+                    .filter(broker_instance=inst, key__in=chunk)
+                    .values_list("key", flat=True)
+                )
+            for chunk in _chunks(stored):
+                m.StoredInterest.objects.using(db).filter(
+                    broker_instance=inst, key__in=chunk
+                ).delete()
+            m.StoredMessage.objects.using(db).bulk_create(
+                messages,
+                batch_size=_CHUNK,
+                update_conflicts=True,
+                unique_fields=["key", "broker_instance"],
+                update_fields=["destination", "dest_type", "raw"],
+            )
+        else:
+            # A stored key makes this fail on the unique key, and _write_batch redoes
+            # the batch replacing.
+            m.StoredMessage.objects.using(db).bulk_create(messages, batch_size=_CHUNK)
+        m.StoredInterest.objects.using(db).bulk_create(interests, batch_size=_CHUNK)
+
+    def _upsert_transactions(self, txns: dict[int, TxnState | None]) -> None:
+        """Create or update transaction rows, keeping the order of first appearance."""
+        db = self.using
+        inst = self.broker_instance
+        items = list(txns.items())
+        i = 0
+        while i < len(items):
+            # A run of the same kind is one statement; ids follow the run order.
+            with_state = items[i][1] is not None
+            j = i
+            while j < len(items) and (items[j][1] is not None) == with_state:
+                j += 1
+            rows = [
+                m.StoredTransaction(
+                    broker_instance=inst,
+                    txn_id=txn_id,
+                    state=t.state if t is not None else 0,
+                    info=t.info if t is not None else {},
+                )
+                for txn_id, t in items[i:j]
+            ]
+            if with_state:
+                m.StoredTransaction.objects.using(db).bulk_create(
+                    rows,
+                    update_conflicts=True,
+                    unique_fields=["broker_instance", "txn_id"],
+                    update_fields=["state", "info"],
+                )
+            else:  # work for a transaction with no state yet: a row with state 0
+                m.StoredTransaction.objects.using(db).bulk_create(rows, ignore_conflicts=True)
+            i = j
 
     def _drop_settled_messages(self, keys: list[str]) -> None:
         """Delete those of these messages that have no open interest left."""
