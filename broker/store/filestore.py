@@ -1,0 +1,1227 @@
+"""The file message store (the default): numbered append-only segment files.
+
+Layout
+------
+``<directory>/0000000001.seg``, ``0000000002.seg``, ...: segments, replayed in number
+order.  Each starts with the 8-byte magic :data:`MAGIC`, then records framed as::
+
+    [u32 length][u32 crc32(payload)][payload]          (little endian)
+
+The payload is a kind byte followed by the record's fields: integers as ``<q``,
+strings as ``u32 length + UTF-8`` (length ``0xFFFFFFFF`` = ``None``), bytes as
+``u32 length + bytes``, booleans as one byte, the ``attributes``/``info`` dicts as
+JSON text (bytes values inside are tagged ``{"$bytes": base64}``; JSON has no tuples or
+non-string keys).  Never pickle: a store file must not be able to run code.
+
+Writes: each batch from the base class writer thread is encoded, written with one
+``os.write`` and, when ``sync`` is on, made durable with one ``os.fsync`` (group
+commit: everything submitted in one event-loop turn, and whatever queued up while the
+previous fsync ran, shares it).  A segment is closed once it passes ``segment_size``.
+
+Recovery (:meth:`FileStore.load`): a record whose frame is cut short or whose crc does
+not match ends the good part of a segment.  At the tail of the last segment that is a
+torn write from a crash: the file is truncated there and appends continue.  Anywhere
+else (an older segment, or a bad record followed by good ones) it is damage: the rest
+of that segment is skipped, and a new segment is used for appends.  Both go to
+``RecoveredState.repairs``.
+
+Reclaiming space
+----------------
+An in-memory index (no message bytes: each live message's segment, offset and frame
+size) tracks, per segment, how many records in it the current state still needs
+(``holds``: live messages, latest destination/durable adds, settles and delivery counts
+of live messages, open transaction records) and which older segments it must outlive
+(``refs``: a settle or remove record is needed as long as the record it cancels is on
+disk).  A closed segment with no holds whose ``refs`` are all gone is deleted.
+
+When dead space still dominates (closed segments under 50% live bytes and past
+``compact_threshold``, and at least twice the size of the previous rewrite, so a
+mostly-live store is not rewritten over and over), the writer thread rewrites the
+whole live state (destinations, durables, live messages with their open interests and
+delivery counts, open transactions) into a new segment that starts with a CHECKPOINT
+record, then deletes every older segment.  Crash-safety: the rewrite goes to
+``N.seg.tmp``, is fsynced, renamed to ``N.seg`` and the directory fsynced before any
+old segment is deleted; ``load`` deletes leftover ``.tmp`` files and ignores (deletes)
+segments older than the last checkpoint segment, so a crash at any point loads the same
+state.  The rewrite runs between batches in the writer thread: the event loop, and so
+delivery, is never blocked; writes submitted meanwhile wait for it.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import shutil
+import struct
+import sys
+import tempfile
+import threading
+import time
+import zlib
+from collections.abc import Callable
+from pathlib import Path
+
+from .base import (
+    DestAdd,
+    DestRemove,
+    DurableAdd,
+    DurableRemove,
+    MsgAdd,
+    MsgDelivered,
+    MsgSettle,
+    Record,
+    RecoveredState,
+    Store,
+    StoredMessage,
+    StoredTransaction,
+    TxnAck,
+    TxnRemove,
+    TxnSend,
+    TxnState,
+    _InThread,
+)
+
+log = logging.getLogger("broker.store.file")
+
+MAGIC = b"OMQFS01\n"
+SUFFIX = ".seg"
+TMP_SUFFIX = ".seg.tmp"
+DAMAGED_SUFFIX = ".damaged"  # a damaged segment no longer needed, kept for inspection
+
+_HDR = struct.Struct("<II")
+_U32 = struct.Struct("<I")
+_U16 = struct.Struct("<H")
+_I64 = struct.Struct("<q")
+_NONE = 0xFFFFFFFF
+HEADER_SIZE = _HDR.size
+MAX_RECORD = 1 << 31  # a length field beyond this is garbage, not a record
+
+# Record kinds (the first payload byte).
+K_DEST_ADD = 1
+K_DEST_REMOVE = 2
+K_DURABLE_ADD = 3
+K_DURABLE_REMOVE = 4
+K_MSG_ADD = 5
+K_MSG_DELIVERED = 6
+K_MSG_SETTLE = 7
+K_TXN_STATE = 8
+K_TXN_SEND = 9
+K_TXN_ACK = 10
+K_TXN_REMOVE = 11
+K_CHECKPOINT = 0x7F  # first record of a compacted segment: older segments are superseded
+
+_WRITE_CHUNK = 1 << 20
+
+
+class Checkpoint(tuple):
+    """Marker record (file store only): everything in older segments is superseded."""
+
+    __slots__ = ()
+
+
+CHECKPOINT = Checkpoint()
+
+
+class CorruptRecord(ValueError):
+    """A record with a valid checksum that does not decode (not written by this code)."""
+
+
+# -- encoding -------------------------------------------------------------------------
+
+
+def _json_default(obj: object) -> object:
+    if isinstance(obj, bytes | bytearray | memoryview):
+        return {"$bytes": base64.b64encode(bytes(obj)).decode("ascii")}
+    if isinstance(obj, set | frozenset):
+        return list(obj)
+    raise TypeError(f"not JSON serialisable in a store record: {type(obj).__name__}")
+
+
+def _json_hook(d: dict) -> object:
+    if len(d) == 1 and "$bytes" in d:
+        return base64.b64decode(d["$bytes"])
+    return d
+
+
+def _s(s: str) -> bytes:
+    b = s.encode("utf-8", "surrogatepass")
+    return _U32.pack(len(b)) + b
+
+
+def _os(s: str | None) -> bytes:
+    return _U32.pack(_NONE) if s is None else _s(s)
+
+
+def _b(b: bytes) -> bytes:
+    return _U32.pack(len(b)) + bytes(b)
+
+
+def _j(d: dict) -> bytes:
+    return _s(json.dumps(d, ensure_ascii=False, separators=(",", ":"), default=_json_default))
+
+
+def _q(n: int) -> bytes:
+    return _I64.pack(n)
+
+
+def _enc_msg_add(r: MsgAdd) -> bytes:
+    parts = [b"\x05", _b(r.key), _s(r.destination), _q(r.dest_type), _U16.pack(len(r.interests))]
+    parts.extend(map(_s, r.interests))
+    parts.append(_b(r.raw))
+    return b"".join(parts)
+
+
+_ENCODERS: dict[type, Callable[[Record], bytes]] = {
+    DestAdd: lambda r: b"\x01" + _s(r.name) + _q(r.dest_type) + _j(r.attributes),
+    DestRemove: lambda r: b"\x02" + _s(r.name) + _q(r.dest_type),
+    DurableAdd: lambda r: b"".join(
+        (
+            b"\x03",
+            _s(r.sub_id),
+            _os(r.client_id),
+            _s(r.name),
+            _s(r.topic),
+            _os(r.selector),
+            b"\x01" if r.no_local else b"\x00",
+            _os(r.share),
+        )
+    ),
+    DurableRemove: lambda r: b"\x04" + _s(r.sub_id),
+    MsgAdd: _enc_msg_add,
+    MsgDelivered: lambda r: b"\x06" + _b(r.key) + _s(r.interest) + _q(r.count),
+    MsgSettle: lambda r: b"\x07" + _b(r.key) + _s(r.interest),
+    TxnState: lambda r: b"\x08" + _q(r.txn_id) + _q(r.state) + _j(r.info),
+    TxnSend: lambda r: b"".join(
+        (b"\x09", _q(r.txn_id), _b(r.key), _s(r.destination), _q(r.dest_type), _b(r.raw))
+    ),
+    TxnAck: lambda r: b"\x0a" + _q(r.txn_id) + _b(r.key) + _s(r.interest),
+    TxnRemove: lambda r: b"\x0b" + _q(r.txn_id),
+    Checkpoint: lambda r: bytes((K_CHECKPOINT,)) + _q(time.time_ns()),
+}
+
+
+def encode(record: Record) -> bytes:
+    """The payload of ``record`` (kind byte + fields)."""
+    enc = _ENCODERS.get(type(record))
+    if enc is None:
+        for t, e in _ENCODERS.items():
+            if isinstance(record, t):
+                enc = e
+                break
+        else:
+            raise TypeError(f"not a store record: {record!r}")
+    return enc(record)
+
+
+def frame(payload: bytes) -> bytes:
+    """``payload`` with its length + crc32 header."""
+    return _HDR.pack(len(payload), zlib.crc32(payload)) + payload
+
+
+# -- decoding -------------------------------------------------------------------------
+
+_intern = sys.intern
+
+
+def _gb(buf: bytes, p: int) -> tuple[bytes, int]:
+    (n,) = _U32.unpack_from(buf, p)
+    p += 4
+    return buf[p : p + n], p + n
+
+
+def _gs(buf: bytes, p: int) -> tuple[str, int]:
+    (n,) = _U32.unpack_from(buf, p)
+    p += 4
+    return buf[p : p + n].decode("utf-8", "surrogatepass"), p + n
+
+
+def _gos(buf: bytes, p: int) -> tuple[str | None, int]:
+    (n,) = _U32.unpack_from(buf, p)
+    if n == _NONE:
+        return None, p + 4
+    p += 4
+    return buf[p : p + n].decode("utf-8", "surrogatepass"), p + n
+
+
+def _gq(buf: bytes, p: int) -> tuple[int, int]:
+    return _I64.unpack_from(buf, p)[0], p + 8
+
+
+def _gj(buf: bytes, p: int) -> tuple[dict, int]:
+    s, p = _gs(buf, p)
+    return json.loads(s, object_hook=_json_hook), p
+
+
+def decode(buf: bytes, p: int, end: int) -> Record | Checkpoint:
+    """Decode the payload ``buf[p:end]`` (no copy of the surrounding buffer)."""
+    try:
+        kind = buf[p]
+        p += 1
+        if kind == K_MSG_ADD:  # the common ones first
+            key, p = _gb(buf, p)
+            dest, p = _gs(buf, p)
+            dtype, p = _gq(buf, p)
+            (n,) = _U16.unpack_from(buf, p)
+            p += 2
+            interests = []
+            for _ in range(n):
+                i, p = _gs(buf, p)
+                interests.append(_intern(i))
+            raw, p = _gb(buf, p)
+            rec: Record | Checkpoint = MsgAdd(key, _intern(dest), dtype, raw, tuple(interests))
+        elif kind == K_MSG_SETTLE:
+            key, p = _gb(buf, p)
+            interest, p = _gs(buf, p)
+            rec = MsgSettle(key, interest)
+        elif kind == K_MSG_DELIVERED:
+            key, p = _gb(buf, p)
+            interest, p = _gs(buf, p)
+            count, p = _gq(buf, p)
+            rec = MsgDelivered(key, interest, count)
+        elif kind == K_DEST_ADD:
+            name, p = _gs(buf, p)
+            dtype, p = _gq(buf, p)
+            attrs, p = _gj(buf, p)
+            rec = DestAdd(name, dtype, attrs)
+        elif kind == K_DEST_REMOVE:
+            name, p = _gs(buf, p)
+            dtype, p = _gq(buf, p)
+            rec = DestRemove(name, dtype)
+        elif kind == K_DURABLE_ADD:
+            sub_id, p = _gs(buf, p)
+            client_id, p = _gos(buf, p)
+            name, p = _gs(buf, p)
+            topic, p = _gs(buf, p)
+            selector, p = _gos(buf, p)
+            no_local = buf[p] != 0
+            p += 1
+            share, p = _gos(buf, p)
+            rec = DurableAdd(sub_id, client_id, name, topic, selector, no_local, share)
+        elif kind == K_DURABLE_REMOVE:
+            sub_id, p = _gs(buf, p)
+            rec = DurableRemove(sub_id)
+        elif kind == K_TXN_STATE:
+            txn_id, p = _gq(buf, p)
+            state, p = _gq(buf, p)
+            info, p = _gj(buf, p)
+            rec = TxnState(txn_id, state, info)
+        elif kind == K_TXN_SEND:
+            txn_id, p = _gq(buf, p)
+            key, p = _gb(buf, p)
+            dest, p = _gs(buf, p)
+            dtype, p = _gq(buf, p)
+            raw, p = _gb(buf, p)
+            rec = TxnSend(txn_id, key, dest, dtype, raw)
+        elif kind == K_TXN_ACK:
+            txn_id, p = _gq(buf, p)
+            key, p = _gb(buf, p)
+            interest, p = _gs(buf, p)
+            rec = TxnAck(txn_id, key, interest)
+        elif kind == K_TXN_REMOVE:
+            txn_id, p = _gq(buf, p)
+            rec = TxnRemove(txn_id)
+        elif kind == K_CHECKPOINT:
+            p += 8
+            rec = CHECKPOINT
+        else:
+            raise CorruptRecord(f"unknown record kind {kind}")
+    except (struct.error, IndexError, UnicodeDecodeError, ValueError) as exc:
+        raise CorruptRecord(str(exc)) from exc
+    if p != end:
+        raise CorruptRecord(f"record length mismatch ({p} != {end})")
+    return rec
+
+
+def _frame_ok(buf: bytes, pos: int, n: int) -> int:
+    """End offset of a well-formed frame at ``pos`` (crc checked), or -1."""
+    if pos + HEADER_SIZE > n:
+        return -1
+    length, crc = _HDR.unpack_from(buf, pos)
+    end = pos + HEADER_SIZE + length
+    if length == 0 or end > n:
+        return -1
+    if zlib.crc32(memoryview(buf)[pos + HEADER_SIZE : end]) != crc:
+        return -1
+    return end
+
+
+# -- the in-memory index of live things ----------------------------------------------
+
+
+class _Seg:
+    """Bookkeeping for one segment file."""
+
+    __slots__ = (
+        "num",
+        "size",
+        "holds",
+        "live_msgs",
+        "live_bytes",
+        "refs",
+        "checkpoint",
+        "sealed",
+        "damaged",
+    )
+
+    def __init__(self, num: int) -> None:
+        self.num = num
+        self.size = 0  # bytes in the file
+        self.holds = 0  # records in it the current state needs
+        self.live_msgs = 0  # of which live MsgAdd records
+        self.live_bytes = 0  # frame bytes of live MsgAdd / open TxnSend records
+        self.refs: set[int] = set()  # older segments this one must outlive
+        self.checkpoint = False  # starts with a CHECKPOINT record
+        self.sealed = False  # never append to it (damaged, or a write to it failed)
+        self.damaged = False  # holds bytes recovery skipped: kept aside, never deleted
+
+
+class _Msg:
+    """A live message: where its MsgAdd frame is, and its open interests.
+
+    ``ints`` is flat ``[interest, delivery count, segment of the latest MsgDelivered or
+    -1, ...]`` (a list is much smaller than a dict per message); ``extra`` lists the
+    segments holding its partial settles; ``first`` is the segment of the first MsgAdd
+    if the message was added again since (-1 if not): it fixes the recovered order.
+    ``raw`` is only set while loading.
+    """
+
+    __slots__ = ("seg", "off", "size", "dest", "dtype", "ints", "extra", "first", "raw")
+
+
+class _Txn:
+    __slots__ = ("txn_id", "state", "info", "state_seg", "first_seg", "sends", "acks", "segs")
+
+    def __init__(self, txn_id: int, first_seg: int) -> None:
+        self.txn_id = txn_id
+        self.first_seg = first_seg  # held while open: fixes the recovered order
+        self.state = 0
+        self.info: dict = {}
+        self.state_seg = -1
+        self.sends: list[list] = []  # [segment, offset, frame size, TxnSend while loading]
+        self.acks: list[tuple[int, TxnAck]] = []
+        self.segs: set[int] = set()  # every segment holding a record of this transaction
+
+
+class _Index:
+    """The live state plus per-segment holds/refs; ``apply`` mirrors the replay rules."""
+
+    def __init__(self, keep_raw: bool = False) -> None:
+        self.keep_raw = keep_raw  # loading: keep message bytes for RecoveredState
+        self.segs: dict[int, _Seg] = {}
+        # Destinations/durables: [latest add, its segment, segment of the first add].  The
+        # first add is held too: it fixes the position in the recovered order.
+        self.dests: dict[tuple[str, int], list] = {}
+        self.dest_segs: dict[tuple[str, int], set[int]] = {}
+        self.durs: dict[str, list] = {}
+        self.dur_segs: dict[str, set[int]] = {}
+        self.msgs: dict[bytes, _Msg] = {}  # insertion order = message order
+        self.txns: dict[int, _Txn] = {}
+        self.dest_live: dict[tuple[str, int], int] = {}  # live messages per destination
+        self.interest_live: dict[str, int] = {}  # live messages per open interest
+        self.live_bytes = 0
+        self.disk_bytes = 0
+        self.zeroed = False  # some segment's holds dropped to 0: time to look for dead ones
+        self._apply = {
+            DestAdd: self._dest_add,
+            DestRemove: self._dest_remove,
+            DurableAdd: self._durable_add,
+            DurableRemove: self._durable_remove,
+            MsgAdd: self._msg_add,
+            MsgDelivered: self._msg_delivered,
+            MsgSettle: self._msg_settle,
+            TxnState: self._txn_state,
+            TxnSend: self._txn_send,
+            TxnAck: self._txn_ack,
+            TxnRemove: self._txn_remove,
+            Checkpoint: self._checkpoint,
+        }
+
+    def apply(self, rec: Record | Checkpoint, seg: _Seg, off: int, size: int) -> None:
+        fn = self._apply.get(type(rec))
+        if fn is None:
+            fn = next(f for t, f in self._apply.items() if isinstance(rec, t))
+        fn(rec, seg, off, size)
+
+    def _release(self, num: int, nbytes: int = 0) -> None:
+        s = self.segs.get(num)
+        if s is None:
+            return
+        s.holds -= 1
+        if nbytes:
+            s.live_bytes -= nbytes
+            self.live_bytes -= nbytes
+        if s.holds == 0:
+            self.zeroed = True
+
+    def _hold(self, num: int) -> None:
+        s = self.segs.get(num)
+        if s is not None:
+            s.holds += 1
+
+    def _checkpoint(self, rec: Checkpoint, seg: _Seg, off: int, size: int) -> None:
+        seg.checkpoint = True
+
+    # destinations and durables
+
+    def _add(self, table: dict, k: object, r: Record, seg: _Seg) -> None:
+        entry = table.get(k)
+        if entry is None:
+            table[k] = [r, seg.num, seg.num]
+            seg.holds += 2  # as the latest add and as the first one
+        else:
+            self._release(entry[1])  # superseded
+            entry[0] = r
+            entry[1] = seg.num
+            seg.holds += 1
+
+    def _remove(self, table: dict, k: object) -> None:
+        entry = table.pop(k, None)
+        if entry is not None:
+            self._release(entry[1])
+            self._release(entry[2])
+
+    def _dest_add(self, r: DestAdd, seg: _Seg, off: int, size: int) -> None:
+        k = (r.name, r.dest_type)
+        self._add(self.dests, k, r, seg)
+        self.dest_segs.setdefault(k, set()).add(seg.num)
+
+    def _dest_remove(self, r: DestRemove, seg: _Seg, off: int, size: int) -> None:
+        k = (r.name, r.dest_type)
+        self._remove(self.dests, k)
+        # Needed as long as an add it cancels is on disk.
+        seg.refs.update(self.dest_segs.pop(k, ()))
+        if self.dest_live.get(k):
+            doomed = [
+                (key, m)
+                for key, m in self.msgs.items()
+                if m.dtype == r.dest_type and m.dest == r.name
+            ]
+            for key, m in doomed:
+                seg.refs.add(m.seg)
+                self._drop(m)
+                del self.msgs[key]
+        seg.refs.discard(seg.num)
+
+    def _durable_add(self, r: DurableAdd, seg: _Seg, off: int, size: int) -> None:
+        self._add(self.durs, r.sub_id, r, seg)
+        self.dur_segs.setdefault(r.sub_id, set()).add(seg.num)
+
+    def _durable_remove(self, r: DurableRemove, seg: _Seg, off: int, size: int) -> None:
+        self._remove(self.durs, r.sub_id)
+        seg.refs.update(self.dur_segs.pop(r.sub_id, ()))
+        if self.interest_live.get(r.sub_id):
+            interest = r.sub_id
+            for key, m in list(self.msgs.items()):
+                ints = m.ints
+                for j in range(0, len(ints), 3):
+                    if ints[j] == interest:
+                        self._settle_at(key, m, j, seg)
+                        break
+        seg.refs.discard(seg.num)
+
+    # messages
+
+    def _drop(self, m: _Msg) -> None:
+        """Release everything a message holds (it is dead or being replaced)."""
+        s = self.segs.get(m.seg)
+        if s is not None:
+            s.holds -= 1
+            s.live_msgs -= 1
+            s.live_bytes -= m.size
+            if s.holds == 0:
+                self.zeroed = True
+        self.live_bytes -= m.size
+        k = (m.dest, m.dtype)
+        self.dest_live[k] -= 1
+        ints = m.ints
+        il = self.interest_live
+        for j in range(0, len(ints), 3):
+            il[ints[j]] -= 1
+            if ints[j + 2] >= 0:
+                self._release(ints[j + 2])
+        if m.extra:
+            for num in m.extra:
+                self._release(num)
+        if m.first >= 0:
+            self._release(m.first)
+        m.raw = None
+
+    def _msg_add(self, r: MsgAdd, seg: _Seg, off: int, size: int) -> None:
+        m = self.msgs.get(r.key)
+        first = -1
+        if m is not None:  # re-added: replaces the old one, keeping its place
+            seg.refs.add(m.seg)
+            seg.refs.discard(seg.num)
+            first = m.first if m.first >= 0 else m.seg
+            self._drop(m)
+            if not r.interests:
+                del self.msgs[r.key]
+                return
+            self._hold(first)
+        elif not r.interests:
+            return
+        else:
+            m = _Msg()
+            self.msgs[r.key] = m
+        m.first = first
+        m.seg = seg.num
+        m.off = off
+        m.size = size
+        m.dest = r.destination
+        m.dtype = r.dest_type
+        ints: list = []
+        il = self.interest_live
+        for i in dict.fromkeys(r.interests):
+            ints += (i, 0, -1)
+            il[i] = il.get(i, 0) + 1
+        m.ints = ints
+        m.extra = None
+        m.raw = r.raw if self.keep_raw else None
+        seg.holds += 1
+        seg.live_msgs += 1
+        seg.live_bytes += size
+        self.live_bytes += size
+        k = (r.destination, r.dest_type)
+        self.dest_live[k] = self.dest_live.get(k, 0) + 1
+
+    def _msg_delivered(self, r: MsgDelivered, seg: _Seg, off: int, size: int) -> None:
+        m = self.msgs.get(r.key)
+        if m is None:
+            return
+        ints = m.ints
+        for j in range(0, len(ints), 3):
+            if ints[j] == r.interest:
+                ints[j + 1] = r.count
+                if ints[j + 2] >= 0:  # superseded
+                    self._release(ints[j + 2])
+                ints[j + 2] = seg.num
+                seg.holds += 1
+                return
+
+    def _msg_settle(self, r: MsgSettle, seg: _Seg, off: int, size: int) -> None:
+        m = self.msgs.get(r.key)
+        if m is None:
+            return
+        ints = m.ints
+        for j in range(0, len(ints), 3):
+            if ints[j] == r.interest:
+                self._settle_at(r.key, m, j, seg)
+                return
+
+    def _settle_at(self, key: bytes, m: _Msg, j: int, seg: _Seg) -> None:
+        """Settle ``m.ints[j]`` by a record in ``seg``."""
+        ints = m.ints
+        self.interest_live[ints[j]] -= 1
+        if ints[j + 2] >= 0:
+            self._release(ints[j + 2])
+        del ints[j : j + 3]
+        if m.seg != seg.num:
+            seg.refs.add(m.seg)  # the settle must outlive the MsgAdd it cancels
+        if ints:
+            if m.extra is None:
+                m.extra = [seg.num]
+            else:
+                m.extra.append(seg.num)
+            seg.holds += 1
+        else:
+            self._drop(m)
+            del self.msgs[key]
+
+    # transactions
+
+    def _txn(self, txn_id: int, seg: _Seg) -> _Txn:
+        t = self.txns.get(txn_id)
+        if t is None:
+            t = self.txns[txn_id] = _Txn(txn_id, seg.num)
+            seg.holds += 1
+        return t
+
+    def _txn_state(self, r: TxnState, seg: _Seg, off: int, size: int) -> None:
+        t = self._txn(r.txn_id, seg)
+        if t.state_seg >= 0:
+            self._release(t.state_seg)
+        t.state = r.state
+        t.info = r.info
+        t.state_seg = seg.num
+        seg.holds += 1
+        t.segs.add(seg.num)
+
+    def _txn_send(self, r: TxnSend, seg: _Seg, off: int, size: int) -> None:
+        t = self._txn(r.txn_id, seg)
+        t.sends.append([seg.num, off, size, r if self.keep_raw else None])
+        seg.holds += 1
+        seg.live_bytes += size
+        self.live_bytes += size
+        t.segs.add(seg.num)
+
+    def _txn_ack(self, r: TxnAck, seg: _Seg, off: int, size: int) -> None:
+        t = self._txn(r.txn_id, seg)
+        t.acks.append((seg.num, r))
+        seg.holds += 1
+        t.segs.add(seg.num)
+
+    def _txn_remove(self, r: TxnRemove, seg: _Seg, off: int, size: int) -> None:
+        t = self.txns.pop(r.txn_id, None)
+        if t is None:
+            return
+        if t.state_seg >= 0:
+            self._release(t.state_seg)
+        self._release(t.first_seg)
+        for num, _off, fsize, _rec in t.sends:
+            self._release(num, fsize)
+        for num, _ack in t.acks:
+            self._release(num)
+        seg.refs.update(t.segs)
+        seg.refs.discard(seg.num)
+
+
+# -- the store ------------------------------------------------------------------------
+
+
+class FileStore(Store):
+    """Append-only segment files with checksummed records, group commit and compaction."""
+
+    def __init__(
+        self,
+        directory: Path,
+        *,
+        sync: bool,
+        segment_size: int = 64 * 1024 * 1024,
+        compact_threshold: int | None = None,
+    ) -> None:
+        super().__init__(sync=sync)
+        self.directory = Path(directory)
+        self.segment_size = segment_size
+        # Closed segments must reach this size before a rewrite is considered.
+        self.compact_threshold = (
+            compact_threshold if compact_threshold is not None else 2 * segment_size
+        )
+        self.fsyncs = 0
+        self.compactions = 0
+        self.segments_deleted = 0
+        self._index: _Index | None = None
+        self._cur: _Seg | None = None  # the segment being appended to
+        self._fd = -1
+        self._next_num = 1
+        self._last_rewrite = 0  # size of the last rewrite: don't redo it before 2x
+        self._housekeeping_queued = False
+
+    # -- paths and small helpers -------------------------------------------------------
+
+    def _path(self, num: int) -> Path:
+        return self.directory / f"{num:010d}{SUFFIX}"
+
+    def _fsync(self, fd: int) -> None:
+        os.fsync(fd)
+        self.fsyncs += 1
+
+    def _fsync_dir(self) -> None:
+        fd = os.open(self.directory, os.O_RDONLY)
+        try:
+            self._fsync(fd)
+        finally:
+            os.close(fd)
+
+    @staticmethod
+    def _write_all(fd: int, data: bytes | bytearray) -> None:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+
+    def _segment_numbers(self) -> list[int]:
+        nums = []
+        for p in self.directory.glob("*" + SUFFIX):
+            stem = p.name[: -len(SUFFIX)]
+            if stem.isdigit():
+                nums.append(int(stem))
+        return sorted(nums)
+
+    # -- stats (for tests, the benchmark and management) ---------------------------------
+
+    def segments(self) -> list[tuple[int, int, int]]:
+        """``(number, size, live messages)`` of each segment, oldest first."""
+        idx = self._index
+        if idx is None:
+            return []
+        return [(s.num, s.size, s.live_msgs) for _, s in sorted(idx.segs.items())]
+
+    def disk_usage(self) -> int:
+        """Bytes in segment files."""
+        return sum(p.stat().st_size for p in self.directory.glob("*" + SUFFIX))
+
+    def live_messages(self) -> int:
+        return 0 if self._index is None else len(self._index.msgs)
+
+    # -- recovery ---------------------------------------------------------------------
+
+    def load(self) -> RecoveredState:
+        """Replay the segments into a RecoveredState (and the live index)."""
+        self._close_files()
+        self.directory.mkdir(parents=True, exist_ok=True)
+        repairs: list[str] = []
+        for tmp in sorted(self.directory.glob("*" + TMP_SUFFIX)):
+            tmp.unlink()
+            repairs.append(f"removed {tmp.name}, left by a compaction that did not finish")
+        nums = self._segment_numbers()
+        # A compacted segment supersedes everything before it: start there.
+        first = 0
+        for i in range(len(nums) - 1, 0, -1):
+            if self._starts_with_checkpoint(nums[i]):
+                first = i
+                break
+        if first:
+            for num in nums[:first]:
+                self._path(num).unlink()
+            self._fsync_dir()
+            repairs.append(
+                f"removed {first} segment(s) superseded by compacted segment {nums[first]}"
+                " (a compaction was interrupted before deleting them)"
+            )
+        nums = nums[first:]
+        idx = _Index(keep_raw=True)
+        for i, num in enumerate(nums):
+            self._replay(idx, num, last=i == len(nums) - 1, repairs=repairs)
+        idx.keep_raw = False
+        idx.disk_bytes = sum(s.size for s in idx.segs.values())
+        for line in repairs:
+            log.warning("file store %s: %s", self.directory, line)
+
+        state = RecoveredState(repairs=repairs)
+        # Copies of the dicts: the broker may change its own, the index keeps these.
+        state.destinations = [
+            DestAdd(r.name, r.dest_type, dict(r.attributes)) for r, _, _ in idx.dests.values()
+        ]
+        state.durables = [r for r, _, _ in idx.durs.values()]
+        for key, m in idx.msgs.items():
+            ints = m.ints
+            interests = {ints[j]: ints[j + 1] for j in range(0, len(ints), 3)}
+            state.messages.append(StoredMessage(key, m.dest, m.dtype, m.raw, interests))
+            m.raw = None
+        for t in idx.txns.values():
+            sends = []
+            for send in t.sends:
+                sends.append(send[3])
+                send[3] = None
+            acks = [a for _, a in t.acks]
+            state.transactions.append(
+                StoredTransaction(t.txn_id, t.state, dict(t.info), sends, acks)
+            )
+
+        self._index = idx
+        self._next_num = (nums[-1] + 1) if nums else 1
+        last = idx.segs.get(nums[-1]) if nums else None
+        if last is not None and not last.sealed and last.size < self.segment_size:
+            self._cur = last
+            self._fd = os.open(self._path(last.num), os.O_WRONLY | os.O_APPEND)
+        idx.zeroed = True  # look for dead segments after the first batch
+        return state
+
+    def _starts_with_checkpoint(self, num: int) -> bool:
+        try:
+            with open(self._path(num), "rb") as f:
+                head = f.read(len(MAGIC) + HEADER_SIZE + 64)
+        except OSError:
+            return False
+        if not head.startswith(MAGIC):
+            return False
+        pos = len(MAGIC)
+        end = _frame_ok(head, pos, len(head))
+        return end > 0 and head[pos + HEADER_SIZE] == K_CHECKPOINT
+
+    def _replay(self, idx: _Index, num: int, *, last: bool, repairs: list[str]) -> None:
+        path = self._path(num)
+        data = path.read_bytes()
+        n = len(data)
+        seg = _Seg(num)
+        seg.size = n
+        idx.segs[num] = seg
+        if n == 0:
+            return
+        if n < len(MAGIC) or not data.startswith(MAGIC):
+            if last and MAGIC.startswith(data):  # crashed while creating it
+                if n:
+                    os.truncate(path, 0)
+                    seg.size = 0
+                    repairs.append(f"truncated {n} bytes of a torn header of segment {path.name}")
+                return
+            seg.sealed = seg.damaged = True
+            repairs.append(f"segment {path.name} does not start with the store header: skipped")
+            return
+        pos = len(MAGIC)
+        view = memoryview(data)
+        hdr = _HDR.unpack_from
+        crc32 = zlib.crc32
+        apply = idx.apply
+        while pos < n:
+            problem = ""
+            if pos + HEADER_SIZE > n:
+                problem = "a partial record header"
+            else:
+                length, crc = hdr(data, pos)
+                start = pos + HEADER_SIZE
+                end = start + length
+                if length == 0 or end > n:
+                    problem = "a record length running past the end"
+                elif crc32(view[start:end]) != crc:
+                    problem = "a checksum mismatch"
+                else:
+                    try:
+                        rec = decode(data, start, end)
+                    except CorruptRecord as exc:
+                        problem = f"an undecodable record ({exc})"
+                    else:
+                        apply(rec, seg, pos, end - pos)
+                        pos = end
+                        continue
+            # Damage.  A torn write can only be at the very end of the last segment; a bad
+            # record with good ones after it is corruption: keep the bytes, skip them.
+            if last and not self._good_record_follows(data, pos, n):
+                os.truncate(path, pos)
+                seg.size = pos
+                repairs.append(
+                    f"truncated {n - pos} bytes of a torn record at the end of segment"
+                    f" {path.name} ({problem} at offset {pos})"
+                )
+            else:
+                seg.sealed = seg.damaged = True
+                repairs.append(
+                    f"corrupt record in segment {path.name} at offset {pos} ({problem}):"
+                    f" skipped the remaining {n - pos} bytes of that segment"
+                )
+            return
+
+    @staticmethod
+    def _good_record_follows(data: bytes, pos: int, n: int) -> bool:
+        """Is there a valid record right after the (bad) one at ``pos``?"""
+        if pos + HEADER_SIZE > n:
+            return False
+        (length,) = _U32.unpack_from(data, pos)
+        nxt = pos + HEADER_SIZE + length
+        return 0 < length and nxt < n and _frame_ok(data, nxt, n) > 0
+
+    # -- writing (writer thread) ---------------------------------------------------------
+
+    def _write_batch(self, records: list[Record]) -> None:
+        if self._index is None:  # started without load(): build the index first
+            self.load()
+        idx = self._index
+        assert idx is not None
+        frames = [frame(encode(r)) for r in records]
+        limit = self.segment_size
+        i = 0
+        while i < len(frames):
+            seg = self._cur
+            if seg is None or seg.sealed or seg.size >= limit:
+                seg = self._roll()
+            # As many records as fit in this segment (at least one in a fresh segment):
+            # one write and, with sync, one fsync per segment the batch touches.
+            room = limit - max(seg.size, len(MAGIC))
+            j, size = i, 0
+            while j < len(frames) and (size + len(frames[j]) <= room or j == i):
+                size += len(frames[j])
+                j += 1
+            if j == i + 1 and size > room and seg.size > len(MAGIC):
+                seg = self._roll()  # a big record: give it a fresh segment
+            self._append(seg, records, frames, i, j)
+            i = j
+        if not self._housekeeping_queued and (idx.zeroed or self._compaction_due()):
+            # After this batch's callbacks have gone out, not before.
+            self._housekeeping_queued = True
+            self._queue.put(([], [_InThread(self._housekeeping)]))
+
+    def _append(
+        self, seg: _Seg, records: list[Record], frames: list[bytes], i: int, j: int
+    ) -> None:
+        """Write ``frames[i:j]`` to ``seg`` (fsync with sync on), then index them."""
+        idx = self._index
+        assert idx is not None
+        start = seg.size
+        head = MAGIC if start == 0 else b""
+        data = head + b"".join(frames[i:j])
+        try:
+            self._write_all(self._fd, data)
+            if self.sync:
+                self._fsync(self._fd)
+        except BaseException:
+            # Don't leave half a batch for the next one to append after.
+            seg.sealed = True
+            try:
+                os.ftruncate(self._fd, start)
+            except OSError:
+                pass
+            raise
+        seg.size += len(data)
+        idx.disk_bytes += len(data)
+        off = start + len(head)
+        apply = idx.apply
+        for k in range(i, j):
+            size = len(frames[k])
+            apply(records[k], seg, off, size)
+            off += size
+
+    def _roll(self) -> _Seg:
+        """Close the current segment and start the next one."""
+        self._close_current()
+        idx = self._index
+        assert idx is not None
+        num = self._next_num
+        self._next_num += 1
+        self._fd = os.open(
+            self._path(num), os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_APPEND, 0o644
+        )
+        self._fsync_dir()  # the new file's name must survive a crash like its data
+        seg = self._cur = idx.segs[num] = _Seg(num)
+        return seg
+
+    def _close_current(self) -> None:
+        if self._fd >= 0:
+            cur = self._cur
+            try:
+                # Closed segments are always on disk: deletions and rewrites rely on it.
+                if not self.sync and cur is not None and cur.size and not cur.sealed:
+                    self._fsync(self._fd)
+            finally:
+                os.close(self._fd)
+                self._fd = -1
+        self._cur = None
+
+    # -- reclaiming space (writer thread) -------------------------------------------------
+
+    def _compaction_due(self) -> bool:
+        idx = self._index
+        if idx is None:
+            return False
+        cur = self._cur
+        closed = idx.disk_bytes - (cur.size if cur is not None else 0)
+        if closed < self.compact_threshold or closed < 2 * self._last_rewrite:
+            return False
+        live = idx.live_bytes - (cur.live_bytes if cur is not None else 0)
+        return 2 * live < closed
+
+    def _housekeeping(self) -> None:
+        self._housekeeping_queued = False
+        if self._index is None:
+            return
+        try:
+            self._delete_dead_segments()
+            if self._compaction_due():
+                self._rewrite()
+        except Exception:  # never kill the writer thread over housekeeping
+            log.exception("file store %s: compaction failed", self.directory)
+
+    def _delete_dead_segments(self) -> int:
+        """Delete closed segments the current state no longer needs; returns how many."""
+        idx = self._index
+        assert idx is not None
+        idx.zeroed = False
+        deleted = 0
+        for num in sorted(idx.segs):
+            seg = idx.segs[num]
+            if seg is self._cur or seg.holds > 0:
+                continue
+            if seg.refs:
+                seg.refs = {r for r in seg.refs if r in idx.segs}
+                if seg.refs:
+                    continue
+            if seg.checkpoint and min(idx.segs) != num:
+                continue  # it supersedes older segments: those must go first
+            if deleted == 0 and not self.sync and self._fd >= 0:
+                # The records that made it dead must be on disk before it is gone.
+                self._fsync(self._fd)
+            self._discard(seg)
+            # One at a time: a later segment's deletion may only be safe once this is.
+            self._fsync_dir()
+            del idx.segs[num]
+            idx.disk_bytes -= seg.size
+            deleted += 1
+        self.segments_deleted += deleted
+        return deleted
+
+    def _discard(self, seg: _Seg) -> None:
+        """Delete a segment no longer needed; one with skipped damage is only set aside."""
+        path = self._path(seg.num)
+        if seg.damaged:
+            aside = path.with_name(path.name + DAMAGED_SUFFIX)
+            os.replace(path, aside)
+            log.warning("file store %s: kept damaged segment as %s", self.directory, aside.name)
+        else:
+            path.unlink(missing_ok=True)
+
+    def compact(self, timeout: float = 300.0) -> None:
+        """Reclaim space now: delete dead segments and rewrite the live state.
+
+        Runs in the writer thread (after everything submitted so far) and waits for it;
+        without a running writer it runs here.
+        """
+        if self._thread is None:
+            self._compact_now()
+            return
+        done = threading.Event()
+        errors: list[BaseException] = []
+
+        def job() -> None:
+            try:
+                self._compact_now()
+            except BaseException as exc:
+                errors.append(exc)
+            finally:
+                done.set()
+
+        self._hand_over()
+        self._queue.put(([], [_InThread(job)]))
+        if not done.wait(timeout):
+            raise TimeoutError("compaction did not finish")
+        if errors:
+            raise errors[0]
+
+    def _compact_now(self) -> None:
+        if self._index is None:
+            self.load()
+        self._delete_dead_segments()
+        idx = self._index
+        assert idx is not None
+        if len(idx.segs) > 1 or (len(idx.segs) == 1 and self._cur is not None):
+            self._rewrite()
+
+    def _rewrite(self) -> None:
+        """Write the live state into a new checkpoint segment; delete all older ones."""
+        old = self._index
+        assert old is not None
+        self._close_current()  # the rewrite covers everything written so far
+        num = self._next_num
+        self._next_num += 1
+        tmp = self.directory / f"{num:010d}{TMP_SUFFIX}"
+        new = _Index()
+        seg = new.segs[num] = _Seg(num)
+        readers: dict[int, int] = {}
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            buf = bytearray(MAGIC)
+            written = 0
+
+            def emit(rec: Record | Checkpoint, fr: bytes | None = None) -> None:
+                nonlocal written
+                if fr is None:
+                    fr = frame(encode(rec))
+                new.apply(rec, seg, written + len(buf), len(fr))
+                buf.extend(fr)
+                if len(buf) >= _WRITE_CHUNK:
+                    self._write_all(fd, buf)
+                    written += len(buf)
+                    buf.clear()
+
+            def read(num: int, off: int, size: int) -> tuple[Record, bytes]:
+                rfd = readers.get(num)
+                if rfd is None:
+                    rfd = readers[num] = os.open(self._path(num), os.O_RDONLY)
+                fr = os.pread(rfd, size, off)
+                if _frame_ok(fr, 0, len(fr)) != size:
+                    raise OSError(f"live record at {num}:{off} no longer reads back intact")
+                return decode(fr, HEADER_SIZE, size), fr
+
+            emit(CHECKPOINT)
+            for r, _, _ in old.dests.values():
+                emit(r)
+            for r, _, _ in old.durs.values():
+                emit(r)
+            for key, m in old.msgs.items():
+                rec, fr = read(m.seg, m.off, m.size)
+                assert isinstance(rec, MsgAdd) and rec.key == key
+                ints = m.ints
+                interests = tuple(ints[0::3])
+                if interests == rec.interests:
+                    emit(rec, fr)  # unchanged: copy the frame as it is
+                else:
+                    emit(rec._replace(interests=interests))
+                for j in range(0, len(ints), 3):
+                    if ints[j + 1]:
+                        emit(MsgDelivered(key, ints[j], ints[j + 1]))
+            for t in old.txns.values():
+                emit(TxnState(t.txn_id, t.state, t.info))
+                for snum, soff, ssize, _rec in t.sends:
+                    rec, fr = read(snum, soff, ssize)
+                    emit(rec, fr)
+                for _, ack in t.acks:
+                    emit(ack)
+            self._write_all(fd, buf)
+            written += len(buf)
+            self._fsync(fd)
+        except BaseException:
+            os.close(fd)
+            tmp.unlink(missing_ok=True)
+            self._last_rewrite = old.disk_bytes  # don't retry at once
+            raise
+        finally:
+            for rfd in readers.values():
+                os.close(rfd)
+        os.close(fd)
+        os.rename(tmp, self._path(num))
+        self._fsync_dir()  # from here on the new segment is the store
+        seg.size = written
+        new.disk_bytes = written
+        new.zeroed = False
+        self._index = new
+        for _, oseg in sorted(old.segs.items()):
+            self._discard(oseg)
+        self._fsync_dir()
+        self.segments_deleted += len(old.segs)
+        self.compactions += 1
+        self._last_rewrite = written
+        log.info(
+            "file store %s: compacted %d segments (%d bytes) into %d bytes, %d live messages",
+            self.directory,
+            len(old.segs),
+            old.disk_bytes,
+            written,
+            len(new.msgs),
+        )
+
+    # -- lifecycle ------------------------------------------------------------------------
+
+    def _close_files(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self._cur = None
+
+    def _close_backend(self) -> None:
+        self._close_files()
+
+    def reset(self) -> None:
+        """Delete everything in the store directory (call before load/start)."""
+        self._close_files()
+        self._index = None
+        self._next_num = 1
+        self._last_rewrite = 0
+        if self.directory.is_dir():
+            for p in self.directory.iterdir():
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p)
+                else:
+                    p.unlink()
+
+
+def measure_fsync_rate(directory: Path, seconds: float = 1.0) -> float:
+    """fsyncs per second of 4 KB appends in ``directory`` (what sync=True can reach)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=".fsync-probe-", dir=directory)
+    block = b"\0" * 4096
+    count = 0
+    try:
+        began = time.perf_counter()
+        deadline = began + seconds
+        while True:
+            os.write(fd, block)
+            os.fsync(fd)
+            count += 1
+            now = time.perf_counter()
+            if now >= deadline:
+                break
+        return count / (now - began)
+    finally:
+        os.close(fd)
+        os.unlink(name)
