@@ -11,19 +11,31 @@ the same batch never reaches the database; delivery counts keep the latest), the
 with bulk statements: one INSERT for the messages, one for their interests, one DELETE per
 interest for the settles.  ``DestRemove`` and ``DurableRemove`` act on rows the batch
 cannot see, so they write out what was folded so far and run in place, which keeps the
-records' order.
+records' order.  The semantics are those of ``tests/store_contract.replay``; the one that
+costs something is "a MsgAdd for a stored key replaces it in place": keys are inserted
+without a look-up, and a batch that meets a stored key is redone, replacing.
+
+``sync`` has no separate meaning here: the database's commit is the durability point
+(with PostgreSQL, as durable as its ``fsync`` and ``synchronous_commit`` make it), and
+``after_durable`` callbacks run only after it.  The broker decides from ``sync`` whether
+to wait for them before replying.
 """
 
 from __future__ import annotations
 
+import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, connections, transaction
 from django.db.models import Exists, OuterRef
 
 from broker import models as m
+
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
 
 from .base import (
     DestAdd,
@@ -92,17 +104,16 @@ class _Folded:
 class DatabaseStore(Store):
     """The message store in the Django database ``using`` (``imq.persist.store=jdbc``).
 
-    ``sync`` is accepted for the common interface but has no separate meaning here: the
-    database transaction's commit is the durability point (with PostgreSQL, as durable as
-    its ``synchronous_commit`` and ``fsync`` settings make it), and callbacks run only
-    after it.
+    Rows are this ``broker_instance``'s.  ``sync`` is kept for the common interface only:
+    the commit is the durability point either way (see the module docstring).
     """
 
     def __init__(self, broker_instance: str, *, sync: bool, using: str = "default") -> None:
         super().__init__(sync=sync)
         self.broker_instance = broker_instance
         self.using = using
-        self._writer_connection = None  # the writer thread's own Django connection
+        # The writer thread's own Django connection, once it runs.
+        self._writer_connection: BaseDatabaseWrapper | None = None
 
     # -- reading ---------------------------------------------------------------------
 
@@ -190,10 +201,14 @@ class DatabaseStore(Store):
     # -- writing (writer thread) -----------------------------------------------------------
 
     def _run(self) -> None:
-        # Django connections are per thread: this thread gets its own, opened on first
-        # use; keep a handle so _close_backend can close it once the thread has stopped.
-        self._writer_connection = connections[self.using]
-        super()._run()
+        # Django connections are per thread: this thread gets its own, opened on first use.
+        conn = self._writer_connection = connections[self.using]
+        try:
+            super()._run()
+        finally:
+            # Closed here, by its own thread: close() runs on the broker's event loop,
+            # where Django refuses to touch a connection (SynchronousOnlyOperation).
+            conn.close()
 
     def _write_batch(self, records: list[Record]) -> None:
         """Apply ``records`` in one database transaction (all or nothing)."""
@@ -214,15 +229,23 @@ class DatabaseStore(Store):
             raise
 
     def _close_backend(self) -> None:
+        """Close the writer thread's connection if that thread could not (it is stuck)."""
         conn, self._writer_connection = self._writer_connection, None
-        if conn is None:
+        if conn is None or conn.connection is None:
             return
-        # The connection belongs to the writer thread, which has ended by now.
-        conn.inc_thread_sharing()
-        try:
-            conn.close()
-        finally:
-            conn.dec_thread_sharing()
+
+        def close() -> None:
+            # Another thread's connection: allowed once it is marked shared.  A thread of
+            # its own, since the caller may be the event loop (see _run).
+            conn.inc_thread_sharing()
+            try:
+                conn.close()
+            finally:
+                conn.dec_thread_sharing()
+
+        closer = threading.Thread(target=close, name="store-close", daemon=True)
+        closer.start()
+        closer.join(10)
 
     def _apply(self, records: Iterable[Record], *, replacing: bool) -> None:
         fold = _Folded()
