@@ -477,10 +477,11 @@ def test_manage_py_migrate_on_postgresql(postgres_url: str) -> None:  # noqa: F8
 
 def _throughput(s: Running, batch: int, total: int) -> float:
     payload = os.urandom(1024)
+    first = batch << 32  # new keys for each run: a stored key would take the replacing path
     n = 0
     started = time.perf_counter()
     while n < total:
-        s.write([MsgAdd(key(n + i), "q", QUEUE, payload, ("",)) for i in range(batch)])
+        s.write([MsgAdd(key(first + n + i), "q", QUEUE, payload, ("",)) for i in range(batch)])
         n += batch
     return n / (time.perf_counter() - started)
 
