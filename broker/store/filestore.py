@@ -16,14 +16,18 @@ non-string keys).  Never pickle: a store file must not be able to run code.
 Writes: each batch from the base class writer thread is encoded, written with one
 ``os.write`` and, when ``sync`` is on, made durable with one ``os.fsync`` (group
 commit: everything submitted in one event-loop turn, and whatever queued up while the
-previous fsync ran, shares it).  A segment is closed once it passes ``segment_size``.
+previous fsync ran, shares it).  Segments are filled up to ``segment_size`` (a batch
+that crosses it continues in the next one: one write + fsync per segment touched; a
+single bigger record gets a segment of its own).  A new segment's directory entry is
+fsynced when it is created; without ``sync`` a segment is fsynced once, when closed.
 
 Recovery (:meth:`FileStore.load`): a record whose frame is cut short or whose crc does
 not match ends the good part of a segment.  At the tail of the last segment that is a
 torn write from a crash: the file is truncated there and appends continue.  Anywhere
 else (an older segment, or a bad record followed by good ones) it is damage: the rest
-of that segment is skipped, and a new segment is used for appends.  Both go to
-``RecoveredState.repairs``.
+of that segment is skipped, and a new segment is used for appends; when nothing in
+such a damaged segment is needed any more it is renamed ``*.seg.damaged`` rather than
+deleted.  Both go to ``RecoveredState.repairs`` (and the log).
 
 Reclaiming space
 ----------------
@@ -32,7 +36,9 @@ size) tracks, per segment, how many records in it the current state still needs
 (``holds``: live messages, latest destination/durable adds, settles and delivery counts
 of live messages, open transaction records) and which older segments it must outlive
 (``refs``: a settle or remove record is needed as long as the record it cancels is on
-disk).  A closed segment with no holds whose ``refs`` are all gone is deleted.
+disk).  A closed segment with no holds whose ``refs`` are all gone is deleted (one at a
+time, fsyncing the directory in between, so the order survives a crash).  Chains of
+segments kept only for each other's settle records are left to the rewrite below.
 
 When dead space still dominates (closed segments under 50% live bytes and past
 ``compact_threshold``, and at least twice the size of the previous rewrite, so a
@@ -50,6 +56,7 @@ delivery, is never blocked; writes submitted meanwhile wait for it.
 from __future__ import annotations
 
 import base64
+import gc
 import json
 import logging
 import os
@@ -223,6 +230,9 @@ def frame(payload: bytes) -> bytes:
 # -- decoding -------------------------------------------------------------------------
 
 _intern = sys.intern
+_new = tuple.__new__  # builds a NamedTuple without its Python-level __new__
+_u32 = _U32.unpack_from
+_q_h = struct.Struct("<qH").unpack_from
 
 
 def _gb(buf: bytes, p: int) -> tuple[bytes, int]:
@@ -259,22 +269,45 @@ def decode(buf: bytes, p: int, end: int) -> Record | Checkpoint:
     try:
         kind = buf[p]
         p += 1
-        if kind == K_MSG_ADD:  # the common ones first
-            key, p = _gb(buf, p)
-            dest, p = _gs(buf, p)
-            dtype, p = _gq(buf, p)
-            (n,) = _U16.unpack_from(buf, p)
-            p += 2
-            interests = []
-            for _ in range(n):
-                i, p = _gs(buf, p)
-                interests.append(_intern(i))
-            raw, p = _gb(buf, p)
-            rec: Record | Checkpoint = MsgAdd(key, _intern(dest), dtype, raw, tuple(interests))
+        if kind == K_MSG_ADD:  # the common ones first, inlined: load replays millions
+            (n,) = _u32(buf, p)
+            p += 4
+            key = buf[p : p + n]
+            p += n
+            (n,) = _u32(buf, p)
+            p += 4
+            dest = _intern(buf[p : p + n].decode("utf-8", "surrogatepass"))
+            p += n
+            dtype, n = _q_h(buf, p)
+            p += 10
+            if n == 1:
+                (m,) = _u32(buf, p)
+                p += 4
+                interests: tuple[str, ...] = (
+                    _intern(buf[p : p + m].decode("utf-8", "surrogatepass")),
+                )
+                p += m
+            else:
+                names = []
+                for _ in range(n):
+                    i, p = _gs(buf, p)
+                    names.append(_intern(i))
+                interests = tuple(names)
+            (n,) = _u32(buf, p)
+            p += 4
+            raw = buf[p : p + n]
+            p += n
+            rec: Record | Checkpoint = _new(MsgAdd, (key, dest, dtype, raw, interests))
         elif kind == K_MSG_SETTLE:
-            key, p = _gb(buf, p)
-            interest, p = _gs(buf, p)
-            rec = MsgSettle(key, interest)
+            (n,) = _u32(buf, p)
+            p += 4
+            key = buf[p : p + n]
+            p += n
+            (n,) = _u32(buf, p)
+            p += 4
+            interest = buf[p : p + n].decode("utf-8", "surrogatepass")
+            p += n
+            rec = _new(MsgSettle, (key, interest))
         elif kind == K_MSG_DELIVERED:
             key, p = _gb(buf, p)
             interest, p = _gs(buf, p)
@@ -571,12 +604,18 @@ class _Index:
         m.size = size
         m.dest = r.destination
         m.dtype = r.dest_type
-        ints: list = []
         il = self.interest_live
-        for i in dict.fromkeys(r.interests):
-            ints += (i, 0, -1)
+        interests = r.interests
+        if len(interests) == 1:  # a queue message: the common case, kept cheap
+            i = interests[0]
+            m.ints = [i, 0, -1]
             il[i] = il.get(i, 0) + 1
-        m.ints = ints
+        else:
+            ints: list = []
+            for i in dict.fromkeys(interests):
+                ints += (i, 0, -1)
+                il[i] = il.get(i, 0) + 1
+            m.ints = ints
         m.extra = None
         m.raw = r.raw if self.keep_raw else None
         seg.holds += 1
@@ -681,7 +720,16 @@ class _Index:
 
 
 class FileStore(Store):
-    """Append-only segment files with checksummed records, group commit and compaction."""
+    """Append-only segment files with checksummed records, group commit and compaction.
+
+    ``FileStore(directory, sync=..., segment_size=64 MiB, compact_threshold=2 segments)``.
+    Used like any :class:`Store` (``load``, ``start``, ``submit``/``after_durable``,
+    ``close``); extras: :meth:`compact` (reclaim now, blocking), the counters ``fsyncs``
+    (data and directory fsyncs), ``compactions``, ``segments_deleted`` (plus ``batches``
+    and ``records_written`` from the base), and :meth:`segments` / :meth:`disk_usage` /
+    :meth:`live_messages`.  After ``start`` only the writer thread touches the files.
+    Records are encoded in the writer thread: don't mutate a submitted record's dicts.
+    """
 
     def __init__(
         self,
@@ -782,8 +830,16 @@ class FileStore(Store):
             )
         nums = nums[first:]
         idx = _Index(keep_raw=True)
-        for i, num in enumerate(nums):
-            self._replay(idx, num, last=i == len(nums) - 1, repairs=repairs)
+        # Replay allocates millions of small acyclic objects: the cyclic GC would rescan
+        # the growing index over and over (most of the load time), so pause it.
+        gc_was_on = gc.isenabled()
+        gc.disable()
+        try:
+            for i, num in enumerate(nums):
+                self._replay(idx, num, last=i == len(nums) - 1, repairs=repairs)
+        finally:
+            if gc_was_on:
+                gc.enable()
         idx.keep_raw = False
         idx.disk_bytes = sum(s.size for s in idx.segs.values())
         for line in repairs:
@@ -854,7 +910,7 @@ class FileStore(Store):
         view = memoryview(data)
         hdr = _HDR.unpack_from
         crc32 = zlib.crc32
-        apply = idx.apply
+        handlers = idx._apply
         while pos < n:
             problem = ""
             if pos + HEADER_SIZE > n:
@@ -873,7 +929,7 @@ class FileStore(Store):
                     except CorruptRecord as exc:
                         problem = f"an undecodable record ({exc})"
                     else:
-                        apply(rec, seg, pos, end - pos)
+                        handlers[type(rec)](rec, seg, pos, end - pos)
                         pos = end
                         continue
             # Damage.  A torn write can only be at the very end of the last segment; a bad
