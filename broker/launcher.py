@@ -48,13 +48,20 @@ class BrokerProcess:
 
 
 def start_broker(
-    tmp: Path, *props: str, instance: str = "testbroker", python: str | None = None
+    tmp: Path,
+    *props: str,
+    instance: str = "testbroker",
+    python: str | None = None,
+    database_url: str | None = None,
 ) -> BrokerProcess:
-    """Start a broker child process with ``-Dname=value`` overrides and wait until it serves."""
+    """Start a broker child process with ``-Dname=value`` overrides and wait until it serves.
+
+    Its database is a SQLite file in ``tmp`` unless ``database_url`` names another.
+    """
     pm, jms, admin = free_port(), free_port(), free_port()
     varhome = tmp / "var"
     env = dict(os.environ)
-    env["DATABASE_URL"] = f"sqlite:///{tmp / 'db.sqlite3'}"
+    env["DATABASE_URL"] = database_url or f"sqlite:///{tmp / 'db.sqlite3'}"
     env["IMQ_VARHOME"] = str(varhome)
     subprocess.run(
         [python or sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],

@@ -294,3 +294,49 @@ class StoredTxnWork(models.Model):
 
     def __str__(self) -> str:
         return f"{self.broker_instance}: transaction {self.txn_id} {self.kind} {self.key}"
+
+
+class BrokerTransaction(models.Model):
+    """A transaction an administrator must see: every XA transaction and any PREPARED
+    one, as the broker holds it now (``imqtxn list``).  Written by the broker off the
+    event loop on each change and deleted when the transaction is finished; not the
+    message store's record (that is :class:`StoredTransaction`)."""
+
+    broker_instance = models.CharField(max_length=255, default="imqbroker")
+    txn_id = models.BigIntegerField(help_text="JMQTransactionID.")
+    state = models.CharField(
+        max_length=20, help_text="STARTED, INCOMPLETE, FAILED, COMPLETE, PREPARED, TIMED_OUT..."
+    )
+    xid = models.CharField(
+        max_length=300, blank=True, default="", help_text="The Xid's string form (hex)."
+    )
+    xid_format_id = models.IntegerField(null=True, blank=True)
+    xid_gtrid = models.CharField(
+        max_length=128, blank=True, default="", help_text="Global transaction id, hex."
+    )
+    xid_bqual = models.CharField(
+        max_length=128, blank=True, default="", help_text="Branch qualifier, hex."
+    )
+    client_id = models.CharField(max_length=255, blank=True, default="")
+    user = models.CharField(max_length=150, blank=True, default="")
+    connection_id = models.BigIntegerField(default=0)
+    is_xa = models.BooleanField(default=False)
+    in_doubt = models.BooleanField(
+        default=False,
+        help_text="Its connection has gone: only a transaction manager's recovery or an "
+        "administrator can finish it.",
+    )
+    created = models.DateTimeField(help_text="When the transaction started.")
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["broker_instance", "created", "txn_id"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["broker_instance", "txn_id"], name="broker_brokertxn_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        xid = f" xid {self.xid}" if self.xid else ""
+        return f"{self.broker_instance}: transaction {self.txn_id} {self.state}{xid}"

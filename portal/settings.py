@@ -108,6 +108,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # The broker's writer threads, the portal and tests write concurrently:
     # wait for the lock instead of failing with "database is locked".
     DATABASES["default"].setdefault("OPTIONS", {}).setdefault("timeout", 20)
+    # Writers take the lock when they begin, so concurrent writers wait instead of
+    # failing with "database is locked" half way through a transaction.
+    DATABASES["default"]["OPTIONS"].setdefault("transaction_mode", "IMMEDIATE")
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

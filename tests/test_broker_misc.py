@@ -245,6 +245,7 @@ def test_unknown_ids_get_not_found(broker):
         404,
     )
     peer.request(control(PacketType.ACKNOWLEDGE, 8), PacketType.ACKNOWLEDGE_REPLY, 400)
+    # Names no transaction at all (neither JMQTransactionID nor an Xid body).
     peer.request(
-        control(PacketType.PREPARE_TRANSACTION, 9), PacketType.PREPARE_TRANSACTION_REPLY, 501
+        control(PacketType.PREPARE_TRANSACTION, 9), PacketType.PREPARE_TRANSACTION_REPLY, 400
     )

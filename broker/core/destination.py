@@ -13,6 +13,14 @@ from broker.protocol.types import (
     DestType,
     LimitBehavior,
 )
+from broker.store.base import (
+    QUEUE_INTEREST,
+    DurableAdd,
+    DurableRemove,
+    MsgAdd,
+    MsgSettle,
+    Store,
+)
 
 from .dispatch import DeliveryQueue
 from .message import Entry, Message
@@ -62,6 +70,8 @@ class Destination:
         self.msgs_in = 0
         self.msgs_out = 0
         self.is_dmq = False
+        # The message store, for destinations that outlive a restart (not temporary).
+        self.store: Store | None = None
         # Set by the router: where entries go that the destination gives up on
         # (expired, over the delivery count, removed by a limit), reason given.
         self.on_dead: Callable[[Entry, str], None] | None = None
@@ -126,6 +136,8 @@ class Destination:
         t = self.totals
         t.count -= 1
         t.bytes -= size
+        if entry.interest is not None and self.store is not None:
+            self.store.submit((MsgSettle(entry.msg.store_key, entry.interest),))
         if self.waiting_producers and self.on_room is not None and not self.is_full():
             self.on_room(self)
 
@@ -182,7 +194,14 @@ class QueueDestination(Destination):
 
     def publish(self, msg: Message, now_ms: int) -> None:
         self.account_in(1, msg.size)
-        self.dq.put(Entry(msg, self, self.dq))
+        entry = Entry(msg, self, self.dq)
+        if msg.persistent and self.store is not None:
+            # Recorded before dispatch, so a settle can never precede its message.
+            entry.interest = QUEUE_INTEREST
+            self.store.submit(
+                (MsgAdd(msg.store_key, self.name, self.dest_type, msg.raw, (QUEUE_INTEREST,)),)
+            )
+        self.dq.put(entry)
         self.dq.dispatch(now_ms)
 
 
@@ -231,6 +250,12 @@ class Subscription:
         if self.queue.consumers:
             self.local_ids = {c.link.id for c in self.queue.consumers}
 
+    @property
+    def sub_id(self) -> str:
+        """The message store's name for a durable subscription."""
+        client_id, name = self.durable_key  # type: ignore[misc]
+        return f"{client_id or ''}:{name}"
+
     def wants(self, msg: Message) -> bool:
         if self.no_local and msg.origin_connection in self.local_ids:
             return False
@@ -258,15 +283,29 @@ class TopicDestination(Destination):
         self.account_in(len(targets), msg.size)
         if not targets:
             return
+        # Only durable subscribers' copies outlive a restart, so only they are stored.
+        stored = msg.persistent and self.store is not None
+        if stored:
+            interests = tuple(s.sub_id for s in targets if s.durable_key is not None)
+            if interests:
+                self.store.submit(  # type: ignore[union-attr]
+                    (MsgAdd(msg.store_key, self.name, self.dest_type, msg.raw, interests),)
+                )
         for sub in targets:
-            sub.queue.put(Entry(msg, self, sub.queue))
+            interest = sub.sub_id if stored and sub.durable_key is not None else None
+            sub.queue.put(Entry(msg, self, sub.queue, interest))
             sub.queue.dispatch(now_ms)
 
-    def add_subscription(self, sub: Subscription) -> None:
+    def add_subscription(self, sub: Subscription, *, record: bool = True) -> None:
+        """Attach a subscription (``record=False`` when it comes back from the store)."""
         sub.queue.on_drop = self.drop
         self.subscriptions.append(sub)
         if sub.durable_key is not None:
             self.durables[sub.durable_key] = sub
+            if record and self.store is not None:
+                client_id, name = sub.durable_key
+                self.store.submit((DurableAdd(sub.sub_id, client_id, name, self.name,
+                                              sub.selector_text, sub.no_local, sub.share),))
         elif sub.shared_key is not None:
             self.shared[sub.shared_key] = sub
 
@@ -276,6 +315,8 @@ class TopicDestination(Destination):
             self.subscriptions.remove(sub)
         if sub.durable_key is not None:
             self.durables.pop(sub.durable_key, None)
+            if self.store is not None:
+                self.store.submit((DurableRemove(sub.sub_id),))
         elif sub.shared_key is not None:
             self.shared.pop(sub.shared_key, None)
         sub.queue.active = False

@@ -45,6 +45,7 @@ class Message:
         "size",
         "origin_connection",
         "delivery_time",
+        "store_key",
         "_selector_values",
     )
 
@@ -64,6 +65,9 @@ class Message:
         self.origin_connection = origin_connection
         # JMS 2.0 delivery delay: not deliverable before this absolute time (ms).
         self.delivery_time = pkt.fields.get(VH_DELIVERY_TIME, 0) or 0
+        # The message store's key: the SysMessageID, except for DMQ copies (which keep
+        # the original's id but must not collide with it in the store).
+        self.store_key = self.key
         self._selector_values: dict | None = None
 
     def is_expired(self, now_ms: int) -> bool:
@@ -107,10 +111,15 @@ class Message:
 class Entry:
     """One message in one delivery queue, with that queue's delivery state."""
 
-    __slots__ = ("msg", "owner", "queue", "redelivered", "count", "consumer")
+    __slots__ = ("msg", "owner", "queue", "redelivered", "count", "consumer", "interest")
 
-    def __init__(self, msg: Message, owner: object, queue: object) -> None:
+    def __init__(
+        self, msg: Message, owner: object, queue: object, interest: str | None = None
+    ) -> None:
         self.msg = msg
+        # The message store's name for this copy ("" for a queue, the durable
+        # subscription's id for a topic); None when the copy is not stored.
+        self.interest = interest
         # The destination that accounts for it, and the queue it returns to.
         self.owner = owner
         self.queue = queue

@@ -9,6 +9,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 from broker.protocol.types import FLAG_C, AckMode
+from broker.store.base import MsgDelivered
 
 from .message import Entry
 
@@ -113,10 +114,16 @@ class Consumer:
             if self.credit == 0:
                 # Tell the client we stop here until its RESUME_FLOW.
                 extra = FLAG_C
-        buf = entry.msg.encode_delivery(self.id, entry.redelivered, entry.count, extra)
+        msg = entry.msg
+        buf = msg.encode_delivery(self.id, entry.redelivered, entry.count, extra)
+        if entry.interest is not None:
+            # So a restart knows this copy was delivered (and marks it redelivered).
+            entry.owner.store.submit(  # type: ignore[attr-defined]
+                (MsgDelivered(msg.store_key, entry.interest, entry.count),)
+            )
         session = self.session
         if session.acknowledges:
-            session.unacked[(self.id, entry.msg.key)] = entry
+            session.unacked[(self.id, msg.key)] = entry
         else:
             self.router.consumed(entry)
         self.delivered += 1

@@ -22,6 +22,8 @@ from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import DEFAULT_MAX_PACKET, Packet, build_packet
 from broker.protocol.portmapper import MAX_REQUEST_LINE, PortMapperTable, ServiceEntry
 from broker.protocol.types import CURRENT_PACKET_VERSION, FLAG_A, GoodbyeReason, PacketType
+from broker.store import open_store
+from broker.store.base import Store
 
 from .connection import ClientConnection
 
@@ -145,8 +147,22 @@ class Broker:
         self.flow_waiting: set[ClientConnection] = set()
         self.router.on_producer_room = lambda link, pid: link.resume_producer(pid)
         self._housekeeping_tasks: list[asyncio.Task] = []
+        self.store: Store | None = None
         self._stopping = asyncio.Event()
         self._ping_task: asyncio.Task | None = None
+        self._wire_transactions()
+
+    def _wire_transactions(self) -> None:
+        """Transactions: the XA JMQAutoRollback default (imq.transaction.autorollback) and
+        the rows administrators see (BrokerTransaction), written in the thread pool."""
+        from .txnrecords import TransactionRecords
+
+        self.router.xa_autorollback_all = self.config.get_bool(
+            "imq.transaction.autorollback", False
+        )
+        self.txn_records = TransactionRecords(self.config.instance, self.executor)
+        self.router.transaction_listeners.append(self.txn_records.changed)
+        self.txn_records.start()
 
     # -- configuration -------------------------------------------------------
 
@@ -225,6 +241,7 @@ class Broker:
         _raise_fd_limit()
         loop = asyncio.get_running_loop()
         c = self.config
+        await self._open_store(loop)
         for name in c.get_list("imq.service.activelist", ["jms", "admin"]):
             svc = self._service(name)
             if svc.protocol != "tcp":
@@ -311,6 +328,8 @@ class Broker:
                 await asyncio.wait_for(s.wait_closed(), 5)
             except TimeoutError:
                 pass
+        if self.store is not None:
+            self.store.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
         log.info("broker %s stopped", self.config.instance)
 
@@ -373,6 +392,37 @@ class Broker:
         nxt = self.router.release_due()
         if nxt is not None:
             self._schedule_delayed(nxt)
+
+    # -- the message store ----------------------------------------------------------
+
+    async def _open_store(self, loop: asyncio.AbstractEventLoop) -> None:
+        store = open_store(self.config)
+        started = time.monotonic()
+        # Off the loop: the database store uses the ORM, which refuses async contexts.
+        state = await loop.run_in_executor(self.executor, store.load)
+        for repair in state.repairs:
+            log.warning("message store recovery: %s", repair)
+        self.router.attach_store(store)
+        counts = self.router.recover(state)
+        store.start(loop)
+        self.store = store
+        log.info(
+            "message store %s: recovered %d destinations, %d durable subscriptions, "
+            "%d messages in %.2f s",
+            type(store).__name__,
+            counts["destinations"],
+            counts["durables"],
+            counts["messages"],
+            time.monotonic() - started,
+        )
+
+    def when_stored(self, callback) -> None:
+        """Run ``callback`` once what was submitted is durable (at once without sync)."""
+        store = self.store
+        if store is not None and store.sync:
+            store.after_durable(callback)
+        else:
+            callback()
 
     # -- housekeeping --------------------------------------------------------------
 

@@ -204,6 +204,8 @@ class Store:
         self._loop = loop
         self._thread = threading.Thread(target=self._run, name="store-writer", daemon=True)
         self._thread.start()
+        # Records submitted during recovery (before there was a loop) go out now.
+        self._schedule()
 
     def submit(self, records: Iterable[Record]) -> None:
         """Queue records; they are written at the end of this event-loop turn."""
@@ -270,7 +272,11 @@ class Store:
                 except BaseException as exc:  # the broker must learn of it, not the thread die
                     self.failed = exc
                     log.exception("message store write failed")
-                    continue  # callbacks not run: nothing is confirmed as stored
+                    # Nothing is confirmed as stored; only flush() waiters are released.
+                    for cb in callbacks:
+                        if isinstance(cb, _InThread):
+                            cb()
+                    continue
             for cb in callbacks:
                 self._deliver(cb)
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import shutil
 from pathlib import Path
 
 from django.conf import settings
@@ -37,8 +36,8 @@ class Command(BaseCommand):
             "-reset",
             dest="reset",
             action="append",
-            choices=["store", "messages", "durables", "props"],
-            help="discard stored data (store, messages, durables) or props",
+            choices=["store", "props"],
+            help="discard the message store, or the instance's properties",
         )
         parser.add_argument(
             "-loglevel",
@@ -89,12 +88,11 @@ class Command(BaseCommand):
 
 
 def reset(config: BrokerConfig, what: str) -> None:
-    """``-reset``: the message store arrives with issue 4; props is the instance file."""
-    inst = config.instance_dir
-    if what in ("store", "messages", "durables"):
-        store = inst / "filestore"
-        if store.exists():
-            shutil.rmtree(store)
+    """``-reset store`` empties the message store; ``-reset props`` the instance file."""
+    if what == "store":
+        from broker.store import open_store
+
+        open_store(config).reset()
     elif what == "props" and config.instance_file.exists():
         config.instance_file.unlink()
 

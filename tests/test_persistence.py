@@ -1,0 +1,194 @@
+"""Persistence through restarts and SIGKILL: nothing a client was told is stored is lost.
+
+Brokers made by ``own_broker`` in one test share a var home (and database), so a
+second ``own_broker(...)`` call is the same broker instance started again.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from typing import Any
+
+import pytest
+
+from broker.client import AckMode, Queue, TextMessage, Topic
+
+from .test_client_live import name, open_conn, run
+
+pytestmark = pytest.mark.timeout(300)
+
+SYNC = "imq.persist.file.sync.enabled=true"
+
+
+async def receive_all(
+    b: Any,
+    dest,
+    *,
+    client_id: str | None = None,
+    durable: str | None = None,
+    first_timeout: float = 5.0,
+) -> list:
+    conn = await open_conn(b, client_id=client_id) if client_id else await open_conn(b)
+    sess = await conn.create_session(AckMode.CLIENT_ACKNOWLEDGE)
+    if durable:
+        cons = await sess.create_durable_subscriber(dest, durable)
+    else:
+        cons = await sess.create_consumer(dest)
+    await conn.start()
+    got = []
+    while (m := await cons.receive(first_timeout if not got else 1.0)) is not None:
+        got.append(m)
+    if got:
+        await got[-1].acknowledge()
+    await conn.close()
+    return got
+
+
+def store_props(kind: str) -> tuple[str, ...]:
+    return ("imq.persist.store=jdbc",) if kind == "jdbc" else ()
+
+
+@pytest.mark.parametrize("kind", ["file", "jdbc"])
+@run
+async def test_restart_between_send_and_receive(own_broker, kind: str) -> None:
+    b = own_broker(*store_props(kind))
+    q, t = Queue(name("pq")), Topic(name("pt"))
+    cid, dur = name("cid"), "keep"
+    # A durable subscription must exist before the topic messages are published.
+    conn = await open_conn(b, client_id=cid)
+    sess = await conn.create_session()
+    sub = await sess.create_durable_subscriber(t, dur)
+    await sub.close()
+    await conn.close()
+    conn = await open_conn(b)
+    sess = await conn.create_session()
+    prod = await sess.create_producer(None)
+    for i in range(5):
+        await prod.send(TextMessage(f"p{i}", properties={"i": i}), destination=q, priority=i)
+    await prod.send(TextMessage("not kept"), destination=q, persistent=False)
+    await prod.send(TextMessage("topic kept"), destination=t)
+    await conn.close()
+    b.stop()
+
+    b = own_broker(*store_props(kind))
+    got = await receive_all(b, q)
+    assert [m.text for m in got] == ["p4", "p3", "p2", "p1", "p0"]  # priority order survives
+    assert all(not m.redelivered for m in got)
+    assert [m.properties["i"] for m in got] == [4, 3, 2, 1, 0]
+    got = await receive_all(b, t, client_id=cid, durable=dur)
+    assert [m.text for m in got] == ["topic kept"]
+    b.stop()
+    # Acknowledged before the restart: gone after it.
+    b = own_broker(*store_props(kind))
+    assert await receive_all(b, q, first_timeout=1.0) == []
+    assert await receive_all(b, t, client_id=cid, durable=dur, first_timeout=1.0) == []
+
+
+@run
+async def test_delivered_but_unacknowledged_come_back_redelivered(own_broker) -> None:
+    b = own_broker(SYNC)
+    q = Queue(name("unacked"))
+    conn = await open_conn(b)
+    sess = await conn.create_session(AckMode.CLIENT_ACKNOWLEDGE)
+    prod = await sess.create_producer(q)
+    for i in range(3):
+        await prod.send(TextMessage(str(i)))
+    cons = await sess.create_consumer(q)
+    await conn.start()
+    got = [await cons.receive(5) for _ in range(3)]
+    assert [m.text for m in got] == ["0", "1", "2"]
+    await asyncio.sleep(0.3)  # let the delivery records reach the disk
+    os.kill(b.proc.pid, signal.SIGKILL)
+    b.proc.wait(10)
+    b = own_broker(SYNC)
+    again = await receive_all(b, q)
+    assert [m.text for m in again] == ["0", "1", "2"]
+    assert all(m.redelivered and m.delivery_count >= 2 for m in again)
+
+
+@run
+async def test_auto_created_destinations_come_back_only_with_messages(own_broker) -> None:
+    b = own_broker()
+    full, empty = Queue(name("full")), Queue(name("empty"))
+    conn = await open_conn(b)
+    sess = await conn.create_session()
+    await (await sess.create_producer(full)).send(TextMessage("x"))
+    await (await sess.create_producer(empty)).send(TextMessage("y"), persistent=False)
+    await conn.close()
+    b.stop()
+    b = own_broker()
+    log = b.log_text()
+    assert "recovered" in log
+    from broker.protocol.jtypes import JInt
+    from broker.protocol.types import PacketType
+
+    from .wire import control, login
+
+    peer = login(b.host, b.jms_port)
+    peer.request(
+        control(PacketType.VERIFY_DESTINATION, 3, JMQDestination=full.name, JMQDestType=JInt(1)),
+        PacketType.VERIFY_DESTINATION_REPLY,
+        200,
+    )
+    peer.request(
+        control(PacketType.VERIFY_DESTINATION, 4, JMQDestination=empty.name, JMQDestType=JInt(1)),
+        PacketType.VERIFY_DESTINATION_REPLY,
+        404,
+    )
+
+
+def test_sigkill_loses_no_confirmed_message(own_broker) -> None:
+    """A producer counts every SEND_REPLY OK while the broker is SIGKILLed three times;
+    afterwards each confirmed message is there exactly once."""
+    q = Queue(name("crash"))
+    confirmed: list[str] = []
+
+    async def produce_until_killed(b: Any, round_no: int) -> None:
+        conn = await open_conn(b)
+        sess = await conn.create_session()
+        prod = await sess.create_producer(q)
+        i = 0
+        try:
+            while True:
+                text = f"{round_no}-{i}"
+                await prod.send(TextMessage(text), persistent=True)
+                confirmed.append(text)
+                i += 1
+                if i == 400:
+                    os.kill(b.proc.pid, signal.SIGKILL)
+        except Exception:
+            pass  # the broker died under us: what was confirmed must survive
+
+    for round_no in range(3):
+        b = own_broker(SYNC)
+        asyncio.run(asyncio.wait_for(produce_until_killed(b, round_no), 60))
+        b.proc.wait(10)
+        assert len(confirmed) >= 400 * (round_no + 1)
+    b = own_broker(SYNC)
+    got = asyncio.run(receive_all(b, q))
+    texts = [m.text for m in got]
+    assert len(texts) == len(set(texts)), "a message was delivered twice"
+    missing = set(confirmed) - set(texts)
+    assert not missing, f"{len(missing)} confirmed messages lost, e.g. {sorted(missing)[:5]}"
+
+
+@run
+async def test_transactions_across_sigkill(own_broker) -> None:
+    b = own_broker(SYNC)
+    q = Queue(name("txcrash"))
+    conn = await open_conn(b)
+    committed = await conn.create_session(transacted=True)
+    pending = await conn.create_session(transacted=True)
+    p1 = await committed.create_producer(q)
+    p2 = await pending.create_producer(q)
+    for i in range(50):
+        await p1.send(TextMessage(f"c{i}"))
+        await p2.send(TextMessage(f"u{i}"))
+    await committed.commit()  # its reply comes once the commit is on disk
+    os.kill(b.proc.pid, signal.SIGKILL)
+    b.proc.wait(10)
+    b = own_broker(SYNC)
+    texts = [m.text for m in await receive_all(b, q)]
+    assert texts == [f"c{i}" for i in range(50)]  # all of the committed one, none of the other
