@@ -304,8 +304,19 @@ class TopicDestination(Destination):
             self.durables[sub.durable_key] = sub
             if record and self.store is not None:
                 client_id, name = sub.durable_key
-                self.store.submit((DurableAdd(sub.sub_id, client_id, name, self.name,
-                                              sub.selector_text, sub.no_local, sub.share),))
+                self.store.submit(
+                    (
+                        DurableAdd(
+                            sub.sub_id,
+                            client_id,
+                            name,
+                            self.name,
+                            sub.selector_text,
+                            sub.no_local,
+                            sub.share,
+                        ),
+                    )
+                )
         elif sub.shared_key is not None:
             self.shared[sub.shared_key] = sub
 

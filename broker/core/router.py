@@ -252,8 +252,9 @@ class MessageRouter:
         back marked redelivered.  Returns counts for the log.
         """
         store = self.store
-        wanted: set[tuple[str, bool]] = {(m.destination, bool(m.dest_type & DEST_TOPIC))
-                                          for m in state.messages}
+        wanted: set[tuple[str, bool]] = {
+            (m.destination, bool(m.dest_type & DEST_TOPIC)) for m in state.messages
+        }
         wanted |= {(d.topic, True) for d in state.durables}
         for d in state.destinations:
             is_topic = bool(d.dest_type & DEST_TOPIC)
@@ -268,8 +269,14 @@ class MessageRouter:
             self._recreate(d.name, d.dest_type & ~DEST_AUTO, auto, d.attributes)
         for dur in state.durables:
             topic = self.topics.get(dur.topic) or self._recreate(dur.topic, DEST_TOPIC, True, None)
-            sub = Subscription(topic, compile_selector(dur.selector) if dur.selector else None,  # type: ignore[arg-type]
-                               dur.no_local, 0, (dur.client_id, dur.name), share=dur.share)
+            sub = Subscription(
+                topic,
+                compile_selector(dur.selector) if dur.selector else None,  # type: ignore[arg-type]
+                dur.no_local,
+                0,
+                (dur.client_id, dur.name),
+                share=dur.share,
+            )
             topic.add_subscription(sub, record=False)  # type: ignore[attr-defined]
         t = now_ms()
         n = 0
@@ -302,16 +309,25 @@ class MessageRouter:
             txns += self._recover_transaction(st)
         for q in self.queues.values():
             q.dq.dispatch(t)
-        return {"destinations": len(self.queues) + len(self.topics), "durables":
-                len(state.durables), "messages": n, "transactions": txns}
+        return {
+            "destinations": len(self.queues) + len(self.topics),
+            "durables": len(state.durables),
+            "messages": n,
+            "transactions": txns,
+        }
 
     def _take_stored(self, key: bytes, interest: str) -> Entry | None:
         """Take a recovered entry out of its queue (a transaction holds it)."""
         for table in (self.queues, self.topics):
             for dest in table.values():
-                queues = [dest.dq] if isinstance(dest, QueueDestination) else [
-                    s.queue for s in dest.subscriptions  # type: ignore[attr-defined]
-                ]
+                queues = (
+                    [dest.dq]
+                    if isinstance(dest, QueueDestination)
+                    else [
+                        s.queue
+                        for s in dest.subscriptions  # type: ignore[attr-defined]
+                    ]
+                )
                 for q in queues:
                     found = q.remove_where(
                         lambda e: e.msg.store_key == key and e.interest == interest
@@ -330,7 +346,8 @@ class MessageRouter:
         if state == TransactionState.COMMITTED:
             for send in st.sends:
                 dest = self.lookup(send.destination, send.dest_type) or self._recreate(
-                    send.destination, send.dest_type, True, None)
+                    send.destination, send.dest_type, True, None
+                )
                 if any(e.msg.store_key == send.key for e in getattr(dest, "dq", ())):
                     continue  # its MsgAdd made it to the store before the crash
                 msg = Message(parse_packet(send.raw), send.destination, 0)
@@ -362,8 +379,11 @@ class MessageRouter:
                 if entry is not None:
                     txn.entries[(0, entry.msg.key)] = entry
             self.adopt_transaction(txn)
-            log.warning("transaction %s (%s) is PREPARED and in doubt after restart",
-                        st.txn_id, xid or "local")
+            log.warning(
+                "transaction %s (%s) is PREPARED and in doubt after restart",
+                st.txn_id,
+                xid or "local",
+            )
             return 1
         store.submit((TxnRemove(st.txn_id),))
         log.info("transaction %s (%s) rolled back at restart", st.txn_id, state.name)
@@ -747,9 +767,14 @@ class MessageRouter:
     def _evict(self, dest: Destination, oldest: bool, below: int = 10) -> bool:
         """Make room by moving one pending entry to the DMQ: the oldest of the lowest
         priority (REMOVE_OLDEST looks at age first, REMOVE_LOW_PRIORITY at priority)."""
-        queues = [dest.dq] if isinstance(dest, QueueDestination) else [
-            sub.queue for sub in dest.subscriptions  # type: ignore[attr-defined]
-        ]
+        queues = (
+            [dest.dq]
+            if isinstance(dest, QueueDestination)
+            else [
+                sub.queue
+                for sub in dest.subscriptions  # type: ignore[attr-defined]
+            ]
+        )
         best: tuple[tuple[int, int], object, int] | None = None
         for q in queues:
             for prio, bucket in enumerate(q.buckets):
@@ -779,8 +804,13 @@ class MessageRouter:
         if self.settings.log_dead_messages or entry.msg.selector_values().get(
             "JMS_SUN_LOG_DEAD_MESSAGES"
         ):
-            log.info("dead message %s from %s: %s%s", entry.msg.message_id, owner.name,
-                     reason, f" ({comment})" if comment else "")  # type: ignore[attr-defined]
+            log.info(
+                "dead message %s from %s: %s%s",
+                entry.msg.message_id,
+                owner.name,
+                reason,
+                f" ({comment})" if comment else "",
+            )  # type: ignore[attr-defined]
         if not dmq.preserve(entry.msg):
             return
         t = now_ms()
@@ -836,8 +866,11 @@ class MessageRouter:
             for dest in list(table.values()):
                 if not dest.auto:
                     continue
-                if dest.msg_count or dest.producers or dest.consumers() or (
-                    isinstance(dest, TopicDestination) and dest.durables
+                if (
+                    dest.msg_count
+                    or dest.producers
+                    or dest.consumers()
+                    or (isinstance(dest, TopicDestination) and dest.durables)
                 ):
                     dest.idle_since = None
                     continue

@@ -274,8 +274,10 @@ class Broker:
         self._housekeeping_tasks = [
             asyncio.create_task(self._every(0.5, self.check_memory)),
             asyncio.create_task(
-                self._every(max(c.get_int("imq.message.expiration.interval", 60), 1),
-                            self.router.reclaim_expired)
+                self._every(
+                    max(c.get_int("imq.message.expiration.interval", 60), 1),
+                    self.router.reclaim_expired,
+                )
             ),
             asyncio.create_task(self._every(5, self._reap)),
         ]
