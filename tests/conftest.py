@@ -11,6 +11,8 @@ import pytest
 
 from broker.launcher import BrokerProcess, free_port, start_broker
 
+from .pg import postgres_url  # noqa: F401 - a real PostgreSQL for any test that asks
+
 __all__ = ["BrokerProcess", "free_port", "start_broker"]
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -34,8 +36,8 @@ def own_broker(tmp_path: Path):
     """Factory for a broker private to one test (custom properties, restarts, kills)."""
     started: list[BrokerProcess] = []
 
-    def make(*props: str) -> BrokerProcess:
-        b = start_broker(tmp_path, *props)
+    def make(*props: str, database_url: str | None = None) -> BrokerProcess:
+        b = start_broker(tmp_path, *props, database_url=database_url)
         started.append(b)
         return b
 

@@ -170,3 +170,12 @@ def database_alias(alias: str, url: str, *, migrate: bool = True) -> Iterator[st
         connections[alias].close()
         del connections[alias]  # this thread's wrapper, so the alias can be reused
         del connections.settings[alias]
+
+
+def fresh_database(url: str, name: str) -> str:
+    """Create database ``name`` on the server ``url`` points at; returns its URL."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')
+    return url.rsplit("/", 1)[0] + "/" + name

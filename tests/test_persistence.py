@@ -192,3 +192,88 @@ async def test_transactions_across_sigkill(own_broker) -> None:
     b = own_broker(SYNC)
     texts = [m.text for m in await receive_all(b, q)]
     assert texts == [f"c{i}" for i in range(50)]  # all of the committed one, none of the other
+
+
+async def _prepare_in_doubt(b: Any, q: Queue, consumed_from: Queue):
+    """An XA transaction that sends to ``q`` and consumes one message of
+    ``consumed_from``, ended and PREPARED; returns its Xid."""
+    from broker.client.xa import create_xa_session
+
+    from .test_transactions import new_xid
+
+    conn = await open_conn(b)
+    seed = await conn.create_session()
+    await (await seed.create_producer(consumed_from)).send(TextMessage("consume me"))
+    sess, xa = await create_xa_session(conn)
+    prod = await sess.create_producer(q)
+    cons = await sess.create_consumer(consumed_from)
+    await conn.start()
+    xid = new_xid()
+    await xa.start(xid)
+    await prod.send(TextMessage("prepared send"))
+    got = await cons.receive(5)
+    assert got is not None and got.text == "consume me"
+    await xa.end(xid)
+    await xa.prepare(xid)
+    return xid
+
+
+@run
+async def test_prepared_xa_transaction_survives_a_crash(own_broker) -> None:
+    from broker.client.xa import create_xa_session
+
+    b = own_broker(SYNC)
+    q, src = Queue(name("xaout")), Queue(name("xain"))
+    xid = await _prepare_in_doubt(b, q, src)
+    os.kill(b.proc.pid, signal.SIGKILL)
+    b.proc.wait(10)
+    b = own_broker(SYNC)
+    assert "PREPARED and in doubt after restart" in b.log_text()
+    conn = await open_conn(b)
+    _sess, xa = await create_xa_session(conn)
+    assert xid in await xa.recover()  # a transaction manager's recovery finds it
+    # Held while in doubt: neither its send nor the message it consumed is visible.
+    assert await receive_all(b, q, first_timeout=0.5) == []
+    assert await receive_all(b, src, first_timeout=0.5) == []
+    await xa.commit(xid)
+    await conn.close()
+    assert [m.text for m in await receive_all(b, q)] == ["prepared send"]
+    assert await receive_all(b, src, first_timeout=0.5) == []  # consumed for good
+    b.stop()
+    b = own_broker(SYNC)
+    assert "in doubt" not in b.log_text().split("broker testbroker ready")[-1]
+
+
+@run
+async def test_prepared_transactions_roll_back_at_start_with_autorollback(own_broker) -> None:
+    b = own_broker(SYNC)
+    q, src = Queue(name("arout")), Queue(name("arin"))
+    await _prepare_in_doubt(b, q, src)
+    os.kill(b.proc.pid, signal.SIGKILL)
+    b.proc.wait(10)
+    b = own_broker(SYNC, "imq.transaction.autorollback=true")
+    assert await receive_all(b, q, first_timeout=0.5) == []
+    back = await receive_all(b, src)
+    assert [m.text for m in back] == ["consume me"] and back[0].redelivered
+
+
+@run
+async def test_database_store_on_postgresql(own_broker, postgres_url) -> None:
+    """imq.persist.store=jdbc with the whole broker on a real PostgreSQL."""
+    import uuid
+
+    from .pg import fresh_database
+
+    url = fresh_database(postgres_url, f"imq_{uuid.uuid4().hex[:8]}")
+    b = own_broker("imq.persist.store=jdbc", database_url=url)
+    q = Queue(name("pgq"))
+    conn = await open_conn(b)
+    sess = await conn.create_session()
+    prod = await sess.create_producer(q)
+    for i in range(20):
+        await prod.send(TextMessage(f"pg{i}"))
+    await conn.close()
+    os.kill(b.proc.pid, signal.SIGKILL)
+    b.proc.wait(10)
+    b = own_broker("imq.persist.store=jdbc", database_url=url)
+    assert [m.text for m in await receive_all(b, q)] == [f"pg{i}" for i in range(20)]
