@@ -277,18 +277,30 @@ class Store:
                         if isinstance(cb, _InThread):
                             cb()
                     continue
-            for cb in callbacks:
-                self._deliver(cb)
+            self._deliver(callbacks)
 
-    def _deliver(self, cb: Callable[[], None]) -> None:
+    def _deliver(self, callbacks: list[Callable[[], None]]) -> None:
         loop = self._loop
-        if loop is None or isinstance(cb, _InThread):
-            cb()
-            return
+        on_loop = []
+        for cb in callbacks:
+            if loop is None or isinstance(cb, _InThread):
+                cb()
+            else:
+                on_loop.append(cb)
+        if on_loop:
+            # One wake-up of the loop for the whole batch, not one per callback.
+            try:
+                loop.call_soon_threadsafe(_run_all, on_loop)  # type: ignore[union-attr]
+            except RuntimeError:  # loop closed during shutdown
+                pass
+
+
+def _run_all(callbacks: list[Callable[[], None]]) -> None:
+    for cb in callbacks:
         try:
-            loop.call_soon_threadsafe(cb)
-        except RuntimeError:  # loop closed during shutdown
-            pass
+            cb()
+        except Exception:  # one failing reply must not keep the others back
+            log.exception("store callback failed")
 
 
 class _InThread:
