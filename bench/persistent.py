@@ -26,6 +26,46 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 from broker.client import AckMode, BytesMessage, Queue, connect  # noqa: E402
 
 
+def _producer_process(host: str, port: int, seconds: float, out) -> None:
+    """One producer in its own process (``--processes``): like separate JMS applications."""
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+
+    async def go() -> int:
+        conn = await connect(host, port, user="guest", password="guest")
+        sess = await conn.create_session()
+        prod = await sess.create_producer(Queue("bench.persistent"))
+        body, n, stop = b"x" * 1024, 0, time.perf_counter() + seconds
+        while time.perf_counter() < stop:
+            await prod.send(BytesMessage(body), persistent=True)
+            n += 1
+        await conn.close()
+        return n
+
+    out.put(asyncio.run(go()))
+
+
+def run_processes(host: str, port: int, producers: int, seconds: float) -> tuple[int, float]:
+    import multiprocessing as mp
+
+    ctx = mp.get_context("spawn")
+    out = ctx.Queue()
+    procs = [
+        ctx.Process(target=_producer_process, args=(host, port, seconds, out))
+        for _ in range(producers)
+    ]
+    for p in procs:
+        p.start()
+    sent = sum(out.get() for _ in procs)
+    for p in procs:
+        p.join()
+    return sent, seconds
+
+
 async def run(host: str, port: int, producers: int, seconds: float) -> tuple[int, float]:
     q = Queue("bench.persistent")
     body = b"x" * 1024
@@ -66,6 +106,11 @@ def main() -> None:
     ap.add_argument("--stores", default="file")
     ap.add_argument("--seconds", type=float, default=5.0)
     ap.add_argument("--database-url", default=None, help="for the jdbc store (default SQLite)")
+    ap.add_argument(
+        "--processes",
+        action="store_true",
+        help="run each producer in a process of its own (no consumer)",
+    )
     args = ap.parse_args()
     try:
         import uvloop
