@@ -20,6 +20,9 @@ install-dev: $(BIN)/python
 	@# The database-store tests start a PostgreSQL server of their own (tests/pg.py: private
 	@# data dir, port and socket) from Debian's binaries; the package's own cluster is unused.
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql; }
+	@# The LDAP user-repository tests run their own slapd (tests/ldap.py: private config, data
+	@# and loopback port); the package's own daemon is unused.
+	test -x /usr/sbin/slapd || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q slapd ldap-utils; }
 
 run: install
 	$(BIN)/python manage.py migrate --noinput

@@ -292,8 +292,9 @@ DEFAULTS: dict[str, str] = {
     "imq.persist.storecreate.all": "true",
     # --- security
     "imq.authentication.type": "digest",
-    "imq.authentication.basic.user_repository": "file",
-    "imq.authentication.digest.user_repository": "file",
+    # Ours: the shared database's users (OpenMQ's default is the passwd "file").
+    "imq.authentication.basic.user_repository": "database",
+    "imq.authentication.digest.user_repository": "database",
     "imq.user_repository.file.filename": "passwd",
     "imq.user_repository.file.dirpath": _INSTANCE_DIR + "${/}etc",
     "imq.user_repository.ldap.timeout": "180",

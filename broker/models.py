@@ -340,3 +340,35 @@ class BrokerTransaction(models.Model):
     def __str__(self) -> str:
         xid = f" xid {self.xid}" if self.xid else ""
         return f"{self.broker_instance}: transaction {self.txn_id} {self.state}{xid}"
+
+
+class AccessRule(models.Model):
+    """One access control rule (a line of OpenMQ's ``accesscontrol.properties``), e.g.
+    ``queue.orders.consume.allow.group`` = ``billing, audit``.  The broker reads these
+    unless it is given a rule file; ``imqacl`` imports and exports the file format."""
+
+    broker_instance = models.CharField(
+        max_length=255,
+        blank=True,
+        default="",
+        help_text="The broker instance the rule is for; empty: every broker.",
+    )
+    key = models.CharField(
+        max_length=400, help_text="The property name, e.g. queue.orders.consume.allow.group."
+    )
+    value = models.TextField(
+        blank=True, default="", help_text="Comma-separated user or group names; * = everybody."
+    )
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["broker_instance", "key"]
+        constraints = [
+            models.UniqueConstraint(
+                fields=["broker_instance", "key"], name="broker_accessrule_unique"
+            ),
+        ]
+
+    def __str__(self) -> str:
+        where = self.broker_instance or "all brokers"
+        return f"{where}: {self.key}={self.value}"

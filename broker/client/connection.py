@@ -19,6 +19,7 @@ import inspect
 import itertools
 import logging
 import platform
+import ssl as _ssl
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -513,10 +514,20 @@ class Connection:
 
     # ---------------------------------------------------------------- handshake
 
-    async def _open(self, host: str, port: int, timeout: float | None) -> None:
-        await asyncio.wait_for(
-            self._loop.create_connection(lambda: _Protocol(self), host, port), timeout
-        )
+    async def _open(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None,
+        ssl_context: _ssl.SSLContext | None = None,
+    ) -> None:
+        if ssl_context is None:
+            opening = self._loop.create_connection(lambda: _Protocol(self), host, port)
+        else:
+            opening = self._loop.create_connection(
+                lambda: _Protocol(self), host, port, ssl=ssl_context, server_hostname=host
+            )
+        await asyncio.wait_for(opening, timeout)
         await asyncio.wait_for(self._handshake(), timeout)
         if self.ping_interval and self.ping_interval > 0:
             self._ping_handle = self._loop.call_later(self.ping_interval, self._ping_tick)
@@ -804,8 +815,11 @@ async def lookup_service(
     service_type: str = "NORMAL",
     service_name: str | None = None,
     timeout: float | None = 60.0,
+    protocol: str = "tcp",
 ) -> int:
-    """Ask the port mapper for the port of a ``tcp`` service (the JMS one by default)."""
+    """Ask the port mapper for the port of a service: the first line with this
+    ``protocol`` (``tcp``, or ``tls`` for the SSL services) and ``service_type``, or the
+    line named ``service_name``."""
 
     async def read_table() -> bytes:
         reader, writer = await asyncio.open_connection(host, port)
@@ -833,14 +847,30 @@ async def lookup_service(
         raise JMSException(str(exc)) from exc
     if _version_tuple(table.packet_version) < (3, 0, 1):
         raise JMSException(f"broker packet version {table.packet_version} is not supported")
-    entry = table.find(service_type, "tcp", service_name)
+    entry = table.find(service_type, protocol, service_name)
     if entry is None:
-        raise JMSException(
-            f"port mapper at {host}:{port} lists no {service_name or service_type} service"
-        )
+        kind = service_name or (service_type if protocol == "tcp" else f"{protocol} {service_type}")
+        raise JMSException(f"port mapper at {host}:{port} lists no {kind} service")
     if entry.port <= 0:
         raise ResourceAllocationException(f"service {entry.name} is paused")
     return entry.port
+
+
+def client_ssl_context(
+    ssl: bool | _ssl.SSLContext, verify: bool = True, cafile: str | None = None
+) -> _ssl.SSLContext:
+    """The client context for ``connect(ssl=...)``: a given context as it is; otherwise
+    TLS 1.2+ verifying the broker against ``cafile`` (e.g. the broker's ``keystore.crt``)
+    or the system's CAs, or, with ``verify=False``, trusting any certificate (self-signed
+    development setups: encrypted, but open to a man in the middle)."""
+    if isinstance(ssl, _ssl.SSLContext):
+        return ssl
+    ctx = _ssl.create_default_context(cafile=cafile)
+    ctx.minimum_version = _ssl.TLSVersion.TLSv1_2
+    if not verify:
+        ctx.check_hostname = False
+        ctx.verify_mode = _ssl.CERT_NONE
+    return ctx
 
 
 def _version_tuple(v: str) -> tuple[int, ...]:
@@ -868,6 +898,9 @@ async def connect(
     exception_listener: Callable[[JMSException], Any] | None = None,
     enable_shared_client_id: bool = False,
     enable_shared_subscriptions: bool = False,
+    ssl: bool | _ssl.SSLContext = False,
+    ssl_verify: bool = True,
+    ssl_cafile: str | None = None,
 ) -> Connection:
     """Connect and authenticate.
 
@@ -877,7 +910,13 @@ async def connect(
     ``JMQRBufferSize`` (messages the broker may push before it waits for RESUME_FLOW).
     ``enable_shared_client_id`` and ``enable_shared_subscriptions`` are OpenMQ's
     ``imqEnableSharedClientID`` and ``imqEnableSharedSubscriptions``.
+
+    ``ssl`` (True or an :class:`ssl.SSLContext`) connects over TLS: the port mapper's
+    first ``tls`` line of the type (ssljms, or ssladmin for ``service_type="ADMIN"``) is
+    used.  With ``ssl=True`` the broker's certificate is verified against ``ssl_cafile``
+    (or the system's CAs) unless ``ssl_verify=False``; see :func:`client_ssl_context`.
     """
+    ssl_context = client_ssl_context(ssl, ssl_verify, ssl_cafile) if ssl else None
     if not direct:
         port = await lookup_service(
             host,
@@ -885,6 +924,7 @@ async def connect(
             service_type=service_type,
             service_name=service_name,
             timeout=connect_timeout,
+            protocol="tls" if ssl_context is not None else "tcp",
         )
     conn = Connection(
         user=user,
@@ -899,7 +939,7 @@ async def connect(
     conn.set_exception_listener(exception_listener)
     try:
         try:
-            await conn._open(host, port, connect_timeout)
+            await conn._open(host, port, connect_timeout, ssl_context)
         except OSError as exc:
             raise JMSException(f"cannot connect to {host}:{port}: {exc}") from exc
         except TimeoutError as exc:
@@ -915,4 +955,4 @@ async def connect(
     return conn
 
 
-__all__ = ["Connection", "connect", "digest_credential", "lookup_service"]
+__all__ = ["Connection", "client_ssl_context", "connect", "digest_credential", "lookup_service"]

@@ -28,7 +28,12 @@ __all__ = [
     "create_user",
     "delete_user",
     "ensure_default_users",
+    "export_passwd",
+    "import_passwd",
+    "list_users",
+    "passwd_group",
     "set_active",
+    "set_groups",
     "set_password",
 ]
 
@@ -203,3 +208,69 @@ def delete_user(username: str) -> None:
     deleted, _ = BrokerUser.objects.filter(username=username).delete()
     if not deleted:
         raise UnknownUserError(f"user {username!r} does not exist")
+
+
+def list_users(username: str | None = None) -> list[UserRecord]:
+    """All users (or just ``username``; UnknownUserError if missing), ordered by name."""
+    users = BrokerUser.objects.prefetch_related("groups").order_by("username")
+    if username is not None:
+        users = users.filter(username=username)
+    records = [_record(u) for u in users]
+    if username is not None and not records:
+        raise UnknownUserError(f"user {username!r} does not exist")
+    return records
+
+
+def set_groups(username: str, groups: Iterable[str]) -> BrokerUser:
+    """Replace a user's groups (created if missing)."""
+    user = _get(username)
+    with transaction.atomic():
+        user.groups.set(_groups(groups))
+        user.save(update_fields=["updated"])
+    return user
+
+
+def passwd_group(groups: Iterable[str]) -> str:
+    """The one group a passwd line can hold: ``admin`` if present, else the first by name,
+    ``user`` when there is none (the file needs four non-empty fields)."""
+    names = sorted(groups)
+    if ADMIN_GROUP in names:
+        return ADMIN_GROUP
+    return names[0] if names else USER_GROUP
+
+
+def import_passwd(text: str) -> tuple[list[str], list[str]]:
+    """Load a passwd file's users (hashes, group, active) into the database.
+
+    Existing users take the file's hash, group and state; users missing from the file
+    are left alone.  Returns (created, updated) user names.
+    """
+    from .filerepo import parse_passwd
+
+    created, updated = [], []
+    with transaction.atomic():
+        for entry in parse_passwd(text):
+            _check_username(entry.username)
+            user, new = BrokerUser.objects.get_or_create(
+                username=entry.username,
+                defaults={"password_digest": entry.password_digest, "active": entry.active},
+            )
+            if not new:
+                user.password_digest = entry.password_digest
+                user.active = entry.active
+                user.save(update_fields=["password_digest", "active", "updated"])
+            user.groups.set(_groups([entry.group] if entry.group else []))
+            (created if new else updated).append(entry.username)
+    return created, updated
+
+
+def export_passwd() -> str:
+    """The database's users as passwd file text (OpenMQ format, one group per user)."""
+    from .filerepo import PasswdEntry, format_passwd
+
+    return format_passwd(
+        [
+            PasswdEntry(r.username, r.password_digest, passwd_group(r.groups), r.active)
+            for r in list_users()
+        ]
+    )

@@ -9,11 +9,12 @@ import random
 import resource
 import signal
 import socket
+import ssl
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from broker.config import BrokerConfig, ConfigError
+from broker.config import DEFAULTS, BrokerConfig, ConfigError
 from broker.core.memory import DEFAULT_COUNTS, DEFAULT_THRESHOLDS, MemoryManager
 from broker.core.router import MessageRouter, RouterSettings
 from broker.protocol.auth import AUTH_BASIC, AUTH_DIGEST
@@ -22,6 +23,8 @@ from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import DEFAULT_MAX_PACKET, Packet, build_packet
 from broker.protocol.portmapper import MAX_REQUEST_LINE, PortMapperTable, ServiceEntry
 from broker.protocol.types import CURRENT_PACKET_VERSION, FLAG_A, GoodbyeReason, PacketType
+from broker.security.acl import AccessController
+from broker.security.repository import LoginThrottle, check_auth_repository
 from broker.store import open_store
 from broker.store.base import Store
 
@@ -52,15 +55,17 @@ DELIVERY_POLICIES = {"single": (1, 0), "failover": (1, -1), "round-robin": (-1, 
 
 @dataclass
 class Service:
-    """A connection service (jms, admin) and its listener."""
+    """A connection service (jms, admin, ssljms, ssladmin) and its listener."""
 
     name: str
     type: str  # NORMAL or ADMIN
-    protocol: str
+    protocol: str  # tcp, or tls (the same packets inside TLS)
     host: str | None
     port: int
     auth_type: str
-    max_connections: int
+    max_connections: int  # -1 = unlimited
+    backlog: int = 100
+    ssl_context: ssl.SSLContext | None = None
     server: asyncio.AbstractServer | None = None
     connections: set[ClientConnection] = field(default_factory=set)
 
@@ -123,7 +128,10 @@ class Broker:
 
     def __init__(self, config: BrokerConfig, user_repository) -> None:
         self.config = config
+        # A UserRepositories (one per service, chosen in _service) or one repository.
         self.user_repository = user_repository
+        self.service_repositories: dict[str, object] = {}
+        self.login_throttle = LoginThrottle()
         self.version = PROTOCOL_VERSION
         self.product_name = PRODUCT_NAME
         self.session_id = random.randint(1, 2**62)
@@ -150,6 +158,9 @@ class Broker:
         self.store: Store | None = None
         self._stopping = asyncio.Event()
         self._ping_task: asyncio.Task | None = None
+        # Access control (security/acl.py): rules in memory, reloaded off the loop.
+        self.access = AccessController(config)
+        self._access_polling = False
         self._wire_transactions()
 
     def _wire_transactions(self) -> None:
@@ -232,8 +243,25 @@ class Broker:
         ).lower()
         if auth not in (AUTH_BASIC, AUTH_DIGEST):
             raise ConfigError(f"imq.{name}.authentication.type: unknown type {auth!r}")
-        maxc = int(c.service_prop(name, "max_connections", "-1") or -1)
-        return Service(name, str(stype).upper(), proto, host, port, auth, maxc)
+        self.service_repositories[name] = self._repository_for(name, auth)
+        backlog = int(c.service_prop(name, f"{proto}.backlog", "100") or 100)
+        return Service(
+            name, str(stype).upper(), proto, host, port, auth, _max_connections(c, name), backlog
+        )
+
+    def _repository_for(self, service: str, auth: str):
+        """imq[.<service>].authentication.<auth>.user_repository (security/repository.py)."""
+        repos = self.user_repository
+        if hasattr(repos, "for_service"):
+            return repos.for_service(service, auth)
+        if getattr(repos, "kind", "") == "ldap":
+            check_auth_repository(auth, "ldap", service)
+        return repos
+
+    def repository_for(self, svc: Service):
+        """The user repository that authenticates connections to ``svc``."""
+        repo = self.service_repositories.get(svc.name)
+        return repo if repo is not None else self._repository_for(svc.name, svc.auth_type)
 
     # -- life cycle -------------------------------------------------------------
 
@@ -241,17 +269,32 @@ class Broker:
         _raise_fd_limit()
         loop = asyncio.get_running_loop()
         c = self.config
-        await self._open_store(loop)
+        # Services are configured (key material unlocked) before the store is opened, so a
+        # bad configuration refuses to start without touching anything.
+        services: list[Service] = []
+        tls_context: ssl.SSLContext | None = None
         for name in c.get_list("imq.service.activelist", ["jms", "admin"]):
             svc = self._service(name)
-            if svc.protocol != "tcp":
+            if svc.protocol == "tls":
+                if tls_context is None:
+                    from broker.security.tls import server_context
+
+                    tls_context = server_context(c)
+                svc.ssl_context = tls_context
+            elif svc.protocol != "tcp":
                 log.warning(
                     "service %s: protocol %s is not available yet, not started", name, svc.protocol
                 )
                 continue
-            backlog = int(c.service_prop(name, "tcp.backlog", "100") or 100)
+            services.append(svc)
+        await self._open_store(loop)
+        self.access.prepare(svc.name for svc in services)
+        await loop.run_in_executor(self.executor, self.access.load)
+        for svc in services:
             svc.server = await loop.create_server(
-                lambda s=svc: ClientConnection(self, s), sock=_listen(svc.host, svc.port, backlog)
+                lambda s=svc: ClientConnection(self, s),
+                sock=_listen(svc.host, svc.port, svc.backlog),
+                ssl=svc.ssl_context,
             )
             self.services.append(svc)
             log.info(
@@ -280,6 +323,7 @@ class Broker:
                 )
             ),
             asyncio.create_task(self._every(5, self._reap)),
+            asyncio.create_task(self._every(2, self._poll_access)),
         ]
         log.info("broker %s ready", c.instance)
 
@@ -436,6 +480,20 @@ class Broker:
             except Exception:  # a failed sweep must not stop the next one
                 log.exception("periodic job %s failed", getattr(job, "__name__", job))
 
+    def _poll_access(self) -> None:
+        """Re-read changed access control rules (file mtime, database rows) in the pool."""
+        if self._access_polling:
+            return
+        self._access_polling = True
+
+        def done(fut) -> None:
+            self._access_polling = False
+            if not fut.cancelled() and fut.exception() is not None:
+                log.error("access control reload failed: %s", fut.exception())
+
+        loop = asyncio.get_running_loop()
+        loop.run_in_executor(self.executor, self.access.poll).add_done_callback(done)
+
     def _reap(self) -> None:
         reaptime = self.config.get_int("imq.autocreate.reaptime", 120)
         for name in self.router.reap_idle(time.monotonic(), reaptime):
@@ -478,6 +536,28 @@ class Broker:
                 if flags:
                     conn.ping_outstanding += 1
                 conn.write(build_packet(PacketType.PING, flags=flags))
+
+
+def _max_connections(c: BrokerConfig, name: str) -> int:
+    """The connection limit of a service (-1 = unlimited).
+
+    ``imq.<svc>.max_connections`` is ours.  OpenMQ limits a service through its thread
+    pool, ``imq.<svc>.max_threads``; with the dedicated model every connection holds its
+    threads, so we read a configured max_threads as the connection limit.  Only a value
+    set by the administrator counts: the shipped defaults (jms 1000, admin 10) size a Java
+    thread pool and would needlessly cap an asyncio broker, so they are ignored.
+    """
+    value = c.service_prop(name, "max_connections")
+    if value is None or not value.strip():
+        threads = c.service_prop(name, "max_threads")
+        if threads is None or threads == DEFAULTS.get(f"imq.{name}.max_threads"):
+            return -1
+        value = threads
+    try:
+        limit = int(value.strip())
+    except ValueError:
+        raise ConfigError(f"imq.{name}.max_connections: not a number: {value!r}") from None
+    return limit if limit >= 0 else -1
 
 
 def _memory_manager(c: BrokerConfig) -> MemoryManager:

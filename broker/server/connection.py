@@ -41,6 +41,7 @@ from broker.protocol.sysmsgid import SysMessageID
 from broker.protocol.types import (
     CURRENT_PACKET_VERSION,
     DEST_QUEUE,
+    DEST_TEMP,
     DEST_TOPIC,
     FLAG_A,
     FLAG_C,
@@ -145,6 +146,11 @@ class ClientConnection(asyncio.Protocol):
         self._closing = False
         self.msgs_in = 0
         self.msgs_out = 0
+        # Access control of sends without a producer: (name, type) -> "" allowed or the
+        # refusal, valid for one rule generation; refusals logged once per destination.
+        self._acl_sends: dict[tuple[str, int], str] = {}
+        self._acl_gen = -1
+        self._acl_logged: set[tuple[str, int]] = set()
 
     # -- asyncio callbacks ---------------------------------------------------
 
@@ -450,14 +456,29 @@ class ClientConnection(asyncio.Protocol):
         except AuthBodyError as exc:
             self._auth_failed(pkt, None, str(exc))
             return
-        # The user look-up touches the database: hold further packets until it is done.
+        repo = self.broker.repository_for(self.service)
+        verify = getattr(repo, "verify_basic", None)
+        args: tuple = (user,)
+        if verify is not None:
+            # LDAP: the directory checks the password (bind as the user); basic only.
+            try:
+                args = (user, decode_basic_password(credential))
+            except AuthBodyError as exc:
+                self._auth_failed(pkt, user, str(exc))
+                return
+        # The repository blocks (database, file, directory): hold further packets until done.
         self._blocked = True
         fut = asyncio.get_running_loop().run_in_executor(
-            self.broker.executor, self.broker.user_repository.lookup, user
+            self.broker.executor, verify or repo.lookup, *args
         )
-        fut.add_done_callback(lambda f: self._auth_checked(pkt, user, credential, f))
+        fut.add_done_callback(
+            lambda f: self._auth_checked(pkt, user, credential, f, verified=verify is not None)
+        )
 
-    def _auth_checked(self, pkt: Packet, user: str, credential: str, fut: asyncio.Future) -> None:
+    def _auth_checked(
+        self, pkt: Packet, user: str, credential: str, fut: asyncio.Future, verified: bool = False
+    ) -> None:
+        """``verified``: the repository checked the password itself (LDAP bind)."""
         self._blocked = False
         if self.state == CLOSED:
             return
@@ -470,7 +491,9 @@ class ClientConnection(asyncio.Protocol):
             return
         ok = False
         reason = "unknown user or wrong password"
-        if record is not None and record.active:
+        if verified:
+            ok = record is not None
+        elif record is not None and record.active:
             if self.auth_type == AUTH_BASIC:
                 try:
                     password = decode_basic_password(credential)
@@ -486,13 +509,20 @@ class ClientConnection(asyncio.Protocol):
         if not ok:
             self._auth_failed(pkt, user, reason)
             return
-        if not self.service.allows(record.groups):
-            self._auth_failed(
-                pkt,
+        svc = self.service
+        allowed, why = self.broker.access.check_connection(svc.name, svc.type, user, record.groups)
+        if not allowed:
+            log.warning(
+                "connection %s: user %s from %s refused on service %s (%s): %s",
+                self.id,
                 user,
-                f"not allowed on the {self.service.type} service",
-                status=Status.FORBIDDEN,
+                self.peer,
+                svc.name,
+                svc.type,
+                why,
             )
+            self.reply(pkt, Status.FORBIDDEN, reason=f"access denied to {svc.type} service: {why}")
+            self.close()
             return
         self.user = user
         self.groups = record.groups
@@ -516,8 +546,30 @@ class ClientConnection(asyncio.Protocol):
         self, pkt: Packet, user: str | None, reason: str, status: int = Status.FORBIDDEN
     ) -> None:
         log.warning("authentication failed for user %s from %s: %s", user or "?", self.peer, reason)
-        self.reply(pkt, status, reason="authentication failed")
-        self.close()
+        host = self.peer.rpartition(":")[0] or self.peer
+        count, delay = self.broker.login_throttle.failed(host, time.monotonic())
+        if delay <= 0:
+            self.reply(pkt, status, reason="authentication failed")
+            self.close()
+            return
+        log.warning(
+            "slowing down failed logins from %s: %d failures within %.0f s, "
+            "answering user %s after %.0f s",
+            host,
+            count,
+            self.broker.login_throttle.window,
+            user or "?",
+            delay,
+        )
+        # Hold the connection (and whatever it sends) until the delayed answer.
+        self._blocked = True
+
+        def answer() -> None:
+            if self.state != CLOSED:
+                self.reply(pkt, status, reason="authentication failed")
+                self.close()
+
+        asyncio.get_running_loop().call_later(delay, answer)
 
     def on_goodbye(self, pkt: Packet) -> None:
         self.reply(pkt, Status.OK)
@@ -634,6 +686,7 @@ class ClientConnection(asyncio.Protocol):
     def on_create_destination(self, pkt: Packet) -> None:
         try:
             name, dtype = self._dest_args(pkt)
+            self._require(name, dtype, "create")
             dest = self.router.create_destination(name, dtype, self)
         except RouterError as exc:
             extra = None
@@ -682,6 +735,74 @@ class ClientConnection(asyncio.Protocol):
         except SelectorError as exc:
             raise RouterError(Status.BAD_REQUEST, f"invalid selector: {exc}") from exc
 
+    # -- access control ------------------------------------------------------------
+
+    def _denied(self, name: str, dtype: int, op: str) -> str | None:
+        """Why the access rules refuse ``op`` on ``name`` (and the auto-creation it would
+        cause), or None if they allow it (security/acl.py, spec/security.md §3.2)."""
+        acl = self.broker.access
+        svc = self.service
+        if dtype & DEST_TEMP or not acl.dest_enabled(svc.name):
+            return None
+        kind = "topic" if dtype & DEST_TOPIC else "queue"
+        user = self.user or ""
+        if op != "create":
+            ok, why = acl.check_dest(svc.name, svc.type, kind, name, op, user, self.groups)
+            if not ok:
+                return f"access denied: {user} may not {op} on {kind} {name} ({why})"
+        s = self.router.settings
+        if not (s.autocreate_topic if kind == "topic" else s.autocreate_queue):
+            return None
+        dest = self.router.lookup(name, dtype)
+        # Only what would be auto-created: an admin-created destination needs no create.
+        if dest is None or (op == "create" and dest.auto):
+            ok, why = acl.check_create(svc.name, svc.type, kind, name, user, self.groups)
+            if not ok:
+                return f"access denied: {user} may not create {kind} {name} ({why})"
+        return None
+
+    def _require(self, name: str, dtype: int, op: str) -> None:
+        why = self._denied(name, dtype, op)
+        if why is not None:
+            log.info("connection %s: %s", self.id, why)
+            raise RouterError(Status.FORBIDDEN, why)
+
+    def _has_producer(self, name: str, dest_type: int) -> bool:
+        topic = bool(dest_type & DEST_TOPIC)
+        sessions = list(self.sessions.values())
+        if self.implicit_session is not None:
+            sessions.append(self.implicit_session)
+        for sess in sessions:
+            for prod in sess.producers.values():
+                d = prod.destination
+                if d.name == name and bool(d.dest_type & DEST_TOPIC) == topic:
+                    return True
+        return False
+
+    def _send_allowed(self, pkt: Packet, name: str, dest_type: int) -> bool:
+        """A message to a destination this connection registered no producer on is
+        checked like ADD_PRODUCER (cached per destination and rule generation)."""
+        gen = self.broker.access.generation
+        if gen != self._acl_gen:
+            self._acl_sends.clear()
+            self._acl_gen = gen
+        key = (name, dest_type)
+        why = self._acl_sends.get(key)
+        if why is None:
+            if self._has_producer(name, dest_type):
+                why = ""
+            else:
+                why = self._denied(name, dest_type, "produce") or ""
+            self._acl_sends[key] = why
+        if not why:
+            return True
+        if pkt.flags & FLAG_A:
+            self.reply(pkt, Status.FORBIDDEN, reason=why)
+        elif key not in self._acl_logged:
+            self._acl_logged.add(key)
+            log.warning("connection %s: messages dropped: %s", self.id, why)
+        return False
+
     # -- producers -----------------------------------------------------------------
 
     def on_add_producer(self, pkt: Packet) -> None:
@@ -690,6 +811,7 @@ class ClientConnection(asyncio.Protocol):
             sess = self._session(pkt)
             if sess is None:
                 raise RouterError(Status.NOT_FOUND, "unknown JMQSessionID")
+            self._require(name, dtype, "produce")
             prod = self.router.add_producer(sess, name, dtype)
         except RouterError as exc:
             self.reply(pkt, exc.status, reason=exc.reason)
@@ -728,6 +850,9 @@ class ClientConnection(asyncio.Protocol):
                 raise RouterError(Status.BAD_REQUEST, "message has no destination")
             msg = Message(pkt, name, self.id)
             dest_type = DEST_QUEUE if flags & FLAG_Q else DEST_TOPIC
+            if not self._send_allowed(pkt, name, dest_type):
+                self._flow_after_send(pkt, flags)
+                return
             txn_id = pkt.transaction_id
             if txn_id:
                 txn = self.router.transaction(txn_id, self)
@@ -803,6 +928,7 @@ class ClientConnection(asyncio.Protocol):
             prefetch = int(size) if isinstance(size, int) else -1  # absent: no consumer flow
             durable = props.get("JMQDurableName")
             shared_name = props.get("JMQSharedSubscriptionName")
+            self._require(name, dtype, "consume")
             cons = self.router.add_consumer(
                 sess,
                 name,
@@ -963,6 +1089,7 @@ class ClientConnection(asyncio.Protocol):
             if not isinstance(name, str):
                 raise RouterError(Status.BAD_REQUEST, "JMQDestination is missing")
             selector = self._compile(props.get("JMQSelector"))
+            self._require(name, DEST_QUEUE, "browse")
             bid, keys = self.router.browse(name, DEST_QUEUE, selector)
         except RouterError as exc:
             extra = None

@@ -74,7 +74,8 @@ class Command(BaseCommand):
 
         from django.core.management import call_command
 
-        from broker.security.users import DatabaseUserRepository, ensure_default_users
+        from broker.security.repository import UserRepositories
+        from broker.security.users import ensure_default_users
 
         # The embedded default must start on a fresh checkout: bring the schema up first.
         call_command("migrate", interactive=False, verbosity=0)
@@ -82,7 +83,13 @@ class Command(BaseCommand):
         if created:
             self.stderr.write(f"created default users: {', '.join(created)}")
         try:
-            run(config, DatabaseUserRepository())
+            # imq[.<svc>].authentication.<type>.user_repository: checked (digest + LDAP is
+            # refused) before anything listens.
+            repositories = UserRepositories(config)
+            services = config.get_list("imq.service.activelist", ["jms", "admin"])
+            for svc, how in repositories.check(services).items():
+                self.stderr.write(f"service {svc}: {how}")
+            run(config, repositories)
         except ConfigError as exc:
             raise CommandError(f"bad broker configuration: {exc}") from exc
 
