@@ -144,6 +144,10 @@ class Destination:
     def consumers(self) -> list[Consumer]:
         raise NotImplementedError
 
+    def delivery_queues(self) -> list[DeliveryQueue]:
+        """Where this destination's pending entries wait."""
+        raise NotImplementedError
+
     def publish(self, msg: Message, now_ms: int) -> None:
         raise NotImplementedError
 
@@ -167,6 +171,9 @@ class QueueDestination(Destination):
 
     def consumers(self) -> list[Consumer]:
         return [*self.dq.consumers, *self.backups]
+
+    def delivery_queues(self) -> list[DeliveryQueue]:
+        return [self.dq]
 
     def attach(self, cons: Consumer) -> bool:
         """Add a consumer, active if there is room, else as a backup; False if neither."""
@@ -277,6 +284,9 @@ class TopicDestination(Destination):
 
     def consumers(self) -> list[Consumer]:
         return [c for s in self.subscriptions for c in s.queue.consumers]
+
+    def delivery_queues(self) -> list[DeliveryQueue]:
+        return [s.queue for s in self.subscriptions]
 
     def publish(self, msg: Message, now_ms: int) -> None:
         targets = [s for s in self.subscriptions if s.wants(msg)]

@@ -320,14 +320,7 @@ class MessageRouter:
         """Take a recovered entry out of its queue (a transaction holds it)."""
         for table in (self.queues, self.topics):
             for dest in table.values():
-                queues = (
-                    [dest.dq]
-                    if isinstance(dest, QueueDestination)
-                    else [
-                        s.queue
-                        for s in dest.subscriptions  # type: ignore[attr-defined]
-                    ]
-                )
+                queues = dest.delivery_queues()
                 for q in queues:
                     found = q.remove_where(
                         lambda e: e.msg.store_key == key and e.interest == interest
@@ -767,14 +760,7 @@ class MessageRouter:
     def _evict(self, dest: Destination, oldest: bool, below: int = 10) -> bool:
         """Make room by moving one pending entry to the DMQ: the oldest of the lowest
         priority (REMOVE_OLDEST looks at age first, REMOVE_LOW_PRIORITY at priority)."""
-        queues = (
-            [dest.dq]
-            if isinstance(dest, QueueDestination)
-            else [
-                sub.queue
-                for sub in dest.subscriptions  # type: ignore[attr-defined]
-            ]
-        )
+        queues = dest.delivery_queues()
         best: tuple[tuple[int, int], object, int] | None = None
         for q in queues:
             for prio, bucket in enumerate(q.buckets):
@@ -845,14 +831,10 @@ class MessageRouter:
         expiry job calls this); they go to the DMQ where useDMQ says so."""
         t = now_ms() if now is None else now
         n = 0
-        for q in list(self.queues.values()):
-            for e in q.dq.take_expired(t):
-                q.drop(e, dmq.EXPIRED)
-                n += 1
-        for topic in list(self.topics.values()):
-            for sub in list(topic.subscriptions):
-                for e in sub.queue.take_expired(t):
-                    topic.drop(e, dmq.EXPIRED)
+        for dest in [*self.queues.values(), *self.topics.values()]:
+            for q in dest.delivery_queues():
+                for e in q.take_expired(t):
+                    dest.drop(e, dmq.EXPIRED)
                     n += 1
         if n:
             log.info("reclaimed %d expired message(s)", n)
