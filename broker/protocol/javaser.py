@@ -52,11 +52,15 @@ __all__ = [
     "decode_map_body",
     "decode_modified_utf8",
     "decode_object",
+    "decode_properties_object",
     "decode_stream_body",
+    "decode_vector",
     "encode_hashtable",
     "encode_map_body",
     "encode_object",
+    "encode_properties_object",
     "encode_stream_body",
+    "encode_vector",
 ]
 
 
@@ -147,6 +151,26 @@ _HASHTABLE = _KnownClass(
     HASHTABLE, 0x13BB0F25214AE4B8, SC_SERIALIZABLE | SC_WRITE_METHOD, _MAP_FIELDS
 )
 _BYTES = _KnownClass(BYTE_ARRAY, -0x530CE807F9F7AB20, SC_SERIALIZABLE, ())
+
+# Admin bodies (admin.md): java.util.Properties and java.util.Vector (of Hashtables).
+PROPERTIES = "java.util.Properties"
+VECTOR = "java.util.Vector"
+OBJECT_ARRAY = "[Ljava.lang.Object;"
+_PROPERTIES = _KnownClass(
+    PROPERTIES, 0x3912D07A70363E98, SC_SERIALIZABLE, (("L", "defaults"),), _HASHTABLE
+)
+_VECTOR = _KnownClass(
+    VECTOR,
+    -0x266882A47FC450FF,
+    SC_SERIALIZABLE | SC_WRITE_METHOD,
+    (("I", "capacityIncrement"), ("I", "elementCount"), ("[", "elementData")),
+)
+_OBJECT_ARRAY = _KnownClass(OBJECT_ARRAY, -0x6F31A760EF8CD694, SC_SERIALIZABLE, ())
+# Field type strings of the descriptors above (written after each field name).
+_FIELD_TYPES = {
+    (PROPERTIES, "defaults"): "Ljava/util/Properties;",
+    (VECTOR, "elementData"): "[Ljava/lang/Object;",
+}
 
 _BOXED_BY_NAME = {
     c.name: c for c in (_BOOLEAN, _BYTE, _SHORT, _CHARACTER, _INTEGER, _LONG, _FLOAT, _DOUBLE)
@@ -506,9 +530,20 @@ class _Reader:
             handle = self._reserve()
             value = self._boxed_value(known.fields[0][0])
             self._handles[handle] = value
-        elif desc.name in maps:
+        elif desc.name in maps and desc.name in _MAPS_BY_NAME:
             self._check_desc(desc, _MAPS_BY_NAME[desc.name])
             value = self._map(desc.name)
+        elif desc.name == PROPERTIES and PROPERTIES in maps:
+            self._check_desc(desc, _PROPERTIES)
+            value = self._map(HASHTABLE)
+            if self.content(_NO_MAPS) is not None:  # Properties.defaults
+                raise JavaSerializationError("java.util.Properties with defaults is not supported")
+            for key, item in value.items():
+                if type(item) is not str:
+                    raise JavaSerializationError(f"{PROPERTIES}: value of {key!r} is not a String")
+        elif desc.name == VECTOR and VECTOR in maps:
+            self._check_desc(desc, _VECTOR)
+            value = self._vector()
         elif desc.name in _MAPS_BY_NAME:
             if maps:
                 wanted = " or ".join(sorted(maps))
@@ -568,6 +603,29 @@ class _Reader:
         self._handles[handle] = _Unreferenceable(class_name)
         return result
 
+    def _vector(self) -> list[object]:
+        handle = self._reserve()
+        self.i32()  # capacityIncrement
+        count = self.i32()
+        if self.u8() != TC_ARRAY:
+            raise JavaSerializationError(f"{VECTOR}: elementData is not an array")
+        desc = self._classdesc()
+        if desc is None or desc.name != OBJECT_ARRAY:
+            raise JavaSerializationError(f"{VECTOR}: elementData is not an Object[]")
+        self._check_desc(desc, _OBJECT_ARRAY)
+        array_handle = self._reserve()
+        length = self.i32()
+        if not 0 <= count <= length or length > self.remaining():
+            raise JavaSerializationError(f"{VECTOR}: bad element count {count} of {length}")
+        items = [self.content(frozenset(_MAPS_BY_NAME)) for _ in range(length)]
+        if any(item is not None for item in items[count:]):
+            raise JavaSerializationError(f"{VECTOR}: elements beyond elementCount")
+        if self.u8() != TC_ENDBLOCKDATA:
+            raise JavaSerializationError(f"{VECTOR}: extra data after the fields")
+        self._handles[handle] = _Unreferenceable(VECTOR)
+        self._handles[array_handle] = _Unreferenceable(OBJECT_ARRAY)
+        return items[:count]
+
     def _array(self) -> bytes:
         desc = self._classdesc()
         if desc is None:
@@ -616,6 +674,21 @@ def decode_map_body(data: bytes) -> dict[str, object]:
 def decode_hashtable(data: bytes) -> dict[str, object]:
     """Decode a serialised ``java.util.Hashtable`` of String keys (INFO and similar bodies)."""
     return _expect_map(_single(data, frozenset({HASHTABLE})), "a java.util.Hashtable")
+
+
+def decode_properties_object(data: bytes) -> dict[str, str]:
+    """Decode a serialised ``java.util.Properties`` (String keys and values, no defaults)."""
+    value = _expect_map(_single(data, frozenset({PROPERTIES})), "a java.util.Properties")
+    return value  # type: ignore[return-value]
+
+
+def decode_vector(data: bytes) -> list[object]:
+    """Decode a serialised ``java.util.Vector`` whose elements are whitelisted values or
+    ``Hashtable``/``HashMap`` objects (admin reply bodies)."""
+    value = _single(data, frozenset({VECTOR}))
+    if not isinstance(value, list):
+        raise JavaSerializationError(f"expected a java.util.Vector, found {_java_type_of(value)}")
+    return value
 
 
 def decode_stream_body(data: bytes) -> list[object]:
@@ -715,6 +788,46 @@ def _hashtable_layout(keys: list[str]) -> tuple[int, int, list[str]]:
     return capacity, threshold, [keys[i] for i in reversed(walk)]
 
 
+def _properties_layout(keys: list[str]) -> tuple[int, list[str]]:
+    """(length, write order) of a ``new Properties()`` filled by ``setProperty`` calls.
+
+    JDK 9+ keeps the entries in a ``ConcurrentHashMap(8)`` (16 bins, resized at 3/4
+    full) and ``writeHashtable`` writes them in reverse iteration order, with the length
+    that ``Hashtable.readObject`` would pick.  A resize splits each bin as
+    ``ConcurrentHashMap.transfer`` does (nodes before the "last run" are reversed).
+    Bins that would become trees (8+ colliding entries) are not modelled.
+    """
+    spread = {key: (_java_hash(key) ^ (_java_hash(key) >> 16)) & 0x7FFFFFFF for key in keys}
+    n = 16
+    bins: list[list[str]] = [[] for _ in range(n)]
+    for count, key in enumerate(keys, start=1):
+        bins[spread[key] & (n - 1)].append(key)
+        if count >= n - (n >> 2):
+            new_bins: list[list[str]] = [[] for _ in range(2 * n)]
+            for i, chain in enumerate(bins):
+                if not chain:
+                    continue
+                bits = [spread[k] & n for k in chain]
+                last = len(chain) - 1
+                while last > 0 and bits[last - 1] == bits[last]:
+                    last -= 1
+                low = chain[last:] if bits[last] == 0 else []
+                high = chain[last:] if bits[last] else []
+                for k, bit in zip(chain[:last], bits[:last], strict=True):
+                    if bit:
+                        high = [k, *high]
+                    else:
+                        low = [k, *low]
+                new_bins[i], new_bins[i + n] = low, high
+            n, bins = 2 * n, new_bins
+    walk = [key for chain in bins for key in chain]
+    size = len(keys)
+    length = int(_to_f32(size / _LOAD_FACTOR)) + size // 20 + 3
+    if length > size and length % 2 == 0:
+        length -= 1
+    return length, list(reversed(walk))
+
+
 def _classify(value: object) -> tuple[_KnownClass, bytes, bool]:
     """Class, field bytes, and whether ``valueOf`` would return a cached (shared) instance."""
     if isinstance(value, bool):
@@ -750,6 +863,8 @@ class _Writer:
         self._next_handle = BASE_HANDLE
         self._classes: dict[str, int] = {}
         self._cached_boxes: dict[tuple[str, bytes], int] = {}
+        self.intern_keys = False
+        self._keys: dict[str, int] = {}
 
     def _assign(self) -> int:
         handle = self._next_handle
@@ -783,6 +898,8 @@ class _Writer:
         for code, name in cls.fields:
             self.out += code.encode("ascii")
             self.utf(name)
+            if code in "L[":
+                self.string(_FIELD_TYPES[(cls.name, name)])
         self.out.append(TC_ENDBLOCKDATA)  # annotateClass writes nothing
         self.classdesc(cls.superclass)
 
@@ -796,6 +913,59 @@ class _Writer:
             self.out.append(TC_LONGSTRING)
             self.out += _I64.pack(len(raw))
         self.out += raw
+
+    def key(self, text: str) -> None:
+        """A map key; with ``intern_keys`` a repeated key is a back-reference, as the same
+        literal (interned) String is when a Java program fills several maps."""
+        if self.intern_keys:
+            handle = self._keys.get(text)
+            if handle is not None:
+                self._reference(handle)
+                return
+            self._keys[text] = self._next_handle
+        self.string(text)
+
+    def properties(self, values: Mapping[str, str]) -> None:
+        if not isinstance(values, Mapping):
+            raise JavaSerializationError(f"expected a mapping, got {type(values).__name__}")
+        for key, item in values.items():
+            if not isinstance(key, str) or not isinstance(item, str):
+                raise JavaSerializationError(f"Properties need str keys and values ({key!r})")
+        length, order = _properties_layout(list(values))
+        self.out.append(TC_OBJECT)
+        self.classdesc(_PROPERTIES)
+        self._assign()
+        # Hashtable's fields as defaultWriteHashtable sets them from the written length.
+        threshold = int(_to_f32(length * _LOAD_FACTOR))
+        self.out += _F32.pack(_LOAD_FACTOR) + _I32.pack(threshold)
+        self.out += bytes((TC_BLOCKDATA, 8)) + struct.pack(">ii", length, len(order))
+        for key in order:
+            self.string(key)
+            self.string(values[key])
+        self.out.append(TC_ENDBLOCKDATA)
+        self.out.append(TC_NULL)  # Properties.defaults
+
+    def vector(self, items: Sequence[object]) -> None:
+        if isinstance(items, str | bytes | bytearray | Mapping):
+            raise JavaSerializationError("expected a sequence of elements")
+        capacity = 10  # new Vector(), doubling as elements are added
+        while capacity < len(items):
+            capacity *= 2
+        self.out.append(TC_OBJECT)
+        self.classdesc(_VECTOR)
+        self._assign()
+        self.out += _I32.pack(0) + _I32.pack(len(items))  # capacityIncrement, elementCount
+        self.out.append(TC_ARRAY)
+        self.classdesc(_OBJECT_ARRAY)
+        self._assign()
+        self.out += _I32.pack(capacity)
+        for item in items:
+            if isinstance(item, Mapping):
+                self.map(item, hashtable=True)
+            else:
+                self.value(item)
+        self.out += bytes([TC_NULL]) * (capacity - len(items))
+        self.out.append(TC_ENDBLOCKDATA)
 
     def value(self, value: object) -> None:
         """writeObject of one body value (no maps)."""
@@ -843,7 +1013,7 @@ class _Writer:
         self.out += _F32.pack(_LOAD_FACTOR) + _I32.pack(threshold)
         self.out += bytes((TC_BLOCKDATA, 8)) + struct.pack(">ii", capacity, len(keys))
         for key in order:
-            self.string(str(key))
+            self.key(key)
             entry = values[key]
             if isinstance(entry, Mapping):
                 raise JavaSerializationError(f"nested maps are not supported (key {key!r})")
@@ -862,6 +1032,23 @@ def encode_hashtable(values: Mapping[str, object]) -> bytes:
     """Encode a ``java.util.Hashtable`` exactly as Java 17 writes it (no None values)."""
     writer = _Writer()
     writer.map(values, hashtable=True)
+    return bytes(writer.out)
+
+
+def encode_properties_object(values: Mapping[str, str]) -> bytes:
+    """Encode a ``java.util.Properties`` (no defaults) exactly as Java 17 writes one filled
+    by ``setProperty`` in the mapping's order (see :func:`_properties_layout`)."""
+    writer = _Writer()
+    writer.properties(values)
+    return bytes(writer.out)
+
+
+def encode_vector(items: Sequence[object]) -> bytes:
+    """Encode a ``java.util.Vector`` filled by ``add``; Mapping elements become
+    ``Hashtable`` objects whose (literal) keys are shared across elements."""
+    writer = _Writer()
+    writer.intern_keys = True
+    writer.vector(items)
     return bytes(writer.out)
 
 

@@ -64,6 +64,8 @@ from broker.protocol.types import (
 from broker.protocol.xid import Xid, XidError, encode_xids
 from broker.security.digest import constant_time_equals, digest_response, md5str
 
+from . import admin
+
 if TYPE_CHECKING:
     from .broker import Broker, Service
 
@@ -848,6 +850,14 @@ class ClientConnection(asyncio.Protocol):
             name = pkt.fields.get(1)
             if not isinstance(name, str) or not name:
                 raise RouterError(Status.BAD_REQUEST, "message has no destination")
+            if name == admin.ADMIN_QUEUE and flags & FLAG_Q and self.service.type == "ADMIN":
+                # Admin requests are not stored: answered on the JMSReplyTo queue (admin.md).
+                if flags & FLAG_A:
+                    self.write(_with_cid(_SEND_REPLY_OK, pkt.consumer_id))
+                admin.HANDLER.handle(self, pkt)
+                if flags & (FLAG_C | FLAG_F):
+                    self._flow_after_send(pkt, flags)
+                return
             msg = Message(pkt, name, self.id)
             dest_type = DEST_QUEUE if flags & FLAG_Q else DEST_TOPIC
             if not self._send_allowed(pkt, name, dest_type):

@@ -1,0 +1,286 @@
+"""The broker side of the admin protocol (admin.md): requests to queue ``__JMQAdmin``.
+
+An admin tool (imqcmd) sends OBJECT_MESSAGEs to ``__JMQAdmin`` over an ADMIN service;
+``JMQMessageType`` selects the command.  Such messages are never stored: the
+:class:`AdminHandler` answers each with an OBJECT_MESSAGE (type ``n + 1``, a
+``JMQStatus``, sometimes a Java-serialised body) published to the request's JMSReplyTo
+temporary queue, so the tool's consumer receives it like any other delivery.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from broker.core.message import Message
+from broker.core.router import RouterError, now_ms
+from broker.protocol.javaser import encode_properties_object, encode_vector
+from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.packet import (
+    VH_DESTINATION,
+    VH_DESTINATION_CLASS,
+    VH_REPLYTO,
+    Packet,
+    build_packet,
+)
+from broker.protocol.sysmsgid import ip_field
+from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC, FLAG_Q, PacketType, Status
+
+if TYPE_CHECKING:
+    from .connection import ClientConnection
+
+log = logging.getLogger("broker.admin")
+
+ADMIN_QUEUE = "__JMQAdmin"
+TEMP_QUEUE_CLASS = "com.sun.messaging.jmq.jmsclient.TemporaryQueueImpl"
+
+# MessageType constants (mqcomm-util .../util/admin/MessageType).
+CREATE_DESTINATION = 10
+DESTROY_DESTINATION = 12
+DESTROY_DURABLE = 14
+GET_CONNECTIONS = 16
+HELLO = 28
+PURGE_DESTINATION = 32
+SHUTDOWN = 38
+GET_BROKER_PROPS = 54
+
+COMMAND_NAMES = {
+    10: "CREATE_DESTINATION",
+    12: "DESTROY_DESTINATION",
+    14: "DESTROY_DURABLE",
+    16: "GET_CONNECTIONS",
+    18: "GET_CONSUMERS",
+    20: "GET_DESTINATIONS",
+    22: "GET_DURABLES",
+    24: "GET_LOGS",
+    26: "GET_SERVICES",
+    28: "HELLO",
+    30: "PAUSE",
+    32: "PURGE_DESTINATION",
+    34: "RESTART",
+    36: "RESUME",
+    38: "SHUTDOWN",
+    40: "UPDATE_DESTINATION",
+    42: "UPDATE_PROPERTIES",
+    44: "VIEW_LOG",
+    46: "UPDATE_SERVICE",
+    52: "GET_METRICS",
+    54: "GET_BROKER_PROPS",
+    56: "UPDATE_BROKER_PROPS",
+    58: "RELOAD_CLUSTER",
+    60: "GET_TRANSACTIONS",
+    62: "COMMIT_TRANSACTION",
+    64: "ROLLBACK_TRANSACTION",
+    66: "PURGE_DURABLE",
+    68: "COMPACT_DESTINATION",
+    70: "DESTROY_CONNECTION",
+    72: "DEBUG",
+    74: "QUIESCE_BROKER",
+    76: "TAKEOVER_BROKER",
+    78: "GET_CLUSTER",
+    80: "GET_JMX",
+    82: "UNQUIESCE_BROKER",
+    84: "RESET_BROKER",
+    86: "GET_MESSAGES",
+    88: "DELETE_MESSAGE",
+    90: "REPLACE_MESSAGE",
+    92: "CHECKPOINT_BROKER",
+    94: "UPDATE_CLUSTER_BROKERLIST",
+    96: "CHANGE_CLUSTER_MASTER_BROKER",
+    98: "MIGRATESTORE_BROKER",
+}
+
+SHUTDOWN_DELAY = 0.2  # seconds between the SHUTDOWN reply and the stop
+
+# (props, body) of a reply; the handler adds JMQMessageType and JMQStatus.
+Result = tuple[dict[str, object], bytes]
+
+
+class AdminError(Exception):
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+def _dest_type(props: dict) -> int:
+    value = props.get("JMQDestType")
+    return int(value) if isinstance(value, int) else DEST_QUEUE  # type: ignore[arg-type]
+
+
+def _dest_name(props: dict) -> str:
+    name = props.get("JMQDestination")
+    if not isinstance(name, str) or not name:
+        raise AdminError(Status.BAD_REQUEST, "JMQDestination is missing")
+    return name
+
+
+class AdminHandler:
+    """Executes admin requests for the connections of one broker."""
+
+    def __init__(self) -> None:
+        self._sequence = itertools.count(1)
+        self._commands: dict[int, Callable[[ClientConnection, dict], Result]] = {
+            HELLO: self._hello,
+            GET_BROKER_PROPS: self._broker_props,
+            GET_CONNECTIONS: self._connections,
+            PURGE_DESTINATION: self._purge,
+            DESTROY_DESTINATION: self._destroy,
+            DESTROY_DURABLE: self._destroy_durable,
+            SHUTDOWN: self._shutdown,
+        }
+
+    def handle(self, conn: ClientConnection, pkt: Packet) -> None:
+        """Answer one request (the caller sends any SEND_REPLY)."""
+        props = pkt.properties
+        request = props.get("JMQMessageType")
+        if not isinstance(request, int) or isinstance(request, bool):
+            log.warning("admin message from %s without JMQMessageType dropped", conn.peer)
+            return
+        request = int(request)
+        reply_to = pkt.fields.get(VH_REPLYTO)
+        if not isinstance(reply_to, str) or not reply_to:
+            log.warning(
+                "admin request %s from %s has no JMSReplyTo; not answered", request, conn.peer
+            )
+            return
+        command = self._commands.get(request)
+        status: int = Status.OK
+        extra: dict[str, object] = {}
+        body = b""
+        name = COMMAND_NAMES.get(request, f"admin message type {request}")
+        if command is None:
+            status, error = Status.NOT_IMPLEMENTED, f"{name} is not supported by this broker yet"
+        else:
+            try:
+                extra, body = command(conn, props)
+                error = None
+            except (AdminError, RouterError) as exc:
+                status, error = exc.status, exc.reason
+            except Exception:  # a bug must not take the connection down
+                log.exception("admin %s failed", name)
+                status, error = Status.ERROR, f"{name} failed"
+        log.info("admin %s from %s (%s): %s", name, conn.peer, conn.user, status)
+        reply_props: dict[str, object] = {
+            "JMQMessageType": JInt(request + 1),
+            "JMQStatus": JInt(status),
+        }
+        if error is not None:
+            reply_props["JMQErrorString"] = error
+        reply_props.update(extra)
+        self._send(conn, reply_to, reply_props, body)
+
+    def _send(self, conn: ClientConnection, queue: str, props: dict, body: bytes) -> None:
+        router = conn.router
+        dest = router.lookup(queue, DEST_QUEUE | DEST_TEMP)
+        if dest is None:
+            log.warning("admin reply queue %s is gone; reply dropped", queue)
+            return
+        sock = conn.transport.get_extra_info("sockname") if conn.transport else None
+        host = sock[0] if sock else None
+        if host and host.startswith("::ffff:"):
+            host = host[7:]
+        raw = build_packet(
+            PacketType.OBJECT_MESSAGE,
+            props=props,
+            body=body,
+            flags=FLAG_Q,
+            fields={VH_DESTINATION: queue, VH_DESTINATION_CLASS: TEMP_QUEUE_CLASS},
+            priority=4,
+            timestamp=now_ms(),
+            ip=ip_field(host),
+            port=conn.service.port,
+            sequence=next(self._sequence) & 0x7FFFFFFF,
+        )
+        pkt = Packet(raw)
+        msg = Message(pkt, queue, conn.id)
+        try:
+            router.route(msg, conn, DEST_QUEUE)
+        except RouterError as exc:
+            log.warning("admin reply to %s refused: %s", queue, exc.reason)
+
+    # -- commands ----------------------------------------------------------------------
+
+    def _hello(self, conn: ClientConnection, props: dict) -> Result:
+        return {"JMQInstanceName": conn.broker.config.instance}, b""
+
+    def _broker_props(self, conn: ClientConnection, props: dict) -> Result:
+        return {}, encode_properties_object(conn.broker.config.as_dict())
+
+    def _connections(self, conn: ClientConnection, props: dict) -> Result:
+        wanted_service = props.get("JMQServiceName")
+        wanted_id = props.get("JMQConnectionID")
+        producers: dict[int, int] = {}
+        for prod in conn.router.producers.values():
+            link_id = prod.session.link.id
+            producers[link_id] = producers.get(link_id, 0) + 1
+        rows: list[dict[str, object]] = []
+        for other in list(conn.broker.connections.values()):
+            if wanted_service and other.service.name != wanted_service:
+                continue
+            if isinstance(wanted_id, int) and other.id != int(wanted_id):
+                continue
+            host, _, port = other.peer.rpartition(":")
+            row: dict[str, object] = {"cxnid": JLong(other.id)}
+            if other.client_id:
+                row["clientid"] = other.client_id
+            row["host"] = host
+            row["port"] = JInt(int(port) if port.isdigit() else 0)
+            row["user"] = other.user or ""
+            row["nproducers"] = JInt(producers.get(other.id, 0))
+            row["nconsumers"] = JInt(len(other.consumer_sessions))
+            row["clientplatform"] = other.user_agent
+            row["service"] = other.service.name
+            rows.append(row)
+        if isinstance(wanted_id, int) and not rows:
+            raise AdminError(Status.NOT_FOUND, f"no connection {int(wanted_id)}")
+        return {}, encode_vector(rows)
+
+    def _lookup(self, conn: ClientConnection, props: dict):
+        name = _dest_name(props)
+        dtype = _dest_type(props)
+        dest = conn.router.lookup(name, dtype)
+        if dest is None or bool(dest.dest_type & DEST_TOPIC) != bool(dtype & DEST_TOPIC):
+            raise AdminError(Status.NOT_FOUND, f"destination {name} not found")
+        return dest
+
+    def _purge(self, conn: ClientConnection, props: dict) -> Result:
+        dest = self._lookup(conn, props)
+        router = conn.router
+        purged = 0
+        for queue in dest.delivery_queues():
+            for entry in queue.clear():
+                router.consumed(entry)  # accounts the entry out (and settles it in the store)
+                purged += 1
+        log.info("purged %d messages from %s", purged, dest.name)
+        return {}, b""
+
+    def _destroy(self, conn: ClientConnection, props: dict) -> Result:
+        dest = self._lookup(conn, props)
+        if dest.name == ADMIN_QUEUE:
+            raise AdminError(Status.FORBIDDEN, f"{ADMIN_QUEUE} cannot be destroyed")
+        conn.router.destroy_destination(dest.name, _dest_type(props))
+        return {}, b""
+
+    def _destroy_durable(self, conn: ClientConnection, props: dict) -> Result:
+        name = props.get("JMQDurableName")
+        if not isinstance(name, str) or not name:
+            raise AdminError(Status.BAD_REQUEST, "JMQDurableName is missing")
+        client_id = props.get("JMQClientID")
+        conn.router.unsubscribe(client_id if isinstance(client_id, str) else None, name)
+        return {}, b""
+
+    def _shutdown(self, conn: ClientConnection, props: dict) -> Result:
+        if props.get("JMQRestart") is True:
+            raise AdminError(Status.NOT_IMPLEMENTED, "RESTART is not supported by this broker yet")
+        log.info("shutdown requested by %s (%s)", conn.user, conn.peer)
+        asyncio.get_running_loop().call_later(SHUTDOWN_DELAY, conn.broker.request_stop)
+        return {}, b""
+
+
+# One handler serves every admin connection of the process (its sequence numbers the
+# replies' SysMessageIDs).
+HANDLER = AdminHandler()
