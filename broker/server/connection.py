@@ -1344,18 +1344,24 @@ class ClientConnection(asyncio.Protocol):
             self._arm_txn_timer(nxt, nxt.lifetime)
         reply["JMQNextTransactionID"] = JLong(nxt.id)
 
+    def _txn_or_replayed(self, pkt: Packet):
+        """The transaction a COMMIT/ROLLBACK names; None when it was a resend (I flag) of
+        one already finished, which is answered OK here (it was done)."""
+        try:
+            return self._txn_from(pkt)
+        except RouterError as exc:
+            if exc.status == Status.NOT_FOUND and pkt.flags & FLAG_I:
+                self.reply(pkt, Status.OK, {"JMQTransactionID": JLong(self._txn_id(pkt))})
+                return None
+            raise
+
     def on_commit_transaction(self, pkt: Packet) -> None:
         props = pkt.properties
         txn = None
         try:
-            try:
-                txn = self._txn_from(pkt)
-            except RouterError as exc:
-                if exc.status == Status.NOT_FOUND and pkt.flags & FLAG_I:
-                    # A resent COMMIT of one that is done: it was committed.
-                    self.reply(pkt, Status.OK, {"JMQTransactionID": JLong(self._txn_id(pkt))})
-                    return
-                raise
+            txn = self._txn_or_replayed(pkt)
+            if txn is None:
+                return
             flags = self._txn_int(pkt, "JMQXAFlags") or 0
             self.router.commit(
                 txn,
@@ -1377,13 +1383,9 @@ class ClientConnection(asyncio.Protocol):
         props = pkt.properties
         txn = None
         try:
-            try:
-                txn = self._txn_from(pkt)
-            except RouterError as exc:
-                if exc.status == Status.NOT_FOUND and pkt.flags & FLAG_I:
-                    self.reply(pkt, Status.OK, {"JMQTransactionID": JLong(self._txn_id(pkt))})
-                    return
-                raise
+            txn = self._txn_or_replayed(pkt)
+            if txn is None:
+                return
             if txn.state == TransactionState.TIMED_OUT:
                 # Already rolled back by the broker: say so once, then forget it.
                 self.router.forget_timed_out(txn)
