@@ -372,14 +372,14 @@ def test_unsupported_command_is_501(broker):
     admin.peer.send(
         build_packet(
             PacketType.OBJECT_MESSAGE,
-            props={"JMQMessageType": JInt(20)},
+            props={"JMQMessageType": JInt(18)},
             fields=admin.template.fields,
             flags=admin.template.flags,
         )
     )
-    reply = admin.reply(21, status=501)
+    reply = admin.reply(19, status=501)
     assert reply.properties["JMQErrorString"] == (
-        "GET_DESTINATIONS is not supported by this broker yet"
+        "GET_CONSUMERS is not supported by this broker yet"
     )
     # A request without JMQMessageType gets no reply; the connection carries on.
     admin.peer.send(
@@ -412,4 +412,405 @@ def test_shutdown_replies_then_broker_exits(own_broker):
     admin = AdminSession(b)
     admin.request(38)
     assert b.proc.wait(15) is not None
+    admin.peer.close()
+
+
+# --------------------------------------------------------------------------------------
+# PAUSE (30) / RESUME (36)
+# --------------------------------------------------------------------------------------
+
+
+def _ask(admin, message_type: int, status: int = 200, **props):
+    """A request whose reply status is checked (AdminSession.request expects 200)."""
+    t = admin.template
+    admin.peer.send(
+        build_packet(
+            PacketType.OBJECT_MESSAGE,
+            props={"JMQMessageType": JInt(message_type), **props},
+            fields=t.fields,
+            flags=t.flags,
+        )
+    )
+    return admin.reply(message_type + 1, status=status)
+
+
+def _collect(peer, count: int) -> dict[int, list]:
+    got: dict[int, list] = {}
+    for _ in range(count):
+        pkt = peer.recv()
+        got.setdefault(pkt.type, []).append(pkt)
+    return got
+
+
+def test_pause_and_resume_destination_consumers(broker):
+    admin = AdminSession(broker)
+    _ask(
+        admin,
+        30,
+        404,
+        JMQPauseTarget="JMQDestination",
+        JMQDestination="adminPauseQ",
+        JMQDestType=JInt(1),
+        JMQDestState=JInt(1),
+    )
+    _fill(broker, "adminPauseQ", 3)
+    admin.request(
+        30,
+        JMQPauseTarget="JMQDestination",
+        JMQDestination="adminPauseQ",
+        JMQDestType=JInt(1),
+        JMQDestState=JInt(1),
+    )
+    cons = admin.peer.request(
+        control(
+            PacketType.ADD_CONSUMER,
+            11,
+            JMQDestination="adminPauseQ",
+            JMQDestType=JInt(1),
+            JMQSessionID=JLong(admin.sid),
+        ),
+        PacketType.ADD_CONSUMER_REPLY,
+    ).properties["JMQConsumerID"]
+    # Nothing is delivered while paused: the next packet is the HELLO reply.
+    admin.request(28)
+    _fill(broker, "adminPauseQ", 1)  # producers are not paused: the send is accepted
+    admin.request(28)
+    # RESUME delivers everything (before the RESUME reply).
+    t = admin.template
+    admin.peer.send(
+        build_packet(
+            PacketType.OBJECT_MESSAGE,
+            props={
+                "JMQMessageType": JInt(36),
+                "JMQPauseTarget": "JMQDestination",
+                "JMQDestination": "adminPauseQ",
+                "JMQDestType": JInt(1),
+            },
+            fields=t.fields,
+            flags=t.flags,
+        )
+    )
+    got = _collect(admin.peer, 5)
+    texts = got[PacketType.TEXT_MESSAGE]
+    assert [p.body for p in texts] == [b"m0", b"m1", b"m2", b"m0"]
+    assert all(p.consumer_id == cons for p in texts)
+    (reply,) = got[PacketType.OBJECT_MESSAGE]
+    assert reply.properties["JMQMessageType"] == 37 and reply.properties["JMQStatus"] == 200
+    admin.peer.close()
+
+
+def test_pause_producers_withholds_resume_flow(broker):
+    admin = AdminSession(broker)
+    _fill(broker, "adminPauseProdQ", 1)
+    where = {"JMQDestination": "adminPauseProdQ", "JMQDestType": JInt(1)}
+    admin.request(30, JMQPauseTarget="JMQDestination", JMQDestState=JInt(2), **where)
+    # A new producer is told to wait (JMQSize 0) ...
+    prod = admin.peer.request(
+        control(PacketType.ADD_PRODUCER, 12, JMQSessionID=JLong(admin.sid), **where),
+        PacketType.ADD_PRODUCER_REPLY,
+    ).properties
+    assert prod["JMQSize"] == 0
+    # ... and consumers still get the queue's messages.
+    admin.peer.request(
+        control(PacketType.ADD_CONSUMER, 13, JMQSessionID=JLong(admin.sid), **where),
+        PacketType.ADD_CONSUMER_REPLY,
+    )
+    assert admin.peer.expect(PacketType.TEXT_MESSAGE).body == b"m0"
+    admin.request(28)  # no RESUME_FLOW meanwhile
+    # RESUME releases the producer with a fresh allowance.
+    _ask(admin, 36, 404, JMQPauseTarget="JMQDestination", JMQDestination="nope")
+    t = admin.template
+    admin.peer.send(
+        build_packet(
+            PacketType.OBJECT_MESSAGE,
+            props={"JMQMessageType": JInt(36), "JMQPauseTarget": "JMQDestination", **where},
+            fields=t.fields,
+            flags=t.flags,
+        )
+    )
+    got = _collect(admin.peer, 2)
+    (flow,) = got[PacketType.RESUME_FLOW]
+    assert flow.properties["JMQProducerID"] == prod["JMQProducerID"]
+    assert flow.properties["JMQSize"] > 0
+    assert got[PacketType.OBJECT_MESSAGE][0].properties["JMQStatus"] == 200
+    admin.peer.close()
+
+
+def test_pause_and_resume_service(own_broker):
+    b = own_broker()
+    admin = AdminSession(b)
+    _ask(admin, 30, 404, JMQPauseTarget="JMQServiceName", JMQServiceName="nosuch")
+    _ask(admin, 30, 400, JMQPauseTarget="JMQServiceName", JMQServiceName="admin")
+    admin.request(30, JMQPauseTarget="JMQServiceName", JMQServiceName="jms")
+    peer = Peer(b.host, b.jms_port)
+    peer.send(vector("hello.hex"))
+    assert peer.expect(PacketType.HELLO_REPLY).properties["JMQStatus"] == 503
+    assert peer.closed_by_peer()
+    peer.close()
+    admin.request(36, JMQPauseTarget="JMQServiceName", JMQServiceName="jms")
+    login(b.host, b.jms_port).close()
+    # No target: the whole broker (its NORMAL services; the admin service stays usable).
+    admin.request(30)
+    peer = Peer(b.host, b.jms_port)
+    peer.send(vector("hello.hex"))
+    assert peer.expect(PacketType.HELLO_REPLY).properties["JMQStatus"] == 503
+    peer.close()
+    AdminSession(b).peer.close()
+    admin.request(36)
+    login(b.host, b.jms_port).close()
+    admin.peer.close()
+
+
+# --------------------------------------------------------------------------------------
+# GET_DESTINATIONS (20): a Vector of DestinationInfo
+# --------------------------------------------------------------------------------------
+
+# What OpenJDK 17 wrote (ObjectOutputStream) for a Vector of two DestinationInfo objects,
+# then a Vector of one with every field set, then two ServiceInfo objects, using
+# same-shaped copies of OpenMQ's classes (package, fields, serialVersionUIDs):
+#   d = new DestinationInfo(); d.name = "q1"; d.type = 1; d.useDMQ = true;
+#   d.nMessages = 3; d.nMessageBytes = 99;  d2.name = "t2"; d2.type = 2; d2.maxMessages = -1;
+# (FULL_DEST below; s1 = jms/tcp port 7676 2 connections threads 10..1000,
+#  s2 = admin/tcp2 type 1 dynamicPort).
+JDK_DEST2 = bytes.fromhex(
+    "aced0005737200106a6176612e7574696c2e566563746f72d9977d5b803baf01030003490011636170616369"
+    "7479496e6372656d656e7449000c656c656d656e74436f756e745b000b656c656d656e74446174617400135b"
+    "4c6a6176612f6c616e672f4f626a6563743b78700000000000000002757200135b4c6a6176612e6c616e672e"
+    "4f626a6563743b90ce589f1073296c02000078700000000a73720030636f6d2e73756e2e6d6573736167696e"
+    "672e6a6d712e7574696c2e61646d696e2e44657374696e6174696f6e496e666f61be1b376d1e8af20200245a"
+    "000b6175746f6372656174656449000764657374434450490011646573744c696d69744265686176696f7249"
+    "00096465737453636f706549000964657374537461746549000866756c6c747970654900126d617841637469"
+    "7665436f6e73756d6572734900146d61784661696c6f766572436f6e73756d6572734a000f6d61784d657373"
+    "61676542797465734a000e6d61784d65737361676553697a6549000b6d61784d657373616765734900156d61"
+    "784e756d536861726564436f6e73756d65727349000b6d6178507265666574636849000c6d617850726f6475"
+    "6365727349000a6e436f6e73756d6572734a00146e496e44656c61794d65737361676542797465734900106e"
+    "496e44656c61794d657373616765734a000d6e4d65737361676542797465734900096e4d6573736167657349"
+    "000a6e50726f6475636572734a00136e52656d6f74654d657373616765427974657349000f6e52656d6f7465"
+    "4d657373616765734a00106e54786e4d657373616765427974657349000c6e54786e4d657373616765734900"
+    "0e6e556e61636b4d6573736167657349000b6e61436f6e73756d65727349000b6e66436f6e73756d6572735a"
+    "001872656c6f6164584d4c536368656d614f6e4661696c757265490017736861726564436f6e73756d657246"
+    "6c6f774c696d6974490004747970655a0006757365444d515a001876616c6964617465584d4c536368656d61"
+    "456e61626c65644c0010584d4c536368656d615572694c6973747400124c6a6176612f6c616e672f53747269"
+    "6e673b4c0011636f6e73756d657257696c6463617264737400154c6a6176612f7574696c2f48617368746162"
+    "6c653b4c00046e616d6571007e00064c001170726f647563657257696c64636172647371007e00077872002a"
+    "636f6d2e73756e2e6d6573736167696e672e6a6d712e7574696c2e61646d696e2e41646d696e496e666f5d6b"
+    "5da790b1c50402000149000a7570646174654d61736b78700000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000006300000003000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000000101007070740002713170"
+    "7371007e00050000000000000000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000ffffffff0000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000000000000000000000000000000000000000000000000000000000000"
+    "0000000000000000000000000000000200007070740002743270707070707070707078"
+)
+JDK_DEST_FULL = bytes.fromhex(
+    "aced0005737200106a6176612e7574696c2e566563746f72d9977d5b803baf01030003490011636170616369"
+    "7479496e6372656d656e7449000c656c656d656e74436f756e745b000b656c656d656e74446174617400135b"
+    "4c6a6176612f6c616e672f4f626a6563743b78700000000000000001757200135b4c6a6176612e6c616e672e"
+    "4f626a6563743b90ce589f1073296c02000078700000000a73720030636f6d2e73756e2e6d6573736167696e"
+    "672e6a6d712e7574696c2e61646d696e2e44657374696e6174696f6e496e666f61be1b376d1e8af20200245a"
+    "000b6175746f6372656174656449000764657374434450490011646573744c696d69744265686176696f7249"
+    "00096465737453636f706549000964657374537461746549000866756c6c747970654900126d617841637469"
+    "7665436f6e73756d6572734900146d61784661696c6f766572436f6e73756d6572734a000f6d61784d657373"
+    "61676542797465734a000e6d61784d65737361676553697a6549000b6d61784d657373616765734900156d61"
+    "784e756d536861726564436f6e73756d65727349000b6d6178507265666574636849000c6d617850726f6475"
+    "6365727349000a6e436f6e73756d6572734a00146e496e44656c61794d65737361676542797465734900106e"
+    "496e44656c61794d657373616765734a000d6e4d65737361676542797465734900096e4d6573736167657349"
+    "000a6e50726f6475636572734a00136e52656d6f74654d657373616765427974657349000f6e52656d6f7465"
+    "4d657373616765734a00106e54786e4d657373616765427974657349000c6e54786e4d657373616765734900"
+    "0e6e556e61636b4d6573736167657349000b6e61436f6e73756d65727349000b6e66436f6e73756d6572735a"
+    "001872656c6f6164584d4c536368656d614f6e4661696c757265490017736861726564436f6e73756d657246"
+    "6c6f774c696d6974490004747970655a0006757365444d515a001876616c6964617465584d4c536368656d61"
+    "456e61626c65644c0010584d4c536368656d615572694c6973747400124c6a6176612f6c616e672f53747269"
+    "6e673b4c0011636f6e73756d657257696c6463617264737400154c6a6176612f7574696c2f48617368746162"
+    "6c653b4c00046e616d6571007e00064c001170726f647563657257696c64636172647371007e00077872002a"
+    "636f6d2e73756e2e6d6573736167696e672e6a6d712e7574696c2e61646d696e2e41646d696e496e666f5d6b"
+    "5da790b1c50402000149000a7570646174654d61736b78700000000401000000000000000200000000000000"
+    "0300000011ffffffff000000000000000000a00000ffffffffffffffff000186a0ffffffff000003e8000000"
+    "6400000002000000000000000c00000001000001000000000000000007000000030000000000000000000000"
+    "00000000000000001400000002000000040000000200000001010000000500000001010074000e687474703a"
+    "2f2f782f732e787364737200136a6176612e7574696c2e486173687461626c6513bb0f25214ae4b803000246"
+    "000a6c6f6164466163746f724900097468726573686f6c6478703f4000000000000877080000000b00000001"
+    "7400066e6577732e2a737200116a6176612e6c616e672e496e746567657212e2a0a4f7818738020001490005"
+    "76616c7565787200106a6176612e6c616e672e4e756d62657286ac951d0b94e08b0200007870000000027874"
+    "000566756c6c517070707070707070707078"
+)
+JDK_SERVICE2 = bytes.fromhex(
+    "aced0005737200106a6176612e7574696c2e566563746f72d9977d5b803baf01030003490011636170616369"
+    "7479496e6372656d656e7449000c656c656d656e74436f756e745b000b656c656d656e74446174617400135b"
+    "4c6a6176612f6c616e672f4f626a6563743b78700000000000000002757200135b4c6a6176612e6c616e672e"
+    "4f626a6563743b90ce589f1073296c02000078700000000a7372002c636f6d2e73756e2e6d6573736167696e"
+    "672e6a6d712e7574696c2e61646d696e2e53657276696365496e666f853e8bdc56b6a55c02000b49000e6375"
+    "7272656e74546872656164735a000b64796e616d6963506f727449000a6d61785468726561647349000a6d69"
+    "6e5468726561647349000c6e436f6e6e656374696f6e73490004706f72744900057374617465490004747970"
+    "654c00076d65747269637374002b4c636f6d2f73756e2f6d6573736167696e672f6a6d712f7574696c2f4d65"
+    "74726963436f756e746572733b4c00046e616d657400124c6a6176612f6c616e672f537472696e673b4c0008"
+    "70726f746f636f6c71007e00077872002a636f6d2e73756e2e6d6573736167696e672e6a6d712e7574696c2e"
+    "61646d696e2e41646d696e496e666f5d6b5da790b1c50402000149000a7570646174654d61736b7870000000"
+    "000000000000000003e80000000a0000000200001dfc0000000000000000707400036a6d7374000374637073"
+    "71007e0005000000000000000001000000000000000000000000000000000000000000000001707400056164"
+    "6d696e74000474637032707070707070707078"
+)
+FULL_DEST = dict(
+    updateMask=4, nMessages=7, nMessageBytes=1 << 40, nConsumers=2, nProducers=3,
+    naConsumers=2, nfConsumers=1, autocreated=True, destState=3, name="fullQ", type=1,
+    fulltype=0x11, maxMessages=100000, maxMessageBytes=10485760, maxMessageSize=-1,
+    destLimitBehavior=2, maxPrefetch=1000, maxActiveConsumers=-1, maxProducers=100,
+    maxNumSharedConsumers=-1, sharedConsumerFlowLimit=5, useDMQ=True, nUnackMessages=4,
+    nInDelayMessages=1, nInDelayMessageBytes=12, nTxnMessages=2, nTxnMessageBytes=20,
+    consumerWildcards={"news.*": JInt(2)}, XMLSchemaUriList="http://x/s.xsd",
+    reloadXMLSchemaOnFailure=True,
+)  # fmt: skip
+
+
+def _read_infos(data: bytes) -> list[dict]:
+    """A minimal ObjectInputStream for a Vector of *Info objects (test side): each element
+    becomes a dict of its fields (superclass fields included), plus ``__class__``."""
+    import struct
+
+    pos = 4
+    handles: list[object] = []
+
+    def take(n: int) -> bytes:
+        nonlocal pos
+        pos += n
+        return data[pos - n : pos]
+
+    def utf() -> str:
+        return take(struct.unpack(">H", take(2))[0]).decode()
+
+    def desc():
+        tc = take(1)[0]
+        if tc == 0x70:
+            return None
+        if tc == 0x71:
+            return handles[struct.unpack(">i", take(4))[0] - 0x7E0000]
+        assert tc == 0x72, tc
+        name = utf()
+        take(8)
+        flags = take(1)[0]
+        d = {"name": name, "flags": flags, "fields": []}
+        handles.append(d)
+        for _ in range(struct.unpack(">h", take(2))[0]):
+            code = chr(take(1)[0])
+            fname = utf()
+            if code in "L[":
+                content()
+            d["fields"].append((code, fname))
+        assert take(1)[0] == 0x78
+        d["super"] = desc()
+        return d
+
+    sizes = {"I": ">i", "J": ">q", "Z": ">?", "F": ">f", "B": ">b", "S": ">h", "C": ">H", "D": ">d"}
+
+    def content():
+        tc = take(1)[0]
+        if tc == 0x70:
+            return None
+        if tc == 0x71:
+            return handles[struct.unpack(">i", take(4))[0] - 0x7E0000]
+        if tc == 0x74:
+            s = utf()
+            handles.append(s)
+            return s
+        if tc == 0x75:  # Object[]
+            desc()
+            handles.append(None)
+            return [content() for _ in range(struct.unpack(">i", take(4))[0])]
+        assert tc == 0x73, tc
+        d = desc()
+        obj: dict = {"__class__": d["name"]}
+        handles.append(obj)
+        chain = []
+        while d is not None:
+            chain.append(d)
+            d = d["super"]
+        for c in reversed(chain):
+            for code, fname in c["fields"]:
+                if code in "L[":
+                    obj[fname] = content()
+                else:
+                    fmt = sizes[code]
+                    obj[fname] = struct.unpack(fmt, take(struct.calcsize(fmt)))[0]
+            if c["flags"] & 0x01:  # writeObject data (the Vector's: nothing extra)
+                assert take(1)[0] == 0x78
+        return obj
+
+    vector = content()
+    assert vector["__class__"] == "java.util.Vector"
+    return vector["elementData"][: vector["elementCount"]]
+
+
+def test_info_objects_bytes_match_jdk17():
+    from broker.protocol.admin_info import destination_info, encode_infos, service_info
+
+    dests = [
+        destination_info(name="q1", type=1, useDMQ=True, nMessages=3, nMessageBytes=99),
+        destination_info(name="t2", type=2, maxMessages=-1),
+    ]
+    assert encode_infos(dests) == JDK_DEST2
+    assert encode_infos([destination_info(**FULL_DEST)]) == JDK_DEST_FULL
+    services = [
+        service_info(
+            name="jms", protocol="tcp", port=7676, nConnections=2, minThreads=10, maxThreads=1000
+        ),
+        service_info(name="admin", protocol="tcp2", type=1, dynamicPort=True),
+    ]
+    assert encode_infos(services) == JDK_SERVICE2
+    rows = _read_infos(JDK_DEST2)
+    assert [(r["name"], r["type"], r["nMessages"], r["useDMQ"]) for r in rows] == [
+        ("q1", 1, 3, True),
+        ("t2", 2, 0, False),
+    ]
+    assert rows[1]["maxMessages"] == -1 and rows[0]["updateMask"] == 0
+    with pytest.raises(JavaSerializationError):
+        encode_infos([destination_info(noSuchField=1)])
+
+
+def test_get_destinations(broker):
+    admin = AdminSession(broker)
+    _fill(broker, "adminListQ", 2)
+    rows = _read_infos(admin.request(20).body)
+    by_name = {r["name"]: r for r in rows}
+    assert "__JMQAdmin" not in by_name
+    row = by_name["adminListQ"]
+    assert row["__class__"] == "com.sun.messaging.jmq.util.admin.DestinationInfo"
+    assert row["type"] == 1 and row["fulltype"] == 1 and row["destState"] == 0
+    assert row["nMessages"] == 2 and row["nMessageBytes"] > 0 and row["nConsumers"] == 0
+    assert row["autocreated"] is True and row["useDMQ"] is True
+    assert row["maxMessages"] == 100000 and row["maxPrefetch"] > 0  # autocreate defaults
+    dmq = by_name["mq.sys.dmq"]
+    assert dmq["useDMQ"] is False
+    # One destination; its state follows PAUSE.
+    where = {"JMQDestination": "adminListQ", "JMQDestType": JInt(1)}
+    admin.request(30, JMQPauseTarget="JMQDestination", JMQDestState=JInt(3), **where)
+    (one,) = _read_infos(admin.request(20, **where).body)
+    assert one["name"] == "adminListQ" and one["destState"] == 3 and one["nMessages"] == 2
+    admin.request(36, JMQPauseTarget="JMQDestination", **where)
+    (one,) = _read_infos(admin.request(20, **where).body)
+    assert one["destState"] == 0
+    _ask(admin, 20, 404, JMQDestination="noSuchQ", JMQDestType=JInt(1))
+    admin.peer.close()
+
+
+def test_get_services(own_broker):
+    # A broker of its own: the test pauses jms, which must not leak into other tests.
+    broker = own_broker()
+    admin = AdminSession(broker)
+    rows = {r["name"]: r for r in _read_infos(admin.request(26).body)}
+    jms, adm = rows["jms"], rows["admin"]
+    assert jms["__class__"] == "com.sun.messaging.jmq.util.admin.ServiceInfo"
+    assert jms["port"] == broker.jms_port and adm["port"] == broker.admin_port
+    assert jms["type"] == 0 and adm["type"] == 1 and jms["protocol"] == "tcp"
+    assert jms["state"] == 3 and adm["nConnections"] >= 1 and jms["metrics"] is None
+    assert jms["minThreads"] <= jms["maxThreads"]
+    (one,) = _read_infos(admin.request(26, JMQServiceName="jms").body)
+    assert one["name"] == "jms"
+    admin.request(30, JMQPauseTarget="JMQServiceName", JMQServiceName="jms")
+    (one,) = _read_infos(admin.request(26, JMQServiceName="jms").body)
+    assert one["state"] == 4
+    admin.request(36, JMQPauseTarget="JMQServiceName", JMQServiceName="jms")
+    (one,) = _read_infos(admin.request(26, JMQServiceName="jms").body)
+    assert one["state"] == 3
+    _ask(admin, 26, 404, JMQServiceName="nosuch")
     admin.peer.close()

@@ -309,6 +309,7 @@ class TopicDestination(Destination):
     def add_subscription(self, sub: Subscription, *, record: bool = True) -> None:
         """Attach a subscription (``record=False`` when it comes back from the store)."""
         sub.queue.on_drop = self.drop
+        sub.queue.paused = self.state in (DestState.CONSUMERS_PAUSED, DestState.PAUSED)
         self.subscriptions.append(sub)
         if sub.durable_key is not None:
             self.durables[sub.durable_key] = sub

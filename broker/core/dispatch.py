@@ -21,7 +21,17 @@ if TYPE_CHECKING:
 class DeliveryQueue:
     """Pending entries by priority (9 first, FIFO within a priority) plus round-robin consumers."""
 
-    __slots__ = ("buckets", "count", "bytes", "consumers", "_rr", "on_drop", "active", "selective")
+    __slots__ = (
+        "buckets",
+        "count",
+        "bytes",
+        "consumers",
+        "_rr",
+        "on_drop",
+        "active",
+        "selective",
+        "paused",
+    )
 
     def __init__(self, on_drop: Callable[[Entry, str], None] | None = None) -> None:
         self.buckets: list[deque[Entry]] = [deque() for _ in range(10)]
@@ -35,6 +45,9 @@ class DeliveryQueue:
         self.active = True
         # Whether any consumer has a selector (then dispatch must look at each message).
         self.selective = False
+        # Set while an admin has paused the destination's consumers (PAUSE dst): entries
+        # wait and nothing is dispatched until RESUME.
+        self.paused = False
 
     # -- content ------------------------------------------------------------
 
@@ -102,7 +115,7 @@ class DeliveryQueue:
 
     def dispatch(self, now_ms: int) -> None:
         """Deliver as many pending entries as ready consumers will take."""
-        if not self.count or not self.consumers:
+        if not self.count or not self.consumers or self.paused:
             return
         consumers = self.consumers
         if self.selective:

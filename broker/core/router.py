@@ -19,6 +19,7 @@ from broker.protocol.types import (
     DEST_TEMP,
     DEST_TOPIC,
     AckMode,
+    DestState,
     DestType,
     LimitBehavior,
     Status,
@@ -863,14 +864,37 @@ class MessageRouter:
                     reaped.append(dest.name)
         return reaped
 
+    def set_dest_state(self, dest: Destination, state: DestState) -> None:
+        """Admin PAUSE/RESUME: consumers-paused queues stop dispatching, producers-paused
+        producers get no RESUME_FLOW; what is resumed dispatches / is released now."""
+        dest.state = state
+        paused = state in (DestState.CONSUMERS_PAUSED, DestState.PAUSED)
+        t = now_ms()
+        for q in dest.delivery_queues():
+            q.paused = paused
+            if not paused:
+                q.dispatch(t)
+        if state in (DestState.PRODUCERS_PAUSED, DestState.PAUSED) or not dest.waiting_producers:
+            return
+        if dest.limit_behavior != LimitBehavior.FLOW_CONTROL or not dest.is_full():
+            self._room(dest)
+
     def _room(self, dest: Destination) -> None:
+        if dest.state in (DestState.PRODUCERS_PAUSED, DestState.PAUSED):
+            return  # paused producers wait for the admin's RESUME (set_dest_state)
         waiting, dest.waiting_producers = dest.waiting_producers, []
         if self.on_producer_room is not None:
             for link, pid in waiting:
                 self.on_producer_room(link, pid)
 
     def hold_producer(self, dest: Destination, link: object, producer_id: int) -> bool:
-        """FLOW_CONTROL: True (and remembered) when the producer must wait for room."""
+        """FLOW_CONTROL: True (and remembered) when the producer must wait for room.
+
+        Also True while an admin has paused the destination's producers: their
+        RESUME_FLOW is withheld until the RESUME."""
+        if dest.state in (DestState.PRODUCERS_PAUSED, DestState.PAUSED):
+            dest.waiting_producers.append((link, producer_id))
+            return True
         if dest.limit_behavior != LimitBehavior.FLOW_CONTROL or not dest.is_full():
             return False
         dest.waiting_producers.append((link, producer_id))

@@ -47,6 +47,8 @@ from broker.protocol.jtypes import (
 from broker.protocol.properties import encode_java_utf
 
 __all__ = [
+    "JavaClass",
+    "JavaObject",
     "JavaSerializationError",
     "decode_hashtable",
     "decode_map_body",
@@ -170,6 +172,45 @@ _OBJECT_ARRAY = _KnownClass(OBJECT_ARRAY, -0x6F31A760EF8CD694, SC_SERIALIZABLE, 
 _FIELD_TYPES = {
     (PROPERTIES, "defaults"): "Ljava/util/Properties;",
     (VECTOR, "elementData"): "[Ljava/lang/Object;",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class JavaClass:
+    """A plain Serializable class (default field serialisation, no writeObject) to write.
+
+    ``fields`` are (type code, name, type signature or None) in declaration order; the
+    stream order (primitives then objects, each sorted by name, as ObjectStreamClass
+    does) is derived.  Object fields take str, None, a Mapping (written as a Hashtable)
+    or a :class:`JavaObject`."""
+
+    name: str
+    suid: int
+    fields: tuple[tuple[str, str, str | None], ...]
+    superclass: JavaClass | None = None
+
+    @property
+    def stream_fields(self) -> list[tuple[str, str, str | None]]:
+        return sorted(self.fields, key=lambda f: (f[0] in "L[", f[1]))
+
+
+@dataclass(frozen=True, slots=True)
+class JavaObject:
+    """An instance of a :class:`JavaClass`: field values by name (missing: 0/false/null)."""
+
+    cls: JavaClass
+    values: Mapping[str, object]
+
+
+_PRIMITIVES = {
+    "I": ">i",
+    "J": ">q",
+    "Z": ">?",
+    "B": ">b",
+    "S": ">h",
+    "C": ">H",
+    "F": ">f",
+    "D": ">d",
 }
 
 _BOXED_BY_NAME = {
@@ -865,6 +906,7 @@ class _Writer:
         self._cached_boxes: dict[tuple[str, bytes], int] = {}
         self.intern_keys = False
         self._keys: dict[str, int] = {}
+        self._type_strings: dict[str, int] = {}
 
     def _assign(self) -> int:
         handle = self._next_handle
@@ -973,6 +1015,8 @@ class _Writer:
             self.out.append(TC_NULL)
         elif isinstance(value, str) and not isinstance(value, JChar):
             self.string(value)
+        elif isinstance(value, JavaObject):
+            self.java_object(value)
         elif isinstance(value, bytes | bytearray | memoryview):
             data = bytes(value)
             self.out.append(TC_ARRAY)
@@ -993,6 +1037,72 @@ class _Writer:
             if shared:
                 self._cached_boxes[key] = handle
             self.out += field_bytes
+
+    def _type_string(self, text: str) -> None:
+        # Field signatures are interned by the JDK, so a repeated one is a back-reference.
+        handle = self._type_strings.get(text)
+        if handle is not None:
+            self._reference(handle)
+            return
+        self._type_strings[text] = self._next_handle
+        self.string(text)
+
+    def java_classdesc(self, cls: JavaClass | None) -> None:
+        if cls is None:
+            self.out.append(TC_NULL)
+            return
+        handle = self._classes.get(cls.name)
+        if handle is not None:
+            self._reference(handle)
+            return
+        self.out.append(TC_CLASSDESC)
+        self._classes[cls.name] = self._assign()
+        self.utf(cls.name)
+        self.out += _I64.pack(cls.suid)
+        self.out.append(SC_SERIALIZABLE)
+        fields = cls.stream_fields
+        self.out += _I16.pack(len(fields))
+        for code, name, signature in fields:
+            self.out += code.encode("ascii")
+            self.utf(name)
+            if code in "L[":
+                if not signature:
+                    raise JavaSerializationError(f"{cls.name}.{name} needs a type signature")
+                self._type_string(signature)
+        self.out.append(TC_ENDBLOCKDATA)
+        self.java_classdesc(cls.superclass)
+
+    def java_object(self, obj: JavaObject) -> None:
+        self.out.append(TC_OBJECT)
+        self.java_classdesc(obj.cls)
+        self._assign()
+        chain: list[JavaClass] = []
+        cls: JavaClass | None = obj.cls
+        while cls is not None:
+            chain.append(cls)
+            cls = cls.superclass
+        known = {name for c in chain for _, name, _ in c.fields}
+        unknown = set(obj.values) - known
+        if unknown:
+            raise JavaSerializationError(f"{obj.cls.name} has no field {sorted(unknown)[0]}")
+        for cls in reversed(chain):  # superclass data first
+            objects = []
+            for code, name, _ in cls.stream_fields:
+                value = obj.values.get(name)
+                if code in "L[":
+                    objects.append(value)
+                    continue
+                try:
+                    self.out += struct.pack(_PRIMITIVES[code], value or 0)
+                except (struct.error, KeyError, TypeError) as exc:
+                    raise JavaSerializationError(
+                        f"bad value for {cls.name}.{name}: {exc}"
+                    ) from None
+            for value in objects:
+                if isinstance(value, Mapping):
+                    self.map(value, hashtable=True)
+                else:
+                    self.value(value)
 
     def map(self, values: Mapping[str, object], hashtable: bool) -> None:
         if not isinstance(values, Mapping):

@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING
 
 from broker.core.message import Message
 from broker.core.router import RouterError, now_ms
-from broker.protocol.javaser import encode_properties_object, encode_vector
+from broker.protocol.admin_info import destination_info, encode_infos, service_info
+from broker.protocol.javaser import JavaObject, encode_properties_object, encode_vector
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import (
     VH_DESTINATION,
@@ -27,7 +28,15 @@ from broker.protocol.packet import (
     build_packet,
 )
 from broker.protocol.sysmsgid import ip_field
-from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC, FLAG_Q, PacketType, Status
+from broker.protocol.types import (
+    DEST_QUEUE,
+    DEST_TEMP,
+    DEST_TOPIC,
+    FLAG_Q,
+    DestState,
+    PacketType,
+    Status,
+)
 
 if TYPE_CHECKING:
     from .connection import ClientConnection
@@ -42,8 +51,12 @@ CREATE_DESTINATION = 10
 DESTROY_DESTINATION = 12
 DESTROY_DURABLE = 14
 GET_CONNECTIONS = 16
+GET_DESTINATIONS = 20
+GET_SERVICES = 26
 HELLO = 28
+PAUSE = 30
 PURGE_DESTINATION = 32
+RESUME = 36
 SHUTDOWN = 38
 GET_BROKER_PROPS = 54
 
@@ -93,6 +106,11 @@ COMMAND_NAMES = {
     98: "MIGRATESTORE_BROKER",
 }
 
+# com.sun.messaging.jmq.util.ServiceState
+SERVICE_RUNNING = 3
+SERVICE_PAUSED = 4
+SERVICE_STOPPED = 6
+
 SHUTDOWN_DELAY = 0.2  # seconds between the SHUTDOWN reply and the stop
 
 # (props, body) of a reply; the handler adds JMQMessageType and JMQStatus.
@@ -118,6 +136,54 @@ def _dest_name(props: dict) -> str:
     return name
 
 
+def _flag(value: object, default: bool) -> bool:
+    if isinstance(value, bool):
+        return value
+    if value is None:
+        return default
+    return str(value).strip().lower() == "true"
+
+
+def _destination_info(dest, delayed: list[int]) -> JavaObject:
+    """A ``DestinationInfo`` for GET_DESTINATIONS (sizes in bytes, -1 = unlimited)."""
+    queues = dest.delivery_queues()
+    pending = sum(q.count for q in queues)
+    consumers = dest.consumers()
+    if dest.is_queue:
+        active = len(dest.dq.consumers)
+        backups = len(dest.backups)
+    else:
+        active, backups = len(consumers), 0
+    return destination_info(
+        nMessages=dest.msg_count,
+        nMessageBytes=dest.msg_bytes,
+        nConsumers=len(consumers),
+        nProducers=len(dest.producers),
+        naConsumers=active,
+        nfConsumers=backups,
+        autocreated=bool(dest.auto or dest.is_dmq or dest.is_temporary),
+        destState=int(dest.state),
+        name=dest.name,
+        type=dest.dest_type & (DEST_QUEUE | DEST_TOPIC),
+        fulltype=dest.dest_type,
+        maxMessages=dest.limit("maxNumMsgs"),
+        maxMessageBytes=dest.limit("maxTotalMsgBytes"),
+        maxMessageSize=dest.limit("maxBytesPerMsg"),
+        destScope=0 if _flag(dest.attributes.get("isLocalOnly"), False) else 1,
+        destLimitBehavior=int(dest.limit_behavior),
+        maxPrefetch=dest.limit("consumerFlowLimit"),
+        maxActiveConsumers=dest.limit("maxNumActiveConsumers") if dest.is_queue else -1,
+        maxFailoverConsumers=dest.limit("maxNumBackupConsumers", 0) if dest.is_queue else 0,
+        maxProducers=dest.limit("maxNumProducers"),
+        maxNumSharedConsumers=dest.limit("maxNumSharedConsumers"),
+        sharedConsumerFlowLimit=dest.limit("sharedConsumerFlowLimit", 5),
+        useDMQ=False if dest.is_dmq else _flag(dest.attributes.get("useDMQ"), True),
+        nUnackMessages=max(0, dest.msg_count - pending - delayed[0]),
+        nInDelayMessages=delayed[0],
+        nInDelayMessageBytes=delayed[1],
+    )
+
+
 class AdminHandler:
     """Executes admin requests for the connections of one broker."""
 
@@ -131,6 +197,10 @@ class AdminHandler:
             DESTROY_DESTINATION: self._destroy,
             DESTROY_DURABLE: self._destroy_durable,
             SHUTDOWN: self._shutdown,
+            GET_DESTINATIONS: self._destinations,
+            GET_SERVICES: self._services,
+            PAUSE: self._pause,
+            RESUME: self._resume,
         }
 
     def handle(self, conn: ClientConnection, pkt: Packet) -> None:
@@ -247,6 +317,53 @@ class AdminHandler:
             raise AdminError(Status.NOT_FOUND, f"destination {name} not found")
         return dest
 
+    def _destinations(self, conn: ClientConnection, props: dict) -> Result:
+        router = conn.router
+        if isinstance(props.get("JMQDestination"), str):
+            dests = [self._lookup(conn, props)]
+        else:
+            dests = [
+                d
+                for d in [*router.queues.values(), *router.topics.values()]
+                if d.name != ADMIN_QUEUE
+            ]
+        delayed: dict[tuple[str, bool], list[int]] = {}
+        for _, _, msg, dtype in router.delayed:
+            row = delayed.setdefault((msg.destination, bool(dtype & DEST_TOPIC)), [0, 0])
+            row[0] += 1
+            row[1] += msg.size
+        infos = [_destination_info(d, delayed.get((d.name, not d.is_queue), [0, 0])) for d in dests]
+        return {}, encode_infos(infos)
+
+    def _services(self, conn: ClientConnection, props: dict) -> Result:
+        broker = conn.broker
+        wanted = props.get("JMQServiceName")
+        services = [s for s in broker.services if not wanted or s.name == wanted]
+        if wanted and not services:
+            raise AdminError(Status.NOT_FOUND, f"service {wanted} not found")
+        config = broker.config
+        infos = []
+        for svc in services:
+            admin = svc.type == "ADMIN"
+            if svc.paused:
+                state = SERVICE_PAUSED
+            else:
+                state = SERVICE_RUNNING if svc.server is not None else SERVICE_STOPPED
+            infos.append(
+                service_info(
+                    name=svc.name,
+                    protocol=svc.protocol,
+                    type=1 if admin else 0,
+                    state=state,
+                    nConnections=len(svc.connections),
+                    dynamicPort=svc.port == 0,
+                    port=svc.bound_port or svc.port,
+                    minThreads=config.get_int(f"imq.{svc.name}.min_threads", 4 if admin else 10),
+                    maxThreads=config.get_int(f"imq.{svc.name}.max_threads", 10 if admin else 1000),
+                )
+            )
+        return {}, encode_infos(infos)
+
     def _purge(self, conn: ClientConnection, props: dict) -> Result:
         dest = self._lookup(conn, props)
         router = conn.router
@@ -271,6 +388,51 @@ class AdminHandler:
             raise AdminError(Status.BAD_REQUEST, "JMQDurableName is missing")
         client_id = props.get("JMQClientID")
         conn.router.unsubscribe(client_id if isinstance(client_id, str) else None, name)
+        return {}, b""
+
+    # PAUSE / RESUME (JMQPauseTarget names the property that identifies the target).
+    # A destination: consumers-paused stops its dispatch, producers-paused withholds the
+    # producers' RESUME_FLOW (like FLOW_CONTROL: a producer stops at its next flow-control
+    # point and a new one gets JMQSize 0; messages already in flight are accepted).
+    # A service (or, without a target, every NORMAL service): new connections get
+    # HELLO_REPLY 503 until RESUME; established connections carry on.
+
+    def _pause_target(self, conn: ClientConnection, props: dict, state: DestState) -> None:
+        target = props.get("JMQPauseTarget")
+        if target == "JMQDestination" or (target is None and "JMQDestination" in props):
+            dest = self._lookup(conn, props)
+            conn.router.set_dest_state(dest, state)
+            log.info("destination %s is now %s", dest.name, state.name)
+            return
+        paused = state != DestState.RUNNING
+        name = props.get("JMQServiceName")
+        if target == "JMQServiceName" or (target is None and isinstance(name, str)):
+            services = [s for s in conn.broker.services if s.name == name]
+            if not services:
+                raise AdminError(Status.NOT_FOUND, f"service {name} not found")
+            if paused and services[0].type == "ADMIN":
+                raise AdminError(Status.BAD_REQUEST, f"admin service {name} cannot be paused")
+        elif target is None:
+            services = [s for s in conn.broker.services if s.type != "ADMIN"]
+        else:
+            raise AdminError(Status.BAD_REQUEST, f"unknown JMQPauseTarget {target}")
+        for svc in services:
+            svc.paused = paused
+            log.info("service %s %s", svc.name, "paused" if paused else "resumed")
+
+    def _pause(self, conn: ClientConnection, props: dict) -> Result:
+        value = props.get("JMQDestState", DestState.PAUSED)
+        try:
+            state = DestState(int(value))  # type: ignore[arg-type]
+        except (TypeError, ValueError):
+            raise AdminError(Status.BAD_REQUEST, f"bad JMQDestState {value}") from None
+        if state == DestState.RUNNING:
+            raise AdminError(Status.BAD_REQUEST, "JMQDestState 0 is not a pause")
+        self._pause_target(conn, props, state)
+        return {}, b""
+
+    def _resume(self, conn: ClientConnection, props: dict) -> Result:
+        self._pause_target(conn, props, DestState.RUNNING)
         return {}, b""
 
     def _shutdown(self, conn: ClientConnection, props: dict) -> Result:

@@ -68,6 +68,8 @@ class Service:
     ssl_context: ssl.SSLContext | None = None
     server: asyncio.AbstractServer | None = None
     connections: set[ClientConnection] = field(default_factory=set)
+    # Admin PAUSE of the service: new connections are refused (HELLO_REPLY 503) until RESUME.
+    paused: bool = False
 
     def allows(self, groups: frozenset[str]) -> bool:
         """The default access rule for the service type (connection.ADMIN: group admin)."""

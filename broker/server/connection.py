@@ -394,6 +394,10 @@ class ClientConnection(asyncio.Protocol):
                 reason=f"protocol level {level} is not supported",
             )
             return
+        if self.service.paused:
+            self.reply(pkt, Status.UNAVAILABLE, reason=f"service {self.service.name} is paused")
+            self.close()
+            return
         if self.broker.over_connection_limit(self.service):
             self.reply(
                 pkt,
