@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import pytest
 
+from broker.admin.client import read_vector
 from broker.protocol.auth import basic_credential, encode_auth_body
 from broker.protocol.javaser import (
     JavaSerializationError,
@@ -664,81 +665,8 @@ FULL_DEST = dict(
 
 
 def _read_infos(data: bytes) -> list[dict]:
-    """A minimal ObjectInputStream for a Vector of *Info objects (test side): each element
-    becomes a dict of its fields (superclass fields included), plus ``__class__``."""
-    import struct
-
-    pos = 4
-    handles: list[object] = []
-
-    def take(n: int) -> bytes:
-        nonlocal pos
-        pos += n
-        return data[pos - n : pos]
-
-    def utf() -> str:
-        return take(struct.unpack(">H", take(2))[0]).decode()
-
-    def desc():
-        tc = take(1)[0]
-        if tc == 0x70:
-            return None
-        if tc == 0x71:
-            return handles[struct.unpack(">i", take(4))[0] - 0x7E0000]
-        assert tc == 0x72, tc
-        name = utf()
-        take(8)
-        flags = take(1)[0]
-        d = {"name": name, "flags": flags, "fields": []}
-        handles.append(d)
-        for _ in range(struct.unpack(">h", take(2))[0]):
-            code = chr(take(1)[0])
-            fname = utf()
-            if code in "L[":
-                content()
-            d["fields"].append((code, fname))
-        assert take(1)[0] == 0x78
-        d["super"] = desc()
-        return d
-
-    sizes = {"I": ">i", "J": ">q", "Z": ">?", "F": ">f", "B": ">b", "S": ">h", "C": ">H", "D": ">d"}
-
-    def content():
-        tc = take(1)[0]
-        if tc == 0x70:
-            return None
-        if tc == 0x71:
-            return handles[struct.unpack(">i", take(4))[0] - 0x7E0000]
-        if tc == 0x74:
-            s = utf()
-            handles.append(s)
-            return s
-        if tc == 0x75:  # Object[]
-            desc()
-            handles.append(None)
-            return [content() for _ in range(struct.unpack(">i", take(4))[0])]
-        assert tc == 0x73, tc
-        d = desc()
-        obj: dict = {"__class__": d["name"]}
-        handles.append(obj)
-        chain = []
-        while d is not None:
-            chain.append(d)
-            d = d["super"]
-        for c in reversed(chain):
-            for code, fname in c["fields"]:
-                if code in "L[":
-                    obj[fname] = content()
-                else:
-                    fmt = sizes[code]
-                    obj[fname] = struct.unpack(fmt, take(struct.calcsize(fmt)))[0]
-            if c["flags"] & 0x01:  # writeObject data (the Vector's: nothing extra)
-                assert take(1)[0] == 0x78
-        return obj
-
-    vector = content()
-    assert vector["__class__"] == "java.util.Vector"
-    return vector["elementData"][: vector["elementCount"]]
+    """The *Info objects of a reply's Vector, each a dict of its fields plus ``__class__``."""
+    return read_vector(data)  # type: ignore[return-value]
 
 
 def test_info_objects_bytes_match_jdk17():
