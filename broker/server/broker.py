@@ -71,10 +71,6 @@ class Service:
     # Admin PAUSE of the service: new connections are refused (HELLO_REPLY 503) until RESUME.
     paused: bool = False
 
-    def allows(self, groups: frozenset[str]) -> bool:
-        """The default access rule for the service type (connection.ADMIN: group admin)."""
-        return self.type != "ADMIN" or "admin" in groups
-
     @property
     def bound_port(self) -> int:
         if self.server is None or not self.server.sockets:
