@@ -10,6 +10,10 @@ IMQ_INSTANCE        broker instance name (default: imqbroker)
 IMQ_PORT            broker port mapper port (default: 7676)
 IMQ_JMS_PORT        jms service port (default: 0, dynamic)
 IMQ_ADMIN_PORT      admin service port (default: 0, dynamic)
+IMQ_BROKER_HOST     host of the broker the portal administers (default: localhost; its
+                    port mapper is IMQ_PORT, default 7676)
+IMQ_ADMIN_USER      the broker administrator the portal logs in as (default: admin)
+IMQ_ADMIN_PASSWORD  its password (default: admin, OpenMQ's shipped administrator)
 
 LOGGING is deliberately not configured: the broker sets up its own (broker/logsetup.py).
 """
@@ -59,13 +63,25 @@ IMQ_PORTS = {
     if os.environ.get(env)
 }
 
+# The broker the portal, the REST API and imqcmd administer (through its admin service).
+IMQ_BROKER_HOST = os.environ.get("IMQ_BROKER_HOST") or "localhost"
+IMQ_BROKER_PORT = int(os.environ.get("IMQ_PORT") or 7676)
+IMQ_ADMIN_USER = os.environ.get("IMQ_ADMIN_USER") or "admin"
+IMQ_ADMIN_PASSWORD = os.environ.get("IMQ_ADMIN_PASSWORD") or "admin"
+
 INSTALLED_APPS = [
+    # First: its runserver serves ASGI (WebSockets) like production's daphne.
+    "daphne",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
     "rest_framework",
+    "rest_framework.authtoken",
+    "django_filters",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
     "channels",
     "broker.apps.BrokerAppConfig",
 ]
@@ -116,6 +132,12 @@ DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # Channels: in-process layer until REDIS_URL is wired to channels_redis.
 CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+
+# Portal users are the broker's users (database, passwd file or LDAP: portal/auth.py).
+AUTHENTICATION_BACKENDS = ["portal.auth.BrokerUserBackend"]
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "overview"
+LOGOUT_REDIRECT_URL = "login"
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},

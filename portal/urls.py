@@ -1,7 +1,7 @@
-"""Portal URL configuration."""
+"""Portal URL configuration: the REST API under /api/, the pages under /."""
 
 from django.http import HttpRequest, HttpResponse
-from django.urls import path
+from django.urls import include, path
 
 
 def healthz(request: HttpRequest) -> HttpResponse:
@@ -11,4 +11,6 @@ def healthz(request: HttpRequest) -> HttpResponse:
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("api/", include("portal.api.urls")),
+    path("", include("portal.ui.urls")),
 ]

@@ -1,0 +1,163 @@
+"""A blocking, process-wide handle on a running broker's admin service.
+
+The portal, the REST API and ``manage.py imqcmd`` are synchronous Django code; the admin
+protocol client (:class:`~broker.admin.client.AdminClient`) is asyncio.  A
+:class:`BrokerAdmin` keeps one admin connection open on a daemon thread's event loop and
+runs each request there, so a page or an API call costs one request/reply round trip,
+not a port-mapper lookup, a login and a session set-up::
+
+    admin = BrokerAdmin("localhost", 7676, "admin", "admin")
+    admin.call("purge", "orders", 1)
+
+Requests on one connection are answered in order, so calls are serialised by a lock.
+A connection that broke (broker restarted, connection destroyed) is reopened once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from .client import AdminClient, AdminError
+
+__all__ = ["AdminError", "BrokerAdmin", "BrokerUnavailable", "default_admin"]
+
+
+class BrokerUnavailable(ConnectionError):
+    """The broker's admin service could not be reached or logged in to."""
+
+
+class BrokerAdmin:
+    """One admin connection to the broker whose port mapper is at ``host:port``."""
+
+    def __init__(
+        self,
+        host: str = "localhost",
+        port: int = 7676,
+        user: str = "admin",
+        password: str = "admin",
+        *,
+        timeout: float = 10.0,
+    ) -> None:
+        self.host = host
+        self.port = port
+        self.user = user
+        self.password = password
+        self.timeout = timeout
+        self._client: AdminClient | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    # -- the loop thread ----------------------------------------------------------------
+
+    def _ensure_loop(self) -> asyncio.AbstractEventLoop:
+        if self._loop is None:
+            loop = asyncio.new_event_loop()
+            threading.Thread(
+                target=loop.run_forever, name=f"broker-admin {self.address}", daemon=True
+            ).start()
+            self._loop = loop
+        return self._loop
+
+    def _run(self, coro_factory: Callable[[], Any], timeout: float) -> Any:
+        future = asyncio.run_coroutine_threadsafe(coro_factory(), self._ensure_loop())
+        return future.result(timeout)
+
+    async def _open(self) -> AdminClient:
+        try:
+            return await AdminClient.open(
+                self.host, self.port, self.user, self.password, connect_timeout=self.timeout
+            )
+        except (OSError, TimeoutError) as exc:
+            raise BrokerUnavailable(f"broker at {self.address} is not reachable: {exc}") from exc
+        except Exception as exc:  # refused login, bad service list, ...
+            raise BrokerUnavailable(f"cannot open the admin service at {self.address}: {exc}") from exc
+
+    # -- requests -----------------------------------------------------------------------
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """Run ``AdminClient.<method>(*args, **kwargs)``; AdminError for a refused request,
+        BrokerUnavailable when the broker cannot be reached."""
+        with self._lock:
+            for attempt in (1, 2):
+                fresh = self._client is None
+                if fresh:
+                    self._client = self._run(self._open, self.timeout * 2)
+                client = self._client
+                try:
+                    return self._run(
+                        functools.partial(getattr(client, method), *args, **kwargs),
+                        self.timeout * 3,
+                    )
+                except AdminError:
+                    raise
+                except (OSError, EOFError, TimeoutError) as exc:
+                    self._drop()
+                    if fresh or attempt == 2:
+                        raise BrokerUnavailable(
+                            f"broker at {self.address} did not answer: {exc or type(exc).__name__}"
+                        ) from exc
+                except Exception as exc:
+                    # The client raises its own JMSException when the connection went away.
+                    if client.conn.is_closed and not fresh and attempt == 1:
+                        self._drop()
+                        continue
+                    if client.conn.is_closed:
+                        self._drop()
+                        raise BrokerUnavailable(
+                            f"broker at {self.address} closed the admin connection: {exc}"
+                        ) from exc
+                    raise
+        raise AssertionError("unreachable")
+
+    def _drop(self) -> None:
+        client, self._client = self._client, None
+        if client is not None and self._loop is not None:
+            try:
+                self._run(client.close, 5)
+            except Exception:  # already gone: nothing left to close
+                pass
+
+    def close(self) -> None:
+        """Close the connection and stop the loop thread."""
+        with self._lock:
+            self._drop()
+            if self._loop is not None:
+                self._loop.call_soon_threadsafe(self._loop.stop)
+                self._loop = None
+
+
+_default: BrokerAdmin | None = None
+_default_lock = threading.Lock()
+
+
+def default_admin() -> BrokerAdmin:
+    """The process-wide admin connection to the broker named by the settings
+    (IMQ_BROKER_HOST, IMQ_PORT, IMQ_ADMIN_USER, IMQ_ADMIN_PASSWORD)."""
+    global _default
+    from django.conf import settings
+
+    with _default_lock:
+        wanted = (
+            settings.IMQ_BROKER_HOST,
+            int(settings.IMQ_BROKER_PORT),
+            settings.IMQ_ADMIN_USER,
+            settings.IMQ_ADMIN_PASSWORD,
+        )
+        if _default is None or (
+            _default.host,
+            _default.port,
+            _default.user,
+            _default.password,
+        ) != wanted:
+            if _default is not None:
+                _default.close()
+            _default = BrokerAdmin(*wanted)
+        return _default
