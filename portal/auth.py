@@ -77,7 +77,12 @@ class BrokerUserBackend(BaseBackend):
             user.is_active = True
             user.set_unusable_password()  # the repository stays the only password check
             user.save()
-        log.info("portal login by %s from %s (%s)", username, where, "admin" if admin else "no admin rights")
+        log.info(
+            "portal login by %s from %s (%s)",
+            username,
+            where,
+            "admin" if admin else "no admin rights",
+        )
         return user
 
     def get_user(self, user_id: int):

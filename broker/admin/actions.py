@@ -38,7 +38,13 @@ DEST_TOPIC = 2
 DEST_TEMP = 0x10
 DEST_DMQ = 0x100  # DestType.DEST_DMQ bit, as in the broker's fulltype
 
-DEST_STATES = {-1: "UNKNOWN", 0: "RUNNING", 1: "CONSUMERS_PAUSED", 2: "PRODUCERS_PAUSED", 3: "PAUSED"}
+DEST_STATES = {
+    -1: "UNKNOWN",
+    0: "RUNNING",
+    1: "CONSUMERS_PAUSED",
+    2: "PRODUCERS_PAUSED",
+    3: "PAUSED",
+}
 PAUSE_WHAT = {"consumers": 1, "producers": 2, "all": 3}
 SERVICE_STATES = {
     0: "UNINITIALIZED",
@@ -51,7 +57,12 @@ SERVICE_STATES = {
     7: "DESTROYED",
     8: "QUIESCED",
 }
-LIMIT_BEHAVIORS = {0: "FLOW_CONTROL", 1: "REMOVE_OLDEST", 2: "REJECT_NEWEST", 3: "REMOVE_LOW_PRIORITY"}
+LIMIT_BEHAVIORS = {
+    0: "FLOW_CONTROL",
+    1: "REMOVE_OLDEST",
+    2: "REJECT_NEWEST",
+    3: "REMOVE_LOW_PRIORITY",
+}
 # Message types by packet type (the JMQ packet types of the six JMS message kinds).
 MESSAGE_TYPES = {1: "text", 2: "bytes", 3: "map", 4: "stream", 5: "object", 6: "message"}
 PREVIEW_LIMIT = 4096  # characters of a body preview
@@ -157,7 +168,9 @@ def update_broker(admin: BrokerAdmin, actor: str, properties: dict[str, str]) ->
     if any(not k for k in clean):
         raise ActionError("empty property name")
     admin.call("update_broker_props", clean)
-    record_change(actor, "updated broker properties " + ", ".join(f"{k}={v}" for k, v in clean.items()))
+    record_change(
+        actor, "updated broker properties " + ", ".join(f"{k}={v}" for k, v in clean.items())
+    )
 
 
 def pause_broker(admin: BrokerAdmin, actor: str) -> None:
@@ -256,12 +269,23 @@ def update_service(
     """Change a service's port or connection limit (maxThreads: OpenMQ's name for it)."""
     if port is None and min_threads is None and max_threads is None:
         raise ActionError("nothing to update: give port, min_threads or max_threads")
-    for label, value, low in (("port", port, 0), ("minThreads", min_threads, 0), ("maxThreads", max_threads, 1)):
-        if value is not None and (not isinstance(value, int) or value < low or value > 65535 and label == "port"):
-            raise ActionError(f"{label} must be a whole number >= {low}" + (" and <= 65535" if label == "port" else ""))
+    for label, value, low in (
+        ("port", port, 0),
+        ("minThreads", min_threads, 0),
+        ("maxThreads", max_threads, 1),
+    ):
+        if value is not None and (
+            not isinstance(value, int) or value < low or value > 65535 and label == "port"
+        ):
+            raise ActionError(
+                f"{label} must be a whole number >= {low}"
+                + (" and <= 65535" if label == "port" else "")
+            )
     admin.call("update_service", name, port=port, min_threads=min_threads, max_threads=max_threads)
     changes = ", ".join(
-        f"{k}={v}" for k, v in (("port", port), ("minThreads", min_threads), ("maxThreads", max_threads)) if v is not None
+        f"{k}={v}"
+        for k, v in (("port", port), ("minThreads", min_threads), ("maxThreads", max_threads))
+        if v is not None
     )
     record_change(actor, f"updated service {name}: {changes}")
 
@@ -347,7 +371,11 @@ def _check_name(name: str) -> str:
 
 
 def create_destination(
-    admin: BrokerAdmin, actor: str, kind: str | int, name: str, attributes: dict[str, Any] | None = None
+    admin: BrokerAdmin,
+    actor: str,
+    kind: str | int,
+    name: str,
+    attributes: dict[str, Any] | None = None,
 ) -> None:
     code = dest_type_code(kind)
     name = _check_name(name)
@@ -366,7 +394,8 @@ def update_destination(
     admin.call("update_destination", _check_name(name), code, dict(attributes))
     record_change(
         actor,
-        f"updated {dest_kind(code)} {name}: " + ", ".join(f"{k}={v}" for k, v in attributes.items()),
+        f"updated {dest_kind(code)} {name}: "
+        + ", ".join(f"{k}={v}" for k, v in attributes.items()),
     )
 
 
@@ -412,11 +441,15 @@ def compact_destination(
     """Reclaim the message store's space (one destination's, or all of it)."""
     code = dest_type_code(kind) if kind else DEST_QUEUE
     admin.call("compact", name or None, code)
-    record_change(actor, f"compacted {dest_kind(code) + ' ' + name if name else 'the message store'}")
+    record_change(
+        actor, f"compacted {dest_kind(code) + ' ' + name if name else 'the message store'}"
+    )
 
 
 def destination_metrics(admin: BrokerAdmin, kind: str | int, name: str) -> dict[str, Any]:
-    return dict(admin.call("metrics", destination=_check_name(name), dest_type=dest_type_code(kind)))
+    return dict(
+        admin.call("metrics", destination=_check_name(name), dest_type=dest_type_code(kind))
+    )
 
 
 def list_consumers(admin: BrokerAdmin, kind: str | int, name: str) -> list[dict[str, Any]]:
@@ -468,18 +501,24 @@ def list_messages(
     """Messages of a queue, oldest first, with headers, properties and a body preview."""
     if start < 0 or limit < 1 or limit > 1000:
         raise ActionError("start must be >= 0 and limit between 1 and 1000")
-    rows = admin.call("messages", _check_name(name), dest_type_code(kind), start=start, limit=limit, body=True)
+    rows = admin.call(
+        "messages", _check_name(name), dest_type_code(kind), start=start, limit=limit, body=True
+    )
     return [_message(r) for r in rows]
 
 
-def get_message(admin: BrokerAdmin, name: str, msg_id: str, kind: str | int = "q") -> dict[str, Any]:
+def get_message(
+    admin: BrokerAdmin, name: str, msg_id: str, kind: str | int = "q"
+) -> dict[str, Any]:
     rows = admin.call("messages", _check_name(name), dest_type_code(kind), msg_id=msg_id, body=True)
     if not rows:
         raise AdminError(404, f"message {msg_id} not found in {name}")
     return _message(rows[0])
 
 
-def delete_message(admin: BrokerAdmin, actor: str, name: str, msg_id: str, kind: str | int = "q") -> None:
+def delete_message(
+    admin: BrokerAdmin, actor: str, name: str, msg_id: str, kind: str | int = "q"
+) -> None:
     if not msg_id:
         raise ActionError("a message ID is required")
     code = dest_type_code(kind)

@@ -78,7 +78,9 @@ class BrokerAdmin:
         except (OSError, TimeoutError) as exc:
             raise BrokerUnavailable(f"broker at {self.address} is not reachable: {exc}") from exc
         except Exception as exc:  # refused login, bad service list, ...
-            raise BrokerUnavailable(f"cannot open the admin service at {self.address}: {exc}") from exc
+            raise BrokerUnavailable(
+                f"cannot open the admin service at {self.address}: {exc}"
+            ) from exc
 
     # -- requests -----------------------------------------------------------------------
 
@@ -151,12 +153,16 @@ def default_admin() -> BrokerAdmin:
             settings.IMQ_ADMIN_USER,
             settings.IMQ_ADMIN_PASSWORD,
         )
-        if _default is None or (
-            _default.host,
-            _default.port,
-            _default.user,
-            _default.password,
-        ) != wanted:
+        if (
+            _default is None
+            or (
+                _default.host,
+                _default.port,
+                _default.user,
+                _default.password,
+            )
+            != wanted
+        ):
             if _default is not None:
                 _default.close()
             _default = BrokerAdmin(*wanted)
