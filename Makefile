@@ -13,6 +13,9 @@ $(BIN)/python:
 install: $(BIN)/python
 	$(BIN)/pip install -q -r requirements.lock
 	$(BIN)/pip install -q --no-deps -e .
+	@# `manage.py up` (make run) starts a private redis-server (loopback, free port, no
+	@# persistence) when REDIS_URL is unset; the package's own service is unused.
+	test -x /usr/bin/redis-server || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server; }
 
 install-dev: $(BIN)/python
 	$(BIN)/pip install -q -r requirements-dev.lock
@@ -23,10 +26,17 @@ install-dev: $(BIN)/python
 	@# The LDAP user-repository tests run their own slapd (tests/ldap.py: private config, data
 	@# and loopback port); the package's own daemon is unused.
 	test -x /usr/sbin/slapd || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q slapd ldap-utils; }
+	@# The live-events tests run their own redis-server (tests/redis.py: loopback, free port,
+	@# private dir, no persistence); the package's own service is unused.
+	test -x /usr/bin/redis-server || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server; }
+	@# The portal tests drive Debian's headless Chromium through Playwright (no browser
+	@# download: tests/portal_server.py launches /usr/bin/chromium).
+	test -x /usr/bin/chromium || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
 
+# The broker, the portal (http://127.0.0.1:8000/) and redis, under one supervisor
+# (manage.py up: Ctrl-C stops them all); ARGS go to it, e.g. ARGS="--portal-port 8080 -port 7677".
 run: install
-	$(BIN)/python manage.py migrate --noinput
-	$(BIN)/python manage.py runbroker -tty $(ARGS)
+	$(BIN)/python manage.py up $(ARGS)
 
 test: install-dev
 	$(BIN)/ruff check .

@@ -2,12 +2,13 @@
 
 For each combination of store (file, jdbc), sync (on, off) and producer count (1, 8) a
 fresh broker is started; the producers send to one queue while a consumer drains it.
-Before the table it prints how many fsyncs per second this disk does, so the sync
+Before the table it prints how many syncs per second this disk does, so the sync
 figures can be read against the disk's limit.
 
     .venv/bin/python bench/persistent.py                       # file store only
     .venv/bin/python bench/persistent.py --stores file,jdbc    # jdbc on SQLite by default
     .venv/bin/python bench/persistent.py --stores jdbc --database-url postgres://...
+    .venv/bin/python bench/persistent.py --sync on --producers 1 --profile /tmp/prof
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -24,10 +27,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 from broker.client import AckMode, BytesMessage, Queue, connect  # noqa: E402
+from broker.launcher import start_broker  # noqa: E402
+
+QUEUE = "bench.persistent"
 
 
-def _producer_process(host: str, port: int, seconds: float, out) -> None:
-    """One producer in its own process (``--processes``): like separate JMS applications."""
+def _install_uvloop() -> None:
     try:
         import uvloop
 
@@ -35,113 +40,263 @@ def _producer_process(host: str, port: int, seconds: float, out) -> None:
     except ImportError:
         pass
 
+
+async def _open_producer(host: str, port: int):
+    conn = await connect(host, port, user="guest", password="guest")
+    sess = await conn.create_session()
+    return conn, await sess.create_producer(Queue(QUEUE))
+
+
+async def _produce(prod, stop: float, persistent: bool) -> int:
+    body = b"x" * 1024
+    n = 0
+    # Non-persistent (the reference rows) waits for its SEND_REPLY too (ack on produce).
+    while time.perf_counter() < stop:
+        await prod.send(BytesMessage(body), persistent=persistent, ack_on_produce=True)
+        n += 1
+    return n
+
+
+async def _drain(host: str, port: int, done: asyncio.Event, ready=None) -> None:
+    conn = await connect(host, port, user="guest", password="guest")
+    sess = await conn.create_session(AckMode.DUPS_OK_ACKNOWLEDGE)
+    cons = await sess.create_consumer(Queue(QUEUE))
+    await conn.start()
+    if ready is not None:
+        ready()
+    while not done.is_set():
+        await cons.receive(0.2)
+    await conn.close()
+
+
+def _process_main(
+    role: str, host: str, port: int, seconds: float, start_at: float, persistent: bool, out
+) -> None:
+    """A producer (or the consumer) in a process of its own, like a separate application."""
+    _install_uvloop()
+
     async def go() -> int:
-        conn = await connect(host, port, user="guest", password="guest")
-        sess = await conn.create_session()
-        prod = await sess.create_producer(Queue("bench.persistent"))
-        body, n, stop = b"x" * 1024, 0, time.perf_counter() + seconds
-        while time.perf_counter() < stop:
-            await prod.send(BytesMessage(body), persistent=True)
-            n += 1
+        if role == "drain":
+            done = asyncio.Event()
+            task = asyncio.create_task(_drain(host, port, done, lambda: out.put("ready")))
+            await asyncio.sleep(max(0.0, start_at - time.time()) + seconds + 0.5)
+            done.set()
+            await task
+            return 0
+        conn, prod = await _open_producer(host, port)
+        await asyncio.sleep(max(0.0, start_at - time.time()))
+        n = await _produce(prod, time.perf_counter() + seconds, persistent)
         await conn.close()
         return n
 
     out.put(asyncio.run(go()))
 
 
-def run_processes(host: str, port: int, producers: int, seconds: float) -> tuple[int, float]:
+def run_processes(
+    host: str, port: int, producers: int, seconds: float, consumer: str, persistent: bool
+) -> tuple[int, float]:
+    """Each producer (and the consumer) in a process of its own; all start together."""
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
+    start_at = time.time() + 2.0  # after every process has imported and connected
+    roles = ["produce"] * producers + (["drain"] if consumer != "none" else [])
     procs = [
-        ctx.Process(target=_producer_process, args=(host, port, seconds, out))
-        for _ in range(producers)
+        ctx.Process(target=_process_main, args=(r, host, port, seconds, start_at, persistent, out))
+        for r in roles
     ]
     for p in procs:
         p.start()
-    sent = sum(out.get() for _ in procs)
+    results = [out.get() for _ in range(len(procs) + (consumer != "none"))]
     for p in procs:
         p.join()
-    return sent, seconds
+    return sum(r for r in results if isinstance(r, int)), seconds
 
 
-async def run(host: str, port: int, producers: int, seconds: float) -> tuple[int, float]:
-    q = Queue("bench.persistent")
-    body = b"x" * 1024
-    sent = 0
-    stop = time.perf_counter() + seconds
-
-    async def produce() -> None:
-        nonlocal sent
-        conn = await connect(host, port, user="guest", password="guest")
-        sess = await conn.create_session()
-        prod = await sess.create_producer(q)
-        while time.perf_counter() < stop:
-            await prod.send(BytesMessage(body), persistent=True)
-            sent += 1
-        await conn.close()
-
-    async def drain(done: asyncio.Event) -> None:
-        conn = await connect(host, port, user="guest", password="guest")
-        sess = await conn.create_session(AckMode.DUPS_OK_ACKNOWLEDGE)
-        cons = await sess.create_consumer(q)
-        await conn.start()
-        while not done.is_set():
-            await cons.receive(0.2)
-        await conn.close()
-
+async def run(
+    host: str, port: int, producers: int, seconds: float, consumer: str, persistent: bool
+) -> tuple[int, float]:
+    """All producers on one event loop in this process; the consumer on it too
+    (``consumer="loop"``), in a process of its own (``"process"``) or none."""
     done = asyncio.Event()
-    drainer = asyncio.create_task(drain(done))
+    drainer = proc = None
+    if consumer == "loop":
+        drainer = asyncio.create_task(_drain(host, port, done))
+    elif consumer == "process":
+        import multiprocessing as mp
+
+        ctx = mp.get_context("spawn")
+        out = ctx.Queue()
+        proc = ctx.Process(
+            target=_process_main,
+            args=("drain", host, port, seconds + 1.0, time.time(), persistent, out),
+        )
+        proc.start()
+        loop = asyncio.get_running_loop()
+        assert await loop.run_in_executor(None, out.get) == "ready"
+    opened = await asyncio.gather(*(_open_producer(host, port) for _ in range(producers)))
     t0 = time.perf_counter()
-    await asyncio.gather(*(produce() for _ in range(producers)))
+    counts = await asyncio.gather(*(_produce(p, t0 + seconds, persistent) for _, p in opened))
     elapsed = time.perf_counter() - t0
+    await asyncio.gather(*(c.close() for c, _ in opened))
     done.set()
-    await drainer
-    return sent, elapsed
+    if drainer is not None:
+        await drainer
+    if proc is not None:
+        proc.join()
+    return sum(counts), elapsed
+
+
+def _py_spy(pid: int, out: Path, seconds: float) -> subprocess.Popen | None:
+    exe = Path(sys.executable).with_name("py-spy")
+    if not exe.exists():
+        exe = Path(shutil.which("py-spy") or "py-spy")
+    try:
+        return subprocess.Popen(
+            [str(exe), "record", "-p", str(pid), "-d", str(int(seconds) + 1), "-r", "200"]
+            + ["-f", "flamegraph" if out.suffix == ".svg" else "raw", "-o", str(out)]
+            + ["--threads", "--nonblocking"]
+            + (["--native"] if os.environ.get("PYSPY_NATIVE") else []),
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    except OSError as exc:
+        print(f"py-spy not started: {exc}", file=sys.stderr)
+        return None
+
+
+def _case(args, tmp: Path, store: str, sync: str, producers: int, rep: int) -> float:
+    """One fresh broker, one run; msgs/s."""
+    where = Path(tempfile.mkdtemp(prefix="imq-pbench-", dir=tmp))
+    persistent = store != "none"
+    props = [
+        f"imq.persist.store={store if persistent else 'file'}",
+        f"imq.persist.file.sync.enabled={'true' if sync == 'on' else 'false'}",
+        "imq.log.level=WARNING",
+        *args.prop,
+    ]
+    url = args.database_url if store == "jdbc" else None
+    b = start_broker(where, *props, database_url=url)
+    spies = []
+    try:
+        if args.profile:
+            d = Path(args.profile)
+            d.mkdir(parents=True, exist_ok=True)
+            tag = f"{store}-sync{sync}-p{producers}-{rep}"
+            spies = [
+                _py_spy(b.proc.pid, d / f"broker-{tag}.txt", args.seconds),
+                _py_spy(os.getpid(), d / f"bench-{tag}.txt", args.seconds),
+            ]
+            time.sleep(0.5)
+        consumer = args.consumer
+        if args.processes:
+            sent, elapsed = run_processes(
+                b.host, b.portmapper_port, producers, args.seconds, consumer, persistent
+            )
+        else:
+            sent, elapsed = asyncio.run(
+                run(b.host, b.portmapper_port, producers, args.seconds, consumer, persistent)
+            )
+    finally:
+        for s in spies:
+            if s is not None:
+                s.wait(30)
+        b.stop()
+    return sent / elapsed
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--stores", default="file")
-    ap.add_argument("--seconds", type=float, default=5.0)
+    ap.add_argument("--stores", default="file", help="file,jdbc (default file)")
+    ap.add_argument("--sync", default="on,off", help="on,off (default both)")
+    ap.add_argument("--producers", default="1,8", help="producer counts (default 1,8)")
+    ap.add_argument("--seconds", type=float, default=5.0, help="per case (default 5)")
+    ap.add_argument("--repeat", type=int, default=1, help="run every case this many times")
     ap.add_argument("--database-url", default=None, help="for the jdbc store (default SQLite)")
     ap.add_argument(
         "--processes",
         action="store_true",
-        help="run each producer in a process of its own (no consumer)",
+        help="each producer (and the consumer) in a process of its own instead of all"
+        " on one event loop in this process (on 2 cores the clients then take CPU from"
+        " the broker: see README)",
+    )
+    ap.add_argument(
+        "--consumer",
+        choices=["process", "loop", "none"],
+        default="process",
+        help="the DUPS_OK consumer draining the queue: in a process of its own (default),"
+        " on the producers' event loop, or none",
+    )
+    ap.add_argument(
+        "--no-reference",
+        action="store_true",
+        help="skip the reference rows: non-persistent sends waiting for their SEND_REPLY"
+        " (the same producer shape without the store)",
+    )
+    ap.add_argument(
+        "-D",
+        dest="prop",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a broker property for every case (e.g. -D imq.persist.file.sync.inline=false)",
+    )
+    ap.add_argument(
+        "--profile",
+        metavar="DIR",
+        default=None,
+        help="record py-spy samples of the broker and of this process into DIR (collapsed"
+        " stacks, one file per case and process, for flamegraph.pl or speedscope)",
     )
     args = ap.parse_args()
-    try:
-        import uvloop
-
-        uvloop.install()
-    except ImportError:
-        pass
-    from broker.launcher import start_broker
-    from broker.store.filestore import measure_fsync_rate
+    _install_uvloop()
+    from broker.store.filestore import measure_fsync_rate, measure_sync_rate
 
     tmp = Path(tempfile.mkdtemp(prefix="imq-pbench-"))
-    print(f"this disk: {measure_fsync_rate(tmp, 2.0):,.0f} fsyncs/s (4 KB write + fsync)")
-    print(f"{'store':6} {'sync':5} {'producers':>9} {'msgs/s':>10}")
-    for store in args.stores.split(","):
-        for sync in ("true", "false"):
-            for producers in (1, 8):
-                where = Path(tempfile.mkdtemp(prefix="imq-pbench-", dir=tmp))
-                props = [
-                    f"imq.persist.store={store}",
-                    f"imq.persist.file.sync.enabled={sync}",
-                    "imq.log.level=WARNING",
-                ]
-                url = args.database_url if store == "jdbc" else None
-                b = start_broker(where, *props, database_url=url)
-                try:
-                    sent, elapsed = asyncio.run(
-                        run(b.host, b.portmapper_port, producers, args.seconds)
+    try:
+        syncs = measure_sync_rate(tmp, 2.0)
+        fsyncs = measure_fsync_rate(tmp, 2.0)
+        print(
+            f"this disk: {syncs:,.0f} syncs/s the way the file store syncs"
+            " (1 KB pwrite + fdatasync inside a preallocated segment)"
+        )
+        print(f"           {fsyncs:,.0f} fsyncs/s of a growing file (4 KB append + fsync)")
+        shape = "processes of their own" if args.processes else "all on one event loop"
+        consumer = {
+            "process": "a DUPS_OK consumer draining the queue in a process of its own",
+            "loop": "a DUPS_OK consumer draining the queue on the producers' event loop",
+            "none": "no consumer",
+        }[args.consumer]
+        print(f"1 KB messages; producers wait for each SEND_REPLY, {shape}; {consumer}")
+        print(
+            f"{'store':6} {'sync':4} {'producers':>9} {'msgs/s':>9}"
+            f" {'of syncs/s':>10} {'of fsyncs/s':>11} {'x 1 producer':>12}"
+        )
+        cases = [(st, sy) for st in args.stores.split(",") for sy in args.sync.split(",")]
+        if not args.no_reference:
+            cases.append(("none", "-"))
+        counts = [int(x) for x in args.producers.split(",")]
+        for store, sync in cases:
+            first: float | None = None
+            for producers in counts:
+                for rep in range(args.repeat):
+                    rate = _case(args, tmp, store, sync, producers, rep)
+                    if first is None:
+                        first = rate
+                    on = sync == "on"
+                    of_s = f"{100 * rate / syncs:9.0f}%" if on else ""
+                    of_f = f"{100 * rate / fsyncs:10.0f}%" if on else ""
+                    times = f"{rate / first:11.1f}x" if producers != counts[0] else ""
+                    print(
+                        f"{store:6} {sync:4} {producers:9d} {rate:9,.0f}"
+                        f" {of_s:>10} {of_f:>11} {times:>12}",
+                        flush=True,
                     )
-                finally:
-                    b.stop()
-                print(f"{store:6} {sync:5} {producers:9d} {sent / elapsed:10,.0f}")
+        if not args.no_reference:
+            print("none = non-persistent, each send waiting for its SEND_REPLY (ack on produce)")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

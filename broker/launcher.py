@@ -53,14 +53,16 @@ def start_broker(
     instance: str = "testbroker",
     python: str | None = None,
     database_url: str | None = None,
+    env: dict[str, str] | None = None,
 ) -> BrokerProcess:
     """Start a broker child process with ``-Dname=value`` overrides and wait until it serves.
 
-    Its database is a SQLite file in ``tmp`` unless ``database_url`` names another.
+    Its database is a SQLite file in ``tmp`` unless ``database_url`` names another;
+    ``env`` adds to (or overrides) the environment it inherits, e.g. ``REDIS_URL``.
     """
     pm, jms, admin = free_port(), free_port(), free_port()
     varhome = tmp / "var"
-    env = dict(os.environ)
+    env = {**os.environ, **(env or {})}
     env["DATABASE_URL"] = database_url or f"sqlite:///{tmp / 'db.sqlite3'}"
     env["IMQ_VARHOME"] = str(varhome)
     subprocess.run(

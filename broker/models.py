@@ -372,3 +372,50 @@ class AccessRule(models.Model):
     def __str__(self) -> str:
         where = self.broker_instance or "all brokers"
         return f"{where}: {self.key}={self.value}"
+
+
+class MetricSample(models.Model):
+    """One broker's figures at one moment, written every ``imq.metrics.sample.interval``
+    seconds (default 10) by the broker's sample writer thread (broker/server/events.py)
+    and kept for ``imq.metrics.sample.retention`` seconds (default 86400).  The portal's
+    live overview starts from these rows, then follows the broker's live events."""
+
+    # Indexed with timestamp (Meta.indexes): a broker's recent samples are one range scan.
+    broker_instance = models.CharField(max_length=255)
+    timestamp = models.DateTimeField(db_index=True)
+    msgs_in = models.FloatField(
+        default=0, help_text="Messages received per second, averaged over the sample interval."
+    )
+    msgs_out = models.FloatField(
+        default=0, help_text="Messages delivered per second, averaged over the sample interval."
+    )
+    bytes_in = models.FloatField(
+        default=0, help_text="Message bytes received per second over the sample interval."
+    )
+    bytes_out = models.FloatField(
+        default=0, help_text="Message bytes delivered per second over the sample interval."
+    )
+    connections = models.IntegerField(default=0, help_text="Open client connections.")
+    memory_state = models.CharField(
+        max_length=10, default="green", help_text="green, yellow, orange or red."
+    )
+    memory_used = models.BigIntegerField(default=0, help_text="Bytes of messages held.")
+    memory_limit = models.BigIntegerField(
+        default=0, help_text="The message memory budget in bytes."
+    )
+    destinations = models.IntegerField(default=0, help_text="Number of destinations.")
+    depths = models.JSONField(
+        default=list,
+        blank=True,
+        help_text="The deepest destinations (at most 50): a list of {name, type, messages, "
+        "bytes, consumers, producers}.",
+    )
+
+    class Meta:
+        ordering = ["-timestamp", "-id"]
+        indexes = [
+            models.Index(fields=["broker_instance", "timestamp"], name="broker_metric_inst_ts"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.broker_instance} at {self.timestamp:%Y-%m-%d %H:%M:%S}"

@@ -1,4 +1,8 @@
-"""ASGI entry point of the portal (``daphne portal.asgi:application``)."""
+"""ASGI entry point of the portal (``daphne portal.asgi:application``).
+
+HTTP goes to Django; WebSockets (portal/routing.py) pass the origin check against
+ALLOWED_HOSTS and get ``scope["user"]`` from the Django session.
+"""
 
 import os
 
@@ -9,10 +13,17 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 # Set Django up before anything imports models (Channels consumers will).
 django_asgi_app = get_asgi_application()
 
-from channels.routing import ProtocolTypeRouter  # noqa: E402
+from channels.auth import AuthMiddlewareStack  # noqa: E402
+from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
+from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
+
+from portal.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
         "http": django_asgi_app,
+        "websocket": AllowedHostsOriginValidator(
+            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+        ),
     }
 )

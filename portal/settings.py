@@ -4,7 +4,10 @@ DATABASE_URL        database (default: SQLite at <BASE_DIR>/var/db.sqlite3)
 DJANGO_SECRET_KEY   secret key (a development default is used when unset)
 DJANGO_DEBUG        "1"/"true"/"yes"/"on" for debug mode
 ALLOWED_HOSTS       comma-separated host names
-REDIS_URL           Celery broker and Channels layer (not used yet)
+REDIS_URL           Redis (redis://host:port/db) for Celery and the Channels layer:
+                    set, CHANNEL_LAYERS is channels_redis' pub/sub layer on it, so the
+                    broker's live events reach the portal's WebSockets; unset, the
+                    in-memory layer (one process only: no live events from the broker)
 IMQ_VARHOME         broker var home (default: <BASE_DIR>/var)
 IMQ_INSTANCE        broker instance name (default: imqbroker)
 IMQ_PORT            broker port mapper port (default: 7676)
@@ -130,8 +133,20 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
-# Channels: in-process layer until REDIS_URL is wired to channels_redis.
-CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
+# Channels: the broker publishes live events (broker/server/events.py) that the portal's
+# WebSocket consumers (portal/consumers.py) forward.  Across processes that takes Redis:
+# channels_redis' pub/sub layer, where a group_send is one PUBLISH and nothing is queued
+# for absent listeners (right for once-a-second samples).  Without REDIS_URL the
+# in-memory layer, which only reaches consumers in the same process.
+if REDIS_URL:
+    CHANNEL_LAYERS = {
+        "default": {
+            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
+            "CONFIG": {"hosts": [REDIS_URL]},
+        }
+    }
+else:
+    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
 
 # Portal users are the broker's users (database, passwd file or LDAP: portal/auth.py).
 AUTHENTICATION_BACKENDS = ["portal.auth.BrokerUserBackend"]
@@ -154,3 +169,55 @@ USE_TZ = True
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]
 STATIC_ROOT = VAR_DIR / "static"
+
+# The REST API (portal/api): token or session authentication, administrators only,
+# JSON in and out, every list paginated, errors as {"detail": ...}.
+REST_FRAMEWORK = {
+    "DEFAULT_AUTHENTICATION_CLASSES": [
+        # First: an anonymous request then gets 401 with "WWW-Authenticate: Token".
+        "rest_framework.authentication.TokenAuthentication",
+        "rest_framework.authentication.SessionAuthentication",
+    ],
+    "DEFAULT_PERMISSION_CLASSES": ["portal.api.permissions.IsAdministrator"],
+    "DEFAULT_PARSER_CLASSES": ["rest_framework.parsers.JSONParser"],
+    "DEFAULT_RENDERER_CLASSES": [
+        "rest_framework.renderers.JSONRenderer",
+        "rest_framework.renderers.BrowsableAPIRenderer",
+    ],
+    "DEFAULT_PAGINATION_CLASS": "portal.api.pagination.Pagination",
+    "PAGE_SIZE": 50,
+    "DEFAULT_FILTER_BACKENDS": ["django_filters.rest_framework.DjangoFilterBackend"],
+    "DEFAULT_SCHEMA_CLASS": "portal.api.schema.AutoSchema",
+    "EXCEPTION_HANDLER": "portal.api.errors.exception_handler",
+    "UNAUTHENTICATED_USER": "django.contrib.auth.models.AnonymousUser",
+}
+
+# The OpenAPI schema (/api/schema/) and its docs (/api/docs/: Swagger UI, /api/redoc/),
+# served from drf-spectacular-sidecar's static files: no CDN needed.
+SPECTACULAR_SETTINGS = {
+    "TITLE": "OpenMQ-py broker administration API",
+    "DESCRIPTION": (
+        "Administer the broker (services, destinations, messages, connections, durable "
+        "subscriptions, transactions), its users, groups and access control rules, and read "
+        "its log.  Authenticate with a token from POST /api/token/ (header "
+        "\"Authorization: Token <key>\") or a portal session; only administrators (members "
+        "of the broker's admin group) may use it.  Every change is recorded in the log with "
+        "who made it.  Errors are JSON {\"detail\": \"...\"}; a refused request changes "
+        "nothing.  Lists are paged with page and page_size (at most 1000).  On a broker "
+        "with more than 1,000 destinations (or connections, ...) the broker's lists are "
+        "served from a snapshot a few seconds old at most, refreshed in the background and "
+        "dropped by any change made through this portal; such answers carry an Age header."
+    ),
+    "VERSION": "1.0",
+    "SERVE_INCLUDE_SCHEMA": False,
+    "SERVE_PERMISSIONS": ["rest_framework.permissions.AllowAny"],
+    "SCHEMA_PATH_PREFIX": "/api/",
+    "COMPONENT_SPLIT_REQUEST": True,
+    "SWAGGER_UI_DIST": "SIDECAR",
+    "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
+    "REDOC_DIST": "SIDECAR",
+    "ENUM_NAME_OVERRIDES": {
+        "DestinationTypeEnum": ["queue", "topic"],
+        "ServiceTypeEnum": ["NORMAL", "ADMIN"],
+    },
+}

@@ -12,6 +12,7 @@ import pytest
 from broker.launcher import BrokerProcess, free_port, start_broker
 
 from .pg import postgres_url  # noqa: F401 - a real PostgreSQL for any test that asks
+from .redis import redis_url  # noqa: F401 - a real redis-server for any test that asks
 
 __all__ = ["BrokerProcess", "free_port", "start_broker"]
 
@@ -36,8 +37,13 @@ def own_broker(tmp_path: Path):
     """Factory for a broker private to one test (custom properties, restarts, kills)."""
     started: list[BrokerProcess] = []
 
-    def make(*props: str, database_url: str | None = None) -> BrokerProcess:
-        b = start_broker(tmp_path, *props, database_url=database_url)
+    def make(
+        *props: str,
+        database_url: str | None = None,
+        env: dict[str, str] | None = None,
+        instance: str = "testbroker",
+    ) -> BrokerProcess:
+        b = start_broker(tmp_path, *props, database_url=database_url, env=env, instance=instance)
         started.append(b)
         return b
 

@@ -299,7 +299,8 @@ def test_get_broker_props_and_connections(broker):
     assert row["user"] == "admin" and row["service"] == "admin"
     assert row["nproducers"] == 1 and row["nconsumers"] == 1
     assert isinstance(row["clientplatform"], str) and row["clientplatform"]
-    assert "clientid" not in row
+    assert row["clientid"] == ""  # none set: OpenMQ's empty string
+    assert row["nsessions"] == 1
     admin.peer.close()
 
 
@@ -373,15 +374,13 @@ def test_unsupported_command_is_501(broker):
     admin.peer.send(
         build_packet(
             PacketType.OBJECT_MESSAGE,
-            props={"JMQMessageType": JInt(18)},
+            props={"JMQMessageType": JInt(24)},
             fields=admin.template.fields,
             flags=admin.template.flags,
         )
     )
-    reply = admin.reply(19, status=501)
-    assert reply.properties["JMQErrorString"] == (
-        "GET_CONSUMERS is not supported by this broker yet"
-    )
+    reply = admin.reply(25, status=501)
+    assert reply.properties["JMQErrorString"] == ("GET_LOGS is not supported by this broker yet")
     # A request without JMQMessageType gets no reply; the connection carries on.
     admin.peer.send(
         build_packet(

@@ -127,11 +127,9 @@ def _int(value: object, default: int = 0) -> int:
 
 
 def query_broker(admin: BrokerAdmin) -> dict[str, Any]:
-    """Instance, version, address, ports, memory state and counts."""
+    """Instance, version, address, ports, state, memory state and counts."""
     props = admin.call("broker_props")
-    destinations = list_destinations(admin)
-    connections = admin.call("connections")
-    services = list_services(admin)
+    _, destinations = page_destinations(admin, limit=0, show_temporary=False)
     return {
         "instance": props.get("imq.instancename", ""),
         "version": props.get("imq.product.version", ""),
@@ -140,11 +138,11 @@ def query_broker(admin: BrokerAdmin) -> dict[str, Any]:
         "state": props.get("imq.broker.state", "RUNNING"),
         "memory_state": props.get("imq.memory.state", ""),
         "store": props.get("imq.persist.store", "file"),
-        "services": services,
-        "destinations": len([d for d in destinations if not d["temporary"]]),
-        "messages": sum(d["messages"] for d in destinations),
-        "message_bytes": sum(d["bytes"] for d in destinations),
-        "connections": len(connections),
+        "services": list_services(admin),
+        "destinations": destinations,
+        "messages": _int_prop(props, "imq.system.current_count", 0),
+        "message_bytes": _int_prop(props, "imq.system.current_size", 0),
+        "connections": _int_prop(props, "imq.system.current_connections", 0),
         "properties": props,
     }
 
@@ -322,38 +320,118 @@ def _destination(info: dict[str, Any]) -> dict[str, Any]:
 
 
 def destination_attributes(info: dict[str, Any]) -> dict[str, Any]:
-    """The destination's attributes under imqcmd's names, from a DestinationInfo."""
-    from .attributes import attributes_from_info
+    """The destination's attributes under imqcmd's names, from a DestinationInfo.
 
-    return attributes_from_info(info)
+    A GET_DESTINATIONS reply carries every field (its update mask is not set), so each
+    field present is read; a value out of range is left out rather than failing the page."""
+    from .attributes import DESTINATION_ATTRIBUTES, attributes_from_info
+
+    mask = 0
+    for attr in DESTINATION_ATTRIBUTES:
+        if attr.field is not None and attr.field in info:
+            mask |= attr.mask
+    try:  # one pass (a list of 10,000 destinations converts each of them)
+        return attributes_from_info({**info, "updateMask": mask})
+    except ValueError:
+        pass  # a value out of range: read the fields one by one, leaving that one out
+    out: dict[str, Any] = {}
+    for attr in DESTINATION_ATTRIBUTES:
+        if attr.field is None or attr.field not in info:
+            continue
+        try:
+            out.update(attributes_from_info({**info, "updateMask": attr.mask}))
+        except ValueError:
+            continue
+    return out
 
 
-def list_destinations(
+def _clean_attributes(code: int, attributes: dict[str, Any] | None) -> dict[str, Any]:
+    """Attribute values converted to their types (``"10m"`` -> bytes, ``"true"`` -> True);
+    ActionError naming every unknown or bad one, or one of the other kind of destination."""
+    from .attributes import convert_all
+
+    try:
+        return convert_all(dict(attributes or {}), is_topic=code == DEST_TOPIC)
+    except ValueError as exc:
+        raise ActionError(str(exc)) from None
+
+
+def page_destinations(
     admin: BrokerAdmin,
     *,
+    start: int = 0,
+    limit: int = 50,
     kind: str | None = None,
     name_contains: str | None = None,
     state: str | None = None,
     show_temporary: bool = True,
-) -> list[dict[str, Any]]:
-    """Every destination (sorted by type and name), optionally filtered."""
-    code = dest_type_code(kind) if kind else None
-    wanted_state = state.upper() if state else None
-    needle = name_contains.lower() if name_contains else None
-    out = []
-    for info in admin.call("destinations"):
-        row = _destination(info)
-        if code is not None and row["type"] != dest_kind(code):
-            continue
-        if needle and needle not in row["name"].lower():
-            continue
-        if wanted_state and row["state"] != wanted_state:
-            continue
-        if not show_temporary and row["temporary"]:
-            continue
-        out.append(row)
-    out.sort(key=lambda r: (r["type"], r["name"]))
-    return out
+    order: str = "name",
+) -> tuple[list[dict[str, Any]], int]:
+    """One page of destinations (queues then topics by name, or deepest first with
+    ``order="depth"``), filtered by the broker, and how many matched in all."""
+    if start < 0:
+        raise ActionError("start must be >= 0")
+    state_code = None
+    if state:
+        codes = {v: k for k, v in DEST_STATES.items() if k >= 0}
+        key = state.strip().upper()
+        if key not in codes:
+            raise ActionError(f"unknown destination state {state!r}: one of {', '.join(codes)}")
+        state_code = codes[key]
+    if order not in ("name", "depth"):
+        raise ActionError("order must be name or depth")
+    rows, total = admin.call(
+        "destinations_page",
+        start,
+        limit,
+        dest_type=dest_type_code(kind) if kind else None,
+        name=name_contains or None,
+        state=state_code,
+        temporary=show_temporary,
+        order=order,
+    )
+    return [_destination(info) for info in rows], total
+
+
+def list_destinations(admin: BrokerAdmin, **filters: Any) -> list[dict[str, Any]]:
+    """Every destination matching the filters of :func:`page_destinations`."""
+    rows, _ = page_destinations(admin, start=0, limit=-1, **filters)
+    return rows
+
+
+class PagedList:
+    """A broker list that Django's Paginator (and so DRF's) pages without fetching it
+    whole: ``count()`` and slices each cost one request for just that window."""
+
+    def __init__(self, fetch: Any) -> None:
+        self._fetch = fetch  # fetch(start, limit) -> (rows, total)
+        self._total: int | None = None
+
+    def count(self) -> int:
+        if self._total is None:
+            _, self._total = self._fetch(0, 0)
+        return self._total
+
+    def __len__(self) -> int:
+        return self.count()
+
+    def __getitem__(self, index: slice | int) -> Any:
+        if isinstance(index, int):
+            rows, self._total = self._fetch(index, 1)
+            if not rows:
+                raise IndexError(index)
+            return rows[0]
+        start = index.start or 0
+        stop = index.stop if index.stop is not None else self.count()
+        rows, self._total = self._fetch(start, max(0, stop - start))
+        return rows
+
+
+def paged_destinations(admin: BrokerAdmin, **filters: Any) -> PagedList:
+    """:func:`page_destinations` as a :class:`PagedList` for paginators."""
+    return PagedList(
+        lambda start, limit: page_destinations(admin, start=start, limit=limit, **filters)
+    )
 
 
 def query_destination(admin: BrokerAdmin, kind: str | int, name: str) -> dict[str, Any]:
@@ -379,7 +457,7 @@ def create_destination(
 ) -> None:
     code = dest_type_code(kind)
     name = _check_name(name)
-    attrs = dict(attributes or {})
+    attrs = _clean_attributes(code, attributes)
     admin.call("create_destination", name, code, attrs)
     extra = (" with " + ", ".join(f"{k}={v}" for k, v in attrs.items())) if attrs else ""
     record_change(actor, f"created {dest_kind(code)} {name}{extra}")
@@ -391,11 +469,11 @@ def update_destination(
     code = dest_type_code(kind)
     if not attributes:
         raise ActionError("no attribute to change")
-    admin.call("update_destination", _check_name(name), code, dict(attributes))
+    attrs = _clean_attributes(code, attributes)
+    admin.call("update_destination", _check_name(name), code, attrs)
     record_change(
         actor,
-        f"updated {dest_kind(code)} {name}: "
-        + ", ".join(f"{k}={v}" for k, v in attributes.items()),
+        f"updated {dest_kind(code)} {name}: " + ", ".join(f"{k}={v}" for k, v in attrs.items()),
     )
 
 
@@ -452,8 +530,64 @@ def destination_metrics(admin: BrokerAdmin, kind: str | int, name: str) -> dict[
     )
 
 
+ACK_MODES = {
+    1: "AUTO_ACKNOWLEDGE",
+    2: "CLIENT_ACKNOWLEDGE",
+    3: "DUPS_OK_ACKNOWLEDGE",
+    32768: "NO_ACKNOWLEDGE",
+}
+
+
+def _consumer(row: dict[str, Any]) -> dict[str, Any]:
+    """A GET_CONSUMERS row (OpenMQ's keys, see AdminClient.consumers), snake_case."""
+    last_ack = _int(row.get("LastAckTime"))
+    ack = row.get("AcknowledgeMode")
+    return {
+        "id": _str(row.get("ConsumerID")),
+        "connection_id": _str(row.get("ConnectionID")),
+        "client_id": _str(row.get("ClientID")),
+        "user": _str(row.get("User")),
+        "host": _str(row.get("Host")),
+        "service": _str(row.get("ServiceName")),
+        "ack_mode": ACK_MODES.get(_int(ack), _str(ack)),
+        "selector": _str(row.get("Selector")),
+        "durable": bool(row.get("Durable")),
+        "durable_name": _str(row.get("DurableName")),
+        "durable_active": bool(row.get("DurableActive")),
+        "flow_paused": bool(row.get("FlowPaused")),
+        "delivered": _int(row.get("NumMsgs")),
+        "pending_acks": _int(row.get("NumMsgsPendingAcks")),
+        "last_ack": datetime.fromtimestamp(last_ack / 1000, UTC).isoformat()
+        if last_ack > 0
+        else "",
+        "destination": _str(row.get("DestinationName")),
+    }
+
+
+def _producer(row: dict[str, Any]) -> dict[str, Any]:
+    """A producer row (OpenMQ's keys, see AdminClient.producers), snake_case."""
+    return {
+        "id": _str(row.get("ProducerID")),
+        "connection_id": _str(row.get("ConnectionID")),
+        "session_id": _str(row.get("SessionID")),
+        "user": _str(row.get("User")),
+        "host": _str(row.get("Host")),
+        "service": _str(row.get("ServiceName")),
+        "flow_paused": bool(row.get("FlowPaused")),
+        "destination": _str(row.get("DestinationName")),
+    }
+
+
 def list_consumers(admin: BrokerAdmin, kind: str | int, name: str) -> list[dict[str, Any]]:
-    return [dict(c) for c in admin.call("consumers", _check_name(name), dest_type_code(kind))]
+    """The consumers of a destination."""
+    rows = admin.call("consumers", _check_name(name), dest_type_code(kind))
+    return [_consumer(c) for c in rows]
+
+
+def list_producers(admin: BrokerAdmin, kind: str | int, name: str) -> list[dict[str, Any]]:
+    """The producers of a destination."""
+    rows = admin.call("producers", _check_name(name), dest_type_code(kind))
+    return [_producer(p) for p in rows]
 
 
 # -- messages ---------------------------------------------------------------------------
@@ -485,14 +619,43 @@ def preview_body(message_type: str, body: bytes | None) -> str:
     return text
 
 
+# GET_MESSAGES keys shown under a snake_case name of their own (the rest are headers).
+_MESSAGE_KEYS = {"MessageProperties", "MessageBody", "MessageBodyBytes", "CorrelationIDAsBytes"}
+
+
 def _message(row: dict[str, Any]) -> dict[str, Any]:
-    out = dict(row)
-    mtype = _str(out.get("type") or out.get("message_type") or "")
-    body = out.pop("body", None)
-    out["message_type"] = mtype
-    out["body_size"] = len(body) if isinstance(body, bytes | bytearray) else out.get("body_size", 0)
-    out["preview"] = preview_body(mtype, bytes(body)) if isinstance(body, bytes | bytearray) else ""
-    return out
+    """One GET_MESSAGES row (OpenMQ's keys, see AdminClient.messages) with snake_case keys,
+    the body's size and a safe preview; ``headers`` keeps the OpenMQ-named headers."""
+    kind = _str(row.get("MessageKind")) or MESSAGE_TYPES.get(
+        _int(row.get("MessageBodyType")), "message"
+    )
+    if kind == "plain":
+        kind = "message"
+    raw = row.get("MessageBodyBytes")
+    body = bytes(raw) if isinstance(raw, bytes | bytearray) else None
+    props = row.get("MessageProperties")
+    ts = _int(row.get("Timestamp"))
+    expiration = _int(row.get("Expiration"))
+    return {
+        "id": _str(row.get("MessageID")),
+        "message_type": kind,
+        "jms_type": _str(row.get("Type")),
+        "priority": _int(row.get("Priority")),
+        "timestamp": ts,
+        "time": datetime.fromtimestamp(ts / 1000, UTC).isoformat() if ts else "",
+        "expiration": expiration,
+        "persistent": _int(row.get("DeliveryMode")) == 2,
+        "redelivered": bool(row.get("Redelivered")),
+        "correlation_id": _str(row.get("CorrelationID")),
+        "reply_to": _str(row.get("ReplyToDestinationName")),
+        "destination": _str(row.get("DestinationName")),
+        "properties": dict(props) if isinstance(props, dict) else {},
+        "body_size": len(body) if body is not None else 0,
+        "preview": preview_body(kind, body) if body is not None else "",
+        "headers": {
+            k: v for k, v in row.items() if k not in _MESSAGE_KEYS and not str(k).startswith("__")
+        },
+    }
 
 
 def list_messages(
@@ -560,10 +723,14 @@ def query_connection(admin: BrokerAdmin, cxn_id: int) -> dict[str, Any]:
 
 
 def _cxn_id(value: object) -> int:
+    """A connection or transaction ID: a Java long (ActionError otherwise)."""
     try:
-        return int(str(value))
+        number = int(str(value))
     except ValueError:
         raise ActionError(f"connection ID must be a number, not {value!r}") from None
+    if not -(2**63) <= number < 2**63:
+        raise ActionError(f"ID {value} is out of range (a 64-bit number)")
+    return number
 
 
 def destroy_connection(admin: BrokerAdmin, actor: str, cxn_id: int) -> None:
@@ -582,7 +749,12 @@ def _durable(info: dict[str, Any]) -> dict[str, Any]:
     consumer = info.get("consumer") if isinstance(info.get("consumer"), dict) else {}
     topic = ""
     if consumer:
-        dest = consumer.get("destName") or consumer.get("destinationName") or consumer.get("dest")
+        dest = (
+            consumer.get("destination")  # ConsumerInfo.destination, what the broker sends
+            or consumer.get("destName")
+            or consumer.get("destinationName")
+            or consumer.get("dest")
+        )
         topic = _str(dest)
     return {
         "name": _str(info.get("name")),
@@ -636,11 +808,21 @@ TXN_STATES = {
 }
 
 
+def _id(value: object) -> int:
+    """A Long id sent as a number or as its decimal string (0 when neither)."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return int(value)
+    try:
+        return int(str(value).strip())
+    except ValueError:
+        return 0
+
+
 def _transaction(row: dict[str, Any]) -> dict[str, Any]:
     state = row.get("state")
     ts = _int(row.get("timestamp"))
     return {
-        "id": _int(row.get("txnid")),
+        "id": _id(row.get("txnid")),  # OpenMQ sends the id as a String
         "xid": _str(row.get("xid")),
         "state": TXN_STATES.get(state, _str(state)) if isinstance(state, int) else _str(state),
         "user": _str(row.get("user")),
@@ -657,6 +839,15 @@ def list_transactions(admin: BrokerAdmin) -> list[dict[str, Any]]:
     rows = [_transaction(t) for t in admin.call("transactions")]
     rows.sort(key=lambda r: r["id"])
     return rows
+
+
+def query_transaction(admin: BrokerAdmin, txn_id: int) -> dict[str, Any]:
+    """One transaction the broker tracks (AdminError 404 when it does not)."""
+    tid = _cxn_id(txn_id)
+    for row in list_transactions(admin):
+        if row["id"] == tid:
+            return row
+    raise AdminError(404, f"transaction {tid} not found")
 
 
 def commit_transaction(admin: BrokerAdmin, actor: str, txn_id: int) -> None:
@@ -693,7 +884,12 @@ def log_records(
         lv = level.strip().upper()
         if lv not in order:
             raise ActionError(f"unknown log level {level!r}: one of {', '.join(order)}")
-        qs = qs.filter(level__in=order[order.index(lv) :])
+        below = order[: order.index(lv)]
+        if below:
+            # Written as "not the lower levels" (the levels are always these names): the
+            # database then walks the timestamp index newest first and stops at a page,
+            # instead of sorting every record of the wanted levels.
+            qs = qs.exclude(level__in=below)
     if since:
         qs = qs.filter(timestamp__gte=since)
     if until:

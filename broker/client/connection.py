@@ -294,6 +294,18 @@ class Connection:
             self._flush_scheduled = True
             self._loop.call_soon(self._flush)
 
+    def _write_now(self, data: bytes) -> None:
+        """Write a request the caller is about to wait for at once, after anything queued
+        (saves the loop turn of the deferred flush on a round trip)."""
+        if self._wbuf:
+            self._write(data)
+            self._flush()
+            return
+        self._activity = True
+        t = self._transport
+        if t is not None and not t.is_closing():
+            t.write(data)
+
     def _flush(self) -> None:
         self._flush_scheduled = False
         buf = self._wbuf

@@ -58,6 +58,25 @@ if TYPE_CHECKING:
 
 _pack_header = HEADER.pack
 
+# The broker's SEND_REPLY carries JMQStatus only: its property table is this prefix and
+# the status as a big-endian int, read in place instead of decoding the table.
+_STATUS_ONLY = encode_properties({"JMQStatus": JInt(0)})[:-4]
+_STATUS_AT = len(_STATUS_ONLY)
+_STATUS_SIZE = _STATUS_AT + 4
+_I32 = struct.Struct(">i")
+
+
+def _reply_status(reply: Packet) -> int:
+    raw = reply.raw
+    off = reply.prop_offset
+    if (
+        reply.prop_size == _STATUS_SIZE
+        and reply.version == CURRENT_PACKET_VERSION
+        and raw.startswith(_STATUS_ONLY, off)
+    ):
+        return _I32.unpack_from(raw, off + _STATUS_AT)[0]
+    return reply_status(reply)
+
 
 class _Target:
     """One destination a producer sends to: its broker producer id, template and flow state."""
@@ -296,7 +315,10 @@ class MessageProducer:
             flags,
             cid,
         )
-        conn._write(header + vh + pr + body)
+        if fut is not None:
+            conn._write_now(header + vh + pr + body)
+        else:
+            conn._write(header + vh + pr + body)
 
         message._timestamp = now
         message._expiration = expiration
@@ -308,7 +330,7 @@ class MessageProducer:
 
         if fut is not None:
             reply = await conn._await_reply(cid, fut, "SEND")
-            status = reply_status(reply)
+            status = _reply_status(reply)
             if status != Status.OK:
                 raise status_error(
                     message.PACKET_TYPE,

@@ -24,6 +24,7 @@ from broker.store.base import (
 
 from .dispatch import DeliveryQueue
 from .message import Entry, Message
+from .metrics import DestStats
 
 if TYPE_CHECKING:
     from broker.core.selector import Selector
@@ -69,6 +70,13 @@ class Destination:
         self.msg_bytes = 0
         self.msgs_in = 0
         self.msgs_out = 0
+        # Metrics (core/metrics.py): bytes in/out, high-water marks, the rest in stats.
+        self.msg_bytes_in = 0
+        self.msg_bytes_out = 0
+        self.peak_msgs = 0
+        self.peak_bytes = 0
+        self.peak_msg_bytes = 0
+        self.stats = DestStats()
         self.is_dmq = False
         # The message store, for destinations that outlive a restart (not temporary).
         self.store: Store | None = None
@@ -124,6 +132,13 @@ class Destination:
         self.msg_count += entry_count
         self.msg_bytes += size * entry_count
         self.msgs_in += 1
+        self.msg_bytes_in += size
+        if self.msg_count > self.peak_msgs:
+            self.peak_msgs = self.msg_count
+        if self.msg_bytes > self.peak_bytes:
+            self.peak_bytes = self.msg_bytes
+        if size > self.peak_msg_bytes:
+            self.peak_msg_bytes = size
         t = self.totals
         t.count += entry_count
         t.bytes += size * entry_count
@@ -133,6 +148,7 @@ class Destination:
         self.msg_count -= 1
         self.msg_bytes -= size
         self.msgs_out += 1
+        self.msg_bytes_out += size
         t = self.totals
         t.count -= 1
         t.bytes -= size
@@ -193,6 +209,10 @@ class QueueDestination(Destination):
             self.backups.remove(cons)
             return
         self.dq.remove_consumer(cons)
+        self.promote_backups()
+
+    def promote_backups(self) -> None:
+        """The oldest backups become active while there is room for active consumers."""
         backups = self.backups
         if backups:
             max_active = self.limit("maxNumActiveConsumers")

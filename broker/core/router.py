@@ -46,6 +46,7 @@ from .destination import Destination, QueueDestination, Subscription, TopicDesti
 from .dmq import DMQ_NAME
 from .ids import UIDGenerator
 from .message import Entry, Message
+from .metrics import note_consumers
 from .selector import compile_selector
 from .session import Consumer, Link, Producer, Session
 from .transaction import Transaction
@@ -217,6 +218,23 @@ class MessageRouter:
             raise RouterError(Status.CONFLICT, f"destination {name} has active consumers")
         self._remove_destination(dest)
 
+    def update_destination(self, dest: Destination, attributes: dict) -> None:
+        """Admin UPDATE_DESTINATION: the new attribute values apply at once (limits are
+        checked on the next send, backups are promoted into new active places, producers
+        held by a limit that no longer holds are released) and are stored."""
+        dest.attributes.update(attributes)
+        if dest.store is not None:
+            dest.store.submit((DestAdd(dest.name, self._stored_type(dest), dict(dest.attributes)),))
+        if isinstance(dest, QueueDestination):
+            dest.promote_backups()
+            dest.dq.dispatch(now_ms())
+        if dest.waiting_producers and (
+            dest.limit_behavior != LimitBehavior.FLOW_CONTROL or not dest.is_full()
+        ):
+            self._room(dest)
+        log.info("updated %s %s: %s", "queue" if dest.is_queue else "topic", dest.name, attributes)
+        self._event("destination.updated", {"name": dest.name, "type": dest.dest_type})
+
     def _remove_destination(self, dest: Destination) -> None:
         if isinstance(dest, QueueDestination):
             self.queues.pop(dest.name, None)
@@ -303,6 +321,7 @@ class MessageRouter:
                 entry.redelivered = count > 0
                 dest.account_in(1, msg.size)
                 dest.msgs_in -= 1  # recovered, not newly received
+                dest.msg_bytes_in -= msg.size
                 q.put(entry)
                 n += 1
         txns = 0
@@ -490,6 +509,7 @@ class MessageRouter:
                 self.uids.next(), sess, dest, sub.queue, None, no_local, prefetch, self, sub
             )
             sub.attach(cons)
+        note_consumers(dest)
         cid = cons.id
         sess.consumers[cid] = cons
         self.consumers[cid] = cons
@@ -707,11 +727,13 @@ class MessageRouter:
             dest = self.ensure_destination(msg.destination, dest_type, link)
         s = self.settings
         if s.max_message_size >= 0 and msg.size > s.max_message_size:
+            dest.stats.rejected += 1
             raise RouterError(
                 Status.ENTITY_TOO_LARGE, f"message of {msg.size} bytes exceeds imq.message.max_size"
             )
         per_msg = dest.limit("maxBytesPerMsg")
         if per_msg >= 0 and msg.size > per_msg:
+            dest.stats.rejected += 1
             raise RouterError(
                 Status.ENTITY_TOO_LARGE,
                 f"message of {msg.size} bytes exceeds {dest.name} maxBytesPerMsg",
@@ -728,11 +750,13 @@ class MessageRouter:
             ):
                 pass
             else:
+                dest.stats.rejected += 1
                 raise RouterError(Status.RESOURCE_FULL, f"destination {dest.name} is full")
         totals = self.totals
         if (s.system_max_count >= 0 and totals.count >= s.system_max_count) or (
             s.system_max_size >= 0 and totals.bytes + msg.size > s.system_max_size
         ):
+            dest.stats.rejected += 1
             raise RouterError(Status.RESOURCE_FULL, "the broker's message limit is reached")
         t = now_ms()
         if msg.delivery_time > t:
@@ -785,6 +809,10 @@ class MessageRouter:
         destination uses it (useDMQ) and the producer did not say otherwise."""
         owner = entry.owner
         owner.account_out(entry)  # type: ignore[attr-defined]
+        if reason == dmq.EXPIRED:
+            owner.stats.expired += 1  # type: ignore[attr-defined]
+        else:
+            owner.stats.discarded += 1  # type: ignore[attr-defined]
         if owner is self.dmq or not owner.attributes.get("useDMQ", True):  # type: ignore[attr-defined]
             log.debug("message %s discarded (%s)", entry.msg.message_id, reason)
             return
@@ -931,6 +959,7 @@ class MessageRouter:
                 reason = dmq.EXPIRED if dead_reason == 1 else dmq.UNDELIVERABLE
                 self._dead(entry, reason, comment)
             else:
+                entry.owner.stats.acked += 1  # type: ignore[attr-defined]
                 self._forget(entry)
         return found
 
@@ -1295,6 +1324,7 @@ class MessageRouter:
                 # Limits may have filled since the send was checked; the rest still commit.
                 log.warning("committed message to %s dropped: %s", msg.destination, exc.reason)
         for entry in txn.entries.values():
+            entry.owner.stats.acked += 1  # type: ignore[attr-defined]
             self.consumed(entry)
         if txn.stored:
             self.store.submit((TxnRemove(txn.id),))  # type: ignore[union-attr]
@@ -1351,6 +1381,8 @@ class MessageRouter:
     def _undo(self, txn: Transaction, set_redelivered: bool) -> None:
         entries = list(txn.entries.values())
         txn.entries = {}
+        for e in entries:
+            e.owner.stats.rolledback += 1  # type: ignore[attr-defined]
         if entries:
             sess = txn.session
             self._return_unacked(sess, entries, redelivered=set_redelivered)  # type: ignore[arg-type]

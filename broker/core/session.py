@@ -125,6 +125,7 @@ class Consumer:
         if session.acknowledges:
             session.unacked[(self.id, msg.key)] = entry
         else:
+            entry.owner.stats.acked += 1  # type: ignore[attr-defined]
             self.router.consumed(entry)
         self.delivered += 1
         self.link.send_delivery(buf)

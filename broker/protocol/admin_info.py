@@ -7,7 +7,28 @@ were checked against JDK 17 writing same-shaped classes (tests/test_admin_protoc
 
 from __future__ import annotations
 
-from broker.protocol.javaser import JavaClass, JavaObject, encode_vector
+import struct
+from collections.abc import Mapping
+
+from broker.protocol.javaser import (
+    _F32,
+    _I32,
+    _LOAD_FACTOR,
+    SC_SERIALIZABLE,
+    TC_BLOCKDATA,
+    TC_ENDBLOCKDATA,
+    TC_OBJECT,
+    JavaClass,
+    JavaObject,
+    JavaSerializationError,
+    _hashmap_layout,
+    _hashtable_layout,
+    _KnownClass,
+    _Writer,
+    encode_vector,
+)
+from broker.protocol.javaser import _HASHMAP as _HM
+from broker.protocol.javaser import _HASHTABLE as _HASHTABLE_CLS
 
 PACKAGE = "com.sun.messaging.jmq.util.admin."
 STRING = "Ljava/lang/String;"
@@ -90,3 +111,224 @@ def service_info(**values: object) -> JavaObject:
 def encode_infos(items: list[JavaObject]) -> bytes:
     """A ``java.util.Vector`` of ``*Info`` objects (a GET_* reply body)."""
     return encode_vector(items)
+
+
+# --------------------------------------------------------------------------------------
+# Update masks (AdminInfo.updateMask): which fields a CREATE/UPDATE request sets
+# --------------------------------------------------------------------------------------
+
+# DestinationInfo
+DEST_NAME = 0x1
+DEST_TYPE = 0x2
+DEST_MAX_MESSAGES = 0x4
+DEST_MAX_MESSAGE_BYTES = 0x8
+DEST_MAX_MESSAGE_SIZE = 0x10
+DEST_SCOPE = 0x20
+DEST_LIMIT = 0x40
+DEST_PREFETCH = 0x80
+DEST_CDP = 0x100
+DEST_MAX_ACTIVE_CONSUMERS = 0x200
+DEST_MAX_FAILOVER_CONSUMERS = 0x400
+DEST_MAX_PRODUCERS = 0x800
+DEST_MAX_SHARED_CONSUMERS = 0x1000
+DEST_SHARE_FLOW_LIMIT = 0x2000
+DEST_USE_DMQ = 0x4000
+DEST_VALIDATE_XML_SCHEMA_ENABLED = 0x8000
+DEST_XML_SCHEMA_URI_LIST = 0x10000
+DEST_RELOAD_XML_SCHEMA_ON_FAILURE = 0x20000
+
+# ServiceInfo
+SERVICE_PORT = 0x1
+SERVICE_MIN_THREADS = 0x2
+SERVICE_MAX_THREADS = 0x4
+
+
+# --------------------------------------------------------------------------------------
+# GET_DURABLES: DurableInfo with ConsumerInfo / ConnectionInfo inside
+# --------------------------------------------------------------------------------------
+
+BYTES = "[B"
+CONNECTION_INFO = JavaClass(
+    PACKAGE + "ConnectionInfo",
+    # No serialVersionUID is declared: this is what the JVM computes for the class as
+    # OpenMQ declares it (serialver on a same-shaped copy; see the admin tests).
+    -6255154649160893876,
+    (
+        ("[", "id", BYTES),
+        ("J", "uuid", None),
+        ("I", "nconsumers", None),
+        ("I", "nproducers", None),
+        ("I", "remPort", None),
+        ("[", "remoteIP", BYTES),
+        ("L", "metrics", "Lcom/sun/messaging/jmq/util/MetricCounters;"),
+        ("L", "user", STRING),
+        ("L", "clientID", STRING),
+        ("L", "userAgent", STRING),
+        ("L", "service", STRING),
+    ),
+    ADMIN_INFO,
+)
+
+CONSUMER_INFO = JavaClass(
+    PACKAGE + "ConsumerInfo",
+    -3322006453099714245,
+    (
+        ("[", "id", BYTES),
+        ("L", "uidString", STRING),
+        ("L", "subuidString", STRING),
+        ("L", "brokerAddressShortString", STRING),
+        ("L", "destination", STRING),
+        ("I", "type", None),
+        ("L", "selector", STRING),
+        ("L", "connection", "Lcom/sun/messaging/jmq/util/admin/ConnectionInfo;"),
+    ),
+    ADMIN_INFO,
+)
+
+DURABLE_INFO = JavaClass(
+    PACKAGE + "DurableInfo",
+    2435222814345146809,
+    (
+        ("L", "name", STRING),
+        ("L", "clientID", STRING),
+        ("I", "nMessages", None),
+        ("Z", "isActive", None),
+        ("Z", "isDurable", None),
+        ("Z", "isShared", None),
+        ("Z", "isJMSShared", None),
+        ("I", "activeCount", None),
+        ("L", "uidString", STRING),
+        ("L", "activeConsumers", "Ljava/util/Map;"),
+        ("L", "consumer", "Lcom/sun/messaging/jmq/util/admin/ConsumerInfo;"),
+    ),
+)
+
+
+def connection_info(uuid: int) -> JavaObject:
+    """A ConnectionInfo as GET_DURABLES fills it in: only the connection id; the String
+    fields keep the class's shared ``""`` initialiser."""
+    empty = Shared("")
+    return JavaObject(
+        CONNECTION_INFO,
+        {"uuid": uuid, "user": empty, "clientID": empty, "userAgent": empty, "service": empty},
+    )
+
+
+def consumer_info(**values: object) -> JavaObject:
+    return JavaObject(CONSUMER_INFO, values)
+
+
+def durable_info(**values: object) -> JavaObject:
+    """A DurableInfo; ``activeConsumers`` is a mapping written as a ``LinkedHashMap``."""
+    active = values.get("activeConsumers")
+    if active is not None and not isinstance(active, LinkedHashMap):
+        values["activeConsumers"] = LinkedHashMap(active)  # type: ignore[arg-type]
+    return JavaObject(DURABLE_INFO, values)
+
+
+# --------------------------------------------------------------------------------------
+# Maps inside admin replies
+# --------------------------------------------------------------------------------------
+
+
+class HashMap(dict):
+    """Written as a ``java.util.HashMap`` (null values allowed)."""
+
+
+class Hashtable(dict):
+    """Written as a ``java.util.Hashtable`` (what a plain dict becomes, too)."""
+
+
+class LinkedHashMap(dict):
+    """Written as a ``java.util.LinkedHashMap`` (insertion order, null values allowed)."""
+
+
+class Shared(str):
+    """A String that is one object in the Java program: written once, then referred to
+    (a field initialised from a literal, a map key that is also a field of its value)."""
+
+
+_LINKED_HASHMAP = _KnownClass(
+    "java.util.LinkedHashMap", 0x34C04E5C106CC0FB, SC_SERIALIZABLE, (("Z", "accessOrder"),), _HM
+)
+
+
+class _AdminWriter(_Writer):
+    """The javaser writer plus what admin replies hold beyond it: maps nested in maps,
+    HashMap / LinkedHashMap values (nulls allowed) and :class:`Shared` strings."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._shared: dict[str, int] = {}
+        self._depth = 0
+
+    def string(self, text: str) -> None:
+        if isinstance(text, Shared):
+            handle = self._shared.get(str(text))
+            if handle is not None:
+                self._reference(handle)
+                return
+            self._shared[str(text)] = self._next_handle
+        super().string(text)
+
+    def value(self, value: object) -> None:
+        if isinstance(value, Mapping):
+            self.map(value, hashtable=not isinstance(value, HashMap | LinkedHashMap))
+        else:
+            super().value(value)
+
+    def map(self, values: Mapping[str, object], hashtable: bool) -> None:
+        if not isinstance(values, Mapping):
+            raise JavaSerializationError(f"expected a mapping, got {type(values).__name__}")
+        linked = isinstance(values, LinkedHashMap)
+        if isinstance(values, HashMap | LinkedHashMap):
+            hashtable = False
+        keys = list(values)
+        for key in keys:
+            if not isinstance(key, str):
+                raise JavaSerializationError(f"map keys must be str, got {type(key).__name__}")
+            if hashtable and values[key] is None:
+                raise JavaSerializationError(f"a Hashtable cannot hold null (key {key!r})")
+        if hashtable:
+            capacity, threshold, order = _hashtable_layout(keys)
+        else:
+            capacity, threshold, order = _hashmap_layout(keys)
+            if linked:
+                order = keys
+        self.out.append(TC_OBJECT)
+        self.classdesc(_LINKED_HASHMAP if linked else _HASHTABLE_CLS if hashtable else _HM)
+        self._assign()
+        self.out += _F32.pack(_LOAD_FACTOR) + _I32.pack(threshold)
+        self.out += bytes((TC_BLOCKDATA, 8)) + struct.pack(">ii", capacity, len(keys))
+        # Keys of a reply's own rows are literals in the Java program (one object each);
+        # keys of nested maps (message properties) are not.
+        intern, self.intern_keys = self.intern_keys, self.intern_keys and self._depth == 0
+        self._depth += 1
+        try:
+            for key in order:
+                self.key(key)
+                self.value(values[key])
+        finally:
+            self._depth -= 1
+            self.intern_keys = intern
+        self.out.append(TC_ENDBLOCKDATA)
+        if linked:
+            self.out.append(0)  # LinkedHashMap.accessOrder
+
+
+def encode_admin_vector(items: list[object]) -> bytes:
+    """A ``java.util.Vector`` reply body whose elements may be ``*Info`` objects or maps
+    (a plain dict is a Hashtable; :class:`HashMap` / :class:`LinkedHashMap` as named),
+    maps nested in maps included."""
+    writer = _AdminWriter()
+    writer.intern_keys = True
+    writer.vector(items)
+    return bytes(writer.out)
+
+
+def encode_admin_object(value: object) -> bytes:
+    """One top-level object (a map as its marker class says; a plain dict a Hashtable)."""
+    writer = _AdminWriter()
+    writer.intern_keys = True
+    writer.value(value)
+    return bytes(writer.out)

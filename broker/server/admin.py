@@ -5,25 +5,63 @@ An admin tool (imqcmd) sends OBJECT_MESSAGEs to ``__JMQAdmin`` over an ADMIN ser
 :class:`AdminHandler` answers each with an OBJECT_MESSAGE (type ``n + 1``, a
 ``JMQStatus``, sometimes a Java-serialised body) published to the request's JMSReplyTo
 temporary queue, so the tool's consumer receives it like any other delivery.
+
+A command is a function of (connection, request properties) -- plus the request body
+for the CREATE/UPDATE ones -- that returns (reply properties, reply body), or a
+coroutine giving them when the work has to wait (the store, a new listening socket, a
+thread).  A refusal is raised as :class:`AdminError` or ``RouterError`` (status, reason)
+and becomes the reply's JMQStatus and JMQErrorString; each is logged once.
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
+import inspect
 import itertools
 import logging
+import weakref
+import zlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from broker.admin import attributes as dattrs
+from broker.admin.client import read_java_object
+from broker.config import BrokerConfig, ConfigError
 from broker.core.message import Message
 from broker.core.router import RouterError, now_ms
-from broker.protocol.admin_info import destination_info, encode_infos, service_info
-from broker.protocol.javaser import JavaObject, encode_properties_object, encode_vector
+from broker.protocol.admin_info import (
+    DEST_NAME,
+    DEST_TYPE,
+    SERVICE_MAX_THREADS,
+    SERVICE_MIN_THREADS,
+    SERVICE_PORT,
+    HashMap,
+    Hashtable,
+    Shared,
+    connection_info,
+    consumer_info,
+    destination_info,
+    durable_info,
+    encode_admin_vector,
+    encode_infos,
+    service_info,
+)
+from broker.protocol.javaser import (
+    JavaSerializationError,
+    decode_map_body,
+    decode_properties_object,
+    encode_hashtable,
+    encode_properties_object,
+    encode_vector,
+)
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import (
+    VH_CORRELATIONID,
     VH_DESTINATION,
     VH_DESTINATION_CLASS,
     VH_REPLYTO,
+    VH_TYPE,
     Packet,
     build_packet,
 )
@@ -33,10 +71,21 @@ from broker.protocol.types import (
     DEST_TEMP,
     DEST_TOPIC,
     FLAG_Q,
+    FLAG_Z,
     DestState,
+    DestType,
+    GoodbyeReason,
     PacketType,
     Status,
+    TransactionState,
 )
+
+from . import admin_metrics
+
+try:
+    PRODUCT_VERSION = importlib.metadata.version("openmq-py")
+except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+    PRODUCT_VERSION = "0+source"
 
 if TYPE_CHECKING:
     from .connection import ClientConnection
@@ -51,14 +100,30 @@ CREATE_DESTINATION = 10
 DESTROY_DESTINATION = 12
 DESTROY_DURABLE = 14
 GET_CONNECTIONS = 16
+GET_CONSUMERS = 18
 GET_DESTINATIONS = 20
+GET_DURABLES = 22
 GET_SERVICES = 26
 HELLO = 28
 PAUSE = 30
 PURGE_DESTINATION = 32
 RESUME = 36
 SHUTDOWN = 38
+UPDATE_DESTINATION = 40
+UPDATE_SERVICE = 46
 GET_BROKER_PROPS = 54
+UPDATE_BROKER_PROPS = 56
+GET_TRANSACTIONS = 60
+COMMIT_TRANSACTION = 62
+ROLLBACK_TRANSACTION = 64
+PURGE_DURABLE = 66
+COMPACT_DESTINATION = 68
+DESTROY_CONNECTION = 70
+DEBUG = 72
+QUIESCE_BROKER = 74
+UNQUIESCE_BROKER = 82
+GET_MESSAGES = 86
+DELETE_MESSAGE = 88
 
 COMMAND_NAMES = {
     10: "CREATE_DESTINATION",
@@ -113,8 +178,54 @@ SERVICE_STOPPED = 6
 
 SHUTDOWN_DELAY = 0.2  # seconds between the SHUTDOWN reply and the stop
 
+# GetTransactionsHandler's transaction types.
+TXN_LOCAL = 0
+
 # (props, body) of a reply; the handler adds JMQMessageType and JMQStatus.
 Result = tuple[dict[str, object], bytes]
+
+# Broker properties UPDATE_BROKER_PROPS may change at run time, with their value kind
+# (imqcmd update bkr's list, plus the other auto-creation defaults and housekeeping
+# settings the broker reads live).
+RUNTIME_PROPERTIES: dict[str, str] = {
+    "imq.autocreate.queue": "bool",
+    "imq.autocreate.topic": "bool",
+    "imq.autocreate.reaptime": "int",
+    "imq.autocreate.queue.maxNumActiveConsumers": "count",
+    "imq.autocreate.queue.maxNumBackupConsumers": "count",
+    "imq.autocreate.queue.consumerFlowLimit": "count",
+    "imq.autocreate.topic.consumerFlowLimit": "count",
+    "imq.autocreate.topic.maxNumSharedConsumers": "count",
+    "imq.autocreate.topic.sharedConsumerFlowLimit": "count",
+    "imq.autocreate.destination.maxNumMsgs": "count",
+    "imq.autocreate.destination.maxTotalMsgBytes": "size",
+    "imq.autocreate.destination.maxBytesPerMsg": "size",
+    "imq.autocreate.destination.maxNumProducers": "count",
+    "imq.autocreate.destination.maxDeliveryCount": "count",
+    "imq.autocreate.destination.limitBehavior": "behavior",
+    "imq.autocreate.destination.useDMQ": "bool",
+    "imq.autocreate.destination.isLocalOnly": "bool",
+    "imq.queue.deliverypolicy": "policy",
+    "imq.system.max_count": "count",
+    "imq.system.max_size": "size",
+    "imq.message.max_size": "size",
+    "imq.message.expiration.interval": "positive",
+    "imq.destination.DMQ.truncateBody": "bool",
+    "imq.destination.logDeadMsgs": "bool",
+    "imq.transaction.autorollback": "bool",
+    "imq.log.level": "level",
+    "imq.log.file.rolloversecs": "int",
+    "imq.log.file.rolloverbytes": "size",
+    "imq.log.file.rolloversize": "size",
+    "imq.portmapper.port": "port",
+}
+# Names newer imqcmd releases send (java.util.logging's) for ours.
+PROPERTY_ALIASES = {
+    ".level": "imq.log.level",
+    "java.util.logging.FileHandler.limit": "imq.log.file.rolloverbytes",
+}
+
+_DEST_FLAVORS = int(DestType.FLAVOR_SINGLE | DestType.FLAVOR_RROBIN | DestType.FLAVOR_FAILOVER)
 
 
 class AdminError(Exception):
@@ -144,7 +255,42 @@ def _flag(value: object, default: bool) -> bool:
     return str(value).strip().lower() == "true"
 
 
-def _destination_info(dest, delayed: list[int]) -> JavaObject:
+def _long_prop(props: dict, name: str, required: bool = False) -> int | None:
+    value = props.get(name)
+    if value is None:
+        if required:
+            raise AdminError(Status.BAD_REQUEST, f"{name} is missing")
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise AdminError(Status.BAD_REQUEST, f"{name} must be a number, not {value!r}")
+    return int(value)
+
+
+def _read_info(body: bytes, cls: str) -> dict[str, Any]:
+    """The fields of the ``*Info`` object a CREATE/UPDATE request carries."""
+    if not body:
+        raise AdminError(Status.BAD_REQUEST, f"the request has no {cls} body")
+    try:
+        info = read_java_object(body)
+    except JavaSerializationError as exc:
+        raise AdminError(Status.BAD_REQUEST, f"unreadable {cls} body: {exc}") from None
+    if (
+        not isinstance(info, dict)
+        or info.get("__class__") != f"com.sun.messaging.jmq.util.admin.{cls}"
+    ):
+        got = info.get("__class__") if isinstance(info, dict) else type(info).__name__
+        raise AdminError(Status.BAD_REQUEST, f"the request body is a {got}, not a {cls}")
+    return info
+
+
+def valid_destination_name(name: str) -> bool:
+    """OpenMQ's rule: a Java identifier start, then identifier characters or dots."""
+    if not name or not (name[0].isalpha() or name[0] in "_$"):
+        return False
+    return all(ch.isalnum() or ch in "_$." for ch in name[1:])
+
+
+def _destination_info(dest, delayed: list[int]) -> Any:
     """A ``DestinationInfo`` for GET_DESTINATIONS (sizes in bytes, -1 = unlimited)."""
     queues = dest.delivery_queues()
     pending = sum(q.count for q in queues)
@@ -152,8 +298,14 @@ def _destination_info(dest, delayed: list[int]) -> JavaObject:
     if dest.is_queue:
         active = len(dest.dq.consumers)
         backups = len(dest.backups)
+        cdp = (
+            dattrs.CDP_LOCAL_PREFERRED
+            if _flag(dest.attributes.get("localDeliveryPreferred"), False)
+            else dattrs.CDP_DISTRIBUTED
+        )
     else:
-        active, backups = len(consumers), 0
+        active, backups, cdp = len(consumers), 0, dattrs.CDP_NA
+    uris = dest.attributes.get("XMLSchemaURIList")
     return destination_info(
         nMessages=dest.msg_count,
         nMessageBytes=dest.msg_bytes,
@@ -172,6 +324,7 @@ def _destination_info(dest, delayed: list[int]) -> JavaObject:
         destScope=0 if _flag(dest.attributes.get("isLocalOnly"), False) else 1,
         destLimitBehavior=int(dest.limit_behavior),
         maxPrefetch=dest.limit("consumerFlowLimit"),
+        destCDP=cdp,
         maxActiveConsumers=dest.limit("maxNumActiveConsumers") if dest.is_queue else -1,
         maxFailoverConsumers=dest.limit("maxNumBackupConsumers", 0) if dest.is_queue else 0,
         maxProducers=dest.limit("maxNumProducers"),
@@ -181,7 +334,125 @@ def _destination_info(dest, delayed: list[int]) -> JavaObject:
         nUnackMessages=max(0, dest.msg_count - pending - delayed[0]),
         nInDelayMessages=delayed[0],
         nInDelayMessageBytes=delayed[1],
+        validateXMLSchemaEnabled=_flag(dest.attributes.get("validateXMLSchemaEnabled"), False),
+        XMLSchemaUriList=str(uris) if uris else None,
+        reloadXMLSchemaOnFailure=_flag(dest.attributes.get("reloadXMLSchemaOnFailure"), False),
     )
+
+
+def admin_defaults(settings, is_topic: bool, dest_type: int) -> dict[str, object]:
+    """The attributes an admin-created destination starts from (spec broker-properties
+    §2): unlimited counts and sizes, REJECT_NEWEST, 100 producers, the auto-creation
+    flow limits; a queue's consumer counts follow its delivery-policy flavour bits
+    (single 1/0, round-robin -1/0, failover 1/-1), else the auto-creation defaults."""
+    auto = dict((settings.topic_attributes if is_topic else settings.queue_attributes) or {})
+    attrs: dict[str, object] = {
+        "maxNumMsgs": -1,
+        "maxTotalMsgBytes": -1,
+        "maxBytesPerMsg": -1,
+        "maxNumProducers": 100,
+        "limitBehavior": "REJECT_NEWEST",
+        "useDMQ": True,
+        "isLocalOnly": False,
+        "maxDeliveryCount": -1,
+        "consumerFlowLimit": auto.get("consumerFlowLimit", 1000),
+    }
+    if is_topic:
+        attrs["maxNumSharedConsumers"] = auto.get("maxNumSharedConsumers", -1)
+        attrs["sharedConsumerFlowLimit"] = auto.get("sharedConsumerFlowLimit", 5)
+    else:
+        active = auto.get("maxNumActiveConsumers", -1)
+        backup = auto.get("maxNumBackupConsumers", 0)
+        if dest_type & DestType.FLAVOR_SINGLE:
+            active, backup = 1, 0
+        elif dest_type & DestType.FLAVOR_RROBIN:
+            active, backup = -1, 0
+        elif dest_type & DestType.FLAVOR_FAILOVER:
+            active, backup = 1, -1
+        attrs["maxNumActiveConsumers"] = active
+        attrs["maxNumBackupConsumers"] = backup
+    return attrs
+
+
+def _host(peer: str) -> str:
+    return peer.rpartition(":")[0] or peer
+
+
+def _check_property(name: str, kind: str, value: str) -> str | None:
+    """Why ``value`` is not usable for broker property ``name`` (None if it is)."""
+    from broker.logsetup import parse_level
+
+    probe = BrokerConfig({name: value})
+    text = value.strip()
+    try:
+        if kind == "bool":
+            if text.lower() not in ("true", "false"):
+                return f"{name}: {value!r} is not true or false"
+        elif kind in ("int", "count", "positive", "port"):
+            number = probe.get_int(name, 0)
+            if kind == "count" and number < -1:
+                return f"{name}: {number} is negative (use -1 for unlimited)"
+            if kind == "positive" and number < 1:
+                return f"{name}: must be at least 1"
+            if kind == "port" and not 0 < number < 65536:
+                return f"{name}: {number} is not a port number"
+        elif kind == "size":
+            probe.get_size(name, 0)
+        elif kind == "level":
+            parse_level(text)
+        elif kind == "behavior":
+            if text not in dattrs.LIMIT_BEHAVIORS:
+                return f"{name}: {value!r} is not one of {', '.join(dattrs.LIMIT_BEHAVIORS)}"
+        elif kind == "policy":
+            if text.lower() not in ("single", "failover", "round-robin"):
+                return f"{name}: {value!r} is not single, failover or round-robin"
+    except (ConfigError, ValueError) as exc:
+        return str(exc) if name in str(exc) else f"{name}: {exc}"
+    return None
+
+
+# Ours, on GET_DESTINATIONS (stock imqcmd sends none of them and gets every destination):
+# the portal asks for one filtered, ordered page and the total (JMQQuantity), so a broker
+# with tens of thousands of destinations answers a page in milliseconds.
+LIST_PROPS = (
+    "JMQStartIndex",
+    "JMQMaxCount",
+    "JMQFilterType",
+    "JMQFilterName",
+    "JMQFilterState",
+    "JMQShowTemporary",
+    "JMQOrderBy",
+)
+
+
+def _select_destinations(dests: list, props: dict) -> tuple[list, int]:
+    """The page of ``dests`` the LIST_PROPS ask for, and how many matched in all."""
+    kind = props.get("JMQFilterType")
+    if isinstance(kind, int) and kind & (DEST_QUEUE | DEST_TOPIC):
+        dests = [d for d in dests if d.dest_type & int(kind)]
+    needle = props.get("JMQFilterName")
+    if isinstance(needle, str) and needle:
+        low = needle.lower()
+        dests = [d for d in dests if low in d.name.lower()]
+    state = props.get("JMQFilterState")
+    if isinstance(state, int) and not isinstance(state, bool):
+        dests = [d for d in dests if int(d.state) == int(state)]
+    if not _flag(props.get("JMQShowTemporary"), True):
+        dests = [d for d in dests if not d.is_temporary]
+    order = props.get("JMQOrderBy") or "name"
+    if order == "depth":
+        dests.sort(key=lambda d: (-d.msg_count, d.name))
+    elif order == "name":
+        dests.sort(key=lambda d: (not d.is_queue, d.name))
+    else:
+        raise AdminError(Status.BAD_REQUEST, f"JMQOrderBy must be name or depth, not {order!r}")
+    start = props.get("JMQStartIndex", 0)
+    count = props.get("JMQMaxCount", -1)
+    if not isinstance(start, int) or not isinstance(count, int) or start < 0:
+        raise AdminError(Status.BAD_REQUEST, "JMQStartIndex must be >= 0 and JMQMaxCount a number")
+    total = len(dests)
+    end = total if count < 0 else start + int(count)
+    return dests[int(start) : end], total
 
 
 class AdminHandler:
@@ -189,7 +460,7 @@ class AdminHandler:
 
     def __init__(self) -> None:
         self._sequence = itertools.count(1)
-        self._commands: dict[int, Callable[[ClientConnection, dict], Result]] = {
+        self._commands: dict[int, Callable[[ClientConnection, dict], Any]] = {
             HELLO: self._hello,
             GET_BROKER_PROPS: self._broker_props,
             GET_CONNECTIONS: self._connections,
@@ -201,7 +472,32 @@ class AdminHandler:
             GET_SERVICES: self._services,
             PAUSE: self._pause,
             RESUME: self._resume,
+            GET_CONSUMERS: self._consumers,
+            GET_DURABLES: self._durables,
+            PURGE_DURABLE: self._purge_durable,
+            COMPACT_DESTINATION: self._compact,
+            GET_TRANSACTIONS: self._transactions,
+            COMMIT_TRANSACTION: self._commit_transaction,
+            ROLLBACK_TRANSACTION: self._rollback_transaction,
+            DESTROY_CONNECTION: self._destroy_connection,
+            QUIESCE_BROKER: self._quiesce,
+            UNQUIESCE_BROKER: self._unquiesce,
+            DEBUG: self._debug,
+            GET_MESSAGES: self._messages,
+            DELETE_MESSAGE: self._delete_message,
         }
+        self._commands[admin_metrics.GET_METRICS] = admin_metrics.get_metrics
+        self._commands[admin_metrics.RESET_BROKER] = admin_metrics.reset_broker
+        # Commands whose request carries a body (a serialised object).
+        self._body_commands: dict[int, Callable[[ClientConnection, dict, bytes], Any]] = {
+            CREATE_DESTINATION: self._create_destination,
+            UPDATE_DESTINATION: self._update_destination,
+            UPDATE_SERVICE: self._update_service,
+            UPDATE_BROKER_PROPS: self._update_broker_props,
+        }
+        # Subscription -> the number GET_DURABLES shows as its uidString.
+        self._sub_uids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+        self._tasks: set[asyncio.Task] = set()
 
     def handle(self, conn: ClientConnection, pkt: Packet) -> None:
         """Answer one request (the caller sends any SEND_REPLY)."""
@@ -217,23 +513,68 @@ class AdminHandler:
                 "admin request %s from %s has no JMSReplyTo; not answered", request, conn.peer
             )
             return
-        command = self._commands.get(request)
+        name = COMMAND_NAMES.get(request, f"admin message type {request}")
+        try:
+            if request in self._body_commands:
+                body = pkt.body
+                if pkt.flags & FLAG_Z and body:
+                    body = zlib.decompress(body)
+                result = self._body_commands[request](conn, props, body)
+            elif request in self._commands:
+                result = self._commands[request](conn, props)
+            else:
+                raise AdminError(
+                    Status.NOT_IMPLEMENTED, f"{name} is not supported by this broker yet"
+                )
+        except Exception as exc:
+            self._finish(conn, request, name, reply_to, None, exc)
+            return
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(result)
+            self._tasks.add(task)
+
+            def done(t: asyncio.Task) -> None:
+                self._tasks.discard(t)
+                if t.cancelled():
+                    self._finish(conn, request, name, reply_to, None, AdminError(503, "cancelled"))
+                elif t.exception() is not None:
+                    self._finish(conn, request, name, reply_to, None, t.exception())
+                else:
+                    self._finish(conn, request, name, reply_to, t.result(), None)
+
+            task.add_done_callback(done)
+        else:
+            self._finish(conn, request, name, reply_to, result, None)
+
+    def _finish(
+        self,
+        conn: ClientConnection,
+        request: int,
+        name: str,
+        reply_to: str,
+        result: Result | None,
+        exc: BaseException | None,
+    ) -> None:
+        """Send the reply of a request that is done (or failed); log it once."""
         status: int = Status.OK
+        error: str | None = None
         extra: dict[str, object] = {}
         body = b""
-        name = COMMAND_NAMES.get(request, f"admin message type {request}")
-        if command is None:
-            status, error = Status.NOT_IMPLEMENTED, f"{name} is not supported by this broker yet"
-        else:
-            try:
-                extra, body = command(conn, props)
-                error = None
-            except (AdminError, RouterError) as exc:
+        if exc is None:
+            if result is not None:
+                extra, body = result
+            log.info("admin %s from %s (%s): %s", name, conn.peer, conn.user, status)
+        elif isinstance(exc, AdminError | RouterError | ValueError):
+            if isinstance(exc, AdminError | RouterError):
                 status, error = exc.status, exc.reason
-            except Exception:  # a bug must not take the connection down
-                log.exception("admin %s failed", name)
-                status, error = Status.ERROR, f"{name} failed"
-        log.info("admin %s from %s (%s): %s", name, conn.peer, conn.user, status)
+            else:  # a value the request carried is unusable
+                status, error = Status.BAD_REQUEST, str(exc)
+            log.warning(
+                "admin %s from %s (%s) refused (%s): %s", name, conn.peer, conn.user, status, error
+            )
+        else:  # a bug must not take the connection down
+            log.error("admin %s from %s failed", name, conn.peer, exc_info=exc)
+            status, error = Status.ERROR, f"{name} failed: {exc}"
         reply_props: dict[str, object] = {
             "JMQMessageType": JInt(request + 1),
             "JMQStatus": JInt(status),
@@ -272,68 +613,200 @@ class AdminHandler:
         except RouterError as exc:
             log.warning("admin reply to %s refused: %s", queue, exc.reason)
 
-    # -- commands ----------------------------------------------------------------------
+    # -- broker ------------------------------------------------------------------------
 
     def _hello(self, conn: ClientConnection, props: dict) -> Result:
-        return {"JMQInstanceName": conn.broker.config.instance}, b""
+        b = conn.broker
+        return {"JMQInstanceName": b.config.instance, "JMQBrokerState": b.state}, b""
 
     def _broker_props(self, conn: ClientConnection, props: dict) -> Result:
-        return {}, encode_properties_object(conn.broker.config.as_dict())
+        b = conn.broker
+        values = b.config.as_dict()
+        # As OpenMQ adds to its configuration: the current totals.
+        router = b.router
+        values["imq.system.current_count"] = str(router.totals.count)
+        values["imq.system.current_size"] = str(router.totals.bytes)
+        values["imq.dmq.current_count"] = str(router.dmq.msg_count)
+        values["imq.dmq.current_size"] = str(router.dmq.msg_bytes)
+        # Ours: RUNNING, QUIESCING or QUIESCED; the memory state; the product version;
+        # open connections (the portal's overview needs no connection list for a count).
+        values["imq.broker.state"] = b.state
+        values["imq.memory.state"] = b.memory.state
+        values["imq.product.version"] = PRODUCT_VERSION
+        values["imq.system.current_connections"] = str(len(b.connections))
+        return {}, encode_properties_object(values)
+
+    def _update_broker_props(self, conn: ClientConnection, props: dict, body: bytes):
+        """UPDATE_BROKER_PROPS: only properties that can change at run time, all or none;
+        applied now and written to the instance's config.properties."""
+        if not body:
+            raise AdminError(Status.BAD_REQUEST, "the request has no java.util.Properties body")
+        try:
+            wanted = decode_properties_object(body)
+        except JavaSerializationError as exc:
+            raise AdminError(Status.BAD_REQUEST, f"unreadable Properties body: {exc}") from None
+        if not wanted:
+            raise AdminError(Status.BAD_REQUEST, "no broker property to update")
+        changes: dict[str, str] = {}
+        refused: list[str] = []
+        bad: list[str] = []
+        for raw_name, value in wanted.items():
+            name = PROPERTY_ALIASES.get(raw_name, raw_name)
+            kind = RUNTIME_PROPERTIES.get(name)
+            if kind is None:
+                refused.append(raw_name)
+                continue
+            why = _check_property(name, kind, value)
+            if why is not None:
+                bad.append(why)
+            changes[name] = value.strip()
+        if refused:
+            raise AdminError(
+                Status.BAD_REQUEST,
+                "these properties cannot be changed at run time: " + ", ".join(sorted(refused)),
+            )
+        if bad:
+            raise AdminError(Status.BAD_REQUEST, "; ".join(bad))
+        return self._apply_broker_props(conn, changes)
+
+    async def _apply_broker_props(self, conn: ClientConnection, changes: dict[str, str]) -> Result:
+        broker = conn.broker
+        config = broker.config
+        port = changes.get("imq.portmapper.port")
+        if port is not None and int(port) != config.get_int("imq.portmapper.port", 7676):
+            try:
+                await broker.rebind_portmapper(int(port))
+            except OSError as exc:
+                raise AdminError(
+                    Status.CONFLICT, f"imq.portmapper.port: cannot listen on port {port}: {exc}"
+                ) from None
+        for name, value in changes.items():
+            config.set(name, value)
+        broker.apply_properties(set(changes))
+        await self._save_config(conn)
+        log.info("broker properties updated: %s", changes)
+        return {}, b""
+
+    @staticmethod
+    async def _save_config(conn: ClientConnection) -> None:
+        broker = conn.broker
+        try:
+            await asyncio.get_running_loop().run_in_executor(
+                broker.executor, broker.config.save_instance_file
+            )
+        except OSError as exc:
+            raise AdminError(
+                Status.ERROR, f"applied, but {broker.config.instance_file} not written: {exc}"
+            ) from None
+
+    def _shutdown(self, conn: ClientConnection, props: dict) -> Result:
+        restart = props.get("JMQRestart") is True
+        delay = props.get("JMQTime")
+        wait = SHUTDOWN_DELAY
+        if isinstance(delay, int) and not isinstance(delay, bool) and delay > 0:
+            wait = float(delay)
+        log.info(
+            "%s requested by %s (%s)%s",
+            "restart" if restart else "shutdown",
+            conn.user,
+            conn.peer,
+            f" in {wait:g} s" if wait > SHUTDOWN_DELAY else "",
+        )
+        broker = conn.broker
+        asyncio.get_running_loop().call_later(wait, lambda: broker.request_stop(restart=restart))
+        return {}, b""
+
+    def _quiesce(self, conn: ClientConnection, props: dict) -> Result:
+        broker = conn.broker
+        if not broker.quiescing:
+            broker.quiescing = True
+            log.info("broker quiescing: no new client connections")
+        return {"JMQBrokerState": broker.state}, b""
+
+    def _unquiesce(self, conn: ClientConnection, props: dict) -> Result:
+        broker = conn.broker
+        if broker.quiescing:
+            broker.quiescing = False
+            log.info("broker no longer quiesced: client connections accepted again")
+        return {"JMQBrokerState": broker.state}, b""
+
+    def _debug(self, conn: ClientConnection, props: dict):
+        """DEBUG: ``reload accesscontrol`` (ours); OpenMQ's other debug commands are not
+        available."""
+        cmd = str(props.get("JMQCommand") or "").strip().lower()
+        target = str(props.get("JMQTarget") or "").strip().lower()
+        if cmd == "reload" and target == "accesscontrol":
+
+            async def reload() -> Result:
+                await conn.broker.reload_access_control()
+                return {}, encode_hashtable({"accesscontrol": "reloaded"})
+
+            return reload()
+        raise AdminError(
+            Status.NOT_IMPLEMENTED,
+            f"DEBUG {props.get('JMQCommand')!s} {props.get('JMQTarget') or ''}".rstrip()
+            + " is not supported by this broker (only reload accesscontrol)",
+        )
+
+    # -- connections ---------------------------------------------------------------------
 
     def _connections(self, conn: ClientConnection, props: dict) -> Result:
+        broker = conn.broker
         wanted_service = props.get("JMQServiceName")
-        wanted_id = props.get("JMQConnectionID")
+        wanted_id = _long_prop(props, "JMQConnectionID")
+        if wanted_service and not any(s.name == wanted_service for s in broker.services):
+            raise AdminError(Status.NOT_FOUND, f"service {wanted_service} not found")
         producers: dict[int, int] = {}
         for prod in conn.router.producers.values():
             link_id = prod.session.link.id
             producers[link_id] = producers.get(link_id, 0) + 1
+        if wanted_id is not None:
+            other = broker.connections.get(wanted_id)
+            if other is None:
+                raise AdminError(Status.NOT_FOUND, f"no connection {wanted_id}")
+            candidates = [other]
+        else:
+            candidates = list(broker.connections.values())
         rows: list[dict[str, object]] = []
-        for other in list(conn.broker.connections.values()):
+        for other in candidates:
             if wanted_service and other.service.name != wanted_service:
                 continue
-            if isinstance(wanted_id, int) and other.id != int(wanted_id):
-                continue
             host, _, port = other.peer.rpartition(":")
-            row: dict[str, object] = {"cxnid": JLong(other.id)}
-            if other.client_id:
-                row["clientid"] = other.client_id
-            row["host"] = host
-            row["port"] = JInt(int(port) if port.isdigit() else 0)
-            row["user"] = other.user or ""
-            row["nproducers"] = JInt(producers.get(other.id, 0))
-            row["nconsumers"] = JInt(len(other.consumer_sessions))
-            row["clientplatform"] = other.user_agent
-            row["service"] = other.service.name
-            rows.append(row)
-        if isinstance(wanted_id, int) and not rows:
-            raise AdminError(Status.NOT_FOUND, f"no connection {int(wanted_id)}")
+            sessions = other._all_sessions()
+            rows.append(
+                {
+                    "cxnid": JLong(other.id),
+                    "clientid": other.client_id or "",
+                    "host": host,
+                    "port": JInt(int(port) if port.isdigit() else 0),
+                    "user": other.user or "",
+                    "nproducers": JInt(producers.get(other.id, 0)),
+                    "nconsumers": JInt(sum(len(s.consumers) for s in sessions)),
+                    "clientplatform": other.user_agent,
+                    "service": other.service.name,
+                    # Ours (OpenMQ's Hashtable has no session count).
+                    "nsessions": JInt(len(other.sessions)),
+                }
+            )
         return {}, encode_vector(rows)
 
-    def _lookup(self, conn: ClientConnection, props: dict):
-        name = _dest_name(props)
-        dtype = _dest_type(props)
-        dest = conn.router.lookup(name, dtype)
-        if dest is None or bool(dest.dest_type & DEST_TOPIC) != bool(dtype & DEST_TOPIC):
-            raise AdminError(Status.NOT_FOUND, f"destination {name} not found")
-        return dest
+    def _destroy_connection(self, conn: ClientConnection, props: dict) -> Result:
+        cxn_id = _long_prop(props, "JMQConnectionID", required=True)
+        other = conn.broker.connections.get(cxn_id)  # type: ignore[arg-type]
+        if other is None:
+            raise AdminError(Status.NOT_FOUND, f"no connection {cxn_id}")
+        log.info(
+            "connection %s (%s, %s) closed by the administrator", cxn_id, other.user, other.peer
+        )
 
-    def _destinations(self, conn: ClientConnection, props: dict) -> Result:
-        router = conn.router
-        if isinstance(props.get("JMQDestination"), str):
-            dests = [self._lookup(conn, props)]
-        else:
-            dests = [
-                d
-                for d in [*router.queues.values(), *router.topics.values()]
-                if d.name != ADMIN_QUEUE
-            ]
-        delayed: dict[tuple[str, bool], list[int]] = {}
-        for _, _, msg, dtype in router.delayed:
-            row = delayed.setdefault((msg.destination, bool(dtype & DEST_TOPIC)), [0, 0])
-            row[0] += 1
-            row[1] += msg.size
-        infos = [_destination_info(d, delayed.get((d.name, not d.is_queue), [0, 0])) for d in dests]
-        return {}, encode_infos(infos)
+        def close() -> None:  # after the reply (which may go to that very connection)
+            other.send_goodbye(GoodbyeReason.ADMIN_KILLED_CON, "closed by the administrator")
+            other.close()
+
+        asyncio.get_running_loop().call_soon(close)
+        return {}, b""
+
+    # -- services --------------------------------------------------------------------------
 
     def _services(self, conn: ClientConnection, props: dict) -> Result:
         broker = conn.broker
@@ -364,6 +837,178 @@ class AdminHandler:
             )
         return {}, encode_infos(infos)
 
+    def _update_service(self, conn: ClientConnection, props: dict, body: bytes):
+        """UPDATE_SERVICE: the port (the service listens there from now on; open
+        connections carry on) and the thread counts.  With no threads here, maxThreads
+        is the service's connection limit (-1: none) and minThreads is only recorded."""
+        info = _read_info(body, "ServiceInfo")
+        broker = conn.broker
+        name = info.get("name")
+        svc = next((s for s in broker.services if s.name == name), None)
+        if svc is None:
+            raise AdminError(Status.NOT_FOUND, f"service {name} not found")
+        mask = int(info.get("updateMask") or 0)
+        if not mask & (SERVICE_PORT | SERVICE_MIN_THREADS | SERVICE_MAX_THREADS):
+            raise AdminError(Status.BAD_REQUEST, f"no property of service {name} to update")
+        port = int(info.get("port", 0)) if mask & SERVICE_PORT else None
+        low = int(info.get("minThreads", 0)) if mask & SERVICE_MIN_THREADS else None
+        high = int(info.get("maxThreads", 0)) if mask & SERVICE_MAX_THREADS else None
+        if port is not None and not 0 <= port < 65536:
+            raise AdminError(Status.BAD_REQUEST, f"{port} is not a port number")
+        if low is not None and low < 0:
+            raise AdminError(Status.BAD_REQUEST, f"minThreads {low} is negative")
+        if high is not None and (high == 0 or high < -1):
+            raise AdminError(Status.BAD_REQUEST, f"maxThreads {high} must be positive (or -1)")
+        config = broker.config
+        if high is None:
+            high_now = config.get_int(
+                f"imq.{name}.max_threads", 10 if svc.type == "ADMIN" else 1000
+            )
+        else:
+            high_now = high
+        if low is not None and high_now > 0 and low > high_now:
+            raise AdminError(Status.BAD_REQUEST, f"minThreads {low} is above maxThreads {high_now}")
+
+        async def apply() -> Result:
+            if port is not None and port != svc.bound_port:
+                try:
+                    await broker.rebind_service(svc, port)
+                except OSError as exc:
+                    raise AdminError(
+                        Status.CONFLICT, f"service {name} cannot listen on port {port}: {exc}"
+                    ) from None
+                config.set(f"imq.{name}.{svc.protocol}.port", str(port))
+            if low is not None:
+                config.set(f"imq.{name}.min_threads", str(low))
+            if high is not None:
+                svc.max_connections = high if high > 0 else -1
+                config.set(f"imq.{name}.max_threads", str(high))
+                config.set(f"imq.{name}.max_connections", str(svc.max_connections))
+            await self._save_config(conn)
+            log.info(
+                "service %s updated:%s%s%s",
+                name,
+                f" port {port}" if port is not None else "",
+                f" minThreads {low}" if low is not None else "",
+                f" maxThreads (connection limit) {high}" if high is not None else "",
+            )
+            return {}, b""
+
+        return apply()
+
+    # -- destinations --------------------------------------------------------------------
+
+    def _lookup(self, conn: ClientConnection, props: dict):
+        name = _dest_name(props)
+        dtype = _dest_type(props)
+        dest = conn.router.lookup(name, dtype)
+        if dest is None or bool(dest.dest_type & DEST_TOPIC) != bool(dtype & DEST_TOPIC):
+            raise AdminError(Status.NOT_FOUND, f"destination {name} not found")
+        return dest
+
+    def _destinations(self, conn: ClientConnection, props: dict) -> Result:
+        router = conn.router
+        extra: dict[str, object] = {}
+        if isinstance(props.get("JMQDestination"), str):
+            dests = [self._lookup(conn, props)]
+        else:
+            dests = [
+                d
+                for d in [*router.queues.values(), *router.topics.values()]
+                if d.name != ADMIN_QUEUE
+            ]
+            if any(p in props for p in LIST_PROPS):
+                dests, total = _select_destinations(dests, props)
+                extra["JMQQuantity"] = JInt(total)
+        delayed: dict[tuple[str, bool], list[int]] = {}
+        for _, _, msg, dtype in router.delayed:
+            row = delayed.setdefault((msg.destination, bool(dtype & DEST_TOPIC)), [0, 0])
+            row[0] += 1
+            row[1] += msg.size
+        infos = [_destination_info(d, delayed.get((d.name, not d.is_queue), [0, 0])) for d in dests]
+        if len(dests) == 1 and isinstance(props.get("JMQDestination"), str):
+            # Ours: the attributes DestinationInfo has no field for, of the one asked for.
+            for attr, prop in dattrs.EXTRA_PROPERTIES.items():
+                extra[prop] = JInt(dests[0].limit(attr))
+        return extra, encode_infos(infos)
+
+    @staticmethod
+    def _extra_attributes(props: dict) -> dict[str, object]:
+        """Attributes DestinationInfo has no field for, sent as our own properties."""
+        out: dict[str, object] = {}
+        for attr, prop in dattrs.EXTRA_PROPERTIES.items():
+            if prop in props:
+                out[attr] = dattrs.convert(attr, props[prop])
+        return out
+
+    def _create_destination(self, conn: ClientConnection, props: dict, body: bytes) -> Result:
+        """CREATE_DESTINATION: an admin-created destination (kept across restarts) with the
+        attributes the DestinationInfo's update mask names, defaults for the rest."""
+        info = _read_info(body, "DestinationInfo")
+        mask = int(info.get("updateMask") or 0)
+        name = info.get("name")
+        if not mask & DEST_NAME or not isinstance(name, str) or not name:
+            raise AdminError(Status.BAD_REQUEST, "the DestinationInfo names no destination")
+        dtype = int(info.get("type") or 0) if mask & DEST_TYPE else 0
+        if not dtype & (DEST_QUEUE | DEST_TOPIC):
+            dtype |= DEST_QUEUE | int(DestType.FLAVOR_SINGLE)
+        is_topic = bool(dtype & DEST_TOPIC)
+        if dtype & DEST_TEMP:
+            raise AdminError(Status.BAD_REQUEST, "temporary destinations cannot be created here")
+        if name.startswith("mq."):
+            raise AdminError(
+                Status.BAD_REQUEST, f"{name}: names starting with mq. are reserved for the broker"
+            )
+        if not valid_destination_name(name):
+            raise AdminError(
+                Status.BAD_REQUEST,
+                f"{name!r} is not a valid destination name (a letter, _ or $ first, then "
+                "letters, digits, _, $ or .)",
+            )
+        attrs = dattrs.attributes_from_info(info)
+        attrs.update(self._extra_attributes(props))
+        self._check_applies(attrs, is_topic)
+        router = conn.router
+        kind = "topic" if is_topic else "queue"
+        if router.lookup(name, dtype) is not None:
+            raise AdminError(Status.CONFLICT, f"{kind} {name} already exists")
+        full = admin_defaults(router.settings, is_topic, dtype)
+        full.update(attrs)
+        router.create_destination(
+            name, DEST_TOPIC if is_topic else DEST_QUEUE, None, auto=False, attributes=full
+        )
+        log.info("%s %s created by %s: %s", kind, name, conn.user, attrs or "defaults")
+        return {}, b""
+
+    @staticmethod
+    def _check_applies(attrs: dict[str, object], is_topic: bool) -> None:
+        wrong = [n for n in attrs if not dattrs.BY_NAME[n].applies(is_topic)]
+        if wrong:
+            raise AdminError(
+                Status.BAD_REQUEST,
+                f"{', '.join(wrong)} cannot be set on a {'topic' if is_topic else 'queue'}",
+            )
+
+    def _update_destination(self, conn: ClientConnection, props: dict, body: bytes) -> Result:
+        """UPDATE_DESTINATION: the attributes the update mask names, effective now."""
+        info = _read_info(body, "DestinationInfo")
+        name = info.get("name")
+        if not isinstance(name, str) or not name:
+            raise AdminError(Status.BAD_REQUEST, "the DestinationInfo names no destination")
+        is_topic = bool(int(info.get("type") or 0) & DEST_TOPIC)
+        dest = conn.router.lookup(name, DEST_TOPIC if is_topic else DEST_QUEUE)
+        if dest is None or dest.name == ADMIN_QUEUE:
+            raise AdminError(
+                Status.NOT_FOUND, f"{'topic' if is_topic else 'queue'} {name} not found"
+            )
+        attrs = dattrs.attributes_from_info(info)
+        attrs.update(self._extra_attributes(props))
+        if not attrs:
+            raise AdminError(Status.BAD_REQUEST, f"no attribute of {name} to update")
+        self._check_applies(attrs, is_topic)
+        conn.router.update_destination(dest, attrs)
+        return {}, b""
+
     def _purge(self, conn: ClientConnection, props: dict) -> Result:
         dest = self._lookup(conn, props)
         router = conn.router
@@ -382,6 +1027,178 @@ class AdminHandler:
         conn.router.destroy_destination(dest.name, _dest_type(props))
         return {}, b""
 
+    def _compact(self, conn: ClientConnection, props: dict):
+        """COMPACT_DESTINATION: reclaim the file store's space now.  The file store is
+        one log for every destination, so naming one compacts the lot; the database
+        store has nothing to compact."""
+        if isinstance(props.get("JMQDestination"), str):
+            self._lookup(conn, props)
+        store = conn.broker.store
+        compact_soon = getattr(store, "compact_soon", None)
+        if compact_soon is None:
+            log.info("COMPACT_DESTINATION: the %s needs no compaction", type(store).__name__)
+            return {}, b""
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future = loop.create_future()
+
+        def finished(error: BaseException | None) -> None:
+            if done.done():
+                return
+            if error is None:
+                done.set_result(None)
+            else:
+                done.set_exception(error)
+
+        compact_soon(finished)
+
+        async def wait() -> Result:
+            try:
+                await done
+            except Exception as exc:
+                raise AdminError(Status.ERROR, f"compaction failed: {exc}") from None
+            log.info("file store compacted")
+            return {}, b""
+
+        return wait()
+
+    # -- consumers, producers and durable subscriptions -------------------------------------
+
+    def _consumers(self, conn: ClientConnection, props: dict) -> Result:
+        """GET_CONSUMERS: a Vector of HashMap, one per consumer (GetConsumersHandler's
+        keys).  With our JMQProducers=true: the destination's producers instead."""
+        if not isinstance(props.get("JMQDestination"), str) or "JMQDestType" not in props:
+            raise AdminError(Status.BAD_REQUEST, "JMQDestination and JMQDestType are needed")
+        dest = self._lookup(conn, props)
+        if props.get("JMQProducers") is True:
+            rows = [self._producer_row(dest, p) for p in dest.producers.values()]
+        else:
+            rows = [self._consumer_row(dest, c) for c in dest.consumers()]
+        return {}, encode_admin_vector(rows)
+
+    @staticmethod
+    def _consumer_row(dest, cons) -> HashMap:
+        link = cons.link
+        sub = cons.subscription
+        durable = sub is not None and sub.durable_key is not None
+        selector = cons.selector.text if cons.selector is not None else None
+        if sub is not None:
+            selector = sub.selector_text
+        # Session ack modes are jakarta.jms.Session's numbers (0: SESSION_TRANSACTED).
+        mode = cons.session.ack_mode
+        pending = sum(1 for key in cons.session.unacked if key[0] == cons.id)
+        return HashMap(
+            AcknowledgeMode=JInt(mode),
+            ClientID=link.client_id,
+            ConnectionID=str(link.id),
+            ConsumerID=str(cons.id),
+            DestinationName=dest.name,
+            DestinationType=JInt(DEST_QUEUE if dest.is_queue else DEST_TOPIC),
+            Durable=durable,
+            DurableActive=durable,
+            DurableName=sub.durable_key[1] if durable else None,
+            FlowPaused=cons.credit == 0,
+            Host=_host(getattr(link, "peer", "")),
+            LastAckTime=JLong(0),
+            NumMsgs=JLong(cons.delivered),
+            NumMsgsPendingAcks=JLong(pending),
+            Selector=selector,
+            ServiceName=link.service.name if hasattr(link, "service") else None,
+            User=getattr(link, "user", None),
+        )
+
+    @staticmethod
+    def _producer_row(dest, prod) -> HashMap:
+        link = prod.session.link
+        waiting = any(pid == prod.id for _l, pid in dest.waiting_producers)
+        return HashMap(
+            ProducerID=str(prod.id),
+            ConnectionID=str(link.id),
+            SessionID=str(prod.session.id),
+            DestinationName=dest.name,
+            DestinationType=JInt(DEST_QUEUE if dest.is_queue else DEST_TOPIC),
+            FlowPaused=waiting,
+            Host=_host(getattr(link, "peer", "")),
+            ServiceName=link.service.name if hasattr(link, "service") else None,
+            User=getattr(link, "user", None),
+        )
+
+    def _sub_uid(self, conn: ClientConnection, sub) -> str:
+        uid = self._sub_uids.get(sub)
+        if uid is None:
+            uid = self._sub_uids[sub] = conn.router.uids.next()
+        return str(uid)
+
+    def _durables(self, conn: ClientConnection, props: dict) -> Result:
+        """GET_DURABLES: a DurableInfo per durable or shared subscription (optionally of
+        one topic, or of one durable name)."""
+        router = conn.router
+        topic_name = props.get("JMQDestination")
+        wanted = props.get("JMQDurableName")
+        topics = [
+            t
+            for t in router.topics.values()
+            if not isinstance(topic_name, str) or t.name == topic_name
+        ]
+        infos = []
+        for topic in topics:
+            subs = [*topic.durables.values()]
+            subs += [s for s in topic.shared.values() if s not in subs]
+            for sub in subs:
+                durable = sub.durable_key is not None
+                if durable:
+                    client_id, name = sub.durable_key
+                elif sub.share == "jms":
+                    _kind, client_id, name = sub.shared_key
+                else:
+                    client_id, name = sub.shared_key[1], None
+                if isinstance(wanted, str) and name != wanted:
+                    continue
+                infos.append(self._durable_info(conn, topic, sub, durable, client_id, name))
+        return {}, encode_admin_vector(infos)
+
+    def _durable_info(self, conn, topic, sub, durable: bool, client_id, name):
+        uid = self._sub_uid(conn, sub)
+        active = {}
+        unacked = 0
+        for cons in sub.queue.consumers:
+            cid = Shared(str(cons.id))
+            active[cid] = consumer_info(
+                uidString=cid, subuidString=str(uid), connection=connection_info(cons.link.id)
+            )
+            unacked += sum(1 for key in cons.session.unacked if key[0] == cons.id)
+        return durable_info(
+            name=name,
+            clientID=client_id,
+            nMessages=sub.queue.count + unacked,
+            isActive=bool(sub.queue.consumers),
+            isDurable=durable,
+            isShared=sub.share is not None,
+            isJMSShared=sub.share == "jms",
+            activeCount=len(sub.queue.consumers),
+            uidString=uid,
+            activeConsumers=active,
+            consumer=consumer_info(
+                destination=topic.name, type=DEST_TOPIC, selector=sub.selector_text
+            ),
+        )
+
+    def _find_durable(self, conn: ClientConnection, props: dict):
+        name = props.get("JMQDurableName")
+        if not isinstance(name, str) or not name:
+            raise AdminError(Status.BAD_REQUEST, "JMQDurableName is missing")
+        client_id = props.get("JMQClientID")
+        if client_id is not None and (not isinstance(client_id, str) or not client_id.strip()):
+            raise AdminError(Status.BAD_REQUEST, f"bad JMQClientID {client_id!r}")
+        for topic in conn.router.topics.values():
+            sub = topic.durables.get((client_id or None, name))
+            if sub is not None:
+                return sub
+        raise AdminError(
+            Status.NOT_FOUND,
+            f"no durable subscription {name}"
+            + (f" for client ID {client_id}" if client_id else " without a client ID"),
+        )
+
     def _destroy_durable(self, conn: ClientConnection, props: dict) -> Result:
         name = props.get("JMQDurableName")
         if not isinstance(name, str) or not name:
@@ -389,6 +1206,250 @@ class AdminHandler:
         client_id = props.get("JMQClientID")
         conn.router.unsubscribe(client_id if isinstance(client_id, str) else None, name)
         return {}, b""
+
+    def _purge_durable(self, conn: ClientConnection, props: dict) -> Result:
+        """PURGE_DURABLE: drop the messages waiting for a durable subscription (those
+        delivered and not yet acknowledged stay with their consumer)."""
+        sub = self._find_durable(conn, props)
+        router = conn.router
+        entries = sub.queue.clear()
+        for entry in entries:
+            router.consumed(entry)
+        log.info("purged %d messages of durable subscription %s", len(entries), sub.sub_id)
+        return {}, b""
+
+    # -- transactions --------------------------------------------------------------------
+
+    def _transactions(self, conn: ClientConnection, props: dict) -> Result:
+        """GET_TRANSACTIONS: a Hashtable per transaction (GetTransactionsHandler's keys),
+        JMQQuantity = how many."""
+        router = conn.router
+        wanted = _long_prop(props, "JMQTransactionID")
+        if wanted is not None:
+            txn = router.transactions.get(wanted)
+            if txn is None:
+                raise AdminError(Status.NOT_FOUND, f"no transaction {wanted}")
+            txns = [txn]
+        else:
+            txns = list(router.transactions.values())
+        rows = []
+        for txn in txns:
+            row: dict[str, object] = {"type": JInt(TXN_LOCAL)}
+            if txn.xid is not None:
+                row["xid"] = str(txn.xid)
+            row["txnid"] = str(txn.id)
+            if txn.user:
+                row["user"] = txn.user
+            if txn.client_id:
+                row["clientid"] = txn.client_id
+            row["timestamp"] = JLong(txn.created)
+            link = txn.link
+            row["connection"] = (
+                f"{getattr(link, 'user', '') or ''}@{getattr(link, 'peer', '')}" if link else ""
+            )
+            row["nmsgs"] = JInt(len(txn.sends))
+            row["nacks"] = JInt(len(txn.entries))
+            row["state"] = JInt(int(txn.state))
+            if txn.connection_id:
+                row["connectionid"] = JLong(txn.connection_id)
+            row["homebroker"] = ""
+            row["allbrokers"] = ""
+            row["pendingbrokers"] = ""
+            rows.append(row)
+        return {"JMQQuantity": JInt(len(rows))}, encode_vector(rows)
+
+    def _transaction(self, conn: ClientConnection, props: dict):
+        tid = _long_prop(props, "JMQTransactionID", required=True)
+        txn = conn.router.transactions.get(tid)  # type: ignore[arg-type]
+        if txn is None:
+            raise AdminError(Status.NOT_FOUND, f"no transaction {tid}")
+        return txn
+
+    def _commit_transaction(self, conn: ClientConnection, props: dict):
+        """COMMIT_TRANSACTION of a PREPARED transaction (in doubt, or anyone's); the reply
+        waits until the store has the commit."""
+        txn = self._transaction(conn, props)
+        if txn.state != TransactionState.PREPARED:
+            raise AdminError(
+                Status.PRECONDITION_FAILED,
+                f"transaction {txn.id} is {txn.state.name}, not PREPARED: it cannot be "
+                "committed by an administrator",
+            )
+        conn.router.commit(txn, None)
+        log.info("transaction %s committed by the administrator %s", txn.id, conn.user)
+        broker = conn.broker
+        loop = asyncio.get_running_loop()
+        stored: asyncio.Future = loop.create_future()
+        broker.when_stored(lambda: stored.done() or stored.set_result(None))
+
+        async def wait() -> Result:
+            await stored
+            return {}, b""
+
+        return wait()
+
+    def _rollback_transaction(self, conn: ClientConnection, props: dict) -> Result:
+        """ROLLBACK_TRANSACTION of a transaction between STARTED and PREPARED; a local one
+        only once PREPARED (its client still works in it otherwise)."""
+        txn = self._transaction(conn, props)
+        state = txn.state
+        if not TransactionState.STARTED <= state <= TransactionState.PREPARED:
+            raise AdminError(
+                Status.PRECONDITION_FAILED,
+                f"transaction {txn.id} is {state.name}: it cannot be rolled back",
+            )
+        if txn.xid is None and state != TransactionState.PREPARED:
+            raise AdminError(
+                Status.PRECONDITION_FAILED,
+                f"rollback of non-XA transaction {txn.id} in state {state.name} is not "
+                "supported (only PREPARED ones)",
+            )
+        conn.router.rollback(txn)
+        log.info("transaction %s rolled back by the administrator %s", txn.id, conn.user)
+        return {}, b""
+
+    # -- messages ---------------------------------------------------------------------------
+
+    @staticmethod
+    def _held_messages(conn: ClientConnection, dest) -> list[tuple[Message, bool, bool]]:
+        """(message, redelivered, pending) for every message the destination holds:
+        waiting, delivered and unacknowledged, or acknowledged in an open transaction;
+        oldest first."""
+        found: dict[bytes, list] = {}
+        for q in dest.delivery_queues():
+            for e in q:
+                row = found.setdefault(e.msg.key, [e.msg, e.redelivered, True])
+                row[1] = row[1] or e.redelivered
+        router = conn.router
+        for sess in router.sessions.values():
+            for e in sess.unacked.values():
+                if e.owner is dest:
+                    row = found.setdefault(e.msg.key, [e.msg, e.redelivered, False])
+                    row[1] = row[1] or e.redelivered
+        for txn in router.transactions.values():
+            for e in txn.entries.values():
+                if e.owner is dest:
+                    found.setdefault(e.msg.key, [e.msg, e.redelivered, False])
+        rows = [tuple(r) for r in found.values()]
+        rows.sort(key=lambda r: r[0].timestamp)
+        return rows  # type: ignore[return-value]
+
+    @staticmethod
+    def _message_id(props: dict, required: bool) -> str | None:
+        mid = props.get("JMQMessageID")
+        if mid is None:
+            if required:
+                raise AdminError(Status.BAD_REQUEST, "JMQMessageID is missing")
+            return None
+        if not isinstance(mid, str) or not mid.strip():
+            raise AdminError(Status.BAD_REQUEST, f"bad JMQMessageID {mid!r}")
+        mid = mid.strip()
+        return mid if mid.startswith("ID:") else "ID:" + mid
+
+    def _messages(self, conn: ClientConnection, props: dict) -> Result:
+        """GET_MESSAGES: a HashMap per message (GetMessagesHandler's keys), a window of
+        JMQMaxNumMsgsRetrieved from JMQStartMessageIndex, or the one JMQMessageID."""
+        if not isinstance(props.get("JMQDestination"), str) or "JMQDestType" not in props:
+            raise AdminError(Status.BAD_REQUEST, "JMQDestination and JMQDestType are needed")
+        dest = self._lookup(conn, props)
+        mid = self._message_id(props, required=False)
+        with_body = props.get("JMQGetMessageBody") is True
+        held = self._held_messages(conn, dest)
+        if mid is not None:
+            held = [r for r in held if r[0].message_id == mid]
+            if not held:
+                raise AdminError(
+                    Status.NOT_FOUND, f"Could not locate message {mid} in destination {dest.name}"
+                )
+        else:
+            start = _long_prop(props, "JMQStartMessageIndex") or 0
+            limit = _long_prop(props, "JMQMaxNumMsgsRetrieved")
+            if start < 0 or (limit is not None and limit < 0):
+                raise AdminError(Status.BAD_REQUEST, "negative message index or count")
+            held = held[start : None if limit is None else start + limit]
+        router = conn.router
+        rows = [self._message_row(router, msg, red, with_body) for msg, red, _p in held]
+        return {}, encode_admin_vector(rows)
+
+    @staticmethod
+    def _message_row(router, msg: Message, redelivered: bool, with_body: bool) -> HashMap:
+        pkt = Packet(msg.raw)
+        fields = pkt.fields
+        corr = fields.get(VH_CORRELATIONID)
+        row = HashMap(
+            CorrelationID=corr,
+            CorrelationIDAsBytes=corr.encode("utf-8") if isinstance(corr, str) else None,
+            DeliveryMode=JInt(2 if msg.persistent else 1),
+            DestinationName=msg.destination,
+            DestinationType=JInt(DEST_QUEUE if msg.is_queue else DEST_TOPIC),
+            Expiration=JLong(msg.expiration),
+            MessageID=msg.message_id,
+            Priority=JInt(msg.priority),
+            Redelivered=redelivered,
+        )
+        reply_to = fields.get(VH_REPLYTO)
+        if isinstance(reply_to, str) and reply_to:
+            row["ReplyToDestinationName"] = reply_to
+            queue = router.lookup(reply_to, DEST_QUEUE)
+            topic = router.lookup(reply_to, DEST_TOPIC)
+            if (queue is None) != (topic is None):
+                row["ReplyToDestinationType"] = JInt(DEST_QUEUE if queue else DEST_TOPIC)
+        row["Timestamp"] = JLong(msg.timestamp)
+        row["Type"] = fields.get(VH_TYPE)
+        try:
+            row["MessageProperties"] = Hashtable(
+                {k: v for k, v in pkt.properties.items() if v is not None}
+            )
+        except Exception:  # malformed properties cannot have been routed, but be safe
+            row["MessageProperties"] = None
+        row["MessageBodyType"] = JInt(pkt.type)
+        if with_body:
+            body = pkt.body
+            if pkt.flags & FLAG_Z and body:
+                try:
+                    body = zlib.decompress(body)
+                except zlib.error:
+                    pass
+            # Ours: the body as sent, whatever the type.
+            row["MessageBodyBytes"] = body
+            if pkt.type == PacketType.TEXT_MESSAGE:
+                row["MessageBody"] = body.decode("utf-8", errors="replace")
+            elif pkt.type in (PacketType.BYTES_MESSAGE, PacketType.STREAM_MESSAGE):
+                row["MessageBody"] = body
+            elif pkt.type == PacketType.MAP_MESSAGE and body:
+                try:
+                    row["MessageBody"] = HashMap(decode_map_body(body))
+                except JavaSerializationError:
+                    pass
+            elif pkt.type == PacketType.OBJECT_MESSAGE:
+                # OpenMQ sends the object itself; its bytes are that object serialised.
+                row["MessageBody"] = body
+        return row
+
+    def _delete_message(self, conn: ClientConnection, props: dict) -> Result:
+        """DELETE_MESSAGE: remove a waiting message (settled in the store as if it had
+        been acknowledged); 409 while it is delivered and not acknowledged."""
+        if "JMQDestType" not in props:
+            raise AdminError(Status.BAD_REQUEST, "DELETE_MESSAGE: JMQDestType is missing")
+        dest = self._lookup(conn, props)
+        mid = self._message_id(props, required=True)
+        router = conn.router
+        removed = []
+        for q in dest.delivery_queues():
+            removed += q.remove_where(lambda e: e.msg.message_id == mid)
+        for entry in removed:
+            router.consumed(entry)
+        if removed:
+            log.info("message %s deleted from %s by %s", mid, dest.name, conn.user)
+            return {}, b""
+        if any(m.message_id == mid for m, _r, _p in self._held_messages(conn, dest)):
+            raise AdminError(
+                Status.CONFLICT,
+                f"message {mid} in {dest.name} is being delivered: it cannot be deleted now",
+            )
+        raise AdminError(
+            Status.NOT_FOUND, f"Could not locate message {mid} in destination {dest.name}"
+        )
 
     # PAUSE / RESUME (JMQPauseTarget names the property that identifies the target).
     # A destination: consumers-paused stops its dispatch, producers-paused withholds the
@@ -435,14 +1496,17 @@ class AdminHandler:
         self._pause_target(conn, props, DestState.RUNNING)
         return {}, b""
 
-    def _shutdown(self, conn: ClientConnection, props: dict) -> Result:
-        if props.get("JMQRestart") is True:
-            raise AdminError(Status.NOT_IMPLEMENTED, "RESTART is not supported by this broker yet")
-        log.info("shutdown requested by %s (%s)", conn.user, conn.peer)
-        asyncio.get_running_loop().call_later(SHUTDOWN_DELAY, conn.broker.request_stop)
-        return {}, b""
-
 
 # One handler serves every admin connection of the process (its sequence numbers the
 # replies' SysMessageIDs).
 HANDLER = AdminHandler()
+
+__all__ = [
+    "ADMIN_QUEUE",
+    "AdminError",
+    "AdminHandler",
+    "HANDLER",
+    "RUNTIME_PROPERTIES",
+    "admin_defaults",
+    "valid_destination_name",
+]

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 
 from broker.config import DEFAULTS, BrokerConfig, ConfigError
 from broker.core.memory import DEFAULT_COUNTS, DEFAULT_THRESHOLDS, MemoryManager
+from broker.core.metrics import ServiceCounters
 from broker.core.router import MessageRouter, RouterSettings
 from broker.protocol.auth import AUTH_BASIC, AUTH_DIGEST
 from broker.protocol.javaser import encode_hashtable
@@ -29,6 +30,7 @@ from broker.store import open_store
 from broker.store.base import Store
 
 from .connection import ClientConnection
+from .events import EventPublisher
 
 log = logging.getLogger("broker")
 
@@ -70,6 +72,8 @@ class Service:
     connections: set[ClientConnection] = field(default_factory=set)
     # Admin PAUSE of the service: new connections are refused (HELLO_REPLY 503) until RESUME.
     paused: bool = False
+    # Traffic of all its connections (GET_METRICS' MetricCounters; core/metrics.py).
+    metrics: ServiceCounters = field(default_factory=ServiceCounters)
 
     @property
     def bound_port(self) -> int:
@@ -153,9 +157,16 @@ class Broker:
         self.flow_waiting: set[ClientConnection] = set()
         self.router.on_producer_room = lambda link, pid: link.resume_producer(pid)
         self._housekeeping_tasks: list[asyncio.Task] = []
+        # Live events on the channel layer and MetricSample rows (events.py), once started.
+        self.events: EventPublisher | None = None
         self.store: Store | None = None
         self._stopping = asyncio.Event()
         self._ping_task: asyncio.Task | None = None
+        self._expiry_task: asyncio.Task | None = None
+        # Admin QUIESCE_BROKER: NORMAL services refuse new connections until UNQUIESCE.
+        self.quiescing = False
+        # Admin RESTART (SHUTDOWN with JMQRestart): the process starts again once stopped.
+        self.restart_requested = False
         # Access control (security/acl.py): rules in memory, reloaded off the loop.
         self.access = AccessController(config)
         self._access_polling = False
@@ -314,15 +325,12 @@ class Broker:
             self._ping_task = asyncio.create_task(self._ping_loop())
         self._housekeeping_tasks = [
             asyncio.create_task(self._every(0.5, self.check_memory)),
-            asyncio.create_task(
-                self._every(
-                    max(c.get_int("imq.message.expiration.interval", 60), 1),
-                    self.router.reclaim_expired,
-                )
-            ),
             asyncio.create_task(self._every(5, self._reap)),
             asyncio.create_task(self._every(2, self._poll_access)),
         ]
+        self.events = EventPublisher(self)
+        self._housekeeping_tasks.append(asyncio.create_task(self._every(1, self.events.tick)))
+        self.restart_expiry_job()
         log.info("broker %s ready", c.instance)
 
     def portmapper_table(self) -> PortMapperTable:
@@ -350,8 +358,116 @@ class Broker:
         await self._stopping.wait()
         await self.shutdown()
 
-    def request_stop(self) -> None:
+    def request_stop(self, restart: bool = False) -> None:
+        """Stop the broker; with ``restart`` the process then starts it again
+        (``runbroker`` re-executes itself, as imqbrokerd restarts on exit code 255)."""
+        if restart:
+            self.restart_requested = True
         self._stopping.set()
+
+    # -- administration (admin protocol) ------------------------------------------------
+
+    @property
+    def state(self) -> str:
+        """RUNNING, QUIESCING (no new client connections, some still open) or QUIESCED."""
+        if not self.quiescing:
+            return "RUNNING"
+        if any(s.connections for s in self.services if s.type != "ADMIN"):
+            return "QUIESCING"
+        return "QUIESCED"
+
+    def accepts_connection(self, svc: Service) -> bool:
+        """False while the broker is quiesced and ``svc`` is a NORMAL service."""
+        return not (self.quiescing and svc.type != "ADMIN")
+
+    def restart_expiry_job(self) -> None:
+        """(Re)start the periodic expiry sweep (imq.message.expiration.interval)."""
+        if self._expiry_task is not None:
+            self._expiry_task.cancel()
+        interval = max(self.config.get_int("imq.message.expiration.interval", 60), 1)
+        self._expiry_task = asyncio.create_task(self._every(interval, self.router.reclaim_expired))
+
+    async def rebind_service(self, svc: Service, port: int) -> None:
+        """Listen on ``port`` instead (0: any free port); open connections carry on.
+        Raises OSError when the port cannot be bound (the old listener stays)."""
+        loop = asyncio.get_running_loop()
+        sock = _listen(svc.host, port, svc.backlog)
+        try:
+            server = await loop.create_server(
+                lambda s=svc: ClientConnection(self, s), sock=sock, ssl=svc.ssl_context
+            )
+        except BaseException:
+            sock.close()
+            raise
+        old, svc.server, svc.port = svc.server, server, port
+        if old is not None:
+            old.close()
+        log.info("service %s now listening on port %s", svc.name, svc.bound_port)
+
+    async def rebind_portmapper(self, port: int) -> None:
+        """Move the port mapper to ``port`` (when it listens at all)."""
+        if self.portmapper_server is None:
+            return
+        c = self.config
+        host = c.get("imq.portmapper.hostname") or c.get("imq.hostname") or None
+        sock = _listen(host, port, c.get_int("imq.portmapper.backlog", 50))
+        try:
+            server = await asyncio.get_running_loop().create_server(
+                lambda: PortMapperProtocol(self), sock=sock
+            )
+        except BaseException:
+            sock.close()
+            raise
+        old, self.portmapper_server = self.portmapper_server, server
+        old.close()
+        log.info("port mapper now listening on port %s", port)
+
+    async def reload_access_control(self) -> None:
+        """Read every access control rule source again now (whether it looks changed or
+        not); connections re-check their cached send decisions."""
+        access = self.access
+
+        def reload() -> None:
+            for src in list(access._sources.values()):
+                src.stamp = None
+            access.poll()
+
+        await asyncio.get_running_loop().run_in_executor(self.executor, reload)
+        log.info("access control rules reloaded")
+
+    def apply_properties(self, names: set[str]) -> None:
+        """Broker properties an administrator changed in ``config``: apply them now."""
+        from dataclasses import fields as dc_fields
+
+        from broker.logsetup import RolloverFileHandler, parse_level
+
+        c = self.config
+        fresh = self._router_settings()
+        settings = self.router.settings
+        for f in dc_fields(RouterSettings):
+            setattr(settings, f.name, getattr(fresh, f.name))
+        self.max_packet_size = (
+            max(c.get_size("imq.message.max_size", DEFAULT_MAX_PACKET), 1024 * 1024) + 64 * 1024
+        )
+        if "imq.log.level" in names:
+            logging.getLogger().setLevel(parse_level(c.get("imq.log.level") or "INFO"))
+        if names & {
+            "imq.log.file.rolloversecs",
+            "imq.log.file.rolloverbytes",
+            "imq.log.file.rolloversize",
+        }:
+            max_bytes = c.get_size("imq.log.file.rolloversize", -1)
+            if max_bytes <= 0:
+                max_bytes = c.get_size("imq.log.file.rolloverbytes", -1)
+            secs = c.get_int("imq.log.file.rolloversecs", 0)
+            for handler in logging.getLogger().handlers:
+                if isinstance(handler, RolloverFileHandler):
+                    handler.maxBytes = max(max_bytes, 0)
+                    handler.rollover_secs = max(secs, 0)
+        if "imq.message.expiration.interval" in names:
+            self.restart_expiry_job()
+        if "imq.transaction.autorollback" in names:
+            self.router.xa_autorollback_all = c.get_bool("imq.transaction.autorollback", False)
 
     async def shutdown(self) -> None:
         log.info("broker %s shutting down", self.config.instance)
@@ -359,13 +475,20 @@ class Broker:
             self._ping_task.cancel()
         for task in self._housekeeping_tasks:
             task.cancel()
+        if self.events is not None:
+            self.events.close()
+        if self._expiry_task is not None:
+            self._expiry_task.cancel()
         servers = [s.server for s in self.services if s.server]
         if self.portmapper_server:
             servers.append(self.portmapper_server)
         for s in servers:
             s.close()
         for conn in list(self.connections.values()):
-            conn.send_goodbye(GoodbyeReason.SHUTDOWN_BKR, "broker is shutting down")
+            if self.restart_requested:
+                conn.send_goodbye(GoodbyeReason.RESTART_BKR, "broker is restarting")
+            else:
+                conn.send_goodbye(GoodbyeReason.SHUTDOWN_BKR, "broker is shutting down")
             conn.close()
         for s in servers:
             try:

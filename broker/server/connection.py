@@ -148,6 +148,8 @@ class ClientConnection(asyncio.Protocol):
         self._closing = False
         self.msgs_in = 0
         self.msgs_out = 0
+        # The service's traffic counters (GET_METRICS), shared by its connections.
+        self.metrics = service.metrics
         # Access control of sends without a producer: (name, type) -> "" allowed or the
         # refusal, valid for one rule generation; refusals logged once per destination.
         self._acl_sends: dict[tuple[str, int], str] = {}
@@ -193,6 +195,9 @@ class ClientConnection(asyncio.Protocol):
         except PacketError as exc:
             self.fatal(f"unreadable data from {self.peer}: {exc}")
             return
+        m = self.metrics
+        m.packets_in += len(packets)
+        m.packet_bytes_in += len(data)
         if self._blocked:
             self._backlog.extend(packets)
             return
@@ -274,6 +279,9 @@ class ClientConnection(asyncio.Protocol):
         t = self.transport
         if t is not None and not t.is_closing():
             t.writelines(out)
+            m = self.metrics
+            m.packets_out += len(out)
+            m.packet_bytes_out += sum(map(len, out))
 
     def reply(
         self,
@@ -369,6 +377,9 @@ class ClientConnection(asyncio.Protocol):
                 buf[OFF_FLAGS + 1] |= FLAG_F
                 self.flow_paused = True
         self.msgs_out += 1
+        m = self.metrics
+        m.messages_out += 1
+        m.message_bytes_out += len(buf)
         self.write(buf)
 
     # -- handshake -------------------------------------------------------------------
@@ -396,6 +407,10 @@ class ClientConnection(asyncio.Protocol):
             return
         if self.service.paused:
             self.reply(pkt, Status.UNAVAILABLE, reason=f"service {self.service.name} is paused")
+            self.close()
+            return
+        if not self.broker.accepts_connection(self.service):
+            self.reply(pkt, Status.UNAVAILABLE, reason="the broker is quiesced")
             self.close()
             return
         if self.broker.over_connection_limit(self.service):
@@ -849,6 +864,9 @@ class ClientConnection(asyncio.Protocol):
 
     def on_message(self, pkt: Packet) -> None:
         self.msgs_in += 1
+        m = self.metrics
+        m.messages_in += 1
+        m.message_bytes_in += pkt.size
         flags = pkt.flags
         try:
             name = pkt.fields.get(1)

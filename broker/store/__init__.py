@@ -23,7 +23,17 @@ def open_store(config: BrokerConfig) -> Store:
 
         where = config.get("imq.persist.file.dirpath")
         directory = Path(where) if where else config.instance_dir / "filestore"
-        return FileStore(directory, sync=sync)
+        # Tuning (see FileStore): zero-filled segment space ahead of the records (default
+        # with sync), and syncing on the event loop while the writer thread is idle.
+        inline = config.get("imq.persist.file.sync.inline")
+        return FileStore(
+            directory,
+            sync=sync,
+            preallocate=config.get_bool("imq.persist.file.preallocate", sync),
+            inline=None
+            if inline is None
+            else config.get_bool("imq.persist.file.sync.inline", True),
+        )
     if kind == "jdbc":
         from .dbstore import DatabaseStore
 

@@ -1,389 +1,1363 @@
-"""``python manage.py imqcmd``: OpenMQ's broker administration command, over the admin
-protocol (admin.md) with :class:`broker.admin.client.AdminClient`.
+"""``python manage.py imqcmd``: OpenMQ's broker administration command.
 
-Supported (OpenMQ syntax)::
-
-    imqcmd query bkr                 imqcmd shutdown bkr
-    imqcmd list dst [-tmp]           imqcmd query dst -t q|t -n NAME
-    imqcmd purge dst -t q -n NAME    imqcmd destroy dst -t q -n NAME
-    imqcmd pause dst -t q -n NAME [-pst CONSUMERS|PRODUCERS|ALL]
-    imqcmd resume dst -t q -n NAME
-    imqcmd list svc                  imqcmd pause svc -n jms / resume svc -n jms
-    imqcmd list cxn [-n SERVICE]     imqcmd destroy dur -n NAME -c CLIENTID
-
-Options: ``-b host:port`` (port mapper, default localhost:7676), ``-u user`` (default
-admin), ``-passfile FILE`` (``imq.imqcmd.password=...``; otherwise the password is
-prompted for), ``-f`` (no confirmation), ``-rtm SECONDS`` (reply timeout, default 10).
+Every subcommand is one call of an action in :mod:`broker.admin.actions` (the functions
+the portal and the REST API call too), made over a :class:`~broker.admin.remote.BrokerAdmin`
+connection to the broker's admin service as the ``-u`` user.
 """
 
 from __future__ import annotations
 
-import asyncio
+import argparse
 import getpass
+import logging
 import sys
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
 
-from django.core.management.base import BaseCommand, CommandError
+from django.core.management.base import BaseCommand, CommandError, DjangoHelpFormatter
 
 from .imqtxn import parse_broker, read_passfile
 
-DEST_TYPES = {"q": 1, "t": 2}
-DEST_STATES = {0: "RUNNING", 1: "CONSUMERS_PAUSED", 2: "PRODUCERS_PAUSED", 3: "PAUSED"}
-PAUSE_TYPES = {"CONSUMERS": 1, "PRODUCERS": 2, "ALL": 3}
-SERVICE_STATES = {
-    -1: "UNKNOWN",
-    0: "UNINITIALIZED",
-    1: "INITIALIZED",
-    2: "STARTED",
-    3: "RUNNING",
-    4: "PAUSED",
-    5: "SHUTTINGDOWN",
-    6: "STOPPED",
+USAGE = """\
+Administer a running broker with OpenMQ's imqcmd syntax: imqcmd SUBCOMMAND ARGUMENT [options]
+
+Broker:
+  query bkr                              show the broker's state and main properties
+  update bkr -o name=value [-o ...]      change broker properties at run time
+  pause bkr / resume bkr                 pause or resume every NORMAL service
+  quiesce bkr / unquiesce bkr            refuse, or accept again, new connections
+  shutdown bkr / restart bkr             stop (or restart) the broker
+  reset bkr [-rst METRICS|ALL]           reset the broker's metrics counters
+  metrics bkr [-m ttl|rts|cxn] [-int SECONDS] [-msp COUNT]
+  reload acl                             re-read the access control rules (ours: OpenMQ
+                                         has no such command; its `reload cls` reloads a
+                                         cluster's configuration, which we do not have)
+Connection services:
+  list svc                               the services, their ports and states
+  query svc -n NAME                      one service
+  update svc -n NAME -o port=N|minThreads=N|maxThreads=N [-o ...]
+  pause svc -n NAME / resume svc -n NAME
+  metrics svc -n NAME [-m ttl|rts|cxn] [-int SECONDS] [-msp COUNT]
+Connections:
+  list cxn [-svn SERVICE]                the client connections (-n SERVICE works too)
+  query cxn -n ID / destroy cxn -n ID
+Physical destinations:
+  list dst [-t q|t] [-tmp]               -tmp: with temporary destinations
+  query dst -t q|t -n NAME
+  create dst -t q|t -n NAME [-o attr=value ...]
+  update dst -t q|t -n NAME -o attr=value [-o ...]
+  destroy dst -t q|t -n NAME / purge dst -t q|t -n NAME
+  pause dst -t q|t -n NAME [-pst CONSUMERS|PRODUCERS|ALL] / resume dst -t q|t -n NAME
+  compact dst [-t q|t -n NAME]           reclaim message store space (all, or one)
+  metrics dst -t q|t -n NAME [-m ttl|rts|con] [-int SECONDS] [-msp COUNT]
+  list cns -t q|t -n NAME                a destination's consumers (ours: not in OpenMQ)
+  attributes (-o): {attributes}
+Durable subscriptions:
+  list dur [-d TOPIC]                    (OpenMQ needs -d; without it: all of them)
+  purge dur -n NAME -c CLIENTID / destroy dur -n NAME -c CLIENTID
+Transactions:
+  list txn / query txn -n ID / commit txn -n ID / rollback txn -n ID
+
+Options:
+  -b host:port   the broker's port mapper (default localhost:7676)
+  -u user        the administrator (default admin); changes are logged under this name
+  -passfile FILE a file with a line imq.imqcmd.password=PASSWORD (otherwise prompted)
+  -f             do not ask "Are you sure ...?" before a change
+  -s             silent: no output but errors (and the question, without -f)
+  -rtm SECONDS   how long to wait for each reply (default 10)
+  -rtr N, -javahome DIR   accepted for compatibility and ignored
+"""
+
+
+def _usage() -> str:
+    import textwrap
+
+    from broker.admin.attributes import DESTINATION_ATTRIBUTES
+
+    names = ", ".join(a.name for a in DESTINATION_ATTRIBUTES)
+    names += " (sizes in bytes or 10k, 5m, 1g; -1: unlimited)"
+    text = "\n    ".join(textwrap.wrap(names, 84))
+    return USAGE.replace("{attributes}", text)
+
+
+DEST_STATES_SHOWN = ("RUNNING", "CONSUMERS_PAUSED", "PRODUCERS_PAUSED", "PAUSED")
+PAUSE_TYPES = ("CONSUMERS", "PRODUCERS", "ALL")
+SERVICE_OPTIONS = {"port": "port", "minThreads": "min_threads", "maxThreads": "max_threads"}
+METRIC_TYPES = {
+    "bkr": ("ttl", "rts", "cxn"),
+    "svc": ("ttl", "rts", "cxn"),
+    "dst": ("ttl", "rts", "con"),
 }
-LIMIT_BEHAVIORS = {
-    0: "FLOW_CONTROL",
-    1: "REMOVE_OLDEST",
-    2: "REJECT_NEWEST",
-    3: "REMOVE_LOW_PRIORITY",
+SUCCESS = "Successfully performed the requested operation."
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One subcommand: its handler and the options it cannot do without."""
+
+    handler: str
+    needs: tuple[str, ...] = ()
+
+
+NEEDS_TEXT = {
+    "dest_type": "-t q|t (the destination type)",
+    "name": "-n <name>",
+    "client_id": "-c <client ID>",
+    "attrs": "-o name=value",
 }
 
-# (command, object) -> handler method name
-COMMANDS = {
-    ("query", "bkr"): "query_bkr",
-    ("shutdown", "bkr"): "shutdown_bkr",
-    ("list", "dst"): "list_dst",
-    ("query", "dst"): "query_dst",
-    ("purge", "dst"): "purge_dst",
-    ("destroy", "dst"): "destroy_dst",
-    ("pause", "dst"): "pause_dst",
-    ("resume", "dst"): "resume_dst",
-    ("list", "svc"): "list_svc",
-    ("pause", "svc"): "pause_svc",
-    ("resume", "svc"): "resume_svc",
-    ("list", "cxn"): "list_cxn",
-    ("destroy", "dur"): "destroy_dur",
+COMMANDS: dict[tuple[str, str], Spec] = {
+    ("query", "bkr"): Spec("query_bkr"),
+    ("update", "bkr"): Spec("update_bkr", ("attrs",)),
+    ("pause", "bkr"): Spec("pause_bkr"),
+    ("resume", "bkr"): Spec("resume_bkr"),
+    ("quiesce", "bkr"): Spec("quiesce_bkr"),
+    ("unquiesce", "bkr"): Spec("unquiesce_bkr"),
+    ("shutdown", "bkr"): Spec("shutdown_bkr"),
+    ("restart", "bkr"): Spec("restart_bkr"),
+    ("reset", "bkr"): Spec("reset_bkr"),
+    ("metrics", "bkr"): Spec("metrics_bkr"),
+    ("reload", "acl"): Spec("reload_acl"),
+    ("reload", "cls"): Spec("reload_cls"),  # refused: no cluster (see handle)
+    ("list", "svc"): Spec("list_svc"),
+    ("query", "svc"): Spec("query_svc", ("name",)),
+    ("update", "svc"): Spec("update_svc", ("name", "attrs")),
+    ("pause", "svc"): Spec("pause_svc", ("name",)),
+    ("resume", "svc"): Spec("resume_svc", ("name",)),
+    ("metrics", "svc"): Spec("metrics_svc", ("name",)),
+    ("list", "cxn"): Spec("list_cxn"),
+    ("query", "cxn"): Spec("query_cxn", ("name",)),
+    ("destroy", "cxn"): Spec("destroy_cxn", ("name",)),
+    ("list", "dst"): Spec("list_dst"),
+    ("list", "cns"): Spec("list_cns", ("dest_type", "name")),
+    ("query", "dst"): Spec("query_dst", ("dest_type", "name")),
+    ("create", "dst"): Spec("create_dst", ("dest_type", "name")),
+    ("update", "dst"): Spec("update_dst", ("dest_type", "name", "attrs")),
+    ("destroy", "dst"): Spec("destroy_dst", ("dest_type", "name")),
+    ("purge", "dst"): Spec("purge_dst", ("dest_type", "name")),
+    ("pause", "dst"): Spec("pause_dst", ("dest_type", "name")),
+    ("resume", "dst"): Spec("resume_dst", ("dest_type", "name")),
+    ("compact", "dst"): Spec("compact_dst"),
+    ("metrics", "dst"): Spec("metrics_dst", ("dest_type", "name")),
+    ("list", "dur"): Spec("list_dur"),
+    ("purge", "dur"): Spec("purge_dur", ("name", "client_id")),
+    ("destroy", "dur"): Spec("destroy_dur", ("name", "client_id")),
+    ("list", "txn"): Spec("list_txn"),
+    ("query", "txn"): Spec("query_txn", ("name",)),
+    ("commit", "txn"): Spec("commit_txn", ("name",)),
+    ("rollback", "txn"): Spec("rollback_txn", ("name",)),
 }
 
 
-def dest_type_name(t: int) -> str:
-    return "Topic" if t & 2 else "Queue"
+def unlimited(value: object) -> str:
+    """OpenMQ shows -1 (and absent limits) as "unlimited"."""
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        value = int(value)
+    if value is None or value == "" or (isinstance(value, int) and value < 0):
+        return "unlimited"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
 
 
-def limit(value: object) -> str:
-    return "unlimited" if isinstance(value, int) and value < 0 else str(value)
+def yes_no(value: object) -> str:
+    return "true" if value else "false"
+
+
+def rate(latest: int, previous: int, secs: float) -> str:
+    """Per-second rate of a counter between two samples, as OpenMQ prints it."""
+    diff = latest - previous
+    per_sec = int(diff / secs) if secs > 0 else 0
+    if per_sec == 0:
+        return "< 1" if diff else "0"
+    return str(per_sec)
+
+
+def kbytes(n: int) -> str:
+    if n == 0:
+        return "0"
+    return "< 1" if n < 1024 else str(n // 1024)
+
+
+def num(values: dict[str, Any], *keys: str) -> int:
+    """The first of ``keys`` present in a metrics dict, as an int (0 when none is)."""
+    for key in keys:
+        value = values.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return int(value)
+    return 0
+
+
+class Table:
+    """A table printed like OpenMQ's BrokerCmdPrinter: a dashed line, one or two title rows
+    (the first may span columns), a dashed line, then the rows."""
+
+    def __init__(self, columns: int, gap: int = 3, *, center: bool = False) -> None:
+        self.columns = columns
+        self.gap = gap
+        self.center = center
+        self.titles: list[tuple[list[str], list[int] | None]] = []
+        self.rows: list[list[str]] = []
+
+    def title(self, cells: Sequence[str], spans: Sequence[int] | None = None) -> Table:
+        self.titles.append(([str(c) for c in cells], list(spans) if spans else None))
+        return self
+
+    def add(self, row: Sequence[object]) -> None:
+        self.rows.append([str(c) for c in row])
+
+    def _widths(self) -> list[int]:
+        widths = [0] * self.columns
+        for cells, spans in self.titles:
+            for i, cell in enumerate(cells):
+                if spans is None or spans[i] == 1:
+                    widths[i] = max(widths[i], len(cell))
+        for row in self.rows:
+            for i, cell in enumerate(row):
+                widths[i] = max(widths[i], len(cell))
+        for cells, spans in self.titles:
+            if spans is None:
+                continue
+            for i, span in enumerate(spans):
+                if span > 1:
+                    room = sum(widths[i : i + span]) + self.gap * (span - 1)
+                    if len(cells[i]) > room:
+                        widths[i + span - 1] += len(cells[i]) - room
+        return widths
+
+    def _cell(self, text: str, width: int, center: bool) -> str:
+        return text.center(width) if center else text.ljust(width)
+
+    def lines(self, *, with_title: bool = True) -> list[str]:
+        widths = self._widths()
+        sep = " " * self.gap
+        dashes = "-" * (sum(widths) + self.gap * (self.columns - 1))
+        out: list[str] = []
+        if with_title:
+            out.append(dashes)
+            for cells, spans in self.titles:
+                parts = []
+                for i, cell in enumerate(cells):
+                    span = 1 if spans is None else spans[i]
+                    if span == 0:
+                        continue
+                    width = sum(widths[i : i + span]) + self.gap * (span - 1)
+                    parts.append(self._cell(cell, width, self.center or spans is not None))
+                out.append(sep.join(parts).rstrip())
+            out.append(dashes)
+        for row in self.rows:
+            out.append(
+                sep.join(
+                    self._cell(c, w, self.center) for c, w in zip(row, widths, strict=True)
+                ).rstrip()
+            )
+        return out
+
+
+class HelpFormatter(DjangoHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    pass
+
+
+class Cancelled(Exception):
+    """The administrator answered no: nothing was changed."""
 
 
 class Command(BaseCommand):
-    help = "Administer a running broker (OpenMQ imqcmd syntax)."
+    help = _usage()
+    # A command-line client of a running broker: a portal page under construction (the
+    # URL checks) must not stop it.
+    requires_system_checks: list[str] = []
+
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        kwargs.setdefault("formatter_class", HelpFormatter)
+        return super().create_parser(prog_name, subcommand, **kwargs)
 
     def add_arguments(self, parser) -> None:
-        parser.add_argument("command", choices=sorted({c for c, _ in COMMANDS}))
-        parser.add_argument("object", choices=sorted({o for _, o in COMMANDS}))
-        parser.add_argument("-t", dest="dest_type", choices=sorted(DEST_TYPES), default="q")
-        parser.add_argument("-n", dest="name", help="destination, service or durable name")
-        parser.add_argument("-c", dest="client_id", help="client ID (destroy dur)")
+        parser.add_argument("command", metavar="SUBCOMMAND", help="list, query, create, ...")
+        parser.add_argument("object", metavar="ARGUMENT", help="bkr, svc, cxn, dst, dur, txn")
+        parser.add_argument("-t", dest="dest_type", help="destination type: q (queue), t (topic)")
+        parser.add_argument("-n", dest="name", help="destination, service, durable, ID, ...")
+        parser.add_argument("-c", dest="client_id", help="client ID (purge/destroy dur)")
+        parser.add_argument("-d", dest="topic", help="topic (list dur)")
+        parser.add_argument("-svn", dest="service", help="service name (list cxn)")
+        parser.add_argument("-o", dest="attrs", action="append", default=[], metavar="name=value")
         parser.add_argument(
-            "-pst", dest="pause_type", type=str.upper, choices=sorted(PAUSE_TYPES), default="ALL"
+            "-pst", dest="pause_type", default="ALL", help="pause dst: " + "|".join(PAUSE_TYPES)
         )
-        parser.add_argument("-tmp", dest="temporary", action="store_true",
-                            help="list dst: include temporary destinations")  # fmt: skip
+        parser.add_argument(
+            "-rst", dest="reset_type", default="METRICS", help="reset bkr: METRICS|ALL"
+        )
+        parser.add_argument(
+            "-tmp", dest="temporary", action="store_true", help="list dst: temporary ones too"
+        )
+        parser.add_argument(
+            "-m", dest="metric_type", help="metrics: ttl, rts, cxn (bkr, svc), con (dst)"
+        )
+        parser.add_argument(
+            "-int", dest="interval", type=int, default=5, help="metrics: seconds between samples"
+        )
+        parser.add_argument(
+            "-msp",
+            dest="samples",
+            type=int,
+            default=-1,
+            help="metrics: number of samples (default: until Ctrl-C)",
+        )
         parser.add_argument("-b", dest="broker", default="localhost:7676", help="host:port")
         parser.add_argument("-u", dest="user", default="admin", help="administrator user")
-        parser.add_argument("-passfile", dest="passfile", help="file with imq.imqcmd.password")
+        parser.add_argument("-passfile", dest="passfile", help="file with imq.imqcmd.password=...")
         parser.add_argument("-f", dest="force", action="store_true", help="no confirmation")
-        parser.add_argument("-rtm", dest="timeout", type=float, default=10.0,
-                            help="seconds to wait for each reply")  # fmt: skip
+        parser.add_argument("-s", dest="silent", action="store_true", help="silent mode")
+        parser.add_argument(
+            "-rtm", dest="timeout", type=float, default=10.0, help="seconds to wait for each reply"
+        )
+        parser.add_argument("-rtr", dest="retries", type=int, help=argparse.SUPPRESS)
+        parser.add_argument("-javahome", dest="javahome", help=argparse.SUPPRESS)
 
     # -- plumbing ------------------------------------------------------------------------
 
+    def run_from_argv(self, argv) -> None:
+        self._cli = True
+        super().run_from_argv(argv)
+
+    def execute(self, *args, **options):
+        """From the command line an error is one line on stderr and exit status 1."""
+        try:
+            return super().execute(*args, **options)
+        except CommandError as exc:
+            if not getattr(self, "_cli", False) or options.get("traceback"):
+                raise
+            self.stderr.write(str(exc))
+            sys.exit(exc.returncode)
+
     def handle(self, *args, **opts) -> None:
-        key = (opts["command"], opts["object"])
-        method = COMMANDS.get(key)
-        if method is None:
-            raise CommandError(f"imqcmd {key[0]} {key[1]} is not supported")
-        needs_name = key[1] in ("dst", "dur") and key != ("list", "dst")
-        if key[1] == "svc" and key[0] != "list":
-            needs_name = True
-        if needs_name and not opts["name"]:
-            raise CommandError(f"imqcmd {key[0]} {key[1]} needs -n <name>")
-        if key == ("destroy", "dur") and not opts["client_id"]:
-            raise CommandError("imqcmd destroy dur needs -c <client ID>")
+        from broker.admin.actions import ActionError, AdminError, BrokerUnavailable
+        from broker.admin.remote import BrokerAdmin
+
         self.opts = opts
+        # The client library's warnings (a connection lost after a refused login, ...) would
+        # repeat the one error line this command prints.
+        logging.getLogger("broker.client").addHandler(logging.NullHandler())
+        logging.getLogger("broker.client").propagate = False
+        key = (opts["command"], opts["object"])
+        spec = COMMANDS.get(key)
+        if spec is None:
+            raise CommandError(self._unknown(key))
+        self.what = f"{key[0]} {key[1]}"
+        if key == ("reload", "cls"):
+            raise CommandError(
+                "Error reload cls: this broker is not part of a cluster, so there is no cluster "
+                "configuration to reload (to re-read the access control rules: imqcmd reload acl)"
+            )
+        self._check(key, spec)
         self.host, self.port = parse_broker(opts["broker"])
-        password = read_passfile(opts["passfile"]) if opts["passfile"] else None
-        if password is None:
-            password = getpass.getpass(f"Password for {opts['user']}: ")
-        self.password = password
+        if opts["passfile"]:
+            password = read_passfile(opts["passfile"])
+        else:
+            try:
+                password = getpass.getpass(f"Password for {opts['user']}: ")
+            except (EOFError, KeyboardInterrupt):
+                raise CommandError("Error: no password given (use -passfile FILE)") from None
+        admin = BrokerAdmin(self.host, self.port, opts["user"], password, timeout=opts["timeout"])
         try:
-            asyncio.run(self._run(getattr(self, method)))
-        except CommandError:
-            raise
-        except TimeoutError as exc:
-            raise CommandError(f"the broker did not reply: {exc}") from exc
-        except Exception as exc:  # AdminError, JMSException, JavaSerializationError
-            raise CommandError(self._failure(key, exc)) from exc
-
-    def _failure(self, key: tuple[str, str], exc: Exception) -> str:
-        from broker.admin.client import AdminError
-
-        what = f"{key[0]} {key[1]}"
-        if isinstance(exc, AdminError):
-            return f"Error {what}: {exc.text or 'failed'} (status {exc.status})"
-        return f"Error {what}: {exc}"
-
-    async def _run(self, action) -> None:
-        from broker.admin.client import AdminClient
-
-        admin = await AdminClient.open(self.host, self.port, self.opts["user"], self.password)
-        try:
-            await action(admin)
+            getattr(self, spec.handler)(admin)
+        except Cancelled:
+            self.say("Cancelled: nothing was changed.")
+        except ActionError as exc:
+            raise CommandError(f"Error {self.what}: {exc}") from exc
+        except AdminError as exc:
+            raise CommandError(
+                f"Error {self.what}: {exc.text or 'failed'} (status {exc.status})"
+            ) from exc
+        except BrokerUnavailable as exc:
+            raise CommandError(f"Error {self.what}: {exc}") from exc
+        except AttributeError as exc:
+            if "AdminClient" not in str(exc):
+                raise
+            # An action calling an AdminClient method this version does not have yet.
+            raise CommandError(
+                f"Error {self.what}: not supported by this admin client ({exc})"
+            ) from exc
+        except (TimeoutError, OSError) as exc:
+            raise CommandError(f"Error {self.what}: the broker did not answer: {exc}") from exc
         finally:
-            await admin.close()
+            admin.close()
 
-    @property
-    def broker_label(self) -> str:
-        return f"{self.host}:{self.port}"
+    def _unknown(self, key: tuple[str, str]) -> str:
+        objects = sorted({o for c, o in COMMANDS if c == key[0]})
+        if not objects:
+            verbs = ", ".join(sorted({c for c, _ in COMMANDS}))
+            return f"Error: unknown subcommand {key[0]!r}; one of: {verbs}"
+        return f"Error: imqcmd {key[0]} takes {' or '.join(objects)}, not {key[1]!r}"
 
-    @property
-    def rtm(self) -> float:
-        return self.opts["timeout"]
+    def _check(self, key: tuple[str, str], spec: Spec) -> None:
+        """Refuse incomplete or bad options before anything is sent (or asked)."""
+        opts = self.opts
+        if key == ("list", "cxn") and opts["name"] and not opts["service"]:
+            opts["service"] = opts["name"]  # `list cxn -n jms` as well as `-svn jms`
+        missing = [NEEDS_TEXT[n] for n in spec.needs if not opts.get(n)]
+        if missing:
+            raise CommandError(f"Error: imqcmd {self.what} needs {' and '.join(missing)}")
+        if opts["dest_type"] is not None and opts["dest_type"].lower() not in (
+            "q",
+            "t",
+            "queue",
+            "topic",
+        ):
+            raise CommandError(
+                f"Error: -t must be q (queue) or t (topic), not {opts['dest_type']!r}"
+            )
+        if key == ("compact", "dst") and bool(opts["name"]) != bool(opts["dest_type"]):
+            raise CommandError("Error: imqcmd compact dst takes both -t and -n, or neither")
+        pst = opts["pause_type"].upper()
+        if pst not in PAUSE_TYPES:
+            raise CommandError(
+                f"Error: -pst must be one of {', '.join(PAUSE_TYPES)}, not {opts['pause_type']!r}"
+            )
+        opts["pause_type"] = pst
+        if opts["reset_type"].upper() not in ("METRICS", "ALL"):
+            raise CommandError(f"Error: -rst must be METRICS or ALL, not {opts['reset_type']!r}")
+        if key[0] == "metrics":
+            kinds = METRIC_TYPES[key[1]]
+            opts["metric_type"] = (opts["metric_type"] or "ttl").lower()
+            if opts["metric_type"] not in kinds:
+                raise CommandError(
+                    f"Error: metrics {key[1]} -m takes {', '.join(kinds)}, not {opts['metric_type']!r}"
+                )
+            if opts["interval"] < 1:
+                raise CommandError("Error: -int must be at least 1 (seconds)")
+            if opts["samples"] == 0 or opts["samples"] < -1:
+                raise CommandError("Error: -msp must be a positive number of samples")
+        self.attrs = self._attributes(opts["attrs"])
+        if key[0] in ("query", "destroy", "commit", "rollback") and key[1] in ("cxn", "txn"):
+            try:
+                int(opts["name"])
+            except ValueError:
+                what = "connection" if key[1] == "cxn" else "transaction"
+                raise CommandError(
+                    f"Error: -n must be a {what} ID (a number), not {opts['name']!r}"
+                ) from None
+
+    def _attributes(self, items: list[str]) -> dict[str, str]:
+        out: dict[str, str] = {}
+        for item in items:
+            name, sep, value = item.partition("=")
+            if not sep or not name.strip():
+                raise CommandError(f"Error: -o expects name=value, got {item!r}")
+            out[name.strip()] = value.strip()
+        return out
+
+    # -- output --------------------------------------------------------------------------
+
+    def say(self, text: str = "") -> None:
+        if not self.opts["silent"]:
+            self.stdout.write(text)
+
+    def show(self, table: Table, *, with_title: bool = True) -> None:
+        for line in table.lines(with_title=with_title):
+            self.say(line)
+
+    def pairs(self, items: Sequence[tuple[str, object]]) -> None:
+        width = max(len(k) for k, _ in items)
+        for k, v in items:
+            self.say(f"{k.ljust(width)}    {'' if v is None else v}".rstrip())
+
+    def broker_info(self) -> None:
+        table = Table(2, 4).title(("Host", "Primary Port"))
+        table.add((self.host, self.port))
+        self.show(table)
+        self.say()
+
+    def done(self) -> None:
+        self.say()
+        self.say(SUCCESS)
 
     def confirm(self, question: str) -> None:
+        """OpenMQ's "Are you sure ...? (y/n)[n]" unless -f; no (the default) cancels."""
         if self.opts["force"]:
             return
         self.stdout.write(f"{question} (y/n)[n] ", ending="")
         self.stdout.flush()
-        answer = sys.stdin.readline().strip().lower()
-        if answer not in ("y", "yes"):
-            raise CommandError("Cancelled.")
+        answer = sys.stdin.readline().strip().lower() or "n"
+        if not sys.stdin.isatty():
+            self.stdout.write("")  # the answer was not echoed: end the question's line
+        if answer in ("y", "yes"):
+            return
+        if answer in ("n", "no"):
+            raise Cancelled
+        raise CommandError(f"Error: unrecognised answer {answer!r}; nothing was changed")
 
-    def table(self, header: Sequence[str], rows: Sequence[Sequence[object]]) -> None:
-        cells = [[str(c) for c in r] for r in rows]
-        widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(header)]
-        line = "-" * (sum(widths) + 2 * (len(widths) - 1))
-        self.stdout.write(line)
-        for i, row in enumerate([list(header), *cells]):
-            self.stdout.write(
-                "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
-            )
-            if i == 0:
-                self.stdout.write(line)
-        self.stdout.write(line)
+    @property
+    def actor(self) -> str:
+        return self.opts["user"]
 
-    def pairs(self, items: Sequence[tuple[str, object]]) -> None:
-        width = max(len(k) for k, _ in items)
-        line = "-" * (width + 30)
-        self.stdout.write(line)
-        for k, v in items:
-            self.stdout.write(f"{k.ljust(width)}  {v}".rstrip())
-        self.stdout.write(line)
-
-    def done(self, text: str) -> None:
-        if text:
-            self.stdout.write(text)
-            self.stdout.write("")
-        self.stdout.write("Successfully performed the requested operation.")
-
-    def dest(self) -> tuple[str, int, str]:
-        t = DEST_TYPES[self.opts["dest_type"]]
-        return self.opts["name"], t, dest_type_name(t).lower()
+    def dest(self) -> tuple[str, str, str]:
+        """(name, kind code as the actions take it, "queue"/"topic")."""
+        kind = self.opts["dest_type"].lower()[:1]
+        return self.opts["name"], kind, "queue" if kind == "q" else "topic"
 
     # -- broker --------------------------------------------------------------------------
 
-    async def query_bkr(self, admin) -> None:
-        instance = await admin.hello()
-        props = await admin.broker_props()
-        self.stdout.write(f"Querying the broker specified by: {self.broker_label}")
-        self.stdout.write("")
-        keys = [
-            ("Version", "imq.product.version"),
-            ("Instance Name", None),
-            ("Broker ID", "imq.brokerid"),
-            ("Primary Port", "imq.portmapper.port"),
-            ("Broker is Embedded", "imq.embedded"),
-            ("Instance Configuration/Data Root Directory", "imq.varhome"),
-            ("Current Number of Messages in System", "imq.system.current_count"),
-            ("Max Number of Messages in System", "imq.system.max_count"),
-            ("Max Message Size", "imq.message.max_size"),
-            ("Auto Create Queues", "imq.autocreate.queue"),
-            ("Auto Create Topics", "imq.autocreate.topic"),
-            ("Log Level", "imq.log.level"),
+    def query_bkr(self, admin) -> None:
+        from broker.admin import actions
+
+        info = actions.query_broker(admin)
+        props = info["properties"]
+        self.say("Querying the broker specified by:")
+        self.say()
+        self.broker_info()
+        items: list[tuple[str, object]] = [
+            ("Version", info["version"]),
+            ("Instance Name", info["instance"]),
+            ("Broker ID", props.get("imq.brokerid", "")),
+            ("Primary Port", info["port"]),
+            ("Broker State", info["state"]),
+            ("Memory State", info["memory_state"]),
+            ("Instance Configuration/Data Root Directory", props.get("imq.varhome", "")),
+            ("Message Store", info["store"]),
+            ("", ""),
+            ("Current Number of Destinations", info["destinations"]),
+            ("Current Number of Messages in System", info["messages"]),
+            ("Current Total Message Bytes in System", info["message_bytes"]),
+            ("Current Number of Connections", info["connections"]),
+            ("", ""),
+            ("Max Number of Messages in System", unlimited(props.get("imq.system.max_count"))),
+            ("Max Total Message Bytes in System", unlimited(props.get("imq.system.max_size"))),
+            ("Max Message Size", unlimited(props.get("imq.message.max_size"))),
+            ("", ""),
+            ("Auto Create Queues", props.get("imq.autocreate.queue", "")),
+            ("Auto Create Topics", props.get("imq.autocreate.topic", "")),
+            ("Log Level", props.get("imq.log.level", "")),
         ]
-        items: list[tuple[str, object]] = []
-        for label, prop in keys:
-            if prop is None:
-                items.append((label, instance or props.get("imq.instancename", "")))
-            elif prop in props:
-                items.append((label, props[prop]))
-        self.pairs(items)
-        self.done("")
+        self.pairs([(k, v) for k, v in items if v != "" or not k])
+        self.done()
 
-    async def shutdown_bkr(self, admin) -> None:
-        self.confirm(f"Are you sure you want to shutdown the broker {self.broker_label}?")
-        self.stdout.write(f"Shutting down the broker specified by: {self.broker_label}")
-        await admin.shutdown(timeout=self.rtm)
-        self.done("")
+    def update_bkr(self, admin) -> None:
+        from broker.admin import actions
 
-    # -- destinations ----------------------------------------------------------------------
+        self.say("Updating the broker specified by:")
+        self.say()
+        self.broker_info()
+        self.pairs(list(self.attrs.items()))
+        self.say()
+        self.confirm("Are you sure you want to update the broker?")
+        actions.update_broker(admin, self.actor, self.attrs)
+        self.done()
 
-    async def list_dst(self, admin) -> None:
-        rows = await admin.destinations()
-        if not self.opts["temporary"]:
-            rows = [
-                r for r in rows if not str(r.get("name", "")).startswith("temporary_destination://")
+    def _broker_op(self, question: str | None, doing: str, action: Callable[..., None]) -> None:
+        self.say(f"{doing} the broker specified by:")
+        self.say()
+        self.broker_info()
+        if question:
+            self.confirm(question)
+        action()
+        self.done()
+
+    def pause_bkr(self, admin) -> None:
+        from broker.admin import actions
+
+        self._broker_op(
+            "Are you sure you want to pause the broker?",
+            "Pausing",
+            lambda: actions.pause_broker(admin, self.actor),
+        )
+
+    def resume_bkr(self, admin) -> None:
+        from broker.admin import actions
+
+        self._broker_op(None, "Resuming", lambda: actions.resume_broker(admin, self.actor))
+
+    def quiesce_bkr(self, admin) -> None:
+        from broker.admin import actions
+
+        self._broker_op(
+            "Are you sure you want to quiesce the broker?",
+            "Quiescing",
+            lambda: actions.quiesce_broker(admin, self.actor),
+        )
+
+    def unquiesce_bkr(self, admin) -> None:
+        from broker.admin import actions
+
+        self._broker_op(
+            "Are you sure you want to unquiesce the broker?",
+            "Unquiescing",
+            lambda: actions.unquiesce_broker(admin, self.actor),
+        )
+
+    def shutdown_bkr(self, admin) -> None:
+        from broker.admin import actions
+
+        self._broker_op(
+            "Are you sure you want to shutdown the broker?",
+            "Shutting down",
+            lambda: actions.shutdown_broker(admin, self.actor),
+        )
+
+    def restart_bkr(self, admin) -> None:
+        from broker.admin import actions
+
+        self._broker_op(
+            "Are you sure you want to restart the broker?",
+            "Restarting",
+            lambda: actions.restart_broker(admin, self.actor),
+        )
+
+    def reset_bkr(self, admin) -> None:
+        from broker.admin import actions
+
+        self._broker_op(
+            "Are you sure you want to reset the metrics of the broker?",
+            "Resetting",
+            lambda: actions.reset_metrics(admin, self.actor),
+        )
+
+    def reload_acl(self, admin) -> None:
+        from broker.admin import actions
+
+        self._broker_op(
+            None,
+            "Reloading the access control rules of",
+            lambda: actions.reload_access_control(admin, self.actor),
+        )
+
+    # -- metrics -------------------------------------------------------------------------
+
+    def metrics_bkr(self, admin) -> None:
+        from broker.admin import actions
+
+        self.say("Listing metrics for the broker specified by:")
+        self.say()
+        self.broker_info()
+        self._metrics(lambda: actions.broker_metrics(admin), self._counter_table, self._counter_row)
+
+    def metrics_svc(self, admin) -> None:
+        from broker.admin import actions
+
+        name = self.opts["name"]
+        self.say("Listing metrics for the service:")
+        self.say()
+        self.show(self._one("Service Name", name))
+        self.say()
+        self.say("On the broker specified by:")
+        self.say()
+        self.broker_info()
+        self._metrics(
+            lambda: actions.service_metrics(admin, name), self._counter_table, self._counter_row
+        )
+
+    def metrics_dst(self, admin) -> None:
+        from broker.admin import actions
+
+        name, kind, _ = self.dest()
+        self.say("Listing metrics for the destination:")
+        self.say()
+        self.show(self._dest_table(name, kind))
+        self.say()
+        self.say("On the broker specified by:")
+        self.say()
+        self.broker_info()
+        self._metrics(
+            lambda: actions.destination_metrics(admin, kind, name),
+            self._dest_metric_table,
+            self._dest_metric_row,
+        )
+
+    def _metrics(
+        self,
+        sample: Callable[[], dict[str, Any]],
+        make_table: Callable[[], Table],
+        make_row: Callable[[dict[str, Any], dict[str, Any] | None, float], list[str]],
+    ) -> None:
+        """OpenMQ's loop: a sample now and every -int seconds, one row each, the titles
+        again every 20 rows, until -msp samples (or Ctrl-C)."""
+        interval, samples = self.opts["interval"], self.opts["samples"]
+        previous: dict[str, Any] | None = None
+        previous_at = 0.0
+        printed = 0
+        try:
+            while True:
+                latest = sample()
+                now = time.monotonic()
+                secs = now - previous_at
+                stamps = (num(latest, "timeStamp"), num(previous or {}, "timeStamp"))
+                if previous is not None and stamps[0] > stamps[1] > 0:
+                    secs = (stamps[0] - stamps[1]) / 1000  # the broker's own clock
+                table = make_table()
+                table.add(make_row(latest, previous, secs))
+                self.show(table, with_title=printed % 20 == 0)
+                self.stdout.flush()
+                previous, previous_at = latest, now
+                printed += 1
+                if samples > 0 and printed >= samples:
+                    break
+                time.sleep(interval)
+        except KeyboardInterrupt:
+            pass
+        self.done()
+
+    def _counter_table(self) -> Table:
+        kind = self.opts["metric_type"]
+        table = Table(8 if kind != "cxn" else 6, 2, center=True)
+        if kind == "cxn":
+            table.title(
+                ("Num of", "JVM Heap (in bytes)", "", "Threads", "", ""), (1, 2, 0, 3, 0, 0)
+            )
+            table.title(("Connections", "Total", "Free", "Active", "Low", "High"))
+            return table
+        if kind == "ttl":
+            heads = ("Msgs", "Msg Bytes", "Pkts", "Pkt Bytes")
+        else:
+            heads = ("Msgs/sec", "Msg Bytes/sec", "Pkts/sec", "Pkt Bytes/sec")
+        table.title([c for h in heads for c in (h, "")], (2, 0) * 4)
+        table.title(("In", "Out") * 4)
+        return table
+
+    COUNTERS = (
+        "messagesIn",
+        "messagesOut",
+        "messageBytesIn",
+        "messageBytesOut",
+        "packetsIn",
+        "packetsOut",
+        "packetBytesIn",
+        "packetBytesOut",
+    )
+
+    def _counter_row(self, latest: dict, previous: dict | None, secs: float) -> list[str]:
+        kind = self.opts["metric_type"]
+        if kind == "cxn":
+            return [
+                str(num(latest, "nConnections")),
+                str(num(latest, "totalMemory")),
+                str(num(latest, "freeMemory")),
+                str(num(latest, "threadsActive")),
+                str(num(latest, "threadsLowWater")),
+                str(num(latest, "threadsHighWater")),
             ]
-        self.stdout.write(
-            f"Listing all the destinations on the broker specified by: {self.broker_label}"
-        )
-        self.stdout.write("")
-        self.table(
-            (
-                "Name",
-                "Type",
-                "State",
-                "Producers",
-                "Consumers",
-                "Msgs Count",
-                "Msgs Total Size (bytes)",
-            ),
-            [
-                (
-                    r["name"],
-                    dest_type_name(r.get("type", 1)),
-                    DEST_STATES.get(r.get("destState", 0), str(r.get("destState"))),
-                    r.get("nProducers", 0),
-                    r.get("nConsumers", 0),
-                    r.get("nMessages", 0),
-                    r.get("nMessageBytes", 0),
-                )
-                for r in sorted(rows, key=lambda r: (r.get("type", 1), r["name"]))
-            ],
-        )
-        self.done("")
+        if kind == "ttl":
+            return [str(num(latest, k)) for k in self.COUNTERS]
+        if previous is None:
+            return ["0"] * 8
+        return [rate(num(latest, k), num(previous, k), secs) for k in self.COUNTERS]
 
-    async def query_dst(self, admin) -> None:
-        name, t, _ = self.dest()
-        (r, *_) = await admin.destinations(name, t)
-        self.stdout.write("Querying the destination where:")
-        self.pairs([("Destination Name", name), ("Destination Type", dest_type_name(t))])
-        self.stdout.write("")
-        self.stdout.write(f"On the broker specified by: {self.broker_label}")
-        self.stdout.write("")
+    def _dest_metric_table(self) -> Table:
+        kind = self.opts["metric_type"]
+        if kind == "con":
+            queue = self.dest()[1] == "q"
+            heads = (
+                ("Active Consumers", "Backup Consumers", "Msg Count")
+                if queue
+                else ("Consumers", "Msg Count")
+            )
+            table = Table(3 * len(heads), 2, center=True)
+            table.title([c for h in heads for c in (h, "", "")], (3, 0, 0) * len(heads))
+            table.title(("Current", "Peak", "Avg") * len(heads))
+            return table
+        table = Table(11, 2, center=True)
+        first = ("Msgs", "Msg Bytes") if kind == "ttl" else ("Msgs/sec", "Msg Bytes/sec")
+        table.title(
+            (
+                first[0],
+                "",
+                first[1],
+                "",
+                "Msg Count",
+                "",
+                "",
+                "Total Msg Bytes (k)",
+                "",
+                "",
+                "Largest",
+            ),
+            (2, 0, 2, 0, 3, 0, 0, 3, 0, 0, 1),
+        )
+        table.title(("In", "Out", "In", "Out") + ("Current", "Peak", "Avg") * 2 + ("Msg (k)",))
+        return table
+
+    def _dest_metric_row(self, latest: dict, previous: dict | None, secs: float) -> list[str]:
+        kind = self.opts["metric_type"]
+        # DestMetricsCounters' map keys (numMsgsIn, msgBytesIn, numMsgs, peakNumMsgs, ...).
+        counts = [
+            str(num(latest, "numMsgs")),
+            str(num(latest, "peakNumMsgs")),
+            str(num(latest, "avgNumMsgs")),
+        ]
+        if kind == "con":
+            if self.dest()[1] != "q":
+                return [
+                    str(num(latest, "numConsumers", "numActiveConsumers")),
+                    str(num(latest, "peakNumConsumers", "peakNumActiveConsumers")),
+                    str(num(latest, "avgNumConsumers", "avgNumActiveConsumers")),
+                    *counts,
+                ]
+            return [
+                str(num(latest, "numActiveConsumers")),
+                str(num(latest, "peakNumActiveConsumers")),
+                str(num(latest, "avgNumActiveConsumers")),
+                str(num(latest, "numBackupConsumers")),
+                str(num(latest, "peakNumBackupConsumers")),
+                str(num(latest, "avgNumBackupConsumers")),
+                *counts,
+            ]
+        flows = ("numMsgsIn", "numMsgsOut", "msgBytesIn", "msgBytesOut")
+        if kind == "ttl":
+            head = [str(num(latest, k)) for k in flows]
+        elif previous is None:
+            head = ["0"] * 4
+        else:
+            head = [rate(num(latest, k), num(previous, k), secs) for k in flows]
+        sizes = [
+            kbytes(num(latest, "totalMsgBytes")),
+            kbytes(num(latest, "peakTotalMsgBytes")),
+            kbytes(num(latest, "avgTotalMsgBytes")),
+            kbytes(num(latest, "peakMsgBytes")),
+        ]
+        return head + counts + sizes
+
+    # -- services ------------------------------------------------------------------------
+
+    def _one(self, label: str, value: object) -> Table:
+        table = Table(1, 4).title((label,))
+        table.add((value,))
+        return table
+
+    @staticmethod
+    def _port(svc: dict[str, Any]) -> str:
+        if svc["port"] < 0:
+            return "-"
+        return f"{svc['port']} ({'dynamic' if svc['dynamic_port'] else 'static'})"
+
+    def list_svc(self, admin) -> None:
+        from broker.admin import actions
+
+        rows = actions.list_services(admin)
+        self.say("Listing all the services on the broker specified by:")
+        self.say()
+        self.broker_info()
+        table = Table(3, 4).title(("Service Name", "Port Number", "Service State"))
+        for s in rows:
+            table.add((s["name"], self._port(s), s["state"]))
+        self.show(table)
+        self.done()
+
+    def query_svc(self, admin) -> None:
+        from broker.admin import actions
+
+        s = actions.query_service(admin, self.opts["name"])
+        self.say("Querying the service where:")
+        self.say()
+        self.show(self._one("Service Name", s["name"]))
+        self.say()
+        self.say("On the broker specified by:")
+        self.say()
+        self.broker_info()
         self.pairs(
             [
-                ("Destination Name", r.get("name")),
-                ("Destination Type", dest_type_name(r.get("type", t))),
-                ("Destination State", DEST_STATES.get(r.get("destState", 0), r.get("destState"))),
-                ("Created Administratively", "false" if r.get("autocreated") else "true"),
-                ("Current Number of Messages", ""),
-                ("   Actual", r.get("nMessages", 0)),
-                ("   Held in Transaction", r.get("nTxnMessages", 0)),
-                ("   In Delayed Delivery", r.get("nInDelayMessages", 0)),
-                ("Current Message Bytes", ""),
-                ("   Actual", r.get("nMessageBytes", 0)),
-                ("   Held in Transaction", r.get("nTxnMessageBytes", 0)),
-                ("   In Delayed Delivery", r.get("nInDelayMessageBytes", 0)),
-                ("Current Number of Producers", r.get("nProducers", 0)),
-                ("Current Number of Active Consumers", r.get("naConsumers", 0)),
-                ("Current Number of Backup Consumers", r.get("nfConsumers", 0)),
-                ("Current Number of Consumers", r.get("nConsumers", 0)),
-                ("Max Number of Messages", limit(r.get("maxMessages", -1))),
-                ("Max Total Message Bytes", limit(r.get("maxMessageBytes", -1))),
-                ("Max Bytes per Message", limit(r.get("maxMessageSize", -1))),
-                ("Max Number of Producers", limit(r.get("maxProducers", -1))),
-                ("Max Number of Active Consumers", limit(r.get("maxActiveConsumers", -1))),
-                ("Max Number of Backup Consumers", limit(r.get("maxFailoverConsumers", -1))),
-                ("Consumer Flow Limit", limit(r.get("maxPrefetch", -1))),
-                ("Limit Behavior", LIMIT_BEHAVIORS.get(r.get("destLimitBehavior", 0), "")),
-                ("Use Dead Message Queue", "true" if r.get("useDMQ") else "false"),
+                ("Service Name", s["name"]),
+                ("Service Type", s["type"]),
+                ("Service Protocol", s["protocol"]),
+                ("Service State", s["state"]),
+                ("Port Number", self._port(s)),
+                ("", ""),
+                ("Current Number of Connections", s["connections"]),
+                ("", ""),
+                ("Min Number of Threads", s["min_threads"]),
+                ("Max Number of Threads", s["max_threads"]),
             ]
         )
-        self.done("")
+        self.done()
 
-    async def purge_dst(self, admin) -> None:
-        name, t, kind = self.dest()
-        self.confirm(f"Are you sure you want to purge this {kind}: {name}?")
-        await admin.purge(name, t)
-        self.done(f"Purged the {kind} {name} on the broker specified by: {self.broker_label}")
+    def update_svc(self, admin) -> None:
+        from broker.admin import actions
 
-    async def destroy_dst(self, admin) -> None:
-        name, t, kind = self.dest()
-        self.confirm(f"Are you sure you want to destroy this {kind}: {name}?")
-        await admin.destroy(name, t)
-        self.done(f"Destroyed the {kind} {name} on the broker specified by: {self.broker_label}")
-
-    async def pause_dst(self, admin) -> None:
-        name, t, kind = self.dest()
-        pst = self.opts["pause_type"]
-        self.confirm(f"Are you sure you want to pause ({pst}) this {kind}: {name}?")
-        await admin.pause_destination(name, t, PAUSE_TYPES[pst])
-        self.done(
-            f"Paused ({pst}) the {kind} {name} on the broker specified by: {self.broker_label}"
-        )
-
-    async def resume_dst(self, admin) -> None:
-        name, t, kind = self.dest()
-        await admin.resume_destination(name, t)
-        self.done(f"Resumed the {kind} {name} on the broker specified by: {self.broker_label}")
-
-    async def destroy_dur(self, admin) -> None:
-        name, cid = self.opts["name"], self.opts["client_id"]
-        self.confirm(f"Are you sure you want to destroy the durable subscription {name} ({cid})?")
-        await admin.destroy_durable(name, cid)
-        self.done(f"Destroyed the durable subscription {name} (client ID {cid}).")
-
-    # -- services / connections --------------------------------------------------------------
-
-    async def list_svc(self, admin) -> None:
-        rows = await admin.services()
-        self.stdout.write(
-            f"Listing all the services on the broker specified by: {self.broker_label}"
-        )
-        self.stdout.write("")
-        self.table(
-            ("Service Name", "Port Number", "Service State"),
-            [
-                (
-                    r.get("name"),
-                    f"{r.get('port')} (dynamic)" if r.get("dynamicPort") else r.get("port"),
-                    SERVICE_STATES.get(r.get("state", -1), str(r.get("state"))),
-                )
-                for r in rows
-            ],
-        )
-        self.done("")
-
-    async def pause_svc(self, admin) -> None:
         name = self.opts["name"]
+        values: dict[str, int] = {}
+        for key, value in self.attrs.items():
+            if key not in SERVICE_OPTIONS:
+                raise CommandError(
+                    f"Error update svc: unknown attribute {key!r}; one of port, minThreads, maxThreads"
+                )
+            try:
+                values[SERVICE_OPTIONS[key]] = int(value)
+            except ValueError:
+                raise CommandError(
+                    f"Error update svc: {key} must be a number, not {value!r}"
+                ) from None
+        self.say("Updating the service where:")
+        self.say()
+        self.show(self._one("Service Name", name))
+        self.say()
+        self.say("On the broker specified by:")
+        self.say()
+        self.broker_info()
+        self.pairs(list(self.attrs.items()))
+        self.say()
+        self.confirm(f"Are you sure you want to update the service {name}?")
+        actions.update_service(admin, self.actor, name, **values)
+        self.done()
+
+    def pause_svc(self, admin) -> None:
+        from broker.admin import actions
+
+        name = self.opts["name"]
+        self.say("Pausing the service where:")
+        self.say()
+        self.show(self._one("Service Name", name))
+        self.say()
+        self.say("On the broker specified by:")
+        self.say()
+        self.broker_info()
         self.confirm(f"Are you sure you want to pause the service {name}?")
-        await admin.pause_service(name)
-        self.done(f"Paused the service {name} on the broker specified by: {self.broker_label}")
+        actions.pause_service(admin, self.actor, name)
+        self.done()
 
-    async def resume_svc(self, admin) -> None:
+    def resume_svc(self, admin) -> None:
+        from broker.admin import actions
+
         name = self.opts["name"]
-        await admin.resume_service(name)
-        self.done(f"Resumed the service {name} on the broker specified by: {self.broker_label}")
+        self.say("Resuming the service where:")
+        self.say()
+        self.show(self._one("Service Name", name))
+        self.say()
+        self.say("On the broker specified by:")
+        self.say()
+        self.broker_info()
+        actions.resume_service(admin, self.actor, name)
+        self.done()
 
-    async def list_cxn(self, admin) -> None:
-        rows = await admin.connections(self.opts["name"])
-        self.stdout.write(
-            f"Listing all the connections on the broker specified by: {self.broker_label}"
+    # -- connections ---------------------------------------------------------------------
+
+    def list_cxn(self, admin) -> None:
+        from broker.admin import actions
+
+        service = self.opts["service"]
+        rows = actions.list_connections(admin, service)
+        if service:
+            self.say("Listing all the connections on the service where:")
+            self.say()
+            self.show(self._one("Service Name", service))
+            self.say()
+            self.say("On the broker specified by:")
+        else:
+            self.say("Listing all the connections on the broker specified by:")
+        self.say()
+        self.broker_info()
+        table = Table(6, 3).title(
+            ("Connection ID", "User", "Service", "Producers", "Consumers", "Host")
         )
-        self.stdout.write("")
-        self.table(
-            ("Connection ID", "User", "Service", "Producers", "Consumers", "Host"),
-            [
+        for c in rows:
+            table.add(
                 (
-                    r.get("cxnid"),
-                    r.get("user", ""),
-                    r.get("service", ""),
-                    r.get("nproducers", 0),
-                    r.get("nconsumers", 0),
-                    f"{r.get('host', '')}:{r.get('port', '')}"
-                    if r.get("port")
-                    else r.get("host", ""),
+                    c["id"],
+                    c["user"],
+                    c["service"],
+                    c["producers"],
+                    c["consumers"],
+                    c["address"] or c["host"],
                 )
-                for r in rows
-            ],
+            )
+        self.show(table)
+        self.done()
+
+    def query_cxn(self, admin) -> None:
+        from broker.admin import actions
+
+        c = actions.query_connection(admin, int(self.opts["name"]))
+        self.say("Querying the connection where:")
+        self.say()
+        self.show(self._one("Connection ID", self.opts["name"]))
+        self.say()
+        self.say("On the broker specified by:")
+        self.say()
+        self.broker_info()
+        self.pairs(
+            [
+                ("Connection ID", c["id"]),
+                ("User", c["user"]),
+                ("Service", c["service"]),
+                ("Client ID", c["client_id"]),
+                ("Client Platform", c["platform"]),
+                ("Producers", c["producers"]),
+                ("Consumers", c["consumers"]),
+                ("Sessions", c["sessions"]),
+                ("Host", c["host"]),
+                ("Port", c["port"]),
+            ]
         )
-        self.done("")
+        self.done()
+
+    def destroy_cxn(self, admin) -> None:
+        from broker.admin import actions
+
+        cid = int(self.opts["name"])
+        self.say("Destroying the connection where:")
+        self.say()
+        self.show(self._one("Connection ID", cid))
+        self.say()
+        self.say("On the broker specified by:")
+        self.say()
+        self.broker_info()
+        self.confirm(f"Are you sure you want to destroy the connection {cid}?")
+        actions.destroy_connection(admin, self.actor, cid)
+        self.done()
+
+    # -- destinations --------------------------------------------------------------------
+
+    def _dest_table(self, name: str, kind: str) -> Table:
+        table = Table(2, 4).title(("Destination Name", "Destination Type"))
+        table.add((name, "Queue" if kind == "q" else "Topic"))
+        return table
+
+    def _dest_header(self, doing: str) -> None:
+        name, kind, _ = self.dest()
+        self.say(f"{doing} the destination where:")
+        self.say()
+        self.show(self._dest_table(name, kind))
+        self.say()
+        self.say("On the broker specified by:")
+        self.say()
+        self.broker_info()
+
+    def list_dst(self, admin) -> None:
+        from broker.admin import actions
+
+        kind = self.opts["dest_type"]
+        rows = actions.list_destinations(admin, kind=kind, show_temporary=self.opts["temporary"])
+        self.say("Listing all the destinations on the broker specified by:")
+        self.say()
+        self.broker_info()
+        table = Table(11, 2).title(
+            ("Name", "Type", "State", "Producers", "", "Consumers", "", "Msgs", "", "", ""),
+            (1, 1, 1, 2, 0, 2, 0, 4, 0, 0, 0),
+        )
+        table.title(
+            (
+                "",
+                "",
+                "",
+                "Total",
+                "Wildcard",
+                "Total",
+                "Wildcard",
+                "Count",
+                "Remote",
+                "UnAck",
+                "Avg Size",
+            )
+        )
+        for d in rows:
+            avg = d["bytes"] / d["messages"] if d["messages"] else 0.0
+            table.add(
+                (
+                    d["name"],
+                    d["type"].capitalize(),
+                    d["state"],
+                    d["producers"],
+                    0,
+                    d["consumers"],
+                    0,
+                    d["messages"],
+                    0,
+                    d["unacked"],
+                    f"{avg:.1f}",
+                )
+            )
+        self.show(table)
+        self.done()
+
+    def list_cns(self, admin) -> None:
+        from broker.admin import actions
+
+        name, kind, _ = self.dest()
+        rows = actions.list_consumers(admin, kind, name)
+        self._dest_header("Listing the consumers of")
+        table = Table(8, 3).title(
+            ("Consumer ID", "Connection ID", "User", "Host", "Ack Mode", "Selector",
+             "Delivered", "Unacked"),
+        )  # fmt: skip
+        for c in rows:
+            table.add(
+                (
+                    c["id"],
+                    c["connection_id"],
+                    c["user"] or "-",
+                    c["host"] or "-",
+                    c["ack_mode"] or "-",
+                    c["selector"] or "-",
+                    c["delivered"],
+                    c["pending_acks"],
+                )
+            )
+        self.show(table)
+        self.done()
+
+    def query_dst(self, admin) -> None:
+        from broker.admin import actions
+
+        name, kind, _ = self.dest()
+        d = actions.query_destination(admin, kind, name)
+        a = d["attributes"] or {}
+        self._dest_header("Querying")
+        items: list[tuple[str, object]] = [
+            ("Destination Name", d["name"]),
+            ("Destination Type", d["type"].capitalize()),
+            ("Destination State", d["state"]),
+            ("Created Administratively", yes_no(not d["auto_created"])),
+            ("", ""),
+            ("Current Number of Messages", ""),
+            ("   Actual", d["messages"]),
+            ("   Held in Transaction", d["in_transaction"]),
+            ("   In Delayed Delivery", d["in_delay"]),
+            ("   Unacknowledged", d["unacked"]),
+            ("Current Message Bytes", ""),
+            ("   Actual", d["bytes"]),
+            ("", ""),
+            ("Current Number of Producers", d["producers"]),
+            ("Current Number of Active Consumers", d["active_consumers"]),
+            ("Current Number of Backup Consumers", d["backup_consumers"]),
+            ("Current Number of Consumers", d["consumers"]),
+            ("", ""),
+            ("Max Number of Messages", unlimited(a.get("maxNumMsgs"))),
+            ("Max Total Message Bytes", unlimited(a.get("maxTotalMsgBytes"))),
+            ("Max Bytes per Message", unlimited(a.get("maxBytesPerMsg"))),
+            ("Max Number of Producers", unlimited(a.get("maxNumProducers"))),
+        ]
+        if d["type"] == "queue":
+            items += [
+                ("Max Number of Active Consumers", unlimited(a.get("maxNumActiveConsumers"))),
+                ("Max Number of Backup Consumers", unlimited(a.get("maxNumBackupConsumers"))),
+                ("Local Delivery is Preferred", yes_no(a.get("localDeliveryPreferred"))),
+            ]
+        else:
+            items += [
+                ("Max Number of Shared Consumers", unlimited(a.get("maxNumSharedConsumers"))),
+                ("Shared Consumer Flow Limit", unlimited(a.get("sharedConsumerFlowLimit"))),
+            ]
+        items += [
+            ("Consumer Flow Limit", unlimited(a.get("consumerFlowLimit"))),
+            ("Limit Behavior", a.get("limitBehavior", "")),
+            ("Local Only", yes_no(a.get("isLocalOnly"))),
+            ("Use Dead Message Queue", yes_no(a.get("useDMQ", True))),
+            ("XML schema validation enabled", yes_no(a.get("validateXMLSchemaEnabled"))),
+            ("XML schema URI List", a.get("XMLSchemaURIList") or "-"),
+            ("Reload XML schema on failure", yes_no(a.get("reloadXMLSchemaOnFailure"))),
+        ]
+        self.pairs(items)
+        self.done()
+
+    def create_dst(self, admin) -> None:
+        from broker.admin import actions
+
+        name, kind, _ = self.dest()
+        self._dest_header("Creating")
+        if self.attrs:
+            self.say("With the attributes:")
+            self.pairs(list(self.attrs.items()))
+            self.say()
+        actions.create_destination(admin, self.actor, kind, name, self.attrs)
+        self.done()
+
+    def update_dst(self, admin) -> None:
+        from broker.admin import actions
+
+        name, kind, what = self.dest()
+        self._dest_header("Updating")
+        self.say("With the attributes:")
+        self.pairs(list(self.attrs.items()))
+        self.say()
+        self.confirm(f"Are you sure you want to update this {what}: {name}?")
+        actions.update_destination(admin, self.actor, kind, name, self.attrs)
+        self.done()
+
+    def destroy_dst(self, admin) -> None:
+        from broker.admin import actions
+
+        name, kind, what = self.dest()
+        self._dest_header("Destroying")
+        self.confirm(f"Are you sure you want to destroy this {what}: {name}?")
+        actions.destroy_destination(admin, self.actor, kind, name)
+        self.done()
+
+    def purge_dst(self, admin) -> None:
+        from broker.admin import actions
+
+        name, kind, what = self.dest()
+        self._dest_header("Purging")
+        self.confirm(f"Are you sure you want to purge this {what}: {name}?")
+        actions.purge_destination(admin, self.actor, kind, name)
+        self.done()
+
+    def pause_dst(self, admin) -> None:
+        from broker.admin import actions
+
+        name, kind, what = self.dest()
+        pst = self.opts["pause_type"]
+        self._dest_header(f"Pausing ({pst})")
+        self.confirm(f"Are you sure you want to pause ({pst}) this {what}: {name}?")
+        actions.pause_destination(admin, self.actor, kind, name, pst.lower())
+        self.done()
+
+    def resume_dst(self, admin) -> None:
+        from broker.admin import actions
+
+        name, kind, _ = self.dest()
+        self._dest_header("Resuming")
+        actions.resume_destination(admin, self.actor, kind, name)
+        self.done()
+
+    def compact_dst(self, admin) -> None:
+        from broker.admin import actions
+
+        if self.opts["name"]:
+            name, kind, what = self.dest()
+            self._dest_header("Compacting")
+            self.confirm(f"Are you sure you want to compact this {what}: {name}?")
+            actions.compact_destination(admin, self.actor, kind, name)
+        else:
+            self.say("Compacting all the destinations on the broker specified by:")
+            self.say()
+            self.broker_info()
+            self.confirm("Are you sure you want to compact all the destinations?")
+            actions.compact_destination(admin, self.actor)
+        self.done()
+
+    # -- durable subscriptions ---------------------------------------------------------
+
+    def list_dur(self, admin) -> None:
+        from broker.admin import actions
+
+        topic = self.opts["topic"]
+        rows = actions.list_durables(admin, topic)
+        if topic:
+            self.say(f"Listing all the durable subscriptions on the topic: {topic}")
+        else:
+            self.say("Listing all the durable subscriptions")
+        self.say()
+        self.say("On the broker specified by:")
+        self.say()
+        self.broker_info()
+        table = Table(5, 3).title(
+            ("Name", "Client ID", "Topic", "Number of Messages", "Durable Sub State")
+        )
+        for d in rows:
+            state = "ACTIVE" if d["active"] else "INACTIVE"
+            table.add((d["name"], d["client_id"] or "-", d["topic"] or "-", d["messages"], state))
+        self.show(table)
+        self.done()
+
+    def _dur_header(self, doing: str) -> None:
+        self.say(f"{doing} the durable subscription where:")
+        self.say()
+        table = Table(2, 4).title(("Durable Subscription Name", "Client ID"))
+        table.add((self.opts["name"], self.opts["client_id"]))
+        self.show(table)
+        self.say()
+        self.say("On the broker specified by:")
+        self.say()
+        self.broker_info()
+
+    def purge_dur(self, admin) -> None:
+        from broker.admin import actions
+
+        name, cid = self.opts["name"], self.opts["client_id"]
+        self._dur_header("Purging all the messages of")
+        self.confirm(f"Are you sure you want to purge the durable subscription {name} ({cid})?")
+        actions.purge_durable(admin, self.actor, name, cid)
+        self.done()
+
+    def destroy_dur(self, admin) -> None:
+        from broker.admin import actions
+
+        name, cid = self.opts["name"], self.opts["client_id"]
+        self._dur_header("Destroying")
+        self.confirm(f"Are you sure you want to destroy the durable subscription {name} ({cid})?")
+        actions.destroy_durable(admin, self.actor, name, cid)
+        self.done()
+
+    # -- transactions ------------------------------------------------------------------
+
+    @staticmethod
+    def _created(txn: dict[str, Any]) -> str:
+        if not txn["created"]:
+            return "-"
+        when = datetime.fromisoformat(txn["created"]).astimezone(UTC)
+        return when.strftime("%Y-%m-%d %H:%M:%S UTC")
+
+    def list_txn(self, admin) -> None:
+        from broker.admin import actions
+
+        rows = actions.list_transactions(admin)
+        self.say("Listing all the transactions on the broker specified by:")
+        self.say()
+        self.broker_info()
+        if not rows:
+            self.say("There are no transactions.")
+            self.done()
+            return
+        table = Table(5, 3).title(
+            ("Transaction ID", "State", "User name", "# Msgs/# Acks", "Creation time")
+        )
+        for t in rows:
+            table.add(
+                (
+                    t["id"],
+                    t["state"],
+                    t["user"] or "-",
+                    f"{t['messages']}/{t['acks']}",
+                    self._created(t),
+                )
+            )
+        self.show(table)
+        self.done()
+
+    def _txn_header(self, doing: str) -> None:
+        self.say(f"{doing} the transaction where:")
+        self.say()
+        self.show(self._one("Transaction ID", self.opts["name"]))
+        self.say()
+        self.say("On the broker specified by:")
+        self.say()
+        self.broker_info()
+
+    def query_txn(self, admin) -> None:
+        from broker.admin import actions
+
+        t = actions.query_transaction(admin, int(self.opts["name"]))
+        self._txn_header("Querying")
+        self.pairs(
+            [
+                ("Transaction ID", t["id"]),
+                ("XID", t["xid"] or "-"),
+                ("State", t["state"]),
+                ("User name", t["user"] or "-"),
+                ("Client ID", t["client_id"] or "-"),
+                ("Connection", t["connection"] or "-"),
+                ("Connection ID", t["connection_id"] or "-"),
+                ("Number of messages", t["messages"]),
+                ("Number of acknowledgments", t["acks"]),
+                ("Creation time", self._created(t)),
+            ]
+        )
+        self.done()
+
+    def commit_txn(self, admin) -> None:
+        from broker.admin import actions
+
+        tid = int(self.opts["name"])
+        self._txn_header("Committing")
+        self.confirm(f"Are you sure you want to commit the transaction {tid}?")
+        actions.commit_transaction(admin, self.actor, tid)
+        self.done()
+
+    def rollback_txn(self, admin) -> None:
+        from broker.admin import actions
+
+        tid = int(self.opts["name"])
+        self._txn_header("Rolling back")
+        self.confirm(f"Are you sure you want to roll back the transaction {tid}?")
+        actions.rollback_transaction(admin, self.actor, tid)
+        self.done()

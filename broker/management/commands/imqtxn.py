@@ -4,13 +4,13 @@
   broker instance recorded in the shared data model;
 * ``imqtxn commit -t ID`` / ``imqtxn rollback -t ID``: finish one through the running
   broker's ADMIN service (port mapper ``-b host:port``, default localhost:7676), as an
-  administrator (``-u admin``, password from ``-passfile`` or the prompt).  The broker
-  lets an ADMIN connection finish a PREPARED transaction whoever started it.
+  administrator (``-u admin``, password from ``-passfile`` or the prompt), with the same
+  actions as ``imqcmd commit txn`` / ``rollback txn`` (broker/admin/actions.py).  The
+  broker lets an administrator finish a PREPARED transaction whoever started it.
 """
 
 from __future__ import annotations
 
-import asyncio
 import getpass
 from pathlib import Path
 
@@ -98,10 +98,10 @@ class Command(BaseCommand):
     # -- commit / rollback ------------------------------------------------------------
 
     def finish(self, opts: dict) -> None:
-        from broker.client import connect
-        from broker.client.errors import JMSException
-        from broker.client.xa import Xid, commit_transaction, rollback_transaction
-        from broker.models import BrokerTransaction
+        """Commit or roll back through the action layer (the admin protocol's
+        COMMIT/ROLLBACK_TRANSACTION, as imqcmd commit/rollback txn), as the -u user."""
+        from broker.admin import actions
+        from broker.admin.remote import BrokerAdmin
 
         what = opts["subcommand"]
         tid = opts["txn_id"]
@@ -109,30 +109,15 @@ class Command(BaseCommand):
         password = read_passfile(opts["passfile"]) if opts["passfile"] else None
         if password is None:
             password = getpass.getpass(f"Password for {opts['user']}: ")
-        # The recorded row gives an XA transaction's Xid (sent along, as a TM would).
-        rows = BrokerTransaction.objects.filter(txn_id=tid)
-        if opts["instance"]:
-            rows = rows.filter(broker_instance=opts["instance"])
-        row = rows.first()
-        xid = None
-        if row is not None and row.is_xa and row.xid_format_id is not None:
-            xid = Xid(row.xid_format_id, bytes.fromhex(row.xid_gtrid), bytes.fromhex(row.xid_bqual))
-
-        async def run() -> None:
-            conn = await connect(
-                host, port, user=opts["user"], password=password, service_type="ADMIN"
-            )
-            try:
-                if what == "commit":
-                    await commit_transaction(conn, tid, xid)
-                else:
-                    await rollback_transaction(conn, tid, xid)
-            finally:
-                await conn.close()
-
+        action = actions.commit_transaction if what == "commit" else actions.rollback_transaction
+        admin = BrokerAdmin(host, port, opts["user"], password)
         try:
-            asyncio.run(run())
-        except JMSException as exc:
+            action(admin, opts["user"], tid)
+        except actions.AdminError as exc:
             raise CommandError(f"could not {what} transaction {tid}: {exc}") from exc
+        except (actions.ActionError, actions.BrokerUnavailable) as exc:
+            raise CommandError(f"could not {what} transaction {tid}: {exc}") from exc
+        finally:
+            admin.close()
         done = "committed" if what == "commit" else "rolled back"
         self.stdout.write(f"Transaction {tid} {done}.")

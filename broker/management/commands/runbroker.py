@@ -112,12 +112,45 @@ def run(config: BrokerConfig, repository) -> None:
     except ImportError:  # uvloop is a dependency; plain asyncio still works without it
         uvloop = None
 
+    restart = False
+
     async def main() -> None:
+        nonlocal restart
         broker = Broker(config, repository)
         await broker.start()
         await broker.run_until_stopped()
+        restart = broker.restart_requested
 
     if uvloop is not None:
         uvloop.run(main())
     else:
         asyncio.run(main())
+    if restart:
+        restart_process()
+
+
+def restart_process() -> None:
+    """Start the broker again in this process (admin RESTART): the same command line,
+    less ``-reset`` (a restart keeps the store and the properties)."""
+    import logging
+    import os
+    import sys
+
+    argv = list(getattr(sys, "orig_argv", None) or [sys.executable, *sys.argv])
+    kept: list[str] = []
+    skip = False
+    for arg in argv:
+        if skip:
+            skip = False
+            continue
+        if arg == "-reset":
+            skip = True
+            continue
+        if arg.startswith("-reset="):
+            continue
+        kept.append(arg)
+    logging.getLogger("broker").info("restarting: %s", " ".join(kept))
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execv(sys.executable, [sys.executable, *kept[1:]])

@@ -1,0 +1,382 @@
+"""Destination attributes by their OpenMQ names, and how they travel in a DestinationInfo.
+
+One table, :data:`DESTINATION_ATTRIBUTES`, says for each attribute an administrator can
+set (``imqcmd create dst -o name=value``): its value type, what it means, and the
+``DestinationInfo`` field and update-mask bit that carry it in CREATE_DESTINATION /
+UPDATE_DESTINATION (admin.md §4).  The admin client builds requests from it
+(:func:`destination_info_fields`), the broker reads them back
+(:func:`attributes_from_info`), and forms and the REST API describe their fields with it.
+
+Values may come as strings (a command line, a form): :func:`convert` turns them into
+their Python value or raises ValueError saying what is wrong.  Counts use -1 for
+unlimited; byte sizes take plain bytes or an OpenMQ size string (``512``, ``10k``,
+``5m``, ``1g``; a negative value is unlimited).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from broker.protocol import admin_info as ai
+from broker.protocol.types import LimitBehavior
+
+# Value types.
+INT = "int"  # a count; -1 = unlimited
+SIZE = "size"  # bytes (or a size string); -1 = unlimited
+BOOL = "bool"
+CHOICE = "choice"  # one of ``choices``
+STRING = "string"
+
+LIMIT_BEHAVIORS: tuple[str, ...] = tuple(b.name for b in LimitBehavior)
+
+# ClusterDeliveryPolicy (mqcomm-util .../util/ClusterDeliveryPolicy).
+CDP_NA = 0
+CDP_LOCAL_PREFERRED = 1
+CDP_DISTRIBUTED = 2
+
+
+@dataclass(frozen=True)
+class DestinationAttribute:
+    """One destination attribute: ``name`` as imqcmd spells it."""
+
+    name: str
+    type: str
+    doc: str
+    # The DestinationInfo field and update-mask bit (None: not carried by DestinationInfo).
+    field: str | None
+    mask: int
+    # "queue", "topic" or None (both).
+    applies_to: str | None = None
+    choices: tuple[str, ...] = ()
+    # Smallest allowed value of an INT/SIZE attribute (besides -1 = unlimited).
+    minimum: int = 0
+
+    def applies(self, is_topic: bool) -> bool:
+        return self.applies_to is None or self.applies_to == ("topic" if is_topic else "queue")
+
+
+DESTINATION_ATTRIBUTES: tuple[DestinationAttribute, ...] = (
+    DestinationAttribute(
+        "maxNumMsgs",
+        INT,
+        "Most unconsumed messages the destination holds (-1: unlimited).",
+        "maxMessages",
+        ai.DEST_MAX_MESSAGES,
+    ),
+    DestinationAttribute(
+        "maxTotalMsgBytes",
+        SIZE,
+        "Most bytes of unconsumed messages (-1: unlimited; 10k, 5m, 1g accepted).",
+        "maxMessageBytes",
+        ai.DEST_MAX_MESSAGE_BYTES,
+    ),
+    DestinationAttribute(
+        "maxBytesPerMsg",
+        SIZE,
+        "Largest message accepted, in bytes (-1: unlimited; 10k, 5m, 1g accepted).",
+        "maxMessageSize",
+        ai.DEST_MAX_MESSAGE_SIZE,
+    ),
+    DestinationAttribute(
+        "limitBehavior",
+        CHOICE,
+        "What happens when a limit is reached: slow producers (FLOW_CONTROL), drop the "
+        "oldest message (REMOVE_OLDEST), refuse the new one (REJECT_NEWEST) or drop the "
+        "oldest of the lowest priority (REMOVE_LOW_PRIORITY).",
+        "destLimitBehavior",
+        ai.DEST_LIMIT,
+        choices=LIMIT_BEHAVIORS,
+    ),
+    DestinationAttribute(
+        "maxNumProducers",
+        INT,
+        "Most producers at once (-1: unlimited).",
+        "maxProducers",
+        ai.DEST_MAX_PRODUCERS,
+    ),
+    DestinationAttribute(
+        "consumerFlowLimit",
+        INT,
+        "Messages sent to a consumer ahead of its acknowledgements (-1: unlimited).",
+        "maxPrefetch",
+        ai.DEST_PREFETCH,
+    ),
+    DestinationAttribute(
+        "maxNumActiveConsumers",
+        INT,
+        "Queue: consumers receiving at once (-1: unlimited, 1: exclusive).",
+        "maxActiveConsumers",
+        ai.DEST_MAX_ACTIVE_CONSUMERS,
+        applies_to="queue",
+        minimum=1,
+    ),
+    DestinationAttribute(
+        "maxNumBackupConsumers",
+        INT,
+        "Queue: consumers waiting to take over from an active one (-1: unlimited).",
+        "maxFailoverConsumers",
+        ai.DEST_MAX_FAILOVER_CONSUMERS,
+        applies_to="queue",
+    ),
+    DestinationAttribute(
+        "isLocalOnly",
+        BOOL,
+        "Not propagated to other brokers of a cluster.",
+        "destScope",
+        ai.DEST_SCOPE,
+    ),
+    DestinationAttribute(
+        "localDeliveryPreferred",
+        BOOL,
+        "Queue, cluster: deliver to local consumers first.",
+        "destCDP",
+        ai.DEST_CDP,
+        applies_to="queue",
+    ),
+    DestinationAttribute(
+        "useDMQ",
+        BOOL,
+        "Dead messages (expired, removed by a limit, undeliverable) go to mq.sys.dmq.",
+        "useDMQ",
+        ai.DEST_USE_DMQ,
+    ),
+    DestinationAttribute(
+        "maxNumSharedConsumers",
+        INT,
+        "Topic: most consumers sharing one shared subscription (-1: unlimited).",
+        "maxNumSharedConsumers",
+        ai.DEST_MAX_SHARED_CONSUMERS,
+        applies_to="topic",
+        minimum=1,
+    ),
+    DestinationAttribute(
+        "sharedConsumerFlowLimit",
+        INT,
+        "Topic: messages sent ahead to each consumer of a shared subscription.",
+        "sharedConsumerFlowLimit",
+        ai.DEST_SHARE_FLOW_LIMIT,
+        applies_to="topic",
+    ),
+    DestinationAttribute(
+        "validateXMLSchemaEnabled",
+        BOOL,
+        "Validate XML text messages against a schema (recorded, not enforced here).",
+        "validateXMLSchemaEnabled",
+        ai.DEST_VALIDATE_XML_SCHEMA_ENABLED,
+    ),
+    DestinationAttribute(
+        "XMLSchemaURIList",
+        STRING,
+        "Space-separated schema URIs for validateXMLSchemaEnabled.",
+        "XMLSchemaUriList",
+        ai.DEST_XML_SCHEMA_URI_LIST,
+    ),
+    DestinationAttribute(
+        "reloadXMLSchemaOnFailure",
+        BOOL,
+        "Reload the schema when validation fails.",
+        "reloadXMLSchemaOnFailure",
+        ai.DEST_RELOAD_XML_SCHEMA_ON_FAILURE,
+    ),
+    DestinationAttribute(
+        "maxDeliveryCount",
+        INT,
+        "This broker's own: deliveries before a message goes to the DMQ as undeliverable "
+        "(-1: unlimited).",
+        None,
+        0,
+        minimum=1,
+    ),
+)
+
+BY_NAME: dict[str, DestinationAttribute] = {a.name: a for a in DESTINATION_ATTRIBUTES}
+
+# Request properties (ours) carrying the attributes DestinationInfo has no field for.
+EXTRA_PROPERTIES: dict[str, str] = {"maxDeliveryCount": "JMQMaxDeliveryCount"}
+
+_SIZE = re.compile(r"\s*([+-]?\d+)\s*([bkmg]?)\s*", re.IGNORECASE)
+_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
+_INT = re.compile(r"\s*[+-]?\d+\s*")
+_INT32_MAX = 2**31 - 1
+_INT64_MAX = 2**63 - 1
+
+
+def parse_size(value: object, name: str = "size") -> int:
+    """Bytes from an int or an OpenMQ size string (``512``, ``10k``, ``5m``, ``1g``)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name}: expected a size in bytes, got {value!r}")
+    if isinstance(value, int):
+        number = value
+    else:
+        m = _SIZE.fullmatch(str(value))
+        if not m:
+            raise ValueError(
+                f"{name}: {value!r} is not a size (a number of bytes, optionally with "
+                "k, m or g, e.g. 10k, 5m, 1g)"
+            )
+        number = int(m.group(1)) * _UNITS[m.group(2).lower()]
+    if number < 0:
+        return -1
+    if number > _INT64_MAX:
+        raise ValueError(f"{name}: {value!r} is too large")
+    return number
+
+
+def _parse_int(value: object, name: str) -> int:
+    if isinstance(value, bool):
+        raise ValueError(f"{name}: expected an integer, got {value!r}")
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, str) and _INT.fullmatch(value):
+        return int(value)
+    raise ValueError(f"{name}: {value!r} is not an integer")
+
+
+def parse_bool(value: object, name: str = "value") -> bool:
+    if isinstance(value, bool):
+        return value
+    text = str(value).strip().lower()
+    if text in ("true", "yes", "on", "1"):
+        return True
+    if text in ("false", "no", "off", "0"):
+        return False
+    raise ValueError(f"{name}: {value!r} is not true or false")
+
+
+def convert(name: str, value: object) -> object:
+    """The Python value of attribute ``name`` (int, bool, str); ValueError if unusable."""
+    attr = BY_NAME.get(name)
+    if attr is None:
+        raise ValueError(
+            f"unknown destination attribute {name!r} (known: {', '.join(sorted(BY_NAME))})"
+        )
+    if attr.type == SIZE:
+        return parse_size(value, name)
+    if attr.type == INT:
+        number = _parse_int(value, name)
+        if number < 0:
+            if number != -1:
+                raise ValueError(f"{name}: {number} is negative (use -1 for unlimited)")
+        elif number < attr.minimum:
+            raise ValueError(f"{name}: must be at least {attr.minimum} (or -1 for unlimited)")
+        if number > _INT32_MAX:
+            raise ValueError(f"{name}: {number} is too large")
+        return number
+    if attr.type == BOOL:
+        return parse_bool(value, name)
+    if attr.type == CHOICE:
+        text = str(value).strip().upper()
+        if text not in attr.choices:
+            raise ValueError(f"{name}: {value!r} is not one of {', '.join(attr.choices)}")
+        return text
+    return "" if value is None else str(value)
+
+
+def convert_all(attrs: dict[str, object], is_topic: bool | None = None) -> dict[str, object]:
+    """Convert every attribute; one ValueError naming all the bad ones.  With
+    ``is_topic`` given, attributes of the other kind of destination are refused."""
+    out: dict[str, object] = {}
+    errors: list[str] = []
+    for name, value in attrs.items():
+        try:
+            out[name] = convert(name, value)
+        except ValueError as exc:
+            errors.append(str(exc))
+            continue
+        attr = BY_NAME[name]
+        if is_topic is not None and not attr.applies(is_topic):
+            errors.append(f"{name} applies to {attr.applies_to}s only")
+    if errors:
+        raise ValueError("; ".join(errors))
+    return out
+
+
+def destination_info_fields(attrs: dict[str, object]) -> tuple[dict[str, object], int, dict]:
+    """(DestinationInfo field values, update mask, attributes without a field) for
+    already converted ``attrs``."""
+    fields: dict[str, object] = {}
+    mask = 0
+    extra: dict[str, object] = {}
+    for name, value in attrs.items():
+        attr = BY_NAME[name]
+        if attr.field is None:
+            extra[name] = value
+            continue
+        mask |= attr.mask
+        if name == "limitBehavior":
+            fields[attr.field] = int(LimitBehavior[str(value)])
+        elif name == "isLocalOnly":
+            fields[attr.field] = 0 if value else 1  # destScope: 0 local, 1 cluster
+        elif name == "localDeliveryPreferred":
+            fields[attr.field] = CDP_LOCAL_PREFERRED if value else CDP_DISTRIBUTED
+        else:
+            fields[attr.field] = value
+    return fields, mask, extra
+
+
+def attributes_from_info(info: dict[str, object]) -> dict[str, object]:
+    """The attributes a received DestinationInfo sets (its update mask says which);
+    ValueError when a value is out of range."""
+    mask = int(info.get("updateMask") or 0)  # type: ignore[call-overload]
+    out: dict[str, object] = {}
+    for attr in DESTINATION_ATTRIBUTES:
+        if attr.field is None or not mask & attr.mask:
+            continue
+        value = info.get(attr.field)
+        if attr.name == "limitBehavior":
+            try:
+                value = LimitBehavior(int(value)).name  # type: ignore[call-overload]
+            except (TypeError, ValueError):
+                raise ValueError(f"limitBehavior: unknown value {value!r}") from None
+        elif attr.name == "isLocalOnly":
+            value = value == 0
+        elif attr.name == "localDeliveryPreferred":
+            value = value == CDP_LOCAL_PREFERRED
+        out[attr.name] = convert(attr.name, value)
+    return out
+
+
+def attributes_of_info(info: dict[str, object], extra: dict[str, object] | None = None):
+    """Every attribute of a GET_DESTINATIONS DestinationInfo (whatever its update mask)
+    that applies to its kind of destination, plus ``extra`` ones (maxDeliveryCount)."""
+    is_topic = bool(int(info.get("type") or 0) & 2)  # type: ignore[call-overload]
+    every = 0
+    for attr in DESTINATION_ATTRIBUTES:
+        every |= attr.mask
+    values = attributes_from_info({**info, "updateMask": every})
+    out = {name: v for name, v in values.items() if BY_NAME[name].applies(is_topic)}
+    for name, value in (extra or {}).items():
+        out[name] = convert(name, value)
+    return out
+
+
+def describe() -> list[dict[str, object]]:
+    """The table as plain data (forms, the REST API)."""
+    return [
+        {
+            "name": a.name,
+            "type": a.type,
+            "doc": a.doc,
+            "applies_to": a.applies_to or "both",
+            **({"choices": list(a.choices)} if a.choices else {}),
+        }
+        for a in DESTINATION_ATTRIBUTES
+    ]
+
+
+__all__ = [
+    "BY_NAME",
+    "DESTINATION_ATTRIBUTES",
+    "DestinationAttribute",
+    "EXTRA_PROPERTIES",
+    "LIMIT_BEHAVIORS",
+    "attributes_from_info",
+    "attributes_of_info",
+    "convert",
+    "convert_all",
+    "describe",
+    "destination_info_fields",
+    "parse_bool",
+    "parse_size",
+]

@@ -1,0 +1,494 @@
+"""Administration actions for the user repository and the access control rules.
+
+The database-side counterpart of :mod:`broker.admin.actions`: one function per
+operation on users, groups and access rules, shared by the portal's pages, the REST API
+and the command line.  Reads return plain dicts (or a queryset to filter and paginate,
+with a ``*_dict`` function to render a row); changes take the acting user's name as
+``actor``, check everything before they change anything, and are recorded in the log
+with who made them (:func:`broker.admin.actions.record_change`).  Passwords never reach
+the log.
+
+They wrap :mod:`broker.security.users` and :mod:`broker.security.acl` (the single write
+path for those tables) and keep the portal's own login records in step: a user removed
+from the ``admin`` group, disabled or deleted loses the portal at once, token included.
+
+Errors: :class:`~broker.admin.actions.ActionError` for bad input, with the subclasses
+:class:`NotFound` (no such user, group or rule) and :class:`Conflict` (it exists
+already, or the change would lock every administrator out).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+
+from broker.models import AccessRule, BrokerGroup, BrokerUser, validate_broker_username
+from broker.security import acl, users
+from broker.security.users import ADMIN_GROUP, ANONYMOUS_GROUP, USER_GROUP
+
+from .actions import ActionError, record_change
+
+__all__ = [
+    "BUILTIN_GROUPS",
+    "Conflict",
+    "NotFound",
+    "create_group",
+    "create_user",
+    "delete_group",
+    "delete_rule",
+    "delete_user",
+    "export_rules_file",
+    "get_group",
+    "get_rule",
+    "get_user",
+    "group_dict",
+    "groups_queryset",
+    "import_rules_file",
+    "list_groups",
+    "list_rules",
+    "list_users",
+    "rule_dict",
+    "rules_queryset",
+    "set_rule",
+    "update_group",
+    "update_user",
+    "user_dict",
+    "users_queryset",
+]
+
+BUILTIN_GROUPS = (ADMIN_GROUP, USER_GROUP, ANONYMOUS_GROUP)
+MAX_GROUP_NAME = 100
+
+
+class NotFound(ActionError, LookupError):
+    """No such user, group or rule; nothing was changed."""
+
+
+class Conflict(ActionError):
+    """The object exists already, or the change is refused as it stands; nothing changed."""
+
+
+# --------------------------------------------------------------------------------------
+# Users
+# --------------------------------------------------------------------------------------
+
+
+def user_dict(user: BrokerUser) -> dict[str, Any]:
+    """A user as the portal and the REST API show it (never the credential)."""
+    groups = sorted(g.name for g in user.groups.all())
+    return {
+        "username": user.username,
+        "active": user.active,
+        "groups": groups,
+        "is_admin": ADMIN_GROUP in groups,
+        "created": user.created,
+        "updated": user.updated,
+    }
+
+
+def users_queryset(
+    *, search: str | None = None, group: str | None = None, active: bool | None = None
+):
+    """The users (ordered by name, groups prefetched), optionally filtered: ``search`` in
+    the name, member of ``group``, active or not."""
+    qs = BrokerUser.objects.prefetch_related("groups").order_by("username")
+    if search:
+        qs = qs.filter(username__icontains=search)
+    if group:
+        qs = qs.filter(groups__name=group)
+    if active is not None:
+        qs = qs.filter(active=active)
+    return qs
+
+
+def list_users(**filters: Any) -> list[dict[str, Any]]:
+    """Every user (see :func:`users_queryset` for the filters) as dicts."""
+    return [user_dict(u) for u in users_queryset(**filters)]
+
+
+def _user(username: str) -> BrokerUser:
+    user = BrokerUser.objects.prefetch_related("groups").filter(username=username).first()
+    if user is None:
+        raise NotFound(f"user {username!r} does not exist")
+    return user
+
+
+def get_user(username: str) -> dict[str, Any]:
+    return user_dict(_user(username))
+
+
+def _clean_username(username: str) -> str:
+    if not isinstance(username, str):
+        raise ActionError("a user name is required")
+    try:
+        validate_broker_username(username)
+    except ValidationError as exc:
+        raise ActionError(f"invalid user name {username!r}: {' '.join(exc.messages)}") from None
+    if len(username) > 150:
+        raise ActionError("a user name has at most 150 characters")
+    return username
+
+
+def _clean_password(password: str) -> str:
+    if not isinstance(password, str) or not password:
+        raise ActionError("password must not be empty")
+    if any(c in password for c in "\r\n\x00"):
+        raise ActionError("a password must not contain line breaks or NUL")
+    return password
+
+
+def _clean_group_name(name: str) -> str:
+    name = (name or "").strip()
+    if not name:
+        raise ActionError("a group name is required")
+    if any(c in name for c in ":,*\r\n\x00") or len(name) > MAX_GROUP_NAME:
+        raise ActionError(
+            f"invalid group name {name!r}: at most {MAX_GROUP_NAME} characters, "
+            "none of ':', ',', '*' or line breaks"
+        )
+    return name
+
+
+def _clean_groups(groups: Iterable[str]) -> list[str]:
+    if isinstance(groups, str):
+        raise ActionError("groups must be a list of group names")
+    return list(dict.fromkeys(_clean_group_name(g) for g in groups))
+
+
+def _active_admins_without(username: str) -> int:
+    return (
+        BrokerUser.objects.filter(active=True, groups__name=ADMIN_GROUP)
+        .exclude(username=username)
+        .distinct()
+        .count()
+    )
+
+
+def _keep_an_admin(username: str, still_admin: bool) -> None:
+    """Refuse a change that leaves the repository without an active administrator."""
+    if still_admin:
+        return
+    current = _user(username)
+    was_admin = current.active and any(g.name == ADMIN_GROUP for g in current.groups.all())
+    if was_admin and _active_admins_without(username) == 0:
+        raise Conflict(
+            f"{username} is the last active member of group {ADMIN_GROUP}: "
+            "nobody could administer the broker after that"
+        )
+
+
+def _sync_portal_user(username: str) -> None:
+    """Keep the portal's login record of ``username`` in step with the repository: its
+    administrator flag follows group ``admin``; a disabled or deleted user is logged out
+    of the REST API (token dropped) and cannot use a session any more."""
+    from django.contrib.auth import get_user_model
+
+    portal_user = get_user_model().objects.filter(username=username).first()
+    if portal_user is None:
+        return
+    record = BrokerUser.objects.prefetch_related("groups").filter(username=username).first()
+    active = record is not None and record.active
+    admin = active and any(g.name == ADMIN_GROUP for g in record.groups.all())
+    if portal_user.is_staff != admin or portal_user.is_active != active:
+        portal_user.is_staff = admin
+        portal_user.is_active = active
+        portal_user.save(update_fields=["is_staff", "is_active"])
+    if not admin:
+        try:
+            from rest_framework.authtoken.models import Token
+        except ImportError:  # the REST API is not installed
+            return
+        Token.objects.filter(user=portal_user).delete()
+
+
+def create_user(
+    actor: str,
+    username: str,
+    password: str,
+    groups: Iterable[str] = (USER_GROUP,),
+    active: bool = True,
+) -> dict[str, Any]:
+    """Create a user in ``groups`` (created if missing)."""
+    username = _clean_username(username)
+    password = _clean_password(password)
+    names = _clean_groups(groups)
+    if BrokerUser.objects.filter(username=username).exists():
+        raise Conflict(f"user {username!r} already exists")
+    try:
+        users.create_user(username, password, names, active=bool(active))
+    except users.DuplicateUserError as exc:
+        raise Conflict(str(exc)) from None
+    except users.UserError as exc:
+        raise ActionError(str(exc)) from None
+    _sync_portal_user(username)
+    state = "" if active else ", disabled"
+    record_change(actor, f"created user {username} (groups: {', '.join(names) or 'none'}{state})")
+    return get_user(username)
+
+
+def update_user(
+    actor: str,
+    username: str,
+    *,
+    password: str | None = None,
+    groups: Iterable[str] | None = None,
+    active: bool | None = None,
+) -> dict[str, Any]:
+    """Change a user's password, groups (replaced) and/or active flag, all or nothing."""
+    if password is None and groups is None and active is None:
+        raise ActionError("nothing to change: give password, groups or active")
+    user = _user(username)
+    if password is not None:
+        _clean_password(password)
+    names = _clean_groups(groups) if groups is not None else None
+    will_be_active = user.active if active is None else bool(active)
+    will_be_admin = (
+        ADMIN_GROUP in names
+        if names is not None
+        else any(g.name == ADMIN_GROUP for g in user.groups.all())
+    )
+    _keep_an_admin(username, will_be_active and will_be_admin)
+    changes = []
+    with transaction.atomic():
+        if password is not None:
+            users.set_password(username, password)
+            changes.append("password")
+        if names is not None:
+            users.set_groups(username, names)
+            changes.append(f"groups={','.join(names) or '(none)'}")
+        if active is not None:
+            if bool(active) != user.active:
+                users.set_active(username, bool(active))
+            changes.append("enabled" if active else "disabled")
+    _sync_portal_user(username)
+    record_change(actor, f"updated user {username}: {', '.join(changes)}")
+    return get_user(username)
+
+
+def delete_user(actor: str, username: str) -> None:
+    _user(username)
+    _keep_an_admin(username, False)
+    try:
+        users.delete_user(username)
+    except users.UnknownUserError as exc:
+        raise NotFound(str(exc)) from None
+    _sync_portal_user(username)
+    record_change(actor, f"deleted user {username}")
+
+
+# --------------------------------------------------------------------------------------
+# Groups
+# --------------------------------------------------------------------------------------
+
+
+def group_dict(group: BrokerGroup, members: int | None = None) -> dict[str, Any]:
+    if members is None:
+        members = getattr(group, "members", None)
+    if members is None:
+        members = group.users.count()
+    return {
+        "name": group.name,
+        "description": group.description,
+        "members": members,
+        "builtin": group.name in BUILTIN_GROUPS,
+    }
+
+
+def groups_queryset(*, search: str | None = None):
+    from django.db.models import Count
+
+    qs = BrokerGroup.objects.annotate(members=Count("users")).order_by("name")
+    if search:
+        qs = qs.filter(name__icontains=search)
+    return qs
+
+
+def list_groups(**filters: Any) -> list[dict[str, Any]]:
+    return [group_dict(g) for g in groups_queryset(**filters)]
+
+
+def _group(name: str) -> BrokerGroup:
+    group = groups_queryset().filter(name=name).first()
+    if group is None:
+        raise NotFound(f"group {name!r} does not exist")
+    return group
+
+
+def get_group(name: str) -> dict[str, Any]:
+    return group_dict(_group(name))
+
+
+def create_group(actor: str, name: str, description: str = "") -> dict[str, Any]:
+    name = _clean_group_name(name)
+    description = str(description or "")
+    if BrokerGroup.objects.filter(name=name).exists():
+        raise Conflict(f"group {name!r} already exists")
+    BrokerGroup.objects.create(name=name, description=description)
+    record_change(actor, f"created group {name}")
+    return get_group(name)
+
+
+def update_group(actor: str, name: str, description: str) -> dict[str, Any]:
+    group = _group(name)
+    group.description = str(description or "")
+    group.save(update_fields=["description"])
+    record_change(actor, f"updated group {name}: description")
+    return get_group(name)
+
+
+def delete_group(actor: str, name: str) -> None:
+    """Delete a group (its members stay, without it); the built-in groups stay."""
+    group = _group(name)
+    if name in BUILTIN_GROUPS:
+        raise Conflict(f"group {name} is built in and cannot be deleted")
+    members = list(group.users.values_list("username", flat=True))
+    group.delete()
+    for username in members:
+        _sync_portal_user(username)
+    record_change(
+        actor, f"deleted group {name}" + (f" ({len(members)} members)" if members else "")
+    )
+
+
+# --------------------------------------------------------------------------------------
+# Access control rules
+# --------------------------------------------------------------------------------------
+
+
+def _scope_label(instance: str) -> str:
+    return f"broker {instance}" if instance else "all brokers"
+
+
+def rule_dict(rule: AccessRule) -> dict[str, Any]:
+    """A stored rule with its key taken apart (scope, target, operation, allow/deny,
+    user/group); ``valid`` is False for keys the broker ignores."""
+    parsed = acl.parse_key(rule.key)
+    return {
+        "key": rule.key,
+        "value": rule.value,
+        "instance": rule.broker_instance,
+        "scope": parsed.scope if parsed else ("version" if rule.key == acl.VERSION_KEY else ""),
+        "target": (parsed.target or "") if parsed else "",
+        "operation": (parsed.op or "") if parsed else "",
+        "verdict": parsed.verdict if parsed else "",
+        "principal": parsed.who if parsed else "",
+        "valid": parsed is not None or rule.key == acl.VERSION_KEY,
+        "updated": rule.updated,
+    }
+
+
+def rules_queryset(*, instance: str | None = None, search: str | None = None):
+    """The stored rules ordered by instance and key (the defaults are seeded into an
+    empty table first, as the broker does); ``instance`` "" = the rules for all brokers."""
+    acl.ensure_seeded()
+    qs = AccessRule.objects.order_by("broker_instance", "key")
+    if instance is not None:
+        qs = qs.filter(broker_instance=instance)
+    if search:
+        from django.db.models import Q
+
+        qs = qs.filter(Q(key__icontains=search) | Q(value__icontains=search))
+    return qs
+
+
+def list_rules(**filters: Any) -> list[dict[str, Any]]:
+    return [rule_dict(r) for r in rules_queryset(**filters)]
+
+
+def _clean_instance(instance: str | None) -> str:
+    instance = (instance or "").strip()
+    if len(instance) > 255 or any(c in instance for c in "\r\n\x00/"):
+        raise ActionError(f"invalid broker instance name {instance!r}")
+    return instance
+
+
+def _clean_rule(key: str, value: str) -> tuple[str, str]:
+    key = (key or "").strip()
+    value = "" if value is None else str(value).strip()
+    if not key:
+        raise ActionError("a rule key is required")
+    if len(key) > 400:
+        raise ActionError("a rule key has at most 400 characters")
+    if key == acl.VERSION_KEY:
+        if value != acl.VERSION:
+            raise ActionError(f"version must be {acl.VERSION}: any other makes every check fail")
+        return key, value
+    if acl.parse_key(key) is None:
+        raise ActionError(
+            f"{key!r} is not an access control rule key: connection.<NORMAL|ADMIN|*>."
+            "<allow|deny>.<user|group>, <queue|topic>.<name|*>.<produce|consume|browse>."
+            "<allow|deny>.<user|group> or <queue|topic>.create.<allow|deny>.<user|group>"
+        )
+    if any(c in value for c in "\r\n\x00"):
+        raise ActionError("a rule value is one line of comma-separated names")
+    return key, value
+
+
+def get_rule(key: str, instance: str = "") -> dict[str, Any]:
+    instance = _clean_instance(instance)
+    row = rules_queryset(instance=instance).filter(key=key).first()
+    if row is None:
+        raise NotFound(f"no rule {key} for {_scope_label(instance)}")
+    return rule_dict(row)
+
+
+def set_rule(actor: str, key: str, value: str, instance: str = "") -> tuple[dict[str, Any], bool]:
+    """Create or change one rule; (the rule, whether it was created)."""
+    instance = _clean_instance(instance)
+    key, value = _clean_rule(key, value)
+    acl.ensure_seeded()
+    created = not AccessRule.objects.filter(broker_instance=instance, key=key).exists()
+    try:
+        acl.set_rule(key, value, instance)
+    except ValueError as exc:
+        raise ActionError(str(exc)) from None
+    record_change(
+        actor,
+        f"{'added' if created else 'changed'} access rule {key}={value} ({_scope_label(instance)})",
+    )
+    return get_rule(key, instance), created
+
+
+def delete_rule(actor: str, key: str, instance: str = "") -> None:
+    instance = _clean_instance(instance)
+    if key == acl.VERSION_KEY and not instance:
+        raise Conflict("the version rule of all brokers cannot be deleted: every check would fail")
+    if not acl.delete_rule(key, instance):
+        raise NotFound(f"no rule {key} for {_scope_label(instance)}")
+    record_change(actor, f"deleted access rule {key} ({_scope_label(instance)})")
+
+
+def export_rules_file(instance: str = "") -> str:
+    """The stored rules of ``instance`` ("" = all brokers) as accesscontrol.properties."""
+    return acl.export_rules(_clean_instance(instance))
+
+
+def import_rules_file(actor: str, text: str, *, replace: bool = True, instance: str = "") -> int:
+    """Load an accesscontrol.properties text (replacing the stored rules of ``instance``
+    unless ``replace`` is False).  Refused whole, before any change, when a key is not a
+    rule, a value spans lines or the version is wrong; returns the number of rules."""
+    instance = _clean_instance(instance)
+    if not isinstance(text, str):
+        raise ActionError("the rules must be text")
+    try:
+        rules = acl.parse_file(text)
+    except ValueError as exc:
+        raise ActionError(f"unreadable rules: {exc}") from None
+    bad = acl.unknown_keys(rules)
+    if bad:
+        shown = ", ".join(repr(k) for k in bad[:5]) + (" ..." if len(bad) > 5 else "")
+        raise ActionError(f"not access control rules: {shown}")
+    for key, value in rules.items():
+        _clean_rule(key, value)
+    if replace and not instance and acl.VERSION_KEY not in rules:
+        raise ActionError(f"the rules for all brokers need the line version={acl.VERSION}")
+    acl.import_rules(text, replace=replace, instance=instance)
+    record_change(
+        actor,
+        f"{'replaced' if replace else 'merged'} the access rules of {_scope_label(instance)} "
+        f"({len(rules)} rules)",
+    )
+    return len(rules)

@@ -1,0 +1,217 @@
+"""Metric counters: per connection service and per destination, as OpenMQ keeps them.
+
+OpenMQ's administration reads two shapes (admin.md, GET_METRICS):
+
+* ``MetricCounters`` per connection service and for the whole broker: messages, message
+  bytes, packets and packet bytes in and out, plus connection, thread and memory figures
+  filled in when asked.  Here each :class:`Service` owns one :class:`ServiceCounters`
+  that all its connections increment; the broker's totals are the sum over services.
+* ``DestMetricsCounters`` per destination: messages and bytes in and out, current,
+  peak and average depth, consumer counts, and how many messages expired, were
+  acknowledged, discarded, rejected or rolled back.
+
+Hot path rules: counting a message is a few integer increments on objects that already
+exist (``__slots__`` classes or the destination itself) -- no dicts, no allocation, no
+logging.  Peaks are one comparison per message.  Averages are sampled by the broker's
+once-a-second housekeeping timer (:func:`sample_averages`), never per message.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .destination import Destination
+
+__all__ = [
+    "DestStats",
+    "ServiceCounters",
+    "consumer_counts",
+    "destination_metrics",
+    "note_consumers",
+    "reset_destination",
+    "sample_averages",
+]
+
+
+class ServiceCounters:
+    """OpenMQ's ``MetricCounters`` traffic fields for one connection service.
+
+    ``messages_*`` count JMS message packets (the client's sends in, deliveries out) and
+    ``message_bytes_*`` their packet sizes; ``packets_*`` / ``packet_bytes_*`` count every
+    packet (control and JMS) and the bytes read from / written to the sockets.
+    """
+
+    __slots__ = (
+        "messages_in",
+        "messages_out",
+        "message_bytes_in",
+        "message_bytes_out",
+        "packets_in",
+        "packets_out",
+        "packet_bytes_in",
+        "packet_bytes_out",
+    )
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.messages_in = 0
+        self.messages_out = 0
+        self.message_bytes_in = 0
+        self.message_bytes_out = 0
+        self.packets_in = 0
+        self.packets_out = 0
+        self.packet_bytes_in = 0
+        self.packet_bytes_out = 0
+
+    def add(self, other: ServiceCounters) -> None:
+        """Accumulate ``other`` into this one (the broker's totals over its services)."""
+        self.messages_in += other.messages_in
+        self.messages_out += other.messages_out
+        self.message_bytes_in += other.message_bytes_in
+        self.message_bytes_out += other.message_bytes_out
+        self.packets_in += other.packets_in
+        self.packets_out += other.packets_out
+        self.packet_bytes_in += other.packet_bytes_in
+        self.packet_bytes_out += other.packet_bytes_out
+
+    @classmethod
+    def total(cls, counters) -> ServiceCounters:
+        out = cls()
+        for c in counters:
+            out.add(c)
+        return out
+
+
+class DestStats:
+    """A destination's rarely changing metric state (the per-message counters -- messages
+    and bytes in and out, peak depth and largest message -- live on the Destination)."""
+
+    __slots__ = (
+        "peak_consumers",
+        "peak_active",
+        "peak_backup",
+        "expired",
+        "purged",
+        "acked",
+        "discarded",
+        "rejected",
+        "rolledback",
+        "samples",
+        "sum_msgs",
+        "sum_bytes",
+        "sum_consumers",
+        "sum_active",
+        "sum_backup",
+    )
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.peak_consumers = 0
+        self.peak_active = 0
+        self.peak_backup = 0
+        self.expired = 0
+        self.purged = 0
+        self.acked = 0
+        self.discarded = 0
+        self.rejected = 0
+        self.rolledback = 0
+        self.samples = 0
+        self.sum_msgs = 0
+        self.sum_bytes = 0
+        self.sum_consumers = 0
+        self.sum_active = 0
+        self.sum_backup = 0
+
+
+def consumer_counts(dest: Destination) -> tuple[int, int, int]:
+    """(all, active, backup) consumers: a queue's backups wait (failover); every topic
+    consumer is active."""
+    if dest.is_queue:
+        active = len(dest.dq.consumers)  # type: ignore[attr-defined]
+        backup = len(dest.backups)  # type: ignore[attr-defined]
+        return active + backup, active, backup
+    n = sum(len(s.queue.consumers) for s in dest.subscriptions)  # type: ignore[attr-defined]
+    return n, n, 0
+
+
+def note_consumers(dest: Destination) -> None:
+    """Raise the consumer high-water marks (called when a consumer attaches)."""
+    total, active, backup = consumer_counts(dest)
+    st = dest.stats
+    if total > st.peak_consumers:
+        st.peak_consumers = total
+    if active > st.peak_active:
+        st.peak_active = active
+    if backup > st.peak_backup:
+        st.peak_backup = backup
+
+
+def sample_averages(dest: Destination, consumers: tuple[int, int, int]) -> None:
+    """One averaging sample (the broker takes one per destination per second)."""
+    st = dest.stats
+    st.samples += 1
+    st.sum_msgs += dest.msg_count
+    st.sum_bytes += dest.msg_bytes
+    st.sum_consumers += consumers[0]
+    st.sum_active += consumers[1]
+    st.sum_backup += consumers[2]
+
+
+def reset_destination(dest: Destination) -> None:
+    """RESET_BROKER metrics: counts start again; peaks restart from the current depth."""
+    dest.msgs_in = 0
+    dest.msgs_out = 0
+    dest.msg_bytes_in = 0
+    dest.msg_bytes_out = 0
+    dest.peak_msgs = dest.msg_count
+    dest.peak_bytes = dest.msg_bytes
+    dest.peak_msg_bytes = 0
+    dest.stats.reset()
+    note_consumers(dest)
+
+
+def destination_metrics(dest: Destination) -> dict[str, int]:
+    """The destination's ``DestMetricsCounters`` values by their OpenMQ key names."""
+    st = dest.stats
+    total, active, backup = consumer_counts(dest)
+    n = st.samples
+
+    def avg(total_sum: int, current: int) -> int:
+        return total_sum // n if n else current
+
+    return {
+        "numMsgsIn": dest.msgs_in,
+        "numMsgsOut": dest.msgs_out,
+        "peakNumMsgs": max(dest.peak_msgs, dest.msg_count),
+        "peakTotalMsgBytes": max(dest.peak_bytes, dest.msg_bytes),
+        "peakMsgBytes": dest.peak_msg_bytes,
+        "numActiveConsumers": active,
+        "numBackupConsumers": backup,
+        "peakNumActiveConsumers": max(st.peak_active, active),
+        "peakNumBackupConsumers": max(st.peak_backup, backup),
+        "numConsumers": total,
+        "peakNumConsumers": max(st.peak_consumers, total),
+        "avgNumConsumers": avg(st.sum_consumers, total),
+        "msgBytesIn": dest.msg_bytes_in,
+        "msgBytesOut": dest.msg_bytes_out,
+        "numMsgs": dest.msg_count,
+        "totalMsgBytes": dest.msg_bytes,
+        "avgNumMsgs": avg(st.sum_msgs, dest.msg_count),
+        "avgTotalMsgBytes": avg(st.sum_bytes, dest.msg_bytes),
+        "diskReserved": 0,
+        "diskUsed": 0,
+        "diskUtilizationRatio": 0,
+        "numExpiredMsgs": st.expired,
+        "numPurgedMsgs": st.purged,
+        "numAckedMsgs": st.acked,
+        "numDiscardedMsgs": st.discarded,
+        "numRejectedMsgs": st.rejected,
+        "numRolledbackMsgs": st.rolledback,
+        "avgNumActiveConsumers": avg(st.sum_active, active),
+        "avgNumBackupConsumers": avg(st.sum_backup, backup),
+    }

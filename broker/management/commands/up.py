@@ -1,0 +1,371 @@
+"""``python manage.py up``: the whole system on one machine, in one command.
+
+It migrates the database, starts a private ``redis-server`` on loopback when
+``REDIS_URL`` is unset (and hands its URL to the others), then the broker (``manage.py
+runbroker`` with the broker options given here) and the portal (``daphne`` on
+127.0.0.1), says where each listens, and supervises them: Ctrl-C or SIGTERM stops them
+all (SIGTERM, a grace period, then SIGKILL), and if one of them dies the others are
+stopped and ``up`` exits non-zero.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+from django.conf import settings
+from django.core.management.base import BaseCommand, CommandError
+
+from broker.config import BrokerConfig, ConfigError
+
+from .runbroker import parse_defines
+
+ROOT = Path(__file__).resolve().parents[3]
+REDIS_SERVER = "redis-server"
+GRACE = 10.0  # seconds a child gets between SIGTERM and SIGKILL
+
+HELP = """\
+Bring the system up on this machine: migrate the database, start a private redis-server
+on loopback (only when REDIS_URL is unset; its URL is passed on in REDIS_URL), the broker
+(manage.py runbroker with the broker options below) and the portal (daphne on
+127.0.0.1:--portal-port), print where each listens, and stop them all on Ctrl-C or
+SIGTERM. If one of them dies, the others are stopped and the exit status is 1.
+
+Celery (worker and beat: expiry reclamation, log rollover, metrics rollups) is not
+started yet: it arrives with a later issue, and this command will start it then.
+"""
+
+
+class StartupFailed(Exception):
+    """A child did not come up (the message says which and why)."""
+
+
+class Stop(Exception):
+    """Ctrl-C or SIGTERM arrived while starting."""
+
+
+@dataclass
+class Child:
+    name: str
+    proc: subprocess.Popen
+    where: str = ""
+
+
+def _die_with_parent() -> None:
+    """In the child, before exec: its own process group (Ctrl-C reaches only ``up``, which
+    stops the children in order) and SIGTERM should ``up`` itself be killed (Linux)."""
+    os.setpgid(0, 0)
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def redis_answers(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
+            s.sendall(b"PING\r\n")
+            return s.recv(64).startswith(b"+PONG")
+    except OSError:
+        return False
+
+
+def portmapper_answers(host: str, port: int) -> bool:
+    """The port mapper at host:port sends its service table (connect.md §1)."""
+    try:
+        with socket.create_connection((host, port), timeout=1) as s:
+            s.settimeout(2)
+            s.sendall(b"101\n")
+            data = b""
+            while not data.endswith(b".\n"):
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+            return data.startswith(b"101 ")
+    except OSError:
+        return False
+
+
+def portal_answers(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+            return r.status == 200
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+class Command(BaseCommand):
+    help = HELP
+
+    def create_parser(self, prog_name, subcommand, **kwargs):
+        import argparse
+
+        kwargs.setdefault("formatter_class", argparse.RawDescriptionHelpFormatter)
+        return super().create_parser(prog_name, subcommand, **kwargs)
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument(
+            "--portal-port", type=int, default=8000, help="the portal's port (default 8000)"
+        )
+        parser.add_argument(
+            "--redis-port",
+            type=int,
+            default=0,
+            help="port of the private redis-server (default: a free one)",
+        )
+        parser.add_argument(
+            "--startup-timeout",
+            type=float,
+            default=90.0,
+            help="seconds each process may take to start answering (default 90)",
+        )
+        broker = parser.add_argument_group("broker options (passed to runbroker)")
+        broker.add_argument("-name", dest="instance", help="broker instance name")
+        broker.add_argument("-port", dest="pm_port", type=int, help="port mapper port")
+        broker.add_argument("-varhome", dest="varhome", help="broker var home")
+        broker.add_argument("-reset", dest="reset", action="append", choices=["store", "props"])
+        broker.add_argument(
+            "-loglevel",
+            dest="loglevel",
+            choices=["NONE", "ERROR", "WARNING", "INFO", "DEBUG", "DEBUGMED", "DEBUGHIGH"],
+        )
+        broker.add_argument(
+            "-D", dest="defines", action="append", metavar="name=value", help="a broker property"
+        )
+
+    # -- the supervisor ---------------------------------------------------------------
+
+    def handle(self, *args, **opts) -> None:
+        self.opts = opts
+        self.children: list[Child] = []
+        self.signalled: int | None = None
+        previous = {
+            sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+        try:
+            code = self._run()
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+        if code:
+            sys.exit(code)
+
+    def _on_signal(self, signum: int, frame) -> None:
+        self.signalled = signum
+
+    def _run(self) -> int:
+        env = dict(os.environ)
+        try:
+            self._migrate()
+            self._start_redis(env)
+            self._start_broker(env)
+            self._start_portal(env)
+        except Stop:
+            self.say("up: stopping (interrupted while starting)")
+            self._stop_all()
+            return 0
+        except StartupFailed as exc:
+            self.stderr.write(f"up: {exc}; stopping the others")
+            self._stop_all()
+            return 1
+        except BaseException:
+            self._stop_all()
+            raise
+        for child in self.children:
+            self.say(f"up: {child.name:<7} {child.where}  (pid {child.proc.pid})")
+        self.say("up: celery  not started: Celery (worker + beat) comes with a later issue")
+        self.say("up: running; Ctrl-C (or SIGTERM) stops everything")
+        return self._supervise()
+
+    def _supervise(self) -> int:
+        while self.signalled is None:
+            for child in self.children:
+                status = child.proc.poll()
+                if status is not None:
+                    self.stderr.write(
+                        f"up: the {child.name} exited unexpectedly ({_status(status)}); "
+                        "stopping the others"
+                    )
+                    self._stop_all()
+                    return 1
+            time.sleep(0.2)
+        name = signal.Signals(self.signalled).name
+        self.say(f"up: {name}: stopping the portal, the broker and redis")
+        self._stop_all()
+        self.say("up: stopped")
+        return 0
+
+    def _stop_all(self) -> None:
+        """Stop the children, the last started first: SIGTERM, wait, then SIGKILL."""
+        for child in reversed(self.children):
+            proc = child.proc
+            if proc.poll() is None:
+                _signal_group(proc, signal.SIGTERM)
+                try:
+                    proc.wait(GRACE)
+                except subprocess.TimeoutExpired:
+                    self.stderr.write(f"up: the {child.name} did not stop in {GRACE:g} s; killed")
+                    _signal_group(proc, signal.SIGKILL)
+                    proc.wait()
+
+    def say(self, text: str) -> None:
+        self.stdout.write(text)
+        self.stdout.flush()
+
+    # -- the children -------------------------------------------------------------------
+
+    def _spawn(self, name: str, args: list[str], env: dict[str, str], **kwargs) -> Child:
+        try:
+            proc = subprocess.Popen(args, cwd=ROOT, env=env, preexec_fn=_die_with_parent, **kwargs)
+        except OSError as exc:
+            raise StartupFailed(f"cannot start the {name}: {exc}") from exc
+        child = Child(name, proc)
+        self.children.append(child)
+        return child
+
+    def _wait(self, child: Child, ready, what: str) -> None:
+        deadline = time.monotonic() + self.opts["startup_timeout"]
+        while not ready():
+            if self.signalled is not None:
+                raise Stop
+            status = child.proc.poll()
+            if status is not None:
+                raise StartupFailed(f"the {child.name} exited while starting ({_status(status)})")
+            if time.monotonic() > deadline:
+                raise StartupFailed(
+                    f"the {child.name} did not {what} within {self.opts['startup_timeout']:g} s"
+                )
+            time.sleep(0.1)
+
+    def _migrate(self) -> None:
+        from django.core.management import call_command
+        from django.db import connections
+
+        self.say("up: migrating the database")
+        call_command("migrate", interactive=False, verbosity=0)
+        connections.close_all()
+
+    def _start_redis(self, env: dict[str, str]) -> None:
+        if env.get("REDIS_URL"):
+            self.say(f"up: redis   {env['REDIS_URL']} (REDIS_URL: not started here)")
+            return
+        binary = shutil.which(REDIS_SERVER) or (
+            "/usr/bin/redis-server" if Path("/usr/bin/redis-server").exists() else None
+        )
+        if binary is None:
+            raise CommandError(
+                "redis-server is not installed: apt-get install redis-server (make run does "
+                "it), or set REDIS_URL to a Redis server"
+            )
+        port = self.opts["redis_port"] or _free_port()
+        workdir = Path(settings.IMQ_VARHOME) / "redis"
+        workdir.mkdir(parents=True, exist_ok=True)
+        # Loopback only, nothing written to disk (no RDB snapshots, no AOF), log in its dir.
+        args = [
+            binary,
+            "--bind", "127.0.0.1",
+            "--port", str(port),
+            "--dir", str(workdir),
+            "--save", "",
+            "--appendonly", "no",
+            "--daemonize", "no",
+            "--protected-mode", "yes",
+            "--logfile", str(workdir / "redis.log"),
+        ]  # fmt: skip
+        child = self._spawn("redis", args, env, stdin=subprocess.DEVNULL)
+        url = f"redis://127.0.0.1:{port}/0"
+        child.where = url
+        self._wait(child, lambda: redis_answers(port), f"answer PING on port {port}")
+        env["REDIS_URL"] = url
+
+    def _broker_config(self) -> tuple[BrokerConfig, list[str]]:
+        """The broker's effective configuration (as runbroker will load it) and the
+        runbroker arguments."""
+        opts = self.opts
+        args: list[str] = []
+        if opts["instance"]:
+            args += ["-name", opts["instance"]]
+        if opts["pm_port"] is not None:
+            args += ["-port", str(opts["pm_port"])]
+        if opts["varhome"]:
+            args += ["-varhome", opts["varhome"]]
+        for what in opts["reset"] or []:
+            args += ["-reset", what]
+        if opts["loglevel"]:
+            args += ["-loglevel", opts["loglevel"]]
+        for define in opts["defines"] or []:
+            args.append(f"-D{define}")
+        overrides = dict(settings.IMQ_PORTS)
+        overrides.update(parse_defines(opts["defines"]))
+        if opts["pm_port"] is not None:
+            overrides["imq.portmapper.port"] = str(opts["pm_port"])
+        instance = opts["instance"] or settings.IMQ_INSTANCE
+        varhome = Path(opts["varhome"] or settings.IMQ_VARHOME).resolve()
+        try:
+            return BrokerConfig.load(instance, varhome, overrides), args
+        except ConfigError as exc:
+            raise CommandError(str(exc)) from exc
+
+    def _start_broker(self, env: dict[str, str]) -> None:
+        config, args = self._broker_config()
+        port = config.get_int("imq.portmapper.port", 7676)
+        bound = (config.get("imq.hostname") or "").strip()
+        host = bound if bound not in ("", "0.0.0.0", "::", "*") else "127.0.0.1"
+        # The portal administers this broker: same port mapper, instance and var home.
+        env["IMQ_PORT"] = str(port)
+        env["IMQ_BROKER_HOST"] = host
+        env["IMQ_INSTANCE"] = config.instance
+        env["IMQ_VARHOME"] = str(config.varhome)
+        cmd = [sys.executable, str(ROOT / "manage.py"), "runbroker", "-tty", *args]
+        child = self._spawn("broker", cmd, env, stdin=subprocess.DEVNULL)
+        child.where = (
+            f"port mapper on {bound or '*'}:{port} "
+            f"(mq://{host}:{port}/jms, instance {config.instance})"
+        )
+        self._wait(child, lambda: portmapper_answers(host, port), f"serve port {port}")
+
+    def _start_portal(self, env: dict[str, str]) -> None:
+        port = self.opts["portal_port"]
+        cmd = [
+            sys.executable, "-m", "daphne",
+            "-b", "127.0.0.1",
+            "-p", str(port),
+            "portal.asgi:application",
+        ]  # fmt: skip
+        child = self._spawn("portal", cmd, env, stdin=subprocess.DEVNULL)
+        child.where = f"http://127.0.0.1:{port}/"
+        self._wait(child, lambda: portal_answers(port), f"answer /healthz on port {port}")
+
+
+def _signal_group(proc: subprocess.Popen, sig: int) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _status(code: int) -> str:
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit status {code}"

@@ -1,0 +1,272 @@
+"""Admin GET_METRICS (52) and RESET_BROKER (84), and the Java shapes of their replies.
+
+GET_METRICS (OpenMQ's ``GetMetricsHandler``):
+
+* ``JMQDestination`` (+ ``JMQDestType``; a missing type means not-a-queue, as OpenMQ's
+  ``DestType.isQueue(0)``): the destination's ``DestMetricsCounters``, reply property
+  ``JMQBodyType`` = ``"DESTINATION"``;
+* ``JMQServiceName``: that service's ``MetricCounters``, ``JMQBodyType`` = ``"SERVICE"``;
+* neither: the broker's total ``MetricCounters`` (the sum over its services).  OpenMQ
+  sets no ``JMQBodyType`` on this reply, and imqcmd reads a missing body type as a
+  ``MetricCounters``; so neither do we.
+
+An unknown destination or service is 404.  RESET_BROKER with ``JMQResetType`` missing,
+empty or ``"JMQMetrics"`` (what imqcmd's ``reset bkr -t metrics`` sends; ``"metrics"`` is
+accepted too) zeroes the service and destination counters; any other type is 500.
+
+Both ``com.sun.messaging.jmq.util`` classes are written byte for byte as JDK 17 writes
+OpenMQ's own (same serialVersionUIDs, fields and superclasses; tests hold JDK hex):
+``MetricCounters`` is a plain Serializable class; ``DestMetricsCounters`` extends
+``java.util.HashMap`` (its values are Integer or Long entries under fixed keys, put in
+the order OpenMQ's constructor and ``Destination.getMetrics()`` put them) and adds one
+field, ``long timeStamp``.
+
+The handlers take ``(connection, request properties)`` and return ``(reply properties,
+body)`` like the others in ``admin.py``; errors are raised as ``RouterError`` (status,
+reason), which the admin handler turns into the reply's JMQStatus/JMQErrorString.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from broker.core.metrics import ServiceCounters, destination_metrics, reset_destination
+from broker.core.router import RouterError
+from broker.protocol import javaser as _js
+from broker.protocol.javaser import JavaClass, JavaObject, encode_object
+from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, Status
+
+if TYPE_CHECKING:
+    from .broker import Broker, Service
+    from .connection import ClientConnection
+
+log = logging.getLogger("broker.admin")
+
+GET_METRICS = 52
+RESET_BROKER = 84
+
+# JMQResetType value that imqcmd sends (MessageType.JMQ_METRICS).
+RESET_METRICS = "JMQMetrics"
+
+UTIL = "com.sun.messaging.jmq.util."
+
+METRIC_COUNTERS = JavaClass(
+    UTIL + "MetricCounters",
+    -6326807264269230289,
+    (
+        ("J", "messagesIn", None),
+        ("J", "messagesOut", None),
+        ("J", "messageBytesIn", None),
+        ("J", "messageBytesOut", None),
+        ("J", "packetsIn", None),
+        ("J", "packetsOut", None),
+        ("J", "packetBytesIn", None),
+        ("J", "packetBytesOut", None),
+        ("J", "totalMemory", None),
+        ("J", "freeMemory", None),
+        ("I", "threadsActive", None),
+        ("I", "threadsHighWater", None),
+        ("I", "threadsLowWater", None),
+        ("J", "timeStamp", None),
+        ("I", "nConnections", None),
+    ),
+)
+
+DEST_METRICS_COUNTERS = UTIL + "DestMetricsCounters"
+DEST_METRICS_UID = 8342915311065017568
+
+# DestMetricsCounters' keys in the order a getMetrics() result first received them (the
+# constructor's 27, then the two averages Destination.getMetrics() adds), with the boxed
+# type of each value: J Long, I Integer.  The order fixes the HashMap's entry order.
+DEST_METRICS_KEYS: tuple[tuple[str, str], ...] = (
+    ("numMsgsIn", "J"),
+    ("numMsgsOut", "J"),
+    ("peakNumMsgs", "I"),
+    ("peakTotalMsgBytes", "J"),
+    ("peakMsgBytes", "J"),
+    ("numActiveConsumers", "I"),
+    ("numBackupConsumers", "I"),
+    ("peakNumActiveConsumers", "I"),
+    ("peakNumBackupConsumers", "I"),
+    ("numConsumers", "I"),
+    ("peakNumConsumers", "I"),
+    ("avgNumConsumers", "I"),
+    ("msgBytesIn", "J"),
+    ("msgBytesOut", "J"),
+    ("numMsgs", "I"),
+    ("totalMsgBytes", "J"),
+    ("avgNumMsgs", "I"),
+    ("avgTotalMsgBytes", "J"),
+    ("diskReserved", "J"),
+    ("diskUsed", "J"),
+    ("diskUtilizationRatio", "I"),
+    ("numExpiredMsgs", "I"),
+    ("numPurgedMsgs", "I"),
+    ("numAckedMsgs", "I"),
+    ("numDiscardedMsgs", "I"),
+    ("numRejectedMsgs", "I"),
+    ("numRolledbackMsgs", "I"),
+    ("avgNumActiveConsumers", "I"),
+    ("avgNumBackupConsumers", "I"),
+)
+
+_INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
+
+
+def metric_counters(**values: object) -> JavaObject:
+    """A ``MetricCounters`` (fields by their Java names; missing ones are 0)."""
+    return JavaObject(METRIC_COUNTERS, values)
+
+
+def encode_metric_counters(values: Mapping[str, object]) -> bytes:
+    """A GET_METRICS SERVICE/broker reply body: one serialised ``MetricCounters``."""
+    return encode_object(JavaObject(METRIC_COUNTERS, dict(values)))
+
+
+class _HashMapSubclassWriter(_js._Writer):
+    """javaser's writer plus one shape it lacks: a HashMap subclass with its own fields
+    (ObjectOutputStream writes the HashMap's data first, then the subclass's)."""
+
+    def dest_metrics(self, values: Mapping[str, object], timestamp: int) -> None:
+        self.out.append(_js.TC_OBJECT)
+        self.out.append(_js.TC_CLASSDESC)
+        self._classes[DEST_METRICS_COUNTERS] = self._assign()
+        self.utf(DEST_METRICS_COUNTERS)
+        self.out += _js._I64.pack(DEST_METRICS_UID)
+        self.out.append(_js.SC_SERIALIZABLE)
+        self.out += _js._I16.pack(1)
+        self.out += b"J"
+        self.utf("timeStamp")
+        self.out.append(_js.TC_ENDBLOCKDATA)
+        self.classdesc(_js._HASHMAP)
+        self._assign()  # the object itself
+        capacity, threshold, order = _js._hashmap_layout(list(values))
+        self.out += _js._F32.pack(0.75) + _js._I32.pack(threshold)
+        self.out += bytes((_js.TC_BLOCKDATA, 8)) + _js._I32.pack(capacity)
+        self.out += _js._I32.pack(len(values))
+        for key in order:
+            self.key(key)
+            self.value(values[key])
+        self.out.append(_js.TC_ENDBLOCKDATA)
+        self.out += _js._I64.pack(timestamp)
+
+
+def encode_dest_metrics(values: Mapping[str, int], timestamp: int) -> bytes:
+    """A GET_METRICS DESTINATION reply body: one serialised ``DestMetricsCounters``.
+
+    ``values`` are by OpenMQ key name (:data:`DEST_METRICS_KEYS`; a missing key is 0)."""
+    boxed: dict[str, object] = {}
+    for key, code in DEST_METRICS_KEYS:
+        value = int(values.get(key, 0))
+        if code == "I":
+            value = max(_INT_MIN, min(_INT_MAX, value))  # Java's (int) of a huge count
+            boxed[key] = JInt(value)
+        else:
+            boxed[key] = JLong(value)
+    writer = _HashMapSubclassWriter()
+    writer.dest_metrics(boxed, timestamp)
+    return bytes(writer.out)
+
+
+# --------------------------------------------------------------------------------------
+# What the broker reports
+# --------------------------------------------------------------------------------------
+
+
+def _threads(broker: Broker, svc: Service) -> tuple[int, int]:
+    """(low, high) water of a service's "thread pool": its configured min/max_threads
+    (the same defaults GET_SERVICES shows).  An asyncio broker has no pool; OpenMQ's
+    dedicated model gives each connection its threads, so active = connections."""
+    admin = svc.type == "ADMIN"
+    c = broker.config
+    low = c.get_int(f"imq.{svc.name}.min_threads", 4 if admin else 10)
+    high = c.get_int(f"imq.{svc.name}.max_threads", 10 if admin else 1000)
+    return low, high
+
+
+def broker_counters(broker: Broker, services: list[Service] | None = None) -> dict[str, int]:
+    """``MetricCounters`` field values for ``services`` (default: all, the broker total).
+
+    totalMemory/freeMemory are the broker's message memory budget and what of it is not
+    held by messages (OpenMQ reports the JVM heap)."""
+    chosen = broker.services if services is None else services
+    total = ServiceCounters.total(s.metrics for s in chosen)
+    active = low = high = 0
+    for svc in chosen:
+        lo, hi = _threads(broker, svc)
+        low += lo
+        high += hi
+        active += len(svc.connections)
+    budget = broker.memory.budget
+    used = broker.router.totals.bytes
+    return {
+        "messagesIn": total.messages_in,
+        "messagesOut": total.messages_out,
+        "messageBytesIn": total.message_bytes_in,
+        "messageBytesOut": total.message_bytes_out,
+        "packetsIn": total.packets_in,
+        "packetsOut": total.packets_out,
+        "packetBytesIn": total.packet_bytes_in,
+        "packetBytesOut": total.packet_bytes_out,
+        "totalMemory": budget,
+        "freeMemory": max(budget - used, 0),
+        "threadsActive": active,
+        "threadsHighWater": high,
+        "threadsLowWater": low,
+        "timeStamp": int(time.time() * 1000),
+        "nConnections": sum(len(s.connections) for s in chosen),
+    }
+
+
+def reset_metrics(broker: Broker) -> None:
+    """Zero every service's and destination's counters (RESET_BROKER metrics)."""
+    for svc in broker.services:
+        svc.metrics.reset()
+    router = broker.router
+    for dest in [*router.queues.values(), *router.topics.values()]:
+        reset_destination(dest)
+    events = getattr(broker, "events", None)
+    if events is not None:
+        events.counters_reset()
+
+
+# --------------------------------------------------------------------------------------
+# The admin commands
+# --------------------------------------------------------------------------------------
+
+Result = tuple[dict[str, object], bytes]
+
+
+def get_metrics(conn: ClientConnection, props: dict) -> Result:
+    broker = conn.broker
+    name = props.get("JMQDestination")
+    if isinstance(name, str):
+        dtype = props.get("JMQDestType")
+        dtype = int(dtype) if isinstance(dtype, int) else 0  # type: ignore[arg-type]
+        is_queue = bool(dtype & DEST_QUEUE)
+        dest = conn.router.lookup(name, DEST_QUEUE if is_queue else DEST_TOPIC)
+        if dest is None:
+            kind = "queue" if is_queue else "topic"
+            raise RouterError(Status.NOT_FOUND, f"{kind} {name} not found")
+        body = encode_dest_metrics(destination_metrics(dest), int(time.time() * 1000))
+        return {"JMQBodyType": "DESTINATION"}, body
+    service = props.get("JMQServiceName")
+    if isinstance(service, str):
+        chosen = [s for s in broker.services if s.name == service]
+        if not chosen:
+            raise RouterError(Status.NOT_FOUND, f"service {service} not found")
+        return {"JMQBodyType": "SERVICE"}, encode_metric_counters(broker_counters(broker, chosen))
+    return {}, encode_metric_counters(broker_counters(broker))
+
+
+def reset_broker(conn: ClientConnection, props: dict) -> Result:
+    kind = props.get("JMQResetType")
+    if kind is None or kind == "" or kind == RESET_METRICS or str(kind).lower() == "metrics":
+        reset_metrics(conn.broker)
+        log.info("metrics reset by %s (%s)", conn.user, conn.peer)
+        return {}, b""
+    raise RouterError(Status.ERROR, f"invalid reset type {kind}")

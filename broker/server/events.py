@@ -1,0 +1,347 @@
+"""Live events: the broker's once-a-second sample on the Channels layer, and MetricSample rows.
+
+Every second a housekeeping timer (:meth:`EventPublisher.tick`) reads the counters --
+off the message path, in one pass over the destinations -- and publishes one message to
+the channel layer group :func:`group_name` (``"broker.<instance>"``)::
+
+    {"type": "broker.sample", "instance": "imqbroker", "timestamp": 1767225600.5,
+     "interval": 1.0,                           # seconds the rates are measured over
+     "msgs_in": 120.0, "msgs_out": 118.0,       # messages per second (all services)
+     "bytes_in": 123456.0, "bytes_out": 120000.0,   # message bytes per second
+     "messages": 42, "message_bytes": 43008,    # messages held now, and their bytes
+     "connections": 3,
+     "memory_state": "green", "memory_used": 43008, "memory_limit": 1073741824,
+     "destinations": 10000,                     # how many there are (all of them)
+     "depths": [{"name": "orders", "type": "queue", "messages": 40, "bytes": 40960,
+                 "consumers": 1, "producers": 2}, ...]}   # the 50 deepest only
+
+so a broker with 10,000 destinations still publishes a bounded message.  Rates are the
+counter deltas over the time since the previous sample (a RESET_BROKER restarts them).
+
+Publishing never holds up the event loop: the send runs as its own task with a timeout,
+and while one is still in flight the next sample is skipped.  If the layer (Redis) is
+unreachable the broker logs one WARNING, keeps trying every second without logging, and
+says once (INFO) when it gets through again; messaging is never affected.  Without a
+shared layer (``CHANNEL_LAYERS`` is the in-memory one when ``REDIS_URL`` is unset, see
+portal/settings.py) nothing is published: no other process could read it.
+
+Every ``imq.metrics.sample.interval`` seconds (default 10; 0 disables) the same figures
+become one ``MetricSample`` row, the rates then averaged over that interval.  A writer
+thread does the ORM work (as logsetup's database log handler does); the loop only puts
+a small dict on a bounded queue.  The thread also deletes this instance's rows older than
+``imq.metrics.sample.retention`` seconds (default 86400; 0 keeps them) every few minutes.
+
+The same once-a-second pass takes the destinations' averaging samples
+(core/metrics.py), which GET_METRICS reports as avgNumMsgs and friends -- for up to
+:data:`AVERAGING_BATCH` destinations a tick, round robin beyond that.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import heapq
+import logging
+import queue
+import re
+import threading
+import time
+from datetime import UTC, datetime
+from operator import attrgetter
+from typing import TYPE_CHECKING
+
+from broker.core.metrics import ServiceCounters, consumer_counts, sample_averages
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = logging.getLogger("broker.events")
+
+__all__ = ["EventPublisher", "SampleWriter", "group_name", "MAX_DEPTHS", "SAMPLE_TYPE"]
+
+SAMPLE_TYPE = "broker.sample"
+MAX_DEPTHS = 50
+PUBLISH_TIMEOUT = 5.0
+# Destinations given an averaging sample per tick (round robin beyond that), so a broker
+# with 10,000 destinations spends about a millisecond a second on it, not ten.
+AVERAGING_BATCH = 2000
+ADMIN_QUEUE = "__JMQAdmin"
+
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+_BY_DEPTH = attrgetter("msg_count")
+
+
+def group_name(instance: str) -> str:
+    """The channel layer group a broker instance publishes to: ``broker.<instance>``, with
+    characters Channels does not allow in group names replaced by ``_``."""
+    return ("broker." + (_UNSAFE.sub("_", instance) or "_"))[:99]
+
+
+def _snapshot(broker: Broker) -> tuple[int, int, int, int]:
+    total = ServiceCounters.total(s.metrics for s in broker.services)
+    return (
+        total.messages_in,
+        total.messages_out,
+        total.message_bytes_in,
+        total.message_bytes_out,
+    )
+
+
+def _rates(
+    now: tuple[int, int, int, int], before: tuple[int, int, int, int], seconds: float
+) -> list[float]:
+    # A counter below its previous value was reset: count from zero.
+    return [round((n - b if n >= b else n) / seconds, 2) for n, b in zip(now, before, strict=True)]
+
+
+class EventPublisher:
+    """The broker's live events and metric samples (see the module docstring)."""
+
+    def __init__(self, broker: Broker) -> None:
+        c = broker.config
+        self.broker = broker
+        self.instance = c.instance
+        self.group = group_name(c.instance)
+        self.sample_interval = c.get_int("imq.metrics.sample.interval", 10)
+        self.retention = c.get_int("imq.metrics.sample.retention", 86400)
+        self.published = 0
+        self.last_sample: dict | None = None
+        self._layer = None
+        self._layer_checked = False
+        self._pending: asyncio.Task | None = None
+        self._warned = False
+        self._averaging_next = 0
+        now = time.monotonic()
+        counters = _snapshot(broker)
+        self._prev = (now, counters)
+        self._row_base = (now, counters)
+        self._writer = (
+            SampleWriter(self.instance, self.retention) if self.sample_interval > 0 else None
+        )
+
+    # -- the timer -------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Sample, publish, and every sample interval queue a MetricSample row."""
+        sample = self.sample()
+        self.last_sample = sample
+        self._publish(sample)
+        if self._writer is not None:
+            mono = time.monotonic()
+            base_t, base = self._row_base
+            if mono - base_t >= self.sample_interval - 0.01:
+                counters = _snapshot(self.broker)
+                self._row_base = (mono, counters)
+                rates = _rates(counters, base, max(mono - base_t, 0.001))
+                self._writer.submit(sample, rates)
+
+    def sample(self) -> dict:
+        """Read the broker's figures now (and take the destinations' averaging samples)."""
+        broker = self.broker
+        router = broker.router
+        mono = time.monotonic()
+        counters = _snapshot(broker)
+        prev_t, prev = self._prev
+        seconds = max(mono - prev_t, 0.001)
+        self._prev = (mono, counters)
+        msgs_in, msgs_out, bytes_in, bytes_out = _rates(counters, prev, seconds)
+        dests = [d for d in router.queues.values() if d.name != ADMIN_QUEUE]
+        dests += router.topics.values()
+        for d in self._averaging_batch(dests):
+            sample_averages(d, consumer_counts(d))
+        deepest = heapq.nlargest(MAX_DEPTHS, dests, key=_BY_DEPTH)
+        depths = [
+            {
+                "name": d.name,
+                "type": "queue" if d.is_queue else "topic",
+                "messages": d.msg_count,
+                "bytes": d.msg_bytes,
+                "consumers": consumer_counts(d)[0],
+                "producers": len(d.producers),
+            }
+            for d in deepest
+        ]
+        totals = router.totals
+        return {
+            "type": SAMPLE_TYPE,
+            "instance": self.instance,
+            "timestamp": round(time.time(), 3),
+            "interval": round(seconds, 3),
+            "msgs_in": msgs_in,
+            "msgs_out": msgs_out,
+            "bytes_in": bytes_in,
+            "bytes_out": bytes_out,
+            "messages": totals.count,
+            "message_bytes": totals.bytes,
+            "connections": len(broker.connections),
+            "memory_state": broker.memory.state,
+            "memory_used": totals.bytes,
+            "memory_limit": broker.memory.budget,
+            "destinations": len(dests),
+            "depths": depths,
+        }
+
+    def _averaging_batch(self, dests: list) -> list:
+        n = len(dests)
+        if n <= AVERAGING_BATCH:
+            return dests
+        start = self._averaging_next % n
+        batch = dests[start : start + AVERAGING_BATCH]
+        if len(batch) < AVERAGING_BATCH:
+            batch += dests[: AVERAGING_BATCH - len(batch)]
+        self._averaging_next = (start + AVERAGING_BATCH) % n
+        return batch
+
+    def counters_reset(self) -> None:
+        """RESET_BROKER zeroed the counters: rates continue from zero."""
+        zero = (0, 0, 0, 0)
+        self._prev = (self._prev[0], zero)
+        self._row_base = (self._row_base[0], zero)
+
+    # -- publishing ----------------------------------------------------------------------
+
+    def _channel_layer(self):
+        if not self._layer_checked:
+            self._layer_checked = True
+            try:
+                from channels.layers import InMemoryChannelLayer, get_channel_layer
+
+                layer = get_channel_layer()
+            except Exception as exc:
+                log.warning("live events: no channel layer (%s); not published", exc)
+                return None
+            if layer is None or isinstance(layer, InMemoryChannelLayer):
+                log.info("live events: no shared channel layer (REDIS_URL unset); not published")
+                return None
+            self._layer = layer
+            log.info("live events: publishing to channel layer group %s", self.group)
+        return self._layer
+
+    def _publish(self, sample: dict) -> None:
+        if self._pending is not None and not self._pending.done():
+            return  # the previous send is still under way: skip this sample
+        layer = self._channel_layer()
+        if layer is None:
+            return
+        self._pending = asyncio.get_running_loop().create_task(self._send(layer, sample))
+
+    async def _send(self, layer, sample: dict) -> None:
+        try:
+            await asyncio.wait_for(layer.group_send(self.group, sample), PUBLISH_TIMEOUT)
+        except Exception as exc:
+            if not self._warned:
+                self._warned = True
+                log.warning(
+                    "live events: cannot publish to the channel layer (%s); "
+                    "retrying every second without further warnings",
+                    str(exc) or type(exc).__name__,
+                )
+            return
+        self.published += 1
+        if self._warned:
+            self._warned = False
+            log.info("live events: publishing to the channel layer again")
+
+    def close(self) -> None:
+        if self._pending is not None and not self._pending.done():
+            self._pending.cancel()
+        if self._writer is not None:
+            self._writer.close()
+
+
+# --------------------------------------------------------------------------------------
+# MetricSample rows
+# --------------------------------------------------------------------------------------
+
+_STOP = object()
+
+
+class SampleWriter:
+    """Writes MetricSample rows and applies the retention, in a daemon thread.
+
+    :meth:`submit` never blocks: a full queue (the database is stuck) drops the sample.
+    Database errors are reported once (WARNING) until a write succeeds again."""
+
+    def __init__(self, instance: str, retention: int, max_queue: int = 100) -> None:
+        self.instance = instance[:255]
+        self.retention = retention
+        # Delete old rows at most this often (and on the first write).
+        self.purge_every = max(1, min(600, retention)) if retention > 0 else 0
+        self.written = 0
+        self.dropped = 0
+        self._queue: queue.Queue[object] = queue.Queue(max_queue)
+        self._failing = False
+        self._last_purge = 0.0
+        self._thread = threading.Thread(target=self._run, name="imq-metric-writer", daemon=True)
+        self._thread.start()
+
+    def submit(self, sample: dict, rates: list[float]) -> None:
+        row = {
+            "broker_instance": self.instance,
+            "timestamp": datetime.fromtimestamp(sample["timestamp"], UTC),
+            "msgs_in": rates[0],
+            "msgs_out": rates[1],
+            "bytes_in": rates[2],
+            "bytes_out": rates[3],
+            "connections": sample["connections"],
+            "memory_state": sample["memory_state"],
+            "memory_used": sample["memory_used"],
+            "memory_limit": sample["memory_limit"],
+            "destinations": sample["destinations"],
+            "depths": sample["depths"],
+        }
+        try:
+            self._queue.put_nowait(row)
+        except queue.Full:
+            self.dropped += 1
+
+    def close(self, timeout: float = 3.0) -> None:
+        if self._thread.is_alive():
+            try:
+                self._queue.put(_STOP, timeout=timeout)
+            except queue.Full:
+                return
+            self._thread.join(timeout)
+
+    def _run(self) -> None:
+        try:
+            while True:
+                item = self._queue.get()
+                if item is _STOP:
+                    return
+                self._write(item)  # type: ignore[arg-type]
+        finally:
+            try:
+                from django.db import connections
+
+                connections.close_all()
+            except Exception:
+                pass
+
+    def _write(self, row: dict) -> None:
+        try:
+            from broker.models import MetricSample
+
+            MetricSample.objects.create(**row)
+            now = time.time()
+            if self.purge_every and now - self._last_purge >= self.purge_every:
+                self._last_purge = now
+                cutoff = datetime.fromtimestamp(now - self.retention, UTC)
+                MetricSample.objects.filter(
+                    broker_instance=self.instance, timestamp__lt=cutoff
+                ).delete()
+        except Exception as exc:
+            self.dropped += 1
+            if not self._failing:
+                self._failing = True
+                log.warning("metric samples: cannot write to the database (%s)", exc)
+            try:
+                from django.db import close_old_connections
+
+                close_old_connections()
+            except Exception:
+                pass
+            return
+        self.written += 1
+        if self._failing:
+            self._failing = False
+            log.info("metric samples: writing to the database again")

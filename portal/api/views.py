@@ -1,0 +1,778 @@
+"""REST API views: thin.  Each validates its input with a serializer, calls ONE action
+(:mod:`broker.admin.actions` for the running broker, :mod:`broker.admin.security_actions`
+for users, groups and access rules) with ``actor`` = the requesting administrator, and
+answers the action's dict.  Errors become JSON ``{"detail": ...}`` (portal/api/errors.py).
+
+Operations that change something answer ``{"detail": "<what was done>"}`` (200), or the
+object as it now is (create 201, update 200); deletes answer 204.
+"""
+
+from __future__ import annotations
+
+from django.contrib.auth import authenticate
+from django.urls import reverse
+from django_filters.rest_framework import DjangoFilterBackend
+from drf_spectacular.types import OpenApiTypes
+from drf_spectacular.utils import OpenApiParameter, extend_schema
+from rest_framework import exceptions, status
+from rest_framework.authtoken.models import Token
+from rest_framework.parsers import FormParser, JSONParser
+from rest_framework.permissions import AllowAny, IsAuthenticated
+from rest_framework.response import Response
+from rest_framework.views import APIView
+
+from broker.admin import actions, security_actions
+from portal.auth import is_administrator
+
+from . import filters
+from . import serializers as s
+from .base import (
+    DB_ERRORS,
+    DEST_NAME_PARAM,
+    DEST_TYPE_PARAM,
+    AdminView,
+    QuerysetListView,
+    RowListView,
+    dest_type,
+    doc,
+    path_param,
+)
+from .snapshots import SNAPSHOTS
+
+DONE = s.DoneSerializer
+
+
+def done(text: str) -> Response:
+    return Response({"detail": text})
+
+
+ROOT_LINKS = {
+    "schema": "api-schema",
+    "docs": "api-docs",
+    "token": "api-token",
+    "broker": "api-broker",
+    "services": "api-services",
+    "destinations": "api-destinations",
+    "connections": "api-connections",
+    "durables": "api-durables",
+    "transactions": "api-transactions",
+    "users": "api-users",
+    "groups": "api-groups",
+    "acl": "api-acl",
+    "logs": "api-logs",
+}
+
+
+class ApiRootView(AdminView):
+    @doc("The API's resources", s.FreeFormSerializer, errors=(401, 403))
+    def get(self, request):
+        return Response(
+            {key: request.build_absolute_uri(reverse(name)) for key, name in ROOT_LINKS.items()}
+        )
+
+
+# ======================================================================================
+# Authentication: tokens
+# ======================================================================================
+
+
+class TokenView(APIView):
+    """Exchange a broker user name and password for an API token (POST), or drop the
+    caller's token (DELETE).  The password is checked against the broker's user
+    repository, as at the portal's login."""
+
+    parser_classes = [JSONParser, FormParser]
+
+    def get_authenticators(self):
+        if getattr(self, "request", None) is not None and self.request.method == "POST":
+            return []  # credentials in the body; no session, hence no CSRF token needed
+        return super().get_authenticators()
+
+    def get_permissions(self):
+        if self.request.method == "POST":
+            return [AllowAny()]
+        return [IsAuthenticated()]
+
+    @extend_schema(auth=[])
+    @doc(
+        "Get an API token",
+        s.TokenSerializer,
+        request=s.TokenRequestSerializer,
+        errors=(400,),
+        description="Authenticates against the broker's user repository and returns the "
+        "user's token (created on first use).  Only administrators may then use the API.",
+    )
+    def post(self, request):
+        data = s.TokenRequestSerializer(data=request.data)
+        data.is_valid(raise_exception=True)
+        user = authenticate(
+            request, username=data.validated_data["username"], password=data.validated_data["password"]
+        )
+        if user is None:
+            raise exceptions.ValidationError(
+                {"non_field_errors": ["wrong user name or password, or the user is disabled"]}
+            )
+        token, _ = Token.objects.get_or_create(user=user)
+        return Response(
+            {"token": token.key, "username": user.get_username(), "administrator": is_administrator(user)}
+        )
+
+    @doc("Drop my API token", None, code=204, errors=(401, 403))
+    def delete(self, request):
+        Token.objects.filter(user=request.user).delete()
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# ======================================================================================
+# Broker
+# ======================================================================================
+
+
+def _broker_size(data: dict) -> int:
+    """How big a broker's query is to make: its destinations and connections."""
+    return int(data.get("destinations", 0)) + int(data.get("connections", 0))
+
+
+class BrokerView(AdminView):
+    @doc(
+        "Query the broker",
+        s.BrokerSerializer,
+        description="Version, instance, address, ports, memory state, services and counts.",
+    )
+    def get(self, request):
+        data, age = SNAPSHOTS.get("broker", actions.query_broker, size=_broker_size)
+        response = Response(s.BrokerSerializer(data).data)
+        if age:
+            response["Age"] = str(int(age))
+        return response
+
+    @doc(
+        "Update broker properties",
+        s.BrokerSerializer,
+        request=s.BrokerUpdateSerializer,
+        description="Changes broker properties at run time; the broker refuses those it "
+        "cannot change while running (and then changes none).",
+    )
+    def patch(self, request):
+        data = self.body(s.BrokerUpdateSerializer)
+        actions.update_broker(self.admin, self.actor, data["properties"])
+        return Response(s.BrokerSerializer(actions.query_broker(self.admin)).data)
+
+
+class BrokerPropertiesView(AdminView):
+    @doc("The broker's properties", s.BrokerPropertiesSerializer)
+    def get(self, request):
+        return Response(s.BrokerPropertiesSerializer(actions.broker_properties(self.admin)).data)
+
+
+class BrokerMetricsView(AdminView):
+    @doc("The broker's metrics", s.MetricsSerializer)
+    def get(self, request):
+        return Response(s.MetricsSerializer(actions.broker_metrics(self.admin)).data)
+
+
+def broker_operation(action, text: str, summary: str, description: str = ""):
+    """A POST /api/broker/<operation>/ view running ``action(admin, actor)``."""
+
+    class View(AdminView):
+        @doc(summary, DONE, description=description)
+        def post(self, request):
+            action(self.admin, self.actor)
+            return done(text)
+
+    View.__name__ = View.__qualname__ = "Broker" + "".join(w.title() for w in summary.split()) + "View"
+    return View
+
+
+BrokerPauseView = broker_operation(
+    actions.pause_broker, "paused the broker", "Pause the broker",
+    "Pauses every NORMAL service: new client connections wait until resumed.",
+)
+BrokerResumeView = broker_operation(actions.resume_broker, "resumed the broker", "Resume the broker")
+BrokerQuiesceView = broker_operation(
+    actions.quiesce_broker, "quiesced the broker", "Quiesce the broker",
+    "Refuses new client connections and lets the existing ones finish.",
+)
+BrokerUnquiesceView = broker_operation(
+    actions.unquiesce_broker, "unquiesced the broker", "Unquiesce the broker"
+)
+BrokerShutdownView = broker_operation(
+    actions.shutdown_broker, "the broker is shutting down", "Shut the broker down"
+)
+BrokerRestartView = broker_operation(
+    actions.restart_broker, "the broker is restarting", "Restart the broker"
+)
+BrokerReloadAclView = broker_operation(
+    actions.reload_access_control,
+    "reloaded the access control rules",
+    "Reload access control",
+    "Makes the broker read its access control rules again.",
+)
+BrokerResetMetricsView = broker_operation(
+    actions.reset_metrics, "reset the broker's metrics", "Reset the metrics"
+)
+BrokerCompactView = broker_operation(
+    lambda admin, actor: actions.compact_destination(admin, actor),
+    "compacted the message store",
+    "Compact the message store",
+    "Reclaims the file store's free space for every destination.",
+)
+
+
+# ======================================================================================
+# Services
+# ======================================================================================
+
+SERVICE_PARAM = path_param("name", "The service's name, e.g. jms or admin.")
+
+
+class ServiceListView(RowListView):
+    search_fields = ("name",)
+
+    @doc("List the services", s.ServiceSerializer(many=True), params=[s.ServiceQuerySerializer])
+    def get(self, request):
+        q = self.query(s.ServiceQuerySerializer)
+        return self.page(self.rows("services", actions.list_services), s.ServiceSerializer, q)
+
+
+class ServiceView(AdminView):
+    @doc("Query a service", s.ServiceSerializer, params=[SERVICE_PARAM])
+    def get(self, request, name):
+        return Response(s.ServiceSerializer(actions.query_service(self.admin, name)).data)
+
+    @doc(
+        "Update a service",
+        s.ServiceSerializer,
+        request=s.ServiceUpdateSerializer,
+        params=[SERVICE_PARAM],
+        description="Changes the service's port or its connection limit (max_threads).",
+    )
+    def patch(self, request, name):
+        data = self.body(s.ServiceUpdateSerializer)
+        actions.update_service(self.admin, self.actor, name, **data)
+        return Response(s.ServiceSerializer(actions.query_service(self.admin, name)).data)
+
+
+class ServicePauseView(AdminView):
+    @doc("Pause a service", DONE, params=[SERVICE_PARAM])
+    def post(self, request, name):
+        actions.pause_service(self.admin, self.actor, name)
+        return done(f"paused service {name}")
+
+
+class ServiceResumeView(AdminView):
+    @doc("Resume a service", DONE, params=[SERVICE_PARAM])
+    def post(self, request, name):
+        actions.resume_service(self.admin, self.actor, name)
+        return done(f"resumed service {name}")
+
+
+class ServiceMetricsView(AdminView):
+    @doc("A service's metrics", s.MetricsSerializer, params=[SERVICE_PARAM])
+    def get(self, request, name):
+        return Response(s.MetricsSerializer(actions.service_metrics(self.admin, name)).data)
+
+
+# ======================================================================================
+# Destinations
+# ======================================================================================
+
+DEST_PARAMS = [DEST_TYPE_PARAM, DEST_NAME_PARAM]
+
+
+class DestinationListView(RowListView):
+    search_fields = ("name",)
+
+    @doc(
+        "List the destinations",
+        s.DestinationSerializer(many=True),
+        params=[s.DestinationQuerySerializer],
+        description="With message counts, bytes, producers, consumers and state.",
+    )
+    def get(self, request):
+        q = self.query(s.DestinationQuerySerializer)
+        rows = self.rows("destinations", actions.list_destinations)
+        where = {"type": q.get("type"), "state": q.get("state"), "temporary": q.get("temporary")}
+        return self.page(rows, s.DestinationSerializer, q, where=where)
+
+    @doc(
+        "Create a destination",
+        s.DestinationSerializer,
+        code=201,
+        request=s.DestinationCreateSerializer,
+    )
+    def post(self, request):
+        data = self.body(s.DestinationCreateSerializer)
+        actions.create_destination(
+            self.admin, self.actor, data["type"], data["name"], data.get("attributes") or {}
+        )
+        row = actions.query_destination(self.admin, data["type"], data["name"])
+        return Response(s.DestinationSerializer(row).data, status=status.HTTP_201_CREATED)
+
+
+class DestinationView(AdminView):
+    @doc("Query a destination", s.DestinationSerializer, params=DEST_PARAMS)
+    def get(self, request, type, name):
+        row = actions.query_destination(self.admin, dest_type(type), name)
+        return Response(s.DestinationSerializer(row).data)
+
+    @doc(
+        "Update a destination's attributes",
+        s.DestinationSerializer,
+        request=s.DestinationUpdateSerializer,
+        params=DEST_PARAMS,
+    )
+    def patch(self, request, type, name):
+        kind = dest_type(type)
+        data = self.body(s.DestinationUpdateSerializer)
+        actions.update_destination(self.admin, self.actor, kind, name, data["attributes"])
+        return Response(s.DestinationSerializer(actions.query_destination(self.admin, kind, name)).data)
+
+    @doc(
+        "Destroy a destination",
+        None,
+        code=204,
+        params=DEST_PARAMS,
+        description="Refused (400) for a temporary destination: it goes with its connection.",
+    )
+    def delete(self, request, type, name):
+        actions.destroy_destination(self.admin, self.actor, dest_type(type), name)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class DestinationPurgeView(AdminView):
+    @doc("Purge a destination's messages", DONE, params=DEST_PARAMS)
+    def post(self, request, type, name):
+        actions.purge_destination(self.admin, self.actor, dest_type(type), name)
+        return done(f"purged {type} {name}")
+
+
+class DestinationPauseView(AdminView):
+    @doc(
+        "Pause a destination",
+        DONE,
+        request=s.PauseSerializer,
+        params=DEST_PARAMS,
+        description="Pauses its consumers (delivery stops), producers (sends wait) or all.",
+    )
+    def post(self, request, type, name):
+        kind = dest_type(type)
+        what = self.body(s.PauseSerializer)["what"]
+        actions.pause_destination(self.admin, self.actor, kind, name, what)
+        return done(f"paused {what} of {type} {name}")
+
+
+class DestinationResumeView(AdminView):
+    @doc("Resume a destination", DONE, params=DEST_PARAMS)
+    def post(self, request, type, name):
+        actions.resume_destination(self.admin, self.actor, dest_type(type), name)
+        return done(f"resumed {type} {name}")
+
+
+class DestinationCompactView(AdminView):
+    @doc("Compact a destination's store", DONE, params=DEST_PARAMS)
+    def post(self, request, type, name):
+        actions.compact_destination(self.admin, self.actor, dest_type(type), name)
+        return done(f"compacted {type} {name}")
+
+
+class DestinationMetricsView(AdminView):
+    @doc("A destination's metrics", s.MetricsSerializer, params=DEST_PARAMS)
+    def get(self, request, type, name):
+        return Response(
+            s.MetricsSerializer(actions.destination_metrics(self.admin, dest_type(type), name)).data
+        )
+
+
+class DestinationConsumersView(RowListView):
+    @doc("A destination's consumers", s.ConsumerSerializer(many=True), params=DEST_PARAMS)
+    def get(self, request, type, name):
+        rows = actions.list_consumers(self.admin, dest_type(type), name)
+        return self.page(rows, s.ConsumerSerializer)
+
+
+MESSAGE_PARAM = path_param("msg_id", "The message's ID (JMSMessageID).")
+
+
+class DestinationMessagesView(AdminView):
+    @doc(
+        "Browse a destination's messages",
+        s.MessagePageSerializer,
+        params=[*DEST_PARAMS, s.MessageQuerySerializer],
+        operation_id="destinations_messages_list",
+        description="Oldest first, ``limit`` messages from position ``start``: headers, "
+        "properties and a safe preview of the body.",
+    )
+    def get(self, request, type, name):
+        kind = dest_type(type)
+        q = self.query(s.MessageQuerySerializer)
+        rows = actions.list_messages(self.admin, name, kind, start=q["start"], limit=q["limit"])
+        return Response(s.MessagePageSerializer({"start": q["start"], "limit": q["limit"], "results": rows}).data)
+
+
+class MessageView(AdminView):
+    @doc("One message", s.MessageSerializer, params=[*DEST_PARAMS, MESSAGE_PARAM])
+    def get(self, request, type, name, msg_id):
+        row = actions.get_message(self.admin, name, msg_id, dest_type(type))
+        return Response(s.MessageSerializer(row).data)
+
+    @doc("Delete one message", None, code=204, params=[*DEST_PARAMS, MESSAGE_PARAM])
+    def delete(self, request, type, name, msg_id):
+        actions.delete_message(self.admin, self.actor, name, msg_id, dest_type(type))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# ======================================================================================
+# Connections
+# ======================================================================================
+
+ID_SCHEMA = {"type": "integer", "format": "int64", "minimum": 0, "maximum": 2**63 - 1}
+CXN_PARAM = path_param("id", "The connection's ID.", ID_SCHEMA)
+
+
+class ConnectionListView(RowListView):
+    search_fields = ("user", "address", "client_id")
+
+    @doc(
+        "List the client connections",
+        s.ConnectionSerializer(many=True),
+        params=[s.ConnectionQuerySerializer],
+    )
+    def get(self, request):
+        q = self.query(s.ConnectionQuerySerializer)
+        rows = self.rows("connections", actions.list_connections)
+        return self.page(rows, s.ConnectionSerializer, q, where={"service": q.get("service")})
+
+
+class ConnectionView(AdminView):
+    @doc("Query a connection", s.ConnectionSerializer, params=[CXN_PARAM])
+    def get(self, request, id):
+        return Response(s.ConnectionSerializer(actions.query_connection(self.admin, id)).data)
+
+    @doc(
+        "Destroy a connection",
+        None,
+        code=204,
+        params=[CXN_PARAM],
+        description="The client is sent GOODBYE and the connection closed.",
+    )
+    def delete(self, request, id):
+        actions.destroy_connection(self.admin, self.actor, id)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# ======================================================================================
+# Durable subscriptions
+# ======================================================================================
+
+NO_CLIENT_ID = "-"
+DURABLE_PARAMS = [
+    path_param("client_id", f"The subscriber's client ID; {NO_CLIENT_ID} for none."),
+    path_param("name", "The subscription name."),
+]
+
+
+def _client_id(value: str) -> str | None:
+    return None if value == NO_CLIENT_ID else value
+
+
+class DurableListView(RowListView):
+    search_fields = ("name", "client_id")
+
+    @doc("List the durable subscriptions", s.DurableSerializer(many=True), params=[s.DurableQuerySerializer])
+    def get(self, request):
+        q = self.query(s.DurableQuerySerializer)
+        rows = self.rows("durables", actions.list_durables)
+        return self.page(rows, s.DurableSerializer, q, where={"topic": q.get("topic")})
+
+
+class DurableView(AdminView):
+    @doc("Query a durable subscription", s.DurableSerializer, params=DURABLE_PARAMS)
+    def get(self, request, client_id, name):
+        cid = _client_id(client_id) or ""
+        for row in actions.list_durables(self.admin):
+            if row["name"] == name and row["client_id"] == cid:
+                return Response(s.DurableSerializer(row).data)
+        raise exceptions.NotFound(f"no durable subscription {name} (client ID {client_id})")
+
+    @doc("Destroy a durable subscription", None, code=204, params=DURABLE_PARAMS)
+    def delete(self, request, client_id, name):
+        actions.destroy_durable(self.admin, self.actor, name, _client_id(client_id))
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class DurablePurgeView(AdminView):
+    @doc("Purge a durable subscription's messages", DONE, params=DURABLE_PARAMS)
+    def post(self, request, client_id, name):
+        actions.purge_durable(self.admin, self.actor, name, _client_id(client_id))
+        return done(f"purged durable subscription {name} (client ID {client_id})")
+
+
+# ======================================================================================
+# Transactions
+# ======================================================================================
+
+TXN_PARAM = path_param("id", "The transaction's ID.", ID_SCHEMA)
+
+
+class TransactionListView(RowListView):
+    search_fields = ("user", "client_id", "xid")
+
+    @doc(
+        "List the transactions",
+        s.TransactionSerializer(many=True),
+        params=[s.TransactionQuerySerializer],
+    )
+    def get(self, request):
+        q = self.query(s.TransactionQuerySerializer)
+        state = q.get("state")
+        return self.page(
+            self.rows("transactions", actions.list_transactions),
+            s.TransactionSerializer,
+            q,
+            where={"state": state.upper() if state else None},
+        )
+
+
+class TransactionView(AdminView):
+    @doc("Query a transaction", s.TransactionSerializer, params=[TXN_PARAM])
+    def get(self, request, id):
+        return Response(s.TransactionSerializer(actions.query_transaction(self.admin, id)).data)
+
+
+class TransactionCommitView(AdminView):
+    @doc("Commit a transaction", DONE, params=[TXN_PARAM], description="An in-doubt (PREPARED) one.")
+    def post(self, request, id):
+        actions.commit_transaction(self.admin, self.actor, id)
+        return done(f"committed transaction {id}")
+
+
+class TransactionRollbackView(AdminView):
+    @doc("Roll a transaction back", DONE, params=[TXN_PARAM])
+    def post(self, request, id):
+        actions.rollback_transaction(self.admin, self.actor, id)
+        return done(f"rolled back transaction {id}")
+
+
+# ======================================================================================
+# Users and groups (the broker's database user repository)
+# ======================================================================================
+
+USER_PARAM = path_param("username", "The user's name.")
+GROUP_PARAM = path_param("name", "The group's name.")
+
+
+class UserListView(QuerysetListView):
+    serializer_class = s.UserCreateSerializer  # the browsable API's form
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = filters.UserFilter
+    row_serializer = s.UserSerializer
+    render = staticmethod(security_actions.user_dict)
+
+    def get_queryset(self):
+        return security_actions.users_queryset()
+
+    @doc("List the users", s.UserSerializer(many=True), errors=DB_ERRORS)
+    def get(self, request):
+        return self.list_response()
+
+    @doc("Create a user", s.UserSerializer, code=201, request=s.UserCreateSerializer, errors=DB_ERRORS)
+    def post(self, request):
+        data = self.body(s.UserCreateSerializer)
+        user = security_actions.create_user(self.actor, **data)
+        return Response(s.UserSerializer(user).data, status=status.HTTP_201_CREATED)
+
+
+class UserView(AdminView):
+    @doc("Query a user", s.UserSerializer, params=[USER_PARAM], errors=DB_ERRORS)
+    def get(self, request, username):
+        return Response(s.UserSerializer(security_actions.get_user(username)).data)
+
+    @doc(
+        "Update a user",
+        s.UserSerializer,
+        request=s.UserUpdateSerializer,
+        params=[USER_PARAM],
+        errors=DB_ERRORS,
+        description="Changes the password, the groups (replaced) and/or the active flag. "
+        "Refused (409) when it would leave no active administrator.",
+    )
+    def patch(self, request, username):
+        data = self.body(s.UserUpdateSerializer)
+        return Response(s.UserSerializer(security_actions.update_user(self.actor, username, **data)).data)
+
+    @doc("Delete a user", None, code=204, params=[USER_PARAM], errors=DB_ERRORS)
+    def delete(self, request, username):
+        security_actions.delete_user(self.actor, username)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class GroupListView(QuerysetListView):
+    serializer_class = s.GroupCreateSerializer  # the browsable API's form
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = filters.GroupFilter
+    row_serializer = s.GroupSerializer
+    render = staticmethod(security_actions.group_dict)
+
+    def get_queryset(self):
+        return security_actions.groups_queryset()
+
+    @doc("List the groups", s.GroupSerializer(many=True), errors=DB_ERRORS)
+    def get(self, request):
+        return self.list_response()
+
+    @doc("Create a group", s.GroupSerializer, code=201, request=s.GroupCreateSerializer, errors=DB_ERRORS)
+    def post(self, request):
+        data = self.body(s.GroupCreateSerializer)
+        group = security_actions.create_group(self.actor, data["name"], data["description"])
+        return Response(s.GroupSerializer(group).data, status=status.HTTP_201_CREATED)
+
+
+class GroupView(AdminView):
+    @doc("Query a group", s.GroupSerializer, params=[GROUP_PARAM], errors=DB_ERRORS)
+    def get(self, request, name):
+        return Response(s.GroupSerializer(security_actions.get_group(name)).data)
+
+    @doc(
+        "Update a group's description",
+        s.GroupSerializer,
+        request=s.GroupUpdateSerializer,
+        params=[GROUP_PARAM],
+        errors=DB_ERRORS,
+    )
+    def patch(self, request, name):
+        data = self.body(s.GroupUpdateSerializer)
+        return Response(s.GroupSerializer(security_actions.update_group(self.actor, name, data["description"])).data)
+
+    @doc(
+        "Delete a group",
+        None,
+        code=204,
+        params=[GROUP_PARAM],
+        errors=DB_ERRORS,
+        description="Its members stay, without the group.  The built-in groups (admin, "
+        "user, anonymous) are refused (409).",
+    )
+    def delete(self, request, name):
+        security_actions.delete_group(self.actor, name)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+# ======================================================================================
+# Access control rules
+# ======================================================================================
+
+RULE_PARAM = path_param("key", "The rule's key, e.g. queue.orders.consume.allow.group.")
+INSTANCE_PARAM = OpenApiParameter(
+    "instance",
+    OpenApiTypes.STR,
+    OpenApiParameter.QUERY,
+    description="The broker instance the rule is for; empty or absent: every broker.",
+)
+
+
+class RuleListView(QuerysetListView):
+    serializer_class = s.RuleCreateSerializer  # the browsable API's form
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = filters.RuleFilter
+    row_serializer = s.RuleSerializer
+    render = staticmethod(security_actions.rule_dict)
+
+    def get_queryset(self):
+        return security_actions.rules_queryset()
+
+    @doc("List the access control rules", s.RuleSerializer(many=True), errors=DB_ERRORS)
+    def get(self, request):
+        return self.list_response()
+
+    @doc(
+        "Add or change a rule",
+        s.RuleSerializer,
+        code=201,
+        request=s.RuleCreateSerializer,
+        errors=DB_ERRORS,
+        ok_description="The rule (200 instead of 201 when it existed and was changed).",
+    )
+    def post(self, request):
+        data = self.body(s.RuleCreateSerializer)
+        rule, created = security_actions.set_rule(self.actor, data["key"], data["value"], data["instance"])
+        return Response(s.RuleSerializer(rule).data, status=201 if created else 200)
+
+
+class RuleView(AdminView):
+    @doc("Query a rule", s.RuleSerializer, params=[RULE_PARAM, INSTANCE_PARAM], errors=DB_ERRORS)
+    def get(self, request, key):
+        instance = self.query(s.InstanceQuerySerializer)["instance"]
+        return Response(s.RuleSerializer(security_actions.get_rule(key, instance)).data)
+
+    @doc(
+        "Set a rule",
+        s.RuleSerializer,
+        request=s.RuleUpdateSerializer,
+        params=[RULE_PARAM, INSTANCE_PARAM],
+        errors=DB_ERRORS,
+        ok_description="The rule (created if it did not exist).",
+    )
+    def put(self, request, key):
+        instance = self.query(s.InstanceQuerySerializer)["instance"]
+        data = self.body(s.RuleUpdateSerializer)
+        rule, _ = security_actions.set_rule(self.actor, key, data["value"], instance)
+        return Response(s.RuleSerializer(rule).data)
+
+    @doc("Delete a rule", None, code=204, params=[RULE_PARAM, INSTANCE_PARAM], errors=DB_ERRORS)
+    def delete(self, request, key):
+        instance = self.query(s.InstanceQuerySerializer)["instance"]
+        security_actions.delete_rule(self.actor, key, instance)
+        return Response(status=status.HTTP_204_NO_CONTENT)
+
+
+class AclFileView(AdminView):
+    @doc(
+        "The rules as an accesscontrol.properties file",
+        s.AclFileSerializer,
+        params=[INSTANCE_PARAM],
+        errors=DB_ERRORS,
+    )
+    def get(self, request):
+        instance = self.query(s.InstanceQuerySerializer)["instance"]
+        text = security_actions.export_rules_file(instance)
+        return Response({"instance": instance, "text": text})
+
+    @doc(
+        "Replace (or merge) the rules from an accesscontrol.properties text",
+        s.AclFileResultSerializer,
+        request=s.AclFileUpdateSerializer,
+        errors=DB_ERRORS,
+        description="Refused whole (400) when a key is not a rule or the version is wrong.",
+    )
+    def put(self, request):
+        data = self.body(s.AclFileUpdateSerializer)
+        n = security_actions.import_rules_file(
+            self.actor, data["text"], replace=data["replace"], instance=data["instance"]
+        )
+        text = security_actions.export_rules_file(data["instance"])
+        return Response({"instance": data["instance"], "text": text, "rules": n})
+
+
+# ======================================================================================
+# Log records
+# ======================================================================================
+
+
+class LogListView(QuerysetListView):
+    serializer_class = s.LogRecordSerializer  # the browsable API's form
+    filter_backends = [DjangoFilterBackend]
+    filterset_class = filters.LogRecordFilter
+    row_serializer = s.LogRecordSerializer
+
+    def get_queryset(self):
+        return actions.log_records()
+
+    @doc(
+        "List the log records",
+        s.LogRecordSerializer(many=True),
+        errors=DB_ERRORS,
+        description="Newest first; filtered by minimum level, time and text.",
+    )
+    def get(self, request):
+        return self.list_response()

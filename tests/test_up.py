@@ -1,0 +1,166 @@
+"""``python manage.py up``: the supervisor brings up redis, the broker and the portal, and
+takes every one of them down again (on SIGTERM, or when one of them dies)."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from broker.launcher import free_port
+from broker.management.commands.up import portmapper_answers, redis_answers
+
+ROOT = Path(__file__).resolve().parent.parent
+
+pytestmark = [
+    pytest.mark.timeout(240),
+    pytest.mark.skipif(
+        not shutil.which("redis-server") and not Path("/usr/bin/redis-server").exists(),
+        reason="redis-server is not installed (make install-dev installs it)",
+    ),
+]
+
+
+def children_of(pid: int) -> dict[int, str]:
+    """The live child processes of ``pid`` and their command lines (from /proc)."""
+    out: dict[int, str] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        # pid (comm) state ppid ...: comm may hold spaces, so split after the last ")".
+        fields = stat.rsplit(")", 1)[1].split()
+        if int(fields[1]) == pid and fields[0] != "Z":
+            out[int(entry.name)] = cmdline
+    return out
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def portal_answers(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+            return r.status == 200 and r.read() == b"ok"
+    except OSError:
+        return False
+
+
+def refuses(port: int) -> bool:
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=1):
+            return False
+    except OSError:
+        return True
+
+
+class Up:
+    """``manage.py up`` as a child process on free ports, its output in a file."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.pm, self.portal = free_port(), free_port()
+        env = {k: v for k, v in os.environ.items() if not k.startswith(("IMQ_", "REDIS_URL"))}
+        env["DATABASE_URL"] = f"sqlite:///{tmp / 'db.sqlite3'}"
+        env["IMQ_VARHOME"] = str(tmp / "var")
+        self.log = tmp / "up.log"
+        cmd = [
+            sys.executable, "manage.py", "up",
+            "--portal-port", str(self.portal),
+            "-port", str(self.pm),
+            f"-Dimq.jms.tcp.port={free_port()}",
+            f"-Dimq.admin.tcp.port={free_port()}",
+            "-Dimq.hostname=127.0.0.1",
+        ]  # fmt: skip
+        with open(self.log, "wb") as out:
+            self.proc = subprocess.Popen(
+                cmd, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+            )
+
+    def output(self) -> str:
+        return self.log.read_text(errors="replace")
+
+    def wait_running(self) -> dict[int, str]:
+        deadline = time.monotonic() + 150
+        while not (
+            "up: running" in self.output()
+            and portal_answers(self.portal)
+            and portmapper_answers("127.0.0.1", self.pm)
+        ):
+            assert self.proc.poll() is None, self.output()
+            assert time.monotonic() < deadline, self.output()
+            time.sleep(0.3)
+        kids = children_of(self.proc.pid)
+        kinds = sorted(
+            "redis" if "redis-server" in c else "broker" if "runbroker" in c else "portal"
+            for c in kids.values()
+        )
+        assert kinds == ["broker", "portal", "redis"], kids
+        assert any("daphne" in c and "portal.asgi:application" in c for c in kids.values())
+        return kids
+
+    def redis_port(self) -> int:
+        line = next(ln for ln in self.output().splitlines() if ln.startswith("up: redis"))
+        return int(line.split("redis://127.0.0.1:", 1)[1].split("/", 1)[0])
+
+    def wait_exit(self) -> int:
+        try:
+            return self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            raise
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+        for pid in children_of(self.proc.pid):
+            os.kill(pid, signal.SIGKILL)
+
+
+@pytest.fixture
+def up(tmp_path: Path):
+    started = Up(tmp_path)
+    yield started
+    started.kill()
+
+
+def test_up_serves_and_stops_everything_on_sigterm(up):
+    kids = up.wait_running()
+    out = up.output()
+    assert f"http://127.0.0.1:{up.portal}/" in out
+    assert f"127.0.0.1:{up.pm}" in out
+    assert "celery" in out and "later issue" in out
+    assert redis_answers(up.redis_port())
+
+    up.proc.send_signal(signal.SIGTERM)
+    assert up.wait_exit() == 0, up.output()
+    assert "up: stopped" in up.output()
+    assert not [pid for pid in kids if alive(pid)], (kids, up.output())
+    assert refuses(up.portal) and refuses(up.pm) and refuses(up.redis_port())
+
+
+def test_a_dead_child_stops_the_others(up):
+    kids = up.wait_running()
+    broker = next(pid for pid, cmd in kids.items() if "runbroker" in cmd)
+    os.kill(broker, signal.SIGKILL)
+    assert up.wait_exit() == 1, up.output()
+    assert "the broker exited unexpectedly (killed by SIGKILL)" in up.output()
+    assert not [pid for pid in kids if alive(pid)], (kids, up.output())
+    assert refuses(up.portal)
