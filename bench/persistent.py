@@ -47,10 +47,14 @@ async def _open_producer(host: str, port: int):
     return conn, await sess.create_producer(Queue(QUEUE))
 
 
-async def _produce(prod, stop: float, persistent: bool) -> int:
+async def _produce(prod, start: float, stop: float, persistent: bool) -> int:
+    """Send until ``stop``; returns how many sends completed after ``start`` (the time
+    before it is a warm-up: connections, first segment, caches)."""
     body = b"x" * 1024
     n = 0
     # Non-persistent (the reference rows) waits for its SEND_REPLY too (ack on produce).
+    while time.perf_counter() < start:
+        await prod.send(BytesMessage(body), persistent=persistent, ack_on_produce=True)
     while time.perf_counter() < stop:
         await prod.send(BytesMessage(body), persistent=persistent, ack_on_produce=True)
         n += 1
@@ -70,7 +74,14 @@ async def _drain(host: str, port: int, done: asyncio.Event, ready=None) -> None:
 
 
 def _process_main(
-    role: str, host: str, port: int, seconds: float, start_at: float, persistent: bool, out
+    role: str,
+    host: str,
+    port: int,
+    seconds: float,
+    warmup: float,
+    start_at: float,
+    persistent: bool,
+    out,
 ) -> None:
     """A producer (or the consumer) in a process of its own, like a separate application."""
     _install_uvloop()
@@ -79,13 +90,14 @@ def _process_main(
         if role == "drain":
             done = asyncio.Event()
             task = asyncio.create_task(_drain(host, port, done, lambda: out.put("ready")))
-            await asyncio.sleep(max(0.0, start_at - time.time()) + seconds + 0.5)
+            await asyncio.sleep(max(0.0, start_at - time.time()) + warmup + seconds + 0.5)
             done.set()
             await task
             return 0
         conn, prod = await _open_producer(host, port)
         await asyncio.sleep(max(0.0, start_at - time.time()))
-        n = await _produce(prod, time.perf_counter() + seconds, persistent)
+        start = time.perf_counter() + warmup
+        n = await _produce(prod, start, start + seconds, persistent)
         await conn.close()
         return n
 
@@ -93,7 +105,13 @@ def _process_main(
 
 
 def run_processes(
-    host: str, port: int, producers: int, seconds: float, consumer: str, persistent: bool
+    host: str,
+    port: int,
+    producers: int,
+    seconds: float,
+    warmup: float,
+    consumer: str,
+    persistent: bool,
 ) -> tuple[int, float]:
     """Each producer (and the consumer) in a process of its own; all start together."""
     import multiprocessing as mp
@@ -103,7 +121,10 @@ def run_processes(
     start_at = time.time() + 2.0  # after every process has imported and connected
     roles = ["produce"] * producers + (["drain"] if consumer != "none" else [])
     procs = [
-        ctx.Process(target=_process_main, args=(r, host, port, seconds, start_at, persistent, out))
+        ctx.Process(
+            target=_process_main,
+            args=(r, host, port, seconds, warmup, start_at, persistent, out),
+        )
         for r in roles
     ]
     for p in procs:
@@ -115,7 +136,13 @@ def run_processes(
 
 
 async def run(
-    host: str, port: int, producers: int, seconds: float, consumer: str, persistent: bool
+    host: str,
+    port: int,
+    producers: int,
+    seconds: float,
+    warmup: float,
+    consumer: str,
+    persistent: bool,
 ) -> tuple[int, float]:
     """All producers on one event loop in this process; the consumer on it too
     (``consumer="loop"``), in a process of its own (``"process"``) or none."""
@@ -130,14 +157,14 @@ async def run(
         out = ctx.Queue()
         proc = ctx.Process(
             target=_process_main,
-            args=("drain", host, port, seconds + 1.0, time.time(), persistent, out),
+            args=("drain", host, port, seconds + 1.0, warmup, time.time(), persistent, out),
         )
         proc.start()
         loop = asyncio.get_running_loop()
         assert await loop.run_in_executor(None, out.get) == "ready"
     opened = await asyncio.gather(*(_open_producer(host, port) for _ in range(producers)))
-    t0 = time.perf_counter()
-    counts = await asyncio.gather(*(_produce(p, t0 + seconds, persistent) for _, p in opened))
+    t0 = time.perf_counter() + warmup
+    counts = await asyncio.gather(*(_produce(p, t0, t0 + seconds, persistent) for _, p in opened))
     elapsed = time.perf_counter() - t0
     await asyncio.gather(*(c.close() for c, _ in opened))
     done.set()
@@ -185,18 +212,32 @@ def _case(args, tmp: Path, store: str, sync: str, producers: int, rep: int) -> f
             d.mkdir(parents=True, exist_ok=True)
             tag = f"{store}-sync{sync}-p{producers}-{rep}"
             spies = [
-                _py_spy(b.proc.pid, d / f"broker-{tag}.txt", args.seconds),
-                _py_spy(os.getpid(), d / f"bench-{tag}.txt", args.seconds),
+                _py_spy(b.proc.pid, d / f"broker-{tag}.txt", args.seconds + args.warmup),
+                _py_spy(os.getpid(), d / f"bench-{tag}.txt", args.seconds + args.warmup),
             ]
             time.sleep(0.5)
         consumer = args.consumer
         if args.processes:
             sent, elapsed = run_processes(
-                b.host, b.portmapper_port, producers, args.seconds, consumer, persistent
+                b.host,
+                b.portmapper_port,
+                producers,
+                args.seconds,
+                args.warmup,
+                consumer,
+                persistent,
             )
         else:
             sent, elapsed = asyncio.run(
-                run(b.host, b.portmapper_port, producers, args.seconds, consumer, persistent)
+                run(
+                    b.host,
+                    b.portmapper_port,
+                    producers,
+                    args.seconds,
+                    args.warmup,
+                    consumer,
+                    persistent,
+                )
             )
     finally:
         for s in spies:
@@ -212,6 +253,9 @@ def main() -> None:
     ap.add_argument("--sync", default="on,off", help="on,off (default both)")
     ap.add_argument("--producers", default="1,8", help="producer counts (default 1,8)")
     ap.add_argument("--seconds", type=float, default=5.0, help="per case (default 5)")
+    ap.add_argument(
+        "--warmup", type=float, default=1.0, help="seconds sent before counting (default 1)"
+    )
     ap.add_argument("--repeat", type=int, default=1, help="run every case this many times")
     ap.add_argument("--database-url", default=None, help="for the jdbc store (default SQLite)")
     ap.add_argument(

@@ -67,7 +67,15 @@ def negatable(operation: dict) -> bool:
 
 def test_schema_validates():
     r = subprocess.run(
-        [sys.executable, "manage.py", "spectacular", "--validate", "--fail-on-warn", "--file", "/dev/null"],
+        [
+            sys.executable,
+            "manage.py",
+            "spectacular",
+            "--validate",
+            "--fail-on-warn",
+            "--file",
+            "/dev/null",
+        ],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -192,7 +192,8 @@ class Store:
     commit); without sync (a write to the page cache) it is always done.  Inline
     writing is also given up (for ``inline_backoff`` seconds) when
     ``inline_slow`` batches in a row took longer than ``inline_max_sync`` each: a slow
-    disk must not stall the loop (a single slow one, such as a new segment, is fine).
+    disk must not stall the loop (batches that had to start or grow a file, which the
+    subclass marks by setting ``_slow_ok``, don't count).
     """
 
     defer_delay = 0.01
@@ -200,8 +201,8 @@ class Store:
     inline = False  # subclasses whose _write_batch may run on the loop thread set it
     inline_max_waiters = 1.5
     inline_max_sync = 0.002
-    inline_slow = 3
-    inline_backoff = 5.0
+    inline_slow = 5
+    inline_backoff = 1.0
 
     def __init__(self, *, sync: bool) -> None:
         self.sync = sync
@@ -223,6 +224,7 @@ class Store:
         self._scheduled = False
         self._inline_until = 0.0
         self._inline_slow = 0  # inline batches in a row slower than inline_max_sync
+        self._slow_ok = False  # set by _write_batch: this one did more than append
         self._cb_count = 0  # after_durable calls this turn
         self._defer_timer = None  # flushes records nobody waits for (with sync)
         self._waiters = 0.0  # moving average of after_durable calls per batch
@@ -314,6 +316,7 @@ class Store:
         ):
             # The writer has nothing in hand: write here, answer now.
             try:
+                self._slow_ok = False
                 began = time.monotonic()
                 ok = self._write_locked(records)
                 upto = self._written
@@ -322,7 +325,7 @@ class Store:
                 self._io.release()
             if took <= self.inline_max_sync:
                 self._inline_slow = 0
-            else:
+            elif not self._slow_ok:
                 self._inline_slow += 1
                 if self._inline_slow >= self.inline_slow:
                     self._inline_slow = 0

@@ -517,6 +517,9 @@ class _Index:
         self.live_bytes = 0
         self.disk_bytes = 0
         self.zeroed = False  # some segment's holds dropped to 0: time to look for dead ones
+        # The segment being appended to: its holds dropping to 0 is no news (it cannot
+        # go while it is current; when it is closed, that is looked at).
+        self.current = -1
         self._apply = {
             DestAdd: self._dest_add,
             DestRemove: self._dest_remove,
@@ -546,7 +549,7 @@ class _Index:
         if nbytes:
             s.live_bytes -= nbytes
             self.live_bytes -= nbytes
-        if s.holds == 0:
+        if s.holds == 0 and num != self.current:
             self.zeroed = True
 
     def _hold(self, num: int) -> None:
@@ -624,7 +627,7 @@ class _Index:
             s.holds -= 1
             s.live_msgs -= 1
             s.live_bytes -= m.size
-            if s.holds == 0:
+            if s.holds == 0 and s.num != self.current:
                 self.zeroed = True
         self.live_bytes -= m.size
         k = (m.dest, m.dtype)
@@ -824,6 +827,7 @@ class FileStore(Store):
         self._last_rewrite = 0  # size of the last rewrite: don't redo it before 2x
         self._housekeeping_queued = False
         self._grow_queued = False
+        self._batches_unchecked = 0  # batches since _compaction_due was last looked at
         self.preallocations = 0  # zero-fills of segment space (creation or growth)
 
     # -- paths and small helpers -------------------------------------------------------
@@ -879,6 +883,7 @@ class FileStore(Store):
             _zero_fill(fd, max(seg.alloc, end), target)
             seg.alloc = target
             self.preallocations += 1
+            self._slow_ok = True
         return target
 
     def _grow_job(self) -> None:
@@ -985,6 +990,7 @@ class FileStore(Store):
         last = idx.segs.get(nums[-1]) if nums else None
         if last is not None and not last.sealed and last.size < self.segment_size:
             self._cur = last
+            idx.current = last.num
             self._fd = os.open(self._path(last.num), os.O_WRONLY)
             if self.preallocate and last.alloc - last.size < _PREALLOC_MIN // 2:
                 if self._grow_to(last, self._fd, max(last.size, len(MAGIC))) > last.size:
@@ -1122,7 +1128,10 @@ class FileStore(Store):
                 seg = self._roll()  # a big record: give it a fresh segment
             self._append(seg, records, frames, i, j)
             i = j
-        if not self._housekeeping_queued and (idx.zeroed or self._compaction_due()):
+        self._batches_unchecked += 1
+        if not self._housekeeping_queued and (
+            idx.zeroed or (self._batches_unchecked >= 64 and self._compaction_due())
+        ):
             # After this batch's callbacks have gone out, not before.
             self._housekeeping_queued = True
             self.run_in_writer(self._housekeeping)
@@ -1181,6 +1190,7 @@ class FileStore(Store):
 
     def _roll(self) -> _Seg:
         """Close the current segment and start the next one."""
+        self._slow_ok = True
         self._close_current()
         idx = self._index
         assert idx is not None
@@ -1197,6 +1207,7 @@ class FileStore(Store):
             self._datasync(fd)
         self._fsync_dir()  # the new file's name must survive a crash like its data
         self._cur = idx.segs[num] = seg
+        idx.current = num
         return seg
 
     def _close_current(self) -> None:
@@ -1227,6 +1238,7 @@ class FileStore(Store):
 
     def _housekeeping(self) -> None:
         self._housekeeping_queued = False
+        self._batches_unchecked = 0
         if self._index is None:
             return
         try:

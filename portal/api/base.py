@@ -11,6 +11,8 @@ from drf_spectacular.types import OpenApiTypes
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse, extend_schema
 from rest_framework import exceptions
 from rest_framework.generics import GenericAPIView
+from rest_framework.response import Response
+from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
 from broker.admin.remote import BrokerAdmin, default_admin
@@ -18,7 +20,6 @@ from broker.admin.remote import BrokerAdmin, default_admin
 from .pagination import Pagination
 from .permissions import IsAdministrator
 from .serializers import DEST_TYPES, ErrorSerializer
-from .snapshots import SNAPSHOTS
 
 ERRORS: dict[int, str] = {
     400: "Bad input (nothing was changed).",
@@ -32,6 +33,7 @@ ERRORS: dict[int, str] = {
     503: "The broker cannot be reached.",
 }
 DB_ERRORS = (400, 401, 403, 404, 409)
+BROKER_INDEX_MAX = 2**31 - 1  # list positions travel as Java ints
 
 
 def doc(
@@ -66,7 +68,9 @@ def doc(
     )
 
 
-def path_param(name: str, description: str, type_: Any = OpenApiTypes.STR, **kw) -> OpenApiParameter:
+def path_param(
+    name: str, description: str, type_: Any = OpenApiTypes.STR, **kw
+) -> OpenApiParameter:
     return OpenApiParameter(name, type_, OpenApiParameter.PATH, description=description, **kw)
 
 
@@ -116,13 +120,6 @@ class RowListView(AdminView):
 
     pagination_class = Pagination
     search_fields: tuple[str, ...] = ()
-    age: float = 0.0
-
-    def rows(self, name: str, fetch: Callable[[BrokerAdmin], Any]) -> Any:
-        """``fetch(admin)`` -- one action -- or, for a big broker, its recent snapshot
-        (portal/api/snapshots.py; the answer's ``Age`` header says how old)."""
-        value, self.age = SNAPSHOTS.get(name, fetch)
-        return value
 
     def page(
         self,
@@ -136,7 +133,9 @@ class RowListView(AdminView):
         needle = (params.get("search") or "").lower()
         if needle and self.search_fields:
             rows = [
-                r for r in rows if any(needle in str(r.get(f, "")).lower() for f in self.search_fields)
+                r
+                for r in rows
+                if any(needle in str(r.get(f, "")).lower() for f in self.search_fields)
             ]
         for key, value in (where or {}).items():
             if value is not None:
@@ -151,10 +150,42 @@ class RowListView(AdminView):
             )
         paginator = self.pagination_class()
         page = paginator.paginate_queryset(rows, self.request, view=self)
-        response = paginator.get_paginated_response(serializer_class(page, many=True).data)
-        if self.age:
-            response["Age"] = str(int(self.age))
-        return response
+        return paginator.get_paginated_response(serializer_class(page, many=True).data)
+
+    def broker_page(self, fetch: Callable[[int, int], tuple[list, int]], serializer_class):
+        """A page of a list the broker pages itself: ``fetch(start, limit)`` -- one action
+        -- returns (that window's rows, how many there are in all).  The same
+        ``page``/``page_size`` parameters and answer as :meth:`page`."""
+        paginator = self.pagination_class()
+        request = self.request
+        size = paginator.get_page_size(request) or Pagination.page_size
+        raw = request.query_params.get(paginator.page_query_param) or "1"
+        try:
+            number = int(raw)
+        except ValueError:
+            number = 0
+        if number < 1 or (number - 1) * size > BROKER_INDEX_MAX:
+            raise exceptions.NotFound("Invalid page.")
+        rows, total = fetch((number - 1) * size, size)
+        if number > 1 and (number - 1) * size >= total:
+            raise exceptions.NotFound("Invalid page.")
+        url = request.build_absolute_uri()
+        param = paginator.page_query_param
+        following = replace_query_param(url, param, number + 1) if number * size < total else None
+        if number <= 1:
+            previous = None
+        elif number == 2:
+            previous = remove_query_param(url, param)
+        else:
+            previous = replace_query_param(url, param, number - 1)
+        return Response(
+            {
+                "count": total,
+                "next": following,
+                "previous": previous,
+                "results": serializer_class(rows, many=True).data,
+            }
+        )
 
 
 class QuerysetListView(GenericAPIView):

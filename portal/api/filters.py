@@ -27,7 +27,9 @@ class ActionFilterSet(django_filters.FilterSet):
 
 
 class UserFilter(ActionFilterSet):
-    search = django_filters.CharFilter(label="Only users whose name contains this text.", max_length=150)
+    search = django_filters.CharFilter(
+        label="Only users whose name contains this text.", max_length=150
+    )
     group = django_filters.CharFilter(label="Only members of this group.", max_length=100)
     active = django_filters.BooleanFilter(label="Only enabled (true) or disabled (false) users.")
 
@@ -40,7 +42,9 @@ class UserFilter(ActionFilterSet):
 
 
 class GroupFilter(ActionFilterSet):
-    search = django_filters.CharFilter(label="Only groups whose name contains this text.", max_length=100)
+    search = django_filters.CharFilter(
+        label="Only groups whose name contains this text.", max_length=100
+    )
 
     class Meta:
         model = BrokerGroup
@@ -55,7 +59,9 @@ class RuleFilter(ActionFilterSet):
         label="Only the rules of this broker instance (empty value: the rules for every broker).",
         max_length=255,
     )
-    search = django_filters.CharFilter(label="Only rules whose key or value contains this text.", max_length=400)
+    search = django_filters.CharFilter(
+        label="Only rules whose key or value contains this text.", max_length=400
+    )
 
     class Meta:
         model = AccessRule
@@ -75,8 +81,12 @@ class LogRecordFilter(ActionFilterSet):
     )
     since = django_filters.IsoDateTimeFilter(label="Records at or after this time (ISO 8601).")
     until = django_filters.IsoDateTimeFilter(label="Records at or before this time (ISO 8601).")
-    search = django_filters.CharFilter(label="Only records whose message contains this text.", max_length=1000)
-    instance = django_filters.CharFilter(label="Only records of this broker instance.", max_length=255)
+    search = django_filters.CharFilter(
+        label="Only records whose message contains this text.", max_length=1000
+    )
+    instance = django_filters.CharFilter(
+        label="Only records of this broker instance.", max_length=255
+    )
 
     class Meta:
         model = LogRecord

@@ -122,7 +122,7 @@ class BrokerUpdateSerializer(serializers.Serializer):
     properties = serializers.DictField(
         child=serializers.CharField(allow_blank=True, max_length=4096),
         allow_empty=False,
-        help_text="Broker properties to change at run time, e.g. {\"imq.log.level\": \"INFO\"}; "
+        help_text='Broker properties to change at run time, e.g. {"imq.log.level": "INFO"}; '
         "the broker refuses those it cannot change while running.",
     )
 
@@ -160,6 +160,7 @@ class ServiceUpdateSerializer(serializers.Serializer):
 # --------------------------------------------------------------------------------------
 # Destinations
 # --------------------------------------------------------------------------------------
+
 
 @extend_schema_field(
     {
@@ -289,8 +290,34 @@ class PauseSerializer(serializers.Serializer):
     )
 
 
-class ConsumerSerializer(OpenRowSerializer):
-    """A consumer of a destination as the broker describes it."""
+class ConsumerSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    connection_id = serializers.CharField(allow_blank=True)
+    client_id = serializers.CharField(allow_blank=True)
+    user = serializers.CharField(allow_blank=True)
+    host = serializers.CharField(allow_blank=True)
+    service = serializers.CharField(allow_blank=True)
+    ack_mode = serializers.CharField(allow_blank=True, help_text="e.g. AUTO_ACKNOWLEDGE")
+    selector = serializers.CharField(allow_blank=True)
+    durable = serializers.BooleanField()
+    durable_name = serializers.CharField(allow_blank=True)
+    durable_active = serializers.BooleanField()
+    flow_paused = serializers.BooleanField()
+    delivered = serializers.IntegerField(help_text="Messages delivered to it.")
+    pending_acks = serializers.IntegerField(help_text="Delivered, not yet acknowledged.")
+    last_ack = serializers.CharField(allow_blank=True, help_text="ISO 8601, empty if none.")
+    destination = serializers.CharField(allow_blank=True)
+
+
+class ProducerSerializer(serializers.Serializer):
+    id = serializers.CharField()
+    connection_id = serializers.CharField(allow_blank=True)
+    session_id = serializers.CharField(allow_blank=True)
+    user = serializers.CharField(allow_blank=True)
+    host = serializers.CharField(allow_blank=True)
+    service = serializers.CharField(allow_blank=True)
+    flow_paused = serializers.BooleanField()
+    destination = serializers.CharField(allow_blank=True)
 
 
 class MessageSerializer(OpenRowSerializer):
@@ -376,9 +403,7 @@ class TransactionSerializer(serializers.Serializer):
 
 
 def _group_names_field(**kw) -> serializers.ListField:
-    return serializers.ListField(
-        child=serializers.CharField(max_length=100), max_length=100, **kw
-    )
+    return serializers.ListField(child=serializers.CharField(max_length=100), max_length=100, **kw)
 
 
 class UserSerializer(serializers.Serializer):
@@ -525,9 +550,20 @@ def search_field(what: str) -> serializers.CharField:
 class DestinationQuerySerializer(serializers.Serializer):
     type = serializers.ChoiceField(choices=DEST_TYPES, required=False)
     search = search_field("name")
-    state = serializers.ChoiceField(choices=DEST_STATE_NAMES, required=False)
-    temporary = serializers.BooleanField(required=False, allow_null=True, default=None)
-    ordering = ordering_field("name", "type", "messages", "bytes", "producers", "consumers", "state")
+    state = serializers.ChoiceField(
+        choices=[v for k, v in actions.DEST_STATES.items() if k >= 0], required=False
+    )
+    temporary = serializers.BooleanField(
+        required=False,
+        allow_null=True,
+        default=None,
+        help_text="true: only temporary destinations; false: none of them.",
+    )
+    ordering = serializers.ChoiceField(
+        choices=["name", "-messages"],
+        default="name",
+        help_text="name: queues then topics by name; -messages: the deepest first.",
+    )
 
 
 class ServiceQuerySerializer(serializers.Serializer):
@@ -538,7 +574,9 @@ class ServiceQuerySerializer(serializers.Serializer):
 class ConnectionQuerySerializer(serializers.Serializer):
     service = serializers.CharField(required=False, max_length=255)
     search = search_field("user, address or client ID")
-    ordering = ordering_field("id", "user", "service", "client_id", "sessions", "producers", "consumers")
+    ordering = ordering_field(
+        "id", "user", "service", "client_id", "sessions", "producers", "consumers"
+    )
 
 
 class ConsumerQuerySerializer(serializers.Serializer):

@@ -39,14 +39,18 @@ urlpatterns = [
     path("broker/shutdown/", v.BrokerShutdownView.as_view(), name="api-broker-shutdown"),
     path("broker/restart/", v.BrokerRestartView.as_view(), name="api-broker-restart"),
     path("broker/reload-acl/", v.BrokerReloadAclView.as_view(), name="api-broker-reload-acl"),
-    path("broker/reset-metrics/", v.BrokerResetMetricsView.as_view(), name="api-broker-reset-metrics"),
+    path(
+        "broker/reset-metrics/", v.BrokerResetMetricsView.as_view(), name="api-broker-reset-metrics"
+    ),
     path("broker/compact/", v.BrokerCompactView.as_view(), name="api-broker-compact"),
     # services
     path("services/", v.ServiceListView.as_view(), name="api-services"),
     path("services/<str:name>/", v.ServiceView.as_view(), name="api-service"),
     path("services/<str:name>/pause/", v.ServicePauseView.as_view(), name="api-service-pause"),
     path("services/<str:name>/resume/", v.ServiceResumeView.as_view(), name="api-service-resume"),
-    path("services/<str:name>/metrics/", v.ServiceMetricsView.as_view(), name="api-service-metrics"),
+    path(
+        "services/<str:name>/metrics/", v.ServiceMetricsView.as_view(), name="api-service-metrics"
+    ),
     # destinations
     path("destinations/", v.DestinationListView.as_view(), name="api-destinations"),
     path(DEST + "purge/", v.DestinationPurgeView.as_view(), name="api-destination-purge"),
@@ -54,7 +58,12 @@ urlpatterns = [
     path(DEST + "resume/", v.DestinationResumeView.as_view(), name="api-destination-resume"),
     path(DEST + "compact/", v.DestinationCompactView.as_view(), name="api-destination-compact"),
     path(DEST + "metrics/", v.DestinationMetricsView.as_view(), name="api-destination-metrics"),
-    path(DEST + "consumers/", v.DestinationConsumersView.as_view(), name="api-destination-consumers"),
+    path(
+        DEST + "consumers/", v.DestinationConsumersView.as_view(), name="api-destination-consumers"
+    ),
+    path(
+        DEST + "producers/", v.DestinationProducersView.as_view(), name="api-destination-producers"
+    ),
     path(DEST + "messages/", v.DestinationMessagesView.as_view(), name="api-destination-messages"),
     path(DEST + "messages/<str:msg_id>/", v.MessageView.as_view(), name="api-message"),
     # after its sub-resources: a name may hold "/" (temporary destinations do)
@@ -69,7 +78,11 @@ urlpatterns = [
     # transactions
     path("transactions/", v.TransactionListView.as_view(), name="api-transactions"),
     path("transactions/<str:id>/", v.TransactionView.as_view(), name="api-transaction"),
-    path("transactions/<str:id>/commit/", v.TransactionCommitView.as_view(), name="api-transaction-commit"),
+    path(
+        "transactions/<str:id>/commit/",
+        v.TransactionCommitView.as_view(),
+        name="api-transaction-commit",
+    ),
     path(
         "transactions/<str:id>/rollback/",
         v.TransactionRollbackView.as_view(),

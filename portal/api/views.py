@@ -37,7 +37,6 @@ from .base import (
     doc,
     path_param,
 )
-from .snapshots import SNAPSHOTS
 
 DONE = s.DoneSerializer
 
@@ -106,7 +105,9 @@ class TokenView(APIView):
         data = s.TokenRequestSerializer(data=request.data)
         data.is_valid(raise_exception=True)
         user = authenticate(
-            request, username=data.validated_data["username"], password=data.validated_data["password"]
+            request,
+            username=data.validated_data["username"],
+            password=data.validated_data["password"],
         )
         if user is None:
             raise exceptions.ValidationError(
@@ -114,7 +115,11 @@ class TokenView(APIView):
             )
         token, _ = Token.objects.get_or_create(user=user)
         return Response(
-            {"token": token.key, "username": user.get_username(), "administrator": is_administrator(user)}
+            {
+                "token": token.key,
+                "username": user.get_username(),
+                "administrator": is_administrator(user),
+            }
         )
 
     @doc("Drop my API token", None, code=204, errors=(401, 403))
@@ -128,11 +133,6 @@ class TokenView(APIView):
 # ======================================================================================
 
 
-def _broker_size(data: dict) -> int:
-    """How big a broker's query is to make: its destinations and connections."""
-    return int(data.get("destinations", 0)) + int(data.get("connections", 0))
-
-
 class BrokerView(AdminView):
     @doc(
         "Query the broker",
@@ -140,11 +140,7 @@ class BrokerView(AdminView):
         description="Version, instance, address, ports, memory state, services and counts.",
     )
     def get(self, request):
-        data, age = SNAPSHOTS.get("broker", actions.query_broker, size=_broker_size)
-        response = Response(s.BrokerSerializer(data).data)
-        if age:
-            response["Age"] = str(int(age))
-        return response
+        return Response(s.BrokerSerializer(actions.query_broker(self.admin)).data)
 
     @doc(
         "Update broker properties",
@@ -180,17 +176,25 @@ def broker_operation(action, text: str, summary: str, description: str = ""):
             action(self.admin, self.actor)
             return done(text)
 
-    View.__name__ = View.__qualname__ = "Broker" + "".join(w.title() for w in summary.split()) + "View"
+    View.__name__ = View.__qualname__ = (
+        "Broker" + "".join(w.title() for w in summary.split()) + "View"
+    )
     return View
 
 
 BrokerPauseView = broker_operation(
-    actions.pause_broker, "paused the broker", "Pause the broker",
+    actions.pause_broker,
+    "paused the broker",
+    "Pause the broker",
     "Pauses every NORMAL service: new client connections wait until resumed.",
 )
-BrokerResumeView = broker_operation(actions.resume_broker, "resumed the broker", "Resume the broker")
+BrokerResumeView = broker_operation(
+    actions.resume_broker, "resumed the broker", "Resume the broker"
+)
 BrokerQuiesceView = broker_operation(
-    actions.quiesce_broker, "quiesced the broker", "Quiesce the broker",
+    actions.quiesce_broker,
+    "quiesced the broker",
+    "Quiesce the broker",
     "Refuses new client connections and lets the existing ones finish.",
 )
 BrokerUnquiesceView = broker_operation(
@@ -232,7 +236,7 @@ class ServiceListView(RowListView):
     @doc("List the services", s.ServiceSerializer(many=True), params=[s.ServiceQuerySerializer])
     def get(self, request):
         q = self.query(s.ServiceQuerySerializer)
-        return self.page(self.rows("services", actions.list_services), s.ServiceSerializer, q)
+        return self.page(actions.list_services(self.admin), s.ServiceSerializer, q)
 
 
 class ServiceView(AdminView):
@@ -278,6 +282,7 @@ class ServiceMetricsView(AdminView):
 # ======================================================================================
 
 DEST_PARAMS = [DEST_TYPE_PARAM, DEST_NAME_PARAM]
+TEMP_PREFIX = "temporary_destination://"
 
 
 class DestinationListView(RowListView):
@@ -291,9 +296,29 @@ class DestinationListView(RowListView):
     )
     def get(self, request):
         q = self.query(s.DestinationQuerySerializer)
-        rows = self.rows("destinations", actions.list_destinations)
-        where = {"type": q.get("type"), "state": q.get("state"), "temporary": q.get("temporary")}
-        return self.page(rows, s.DestinationSerializer, q, where=where)
+        filters = {
+            "kind": q.get("type"),
+            "state": q.get("state"),
+            "show_temporary": q.get("temporary") is not False,
+            "order": "depth" if q["ordering"] == "-messages" else "name",
+        }
+        if not q.get("temporary"):
+            return self.broker_page(
+                lambda start, limit: actions.page_destinations(
+                    self.admin, start=start, limit=limit, name_contains=q.get("search"), **filters
+                ),
+                s.DestinationSerializer,
+            )
+        # Only the temporary ones: the broker filters by name, and theirs all begin so.
+        if not q.get("search"):
+            return self.broker_page(
+                lambda start, limit: actions.page_destinations(
+                    self.admin, start=start, limit=limit, name_contains=TEMP_PREFIX, **filters
+                ),
+                s.DestinationSerializer,
+            )
+        rows = actions.list_destinations(self.admin, name_contains=q["search"], **filters)
+        return self.page(rows, s.DestinationSerializer, where={"temporary": True})
 
     @doc(
         "Create a destination",
@@ -326,7 +351,9 @@ class DestinationView(AdminView):
         kind = dest_type(type)
         data = self.body(s.DestinationUpdateSerializer)
         actions.update_destination(self.admin, self.actor, kind, name, data["attributes"])
-        return Response(s.DestinationSerializer(actions.query_destination(self.admin, kind, name)).data)
+        return Response(
+            s.DestinationSerializer(actions.query_destination(self.admin, kind, name)).data
+        )
 
     @doc(
         "Destroy a destination",
@@ -391,6 +418,13 @@ class DestinationConsumersView(RowListView):
         return self.page(rows, s.ConsumerSerializer)
 
 
+class DestinationProducersView(RowListView):
+    @doc("A destination's producers", s.ProducerSerializer(many=True), params=DEST_PARAMS)
+    def get(self, request, type, name):
+        rows = actions.list_producers(self.admin, dest_type(type), name)
+        return self.page(rows, s.ProducerSerializer)
+
+
 MESSAGE_PARAM = path_param("msg_id", "The message's ID (JMSMessageID).")
 
 
@@ -407,7 +441,11 @@ class DestinationMessagesView(AdminView):
         kind = dest_type(type)
         q = self.query(s.MessageQuerySerializer)
         rows = actions.list_messages(self.admin, name, kind, start=q["start"], limit=q["limit"])
-        return Response(s.MessagePageSerializer({"start": q["start"], "limit": q["limit"], "results": rows}).data)
+        return Response(
+            s.MessagePageSerializer(
+                {"start": q["start"], "limit": q["limit"], "results": rows}
+            ).data
+        )
 
 
 class MessageView(AdminView):
@@ -440,8 +478,8 @@ class ConnectionListView(RowListView):
     )
     def get(self, request):
         q = self.query(s.ConnectionQuerySerializer)
-        rows = self.rows("connections", actions.list_connections)
-        return self.page(rows, s.ConnectionSerializer, q, where={"service": q.get("service")})
+        rows = actions.list_connections(self.admin, q.get("service"))
+        return self.page(rows, s.ConnectionSerializer, q)
 
 
 class ConnectionView(AdminView):
@@ -479,11 +517,15 @@ def _client_id(value: str) -> str | None:
 class DurableListView(RowListView):
     search_fields = ("name", "client_id")
 
-    @doc("List the durable subscriptions", s.DurableSerializer(many=True), params=[s.DurableQuerySerializer])
+    @doc(
+        "List the durable subscriptions",
+        s.DurableSerializer(many=True),
+        params=[s.DurableQuerySerializer],
+    )
     def get(self, request):
         q = self.query(s.DurableQuerySerializer)
-        rows = self.rows("durables", actions.list_durables)
-        return self.page(rows, s.DurableSerializer, q, where={"topic": q.get("topic")})
+        rows = actions.list_durables(self.admin, q.get("topic"))
+        return self.page(rows, s.DurableSerializer, q)
 
 
 class DurableView(AdminView):
@@ -527,7 +569,7 @@ class TransactionListView(RowListView):
         q = self.query(s.TransactionQuerySerializer)
         state = q.get("state")
         return self.page(
-            self.rows("transactions", actions.list_transactions),
+            actions.list_transactions(self.admin),
             s.TransactionSerializer,
             q,
             where={"state": state.upper() if state else None},
@@ -541,7 +583,9 @@ class TransactionView(AdminView):
 
 
 class TransactionCommitView(AdminView):
-    @doc("Commit a transaction", DONE, params=[TXN_PARAM], description="An in-doubt (PREPARED) one.")
+    @doc(
+        "Commit a transaction", DONE, params=[TXN_PARAM], description="An in-doubt (PREPARED) one."
+    )
     def post(self, request, id):
         actions.commit_transaction(self.admin, self.actor, id)
         return done(f"committed transaction {id}")
@@ -576,7 +620,13 @@ class UserListView(QuerysetListView):
     def get(self, request):
         return self.list_response()
 
-    @doc("Create a user", s.UserSerializer, code=201, request=s.UserCreateSerializer, errors=DB_ERRORS)
+    @doc(
+        "Create a user",
+        s.UserSerializer,
+        code=201,
+        request=s.UserCreateSerializer,
+        errors=DB_ERRORS,
+    )
     def post(self, request):
         data = self.body(s.UserCreateSerializer)
         user = security_actions.create_user(self.actor, **data)
@@ -599,7 +649,9 @@ class UserView(AdminView):
     )
     def patch(self, request, username):
         data = self.body(s.UserUpdateSerializer)
-        return Response(s.UserSerializer(security_actions.update_user(self.actor, username, **data)).data)
+        return Response(
+            s.UserSerializer(security_actions.update_user(self.actor, username, **data)).data
+        )
 
     @doc("Delete a user", None, code=204, params=[USER_PARAM], errors=DB_ERRORS)
     def delete(self, request, username):
@@ -621,7 +673,13 @@ class GroupListView(QuerysetListView):
     def get(self, request):
         return self.list_response()
 
-    @doc("Create a group", s.GroupSerializer, code=201, request=s.GroupCreateSerializer, errors=DB_ERRORS)
+    @doc(
+        "Create a group",
+        s.GroupSerializer,
+        code=201,
+        request=s.GroupCreateSerializer,
+        errors=DB_ERRORS,
+    )
     def post(self, request):
         data = self.body(s.GroupCreateSerializer)
         group = security_actions.create_group(self.actor, data["name"], data["description"])
@@ -642,7 +700,11 @@ class GroupView(AdminView):
     )
     def patch(self, request, name):
         data = self.body(s.GroupUpdateSerializer)
-        return Response(s.GroupSerializer(security_actions.update_group(self.actor, name, data["description"])).data)
+        return Response(
+            s.GroupSerializer(
+                security_actions.update_group(self.actor, name, data["description"])
+            ).data
+        )
 
     @doc(
         "Delete a group",
@@ -695,7 +757,9 @@ class RuleListView(QuerysetListView):
     )
     def post(self, request):
         data = self.body(s.RuleCreateSerializer)
-        rule, created = security_actions.set_rule(self.actor, data["key"], data["value"], data["instance"])
+        rule, created = security_actions.set_rule(
+            self.actor, data["key"], data["value"], data["instance"]
+        )
         return Response(s.RuleSerializer(rule).data, status=201 if created else 200)
 
 
