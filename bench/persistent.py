@@ -183,7 +183,7 @@ def _py_spy(pid: int, out: Path, seconds: float) -> subprocess.Popen | None:
         return subprocess.Popen(
             [str(exe), "record", "-p", str(pid), "-d", str(int(seconds) + 1), "-r", "200"]
             + ["-f", "flamegraph" if out.suffix == ".svg" else "raw", "-o", str(out)]
-            + ["--threads", "--nonblocking"]
+            + ["--threads"]
             + (["--native"] if os.environ.get("PYSPY_NATIVE") else []),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
@@ -299,13 +299,18 @@ def main() -> None:
 
     tmp = Path(tempfile.mkdtemp(prefix="imq-pbench-"))
     try:
-        syncs = measure_sync_rate(tmp, 2.0)
-        fsyncs = measure_fsync_rate(tmp, 2.0)
         print(
-            f"this disk: {syncs:,.0f} syncs/s the way the file store syncs"
-            " (1 KB pwrite + fdatasync inside a preallocated segment)"
+            "disk: syncs/s = 1 KB pwrite + fdatasync inside a preallocated (zero-filled)"
+            " file, the way the file store syncs;"
         )
-        print(f"           {fsyncs:,.0f} fsyncs/s of a growing file (4 KB append + fsync)")
+        print(
+            "      fsyncs/s = 4 KB append + fsync of a growing file; both measured for 1 s"
+            " just before each sync-on case (a shared disk varies)"
+        )
+        print(
+            f"      now: {measure_sync_rate(tmp, 1.0):,.0f} syncs/s,"
+            f" {measure_fsync_rate(tmp, 1.0):,.0f} fsyncs/s"
+        )
         shape = "processes of their own" if args.processes else "all on one event loop"
         consumer = {
             "process": "a DUPS_OK consumer draining the queue in a process of its own",
@@ -314,8 +319,8 @@ def main() -> None:
         }[args.consumer]
         print(f"1 KB messages; producers wait for each SEND_REPLY, {shape}; {consumer}")
         print(
-            f"{'store':6} {'sync':4} {'producers':>9} {'msgs/s':>9}"
-            f" {'of syncs/s':>10} {'of fsyncs/s':>11} {'x 1 producer':>12}"
+            f"{'store':6} {'sync':4} {'producers':>9} {'msgs/s':>9} {'x 1 prod':>8}"
+            f" {'syncs/s':>8} {'%':>4} {'fsyncs/s':>8} {'%':>4}"
         )
         cases = [(st, sy) for st in args.stores.split(",") for sy in args.sync.split(",")]
         if not args.no_reference:
@@ -325,16 +330,21 @@ def main() -> None:
             first: float | None = None
             for producers in counts:
                 for rep in range(args.repeat):
+                    disk = ""
+                    if sync == "on":
+                        syncs = measure_sync_rate(tmp, 1.0)
+                        fsyncs = measure_fsync_rate(tmp, 1.0)
                     rate = _case(args, tmp, store, sync, producers, rep)
+                    if sync == "on":
+                        disk = (
+                            f" {syncs:8,.0f} {100 * rate / syncs:3.0f}%"
+                            f" {fsyncs:8,.0f} {100 * rate / fsyncs:3.0f}%"
+                        )
                     if first is None:
                         first = rate
-                    on = sync == "on"
-                    of_s = f"{100 * rate / syncs:9.0f}%" if on else ""
-                    of_f = f"{100 * rate / fsyncs:10.0f}%" if on else ""
-                    times = f"{rate / first:11.1f}x" if producers != counts[0] else ""
+                    times = f"{rate / first:7.1f}x" if producers != counts[0] else ""
                     print(
-                        f"{store:6} {sync:4} {producers:9d} {rate:9,.0f}"
-                        f" {of_s:>10} {of_f:>11} {times:>12}",
+                        f"{store:6} {sync:4} {producers:9d} {rate:9,.0f} {times:>8}{disk}",
                         flush=True,
                     )
         if not args.no_reference:

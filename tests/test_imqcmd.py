@@ -1,9 +1,6 @@
 """``python manage.py imqcmd`` against real brokers (admin.md), run as a subprocess like an
 administrator runs it: every subcommand, ``-f``, ``-s``, ``-passfile`` and the password
 prompt, the "Are you sure?" question, and refused input.
-
-Subcommands whose action needs an admin-client method this tree does not have yet are
-skipped with the method named (they run as soon as the method exists).
 """
 
 from __future__ import annotations
@@ -19,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from broker.admin.client import AdminClient
 from broker.client import AckMode, Queue, TextMessage, Topic, connect
 from broker.protocol.jtypes import JInt
 from broker.protocol.types import PacketType, XAFlag
@@ -28,12 +24,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SUCCESS = "Successfully performed the requested operation."
 
 pytestmark = pytest.mark.timeout(180)
-
-
-def needs_client(*methods: str) -> None:
-    missing = [m for m in methods if not hasattr(AdminClient, m)]
-    if missing:
-        pytest.skip(f"AdminClient has no {', '.join(missing)} yet")
 
 
 def uniq(prefix: str) -> str:
@@ -162,7 +152,6 @@ def test_pause_and_resume_bkr(broker, passfile):
 
 
 def test_update_bkr_quiesce_and_reload_acl(own_broker, passfile):
-    needs_client("update_broker_props", "quiesce", "unquiesce", "reload_access_control")
     b = own_broker()
     ok(b, passfile, "update", "bkr", "-o", "imq.log.level=DEBUG")
     assert value(ok(b, passfile, "query", "bkr"), "Log Level") == "DEBUG"
@@ -207,7 +196,6 @@ def test_metrics_bkr_svc_dst_and_reset(own_broker, passfile):
 
 
 def test_restart_bkr(own_broker, passfile):
-    needs_client("restart")
     b = own_broker()
     out = ok(b, passfile, "restart", "bkr")
     assert "Restarting the broker" in out
@@ -270,7 +258,6 @@ def test_pause_and_resume_dst(broker, passfile):
 
 
 def test_list_cns(broker, passfile):
-    needs_client("consumers")
     from broker.client.sync import connect as sync_connect
 
     q = uniq("cnsQ")
@@ -286,7 +273,6 @@ def test_list_cns(broker, passfile):
 
 
 def test_create_update_compact_destroy_dst(broker, passfile):
-    needs_client("create_destination", "update_destination", "compact")
     q, t = uniq("createdQ"), uniq("createdT")
     ok(broker, passfile, "create", "dst", "-t", "q", "-n", q, "-o", "maxNumMsgs=5",
        "-o", "limitBehavior=reject_newest", "-o", "maxBytesPerMsg=1k")  # fmt: skip
@@ -337,7 +323,6 @@ def test_pause_and_resume_svc(own_broker, passfile):
 
 
 def test_update_svc(own_broker, passfile):
-    needs_client("update_service")
     b = own_broker()
     ok(b, passfile, "update", "svc", "-n", "jms", "-o", "maxThreads=50", "-o", "minThreads=5")
     out = ok(b, passfile, "query", "svc", "-n", "jms")
@@ -356,7 +341,6 @@ def test_list_cxn(broker, passfile):
 
 
 def test_query_and_destroy_cxn(broker, passfile):
-    needs_client("connection", "destroy_connection")
     from .test_transactions import Raw
 
     client = Raw(broker)
@@ -402,7 +386,6 @@ def test_destroy_dur(broker, passfile):
 
 
 def test_list_and_purge_dur(broker, passfile):
-    needs_client("durables", "purge_durable")
     topic, name, cid = uniq("durT"), uniq("sub"), uniq("cid")
     durable(broker, topic, name, cid, 2)
     out = ok(broker, passfile, "list", "dur", "-d", topic)
@@ -419,7 +402,6 @@ def test_list_and_purge_dur(broker, passfile):
 
 
 def test_list_query_commit_rollback_txn(broker, passfile):
-    needs_client("transactions", "commit_transaction", "rollback_transaction")
     from .test_transactions import Raw, new_xid
 
     q = uniq("txnQ")
@@ -448,7 +430,6 @@ def test_list_query_commit_rollback_txn(broker, passfile):
 
 
 def test_list_txn_empty_broker(own_broker, passfile):
-    needs_client("transactions")
     b = own_broker()
     assert "There are no transactions." in ok(b, passfile, "list", "txn")
 

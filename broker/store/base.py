@@ -33,6 +33,7 @@ Records (plain tuples, first item the kind):
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections import deque
@@ -288,6 +289,11 @@ class Store:
 
     def _hand_over(self, inline: bool = True, defer: bool = True) -> None:
         # One batch per loop turn: everything submitted this turn shares one write/sync.
+        if os.environ.get("H4LATE") and inline and defer and not getattr(self, "_late", False):
+            self._late = True
+            self._loop.call_soon(self._hand_over)
+            return
+        self._late = False
         self._scheduled = False
         records = self._pending
         if not records:
@@ -386,7 +392,7 @@ class Store:
             self._give(_STOP)
             self._thread.join(10)
             self._thread = None
-            log.info(
+            (log.warning if os.environ.get("H4STATS") else log.info)(
                 "%s: %d records written in %d batches (%d of them on the event loop)",
                 type(self).__name__,
                 self.records_written,

@@ -1221,6 +1221,12 @@ class FileStore(Store):
             finally:
                 os.close(self._fd)
                 self._fd = -1
+        idx = self._index
+        if idx is not None:
+            idx.current = -1
+            cur = self._cur
+            if cur is not None and cur.holds == 0:
+                idx.zeroed = True  # dead already while it was being appended to
         self._cur = None
 
     # -- reclaiming space (writer thread) -------------------------------------------------
