@@ -31,44 +31,43 @@ from broker.protocol.admin_info import (
     encode_admin_object,
     service_info,
 )
+from broker.protocol.admin_types import (
+    ADMIN_QUEUE,
+    COMMIT_TRANSACTION,
+    COMPACT_DESTINATION,
+    CREATE_DESTINATION,
+    DEBUG,
+    DELETE_MESSAGE,
+    DESTROY_CONNECTION,
+    DESTROY_DESTINATION,
+    DESTROY_DURABLE,
+    GET_BROKER_PROPS,
+    GET_CONNECTIONS,
+    GET_CONSUMERS,
+    GET_DESTINATIONS,
+    GET_DURABLES,
+    GET_MESSAGES,
+    GET_SERVICES,
+    GET_TRANSACTIONS,
+    HELLO,
+    PAUSE,
+    PURGE_DESTINATION,
+    PURGE_DURABLE,
+    QUIESCE_BROKER,
+    RESUME,
+    ROLLBACK_TRANSACTION,
+    SHUTDOWN,
+    UNQUIESCE_BROKER,
+    UPDATE_BROKER_PROPS,
+    UPDATE_DESTINATION,
+    UPDATE_SERVICE,
+)
 from broker.protocol.javaser import (
     JavaSerializationError,
     decode_properties_object,
     encode_properties_object,
 )
 from broker.protocol.jtypes import JInt, JLong
-
-ADMIN_QUEUE = "__JMQAdmin"
-
-# MessageType (admin.md §3).
-CREATE_DESTINATION = 10
-DESTROY_DESTINATION = 12
-DESTROY_DURABLE = 14
-GET_CONNECTIONS = 16
-GET_CONSUMERS = 18
-GET_DESTINATIONS = 20
-GET_DURABLES = 22
-GET_SERVICES = 26
-HELLO = 28
-PAUSE = 30
-PURGE_DESTINATION = 32
-RESUME = 36
-SHUTDOWN = 38
-UPDATE_DESTINATION = 40
-UPDATE_SERVICE = 46
-GET_BROKER_PROPS = 54
-UPDATE_BROKER_PROPS = 56
-GET_TRANSACTIONS = 60
-COMMIT_TRANSACTION = 62
-ROLLBACK_TRANSACTION = 64
-PURGE_DURABLE = 66
-COMPACT_DESTINATION = 68
-DESTROY_CONNECTION = 70
-DEBUG = 72
-QUIESCE_BROKER = 74
-UNQUIESCE_BROKER = 82
-GET_MESSAGES = 86
-DELETE_MESSAGE = 88
 
 # GET_MESSAGES' MessageBodyType (the packet type) as a word.
 MESSAGE_KINDS = {1: "text", 2: "bytes", 3: "map", 4: "stream", 5: "object", 6: "plain"}

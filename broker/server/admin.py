@@ -47,6 +47,40 @@ from broker.protocol.admin_info import (
     encode_infos,
     service_info,
 )
+from broker.protocol.admin_types import (  # noqa: F401 - re-exported for the handlers
+    ADMIN_QUEUE,
+    COMMAND_NAMES,
+    COMMIT_TRANSACTION,
+    COMPACT_DESTINATION,
+    CREATE_DESTINATION,
+    DEBUG,
+    DELETE_MESSAGE,
+    DESTROY_CONNECTION,
+    DESTROY_DESTINATION,
+    DESTROY_DURABLE,
+    GET_BROKER_PROPS,
+    GET_CONNECTIONS,
+    GET_CONSUMERS,
+    GET_DESTINATIONS,
+    GET_DURABLES,
+    GET_MESSAGES,
+    GET_METRICS,
+    GET_SERVICES,
+    GET_TRANSACTIONS,
+    HELLO,
+    PAUSE,
+    PURGE_DESTINATION,
+    PURGE_DURABLE,
+    QUIESCE_BROKER,
+    RESET_BROKER,
+    RESUME,
+    ROLLBACK_TRANSACTION,
+    SHUTDOWN,
+    UNQUIESCE_BROKER,
+    UPDATE_BROKER_PROPS,
+    UPDATE_DESTINATION,
+    UPDATE_SERVICE,
+)
 from broker.protocol.javaser import (
     JavaSerializationError,
     decode_map_body,
@@ -92,84 +126,8 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("broker.admin")
 
-ADMIN_QUEUE = "__JMQAdmin"
 TEMP_QUEUE_CLASS = "com.sun.messaging.jmq.jmsclient.TemporaryQueueImpl"
 
-# MessageType constants (mqcomm-util .../util/admin/MessageType).
-CREATE_DESTINATION = 10
-DESTROY_DESTINATION = 12
-DESTROY_DURABLE = 14
-GET_CONNECTIONS = 16
-GET_CONSUMERS = 18
-GET_DESTINATIONS = 20
-GET_DURABLES = 22
-GET_SERVICES = 26
-HELLO = 28
-PAUSE = 30
-PURGE_DESTINATION = 32
-RESUME = 36
-SHUTDOWN = 38
-UPDATE_DESTINATION = 40
-UPDATE_SERVICE = 46
-GET_BROKER_PROPS = 54
-UPDATE_BROKER_PROPS = 56
-GET_TRANSACTIONS = 60
-COMMIT_TRANSACTION = 62
-ROLLBACK_TRANSACTION = 64
-PURGE_DURABLE = 66
-COMPACT_DESTINATION = 68
-DESTROY_CONNECTION = 70
-DEBUG = 72
-QUIESCE_BROKER = 74
-UNQUIESCE_BROKER = 82
-GET_MESSAGES = 86
-DELETE_MESSAGE = 88
-
-COMMAND_NAMES = {
-    10: "CREATE_DESTINATION",
-    12: "DESTROY_DESTINATION",
-    14: "DESTROY_DURABLE",
-    16: "GET_CONNECTIONS",
-    18: "GET_CONSUMERS",
-    20: "GET_DESTINATIONS",
-    22: "GET_DURABLES",
-    24: "GET_LOGS",
-    26: "GET_SERVICES",
-    28: "HELLO",
-    30: "PAUSE",
-    32: "PURGE_DESTINATION",
-    34: "RESTART",
-    36: "RESUME",
-    38: "SHUTDOWN",
-    40: "UPDATE_DESTINATION",
-    42: "UPDATE_PROPERTIES",
-    44: "VIEW_LOG",
-    46: "UPDATE_SERVICE",
-    52: "GET_METRICS",
-    54: "GET_BROKER_PROPS",
-    56: "UPDATE_BROKER_PROPS",
-    58: "RELOAD_CLUSTER",
-    60: "GET_TRANSACTIONS",
-    62: "COMMIT_TRANSACTION",
-    64: "ROLLBACK_TRANSACTION",
-    66: "PURGE_DURABLE",
-    68: "COMPACT_DESTINATION",
-    70: "DESTROY_CONNECTION",
-    72: "DEBUG",
-    74: "QUIESCE_BROKER",
-    76: "TAKEOVER_BROKER",
-    78: "GET_CLUSTER",
-    80: "GET_JMX",
-    82: "UNQUIESCE_BROKER",
-    84: "RESET_BROKER",
-    86: "GET_MESSAGES",
-    88: "DELETE_MESSAGE",
-    90: "REPLACE_MESSAGE",
-    92: "CHECKPOINT_BROKER",
-    94: "UPDATE_CLUSTER_BROKERLIST",
-    96: "CHANGE_CLUSTER_MASTER_BROKER",
-    98: "MIGRATESTORE_BROKER",
-}
 
 # com.sun.messaging.jmq.util.ServiceState
 SERVICE_RUNNING = 3
@@ -486,8 +444,8 @@ class AdminHandler:
             GET_MESSAGES: self._messages,
             DELETE_MESSAGE: self._delete_message,
         }
-        self._commands[admin_metrics.GET_METRICS] = admin_metrics.get_metrics
-        self._commands[admin_metrics.RESET_BROKER] = admin_metrics.reset_broker
+        self._commands[GET_METRICS] = admin_metrics.get_metrics
+        self._commands[RESET_BROKER] = admin_metrics.reset_broker
         # Commands whose request carries a body (a serialised object).
         self._body_commands: dict[int, Callable[[ClientConnection, dict, bytes], Any]] = {
             CREATE_DESTINATION: self._create_destination,

@@ -46,8 +46,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("broker.admin")
 
-GET_METRICS = 52
-RESET_BROKER = 84
 
 # JMQResetType value that imqcmd sends (MessageType.JMQ_METRICS).
 RESET_METRICS = "JMQMetrics"
