@@ -203,6 +203,11 @@ def _case(args, tmp: Path, store: str, sync: str, producers: int, rep: int) -> f
         "imq.log.level=WARNING",
         *args.prop,
     ]
+    if args.consumer == "none":  # the queue only grows: lift the auto-created queue's limits
+        props += [
+            "imq.autocreate.destination.maxNumMsgs=-1",
+            "imq.autocreate.destination.maxTotalMsgBytes=-1",
+        ]
     url = args.database_url if store == "jdbc" else None
     b = start_broker(where, *props, database_url=url)
     spies = []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import os
 import random
 import shutil
@@ -18,6 +19,7 @@ from broker.store.base import (
     MsgDelivered,
     MsgSettle,
     Record,
+    Store,
     TxnAck,
     TxnRemove,
     TxnSend,
@@ -443,6 +445,82 @@ def test_group_commit_few_turns(tmp_path: Path) -> None:
     s.write_turns([[qmsg(i) for i in range(j, j + 250)] for j in range(0, 1000, 250)])
     s.close()
     assert 1 <= store.fsyncs <= 4 + 2  # per batch, plus the directory when a segment starts
+
+
+def test_records_nobody_waits_for_ride_with_the_next_sync(tmp_path: Path) -> None:
+    """With sync, turns of settles (no after_durable) are held back and share the next
+    batch someone waits for; alone they go within defer_delay."""
+    store = FileStore(tmp_path / "fs", sync=True)
+    s = Opened(store)
+    s.write(*[qmsg(i) for i in range(10)])
+    before = store.batches
+
+    async def go() -> None:
+        for i in range(5):  # five turns of acknowledgements
+            store.submit([MsgSettle(key(i), "")])
+            await asyncio.sleep(0)
+        assert store.batches == before  # held back
+        done = s.loop.create_future()
+        store.submit([qmsg(20)])
+        store.after_durable(lambda: done.set_result(store.records_written))
+        await asyncio.wait_for(done, 10)
+        assert store.batches == before + 1  # one write, one sync for all six turns
+        store.submit([MsgSettle(key(5), "")])
+        await asyncio.sleep(store.defer_delay * 5)
+        assert store.batches == before + 2  # nobody waited: it went anyway
+
+    s.loop.run_until_complete(go())
+    s.close()
+    _, state = load(tmp_path / "fs")
+    assert keys(state) == [key(i) for i in range(6, 10)] + [key(20)]
+
+
+def test_inline_writes_for_a_lone_waiter_and_the_thread_for_many(tmp_path: Path) -> None:
+    store = FileStore(tmp_path / "fs", sync=True, inline=True)
+    s = Opened(store)
+
+    async def turns(n: int, per_turn: int) -> None:
+        for t in range(n):
+            futs = []
+            for j in range(per_turn):
+                fut = s.loop.create_future()
+                store.submit([qmsg(1000 * per_turn + 10 * t + j)])
+                store.after_durable(lambda f=fut: f.set_result(None))
+                futs.append(fut)
+            await asyncio.wait_for(asyncio.gather(*futs), 10)
+
+    s.loop.run_until_complete(turns(20, 1))
+    assert store.inline_batches >= 19  # one producer: written on the loop
+    inline = store.inline_batches
+    s.loop.run_until_complete(turns(20, 8))
+    assert store.inline_batches - inline <= 5  # eight at a time: the writer thread syncs
+    s.close()
+    _, state = load(tmp_path / "fs")
+    assert len(state.messages) == 20 + 160
+
+
+def test_slow_syncs_move_the_writes_off_the_loop(tmp_path: Path) -> None:
+    import time
+
+    store = FileStore(tmp_path / "fs", sync=True, inline=True)
+    s = Opened(store)
+    real = store._datasync
+
+    def slow(fd: int) -> None:
+        time.sleep(0.005)
+        real(fd)
+
+    store._datasync = slow  # type: ignore[method-assign]
+    for i in range(12):
+        s.write(qmsg(i))
+    # The first inline_slow of them were written on the loop, then the thread took over.
+    assert store.inline_batches <= Store.inline_slow + 1
+    store._datasync = real  # type: ignore[method-assign]
+    time.sleep(store.inline_backoff)
+    inline = store.inline_batches
+    s.write(qmsg(100))
+    assert store.inline_batches == inline + 1  # fast again: back on the loop
+    s.close()
 
 
 def test_no_data_fsync_without_sync(tmp_path: Path) -> None:

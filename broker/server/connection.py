@@ -904,7 +904,7 @@ class ClientConnection(asyncio.Protocol):
             reply = _with_cid(_SEND_REPLY_OK, pkt.consumer_id)
             if msg.persistent and not txn_id:
                 # With sync on, "stored" is said only once the record is on disk.
-                self.broker.when_stored(lambda: (self.write(reply), self._flush()) if __import__("os").environ.get("H4NOW") else self.write(reply))
+                self.broker.when_stored(lambda: self.write(reply))
             else:
                 self.write(reply)
         self.broker.check_memory()

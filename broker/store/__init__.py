@@ -24,15 +24,12 @@ def open_store(config: BrokerConfig) -> Store:
         where = config.get("imq.persist.file.dirpath")
         directory = Path(where) if where else config.instance_dir / "filestore"
         # Tuning (see FileStore): zero-filled segment space ahead of the records (default
-        # with sync), and syncing on the event loop while the writer thread is idle.
-        inline = config.get("imq.persist.file.sync.inline")
+        # with sync), and writing on the event loop while the writer thread is idle.
         return FileStore(
             directory,
             sync=sync,
             preallocate=config.get_bool("imq.persist.file.preallocate", sync),
-            inline=None
-            if inline is None
-            else config.get_bool("imq.persist.file.sync.inline", True),
+            inline=config.get_bool("imq.persist.file.sync.inline", True),
         )
     if kind == "jdbc":
         from .dbstore import DatabaseStore

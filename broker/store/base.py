@@ -33,7 +33,6 @@ Records (plain tuples, first item the kind):
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections import deque
@@ -207,7 +206,7 @@ class Store:
 
     def __init__(self, *, sync: bool) -> None:
         self.sync = sync
-        self._pending: list[Record] = []  # submitted this loop turn (loop thread)
+        self._pending: list[Record] = []  # submitted, not handed over yet (loop thread)
         self._submitted = 0  # records submitted so far (loop thread)
         self._reported = 0  # of which the writer has reported on (loop thread)
         self._outstanding = 0  # hand-overs not reported yet (loop thread)
@@ -289,11 +288,6 @@ class Store:
 
     def _hand_over(self, inline: bool = True, defer: bool = True) -> None:
         # One batch per loop turn: everything submitted this turn shares one write/sync.
-        if os.environ.get("H4LATE") and inline and defer and not getattr(self, "_late", False):
-            self._late = True
-            self._loop.call_soon(self._hand_over)
-            return
-        self._late = False
         self._scheduled = False
         records = self._pending
         if not records:
@@ -392,7 +386,7 @@ class Store:
             self._give(_STOP)
             self._thread.join(10)
             self._thread = None
-            (log.warning if os.environ.get("H4STATS") else log.info)(
+            log.info(
                 "%s: %d records written in %d batches (%d of them on the event loop)",
                 type(self).__name__,
                 self.records_written,
