@@ -7,28 +7,14 @@ were checked against JDK 17 writing same-shaped classes (tests/test_admin_protoc
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Mapping
 
 from broker.protocol.javaser import (
-    _F32,
-    _I32,
-    _LOAD_FACTOR,
-    SC_SERIALIZABLE,
-    TC_BLOCKDATA,
-    TC_ENDBLOCKDATA,
-    TC_OBJECT,
     JavaClass,
     JavaObject,
-    JavaSerializationError,
-    _hashmap_layout,
-    _hashtable_layout,
-    _KnownClass,
     _Writer,
     encode_vector,
 )
-from broker.protocol.javaser import _HASHMAP as _HM
-from broker.protocol.javaser import _HASHTABLE as _HASHTABLE_CLS
 
 PACKAGE = "com.sun.messaging.jmq.util.admin."
 STRING = "Ljava/lang/String;"
@@ -248,11 +234,6 @@ class Shared(str):
     (a field initialised from a literal, a map key that is also a field of its value)."""
 
 
-_LINKED_HASHMAP = _KnownClass(
-    "java.util.LinkedHashMap", 0x34C04E5C106CC0FB, SC_SERIALIZABLE, (("Z", "accessOrder"),), _HM
-)
-
-
 class _AdminWriter(_Writer):
     """The javaser writer plus what admin replies hold beyond it: maps nested in maps,
     HashMap / LinkedHashMap values (nulls allowed) and :class:`Shared` strings."""
@@ -277,29 +258,14 @@ class _AdminWriter(_Writer):
         else:
             super().value(value)
 
-    def map(self, values: Mapping[str, object], hashtable: bool) -> None:
-        if not isinstance(values, Mapping):
-            raise JavaSerializationError(f"expected a mapping, got {type(values).__name__}")
-        linked = isinstance(values, LinkedHashMap)
-        if isinstance(values, HashMap | LinkedHashMap):
-            hashtable = False
-        keys = list(values)
-        for key in keys:
-            if not isinstance(key, str):
-                raise JavaSerializationError(f"map keys must be str, got {type(key).__name__}")
-            if hashtable and values[key] is None:
-                raise JavaSerializationError(f"a Hashtable cannot hold null (key {key!r})")
-        if hashtable:
-            capacity, threshold, order = _hashtable_layout(keys)
-        else:
-            capacity, threshold, order = _hashmap_layout(keys)
-            if linked:
-                order = keys
-        self.out.append(TC_OBJECT)
-        self.classdesc(_LINKED_HASHMAP if linked else _HASHTABLE_CLS if hashtable else _HM)
-        self._assign()
-        self.out += _F32.pack(_LOAD_FACTOR) + _I32.pack(threshold)
-        self.out += bytes((TC_BLOCKDATA, 8)) + struct.pack(">ii", capacity, len(keys))
+    def map(self, values: Mapping[str, object], hashtable: bool, linked: bool = False) -> None:
+        super().map(
+            values,
+            hashtable and not isinstance(values, HashMap | LinkedHashMap),
+            linked or isinstance(values, LinkedHashMap),
+        )
+
+    def _entries(self, values: Mapping[str, object], order: list[str]) -> None:
         # Keys of a reply's own rows are literals in the Java program (one object each);
         # keys of nested maps (message properties) are not.
         intern, self.intern_keys = self.intern_keys, self.intern_keys and self._depth == 0
@@ -311,9 +277,6 @@ class _AdminWriter(_Writer):
         finally:
             self._depth -= 1
             self.intern_keys = intern
-        self.out.append(TC_ENDBLOCKDATA)
-        if linked:
-            self.out.append(0)  # LinkedHashMap.accessOrder
 
 
 def encode_admin_vector(items: list[object]) -> bytes:

@@ -152,6 +152,13 @@ _HASHMAP = _KnownClass(HASHMAP, 0x0507DAC1C31660D1, SC_SERIALIZABLE | SC_WRITE_M
 _HASHTABLE = _KnownClass(
     HASHTABLE, 0x13BB0F25214AE4B8, SC_SERIALIZABLE | SC_WRITE_METHOD, _MAP_FIELDS
 )
+_LINKED_HASHMAP = _KnownClass(
+    "java.util.LinkedHashMap",
+    0x34C04E5C106CC0FB,
+    SC_SERIALIZABLE,
+    (("Z", "accessOrder"),),
+    _HASHMAP,
+)
 _BYTES = _KnownClass(BYTE_ARRAY, -0x530CE807F9F7AB20, SC_SERIALIZABLE, ())
 
 # Admin bodies (admin.md): java.util.Properties and java.util.Vector (of Hashtables).
@@ -1104,9 +1111,11 @@ class _Writer:
                 else:
                     self.value(value)
 
-    def map(self, values: Mapping[str, object], hashtable: bool) -> None:
+    def map(self, values: Mapping[str, object], hashtable: bool, linked: bool = False) -> None:
+        """A Hashtable, a HashMap or (``linked``) a LinkedHashMap in insertion order."""
         if not isinstance(values, Mapping):
             raise JavaSerializationError(f"expected a mapping, got {type(values).__name__}")
+        hashtable = hashtable and not linked
         keys = list(values)
         for key in keys:
             if not isinstance(key, str):
@@ -1117,18 +1126,25 @@ class _Writer:
             capacity, threshold, order = _hashtable_layout(keys)
         else:
             capacity, threshold, order = _hashmap_layout(keys)
+            if linked:
+                order = keys
         self.out.append(TC_OBJECT)
-        self.classdesc(_HASHTABLE if hashtable else _HASHMAP)
+        self.classdesc(_LINKED_HASHMAP if linked else _HASHTABLE if hashtable else _HASHMAP)
         self._assign()
         self.out += _F32.pack(_LOAD_FACTOR) + _I32.pack(threshold)
         self.out += bytes((TC_BLOCKDATA, 8)) + struct.pack(">ii", capacity, len(keys))
+        self._entries(values, order)
+        self.out.append(TC_ENDBLOCKDATA)
+        if linked:
+            self.out.append(0)  # LinkedHashMap.accessOrder
+
+    def _entries(self, values: Mapping[str, object], order: list[str]) -> None:
         for key in order:
             self.key(key)
             entry = values[key]
             if isinstance(entry, Mapping):
                 raise JavaSerializationError(f"nested maps are not supported (key {key!r})")
             self.value(entry)
-        self.out.append(TC_ENDBLOCKDATA)
 
 
 def encode_map_body(values: Mapping[str, object]) -> bytes:
