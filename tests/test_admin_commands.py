@@ -903,6 +903,29 @@ def test_update_broker_props(own_broker):
     assert "imq.autocreate.topic" not in text
 
 
+def test_update_system_max_size_moves_the_memory_state(own_broker):
+    """imq.system.max_size is also the memory budget: shrinking it at run time under
+    held messages moves the memory state, lifting it moves it back."""
+    b = own_broker()
+
+    async def go():
+        admin = await admin_of(b)
+        conn = await client_of(b)
+        sess = await conn.create_session()
+        prod = await sess.create_producer(Queue("admMemQ"))
+        for _ in range(10):
+            await prod.send(BytesMessage(b"m" * 5000))
+        assert (await admin.broker_props())["imq.memory.state"] == "green"
+        await admin.update_broker_props({"imq.system.max_size": "53k"})  # ~95% in use
+        assert (await admin.broker_props())["imq.memory.state"] in ("orange", "red")
+        await admin.update_broker_props({"imq.system.max_size": "-1"})
+        assert (await admin.broker_props())["imq.memory.state"] == "green"
+        await conn.close()
+        await admin.close()
+
+    run(go())
+
+
 def test_update_portmapper_port(own_broker):
     b = own_broker()
     new = free_port()

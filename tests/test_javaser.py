@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import struct
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -571,7 +572,13 @@ def test_thousand_entry_map_round_trip() -> None:
 # Fuzzing: bad input may only ever raise JavaSerializationError
 # ---------------------------------------------------------------------------
 
-DECODERS = (decode_map_body, decode_stream_body, decode_hashtable, decode_object)
+DECODERS = (
+    decode_map_body,
+    decode_stream_body,
+    decode_hashtable,
+    decode_object,
+    partial(decode_object, generic=True),
+)
 # Each valid body with the decoder that must reject every proper prefix of it (a prefix of
 # a stream body may end exactly between two values, so that one has none).
 BODIES_AND_STRICT_DECODER = [

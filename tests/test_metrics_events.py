@@ -32,9 +32,10 @@ from typing import Any
 
 import pytest
 
-from broker.admin.client import AdminClient, AdminError, read_java_object
+from broker.admin.client import AdminClient, AdminError
 from broker.client import AckMode, BytesMessage, Queue, connect
 from broker.launcher import free_port
+from broker.protocol.javaser import decode_object
 from broker.server.admin_metrics import encode_dest_metrics, encode_metric_counters
 
 from .redis import RedisServer, redis_binary
@@ -178,7 +179,7 @@ def test_metric_objects_bytes_match_jdk17():
     assert encode_metric_counters({"nConnections": 1}) == JDK_MC_DEFAULT
     assert encode_metric_counters(MC_FULL) == JDK_MC_FULL
     assert encode_dest_metrics(DEST_VALUES, 1767225600456) == JDK_DMC_FULL
-    fields = read_java_object(JDK_MC_FULL)
+    fields = decode_object(JDK_MC_FULL, generic=True)
     assert fields["__class__"] == "com.sun.messaging.jmq.util.MetricCounters"  # type: ignore[index]
     assert {k: fields[k] for k in MC_FULL} == MC_FULL  # type: ignore[index]
 

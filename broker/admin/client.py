@@ -11,13 +11,12 @@ and a consumer on a temporary reply queue, then sends OBJECT_MESSAGE requests wh
             print(d["name"], d["nMessages"])
 
 Reply bodies are Java-serialised; the ``*Info`` objects (DestinationInfo, ServiceInfo, ...)
-are read by :func:`read_java_object`, a small generic ObjectInputStream that turns each
-object into a dict of its fields (``__class__`` names the class).
+are read by javaser's ``decode_object(..., generic=True)``, which turns each object into a
+dict of its fields (``__class__`` names the class).
 """
 
 from __future__ import annotations
 
-import struct
 from typing import Any
 
 from broker.admin import attributes as dattrs
@@ -64,6 +63,7 @@ from broker.protocol.admin_types import (
 )
 from broker.protocol.javaser import (
     JavaSerializationError,
+    decode_object,
     decode_properties_object,
     encode_properties_object,
 )
@@ -90,212 +90,14 @@ class AdminError(Exception):
 
 
 # --------------------------------------------------------------------------------------
-# A generic (read-only) ObjectInputStream for admin reply bodies
+# Reply bodies
 # --------------------------------------------------------------------------------------
-
-_PRIM = {"I": ">i", "J": ">q", "Z": ">?", "B": ">b", "S": ">h", "C": ">H", "F": ">f", "D": ">d"}
-_BOXED = {
-    "java.lang.Integer",
-    "java.lang.Long",
-    "java.lang.Short",
-    "java.lang.Byte",
-    "java.lang.Boolean",
-    "java.lang.Float",
-    "java.lang.Double",
-    "java.lang.Character",
-}
-_BASE = 0x7E0000
-
-
-class _BlockData(bytes):
-    """Block data a writeObject method wrote (a byte[] value is plain bytes)."""
-
-
-class _Desc:
-    __slots__ = ("name", "flags", "fields", "superdesc")
-
-    def __init__(self, name: str, flags: int) -> None:
-        self.name = name
-        self.flags = flags
-        self.fields: list[tuple[str, str]] = []
-        self.superdesc: _Desc | None = None
-
-
-class _ObjReader:
-    def __init__(self, data: bytes) -> None:
-        self.data = bytes(data)
-        self.pos = 0
-        self.handles: list[object] = []
-
-    def take(self, n: int) -> bytes:
-        if self.pos + n > len(self.data):
-            raise JavaSerializationError("truncated Java serialisation stream")
-        self.pos += n
-        return self.data[self.pos - n : self.pos]
-
-    def unpack(self, fmt: str) -> Any:
-        return struct.unpack(fmt, self.take(struct.calcsize(fmt)))[0]
-
-    def utf(self, long: bool = False) -> str:
-        n = self.unpack(">q" if long else ">H")
-        return self.take(n).decode("utf-8", errors="replace")
-
-    def ref(self) -> object:
-        idx = self.unpack(">i") - _BASE
-        if not 0 <= idx < len(self.handles):
-            raise JavaSerializationError(f"bad handle {idx + _BASE:#x}")
-        return self.handles[idx]
-
-    def classdesc(self) -> _Desc | None:
-        tc = self.take(1)[0]
-        if tc == 0x70:
-            return None
-        if tc == 0x71:
-            d = self.ref()
-            if not isinstance(d, _Desc):
-                raise JavaSerializationError("handle is not a class descriptor")
-            return d
-        if tc != 0x72:
-            raise JavaSerializationError(f"unsupported class descriptor tag {tc:#x}")
-        d = _Desc(self.utf(), 0)
-        self.take(8)  # serialVersionUID
-        self.handles.append(d)
-        d.flags = self.take(1)[0]
-        for _ in range(self.unpack(">h")):
-            code = chr(self.take(1)[0])
-            fname = self.utf()
-            if code in "L[":
-                self.content()  # the type signature string
-            d.fields.append((code, fname))
-        self.annotations()
-        d.superdesc = self.classdesc()
-        return d
-
-    def annotations(self) -> list[object]:
-        """Contents up to TC_ENDBLOCKDATA (block data as bytes)."""
-        out: list[object] = []
-        while True:
-            tc = self.data[self.pos] if self.pos < len(self.data) else None
-            if tc is None:
-                raise JavaSerializationError("truncated Java serialisation stream")
-            if tc == 0x78:
-                self.pos += 1
-                return out
-            if tc == 0x77:
-                self.pos += 1
-                out.append(_BlockData(self.take(self.take(1)[0])))
-            elif tc == 0x7A:
-                self.pos += 1
-                out.append(_BlockData(self.take(self.unpack(">i"))))
-            else:
-                out.append(self.content())
-
-    def content(self) -> object:
-        tc = self.take(1)[0]
-        if tc == 0x70:
-            return None
-        if tc == 0x71:
-            return self.ref()
-        if tc in (0x74, 0x7C):
-            s = self.utf(long=tc == 0x7C)
-            self.handles.append(s)
-            return s
-        if tc == 0x75:
-            return self.array()
-        if tc == 0x73:
-            return self.obj()
-        if tc == 0x7E:  # enum: class desc + constant name
-            self.classdesc()
-            idx = len(self.handles)
-            self.handles.append(None)
-            name = self.content()
-            self.handles[idx] = name
-            return name
-        raise JavaSerializationError(f"unsupported stream tag {tc:#x}")
-
-    def array(self) -> object:
-        d = self.classdesc()
-        if d is None:
-            raise JavaSerializationError("array without a class")
-        idx = len(self.handles)
-        self.handles.append(None)
-        n = self.unpack(">i")
-        elem = d.name[1:2]
-        if elem == "B":
-            value: object = self.take(n)
-        elif elem in _PRIM:
-            value = [self.unpack(_PRIM[elem]) for _ in range(n)]
-        else:
-            value = [self.content() for _ in range(n)]
-        self.handles[idx] = value
-        return value
-
-    def obj(self) -> object:
-        d = self.classdesc()
-        if d is None:
-            raise JavaSerializationError("object without a class")
-        idx = len(self.handles)
-        fields: dict[str, object] = {"__class__": d.name}
-        self.handles.append(fields)
-        chain = []
-        c: _Desc | None = d
-        while c is not None:
-            chain.append(c)
-            c = c.superdesc
-        extra: list[object] = []
-        for c in reversed(chain):
-            if c.flags & 0x04:  # Externalizable: not used by admin replies
-                raise JavaSerializationError(f"externalizable {c.name} is not supported")
-            for code, fname in c.fields:
-                if code in "L[":
-                    fields[fname] = self.content()
-                else:
-                    fields[fname] = self.unpack(_PRIM[code])
-            if c.flags & 0x01:  # SC_WRITE_METHOD: custom data follows
-                extra.extend(self.annotations())
-        value = self._convert(d.name, fields, extra)
-        self.handles[idx] = value
-        return value
-
-    @staticmethod
-    def _convert(name: str, fields: dict[str, object], extra: list[object]) -> object:
-        if name in _BOXED:
-            v = fields.get("value")
-            if name == "java.lang.Integer":
-                return JInt(v)  # type: ignore[arg-type]
-            if name == "java.lang.Long":
-                return JLong(v)  # type: ignore[arg-type]
-            return v
-        if name in ("java.util.Vector", "java.util.ArrayList"):
-            if name == "java.util.Vector":
-                data = fields.get("elementData") or []
-                return list(data)[: fields.get("elementCount", 0)]  # type: ignore[call-overload]
-            objs = [x for x in extra if not isinstance(x, _BlockData)]
-            return objs
-        if name in (
-            "java.util.Hashtable",
-            "java.util.Properties",
-            "java.util.HashMap",
-            "java.util.LinkedHashMap",
-        ):
-            objs = [x for x in extra if not isinstance(x, _BlockData)]
-            return dict(zip(objs[0::2], objs[1::2], strict=False))
-        return fields
-
-
-def read_java_object(data: bytes) -> object:
-    """Decode one Java-serialised object: Vectors become lists, Hashtables dicts, boxed
-    numbers ints, any other object a dict of its fields plus ``__class__``."""
-    r = _ObjReader(data)
-    if r.take(4) != b"\xac\xed\x00\x05":
-        raise JavaSerializationError("not a Java serialisation stream")
-    return r.content()
 
 
 def read_vector(data: bytes | None) -> list[Any]:
     if not data:
         return []
-    value = read_java_object(data)
+    value = decode_object(data, generic=True)
     if not isinstance(value, list):
         raise JavaSerializationError("expected a java.util.Vector")
     return value
@@ -699,23 +501,7 @@ class AdminClient:
         _, body = await self.request(52, props)
         if not body:
             return {}
-
-        class _MetricsReader(_ObjReader):
-            @staticmethod
-            def _convert(name: str, fields: dict[str, object], extra: list[object]) -> object:
-                value = _ObjReader._convert(name, fields, extra)
-                if value is fields and extra:
-                    # A HashMap subclass (DestMetricsCounters): its entries are the metrics.
-                    entries = [x for x in extra if not isinstance(x, bytes)]
-                    fields.pop("loadFactor", None)
-                    fields.pop("threshold", None)
-                    fields.update(zip(entries[0::2], entries[1::2], strict=False))  # type: ignore[arg-type]
-                return value
-
-        reader = _MetricsReader(body)
-        if reader.take(4) != b"\xac\xed\x00\x05":
-            raise JavaSerializationError("not a Java serialisation stream")
-        value = reader.content()
+        value = decode_object(body, generic=True)
         if not isinstance(value, dict):
             raise JavaSerializationError("expected a metrics object")
         return value
@@ -755,4 +541,4 @@ def _destination_request(
     return encode_admin_object(info), props
 
 
-__all__ = ["ADMIN_QUEUE", "AdminClient", "AdminError", "read_java_object", "read_vector"]
+__all__ = ["ADMIN_QUEUE", "AdminClient", "AdminError", "read_vector"]

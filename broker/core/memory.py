@@ -41,9 +41,19 @@ class MemoryManager:
                 "memory thresholds must rise from green to red: "
                 + ", ".join(f"imq.{n}.threshold={th[n]}" for n in LEVELS)
             )
+        self._thresholds = th
+        self._counts = cn
         self.levels = [Level(n, self.budget * th[n] // 100, cn[n]) for n in LEVELS]
         self.index = 0
         self.used = 0
+
+    def set_budget(self, budget_bytes: int) -> Level | None:
+        """A new budget (an administrator changed imq.system.max_size): the thresholds
+        follow it; returns the new level when the state changed with it."""
+        self.budget = max(int(budget_bytes), 1)
+        th, cn = self._thresholds, self._counts
+        self.levels = [Level(n, self.budget * th[n] // 100, cn[n]) for n in LEVELS]
+        return self.update(self.used)
 
     @property
     def level(self) -> Level:

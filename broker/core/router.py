@@ -720,8 +720,12 @@ class MessageRouter:
 
     # -- messages ------------------------------------------------------------
 
-    def route(self, msg: Message, link: Link, dest_type: int) -> Destination:
-        """Accept a producer's message; raises RouterError with the SEND_REPLY status."""
+    def route(
+        self, msg: Message, link: Link, dest_type: int, *, internal: bool = False
+    ) -> Destination:
+        """Accept a producer's message; raises RouterError with the SEND_REPLY status.
+        ``internal`` (the broker's own admin replies) passes the broker-wide limits, so an
+        administrator can still work on a broker that is full."""
         dest = self.lookup(msg.destination, dest_type)
         if dest is None:
             dest = self.ensure_destination(msg.destination, dest_type, link)
@@ -753,8 +757,9 @@ class MessageRouter:
                 dest.stats.rejected += 1
                 raise RouterError(Status.RESOURCE_FULL, f"destination {dest.name} is full")
         totals = self.totals
-        if (s.system_max_count >= 0 and totals.count >= s.system_max_count) or (
-            s.system_max_size >= 0 and totals.bytes + msg.size > s.system_max_size
+        if not internal and (
+            (s.system_max_count >= 0 and totals.count >= s.system_max_count)
+            or (s.system_max_size >= 0 and totals.bytes + msg.size > s.system_max_size)
         ):
             dest.stats.rejected += 1
             raise RouterError(Status.RESOURCE_FULL, "the broker's message limit is reached")

@@ -1,4 +1,4 @@
-"""A whitelist-only reader and writer for the Java serialisation that JMS bodies use.
+"""A reader and writer for the Java serialisation that JMS bodies and admin replies use.
 
 OpenMQ clients put ``java.io.ObjectOutputStream`` output in MapMessage bodies (a
 ``java.util.HashMap``, or a ``Hashtable`` from old clients), StreamMessage bodies (a
@@ -8,6 +8,13 @@ those carry are understood here: ``null``, ``String``, the eight boxed primitive
 generically, but an object of any other class is rejected: nothing here ever builds an
 object from a class name found in the data.  Malformed input of any kind raises
 :class:`JavaSerializationError` and nothing else.
+
+``decode_object(data, generic=True)`` is the same reader with a wider policy, for the
+admin client reading the broker's ``*Info`` / metrics objects: any Serializable class
+with default field serialisation becomes a dict of its fields (superclass fields
+included, ``__class__`` naming the class), and a subclass of ``HashMap``/``Hashtable``
+gets its entries as extra keys.  It still only ever builds dicts, lists and the values
+above, with the same nesting and size limits.
 
 The writer reproduces Java 17's bytes exactly, including the handle numbering, the
 ``valueOf`` caches that make a Java client write a repeated ``Boolean.TRUE`` or small
@@ -92,6 +99,8 @@ BASE_HANDLE = 0x7E0000
 
 SC_WRITE_METHOD = 0x01
 SC_SERIALIZABLE = 0x02
+SC_EXTERNALIZABLE = 0x04
+SC_ENUM = 0x10
 
 _TC_NAMES = {
     TC_NULL: "TC_NULL",
@@ -116,6 +125,7 @@ _MAX_DEPTH = 64
 
 HASHMAP = "java.util.HashMap"
 HASHTABLE = "java.util.Hashtable"
+LINKED_HASHMAP = "java.util.LinkedHashMap"
 BYTE_ARRAY = "[B"
 
 
@@ -153,7 +163,7 @@ _HASHTABLE = _KnownClass(
     HASHTABLE, 0x13BB0F25214AE4B8, SC_SERIALIZABLE | SC_WRITE_METHOD, _MAP_FIELDS
 )
 _LINKED_HASHMAP = _KnownClass(
-    "java.util.LinkedHashMap",
+    LINKED_HASHMAP,
     0x34C04E5C106CC0FB,
     SC_SERIALIZABLE,
     (("Z", "accessOrder"),),
@@ -175,6 +185,11 @@ _VECTOR = _KnownClass(
     (("I", "capacityIncrement"), ("I", "elementCount"), ("[", "elementData")),
 )
 _OBJECT_ARRAY = _KnownClass(OBJECT_ARRAY, -0x6F31A760EF8CD694, SC_SERIALIZABLE, ())
+# Admin replies may hold an ArrayList; message bodies never do (generic policy only).
+ARRAY_LIST = "java.util.ArrayList"
+_ARRAY_LIST = _KnownClass(
+    ARRAY_LIST, 0x7881D21D99C7619D, SC_SERIALIZABLE | SC_WRITE_METHOD, (("I", "size"),)
+)
 # Field type strings of the descriptors above (written after each field name).
 _FIELD_TYPES = {
     (PROPERTIES, "defaults"): "Ljava/util/Properties;",
@@ -323,13 +338,17 @@ _DECODED_TYPE_NAMES: tuple[tuple[type, str], ...] = (
 
 
 class _Reader:
-    """Sequential parser of one stream with its handle table."""
+    """Sequential parser of one stream with its handle table.
 
-    def __init__(self, data: bytes) -> None:
+    ``generic`` selects the wider policy of ``decode_object(generic=True)``; the
+    ``maps`` arguments below only restrict the strict one."""
+
+    def __init__(self, data: bytes, generic: bool = False) -> None:
         self._data = bytes(data)
         self._pos = 0
         self._handles: list[object] = []
         self._depth = 0
+        self._generic = generic
 
     # -- primitives -------------------------------------------------------
 
@@ -439,6 +458,8 @@ class _Reader:
         if tc == TC_ARRAY:
             return self._array()
         if tc == TC_ENUM:
+            if self._generic:
+                return self._enum()
             desc = self._classdesc()
             name = desc.name if desc else "null"
             raise JavaSerializationError(f"enum constant of {name} is not supported")
@@ -578,6 +599,8 @@ class _Reader:
             handle = self._reserve()
             value = self._boxed_value(known.fields[0][0])
             self._handles[handle] = value
+        elif self._generic:
+            value = self._any_object(desc)
         elif desc.name in maps and desc.name in _MAPS_BY_NAME:
             self._check_desc(desc, _MAPS_BY_NAME[desc.name])
             value = self._map(desc.name)
@@ -619,8 +642,15 @@ class _Reader:
             return JFloat(self.f32())
         return self.f64()  # "D": the whitelist has no other codes
 
-    def _map(self, class_name: str) -> dict[str, object]:
+    def _map(self, class_name: str) -> dict[Any, object]:
         handle = self._reserve()
+        result = self._map_data(class_name)
+        # Strict: a map is a body, not a value, so nothing may refer back to it.
+        self._handles[handle] = result if self._generic else _Unreferenceable(class_name)
+        return result
+
+    def _map_data(self, class_name: str) -> dict[Any, object]:
+        """A HashMap's or Hashtable's fields and writeObject data (the entries)."""
         load_factor = self.f32()
         self.i32()  # threshold: recomputed by Java's readObject, so ignored like there
         if not load_factor > 0:  # also catches NaN
@@ -631,10 +661,10 @@ class _Reader:
         if size > self.remaining() // 2:  # each key and value takes at least one byte
             raise JavaSerializationError(f"{class_name}: size {size} exceeds the data")
         is_hashtable = class_name == HASHTABLE
-        result: dict[str, object] = {}
+        result: dict[Any, object] = {}
         for _ in range(size):
             key = self.content(_NO_MAPS)
-            if type(key) is not str:
+            if type(key) is not str and not (self._generic and _hashable(key)):
                 raise JavaSerializationError(
                     f"{class_name}: key of type {_java_type_of(key)}; only String keys are supported"
                 )
@@ -648,7 +678,6 @@ class _Reader:
             result[key] = value
         if self.u8() != TC_ENDBLOCKDATA:
             raise JavaSerializationError(f"{class_name}: extra data after the entries")
-        self._handles[handle] = _Unreferenceable(class_name)
         return result
 
     def _vector(self) -> list[object]:
@@ -670,15 +699,21 @@ class _Reader:
             raise JavaSerializationError(f"{VECTOR}: elements beyond elementCount")
         if self.u8() != TC_ENDBLOCKDATA:
             raise JavaSerializationError(f"{VECTOR}: extra data after the fields")
-        self._handles[handle] = _Unreferenceable(VECTOR)
-        self._handles[array_handle] = _Unreferenceable(OBJECT_ARRAY)
-        return items[:count]
+        value = items[:count]
+        if self._generic:
+            self._handles[handle], self._handles[array_handle] = value, items
+        else:
+            self._handles[handle] = _Unreferenceable(VECTOR)
+            self._handles[array_handle] = _Unreferenceable(OBJECT_ARRAY)
+        return value
 
-    def _array(self) -> bytes:
+    def _array(self) -> bytes | list[object]:
         desc = self._classdesc()
         if desc is None:
             raise JavaSerializationError("array without a class descriptor")
         if desc.name != BYTE_ARRAY:
+            if self._generic:
+                return self._any_array(desc)
             raise JavaSerializationError(f"array class {desc.name} is not allowed (only byte[])")
         self._check_desc(desc, _BYTES)
         handle = self._reserve()
@@ -689,17 +724,130 @@ class _Reader:
         self._handles[handle] = value
         return value
 
+    # -- generic policy ---------------------------------------------------
 
-def _open(data: bytes) -> _Reader:
+    def _any_object(self, desc: _ClassDesc) -> object:
+        """The JDK collections as dicts and lists, any other object as a dict of fields."""
+        name = desc.name
+        if name in _MAPS_BY_NAME:
+            self._check_desc(desc, _MAPS_BY_NAME[name])
+            return self._map(name)
+        if name == LINKED_HASHMAP:
+            self._check_desc(desc, _LINKED_HASHMAP)
+            value = self._map(HASHMAP)
+            self.u8()  # accessOrder
+            return value
+        if name == PROPERTIES:
+            self._check_desc(desc, _PROPERTIES)
+            value = self._map(HASHTABLE)
+            self.content(_NO_MAPS)  # defaults: not part of the admin data, dropped
+            return value
+        if name == VECTOR:
+            self._check_desc(desc, _VECTOR)
+            return self._vector()
+        if name == ARRAY_LIST:
+            self._check_desc(desc, _ARRAY_LIST)
+            return self._array_list()
+        return self._fields_object(desc)
+
+    def _fields_object(self, desc: _ClassDesc) -> dict[object, object]:
+        handle = self._reserve()
+        chain = []
+        cls: _ClassDesc | None = desc
+        while cls is not None:
+            chain.append(cls)
+            cls = cls.superclass
+        fields: dict[object, object] = {"__class__": desc.name}
+        entries: dict[Any, object] = {}
+        for cls in reversed(chain):  # superclass data first
+            if cls.flags & SC_EXTERNALIZABLE or not cls.flags & SC_SERIALIZABLE:
+                raise JavaSerializationError(f"{cls.name} does not use default serialisation")
+            known_map = _MAPS_BY_NAME.get(cls.name)
+            if known_map is not None:
+                # A HashMap subclass (DestMetricsCounters): its entries are its data.
+                self._check_desc(cls, known_map)
+                entries = self._map_data(cls.name)
+                continue
+            for code, field_name in cls.fields:
+                fields[field_name] = self._field(code)
+            if cls.flags & SC_WRITE_METHOD:
+                # Custom data of a class we know nothing about cannot be interpreted.
+                self._skip_annotation()
+        fields.update(entries)
+        self._handles[handle] = fields
+        return fields
+
+    def _field(self, code: str) -> object:
+        # Plain values, not JInt & co: what admin callers have always got for fields.
+        if code in "L[":
+            return self.content(_NO_MAPS)
+        if code == "Z":
+            return self.u8() != 0
+        return self._unpack(_FIELD_FORMATS[code])
+
+    def _array_list(self) -> list[object]:
+        handle = self._reserve()
+        size = self.i32()
+        if not 0 <= size <= self.remaining():
+            raise JavaSerializationError(f"{ARRAY_LIST}: bad size {size}")
+        self._block_data(4)  # capacity
+        items = [self.content(_NO_MAPS) for _ in range(size)]
+        if self.u8() != TC_ENDBLOCKDATA:
+            raise JavaSerializationError(f"{ARRAY_LIST}: extra data after the elements")
+        self._handles[handle] = items
+        return items
+
+    def _any_array(self, desc: _ClassDesc) -> list[object]:
+        code = desc.name[1:2] if desc.name.startswith("[") else ""
+        if code not in _PRIMITIVE_CODES and code not in ("L", "["):
+            raise JavaSerializationError(f"{desc.name} is not an array class")
+        self._enter()
+        handle = self._reserve()
+        length = self.i32()
+        size = _FIELD_FORMATS[code].size if code in _FIELD_FORMATS else 1
+        if not 0 <= length <= self.remaining() // size:
+            raise JavaSerializationError(f"{desc.name}: bad array length {length}")
+        items = [self._field(code) for _ in range(length)]
+        self._handles[handle] = items
+        self._depth -= 1
+        return items
+
+    def _enum(self) -> str:
+        """An enum constant, as its name."""
+        self._enter()
+        desc = self._classdesc()
+        if desc is None or not desc.flags & SC_ENUM:
+            raise JavaSerializationError("enum constant without an enum class descriptor")
+        handle = self._reserve()
+        name = self.content(_NO_MAPS)
+        if type(name) is not str:
+            raise JavaSerializationError(f"{desc.name}: enum constant name is not a String")
+        self._handles[handle] = name
+        self._depth -= 1
+        return name
+
+
+_FIELD_FORMATS = {"B": _I8, "S": _I16, "C": _U16, "I": _I32, "J": _I64, "F": _F32, "D": _F64}
+
+
+def _hashable(value: object) -> bool:
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
+def _open(data: bytes, generic: bool = False) -> _Reader:
     if not isinstance(data, bytes | bytearray | memoryview):
         raise JavaSerializationError(f"expected bytes, got {type(data).__name__}")
-    reader = _Reader(data)
+    reader = _Reader(data, generic)
     reader.magic()
     return reader
 
 
-def _single(data: bytes, maps: frozenset[str]) -> object:
-    reader = _open(data)
+def _single(data: bytes, maps: frozenset[str], generic: bool = False) -> object:
+    reader = _open(data, generic)
     value = reader.content(maps)
     if not reader.at_end():
         raise JavaSerializationError(
@@ -750,9 +898,12 @@ def decode_stream_body(data: bytes) -> list[object]:
     return values
 
 
-def decode_object(data: bytes) -> object:
-    """Decode one whitelisted object (String, boxed value, byte[], HashMap, Hashtable or null)."""
-    return _single(data, _ANY_MAP)
+def decode_object(data: bytes, *, generic: bool = False) -> object:
+    """Decode one whitelisted object (String, boxed value, byte[], HashMap, Hashtable or null).
+
+    ``generic`` also accepts any Serializable class (see the module docstring): for
+    admin replies, whose classes are not whitelisted one by one."""
+    return _single(data, _ANY_MAP, generic)
 
 
 # ---------------------------------------------------------------------------

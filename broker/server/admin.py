@@ -26,7 +26,6 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from broker.admin import attributes as dattrs
-from broker.admin.client import read_java_object
 from broker.config import BrokerConfig, ConfigError
 from broker.core.message import Message
 from broker.core.router import RouterError, now_ms
@@ -84,6 +83,7 @@ from broker.protocol.admin_types import (  # noqa: F401 - re-exported for the ha
 from broker.protocol.javaser import (
     JavaSerializationError,
     decode_map_body,
+    decode_object,
     decode_properties_object,
     encode_hashtable,
     encode_properties_object,
@@ -229,7 +229,7 @@ def _read_info(body: bytes, cls: str) -> dict[str, Any]:
     if not body:
         raise AdminError(Status.BAD_REQUEST, f"the request has no {cls} body")
     try:
-        info = read_java_object(body)
+        info = decode_object(body, generic=True)
     except JavaSerializationError as exc:
         raise AdminError(Status.BAD_REQUEST, f"unreadable {cls} body: {exc}") from None
     if (
@@ -567,7 +567,7 @@ class AdminHandler:
         pkt = Packet(raw)
         msg = Message(pkt, queue, conn.id)
         try:
-            router.route(msg, conn, DEST_QUEUE)
+            router.route(msg, conn, DEST_QUEUE, internal=True)
         except RouterError as exc:
             log.warning("admin reply to %s refused: %s", queue, exc.reason)
 

@@ -466,6 +466,11 @@ class Broker:
                     handler.rollover_secs = max(secs, 0)
         if "imq.message.expiration.interval" in names:
             self.restart_expiry_job()
+        if "imq.system.max_size" in names:
+            changed = self.memory.set_budget(_memory_manager(c).budget)
+            if changed is not None:
+                self._memory_state_changed(changed)
+            self.check_memory()
         if "imq.transaction.autorollback" in names:
             self.router.xa_autorollback_all = c.get_bool("imq.transaction.autorollback", False)
 
@@ -623,8 +628,10 @@ class Broker:
     def check_memory(self) -> None:
         """Move between memory states as messages come and go."""
         changed = self.memory.update(self.router.totals.bytes)
-        if changed is None:
-            return
+        if changed is not None:
+            self._memory_state_changed(changed)
+
+    def _memory_state_changed(self, changed) -> None:
         m = self.memory
         msg = "memory state %s: %.0f%% of %d bytes in use, clients may send %s messages per batch"
         count = "no" if m.count == 0 else m.count
