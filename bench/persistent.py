@@ -3,7 +3,9 @@
 For each combination of store (file, jdbc), sync (on, off) and producer count (1, 8) a
 fresh broker is started; the producers send to one queue while a consumer drains it.
 Before the table it prints how many syncs per second this disk does, so the sync
-figures can be read against the disk's limit.
+figures can be read against the disk's limit, and the floor: what waiting producers reach
+against a minimal server that only writes and syncs (bench/sync_floor.py), the most any
+broker reaches on this machine with that many producers.
 
     .venv/bin/python bench/persistent.py                       # file store only
     .venv/bin/python bench/persistent.py --stores file,jdbc    # jdbc on SQLite by default
@@ -284,6 +286,11 @@ def main() -> None:
         " (the same producer shape without the store)",
     )
     ap.add_argument(
+        "--no-floor",
+        action="store_true",
+        help="skip measuring the minimal server's rates (bench/sync_floor.py)",
+    )
+    ap.add_argument(
         "-D",
         dest="prop",
         action="append",
@@ -316,6 +323,25 @@ def main() -> None:
             f"      now: {measure_sync_rate(tmp, 1.0):,.0f} syncs/s,"
             f" {measure_fsync_rate(tmp, 1.0):,.0f} fsyncs/s"
         )
+        counts = [int(x) for x in args.producers.split(",")]
+        syncs_asked = args.sync.split(",")
+        floors: dict[tuple[str, int], float] = {}
+        if not args.no_floor:
+            from sync_floor import floor_rate  # bench/ is on sys.path as the script's folder
+
+            for producers in counts if "on" in syncs_asked else []:
+                floors["on", producers] = floor_rate(producers, True, directory=tmp)
+            print(
+                "floor: waiting producers (processes of their own, blocking sockets) against"
+                " a minimal server that only pwrites each 1 KB record and makes each loop"
+                " turn's records durable with one fdatasync (bench/sync_floor.py): a"
+                " practical ceiling for sync on with this many producers on this machine"
+            )
+            base = None
+            for (_, producers), rate in floors.items():
+                base = base or rate
+                times = f" = {rate / base:.1f}x one" if rate is not base else ""
+                print(f"      {producers:2d} producer(s): {rate:9,.0f} msgs/s{times}")
         shape = "processes of their own" if args.processes else "all on one event loop"
         consumer = {
             "process": "a DUPS_OK consumer draining the queue in a process of its own",
@@ -325,17 +351,16 @@ def main() -> None:
         print(f"1 KB messages; producers wait for each SEND_REPLY, {shape}; {consumer}")
         print(
             f"{'store':6} {'sync':4} {'producers':>9} {'msgs/s':>9} {'x 1 prod':>8}"
-            f" {'syncs/s':>8} {'%':>4} {'fsyncs/s':>8} {'%':>4}"
+            f" {'syncs/s':>8} {'%':>4} {'fsyncs/s':>8} {'%':>4} {'floor %':>7}"
         )
-        cases = [(st, sy) for st in args.stores.split(",") for sy in args.sync.split(",")]
+        cases = [(st, sy) for st in args.stores.split(",") for sy in syncs_asked]
         if not args.no_reference:
             cases.append(("none", "-"))
-        counts = [int(x) for x in args.producers.split(",")]
         for store, sync in cases:
             first: float | None = None
             for producers in counts:
                 for rep in range(args.repeat):
-                    disk = ""
+                    disk = " " * 28 if sync != "on" else ""
                     if sync == "on":
                         syncs = measure_sync_rate(tmp, 1.0)
                         fsyncs = measure_fsync_rate(tmp, 1.0)
@@ -348,8 +373,11 @@ def main() -> None:
                     if first is None:
                         first = rate
                     times = f"{rate / first:7.1f}x" if producers != counts[0] else ""
+                    floor = floors.get((sync, producers))
+                    floor_pct = f" {100 * rate / floor:6.0f}%" if floor else ""
                     print(
-                        f"{store:6} {sync:4} {producers:9d} {rate:9,.0f} {times:>8}{disk}",
+                        f"{store:6} {sync:4} {producers:9d} {rate:9,.0f} {times:>8}{disk}"
+                        f"{floor_pct}",
                         flush=True,
                     )
         if not args.no_reference:
