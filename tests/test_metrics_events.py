@@ -263,6 +263,25 @@ def test_counters_get_metrics_and_reset(own_broker, redis_url):
     asyncio.run(go())
 
 
+def test_purged_messages_are_counted(own_broker):
+    b = own_broker(instance=name("purged"))
+    q = name("purgedQ")
+
+    async def go() -> None:
+        admin = await open_admin(b)
+        try:
+            await send(b, q, 7)
+            await until(lambda: admin.metrics(destination=q), lambda d: d["numMsgs"] == 7)
+            await admin.purge(q, 1)
+            d = await admin.metrics(destination=q)
+            assert d["numPurgedMsgs"] == 7 and d["numMsgs"] == 0 and d["totalMsgBytes"] == 0
+            assert d["numAckedMsgs"] == 0 and d["numExpiredMsgs"] == 0
+        finally:
+            await admin.close()
+
+    asyncio.run(go())
+
+
 # --------------------------------------------------------------------------------------
 # Live events on the channel layer (Redis)
 # --------------------------------------------------------------------------------------

@@ -937,6 +937,16 @@ class MessageRouter:
         """An entry is done with (acknowledged, or delivered to a NO_ACKNOWLEDGE session)."""
         self._forget(entry)
 
+    def purged(self, entries: Iterable[Entry]) -> int:
+        """Entries an administrator purged: accounted out, settled in the store and
+        counted in numPurgedMsgs; returns how many."""
+        n = 0
+        for entry in entries:
+            self._forget(entry)
+            entry.owner.stats.purged += 1  # type: ignore[attr-defined]
+            n += 1
+        return n
+
     def _forget(self, entry: Entry) -> None:
         entry.owner.account_out(entry)  # type: ignore[attr-defined]
 

@@ -972,9 +972,7 @@ class AdminHandler:
         router = conn.router
         purged = 0
         for queue in dest.delivery_queues():
-            for entry in queue.clear():
-                router.consumed(entry)  # accounts the entry out (and settles it in the store)
-                purged += 1
+            purged += router.purged(queue.clear())
         log.info("purged %d messages from %s", purged, dest.name)
         return {}, b""
 
@@ -1170,10 +1168,8 @@ class AdminHandler:
         delivered and not yet acknowledged stay with their consumer)."""
         sub = self._find_durable(conn, props)
         router = conn.router
-        entries = sub.queue.clear()
-        for entry in entries:
-            router.consumed(entry)
-        log.info("purged %d messages of durable subscription %s", len(entries), sub.sub_id)
+        purged = router.purged(sub.queue.clear())
+        log.info("purged %d messages of durable subscription %s", purged, sub.sub_id)
         return {}, b""
 
     # -- transactions --------------------------------------------------------------------
