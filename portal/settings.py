@@ -200,9 +200,9 @@ SPECTACULAR_SETTINGS = {
         "Administer the broker (services, destinations, messages, connections, durable "
         "subscriptions, transactions), its users, groups and access control rules, and read "
         "its log.  Authenticate with a token from POST /api/token/ (header "
-        "\"Authorization: Token <key>\") or a portal session; only administrators (members "
+        '"Authorization: Token <key>") or a portal session; only administrators (members '
         "of the broker's admin group) may use it.  Every change is recorded in the log with "
-        "who made it.  Errors are JSON {\"detail\": \"...\"}; a refused request changes "
+        'who made it.  Errors are JSON {"detail": "..."}; a refused request changes '
         "nothing.  Lists are paged with page and page_size (at most 1000); the broker pages "
         "its destinations itself, so a page costs the same with 10 or 10,000 of them."
     ),
