@@ -6,7 +6,9 @@ services, broker properties, quiesce and restart.
 The Java shapes are compared with what OpenJDK 17's ObjectOutputStream wrote for
 same-shaped copies of OpenMQ's classes (package, fields, serialVersionUIDs; OpenMQ's
 ``ConnectionInfo`` declares no serialVersionUID, so ``serialver`` computed the JVM's
-default one from the class as OpenMQ declares it: -6255154649160893876)::
+default one from the class as OpenMQ declares it: -6255154649160893876; OpenMQ 4.x's
+copy also says "implements java.io.Serializable", for which serialver gives
+-5120820610052343118)::
 
     // GET_DURABLES, filled as GetDurablesHandler fills them (s(x) = new String(x))
     DurableInfo d1 = new DurableInfo();
@@ -901,6 +903,35 @@ def test_update_broker_props(own_broker):
     # back at their defaults (INFO, -1): not written; refused ones never were
     assert "imq.log.level" not in text and "imq.system.max_count" not in text
     assert "imq.autocreate.topic" not in text
+
+
+def test_durables_for_an_openmq4_admin_tool(broker, monkeypatch):
+    """OpenMQ 4.x's ConnectionInfo computes another serialVersionUID: an admin client
+    saying JMQVersion 4.x in HELLO gets that one, newer ones the current one."""
+    import struct
+
+    import broker.client.connection as client_connection
+    from broker.protocol.admin_types import GET_DURABLES
+
+    modern, old = struct.pack(">q", -6255154649160893876), struct.pack(">q", -5120820610052343118)
+
+    async def go():
+        conn = await client_of(broker)
+        await conn.set_client_id("adm4Client")
+        sess = await conn.create_session()
+        await sess.create_durable_subscriber(Topic("adm4T"), "adm4Sub")
+        admin = await admin_of(broker)
+        _, body = await admin.request(GET_DURABLES, {"JMQDestination": "adm4T"})
+        assert modern in body and old not in body
+        await admin.close()
+        monkeypatch.setattr(client_connection, "CLIENT_VERSION", "4.5.2")
+        admin = await admin_of(broker)
+        _, body = await admin.request(GET_DURABLES, {"JMQDestination": "adm4T"})
+        assert old in body and modern not in body
+        await admin.close()
+        await conn.close()
+
+    run(go())
 
 
 def test_update_system_max_size_moves_the_memory_state(own_broker):

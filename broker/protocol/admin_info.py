@@ -8,6 +8,7 @@ were checked against JDK 17 writing same-shaped classes (tests/test_admin_protoc
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 
 from broker.protocol.javaser import (
     JavaClass,
@@ -154,6 +155,10 @@ CONNECTION_INFO = JavaClass(
     ),
     ADMIN_INFO,
 )
+# OpenMQ 4.x declared the class "implements java.io.Serializable" as well, which changes
+# the JVM's computed serialVersionUID (serialver on that declaration); a 4.x admin tool
+# refuses the newer value, so it is sent this one.
+CONNECTION_INFO_4 = replace(CONNECTION_INFO, suid=-5120820610052343118)
 
 CONSUMER_INFO = JavaClass(
     PACKAGE + "ConsumerInfo",
@@ -190,12 +195,13 @@ DURABLE_INFO = JavaClass(
 )
 
 
-def connection_info(uuid: int) -> JavaObject:
+def connection_info(uuid: int, *, openmq4: bool = False) -> JavaObject:
     """A ConnectionInfo as GET_DURABLES fills it in: only the connection id; the String
-    fields keep the class's shared ``""`` initialiser."""
+    fields keep the class's shared ``""`` initialiser.  ``openmq4``: for an OpenMQ 4.x
+    admin client (its class computes another serialVersionUID)."""
     empty = Shared("")
     return JavaObject(
-        CONNECTION_INFO,
+        CONNECTION_INFO_4 if openmq4 else CONNECTION_INFO,
         {"uuid": uuid, "user": empty, "clientID": empty, "userAgent": empty, "service": empty},
     )
 

@@ -213,6 +213,13 @@ def _flag(value: object, default: bool) -> bool:
     return str(value).strip().lower() == "true"
 
 
+def _openmq4(conn: ClientConnection) -> bool:
+    """Is the admin client an OpenMQ 4.x one (HELLO's JMQVersion "4.x")?  Some of its
+    classes compute other serialVersionUIDs."""
+    major = conn.client_version.split(".", 1)[0].strip()
+    return major.isdigit() and int(major) < 5
+
+
 def _long_prop(props: dict, name: str, required: bool = False) -> int | None:
     value = props.get(name)
     if value is None:
@@ -1119,7 +1126,9 @@ class AdminHandler:
         for cons in sub.queue.consumers:
             cid = Shared(str(cons.id))
             active[cid] = consumer_info(
-                uidString=cid, subuidString=str(uid), connection=connection_info(cons.link.id)
+                uidString=cid,
+                subuidString=str(uid),
+                connection=connection_info(cons.link.id, openmq4=_openmq4(conn)),
             )
             unacked += sum(1 for key in cons.session.unacked if key[0] == cons.id)
         return durable_info(

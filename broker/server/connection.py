@@ -132,6 +132,7 @@ class ClientConnection(asyncio.Protocol):
         self.auth_type = AUTH_DIGEST
         self.nonce = ""
         self.user_agent = ""
+        self.client_version = ""  # HELLO's JMQVersion, e.g. "4.5.2", "6.0.0"
         self.connected_at = time.time()
         self.last_read = time.monotonic()
         self.ping_outstanding = 0
@@ -423,6 +424,7 @@ class ClientConnection(asyncio.Protocol):
             return
         self.protocol_level = level
         self.user_agent = str(props.get("JMQUserAgent", ""))
+        self.client_version = str(props.get("JMQVersion", ""))
         flow = props.get("JMQSize", props.get("JMQRBufferSize"))
         if isinstance(flow, int) and flow > 0:
             self.flow_limit = self.flow_left = int(flow)
