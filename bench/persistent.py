@@ -96,6 +96,21 @@ def _process_main(
             done.set()
             await task
             return 0
+        if role == "raw":
+            from raw_producer import RawProducer  # bench/ is on sys.path as the script's
+
+            raw = await RawProducer.open(host, port, QUEUE, persistent, b"x" * 1024)
+            await asyncio.sleep(max(0.0, start_at - time.time()))
+            start = time.perf_counter() + warmup
+            stop = start + seconds
+            n = 0
+            while time.perf_counter() < start:
+                raw.send()
+            while time.perf_counter() < stop:
+                raw.send()
+                n += 1
+            await raw.close()
+            return n
         conn, prod = await _open_producer(host, port)
         await asyncio.sleep(max(0.0, start_at - time.time()))
         start = time.perf_counter() + warmup
@@ -114,14 +129,16 @@ def run_processes(
     warmup: float,
     consumer: str,
     persistent: bool,
+    role: str = "produce",
 ) -> tuple[int, float]:
-    """Each producer (and the consumer) in a process of its own; all start together."""
+    """Each producer (and the consumer) in a process of its own; all start together.
+    ``role="raw"``: the producers are bench/raw_producer.py's."""
     import multiprocessing as mp
 
     ctx = mp.get_context("spawn")
     out = ctx.Queue()
     start_at = time.time() + 2.0  # after every process has imported and connected
-    roles = ["produce"] * producers + (["drain"] if consumer != "none" else [])
+    roles = [role] * producers + (["drain"] if consumer != "none" else [])
     procs = [
         ctx.Process(
             target=_process_main,
@@ -224,7 +241,7 @@ def _case(args, tmp: Path, store: str, sync: str, producers: int, rep: int) -> f
             ]
             time.sleep(0.5)
         consumer = args.consumer
-        if args.processes:
+        if args.processes or args.client == "raw":
             sent, elapsed = run_processes(
                 b.host,
                 b.portmapper_port,
@@ -233,6 +250,7 @@ def _case(args, tmp: Path, store: str, sync: str, producers: int, rep: int) -> f
                 args.warmup,
                 consumer,
                 persistent,
+                "raw" if args.client == "raw" else "produce",
             )
         else:
             sent, elapsed = asyncio.run(
@@ -284,6 +302,14 @@ def main() -> None:
         action="store_true",
         help="skip the reference rows: non-persistent sends waiting for their SEND_REPLY"
         " (the same producer shape without the store)",
+    )
+    ap.add_argument(
+        "--client",
+        choices=["python", "raw"],
+        default="python",
+        help="python: the project's asyncio client (default); raw: bench/raw_producer.py's"
+        " blocking producers, one process each, which cost next to nothing (the broker's"
+        " own share of a round trip, comparable with the floor's producers)",
     )
     ap.add_argument(
         "--no-floor",
@@ -343,6 +369,8 @@ def main() -> None:
                 times = f" = {rate / base:.1f}x one" if rate is not base else ""
                 print(f"      {producers:2d} producer(s): {rate:9,.0f} msgs/s{times}")
         shape = "processes of their own" if args.processes else "all on one event loop"
+        if args.client == "raw":
+            shape = "raw producers (bench/raw_producer.py) in processes of their own"
         consumer = {
             "process": "a DUPS_OK consumer draining the queue in a process of its own",
             "loop": "a DUPS_OK consumer draining the queue on the producers' event loop",
