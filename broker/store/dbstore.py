@@ -9,7 +9,8 @@ either all there after a crash or not there at all.
 A batch is first folded in memory into its net effect (a message added and settled in
 the same batch never reaches the database; delivery counts keep the latest), then written
 with bulk statements: one INSERT for the messages, one for their interests, one DELETE per
-interest for the settles.  ``DestRemove`` and ``DurableRemove`` act on rows the batch
+interest for the settles.  On PostgreSQL a run of message records only (the hot path) is
+sent as one string of those statements: one round trip to the server instead of one each.  ``DestRemove`` and ``DurableRemove`` act on rows the batch
 cannot see, so they write out what was folded so far and run in place, which keeps the
 records' order.  The semantics are those of ``tests/store_contract.replay``; the one that
 costs something is "a MsgAdd for a stored key replaces it in place": keys are inserted
@@ -114,6 +115,7 @@ class DatabaseStore(Store):
         self.using = using
         # The writer thread's own Django connection, once it runs.
         self._writer_connection: BaseDatabaseWrapper | None = None
+        self.one_trip_writes = 0  # runs written in one round trip (PostgreSQL, messages only)
 
     # -- reading ---------------------------------------------------------------------
 
@@ -314,6 +316,8 @@ class DatabaseStore(Store):
         """Write one folded run with bulk statements (inside the batch's transaction)."""
         if not fold:
             return
+        if not replacing and self._one_trip(fold):
+            return
         db = self.using
         inst = self.broker_instance
         if fold.txn_removed:
@@ -417,6 +421,81 @@ class DatabaseStore(Store):
                         )
                     )
             m.StoredTxnWork.objects.using(db).bulk_create(rows, batch_size=_CHUNK)
+
+    def _one_trip(self, fold: _Folded) -> bool:
+        """PostgreSQL, messages only (the hot path): the run's statements -- the same as
+        below -- sent as one string, one round trip instead of one per statement (its
+        client-side-binding cursor takes several).  False when this does not apply."""
+        conn = connections[self.using]
+        if (
+            conn.vendor != "postgresql"
+            or fold.destinations
+            or fold.durables
+            or fold.txn_removed
+            or fold.txns
+            or fold.txn_work
+            or max(len(fold.added), len(fold.dropped), len(fold.settled), len(fold.delivered))
+            > _CHUNK
+        ):
+            return False
+        q = conn.ops.quote_name
+        msg_t, int_t = q(m.StoredMessage._meta.db_table), q(m.StoredInterest._meta.db_table)
+        inst = self.broker_instance
+        sql: list[str] = []
+        args: list[object] = []
+        if fold.dropped:
+            sql.append(f"DELETE FROM {int_t} WHERE broker_instance = %s AND key = ANY(%s)")
+            args += (inst, list(fold.dropped))
+        by_interest: dict[str, list[str]] = defaultdict(list)
+        for key, interests in fold.settled.items():
+            for interest in interests:
+                by_interest[interest].append(key)
+        for interest, keys in by_interest.items():
+            sql.append(
+                f"DELETE FROM {int_t} WHERE broker_instance = %s AND interest = %s"
+                " AND key = ANY(%s)"
+            )
+            args += (inst, interest, keys)
+        if fold.dropped or fold.settled:
+            sql.append(
+                f"DELETE FROM {msg_t} AS m WHERE m.broker_instance = %s AND m.key = ANY(%s)"
+                f" AND NOT EXISTS (SELECT 1 FROM {int_t} AS i"
+                " WHERE i.broker_instance = m.broker_instance AND i.key = m.key)"
+            )
+            args += (inst, list(fold.dropped.union(fold.settled)))
+        if fold.added:
+            rows = []
+            interest_rows = []
+            for key, (rec, _) in fold.added.items():
+                rows.append("(%s, %s, %s, %s, %s)")
+                args += (inst, key, rec.destination, rec.dest_type, bytes(rec.raw))
+            sql.append(
+                f"INSERT INTO {msg_t} (broker_instance, key, destination, dest_type, raw)"
+                " VALUES " + ", ".join(rows)
+            )
+            for key, (_, open_) in fold.added.items():
+                for interest, n in open_.items():
+                    interest_rows.append("(%s, %s, %s, %s)")
+                    args += (inst, key, interest, n)
+            if interest_rows:
+                sql.append(
+                    f"INSERT INTO {int_t} (broker_instance, key, interest, delivery_count)"
+                    " VALUES " + ", ".join(interest_rows)
+                )
+        groups: dict[tuple[str, int], list[str]] = defaultdict(list)
+        for key, counts in fold.delivered.items():
+            for interest, count in counts.items():
+                groups[(interest, count)].append(key)
+        for (interest, count), keys in groups.items():
+            sql.append(
+                f"UPDATE {int_t} SET delivery_count = %s WHERE broker_instance = %s"
+                " AND interest = %s AND key = ANY(%s)"
+            )
+            args += (count, inst, interest, keys)
+        with conn.cursor() as cursor:
+            cursor.execute("; ".join(sql), args)
+        self.one_trip_writes += 1
+        return True
 
     def _insert_messages(
         self, added: dict[str, tuple[MsgAdd, dict[str, int]]], *, replacing: bool
