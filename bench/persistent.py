@@ -10,6 +10,7 @@ broker reaches on this machine with that many producers.
     .venv/bin/python bench/persistent.py                       # file store only
     .venv/bin/python bench/persistent.py --stores file,jdbc    # jdbc on SQLite by default
     .venv/bin/python bench/persistent.py --stores jdbc --database-url postgres://...
+    .venv/bin/python bench/persistent.py --stores jdbc --postgres   # a private server
     .venv/bin/python bench/persistent.py --sync on --producers 1 --profile /tmp/prof
 """
 
@@ -284,6 +285,12 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=1, help="run every case this many times")
     ap.add_argument("--database-url", default=None, help="for the jdbc store (default SQLite)")
     ap.add_argument(
+        "--postgres",
+        action="store_true",
+        help="start a private PostgreSQL server (as the tests do: Debian's server binaries)"
+        " for the jdbc store instead of --database-url",
+    )
+    ap.add_argument(
         "--processes",
         action="store_true",
         help="each producer (and the consumer) in a process of its own instead of all"
@@ -332,6 +339,26 @@ def main() -> None:
         " stacks, one file per case and process, for flamegraph.pl or speedscope)",
     )
     args = ap.parse_args()
+    if args.postgres:
+        from tests.pg import PostgresServer, find_pg_bin
+
+        bin_dir = find_pg_bin()
+        if bin_dir is None:
+            ap.error(
+                "no PostgreSQL server binaries (/usr/lib/postgresql/*/bin): apt-get install postgresql"
+            )
+        server = PostgresServer(bin_dir)
+        server.start()
+        args.database_url = server.url
+        try:
+            _main(args)
+        finally:
+            server.stop()
+        return
+    _main(args)
+
+
+def _main(args: argparse.Namespace) -> None:
     _install_uvloop()
     from broker.store.filestore import measure_fsync_rate, measure_sync_rate
 
