@@ -9,8 +9,9 @@ either all there after a crash or not there at all.
 A batch is first folded in memory into its net effect (a message added and settled in
 the same batch never reaches the database; delivery counts keep the latest), then written
 with bulk statements: one INSERT for the messages, one for their interests, one DELETE per
-interest for the settles.  On PostgreSQL a run of message records only (the hot path) is
-sent as one string of those statements: one round trip to the server instead of one each.  ``DestRemove`` and ``DurableRemove`` act on rows the batch
+interest for the settles.  On PostgreSQL a batch of message records only (the hot path)
+is sent as one string, BEGIN to COMMIT: one round trip to the server instead of one per
+statement; in other batches each run of message records is one string.  ``DestRemove`` and ``DurableRemove`` act on rows the batch
 cannot see, so they write out what was folded so far and run in place, which keeps the
 records' order.  The semantics are those of ``tests/store_contract.replay``; the one that
 costs something is "a MsgAdd for a stored key replaces it in place": keys are inserted
@@ -56,6 +57,8 @@ from .base import (
     TxnSend,
     TxnState,
 )
+
+_MESSAGE_RECORDS = (MsgAdd, MsgSettle, MsgDelivered)
 
 # Rows per INSERT statement and keys per IN (...) list: below SQLite's 32,766 bound
 # variables and PostgreSQL's 65,535 even for the widest row.
@@ -216,8 +219,9 @@ class DatabaseStore(Store):
         """Apply ``records`` in one database transaction (all or nothing)."""
         try:
             try:
-                with transaction.atomic(using=self.using):
-                    self._apply(records, replacing=False)
+                if not self._whole_batch_in_one_trip(records):
+                    with transaction.atomic(using=self.using):
+                        self._apply(records, replacing=False)
             except IntegrityError:
                 # Keys are nearly always new, so the batch inserts them blindly rather than
                 # looking each one up first; a key that is stored already (a MsgAdd that
@@ -249,7 +253,33 @@ class DatabaseStore(Store):
         closer.start()
         closer.join(10)
 
-    def _apply(self, records: Iterable[Record], *, replacing: bool) -> None:
+    def _whole_batch_in_one_trip(self, records: list[Record]) -> bool:
+        """PostgreSQL, a batch of message records only: BEGIN, its statements and COMMIT
+        in one round trip.  False (nothing done) when that does not apply; raises
+        IntegrityError, nothing applied, when a key is stored already."""
+        conn = connections[self.using]
+        if conn.vendor != "postgresql" or not all(type(r) in _MESSAGE_RECORDS for r in records):
+            return False
+        folds: list[_Folded] = []
+        self._apply(records, replacing=False, write=lambda fold, replacing: folds.append(fold))
+        statements = self._one_trip_sql(folds[0]) if len(folds) == 1 else None
+        if statements is None:
+            return False
+        sql, args = statements
+        try:
+            with conn.cursor() as cursor:
+                cursor.execute(f"BEGIN; {sql}; COMMIT", args)
+        except BaseException:
+            # The server's transaction stopped at the failing statement: end it.
+            with conn.cursor() as cursor:
+                cursor.execute("ROLLBACK")
+            raise
+        self.one_trip_writes += 1
+        return True
+
+    def _apply(self, records: Iterable[Record], *, replacing: bool, write=None) -> None:
+        """Fold ``records`` and write them (``write``, default ``_write``) in order."""
+        write = write or self._write
         fold = _Folded()
         for rec in records:
             if isinstance(rec, MsgSettle):
@@ -302,7 +332,7 @@ class DatabaseStore(Store):
             elif isinstance(rec, DestRemove | DurableRemove):
                 # These act on rows the batch cannot see: write what came before, then
                 # apply them in place.
-                self._write(fold, replacing=replacing)
+                write(fold, replacing=replacing)
                 fold = _Folded()
                 if isinstance(rec, DestRemove):
                     self._remove_destination(rec)
@@ -310,7 +340,7 @@ class DatabaseStore(Store):
                     self._remove_durable(rec)
             else:
                 raise TypeError(f"not a store record: {rec!r}")
-        self._write(fold, replacing=replacing)
+        write(fold, replacing=replacing)
 
     def _write(self, fold: _Folded, *, replacing: bool) -> None:
         """Write one folded run with bulk statements (inside the batch's transaction)."""
@@ -426,10 +456,21 @@ class DatabaseStore(Store):
         """PostgreSQL, messages only (the hot path): the run's statements -- the same as
         below -- sent as one string, one round trip instead of one per statement (its
         client-side-binding cursor takes several).  False when this does not apply."""
-        conn = connections[self.using]
+        if connections[self.using].vendor != "postgresql":
+            return False
+        statements = self._one_trip_sql(fold)
+        if statements is None:
+            return False
+        with connections[self.using].cursor() as cursor:
+            cursor.execute(*statements)
+        self.one_trip_writes += 1
+        return True
+
+    def _one_trip_sql(self, fold: _Folded) -> tuple[str, list[object]] | None:
+        """The PostgreSQL statements of a messages-only run as one string and its
+        parameters; None for any other run."""
         if (
-            conn.vendor != "postgresql"
-            or fold.destinations
+            fold.destinations
             or fold.durables
             or fold.txn_removed
             or fold.txns
@@ -437,8 +478,8 @@ class DatabaseStore(Store):
             or max(len(fold.added), len(fold.dropped), len(fold.settled), len(fold.delivered))
             > _CHUNK
         ):
-            return False
-        q = conn.ops.quote_name
+            return None
+        q = connections[self.using].ops.quote_name
         msg_t, int_t = q(m.StoredMessage._meta.db_table), q(m.StoredInterest._meta.db_table)
         inst = self.broker_instance
         sql: list[str] = []
@@ -492,10 +533,9 @@ class DatabaseStore(Store):
                 " AND interest = %s AND key = ANY(%s)"
             )
             args += (count, inst, interest, keys)
-        with conn.cursor() as cursor:
-            cursor.execute("; ".join(sql), args)
-        self.one_trip_writes += 1
-        return True
+        if not sql:
+            return None
+        return "; ".join(sql), args
 
     def _insert_messages(
         self, added: dict[str, tuple[MsgAdd, dict[str, int]]], *, replacing: bool
