@@ -9,9 +9,9 @@ either all there after a crash or not there at all.
 A batch is first folded in memory into its net effect (a message added and settled in
 the same batch never reaches the database; delivery counts keep the latest), then written
 with bulk statements: one INSERT for the messages, one for their interests, one DELETE per
-interest for the settles.  On PostgreSQL a batch of message records only (the hot path)
-is sent as one string, BEGIN to COMMIT: one round trip to the server instead of one per
-statement; in other batches each run of message records is one string.  ``DestRemove`` and ``DurableRemove`` act on rows the batch
+interest for the settles.  A run of message records only (the hot path) is written with
+plain SQL, not the ORM; on PostgreSQL its statements go as one string (BEGIN to COMMIT
+when the whole batch is such a run): one round trip to the server instead of one each.  ``DestRemove`` and ``DurableRemove`` act on rows the batch
 cannot see, so they write out what was folded so far and run in place, which keeps the
 records' order.  The semantics are those of ``tests/store_contract.replay``; the one that
 costs something is "a MsgAdd for a stored key replaces it in place": keys are inserted
@@ -63,6 +63,16 @@ _MESSAGE_RECORDS = (MsgAdd, MsgSettle, MsgDelivered)
 # Rows per INSERT statement and keys per IN (...) list: below SQLite's 32,766 bound
 # variables and PostgreSQL's 65,535 even for the widest row.
 _CHUNK = 500
+
+
+def _marks(items: list) -> str:
+    """``%s, %s, ...``: one placeholder per item of an IN list."""
+    return ", ".join(["%s"] * len(items))
+
+
+def _joined(statements: list[tuple[str, list[object]]]) -> list[object]:
+    """The parameters of several statements sent as one string."""
+    return [arg for _, args in statements for arg in args]
 
 
 def _chunks(items: list, size: int = _CHUNK) -> Iterator[list]:
@@ -262,13 +272,13 @@ class DatabaseStore(Store):
             return False
         folds: list[_Folded] = []
         self._apply(records, replacing=False, write=lambda fold, replacing: folds.append(fold))
-        statements = self._one_trip_sql(folds[0]) if len(folds) == 1 else None
+        statements = self._message_statements(folds[0]) if len(folds) == 1 else None
         if statements is None:
             return False
-        sql, args = statements
+        sql = "; ".join(sql for sql, _ in statements)
         try:
             with conn.cursor() as cursor:
-                cursor.execute(f"BEGIN; {sql}; COMMIT", args)
+                cursor.execute(f"BEGIN; {sql}; COMMIT", _joined(statements))
         except BaseException:
             # The server's transaction stopped at the failing statement: end it.
             with conn.cursor() as cursor:
@@ -453,22 +463,26 @@ class DatabaseStore(Store):
             m.StoredTxnWork.objects.using(db).bulk_create(rows, batch_size=_CHUNK)
 
     def _one_trip(self, fold: _Folded) -> bool:
-        """PostgreSQL, messages only (the hot path): the run's statements -- the same as
-        below -- sent as one string, one round trip instead of one per statement (its
-        client-side-binding cursor takes several).  False when this does not apply."""
-        if connections[self.using].vendor != "postgresql":
-            return False
-        statements = self._one_trip_sql(fold)
+        """A messages-only run (the hot path) in plain SQL, the same statements as below
+        without the ORM's cost: on PostgreSQL as one string, one round trip instead of
+        one per statement (its client-side-binding cursor takes several).  False when
+        the run has other records."""
+        statements = self._message_statements(fold)
         if statements is None:
             return False
-        with connections[self.using].cursor() as cursor:
-            cursor.execute(*statements)
+        conn = connections[self.using]
+        with conn.cursor() as cursor:
+            if conn.vendor == "postgresql":
+                cursor.execute("; ".join(sql for sql, _ in statements), _joined(statements))
+            else:
+                for sql, args in statements:
+                    cursor.execute(sql, args)
         self.one_trip_writes += 1
         return True
 
-    def _one_trip_sql(self, fold: _Folded) -> tuple[str, list[object]] | None:
-        """The PostgreSQL statements of a messages-only run as one string and its
-        parameters; None for any other run."""
+    def _message_statements(self, fold: _Folded) -> list[tuple[str, list[object]]] | None:
+        """The statements of a messages-only run with their parameters; None for any
+        other run (or one too big for single statements)."""
         if (
             fold.destinations
             or fold.durables
@@ -482,60 +496,58 @@ class DatabaseStore(Store):
         q = connections[self.using].ops.quote_name
         msg_t, int_t = q(m.StoredMessage._meta.db_table), q(m.StoredInterest._meta.db_table)
         inst = self.broker_instance
-        sql: list[str] = []
-        args: list[object] = []
+        out: list[tuple[str, list[object]]] = []
         if fold.dropped:
-            sql.append(f"DELETE FROM {int_t} WHERE broker_instance = %s AND key = ANY(%s)")
-            args += (inst, list(fold.dropped))
+            keys = list(fold.dropped)
+            out.append(
+                (f"DELETE FROM {int_t} WHERE broker_instance = %s AND key IN ({_marks(keys)})",
+                 [inst, *keys])
+            )  # fmt: skip
         by_interest: dict[str, list[str]] = defaultdict(list)
         for key, interests in fold.settled.items():
             for interest in interests:
                 by_interest[interest].append(key)
         for interest, keys in by_interest.items():
-            sql.append(
-                f"DELETE FROM {int_t} WHERE broker_instance = %s AND interest = %s"
-                " AND key = ANY(%s)"
-            )
-            args += (inst, interest, keys)
+            out.append(
+                (f"DELETE FROM {int_t} WHERE broker_instance = %s AND interest = %s"
+                 f" AND key IN ({_marks(keys)})", [inst, interest, *keys])
+            )  # fmt: skip
         if fold.dropped or fold.settled:
-            sql.append(
-                f"DELETE FROM {msg_t} AS m WHERE m.broker_instance = %s AND m.key = ANY(%s)"
-                f" AND NOT EXISTS (SELECT 1 FROM {int_t} AS i"
-                " WHERE i.broker_instance = m.broker_instance AND i.key = m.key)"
-            )
-            args += (inst, list(fold.dropped.union(fold.settled)))
+            keys = list(fold.dropped.union(fold.settled))
+            out.append(
+                (f"DELETE FROM {msg_t} WHERE broker_instance = %s AND key IN ({_marks(keys)})"
+                 f" AND NOT EXISTS (SELECT 1 FROM {int_t} WHERE {int_t}.broker_instance"
+                 f" = {msg_t}.broker_instance AND {int_t}.key = {msg_t}.key)", [inst, *keys])
+            )  # fmt: skip
         if fold.added:
-            rows = []
-            interest_rows = []
+            args: list[object] = []
             for key, (rec, _) in fold.added.items():
-                rows.append("(%s, %s, %s, %s, %s)")
                 args += (inst, key, rec.destination, rec.dest_type, bytes(rec.raw))
-            sql.append(
-                f"INSERT INTO {msg_t} (broker_instance, key, destination, dest_type, raw)"
-                " VALUES " + ", ".join(rows)
-            )
+            rows = ", ".join(["(%s, %s, %s, %s, %s)"] * len(fold.added))
+            out.append(
+                (f"INSERT INTO {msg_t} (broker_instance, key, destination, dest_type, raw)"
+                 f" VALUES {rows}", args)
+            )  # fmt: skip
+            args = []
             for key, (_, open_) in fold.added.items():
                 for interest, n in open_.items():
-                    interest_rows.append("(%s, %s, %s, %s)")
                     args += (inst, key, interest, n)
-            if interest_rows:
-                sql.append(
-                    f"INSERT INTO {int_t} (broker_instance, key, interest, delivery_count)"
-                    " VALUES " + ", ".join(interest_rows)
-                )
+            if args:
+                rows = ", ".join(["(%s, %s, %s, %s)"] * (len(args) // 4))
+                out.append(
+                    (f"INSERT INTO {int_t} (broker_instance, key, interest, delivery_count)"
+                     f" VALUES {rows}", args)
+                )  # fmt: skip
         groups: dict[tuple[str, int], list[str]] = defaultdict(list)
         for key, counts in fold.delivered.items():
             for interest, count in counts.items():
                 groups[(interest, count)].append(key)
         for (interest, count), keys in groups.items():
-            sql.append(
-                f"UPDATE {int_t} SET delivery_count = %s WHERE broker_instance = %s"
-                " AND interest = %s AND key = ANY(%s)"
-            )
-            args += (count, inst, interest, keys)
-        if not sql:
-            return None
-        return "; ".join(sql), args
+            out.append(
+                (f"UPDATE {int_t} SET delivery_count = %s WHERE broker_instance = %s"
+                 f" AND interest = %s AND key IN ({_marks(keys)})", [count, inst, interest, *keys])
+            )  # fmt: skip
+        return out or None
 
     def _insert_messages(
         self, added: dict[str, tuple[MsgAdd, dict[str, int]]], *, replacing: bool
