@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from django.db import connections
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -210,7 +211,8 @@ def test_settle_remove_and_order(open_store, alias: str) -> None:
     assert got == want + [(key(200), {"b": 0})]
     s.write([DurableRemove("b")])
     assert key(200) not in [m.key for m in reload(alias).messages]
-    assert s.store.one_trip_writes >= 2  # the message-only runs went as plain SQL
+    if connections[alias].vendor == "postgresql":  # the messages-only batch: one trip
+        assert s.store.one_trip_writes == 1
 
 
 def test_txn_remove_and_readd_of_a_destination(open_store, alias: str) -> None:

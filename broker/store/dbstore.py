@@ -32,7 +32,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from django.db import IntegrityError, connections, transaction
-from django.db.models import Exists, OuterRef
 
 from broker import models as m
 
@@ -128,7 +127,7 @@ class DatabaseStore(Store):
         self.using = using
         # The writer thread's own Django connection, once it runs.
         self._writer_connection: BaseDatabaseWrapper | None = None
-        self.one_trip_writes = 0  # runs written in one round trip (PostgreSQL, messages only)
+        self.one_trip_writes = 0  # batches sent as one round trip (PostgreSQL, messages only)
 
     # -- reading ---------------------------------------------------------------------
 
@@ -272,8 +271,11 @@ class DatabaseStore(Store):
             return False
         folds: list[_Folded] = []
         self._apply(records, replacing=False, write=lambda fold, replacing: folds.append(fold))
-        statements = self._message_statements(folds[0]) if len(folds) == 1 else None
-        if statements is None:
+        fold = folds[0]  # message records never split a batch into runs
+        if fold.txns or fold.txn_work or fold.txn_removed or fold.destinations or fold.durables:
+            return False
+        statements = self._message_statements(fold, replacing=False)
+        if not statements:
             return False
         sql = "; ".join(sql for sql, _ in statements)
         try:
@@ -356,8 +358,6 @@ class DatabaseStore(Store):
         """Write one folded run with bulk statements (inside the batch's transaction)."""
         if not fold:
             return
-        if not replacing and self._one_trip(fold):
-            return
         db = self.using
         inst = self.broker_instance
         if fold.txn_removed:
@@ -403,36 +403,7 @@ class DatabaseStore(Store):
                 unique_fields=["broker_instance", "sub_id"],
                 update_fields=["client_id", "name", "topic", "selector", "no_local", "share"],
             )
-        # Deletes before inserts: a key dropped and added again goes to the end.
-        if fold.dropped or fold.settled:
-            for chunk in _chunks(list(fold.dropped)):
-                m.StoredInterest.objects.using(db).filter(
-                    broker_instance=inst, key__in=chunk
-                ).delete()
-            # One DELETE per interest: a queue's messages all have the same one ("").
-            by_interest: dict[str, list[str]] = defaultdict(list)
-            for key, interests in fold.settled.items():
-                for interest in interests:
-                    by_interest[interest].append(key)
-            for interest, keys in by_interest.items():
-                for chunk in _chunks(keys):
-                    m.StoredInterest.objects.using(db).filter(
-                        broker_instance=inst, interest=interest, key__in=chunk
-                    ).delete()
-            self._drop_settled_messages(list(fold.dropped.union(fold.settled)))
-        if fold.added:
-            self._insert_messages(fold.added, replacing=replacing)
-        if fold.delivered:
-            # One UPDATE per (interest, count): nearly all share count 1, so few statements.
-            groups: dict[tuple[str, int], list[str]] = defaultdict(list)
-            for key, counts in fold.delivered.items():
-                for interest, count in counts.items():
-                    groups[(interest, count)].append(key)
-            for (interest, count), keys in groups.items():
-                for chunk in _chunks(keys):
-                    m.StoredInterest.objects.using(db).filter(
-                        broker_instance=inst, interest=interest, key__in=chunk
-                    ).update(delivery_count=count)
+        self._execute(self._message_statements(fold, replacing=replacing))
         if fold.txns:
             self._upsert_transactions(fold.txns)
         if fold.txn_work:
@@ -462,14 +433,23 @@ class DatabaseStore(Store):
                     )
             m.StoredTxnWork.objects.using(db).bulk_create(rows, batch_size=_CHUNK)
 
-    def _one_trip(self, fold: _Folded) -> bool:
-        """A messages-only run (the hot path) in plain SQL, the same statements as below
-        without the ORM's cost: on PostgreSQL as one string, one round trip instead of
-        one per statement (its client-side-binding cursor takes several).  False when
-        the run has other records."""
-        statements = self._message_statements(fold)
-        if statements is None:
-            return False
+    def _unheld_deletes(self, keys: list[str]) -> list[tuple[str, list[object]]]:
+        """DELETEs of those of these messages that have no open interest left."""
+        q = connections[self.using].ops.quote_name
+        msg_t, int_t = q(m.StoredMessage._meta.db_table), q(m.StoredInterest._meta.db_table)
+        return [
+            (f"DELETE FROM {msg_t} WHERE broker_instance = %s AND key IN ({_marks(part)})"
+             f" AND NOT EXISTS (SELECT 1 FROM {int_t} WHERE {int_t}.broker_instance"
+             f" = {msg_t}.broker_instance AND {int_t}.key = {msg_t}.key)",
+             [self.broker_instance, *part])
+            for part in _chunks(keys)
+        ]  # fmt: skip
+
+    def _execute(self, statements: list[tuple[str, list[object]]]) -> None:
+        """Run ``statements`` in order: on PostgreSQL as one string, one round trip to
+        the server instead of one each (its client-side-binding cursor takes several)."""
+        if not statements:
+            return
         conn = connections[self.using]
         with conn.cursor() as cursor:
             if conn.vendor == "postgresql":
@@ -477,125 +457,87 @@ class DatabaseStore(Store):
             else:
                 for sql, args in statements:
                     cursor.execute(sql, args)
-        self.one_trip_writes += 1
-        return True
 
-    def _message_statements(self, fold: _Folded) -> list[tuple[str, list[object]]] | None:
-        """The statements of a messages-only run with their parameters; None for any
-        other run (or one too big for single statements)."""
-        if (
-            fold.destinations
-            or fold.durables
-            or fold.txn_removed
-            or fold.txns
-            or fold.txn_work
-            or max(len(fold.added), len(fold.dropped), len(fold.settled), len(fold.delivered))
-            > _CHUNK
-        ):
-            return None
+    def _message_statements(
+        self, fold: _Folded, *, replacing: bool
+    ) -> list[tuple[str, list[object]]]:
+        """The SQL of a run's message records (adds, settles, delivery counts), with
+        parameters, at most ``_CHUNK`` keys or rows per statement.  Plain SQL rather than
+        the ORM: this is the hot path, and the ORM's query building cost more than the
+        database.  ``replacing``: some added keys may be stored already (see the module
+        docstring)."""
         q = connections[self.using].ops.quote_name
         msg_t, int_t = q(m.StoredMessage._meta.db_table), q(m.StoredInterest._meta.db_table)
         inst = self.broker_instance
         out: list[tuple[str, list[object]]] = []
-        if fold.dropped:
-            keys = list(fold.dropped)
+        # Deletes before inserts: a key dropped and added again goes to the end.
+        for keys in _chunks(list(fold.dropped)):
             out.append(
                 (f"DELETE FROM {int_t} WHERE broker_instance = %s AND key IN ({_marks(keys)})",
                  [inst, *keys])
             )  # fmt: skip
+        # One DELETE per interest: a queue's messages all have the same one ("").
         by_interest: dict[str, list[str]] = defaultdict(list)
         for key, interests in fold.settled.items():
             for interest in interests:
                 by_interest[interest].append(key)
-        for interest, keys in by_interest.items():
-            out.append(
-                (f"DELETE FROM {int_t} WHERE broker_instance = %s AND interest = %s"
-                 f" AND key IN ({_marks(keys)})", [inst, interest, *keys])
-            )  # fmt: skip
-        if fold.dropped or fold.settled:
-            keys = list(fold.dropped.union(fold.settled))
-            out.append(
-                (f"DELETE FROM {msg_t} WHERE broker_instance = %s AND key IN ({_marks(keys)})"
-                 f" AND NOT EXISTS (SELECT 1 FROM {int_t} WHERE {int_t}.broker_instance"
-                 f" = {msg_t}.broker_instance AND {int_t}.key = {msg_t}.key)", [inst, *keys])
-            )  # fmt: skip
-        if fold.added:
+        for interest, all_keys in by_interest.items():
+            for keys in _chunks(all_keys):
+                out.append(
+                    (f"DELETE FROM {int_t} WHERE broker_instance = %s AND interest = %s"
+                     f" AND key IN ({_marks(keys)})", [inst, interest, *keys])
+                )  # fmt: skip
+        # Then the messages among them that have no open interest left.
+        out += self._unheld_deletes(list(fold.dropped.union(fold.settled)))
+        added = list(fold.added.items())
+        for part in _chunks(added):
+            if replacing:
+                # A stored key is replaced in place (the row, so the order, stays) and its
+                # interests start again.
+                keys = [key for key, _ in part]
+                out.append(
+                    (f"DELETE FROM {int_t} WHERE broker_instance = %s"
+                     f" AND key IN ({_marks(keys)})", [inst, *keys])
+                )  # fmt: skip
             args: list[object] = []
-            for key, (rec, _) in fold.added.items():
+            for key, (rec, _) in part:
                 args += (inst, key, rec.destination, rec.dest_type, bytes(rec.raw))
-            rows = ", ".join(["(%s, %s, %s, %s, %s)"] * len(fold.added))
+            rows = ", ".join(["(%s, %s, %s, %s, %s)"] * len(part))
+            upsert = (
+                " ON CONFLICT (key, broker_instance) DO UPDATE SET destination ="
+                " excluded.destination, dest_type = excluded.dest_type, raw = excluded.raw"
+                if replacing
+                else ""  # a stored key fails the batch, which is redone replacing
+            )
             out.append(
                 (f"INSERT INTO {msg_t} (broker_instance, key, destination, dest_type, raw)"
+                 f" VALUES {rows}{upsert}", args)
+            )  # fmt: skip
+        interests = [
+            (key, interest, n) for key, (_, open_) in added for interest, n in open_.items()
+        ]
+        for part in _chunks(interests):
+            args = []
+            for key, interest, n in part:
+                args += (inst, key, interest, n)
+            rows = ", ".join(["(%s, %s, %s, %s)"] * len(part))
+            out.append(
+                (f"INSERT INTO {int_t} (broker_instance, key, interest, delivery_count)"
                  f" VALUES {rows}", args)
             )  # fmt: skip
-            args = []
-            for key, (_, open_) in fold.added.items():
-                for interest, n in open_.items():
-                    args += (inst, key, interest, n)
-            if args:
-                rows = ", ".join(["(%s, %s, %s, %s)"] * (len(args) // 4))
-                out.append(
-                    (f"INSERT INTO {int_t} (broker_instance, key, interest, delivery_count)"
-                     f" VALUES {rows}", args)
-                )  # fmt: skip
+        # One UPDATE per (interest, count): nearly all share count 1, so few statements.
         groups: dict[tuple[str, int], list[str]] = defaultdict(list)
         for key, counts in fold.delivered.items():
             for interest, count in counts.items():
                 groups[(interest, count)].append(key)
-        for (interest, count), keys in groups.items():
-            out.append(
-                (f"UPDATE {int_t} SET delivery_count = %s WHERE broker_instance = %s"
-                 f" AND interest = %s AND key IN ({_marks(keys)})", [count, inst, interest, *keys])
-            )  # fmt: skip
-        return out or None
-
-    def _insert_messages(
-        self, added: dict[str, tuple[MsgAdd, dict[str, int]]], *, replacing: bool
-    ) -> None:
-        """Insert messages and their interests (``replacing``: some keys may be stored)."""
-        db = self.using
-        inst = self.broker_instance
-        messages = [
-            m.StoredMessage(
-                broker_instance=inst,
-                key=key,
-                destination=rec.destination,
-                dest_type=rec.dest_type,
-                raw=rec.raw,
-            )
-            for key, (rec, _) in added.items()
-        ]
-        interests = [
-            m.StoredInterest(broker_instance=inst, key=key, interest=interest, delivery_count=n)
-            for key, (_, open_) in added.items()
-            for interest, n in open_.items()
-        ]
-        if replacing:
-            # Some keys may be stored already: replace those in place (the row, so the
-            # order, stays; its interests start again).
-            stored: list[str] = []
-            for chunk in _chunks(list(added)):
-                stored += (
-                    m.StoredMessage.objects.using(db)
-                    .filter(broker_instance=inst, key__in=chunk)
-                    .values_list("key", flat=True)
-                )
-            for chunk in _chunks(stored):
-                m.StoredInterest.objects.using(db).filter(
-                    broker_instance=inst, key__in=chunk
-                ).delete()
-            m.StoredMessage.objects.using(db).bulk_create(
-                messages,
-                batch_size=_CHUNK,
-                update_conflicts=True,
-                unique_fields=["key", "broker_instance"],
-                update_fields=["destination", "dest_type", "raw"],
-            )
-        else:
-            # A stored key makes this fail on the unique key, and _write_batch redoes
-            # the batch replacing.
-            m.StoredMessage.objects.using(db).bulk_create(messages, batch_size=_CHUNK)
-        m.StoredInterest.objects.using(db).bulk_create(interests, batch_size=_CHUNK)
+        for (interest, count), all_keys in groups.items():
+            for keys in _chunks(all_keys):
+                out.append(
+                    (f"UPDATE {int_t} SET delivery_count = %s WHERE broker_instance = %s"
+                     f" AND interest = %s AND key IN ({_marks(keys)})",
+                     [count, inst, interest, *keys])
+                )  # fmt: skip
+        return out
 
     def _upsert_transactions(self, txns: dict[int, TxnState | None]) -> None:
         """Create or update transaction rows, keeping the order of first appearance."""
@@ -629,18 +571,6 @@ class DatabaseStore(Store):
                 m.StoredTransaction.objects.using(db).bulk_create(rows, ignore_conflicts=True)
             i = j
 
-    def _drop_settled_messages(self, keys: list[str]) -> None:
-        """Delete those of these messages that have no open interest left."""
-        db = self.using
-        inst = self.broker_instance
-        open_interest = m.StoredInterest.objects.using(db).filter(
-            broker_instance=OuterRef("broker_instance"), key=OuterRef("key")
-        )
-        for chunk in _chunks(keys):
-            m.StoredMessage.objects.using(db).filter(broker_instance=inst, key__in=chunk).exclude(
-                Exists(open_interest)
-            ).delete()
-
     def _remove_destination(self, rec: DestRemove) -> None:
         """The destination is gone, and its messages with it."""
         db = self.using
@@ -666,8 +596,7 @@ class DatabaseStore(Store):
         )
         keys = list(interests.values_list("key", flat=True))
         interests.delete()
-        if keys:
-            self._drop_settled_messages(keys)
+        self._execute(self._unheld_deletes(keys))
 
 
 _MODELS = (
