@@ -271,9 +271,7 @@ class DatabaseStore(Store):
             return False
         folds: list[_Folded] = []
         self._apply(records, replacing=False, write=lambda fold, replacing: folds.append(fold))
-        fold = folds[0]  # message records never split a batch into runs
-        if fold.txns or fold.txn_work or fold.txn_removed or fold.destinations or fold.durables:
-            return False
+        (fold,) = folds  # only DestRemove and DurableRemove split a batch into runs
         statements = self._message_statements(fold, replacing=False)
         if not statements:
             return False
