@@ -33,8 +33,6 @@ class MemoryManager:
         counts: dict[str, int] | None = None,
     ) -> None:
         th = {**DEFAULT_THRESHOLDS, **(thresholds or {})}
-        cn = {**DEFAULT_COUNTS, **(counts or {})}
-        self.budget = max(int(budget_bytes), 1)
         values = [th[n] for n in LEVELS]
         if values != sorted(values):
             raise ValueError(
@@ -42,17 +40,20 @@ class MemoryManager:
                 + ", ".join(f"imq.{n}.threshold={th[n]}" for n in LEVELS)
             )
         self._thresholds = th
-        self._counts = cn
-        self.levels = [Level(n, self.budget * th[n] // 100, cn[n]) for n in LEVELS]
+        self._counts = {**DEFAULT_COUNTS, **(counts or {})}
+        self._set_levels(budget_bytes)
         self.index = 0
         self.used = 0
+
+    def _set_levels(self, budget_bytes: int) -> None:
+        self.budget = max(int(budget_bytes), 1)
+        th, cn = self._thresholds, self._counts
+        self.levels = [Level(n, self.budget * th[n] // 100, cn[n]) for n in LEVELS]
 
     def set_budget(self, budget_bytes: int) -> Level | None:
         """A new budget (an administrator changed imq.system.max_size): the thresholds
         follow it; returns the new level when the state changed with it."""
-        self.budget = max(int(budget_bytes), 1)
-        th, cn = self._thresholds, self._counts
-        self.levels = [Level(n, self.budget * th[n] // 100, cn[n]) for n in LEVELS]
+        self._set_levels(budget_bytes)
         return self.update(self.used)
 
     @property

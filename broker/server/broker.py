@@ -467,7 +467,7 @@ class Broker:
         if "imq.message.expiration.interval" in names:
             self.restart_expiry_job()
         if "imq.system.max_size" in names:
-            changed = self.memory.set_budget(_memory_manager(c).budget)
+            changed = self.memory.set_budget(_memory_budget(c))
             if changed is not None:
                 self._memory_state_changed(changed)
             self.check_memory()
@@ -688,13 +688,18 @@ def _max_connections(c: BrokerConfig, name: str) -> int:
     return limit if limit >= 0 else -1
 
 
-def _memory_manager(c: BrokerConfig) -> MemoryManager:
+def _memory_budget(c: BrokerConfig) -> int:
     budget = c.get_size("imq.system.max_size", -1)
     if budget <= 0:
         budget = c.get_size("imq.memory.limit", -1)
     if budget <= 0:
         # Like the JVM's default heap: a quarter of the machine's memory.
         budget = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
+    return budget
+
+
+def _memory_manager(c: BrokerConfig) -> MemoryManager:
+    budget = _memory_budget(c)
     thresholds = {lv: c.get_int(f"imq.{lv}.threshold", d) for lv, d in DEFAULT_THRESHOLDS.items()}
     counts = {lv: c.get_int(f"imq.{lv}.count", d) for lv, d in DEFAULT_COUNTS.items()}
     try:

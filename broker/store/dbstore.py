@@ -9,11 +9,11 @@ either all there after a crash or not there at all.
 A batch is first folded in memory into its net effect (a message added and settled in
 the same batch never reaches the database; delivery counts keep the latest), then written
 with bulk statements: one INSERT for the messages, one for their interests, one DELETE per
-interest for the settles.  A run of message records only (the hot path) is written with
-plain SQL, not the ORM; on PostgreSQL its statements go as one string (BEGIN to COMMIT
-when the whole batch is such a run): one round trip to the server instead of one each.  ``DestRemove`` and ``DurableRemove`` act on rows the batch
-cannot see, so they write out what was folded so far and run in place, which keeps the
-records' order.  The semantics are those of ``tests/store_contract.replay``; the one that
+interest for the settles.  Message records (the hot path) are written in plain SQL, not
+through the ORM; on PostgreSQL those statements go as one string, and a batch of message
+records only goes BEGIN to COMMIT in one round trip.  ``DestRemove`` and ``DurableRemove``
+act on rows the batch cannot see, so they write out what was folded so far and run in
+place, which keeps the records' order.  The semantics are those of ``tests/store_contract.replay``; the one that
 costs something is "a MsgAdd for a stored key replaces it in place": keys are inserted
 without a look-up, and a batch that meets a stored key is redone, replacing.
 
@@ -431,10 +431,14 @@ class DatabaseStore(Store):
                     )
             m.StoredTxnWork.objects.using(db).bulk_create(rows, batch_size=_CHUNK)
 
+    def _tables(self) -> tuple[str, str]:
+        """The quoted names of the message and interest tables."""
+        q = connections[self.using].ops.quote_name
+        return q(m.StoredMessage._meta.db_table), q(m.StoredInterest._meta.db_table)
+
     def _unheld_deletes(self, keys: list[str]) -> list[tuple[str, list[object]]]:
         """DELETEs of those of these messages that have no open interest left."""
-        q = connections[self.using].ops.quote_name
-        msg_t, int_t = q(m.StoredMessage._meta.db_table), q(m.StoredInterest._meta.db_table)
+        msg_t, int_t = self._tables()
         return [
             (f"DELETE FROM {msg_t} WHERE broker_instance = %s AND key IN ({_marks(part)})"
              f" AND NOT EXISTS (SELECT 1 FROM {int_t} WHERE {int_t}.broker_instance"
@@ -464,8 +468,7 @@ class DatabaseStore(Store):
         the ORM: this is the hot path, and the ORM's query building cost more than the
         database.  ``replacing``: some added keys may be stored already (see the module
         docstring)."""
-        q = connections[self.using].ops.quote_name
-        msg_t, int_t = q(m.StoredMessage._meta.db_table), q(m.StoredInterest._meta.db_table)
+        msg_t, int_t = self._tables()
         inst = self.broker_instance
         out: list[tuple[str, list[object]]] = []
         # Deletes before inserts: a key dropped and added again goes to the end.

@@ -1507,19 +1507,19 @@ class FileStore(Store):
                     p.unlink()
 
 
-def measure_fsync_rate(directory: Path, seconds: float = 1.0) -> float:
-    """fsyncs per second of 4 KB appends in ``directory`` (what sync=True can reach)."""
+def _probe_rate(directory: Path, prefix: str, seconds: float, setup, step) -> float:
+    """Calls per second of ``step(fd, n)`` on a fresh file in ``directory`` prepared by
+    ``setup(fd)``, for ``seconds``."""
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=".fsync-probe-", dir=directory)
-    block = b"\0" * 4096
+    fd, name = tempfile.mkstemp(prefix=prefix, dir=directory)
     count = 0
     try:
+        setup(fd)
         began = time.perf_counter()
         deadline = began + seconds
         while True:
-            os.write(fd, block)
-            os.fsync(fd)
+            step(fd, count)
             count += 1
             now = time.perf_counter()
             if now >= deadline:
@@ -1528,35 +1528,33 @@ def measure_fsync_rate(directory: Path, seconds: float = 1.0) -> float:
     finally:
         os.close(fd)
         os.unlink(name)
+
+
+def measure_fsync_rate(directory: Path, seconds: float = 1.0) -> float:
+    """fsyncs per second of 4 KB appends in ``directory`` (what sync=True can reach)."""
+    block = b"\0" * 4096
+
+    def append(fd: int, _n: int) -> None:
+        os.write(fd, block)
+        os.fsync(fd)
+
+    return _probe_rate(directory, ".fsync-probe-", seconds, lambda fd: None, append)
 
 
 def measure_sync_rate(directory: Path, seconds: float = 1.0, record: int = 1100) -> float:
     """Syncs per second the way the store does them with sync on: a ``record``-byte
     ``pwrite`` at the logical end of a preallocated (zero-filled) segment + ``fdatasync``.
     """
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    fd, name = tempfile.mkstemp(prefix=".sync-probe-", dir=directory)
     data = b"\1" * record
-    count = 0
-    try:
-        size = 16 << 20
+    size = 16 << 20
+    per_file = size // record
+
+    def prefill(fd: int) -> None:
         _zero_fill(fd, 0, size)
         os.fdatasync(fd)
-        off = 0
-        began = time.perf_counter()
-        deadline = began + seconds
-        while True:
-            if off + record > size:
-                off = 0
-            os.pwrite(fd, data, off)
-            os.fdatasync(fd)
-            off += record
-            count += 1
-            now = time.perf_counter()
-            if now >= deadline:
-                break
-        return count / (now - began)
-    finally:
-        os.close(fd)
-        os.unlink(name)
+
+    def write(fd: int, n: int) -> None:
+        os.pwrite(fd, data, (n % per_file) * record)
+        os.fdatasync(fd)
+
+    return _probe_rate(directory, ".sync-probe-", seconds, prefill, write)
