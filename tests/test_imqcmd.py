@@ -229,7 +229,7 @@ def test_list_query_purge_destroy_dst(broker, passfile):
     # Name, Type, State, Producers (Total, Wildcard), Consumers (Total, Wildcard),
     # Msgs (Count, Remote, UnAck, Avg Size)
     cells = row(out, "imqcmdQ")
-    assert cells[1:4] == ["Queue", "RUNNING", "0"] and cells[7] == "3" and float(cells[10]) > 0
+    assert cells[1:4] == ["Queue", "RUNNING", "0"] and cells[7] == "3" and float(cells[11]) > 0
     assert "temporary_destination" in ok(broker, passfile, "list", "dst", "-tmp")
     out = ok(broker, passfile, "list", "dst", "-t", "t")
     assert not any(ln.split()[:1] == ["imqcmdQ"] for ln in out.splitlines())

@@ -36,7 +36,7 @@ log = logging.getLogger("broker.audit")
 DEST_QUEUE = 1
 DEST_TOPIC = 2
 DEST_TEMP = 0x10
-DEST_DMQ = 0x100  # DestType.DEST_DMQ bit, as in the broker's fulltype
+DEST_DMQ = 0x1000  # DestType.DEST_DMQ, in DestinationInfo.type and fulltype
 
 DEST_STATES = {
     -1: "UNKNOWN",
@@ -127,12 +127,19 @@ def _int(value: object, default: int = 0) -> int:
 
 
 def query_broker(admin: BrokerAdmin) -> dict[str, Any]:
-    """Instance, version, address, ports, state, memory state and counts."""
+    """Instance, version, address, ports, state, memory state and counts.
+
+    ``version`` is the OpenMQ release the broker reports (what OpenMQ tools see);
+    ``product`` names the broker and its own version."""
     props = admin.call("broker_props")
     _, destinations = page_destinations(admin, limit=0, show_temporary=False)
+    product = " ".join(
+        v for v in (props.get("imq.product.name", ""), props.get("imq.build.number", "")) if v
+    )
     return {
         "instance": props.get("imq.instancename", ""),
         "version": props.get("imq.product.version", ""),
+        "product": product,
         "host": props.get("imq.hostname", "") or admin.host,
         "port": _int_prop(props, "imq.portmapper.port", admin.port),
         "state": props.get("imq.broker.state", "RUNNING"),

@@ -120,6 +120,9 @@ try:
     PRODUCT_VERSION = importlib.metadata.version("openmq-py")
 except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
     PRODUCT_VERSION = "0+source"
+PRODUCT_NAME = "openmq-py"
+# The OpenMQ release whose wire and admin protocol we follow (the vectors' imqcmd 6.9.0).
+OPENMQ_VERSION = "6.9.0"
 
 if TYPE_CHECKING:
     from .connection import ClientConnection
@@ -184,6 +187,49 @@ PROPERTY_ALIASES = {
 }
 
 _DEST_FLAVORS = int(DestType.FLAVOR_SINGLE | DestType.FLAVOR_RROBIN | DestType.FLAVOR_FAILOVER)
+# DestinationInfo.type is the full type less these (GetDestinationsHandler): TEMP, DMQ and
+# the queue/topic bits stay, so imqcmd can hide temporaries and skip the DMQ.
+_DEST_PRIVATE_BITS = int(DestType.INTERNAL | DestType.AUTO | DestType.ADMIN)
+
+
+def broker_identity(config: BrokerConfig) -> dict[str, str]:
+    """What GetBrokerPropsHandler adds to the configuration, as OpenMQ has it for a
+    stand-alone (not embedded, not HA) broker: the version properties, the broker ID if
+    one is configured, the cluster lists and the java.util.logging names imqcmd reads
+    for the log level and rollover size.  The version is the OpenMQ release whose
+    protocol we speak, so OpenMQ tools treat us as that release; our own name and
+    version are in the product-name and build fields."""
+    major, minor, _micro = OPENMQ_VERSION.split(".")
+    values = {
+        "imq.product.version": OPENMQ_VERSION,
+        "imq.product.major": major,
+        "imq.product.minor": minor,
+        "imq.product.name": PRODUCT_NAME,
+        "imq.product.name.short": PRODUCT_NAME,
+        "imq.build.number": PRODUCT_VERSION,
+        "imq.build.milestone": "FCS",
+        "imq.embedded": "false",
+        "imq.cluster.brokerlist": "",
+        "imq.cluster.brokerlist.active": "",
+        # The level and rollover size the broker runs with (broker/logsetup.py reads
+        # imq.log.file.rolloversize, then the older rolloverbytes; -1: no size limit).
+        ".level": str(config.get("imq.log.level") or "INFO").strip().upper(),
+        "java.util.logging.FileHandler.limit": str(_rollover_bytes(config)),
+    }
+    # Globals.getBrokerID(): imq.brokerid, else the JDBC store's broker ID; none by default.
+    brokerid = config.get("imq.brokerid") or config.get("imq.persist.jdbc.brokerid")
+    if brokerid:
+        values["imq.brokerid"] = str(brokerid)
+    if not config.get("imq.autocreate.destination.useDMQ"):
+        values["imq.autocreate.destination.useDMQ"] = "true"
+    return values
+
+
+def _rollover_bytes(config: BrokerConfig) -> int:
+    size = config.get_size("imq.log.file.rolloversize", -1)
+    if size <= 0:
+        size = config.get_size("imq.log.file.rolloverbytes", -1)
+    return size if size > 0 else -1
 
 
 class AdminError(Exception):
@@ -271,6 +317,7 @@ def _destination_info(dest, delayed: list[int]) -> Any:
     else:
         active, backups, cdp = len(consumers), 0, dattrs.CDP_NA
     uris = dest.attributes.get("XMLSchemaURIList")
+    full = dest.dest_type | (int(DestType.AUTO) if dest.auto else 0)
     return destination_info(
         nMessages=dest.msg_count,
         nMessageBytes=dest.msg_bytes,
@@ -281,8 +328,8 @@ def _destination_info(dest, delayed: list[int]) -> Any:
         autocreated=bool(dest.auto or dest.is_dmq or dest.is_temporary),
         destState=int(dest.state),
         name=dest.name,
-        type=dest.dest_type & (DEST_QUEUE | DEST_TOPIC),
-        fulltype=dest.dest_type,
+        type=full & ~_DEST_PRIVATE_BITS,
+        fulltype=full,
         maxMessages=dest.limit("maxNumMsgs"),
         maxMessageBytes=dest.limit("maxTotalMsgBytes"),
         maxMessageSize=dest.limit("maxBytesPerMsg"),
@@ -593,11 +640,11 @@ class AdminHandler:
         values["imq.system.current_size"] = str(router.totals.bytes)
         values["imq.dmq.current_count"] = str(router.dmq.msg_count)
         values["imq.dmq.current_size"] = str(router.dmq.msg_bytes)
-        # Ours: RUNNING, QUIESCING or QUIESCED; the memory state; the product version;
-        # open connections (the portal's overview needs no connection list for a count).
+        values.update(broker_identity(b.config))
+        # Ours: RUNNING, QUIESCING or QUIESCED; the memory state; open connections (the
+        # portal's overview needs no connection list for a count).
         values["imq.broker.state"] = b.state
         values["imq.memory.state"] = b.memory.state
-        values["imq.product.version"] = PRODUCT_VERSION
         values["imq.system.current_connections"] = str(len(b.connections))
         return {}, encode_properties_object(values)
 

@@ -163,6 +163,13 @@ def unlimited(value: object) -> str:
     return str(value)
 
 
+def unlimited_or_zero(value: object) -> str:
+    """OpenMQ shows 0 and -1 as "unlimited" for the broker-wide limits and log rollover."""
+    if isinstance(value, str) and value.strip() == "0":
+        return "unlimited"
+    return unlimited(value)
+
+
 def yes_no(value: object) -> str:
     return "true" if value else "false"
 
@@ -509,30 +516,73 @@ class Command(BaseCommand):
         self.say("Querying the broker specified by:")
         self.say()
         self.broker_info()
+
+        def prop(name: str) -> str:
+            return str(props.get(name, ""))
+
+        # OpenMQ's rows, labels and order (CmdRunner.printDisplayableBrokerAttrs) ...
         items: list[tuple[str, object]] = [
-            ("Version", info["version"]),
+            ("Version", info["version"] or "Version information not available"),
             ("Instance Name", info["instance"]),
-            ("Broker ID", props.get("imq.brokerid", "")),
+            ("Broker ID", prop("imq.brokerid")),
             ("Primary Port", info["port"]),
-            ("Broker State", info["state"]),
-            ("Memory State", info["memory_state"]),
-            ("Instance Configuration/Data Root Directory", props.get("imq.varhome", "")),
-            ("Message Store", info["store"]),
+            ("Broker is Embedded", prop("imq.embedded")),
+            ("Instance Configuration/Data Root Directory", prop("imq.varhome")),
             ("", ""),
-            ("Current Number of Destinations", info["destinations"]),
             ("Current Number of Messages in System", info["messages"]),
             ("Current Total Message Bytes in System", info["message_bytes"]),
+            ("", ""),
+            ("Current Number of Messages in Dead Message Queue", prop("imq.dmq.current_count")),
+            ("Current Total Message Bytes in Dead Message Queue", prop("imq.dmq.current_size")),
+            ("", ""),
+            ("Log Dead Messages", prop("imq.destination.logDeadMsgs")),
+            (
+                "Truncate Message Body in Dead Message Queue",
+                prop("imq.destination.DMQ.truncateBody"),
+            ),
+            ("", ""),
+            ("Max Number of Messages in System", unlimited_or_zero(prop("imq.system.max_count"))),
+            ("Max Total Message Bytes in System", unlimited_or_zero(prop("imq.system.max_size"))),
+            ("Max Message Size", unlimited_or_zero(prop("imq.message.max_size"))),
+            ("", ""),
+            ("Auto Create Queues", prop("imq.autocreate.queue")),
+            ("Auto Create Topics", prop("imq.autocreate.topic")),
+            (
+                "Auto Created Queue Max Number of Active Consumers",
+                unlimited(prop("imq.autocreate.queue.maxNumActiveConsumers")),
+            ),
+            (
+                "Auto Created Queue Max Number of Backup Consumers",
+                unlimited(prop("imq.autocreate.queue.maxNumBackupConsumers")),
+            ),
+            ("Auto Created Destination useDMQ", prop("imq.autocreate.destination.useDMQ")),
+            ("", ""),
+            ("Cluster ID", prop("imq.cluster.clusterid")),
+            ("Cluster is Highly Available", str(props.get("imq.cluster.ha", "null"))),
+            ("Cluster Broker List (active)", prop("imq.cluster.brokerlist.active")),
+            ("Cluster Broker List (configured)", prop("imq.cluster.brokerlist")),
+            ("Cluster Master Broker", prop("imq.cluster.masterbroker")),
+            ("Cluster URL", prop("imq.cluster.url")),
+            ("", ""),
+            ("Log Level", prop(".level") or prop("imq.log.level")),
+            (
+                "Log Rollover Interval (seconds)",
+                unlimited_or_zero(prop("imq.log.file.rolloversecs")),
+            ),
+            (
+                "Log Rollover Size (bytes)",
+                unlimited_or_zero(prop("java.util.logging.FileHandler.limit")),
+            ),
+            # ... then ours.
+            ("", ""),
+            ("Product", info["product"]),
+            ("Broker State", info["state"]),
+            ("Memory State", info["memory_state"]),
+            ("Message Store", info["store"]),
+            ("Current Number of Destinations", info["destinations"]),
             ("Current Number of Connections", info["connections"]),
-            ("", ""),
-            ("Max Number of Messages in System", unlimited(props.get("imq.system.max_count"))),
-            ("Max Total Message Bytes in System", unlimited(props.get("imq.system.max_size"))),
-            ("Max Message Size", unlimited(props.get("imq.message.max_size"))),
-            ("", ""),
-            ("Auto Create Queues", props.get("imq.autocreate.queue", "")),
-            ("Auto Create Topics", props.get("imq.autocreate.topic", "")),
-            ("Log Level", props.get("imq.log.level", "")),
         ]
-        self.pairs([(k, v) for k, v in items if v != "" or not k])
+        self.pairs(items)
         self.done()
 
     def update_bkr(self, admin) -> None:
@@ -1030,9 +1080,11 @@ class Command(BaseCommand):
         self.say("Listing all the destinations on the broker specified by:")
         self.say()
         self.broker_info()
-        table = Table(11, 2).title(
-            ("Name", "Type", "State", "Producers", "", "Consumers", "", "Msgs", "", "", ""),
-            (1, 1, 1, 2, 0, 2, 0, 4, 0, 0, 0),
+        # OpenMQ 6.9's columns; a temporary destination (listed with -tmp only) is typed
+        # "Queue (temporary)" as CmdRunner.listDests does.
+        table = Table(12, 2).title(
+            ("Name", "Type", "State", "Producers", "", "Consumers", "", "Msgs", "", "", "", ""),
+            (1, 1, 1, 2, 0, 2, 0, 5, 0, 0, 0, 0),
         )
         table.title(
             (
@@ -1046,23 +1098,27 @@ class Command(BaseCommand):
                 "Count",
                 "Remote",
                 "UnAck",
+                "InDelay",
                 "Avg Size",
             )
         )
         for d in rows:
-            avg = d["bytes"] / d["messages"] if d["messages"] else 0.0
+            count = d["messages"] - d["in_transaction"]
+            avg = d["bytes"] / count if count > 0 else 0.0
+            kind = d["type"].capitalize()
             table.add(
                 (
                     d["name"],
-                    d["type"].capitalize(),
+                    f"{kind} (temporary)" if d["temporary"] else kind,
                     d["state"],
                     d["producers"],
-                    0,
+                    0 if d["type"] == "topic" else "-",
                     d["consumers"],
-                    0,
-                    d["messages"],
+                    0 if d["type"] == "topic" else "-",
+                    count,
                     0,
                     d["unacked"],
+                    d["in_delay"],
                     f"{avg:.1f}",
                 )
             )
