@@ -100,7 +100,10 @@ class ServiceSerializer(serializers.Serializer):
 
 class BrokerSerializer(serializers.Serializer):
     instance = serializers.CharField()
-    version = serializers.CharField()
+    version = serializers.CharField(help_text="The OpenMQ release the broker reports.")
+    product = serializers.CharField(
+        allow_blank=True, help_text="The broker's own name and version."
+    )
     host = serializers.CharField()
     port = serializers.IntegerField(help_text="The port mapper's port.")
     state = serializers.CharField()
