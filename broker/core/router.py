@@ -44,6 +44,8 @@ from broker.store.base import (
 from . import dmq
 from .destination import Destination, QueueDestination, Subscription, TopicDestination, Totals
 from .dmq import DMQ_NAME
+from .drops import DEFAULT_INTERVAL as DEFAULT_DROP_INTERVAL
+from .drops import DropLog
 from .ids import UIDGenerator
 from .message import Entry, Message
 from .metrics import note_consumers
@@ -56,6 +58,10 @@ log = logging.getLogger("broker.router")
 DEST_AUTO = int(DestType.AUTO)
 
 ADMIN_QUEUE = "__JMQAdmin"
+
+
+def _where(dest: Destination) -> str:
+    return f"{'queue' if dest.is_queue else 'topic'} {dest.name}"
 
 
 def now_ms() -> int:
@@ -87,6 +93,8 @@ class RouterSettings:
     broker_name: str = "imqbroker"
     dmq_truncate_body: bool = False
     log_dead_messages: bool = False
+    # Seconds between two WARNINGs about one destination's dropped messages.
+    drop_log_interval: float = DEFAULT_DROP_INTERVAL
 
 
 @dataclass
@@ -132,6 +140,7 @@ class MessageRouter:
         # Called with (link, producer id) when a FLOW_CONTROL destination has room again.
         self.on_producer_room: Callable[[object, int], None] | None = None
         self.listeners: list[Callable[[str, dict], None]] = []
+        self.drops = DropLog(self.settings.drop_log_interval)
 
     # -- destinations ---------------------------------------------------------
 
@@ -731,13 +740,13 @@ class MessageRouter:
             dest = self.ensure_destination(msg.destination, dest_type, link)
         s = self.settings
         if s.max_message_size >= 0 and msg.size > s.max_message_size:
-            dest.stats.rejected += 1
+            self._reject(dest, "larger than imq.message.max_size")
             raise RouterError(
                 Status.ENTITY_TOO_LARGE, f"message of {msg.size} bytes exceeds imq.message.max_size"
             )
         per_msg = dest.limit("maxBytesPerMsg")
         if per_msg >= 0 and msg.size > per_msg:
-            dest.stats.rejected += 1
+            self._reject(dest, "larger than maxBytesPerMsg")
             raise RouterError(
                 Status.ENTITY_TOO_LARGE,
                 f"message of {msg.size} bytes exceeds {dest.name} maxBytesPerMsg",
@@ -754,14 +763,18 @@ class MessageRouter:
             ):
                 pass
             else:
-                dest.stats.rejected += 1
+                self._reject(
+                    dest,
+                    f"destination full (maxNumMsgs {dest.limit('maxNumMsgs')}, maxTotalMsgBytes "
+                    f"{dest.limit('maxTotalMsgBytes')}, limitBehavior {behavior.name})",
+                )
                 raise RouterError(Status.RESOURCE_FULL, f"destination {dest.name} is full")
         totals = self.totals
         if not internal and (
             (s.system_max_count >= 0 and totals.count >= s.system_max_count)
             or (s.system_max_size >= 0 and totals.bytes + msg.size > s.system_max_size)
         ):
-            dest.stats.rejected += 1
+            self._reject(dest, "the broker's imq.system.max_count / max_size is reached")
             raise RouterError(Status.RESOURCE_FULL, "the broker's message limit is reached")
         t = now_ms()
         if msg.delivery_time > t:
@@ -807,7 +820,22 @@ class MessageRouter:
         q.count -= 1  # type: ignore[attr-defined]
         q.bytes -= entry.msg.size  # type: ignore[attr-defined]
         self._dead(entry, dmq.REMOVED_OLDEST if oldest else dmq.REMOVED_LOW_PRIORITY)
+        self.drops.note(
+            _where(dest),
+            "removed to make room for newer messages (limitBehavior "
+            f"{'REMOVE_OLDEST' if oldest else 'REMOVE_LOW_PRIORITY'})",
+        )
         return True
+
+    def _reject(self, dest: Destination, why: str) -> None:
+        """Count a refused message; a producer that did not wait for a reply is not told,
+        so the administrator is (broker/core/drops.py)."""
+        dest.stats.rejected += 1
+        self.drops.note(
+            _where(dest),
+            f"rejected: {why}; producers that do not wait for a reply (non-persistent "
+            "without imqAckOnProduce) are not told",
+        )
 
     def _dead(self, entry: Entry, reason: str, comment: str | None = None) -> None:
         """An entry is given up on: account it out, and keep a copy in the DMQ when the

@@ -238,6 +238,7 @@ class Broker:
             f"{c.get_int('imq.portmapper.port', 7676)}",
             dmq_truncate_body=c.get_bool("imq.destination.DMQ.truncateBody", False),
             log_dead_messages=c.get_bool("imq.destination.logDeadMsgs", False),
+            drop_log_interval=float(c.get_int("imq.destination.limit.log.interval", 30)),
         )
 
     def _service(self, name: str) -> Service:
@@ -326,6 +327,7 @@ class Broker:
         self._housekeeping_tasks = [
             asyncio.create_task(self._every(0.5, self.check_memory)),
             asyncio.create_task(self._every(5, self._reap)),
+            asyncio.create_task(self._every(5, self.router.drops.flush)),
             asyncio.create_task(self._every(2, self._poll_access)),
         ]
         self.events = EventPublisher(self)
