@@ -18,6 +18,11 @@ IMQ_BROKER_HOST     host of the broker the portal administers (default: localhos
 IMQ_ADMIN_USER      the broker administrator the portal logs in as (default: admin)
 IMQ_ADMIN_PASSWORD  its password (default: admin, OpenMQ's shipped administrator)
 
+METRICS_ALLOWED_ADDRESSES  addresses / networks that may read /metrics without logging in
+                    (comma-separated; default loopback only: 127.0.0.0/8,::1)
+METRICS_TOKEN       a bearer token that may read /metrics from anywhere (unset: none)
+METRICS_DESTINATIONS_LIMIT  /metrics exports only the N deepest destinations (0: all)
+
 LOGGING is deliberately not configured: the broker sets up its own (broker/logsetup.py).
 """
 
@@ -71,6 +76,11 @@ IMQ_BROKER_HOST = os.environ.get("IMQ_BROKER_HOST") or "localhost"
 IMQ_BROKER_PORT = int(os.environ.get("IMQ_PORT") or 7676)
 IMQ_ADMIN_USER = os.environ.get("IMQ_ADMIN_USER") or "admin"
 IMQ_ADMIN_PASSWORD = os.environ.get("IMQ_ADMIN_PASSWORD") or "admin"
+
+# The Prometheus endpoint /metrics (portal/prometheus.py): who may scrape without logging in.
+METRICS_ALLOWED_ADDRESSES = _env_list("METRICS_ALLOWED_ADDRESSES", ["127.0.0.0/8", "::1"])
+METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
+METRICS_DESTINATIONS_LIMIT = int(os.environ.get("METRICS_DESTINATIONS_LIMIT") or 0)
 
 INSTALLED_APPS = [
     # First: its runserver serves ASGI (WebSockets) like production's daphne.

@@ -3,6 +3,8 @@
 from django.http import HttpRequest, HttpResponse
 from django.urls import include, path
 
+from portal.prometheus import metrics_view
+
 
 def healthz(request: HttpRequest) -> HttpResponse:
     """Liveness probe: the portal process answers."""
@@ -11,6 +13,7 @@ def healthz(request: HttpRequest) -> HttpResponse:
 
 urlpatterns = [
     path("healthz", healthz, name="healthz"),
+    path("metrics", metrics_view, name="metrics"),
     path("api/", include("portal.api.urls")),
     path("", include("portal.ui.urls")),
 ]
