@@ -19,6 +19,8 @@ already, or the change would lock every administrator out).
 
 from __future__ import annotations
 
+import getpass
+import os
 from collections.abc import Iterable
 from typing import Any
 
@@ -44,9 +46,11 @@ __all__ = [
     "get_group",
     "get_rule",
     "get_user",
+    "command_line_actor",
     "group_dict",
     "groups_queryset",
     "import_rules_file",
+    "import_users_passwd",
     "list_groups",
     "list_rules",
     "list_users",
@@ -61,6 +65,17 @@ __all__ = [
 
 BUILTIN_GROUPS = (ADMIN_GROUP, USER_GROUP, ANONYMOUS_GROUP)
 MAX_GROUP_NAME = 100
+
+
+def command_line_actor(command: str) -> str:
+    """Who made a change from the command line, as the audit record names them: the
+    operating-system user running ``command`` (the commands' ``-u`` names the user
+    being changed, not the one changing it)."""
+    try:
+        who = getpass.getuser()
+    except (KeyError, OSError):  # no login name and no passwd entry (containers)
+        who = f"uid {os.getuid()}"
+    return f"{who} ({command})"
 
 
 class NotFound(ActionError, LookupError):
@@ -277,6 +292,47 @@ def delete_user(actor: str, username: str) -> None:
         raise NotFound(str(exc)) from None
     _sync_portal_user(username)
     record_change(actor, f"deleted user {username}")
+
+
+def import_users_passwd(actor: str, text: str) -> tuple[list[str], list[str]]:
+    """Load a passwd file's users (hashes, group, active state) into the database, all or
+    nothing; users missing from the file stay as they are.  Refused when it would leave
+    no active administrator.  Returns (created, updated) user names."""
+    from broker.security.filerepo import parse_passwd
+
+    if not isinstance(text, str):
+        raise ActionError("the passwd file must be text")
+    entries = {e.username: e for e in parse_passwd(text)}
+    for name, entry in entries.items():
+        _clean_username(name)
+        if entry.group:
+            _clean_group_name(entry.group)
+    admins_before = set(
+        BrokerUser.objects.filter(active=True, groups__name=ADMIN_GROUP).values_list(
+            "username", flat=True
+        )
+    )
+    admins_after = {n for n in admins_before if n not in entries} | {
+        n for n, e in entries.items() if e.active and e.group == ADMIN_GROUP
+    }
+    if admins_before and not admins_after:
+        raise Conflict(
+            f"the file leaves no active member of group {ADMIN_GROUP} "
+            f"({', '.join(sorted(admins_before))} would lose it): "
+            "nobody could administer the broker after that"
+        )
+    try:
+        created, updated = users.import_passwd(text)
+    except users.UserError as exc:
+        raise ActionError(str(exc)) from None
+    for name in created + updated:
+        _sync_portal_user(name)
+    record_change(
+        actor,
+        f"imported users from a passwd file ({len(created)} added: "
+        f"{', '.join(created) or 'none'}; {len(updated)} updated: {', '.join(updated) or 'none'})",
+    )
+    return created, updated
 
 
 # --------------------------------------------------------------------------------------

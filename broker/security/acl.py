@@ -242,6 +242,18 @@ class AccessControl:
         if rx is not None:
             self._wild.setdefault(op, []).append((rx, rule))
 
+    @classmethod
+    def refusing(cls, source: str, error: str) -> AccessControl:
+        """A rule set that refuses every check because of ``error``, without reading any
+        rules: the placeholder before the real rules load, or a missing file.  Logs
+        nothing -- the caller decides whether ``error`` is worth telling."""
+        acl = cls.__new__(cls)
+        acl.source = source
+        acl.rules = {}
+        acl.error = error
+        acl._conn, acl._dest, acl._wild, acl._create = {}, {}, {}, {}
+        return acl
+
     @property
     def valid(self) -> bool:
         return self.error is None
@@ -250,7 +262,7 @@ class AccessControl:
 
     def _evaluate(self, rules: Iterable[_Rule | None], user: str, groups: frozenset[str]):
         if self.error is not None:
-            return False, "the access control rules are invalid (bad or missing version)"
+            return False, f"the access control rules are unusable ({self.error})"
         if user == "*":
             return False, "a user named * is refused"
         decision: bool | None = None
@@ -312,7 +324,10 @@ class _Source:
     def __init__(self, path: Path | None) -> None:
         self.path = path
         self.stamp: object = None
-        self.acl = AccessControl({}, str(path) if path else "database rules")
+        # Until the first load: refuse everything, but no "version line missing" ERROR --
+        # nothing has been read yet, so nothing is wrong with the rules.
+        source = str(path) if path else "database rules"
+        self.acl = AccessControl.refusing(source, f"{source}: not loaded yet")
 
 
 class AccessController:
@@ -405,8 +420,7 @@ class AccessController:
             src.stamp = stamp
             if stamp == "missing":
                 log.error("access control file %s not found: every access check fails", src.path)
-                src.acl = AccessControl({}, str(src.path))
-                src.acl.error = f"{src.path} not found"
+                src.acl = AccessControl.refusing(str(src.path), f"{src.path} not found")
             else:
                 data = src.path.read_bytes()
                 try:

@@ -12,8 +12,11 @@ and ours, to move users between a passwd file (spec/security.md §2) and the dat
 * ``import FILE``: load the file's users (hashes, group, active state)
 * ``export FILE``: write the database's users in passwd format (``-`` = standard output)
 
-``-f`` skips the confirmation question.  The work is done by the action functions of
-:mod:`broker.security.users`, the same ones the portal calls.
+``-f`` skips the confirmation question.  Every change is one call of the action layer
+(:mod:`broker.admin.security_actions`) that the portal and the REST API call too: it is
+recorded in the log with the operating-system user who ran the command, the last active
+administrator cannot be deleted, disabled or moved out of group ``admin``, and a user who
+loses the administrator rights loses the portal and the REST API at once.
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+
+from broker.admin import security_actions as sec
 
 ROLES = ("admin", "user", "anonymous")
 
@@ -56,13 +61,16 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **opts) -> None:
+        from broker.admin.actions import ActionError
+        from broker.admin.security_actions import command_line_actor
         from broker.security import users
 
         sub = opts["subcommand"]
         self.opts = opts
+        self.actor = command_line_actor("imqusermgr")
         try:
             getattr(self, f"do_{sub}")(users, opts)
-        except users.UserError as exc:
+        except (users.UserError, ActionError) as exc:
             raise CommandError(str(exc)) from exc
 
     # -- helpers --------------------------------------------------------------------------
@@ -101,34 +109,36 @@ class Command(BaseCommand):
             raise CommandError("imqusermgr add needs -p <password>")
         group = self._role(users, opts["group"] or users.USER_GROUP, name)
         active = _bool(opts["active"]) if opts["active"] else True
-        users.create_user(name, opts["password"], [group], active=active)
+        sec.create_user(self.actor, name, opts["password"], [group], active=active)
         self.stdout.write(f"User {name} successfully added.")
 
     def do_delete(self, users, opts) -> None:
         name = self._need_user(opts)
-        users.list_users(name)  # UnknownUserError before asking
+        sec.get_user(name)  # NotFound before asking
         if not self._confirm(f"Are you sure you want to delete user {name}?"):
             self.stdout.write("User not deleted.")
             return
-        users.delete_user(name)
+        sec.delete_user(self.actor, name)
         self.stdout.write(f"User {name} successfully deleted.")
 
     def do_update(self, users, opts) -> None:
         name = self._need_user(opts)
         if not (opts["password"] or opts["active"] or opts["group"]):
             raise CommandError("imqusermgr update needs -p <password>, -a true|false or -g <group>")
-        users.list_users(name)
+        sec.get_user(name)  # NotFound before asking
         if opts["group"]:
             self._role(users, opts["group"], name)
+        active = _bool(opts["active"]) if opts["active"] else None
         if not self._confirm(f"Are you sure you want to update user {name}?"):
             self.stdout.write("User not updated.")
             return
-        if opts["password"]:
-            users.set_password(name, opts["password"])
-        if opts["active"]:
-            users.set_active(name, _bool(opts["active"]))
-        if opts["group"]:
-            users.set_groups(name, [opts["group"]])
+        sec.update_user(
+            self.actor,
+            name,
+            password=opts["password"] or None,
+            groups=[opts["group"]] if opts["group"] else None,
+            active=active,
+        )
         self.stdout.write(f"User {name} successfully updated.")
 
     def do_list(self, users, opts) -> None:
@@ -150,7 +160,7 @@ class Command(BaseCommand):
             text = Path(opts["file"]).read_text(encoding="utf-8")
         except OSError as exc:
             raise CommandError(f"cannot read {opts['file']}: {exc}") from exc
-        created, updated = users.import_passwd(text)
+        created, updated = sec.import_users_passwd(self.actor, text)
         self.stdout.write(
             f"Imported {len(created) + len(updated)} users from {opts['file']} "
             f"({len(created)} added, {len(updated)} updated)."
