@@ -1,16 +1,30 @@
-"""Portal login against the broker's user repository.
+"""Portal login against the broker's user repository, and who is an administrator now.
 
 The portal's users are the broker's: the repository the broker uses for basic
 authentication on its admin service (``imq.authentication.basic.user_repository``, per
 service ``imq.admin.authentication.basic.user_repository``) — the database (default), an
 OpenMQ passwd file, or LDAP.  A successful login creates or refreshes a Django user of the
-same name whose ``is_staff`` says whether the user is in the broker's ``admin`` group:
-only those administer (:func:`is_administrator`).
+same name (its ``is_staff`` mirrors group ``admin``, for Django's own use).
+
+:func:`is_administrator` is the one check the pages, the REST API (session and token),
+the live feed and /metrics use.  It asks the repository on every request, so a user
+disabled, deleted or moved out of group ``admin`` -- by the portal, the REST API,
+``imqusermgr``, an edit of the passwd file or a change in the directory -- is refused at
+the next request, whatever their session or token says:
+
+* database: one indexed query (active member of ``admin``);
+* passwd file: a ``stat`` of the file, re-read only when it changed;
+* LDAP: a search with the repository's search bind, remembered for
+  ``PORTAL_LDAP_RECHECK_SECONDS`` (30 s by default) per user so that a page with many
+  requests does not cost a directory round trip each; an unreachable directory refuses.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
+import time
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
@@ -19,11 +33,14 @@ from django.contrib.auth.backends import BaseBackend
 from broker.config import BrokerConfig, ConfigError
 from broker.security.digest import basic_credential, constant_time_equals
 from broker.security.repository import UserRepositories, repository_name
-from broker.security.users import UserRecord
+from broker.security.users import ADMIN_GROUP, UserRecord
 
 log = logging.getLogger("portal.auth")
 
 ADMIN_SERVICE = "admin"
+
+# Set on the request's user object: the answer of is_administrator for this request.
+_ANSWER = "_imq_administrator"
 
 
 def broker_config() -> BrokerConfig:
@@ -31,12 +48,78 @@ def broker_config() -> BrokerConfig:
     return BrokerConfig.load(settings.IMQ_INSTANCE, settings.IMQ_VARHOME)
 
 
+class _AdminRepository:
+    """The admin service's basic-authentication repository, built once per configuration
+    (a passwd file repository keeps its parsed file, LDAP its server pool) and rebuilt
+    when ``config.properties`` changes."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._key: tuple | None = None
+        self._built: tuple[str, object] | None = None
+        self._ldap_seen: dict[str, tuple[float, bool]] = {}
+
+    def _config_key(self) -> tuple:
+        varhome = Path(settings.IMQ_VARHOME)
+        path = varhome / "instances" / settings.IMQ_INSTANCE / "props" / "config.properties"
+        try:
+            st = path.stat()
+            stamp: tuple = (st.st_mtime_ns, st.st_size)
+        except OSError:
+            stamp = ()
+        return (str(varhome), settings.IMQ_INSTANCE, stamp)
+
+    def get(self) -> tuple[str, object]:
+        """(repository name, repository); ConfigError when the configuration is unusable."""
+        key = self._config_key()
+        with self._lock:
+            if self._key != key or self._built is None:
+                config = broker_config()
+                name = repository_name(config, "basic", ADMIN_SERVICE)
+                self._built = (name, UserRepositories(config).get(name))
+                self._key = key
+                self._ldap_seen.clear()
+            return self._built
+
+    def remember(self, username: str, admin: bool) -> None:
+        """What a login just learnt from the directory (saves the first re-check)."""
+        with self._lock:
+            self._ldap_seen[username] = (time.monotonic(), admin)
+
+    def ldap_admin(self, repo, username: str) -> bool:
+        ttl = float(getattr(settings, "PORTAL_LDAP_RECHECK_SECONDS", 30))
+        with self._lock:
+            seen = self._ldap_seen.get(username)
+        if seen is not None and time.monotonic() - seen[0] < ttl:
+            return seen[1]
+        record = repo.find_user(username)
+        admin = record is not None and record.active and record.is_admin
+        self.remember(username, admin)
+        return admin
+
+
+_repository = _AdminRepository()
+
+
+def repository_says_admin(username: str) -> bool:
+    """Whether the admin service's user repository has ``username`` as an active member
+    of group ``admin`` right now (see the module docstring for the cost)."""
+    name, repo = _repository.get()
+    if name == "database":
+        from broker.models import BrokerUser
+
+        return BrokerUser.objects.filter(
+            username=username, active=True, groups__name=ADMIN_GROUP
+        ).exists()
+    if name == "ldap":
+        return _repository.ldap_admin(repo, username)
+    record = repo.lookup(username)
+    return record is not None and record.active and record.is_admin
+
+
 def verify(username: str, password: str) -> UserRecord | None:
     """The user's record when the password is right and the user active, else None."""
-    config = broker_config()
-    repos = UserRepositories(config)
-    name = repository_name(config, "basic", ADMIN_SERVICE)
-    repo = repos.get(name)
+    name, repo = _repository.get()
     check = getattr(repo, "verify_basic", None)
     if check is not None:  # LDAP binds as the user
         record = check(username, password)
@@ -48,6 +131,8 @@ def verify(username: str, password: str) -> UserRecord | None:
             record = None
     if record is None or not record.active:
         return None
+    if name == "ldap":
+        _repository.remember(username, record.is_admin)
     return record
 
 
@@ -77,6 +162,7 @@ class BrokerUserBackend(BaseBackend):
             user.is_active = True
             user.set_unusable_password()  # the repository stays the only password check
             user.save()
+        setattr(user, _ANSWER, admin)  # just read from the repository
         log.info(
             "portal login by %s from %s (%s)",
             username,
@@ -91,5 +177,18 @@ class BrokerUserBackend(BaseBackend):
 
 
 def is_administrator(user) -> bool:
-    """Administrators are authenticated members of the broker's admin group."""
-    return bool(user and user.is_authenticated and user.is_active and user.is_staff)
+    """Whether ``user`` (a request's user) may administer: logged in, and an active member
+    of group ``admin`` in the broker's user repository as it is now -- not as it was at
+    login.  Asked once per request (the answer stays on the request's user object)."""
+    if not (user and user.is_authenticated and user.is_active):
+        return False
+    answer = getattr(user, _ANSWER, None)
+    if answer is None:
+        username = user.get_username()
+        try:
+            answer = repository_says_admin(username)
+        except Exception as exc:  # refused while the repository cannot answer
+            log.warning("cannot check %s's administrator rights: %s", username, exc)
+            answer = False
+        setattr(user, _ANSWER, answer)
+    return answer

@@ -2,8 +2,8 @@
 
 ``OverviewConsumer`` (``/ws/overview/``, optionally ``?instance=<broker instance>``) is
 the live dashboard's feed, for administrators only (portal.auth.is_administrator: an
-authenticated, active user with ``is_staff``, which the portal's login sets for members
-of the broker's admin group); anyone else is refused during the handshake.  On
+authenticated user who is an active member of group ``admin`` in the broker's user
+repository at connect time); anyone else is refused during the handshake.  On
 connect it joins the broker's channel layer group (``broker.<instance>``,
 broker/server/events.py) and sends the last ten minutes of ``MetricSample`` rows::
 
@@ -86,7 +86,7 @@ class OverviewConsumer(AsyncJsonWebsocketConsumer):
     group: str | None = None
 
     async def connect(self) -> None:
-        if not is_administrator(self.scope.get("user")):
+        if not await database_sync_to_async(is_administrator)(self.scope.get("user")):
             await self.close(code=FORBIDDEN)
             return
         query = parse_qs(self.scope.get("query_string", b"").decode("latin-1"))

@@ -17,6 +17,9 @@ IMQ_BROKER_HOST     host of the broker the portal administers (default: localhos
                     port mapper is IMQ_PORT, default 7676)
 IMQ_ADMIN_USER      the broker administrator the portal logs in as (default: admin)
 IMQ_ADMIN_PASSWORD  its password (default: admin, OpenMQ's shipped administrator)
+PORTAL_LDAP_RECHECK_SECONDS  with the LDAP user repository, how long the portal trusts
+                    its last look at a logged-in user's groups (default: 30; 0: ask the
+                    directory on every request)
 
 METRICS_ALLOWED_ADDRESSES  addresses / networks that may read /metrics without logging in
                     (comma-separated; default loopback only: 127.0.0.0/8,::1)
@@ -76,6 +79,8 @@ IMQ_BROKER_HOST = os.environ.get("IMQ_BROKER_HOST") or "localhost"
 IMQ_BROKER_PORT = int(os.environ.get("IMQ_PORT") or 7676)
 IMQ_ADMIN_USER = os.environ.get("IMQ_ADMIN_USER") or "admin"
 IMQ_ADMIN_PASSWORD = os.environ.get("IMQ_ADMIN_PASSWORD") or "admin"
+# portal/auth.py: an LDAP user's administrator rights are re-read at most this often.
+PORTAL_LDAP_RECHECK_SECONDS = float(os.environ.get("PORTAL_LDAP_RECHECK_SECONDS") or 30)
 
 # The Prometheus endpoint /metrics (portal/prometheus.py): who may scrape without logging in.
 METRICS_ALLOWED_ADDRESSES = _env_list("METRICS_ALLOWED_ADDRESSES", ["127.0.0.0/8", "::1"])

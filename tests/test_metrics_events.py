@@ -499,6 +499,10 @@ def test_overview_sends_history_then_live_samples(own_broker, redis_url, setting
     _history_row(instance, 3600, 99.0)  # older than ten minutes: not history
     _history_row(name("elsewhere"), 30, 42.0)  # another broker's
     admin_user = get_user_model().objects.create_user("portaladmin", is_staff=True)
+    # The portal asks the broker's user repository whether the user administers.
+    from broker.admin import security_actions
+
+    security_actions.create_user("test", "portaladmin", "portaladmin-pw", ["admin"])
     client = Client()
     client.force_login(admin_user)
     cookie = f"sessionid={client.cookies['sessionid'].value}".encode()

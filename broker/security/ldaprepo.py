@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ldap3 import NONE, SUBTREE, Connection, Server, ServerPool
+from ldap3 import BASE, NONE, SUBTREE, Connection, Server, ServerPool
 from ldap3.core.exceptions import LDAPException
 from ldap3.utils.conv import escape_filter_chars
 
@@ -154,6 +154,28 @@ class LdapUserRepository:
                 if v:
                     groups.add(str(v))
         return frozenset(groups)
+
+    def find_user(self, username: str) -> UserRecord | None:
+        """The user as the directory has them now, found with the search bind (no
+        password): None when the directory no longer has them.  For re-checking a user
+        who logged in earlier; raises :class:`LDAPException` like :meth:`verify_basic`."""
+        s = self.settings
+        search = self._search_bind()
+        try:
+            if s.usrformat == "dn":
+                search.search(
+                    username, "(objectClass=*)", BASE, attributes=[], time_limit=s.timeout
+                )
+                found = any(e.get("type") == "searchResEntry" for e in search.response or [])
+                dn = username if found else None
+            else:
+                dn = self._find_dn(search, username)
+            if dn is None:
+                return None
+            groups = self._groups(search, dn) if s.grpsearch else frozenset()
+            return UserRecord(username, "", True, groups)
+        finally:
+            search.unbind()
 
     def verify_basic(self, username: str, password: str) -> UserRecord | None:
         """The user with their LDAP groups if the directory accepts the password, else None.
