@@ -102,6 +102,7 @@ INSTALLED_APPS = [
     "drf_spectacular_sidecar",
     "channels",
     "broker.apps.BrokerAppConfig",
+    "portal.pipeline",
 ]
 
 MIDDLEWARE = [
