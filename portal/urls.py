@@ -15,5 +15,6 @@ urlpatterns = [
     path("healthz", healthz, name="healthz"),
     path("metrics", metrics_view, name="metrics"),
     path("api/", include("portal.api.urls")),
+    path("", include("portal.pipeline.urls")),
     path("", include("portal.ui.urls")),
 ]

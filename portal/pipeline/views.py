@@ -73,7 +73,6 @@ def pipeline(request: HttpRequest) -> HttpResponse:
     """The pipeline's runs, newest first, 50 a page."""
     page = Paginator(pipeline_runs(), RUNS_PER_PAGE).get_page(request.GET.get("page"))
     for run in page:
-        run.duration = (run.finished - run.started) if run.finished else None
         run.error_preview = (run.error or "")[:ERROR_PREVIEW]
     return render(
         request,
