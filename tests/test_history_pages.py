@@ -232,7 +232,13 @@ def test_history_page_draws_each_range_and_zooms(page, stack, written):
     assert 0 < spans[0][1] - spans[0][0] < whole * 0.5
     section.get_by_role("button", name="Reset zoom").click()
     expect(section).to_have_attribute("data-zoom", "")
-    page.set_viewport_size({"width": 1280, "height": 1100})
+    # The README's screenshot: wide enough for the whole navigation on one line.
+    page.set_viewport_size({"width": 1440, "height": 1100})
+    section.get_by_role("button", name="Last day").click()
+    expect(section).to_have_attribute("data-range", "day")
+    section.get_by_role("button", name="Last week").click()
+    expect(section).to_have_attribute("data-range", "week")
+    expect(page.locator('[data-chart="memory"] canvas')).to_have_count(1)
     page.screenshot(path=str(ROOT / "docs" / "history.png"), full_page=True)
 
 
@@ -249,6 +255,13 @@ def test_history_data_carries_the_rollups(page, stack, written):
     assert data["memory_state_peak"] == [f["memory_state_peak"] for f in figures]
     r = page.request.get(stack.url + "/history/data/?range=year")
     assert r.status == 400
+    # Another broker's history is its own: none was written for this one.
+    r = page.request.get(stack.url + "/history/data/?range=week&broker=elsewhere")
+    assert r.status == 200
+    assert r.json()["t"] == [] and r.json()["broker"] == "elsewhere"
+    page.goto(stack.url + "/history/broker/elsewhere/")
+    expect(page.locator("#history-broker")).to_have_text("elsewhere")
+    expect(page.locator("section.history")).to_have_attribute("data-points", "0")
 
 
 def test_history_data_is_for_administrators_only(stack, written):
@@ -270,7 +283,7 @@ def test_destination_page_has_its_history(page, stack, written):
     section.get_by_role("button", name="Last month").click()
     expect(section).to_have_attribute("data-range", "month")
     expect(section).to_have_attribute("data-points", "0")
-    expect(section.get_by_role("status")).to_contain_text("No rollups for this range")
+    expect(section.locator(".history-status")).to_contain_text("No rollups for this range")
 
 
 def test_pipeline_page_lists_runs_with_the_failed_one(page, stack, written):
