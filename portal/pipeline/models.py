@@ -10,6 +10,7 @@ GRANULARITIES = ("minute", "hour", "day")
 class Rollup(models.Model):
     """One bucket (minute, hour or day) of one broker's (``destination=""``) or one
     destination's samples, as computed by portal/pipeline/rollup.py from the raw store.
+    A connection service's buckets have ``dest_type="service"`` and its name.
 
     Totals (msgs_*, bytes_*) are sums over the bucket; rates are per second; latencies in
     ms, null when the samples carried none.
@@ -47,8 +48,9 @@ class Rollup(models.Model):
     class Meta:
         constraints = [
             models.UniqueConstraint(
-                fields=["broker", "destination", "granularity", "bucket_start"],
-                name="pipeline_rollup_bucket_unique",
+                # dest_type too: a queue and a topic may share a name.
+                fields=["broker", "destination", "dest_type", "granularity", "bucket_start"],
+                name="pipeline_rollup_bucket_unique_type",
             )
         ]
         indexes = [
