@@ -121,14 +121,19 @@ def test_metrics_give_the_figures_of_a_filled_queue(stack):
 
 @pytest.fixture(scope="module")
 def guarded(stack) -> Iterator[str]:
-    """A second portal on the same broker: loopback not allowed, a token set."""
+    """A second portal on the same broker: loopback not allowed, a token set, only the
+    deepest destination exported."""
     tmp = stack.tmp / "guarded"
     tmp.mkdir(exist_ok=True)
     proc, port, _, _ = start_portal(
         tmp,
         stack.broker,
         stack.redis.url,
-        extra_env={"METRICS_ALLOWED_ADDRESSES": "192.0.2.0/24", "METRICS_TOKEN": TOKEN},
+        extra_env={
+            "METRICS_ALLOWED_ADDRESSES": "192.0.2.0/24",
+            "METRICS_TOKEN": TOKEN,
+            "METRICS_DESTINATIONS_LIMIT": "1",
+        },
     )
     try:
         yield f"http://127.0.0.1:{port}"
@@ -163,6 +168,24 @@ def test_bearer_token_is_let_in(guarded):
     parsed = {f.name: f for f in openmetrics_families(text)}
     assert parsed["openmq_broker_up"].samples[0].value == 1
     assert parsed["openmq_broker_messages_in"].type == "counter"
+
+
+def test_destinations_limit_keeps_the_deepest(stack, guarded):
+    conn = connect(stack.broker.host, stack.broker.portmapper_port)
+    try:
+        producer = conn.create_session().create_producer(Queue("prom.deepest"))
+        for i in range(40):  # deeper than any other queue of this module
+            producer.send(TextMessage(f"deep {i}"), persistent=False)
+    finally:
+        conn.close()
+    status, _, text = fetch(guarded + "/metrics", {"Authorization": f"Bearer {TOKEN}"})
+    assert status == 200
+    got = samples(text)
+    exported = {dict(k[1])["destination"] for k in got if k[0] == "openmq_destination_messages"}
+    assert exported == {"prom.deepest"}
+    assert got[("openmq_destination_messages", dest("prom.deepest"))] == 40
+    # The broker-wide count still counts them all (the DMQ and this one at least).
+    assert got[("openmq_broker_destinations", ())] >= 2
 
 
 def test_logged_in_administrator_is_let_in(guarded):
