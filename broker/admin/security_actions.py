@@ -208,9 +208,16 @@ def _sync_portal_user(username: str) -> None:
     active = record is not None and record.active
     admin = active and any(g.name == ADMIN_GROUP for g in record.groups.all())
     if portal_user.is_staff != admin or portal_user.is_active != active:
+        fields = ["is_staff", "is_active"]
+        if not admin and (portal_user.is_staff or portal_user.is_active):
+            # A new (unusable) password changes the session hash: every open session
+            # ends, so giving the rights back later does not revive them -- the user
+            # logs in again.
+            portal_user.set_unusable_password()
+            fields.append("password")
         portal_user.is_staff = admin
         portal_user.is_active = active
-        portal_user.save(update_fields=["is_staff", "is_active"])
+        portal_user.save(update_fields=fields)
     if not admin:
         try:
             from rest_framework.authtoken.models import Token
