@@ -25,6 +25,10 @@ METRICS_ALLOWED_ADDRESSES  addresses / networks that may read /metrics without l
                     (comma-separated; default loopback only: 127.0.0.0/8,::1)
 METRICS_TOKEN       a bearer token that may read /metrics from anywhere (unset: none)
 METRICS_DESTINATIONS_LIMIT  /metrics exports only the N deepest destinations (0: all)
+METRICS_RAW_URL     the raw metrics store the brokers write and the Spark rollups read
+                    (a directory or any Spark/pyarrow URL, e.g. s3a://bucket/raw;
+                    default: <IMQ_VARHOME>/metrics-raw)
+SPARK_MASTER        where the rollup job runs (default: local[*]; e.g. spark://host:7077)
 
 LOGGING is deliberately not configured: the broker sets up its own (broker/logsetup.py).
 """
@@ -86,6 +90,10 @@ PORTAL_LDAP_RECHECK_SECONDS = float(os.environ.get("PORTAL_LDAP_RECHECK_SECONDS"
 METRICS_ALLOWED_ADDRESSES = _env_list("METRICS_ALLOWED_ADDRESSES", ["127.0.0.0/8", "::1"])
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 METRICS_DESTINATIONS_LIMIT = int(os.environ.get("METRICS_DESTINATIONS_LIMIT") or 0)
+
+# The metrics pipeline (portal/pipeline/): the brokers' raw samples, and where Spark runs.
+METRICS_RAW_URL = os.environ.get("METRICS_RAW_URL") or str(IMQ_VARHOME / "metrics-raw")
+SPARK_MASTER = os.environ.get("SPARK_MASTER") or "local[*]"
 
 INSTALLED_APPS = [
     # First: its runserver serves ASGI (WebSockets) like production's daphne.
