@@ -32,6 +32,12 @@ install-dev: $(BIN)/python
 	@# The portal tests drive Debian's headless Chromium through Playwright (no browser
 	@# download: tests/portal_server.py launches /usr/bin/chromium).
 	test -x /usr/bin/chromium || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
+	@# The interoperability tests (tests/interop) compile C probes against the stock OpenMQ C
+	@# client (../shared/realclient/c, built against Debian's NSPR and NSS) and, once the stock
+	@# Java client jars are there, Java probes with javac.
+	command -v gcc >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q gcc libc6-dev; }
+	{ ls /usr/lib/*/libnspr4.so >/dev/null 2>&1 && ls /usr/lib/*/libnss3.so >/dev/null 2>&1; } || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q libnspr4 libnss3; }
+	command -v javac >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q openjdk-17-jdk-headless; }
 
 # The broker, the portal (http://127.0.0.1:8000/) and redis, under one supervisor
 # (manage.py up: Ctrl-C stops them all); ARGS go to it, e.g. ARGS="--portal-port 8080 -port 7677".
