@@ -31,6 +31,13 @@ thread does the ORM work (as logsetup's database log handler does); the loop onl
 a small dict on a bounded queue.  The thread also deletes this instance's rows older than
 ``imq.metrics.sample.retention`` seconds (default 86400; 0 keeps them) every few minutes.
 
+At the same moments the counters of the broker, its services and ALL its destinations
+are copied (one tuple each) for the raw metrics store that the Spark rollups read
+(portal/pipeline/rawstore.py): a second writer thread makes the rows and writes Parquet
+files, ``imq.metrics.raw.url`` (default: the portal's ``METRICS_RAW_URL``, else
+``<varhome>/metrics-raw``), every ``imq.metrics.raw.flush.interval`` seconds (default
+300); ``imq.metrics.raw.enabled=false`` turns it off.
+
 The same once-a-second pass takes the destinations' averaging samples
 (core/metrics.py), which GET_METRICS reports as avgNumMsgs and friends -- for up to
 :data:`AVERAGING_BATCH` destinations a tick, round robin beyond that.
@@ -50,6 +57,8 @@ from operator import attrgetter
 from typing import TYPE_CHECKING
 
 from broker.core.metrics import ServiceCounters, consumer_counts, sample_averages
+from portal.pipeline.rawstore import RawStoreWriter
+from portal.pipeline.rawstore import collect as collect_raw
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -117,6 +126,7 @@ class EventPublisher:
         self._writer = (
             SampleWriter(self.instance, self.retention) if self.sample_interval > 0 else None
         )
+        self._raw = _raw_writer(c) if self.sample_interval > 0 else None
 
     # -- the timer -------------------------------------------------------------------
 
@@ -133,6 +143,8 @@ class EventPublisher:
                 self._row_base = (mono, counters)
                 rates = _rates(counters, base, max(mono - base_t, 0.001))
                 self._writer.submit(sample, rates)
+                if self._raw is not None:
+                    self._raw.submit(collect_raw(self.broker))
 
     def sample(self) -> dict:
         """Read the broker's figures now (and take the destinations' averaging samples)."""
@@ -246,6 +258,26 @@ class EventPublisher:
             self._pending.cancel()
         if self._writer is not None:
             self._writer.close()
+        if self._raw is not None:
+            self._raw.close()
+
+
+def _raw_writer(config) -> RawStoreWriter | None:
+    """The raw store's writer (portal/pipeline/rawstore.py), unless turned off."""
+    if not config.get_bool("imq.metrics.raw.enabled", True):
+        return None
+    url = config.get("imq.metrics.raw.url") or ""
+    if not url:
+        try:
+            from django.conf import settings
+
+            url = getattr(settings, "METRICS_RAW_URL", "") or ""
+        except Exception:
+            url = ""
+    url = url or str(config.varhome / "metrics-raw")
+    flush = config.get_int("imq.metrics.raw.flush.interval", 300)
+    log.info("raw metrics: samples to %s every %d s", url, flush)
+    return RawStoreWriter(config.instance, url, flush_interval=flush)
 
 
 # --------------------------------------------------------------------------------------

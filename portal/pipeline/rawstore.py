@@ -1,0 +1,383 @@
+"""The raw metrics store: every broker's samples as Parquet, partitioned by date and hour.
+
+Layout under the store URL (``METRICS_RAW_URL``; a local directory by default, or any
+URL pyarrow's filesystems know, e.g. ``s3://bucket/metrics-raw``)::
+
+    date=2026-01-01/hour=07/<instance>-<unix ms>-<seq>.parquet
+
+One row per broker, per connection service and per destination, every sample interval
+(``imq.metrics.sample.interval``), all with the columns of :data:`COLUMNS`.  ``kind`` says
+which: ``"broker"`` (``name`` and ``dest_type`` empty), ``"service"`` (the service's name,
+``dest_type`` ``"service"``) or ``"destination"`` (``dest_type`` ``"queue"``/``"topic"``).
+Counts (``msgs_in`` .. ``bytes_out``) are over the interval, rates per second over it;
+``depth``/``bytes`` are the messages and bytes held at the sample time.  ``latency_ms`` is
+a latency-like figure where one exists (none of the broker's own samples carry one yet).
+
+The broker side is two pieces, so that the event loop only copies integers:
+:func:`collect` runs on the loop (one pass over the destinations, a tuple each) and
+:class:`RawStoreWriter` (a daemon thread) turns snapshots into counts, rates and rows,
+buffers them and writes one file per hour partition per flush
+(``imq.metrics.raw.flush.interval``, 300 s by default, and on shutdown).  A file is
+written under a name starting with ``.`` (which Spark and pyarrow skip) and renamed when
+complete, so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import threading
+import time
+from collections import defaultdict
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from broker.core.memory import LEVELS
+from broker.core.metrics import consumer_counts
+
+if TYPE_CHECKING:
+    from broker.server.broker import Broker
+
+log = logging.getLogger("broker.rawstore")
+
+__all__ = ["COLUMNS", "RawStoreWriter", "Snapshot", "collect", "partition_path", "schema"]
+
+ADMIN_QUEUE = "__JMQAdmin"
+
+# (name, arrow type name); the order is the files' column order.
+COLUMNS: tuple[tuple[str, str], ...] = (
+    ("kind", "string"),
+    ("broker", "string"),
+    ("ts", "timestamp"),
+    ("interval", "float64"),
+    ("name", "string"),
+    ("dest_type", "string"),
+    ("msgs_in", "int64"),
+    ("msgs_out", "int64"),
+    ("bytes_in", "int64"),
+    ("bytes_out", "int64"),
+    ("rate_in", "float64"),
+    ("rate_out", "float64"),
+    ("depth", "int64"),
+    ("bytes", "int64"),
+    ("producers", "int32"),
+    ("consumers", "int32"),
+    ("connections", "int32"),
+    ("memory_state", "int32"),
+    ("memory_bytes", "int64"),
+    ("latency_ms", "float64"),
+)
+
+
+def schema():
+    """The raw files' pyarrow schema (timestamps in ms, UTC)."""
+    import pyarrow as pa
+
+    types = {
+        "string": pa.string(),
+        "timestamp": pa.timestamp("ms", tz="UTC"),
+        "float64": pa.float64(),
+        "int64": pa.int64(),
+        "int32": pa.int32(),
+    }
+    return pa.schema([(name, types[t]) for name, t in COLUMNS])
+
+
+def partition_path(ts: datetime) -> str:
+    """The partition directory (relative to the store) a sample taken at ``ts`` goes to."""
+    ts = ts.astimezone(UTC)
+    return f"date={ts:%Y-%m-%d}/hour={ts:%H}"
+
+
+# What the loop hands over: wall time, monotonic time, the broker's figures, per-service
+# (name, msgs in, msgs out, bytes in, bytes out, connections) and per-destination
+# (name, is queue, depth, bytes, msgs in, msgs out, bytes in, bytes out, producers,
+# consumers) tuples.
+Snapshot = tuple[float, float, tuple, list[tuple], list[tuple]]
+
+
+def collect(broker: Broker) -> Snapshot:
+    """Copy the counters the raw rows are made of (runs on the event loop: no I/O)."""
+    router = broker.router
+    totals = router.totals
+    services = [
+        (
+            s.name,
+            s.metrics.messages_in,
+            s.metrics.messages_out,
+            s.metrics.message_bytes_in,
+            s.metrics.message_bytes_out,
+            len(s.connections),
+        )
+        for s in broker.services
+    ]
+    dests = [
+        (
+            d.name,
+            True,
+            d.msg_count,
+            d.msg_bytes,
+            d.msgs_in,
+            d.msgs_out,
+            d.msg_bytes_in,
+            d.msg_bytes_out,
+            len(d.producers),
+            len(d.dq.consumers) + len(d.backups),
+        )
+        for d in router.queues.values()
+        if d.name != ADMIN_QUEUE
+    ]
+    dests += [
+        (
+            d.name,
+            False,
+            d.msg_count,
+            d.msg_bytes,
+            d.msgs_in,
+            d.msgs_out,
+            d.msg_bytes_in,
+            d.msg_bytes_out,
+            len(d.producers),
+            consumer_counts(d)[0],
+        )
+        for d in router.topics.values()
+    ]
+    state = broker.memory.state
+    figures = (
+        totals.count,
+        totals.bytes,
+        len(broker.connections),
+        LEVELS.index(state) if state in LEVELS else 0,
+        totals.bytes,
+    )
+    return (time.time(), time.monotonic(), figures, services, dests)
+
+
+def _delta(now: int, before: int) -> int:
+    # A counter below its previous value was reset (RESET_BROKER): count from zero.
+    return now - before if now >= before else now
+
+
+_STOP = object()
+
+
+class RawStoreWriter:
+    """Turns snapshots into raw rows and writes them to the store, in a daemon thread.
+
+    :meth:`submit` never blocks: with the queue full (the store is stuck) the snapshot is
+    dropped and counted.  Write errors are logged once (WARNING) until a write succeeds;
+    rows that could not be written are kept (up to ``max_rows``) and tried again."""
+
+    def __init__(
+        self,
+        instance: str,
+        url: str,
+        flush_interval: float = 300.0,
+        max_queue: int = 32,
+        max_rows: int = 2_000_000,
+    ) -> None:
+        self.instance = instance
+        self.url = url
+        self.flush_interval = max(0.0, flush_interval)
+        self.max_rows = max_rows
+        self.written_rows = 0
+        self.written_files = 0
+        self.dropped = 0
+        self._queue: queue.Queue[object] = queue.Queue(max_queue)
+        self._columns: dict[str, list[Any]] = {name: [] for name, _ in COLUMNS}
+        self._prev_services: dict[str, tuple] = {}
+        self._prev_dests: dict[tuple[str, bool], tuple] = {}
+        self._prev_mono: float | None = None
+        self._failing = False
+        self._seq = 0
+        self._fs = None
+        self._root = ""
+        self._thread = threading.Thread(target=self._run, name="imq-raw-writer", daemon=True)
+        self._thread.start()
+
+    # -- the loop's side -------------------------------------------------------------
+
+    def submit(self, snapshot: Snapshot) -> None:
+        try:
+            self._queue.put_nowait(snapshot)
+        except queue.Full:
+            self.dropped += 1
+
+    def close(self, timeout: float = 10.0) -> None:
+        """Flush what is buffered and stop the thread."""
+        if self._thread.is_alive():
+            try:
+                self._queue.put(_STOP, timeout=timeout)
+            except queue.Full:
+                return
+            self._thread.join(timeout)
+
+    # -- the thread ----------------------------------------------------------------------
+
+    def _run(self) -> None:
+        last_flush = time.monotonic()
+        while True:
+            wait = max(0.05, self.flush_interval - (time.monotonic() - last_flush))
+            try:
+                item = self._queue.get(timeout=wait)
+            except queue.Empty:
+                item = None
+            if item is _STOP:
+                self._flush()
+                return
+            if item is not None:
+                try:
+                    self._add(item)  # type: ignore[arg-type]
+                except Exception:
+                    log.exception("raw metrics: cannot make rows of a sample")
+            if time.monotonic() - last_flush >= self.flush_interval:
+                self._flush()
+                last_flush = time.monotonic()
+
+    def _add(self, snap: Snapshot) -> None:
+        wall, mono, figures, services, dests = snap
+        seconds = mono - self._prev_mono if self._prev_mono is not None else 0.0
+        self._prev_mono = mono
+        if seconds <= 0:
+            # The first snapshot is the baseline the first interval's counts start from.
+            self._prev_services = {s[0]: s for s in services}
+            self._prev_dests = {(d[0], d[1]): d for d in dests}
+            return
+        ts = datetime.fromtimestamp(wall, UTC)
+        cols = self._columns
+        depth, held_bytes, connections, memory_state, memory_bytes = figures
+        total = [0, 0, 0, 0]
+        prev_services, self._prev_services = self._prev_services, {}
+        for s in services:
+            before = prev_services.get(s[0], (s[0], 0, 0, 0, 0, 0))
+            counts = [_delta(s[i], before[i]) for i in range(1, 5)]
+            for i in range(4):
+                total[i] += counts[i]
+            self._row(cols, "service", ts, seconds, s[0], "service", counts)
+            cols["connections"].append(s[5])
+            for name in ("depth", "bytes", "producers", "consumers"):
+                cols[name].append(None)
+            cols["memory_state"].append(None)
+            cols["memory_bytes"].append(None)
+            self._prev_services[s[0]] = s
+        self._row(cols, "broker", ts, seconds, "", "", total)
+        cols["depth"].append(depth)
+        cols["bytes"].append(held_bytes)
+        cols["producers"].append(None)
+        cols["consumers"].append(None)
+        cols["connections"].append(connections)
+        cols["memory_state"].append(memory_state)
+        cols["memory_bytes"].append(memory_bytes)
+        prev_dests, self._prev_dests = self._prev_dests, {}
+        zero = (None, None, 0, 0, 0, 0, 0, 0, 0, 0)
+        for d in dests:
+            key = (d[0], d[1])
+            before = prev_dests.get(key, zero)
+            counts = [_delta(d[i], before[i]) for i in range(4, 8)]
+            self._row(cols, "destination", ts, seconds, d[0], "queue" if d[1] else "topic", counts)
+            cols["depth"].append(d[2])
+            cols["bytes"].append(d[3])
+            cols["producers"].append(d[8])
+            cols["consumers"].append(d[9])
+            cols["connections"].append(None)
+            cols["memory_state"].append(None)
+            cols["memory_bytes"].append(None)
+            self._prev_dests[key] = d
+        excess = len(cols["ts"]) - self.max_rows
+        if excess > 0:
+            # The store has been failing for long: keep the newest rows.
+            for values in cols.values():
+                del values[:excess]
+            self.dropped += excess
+
+    def _row(self, cols, kind, ts, seconds, name, dest_type, counts) -> None:
+        cols["kind"].append(kind)
+        cols["broker"].append(self.instance)
+        cols["ts"].append(ts)
+        cols["interval"].append(round(seconds, 3))
+        cols["name"].append(name)
+        cols["dest_type"].append(dest_type)
+        cols["msgs_in"].append(counts[0])
+        cols["msgs_out"].append(counts[1])
+        cols["bytes_in"].append(counts[2])
+        cols["bytes_out"].append(counts[3])
+        cols["rate_in"].append(round(counts[0] / seconds, 3))
+        cols["rate_out"].append(round(counts[1] / seconds, 3))
+        cols["latency_ms"].append(None)
+
+    def _filesystem(self):
+        if self._fs is None:
+            from pyarrow import fs
+
+            if "://" in self.url:
+                # Spark's s3a:// is pyarrow's s3://.
+                url = "s3://" + self.url[6:] if self.url.startswith("s3a://") else self.url
+                self._fs, self._root = fs.FileSystem.from_uri(url)
+            else:
+                self._fs, self._root = fs.LocalFileSystem(), os.path.abspath(self.url)
+        return self._fs
+
+    def _flush(self) -> None:
+        cols = self._columns
+        if not cols["ts"]:
+            return
+        written: set[str] = set()
+        try:
+            self._write(cols, written)
+        except Exception as exc:
+            if written:
+                # Keep only the rows of the partitions not written yet (no duplicates).
+                keep = [i for i, p in enumerate(self._partitions(cols["ts"])) if p not in written]
+                self.written_rows += len(cols["ts"]) - len(keep)
+                self._columns = {k: [v[i] for i in keep] for k, v in cols.items()}
+            if not self._failing:
+                self._failing = True
+                log.warning("raw metrics: cannot write to %s (%s); will retry", self.url, exc)
+            return
+        self.written_rows += len(cols["ts"])
+        self._columns = {name: [] for name, _ in COLUMNS}
+        if self._failing:
+            self._failing = False
+            log.info("raw metrics: writing to %s again", self.url)
+
+    @staticmethod
+    def _partitions(stamps: list[datetime]) -> list[str]:
+        seen: dict[tuple[int, int, int, int], str] = {}
+        out = []
+        for ts in stamps:
+            key = (ts.year, ts.month, ts.day, ts.hour)
+            part = seen.get(key)
+            if part is None:
+                part = seen[key] = partition_path(ts)
+            out.append(part)
+        return out
+
+    def _write(self, cols: dict[str, list], written: set[str]) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+        from pyarrow import fs
+
+        table = pa.table(cols, schema=schema())
+        filesystem = self._filesystem()
+        local = isinstance(filesystem, fs.LocalFileSystem)
+        groups: dict[str, list[int]] = defaultdict(list)
+        for i, part in enumerate(self._partitions(cols["ts"])):
+            groups[part].append(i)
+        safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in self.instance)
+        for part, rows in sorted(groups.items()):
+            piece = table if len(rows) == len(table) else table.take(rows)
+            directory = f"{self._root.rstrip('/')}/{part}"
+            filesystem.create_dir(directory, recursive=True)
+            self._seq += 1
+            name = f"{safe}-{int(time.time() * 1000)}-{self._seq}.parquet"
+            final = f"{directory}/{name}"
+            if local:
+                temp = f"{directory}/.{name}.tmp"
+                pq.write_table(piece, temp, filesystem=filesystem, compression="zstd")
+                filesystem.move(temp, final)
+            else:
+                # Object stores make an object visible only once it is complete.
+                pq.write_table(piece, final, filesystem=filesystem, compression="zstd")
+            written.add(part)
+            self.written_files += 1
