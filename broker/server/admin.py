@@ -530,7 +530,12 @@ class AdminHandler:
             if request in self._body_commands:
                 body = pkt.body
                 if pkt.flags & FLAG_Z and body:
-                    body = zlib.decompress(body)
+                    try:
+                        body = zlib.decompress(body)
+                    except zlib.error as exc:
+                        raise AdminError(
+                            Status.BAD_REQUEST, f"bad compressed body: {exc}"
+                        ) from None
                 result = self._body_commands[request](conn, props, body)
             elif request in self._commands:
                 result = self._commands[request](conn, props)
