@@ -111,6 +111,8 @@ INSTALLED_APPS = [
     "channels",
     "broker.apps.BrokerAppConfig",
     "portal.pipeline",
+    "django_celery_beat",
+    "portal.jobs",
 ]
 
 MIDDLEWARE = [
@@ -193,6 +195,18 @@ LANGUAGE_CODE = "en-us"
 TIME_ZONE = "UTC"
 USE_I18N = True
 USE_TZ = True
+
+# Celery (portal/celery.py): Redis is its broker; no result backend (runs are recorded
+# in the jobs' own tables); schedules in django-celery-beat's tables, edited on the
+# portal's Jobs page.
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None
+CELERY_TASK_SERIALIZER = "json"
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TIMEZONE = TIME_ZONE
+CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]

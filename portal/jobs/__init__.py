@@ -1,0 +1,1 @@
+"""Background jobs on Celery: expiry reclamation, log rollover, their schedules and runs."""
