@@ -73,6 +73,11 @@ log = logging.getLogger("broker.connection")
 
 MIN_PROTOCOL_LEVEL = 350
 MAX_PROTOCOL_LEVEL = 500
+# After refusing a login the broker waits this long for the client to close first: the
+# C client (libmqcrt) reports "connection closed" instead of the refusal when the socket's
+# EOF arrives right behind the AUTHENTICATE_REPLY (its reader tears the connection down
+# before the waiting call takes the reply).
+REFUSED_LOGIN_LINGER = 2.0
 
 _I64 = struct.Struct(">q")
 _ACK_BLOCK = struct.Struct(">q32s")
@@ -145,6 +150,7 @@ class ClientConnection(asyncio.Protocol):
         self._flush_scheduled = False
         self._blocked = False
         self._backlog: list[Packet | BadPacket] = []
+        self._refused = False
         self._auth_timer: asyncio.TimerHandle | None = None
         self._closing = False
         self.msgs_in = 0
@@ -189,6 +195,8 @@ class ClientConnection(asyncio.Protocol):
             self.router.redispatch(self.sessions.values())
 
     def data_received(self, data: bytes) -> None:
+        if self._refused:
+            return
         self.last_read = time.monotonic()
         self.ping_outstanding = 0
         try:
@@ -572,8 +580,7 @@ class ClientConnection(asyncio.Protocol):
         host = self.peer.rpartition(":")[0] or self.peer
         count, delay = self.broker.login_throttle.failed(host, time.monotonic())
         if delay <= 0:
-            self.reply(pkt, status, reason="authentication failed")
-            self.close()
+            self._refuse_login(pkt, status)
             return
         log.warning(
             "slowing down failed logins from %s: %d failures within %.0f s, "
@@ -589,10 +596,21 @@ class ClientConnection(asyncio.Protocol):
 
         def answer() -> None:
             if self.state != CLOSED:
-                self.reply(pkt, status, reason="authentication failed")
-                self.close()
+                self._refuse_login(pkt, status)
 
         asyncio.get_running_loop().call_later(delay, answer)
+
+    def _refuse_login(self, pkt: Packet, status: int) -> None:
+        """Answer a failed login, ignore the rest, and close unless the client does first."""
+        self.reply(pkt, status, reason="authentication failed")
+        self._flush()
+        self._refused = True
+
+        def close() -> None:
+            if self.state != CLOSED:
+                self.close()
+
+        asyncio.get_running_loop().call_later(REFUSED_LOGIN_LINGER, close)
 
     def on_goodbye(self, pkt: Packet) -> None:
         self.reply(pkt, Status.OK)
