@@ -92,7 +92,13 @@ class _AdminRepository:
             seen = self._ldap_seen.get(username)
         if seen is not None and time.monotonic() - seen[0] < ttl:
             return seen[1]
-        record = repo.find_user(username)
+        try:
+            record = repo.find_user(username)
+        except Exception:
+            # Refused, and not asked again within the interval: a directory that does
+            # not answer would otherwise hold every request for its time-out.
+            self.remember(username, False)
+            raise
         admin = record is not None and record.active and record.is_admin
         self.remember(username, admin)
         return admin

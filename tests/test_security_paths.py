@@ -29,6 +29,7 @@ from broker.security.acl import DEFAULT_RULES, VERSION
 from broker.security.digest import md5str
 
 from .conftest import ROOT
+from .ldap import ldap_server  # noqa: F401 - a real slapd for the LDAP test
 from .portal_server import PortalStack, start_stack
 from .redis import find_redis_server
 
@@ -357,3 +358,48 @@ def test_rules_file_without_version_still_logs_the_error(own_broker, tmp_path: P
     )
     errors = [ln for ln in b.log_text().splitlines() if FALSE_ALARM in ln]
     assert len(errors) == 1 and "ERROR" in errors[0] and str(rules) in errors[0]
+
+
+def test_ldap_repository_checked_per_request(ldap_server, monkeypatch) -> None:  # noqa: F811
+    """With LDAP as the repository, a user taken out of the directory's admin group (or
+    out of the directory) is refused at the next request once the re-check interval has
+    passed (0 here: every request asks the directory)."""
+    from ldap3 import MODIFY_ADD, MODIFY_DELETE, Connection, Server
+
+    if find_redis_server() is None:
+        pytest.fail("redis-server not found: run `make install-dev`", pytrace=False)
+    dn = f"uid=dora,ou=people,{ldap_server.suffix}"
+    admins = f"cn=admin,ou=groups,{ldap_server.suffix}"
+    directory = Connection(
+        Server(ldap_server.host, port=ldap_server.port),
+        ldap_server.rootdn,
+        ldap_server.rootpw,
+        auto_bind=True,
+    )
+    assert directory.add(
+        dn, ["inetOrgPerson"], {"cn": "Dora", "sn": "Dora", "userPassword": "dorapw"}
+    )
+    assert directory.modify(admins, {"uniqueMember": [(MODIFY_ADD, [dn])]})
+    monkeypatch.setenv("PORTAL_LDAP_RECHECK_SECONDS", "0")
+    props = dict(p.split("=", 1) for p in ldap_server.broker_props())
+    try:
+        with start_stack(
+            None, config_props=props, admin_user="alice", admin_password="alicepw"
+        ) as s:
+            dora = Admin(s.url, "dora", "dorapw")
+            dora.assert_admin()
+            assert directory.modify(admins, {"uniqueMember": [(MODIFY_DELETE, [dn])]})
+            status, where = dora.page_status()
+            assert status == 302 and where.startswith("/login/")
+            assert dora.token_status() == 403
+
+            assert directory.modify(admins, {"uniqueMember": [(MODIFY_ADD, [dn])]})
+            dora = Admin(s.url, "dora", "dorapw")
+            dora.assert_admin()
+            assert directory.delete(dn)
+            assert dora.token_status() == 403
+            assert dora.page_status()[0] == 302
+    finally:
+        directory.modify(admins, {"uniqueMember": [(MODIFY_DELETE, [dn])]})
+        directory.delete(dn)
+        directory.unbind()

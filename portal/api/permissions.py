@@ -1,6 +1,8 @@
 """Who may use the REST API: administrators only (:func:`portal.auth.is_administrator`,
-members of the broker's ``admin`` group).  Anonymous requests get 401 (with the
-``WWW-Authenticate: Token`` challenge), authenticated non-administrators 403."""
+active members of the broker's ``admin`` group in its user repository, checked on every
+request).  Anonymous requests get 401 (with the ``WWW-Authenticate: Token`` challenge),
+authenticated non-administrators 403 -- also a session or token whose user was disabled
+or demoted since it was issued."""
 
 from __future__ import annotations
 
