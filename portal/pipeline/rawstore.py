@@ -24,6 +24,7 @@ complete, so a reader never sees half a file.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import queue
@@ -190,9 +191,6 @@ class RawStoreWriter:
         self._prev_dests: dict[tuple[str, bool], tuple] = {}
         self._prev_mono: float | None = None
         self._failing = False
-        self._seq = 0
-        self._fs = None
-        self._root = ""
         self._thread = threading.Thread(target=self._run, name="imq-raw-writer", daemon=True)
         self._thread.start()
 
@@ -306,29 +304,17 @@ class RawStoreWriter:
         cols["rate_out"].append(round(counts[1] / seconds, 3))
         cols["latency_ms"].append(None)
 
-    def _filesystem(self):
-        if self._fs is None:
-            from pyarrow import fs
-
-            if "://" in self.url:
-                # Spark's s3a:// is pyarrow's s3://.
-                url = "s3://" + self.url[6:] if self.url.startswith("s3a://") else self.url
-                self._fs, self._root = fs.FileSystem.from_uri(url)
-            else:
-                self._fs, self._root = fs.LocalFileSystem(), os.path.abspath(self.url)
-        return self._fs
-
     def _flush(self) -> None:
         cols = self._columns
         if not cols["ts"]:
             return
         written: set[str] = set()
         try:
-            self._write(cols, written)
+            self.written_files += write_rows(self.url, cols, self.instance, written)
         except Exception as exc:
             if written:
                 # Keep only the rows of the partitions not written yet (no duplicates).
-                keep = [i for i, p in enumerate(self._partitions(cols["ts"])) if p not in written]
+                keep = [i for i, p in enumerate(_partitions(cols["ts"])) if p not in written]
                 self.written_rows += len(cols["ts"]) - len(keep)
                 self._columns = {k: [v[i] for i in keep] for k, v in cols.items()}
             if not self._failing:
@@ -341,43 +327,69 @@ class RawStoreWriter:
             self._failing = False
             log.info("raw metrics: writing to %s again", self.url)
 
-    @staticmethod
-    def _partitions(stamps: list[datetime]) -> list[str]:
-        seen: dict[tuple[int, int, int, int], str] = {}
-        out = []
-        for ts in stamps:
-            key = (ts.year, ts.month, ts.day, ts.hour)
-            part = seen.get(key)
-            if part is None:
-                part = seen[key] = partition_path(ts)
-            out.append(part)
-        return out
 
-    def _write(self, cols: dict[str, list], written: set[str]) -> None:
-        import pyarrow as pa
-        import pyarrow.parquet as pq
-        from pyarrow import fs
+def _partitions(stamps: list[datetime]) -> list[str]:
+    seen: dict[tuple[int, int, int, int], str] = {}
+    out = []
+    for ts in stamps:
+        key = (ts.year, ts.month, ts.day, ts.hour)
+        part = seen.get(key)
+        if part is None:
+            part = seen[key] = partition_path(ts)
+        out.append(part)
+    return out
 
-        table = pa.table(cols, schema=schema())
-        filesystem = self._filesystem()
-        local = isinstance(filesystem, fs.LocalFileSystem)
-        groups: dict[str, list[int]] = defaultdict(list)
-        for i, part in enumerate(self._partitions(cols["ts"])):
-            groups[part].append(i)
-        safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in self.instance)
-        for part, rows in sorted(groups.items()):
-            piece = table if len(rows) == len(table) else table.take(rows)
-            directory = f"{self._root.rstrip('/')}/{part}"
-            filesystem.create_dir(directory, recursive=True)
-            self._seq += 1
-            name = f"{safe}-{int(time.time() * 1000)}-{self._seq}.parquet"
-            final = f"{directory}/{name}"
-            if local:
-                temp = f"{directory}/.{name}.tmp"
-                pq.write_table(piece, temp, filesystem=filesystem, compression="zstd")
-                filesystem.move(temp, final)
-            else:
-                # Object stores make an object visible only once it is complete.
-                pq.write_table(piece, final, filesystem=filesystem, compression="zstd")
+
+def filesystem(url: str):
+    """(pyarrow filesystem, root path) of a store URL or local directory."""
+    from pyarrow import fs
+
+    if "://" in url:
+        # Spark's s3a:// is pyarrow's s3://.
+        return fs.FileSystem.from_uri("s3://" + url[6:] if url.startswith("s3a://") else url)
+    return fs.LocalFileSystem(), os.path.abspath(url)
+
+
+_seq = itertools.count(1)
+
+
+def write_table(url: str, part: str, table, prefix: str) -> str:
+    """Write one file of rows (all of partition ``part``) into the store; returns its path.
+    Locally under a hidden temporary name, renamed when complete."""
+    import pyarrow.parquet as pq
+    from pyarrow import fs
+
+    filesystem_, root = filesystem(url)
+    directory = f"{root.rstrip('/')}/{part}"
+    filesystem_.create_dir(directory, recursive=True)
+    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in prefix)
+    name = f"{safe}-{int(time.time() * 1000)}-{next(_seq)}.parquet"
+    final = f"{directory}/{name}"
+    if isinstance(filesystem_, fs.LocalFileSystem):
+        temp = f"{directory}/.{name}.tmp"
+        pq.write_table(table, temp, filesystem=filesystem_, compression="zstd")
+        filesystem_.move(temp, final)
+    else:
+        # Object stores make an object visible only once it is complete.
+        pq.write_table(table, final, filesystem=filesystem_, compression="zstd")
+    return final
+
+
+def write_rows(
+    url: str, cols: dict[str, list], prefix: str, written: set[str] | None = None
+) -> int:
+    """Write rows given as columns (:data:`COLUMNS`, ``ts`` aware datetimes) into the
+    store, one file per hour partition; adds each partition done to ``written``.
+    Returns the number of files written."""
+    import pyarrow as pa
+
+    table = pa.table(cols, schema=schema())
+    groups: dict[str, list[int]] = defaultdict(list)
+    for i, part in enumerate(_partitions(cols["ts"])):
+        groups[part].append(i)
+    for part, rows in sorted(groups.items()):
+        piece = table if len(rows) == len(table) else table.take(rows)
+        write_table(url, part, piece, prefix)
+        if written is not None:
             written.add(part)
-            self.written_files += 1
+    return len(groups)
