@@ -16,6 +16,9 @@ DEFAULT_SCHEDULES: list[tuple[str, str, int, dict[str, Any]]] = [
     ("expiry-reclamation", "portal.jobs.tasks.reclaim_expired", 60, {}),
     # The database log table rolls like the log file: old records go to archives.
     ("log-table-rollover", "portal.jobs.tasks.roll_log_table", 3600, {}),
+    # The metrics rollups on Spark (portal/pipeline/rollup.py): the last 2 hours and this
+    # one, so samples flushed late are folded in.
+    ("metrics-rollup", "portal.pipeline.tasks.rollup", 3600, {"hours_back": 2}),
 ]
 
 
