@@ -53,6 +53,7 @@ from broker.protocol.admin_types import (
     PURGE_DESTINATION,
     PURGE_DURABLE,
     QUIESCE_BROKER,
+    RECLAIM_EXPIRED,
     RESUME,
     ROLLBACK_TRANSACTION,
     SHUTDOWN,
@@ -509,6 +510,13 @@ class AdminClient:
     async def reset_metrics(self) -> None:
         """RESET_BROKER (84) with JMQResetType JMQMetrics (imqcmd reset bkr -t metrics)."""
         await self.request(84, {"JMQResetType": "JMQMetrics"})
+
+    async def reclaim_expired(self) -> list[dict[str, Any]]:
+        """RECLAIM_EXPIRED (200, our extension): sweep expired messages now; one dict per
+        destination where any expired (DestinationName, DestinationType, ToDMQ,
+        Discarded)."""
+        _, body = await self.request(RECLAIM_EXPIRED)
+        return read_vector(body)
 
 
 def _dest(name: str | None, dest_type: int) -> dict[str, object]:

@@ -82,7 +82,7 @@ class Destination:
         self.store: Store | None = None
         # Set by the router: where entries go that the destination gives up on
         # (expired, over the delivery count, removed by a limit), reason given.
-        self.on_dead: Callable[[Entry, str], None] | None = None
+        self.on_dead: Callable[[Entry, str], bool] | None = None
         # FLOW_CONTROL: producers whose RESUME_FLOW waits until there is room again.
         self.waiting_producers: list[tuple[object, int]] = []
         self.on_room: Callable[[Destination], None] | None = None
@@ -96,12 +96,13 @@ class Destination:
             t |= DEST_DMQ
         return t | DEST_TEMP if self.temporary_owner is not None else t
 
-    def drop(self, entry: Entry, reason: str) -> None:
-        """An entry this destination gives up on: to the DMQ hook, or just forgotten."""
+    def drop(self, entry: Entry, reason: str) -> bool:
+        """An entry this destination gives up on: to the DMQ hook, or just forgotten.
+        True when it went to the DMQ."""
         if self.on_dead is not None:
-            self.on_dead(entry, reason)
-        else:
-            self.account_out(entry)
+            return bool(self.on_dead(entry, reason))
+        self.account_out(entry)
+        return False
 
     def is_full(self, extra_bytes: int = 0) -> bool:
         max_msgs = self.limit("maxNumMsgs")

@@ -837,9 +837,10 @@ class MessageRouter:
             "without imqAckOnProduce) are not told",
         )
 
-    def _dead(self, entry: Entry, reason: str, comment: str | None = None) -> None:
+    def _dead(self, entry: Entry, reason: str, comment: str | None = None) -> bool:
         """An entry is given up on: account it out, and keep a copy in the DMQ when the
-        destination uses it (useDMQ) and the producer did not say otherwise."""
+        destination uses it (useDMQ) and the producer did not say otherwise.  True when
+        the copy went to the DMQ."""
         owner = entry.owner
         owner.account_out(entry)  # type: ignore[attr-defined]
         if reason == dmq.EXPIRED:
@@ -848,7 +849,7 @@ class MessageRouter:
             owner.stats.discarded += 1  # type: ignore[attr-defined]
         if owner is self.dmq or not owner.attributes.get("useDMQ", True):  # type: ignore[attr-defined]
             log.debug("message %s discarded (%s)", entry.msg.message_id, reason)
-            return
+            return False
         if self.settings.log_dead_messages or entry.msg.selector_values().get(
             "JMS_SUN_LOG_DEAD_MESSAGES"
         ):
@@ -860,7 +861,7 @@ class MessageRouter:
                 f" ({comment})" if comment else "",
             )  # type: ignore[attr-defined]
         if not dmq.preserve(entry.msg):
-            return
+            return False
         t = now_ms()
         dead = dmq.dead_message(
             entry.msg,
@@ -875,32 +876,44 @@ class MessageRouter:
         per_msg = d.limit("maxBytesPerMsg")
         if per_msg >= 0 and dead.size > per_msg:
             log.info("message %s too large for the DMQ, discarded", entry.msg.message_id)
-            return
+            return False
         while d.is_full(dead.size):
             # The DMQ's own limit behaviour: its oldest message makes way (and is gone).
             if not d.dq.count:
                 log.info("DMQ full, message %s discarded", entry.msg.message_id)
-                return
+                return False
             old = d.dq._pop()
             assert old is not None
             d.account_out(old)
         # The copy keeps the original's message id; the store needs a key of its own.
         dead.store_key = b"\xff\xff\xff\xff" + self.uids.next().to_bytes(8, "big") + dead.key[12:]
         d.publish(dead, t)
+        return True
 
     def reclaim_expired(self, now: int | None = None) -> int:
         """Remove expired messages still waiting in every destination (the periodic
         expiry job calls this); they go to the DMQ where useDMQ says so."""
+        return sum(to_dmq + gone for _, _, to_dmq, gone in self.reclaim_expired_report(now))
+
+    def reclaim_expired_report(self, now: int | None = None) -> list[tuple[str, bool, int, int]]:
+        """:meth:`reclaim_expired`, telling per destination (name, is_topic, moved to the
+        DMQ, discarded) where any expired; the admin RECLAIM_EXPIRED extension's reply."""
         t = now_ms() if now is None else now
-        n = 0
+        report: list[tuple[str, bool, int, int]] = []
         for dest in [*self.queues.values(), *self.topics.values()]:
+            to_dmq = gone = 0
             for q in dest.delivery_queues():
                 for e in q.take_expired(t):
-                    dest.drop(e, dmq.EXPIRED)
-                    n += 1
+                    if dest.drop(e, dmq.EXPIRED):
+                        to_dmq += 1
+                    else:
+                        gone += 1
+            if to_dmq or gone:
+                report.append((dest.name, isinstance(dest, TopicDestination), to_dmq, gone))
+        n = sum(to_dmq + gone for _, _, to_dmq, gone in report)
         if n:
             log.info("reclaimed %d expired message(s)", n)
-        return n
+        return report
 
     def reap_idle(self, now: float, reaptime: float) -> list[str]:
         """Destroy auto-created destinations that had no consumers, producers or

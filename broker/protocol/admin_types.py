@@ -36,6 +36,8 @@ GET_MESSAGES = 86
 DELETE_MESSAGE = 88
 GET_METRICS = 52
 RESET_BROKER = 84
+# Our extension (not in OpenMQ): sweep expired messages now (broker/server/admin_expiry.py).
+RECLAIM_EXPIRED = 200
 
 COMMAND_NAMES = {
     10: "CREATE_DESTINATION",
@@ -81,4 +83,5 @@ COMMAND_NAMES = {
     94: "UPDATE_CLUSTER_BROKERLIST",
     96: "CHANGE_CLUSTER_MASTER_BROKER",
     98: "MIGRATESTORE_BROKER",
+    200: "RECLAIM_EXPIRED",
 }

@@ -114,7 +114,7 @@ from broker.protocol.types import (
     TransactionState,
 )
 
-from . import admin_metrics
+from . import admin_expiry, admin_metrics
 
 try:
     PRODUCT_VERSION = importlib.metadata.version("openmq-py")
@@ -500,6 +500,7 @@ class AdminHandler:
         }
         self._commands[GET_METRICS] = admin_metrics.get_metrics
         self._commands[RESET_BROKER] = admin_metrics.reset_broker
+        self._commands[admin_expiry.RECLAIM_EXPIRED] = admin_expiry.reclaim_expired
         # Commands whose request carries a body (a serialised object).
         self._body_commands: dict[int, Callable[[ClientConnection, dict, bytes], Any]] = {
             CREATE_DESTINATION: self._create_destination,
