@@ -6,7 +6,8 @@
   a file (``imq.accesscontrol.file.filename``) or the database (:class:`AccessRule`),
   re-read when they change;
 * :func:`load_rules`, :func:`set_rule`, :func:`delete_rule`, :func:`import_rules`,
-  :func:`export_rules` - the database rules (``imqacl``, the portal).
+  :func:`export_rules` - the database rules; ``imqacl``, the portal and the REST API
+  change them only through :mod:`broker.admin.security_actions`.
 
 No Django import at module level: the broker's event loop imports this.
 """

@@ -1,8 +1,9 @@
 """The database user repository and the actions that change it.
 
 The broker calls :class:`DatabaseUserRepository` from a worker thread at
-authentication time (never on the per-message path).  The module-level functions are
-the single write path for users, shared by the CLI (imqusermgr) and the portal.
+authentication time (never on the per-message path).  The module-level functions write
+the tables; the portal, the REST API and ``imqusermgr`` call them only through
+:mod:`broker.admin.security_actions` (audit record, last-admin guard, portal login).
 """
 
 from __future__ import annotations
