@@ -15,8 +15,9 @@ from pathlib import Path
 import pytest
 
 from broker.protocol.jtypes import JInt, JLong
-from broker.protocol.packet import build_packet
-from broker.protocol.types import FLAG_A, FLAG_Q, PacketType
+from broker.protocol.packet import build_packet, parse_packet
+from broker.protocol.properties import encode_properties
+from broker.protocol.types import FLAG_A, FLAG_C, FLAG_F, FLAG_Q, HEADER_SIZE, PacketType
 
 from .conftest import start_broker
 from .wire import Peer, control, login, vector
@@ -88,6 +89,19 @@ class GoodClient(threading.Thread):
                         got_msg = True
                         ack = struct.pack(">q", self.cons) + pkt.raw[20:52]
                         self.peer.send(build_packet(PacketType.ACKNOWLEDGE, body=ack))
+                        # Connection (F) and consumer (C) flow paused: resume both, as a
+                        # client does, so the loop outlives the first 100 messages.
+                        if pkt.flags & FLAG_F:
+                            self.peer.send(build_packet(PacketType.RESUME_FLOW))
+                        if pkt.flags & FLAG_C:
+                            self.peer.send(
+                                control(
+                                    PacketType.RESUME_FLOW,
+                                    0,
+                                    JMQConsumerID=JLong(self.cons),
+                                    JMQSize=JInt(100),
+                                )
+                            )
                     elif pkt.type == PacketType.RESUME_FLOW:
                         continue
                 self.rounds += 1
@@ -251,3 +265,202 @@ def test_protocol_level_negotiation(b):
         assert reply.properties["JMQStatus"] == status
         assert reply.properties["JMQProtocolLevel"] == offered
         peer.close()
+
+
+# ---------------------------------------------------------------------------
+# Strings that are not (modified) UTF-8: a bad request, never an internal error
+
+BAD_UTF8 = {
+    "ff-fe": b"\xff\xfe",
+    "lone-continuation": b"ab\x80cd",
+    "truncated-3-byte": b"x\xe2\x82",
+    "bad-continuation": b"\xe2\x28\xa1",
+}
+
+
+def table_with(props: dict, name: bytes, value: bytes) -> bytes:
+    """``props`` encoded as the Java client does, plus one String entry given as raw bytes."""
+    good = encode_properties(props)
+    entry = struct.pack(">H", len(name)) + name + b"\x00\x08" + struct.pack(">H", len(value))
+    return struct.pack(">ii", 1, len(props) + 1) + good[8:] + entry + value
+
+
+def bad_entry(where: str, bad: bytes, props: dict, prop: str) -> bytes:
+    """A property table whose ``prop`` value (``where="value"``) or an extra property's
+    name (``where="name"``) is ``bad``."""
+    if where == "value":
+        return table_with({k: v for k, v in props.items() if k != prop}, prop.encode(), bad)
+    return table_with(props, b"JMQ" + bad, b"x")
+
+
+# Control packets: (type, reply type, properties, the property made bad).
+CONTROL = {
+    "CREATE_DESTINATION": (
+        PacketType.CREATE_DESTINATION,
+        {"JMQDestination": "q", "JMQDestType": JInt(1)},
+        "JMQDestination",
+    ),
+    "ADD_CONSUMER": (
+        PacketType.ADD_CONSUMER,
+        {"JMQDestination": "q", "JMQDestType": JInt(1), "JMQSize": JInt(10)},
+        "JMQDestination",
+    ),
+    "DELETE_PRODUCER": (
+        PacketType.DELETE_PRODUCER,
+        {"JMQProducerID": JLong(1), "JMQReason": "bye"},
+        "JMQReason",
+    ),
+    "START_TRANSACTION": (
+        PacketType.START_TRANSACTION,
+        {"JMQSessionID": JLong(1), "JMQUserAgent": "x"},
+        "JMQUserAgent",
+    ),
+}
+
+
+def peer_name(peer: Peer) -> str:
+    host, port = peer.sock.getsockname()[:2]
+    return f"{host}:{port}"
+
+
+def assert_refused_as_bad_request(b, good, peer: Peer, reply: int, why: str) -> None:
+    """400 with the reason, GOODBYE and close; one WARNING line naming the peer, no traceback."""
+    pkt = peer.expect(reply)
+    assert pkt.properties["JMQStatus"] == 400, pkt.properties
+    assert why in pkt.properties["JMQReason"], pkt.properties
+    goodbye = peer.expect(PacketType.GOODBYE)
+    assert why in goodbye.properties["JMQGoodbyeReasonString"]
+    assert peer.closed_by_peer()
+    assert_logged_once(b, f"from {peer_name(peer)}: malformed ")
+    log = b.log_text()
+    line = next(x for x in log.splitlines() if f"from {peer_name(peer)}: malformed " in x)
+    assert "WARNING" in line and why in line, line
+    assert "Traceback" not in log
+    assert "internal error" not in log
+    good.wait_rounds()
+
+
+@pytest.mark.parametrize("where", ["name", "value"])
+@pytest.mark.parametrize("bad", BAD_UTF8.values(), ids=BAD_UTF8.keys())
+def test_bad_utf8_in_hello(b, good, bad, where):
+    hello = parse_packet(vector("hello.hex"))
+    props = dict(hello.properties)
+    props.setdefault("JMQUserAgent", "x")
+    peer = Peer(b.host, b.jms_port)
+    peer.send(
+        build_packet(
+            PacketType.HELLO,
+            raw_props=bad_entry(where, bad, props, "JMQUserAgent"),
+            flags=hello.flags,
+            consumer_id=hello.consumer_id,
+        )
+    )
+    assert_refused_as_bad_request(b, good, peer, PacketType.HELLO_REPLY, "not valid modified UTF-8")
+
+
+@pytest.mark.parametrize("where", ["name", "value"])
+@pytest.mark.parametrize("bad", BAD_UTF8.values(), ids=BAD_UTF8.keys())
+@pytest.mark.parametrize("kind", CONTROL)
+def test_bad_utf8_in_control_packet(b, good, kind, bad, where):
+    ptype, props, prop = CONTROL[kind]
+    peer = login(b.host, b.jms_port)
+    peer.send(
+        build_packet(ptype, raw_props=bad_entry(where, bad, props, prop), flags=0x10, consumer_id=9)
+    )
+    assert_refused_as_bad_request(b, good, peer, ptype + 1, "not valid modified UTF-8")
+
+
+def message_with_bad_field(ptype: int, tag: int, bad: bytes, body: bytes) -> bytes:
+    """A message whose variable-header string ``tag`` holds ``bad`` (lengths kept right)."""
+    marker = "~" * len(bad)
+    fields = {1: "alive", 9: 1, 6: "com.sun.messaging.BasicQueue"}
+    fields[tag] = marker
+    raw = bytearray(
+        build_packet(ptype, fields=fields, body=body, flags=FLAG_Q | FLAG_A, consumer_id=11)
+    )
+    at = raw.index(marker.encode(), HEADER_SIZE)
+    raw[at : at + len(bad)] = bad
+    return bytes(raw)
+
+
+@pytest.mark.parametrize("tag", [1, 5], ids=["destination", "JMSType"])
+@pytest.mark.parametrize("bad", BAD_UTF8.values(), ids=BAD_UTF8.keys())
+def test_bad_utf8_in_message_header(b, good, bad, tag):
+    peer = login(b.host, b.jms_port)
+    peer.send(message_with_bad_field(PacketType.TEXT_MESSAGE, tag, bad, b"hello"))
+    assert_refused_as_bad_request(b, good, peer, PacketType.SEND_REPLY, "not valid modified UTF-8")
+
+
+@pytest.mark.parametrize("where", ["name", "value"])
+@pytest.mark.parametrize("bad", BAD_UTF8.values(), ids=BAD_UTF8.keys())
+@pytest.mark.parametrize("ptype", [PacketType.OBJECT_MESSAGE, PacketType.TEXT_MESSAGE])
+def test_bad_utf8_in_message_properties(b, good, ptype, bad, where):
+    body = parse_packet(vector("send-messages/c2b-16-OBJECT_MESSAGE.hex")).body
+    peer = login(b.host, b.jms_port)
+    peer.send(
+        build_packet(
+            ptype,
+            fields={1: "alive", 9: 1},
+            raw_props=bad_entry(where, bad, {"color": "red", "n": JInt(3)}, "color"),
+            body=body if ptype == PacketType.OBJECT_MESSAGE else b"hi",
+            flags=FLAG_Q | FLAG_A,
+            consumer_id=12,
+        )
+    )
+    assert_refused_as_bad_request(b, good, peer, PacketType.SEND_REPLY, "not valid modified UTF-8")
+
+
+def test_bad_utf8_message_without_reply_flag_is_closed(b, good):
+    peer = login(b.host, b.jms_port)
+    raw = bytearray(message_with_bad_field(PacketType.TEXT_MESSAGE, 1, b"\xff\xfe", b"x"))
+    struct.pack_into(">H", raw, 62, FLAG_Q)
+    peer.send(bytes(raw))
+    goodbye = peer.expect(PacketType.GOODBYE)
+    assert "not valid modified UTF-8" in goodbye.properties["JMQGoodbyeReasonString"]
+    assert peer.closed_by_peer()
+    assert_logged_once(b, f"from {peer_name(peer)}: malformed TEXT_MESSAGE")
+    assert "Traceback" not in b.log_text()
+    good.wait_rounds()
+
+
+def test_bad_utf8_in_authentication_body_is_refused(b, good):
+    from broker.protocol.auth import encode_auth_body
+
+    peer = Peer(b.host, b.jms_port)
+    peer.send(vector("hello.hex"))
+    peer.expect(PacketType.HELLO_REPLY)
+    req = peer.expect(PacketType.AUTHENTICATE_REQUEST)
+    body = struct.pack(">H", 2) + b"\xff\xfe" + encode_auth_body("", "x")[2:]
+    peer.send(
+        build_packet(
+            PacketType.AUTHENTICATE,
+            props={"JMQAuthType": req.properties["JMQAuthType"]},
+            body=body,
+            flags=0x10,
+            consumer_id=2,
+        )
+    )
+    reply = peer.expect(PacketType.AUTHENTICATE_REPLY)
+    assert reply.properties["JMQStatus"] in (401, 403)
+    assert peer.closed_by_peer()
+    assert_logged_once(b, f"from {peer_name(peer)}: malformed authentication body")
+    assert "Traceback" not in b.log_text()
+    good.wait_rounds()
+
+
+def test_unpaired_surrogate_is_accepted_as_java_does(b, good):
+    # Java's writeUTF writes a lone surrogate char as a 3-byte sequence and readUTF reads
+    # it back: valid modified UTF-8, so not a bad request.
+    peer = login(b.host, b.jms_port)
+    peer.request(
+        build_packet(
+            PacketType.CREATE_DESTINATION,
+            raw_props=table_with({"JMQDestType": JInt(1)}, b"JMQDestination", b"sur\xed\xa0\x80"),
+            flags=0x10,
+            consumer_id=13,
+        ),
+        PacketType.CREATE_DESTINATION_REPLY,
+    )
+    peer.close()
+    assert "Traceback" not in b.log_text()
+    good.wait_rounds()

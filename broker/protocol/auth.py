@@ -9,6 +9,7 @@ from __future__ import annotations
 import base64
 import binascii
 
+from .errors import ProtocolError
 from .properties import PropertyError, read_utf, write_utf
 
 AUTH_BASIC = "basic"
@@ -16,7 +17,7 @@ AUTH_DIGEST = "digest"
 AUTH_ADMINKEY = "jmqadminkey"
 
 
-class AuthBodyError(ValueError):
+class AuthBodyError(ProtocolError):
     """A malformed AUTHENTICATE body."""
 
 

@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from broker.protocol.errors import ProtocolError
 from broker.protocol.jtypes import (
     INT_MAX,
     INT_MIN,
@@ -73,7 +74,7 @@ __all__ = [
 ]
 
 
-class JavaSerializationError(ValueError):
+class JavaSerializationError(ProtocolError):
     """The data is not (or not a supported subset of) a Java serialisation stream."""
 
 

@@ -12,6 +12,7 @@ import struct
 import time
 from collections.abc import Iterator, Mapping
 
+from .errors import ProtocolError
 from .properties import PropertyError, decode_java_utf, decode_properties, encode_properties
 from .sysmsgid import IP_ZERO, SysMessageID
 from .types import (
@@ -24,7 +25,7 @@ from .types import (
 )
 
 
-class PacketError(ValueError):
+class PacketError(ProtocolError):
     """A packet that cannot be decoded; ``fatal`` means the stream cannot be resynchronised."""
 
     def __init__(self, reason: str, *, fatal: bool = True) -> None:
@@ -67,6 +68,15 @@ VH_DELIVERY_TIME = 10
 VH_DELIVERY_COUNT = 11
 
 _LONG_FIELDS = (VH_TRANSACTIONID, VH_PRODUCERID, VH_DELIVERY_TIME)
+_FIELD_NAMES = {
+    VH_DESTINATION: "destination",
+    VH_MESSAGEID: "message id",
+    VH_CORRELATIONID: "correlation id",
+    VH_REPLYTO: "reply-to",
+    VH_TYPE: "type",
+    VH_DESTINATION_CLASS: "destination class",
+    VH_REPLYTO_CLASS: "reply-to class",
+}
 _STRING_FIELDS = (1, 2, 3, 4, 5, 6, 7)
 
 DEFAULT_MAX_PACKET = 70 * 1024 * 1024
@@ -74,6 +84,8 @@ DEFAULT_MAX_PACKET = 70 * 1024 * 1024
 
 def decode_fields(buf: bytes | memoryview, start: int, end: int) -> dict[int, object]:
     """Decode a variable header occupying ``buf[start:end]`` into ``{tag: value}``."""
+    if start < 0 or end > len(buf):
+        raise PacketError(f"variable header {start}..{end} outside {len(buf)} bytes", fatal=False)
     fields: dict[int, object] = {}
     pos = start
     while pos + 2 <= end:
@@ -100,7 +112,12 @@ def decode_fields(buf: bytes | memoryview, start: int, end: int) -> dict[int, ob
             if vend > end:
                 raise PacketError("truncated variable header field", fatal=False)
             if 1 <= tag <= 7:
-                fields[tag] = decode_java_utf(bytes(buf[vstart:vend]))
+                try:
+                    fields[tag] = decode_java_utf(bytes(buf[vstart:vend]))
+                except PropertyError as exc:
+                    raise PacketError(
+                        f"variable header field {_FIELD_NAMES[tag]}: {exc}", fatal=False
+                    ) from None
             pos = vend
     if start == end:
         return fields
@@ -162,6 +179,8 @@ class Packet:
     )
 
     def __init__(self, raw: bytes) -> None:
+        if len(raw) < HEADER_SIZE:
+            raise PacketError(f"packet of {len(raw)} bytes is shorter than its header")
         self.raw = raw
         self._fields: dict[int, object] | None = None
         self._props: dict[str, object] | None = None
@@ -204,6 +223,8 @@ class Packet:
             self.timestamp, self.ip, self.port, self.sequence = SysMessageID.from_bytes(sysmsgid)
         if magic != MAGIC:
             raise PacketError(f"bad magic number {magic:#x}")
+        if self.size > len(raw):
+            raise PacketError(f"packet size {self.size} exceeds its {len(raw)} bytes")
         if self.prop_offset < HEADER_SIZE or self.prop_offset > self.size:
             raise PacketError(f"bad property offset {self.prop_offset}", fatal=False)
         if self.prop_size < 0 or self.prop_offset + self.prop_size > self.size:
@@ -290,6 +311,8 @@ class BadPacket:
     __slots__ = ("raw", "reason", "type", "flags", "consumer_id")
 
     def __init__(self, raw: bytes, reason: str) -> None:
+        if len(raw) < HEADER_SIZE:
+            raise PacketError(f"packet of {len(raw)} bytes is shorter than its header")
         self.raw = raw
         self.reason = reason
         _m, _v, self.type, _s = struct.unpack_from(">ihhi", raw, 0)

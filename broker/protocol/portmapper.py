@@ -8,11 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .errors import ProtocolError
+
 PORTMAPPER_VERSION = "101"
 MAX_REQUEST_LINE = 128
 
 
-class PortMapperError(ValueError):
+class PortMapperError(ProtocolError):
     """A table or request line that does not follow the port-mapper protocol."""
 
 

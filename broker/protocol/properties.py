@@ -10,10 +10,11 @@ from __future__ import annotations
 import struct
 from collections.abc import Mapping
 
+from .errors import ProtocolError
 from .jtypes import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, JByte, JChar, JFloat, JInt, JLong, JShort
 
 
-class PropertyError(ValueError):
+class PropertyError(ProtocolError):
     """The property section could not be decoded or a value cannot be encoded."""
 
 
@@ -61,14 +62,29 @@ class JavaObjectBytes(bytes):
 
 
 def decode_java_utf(data: bytes) -> str:
-    """Decode modified UTF-8 leniently (NUL as C0 80, non-BMP as surrogate pairs)."""
+    """Decode modified UTF-8 leniently (NUL as C0 80, non-BMP as surrogate pairs).
+
+    Java's readUTF also takes a lone surrogate (written by writeUTF as 3 bytes); it
+    becomes U+FFFD.  Bytes that are neither modified nor standard UTF-8 raise
+    :class:`PropertyError`.
+    """
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         pass
-    fixed = data.replace(b"\xc0\x80", b"\x00").decode("utf-8", "surrogatepass")
+    try:
+        fixed = data.replace(b"\xc0\x80", b"\x00").decode("utf-8", "surrogatepass")
+    except UnicodeDecodeError as exc:
+        raise PropertyError(
+            f"{_shown(data)} is not valid modified UTF-8 ({exc.reason} at byte {exc.start})"
+        ) from None
     # Surrogate pairs written as two 3-byte sequences become one character.
     return fixed.encode("utf-16-be", "surrogatepass").decode("utf-16-be", "replace")
+
+
+def _shown(data: bytes, limit: int = 40) -> str:
+    """The bytes as a log can show them: repr, cut at ``limit`` bytes."""
+    return repr(data[:limit]) + ("..." if len(data) > limit else "")
 
 
 def encode_java_utf(text: str) -> bytes:
@@ -134,7 +150,10 @@ def decode_properties(buf: bytes | memoryview, start: int = 0, size: int | None 
         name_end = pos + 2 + n
         if name_end + 2 > end:
             raise PropertyError("truncated property entry")
-        name = decode_java_utf(bytes(buf[pos + 2 : name_end]))
+        try:
+            name = decode_java_utf(bytes(buf[pos + 2 : name_end]))
+        except PropertyError as exc:
+            raise PropertyError(f"property name {exc}") from None
         (code,) = _I16.unpack_from(buf, name_end)
         pos = name_end + 2
         if code == T_STRING:
@@ -144,7 +163,10 @@ def decode_properties(buf: bytes | memoryview, start: int = 0, size: int | None 
             vend = pos + 2 + vn
             if vend > end:
                 raise PropertyError(f"truncated value of {name}")
-            value: object = decode_java_utf(bytes(buf[pos + 2 : vend]))
+            try:
+                value: object = decode_java_utf(bytes(buf[pos + 2 : vend]))
+            except PropertyError as exc:
+                raise PropertyError(f"value of {name}: {exc}") from None
             pos = vend
         elif code == T_OBJECT:
             if pos + 4 > end:

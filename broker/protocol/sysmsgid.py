@@ -10,6 +10,8 @@ import ipaddress
 import struct
 from typing import NamedTuple
 
+from .errors import ProtocolError
+
 SYSMSGID_SIZE = 32
 _STRUCT = struct.Struct(">q16sii")
 
@@ -34,6 +36,8 @@ def ip_field(address: str | None) -> bytes:
 
 def ip_to_string(ip: bytes) -> str:
     """The string form OpenMQ prints for the IP field (packet.md §6)."""
+    if len(ip) != 16:
+        raise SysMessageIDError(f"an IP field has 16 bytes, not {len(ip)}")
     if ip[:12] == _V4_MAPPED_PREFIX:
         return ".".join(str(b) for b in ip[12:])
     if ip[0] == 0xFF and ip[10:12] == b"\xff\xff":
@@ -41,6 +45,10 @@ def ip_to_string(ip: bytes) -> str:
         return ".".join(str(b) for b in ip[12:]) + f"({mac})"
     groups = struct.unpack(">8H", ip)
     return ":".join(format(g, "x") for g in groups)
+
+
+class SysMessageIDError(ProtocolError):
+    """Bytes too short for a marshalled SysMessageID or an IP field."""
 
 
 class SysMessageID(NamedTuple):
@@ -54,6 +62,8 @@ class SysMessageID(NamedTuple):
     @classmethod
     def from_bytes(cls, data: bytes | memoryview, offset: int = 0) -> SysMessageID:
         """Unmarshal 32 bytes starting at ``offset``."""
+        if offset < 0 or len(data) - offset < SYSMSGID_SIZE:
+            raise SysMessageIDError(f"a SysMessageID needs {SYSMSGID_SIZE} bytes at {offset}")
         return cls(*_STRUCT.unpack_from(data, offset))
 
     def to_bytes(self) -> bytes:

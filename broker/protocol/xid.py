@@ -20,6 +20,8 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from .errors import ProtocolError
+
 XID_SIZE = 136
 MAX_GTRID = 64
 MAX_BQUAL = 64
@@ -28,7 +30,7 @@ NULL_FORMAT_ID = -1
 _HEAD = struct.Struct(">ihh")
 
 
-class XidError(ValueError):
+class XidError(ProtocolError):
     """Bytes that are not a marshalled Xid."""
 
 

@@ -26,6 +26,7 @@ from broker.protocol.auth import (
     decode_auth_body,
     decode_basic_password,
 )
+from broker.protocol.errors import ProtocolError
 from broker.protocol.javaser import encode_hashtable
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import (
@@ -33,7 +34,6 @@ from broker.protocol.packet import (
     OFF_FLAGS,
     BadPacket,
     Packet,
-    PacketError,
     PacketReader,
     build_packet,
 )
@@ -201,7 +201,7 @@ class ClientConnection(asyncio.Protocol):
         self.ping_outstanding = 0
         try:
             packets = self.reader.feed(data)
-        except PacketError as exc:
+        except ProtocolError as exc:
             self.fatal(f"unreadable data from {self.peer}: {exc}")
             return
         m = self.metrics
@@ -229,13 +229,15 @@ class ClientConnection(asyncio.Protocol):
                 return
             try:
                 self._handle(pkt)
-            except PacketError as exc:
+            except ProtocolError as exc:
+                # Bad input, by type: every decoder in broker.protocol raises only this.
                 self._reply_error(
                     pkt.type, pkt.flags, pkt.consumer_id, Status.BAD_REQUEST, str(exc)
                 )
                 self.fatal(f"malformed {pkt.type_name} packet: {exc}")
                 return
             except Exception as exc:
+                # Anything else is a bug in the broker, not in the client's bytes.
                 log.exception("error handling %s from %s", pkt.type_name, self.peer)
                 self._reply_error(
                     pkt.type, pkt.flags, pkt.consumer_id, Status.ERROR, f"internal error: {exc}"
@@ -883,6 +885,10 @@ class ClientConnection(asyncio.Protocol):
     # -- messages --------------------------------------------------------------------
 
     def on_message(self, pkt: Packet) -> None:
+        if pkt.prop_size:
+            # Checked on arrival, so a bad table is the sender's 400 and never fails
+            # later in a selector, the DMQ or an admin listing.
+            pkt.properties  # noqa: B018
         self.msgs_in += 1
         m = self.metrics
         m.messages_in += 1
