@@ -25,6 +25,10 @@ METRICS_ALLOWED_ADDRESSES  addresses / networks that may read /metrics without l
                     (comma-separated; default loopback only: 127.0.0.0/8,::1)
 METRICS_TOKEN       a bearer token that may read /metrics from anywhere (unset: none)
 METRICS_DESTINATIONS_LIMIT  /metrics exports only the N deepest destinations (0: all)
+JOBS_BROKERS        brokers (host:port of their port mappers, comma-separated) the expiry
+                    job tells to sweep (default: IMQ_BROKER_HOST:IMQ_PORT)
+LOG_DB_RETENTION_DAYS  log records older than this leave the table for archives (default 7)
+LOG_ARCHIVE_DIR     where those gzip archives go (default: <IMQ_VARHOME>/log-archives)
 METRICS_RAW_URL     the raw metrics store the brokers write and the Spark rollups read
                     (a directory or any Spark/pyarrow URL, e.g. s3a://bucket/raw;
                     default: <IMQ_VARHOME>/metrics-raw)
@@ -207,6 +211,11 @@ CELERY_TIMEZONE = TIME_ZONE
 CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+# The brokers the expiry job tells to sweep (host:port of their port mappers).
+JOBS_BROKERS = _env_list("JOBS_BROKERS", [f"{IMQ_BROKER_HOST}:{IMQ_BROKER_PORT}"])
+# The log table's rollover: records older than this go to gzip archives in this directory.
+LOG_DB_RETENTION_DAYS = float(os.environ.get("LOG_DB_RETENTION_DAYS") or 7)
+LOG_ARCHIVE_DIR = Path(os.environ.get("LOG_ARCHIVE_DIR") or IMQ_VARHOME / "log-archives")
 
 STATIC_URL = "static/"
 STATICFILES_DIRS = [BASE_DIR / "static"]

@@ -55,6 +55,17 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
+def kind(cmdline: str) -> str:
+    """Which of ``up``'s children a command line is."""
+    if "redis-server" in cmdline:
+        return "redis"
+    if "runbroker" in cmdline:
+        return "broker"
+    if "celery" in cmdline:
+        return "beat" if " beat " in cmdline else "worker"
+    return "portal"
+
+
 def portal_answers(port: int) -> bool:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
@@ -107,11 +118,8 @@ class Up:
             assert time.monotonic() < deadline, self.output()
             time.sleep(0.3)
         kids = children_of(self.proc.pid)
-        kinds = sorted(
-            "redis" if "redis-server" in c else "broker" if "runbroker" in c else "portal"
-            for c in kids.values()
-        )
-        assert kinds == ["broker", "portal", "redis"], kids
+        kinds = sorted(kind(c) for c in kids.values())
+        assert kinds == ["beat", "broker", "portal", "redis", "worker"], kids
         assert any("daphne" in c and "portal.asgi:application" in c for c in kids.values())
         return kids
 
@@ -146,13 +154,18 @@ def test_up_serves_and_stops_everything_on_sigterm(up):
     out = up.output()
     assert f"http://127.0.0.1:{up.portal}/" in out
     assert f"127.0.0.1:{up.pm}" in out
-    assert "celery" in out and "later issue" in out
+    assert f"celery worker on redis://127.0.0.1:{up.redis_port()}/0" in out
+    assert "celery beat on redis://" in out
     assert redis_answers(up.redis_port())
+    # The worker's pool processes are its children, not up's: all of them must go too.
+    workers = [pid for pid, c in kids.items() if kind(c) == "worker"]
+    pool = [pid for w in workers for pid in children_of(w)]
 
     up.proc.send_signal(signal.SIGTERM)
     assert up.wait_exit() == 0, up.output()
     assert "up: stopped" in up.output()
     assert not [pid for pid in kids if alive(pid)], (kids, up.output())
+    assert not [pid for pid in pool if alive(pid)], (pool, up.output())
     assert refuses(up.portal) and refuses(up.pm) and refuses(up.redis_port())
 
 
@@ -164,3 +177,13 @@ def test_a_dead_child_stops_the_others(up):
     assert "the broker exited unexpectedly (killed by SIGKILL)" in up.output()
     assert not [pid for pid in kids if alive(pid)], (kids, up.output())
     assert refuses(up.portal)
+
+
+def test_a_dead_celery_beat_stops_the_others(up):
+    kids = up.wait_running()
+    beat = next(pid for pid, cmd in kids.items() if kind(cmd) == "beat")
+    os.kill(beat, signal.SIGKILL)
+    assert up.wait_exit() == 1, up.output()
+    assert "the beat exited unexpectedly (killed by SIGKILL)" in up.output()
+    assert not [pid for pid in kids if alive(pid)], (kids, up.output())
+    assert refuses(up.portal) and refuses(up.pm)

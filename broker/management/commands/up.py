@@ -2,8 +2,9 @@
 
 It migrates the database, starts a private ``redis-server`` on loopback when
 ``REDIS_URL`` is unset (and hands its URL to the others), then the broker (``manage.py
-runbroker`` with the broker options given here) and the portal (``daphne`` on
-127.0.0.1), says where each listens, and supervises them: Ctrl-C or SIGTERM stops them
+runbroker`` with the broker options given here), the portal (``daphne`` on 127.0.0.1)
+and Celery's worker and beat (two processes: see ``_start_celery``), says where each
+runs, and supervises them: Ctrl-C or SIGTERM stops them
 all (SIGTERM, a grace period, then SIGKILL), and if one of them dies the others are
 stopped and ``up`` exits non-zero.
 """
@@ -38,11 +39,10 @@ HELP = """\
 Bring the system up on this machine: migrate the database, start a private redis-server
 on loopback (only when REDIS_URL is unset; its URL is passed on in REDIS_URL), the broker
 (manage.py runbroker with the broker options below) and the portal (daphne on
-127.0.0.1:--portal-port), print where each listens, and stop them all on Ctrl-C or
-SIGTERM. If one of them dies, the others are stopped and the exit status is 1.
-
-Celery (worker and beat: expiry reclamation, log rollover, metrics rollups) is not
-started yet: it arrives with a later issue, and this command will start it then.
+127.0.0.1:--portal-port), a Celery worker and Celery beat (the background jobs: expiry
+reclamation, log rollover, metrics rollups; schedules on the portal's Jobs page), print
+where each runs, and stop them all on Ctrl-C or SIGTERM. If one of them dies, the
+others are stopped and the exit status is 1.
 """
 
 
@@ -178,6 +178,7 @@ class Command(BaseCommand):
             self._start_redis(env)
             self._start_broker(env)
             self._start_portal(env)
+            self._start_celery(env)
         except Stop:
             self.say("up: stopping (interrupted while starting)")
             self._stop_all()
@@ -191,7 +192,6 @@ class Command(BaseCommand):
             raise
         for child in self.children:
             self.say(f"up: {child.name:<7} {child.where}  (pid {child.proc.pid})")
-        self.say("up: celery  not started: Celery (worker + beat) comes with a later issue")
         self.say("up: running; Ctrl-C (or SIGTERM) stops everything")
         return self._supervise()
 
@@ -208,7 +208,7 @@ class Command(BaseCommand):
                     return 1
             time.sleep(0.2)
         name = signal.Signals(self.signalled).name
-        self.say(f"up: {name}: stopping the portal, the broker and redis")
+        self.say(f"up: {name}: stopping celery beat and worker, the portal, the broker and redis")
         self._stop_all()
         self.say("up: stopped")
         return 0
@@ -353,6 +353,28 @@ class Command(BaseCommand):
         child = self._spawn("portal", cmd, env, stdin=subprocess.DEVNULL)
         child.where = f"http://127.0.0.1:{port}/"
         self._wait(child, lambda: portal_answers(port), f"answer /healthz on port {port}")
+
+    def _start_celery(self, env: dict[str, str]) -> None:
+        """A worker and beat as two processes, not ``worker -B``: Celery documents the
+        embedded beat as for development, a second worker could then be added without a
+        second scheduler, and a dead beat (no more schedules) shows on its own line."""
+        workdir = Path(env.get("IMQ_VARHOME") or settings.IMQ_VARHOME) / "celery"
+        workdir.mkdir(parents=True, exist_ok=True)
+        celery = [sys.executable, "-m", "celery", "-A", "portal"]
+        for name, args in (
+            ("worker", ["worker", "--loglevel", "INFO", "--concurrency", "2",
+                        "--hostname", f"imq-worker@{socket.gethostname()}"]),
+            ("beat", ["beat", "--loglevel", "INFO"]),
+        ):  # fmt: skip
+            pidfile = workdir / f"{name}.pid"
+            pidfile.unlink(missing_ok=True)
+            child = self._spawn(
+                name, [*celery, *args, "--pidfile", str(pidfile)], env, stdin=subprocess.DEVNULL
+            )
+            child.where = f"celery {name} on {env.get('REDIS_URL', '')}" + (
+                " (DatabaseScheduler: the portal's Jobs page)" if name == "beat" else ""
+            )
+            self._wait(child, pidfile.exists, "write its pid file")
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:

@@ -1,0 +1,25 @@
+"""The Celery tasks of the background jobs (scheduled by beat: portal/jobs/schedules.py).
+They are thin: the work is in :mod:`portal.jobs.expiry` and :mod:`portal.jobs.logroll`."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+from . import expiry, logroll
+
+
+@shared_task(name="portal.jobs.tasks.reclaim_expired")
+def reclaim_expired(brokers: list[str] | None = None) -> list[dict]:
+    """Tell every broker (default: settings.JOBS_BROKERS) to sweep expired messages now."""
+    runs = expiry.reclaim_everywhere(brokers)
+    failed = [r for r in runs if r.status != "ok"]
+    if failed and len(failed) == len(runs):
+        raise RuntimeError("; ".join(f"{r.broker}: {r.error}" for r in failed))
+    return [{"broker": r.broker, "status": r.status, "run": r.id} for r in runs]
+
+
+@shared_task(name="portal.jobs.tasks.roll_log_table")
+def roll_log_table(retention_days: float | None = None, batch: int = 100_000) -> dict:
+    """Move log records older than the retention to a compressed archive."""
+    run = logroll.roll_log_table(retention_days, batch)
+    return {"run": run.id, "records": run.records, "archive": run.archive}
