@@ -66,12 +66,19 @@ class CProbe:
     path: Path
 
     def run(
-        self, b: BrokerProcess, *args: str, user: str = "guest", password: str = "guest"
+        self,
+        b: BrokerProcess,
+        *args: str,
+        user: str = "guest",
+        password: str = "guest",
+        env: dict[str, str] | None = None,
     ) -> ProbeResult:
         """Run it against a broker's port mapper, as an application configured with host/port."""
         cmd = [str(self.path), b.host, str(b.portmapper_port), user, password, *args]
         # The library logs to stderr, kept for explain().
-        p = subprocess.run(cmd, capture_output=True, timeout=180, check=False)
+        p = subprocess.run(
+            cmd, capture_output=True, timeout=180, check=False, env={**os.environ, **(env or {})}
+        )
         return ProbeResult(
             p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
         )

@@ -6,6 +6,7 @@
  *   probe HOST PORT USER PASSWORD send-props QUEUE  send one text and one bytes message
  *   probe HOST PORT USER PASSWORD recv-props QUEUE  receive two messages, print every value
  *
+ * With PROBE_SERVICE_PORT set it connects straight to that port (no port mapper).
  * It prints one line per check, "ok NAME" or "fail NAME: reason"; the pytest side
  * (tests/interop) asserts on those lines. PORT is the port mapper's, as an application
  * would configure it. Only the public C API is used.
@@ -70,6 +71,9 @@ static MQStatus open_connection(const char *client_id, const char *pass, MQConne
     MQSetInt32Property(props, MQ_BROKER_PORT_PROPERTY, port);
     MQSetStringProperty(props, MQ_CONNECTION_TYPE_PROPERTY, "TCP");
     MQSetInt32Property(props, MQ_ACK_TIMEOUT_PROPERTY, 30000);
+    /* PROBE_SERVICE_PORT: connect to that port and skip the port mapper (a recording relay). */
+    if (getenv("PROBE_SERVICE_PORT"))
+        MQSetInt32Property(props, MQ_SERVICE_PORT_PROPERTY, atoi(getenv("PROBE_SERVICE_PORT")));
     /* The connection takes ownership of props. */
     return MQCreateConnection(props, user, pass, client_id, NULL, NULL, c);
 }
