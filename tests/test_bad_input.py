@@ -17,7 +17,7 @@ import pytest
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import build_packet, parse_packet
 from broker.protocol.properties import encode_properties
-from broker.protocol.types import FLAG_A, FLAG_C, FLAG_F, FLAG_Q, HEADER_SIZE, PacketType
+from broker.protocol.types import FLAG_A, FLAG_C, FLAG_F, FLAG_Q, FLAG_Z, HEADER_SIZE, PacketType
 
 from .conftest import start_broker
 from .wire import Peer, control, login, vector
@@ -464,3 +464,37 @@ def test_unpaired_surrogate_is_accepted_as_java_does(b, good):
     peer.close()
     assert "Traceback" not in b.log_text()
     good.wait_rounds()
+
+
+def test_admin_request_with_bad_strings(b, good):
+    from .test_admin_protocol import AdminSession
+
+    # A body that does not inflate: the admin reply says 400; the connection goes on.
+    admin = AdminSession(b)
+    t = admin.template
+    admin.peer.send(
+        build_packet(
+            PacketType.OBJECT_MESSAGE,
+            props={"JMQMessageType": JInt(56)},  # UPDATE_BROKER_PROPS
+            fields=t.fields,
+            flags=t.flags | FLAG_Z,
+            body=b"\xff\xfe not zlib",
+        )
+    )
+    reply = admin.reply(57, status=400)
+    assert "bad compressed body" in reply.properties["JMQErrorString"]
+    admin.peer.send(admin.hello_request)
+    admin.reply(29)
+    # A property name that is not modified UTF-8: 400, GOODBYE and close.
+    admin.peer.send(
+        build_packet(
+            PacketType.OBJECT_MESSAGE,
+            raw_props=bad_entry("name", b"\xff\xfe", {"JMQMessageType": JInt(28)}, ""),
+            fields=t.fields,
+            flags=t.flags | FLAG_A,
+            consumer_id=21,
+        )
+    )
+    assert_refused_as_bad_request(
+        b, good, admin.peer, PacketType.SEND_REPLY, "not valid modified UTF-8"
+    )
