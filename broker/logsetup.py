@@ -124,7 +124,14 @@ class OpenMQFormatter(logging.Formatter):
 
 
 class RolloverFileHandler(RotatingFileHandler):
-    """Size- and age-based rollover with OpenMQ archive names (``log_1.txt``...)."""
+    """Size- and age-based rollover with OpenMQ archive names (``log_1.txt`` newest ..
+    ``log_9.txt`` oldest; the oldest is dropped at the next rollover).
+
+    The age counts from when the file was started.  A file the broker continues after a
+    restart has no recorded start, so its age counts from its last write (it is at
+    least that old): a log that had not been written for ``rollover_secs`` rolls at the
+    first record, and none lives more than ``rollover_secs`` past the restart.
+    """
 
     def __init__(
         self,
@@ -139,6 +146,13 @@ class RolloverFileHandler(RotatingFileHandler):
         self.rollover_secs = max(rollover_secs, 0)
         self.namer = self._openmq_name
         self._opened_at = time.time()
+        try:
+            st = os.stat(self.baseFilename)
+        except OSError:
+            pass
+        else:
+            if st.st_size:
+                self._opened_at = min(self._opened_at, st.st_mtime)
 
     @staticmethod
     def _openmq_name(default_name: str) -> str:
