@@ -189,7 +189,8 @@ class RawStoreWriter:
         self._columns: dict[str, list[Any]] = {name: [] for name, _ in COLUMNS}
         self._prev_services: dict[str, tuple] = {}
         self._prev_dests: dict[tuple[str, bool], tuple] = {}
-        self._prev_mono: float | None = None
+        # The counters start from zero with the broker, when this writer is made.
+        self._prev_mono = time.monotonic()
         self._failing = False
         self._thread = threading.Thread(target=self._run, name="imq-raw-writer", daemon=True)
         self._thread.start()
@@ -235,13 +236,8 @@ class RawStoreWriter:
 
     def _add(self, snap: Snapshot) -> None:
         wall, mono, figures, services, dests = snap
-        seconds = mono - self._prev_mono if self._prev_mono is not None else 0.0
+        seconds = max(mono - self._prev_mono, 0.001)
         self._prev_mono = mono
-        if seconds <= 0:
-            # The first snapshot is the baseline the first interval's counts start from.
-            self._prev_services = {s[0]: s for s in services}
-            self._prev_dests = {(d[0], d[1]): d for d in dests}
-            return
         ts = datetime.fromtimestamp(wall, UTC)
         cols = self._columns
         depth, held_bytes, connections, memory_state, memory_bytes = figures

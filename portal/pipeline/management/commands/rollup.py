@@ -58,6 +58,16 @@ class Command(BaseCommand):
         parser.add_argument("--raw-url", default=None, help="raw store (default METRICS_RAW_URL)")
         parser.add_argument("--master", default=None, help="Spark master (default SPARK_MASTER)")
 
+    def run_from_argv(self, argv: list[str]) -> None:
+        # argparse takes "-2h" after --since for an option: join such pairs first.
+        fixed: list[str] = []
+        for arg in argv:
+            if fixed and fixed[-1] in ("--since", "--until") and _RELATIVE.match(arg):
+                fixed[-1] = f"{fixed[-1]}={arg}"
+            else:
+                fixed.append(arg)
+        super().run_from_argv(fixed)
+
     def handle(self, *args, **opts) -> None:
         now = datetime.now(UTC)
         since = parse_time(opts["since"], now)
