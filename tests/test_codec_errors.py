@@ -301,3 +301,18 @@ def test_java_forms_still_decode():
     assert decode_java_utf(b"\xed\xa0\xbd\xed\xb8\x80") == "\U0001f600"
     assert decode_java_utf(b"x\xed\xa0\x80") == "x\ufffd"
     assert decode_modified_utf8(b"x\xed\xa0\x80") == "x\ud800"
+
+
+def test_stored_message_with_unreadable_properties_is_not_bad_input(caplog):
+    # Messages are checked on arrival now; one stored before that must not make a
+    # dispatch (run for whichever client triggered it) raise the codec's error.
+    from broker.core.message import Message
+    from broker.protocol.packet import build_packet
+    from broker.protocol.types import PacketType
+
+    table = struct.pack(">iiH", 1, 1, 2) + b"\xff\xfe\x00\x08\x00\x01x"
+    raw = build_packet(PacketType.TEXT_MESSAGE, fields={1: "q", 5: "kind"}, raw_props=table)
+    msg = Message(parse_packet(raw), "q", 1)
+    values = msg.selector_values()
+    assert "JMSPriority" in values and values["JMSType"] == "kind"
+    assert "unreadable properties" in caplog.text

@@ -8,8 +8,10 @@ per message, a topic one per subscription, each with its own redelivery state.
 
 from __future__ import annotations
 
+import logging
 import struct
 
+from broker.protocol.errors import ProtocolError
 from broker.protocol.packet import (
     OFF_FLAGS,
     VH_CORRELATIONID,
@@ -20,6 +22,8 @@ from broker.protocol.packet import (
 )
 from broker.protocol.sysmsgid import sysmsgid_string
 from broker.protocol.types import FLAG_A, FLAG_C, FLAG_F, FLAG_L, FLAG_P, FLAG_Q, FLAG_R
+
+log = logging.getLogger("broker.router")
 
 _I32 = struct.Struct(">i")
 _FLAGS_CID = struct.Struct(">Hq")
@@ -96,7 +100,15 @@ class Message:
             # Parsed again from the stored bytes: keeping the received packet as well
             # would hold every message twice.
             pkt = Packet(self.raw)
-            vals = dict(pkt.properties)
+            try:
+                vals = dict(pkt.properties)
+            except ProtocolError as exc:
+                # Only a message stored before properties were checked on arrival can
+                # get here; it must not pass for bad input from whoever triggered the
+                # dispatch, so it is selected as if it had no properties.
+                log.warning("message %s: unreadable properties: %s", self.message_id, exc)
+                vals = {}
+            # Read when the message arrived (delivery time), so known to decode.
             fields = pkt.fields
             vals["JMSDeliveryMode"] = "PERSISTENT" if self.persistent else "NON_PERSISTENT"
             vals["JMSPriority"] = self.priority
