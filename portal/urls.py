@@ -16,5 +16,6 @@ urlpatterns = [
     path("metrics", metrics_view, name="metrics"),
     path("api/", include("portal.api.urls")),
     path("", include("portal.pipeline.urls")),
+    path("", include("portal.jobs.urls")),
     path("", include("portal.ui.urls")),
 ]
