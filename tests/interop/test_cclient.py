@@ -49,7 +49,12 @@ CHECKS = [
     "selector_invalid_refused",
     "large_bytes_1mb",
     "reply_to_temporary_queue",
+    "async_consumer",
+    "dups_ok_no_properties",
+    "expired_not_delivered",
+    "delivery_delay",
     "durable_subscriber",
+    "shared_durable_subscription",
     "close_connection",
 ]
 

@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 static const char *host, *user, *password;
 static int port;
@@ -312,6 +313,25 @@ static void check_durable(void)
     CHECK(n, strcmp(text, "kept for sub1") == 0, "text differs");
     CALL(n, MQCloseMessageConsumer(k));
     CALL(n, MQUnsubscribeDurableMessageConsumer(s, "sub1"));
+    ok(n);
+    free(text), text = NULL;
+
+    /* Two consumers of one shared durable subscription; it too outlives its consumers. */
+    n = "shared_durable_subscription";
+    {
+        MQConsumerHandle k2 = MQ_INVALID_HANDLE;
+        CALL(n, MQCreateSharedDurableMessageConsumer(s, d, "sdur1", NULL, &k));
+        CALL(n, MQCreateSharedDurableMessageConsumer(s, d, "sdur1", NULL, &k2));
+        CALL(n, MQCloseMessageConsumer(k));
+        CALL(n, MQCloseMessageConsumer(k2));
+    }
+    CALL(n, send_text(p, "kept for sdur1", MQ_PERSISTENT_DELIVERY, 4, 0, NO_PROPS));
+    CALL(n, MQCreateSharedDurableMessageConsumer(s, d, "sdur1", NULL, &k));
+    CALL(n, recv_text(k, 10000, &text, NULL));
+    CHECK(n, strcmp(text, "kept for sdur1") == 0, "text differs");
+    if (!expect_nothing(n, k, 300)) goto out;
+    CALL(n, MQCloseMessageConsumer(k));
+    CALL(n, MQUnsubscribeDurableMessageConsumer(s, "sdur1"));
     ok(n);
 out:
     free(text);
@@ -625,6 +645,139 @@ out:
     if (s.handle != INVALID) MQCloseSession(s);
 }
 
+/* An async consumer's listener runs on the library's thread; it must free each message. */
+static int async_received;
+static char async_text[64];
+
+static MQError on_message(const MQSessionHandle s, const MQConsumerHandle k, MQMessageHandle m,
+                          void *data)
+{
+    ConstMQString t = NULL;
+    (void)s, (void)k, (void)data;
+    if (!MQStatusIsError(MQGetTextMessageText(m, &t)) && t)
+        snprintf(async_text, sizeof async_text, "%s", t);
+    MQFreeMessage(m);
+    __atomic_add_fetch(&async_received, 1, __ATOMIC_SEQ_CST);
+    return MQ_OK;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void check_async(MQConnectionHandle c)
+{
+    const char *n = "async_consumer";
+    char qn[128];
+    MQSessionHandle s = MQ_INVALID_HANDLE, ps = MQ_INVALID_HANDLE;
+    MQDestinationHandle d = MQ_INVALID_HANDLE, pd = MQ_INVALID_HANDLE;
+    MQProducerHandle p = MQ_INVALID_HANDLE;
+    MQConsumerHandle k = MQ_INVALID_HANDLE;
+    unique(qn, sizeof qn, "async");
+    /* In a started connection an async session belongs to the library's delivery thread
+     * (the call fails with MQ_CONCURRENT_ACCESS): set it up while stopped. */
+    CALL(n, MQStopConnection(c));
+    CALL(n, MQCreateSession(c, MQ_FALSE, MQ_AUTO_ACKNOWLEDGE, MQ_SESSION_ASYNC_RECEIVE, &s));
+    CALL(n, MQCreateDestination(s, qn, MQ_QUEUE_DESTINATION, &d));
+    CALL(n, MQCreateAsyncMessageConsumer(s, d, NULL, MQ_FALSE, on_message, NULL, &k));
+    CALL(n, MQStartConnection(c));
+    CALL(n, MQCreateSession(c, MQ_FALSE, MQ_AUTO_ACKNOWLEDGE, MQ_SESSION_SYNC_RECEIVE, &ps));
+    CALL(n, MQCreateDestination(ps, qn, MQ_QUEUE_DESTINATION, &pd));
+    CALL(n, MQCreateMessageProducerForDestination(ps, pd, &p));
+    for (int i = 0; i < 3; i++)
+        CALL(n, send_text(p, "async", MQ_NON_PERSISTENT_DELIVERY, 4, 0, NO_PROPS));
+    for (int waited = 0; waited < 10000 && __atomic_load_n(&async_received, __ATOMIC_SEQ_CST) < 3; waited += 20)
+        sleep_ms(20);
+    CHECK(n, __atomic_load_n(&async_received, __ATOMIC_SEQ_CST) == 3, "the listener did not get 3 messages");
+    CHECK(n, strcmp(async_text, "async") == 0, "text differs");
+    ok(n);
+out:
+    MQStartConnection(c);
+    if (d.handle != INVALID) MQFreeDestination(d);
+    if (pd.handle != INVALID) MQFreeDestination(pd);
+    if (ps.handle != INVALID) MQCloseSession(ps);
+    if (s.handle != INVALID) MQCloseSession(s);
+}
+
+/* DUPS_OK sessions, a message without properties, an expired message never delivered,
+ * and a delivery delay (JMS 2.0) with its MQDeliveryTime header. */
+static void check_misc(MQConnectionHandle c)
+{
+    const char *n = "dups_ok_no_properties";
+    char qn[128];
+    MQSessionHandle s = MQ_INVALID_HANDLE;
+    MQDestinationHandle d = MQ_INVALID_HANDLE;
+    MQProducerHandle p = MQ_INVALID_HANDLE;
+    MQConsumerHandle k = MQ_INVALID_HANDLE;
+    MQMessageHandle m = MQ_INVALID_HANDLE;
+    MQPropertiesHandle h = MQ_INVALID_HANDLE;
+    char *text = NULL;
+    unique(qn, sizeof qn, "misc");
+    CALL(n, MQCreateSession(c, MQ_FALSE, MQ_DUPS_OK_ACKNOWLEDGE, MQ_SESSION_SYNC_RECEIVE, &s));
+    CALL(n, MQCreateDestination(s, qn, MQ_QUEUE_DESTINATION, &d));
+    CALL(n, MQCreateMessageProducerForDestination(s, d, &p));
+    CALL(n, MQCreateMessageConsumer(s, d, NULL, MQ_FALSE, &k));
+    CALL(n, send_text(p, "plain", MQ_NON_PERSISTENT_DELIVERY, 4, 0, NO_PROPS));
+    CALL(n, recv_text(k, 10000, &text, &m));
+    CHECK(n, strcmp(text, "plain") == 0, "text differs");
+    {
+        MQStatus st = MQGetMessageProperties(m, &h);
+        if (!MQStatusIsError(st)) {
+            /* Nothing set by the sender: only JMSX properties the broker adds may be there. */
+            ConstMQString key = NULL;
+            MQPropertiesKeyIterationStart(h);
+            while (MQPropertiesKeyIterationHasNext(h)) {
+                MQPropertiesKeyIterationGetNext(h, &key);
+                CHECK(n, strncmp(key, "JMSX", 4) == 0, "an unexpected property arrived");
+            }
+        } else if (MQGetStatusCode(st) != MQ_NO_MESSAGE_PROPERTIES) {
+            fail(n, "MQGetMessageProperties", st);
+            goto out;
+        }
+    }
+    ok(n);
+    free(text), text = NULL;
+    MQFreeMessage(m), m.handle = INVALID;
+
+    n = "expired_not_delivered";
+    CALL(n, MQCloseMessageConsumer(k));
+    k.handle = INVALID;
+    CALL(n, send_text(p, "expires", MQ_NON_PERSISTENT_DELIVERY, 4, 1, NO_PROPS));
+    sleep_ms(50);
+    CALL(n, send_text(p, "lives", MQ_NON_PERSISTENT_DELIVERY, 4, 0, NO_PROPS));
+    CALL(n, MQCreateMessageConsumer(s, d, NULL, MQ_FALSE, &k));
+    CALL(n, recv_text(k, 10000, &text, NULL));
+    CHECK(n, strcmp(text, "lives") == 0, "the expired message was delivered");
+    if (!expect_nothing(n, k, 300)) goto out;
+    ok(n);
+    free(text), text = NULL;
+
+    n = "delivery_delay";
+    CALL(n, MQSetDeliveryDelay(p, 3000));
+    CALL(n, send_text(p, "later", MQ_NON_PERSISTENT_DELIVERY, 4, 0, NO_PROPS));
+    if (!expect_nothing(n, k, 300)) goto out;
+    CALL(n, recv_text(k, 15000, &text, &m));
+    CHECK(n, strcmp(text, "later") == 0, "text differs");
+    {
+        MQInt64 ts = 0, dt = 0;
+        CALL(n, MQGetMessageHeaders(m, &h));
+        MQGetInt64Property(h, MQ_TIMESTAMP_HEADER_PROPERTY, &ts);
+        MQGetInt64Property(h, MQ_DELIVERY_TIME_HEADER_PROPERTY, &dt);
+        MQFreeProperties(h);
+        h.handle = INVALID;
+        CHECK(n, ts > 0 && dt == ts + 3000, "MQDeliveryTime is not timestamp + 3000");
+    }
+    ok(n);
+out:
+    free(text);
+    if (h.handle != INVALID) MQFreeProperties(h);
+    if (m.handle != INVALID) MQFreeMessage(m);
+    if (d.handle != INVALID) MQFreeDestination(d);
+    if (s.handle != INVALID) MQCloseSession(s);
+}
+
 static int run_checks(void)
 {
     MQConnectionHandle c = MQ_INVALID_HANDLE;
@@ -650,6 +803,8 @@ static int run_checks(void)
     check_selector(c);
     check_large(c);
     check_reply_to(c);
+    check_async(c);
+    check_misc(c);
     check_durable();
     st = MQCloseConnection(c);
     if (MQStatusIsError(st)) fail("close_connection", "MQCloseConnection", st);
