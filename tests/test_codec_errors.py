@@ -316,3 +316,19 @@ def test_stored_message_with_unreadable_properties_is_not_bad_input(caplog):
     values = msg.selector_values()
     assert "JMSPriority" in values and values["JMSType"] == "kind"
     assert "unreadable properties" in caplog.text
+
+
+def test_dead_copy_of_message_with_unreadable_properties():
+    from broker.core.dmq import dead_message
+    from broker.core.message import Message
+    from broker.protocol.packet import build_packet
+    from broker.protocol.types import PacketType
+
+    table = struct.pack(">iiH", 1, 1, 2) + b"\xff\xfe\x00\x08\x00\x01x"
+    raw = build_packet(PacketType.TEXT_MESSAGE, fields={1: "q"}, raw_props=table, body=b"b")
+    dead = dead_message(
+        Message(parse_packet(raw), "q", 1), "EXPIRED", now_ms=1, broker="b", delivery_count=0
+    )
+    props = parse_packet(dead.raw).properties
+    assert props["JMS_SUN_DMQ_UNDELIVERED_REASON"] == "EXPIRED"
+    assert parse_packet(dead.raw).body == b"b"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 
+from broker.protocol.errors import ProtocolError
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import HEADER_SIZE, OFF_PROP_OFFSET, OFF_SIZE, Packet
 from broker.protocol.properties import encode_properties
@@ -54,7 +55,12 @@ def dead_message(
 ) -> Message:
     """A copy of ``msg`` for the DMQ, with the reason, time and broker recorded."""
     pkt = Packet(msg.raw)
-    props = dict(pkt.properties)
+    try:
+        props = dict(pkt.properties)
+    except ProtocolError:
+        # Stored before the arrival check (see Message.selector_values): the copy keeps
+        # what can be read, the DMQ's own properties.
+        props = {}
     props["JMS_SUN_DMQ_UNDELIVERED_REASON"] = reason
     props["JMS_SUN_DMQ_UNDELIVERED_TIMESTAMP"] = JLong(now_ms)
     props["JMS_SUN_DMQ_DELIVERY_COUNT"] = JInt(delivery_count)
