@@ -97,7 +97,6 @@ class Up:
             "-port", str(self.pm),
             f"-Dimq.jms.tcp.port={free_port()}",
             f"-Dimq.admin.tcp.port={free_port()}",
-            "-Dimq.hostname=127.0.0.1",
         ]  # fmt: skip
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
@@ -154,6 +153,9 @@ def test_up_serves_and_stops_everything_on_sigterm(up):
     out = up.output()
     assert f"http://127.0.0.1:{up.portal}/" in out
     assert f"127.0.0.1:{up.pm}" in out
+    # Loopback by default (no imq.hostname given), and the broker says where it listens.
+    assert f"port mapper listening on 127.0.0.1:{up.pm}" in out
+    assert "service jms (tcp NORMAL) listening on 127.0.0.1:" in out
     assert f"celery worker on redis://127.0.0.1:{up.redis_port()}/0" in out
     assert "celery beat on redis://" in out
     assert redis_answers(up.redis_port())
@@ -187,3 +189,21 @@ def test_a_dead_celery_beat_stops_the_others(up):
     assert "the beat exited unexpectedly (killed by SIGKILL)" in up.output()
     assert not [pid for pid in kids if alive(pid)], (kids, up.output())
     assert refuses(up.portal) and refuses(up.pm)
+
+
+def test_up_binds_loopback_unless_told_otherwise(tmp_path):
+    from broker.management.commands.up import Command
+
+    def broker_config(*defines: str):
+        cmd = Command()
+        cmd.opts = {
+            "instance": "bindtest", "pm_port": None, "varhome": str(tmp_path),
+            "reset": None, "loglevel": None, "defines": list(defines),
+        }  # fmt: skip
+        return cmd._broker_config()
+
+    config, args = broker_config()
+    assert config.get("imq.hostname") == "127.0.0.1" and "-Dimq.hostname=127.0.0.1" in args
+    config, args = broker_config("imq.hostname=0.0.0.0")
+    assert config.get("imq.hostname") == "0.0.0.0"
+    assert not [a for a in args if a.startswith("-Dimq.hostname=127")]

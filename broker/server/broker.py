@@ -308,10 +308,11 @@ class Broker:
             )
             self.services.append(svc)
             log.info(
-                "service %s (%s %s) listening on port %s",
+                "service %s (%s %s) listening on %s:%s",
                 svc.name,
                 svc.protocol,
                 svc.type,
+                svc.host or "*",
                 svc.bound_port,
             )
         if c.get_bool("imq.portmapper.bind", True):
@@ -321,7 +322,9 @@ class Broker:
                 lambda: PortMapperProtocol(self),
                 sock=_listen(host, port, c.get_int("imq.portmapper.backlog", 50)),
             )
-            log.info("port mapper listening on port %s", port)
+            # Said with the address, so an administrator sees at once whether the broker
+            # is reachable from other hosts (all interfaces when imq.hostname is unset).
+            log.info("port mapper listening on %s:%s", host or "*", port)
         if c.get_bool("imq.ping.enabled", True):
             self._ping_task = asyncio.create_task(self._ping_loop())
         self._housekeeping_tasks = [
@@ -404,7 +407,7 @@ class Broker:
         old, svc.server, svc.port = svc.server, server, port
         if old is not None:
             old.close()
-        log.info("service %s now listening on port %s", svc.name, svc.bound_port)
+        log.info("service %s now listening on %s:%s", svc.name, svc.host or "*", svc.bound_port)
 
     async def rebind_portmapper(self, port: int) -> None:
         """Move the port mapper to ``port`` (when it listens at all)."""
@@ -422,7 +425,7 @@ class Broker:
             raise
         old, self.portmapper_server = self.portmapper_server, server
         old.close()
-        log.info("port mapper now listening on port %s", port)
+        log.info("port mapper now listening on %s:%s", host or "*", port)
 
     async def reload_access_control(self) -> None:
         """Read every access control rule source again now (whether it looks changed or

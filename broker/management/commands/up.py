@@ -32,6 +32,7 @@ from broker.config import BrokerConfig, ConfigError
 from .runbroker import parse_defines
 
 ROOT = Path(__file__).resolve().parents[3]
+LOOPBACK = "127.0.0.1"
 REDIS_SERVER = "redis-server"
 GRACE = 10.0  # seconds a child gets between SIGTERM and SIGKILL
 
@@ -320,7 +321,15 @@ class Command(BaseCommand):
         instance = opts["instance"] or settings.IMQ_INSTANCE
         varhome = Path(opts["varhome"] or settings.IMQ_VARHOME).resolve()
         try:
-            return BrokerConfig.load(instance, varhome, overrides), args
+            config = BrokerConfig.load(instance, varhome, overrides)
+            if not (config.get("imq.hostname") or "").strip():
+                # A development start must not open the broker to the network by
+                # surprise: loopback unless imq.hostname says otherwise (runbroker alone
+                # listens on all interfaces, as imqbrokerd does).
+                args.append(f"-Dimq.hostname={LOOPBACK}")
+                overrides["imq.hostname"] = LOOPBACK
+                config = BrokerConfig.load(instance, varhome, overrides)
+            return config, args
         except ConfigError as exc:
             raise CommandError(str(exc)) from exc
 
