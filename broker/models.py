@@ -296,6 +296,34 @@ class StoredTxnWork(models.Model):
         return f"{self.broker_instance}: transaction {self.txn_id} {self.kind} {self.key}"
 
 
+class StoreOwner(models.Model):
+    """Who holds a broker instance's rows of the database store, and whether it is alive.
+
+    The broker claims the row when it loads its store (``epoch`` + 1, ``state``
+    running), beats ``heartbeat`` every ``interval`` seconds from the store's writer
+    thread, and releases it (``state`` stopped) on a clean shutdown.  The expiry job
+    reclaims expired rows only of an instance whose row is stopped or whose heartbeat is
+    stale, in a transaction that holds this row (and bumps ``epoch``), so a broker
+    starting meanwhile waits for it, and a broker that was only slow learns on its next
+    heartbeat that it lost its rows (see broker/store/dbstore.py)."""
+
+    class State(models.TextChoices):
+        RUNNING = "running"
+        STOPPED = "stopped"
+
+    broker_instance = models.CharField(max_length=255, unique=True)
+    epoch = models.BigIntegerField(default=0)
+    state = models.CharField(max_length=8, choices=State.choices, default=State.RUNNING)
+    heartbeat = models.DateTimeField(null=True, blank=True)
+    interval = models.FloatField(default=5.0, help_text="Seconds between heartbeats.")
+    started = models.DateTimeField(null=True, blank=True)
+    host = models.CharField(max_length=255, blank=True, default="")
+    pid = models.IntegerField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"{self.broker_instance}: {self.state} (epoch {self.epoch})"
+
+
 class BrokerTransaction(models.Model):
     """A transaction an administrator must see: every XA transaction and any PREPARED
     one, as the broker holds it now (``imqtxn list``).  Written by the broker off the
