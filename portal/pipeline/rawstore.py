@@ -215,6 +215,12 @@ class RawStoreWriter:
     # -- the thread ----------------------------------------------------------------------
 
     def _run(self) -> None:
+        try:
+            # Importing pyarrow holds the GIL for a moment: do it at start-up, not in the
+            # middle of traffic at the first flush.
+            import pyarrow.parquet  # noqa: F401
+        except Exception as exc:
+            log.warning("raw metrics: pyarrow is not usable (%s); not written", exc)
         last_flush = time.monotonic()
         while True:
             wait = max(0.05, self.flush_interval - (time.monotonic() - last_flush))
