@@ -317,7 +317,12 @@ class StoreOwner(models.Model):
     heartbeat = models.DateTimeField(null=True, blank=True)
     interval = models.FloatField(default=5.0, help_text="Seconds between heartbeats.")
     started = models.DateTimeField(null=True, blank=True)
-    host = models.CharField(max_length=255, blank=True, default="")
+    address = models.CharField(
+        max_length=255,
+        blank=True,
+        default="",
+        help_text="host:port of its port mapper: the broker's name in DMQ copies.",
+    )
     pid = models.IntegerField(null=True, blank=True)
 
     def __str__(self) -> str:
