@@ -49,7 +49,6 @@ import time
 
 import pytest
 
-from broker.admin import attributes as dattrs
 from broker.admin.client import AdminClient, AdminError, read_vector
 from broker.client import (
     AckMode,
@@ -62,6 +61,7 @@ from broker.client import (
     connect,
 )
 from broker.client.xa import Xid, create_xa_session
+from broker.protocol import dest_attributes as dattrs
 from broker.protocol.admin_info import (
     HashMap,
     Hashtable,

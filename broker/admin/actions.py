@@ -331,7 +331,7 @@ def destination_attributes(info: dict[str, Any]) -> dict[str, Any]:
 
     A GET_DESTINATIONS reply carries every field (its update mask is not set), so each
     field present is read; a value out of range is left out rather than failing the page."""
-    from .attributes import DESTINATION_ATTRIBUTES, attributes_from_info
+    from broker.protocol.dest_attributes import DESTINATION_ATTRIBUTES, attributes_from_info
 
     mask = 0
     for attr in DESTINATION_ATTRIBUTES:
@@ -355,7 +355,7 @@ def destination_attributes(info: dict[str, Any]) -> dict[str, Any]:
 def _clean_attributes(code: int, attributes: dict[str, Any] | None) -> dict[str, Any]:
     """Attribute values converted to their types (``"10m"`` -> bytes, ``"true"`` -> True);
     ActionError naming every unknown or bad one, or one of the other kind of destination."""
-    from .attributes import convert_all
+    from broker.protocol.dest_attributes import convert_all
 
     try:
         return convert_all(dict(attributes or {}), is_topic=code == DEST_TOPIC)

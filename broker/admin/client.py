@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.admin import attributes as dattrs
+from broker.protocol import dest_attributes as dattrs
 from broker.protocol.admin_info import (
     DEST_NAME,
     DEST_TYPE,
@@ -371,7 +371,7 @@ class AdminClient:
         self, name: str, dest_type: int, attrs: dict[str, object] | None = None
     ) -> None:
         """Create a destination as an administrator (kept across restarts).  ``attrs``
-        by their imqcmd names (broker.admin.attributes); values may be strings.
+        by their imqcmd names (broker.protocol.dest_attributes); values may be strings.
         ValueError for a bad attribute, AdminError 409 if it exists, 400 if refused."""
         info, props = _destination_request(name, dest_type, attrs or {})
         await self.request(CREATE_DESTINATION, props, body=info)
@@ -388,7 +388,7 @@ class AdminClient:
         self, name: str, dest_type: int = DEST_QUEUE
     ) -> dict[str, object]:
         """The destination's attributes by their imqcmd names (those that apply to its
-        kind, see broker.admin.attributes), e.g. to fill in an edit form."""
+        kind, see broker.protocol.dest_attributes), e.g. to fill in an edit form."""
         props, body = await self.request(GET_DESTINATIONS, _dest(name, dest_type))
         (info,) = read_vector(body)
         extra = {

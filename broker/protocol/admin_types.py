@@ -36,7 +36,7 @@ GET_MESSAGES = 86
 DELETE_MESSAGE = 88
 GET_METRICS = 52
 RESET_BROKER = 84
-# Our extension (not in OpenMQ): sweep expired messages now (broker/server/admin_expiry.py).
+# Our extension (not in OpenMQ): sweep expired messages now (broker/server/admin_service/expiry.py).
 RECLAIM_EXPIRED = 200
 
 COMMAND_NAMES = {

@@ -64,7 +64,7 @@ from broker.protocol.types import (
 from broker.protocol.xid import Xid, XidError, encode_xids
 from broker.security.digest import constant_time_equals, digest_response, md5str
 
-from . import admin
+from .admin_service import handler as admin
 
 if TYPE_CHECKING:
     from .broker import Broker, Service

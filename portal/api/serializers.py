@@ -15,8 +15,9 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from broker.admin import actions, attributes
+from broker.admin import actions
 from broker.models import LogRecord
+from broker.protocol import dest_attributes as attributes
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -203,7 +204,7 @@ def _attribute_field(attr: attributes.DestinationAttribute) -> serializers.Field
 
 class DestinationAttributesSerializer(serializers.Serializer):
     """The attributes a destination can be created or updated with (imqcmd -o names),
-    checked by the same table the action uses (broker/admin/attributes.py)."""
+    checked by the same table the action uses (broker/protocol/dest_attributes.py)."""
 
     def get_fields(self):
         return {a.name: _attribute_field(a) for a in attributes.DESTINATION_ATTRIBUTES}

@@ -41,9 +41,9 @@ BOOL_CHOICES = [("", "(unchanged / default)"), ("true", "true"), ("false", "fals
 
 
 def attribute_specs(kind: str | None = None):
-    """The destination attributes the forms offer (broker/admin/attributes.py), those of
+    """The destination attributes the forms offer (broker/protocol/dest_attributes.py), those of
     queues (``kind`` "q") or topics ("t") only when given."""
-    from broker.admin.attributes import DESTINATION_ATTRIBUTES
+    from broker.protocol.dest_attributes import DESTINATION_ATTRIBUTES
 
     if kind is None:
         return list(DESTINATION_ATTRIBUTES)
@@ -51,7 +51,7 @@ def attribute_specs(kind: str | None = None):
 
 
 def _attribute_field(attr) -> forms.Field:
-    from broker.admin import attributes as A
+    from broker.protocol import dest_attributes as A
 
     help_text = attr.doc
     if attr.applies_to:

@@ -75,7 +75,7 @@ Options:
 def _usage() -> str:
     import textwrap
 
-    from broker.admin.attributes import DESTINATION_ATTRIBUTES
+    from broker.protocol.dest_attributes import DESTINATION_ATTRIBUTES
 
     names = ", ".join(a.name for a in DESTINATION_ATTRIBUTES)
     names += " (sizes in bytes or 10k, 5m, 1g; -1: unlimited)"

@@ -22,7 +22,7 @@ the order OpenMQ's constructor and ``Destination.getMetrics()`` put them) and ad
 field, ``long timeStamp``.
 
 The handlers take ``(connection, request properties)`` and return ``(reply properties,
-body)`` like the others in ``admin.py``; errors are raised as ``RouterError`` (status,
+body)`` like the others in ``handler.py``; errors are raised as ``RouterError`` (status,
 reason), which the admin handler turns into the reply's JMQStatus/JMQErrorString.
 """
 
@@ -41,8 +41,8 @@ from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, Status
 
 if TYPE_CHECKING:
-    from .broker import Broker, Service
-    from .connection import ClientConnection
+    from ..broker import Broker, Service
+    from ..connection import ClientConnection
 
 log = logging.getLogger("broker.admin")
 

@@ -25,10 +25,10 @@ import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from broker.admin import attributes as dattrs
 from broker.config import BrokerConfig, ConfigError
 from broker.core.message import Message
 from broker.core.router import RouterError, now_ms
+from broker.protocol import dest_attributes as dattrs
 from broker.protocol.admin_info import (
     DEST_NAME,
     DEST_TYPE,
@@ -114,7 +114,8 @@ from broker.protocol.types import (
     TransactionState,
 )
 
-from . import admin_expiry, admin_metrics
+from . import expiry as admin_expiry
+from . import metrics as admin_metrics
 
 try:
     PRODUCT_VERSION = importlib.metadata.version("openmq-py")
@@ -125,7 +126,7 @@ PRODUCT_NAME = "openmq-py"
 OPENMQ_VERSION = "6.9.0"
 
 if TYPE_CHECKING:
-    from .connection import ClientConnection
+    from ..connection import ClientConnection
 
 log = logging.getLogger("broker.admin")
 

@@ -17,7 +17,7 @@ from broker.protocol.admin_types import RECLAIM_EXPIRED
 from broker.protocol.jtypes import JInt
 
 if TYPE_CHECKING:
-    from .connection import ClientConnection
+    from ..connection import ClientConnection
 
 __all__ = ["RECLAIM_EXPIRED", "reclaim_expired"]
 
