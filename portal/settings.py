@@ -27,6 +27,9 @@ METRICS_TOKEN       a bearer token that may read /metrics from anywhere (unset: 
 METRICS_DESTINATIONS_LIMIT  /metrics exports only the N deepest destinations (0: all)
 JOBS_BROKERS        brokers (host:port of their port mappers, comma-separated) the expiry
                     job tells to sweep (default: IMQ_BROKER_HOST:IMQ_PORT)
+JOBS_STORE_STALE_BEATS  a database-store broker instance whose heartbeat is older than
+                    this many of its intervals counts as stopped: the expiry job reclaims
+                    its expired rows (default 3)
 LOG_DB_RETENTION_DAYS  log records older than this leave the table for archives (default 7)
 LOG_ARCHIVE_DIR     where those gzip archives go (default: <IMQ_VARHOME>/log-archives)
 METRICS_RAW_URL     the raw metrics store the brokers write and the Spark rollups read
@@ -213,6 +216,9 @@ CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # The brokers the expiry job tells to sweep (host:port of their port mappers).
 JOBS_BROKERS = _env_list("JOBS_BROKERS", [f"{IMQ_BROKER_HOST}:{IMQ_BROKER_PORT}"])
+# The job also reclaims database-store rows of instances whose heartbeat is older than
+# this many of their heartbeat intervals (imq.persist.jdbc.heartbeat.interval).
+JOBS_STORE_STALE_BEATS = float(os.environ.get("JOBS_STORE_STALE_BEATS") or 3)
 # The log table's rollover: records older than this go to gzip archives in this directory.
 LOG_DB_RETENTION_DAYS = float(os.environ.get("LOG_DB_RETENTION_DAYS") or 7)
 LOG_ARCHIVE_DIR = Path(os.environ.get("LOG_ARCHIVE_DIR") or IMQ_VARHOME / "log-archives")
