@@ -581,6 +581,7 @@ class Broker:
             log.warning("message store recovery: %s", repair)
         self.router.attach_store(store)
         counts = self.router.recover(state)
+        store.on_lost = self._store_lost
         store.start(loop)
         self.store = store
         log.info(
@@ -592,6 +593,13 @@ class Broker:
             counts["messages"],
             time.monotonic() - started,
         )
+
+    def _store_lost(self) -> None:
+        """The database store's rows were taken (the expiry job found this broker's
+        heartbeat stale): what is in memory no longer matches them, so stop; a restart
+        loads the rows as they are."""
+        log.error("broker %s stops: its message store was taken over", self.config.instance)
+        self.request_stop()
 
     def when_stored(self, callback) -> None:
         """Run ``callback`` once what was submitted is durable (at once without sync)."""

@@ -32,8 +32,18 @@ def open_store(config: BrokerConfig) -> Store:
             inline=config.get_bool("imq.persist.file.sync.inline", True),
         )
     if kind == "jdbc":
+        import socket
+
         from .dbstore import DatabaseStore
 
-        # As OpenMQ's JDBC store: the reply waits for the database commit, always.
-        return DatabaseStore(config.instance, sync=True)
+        # As OpenMQ's JDBC store: the reply waits for the database commit, always.  The
+        # heartbeat tells the expiry job this instance's rows are in use (ownership.py);
+        # the address is the broker's name in DMQ copies (RouterSettings.broker_name).
+        return DatabaseStore(
+            config.instance,
+            sync=True,
+            heartbeat_interval=float(config.get_int("imq.persist.jdbc.heartbeat.interval", 5)),
+            address=f"{config.get('imq.hostname') or socket.gethostname()}:"
+            f"{config.get_int('imq.portmapper.port', 7676)}",
+        )
     raise ConfigError(f"imq.persist.store: unknown store {kind!r} (file or jdbc)")

@@ -232,6 +232,10 @@ class Store:
         self.records_written = 0
         self.inline_batches = 0
         self.failed: BaseException | None = None
+        # Called on the loop when the store learns that another party took what it
+        # stores (the database store's ownership, broker/store/ownership.py): the broker
+        # must stop, as its memory no longer matches the store.
+        self.on_lost: Callable[[], None] | None = None
 
     # -- subclass API ---------------------------------------------------------------
 

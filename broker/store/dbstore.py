@@ -25,6 +25,8 @@ to wait for them before replying.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
@@ -38,6 +40,7 @@ from broker import models as m
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
 
+from . import ownership
 from .base import (
     DestAdd,
     DestRemove,
@@ -56,6 +59,8 @@ from .base import (
     TxnSend,
     TxnState,
 )
+
+log = logging.getLogger("broker.store")
 
 _MESSAGE_RECORDS = (MsgAdd, MsgSettle, MsgDelivered)
 
@@ -121,20 +126,45 @@ class DatabaseStore(Store):
     the commit is the durability point either way (see the module docstring).
     """
 
-    def __init__(self, broker_instance: str, *, sync: bool, using: str = "default") -> None:
+    def __init__(
+        self,
+        broker_instance: str,
+        *,
+        sync: bool,
+        using: str = "default",
+        heartbeat_interval: float = 5.0,
+        address: str = "",
+        claim_wait: float = 120.0,
+    ) -> None:
         super().__init__(sync=sync)
         self.broker_instance = broker_instance
         self.using = using
         # The writer thread's own Django connection, once it runs.
         self._writer_connection: BaseDatabaseWrapper | None = None
         self.one_trip_writes = 0  # batches sent as one round trip (PostgreSQL, messages only)
+        # Ownership of the instance's rows (broker/store/ownership.py): claimed by load.
+        self.heartbeat_interval = heartbeat_interval
+        self.address = address
+        self.claim_wait = claim_wait
+        self.epoch: int | None = None
+        self.lost = False  # another party took the rows (see ownership.py)
+        self._beat_timer: asyncio.TimerHandle | None = None
+        self._beat_queued = False
 
     # -- reading ---------------------------------------------------------------------
 
     def load(self) -> RecoveredState:
-        """Rebuild what this broker instance stored, in the order it was written."""
+        """Claim this broker instance's rows (see :mod:`.ownership`), then rebuild what
+        it stored, in the order it was written."""
         inst = self.broker_instance
         db = self.using
+        self.epoch = ownership.claim(
+            inst,
+            using=db,
+            interval=self.heartbeat_interval,
+            address=self.address,
+            wait=self.claim_wait,
+        )
         state = RecoveredState()
         with transaction.atomic(using=db):  # one consistent snapshot
             for name, dest_type, attributes in (
@@ -211,6 +241,67 @@ class DatabaseStore(Store):
                 model.objects.using(self.using).filter(
                     broker_instance=self.broker_instance
                 ).delete()
+
+    # -- ownership: heartbeat and release ---------------------------------------------
+
+    def start(self, loop) -> None:
+        super().start(loop)
+        if self.epoch is not None and self.heartbeat_interval > 0:
+            self._beat_timer = loop.call_later(self.heartbeat_interval, self._beat_due)
+
+    def _beat_due(self) -> None:
+        # On the loop: only queue the beat; the database is touched in the writer thread.
+        self._beat_timer = self._loop.call_later(self.heartbeat_interval, self._beat_due)
+        if not self._beat_queued:  # a writer busy longer than an interval: one is enough
+            self._beat_queued = True
+            self.run_in_writer(self._beat)
+
+    def _beat(self) -> None:
+        """Writer thread: refresh the heartbeat, or learn that the rows were taken."""
+        self._beat_queued = False
+        if self.lost or self.epoch is None:
+            return
+        try:
+            ours = ownership.beat(self.broker_instance, self.epoch, using=self.using)
+        except Exception as exc:  # the database is away: the next beat tries again
+            log.warning("database store heartbeat failed: %s", exc)
+            connections[self.using].close()
+            return
+        if not ours:
+            self._lose("its heartbeat found the instance's rows taken (epoch changed)")
+
+    def _lose(self, why: str) -> None:
+        self.lost = True
+        log.error(
+            "database store: instance %s lost its rows: %s; the broker must stop",
+            self.broker_instance,
+            why,
+        )
+        loop, on_lost = self._loop, self.on_lost
+        if loop is not None and on_lost is not None:
+            try:
+                loop.call_soon_threadsafe(on_lost)
+            except RuntimeError:  # loop closed during shutdown
+                pass
+
+    def _release(self) -> None:
+        """Writer thread, after the last write: the rows are unowned now."""
+        if self.lost or self.epoch is None:
+            return
+        try:
+            if not ownership.release(self.broker_instance, self.epoch, using=self.using):
+                self._lose("at shutdown the instance's rows were found taken")
+        except Exception:
+            log.exception("database store: releasing instance %s failed", self.broker_instance)
+
+    def close(self) -> None:
+        if self._beat_timer is not None:
+            self._beat_timer.cancel()
+            self._beat_timer = None
+        if self._thread is not None:
+            self.flush()
+            self.run_in_writer(self._release)  # after every record, before the stop
+        super().close()
 
     # -- writing (writer thread) -----------------------------------------------------------
 

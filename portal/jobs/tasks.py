@@ -9,9 +9,12 @@ from . import expiry, logroll
 
 
 @shared_task(name="portal.jobs.tasks.reclaim_expired")
-def reclaim_expired(brokers: list[str] | None = None) -> list[dict]:
-    """Tell every broker (default: settings.JOBS_BROKERS) to sweep expired messages now."""
-    runs = expiry.reclaim_everywhere(brokers)
+def reclaim_expired(
+    brokers: list[str] | None = None, stale_beats: float | None = None
+) -> list[dict]:
+    """Tell every broker (default: settings.JOBS_BROKERS) to sweep expired messages now,
+    then reclaim the expired database-store rows of brokers that are not running."""
+    runs = expiry.reclaim_everywhere(brokers, stale_beats)
     failed = [r for r in runs if r.status != "ok"]
     if failed and len(failed) == len(runs):
         raise RuntimeError("; ".join(f"{r.broker}: {r.error}" for r in failed))

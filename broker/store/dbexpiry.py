@@ -1,0 +1,242 @@
+"""Expired messages of a stopped broker, reclaimed in its database-store rows.
+
+Called by the expiry job inside :func:`broker.store.ownership.held_if_unowned`'s
+transaction, so no broker owns the rows meanwhile.  It does to the rows what the broker's
+own sweep (``Router.reclaim_expired_report``) would have done at its next start: each
+open interest of an expired message is settled, and where the destination uses the DMQ
+(``useDMQ``, default true) and the producer did not set
+``JMS_SUN_PRESERVE_UNDELIVERED=false``, a copy with the ``JMS_SUN_DMQ_*`` properties
+(:func:`broker.core.dmq.dead_message`) is stored in that instance's DMQ, within the DMQ's
+limits (its oldest messages make way, as in the broker).
+
+Left alone: messages an open (e.g. prepared XA) transaction acknowledged, as the
+transaction's outcome decides about them; and what only the broker's configuration knows
+(``imq.destination.DMQ.truncateBody``, a non-default
+``imq.autocreate.destination.useDMQ`` for destinations whose stored attributes do not
+say) is taken at its default.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from collections import deque
+from dataclasses import dataclass
+
+from django.db import connections
+
+from broker import models as m
+from broker.core import dmq
+from broker.core.message import Message
+from broker.protocol.packet import parse_packet
+from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, DestType
+
+from .base import QUEUE_INTEREST
+
+_EXPIRATION = struct.Struct(">q")  # header bytes 12..19: expiration, ms (0: never)
+_CHUNK = 500
+# DMQ copies the job makes get keys of their own: the broker's start with ff ff ff ff.
+_JOB_KEY_PREFIX = b"\xff\xff\xff\xfe"
+_DMQ_TYPE = DEST_QUEUE | int(DestType.DMQ)  # the DMQ's dest_type, as the broker stores it
+
+
+@dataclass
+class Reclaimed:
+    """Per destination: expired messages moved to the DMQ and discarded."""
+
+    destination: str
+    is_topic: bool
+    to_dmq: int = 0
+    discarded: int = 0
+
+
+def _chunks(items: list, size: int = _CHUNK):
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+def _expired_keys(instance: str, now_ms: int, using: str) -> list[tuple[str, str, int]]:
+    """(key, destination, dest_type) of the instance's expired messages, reading only
+    each message's header field, not its body."""
+    conn = connections[using]
+    table = conn.ops.quote_name(m.StoredMessage._meta.db_table)
+    out = []
+    with conn.cursor() as cursor:
+        cursor.execute(
+            f"SELECT key, destination, dest_type, substr(raw, 13, 8) FROM {table}"
+            " WHERE broker_instance = %s ORDER BY id",
+            [instance],
+        )
+        while rows := cursor.fetchmany(2000):
+            for key, destination, dest_type, head in rows:
+                head = bytes(head)
+                if len(head) == 8 and 0 < _EXPIRATION.unpack(head)[0] <= now_ms:
+                    out.append((key, destination, dest_type))
+    return out
+
+
+def reclaim_expired_rows(
+    owner: m.StoreOwner, *, now_ms: int, using: str = "default"
+) -> list[Reclaimed]:
+    """Reclaim the expired messages of ``owner``'s instance (its row held by the
+    caller's transaction); per destination, what went where."""
+    inst = owner.broker_instance
+    in_txn = set(
+        m.StoredTxnWork.objects.using(using)
+        .filter(broker_instance=inst, kind=m.StoredTxnWork.Kind.ACK)
+        .values_list("key", flat=True)
+    )
+    expired = [e for e in _expired_keys(inst, now_ms, using) if e[0] not in in_txn]
+    if not expired:
+        return []
+    attributes = {
+        (name, bool(dest_type & DEST_TOPIC)): attrs
+        for name, dest_type, attrs in m.StoredDestination.objects.using(using)
+        .filter(broker_instance=inst)
+        .values_list("name", "dest_type", "attributes")
+    }
+    durables = set(
+        m.StoredDurable.objects.using(using)
+        .filter(broker_instance=inst)
+        .values_list("sub_id", flat=True)
+    )
+    interests: dict[str, dict[str, int]] = {}
+    raws: dict[str, bytes] = {}
+    keys = [key for key, _, _ in expired]
+    for part in _chunks(keys):
+        for key, interest, count in (
+            m.StoredInterest.objects.using(using)
+            .filter(broker_instance=inst, key__in=part)
+            .values_list("key", "interest", "delivery_count")
+        ):
+            interests.setdefault(key, {})[interest] = count
+        for key, raw in (
+            m.StoredMessage.objects.using(using)
+            .filter(broker_instance=inst, key__in=part)
+            .values_list("key", "raw")
+        ):
+            raws[key] = bytes(raw)
+
+    dmq_attrs = dict(dmq.DMQ_DEFAULTS)
+    dmq_attrs.update(attributes.get((dmq.DMQ_NAME, False)) or {})
+    dead_letters = _DeadLetterBox(inst, dmq_attrs, using)
+    report: dict[tuple[str, bool], Reclaimed] = {}
+    gone: list[str] = []
+    for key, destination, dest_type in expired:
+        is_topic = bool(dest_type & DEST_TOPIC)
+        open_ = interests.get(key, {})
+        if is_topic:
+            # An interest of a durable that is gone is settled by the broker at start
+            # without a DMQ copy: not a dead message.
+            live = {i: n for i, n in open_.items() if i in durables}
+        else:
+            live = {i: n for i, n in open_.items() if i == QUEUE_INTEREST}
+        if not live:
+            continue
+        msg = Message(parse_packet(raws[key]), destination, 0)
+        if not msg.is_expired(now_ms):  # the header field read above, parsed properly
+            continue
+        gone.append(key)
+        row = report.setdefault((destination, is_topic), Reclaimed(destination, is_topic))
+        attrs = attributes.get((destination, is_topic)) or {}
+        to_dmq = destination != dmq.DMQ_NAME and bool(attrs.get("useDMQ", True))
+        for count in live.values():
+            if to_dmq and dmq.preserve(msg):
+                dead = dmq.dead_message(
+                    msg, dmq.EXPIRED, now_ms=now_ms, broker=owner.address or inst,
+                    delivery_count=count,
+                )  # fmt: skip
+                if dead_letters.put(dead):
+                    row.to_dmq += 1
+                    continue
+            row.discarded += 1
+    for part in _chunks(gone):
+        m.StoredInterest.objects.using(using).filter(broker_instance=inst, key__in=part).delete()
+        m.StoredMessage.objects.using(using).filter(broker_instance=inst, key__in=part).delete()
+    dead_letters.write()
+    return [r for r in report.values() if r.to_dmq or r.discarded]
+
+
+class _DeadLetterBox:
+    """The instance's DMQ rows and the copies to add, kept within the DMQ's limits as
+    the broker does: a copy larger than maxBytesPerMsg is discarded, and the oldest
+    messages make way when maxNumMsgs or maxTotalMsgBytes would be passed."""
+
+    def __init__(self, instance: str, attributes: dict, using: str) -> None:
+        self.instance = instance
+        self.using = using
+        self.per_msg = _limit(attributes, "maxBytesPerMsg")
+        self.max_count = _limit(attributes, "maxNumMsgs")
+        self.max_bytes = _limit(attributes, "maxTotalMsgBytes")
+        conn = connections[using]
+        table = conn.ops.quote_name(m.StoredMessage._meta.db_table)
+        with conn.cursor() as cursor:
+            cursor.execute(
+                f"SELECT key, length(raw) FROM {table} WHERE broker_instance = %s"
+                " AND destination = %s ORDER BY id",
+                [instance, dmq.DMQ_NAME],
+            )
+            # (key, size, the copy if it is new), oldest first.
+            self.held: deque[tuple[str, int, Message | None]] = deque(
+                (key, size, None) for key, size in cursor.fetchall()
+            )
+        self.bytes = sum(size for _, size, _ in self.held)
+        self.evicted: list[str] = []
+
+    def _full(self, extra: int) -> bool:
+        return (self.max_count >= 0 and len(self.held) >= self.max_count) or (
+            self.max_bytes >= 0 and self.bytes + extra > self.max_bytes
+        )
+
+    def put(self, dead: Message) -> bool:
+        """Keep ``dead``; False when it cannot be (too large, or nothing can make way)."""
+        if self.per_msg >= 0 and dead.size > self.per_msg:
+            return False
+        while self._full(dead.size):
+            if not self.held:
+                return False
+            key, size, new = self.held.popleft()
+            self.bytes -= size
+            if new is None:
+                self.evicted.append(key)
+        key = (_JOB_KEY_PREFIX + os.urandom(8) + dead.key[12:]).hex()
+        self.held.append((key, dead.size, dead))
+        self.bytes += dead.size
+        return True
+
+    def write(self) -> None:
+        inst, db = self.instance, self.using
+        for part in _chunks(self.evicted):
+            m.StoredInterest.objects.using(db).filter(broker_instance=inst, key__in=part).delete()
+            m.StoredMessage.objects.using(db).filter(broker_instance=inst, key__in=part).delete()
+        new = [(key, dead) for key, _, dead in self.held if dead is not None]
+        m.StoredMessage.objects.using(db).bulk_create(
+            [
+                m.StoredMessage(
+                    broker_instance=inst,
+                    key=key,
+                    destination=dmq.DMQ_NAME,
+                    dest_type=_DMQ_TYPE,
+                    raw=dead.raw,
+                )
+                for key, dead in new
+            ],
+            batch_size=_CHUNK,
+        )
+        m.StoredInterest.objects.using(db).bulk_create(
+            [
+                m.StoredInterest(broker_instance=inst, key=key, interest=QUEUE_INTEREST)
+                for key, _ in new
+            ],
+            batch_size=_CHUNK,
+        )
+
+
+def _limit(attributes: dict, name: str) -> int:
+    try:
+        return int(attributes.get(name, -1))
+    except (TypeError, ValueError):
+        return -1
+
+
+__all__ = ["Reclaimed", "reclaim_expired_rows"]

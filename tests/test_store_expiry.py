@@ -1,0 +1,301 @@
+"""The expiry job in the database store: expired rows of a broker that is not running
+are reclaimed (DMQ or discarded, counted per destination), a running broker's rows are
+never touched, and a broker starting while the job holds an instance waits for it (or
+the job backs off when the broker was first).
+
+Real brokers with ``imq.persist.store=jdbc`` on SQLite and on PostgreSQL; the job runs in
+its own process (``manage.py shell``) on the same database, as a Celery worker would.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from broker.client import Queue, TextMessage
+from broker.core.dmq import DMQ_NAME
+from broker.launcher import start_broker
+
+from .celery_procs import ROOT, wait_for
+from .pg import fresh_database
+from .test_client_live import name, open_conn
+from .test_dmq_limits import drain
+
+pytestmark = pytest.mark.timeout(300)
+
+TTL_MS = 1500
+BEAT = "imq.persist.jdbc.heartbeat.interval=1"
+# The broker's own sweep is far off: only the job (or a delivery attempt) expires.
+NO_SWEEP = "imq.message.expiration.interval=3600"
+
+
+@pytest.fixture(params=["sqlite", "postgresql"])
+def database_url(request, tmp_path: Path) -> str:
+    if request.param == "sqlite":
+        return f"sqlite:///{tmp_path / 'db.sqlite3'}"
+    pg = request.getfixturevalue("postgres_url")
+    return fresh_database(pg, f"imq_{uuid.uuid4().hex[:8]}")
+
+
+def rows(url: str, sql: str, *args: object) -> list[tuple]:
+    """``sql`` (``%s`` placeholders) on the database ``url``, with a plain connection."""
+    if url.startswith("sqlite:///"):
+        con = sqlite3.connect(url[len("sqlite:///") :], timeout=30)
+        try:
+            return con.execute(sql.replace("%s", "?"), args).fetchall()
+        finally:
+            con.close()
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as con:
+        return con.execute(sql, args).fetchall()
+
+
+def job_env(url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("IMQ_", "JOBS_"))}
+    env["DATABASE_URL"] = url
+    return env
+
+
+def run_job(url: str) -> str:
+    """One run of the store part of the expiry job, in its own process; its runs."""
+    code = (
+        "from portal.jobs.expiry import reclaim_stopped\n"
+        "print([(r.broker, r.status) for r in reclaim_stopped()])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "manage.py", "shell", "-v", "0", "-c", code],
+        cwd=ROOT, env=job_env(url), capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def store_runs(url: str, instance: str) -> list[tuple]:
+    """(destination, dest_type, to_dmq, discarded) of the job's runs on ``instance``."""
+    return rows(
+        url,
+        "SELECT i.destination, i.dest_type, i.to_dmq, i.discarded FROM jobs_expiryrun r"
+        " JOIN jobs_expiryrunitem i ON i.run_id = r.id WHERE r.broker = %s AND r.status = 'ok'"
+        " ORDER BY i.destination",
+        f"store:{instance}",
+    )
+
+
+def stored(url: str, instance: str, destination: str) -> int:
+    return rows(
+        url,
+        "SELECT count(*) FROM broker_storedmessage WHERE broker_instance = %s AND destination = %s",
+        instance,
+        destination,
+    )[0][0]
+
+
+async def send(b, queue: str, *, expiring: int, discarded: int, kept: int) -> float:
+    """Persistent messages: ``expiring`` with a short TTL (to the DMQ), ``discarded``
+    short-lived ones the producer does not want kept, ``kept`` with no TTL or an hour's.
+    Returns when the short-lived ones expire (epoch seconds)."""
+    conn = await open_conn(b)
+    sess = await conn.create_session()
+    prod = await sess.create_producer(Queue(queue))
+    for i in range(expiring):
+        await prod.send(TextMessage(f"expires {i}"), ttl_ms=TTL_MS)
+    for i in range(discarded):
+        msg = TextMessage(f"not kept {i}", properties={"JMS_SUN_PRESERVE_UNDELIVERED": False})
+        await prod.send(msg, ttl_ms=TTL_MS)
+    for i in range(kept):
+        await prod.send(TextMessage(f"stays {i}"), ttl_ms=3_600_000 if i % 2 else 0)
+    await conn.close()
+    return time.time() + TTL_MS / 1000
+
+
+def wait_until(t: float) -> None:
+    """The short-lived messages have expired (the job's precondition, not a check)."""
+    while (left := t - time.time()) > -0.05:
+        time.sleep(max(left, 0) + 0.1)
+
+
+def texts(messages) -> list[str]:
+    return sorted(m.text for m in messages)
+
+
+@pytest.mark.parametrize("how", ["clean", "sigkill"])
+def test_stopped_brokers_expired_rows_are_reclaimed(
+    own_broker, database_url: str, how: str
+) -> None:
+    b = own_broker("imq.persist.store=jdbc", BEAT, NO_SWEEP, database_url=database_url)
+    queue = name("offexp")
+    expire_at = asyncio.run(send(b, queue, expiring=3, discarded=2, kept=4))
+    if how == "clean":
+        b.stop()
+        state = rows(
+            database_url,
+            "SELECT state FROM broker_storeowner WHERE broker_instance = %s",
+            b.instance,
+        )
+        assert state == [("stopped",)]
+    else:
+        os.kill(b.proc.pid, signal.SIGKILL)
+        b.proc.wait(10)
+    assert stored(database_url, b.instance, queue) == 9
+    wait_until(expire_at)
+    # Killed, the instance counts as stopped once its heartbeat is stale (3 beats).
+    wait_for(
+        lambda: store_runs(database_url, b.instance) or run_job(database_url) and False,
+        what="the job's run on the stopped instance",
+    )
+    assert store_runs(database_url, b.instance) == [(queue, "queue", 3, 2)]
+    assert stored(database_url, b.instance, queue) == 4
+    assert stored(database_url, b.instance, DMQ_NAME) == 3
+    # Nothing more to reclaim: no further run.
+    run_job(database_url)
+    assert len(store_runs(database_url, b.instance)) == 1
+
+    first = f"127.0.0.1:{b.portmapper_port}"  # the broker's name, as it signs DMQ copies
+    b = own_broker("imq.persist.store=jdbc", BEAT, NO_SWEEP, database_url=database_url)
+    assert texts(asyncio.run(drain(b, Queue(queue)))) == [f"stays {i}" for i in range(4)]
+    dead = asyncio.run(drain(b, Queue(DMQ_NAME)))
+    assert texts(dead) == [f"expires {i}" for i in range(3)]
+    for m in dead:
+        assert m.destination.name == queue
+        assert m.properties["JMS_SUN_DMQ_UNDELIVERED_REASON"] == "EXPIRED"
+        assert m.properties["JMS_SUN_DMQ_DELIVERY_COUNT"] == 0
+        assert m.properties["JMS_SUN_DMQ_DEAD_BROKER"] == first
+
+
+def test_a_running_brokers_rows_are_never_touched(own_broker, database_url: str) -> None:
+    b = own_broker("imq.persist.store=jdbc", BEAT, NO_SWEEP, database_url=database_url)
+    queue = name("liveexp")
+    expire_at = asyncio.run(send(b, queue, expiring=3, discarded=2, kept=2))
+    wait_until(expire_at)
+    for _ in range(3):  # the heartbeat is fresh each time
+        run_job(database_url)
+    assert store_runs(database_url, b.instance) == []
+    assert stored(database_url, b.instance, queue) == 7
+    # The broker itself expires them, as it always did.
+    assert texts(asyncio.run(drain(b, Queue(queue)))) == ["stays 0", "stays 1"]
+    dead = asyncio.run(drain(b, Queue(DMQ_NAME)))
+    assert texts(m for m in dead if m.destination.name == queue) == [
+        f"expires {i}" for i in range(3)
+    ]
+
+
+def _job_process(url: str, pause_after: str) -> subprocess.Popen:
+    """The job in its own process, stopping (until a line on its stdin) right after
+    ``pause_after``: "reclaim" (inside its transaction, rows reclaimed, not committed)
+    or "candidates" (it has seen the instance stopped, before taking its row)."""
+    code = (
+        "import sys\n"
+        "from portal.jobs import expiry\n"
+        "from broker.store import ownership\n"
+        "def pausing(fn, tag):\n"
+        "    def wrapper(*a, **kw):\n"
+        "        out = fn(*a, **kw)\n"
+        "        print(tag, flush=True)\n"
+        "        sys.stdin.readline()\n"
+        "        return out\n"
+        "    return wrapper\n"
+        f"if {pause_after!r} == 'reclaim':\n"
+        "    expiry.reclaim_expired_rows = pausing(expiry.reclaim_expired_rows, 'PAUSED')\n"
+        "else:\n"
+        "    ownership.candidates = pausing(ownership.candidates, 'PAUSED')\n"
+        "runs = expiry.reclaim_stopped()\n"
+        "print('RUNS', [(r.broker, r.status) for r in runs], flush=True)\n"
+    )
+    return subprocess.Popen(
+        [sys.executable, "manage.py", "shell", "-v", "0", "-c", code],
+        cwd=ROOT, env=job_env(url), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+
+
+def _start_in_background(tmp_path: Path, url: str, started: list) -> threading.Thread:
+    def start() -> None:
+        try:
+            started.append(
+                start_broker(tmp_path, "imq.persist.store=jdbc", BEAT, NO_SWEEP, database_url=url)
+            )
+        except Exception as exc:  # reported by the test
+            started.append(exc)
+
+    t = threading.Thread(target=start, daemon=True)
+    t.start()
+    return t
+
+
+def _broker_waits_for_the_job(url: str, log: Path) -> bool:
+    """The starting broker is blocked taking its instance's row."""
+    if url.startswith("sqlite:"):  # it retries "database is locked" and says so
+        return log.exists() and "waiting to claim" in log.read_text(errors="replace")
+    return bool(
+        rows(
+            url,
+            "SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE %s",
+            "%broker_storeowner%",
+        )
+    )
+
+
+@pytest.mark.parametrize("first", ["job", "broker"])
+def test_broker_starting_while_the_job_runs(
+    own_broker, database_url: str, tmp_path: Path, first: str
+) -> None:
+    b = own_broker("imq.persist.store=jdbc", BEAT, NO_SWEEP, database_url=database_url)
+    queue = name("raceexp")
+    expire_at = asyncio.run(send(b, queue, expiring=3, discarded=1, kept=3))
+    b.stop()
+    wait_until(expire_at)
+    job = _job_process(database_url, "reclaim" if first == "job" else "candidates")
+    started: list = []
+    try:
+        assert job.stdout is not None and job.stdin is not None
+        assert job.stdout.readline().strip() == "PAUSED"
+        starter = _start_in_background(tmp_path, database_url, started)
+        if first == "job":
+            # The job holds the instance, its rows reclaimed but not committed: the
+            # broker must wait for it, not load the rows as they were.
+            wait_for(
+                lambda: _broker_waits_for_the_job(database_url, tmp_path / "broker-stdout.txt"),
+                what="the broker waiting for the job's transaction",
+            )
+            assert not started
+        else:
+            starter.join(90)  # the broker claimed and serves; then the job goes on
+        job.stdin.write("\n")
+        job.stdin.flush()
+        out = job.stdout.readline()
+        assert job.wait(60) == 0
+        starter.join(90)
+    finally:
+        if job.poll() is None:
+            job.kill()
+            job.wait(10)
+        for s in started:
+            if not isinstance(s, Exception):
+                s.stop()
+    (b2,) = started
+    assert not isinstance(b2, Exception), b2
+    try:
+        live = texts(asyncio.run(drain(b2, Queue(queue))))
+        dead = [m for m in asyncio.run(drain(b2, Queue(DMQ_NAME))) if m.destination.name == queue]
+    finally:
+        b2.stop()
+    # Whoever reclaimed them, each expired message is in the DMQ exactly once (or was
+    # discarded) and each live one is delivered exactly once.
+    assert live == [f"stays {i}" for i in range(3)]
+    assert texts(dead) == [f"expires {i}" for i in range(3)]
+    if first == "job":
+        assert out.startswith("RUNS") and "'ok'" in out, out
+        assert store_runs(database_url, b.instance) == [(queue, "queue", 3, 1)]
+    else:
+        assert out == "RUNS []\n", out  # it backed off: the broker had claimed the rows
+        assert store_runs(database_url, b.instance) == []
