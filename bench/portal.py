@@ -97,7 +97,7 @@ def fill_logs(count: int, instance: str) -> None:
 def fill_destinations(admin, count: int) -> None:
     for n in range(count):
         kind = 1 if n % 2 == 0 else 2
-        admin.call("create_destination", f"bench.{'q' if kind == 1 else 't'}{n}", kind, {})
+        admin.create_destination(f"bench.{'q' if kind == 1 else 't'}{n}", kind, {})
 
 
 class Connections:

@@ -98,15 +98,15 @@ class BrokerCollector(Collector):
 
     def _broker_families(self) -> Iterable[Any]:
         admin = self.admin
-        props = admin.call("broker_props")
-        totals = admin.call("metrics")
-        services = admin.call("services")
+        props = admin.broker_props()
+        totals = admin.metrics()
+        services = admin.services()
         limit = self.destinations_limit if self.destinations_limit > 0 else -1
-        rows, total = admin.call(
-            "destinations_page", 0, limit, temporary=False, order="depth" if limit > 0 else "name"
+        rows, total = admin.destinations_page(
+            0, limit, temporary=False, order="depth" if limit > 0 else "name"
         )
         per_service = {
-            str(s.get("name")): admin.call("metrics", service=str(s.get("name"))) for s in services
+            str(s.get("name")): admin.metrics(service=str(s.get("name"))) for s in services
         }
 
         info = InfoMetricFamily("openmq_broker", "The broker's instance, version and state")

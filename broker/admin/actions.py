@@ -131,7 +131,7 @@ def query_broker(admin: BrokerAdmin) -> dict[str, Any]:
 
     ``version`` is the OpenMQ release the broker reports (what OpenMQ tools see);
     ``product`` names the broker and its own version."""
-    props = admin.call("broker_props")
+    props = admin.broker_props()
     _, destinations = page_destinations(admin, limit=0, show_temporary=False)
     product = " ".join(
         v for v in (props.get("imq.product.name", ""), props.get("imq.build.number", "")) if v
@@ -162,7 +162,7 @@ def _int_prop(props: dict[str, str], name: str, default: int) -> int:
 
 
 def broker_properties(admin: BrokerAdmin) -> dict[str, str]:
-    return dict(sorted(admin.call("broker_props").items()))
+    return dict(sorted(admin.broker_props().items()))
 
 
 def update_broker(admin: BrokerAdmin, actor: str, properties: dict[str, str]) -> None:
@@ -172,53 +172,53 @@ def update_broker(admin: BrokerAdmin, actor: str, properties: dict[str, str]) ->
     clean = {str(k).strip(): str(v) for k, v in properties.items()}
     if any(not k for k in clean):
         raise ActionError("empty property name")
-    admin.call("update_broker_props", clean)
+    admin.update_broker_props(clean)
     record_change(
         actor, "updated broker properties " + ", ".join(f"{k}={v}" for k, v in clean.items())
     )
 
 
 def pause_broker(admin: BrokerAdmin, actor: str) -> None:
-    admin.call("pause")
+    admin.pause()
     record_change(actor, "paused the broker")
 
 
 def resume_broker(admin: BrokerAdmin, actor: str) -> None:
-    admin.call("resume")
+    admin.resume()
     record_change(actor, "resumed the broker")
 
 
 def quiesce_broker(admin: BrokerAdmin, actor: str) -> None:
-    admin.call("quiesce")
+    admin.quiesce()
     record_change(actor, "quiesced the broker")
 
 
 def unquiesce_broker(admin: BrokerAdmin, actor: str) -> None:
-    admin.call("unquiesce")
+    admin.unquiesce()
     record_change(actor, "unquiesced the broker")
 
 
 def shutdown_broker(admin: BrokerAdmin, actor: str) -> None:
     record_change(actor, "shut down the broker")
-    admin.call("shutdown")
+    admin.shutdown()
 
 
 def restart_broker(admin: BrokerAdmin, actor: str) -> None:
     record_change(actor, "restarted the broker")
-    admin.call("restart")
+    admin.restart()
 
 
 def reload_access_control(admin: BrokerAdmin, actor: str) -> None:
-    admin.call("reload_access_control")
+    admin.reload_access_control()
     record_change(actor, "reloaded the access control rules")
 
 
 def broker_metrics(admin: BrokerAdmin) -> dict[str, Any]:
-    return dict(admin.call("metrics"))
+    return dict(admin.metrics())
 
 
 def reset_metrics(admin: BrokerAdmin, actor: str) -> None:
-    admin.call("reset_metrics")
+    admin.reset_metrics()
     record_change(actor, "reset the broker's metrics")
 
 
@@ -242,23 +242,23 @@ def _service(info: dict[str, Any]) -> dict[str, Any]:
 
 
 def list_services(admin: BrokerAdmin) -> list[dict[str, Any]]:
-    return [_service(s) for s in admin.call("services")]
+    return [_service(s) for s in admin.services()]
 
 
 def query_service(admin: BrokerAdmin, name: str) -> dict[str, Any]:
-    found = admin.call("services", name)
+    found = admin.services(name)
     if not found:
         raise AdminError(404, f"service {name} not found")
     return _service(found[0])
 
 
 def pause_service(admin: BrokerAdmin, actor: str, name: str) -> None:
-    admin.call("pause_service", name)
+    admin.pause_service(name)
     record_change(actor, f"paused service {name}")
 
 
 def resume_service(admin: BrokerAdmin, actor: str, name: str) -> None:
-    admin.call("resume_service", name)
+    admin.resume_service(name)
     record_change(actor, f"resumed service {name}")
 
 
@@ -286,7 +286,7 @@ def update_service(
                 f"{label} must be a whole number >= {low}"
                 + (" and <= 65535" if label == "port" else "")
             )
-    admin.call("update_service", name, port=port, min_threads=min_threads, max_threads=max_threads)
+    admin.update_service(name, port=port, min_threads=min_threads, max_threads=max_threads)
     changes = ", ".join(
         f"{k}={v}"
         for k, v in (("port", port), ("minThreads", min_threads), ("maxThreads", max_threads))
@@ -296,7 +296,7 @@ def update_service(
 
 
 def service_metrics(admin: BrokerAdmin, name: str) -> dict[str, Any]:
-    return dict(admin.call("metrics", service=name))
+    return dict(admin.metrics(service=name))
 
 
 # --------------------------------------------------------------------------------------
@@ -387,8 +387,7 @@ def page_destinations(
         state_code = codes[key]
     if order not in ("name", "depth"):
         raise ActionError("order must be name or depth")
-    rows, total = admin.call(
-        "destinations_page",
+    rows, total = admin.destinations_page(
         start,
         limit,
         dest_type=dest_type_code(kind) if kind else None,
@@ -442,7 +441,7 @@ def paged_destinations(admin: BrokerAdmin, **filters: Any) -> PagedList:
 
 
 def query_destination(admin: BrokerAdmin, kind: str | int, name: str) -> dict[str, Any]:
-    found = admin.call("destinations", name, dest_type_code(kind))
+    found = admin.destinations(name, dest_type_code(kind))
     if not found:
         raise AdminError(404, f"{dest_kind(dest_type_code(kind))} {name} not found")
     return _destination(found[0])
@@ -465,7 +464,7 @@ def create_destination(
     code = dest_type_code(kind)
     name = _check_name(name)
     attrs = _clean_attributes(code, attributes)
-    admin.call("create_destination", name, code, attrs)
+    admin.create_destination(name, code, attrs)
     extra = (" with " + ", ".join(f"{k}={v}" for k, v in attrs.items())) if attrs else ""
     record_change(actor, f"created {dest_kind(code)} {name}{extra}")
 
@@ -477,7 +476,7 @@ def update_destination(
     if not attributes:
         raise ActionError("no attribute to change")
     attrs = _clean_attributes(code, attributes)
-    admin.call("update_destination", _check_name(name), code, attrs)
+    admin.update_destination(_check_name(name), code, attrs)
     record_change(
         actor,
         f"updated {dest_kind(code)} {name}: " + ", ".join(f"{k}={v}" for k, v in attrs.items()),
@@ -487,18 +486,18 @@ def update_destination(
 def destroy_destination(admin: BrokerAdmin, actor: str, kind: str | int, name: str) -> None:
     """Destroy a destination; temporary ones belong to their connection and are refused."""
     code = dest_type_code(kind)
-    found = admin.call("destinations", _check_name(name), code)
+    found = admin.destinations(_check_name(name), code)
     if not found:
         raise AdminError(404, f"{dest_kind(code)} {name} not found")
     if _destination(found[0])["temporary"]:
         raise ActionError(f"{name} is a temporary destination; it goes when its connection closes")
-    admin.call("destroy", name, code)
+    admin.destroy(name, code)
     record_change(actor, f"destroyed {dest_kind(code)} {name}")
 
 
 def purge_destination(admin: BrokerAdmin, actor: str, kind: str | int, name: str) -> None:
     code = dest_type_code(kind)
-    admin.call("purge", _check_name(name), code)
+    admin.purge(_check_name(name), code)
     record_change(actor, f"purged {dest_kind(code)} {name}")
 
 
@@ -510,13 +509,13 @@ def pause_destination(
     key = (what or "all").strip().lower()
     if key not in PAUSE_WHAT:
         raise ActionError("pause type must be consumers, producers or all")
-    admin.call("pause_destination", _check_name(name), code, PAUSE_WHAT[key])
+    admin.pause_destination(_check_name(name), code, PAUSE_WHAT[key])
     record_change(actor, f"paused {key} of {dest_kind(code)} {name}")
 
 
 def resume_destination(admin: BrokerAdmin, actor: str, kind: str | int, name: str) -> None:
     code = dest_type_code(kind)
-    admin.call("resume_destination", _check_name(name), code)
+    admin.resume_destination(_check_name(name), code)
     record_change(actor, f"resumed {dest_kind(code)} {name}")
 
 
@@ -525,16 +524,14 @@ def compact_destination(
 ) -> None:
     """Reclaim the message store's space (one destination's, or all of it)."""
     code = dest_type_code(kind) if kind else DEST_QUEUE
-    admin.call("compact", name or None, code)
+    admin.compact(name or None, code)
     record_change(
         actor, f"compacted {dest_kind(code) + ' ' + name if name else 'the message store'}"
     )
 
 
 def destination_metrics(admin: BrokerAdmin, kind: str | int, name: str) -> dict[str, Any]:
-    return dict(
-        admin.call("metrics", destination=_check_name(name), dest_type=dest_type_code(kind))
-    )
+    return dict(admin.metrics(destination=_check_name(name), dest_type=dest_type_code(kind)))
 
 
 ACK_MODES = {
@@ -587,13 +584,13 @@ def _producer(row: dict[str, Any]) -> dict[str, Any]:
 
 def list_consumers(admin: BrokerAdmin, kind: str | int, name: str) -> list[dict[str, Any]]:
     """The consumers of a destination."""
-    rows = admin.call("consumers", _check_name(name), dest_type_code(kind))
+    rows = admin.consumers(_check_name(name), dest_type_code(kind))
     return [_consumer(c) for c in rows]
 
 
 def list_producers(admin: BrokerAdmin, kind: str | int, name: str) -> list[dict[str, Any]]:
     """The producers of a destination."""
-    rows = admin.call("producers", _check_name(name), dest_type_code(kind))
+    rows = admin.producers(_check_name(name), dest_type_code(kind))
     return [_producer(p) for p in rows]
 
 
@@ -671,8 +668,8 @@ def list_messages(
     """Messages of a queue, oldest first, with headers, properties and a body preview."""
     if start < 0 or limit < 1 or limit > 1000:
         raise ActionError("start must be >= 0 and limit between 1 and 1000")
-    rows = admin.call(
-        "messages", _check_name(name), dest_type_code(kind), start=start, limit=limit, body=True
+    rows = admin.messages(
+        _check_name(name), dest_type_code(kind), start=start, limit=limit, body=True
     )
     return [_message(r) for r in rows]
 
@@ -680,7 +677,7 @@ def list_messages(
 def get_message(
     admin: BrokerAdmin, name: str, msg_id: str, kind: str | int = "q"
 ) -> dict[str, Any]:
-    rows = admin.call("messages", _check_name(name), dest_type_code(kind), msg_id=msg_id, body=True)
+    rows = admin.messages(_check_name(name), dest_type_code(kind), msg_id=msg_id, body=True)
     if not rows:
         raise AdminError(404, f"message {msg_id} not found in {name}")
     return _message(rows[0])
@@ -692,7 +689,7 @@ def delete_message(
     if not msg_id:
         raise ActionError("a message ID is required")
     code = dest_type_code(kind)
-    admin.call("delete_message", _check_name(name), code, msg_id)
+    admin.delete_message(_check_name(name), code, msg_id)
     record_change(actor, f"deleted message {msg_id} from {dest_kind(code)} {name}")
 
 
@@ -720,13 +717,13 @@ def _connection(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def list_connections(admin: BrokerAdmin, service: str | None = None) -> list[dict[str, Any]]:
-    rows = [_connection(r) for r in admin.call("connections", service or None)]
+    rows = [_connection(r) for r in admin.connections(service or None)]
     rows.sort(key=lambda r: r["id"])
     return rows
 
 
 def query_connection(admin: BrokerAdmin, cxn_id: int) -> dict[str, Any]:
-    return _connection(admin.call("connection", _cxn_id(cxn_id)))
+    return _connection(admin.connection(_cxn_id(cxn_id)))
 
 
 def _cxn_id(value: object) -> int:
@@ -743,7 +740,7 @@ def _cxn_id(value: object) -> int:
 def destroy_connection(admin: BrokerAdmin, actor: str, cxn_id: int) -> None:
     """Close a client connection (it is sent GOODBYE first)."""
     cid = _cxn_id(cxn_id)
-    admin.call("destroy_connection", cid)
+    admin.destroy_connection(cid)
     record_change(actor, f"destroyed connection {cid}")
 
 
@@ -778,7 +775,7 @@ def _durable(info: dict[str, Any]) -> dict[str, Any]:
 
 
 def list_durables(admin: BrokerAdmin, topic: str | None = None) -> list[dict[str, Any]]:
-    rows = [_durable(d) for d in admin.call("durables", topic or None)]
+    rows = [_durable(d) for d in admin.durables(topic or None)]
     rows.sort(key=lambda r: (r["client_id"], r["name"]))
     return rows
 
@@ -786,14 +783,14 @@ def list_durables(admin: BrokerAdmin, topic: str | None = None) -> list[dict[str
 def purge_durable(admin: BrokerAdmin, actor: str, name: str, client_id: str | None) -> None:
     if not name:
         raise ActionError("a subscription name is required")
-    admin.call("purge_durable", name, client_id or None)
+    admin.purge_durable(name, client_id or None)
     record_change(actor, f"purged durable subscription {name} (client ID {client_id or '-'})")
 
 
 def destroy_durable(admin: BrokerAdmin, actor: str, name: str, client_id: str | None) -> None:
     if not name:
         raise ActionError("a subscription name is required")
-    admin.call("destroy_durable", name, client_id or None)
+    admin.destroy_durable(name, client_id or None)
     record_change(actor, f"destroyed durable subscription {name} (client ID {client_id or '-'})")
 
 
@@ -843,7 +840,7 @@ def _transaction(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def list_transactions(admin: BrokerAdmin) -> list[dict[str, Any]]:
-    rows = [_transaction(t) for t in admin.call("transactions")]
+    rows = [_transaction(t) for t in admin.transactions()]
     rows.sort(key=lambda r: r["id"])
     return rows
 
@@ -859,13 +856,13 @@ def query_transaction(admin: BrokerAdmin, txn_id: int) -> dict[str, Any]:
 
 def commit_transaction(admin: BrokerAdmin, actor: str, txn_id: int) -> None:
     tid = _cxn_id(txn_id)
-    admin.call("commit_transaction", tid)
+    admin.commit_transaction(tid)
     record_change(actor, f"committed transaction {tid}")
 
 
 def rollback_transaction(admin: BrokerAdmin, actor: str, txn_id: int) -> None:
     tid = _cxn_id(txn_id)
-    admin.call("rollback_transaction", tid)
+    admin.rollback_transaction(tid)
     record_change(actor, f"rolled back transaction {tid}")
 
 

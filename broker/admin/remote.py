@@ -7,7 +7,11 @@ runs each request there, so a page or an API call costs one request/reply round 
 not a port-mapper lookup, a login and a session set-up::
 
     admin = BrokerAdmin("localhost", 7676, "admin", "admin")
-    admin.call("purge", "orders", 1)
+    admin.purge("orders", 1)
+
+Each request is a typed method named and signed as the :class:`AdminClient` coroutine it
+runs (``purge(name, dest_type)``, ``destinations(name, dest_type)``...), so a caller's
+mistake is a type error, not a misspelt string found at run time.
 
 Requests on one connection are answered in order, so calls are serialised by a lock.
 A connection that broke (broker restarted, connection destroyed) is reopened once.
@@ -18,16 +22,33 @@ from __future__ import annotations
 import asyncio
 import functools
 import threading
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Awaitable, Callable
+from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .client import AdminClient, AdminError
 
 __all__ = ["AdminError", "BrokerAdmin", "BrokerUnavailable", "default_admin"]
 
 
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
 class BrokerUnavailable(ConnectionError):
     """The broker's admin service could not be reached or logged in to."""
+
+
+def _blocking(
+    method: Callable[Concatenate[AdminClient, P], Awaitable[R]],
+) -> Callable[Concatenate[BrokerAdmin, P], R]:
+    """``AdminClient.<method>`` as a blocking :class:`BrokerAdmin` method of the same
+    name and signature."""
+
+    @functools.wraps(method)
+    def run(self: BrokerAdmin, *args: P.args, **kwargs: P.kwargs) -> R:
+        return self._request(method, *args, **kwargs)
+
+    return run
 
 
 class BrokerAdmin:
@@ -84,9 +105,14 @@ class BrokerAdmin:
 
     # -- requests -----------------------------------------------------------------------
 
-    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
-        """Run ``AdminClient.<method>(*args, **kwargs)``; AdminError for a refused request,
-        BrokerUnavailable when the broker cannot be reached."""
+    def _request(
+        self,
+        method: Callable[Concatenate[AdminClient, P], Awaitable[R]],
+        *args: P.args,
+        **kwargs: P.kwargs,
+    ) -> R:
+        """Run ``method(client, *args, **kwargs)`` on the loop thread; AdminError for a
+        refused request, BrokerUnavailable when the broker cannot be reached."""
         with self._lock:
             for attempt in (1, 2):
                 fresh = self._client is None
@@ -95,8 +121,7 @@ class BrokerAdmin:
                 client = self._client
                 try:
                     return self._run(
-                        functools.partial(getattr(client, method), *args, **kwargs),
-                        self.timeout * 3,
+                        functools.partial(method, client, *args, **kwargs), self.timeout * 3
                     )
                 except AdminError:
                     raise
@@ -118,6 +143,59 @@ class BrokerAdmin:
                         ) from exc
                     raise
         raise AssertionError("unreachable")
+
+    def call(self, method: str, *args: Any, **kwargs: Any) -> Any:
+        """The typed method named ``method``: for an interactive session or a script that
+        takes the request's name from its input (the portal uses the typed methods)."""
+        return getattr(self, method)(*args, **kwargs)
+
+    # The requests, one per AdminClient command (see there for what each sends).
+    hello = _blocking(AdminClient.hello)
+    broker_props = _blocking(AdminClient.broker_props)
+    update_broker_props = _blocking(AdminClient.update_broker_props)
+    state = _blocking(AdminClient.state)
+    pause = _blocking(AdminClient.pause)
+    resume = _blocking(AdminClient.resume)
+    quiesce = _blocking(AdminClient.quiesce)
+    unquiesce = _blocking(AdminClient.unquiesce)
+    shutdown = _blocking(AdminClient.shutdown)
+    restart = _blocking(AdminClient.restart)
+    reload_access_control = _blocking(AdminClient.reload_access_control)
+    metrics = _blocking(AdminClient.metrics)
+    reset_metrics = _blocking(AdminClient.reset_metrics)
+    reclaim_expired = _blocking(AdminClient.reclaim_expired)
+
+    services = _blocking(AdminClient.services)
+    pause_service = _blocking(AdminClient.pause_service)
+    resume_service = _blocking(AdminClient.resume_service)
+    update_service = _blocking(AdminClient.update_service)
+
+    destinations = _blocking(AdminClient.destinations)
+    destinations_page = _blocking(AdminClient.destinations_page)
+    destination_attributes = _blocking(AdminClient.destination_attributes)
+    create_destination = _blocking(AdminClient.create_destination)
+    update_destination = _blocking(AdminClient.update_destination)
+    destroy = _blocking(AdminClient.destroy)
+    purge = _blocking(AdminClient.purge)
+    pause_destination = _blocking(AdminClient.pause_destination)
+    resume_destination = _blocking(AdminClient.resume_destination)
+    compact = _blocking(AdminClient.compact)
+    consumers = _blocking(AdminClient.consumers)
+    producers = _blocking(AdminClient.producers)
+    messages = _blocking(AdminClient.messages)
+    delete_message = _blocking(AdminClient.delete_message)
+
+    connections = _blocking(AdminClient.connections)
+    connection = _blocking(AdminClient.connection)
+    destroy_connection = _blocking(AdminClient.destroy_connection)
+
+    durables = _blocking(AdminClient.durables)
+    purge_durable = _blocking(AdminClient.purge_durable)
+    destroy_durable = _blocking(AdminClient.destroy_durable)
+
+    transactions = _blocking(AdminClient.transactions)
+    commit_transaction = _blocking(AdminClient.commit_transaction)
+    rollback_transaction = _blocking(AdminClient.rollback_transaction)
 
     def _drop(self) -> None:
         client, self._client = self._client, None
