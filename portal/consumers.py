@@ -22,8 +22,16 @@ then forwards each of the broker's once-a-second samples as it comes::
      "destinations": ..., "depths": [{"name", "type", "messages", "bytes", "consumers",
      "producers"}, ...]}
 
-Live samples need a channel layer shared with the broker process (REDIS_URL); the
-consumer only ever talks to the broker through that layer and the database.
+and each change an administrator makes, from any entry point (portal, REST API,
+imqcmd, Celery: broker/admin/events.py), as it is made::
+
+    {"type": "change", "instance": ...,
+     "event": {"type": "destination", "op": "create", "name": "orders",
+               "dest_type": "queue", "by": "admin", ...}}
+
+Live samples and changes need a channel layer shared with the other processes
+(REDIS_URL); the consumer only ever talks to the broker through that layer and the
+database.
 """
 
 from __future__ import annotations
@@ -117,3 +125,9 @@ class OverviewConsumer(AsyncJsonWebsocketConsumer):
     async def broker_sample(self, event: dict) -> None:
         """A ``broker.sample`` from the broker's group: forward it as ``sample``."""
         await self.send_json({**event, "type": "sample"})
+
+    async def broker_change(self, message: dict) -> None:
+        """A ``broker.change`` (an administrator's change): forward it as ``change``."""
+        await self.send_json(
+            {"type": "change", "instance": self.instance, "event": message.get("event") or {}}
+        )

@@ -2,8 +2,9 @@
 REST API and ``manage.py imqcmd`` (all three stay thin and call these).
 
 Reads return plain dicts with stable, snake_case keys (what templates, serializers and
-imqcmd's tables show).  Changes take the acting user's name as ``actor`` and are recorded
-in the log with who made them (:func:`record_change`).  They talk to a running broker only
+imqcmd's tables show).  Changes take the acting user's name as ``actor``, are recorded
+in the log with who made them and send one change event to the live pages
+(:func:`record_change`, :mod:`broker.admin.events`).  They talk to a running broker only
 through its admin protocol (a :class:`~broker.admin.remote.BrokerAdmin`), never by
 touching its memory; users, groups and access rules live in the database and have their
 actions in :mod:`broker.security.users` and :mod:`broker.security.acl`.
@@ -27,6 +28,7 @@ from broker.protocol.javaser import (
 )
 
 from .client import AdminError
+from .events import send_event
 from .remote import BrokerAdmin, BrokerUnavailable
 
 __all__ = ["ActionError", "AdminError", "BrokerUnavailable", "record_change"]
@@ -77,9 +79,12 @@ class ActionError(ValueError):
 # --------------------------------------------------------------------------------------
 
 
-def record_change(actor: str, what: str, instance: str | None = None) -> None:
+def record_change(
+    actor: str, what: str, event: dict[str, Any], *, instance: str | None = None
+) -> None:
     """Record in the log (and the LogRecord table the portal shows) that ``actor`` did
-    ``what``; called after the change succeeded."""
+    ``what``, and send ``event`` (Zulip's shape: ``type``, ``op``, which one; ``by`` is
+    added) to the live pages; called after the change succeeded."""
     from django.conf import settings
 
     from broker.models import LogRecord
@@ -93,6 +98,7 @@ def record_change(actor: str, what: str, instance: str | None = None) -> None:
         message=message,
         broker_instance=instance or settings.IMQ_INSTANCE,
     )
+    send_event({**event, "by": actor or "unknown"}, instance)
 
 
 def dest_type_code(kind: str | int) -> int:
@@ -174,43 +180,49 @@ def update_broker(admin: BrokerAdmin, actor: str, properties: dict[str, str]) ->
         raise ActionError("empty property name")
     admin.update_broker_props(clean)
     record_change(
-        actor, "updated broker properties " + ", ".join(f"{k}={v}" for k, v in clean.items())
+        actor,
+        "updated broker properties " + ", ".join(f"{k}={v}" for k, v in clean.items()),
+        {"type": "broker", "op": "update", "properties": clean},
     )
 
 
 def pause_broker(admin: BrokerAdmin, actor: str) -> None:
     admin.pause()
-    record_change(actor, "paused the broker")
+    record_change(actor, "paused the broker", {"type": "broker", "op": "pause"})
 
 
 def resume_broker(admin: BrokerAdmin, actor: str) -> None:
     admin.resume()
-    record_change(actor, "resumed the broker")
+    record_change(actor, "resumed the broker", {"type": "broker", "op": "resume"})
 
 
 def quiesce_broker(admin: BrokerAdmin, actor: str) -> None:
     admin.quiesce()
-    record_change(actor, "quiesced the broker")
+    record_change(actor, "quiesced the broker", {"type": "broker", "op": "quiesce"})
 
 
 def unquiesce_broker(admin: BrokerAdmin, actor: str) -> None:
     admin.unquiesce()
-    record_change(actor, "unquiesced the broker")
+    record_change(actor, "unquiesced the broker", {"type": "broker", "op": "unquiesce"})
 
 
 def shutdown_broker(admin: BrokerAdmin, actor: str) -> None:
-    record_change(actor, "shut down the broker")
+    record_change(actor, "shut down the broker", {"type": "broker", "op": "shutdown"})
     admin.shutdown()
 
 
 def restart_broker(admin: BrokerAdmin, actor: str) -> None:
-    record_change(actor, "restarted the broker")
+    record_change(actor, "restarted the broker", {"type": "broker", "op": "restart"})
     admin.restart()
 
 
 def reload_access_control(admin: BrokerAdmin, actor: str) -> None:
     admin.reload_access_control()
-    record_change(actor, "reloaded the access control rules")
+    record_change(
+        actor,
+        "reloaded the access control rules",
+        {"type": "broker", "op": "reload_access_control"},
+    )
 
 
 def broker_metrics(admin: BrokerAdmin) -> dict[str, Any]:
@@ -219,7 +231,7 @@ def broker_metrics(admin: BrokerAdmin) -> dict[str, Any]:
 
 def reset_metrics(admin: BrokerAdmin, actor: str) -> None:
     admin.reset_metrics()
-    record_change(actor, "reset the broker's metrics")
+    record_change(actor, "reset the broker's metrics", {"type": "broker", "op": "reset_metrics"})
 
 
 # --------------------------------------------------------------------------------------
@@ -254,12 +266,14 @@ def query_service(admin: BrokerAdmin, name: str) -> dict[str, Any]:
 
 def pause_service(admin: BrokerAdmin, actor: str, name: str) -> None:
     admin.pause_service(name)
-    record_change(actor, f"paused service {name}")
+    record_change(actor, f"paused service {name}", {"type": "service", "op": "pause", "name": name})
 
 
 def resume_service(admin: BrokerAdmin, actor: str, name: str) -> None:
     admin.resume_service(name)
-    record_change(actor, f"resumed service {name}")
+    record_change(
+        actor, f"resumed service {name}", {"type": "service", "op": "resume", "name": name}
+    )
 
 
 def update_service(
@@ -292,7 +306,18 @@ def update_service(
         for k, v in (("port", port), ("minThreads", min_threads), ("maxThreads", max_threads))
         if v is not None
     )
-    record_change(actor, f"updated service {name}: {changes}")
+    record_change(
+        actor,
+        f"updated service {name}: {changes}",
+        {
+            "type": "service",
+            "op": "update",
+            "name": name,
+            "port": port,
+            "min_threads": min_threads,
+            "max_threads": max_threads,
+        },
+    )
 
 
 def service_metrics(admin: BrokerAdmin, name: str) -> dict[str, Any]:
@@ -447,6 +472,11 @@ def query_destination(admin: BrokerAdmin, kind: str | int, name: str) -> dict[st
     return _destination(found[0])
 
 
+def _dest_event(op: str, code: int, name: str, **fields: Any) -> dict[str, Any]:
+    """A destination's change event."""
+    return {"type": "destination", "op": op, "name": name, "dest_type": dest_kind(code), **fields}
+
+
 def _check_name(name: str) -> str:
     name = (name or "").strip()
     if not name:
@@ -466,7 +496,11 @@ def create_destination(
     attrs = _clean_attributes(code, attributes)
     admin.create_destination(name, code, attrs)
     extra = (" with " + ", ".join(f"{k}={v}" for k, v in attrs.items())) if attrs else ""
-    record_change(actor, f"created {dest_kind(code)} {name}{extra}")
+    record_change(
+        actor,
+        f"created {dest_kind(code)} {name}{extra}",
+        _dest_event("create", code, name, attributes=attrs),
+    )
 
 
 def update_destination(
@@ -480,6 +514,7 @@ def update_destination(
     record_change(
         actor,
         f"updated {dest_kind(code)} {name}: " + ", ".join(f"{k}={v}" for k, v in attrs.items()),
+        _dest_event("update", code, name, attributes=attrs),
     )
 
 
@@ -492,13 +527,13 @@ def destroy_destination(admin: BrokerAdmin, actor: str, kind: str | int, name: s
     if _destination(found[0])["temporary"]:
         raise ActionError(f"{name} is a temporary destination; it goes when its connection closes")
     admin.destroy(name, code)
-    record_change(actor, f"destroyed {dest_kind(code)} {name}")
+    record_change(actor, f"destroyed {dest_kind(code)} {name}", _dest_event("destroy", code, name))
 
 
 def purge_destination(admin: BrokerAdmin, actor: str, kind: str | int, name: str) -> None:
     code = dest_type_code(kind)
     admin.purge(_check_name(name), code)
-    record_change(actor, f"purged {dest_kind(code)} {name}")
+    record_change(actor, f"purged {dest_kind(code)} {name}", _dest_event("purge", code, name))
 
 
 def pause_destination(
@@ -510,13 +545,17 @@ def pause_destination(
     if key not in PAUSE_WHAT:
         raise ActionError("pause type must be consumers, producers or all")
     admin.pause_destination(_check_name(name), code, PAUSE_WHAT[key])
-    record_change(actor, f"paused {key} of {dest_kind(code)} {name}")
+    record_change(
+        actor,
+        f"paused {key} of {dest_kind(code)} {name}",
+        _dest_event("pause", code, name, what=key),
+    )
 
 
 def resume_destination(admin: BrokerAdmin, actor: str, kind: str | int, name: str) -> None:
     code = dest_type_code(kind)
     admin.resume_destination(_check_name(name), code)
-    record_change(actor, f"resumed {dest_kind(code)} {name}")
+    record_change(actor, f"resumed {dest_kind(code)} {name}", _dest_event("resume", code, name))
 
 
 def compact_destination(
@@ -526,7 +565,9 @@ def compact_destination(
     code = dest_type_code(kind) if kind else DEST_QUEUE
     admin.compact(name or None, code)
     record_change(
-        actor, f"compacted {dest_kind(code) + ' ' + name if name else 'the message store'}"
+        actor,
+        f"compacted {dest_kind(code) + ' ' + name if name else 'the message store'}",
+        _dest_event("compact", code, name or ""),
     )
 
 
@@ -690,7 +731,17 @@ def delete_message(
         raise ActionError("a message ID is required")
     code = dest_type_code(kind)
     admin.delete_message(_check_name(name), code, msg_id)
-    record_change(actor, f"deleted message {msg_id} from {dest_kind(code)} {name}")
+    record_change(
+        actor,
+        f"deleted message {msg_id} from {dest_kind(code)} {name}",
+        {
+            "type": "message",
+            "op": "delete",
+            "id": msg_id,
+            "destination": name,
+            "dest_type": dest_kind(code),
+        },
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -741,7 +792,9 @@ def destroy_connection(admin: BrokerAdmin, actor: str, cxn_id: int) -> None:
     """Close a client connection (it is sent GOODBYE first)."""
     cid = _cxn_id(cxn_id)
     admin.destroy_connection(cid)
-    record_change(actor, f"destroyed connection {cid}")
+    record_change(
+        actor, f"destroyed connection {cid}", {"type": "connection", "op": "destroy", "id": cid}
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -784,14 +837,22 @@ def purge_durable(admin: BrokerAdmin, actor: str, name: str, client_id: str | No
     if not name:
         raise ActionError("a subscription name is required")
     admin.purge_durable(name, client_id or None)
-    record_change(actor, f"purged durable subscription {name} (client ID {client_id or '-'})")
+    record_change(
+        actor,
+        f"purged durable subscription {name} (client ID {client_id or '-'})",
+        {"type": "durable", "op": "purge", "name": name, "client_id": client_id or ""},
+    )
 
 
 def destroy_durable(admin: BrokerAdmin, actor: str, name: str, client_id: str | None) -> None:
     if not name:
         raise ActionError("a subscription name is required")
     admin.destroy_durable(name, client_id or None)
-    record_change(actor, f"destroyed durable subscription {name} (client ID {client_id or '-'})")
+    record_change(
+        actor,
+        f"destroyed durable subscription {name} (client ID {client_id or '-'})",
+        {"type": "durable", "op": "destroy", "name": name, "client_id": client_id or ""},
+    )
 
 
 # --------------------------------------------------------------------------------------
@@ -857,13 +918,19 @@ def query_transaction(admin: BrokerAdmin, txn_id: int) -> dict[str, Any]:
 def commit_transaction(admin: BrokerAdmin, actor: str, txn_id: int) -> None:
     tid = _cxn_id(txn_id)
     admin.commit_transaction(tid)
-    record_change(actor, f"committed transaction {tid}")
+    record_change(
+        actor, f"committed transaction {tid}", {"type": "transaction", "op": "commit", "id": tid}
+    )
 
 
 def rollback_transaction(admin: BrokerAdmin, actor: str, txn_id: int) -> None:
     tid = _cxn_id(txn_id)
     admin.rollback_transaction(tid)
-    record_change(actor, f"rolled back transaction {tid}")
+    record_change(
+        actor,
+        f"rolled back transaction {tid}",
+        {"type": "transaction", "op": "rollback", "id": tid},
+    )
 
 
 # --------------------------------------------------------------------------------------

@@ -5,7 +5,8 @@ operation on users, groups and access rules, shared by the portal's pages, the R
 and the command line.  Reads return plain dicts (or a queryset to filter and paginate,
 with a ``*_dict`` function to render a row); changes take the acting user's name as
 ``actor``, check everything before they change anything, and are recorded in the log
-with who made them (:func:`broker.admin.actions.record_change`).  Passwords never reach
+with who made them, with one change event for the live pages
+(:func:`broker.admin.actions.record_change`).  Passwords never reach
 the log.
 
 They wrap :mod:`broker.security.users` and :mod:`broker.security.acl` (the single write
@@ -247,7 +248,11 @@ def create_user(
         raise ActionError(str(exc)) from None
     _sync_portal_user(username)
     state = "" if active else ", disabled"
-    record_change(actor, f"created user {username} (groups: {', '.join(names) or 'none'}{state})")
+    record_change(
+        actor,
+        f"created user {username} (groups: {', '.join(names) or 'none'}{state})",
+        {"type": "user", "op": "create", "name": username, "groups": names, "active": bool(active)},
+    )
     return get_user(username)
 
 
@@ -286,7 +291,11 @@ def update_user(
                 users.set_active(username, bool(active))
             changes.append("enabled" if active else "disabled")
     _sync_portal_user(username)
-    record_change(actor, f"updated user {username}: {', '.join(changes)}")
+    record_change(
+        actor,
+        f"updated user {username}: {', '.join(changes)}",
+        {"type": "user", "op": "update", "name": username, "changes": changes},
+    )
     return get_user(username)
 
 
@@ -298,7 +307,9 @@ def delete_user(actor: str, username: str) -> None:
     except users.UnknownUserError as exc:
         raise NotFound(str(exc)) from None
     _sync_portal_user(username)
-    record_change(actor, f"deleted user {username}")
+    record_change(
+        actor, f"deleted user {username}", {"type": "user", "op": "delete", "name": username}
+    )
 
 
 def import_users_passwd(actor: str, text: str) -> tuple[list[str], list[str]]:
@@ -338,6 +349,7 @@ def import_users_passwd(actor: str, text: str) -> tuple[list[str], list[str]]:
         actor,
         f"imported users from a passwd file ({len(created)} added: "
         f"{', '.join(created) or 'none'}; {len(updated)} updated: {', '.join(updated) or 'none'})",
+        {"type": "user", "op": "import", "created": created, "updated": updated},
     )
     return created, updated
 
@@ -390,7 +402,7 @@ def create_group(actor: str, name: str, description: str = "") -> dict[str, Any]
     if BrokerGroup.objects.filter(name=name).exists():
         raise Conflict(f"group {name!r} already exists")
     BrokerGroup.objects.create(name=name, description=description)
-    record_change(actor, f"created group {name}")
+    record_change(actor, f"created group {name}", {"type": "group", "op": "create", "name": name})
     return get_group(name)
 
 
@@ -398,7 +410,9 @@ def update_group(actor: str, name: str, description: str) -> dict[str, Any]:
     group = _group(name)
     group.description = str(description or "")
     group.save(update_fields=["description"])
-    record_change(actor, f"updated group {name}: description")
+    record_change(
+        actor, f"updated group {name}: description", {"type": "group", "op": "update", "name": name}
+    )
     return get_group(name)
 
 
@@ -412,7 +426,9 @@ def delete_group(actor: str, name: str) -> None:
     for username in members:
         _sync_portal_user(username)
     record_change(
-        actor, f"deleted group {name}" + (f" ({len(members)} members)" if members else "")
+        actor,
+        f"deleted group {name}" + (f" ({len(members)} members)" if members else ""),
+        {"type": "group", "op": "delete", "name": name, "members": members},
     )
 
 
@@ -511,8 +527,14 @@ def set_rule(actor: str, key: str, value: str, instance: str = "") -> tuple[dict
     record_change(
         actor,
         f"{'added' if created else 'changed'} access rule {key}={value} ({_scope_label(instance)})",
+        _rule_event("create" if created else "update", instance, key=key, value=value),
     )
     return get_rule(key, instance), created
+
+
+def _rule_event(op: str, instance: str, **fields: Any) -> dict[str, Any]:
+    """An access rule's change event (``instance`` "": the rules of all brokers)."""
+    return {"type": "access_rule", "op": op, "instance": instance, **fields}
 
 
 def delete_rule(actor: str, key: str, instance: str = "") -> None:
@@ -521,7 +543,11 @@ def delete_rule(actor: str, key: str, instance: str = "") -> None:
         raise Conflict("the version rule of all brokers cannot be deleted: every check would fail")
     if not acl.delete_rule(key, instance):
         raise NotFound(f"no rule {key} for {_scope_label(instance)}")
-    record_change(actor, f"deleted access rule {key} ({_scope_label(instance)})")
+    record_change(
+        actor,
+        f"deleted access rule {key} ({_scope_label(instance)})",
+        _rule_event("delete", instance, key=key),
+    )
 
 
 def export_rules_file(instance: str = "") -> str:
@@ -553,5 +579,6 @@ def import_rules_file(actor: str, text: str, *, replace: bool = True, instance: 
         actor,
         f"{'replaced' if replace else 'merged'} the access rules of {_scope_label(instance)} "
         f"({len(rules)} rules)",
+        _rule_event("replace" if replace else "merge", instance, rules=len(rules)),
     )
     return len(rules)

@@ -1,5 +1,7 @@
 """What the Jobs page does (its views are thin wrappers): the schedules (read, edit,
-run now) and the recent runs of the expiry and log rollover jobs."""
+run now) and the recent runs of the expiry and log rollover jobs.  A change (an edited
+schedule, a job run now) sends a change event to the live pages
+(:func:`broker.admin.events.send_event`)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from pathlib import Path
 
 from django.db import transaction
 from django.utils import timezone
+
+from broker.admin.events import send_event
 
 from . import logroll
 from .models import ExpiryRun, JobStatus, LogRolloverRun
@@ -90,9 +94,19 @@ def update_schedule(
             fields.append("kwargs")
         task.save(update_fields=fields)  # PeriodicTask.save also bumps the change marker
     log.info("schedule %s: every %d s, %s (by %s)", name, every, "on" if enabled else "off", user)
+    send_event(
+        {
+            "type": "schedule",
+            "op": "update",
+            "name": name,
+            "every": every,
+            "enabled": enabled,
+            "by": user or "unknown",
+        }
+    )
 
 
-def run_now(name: str) -> str:
+def run_now(name: str, *, user: str = "") -> str:
     """Queue a scheduled task once, now.  When that fails (Redis down) the failure is
     recorded as a failed run of that job, logged, and raised."""
     from django_celery_beat.models import PeriodicTask
@@ -114,6 +128,7 @@ def run_now(name: str) -> str:
         log.error("job %s: %s", name, error)
         _record_failure(task.task, error)
         raise ScheduleError(error) from exc
+    send_event({"type": "schedule", "op": "run", "name": name, "by": user or "unknown"})
     return str(result.id)
 
 

@@ -49,7 +49,7 @@ def schedule_update(request: HttpRequest, name: str) -> HttpResponse:
 @require_POST
 def schedule_run(request: HttpRequest, name: str) -> HttpResponse:
     try:
-        actions.run_now(name)
+        actions.run_now(name, user=request.user.get_username())
     except actions.ScheduleError as exc:
         messages.error(request, str(exc))
     else:

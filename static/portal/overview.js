@@ -1,6 +1,8 @@
 /* The overview's live figures: a WebSocket to the portal (Channels) that sends
  *   {"type": "history", "samples": [...]} on connect, then {"type": "sample", ...} every second,
- * with the broker's figures (message rates, connections, memory state, destination depths).
+ * with the broker's figures (message rates, connections, memory state, destination depths),
+ * and {"type": "change", "event": {"type", "op", "name", "by", ...}} when an administrator
+ * changes something (shown in the "Recent changes" list; the next sample has the figures).
  * Keeps the last 10 minutes of samples and draws two line charts as inline SVG.
  * Plain JavaScript: no library, no build step. */
 (function () {
@@ -273,6 +275,22 @@
     });
   }
 
+  /* ---- administrators' changes ------------------------------------------------------ */
+
+  var MAX_CHANGES = 5;
+
+  function showChange(ev) {
+    var list = $("live-changes");
+    if (!list || !ev || typeof ev !== "object") return;
+    var what = [ev.op, String(ev.type || "").replace("_", " "), ev.name || ev.id || ev.key || ""];
+    var li = document.createElement("li");
+    li.textContent = new Date().toLocaleTimeString() + " " + (ev.by || "someone") + ": " +
+      what.filter(function (w) { return w !== undefined && w !== ""; }).join(" ");
+    list.insertBefore(li, list.firstChild);
+    while (list.children.length > MAX_CHANGES) list.removeChild(list.lastChild);
+    list.hidden = false;
+  }
+
   /* ---- the socket ---------------------------------------------------------------- */
 
   function status(state, text) {
@@ -303,6 +321,9 @@
         if (last && !last.depths && msg.depths) last.depths = depthRows(msg.depths);
       } else if (msg.type === "sample") {
         add(msg.sample && typeof msg.sample === "object" ? msg.sample : msg);
+      } else if (msg.type === "change") {
+        showChange(msg.event);
+        return;
       } else {
         return;
       }
