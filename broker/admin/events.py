@@ -43,12 +43,12 @@ def send_event(event: dict[str, Any], instance: str | None = None) -> bool:
     from channels.layers import InMemoryChannelLayer, get_channel_layer
     from django.conf import settings
 
-    from broker.server.events import group_name
-
     try:
         layer = get_channel_layer()
         if layer is None or isinstance(layer, InMemoryChannelLayer):
             return False
+        from broker.server.events import group_name  # only with a layer to send to
+
         group = group_name(instance or settings.IMQ_INSTANCE)
         message = {"type": CHANGE_TYPE, "event": event}
 

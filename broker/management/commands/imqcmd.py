@@ -381,13 +381,6 @@ class Command(BaseCommand):
             ) from exc
         except BrokerUnavailable as exc:
             raise CommandError(f"Error {self.what}: {exc}") from exc
-        except AttributeError as exc:
-            if "AdminClient" not in str(exc):
-                raise
-            # An action calling an AdminClient method this version does not have yet.
-            raise CommandError(
-                f"Error {self.what}: not supported by this admin client ({exc})"
-            ) from exc
         except (TimeoutError, OSError) as exc:
             raise CommandError(f"Error {self.what}: the broker did not answer: {exc}") from exc
         finally:
