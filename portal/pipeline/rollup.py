@@ -369,13 +369,18 @@ def run_rollup(
     progress = progress or (lambda stage, done, total: None)
     window = Window(since, until)
     raw_url = raw_url or settings.METRICS_RAW_URL
-    run = PipelineRun.objects.create(
-        started=timezone.now(),
-        status="running",
-        since=window.since,
-        until=window.until,
-        trigger=trigger,
-    )
+    try:
+        run = PipelineRun.objects.create(
+            started=timezone.now(),
+            status="running",
+            since=window.since,
+            until=window.until,
+            trigger=trigger,
+        )
+    except Exception as exc:
+        # No database: the run cannot even be recorded, and nothing is rolled up.
+        log.error("rollup %s..%s: cannot record the run (%s)", since, until, exc)
+        raise
     t0 = time.monotonic()
     own_session = spark is None
     workdir = Path(tempfile.mkdtemp(prefix="imq-rollup-"))
