@@ -1,0 +1,114 @@
+"""The broker's page: its properties and metrics, pause/resume, quiesce, reload the
+access rules, reset the metrics, shut down and restart."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from broker.admin import actions
+from broker.admin.actions import AdminError
+
+from .. import forms
+from ..access import admin_required
+from .common import (
+    _actor,
+    _admin,
+    _change,
+    _confirm,
+    _metrics,
+    _page,
+    broker_address,
+)
+
+
+@admin_required
+def broker_view(request: HttpRequest) -> HttpResponse:
+    def build():
+        admin = _admin()
+        info = actions.query_broker(admin)
+        try:
+            metrics = _metrics(actions.broker_metrics(admin))
+        except AdminError:
+            metrics = None
+        props = sorted(info.pop("properties", {}).items())
+        return {
+            "info": info,
+            "properties": props,
+            "metrics": metrics,
+            "form": forms.BrokerPropertiesForm(),
+        }
+
+    return _page(request, "portal/broker.html", build, nav="broker")
+
+
+@admin_required
+@require_POST
+def broker_properties_update(request: HttpRequest) -> HttpResponse:
+    form = forms.BrokerPropertiesForm(request.POST)
+    if not form.is_valid():
+        for err in form.errors.get("properties", []):
+            messages.error(request, err)
+        return redirect("broker")
+    props = form.cleaned_data["properties"]
+    _change(
+        request,
+        lambda: actions.update_broker(_admin(), _actor(request), props),
+        "Updated " + ", ".join(f"{k}={v}" for k, v in props.items()) + ".",
+    )
+    return redirect("broker")
+
+
+BROKER_OPS: dict[str, tuple[Callable[..., Any], str]] = {
+    "pause": (actions.pause_broker, "The broker is paused: its services take no new work."),
+    "resume": (actions.resume_broker, "The broker is running again."),
+    "quiesce": (actions.quiesce_broker, "The broker is quiesced: it accepts no new connections."),
+    "unquiesce": (actions.unquiesce_broker, "The broker accepts new connections again."),
+    "reload-acl": (actions.reload_access_control, "The access control rules were reloaded."),
+    "reset-metrics": (actions.reset_metrics, "The broker's metrics were reset."),
+}
+
+
+@admin_required
+@require_POST
+def broker_op(request: HttpRequest, op: str) -> HttpResponse:
+    if op not in BROKER_OPS:
+        messages.error(request, f"unknown broker operation {op!r}")
+        return redirect("broker")
+    fn, success = BROKER_OPS[op]
+    _change(request, lambda: fn(_admin(), _actor(request)), success)
+    return redirect("broker")
+
+
+@admin_required
+def broker_shutdown(request: HttpRequest) -> HttpResponse:
+    return _confirm(
+        request,
+        title="Shut down the broker",
+        question=f"Really shut down the broker at {broker_address()}? Every client is "
+        "disconnected and the broker stops; it has to be started again by hand.",
+        button="Shut down",
+        cancel=reverse("broker"),
+        do=lambda: actions.shutdown_broker(_admin(), _actor(request)),
+        success="The broker is shutting down.",
+    )
+
+
+@admin_required
+def broker_restart(request: HttpRequest) -> HttpResponse:
+    return _confirm(
+        request,
+        title="Restart the broker",
+        question=f"Really restart the broker at {broker_address()}? Every client is "
+        "disconnected while it restarts.",
+        button="Restart",
+        cancel=reverse("broker"),
+        do=lambda: actions.restart_broker(_admin(), _actor(request)),
+        success="The broker is restarting.",
+    )

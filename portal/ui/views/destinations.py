@@ -1,0 +1,223 @@
+"""Destinations: list and filter, create, detail (consumers, producers, metrics),
+edit attributes, purge, destroy, pause/resume, compact."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from broker.admin import actions
+from broker.admin.actions import AdminError, BrokerUnavailable
+
+from .. import forms
+from ..access import admin_required
+from .common import (
+    REFUSALS,
+    _actor,
+    _admin,
+    _change,
+    _confirm,
+    _dest_url,
+    _error_text,
+    _kind_code,
+    _kind_label,
+    _metrics,
+    _next,
+    _page,
+    _paginate,
+    _plain,
+    broker_address,
+)
+
+
+@admin_required
+def destinations(request: HttpRequest) -> HttpResponse:
+    filt = forms.DestinationFilterForm(request.GET or None)
+    data = filt.cleaned_data if filt.is_valid() else {}
+
+    def build():
+        rows = actions.paged_destinations(
+            _admin(),
+            kind=data.get("type") or None,
+            name_contains=data.get("name") or None,
+            state=data.get("state") or None,
+            show_temporary=bool(data.get("temporary")),
+        )
+        page = _paginate(request, rows)
+        page.object_list = [
+            {**row, "url": _dest_url(row["name"], row["type"])} for row in page.object_list
+        ]
+        return {"filter": filt, "page": page, "total": page.paginator.count}
+
+    return _page(request, "portal/destinations.html", build, nav="destinations")
+
+
+@admin_required
+def destination_create(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        form = forms.DestinationCreateForm(request.POST)
+        if form.is_valid():
+            kind = form.cleaned_data["kind"]
+            name = form.cleaned_data["name"].strip()
+            attrs = form.attributes()
+            try:
+                actions.create_destination(_admin(), _actor(request), kind, name, attrs)
+            except REFUSALS as exc:
+                form.add_error(None, _error_text(exc))
+            else:
+                messages.success(request, f"Created {_kind_label(kind)} {name}.")
+                return redirect(_dest_url(name, kind))
+    else:
+        form = forms.DestinationCreateForm(initial={"kind": request.GET.get("type", "q")})
+    return render(
+        request,
+        "portal/destination_form.html",
+        {"form": form, "create": True, "nav": "destinations"},
+    )
+
+
+@admin_required
+def destination_detail(request: HttpRequest, kind: str, name: str) -> HttpResponse:
+    def build():
+        admin = _admin()
+        dest = actions.query_destination(admin, kind, name)
+        try:
+            consumers, consumers_error = actions.list_consumers(admin, kind, name), ""
+        except AdminError as exc:
+            consumers, consumers_error = [], _error_text(exc)
+        try:
+            producers, producers_error = actions.list_producers(admin, kind, name), ""
+        except AdminError as exc:
+            producers, producers_error = [], _error_text(exc)
+        try:
+            metrics = _metrics(actions.destination_metrics(admin, kind, name))
+        except AdminError:
+            metrics = None
+        return {
+            "dest": dest,
+            "kind": _kind_code(kind),
+            "attributes": [(k, _plain(v)) for k, v in sorted(dest["attributes"].items())],
+            "consumers": consumers,
+            "consumers_error": consumers_error,
+            "producers": producers,
+            "producers_error": producers_error,
+            "metrics": metrics,
+            "pause_form": forms.PauseDestinationForm(),
+        }
+
+    return _page(request, "portal/destination.html", build, nav="destinations")
+
+
+@admin_required
+def destination_edit(request: HttpRequest, kind: str, name: str) -> HttpResponse:
+    try:
+        dest = actions.query_destination(_admin(), kind, name)
+    except BrokerUnavailable as exc:
+        return render(
+            request,
+            "portal/unavailable.html",
+            {"address": broker_address(), "detail": str(exc)},
+            status=503,
+        )
+    except AdminError as exc:
+        return render(request, "portal/not_found.html", {"detail": _error_text(exc)}, status=404)
+    current = dest["attributes"]
+    if request.method == "POST":
+        form = forms.DestinationAttributesForm(request.POST, current=current, kind=_kind_code(kind))
+        if form.is_valid():
+            attrs = form.attributes(changed_only=True)
+            if not attrs:
+                messages.info(request, "Nothing changed.")
+                return redirect(_dest_url(name, kind))
+            try:
+                actions.update_destination(_admin(), _actor(request), kind, name, attrs)
+            except REFUSALS as exc:
+                form.add_error(None, _error_text(exc))
+            else:
+                messages.success(
+                    request,
+                    f"Updated {_kind_label(kind)} {name}: "
+                    + ", ".join(f"{k}={v}" for k, v in attrs.items()),
+                )
+                return redirect(_dest_url(name, kind))
+    else:
+        form = forms.DestinationAttributesForm(current=current, kind=_kind_code(kind))
+    return render(
+        request,
+        "portal/destination_form.html",
+        {
+            "form": form,
+            "create": False,
+            "dest": dest,
+            "kind": _kind_code(kind),
+            "nav": "destinations",
+        },
+    )
+
+
+@admin_required
+def destination_purge(request: HttpRequest, kind: str, name: str) -> HttpResponse:
+    label = _kind_label(kind)
+    return _confirm(
+        request,
+        title=f"Purge {label} {name}",
+        question=f"Really purge {label} {name}? All its messages are deleted.",
+        button="Purge",
+        cancel=_dest_url(name, kind),
+        do=lambda: actions.purge_destination(_admin(), _actor(request), kind, name),
+        success=f"Purged {label} {name}.",
+    )
+
+
+@admin_required
+def destination_destroy(request: HttpRequest, kind: str, name: str) -> HttpResponse:
+    label = _kind_label(kind)
+    return _confirm(
+        request,
+        title=f"Destroy {label} {name}",
+        question=f"Really destroy {label} {name}? The destination and all its messages are "
+        "deleted and its clients get an error.",
+        button="Destroy",
+        cancel=_dest_url(name, kind),
+        done=reverse("destinations"),
+        do=lambda: actions.destroy_destination(_admin(), _actor(request), kind, name),
+        success=f"Destroyed {label} {name}.",
+    )
+
+
+@admin_required
+@require_POST
+def destination_pause(request: HttpRequest, kind: str, name: str) -> HttpResponse:
+    label = _kind_label(kind)
+    what = request.POST.get("what") or "all"
+    _change(
+        request,
+        lambda: actions.pause_destination(_admin(), _actor(request), kind, name, what),
+        f"Paused {'producers and consumers' if what == 'all' else what} of {label} {name}.",
+    )
+    return redirect(_next(request, _dest_url(name, kind)))
+
+
+@admin_required
+@require_POST
+def destination_resume(request: HttpRequest, kind: str, name: str) -> HttpResponse:
+    _change(
+        request,
+        lambda: actions.resume_destination(_admin(), _actor(request), kind, name),
+        f"Resumed {_kind_label(kind)} {name}.",
+    )
+    return redirect(_next(request, _dest_url(name, kind)))
+
+
+@admin_required
+@require_POST
+def destination_compact(request: HttpRequest, kind: str, name: str) -> HttpResponse:
+    _change(
+        request,
+        lambda: actions.compact_destination(_admin(), _actor(request), kind, name),
+        f"Compacted {_kind_label(kind)} {name}.",
+    )
+    return redirect(_next(request, _dest_url(name, kind)))

@@ -1,0 +1,104 @@
+"""The services (jms, admin, ...): list, detail, port and thread limits, pause/resume."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from broker.admin import actions
+from broker.admin.actions import AdminError
+
+from .. import forms
+from ..access import admin_required
+from .common import (
+    PER_PAGE,
+    _actor,
+    _admin,
+    _change,
+    _metrics,
+    _next,
+    _page,
+)
+
+
+@admin_required
+def services(request: HttpRequest) -> HttpResponse:
+    return _page(
+        request,
+        "portal/services.html",
+        lambda: {"services": actions.list_services(_admin())},
+        nav="services",
+    )
+
+
+@admin_required
+def service_detail(request: HttpRequest, name: str) -> HttpResponse:
+    def build():
+        admin = _admin()
+        svc = actions.query_service(admin, name)
+        try:
+            metrics = _metrics(actions.service_metrics(admin, name))
+        except AdminError:
+            metrics = None
+        conns = actions.list_connections(admin, name)
+        form = forms.ServiceUpdateForm(
+            initial={
+                "port": svc["port"],
+                "max_threads": svc["max_threads"],
+                "min_threads": svc["min_threads"],
+            }
+        )
+        return {
+            "service": svc,
+            "metrics": metrics,
+            "connections": conns[:PER_PAGE],
+            "connection_count": len(conns),
+            "form": form,
+        }
+
+    return _page(request, "portal/service.html", build, nav="services")
+
+
+@admin_required
+@require_POST
+def service_update(request: HttpRequest, name: str) -> HttpResponse:
+    form = forms.ServiceUpdateForm(request.POST)
+    back = reverse("service", args=[name])
+    if not form.is_valid():
+        for field, errs in form.errors.items():
+            for err in errs:
+                messages.error(
+                    request, f"{form.fields[field].label if field in form.fields else field}: {err}"
+                )
+        return redirect(back)
+    data = form.cleaned_data
+    _change(
+        request,
+        lambda: actions.update_service(
+            _admin(),
+            _actor(request),
+            name,
+            port=data.get("port"),
+            min_threads=data.get("min_threads"),
+            max_threads=data.get("max_threads"),
+        ),
+        f"Service {name} updated.",
+    )
+    return redirect(back)
+
+
+@admin_required
+@require_POST
+def service_op(request: HttpRequest, name: str, op: str) -> HttpResponse:
+    fns = {"pause": actions.pause_service, "resume": actions.resume_service}
+    if op not in fns:
+        messages.error(request, f"unknown service operation {op!r}")
+    else:
+        done = "paused" if op == "pause" else "resumed"
+        _change(
+            request, lambda: fns[op](_admin(), _actor(request), name), f"Service {name} {done}."
+        )
+    return redirect(_next(request, reverse("services")))

@@ -1,0 +1,54 @@
+"""Transactions the broker tracks: list, commit, roll back."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+
+from broker.admin import actions
+
+from ..access import admin_required
+from .common import (
+    _actor,
+    _admin,
+    _confirm,
+    _page,
+    _paginate,
+)
+
+
+@admin_required
+def transactions(request: HttpRequest) -> HttpResponse:
+    def build():
+        rows = actions.list_transactions(_admin())
+        return {"page": _paginate(request, rows), "total": len(rows)}
+
+    return _page(request, "portal/transactions.html", build, nav="transactions")
+
+
+@admin_required
+def transaction_commit(request: HttpRequest, txn_id: int) -> HttpResponse:
+    return _confirm(
+        request,
+        title=f"Commit transaction {txn_id}",
+        question=f"Really commit transaction {txn_id}? Its messages are delivered and its "
+        "acknowledgements become final.",
+        button="Commit",
+        cancel=reverse("transactions"),
+        do=lambda: actions.commit_transaction(_admin(), _actor(request), txn_id),
+        success=f"Committed transaction {txn_id}.",
+    )
+
+
+@admin_required
+def transaction_rollback(request: HttpRequest, txn_id: int) -> HttpResponse:
+    return _confirm(
+        request,
+        title=f"Roll back transaction {txn_id}",
+        question=f"Really roll back transaction {txn_id}? Its messages are dropped and the "
+        "messages it acknowledged are delivered again.",
+        button="Roll back",
+        cancel=reverse("transactions"),
+        do=lambda: actions.rollback_transaction(_admin(), _actor(request), txn_id),
+        success=f"Rolled back transaction {txn_id}.",
+    )

@@ -1,0 +1,145 @@
+"""Users and groups of the broker's user repository."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect, render
+from django.urls import reverse
+from django.views.decorators.http import require_POST
+
+from broker.admin import security_actions as sec
+from broker.admin.actions import ActionError
+
+from .. import forms
+from ..access import admin_required
+from .common import (
+    REFUSALS,
+    _actor,
+    _change,
+    _confirm,
+    _error_text,
+    _paginate,
+)
+
+
+@admin_required
+def users(request: HttpRequest) -> HttpResponse:
+    q = request.GET.get("q", "").strip()
+    page = _paginate(request, sec.users_queryset(search=q or None))
+    page.object_list = [sec.user_dict(u) for u in page.object_list]
+    return render(
+        request,
+        "portal/users.html",
+        {
+            "page": page,
+            "total": page.paginator.count,
+            "q": q,
+            "groups": sec.list_groups(),
+            "group_form": forms.GroupCreateForm(),
+            "nav": "users",
+        },
+    )
+
+
+@admin_required
+def user_create(request: HttpRequest) -> HttpResponse:
+    if request.method == "POST":
+        form = forms.UserCreateForm(request.POST)
+        if form.is_valid():
+            d = form.cleaned_data
+            try:
+                sec.create_user(
+                    _actor(request), d["username"], d["password"], d["groups"], d["active"]
+                )
+            except REFUSALS as exc:
+                form.add_error(None, _error_text(exc))
+            else:
+                messages.success(request, f"Created user {d['username']}.")
+                return redirect("users")
+    else:
+        form = forms.UserCreateForm()
+    return render(request, "portal/user_form.html", {"form": form, "create": True, "nav": "users"})
+
+
+@admin_required
+def user_edit(request: HttpRequest, username: str) -> HttpResponse:
+    try:
+        record = sec.get_user(username)
+    except ActionError as exc:
+        return render(
+            request,
+            "portal/not_found.html",
+            {"detail": _error_text(exc), "nav": "users"},
+            status=404,
+        )
+    if request.method == "POST":
+        form = forms.UserUpdateForm(request.POST)
+        if form.is_valid():
+            d = form.cleaned_data
+            try:
+                sec.update_user(
+                    _actor(request),
+                    username,
+                    password=d["password"] or None,
+                    groups=d["groups"],
+                    active=d["active"],
+                )
+            except REFUSALS as exc:
+                form.add_error(None, _error_text(exc))
+            else:
+                messages.success(request, f"Updated user {username}.")
+                return redirect("users")
+    else:
+        form = forms.UserUpdateForm(
+            initial={"groups": ", ".join(record["groups"]), "active": record["active"]}
+        )
+    return render(
+        request,
+        "portal/user_form.html",
+        {"form": form, "create": False, "record": record, "nav": "users"},
+    )
+
+
+@admin_required
+def user_delete(request: HttpRequest, username: str) -> HttpResponse:
+    own = username == _actor(request)
+    return _confirm(
+        request,
+        title=f"Delete user {username}",
+        question=f"Really delete user {username}? They can no longer connect or log in."
+        + (" This is you: you will be logged out at your next page." if own else ""),
+        button="Delete user",
+        cancel=reverse("users"),
+        do=lambda: sec.delete_user(_actor(request), username),
+        success=f"Deleted user {username}.",
+    )
+
+
+@admin_required
+@require_POST
+def group_create(request: HttpRequest) -> HttpResponse:
+    form = forms.GroupCreateForm(request.POST)
+    if form.is_valid():
+        d = form.cleaned_data
+        _change(
+            request,
+            lambda: sec.create_group(_actor(request), d["name"].strip(), d["description"]),
+            f"Created group {d['name'].strip()}.",
+        )
+    else:
+        messages.error(request, "A group needs a name.")
+    return redirect("users")
+
+
+@admin_required
+def group_delete(request: HttpRequest, name: str) -> HttpResponse:
+    return _confirm(
+        request,
+        title=f"Delete group {name}",
+        question=f"Really delete group {name}? Its members lose it (the users stay); rules naming it stay and match nobody.",
+        button="Delete group",
+        cancel=reverse("users"),
+        do=lambda: sec.delete_group(_actor(request), name),
+        success=f"Deleted group {name}.",
+    )
