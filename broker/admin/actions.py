@@ -12,6 +12,11 @@ actions in :mod:`broker.security.users` and :mod:`broker.security.acl`.
 Errors: :class:`ActionError` (bad input, said before anything changed),
 :class:`~broker.admin.client.AdminError` (the broker refused: ``status`` is its JMQStatus)
 and :class:`~broker.admin.remote.BrokerUnavailable`.
+
+The module is long (about 1,000 lines) on purpose: every change an administrator can make
+to a running broker is in this one file, in sections by subject (broker, services,
+destinations, messages, connections, durables, transactions, log), each next to the
+reads that show its result.
 """
 
 from __future__ import annotations

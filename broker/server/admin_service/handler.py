@@ -11,6 +11,11 @@ for the CREATE/UPDATE ones -- that returns (reply properties, reply body), or a
 coroutine giving them when the work has to wait (the store, a new listening socket, a
 thread).  A refusal is raised as :class:`AdminError` or ``RouterError`` (status, reason)
 and becomes the reply's JMQStatus and JMQErrorString; each is logged once.
+
+This module is long (about 1,500 lines) because it is one dispatcher with some thirty
+commands that share its request parsing and reply encoding, in OpenMQ's command order;
+the commands that bring Java classes of their own live beside it (:mod:`.metrics`,
+:mod:`.expiry`).
 """
 
 from __future__ import annotations
