@@ -7,11 +7,9 @@ order.  Each starts with the 8-byte magic :data:`MAGIC`, then records framed as:
 
     [u32 length][u32 crc32(payload)][payload]          (little endian)
 
-The payload is a kind byte followed by the record's fields: integers as ``<q``,
-strings as ``u32 length + UTF-8`` (length ``0xFFFFFFFF`` = ``None``), bytes as
-``u32 length + bytes``, booleans as one byte, the ``attributes``/``info`` dicts as
-JSON text (bytes values inside are tagged ``{"$bytes": base64}``; JSON has no tuples or
-non-string keys).  Never pickle: a store file must not be able to run code.
+The payload is a kind byte followed by the record's fields, as the table of record
+kinds in :mod:`broker.store.filecodec` lists them (both the encoder and the decoder are
+built from it).
 
 Writes: each batch (from the base class: the writer thread, or the event loop itself
 for a lone waiting producer, see ``Store.inline``) is framed, written with one
@@ -68,14 +66,11 @@ delivery, is never blocked; writes submitted meanwhile wait for it.
 
 from __future__ import annotations
 
-import base64
 import gc
-import json
 import logging
 import os
 import shutil
 import struct
-import sys
 import tempfile
 import threading
 import time
@@ -101,6 +96,31 @@ from .base import (
     TxnSend,
     TxnState,
 )
+from .filecodec import (
+    CHECKPOINT,
+    FRAME_HEADER,
+    HEADER_SIZE,
+    K_CHECKPOINT,
+    Checkpoint,
+    CorruptRecord,
+    decode,
+    encode,
+    frame,
+    frame_record,
+)
+
+__all__ = [
+    "CHECKPOINT",
+    "HEADER_SIZE",
+    "MAGIC",
+    "CorruptRecord",
+    "FileStore",
+    "decode",
+    "encode",
+    "frame",
+    "measure_fsync_rate",
+    "measure_sync_rate",
+]
 
 log = logging.getLogger("broker.store.file")
 
@@ -109,27 +129,9 @@ SUFFIX = ".seg"
 TMP_SUFFIX = ".seg.tmp"
 DAMAGED_SUFFIX = ".damaged"  # a damaged segment no longer needed, kept for inspection
 
-_HDR = struct.Struct("<II")
+_HDR = FRAME_HEADER
 _U32 = struct.Struct("<I")
-_U16 = struct.Struct("<H")
-_I64 = struct.Struct("<q")
-_NONE = 0xFFFFFFFF
-HEADER_SIZE = _HDR.size
 MAX_RECORD = 1 << 31  # a length field beyond this is garbage, not a record
-
-# Record kinds (the first payload byte).
-K_DEST_ADD = 1
-K_DEST_REMOVE = 2
-K_DURABLE_ADD = 3
-K_DURABLE_REMOVE = 4
-K_MSG_ADD = 5
-K_MSG_DELIVERED = 6
-K_MSG_SETTLE = 7
-K_TXN_STATE = 8
-K_TXN_SEND = 9
-K_TXN_ACK = 10
-K_TXN_REMOVE = 11
-K_CHECKPOINT = 0x7F  # first record of a compacted segment: older segments are superseded
 
 _WRITE_CHUNK = 1 << 20
 _ZEROS = bytes(1 << 20)
@@ -143,295 +145,6 @@ def _zero_fill(fd: int, start: int, end: int) -> None:
     while start < end:
         n = os.pwrite(fd, memoryview(_ZEROS)[: min(len(_ZEROS), end - start)], start)
         start += n
-
-
-class Checkpoint(tuple):
-    """Marker record (file store only): everything in older segments is superseded."""
-
-    __slots__ = ()
-
-
-CHECKPOINT = Checkpoint()
-
-
-class CorruptRecord(ValueError):
-    """A record with a valid checksum that does not decode (not written by this code)."""
-
-
-# -- encoding -------------------------------------------------------------------------
-
-
-def _json_default(obj: object) -> object:
-    if isinstance(obj, bytes | bytearray | memoryview):
-        return {"$bytes": base64.b64encode(bytes(obj)).decode("ascii")}
-    if isinstance(obj, set | frozenset):
-        return list(obj)
-    raise TypeError(f"not JSON serialisable in a store record: {type(obj).__name__}")
-
-
-def _json_hook(d: dict) -> object:
-    if len(d) == 1 and "$bytes" in d:
-        return base64.b64decode(d["$bytes"])
-    return d
-
-
-def _s(s: str) -> bytes:
-    b = s.encode("utf-8", "surrogatepass")
-    return _U32.pack(len(b)) + b
-
-
-def _os(s: str | None) -> bytes:
-    return _U32.pack(_NONE) if s is None else _s(s)
-
-
-def _b(b: bytes) -> bytes:
-    return _U32.pack(len(b)) + bytes(b)
-
-
-def _j(d: dict) -> bytes:
-    return _s(json.dumps(d, ensure_ascii=False, separators=(",", ":"), default=_json_default))
-
-
-def _q(n: int) -> bytes:
-    return _I64.pack(n)
-
-
-def _enc_msg_add(r: MsgAdd) -> bytes:
-    parts = [b"\x05", _b(r.key), _s(r.destination), _q(r.dest_type), _U16.pack(len(r.interests))]
-    parts.extend(map(_s, r.interests))
-    parts.append(_b(r.raw))
-    return b"".join(parts)
-
-
-_ENCODERS: dict[type, Callable[[Record], bytes]] = {
-    DestAdd: lambda r: b"\x01" + _s(r.name) + _q(r.dest_type) + _j(r.attributes),
-    DestRemove: lambda r: b"\x02" + _s(r.name) + _q(r.dest_type),
-    DurableAdd: lambda r: b"".join(
-        (
-            b"\x03",
-            _s(r.sub_id),
-            _os(r.client_id),
-            _s(r.name),
-            _s(r.topic),
-            _os(r.selector),
-            b"\x01" if r.no_local else b"\x00",
-            _os(r.share),
-        )
-    ),
-    DurableRemove: lambda r: b"\x04" + _s(r.sub_id),
-    MsgAdd: _enc_msg_add,
-    MsgDelivered: lambda r: b"\x06" + _b(r.key) + _s(r.interest) + _q(r.count),
-    MsgSettle: lambda r: b"\x07" + _b(r.key) + _s(r.interest),
-    TxnState: lambda r: b"\x08" + _q(r.txn_id) + _q(r.state) + _j(r.info),
-    TxnSend: lambda r: b"".join(
-        (b"\x09", _q(r.txn_id), _b(r.key), _s(r.destination), _q(r.dest_type), _b(r.raw))
-    ),
-    TxnAck: lambda r: b"\x0a" + _q(r.txn_id) + _b(r.key) + _s(r.interest),
-    TxnRemove: lambda r: b"\x0b" + _q(r.txn_id),
-    Checkpoint: lambda r: bytes((K_CHECKPOINT,)) + _q(time.time_ns()),
-}
-
-
-def encode(record: Record) -> bytes:
-    """The payload of ``record`` (kind byte + fields)."""
-    enc = _ENCODERS.get(type(record))
-    if enc is None:
-        for t, e in _ENCODERS.items():
-            if isinstance(record, t):
-                enc = e
-                break
-        else:
-            raise TypeError(f"not a store record: {record!r}")
-    return enc(record)
-
-
-def frame(payload: bytes) -> bytes:
-    """``payload`` with its length + crc32 header."""
-    return _HDR.pack(len(payload), zlib.crc32(payload)) + payload
-
-
-# The hot records framed without building the payload first (same bytes as
-# ``frame(encode(r))``): the destination/interests part of a MsgAdd is cached, the
-# message bytes are copied once.
-_ADD_MID: dict[tuple, bytes] = {}
-_SETTLE_TAIL: dict[str, bytes] = {}
-
-
-def _frame_msg_add(r: MsgAdd) -> bytes:
-    key, dest, dtype, raw, interests = r
-    mid = _ADD_MID.get((dest, dtype, interests))
-    if mid is None:
-        if len(_ADD_MID) > 4096:
-            _ADD_MID.clear()
-        mid = _ADD_MID[(dest, dtype, interests)] = b"".join(
-            (_s(dest), _q(dtype), _U16.pack(len(interests)), *map(_s, interests))
-        )
-    head = b"".join((b"\x05", _U32.pack(len(key)), key, mid, _U32.pack(len(raw))))
-    n = len(head) + len(raw)
-    crc = zlib.crc32(raw, zlib.crc32(head))
-    return b"".join((_HDR.pack(n, crc), head, raw))
-
-
-def _frame_msg_settle(r: MsgSettle) -> bytes:
-    key, interest = r
-    tail = _SETTLE_TAIL.get(interest)
-    if tail is None:
-        if len(_SETTLE_TAIL) > 4096:
-            _SETTLE_TAIL.clear()
-        tail = _SETTLE_TAIL[interest] = _s(interest)
-    payload = b"".join((b"\x07", _U32.pack(len(key)), key, tail))
-    return _HDR.pack(len(payload), zlib.crc32(payload)) + payload
-
-
-_FRAMERS: dict[type, Callable[[Record], bytes]] = {
-    MsgAdd: _frame_msg_add,  # type: ignore[dict-item]
-    MsgSettle: _frame_msg_settle,  # type: ignore[dict-item]
-}
-
-
-def _frame_record(r: Record) -> bytes:
-    f = _FRAMERS.get(type(r))
-    return f(r) if f is not None else frame(encode(r))
-
-
-# -- decoding -------------------------------------------------------------------------
-
-_intern = sys.intern
-_new = tuple.__new__  # builds a NamedTuple without its Python-level __new__
-_u32 = _U32.unpack_from
-_q_h = struct.Struct("<qH").unpack_from
-
-
-def _gb(buf: bytes, p: int) -> tuple[bytes, int]:
-    (n,) = _U32.unpack_from(buf, p)
-    p += 4
-    return buf[p : p + n], p + n
-
-
-def _gs(buf: bytes, p: int) -> tuple[str, int]:
-    (n,) = _U32.unpack_from(buf, p)
-    p += 4
-    return buf[p : p + n].decode("utf-8", "surrogatepass"), p + n
-
-
-def _gos(buf: bytes, p: int) -> tuple[str | None, int]:
-    (n,) = _U32.unpack_from(buf, p)
-    if n == _NONE:
-        return None, p + 4
-    p += 4
-    return buf[p : p + n].decode("utf-8", "surrogatepass"), p + n
-
-
-def _gq(buf: bytes, p: int) -> tuple[int, int]:
-    return _I64.unpack_from(buf, p)[0], p + 8
-
-
-def _gj(buf: bytes, p: int) -> tuple[dict, int]:
-    s, p = _gs(buf, p)
-    return json.loads(s, object_hook=_json_hook), p
-
-
-def decode(buf: bytes, p: int, end: int) -> Record | Checkpoint:
-    """Decode the payload ``buf[p:end]`` (no copy of the surrounding buffer)."""
-    try:
-        kind = buf[p]
-        p += 1
-        if kind == K_MSG_ADD:  # the common ones first, inlined: load replays millions
-            (n,) = _u32(buf, p)
-            p += 4
-            key = buf[p : p + n]
-            p += n
-            (n,) = _u32(buf, p)
-            p += 4
-            dest = _intern(buf[p : p + n].decode("utf-8", "surrogatepass"))
-            p += n
-            dtype, n = _q_h(buf, p)
-            p += 10
-            if n == 1:
-                (m,) = _u32(buf, p)
-                p += 4
-                interests: tuple[str, ...] = (
-                    _intern(buf[p : p + m].decode("utf-8", "surrogatepass")),
-                )
-                p += m
-            else:
-                names = []
-                for _ in range(n):
-                    i, p = _gs(buf, p)
-                    names.append(_intern(i))
-                interests = tuple(names)
-            (n,) = _u32(buf, p)
-            p += 4
-            raw = buf[p : p + n]
-            p += n
-            rec: Record | Checkpoint = _new(MsgAdd, (key, dest, dtype, raw, interests))
-        elif kind == K_MSG_SETTLE:
-            (n,) = _u32(buf, p)
-            p += 4
-            key = buf[p : p + n]
-            p += n
-            (n,) = _u32(buf, p)
-            p += 4
-            interest = buf[p : p + n].decode("utf-8", "surrogatepass")
-            p += n
-            rec = _new(MsgSettle, (key, interest))
-        elif kind == K_MSG_DELIVERED:
-            key, p = _gb(buf, p)
-            interest, p = _gs(buf, p)
-            count, p = _gq(buf, p)
-            rec = MsgDelivered(key, interest, count)
-        elif kind == K_DEST_ADD:
-            name, p = _gs(buf, p)
-            dtype, p = _gq(buf, p)
-            attrs, p = _gj(buf, p)
-            rec = DestAdd(name, dtype, attrs)
-        elif kind == K_DEST_REMOVE:
-            name, p = _gs(buf, p)
-            dtype, p = _gq(buf, p)
-            rec = DestRemove(name, dtype)
-        elif kind == K_DURABLE_ADD:
-            sub_id, p = _gs(buf, p)
-            client_id, p = _gos(buf, p)
-            name, p = _gs(buf, p)
-            topic, p = _gs(buf, p)
-            selector, p = _gos(buf, p)
-            no_local = buf[p] != 0
-            p += 1
-            share, p = _gos(buf, p)
-            rec = DurableAdd(sub_id, client_id, name, topic, selector, no_local, share)
-        elif kind == K_DURABLE_REMOVE:
-            sub_id, p = _gs(buf, p)
-            rec = DurableRemove(sub_id)
-        elif kind == K_TXN_STATE:
-            txn_id, p = _gq(buf, p)
-            state, p = _gq(buf, p)
-            info, p = _gj(buf, p)
-            rec = TxnState(txn_id, state, info)
-        elif kind == K_TXN_SEND:
-            txn_id, p = _gq(buf, p)
-            key, p = _gb(buf, p)
-            dest, p = _gs(buf, p)
-            dtype, p = _gq(buf, p)
-            raw, p = _gb(buf, p)
-            rec = TxnSend(txn_id, key, dest, dtype, raw)
-        elif kind == K_TXN_ACK:
-            txn_id, p = _gq(buf, p)
-            key, p = _gb(buf, p)
-            interest, p = _gs(buf, p)
-            rec = TxnAck(txn_id, key, interest)
-        elif kind == K_TXN_REMOVE:
-            txn_id, p = _gq(buf, p)
-            rec = TxnRemove(txn_id)
-        elif kind == K_CHECKPOINT:
-            p += 8
-            rec = CHECKPOINT
-        else:
-            raise CorruptRecord(f"unknown record kind {kind}")
-    except (struct.error, IndexError, UnicodeDecodeError, ValueError) as exc:
-        raise CorruptRecord(str(exc)) from exc
-    if p != end:
-        raise CorruptRecord(f"record length mismatch ({p} != {end})")
-    return rec
 
 
 def _zero_tail(buf: bytes, pos: int) -> bool:
@@ -1120,10 +833,7 @@ class FileStore(Store):
             self.load()
         idx = self._index
         assert idx is not None
-        framers = _FRAMERS
-        frames = [
-            f(r) if (f := framers.get(type(r))) is not None else frame(encode(r)) for r in records
-        ]
+        frames = [frame_record(r) for r in records]
         limit = self.segment_size
         seg = self._cur
         if seg is not None and not seg.sealed and seg.size >= len(MAGIC):
