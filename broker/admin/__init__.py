@@ -1,4 +1,12 @@
-"""Admin tools' side of the admin protocol (admin.md): :class:`~broker.admin.client.AdminClient`."""
+"""The administration tools' side (the broker's own side is broker/server/admin_service/,
+and the broker never imports this package).
+
+* :mod:`.client` -- :class:`AdminClient`, the admin protocol (admin.md) over the client;
+* :mod:`.remote` -- :class:`~broker.admin.remote.BrokerAdmin`, its blocking, typed form;
+* :mod:`.actions`, :mod:`.security_actions` -- one function per change an administrator
+  can make, whatever the entry point (portal, REST API, imqcmd, imqusermgr, imqacl);
+* :mod:`.events` -- the change event each of them sends to the live pages.
+"""
 
 from .client import AdminClient, AdminError
 
