@@ -186,7 +186,10 @@ class RawStoreWriter:
         self.written_files = 0
         self.dropped = 0
         self._queue: queue.Queue[object] = queue.Queue(max_queue)
-        self._columns: dict[str, list[Any]] = {name: [] for name, _ in COLUMNS}
+        # Each sample's rows become one arrow table as they come (so a flush only
+        # concatenates and writes, mostly without the GIL), kept by hour partition.
+        self._pending: dict[str, list[Any]] = defaultdict(list)
+        self._pending_rows = 0
         self._prev_services: dict[str, tuple] = {}
         self._prev_dests: dict[tuple[str, bool], tuple] = {}
         # The counters start from zero with the broker, when this writer is made.
@@ -245,7 +248,7 @@ class RawStoreWriter:
         seconds = max(mono - self._prev_mono, 0.001)
         self._prev_mono = mono
         ts = datetime.fromtimestamp(wall, UTC)
-        cols = self._columns
+        cols: dict[str, list[Any]] = {name: [] for name, _ in COLUMNS}
         depth, held_bytes, connections, memory_state, memory_bytes = figures
         total = [0, 0, 0, 0]
         prev_services, self._prev_services = self._prev_services, {}
@@ -284,12 +287,18 @@ class RawStoreWriter:
             cols["memory_state"].append(None)
             cols["memory_bytes"].append(None)
             self._prev_dests[key] = d
-        excess = len(cols["ts"]) - self.max_rows
-        if excess > 0:
-            # The store has been failing for long: keep the newest rows.
-            for values in cols.values():
-                del values[:excess]
-            self.dropped += excess
+        import pyarrow as pa
+
+        self._pending[partition_path(ts)].append(pa.table(cols, schema=schema()))
+        self._pending_rows += len(cols["ts"])
+        while self._pending_rows > self.max_rows:
+            # The store has been failing for long: drop the oldest sample.
+            oldest = min(self._pending)
+            table = self._pending[oldest].pop(0)
+            if not self._pending[oldest]:
+                del self._pending[oldest]
+            self._pending_rows -= len(table)
+            self.dropped += len(table)
 
     def _row(self, cols, kind, ts, seconds, name, dest_type, counts) -> None:
         cols["kind"].append(kind)
@@ -307,24 +316,23 @@ class RawStoreWriter:
         cols["latency_ms"].append(None)
 
     def _flush(self) -> None:
-        cols = self._columns
-        if not cols["ts"]:
-            return
-        written: set[str] = set()
+        import pyarrow as pa
+
         try:
-            self.written_files += write_rows(self.url, cols, self.instance, written)
+            for part in sorted(self._pending):
+                tables = self._pending[part]
+                write_table(self.url, part, pa.concat_tables(tables), self.instance)
+                rows = sum(len(t) for t in tables)
+                # Written: never again (a failure on a later partition keeps only the rest).
+                del self._pending[part]
+                self._pending_rows -= rows
+                self.written_rows += rows
+                self.written_files += 1
         except Exception as exc:
-            if written:
-                # Keep only the rows of the partitions not written yet (no duplicates).
-                keep = [i for i, p in enumerate(_partitions(cols["ts"])) if p not in written]
-                self.written_rows += len(cols["ts"]) - len(keep)
-                self._columns = {k: [v[i] for i in keep] for k, v in cols.items()}
             if not self._failing:
                 self._failing = True
                 log.warning("raw metrics: cannot write to %s (%s); will retry", self.url, exc)
             return
-        self.written_rows += len(cols["ts"])
-        self._columns = {name: [] for name, _ in COLUMNS}
         if self._failing:
             self._failing = False
             log.info("raw metrics: writing to %s again", self.url)
