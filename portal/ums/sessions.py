@@ -1,0 +1,271 @@
+"""Sids and the broker connections behind them.
+
+OpenMQ's model: a ``login`` creates a client (a sid) with a JMS session of its own on a
+cached connection of that user; up to ``max_clients_per_connection`` clients share one
+connection, a further login opens another.  A request without sid is a one-shot on the
+same pooled connections (a shared AUTO_ACKNOWLEDGE session).  Every connection is a real
+connection of :mod:`broker.client`, authenticated by the broker as any JMS client is, and
+the broker's access control checks each producer and consumer.
+
+Everything here runs on the portal process's event loop (Daphne's); a sweeper task closes
+clients idle longer than the cache duration and then connections left without clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import secrets
+import time
+from dataclasses import dataclass, field
+
+from broker.client import (
+    AckMode,
+    Connection,
+    Destination,
+    MessageConsumer,
+    MessageProducer,
+    Queue,
+    Session,
+    Topic,
+    connect,
+)
+
+from .config import UmsConfig
+
+log = logging.getLogger("portal.ums")
+
+
+class UnknownSid(LookupError):
+    """The sid was never issued by this process, was closed, or expired."""
+
+
+def destination(name: str, topic: bool) -> Destination:
+    return Topic(name) if topic else Queue(name)
+
+
+@dataclass(eq=False)
+class PooledConnection:
+    """One broker connection of one user, shared by up to N clients and the one-shots."""
+
+    key: tuple[str, str]
+    conn: Connection
+    clients: int = 0
+    last_used: float = field(default_factory=time.monotonic)
+    _session: Session | None = None
+    _producer: MessageProducer | None = None
+    _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def shared(self) -> tuple[Session, MessageProducer]:
+        """The one-shot session and its anonymous producer, made on first use."""
+        if self._producer is None:
+            async with self._lock:
+                if self._producer is None:
+                    self._session = await self.conn.create_session(AckMode.AUTO_ACKNOWLEDGE)
+                    self._producer = await self._session.create_producer(None)
+        assert self._session is not None and self._producer is not None
+        return self._session, self._producer
+
+
+@dataclass(eq=False)
+class UmsClient:
+    """A logged-in sid: its own session (transacted or not) on a pooled connection."""
+
+    sid: str
+    user: str
+    transacted: bool
+    pooled: PooledConnection
+    session: Session
+    producer: MessageProducer
+    consumers: dict[tuple[bool, str], MessageConsumer] = field(default_factory=dict)
+    receive_locks: dict[tuple[bool, str], asyncio.Lock] = field(default_factory=dict)
+    # A transacted sid's operations run one at a time so commit sees every send before it.
+    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    last_used: float = field(default_factory=time.monotonic)
+    busy: int = 0
+
+    def touch(self) -> None:
+        self.last_used = time.monotonic()
+
+    async def consumer(self, name: str, topic: bool) -> MessageConsumer:
+        key = (topic, name)
+        cons = self.consumers.get(key)
+        if cons is None or cons.is_closed:
+            # prefetch 1: a message the broker pushes ahead stays one, and goes back to
+            # the destination when the sid is closed or expires.
+            cons = await self.session.create_consumer(destination(name, topic), prefetch=1)
+            self.consumers[key] = cons
+        return cons
+
+    def receive_lock(self, name: str, topic: bool) -> asyncio.Lock:
+        return self.receive_locks.setdefault((topic, name), asyncio.Lock())
+
+
+def _key(user: str, password: str) -> tuple[str, str]:
+    # The password is part of the key so a cached connection is only ever reused by
+    # someone who gave the same password the broker accepted.
+    return (user, hashlib.sha256(password.encode("utf-8")).hexdigest())
+
+
+class Gateway:
+    """The process's sids and pooled connections (one per process, see :func:`gateway`)."""
+
+    def __init__(self, config: UmsConfig) -> None:
+        self.config = config
+        self.clients: dict[str, UmsClient] = {}
+        self.pools: dict[tuple[str, str], list[PooledConnection]] = {}
+        self._connecting: dict[tuple[str, str], asyncio.Lock] = {}
+        self._sweeper: asyncio.Task[None] | None = None
+
+    # -- connections -------------------------------------------------------------------
+
+    def credentials(self, user: str | None, password: str | None) -> tuple[str, str]:
+        """Who the gateway connects as: the caller (default guest/guest), or the gateway's
+        own user when JMS authentication is off (OpenMQ's ums.service.authenticate)."""
+        if not self.config.authenticate:
+            return self.config.user, self.config.password
+        return (user or "guest", password if password is not None else "guest")
+
+    async def _open(self, key: tuple[str, str], user: str, password: str) -> PooledConnection:
+        conn = await connect(
+            self.config.broker_host,
+            self.config.broker_port,
+            user=user,
+            password=password,
+            connect_timeout=30.0,
+        )
+        await conn.start()
+        pc = PooledConnection(key, conn)
+        self.pools.setdefault(key, []).append(pc)
+        log.debug("UMS connection opened for %s", user)
+        return pc
+
+    async def connection(self, user: str, password: str, *, slot: bool) -> PooledConnection:
+        """A live connection of ``user``; ``slot`` takes one of its client places."""
+        self.ensure_sweeper()
+        key = _key(user, password)
+        limit = self.config.max_clients_per_connection
+        for pc in self.pools.get(key, ()):
+            if not pc.conn.is_closed and (not slot or pc.clients < limit):
+                break
+        else:
+            # One connect at a time per user: a burst of first requests shares it.
+            lock = self._connecting.setdefault(key, asyncio.Lock())
+            async with lock:
+                for pc in self.pools.get(key, ()):
+                    if not pc.conn.is_closed and (not slot or pc.clients < limit):
+                        break
+                else:
+                    pc = await self._open(key, user, password)
+        if slot:
+            pc.clients += 1
+        pc.last_used = time.monotonic()
+        return pc
+
+    def drop_if_dead(self, pc: PooledConnection) -> None:
+        if pc.conn.is_closed:
+            pool = self.pools.get(pc.key, [])
+            if pc in pool:
+                pool.remove(pc)
+
+    # -- clients -----------------------------------------------------------------------
+
+    async def login(self, user: str | None, password: str | None, transacted: bool) -> UmsClient:
+        """A new sid with a session of its own."""
+        user, password = self.credentials(user, password)
+        pc = await self.connection(user, password, slot=True)
+        try:
+            session = await pc.conn.create_session(AckMode.AUTO_ACKNOWLEDGE, transacted)
+            producer = await session.create_producer(None)
+        except BaseException:
+            pc.clients -= 1
+            self.drop_if_dead(pc)
+            raise
+        sid = f"{self.config.node}.{secrets.token_urlsafe(18)}"
+        client = UmsClient(sid, user, transacted, pc, session, producer)
+        self.clients[sid] = client
+        log.debug("UMS login %s sid=%s transacted=%s", user, sid, transacted)
+        return client
+
+    def client(self, sid: str) -> UmsClient:
+        client = self.clients.get(sid)
+        if client is None:
+            raise UnknownSid(sid)
+        if client.pooled.conn.is_closed:
+            self.clients.pop(sid, None)
+            client.pooled.clients -= 1
+            self.drop_if_dead(client.pooled)
+            raise UnknownSid(sid)
+        client.touch()
+        return client
+
+    async def close_client(self, sid: str) -> bool:
+        """Close a sid: its session (an open transaction rolls back, unacknowledged
+        messages go back to their destinations); False if it was not there."""
+        client = self.clients.pop(sid, None)
+        if client is None:
+            return False
+        client.pooled.clients -= 1
+        client.pooled.last_used = time.monotonic()
+        try:
+            if not client.session.is_closed:
+                await client.session.close()
+        except Exception as exc:  # the connection may be gone already
+            log.debug("UMS close of sid %s: %s", sid, exc)
+        self.drop_if_dead(client.pooled)
+        return True
+
+    # -- the sweeper -------------------------------------------------------------------
+
+    def ensure_sweeper(self) -> None:
+        if self._sweeper is None or self._sweeper.done():
+            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever())
+
+    async def _sweep_forever(self) -> None:
+        interval = max(self.config.sweep_interval_ms, 10) / 1000
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.sweep()
+            except Exception:
+                log.exception("UMS sweep failed")
+
+    async def sweep(self) -> None:
+        """Close clients idle for the cache duration, then idle connections without clients."""
+        now = time.monotonic()
+        idle = self.config.cache_duration_ms / 1000
+        for sid, client in list(self.clients.items()):
+            if client.busy == 0 and now - client.last_used >= idle:
+                log.info("UMS sid %s of %s expired", sid, client.user)
+                await self.close_client(sid)
+        for key, pool in list(self.pools.items()):
+            for pc in list(pool):
+                if pc.conn.is_closed or (pc.clients <= 0 and now - pc.last_used >= idle):
+                    pool.remove(pc)
+                    if not pc.conn.is_closed:
+                        await pc.conn.close()
+            if not pool:
+                del self.pools[key]
+
+    async def close(self) -> None:
+        for sid in list(self.clients):
+            await self.close_client(sid)
+        for pool in self.pools.values():
+            for pc in pool:
+                if not pc.conn.is_closed:
+                    await pc.conn.close()
+        self.pools.clear()
+
+
+_gateway: Gateway | None = None
+
+
+def gateway() -> Gateway:
+    """The process's gateway, made on first use."""
+    global _gateway
+    if _gateway is None:
+        from .config import ums_config
+
+        _gateway = Gateway(ums_config())
+    return _gateway
