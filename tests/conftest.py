@@ -13,11 +13,27 @@ from broker.launcher import BrokerProcess, free_port, start_broker
 
 from .pg import postgres_url  # noqa: F401 - a real PostgreSQL for any test that asks
 from .redis import redis_url  # noqa: F401 - a real redis-server for any test that asks
+from .vectors import missing_reason, placeholder_reason
 
 __all__ = ["BrokerProcess", "free_port", "start_broker"]
 
-ROOT = Path(__file__).resolve().parent.parent
-VECTORS = ROOT.parent / "shared" / "vectors"
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "needs_vectors: fails (never skips) without ../shared/vectors (tests/vectors.py)"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """A vector-driven test fails when the captured packets are missing or empty."""
+    callspec = getattr(item, "callspec", None)
+    for value in callspec.params.values() if callspec else ():
+        reason = placeholder_reason(value)
+        if reason:
+            pytest.fail(reason, pytrace=False)
+    if item.get_closest_marker("needs_vectors") and (reason := missing_reason()):
+        pytest.fail(reason, pytrace=False)
 
 
 @pytest.fixture(scope="session")

@@ -14,7 +14,6 @@ import functools
 import struct
 import time
 from collections.abc import Callable, Coroutine
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -63,13 +62,14 @@ from broker.protocol.types import (
     PacketType,
 )
 
-VECTORS = Path(__file__).resolve().parent.parent.parent / "shared" / "vectors"
+from .vectors import vector as vector_bytes
+from .vectors import vector_files
 
 pytestmark = pytest.mark.timeout(60)
 
 
 def vector(name: str) -> Packet:
-    return parse_packet(bytes.fromhex((VECTORS / name).read_text().strip()))
+    return parse_packet(vector_bytes(name))
 
 
 def run(fn: Callable[..., Coroutine[Any, Any, Any]]) -> Callable[..., Any]:
@@ -135,11 +135,9 @@ async def test_connect_close_like_java(standin: StandIn) -> None:
     await sess.close()
     await conn.close()
 
-    assert standin.portmapper_requests == [
-        bytes.fromhex((VECTORS / "portmapper-request.hex").read_text().strip())
-    ]
-    d = VECTORS / "connect-close-basic"
-    java = [parse_packet(bytes.fromhex(f.read_text().strip())) for f in sorted(d.glob("c2b-*.hex"))]
+    assert standin.portmapper_requests == [vector_bytes("portmapper-request.hex")]
+    files = vector_files("c2b-*.hex", under="connect-close-basic")
+    java = [parse_packet(bytes.fromhex(f.read_text().strip())) for f in files]
     ours = client_packets(standin)
     assert [p.type_name for p in ours] == [p.type_name for p in java]
     for o, j in zip(ours, java, strict=True):
@@ -259,8 +257,8 @@ async def test_send_messages_like_java(standin: StandIn) -> None:
     await sess.close()
     await conn.close()
 
-    d = VECTORS / "send-messages"
-    java = [parse_packet(bytes.fromhex(f.read_text().strip())) for f in sorted(d.glob("c2b-*.hex"))]
+    files = vector_files("c2b-*.hex", under="send-messages")
+    java = [parse_packet(bytes.fromhex(f.read_text().strip())) for f in files]
     ours = client_packets(standin)
     assert [p.type_name for p in ours] == [p.type_name for p in java]
     for o, j in zip(ours, java, strict=True):
@@ -298,8 +296,8 @@ async def test_temporary_queue_and_reply_to_like_imqcmd(standin: StandIn) -> Non
 
     assert isinstance(tq, TemporaryQueue)
     assert tq.name == f"temporary_destination://queue/127.0.0.1/{conn.local_port}/1"
-    d = VECTORS / "imqcmd" / "query-bkr"
-    java = [parse_packet(bytes.fromhex(f.read_text().strip())) for f in sorted(d.glob("c2b-*.hex"))]
+    files = vector_files("c2b-*.hex", under="imqcmd/query-bkr")
+    java = [parse_packet(bytes.fromhex(f.read_text().strip())) for f in files]
     ours = client_packets(standin)
     assert [p.type_name for p in ours] == [p.type_name for p in java]
     java_port = java[0].port

@@ -15,7 +15,6 @@ import pkgutil
 import struct
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -64,9 +63,12 @@ from broker.protocol.sysmsgid import (
 )
 from broker.protocol.xid import Xid, XidError
 
-VECTORS = Path(__file__).resolve().parent.parent.parent / "shared" / "vectors"
-PACKET_FILES = sorted(p for p in VECTORS.rglob("*.hex") if p.name[:4] in ("c2b-", "b2c-"))
-PACKETS = [bytes.fromhex(p.read_text().strip()) for p in PACKET_FILES]
+from .vectors import NEEDS_VECTORS, read_all, vector_files
+
+# The decoders' samples come from the vectors: without them every test here fails.
+pytestmark = NEEDS_VECTORS
+PACKET_FILES = vector_files("**/*.hex", where=lambda p: p.name[:4] in ("c2b-", "b2c-"))
+PACKETS = read_all(PACKET_FILES)
 PARSED = [parse_packet(raw) for raw in PACKETS]
 
 
@@ -128,9 +130,7 @@ HASHTABLE = encode_hashtable({"a": 1, "b": "two"})
 PROPERTIES_OBJ = encode_properties_object({"imq.x": "1"})
 VECTOR = encode_vector(["a", 1, None])
 XIDS = Xid(1, b"global", b"branch").encode() + Xid.null().encode()
-PORTMAPPER = tuple(
-    bytes.fromhex(p.read_text().strip()) for p in sorted(VECTORS.rglob("portmapper-reply.hex"))
-)
+PORTMAPPER = tuple(read_all(vector_files("**/portmapper-reply.hex")))
 
 DECODERS = [
     Decoder("PacketReader.feed", _stream, tuple(PACKETS)),

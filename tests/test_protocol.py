@@ -36,19 +36,18 @@ from broker.protocol.properties import decode_properties, encode_java_utf, encod
 from broker.protocol.sysmsgid import SysMessageID
 from broker.protocol.types import MAGIC, PacketType, Status, packet_type_name
 
-VECTORS = Path(__file__).resolve().parent.parent.parent / "shared" / "vectors"
+from .vectors import SPEC, vector, vector_names
+
 SEED = (
     Path(__file__).resolve().parent.parent.parent / "shared" / "seeds" / "000_a0e99a4fa8995b9b.txt"
 )
 
 
 def load(rel: str) -> bytes:
-    return bytes.fromhex((VECTORS / rel).read_text().strip())
+    return vector(rel)
 
 
-ALL_PACKET_FILES = sorted(
-    p.relative_to(VECTORS).as_posix() for p in VECTORS.rglob("*.hex") if "portmapper" not in p.name
-)
+ALL_PACKET_FILES = vector_names("**/*.hex", where=lambda p: "portmapper" not in p.name)
 
 
 @pytest.mark.parametrize("rel", ALL_PACKET_FILES)
@@ -184,7 +183,7 @@ def test_portmapper_vectors() -> None:
 
 def test_spec_hello_example_bytes() -> None:
     # packet.md §10: the real ReadWritePacket's HELLO, byte for byte.
-    spec = (VECTORS.parent / "spec" / "packet.md").read_text()
+    spec = (SPEC / "packet.md").read_text()
     dump = spec[spec.index("## 10. Worked example") :]
     rows = re.findall(r"^[0-9a-f]{4}: ((?:[0-9a-f]{2} ?)+)$", dump, re.M)[:8]
     expected = bytes.fromhex("".join(rows))

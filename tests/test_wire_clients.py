@@ -20,6 +20,7 @@ from broker.protocol.types import FLAG_A, FLAG_R, PacketType
 from broker.security.digest import digest_response, md5str
 
 from .conftest import start_broker
+from .vectors import one_vector
 from .wire import Peer, control, rewrite, vector
 
 
@@ -182,11 +183,8 @@ def test_java_client_sends_all_six_message_types(basic_broker):
 
 
 def _name(prefix: str, n: int) -> str:
-    for p in (Path(__file__).resolve().parent.parent.parent / "shared" / "vectors" / prefix).glob(
-        f"c2b-{n:02d}-*.hex"
-    ):
-        return p.name.split("-", 2)[2][: -len(".hex")]
-    raise FileNotFoundError(n)
+    p = one_vector(f"c2b-{n:02d}-*.hex", under=prefix)
+    return p.name.split("-", 2)[2][: -len(".hex")]
 
 
 @pytest.mark.parametrize("case", ["queue-text", "bytes-properties"])
@@ -204,11 +202,7 @@ def test_c_client_persistent_send_and_receive(basic_broker, case):
         rewrite(vector(f"{prefix}/c2b-10-ADD_PRODUCER.hex"), ids), PacketType.ADD_PRODUCER_REPLY
     ).properties
     ids[1002] = prod["JMQProducerID"]
-    msg_file = next(
-        (Path(__file__).resolve().parent.parent.parent / "shared" / "vectors" / prefix).glob(
-            "c2b-12-*.hex"
-        )
-    )
+    msg_file = one_vector("c2b-12-*.hex", under=prefix)
     raw = vector(f"{prefix}/{msg_file.name}")
     sent = parse_packet(raw)
     assert sent.flags & FLAG_A  # the C client sends persistent messages by default

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import socket
 import struct
-from pathlib import Path
 
 from broker.protocol.jtypes import JLong
 from broker.protocol.packet import (
@@ -25,11 +24,9 @@ from broker.protocol.packet import (
 from broker.protocol.properties import encode_properties
 from broker.protocol.types import PacketType
 
-VECTORS = Path(__file__).resolve().parent.parent.parent / "shared" / "vectors"
+from .vectors import vector
 
-
-def vector(rel: str) -> bytes:
-    return bytes.fromhex((VECTORS / rel).read_text().strip())
+__all__ = ["vector"]
 
 
 def rewrite(raw: bytes, ids: dict[int, int], body: bytes | None = None) -> bytes:
