@@ -22,7 +22,7 @@ from broker.store.base import (
     Store,
 )
 
-from .dispatch import DeliveryQueue
+from .dispatch import DeliveryQueue, DeliveryTarget
 from .message import Entry, Message
 from .metrics import DestStats
 
@@ -33,6 +33,8 @@ if TYPE_CHECKING:
 
 UNLIMITED = -1
 DEST_DMQ = int(DestType.DMQ)
+# Marks an auto-created destination in the message store's record of it.
+DEST_AUTO = int(DestType.AUTO)
 
 
 class Totals:
@@ -184,7 +186,7 @@ class QueueDestination(Destination):
     def __init__(self, name: str, **kw) -> None:
         super().__init__(name, **kw)
         self.dq = DeliveryQueue(on_drop=self.drop)
-        self.backups: list[Consumer] = []
+        self.backups: list[DeliveryTarget] = []
 
     def consumers(self) -> list[Consumer]:
         return [*self.dq.consumers, *self.backups]
@@ -192,7 +194,7 @@ class QueueDestination(Destination):
     def delivery_queues(self) -> list[DeliveryQueue]:
         return [self.dq]
 
-    def attach(self, cons: Consumer) -> bool:
+    def attach(self, cons: DeliveryTarget) -> bool:
         """Add a consumer, active if there is room, else as a backup; False if neither."""
         max_active = self.limit("maxNumActiveConsumers")
         if max_active < 0 or len(self.dq.consumers) < max_active:
@@ -204,7 +206,7 @@ class QueueDestination(Destination):
             return True
         return False
 
-    def detach(self, cons: Consumer) -> None:
+    def detach(self, cons: DeliveryTarget) -> None:
         """Remove a consumer; the oldest backups are promoted into the room it leaves."""
         if cons in self.backups:
             self.backups.remove(cons)
@@ -268,12 +270,12 @@ class Subscription:
     def selector_text(self) -> str | None:
         return self.selector.text if self.selector is not None else None
 
-    def attach(self, cons: Consumer) -> None:
+    def attach(self, cons: DeliveryTarget) -> None:
         self.queue.add_consumer(cons)
         self.connection_id = cons.link.id
         self.local_ids = {c.link.id for c in self.queue.consumers}
 
-    def detach(self, cons: Consumer) -> None:
+    def detach(self, cons: DeliveryTarget) -> None:
         self.queue.remove_consumer(cons)
         if self.queue.consumers:
             self.local_ids = {c.link.id for c in self.queue.consumers}

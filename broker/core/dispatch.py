@@ -3,19 +3,48 @@
 A queue destination has one; each topic subscription has its own.  ``dispatch`` is
 called whenever something changes that may let a message move (a new message, a
 consumer added, credit restored, a connection started) and moves as many as it can.
+
+What a queue delivers to is a :class:`DeliveryTarget`: a client's consumer
+(broker/core/session.py) today, a remote broker's consumer behind a cluster link later.
 """
 
 from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from .dmq import EXPIRED
 from .message import Entry
 
 if TYPE_CHECKING:
-    from .session import Consumer
+    from .selector import Selector
+    from .session import Link
+
+
+class DeliveryTarget(Protocol):
+    """What a delivery queue needs from whatever takes its messages.
+
+    :class:`~broker.core.session.Consumer` is the local one.  A remote consumer (a
+    cluster link forwarding to a consumer on another broker) implements the same four
+    members and is attached with ``QueueDestination.attach`` / ``Subscription.attach``
+    (and removed with ``detach``); nothing in the router changes for it.
+    """
+
+    # Messages this target takes (None: all); a refused one stays for the others.
+    selector: Selector | None
+    # The connection it came through (its ``id`` decides noLocal on topics).
+    link: Link
+
+    def ready(self) -> bool:
+        """Can it take one more message now (credit, started, its link not full)?"""
+        ...
+
+    def deliver(self, entry: Entry) -> None:
+        """Take ``entry``: set ``entry.consumer`` to itself, count the delivery
+        (``entry.count``), and send it on; acknowledgement comes back through the
+        router like a local consumer's."""
+        ...
 
 
 class DeliveryQueue:
@@ -37,7 +66,7 @@ class DeliveryQueue:
         self.buckets: list[deque[Entry]] = [deque() for _ in range(10)]
         self.count = 0
         self.bytes = 0
-        self.consumers: list[Consumer] = []
+        self.consumers: list[DeliveryTarget] = []
         self._rr = 0
         # Called for entries the queue gives up on (expired) so the owner can account.
         self.on_drop = on_drop
@@ -93,11 +122,11 @@ class DeliveryQueue:
 
     # -- consumers ----------------------------------------------------------
 
-    def add_consumer(self, consumer: Consumer) -> None:
+    def add_consumer(self, consumer: DeliveryTarget) -> None:
         self.consumers.append(consumer)
         self.selective = any(c.selector is not None for c in self.consumers)
 
-    def remove_consumer(self, consumer: Consumer) -> None:
+    def remove_consumer(self, consumer: DeliveryTarget) -> None:
         try:
             self.consumers.remove(consumer)
         except ValueError:

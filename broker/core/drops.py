@@ -7,6 +7,9 @@ administrator must be able to see it: the counts are in the destination's metric
 (numRejectedMsgs, and the discarded count for evictions), and this module logs one
 WARNING per destination and interval with how many and why -- never one per message,
 which would flood the log exactly when the broker is busiest.
+
+:class:`DropReporter` is how the router feeds it: a message observer
+(broker/core/observers.py) hearing rejections and limit evictions.
 """
 
 from __future__ import annotations
@@ -14,6 +17,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from .dmq import REMOVED_LOW_PRIORITY, REMOVED_OLDEST
+from .observers import MessageObserver
+
+if TYPE_CHECKING:
+    from .destination import Destination
+    from .message import Entry, Message
 
 log = logging.getLogger("broker.limits")
 
@@ -79,3 +90,30 @@ class DropLog:
         )
         self._last[where] = now
         del self._pending[where]
+
+
+def where(dest: Destination) -> str:
+    """How the log names a destination: "queue orders", "topic prices"."""
+    return f"{'queue' if dest.is_queue else 'topic'} {dest.name}"
+
+
+class DropReporter(MessageObserver):
+    """Tells a :class:`DropLog` about the messages a destination's limits dropped."""
+
+    def __init__(self, drops: DropLog) -> None:
+        self.drops = drops
+
+    def rejected(self, dest: Destination, msg: Message, why: str) -> None:
+        # A producer that did not wait for a reply is not told, so the administrator is.
+        self.drops.note(
+            where(dest),
+            f"rejected: {why}; producers that do not wait for a reply (non-persistent "
+            "without imqAckOnProduce) are not told",
+        )
+
+    def dead(self, entry: Entry, reason: str, to_dmq: bool) -> None:
+        if reason == REMOVED_OLDEST or reason == REMOVED_LOW_PRIORITY:
+            self.drops.note(
+                where(entry.owner),  # type: ignore[arg-type]
+                f"removed to make room for newer messages (limitBehavior {reason.replace('REMOVED', 'REMOVE')})",
+            )

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 
     from .destination import Destination, Subscription
     from .dispatch import DeliveryQueue
+    from .router import MessageRouter
 
 
 class Link(Protocol):
@@ -52,7 +53,8 @@ class Session:
 
 
 class Consumer:
-    """A message consumer, fed by one delivery queue."""
+    """A client's message consumer, fed by one delivery queue: the local
+    :class:`~broker.core.dispatch.DeliveryTarget`."""
 
     __slots__ = (
         "id",
@@ -79,7 +81,7 @@ class Consumer:
         selector: Selector | None,
         no_local: bool,
         prefetch: int,
-        router: object,
+        router: MessageRouter,
         subscription: Subscription | None = None,
     ) -> None:
         self.id = cid
@@ -121,6 +123,9 @@ class Consumer:
             entry.owner.store.submit(  # type: ignore[attr-defined]
                 (MsgDelivered(msg.store_key, entry.interest, entry.count),)
             )
+        events = self.router.events
+        if events.delivered:
+            events.notify(events.delivered, entry)
         session = self.session
         if session.acknowledges:
             session.unacked[(self.id, msg.key)] = entry

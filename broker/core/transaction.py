@@ -22,18 +22,20 @@ TIMED_OUT        the broker rolled it back after its JMQLifetime; every later
 
 Everything the message store needs to persist and restore a transaction is on the
 object (see :meth:`Transaction.info`); :attr:`Transaction.on_change` is called on every
-state change (the router points it at its ``on_transaction_change`` hook).
+state change (the transaction manager, broker/core/transactions.py, points it at its
+``on_transaction_change`` hook and its listeners).
 """
 
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from broker.protocol.types import AutoRollback, Status, TransactionState
+
+from .errors import RouterError, now_ms
 
 if TYPE_CHECKING:
     from broker.protocol.xid import Xid
@@ -44,10 +46,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("broker.transaction")
 
 FINAL_STATES = frozenset({TransactionState.COMMITTED, TransactionState.ROLLEDBACK})
-
-
-def now_ms() -> int:
-    return int(time.time() * 1000)
 
 
 @dataclass(eq=False)
@@ -155,8 +153,6 @@ class Transaction:
 
     def check_open(self) -> None:
         """Sends and acknowledgements are taken only while STARTED."""
-        from .router import RouterError
-
         if self.state == TransactionState.TIMED_OUT:
             raise RouterError(
                 Status.TIMEOUT, f"transaction {self.id} was rolled back: its lifetime expired"

@@ -1,0 +1,126 @@
+"""Acknowledgements: what becomes of a delivered message the client answers for.
+
+ACKNOWLEDGE settles a session's delivered messages (or sends them to the DMQ when the
+client says they are dead), REDELIVER and a closing consumer or session put them back
+at the head of their queues (marked redelivered, unless the application never saw
+them), and a message over its destination's maxDeliveryCount goes to the DMQ instead.
+Acknowledgements inside a transaction are held by broker/core/transactions.py.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+from . import dmq
+from .errors import now_ms
+
+if TYPE_CHECKING:
+    from .message import Entry
+    from .router import MessageRouter
+    from .session import Consumer, Session
+
+
+class Acknowledgements:
+    """The acknowledgement rules of one router."""
+
+    def __init__(self, router: MessageRouter) -> None:
+        self.router = router
+
+    def acknowledge(
+        self,
+        sess: Session,
+        blocks: Iterable[tuple[int, bytes]],
+        ack_type: int = 0,
+        dead_reason: int = 0,
+        comment: str | None = None,
+    ) -> int:
+        """ACKNOWLEDGE: returns how many blocks named an unacknowledged message.
+
+        JMQAckType 2 (DEAD) sends the messages to the DMQ; 1 (UNDELIVERABLE) removes
+        them without one, as OpenMQ does.
+        """
+        found = 0
+        unacked = sess.unacked
+        router = self.router
+        for key in blocks:
+            entry = unacked.pop(key, None)
+            if entry is None:
+                continue
+            found += 1
+            if ack_type == 2:
+                reason = dmq.EXPIRED if dead_reason == 1 else dmq.UNDELIVERABLE
+                router.limits.dead(entry, reason, comment)
+            else:
+                entry.owner.stats.acked += 1  # type: ignore[attr-defined]
+                router.consumed(entry)
+        return found
+
+    def redeliver(
+        self, sess: Session, blocks: Iterable[tuple[int, bytes]], set_redelivered: bool
+    ) -> None:
+        """REDELIVER (session recover / rollback): back to their queues, in order."""
+        entries = []
+        for key in blocks:
+            entry = sess.unacked.pop(key, None)
+            if entry is not None:
+                entries.append(entry)
+        self.return_unacked(sess, entries, redelivered=set_redelivered)
+
+    def return_unacked(self, sess: Session | None, entries: list[Entry], redelivered: bool) -> None:
+        """Put delivered entries back at the head of their queues and dispatch them;
+        those over maxDeliveryCount go to the DMQ, those whose queue is gone are settled."""
+        router = self.router
+        by_queue: dict[int, tuple[object, list[Entry]]] = {}
+        for e in entries:
+            q = e.queue
+            if not q.active:  # type: ignore[attr-defined]
+                router.forget(e)
+                continue
+            limit = e.owner.limit("maxDeliveryCount")  # type: ignore[attr-defined]
+            if 0 < limit <= e.count:
+                router.limits.dead(e, dmq.UNDELIVERABLE, f"delivered {e.count} times")
+                continue
+            if redelivered:
+                e.redelivered = True
+            by_queue.setdefault(id(q), (q, []))[1].append(e)
+        t = now_ms()
+        for q, group in by_queue.values():
+            q.put_back(group)  # type: ignore[attr-defined]
+            q.dispatch(t)  # type: ignore[attr-defined]
+
+    def consumer_closed(
+        self, cons: Consumer, last_delivered: bytes | None, redeliver_all: bool
+    ) -> None:
+        """A consumer is gone: with JMQRedeliverAll every message it had not acknowledged
+        goes back (redelivered); otherwise those prefetched after ``last_delivered``, the
+        last one the application saw, go back as never delivered."""
+        sess = cons.session
+        mine = [(k, e) for k, e in sess.unacked.items() if k[0] == cons.id]
+        if redeliver_all:
+            back = mine
+        elif last_delivered is not None:
+            # Prefetched after the last message the application saw: not really delivered.
+            back = []
+            seen = False
+            for k, e in mine:
+                if seen:
+                    back.append((k, e))
+                if k[1] == last_delivered:
+                    seen = True
+            if not seen:
+                back = []
+        else:
+            back = []
+        for k, _e in back:
+            del sess.unacked[k]
+        if back:
+            unseen = not redeliver_all
+            entries = [e for _k, e in back]
+            if unseen:
+                for e in entries:
+                    e.count -= 1
+            self.return_unacked(sess, entries, redelivered=not unseen)
+
+
+__all__ = ["Acknowledgements"]

@@ -1,0 +1,26 @@
+"""What every part of the router shares: the refusal it raises and its clock.
+
+Its own module so the parts (transactions, subscriptions, limits, ...) and the objects
+they work on (:class:`~broker.core.transaction.Transaction`) can raise a
+:class:`RouterError` without importing the router that imports them.
+"""
+
+from __future__ import annotations
+
+import time
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class RouterError(Exception):
+    """An operation refused with a protocol status and a reason for JMQReason."""
+
+    def __init__(self, status: int, reason: str) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+
+
+__all__ = ["RouterError", "now_ms"]

@@ -1,0 +1,178 @@
+"""Recovery at start: the router rebuilt from what the message store replays.
+
+Destinations, durable subscriptions, the messages each still owes (copies that had been
+delivered come back marked redelivered) and the transactions the store holds: a commit
+the crash interrupted is finished, a PREPARED one stays in doubt (or is rolled back when
+imq.transaction.autorollback says so), anything else is dropped.  Auto-created
+destinations come back only if they still hold messages or durable subscriptions, as
+OpenMQ does.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from broker.protocol.packet import parse_packet
+from broker.protocol.types import DEST_TOPIC, TransactionState
+from broker.protocol.xid import Xid
+from broker.store.base import (
+    QUEUE_INTEREST,
+    DestRemove,
+    MsgSettle,
+    RecoveredState,
+    StoredTransaction,
+    TxnRemove,
+)
+
+from .destination import DEST_AUTO, QueueDestination, Subscription
+from .dmq import DMQ_NAME
+from .errors import now_ms
+from .message import Entry, Message
+from .selector import compile_selector
+from .subscriptions import Subscriptions
+from .transaction import Transaction
+
+if TYPE_CHECKING:
+    from .router import MessageRouter
+
+log = logging.getLogger("broker.router")
+
+
+def recover(router: MessageRouter, state: RecoveredState) -> dict[str, int]:
+    """Rebuild ``router`` from ``state``; returns counts for the log."""
+    store = router.store
+    wanted: set[tuple[str, bool]] = {
+        (m.destination, bool(m.dest_type & DEST_TOPIC)) for m in state.messages
+    }
+    wanted |= {(d.topic, True) for d in state.durables}
+    for d in state.destinations:
+        is_topic = bool(d.dest_type & DEST_TOPIC)
+        auto = bool(d.dest_type & DEST_AUTO)
+        if d.name == DMQ_NAME:
+            router.dmq.attributes.update(d.attributes)
+            continue
+        if auto and (d.name, is_topic) not in wanted:
+            if store is not None:
+                store.submit((DestRemove(d.name, d.dest_type & ~DEST_AUTO),))
+            continue
+        router.restore_destination(d.name, d.dest_type & ~DEST_AUTO, auto, d.attributes)
+    for dur in state.durables:
+        topic = router.topics.get(dur.topic) or router.restore_destination(
+            dur.topic, DEST_TOPIC, True, None
+        )
+        sub = Subscription(
+            topic,  # type: ignore[arg-type]
+            compile_selector(dur.selector) if dur.selector else None,  # type: ignore[arg-type]
+            dur.no_local,
+            0,
+            (dur.client_id, dur.name),
+            share=dur.share,
+        )
+        topic.add_subscription(sub, record=False)  # type: ignore[attr-defined]
+    t = now_ms()
+    n = 0
+    for sm in state.messages:
+        is_topic = bool(sm.dest_type & DEST_TOPIC)
+        dest = (router.topics if is_topic else router.queues).get(sm.destination)
+        if dest is None:
+            dest = router.restore_destination(sm.destination, sm.dest_type, True, None)
+        msg = Message(parse_packet(sm.raw), sm.destination, 0)
+        msg.store_key = sm.key
+        for interest, count in sm.interests.items():
+            if interest == QUEUE_INTEREST and isinstance(dest, QueueDestination):
+                q = dest.dq
+            else:
+                sub = Subscriptions.durable_by_id(dest, interest)
+                if sub is None:
+                    if store is not None:
+                        store.submit((MsgSettle(sm.key, interest),))
+                    continue
+                q = sub.queue
+            entry = Entry(msg, dest, q, interest)
+            entry.count = count
+            entry.redelivered = count > 0
+            dest.account_in(1, msg.size)
+            dest.msgs_in -= 1  # recovered, not newly received
+            dest.msg_bytes_in -= msg.size
+            q.put(entry)
+            n += 1
+    txns = 0
+    for st in state.transactions:
+        txns += _recover_transaction(router, st)
+    for q in router.queues.values():
+        q.dq.dispatch(t)
+    return {
+        "destinations": len(router.queues) + len(router.topics),
+        "durables": len(state.durables),
+        "messages": n,
+        "transactions": txns,
+    }
+
+
+def _take_stored(router: MessageRouter, key: bytes, interest: str) -> Entry | None:
+    """Take a recovered entry out of its queue (a transaction holds it)."""
+    for table in (router.queues, router.topics):
+        for dest in table.values():
+            for q in dest.delivery_queues():
+                found = q.remove_where(lambda e: e.msg.store_key == key and e.interest == interest)
+                if found:
+                    return found[0]
+    return None
+
+
+def _recover_transaction(router: MessageRouter, st: StoredTransaction) -> int:
+    """Finish a commit the crash interrupted; keep a PREPARED one in doubt (or roll it
+    back when imq.transaction.autorollback says so); drop anything else."""
+    store = router.store
+    assert store is not None
+    state = TransactionState(st.state)
+    t = now_ms()
+    if state == TransactionState.COMMITTED:
+        for send in st.sends:
+            dest = router.lookup(send.destination, send.dest_type) or router.restore_destination(
+                send.destination, send.dest_type, True, None
+            )
+            if any(e.msg.store_key == send.key for e in getattr(dest, "dq", ())):
+                continue  # its MsgAdd made it to the store before the crash
+            msg = Message(parse_packet(send.raw), send.destination, 0)
+            msg.store_key = send.key
+            dest.publish(msg, t)
+        for ack in st.acks:
+            entry = _take_stored(router, ack.key, ack.interest)
+            if entry is not None:
+                router.forget(entry)
+        store.submit((TxnRemove(st.txn_id),))
+        log.info("transaction %s: its commit was completed after restart", st.txn_id)
+        return 1
+    if state == TransactionState.PREPARED and not router.xa_autorollback_all:
+        info = st.info
+        xid = Xid.decode(bytes.fromhex(info["xid"])) if info.get("xid") else None
+        txn = Transaction(st.txn_id, None, state=TransactionState.PREPARED, xid=xid)
+        txn.auto_rollback = info.get("auto_rollback")
+        txn.session_less = bool(info.get("session_less"))
+        txn.created = info.get("created") or t
+        txn.client_id = info.get("client_id")
+        txn.user = info.get("user")
+        txn.stored = True
+        for send in st.sends:
+            msg = Message(parse_packet(send.raw), send.destination, 0)
+            msg.store_key = send.key
+            txn.sends.append((msg, send.dest_type))
+        for ack in st.acks:
+            entry = _take_stored(router, ack.key, ack.interest)
+            if entry is not None:
+                txn.entries[(0, entry.msg.key)] = entry
+        router.txns.adopt_transaction(txn)
+        log.warning(
+            "transaction %s (%s) is PREPARED and in doubt after restart",
+            st.txn_id,
+            xid or "local",
+        )
+        return 1
+    store.submit((TxnRemove(st.txn_id),))
+    log.info("transaction %s (%s) rolled back at restart", st.txn_id, state.name)
+    return 0
+
+
+__all__ = ["recover"]

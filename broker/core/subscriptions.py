@@ -1,0 +1,236 @@
+"""Topic subscriptions (plain, durable, shared) and client-ID claims.
+
+Which subscription a new topic consumer attaches to, when it may join one that already
+has consumers, deleting a durable subscription, and the SET_CLIENTID rules that name
+durable subscriptions.  The state stays on the router (its topics and ``client_ids``);
+this module holds the rules.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from broker.protocol.types import Status
+
+from .destination import Destination, Subscription, TopicDestination
+from .errors import RouterError
+
+if TYPE_CHECKING:
+    from .router import MessageRouter
+    from .session import Link, Session
+
+
+@dataclass
+class ClientIDClaim:
+    link_id: int
+    shared: bool
+    namespace: str | None
+
+
+class Subscriptions:
+    """The subscription rules of one router."""
+
+    def __init__(self, router: MessageRouter) -> None:
+        self.router = router
+
+    def subscription_for(
+        self,
+        sess: Session,
+        topic: TopicDestination,
+        selector,
+        no_local: bool,
+        durable_name: str | None,
+        share: bool = False,
+        jms_share: bool = False,
+        shared_name: str | None = None,
+    ) -> Subscription:
+        """The subscription a new topic consumer attaches to, keyed as OpenMQ does:
+        a plain consumer gets its own; a durable one is (client ID, durable name);
+        JMQShare on a non-durable: (client ID, topic, selector); a JMS 2.0 shared
+        one: (client ID or None, shared subscription name), or with a durable name
+        the durable (client ID or None, durable name)."""
+        if share and jms_share:
+            raise RouterError(Status.BAD_REQUEST, "both JMQShare and JMQJMSShare are set")
+        mode = "jms" if jms_share else "mq" if share else None
+        client_id = sess.link.client_id or None
+        if topic.is_temporary and (durable_name is not None or mode is not None):
+            raise RouterError(
+                Status.PRECONDITION_FAILED,
+                f"temporary topic {topic.name} cannot have durable or shared subscriptions",
+            )
+        if durable_name is None:
+            if mode is None:
+                sub = Subscription(topic, selector, no_local, sess.link.id)
+                topic.add_subscription(sub)
+                return sub
+            if mode == "jms":
+                if not shared_name or not shared_name.strip():
+                    raise RouterError(
+                        Status.PRECONDITION_FAILED,
+                        "a shared subscription needs a name (JMQSharedSubscriptionName)",
+                    )
+                key: tuple = ("jms", client_id, shared_name)
+                what = f"shared subscription {shared_name}"
+                existing = self.find_shared(key)
+            else:
+                if client_id is None:
+                    raise RouterError(
+                        Status.PRECONDITION_FAILED,
+                        "a shared (JMQShare) non-durable subscription needs a client ID",
+                    )
+                text = selector.text if selector is not None else None
+                key = ("mq", client_id, topic.name, text)
+                what = f"shared subscription of {client_id} on {topic.name}"
+                existing = topic.shared.get(key)
+            if existing is not None:
+                self.check_join(existing, topic, selector, no_local, mode, what)
+                return existing
+            sub = Subscription(topic, selector, no_local, sess.link.id, share=mode, shared_key=key)
+            topic.add_subscription(sub)
+            return sub
+        if client_id is None and mode != "jms":
+            raise RouterError(
+                Status.PRECONDITION_FAILED,
+                "a durable subscription needs a client ID on the connection",
+            )
+        dkey = (client_id, durable_name)
+        existing = self.find_durable(dkey)
+        if existing is not None:
+            what = f"durable subscription {durable_name}"
+            if existing.queue.consumers:
+                self.check_join(existing, topic, selector, no_local, mode, what)
+                return existing
+            if (existing.share == "jms") != (mode == "jms"):
+                # JMS 2.0: shared and unshared durable subscriptions may not share a name.
+                raise RouterError(
+                    Status.CONFLICT,
+                    f"{what} exists as a"
+                    f"{' shared' if existing.share == 'jms' else 'n unshared'} subscription",
+                )
+            changed = (
+                existing.topic is not topic
+                or existing.selector_text != (selector.text if selector else None)
+                or existing.no_local != no_local
+            )
+            if not changed:
+                existing.share = mode
+                return existing
+            # JMS: a changed subscription is the old one deleted and a new one made.
+            self.remove(existing)
+        sub = Subscription(topic, selector, no_local, sess.link.id, dkey, share=mode)
+        topic.add_subscription(sub)
+        return sub
+
+    @staticmethod
+    def check_join(
+        sub: Subscription,
+        topic: TopicDestination,
+        selector,
+        no_local: bool,
+        mode: str | None,
+        what: str,
+    ) -> None:
+        """A consumer joining a subscription that has consumers: 409 unless all share it
+        the same way, on the same topic, selector and noLocal, within maxNumSharedConsumers."""
+        if sub.share is None or mode is None:
+            raise RouterError(Status.CONFLICT, f"{what} is in use and not shared")
+        if sub.share != mode:
+            raise RouterError(
+                Status.CONFLICT,
+                f"{what} is shared by {'JMS 2.0' if sub.share == 'jms' else 'JMQShare'} consumers",
+            )
+        if sub.topic is not topic:
+            raise RouterError(
+                Status.CONFLICT, f"{what} is in use on another topic ({sub.topic.name})"
+            )
+        if sub.selector_text != (selector.text if selector is not None else None):
+            raise RouterError(Status.CONFLICT, f"{what} is in use with a different selector")
+        if sub.no_local != no_local:
+            raise RouterError(Status.CONFLICT, f"{what} is in use with a different noLocal")
+        limit = topic.limit("maxNumSharedConsumers")
+        if 0 <= limit <= len(sub.queue.consumers):
+            raise RouterError(
+                Status.CONFLICT, f"{what} already has its maximum of {limit} shared consumers"
+            )
+
+    def find_durable(self, key: tuple[str | None, str]) -> Subscription | None:
+        for t in self.router.topics.values():
+            sub = t.durables.get(key)
+            if sub is not None:
+                return sub
+        return None
+
+    def find_shared(self, key: tuple) -> Subscription | None:
+        for t in self.router.topics.values():
+            sub = t.shared.get(key)
+            if sub is not None:
+                return sub
+        return None
+
+    @staticmethod
+    def durable_by_id(dest: Destination, sub_id: str) -> Subscription | None:
+        """A durable subscription by the message store's name for it."""
+        for sub in getattr(dest, "durables", {}).values():
+            if sub.sub_id == sub_id:
+                return sub
+        return None
+
+    def remove(self, sub: Subscription) -> None:
+        """Drop a subscription and account out what it still held."""
+        forget = self.router.forget
+        for e in sub.topic.remove_subscription(sub):
+            forget(e)
+
+    def unsubscribe(self, client_id: str | None, durable_name: str) -> None:
+        """Delete a durable subscription (409 while any consumer is attached).  Without a
+        client ID only a JMS 2.0 shared durable subscription made without one is found."""
+        sub = self.find_durable((client_id or None, durable_name))
+        if sub is None:
+            raise RouterError(
+                Status.NOT_FOUND,
+                f"no durable subscription {durable_name}"
+                + (f" for client ID {client_id}" if client_id else " without a client ID"),
+            )
+        if sub.queue.consumers:
+            raise RouterError(Status.CONFLICT, f"durable subscription {durable_name} is in use")
+        self.remove(sub)
+
+    # -- client IDs ------------------------------------------------------------
+
+    def set_client_id(
+        self, link: Link, client_id: str | None, shared: bool, namespace: str | None
+    ) -> None:
+        """SET_CLIENTID with the sharing and namespace rules of the protocol."""
+        if client_id is None:
+            self.release_client_id(link)
+            link.client_id = None
+            return
+        if not client_id.strip():
+            raise RouterError(Status.BAD_REQUEST, "client ID is empty")
+        claims = self.router.client_ids.setdefault(client_id, [])
+        for c in claims:
+            if c.link_id == link.id:
+                continue
+            if not c.shared or not shared:
+                raise RouterError(Status.CONFLICT, f"client ID {client_id} is already in use")
+            if namespace is not None and (c.namespace is None or c.namespace == namespace):
+                raise RouterError(
+                    Status.CONFLICT, f"client ID {client_id} is already in use in this namespace"
+                )
+        claims.append(ClientIDClaim(link.id, shared, namespace))
+        link.client_id = client_id
+
+    def release_client_id(self, link: Link) -> None:
+        cid = link.client_id
+        if cid is None:
+            return
+        table = self.router.client_ids
+        claims = [c for c in table.get(cid, []) if c.link_id != link.id]
+        if claims:
+            table[cid] = claims
+        else:
+            table.pop(cid, None)
+
+
+__all__ = ["ClientIDClaim", "Subscriptions"]
