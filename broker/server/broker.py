@@ -18,6 +18,7 @@ from broker.config import DEFAULTS, BrokerConfig, ConfigError
 from broker.core.memory import DEFAULT_COUNTS, DEFAULT_THRESHOLDS, MemoryManager
 from broker.core.metrics import ServiceCounters
 from broker.core.router import MessageRouter, RouterSettings
+from broker.engine import ConnectionEngine
 from broker.protocol.auth import AUTH_BASIC, AUTH_DIGEST
 from broker.protocol.javaser import encode_hashtable
 from broker.protocol.jtypes import JInt, JLong
@@ -69,7 +70,7 @@ class Service:
     backlog: int = 100
     ssl_context: ssl.SSLContext | None = None
     server: asyncio.AbstractServer | None = None
-    connections: set[ClientConnection] = field(default_factory=set)
+    connections: set[ConnectionEngine] = field(default_factory=set)
     # Admin PAUSE of the service: new connections are refused (HELLO_REPLY 503) until RESUME.
     paused: bool = False
     # Traffic of all its connections (GET_METRICS' MetricCounters; core/metrics.py).
@@ -143,7 +144,7 @@ class Broker:
         self._delay_due = 0
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="broker-db")
         self.services: list[Service] = []
-        self.connections: dict[int, ClientConnection] = {}
+        self.connections: dict[int, ConnectionEngine] = {}
         self.portmapper_server: asyncio.AbstractServer | None = None
         self.started_at = time.time()
         c = config
@@ -154,7 +155,7 @@ class Broker:
         )
         self.memory = _memory_manager(c)
         # Connections told to wait (red memory state) until memory recovers.
-        self.flow_waiting: set[ClientConnection] = set()
+        self.flow_waiting: set[ConnectionEngine] = set()
         self.router.on_producer_room = lambda link, pid: link.resume_producer(pid)
         self._housekeeping_tasks: list[asyncio.Task] = []
         # Live events on the channel layer and MetricSample rows (events.py), once started.
@@ -512,11 +513,11 @@ class Broker:
 
     # -- connections ---------------------------------------------------------------
 
-    def connection_opened(self, conn: ClientConnection) -> None:
+    def connection_opened(self, conn: ConnectionEngine) -> None:
         self.connections[conn.id] = conn
         conn.service.connections.add(conn)
 
-    def connection_closed(self, conn: ClientConnection) -> None:
+    def connection_closed(self, conn: ConnectionEngine) -> None:
         self.connections.pop(conn.id, None)
         conn.service.connections.discard(conn)
         self.flow_waiting.discard(conn)
@@ -524,13 +525,13 @@ class Broker:
     def over_connection_limit(self, svc: Service) -> bool:
         return 0 <= svc.max_connections < len(svc.connections)
 
-    def destroy_stale_connection(self, old_id: int, new: ClientConnection) -> None:
+    def destroy_stale_connection(self, old_id: int, new: ConnectionEngine) -> None:
         old = self.connections.get(old_id)
         if old is not None and old is not new:
             log.info("connection %s replaced by reconnect %s", old_id, new.id)
             old.close()
 
-    def answer_info_request(self, conn: ClientConnection, pkt: Packet) -> None:
+    def answer_info_request(self, conn: ConnectionEngine, pkt: Packet) -> None:
         """INFO_REQUEST (no reply flag): answer with an INFO packet whose body is a
         serialised Hashtable describing this broker (we are never part of a cluster yet)."""
         req = pkt.properties.get("JMQRequestType", 1)

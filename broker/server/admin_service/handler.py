@@ -131,7 +131,7 @@ PRODUCT_NAME = "openmq-py"
 OPENMQ_VERSION = "6.9.0"
 
 if TYPE_CHECKING:
-    from ..connection import ClientConnection
+    from broker.engine import ConnectionEngine
 
 log = logging.getLogger("broker.admin")
 
@@ -265,7 +265,7 @@ def _flag(value: object, default: bool) -> bool:
     return str(value).strip().lower() == "true"
 
 
-def _openmq4(conn: ClientConnection) -> bool:
+def _openmq4(conn: ConnectionEngine) -> bool:
     """Is the admin client an OpenMQ 4.x one (HELLO's JMQVersion "4.x")?  Some of its
     classes compute other serialVersionUIDs."""
     major = conn.client_version.split(".", 1)[0].strip()
@@ -478,7 +478,7 @@ class AdminHandler:
 
     def __init__(self) -> None:
         self._sequence = itertools.count(1)
-        self._commands: dict[int, Callable[[ClientConnection, dict], Any]] = {
+        self._commands: dict[int, Callable[[ConnectionEngine, dict], Any]] = {
             HELLO: self._hello,
             GET_BROKER_PROPS: self._broker_props,
             GET_CONNECTIONS: self._connections,
@@ -508,7 +508,7 @@ class AdminHandler:
         self._commands[RESET_BROKER] = admin_metrics.reset_broker
         self._commands[admin_expiry.RECLAIM_EXPIRED] = admin_expiry.reclaim_expired
         # Commands whose request carries a body (a serialised object).
-        self._body_commands: dict[int, Callable[[ClientConnection, dict, bytes], Any]] = {
+        self._body_commands: dict[int, Callable[[ConnectionEngine, dict, bytes], Any]] = {
             CREATE_DESTINATION: self._create_destination,
             UPDATE_DESTINATION: self._update_destination,
             UPDATE_SERVICE: self._update_service,
@@ -518,7 +518,7 @@ class AdminHandler:
         self._sub_uids: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
         self._tasks: set[asyncio.Task] = set()
 
-    def handle(self, conn: ClientConnection, pkt: Packet) -> None:
+    def handle(self, conn: ConnectionEngine, pkt: Packet) -> None:
         """Answer one request (the caller sends any SEND_REPLY)."""
         props = pkt.properties
         request = props.get("JMQMessageType")
@@ -572,7 +572,7 @@ class AdminHandler:
 
     def _finish(
         self,
-        conn: ClientConnection,
+        conn: ConnectionEngine,
         request: int,
         name: str,
         reply_to: str,
@@ -608,13 +608,13 @@ class AdminHandler:
         reply_props.update(extra)
         self._send(conn, reply_to, reply_props, body)
 
-    def _send(self, conn: ClientConnection, queue: str, props: dict, body: bytes) -> None:
+    def _send(self, conn: ConnectionEngine, queue: str, props: dict, body: bytes) -> None:
         router = conn.router
         dest = router.lookup(queue, DEST_QUEUE | DEST_TEMP)
         if dest is None:
             log.warning("admin reply queue %s is gone; reply dropped", queue)
             return
-        sock = conn.transport.get_extra_info("sockname") if conn.transport else None
+        sock = conn.sockname
         host = sock[0] if sock else None
         if host and host.startswith("::ffff:"):
             host = host[7:]
@@ -639,11 +639,11 @@ class AdminHandler:
 
     # -- broker ------------------------------------------------------------------------
 
-    def _hello(self, conn: ClientConnection, props: dict) -> Result:
+    def _hello(self, conn: ConnectionEngine, props: dict) -> Result:
         b = conn.broker
         return {"JMQInstanceName": b.config.instance, "JMQBrokerState": b.state}, b""
 
-    def _broker_props(self, conn: ClientConnection, props: dict) -> Result:
+    def _broker_props(self, conn: ConnectionEngine, props: dict) -> Result:
         b = conn.broker
         values = b.config.as_dict()
         # As OpenMQ adds to its configuration: the current totals.
@@ -660,7 +660,7 @@ class AdminHandler:
         values["imq.system.current_connections"] = str(len(b.connections))
         return {}, encode_properties_object(values)
 
-    def _update_broker_props(self, conn: ClientConnection, props: dict, body: bytes):
+    def _update_broker_props(self, conn: ConnectionEngine, props: dict, body: bytes):
         """UPDATE_BROKER_PROPS: only properties that can change at run time, all or none;
         applied now and written to the instance's config.properties."""
         if not body:
@@ -693,7 +693,7 @@ class AdminHandler:
             raise AdminError(Status.BAD_REQUEST, "; ".join(bad))
         return self._apply_broker_props(conn, changes)
 
-    async def _apply_broker_props(self, conn: ClientConnection, changes: dict[str, str]) -> Result:
+    async def _apply_broker_props(self, conn: ConnectionEngine, changes: dict[str, str]) -> Result:
         broker = conn.broker
         config = broker.config
         port = changes.get("imq.portmapper.port")
@@ -712,7 +712,7 @@ class AdminHandler:
         return {}, b""
 
     @staticmethod
-    async def _save_config(conn: ClientConnection) -> None:
+    async def _save_config(conn: ConnectionEngine) -> None:
         broker = conn.broker
         try:
             await asyncio.get_running_loop().run_in_executor(
@@ -723,7 +723,7 @@ class AdminHandler:
                 Status.ERROR, f"applied, but {broker.config.instance_file} not written: {exc}"
             ) from None
 
-    def _shutdown(self, conn: ClientConnection, props: dict) -> Result:
+    def _shutdown(self, conn: ConnectionEngine, props: dict) -> Result:
         restart = props.get("JMQRestart") is True
         delay = props.get("JMQTime")
         wait = SHUTDOWN_DELAY
@@ -740,21 +740,21 @@ class AdminHandler:
         asyncio.get_running_loop().call_later(wait, lambda: broker.request_stop(restart=restart))
         return {}, b""
 
-    def _quiesce(self, conn: ClientConnection, props: dict) -> Result:
+    def _quiesce(self, conn: ConnectionEngine, props: dict) -> Result:
         broker = conn.broker
         if not broker.quiescing:
             broker.quiescing = True
             log.info("broker quiescing: no new client connections")
         return {"JMQBrokerState": broker.state}, b""
 
-    def _unquiesce(self, conn: ClientConnection, props: dict) -> Result:
+    def _unquiesce(self, conn: ConnectionEngine, props: dict) -> Result:
         broker = conn.broker
         if broker.quiescing:
             broker.quiescing = False
             log.info("broker no longer quiesced: client connections accepted again")
         return {"JMQBrokerState": broker.state}, b""
 
-    def _debug(self, conn: ClientConnection, props: dict):
+    def _debug(self, conn: ConnectionEngine, props: dict):
         """DEBUG: ``reload accesscontrol`` (ours); OpenMQ's other debug commands are not
         available."""
         cmd = str(props.get("JMQCommand") or "").strip().lower()
@@ -774,7 +774,7 @@ class AdminHandler:
 
     # -- connections ---------------------------------------------------------------------
 
-    def _connections(self, conn: ClientConnection, props: dict) -> Result:
+    def _connections(self, conn: ConnectionEngine, props: dict) -> Result:
         broker = conn.broker
         wanted_service = props.get("JMQServiceName")
         wanted_id = _long_prop(props, "JMQConnectionID")
@@ -814,7 +814,7 @@ class AdminHandler:
             )
         return {}, encode_vector(rows)
 
-    def _destroy_connection(self, conn: ClientConnection, props: dict) -> Result:
+    def _destroy_connection(self, conn: ConnectionEngine, props: dict) -> Result:
         cxn_id = _long_prop(props, "JMQConnectionID", required=True)
         other = conn.broker.connections.get(cxn_id)  # type: ignore[arg-type]
         if other is None:
@@ -832,7 +832,7 @@ class AdminHandler:
 
     # -- services --------------------------------------------------------------------------
 
-    def _services(self, conn: ClientConnection, props: dict) -> Result:
+    def _services(self, conn: ConnectionEngine, props: dict) -> Result:
         broker = conn.broker
         wanted = props.get("JMQServiceName")
         services = [s for s in broker.services if not wanted or s.name == wanted]
@@ -861,7 +861,7 @@ class AdminHandler:
             )
         return {}, encode_infos(infos)
 
-    def _update_service(self, conn: ClientConnection, props: dict, body: bytes):
+    def _update_service(self, conn: ConnectionEngine, props: dict, body: bytes):
         """UPDATE_SERVICE: the port (the service listens there from now on; open
         connections carry on) and the thread counts.  With no threads here, maxThreads
         is the service's connection limit (-1: none) and minThreads is only recorded."""
@@ -922,7 +922,7 @@ class AdminHandler:
 
     # -- destinations --------------------------------------------------------------------
 
-    def _lookup(self, conn: ClientConnection, props: dict):
+    def _lookup(self, conn: ConnectionEngine, props: dict):
         name = _dest_name(props)
         dtype = _dest_type(props)
         dest = conn.router.lookup(name, dtype)
@@ -930,7 +930,7 @@ class AdminHandler:
             raise AdminError(Status.NOT_FOUND, f"destination {name} not found")
         return dest
 
-    def _destinations(self, conn: ClientConnection, props: dict) -> Result:
+    def _destinations(self, conn: ConnectionEngine, props: dict) -> Result:
         router = conn.router
         extra: dict[str, object] = {}
         if isinstance(props.get("JMQDestination"), str):
@@ -965,7 +965,7 @@ class AdminHandler:
                 out[attr] = dattrs.convert(attr, props[prop])
         return out
 
-    def _create_destination(self, conn: ClientConnection, props: dict, body: bytes) -> Result:
+    def _create_destination(self, conn: ConnectionEngine, props: dict, body: bytes) -> Result:
         """CREATE_DESTINATION: an admin-created destination (kept across restarts) with the
         attributes the DestinationInfo's update mask names, defaults for the rest."""
         info = _read_info(body, "DestinationInfo")
@@ -1013,7 +1013,7 @@ class AdminHandler:
                 f"{', '.join(wrong)} cannot be set on a {'topic' if is_topic else 'queue'}",
             )
 
-    def _update_destination(self, conn: ClientConnection, props: dict, body: bytes) -> Result:
+    def _update_destination(self, conn: ConnectionEngine, props: dict, body: bytes) -> Result:
         """UPDATE_DESTINATION: the attributes the update mask names, effective now."""
         info = _read_info(body, "DestinationInfo")
         name = info.get("name")
@@ -1033,7 +1033,7 @@ class AdminHandler:
         conn.router.update_destination(dest, attrs)
         return {}, b""
 
-    def _purge(self, conn: ClientConnection, props: dict) -> Result:
+    def _purge(self, conn: ConnectionEngine, props: dict) -> Result:
         dest = self._lookup(conn, props)
         router = conn.router
         purged = 0
@@ -1042,14 +1042,14 @@ class AdminHandler:
         log.info("purged %d messages from %s", purged, dest.name)
         return {}, b""
 
-    def _destroy(self, conn: ClientConnection, props: dict) -> Result:
+    def _destroy(self, conn: ConnectionEngine, props: dict) -> Result:
         dest = self._lookup(conn, props)
         if dest.name == ADMIN_QUEUE:
             raise AdminError(Status.FORBIDDEN, f"{ADMIN_QUEUE} cannot be destroyed")
         conn.router.destroy_destination(dest.name, _dest_type(props))
         return {}, b""
 
-    def _compact(self, conn: ClientConnection, props: dict):
+    def _compact(self, conn: ConnectionEngine, props: dict):
         """COMPACT_DESTINATION: reclaim the file store's space now.  The file store is
         one log for every destination, so naming one compacts the lot; the database
         store has nothing to compact."""
@@ -1085,7 +1085,7 @@ class AdminHandler:
 
     # -- consumers, producers and durable subscriptions -------------------------------------
 
-    def _consumers(self, conn: ClientConnection, props: dict) -> Result:
+    def _consumers(self, conn: ConnectionEngine, props: dict) -> Result:
         """GET_CONSUMERS: a Vector of HashMap, one per consumer (GetConsumersHandler's
         keys).  With our JMQProducers=true: the destination's producers instead."""
         if not isinstance(props.get("JMQDestination"), str) or "JMQDestType" not in props:
@@ -1144,13 +1144,13 @@ class AdminHandler:
             User=getattr(link, "user", None),
         )
 
-    def _sub_uid(self, conn: ClientConnection, sub) -> str:
+    def _sub_uid(self, conn: ConnectionEngine, sub) -> str:
         uid = self._sub_uids.get(sub)
         if uid is None:
             uid = self._sub_uids[sub] = conn.router.uids.next()
         return str(uid)
 
-    def _durables(self, conn: ClientConnection, props: dict) -> Result:
+    def _durables(self, conn: ConnectionEngine, props: dict) -> Result:
         """GET_DURABLES: a DurableInfo per durable or shared subscription (optionally of
         one topic, or of one durable name)."""
         router = conn.router
@@ -1206,7 +1206,7 @@ class AdminHandler:
             ),
         )
 
-    def _find_durable(self, conn: ClientConnection, props: dict):
+    def _find_durable(self, conn: ConnectionEngine, props: dict):
         name = props.get("JMQDurableName")
         if not isinstance(name, str) or not name:
             raise AdminError(Status.BAD_REQUEST, "JMQDurableName is missing")
@@ -1223,7 +1223,7 @@ class AdminHandler:
             + (f" for client ID {client_id}" if client_id else " without a client ID"),
         )
 
-    def _destroy_durable(self, conn: ClientConnection, props: dict) -> Result:
+    def _destroy_durable(self, conn: ConnectionEngine, props: dict) -> Result:
         name = props.get("JMQDurableName")
         if not isinstance(name, str) or not name:
             raise AdminError(Status.BAD_REQUEST, "JMQDurableName is missing")
@@ -1231,7 +1231,7 @@ class AdminHandler:
         conn.router.unsubscribe(client_id if isinstance(client_id, str) else None, name)
         return {}, b""
 
-    def _purge_durable(self, conn: ClientConnection, props: dict) -> Result:
+    def _purge_durable(self, conn: ConnectionEngine, props: dict) -> Result:
         """PURGE_DURABLE: drop the messages waiting for a durable subscription (those
         delivered and not yet acknowledged stay with their consumer)."""
         sub = self._find_durable(conn, props)
@@ -1242,7 +1242,7 @@ class AdminHandler:
 
     # -- transactions --------------------------------------------------------------------
 
-    def _transactions(self, conn: ClientConnection, props: dict) -> Result:
+    def _transactions(self, conn: ConnectionEngine, props: dict) -> Result:
         """GET_TRANSACTIONS: a Hashtable per transaction (GetTransactionsHandler's keys),
         JMQQuantity = how many."""
         router = conn.router
@@ -1280,14 +1280,14 @@ class AdminHandler:
             rows.append(row)
         return {"JMQQuantity": JInt(len(rows))}, encode_vector(rows)
 
-    def _transaction(self, conn: ClientConnection, props: dict):
+    def _transaction(self, conn: ConnectionEngine, props: dict):
         tid = _long_prop(props, "JMQTransactionID", required=True)
         txn = conn.router.transactions.get(tid)  # type: ignore[arg-type]
         if txn is None:
             raise AdminError(Status.NOT_FOUND, f"no transaction {tid}")
         return txn
 
-    def _commit_transaction(self, conn: ClientConnection, props: dict):
+    def _commit_transaction(self, conn: ConnectionEngine, props: dict):
         """COMMIT_TRANSACTION of a PREPARED transaction (in doubt, or anyone's); the reply
         waits until the store has the commit."""
         txn = self._transaction(conn, props)
@@ -1310,7 +1310,7 @@ class AdminHandler:
 
         return wait()
 
-    def _rollback_transaction(self, conn: ClientConnection, props: dict) -> Result:
+    def _rollback_transaction(self, conn: ConnectionEngine, props: dict) -> Result:
         """ROLLBACK_TRANSACTION of a transaction between STARTED and PREPARED; a local one
         only once PREPARED (its client still works in it otherwise)."""
         txn = self._transaction(conn, props)
@@ -1333,7 +1333,7 @@ class AdminHandler:
     # -- messages ---------------------------------------------------------------------------
 
     @staticmethod
-    def _held_messages(conn: ClientConnection, dest) -> list[tuple[Message, bool, bool]]:
+    def _held_messages(conn: ConnectionEngine, dest) -> list[tuple[Message, bool, bool]]:
         """(message, redelivered, pending) for every message the destination holds:
         waiting, delivered and unacknowledged, or acknowledged in an open transaction;
         oldest first."""
@@ -1368,7 +1368,7 @@ class AdminHandler:
         mid = mid.strip()
         return mid if mid.startswith("ID:") else "ID:" + mid
 
-    def _messages(self, conn: ClientConnection, props: dict) -> Result:
+    def _messages(self, conn: ConnectionEngine, props: dict) -> Result:
         """GET_MESSAGES: a HashMap per message (GetMessagesHandler's keys), a window of
         JMQMaxNumMsgsRetrieved from JMQStartMessageIndex, or the one JMQMessageID."""
         if not isinstance(props.get("JMQDestination"), str) or "JMQDestType" not in props:
@@ -1448,7 +1448,7 @@ class AdminHandler:
                 row["MessageBody"] = body
         return row
 
-    def _delete_message(self, conn: ClientConnection, props: dict) -> Result:
+    def _delete_message(self, conn: ConnectionEngine, props: dict) -> Result:
         """DELETE_MESSAGE: remove a waiting message (settled in the store as if it had
         been acknowledged); 409 while it is delivered and not acknowledged."""
         if "JMQDestType" not in props:
@@ -1480,7 +1480,7 @@ class AdminHandler:
     # A service (or, without a target, every NORMAL service): new connections get
     # HELLO_REPLY 503 until RESUME; established connections carry on.
 
-    def _pause_target(self, conn: ClientConnection, props: dict, state: DestState) -> None:
+    def _pause_target(self, conn: ConnectionEngine, props: dict, state: DestState) -> None:
         target = props.get("JMQPauseTarget")
         if target == "JMQDestination" or (target is None and "JMQDestination" in props):
             dest = self._lookup(conn, props)
@@ -1503,7 +1503,7 @@ class AdminHandler:
             svc.paused = paused
             log.info("service %s %s", svc.name, "paused" if paused else "resumed")
 
-    def _pause(self, conn: ClientConnection, props: dict) -> Result:
+    def _pause(self, conn: ConnectionEngine, props: dict) -> Result:
         value = props.get("JMQDestState", DestState.PAUSED)
         try:
             state = DestState(int(value))  # type: ignore[arg-type]
@@ -1514,7 +1514,7 @@ class AdminHandler:
         self._pause_target(conn, props, state)
         return {}, b""
 
-    def _resume(self, conn: ClientConnection, props: dict) -> Result:
+    def _resume(self, conn: ConnectionEngine, props: dict) -> Result:
         self._pause_target(conn, props, DestState.RUNNING)
         return {}, b""
 

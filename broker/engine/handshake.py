@@ -1,0 +1,260 @@
+"""HELLO, AUTHENTICATE and the liveness packets: from NEW to READY (or REFUSED/CLOSED).
+
+The user repository blocks (database, file, directory), so the engine does not call it:
+it returns a :class:`~broker.engine.effects.RunBlocking` and holds the connection's
+further packets (state VERIFYING) until the driver hands back the record.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import time
+from typing import Any
+
+from broker.protocol.auth import (
+    AUTH_BASIC,
+    AUTH_DIGEST,
+    AuthBodyError,
+    decode_auth_body,
+    decode_basic_password,
+)
+from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.packet import Packet, build_packet
+from broker.protocol.sysmsgid import SysMessageID
+from broker.protocol.types import CURRENT_PACKET_VERSION, PacketType, Status
+from broker.security.digest import constant_time_equals, digest_response, md5str
+
+from .effects import CancelTimer, Effects, RunBlocking, StartTimer
+from .states import CLOSED, ConnEvent
+
+log = logging.getLogger("broker.connection")
+
+MIN_PROTOCOL_LEVEL = 350
+MAX_PROTOCOL_LEVEL = 500
+# After refusing a login the broker waits this long for the client to close first: the
+# C client (libmqcrt) reports "connection closed" instead of the refusal when the socket's
+# EOF arrives right behind the AUTHENTICATE_REPLY (its reader tears the connection down
+# before the waiting call takes the reply).
+REFUSED_LOGIN_LINGER = 2.0
+
+
+class HandshakeRules:
+    """The handshake and authentication handlers of :class:`ConnectionEngine`."""
+
+    def on_hello(self: Any, pkt: Packet) -> None:
+        if pkt.version != CURRENT_PACKET_VERSION:
+            self.fatal(f"packet version {pkt.version} is not supported (clients before MQ 3.5)")
+            return
+        props = pkt.properties
+        level = int(props.get("JMQProtocolLevel", 100))  # type: ignore[arg-type]
+        if level > MAX_PROTOCOL_LEVEL or level < MIN_PROTOCOL_LEVEL:
+            supported = MAX_PROTOCOL_LEVEL if level > MAX_PROTOCOL_LEVEL else MIN_PROTOCOL_LEVEL
+            log.info(
+                "protocol level %s from %s not supported, offering %s", level, self.peer, supported
+            )
+            self.reply(
+                pkt,
+                Status.BAD_VERSION,
+                {"JMQProtocolLevel": JInt(supported)},
+                reason=f"protocol level {level} is not supported",
+            )
+            return
+        b = self.broker
+        svc = self.service
+        refusal = None
+        if svc.paused:
+            refusal = f"service {svc.name} is paused"
+        elif not b.accepts_connection(svc):
+            refusal = "the broker is quiesced"
+        elif b.over_connection_limit(svc):
+            refusal = f"service {svc.name} has reached its connection limit"
+        if refusal is not None:
+            self.reply(pkt, Status.UNAVAILABLE, reason=refusal)
+            self.close(refusal)
+            return
+        self.protocol_level = level
+        self.user_agent = str(props.get("JMQUserAgent", ""))
+        self.client_version = str(props.get("JMQVersion", ""))
+        flow = props.get("JMQSize", props.get("JMQRBufferSize"))
+        if isinstance(flow, int) and flow > 0:
+            self.flow_limit = self.flow_left = int(flow)
+        old = props.get("JMQConnectionID")
+        if isinstance(old, int):
+            b.destroy_stale_connection(old, self)
+        reply_props: dict[str, object] = {
+            "JMQConnectionID": JLong(self.id),
+            "JMQProtocolLevel": JInt(level),
+            "JMQVersion": b.version,
+            "JMQService": svc.name,
+            "JMQSize": JInt(b.memory.count),
+            "JMQMaxMsgBytes": JLong(b.router.settings.max_message_size),
+            "JMQBrokerSessionID": JLong(b.session_id),
+        }
+        self.reply(pkt, Status.OK, reply_props)
+        if b.memory.count == 0:
+            b.flow_waiting.add(self)
+        self.auth_type = svc.auth_type
+        body = b""
+        if self.auth_type == AUTH_DIGEST:
+            seed = f"{SysMessageID.from_bytes(pkt.sysmsgid)}:{time.time_ns()}{self.id}"
+            self.nonce = md5str(seed)
+            body = self.nonce.encode("ascii")
+        self.write(
+            build_packet(
+                PacketType.AUTHENTICATE_REQUEST,
+                props={
+                    "JMQAuthType": self.auth_type,
+                    "JMQChallenge": True,
+                    "JMQStatus": JInt(Status.OK),
+                    "JMQSequence": JInt(pkt.sequence),
+                },
+                body=body,
+                consumer_id=pkt.consumer_id,
+            )
+        )
+        self._to(ConnEvent.HELLO_ACCEPTED)
+
+    def on_authenticate(self: Any, pkt: Packet) -> None:
+        auth_type = pkt.properties.get("JMQAuthType")
+        if auth_type != self.auth_type:
+            self._auth_failed(pkt, None, f"authentication type {auth_type!r} was not offered")
+            return
+        try:
+            user, credential = decode_auth_body(pkt.body)
+        except AuthBodyError as exc:
+            self._auth_failed(pkt, None, str(exc))
+            return
+        repo = self.broker.repository_for(self.service)
+        verify = getattr(repo, "verify_basic", None)
+        args: tuple = (user,)
+        if verify is not None:
+            # LDAP: the directory checks the password (bind as the user); basic only.
+            try:
+                args = (user, decode_basic_password(credential))
+            except AuthBodyError as exc:
+                self._auth_failed(pkt, user, str(exc))
+                return
+        # Hold further packets until the repository answers.
+        self._to(ConnEvent.CREDENTIALS_HELD)
+        done = functools.partial(self.auth_checked, pkt, user, credential, verify is not None)
+        self._effect(RunBlocking(verify or repo.lookup, args, done))
+
+    def auth_checked(
+        self: Any,
+        pkt: Packet,
+        user: str,
+        credential: str,
+        verified: bool,
+        record: Any,
+        error: BaseException | None,
+    ) -> Effects:
+        """The repository's answer (``record`` or ``error``) to AUTHENTICATE ``pkt``.
+        ``verified``: the repository checked the password itself (LDAP bind)."""
+        if self.state is CLOSED:
+            return self.take_effects()
+        if error is not None:
+            log.error("user repository failed for %s: %s", user, error)
+            self.reply(pkt, Status.ERROR, reason="user repository unavailable")
+            self.close("user repository unavailable")
+            return self.take_effects()
+        ok = False
+        reason = "unknown user or wrong password"
+        if verified:
+            ok = record is not None
+        elif record is not None and record.active:
+            if self.auth_type == AUTH_BASIC:
+                try:
+                    password = decode_basic_password(credential)
+                    ok = constant_time_equals(md5str(f"{user}:{password}"), record.password_digest)
+                except AuthBodyError as exc:
+                    reason = str(exc)
+            else:
+                ok = constant_time_equals(
+                    digest_response(record.password_digest, self.nonce), credential
+                )
+        elif record is not None:
+            reason = "user is inactive"
+        if not ok:
+            self._auth_failed(pkt, user, reason)
+            return self.take_effects()
+        svc = self.service
+        allowed, why = self.broker.access.check_connection(svc.name, svc.type, user, record.groups)
+        if not allowed:
+            log.warning(
+                "connection %s: user %s from %s refused on service %s (%s): %s",
+                self.id,
+                user,
+                self.peer,
+                svc.name,
+                svc.type,
+                why,
+            )
+            self.reply(pkt, Status.FORBIDDEN, reason=f"access denied to {svc.type} service: {why}")
+            self.close(f"access denied to {svc.type} service")
+            return self.take_effects()
+        self.user = user
+        self.groups = record.groups
+        self._to(ConnEvent.AUTHENTICATED)
+        self._effect(CancelTimer("auth"))
+        log.info(
+            "connection %s: %s authenticated from %s (%s)",
+            self.id,
+            user,
+            self.peer,
+            self.user_agent or "unknown client",
+        )
+        self.reply(pkt, Status.OK)
+        backlog, self._backlog = self._backlog, []
+        if backlog:
+            self._process(backlog)
+        return self.take_effects()
+
+    def _auth_failed(
+        self: Any, pkt: Packet, user: str | None, reason: str, status: int = Status.FORBIDDEN
+    ) -> None:
+        log.warning("authentication failed for user %s from %s: %s", user or "?", self.peer, reason)
+        host = self.peer.rpartition(":")[0] or self.peer
+        count, delay = self.broker.login_throttle.failed(host, time.monotonic())
+        if delay <= 0:
+            self._refuse_login(pkt, status)
+            return
+        log.warning(
+            "slowing down failed logins from %s: %d failures within %.0f s, "
+            "answering user %s after %.0f s",
+            host,
+            count,
+            self.broker.login_throttle.window,
+            user or "?",
+            delay,
+        )
+        # Hold the connection (and whatever it sends) until the delayed answer.
+        self._to(ConnEvent.CREDENTIALS_HELD)
+
+        def answer() -> Effects:
+            if self.state is not CLOSED:
+                self._refuse_login(pkt, status)
+            return self.take_effects()
+
+        self._effect(StartTimer("refusal", delay, answer))
+
+    def _refuse_login(self: Any, pkt: Packet, status: int) -> None:
+        """Answer a failed login, ignore the rest, and close unless the client does first."""
+        self.reply(pkt, status, reason="authentication failed")
+        self._to(ConnEvent.LOGIN_REFUSED)
+
+        def close() -> Effects:
+            self.close("login refused")
+            return self.take_effects()
+
+        self._effect(StartTimer("linger", REFUSED_LOGIN_LINGER, close))
+
+    def on_goodbye(self: Any, pkt: Packet) -> None:
+        self.reply(pkt, Status.OK)
+        self.close("GOODBYE from the client")
+
+    def on_ping(self: Any, pkt: Packet) -> None:
+        self.reply(pkt, Status.OK)
+
+    def on_ping_reply(self: Any, pkt: Packet) -> None:
+        self.ping_outstanding = 0

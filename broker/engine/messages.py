@@ -1,0 +1,288 @@
+"""The message hot path: SEND, flow control, ACKNOWLEDGE, REDELIVER, browsing.
+
+Nothing here allocates per message beyond the reply bytes: replies go straight into the
+driver's batch (``write``) and no effects are produced.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from typing import Any
+
+from broker.core.message import Message
+from broker.core.router import RouterError
+from broker.core.session import Session
+from broker.protocol.admin_types import ADMIN_QUEUE
+from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.packet import OFF_CONSUMER_ID, Packet, build_packet
+from broker.protocol.types import (
+    DEST_QUEUE,
+    DEST_TOPIC,
+    FLAG_A,
+    FLAG_C,
+    FLAG_F,
+    FLAG_L,
+    FLAG_Q,
+    AckType,
+    PacketType,
+    Status,
+)
+
+from .resources import compile_or_400
+from .states import CLOSED
+
+log = logging.getLogger("broker.connection")
+
+_I64 = struct.Struct(">q")
+_ACK_BLOCK = struct.Struct(">q32s")
+
+
+def _reply_template(ptype: int, status: int) -> bytes:
+    return build_packet(ptype, props={"JMQStatus": JInt(status)}, timestamp=0)
+
+
+# The commonest replies are fixed bytes; only the correlation id changes.
+_SEND_REPLY_OK = _reply_template(PacketType.SEND_REPLY, Status.OK)
+_ACK_REPLY_OK = _reply_template(PacketType.ACKNOWLEDGE_REPLY, Status.OK)
+
+
+def _with_cid(template: bytes, consumer_id: int) -> bytearray:
+    buf = bytearray(template)
+    _I64.pack_into(buf, OFF_CONSUMER_ID, consumer_id)
+    return buf
+
+
+class MessageRules:
+    """Message, flow-control, acknowledgement and browsing handlers."""
+
+    # -- messages --------------------------------------------------------------------
+
+    def on_message(self: Any, pkt: Packet) -> None:
+        if pkt.prop_size:
+            # Checked on arrival, so a bad table is the sender's 400 and never fails
+            # later in a selector, the DMQ or an admin listing.
+            pkt.properties  # noqa: B018
+        self.msgs_in += 1
+        m = self.metrics
+        m.messages_in += 1
+        m.message_bytes_in += pkt.size
+        flags = pkt.flags
+        try:
+            name = pkt.fields.get(1)
+            if not isinstance(name, str) or not name:
+                raise RouterError(Status.BAD_REQUEST, "message has no destination")
+            if (
+                name == ADMIN_QUEUE
+                and flags & FLAG_Q
+                and self.service.type == "ADMIN"
+                and self.admin
+            ):
+                # Admin requests are not stored: answered on the JMSReplyTo queue (admin.md).
+                if flags & FLAG_A:
+                    self.write(_with_cid(_SEND_REPLY_OK, pkt.consumer_id))
+                self.admin(self, pkt)
+                if flags & (FLAG_C | FLAG_F):
+                    self._flow_after_send(pkt, flags)
+                return
+            msg = Message(pkt, name, self.id)
+            dest_type = DEST_QUEUE if flags & FLAG_Q else DEST_TOPIC
+            if not self._send_allowed(pkt, name, dest_type):
+                self._flow_after_send(pkt, flags)
+                return
+            txn_id = pkt.transaction_id
+            if txn_id:
+                txn = self.router.transaction(txn_id, self)
+                self.router.transacted_send(txn, msg, dest_type, self)
+            else:
+                self.router.route(msg, self, dest_type)
+        except RouterError as exc:
+            if flags & FLAG_A:
+                self.reply(pkt, exc.status, reason=exc.reason)
+            else:
+                log.info(
+                    "message to %s from %s refused: %s", pkt.fields.get(1), self.peer, exc.reason
+                )
+            self._flow_after_send(pkt, flags)
+            return
+        if flags & FLAG_A:
+            reply = _with_cid(_SEND_REPLY_OK, pkt.consumer_id)
+            if msg.persistent and not txn_id:
+                # With sync on, "stored" is said only once the record is on disk.
+                self.broker.when_stored(lambda: self.write(reply))
+            else:
+                self.write(reply)
+        self.broker.check_memory()
+        if flags & (FLAG_C | FLAG_F):
+            self._flow_after_send(pkt, flags)
+
+    # -- flow control ------------------------------------------------------------------
+
+    def _flow_after_send(self: Any, pkt: Packet, flags: int) -> None:
+        # The client stops after a C (producer) or F (connection) flagged message until
+        # we resume it; without this answer its send() blocks forever.
+        if flags & FLAG_C:
+            pid = pkt.producer_id
+            prod = self.router.producers.get(pid)
+            # FLOW_CONTROL: a full destination resumes the producer when it has room.
+            if prod is None or not self.router.hold_producer(prod.destination, self, pid):
+                self.resume_producer(pid)
+        if flags & FLAG_F:
+            count = self.broker.memory.count
+            if count == 0:
+                # Red memory state: this client waits until memory recovers.
+                self.broker.flow_waiting.add(self)
+            else:
+                self.resume_connection_flow(count)
+
+    def resume_connection_flow(self: Any, count: int) -> None:
+        """RESUME_FLOW for the whole connection (no producer or consumer id)."""
+        if self.state is not CLOSED:
+            self.write(build_packet(PacketType.RESUME_FLOW, props={"JMQSize": JInt(count)}))
+
+    def resume_producer(self: Any, pid: int) -> None:
+        """RESUME_FLOW for one producer, with a fresh allowance."""
+        if self.state is CLOSED:
+            return
+        prod = self.router.producers.get(pid)
+        size = prod.batch if prod is not None and prod.batch > 0 else -1
+        self.write(
+            build_packet(
+                PacketType.RESUME_FLOW,
+                props={"JMQProducerID": JLong(pid), "JMQSize": JInt(size), "JMQBytes": JLong(-1)},
+            )
+        )
+
+    def on_resume_flow(self: Any, pkt: Packet) -> None:
+        props = pkt.properties
+        size = props.get("JMQSize", props.get("JMQRBufferSize"))
+        cid = props.get("JMQConsumerID")
+        if cid is not None:
+            cons = self.router.consumers.get(int(cid))  # type: ignore[arg-type]
+            if cons is not None and cons.link is self:
+                cons.resume(int(size) if isinstance(size, int) else None)
+                cons.queue.dispatch(int(time.time() * 1000))
+            return
+        if isinstance(size, int) and size > 0:
+            self.flow_limit = int(size)
+        elif isinstance(size, int) and size < 0:
+            self.flow_limit = -1
+        self.flow_left = self.flow_limit
+        self.flow_paused = False
+        self.router.redispatch(self._all_sessions())
+
+    def on_flow_paused(self: Any, pkt: Packet) -> None:
+        # Informational: the client tells us it has paused itself.
+        log.debug("connection %s reports its flow paused", self.id)
+
+    # -- acknowledgements -----------------------------------------------------------
+
+    def _ack_blocks(self: Any, pkt: Packet) -> dict[Session, list[tuple[int, bytes]]] | None:
+        body = pkt.body
+        if not body or len(body) % 40:
+            return None
+        by_session: dict[Session, list[tuple[int, bytes]]] = {}
+        cs = self.consumer_sessions
+        for off in range(0, len(body), 40):
+            cid, key = _ACK_BLOCK.unpack_from(body, off)
+            sess = cs.get(cid)
+            if sess is not None:
+                by_session.setdefault(sess, []).append((cid, key))
+        return by_session
+
+    def on_acknowledge(self: Any, pkt: Packet) -> None:
+        groups = self._ack_blocks(pkt)
+        if groups is None:
+            self.reply(
+                pkt,
+                Status.BAD_REQUEST,
+                reason=f"acknowledge body of {pkt.body_size} bytes is not n x 40",
+            )
+            return
+        ack_type = dead_reason = 0
+        comment = None
+        if pkt.prop_size:
+            props = pkt.properties
+            ack_type = int(props.get("JMQAckType", 0))  # type: ignore[arg-type]
+            dead_reason = int(props.get("JMQDeadReason", 0))  # type: ignore[arg-type]
+            comment = props.get("JMQComment")
+        txn = None
+        if pkt.transaction_id:
+            try:
+                txn = self.router.transaction(pkt.transaction_id, self)
+            except RouterError as exc:
+                self.reply(pkt, exc.status, reason=exc.reason)
+                return
+        for sess, blocks in groups.items():
+            if not sess.acknowledges and txn is None:
+                self.reply(
+                    pkt, Status.NOT_ALLOWED, reason="acknowledgement on a NO_ACKNOWLEDGE session"
+                )
+                return
+            if txn is not None:
+                try:
+                    self.router.transacted_ack(txn, sess, blocks)
+                except RouterError as exc:
+                    self.reply(pkt, exc.status, reason=exc.reason)
+                    return
+                continue
+            self.router.acknowledge(sess, blocks, ack_type, dead_reason, comment)
+            if ack_type in (AckType.UNDELIVERABLE, AckType.DEAD):
+                log.info(
+                    "%d message(s) given up by the client (JMQAckType %s) removed",
+                    len(blocks),
+                    ack_type,
+                )
+        if pkt.flags & FLAG_A:
+            self.write(_with_cid(_ACK_REPLY_OK, pkt.consumer_id))
+
+    def on_redeliver(self: Any, pkt: Packet) -> None:
+        groups = self._ack_blocks(pkt)
+        if groups is None:
+            self.reply(pkt, Status.BAD_REQUEST, reason="redeliver body is not n x 40")
+            return
+        set_r = bool(pkt.properties.get("JMQSetRedelivered", False))
+        for sess, blocks in groups.items():
+            self.router.redeliver(sess, blocks, set_r)
+        self.reply(pkt, Status.OK)
+
+    # -- browsing --------------------------------------------------------------------
+
+    def on_browse(self: Any, pkt: Packet) -> None:
+        props = pkt.properties
+        try:
+            name = props.get("JMQDestination")
+            if not isinstance(name, str):
+                raise RouterError(Status.BAD_REQUEST, "JMQDestination is missing")
+            selector = compile_or_400(props.get("JMQSelector"))
+            self._require(name, DEST_QUEUE, "browse")
+            bid, keys = self.router.browse(name, DEST_QUEUE, selector)
+        except RouterError as exc:
+            extra = None
+            if exc.status == Status.NOT_FOUND:
+                extra = {"JMQCanCreate": bool(self.router.settings.autocreate_queue)}
+            self.reply(pkt, exc.status, extra, reason=exc.reason)
+            return
+        self.browsers[bid] = name
+        self.reply(pkt, Status.OK, {"JMQConsumerID": JLong(bid)}, body=b"".join(keys))
+
+    def on_deliver(self: Any, pkt: Packet) -> None:
+        bid = pkt.properties.get("JMQConsumerID")
+        body = pkt.body
+        if bid is None or len(body) % 32:
+            self.reply(pkt, Status.BAD_REQUEST, reason="DELIVER needs JMQConsumerID and n x 32")
+            return
+        browser = self.router.browsers.get(int(bid))  # type: ignore[arg-type]
+        if browser is None or int(bid) not in self.browsers:  # type: ignore[arg-type]
+            self.reply(pkt, Status.NOT_FOUND, reason=f"no browser {bid}")
+            return
+        keys = [body[i : i + 32] for i in range(0, len(body), 32)]
+        msgs = self.router.find_messages(browser[0], keys)
+        for i, msg in enumerate(msgs):
+            extra = FLAG_L if i == len(msgs) - 1 else 0
+            self.write(msg.encode_delivery(int(bid), False, 1, extra))  # type: ignore[arg-type]
+        if msgs:
+            self.reply(pkt, Status.OK)
+        else:
+            self.reply(pkt, Status.NOT_FOUND, reason="none of the messages exist any more")

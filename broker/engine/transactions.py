@@ -1,0 +1,306 @@
+"""Local and XA transaction requests: read the request, answer the seed's statuses and
+keep the I-flag (resent) rules.  The transaction state machine itself is the router's;
+lifetimes become :class:`~broker.engine.effects.TransactionTimer` effects."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from broker.core.router import RouterError
+from broker.protocol.javaser import encode_hashtable
+from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.packet import Packet
+from broker.protocol.types import FLAG_A, FLAG_I, Status, TransactionState, XAFlag
+from broker.protocol.xid import Xid, XidError, encode_xids
+
+from .effects import TransactionTimer
+
+log = logging.getLogger("broker.connection")
+
+
+def _txn_id(pkt: Packet) -> int:
+    tid = pkt.properties.get("JMQTransactionID")
+    if tid is None:
+        return 0
+    if isinstance(tid, bool) or not isinstance(tid, int):
+        raise RouterError(Status.BAD_REQUEST, f"bad JMQTransactionID {tid!r}")
+    return int(tid)
+
+
+def _txn_xid(pkt: Packet) -> Xid | None:
+    """The Xid in the body (None without a body, or for the null Xid)."""
+    if not pkt.body_size:
+        return None
+    try:
+        xid = Xid.decode(pkt.body)
+    except XidError as exc:
+        raise RouterError(Status.BAD_REQUEST, f"bad Xid in the body: {exc}") from None
+    return None if xid.is_null else xid
+
+
+def _txn_int(pkt: Packet, name: str) -> int | None:
+    value = pkt.properties.get(name)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise RouterError(Status.BAD_REQUEST, f"bad {name} {value!r}")
+    return int(value)
+
+
+class TransactionRules:
+    """START/END/PREPARE/COMMIT/ROLLBACK/RECOVER/VERIFY_TRANSACTION handlers."""
+
+    def _txn_from(self: Any, pkt: Packet, control: bool = True):
+        """The transaction a request names (JMQTransactionID, else the Xid body), checked
+        for whether this connection may act on it."""
+        tid = _txn_id(pkt)
+        xid = _txn_xid(pkt)
+        if not tid and xid is None:
+            raise RouterError(Status.BAD_REQUEST, "JMQTransactionID (or an Xid body) is missing")
+        txn = self.router.find_transaction(tid, xid)
+        if control:
+            self.router.check_control(txn, self, self.service.type == "ADMIN")
+        return txn
+
+    def _txn_reply(self: Any, pkt: Packet, txn, status: int = Status.OK, **extra: object) -> None:
+        props: dict[str, object] = {"JMQTransactionID": JLong(txn.id)} if txn else {}
+        props.update(extra)
+        self.reply(pkt, status, props)
+
+    def _txn_refused(self: Any, pkt: Packet, exc: RouterError, txn=None) -> None:
+        props: dict[str, object] = {}
+        if txn is not None:
+            props["JMQTransactionID"] = JLong(txn.id)
+            if txn.state == TransactionState.FAILED:
+                props["JMQPrepareStateFAILED"] = True
+        if exc.status == Status.ERROR or exc.status == Status.FORBIDDEN:
+            log.warning("%s from %s refused: %s", pkt.type_name, self.peer, exc.reason)
+        self.reply(pkt, exc.status, props, reason=exc.reason)
+
+    def on_start_transaction(self: Any, pkt: Packet) -> None:
+        props = pkt.properties
+        resent = bool(pkt.flags & FLAG_I)
+        try:
+            xid = _txn_xid(pkt)
+            flags = _txn_int(pkt, "JMQXAFlags")
+            auto_rollback = _txn_int(pkt, "JMQAutoRollback")
+            lifetime = _txn_int(pkt, "JMQLifetime") or 0
+            session_less = props.get("JMQSessionLess")
+            if session_less is not None and not isinstance(session_less, bool):
+                raise RouterError(Status.BAD_REQUEST, f"bad JMQSessionLess {session_less!r}")
+            sess = self._session(pkt)
+            if sess is None:
+                raise RouterError(Status.NOT_FOUND, "unknown JMQSessionID")
+            if xid is None:
+                if flags:
+                    raise RouterError(
+                        Status.BAD_REQUEST, f"START with JMQXAFlags {flags:#x} needs an Xid body"
+                    )
+                if resent:
+                    done = self.router.replayed_start(self, pkt.sysmsgid)
+                    if done is not None:
+                        self._txn_reply(pkt, done, Status.NOT_MODIFIED)
+                        return
+                txn = self.router.start_transaction(
+                    sess,
+                    self,
+                    auto_rollback=auto_rollback,
+                    session_less=session_less,
+                    lifetime=lifetime,
+                    creator=pkt.sysmsgid,
+                    user=self.user,
+                )
+                new = True
+            else:
+                flags = flags or 0
+                if resent and flags == XAFlag.TMNOFLAGS:
+                    done = self.router.xids.get(xid)
+                    if done is not None and done.state == TransactionState.STARTED:
+                        self._txn_reply(pkt, done, Status.NOT_MODIFIED)
+                        return
+                txn = self.router.xa_start(
+                    self,
+                    sess,
+                    xid,
+                    flags,
+                    auto_rollback=auto_rollback,
+                    session_less=session_less,
+                    lifetime=lifetime,
+                    creator=pkt.sysmsgid,
+                    user=self.user,
+                )
+                new = flags == XAFlag.TMNOFLAGS
+        except RouterError as exc:
+            self._txn_refused(pkt, exc)
+            return
+        if new and txn.lifetime > 0:
+            self._effect(TransactionTimer(txn, txn.lifetime))
+        self._txn_reply(pkt, txn)
+
+    def on_end_transaction(self: Any, pkt: Packet) -> None:
+        txn = None
+        try:
+            txn = self._txn_from(pkt)
+            flags = _txn_int(pkt, "JMQXAFlags")
+            if flags is None:
+                raise RouterError(Status.BAD_REQUEST, "END_TRANSACTION without JMQXAFlags")
+            if pkt.properties.get("JMQNoOp") is True:
+                self._txn_reply(pkt, txn)
+                return
+            if pkt.flags & FLAG_I and txn.state == {
+                XAFlag.TMSUSPEND: TransactionState.INCOMPLETE,
+                XAFlag.TMFAIL: TransactionState.FAILED,
+            }.get(flags, TransactionState.COMPLETE):
+                self._txn_reply(pkt, txn, Status.NOT_MODIFIED)
+                return
+            self.router.end_transaction(txn, flags)
+        except RouterError as exc:
+            self._txn_refused(pkt, exc, txn)
+            return
+        self._txn_reply(pkt, txn)
+
+    def on_prepare_transaction(self: Any, pkt: Packet) -> None:
+        txn = None
+        try:
+            txn = self._txn_from(pkt)
+            if pkt.flags & FLAG_I and txn.state == TransactionState.PREPARED:
+                self._txn_reply(pkt, txn, Status.NOT_MODIFIED)
+                return
+            self.router.prepare(txn, one_phase=pkt.properties.get("JMQXAOnePhase") is True)
+        except RouterError as exc:
+            self._txn_refused(pkt, exc, txn)
+            return
+        # "Prepared" is a promise to survive a crash: say it once the store has it.
+        self.broker.when_stored(lambda: self._txn_reply(pkt, txn))
+
+    def _next_transaction(self: Any, pkt: Packet, txn, reply: dict[str, object]) -> None:
+        """JMQStartNextTransaction: a local transaction's session goes on in a new one."""
+        sess = txn.session
+        if txn.is_xa or sess is None or not pkt.properties.get("JMQStartNextTransaction"):
+            return
+        if sess is not self.implicit_session and self.sessions.get(sess.id) is not sess:
+            return
+        nxt = self.router.start_transaction(
+            sess,
+            self,
+            auto_rollback=txn.auto_rollback,
+            session_less=txn.session_less,
+            lifetime=txn.lifetime,
+            user=self.user,
+        )
+        if nxt.lifetime > 0:
+            self._effect(TransactionTimer(nxt, nxt.lifetime))
+        reply["JMQNextTransactionID"] = JLong(nxt.id)
+
+    def _txn_or_replayed(self: Any, pkt: Packet):
+        """The transaction a COMMIT/ROLLBACK names; None when it was a resend (I flag) of
+        one already finished, which is answered OK here (it was done)."""
+        try:
+            return self._txn_from(pkt)
+        except RouterError as exc:
+            if exc.status == Status.NOT_FOUND and pkt.flags & FLAG_I:
+                self.reply(pkt, Status.OK, {"JMQTransactionID": JLong(_txn_id(pkt))})
+                return None
+            raise
+
+    def on_commit_transaction(self: Any, pkt: Packet) -> None:
+        props = pkt.properties
+        txn = None
+        try:
+            txn = self._txn_or_replayed(pkt)
+            if txn is None:
+                return
+            flags = _txn_int(pkt, "JMQXAFlags") or 0
+            self.router.commit(
+                txn,
+                self,
+                one_phase=bool(flags & XAFlag.TMONEPHASE),
+                one_phase_hint=props.get("JMQXAOnePhase") is True,
+            )
+        except RouterError as exc:
+            self._txn_refused(pkt, exc, txn)
+            return
+        reply: dict[str, object] = {"JMQTransactionID": JLong(txn.id)}
+        self._next_transaction(pkt, txn, reply)
+        if txn.stored:
+            self.broker.when_stored(lambda: self.reply(pkt, Status.OK, reply))
+        else:
+            self.reply(pkt, Status.OK, reply)
+
+    def on_rollback_transaction(self: Any, pkt: Packet) -> None:
+        props = pkt.properties
+        txn = None
+        try:
+            txn = self._txn_or_replayed(pkt)
+            if txn is None:
+                return
+            if txn.state == TransactionState.TIMED_OUT:
+                # Already rolled back by the broker: say so once, then forget it.
+                self.router.forget_timed_out(txn)
+                raise RouterError(
+                    Status.TIMEOUT,
+                    f"transaction {txn.id} was rolled back by the broker: its lifetime expired",
+                )
+            self.router.rollback(
+                txn,
+                redeliver=props.get("JMQRedeliver") is True,
+                set_redelivered=props.get("JMQSetRedelivered") is not False,
+            )
+        except RouterError as exc:
+            if not pkt.flags & FLAG_A:
+                log.info("ROLLBACK_TRANSACTION from %s refused: %s", self.peer, exc.reason)
+            self._txn_refused(pkt, exc, txn)
+            return
+        reply: dict[str, object] = {"JMQTransactionID": JLong(txn.id)}
+        self._next_transaction(pkt, txn, reply)
+        self.reply(pkt, Status.OK, reply)
+
+    def on_recover_transaction(self: Any, pkt: Packet) -> None:
+        """RECOVER_TRANSACTION: with JMQTransactionID, whether that one is PREPARED;
+        otherwise every PREPARED Xid on TMSTARTRSCAN and none on other flags."""
+        try:
+            tid = _txn_id(pkt)
+            flags = _txn_int(pkt, "JMQXAFlags") or 0
+        except RouterError as exc:
+            self.reply(pkt, exc.status, reason=exc.reason)
+            return
+        if tid:
+            txn = self.router.transactions.get(tid)
+            if txn is None or txn.state != TransactionState.PREPARED:
+                self.reply(
+                    pkt,
+                    Status.NOT_FOUND,
+                    {"JMQQuantity": JInt(0)},
+                    reason=f"transaction {tid} is not PREPARED",
+                )
+                return
+            xids = [txn.xid] if txn.xid is not None else []
+            extra: dict[str, object] = {"JMQTransactionID": JLong(tid)}
+        else:
+            xids = self.router.prepared_xids() if flags & XAFlag.TMSTARTRSCAN else []
+            extra = {}
+        self.reply(
+            pkt, Status.OK, {"JMQQuantity": JInt(len(xids)), **extra}, body=encode_xids(xids)
+        )
+
+    def on_verify_transaction(self: Any, pkt: Packet) -> None:
+        """VERIFY_TRANSACTION: the transaction's state and attributes as a serialised
+        Hashtable (State numbered from 1 as the client protocol does); 404 if unknown."""
+        try:
+            txn = self._txn_from(pkt, control=False)
+        except RouterError as exc:
+            self.reply(pkt, exc.status, reason=exc.reason)
+            return
+        table: dict[str, object] = {
+            "State": JInt(int(txn.state) + 1),
+            "JMQAutoRollback": JInt(txn.effective_auto_rollback(self.router.xa_autorollback_all)),
+            "JMQSessionLess": bool(txn.session_less),
+            "JMQLifetime": JLong(txn.lifetime),
+            "JMQCreateTime": JLong(txn.created),
+        }
+        if txn.xid is not None:
+            table["JMQXid"] = str(txn.xid)
+        self.reply(
+            pkt, Status.OK, {"JMQTransactionID": JLong(txn.id)}, body=encode_hashtable(table)
+        )
