@@ -32,7 +32,7 @@ from broker.client import (
 from broker.protocol.types import DEST_TEMP, DEST_TOPIC
 
 from .config import UmsConfig
-from .sessions import Gateway, UnknownSid, destination, gateway
+from .sessions import Gateway, LoginRefused, UnknownSid, destination, gateway
 
 log = logging.getLogger("portal.ums")
 
@@ -172,6 +172,8 @@ async def perform(req: UmsRequest, gw: Gateway | None = None) -> UmsReply:
         raise UmsError(400, f"unknown service {req.service!r}: one of {', '.join(_HANDLERS)}")
     try:
         return await handler(gw, req)
+    except LoginRefused as exc:
+        raise UmsError(401, f"authentication failed: {exc}") from exc
     except JMSException as exc:
         log.debug("UMS %s failed: %s", req.service, exc)
         raise jms_error(exc, gw.config) from exc
@@ -307,10 +309,8 @@ async def _admin(config: UmsConfig, user: str | None, password: str | None) -> A
         )
     except JMSException as exc:
         err = jms_error(exc, config)
-        if err.status in (401, 403):
-            raise UmsError(
-                err.status, f"an administrator's user and password are needed: {exc}"
-            ) from exc
+        if isinstance(exc, JMSSecurityException):
+            raise UmsError(401, f"an administrator's user and password are needed: {exc}") from exc
         raise err from exc
 
 
@@ -371,6 +371,8 @@ async def _ping(config: UmsConfig, user: str | None, password: str | None) -> Re
             await session.close()
         finally:
             await conn.close()
+    except JMSSecurityException as exc:
+        raise UmsError(401, f"authentication failed: {exc}") from exc
     except JMSException as exc:
         raise jms_error(exc, config) from exc
     except (TimeoutError, OSError) as exc:
@@ -429,6 +431,8 @@ async def _broker_info(config: UmsConfig, fields: dict[str, str]) -> ReadOnlyRep
     try:
         props = await admin.broker_props()
         infos = await admin.destinations() if "getDestinations" in cmds else []
+        # Not the admin connection's own reply queue, made for this request.
+        infos = [i for i in infos if i.get("name") != admin.reply_queue.name]
     except AdminError as exc:
         raise UmsError(500, f"the broker refused: {exc}") from exc
     finally:

@@ -24,6 +24,7 @@ from broker.client import (
     AckMode,
     Connection,
     Destination,
+    JMSSecurityException,
     MessageConsumer,
     MessageProducer,
     Queue,
@@ -39,6 +40,10 @@ log = logging.getLogger("portal.ums")
 
 class UnknownSid(LookupError):
     """The sid was never issued by this process, was closed, or expired."""
+
+
+class LoginRefused(Exception):
+    """The broker refused the user's credentials when the gateway connected."""
 
 
 def destination(name: str, topic: bool) -> Destination:
@@ -128,13 +133,16 @@ class Gateway:
         return (user or "guest", password if password is not None else "guest")
 
     async def _open(self, key: tuple[str, str], user: str, password: str) -> PooledConnection:
-        conn = await connect(
-            self.config.broker_host,
-            self.config.broker_port,
-            user=user,
-            password=password,
-            connect_timeout=30.0,
-        )
+        try:
+            conn = await connect(
+                self.config.broker_host,
+                self.config.broker_port,
+                user=user,
+                password=password,
+                connect_timeout=30.0,
+            )
+        except JMSSecurityException as exc:
+            raise LoginRefused(f"the broker refused user {user!r}: {exc}") from exc
         await conn.start()
         pc = PooledConnection(key, conn)
         self.pools.setdefault(key, []).append(pc)
