@@ -107,7 +107,8 @@ async def xml(request: HttpRequest) -> HttpResponse:
     if request.method != "POST":
         return _fault("Client", "the XML messaging service takes SOAP requests by POST", 405)
     try:
-        parsed = soap.parse_request(request.content_type or "text/xml", request.body)
+        ctype = request.META.get("CONTENT_TYPE") or "text/xml"
+        parsed = soap.parse_request(ctype, request.body)
         req = build_request(parsed.service)
         if len(parsed.attachments) > 1:
             raise soap.SoapFault("Client", "one attachment per message")
