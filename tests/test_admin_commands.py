@@ -3,6 +3,9 @@ against real broker processes: destinations created and updated by an administra
 consumers, producers, durable subscriptions, messages, transactions, connections,
 services, broker properties, quiesce and restart.
 
+Why one module (about 1,050 lines): the tests share the broker fixtures and the Java-
+shaped expectations above.
+
 The Java shapes are compared with what OpenJDK 17's ObjectOutputStream wrote for
 same-shaped copies of OpenMQ's classes (package, fields, serialVersionUIDs; OpenMQ's
 ``ConnectionInfo`` declares no serialVersionUID, so ``serialver`` computed the JVM's

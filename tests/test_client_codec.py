@@ -1,5 +1,8 @@
 """Offline client tests: what the client writes, compared with the real Java client.
 
+Why one module (about 1,000 lines): every test runs the client against the same stand-in
+and compares with the same captures.
+
 The client runs against :class:`broker.client.testing.StandIn`, which answers exactly
 like the recorder that captured ``shared/vectors``; so the packets the client writes
 can be compared field by field with the Java client's captures (same packet types,

@@ -1,4 +1,8 @@
-"""The file store: the store contract, torn tails, corruption, group commit, compaction."""
+"""The file store: the store contract, torn tails, corruption, group commit, compaction.
+
+Why one module (about 1,100 lines): these tests share the helpers that write sessions,
+cut and corrupt segment files and replay them.
+"""
 
 from __future__ import annotations
 

@@ -1,5 +1,8 @@
 """Transactions against real broker processes, over TCP.
 
+Why one module (about 830 lines): local and XA transactions share the raw-packet helpers
+and the broker fixtures.
+
 Local transactions (sends and acknowledgements held until COMMIT), XA (START/END/
 PREPARE/COMMIT/ROLLBACK/RECOVER/VERIFY_TRANSACTION with the seed's statuses), in-doubt
 transactions outliving their connection, JMQLifetime timeouts, JMQAutoRollback, and the

@@ -1,5 +1,9 @@
 """The client connection: port mapper lookup, handshake, and the packet pump.
 
+Why one module (about 950 lines): the port mapper lookup, the handshake, request/reply
+correlation and write batching share one connection's state and buffers; sessions,
+producers, consumers and messages have their own modules.
+
 One :class:`Connection` owns one TCP stream driven by an :class:`asyncio.Protocol`
 (not streams: the read path is one callback per chunk, decoded by the shared sans-IO
 :class:`~broker.protocol.packet.PacketReader`).  Requests carry the A flag and a

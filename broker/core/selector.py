@@ -1,5 +1,9 @@
 """JMS 2.0 message selectors (JMS 2.0 section 3.8.1), compiled to Python closures.
 
+Why one module (about 1,050 lines): the lexer, parser, static checks, constant folding
+and closure compiler are the stages of one small compiler over one set of AST types, and
+none of them is used alone.
+
 A selector is parsed once per consumer into a small typed AST, checked for the
 errors that can be found statically, constant-folded, and turned into nested
 closures, so :meth:`Selector.matches` does no parsing and only one

@@ -1,5 +1,9 @@
 """A reader and writer for the Java serialisation that JMS bodies and admin replies use.
 
+Why one module (about 1,350 lines): the reader and the writer share the stream grammar
+(type codes, handle numbering, class descriptors with their serialVersionUIDs) and the
+writer must mirror the reader byte for byte; they change together.
+
 OpenMQ clients put ``java.io.ObjectOutputStream`` output in MapMessage bodies (a
 ``java.util.HashMap``, or a ``Hashtable`` from old clients), StreamMessage bodies (a
 sequence of boxed values) and a few broker replies (``Hashtable``).  Only the shapes

@@ -1,5 +1,10 @@
 """The file message store (the default): numbered append-only segment files.
 
+Why one module (about 1,250 lines, its record codec apart in
+:mod:`broker.store.filecodec`): recovery, appends, space reclamation and compaction work
+on the same segment files and in-memory index under one lock, and the crash-safety
+argument of each relies on the others.
+
 Layout
 ------
 ``<directory>/0000000001.seg``, ``0000000002.seg``, ...: segments, replayed in number

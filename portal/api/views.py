@@ -3,6 +3,10 @@
 for users, groups and access rules) with ``actor`` = the requesting administrator, and
 answers the action's dict.  Errors become JSON ``{"detail": ...}`` (portal/api/errors.py).
 
+Why one module (about 850 lines): every endpoint is a few lines (a serializer, one
+action, its dict) sharing the same error handling and schema declarations; split it by
+subject as portal/ui/views/ is, once it grows.
+
 Operations that change something answer ``{"detail": "<what was done>"}`` (200), or the
 object as it now is (create 201, update 200); deletes answer 204.
 """
