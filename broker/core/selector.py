@@ -45,11 +45,6 @@ Semantic choices (the JMS text leaves room, or OpenMQ differs from it):
   ``IS [NOT] NULL`` accepts any operand.  In a ``LIKE`` pattern the escape
   character makes the next character literal, whatever it is; a pattern that
   ends with the escape character is an error.
-
-Why one module of about a thousand lines: the tokenizer, parser, static type checks,
-constant folding and closure compiler all work on the same small AST and the same
-typing rules; split apart, each piece would import the others' private node classes
-and helpers, and a reader checking one rule would have to follow it across files.
 """
 
 from __future__ import annotations
