@@ -1,7 +1,7 @@
 """Broker configuration properties (spec/broker-properties.md).
 
 Layering, lowest to highest priority: :data:`DEFAULTS` (what OpenMQ's shipped
-``default.properties`` and broker code give), the instance file
+``default.properties`` gives; each property is declared once in :mod:`broker.props`), the instance file
 ``<varhome>/instances/<instance>/props/config.properties``, then command-line
 overrides (``-D name=value``).  Values are strings, as in Java; typed getters parse
 them on demand and ``${imq.x}`` variables expand at lookup, so an override of
@@ -17,6 +17,10 @@ import re
 from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TypeVar, overload
+
+from broker import props as imq
+from broker.props import DEFAULT_INSTANCE, Prop, size_in_bytes
 
 __all__ = [
     "DEFAULTS",
@@ -26,8 +30,6 @@ __all__ = [
     "format_properties",
     "parse_properties",
 ]
-
-DEFAULT_INSTANCE = "imqbroker"
 
 
 class ConfigError(ValueError):
@@ -175,181 +177,8 @@ def _decode_file(data: bytes) -> str:
         return data.decode("latin-1")
 
 
-# --------------------------------------------------------------------------------------
-# Defaults (spec/broker-properties.md; where file and code differ, the file value)
-# --------------------------------------------------------------------------------------
-
-_INSTANCE_DIR = "${imq.instanceshome}${/}${imq.instancename}"
-
-
-def _service_defaults() -> dict[str, str]:
-    # (service, protocol type, service type, backlog, min threads, max threads)
-    services = [
-        ("jms", "tcp", "NORMAL", "100", "10", "1000"),
-        ("admin", "tcp", "ADMIN", "5", "4", "10"),
-        ("ssljms", "tls", "NORMAL", "100", "10", "1000"),
-        ("ssladmin", "tls", "ADMIN", "5", "4", "10"),
-        ("httpjms", "http", "NORMAL", None, "10", "1000"),
-        ("httpsjms", "https", "NORMAL", None, "10", "1000"),
-        ("wsjms", "ws", "NORMAL", None, "10", "1000"),
-        ("wssjms", "wss", "NORMAL", None, "10", "1000"),
-    ]
-    d: dict[str, str] = {}
-    for svc, proto, stype, backlog, tmin, tmax in services:
-        d[f"imq.{svc}.protocoltype"] = proto
-        d[f"imq.{svc}.servicetype"] = stype
-        d[f"imq.{svc}.min_threads"] = tmin
-        d[f"imq.{svc}.max_threads"] = tmax
-        d[f"imq.{svc}.threadpool_model"] = "dedicated"
-        if backlog is not None:
-            # Socket services only; the HTTP/WebSocket ones ride on a web container.
-            d[f"imq.{svc}.{proto}.port"] = "0"
-            d[f"imq.{svc}.{proto}.backlog"] = backlog
-    for proto in ("tcp", "tls"):
-        d[f"imq.protocol.{proto}.nodelay"] = "true"
-        d[f"imq.protocol.{proto}.inbufsz"] = "2048"
-        d[f"imq.protocol.{proto}.outbufsz"] = "2048"
-    return d
-
-
-DEFAULTS: dict[str, str] = {
-    # --- instance layout (computed values are set by BrokerConfig itself)
-    "imq.instancename": DEFAULT_INSTANCE,
-    # The Java broker points this at the installation's etc; a Python install has
-    # none, so it is the instance's etc directory.
-    "imq.etchome": _INSTANCE_DIR + "${/}etc",
-    # --- connection services and port mapper
-    "imq.service.list": "jms,admin,ssljms,httpjms,httpsjms,ssladmin,wsjms,wssjms",
-    "imq.service.activelist": "jms,admin",
-    **_service_defaults(),
-    "imq.portmapper.port": "7676",
-    "imq.portmapper.backlog": "50",
-    "imq.portmapper.sotimeout": "500",
-    "imq.portmapper.bind": "true",
-    "imq.portmapper.solinger": "-1",
-    "imq.portunif.enabled": "false",
-    "imq.ping.enabled": "true",
-    "imq.ping.interval": "120",
-    "imq.ping.reply.enable": "true",
-    "imq.ping.close.interval": "5",
-    "imq.authentication.client.response.timeout": "180",
-    # --- destinations and auto-creation
-    "imq.autocreate.queue": "true",
-    "imq.autocreate.topic": "true",
-    "imq.autocreate.reaptime": "120",
-    "imq.autocreate.queue.maxNumActiveConsumers": "-1",
-    "imq.autocreate.queue.maxNumBackupConsumers": "0",
-    "imq.autocreate.queue.consumerFlowLimit": "1000",
-    "imq.autocreate.topic.consumerFlowLimit": "1000",
-    "imq.autocreate.queue.localDeliveryPreferred": "false",
-    "imq.autocreate.topic.maxNumSharedConsumers": "-1",
-    "imq.autocreate.topic.sharedConsumerFlowLimit": "5",
-    "imq.autocreate.destination.maxNumMsgs": "100000",
-    "imq.autocreate.destination.maxTotalMsgBytes": "10240m",
-    "imq.autocreate.destination.maxBytesPerMsg": "10m",
-    "imq.autocreate.destination.maxNumProducers": "100",
-    "imq.autocreate.destination.limitBehavior": "REJECT_NEWEST",
-    "imq.autocreate.destination.useDMQ": "true",
-    "imq.autocreate.destination.isLocalOnly": "false",
-    "imq.producer.maxBatch": "1000",
-    "imq.destination.expireDeliveredMessages": "false",
-    "imq.destination.purgeDeliveredMessages": "false",
-    # --- dead message queue
-    "imq.destination.DMQ.truncateBody": "false",
-    "imq.destination.logDeadMsgs": "false",
-    # --- messages, memory, transactions
-    "imq.message.expiration.interval": "60",
-    "imq.system.max_count": "-1",
-    "imq.system.max_size": "-1",
-    "imq.message.max_size": "70m",
-    "imq.memory.levels": "green,yellow,orange,red",
-    "imq.green.threshold": "0",
-    "imq.yellow.threshold": "80",
-    "imq.orange.threshold": "90",
-    "imq.red.threshold": "98",
-    "imq.green.count": "5000",
-    "imq.yellow.count": "500",
-    "imq.orange.count": "50",
-    "imq.red.count": "0",
-    "imq.memory.overhead": "10240",
-    "imq.transaction.autorollback": "false",
-    "imq.transaction.detachedTimeout": "0",
-    "imq.transaction.producer.maxNumMsgs": "1000",
-    "imq.transaction.consumer.maxNumMsgs": "100",
-    "imq.fix.JMSMessageID": "true",
-    # --- persistence
-    "imq.persist.store": "file",
-    "imq.persist.file.sync.enabled": "false",
-    "imq.persist.file.message.max_record_size": "1m",
-    "imq.persist.file.message.vrfile.initial_size": "1m",
-    "imq.persist.file.message.vrfile.block_size": "256",
-    "imq.persist.file.message.filepool.cleanratio": "0",
-    "imq.persist.file.destination.message.filepool.limit": "100",
-    "imq.persist.file.message.cleanup": "false",
-    "imq.persist.file.transaction.memorymappedfile.enabled": "true",
-    "imq.persist.file.txnLog.nonTransactedMsgSend.enabled": "false",
-    "imq.persist.file.txnLog.file.size": "10m",
-    "imq.persist.storecreate.all": "true",
-    # --- security
-    "imq.authentication.type": "digest",
-    # Ours: the shared database's users (OpenMQ's default is the passwd "file").
-    "imq.authentication.basic.user_repository": "database",
-    "imq.authentication.digest.user_repository": "database",
-    "imq.user_repository.file.filename": "passwd",
-    "imq.user_repository.file.dirpath": _INSTANCE_DIR + "${/}etc",
-    "imq.user_repository.ldap.timeout": "180",
-    "imq.accesscontrol.enabled": "true",
-    "imq.accesscontrol.type": "file",
-    "imq.accesscontrol.file.filename": "accesscontrol.properties",
-    "imq.accesscontrol.file.dirpath": _INSTANCE_DIR + "${/}etc",
-    "imq.keystore.file.dirpath": "${imq.etchome}",
-    "imq.keystore.file.name": "keystore",
-    "imq.passfile.enabled": "false",
-    "imq.passfile.dirpath": "${imq.etchome}",
-    "imq.passfile.name": "passfile",
-    # --- logging
-    "imq.log.level": "INFO",
-    "imq.log.file.dirpath": _INSTANCE_DIR + "${/}log",
-    "imq.log.file.filename": "log.txt",
-    "imq.log.file.output": "ALL",
-    "imq.log.file.rolloversize": "-1",
-    "imq.log.file.rolloversecs": "604800",
-    "imq.log.console.output": "ERROR|WARNING",
-    "imq.log.console.stream": "ERR",
-    "imq.log.syslog.facility": "LOG_DAEMON",
-    "imq.log.syslog.identity": "imqbrokerd_${imq.instancename}",
-    "imq.log.syslog.output": "ERROR",
-    "imq.log.destination.output": "WARNING",
-    "imq.log.destination.timetolive": "300",
-    "imq.log.destination.persist": "false",
-    "imq.log.jmx.output": "ALL",
-    # Not OpenMQ: the shared-database log table behind the portal (broker/logsetup.py).
-    "imq.log.database.enabled": "true",
-    "imq.log.database.output": "WARNING",
-    # --- metrics
-    "imq.metrics.enabled": "true",
-    "imq.metrics.interval": "0",
-    "imq.metrics.topic.enabled": "true",
-    "imq.metrics.topic.interval": "60",
-    "imq.metrics.topic.persist": "false",
-    "imq.metrics.topic.timetolive": "300",
-    "imq.restart.code": "255",
-    # --- cluster
-    "imq.cluster.nomasterbroker": "false",
-    "imq.cluster.port": "0",
-    "imq.cluster.transport": "tcp",
-    "imq.cluster.ha": "false",
-    "imq.cluster.consumerFlowLimit": "1000",
-    "imq.cluster.ping.interval": "60",
-    "imq.cluster.heartbeat.interval": "5",
-    "imq.cluster.heartbeat.threshold": "3",
-    "imq.cluster.monitor.interval": "30",
-    "imq.cluster.monitor.threshold": "3",
-    "imq.cluster.locktimeout": "60",
-    "imq.cluster.waitReplyTimeout": "180",
-    "imq.cluster.nowaitForMasterBroker": "false",
-    "imq.cluster.dynamicChangeMasterBrokerEnabled": "false",
-}
+# The defaults OpenMQ's default.properties lists, from the declarations (broker/props.py).
+DEFAULTS: dict[str, str] = imq.listed_defaults()
 
 # --------------------------------------------------------------------------------------
 # BrokerConfig
@@ -357,9 +186,7 @@ DEFAULTS: dict[str, str] = {
 
 _VAR = re.compile(r"\$\{([^}]*)\}")
 _INT = re.compile(r"[+-]?\d+")
-_SIZE = re.compile(r"([+-]?\d+)\s*([bkm]?)", re.IGNORECASE)
-_SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024 * 1024}
-_INT32_MAX = 2**31 - 1
+T = TypeVar("T")
 _MAX_EXPANSION_DEPTH = 32
 
 
@@ -379,8 +206,8 @@ class BrokerConfig:
         self._file: dict[str, str] = dict(props or {})
         self._overrides: dict[str, str] = {}
         self._computed: dict[str, str] = {}
-        instance = self._file.get("imq.instancename") or DEFAULT_INSTANCE
-        varhome = Path(self._file.get("imq.varhome") or "var")
+        instance = self._file.get(imq.INSTANCE_NAME.name) or DEFAULT_INSTANCE
+        varhome = Path(self._file.get(imq.VARHOME.name) or "var")
         self._set_instance(instance, varhome)
 
     # -- construction -------------------------------------------------------------------
@@ -391,9 +218,9 @@ class BrokerConfig:
         self.instance_dir = varhome / "instances" / instance
         # Facts about where this broker lives: no layer may contradict them.
         self._computed = {
-            "imq.instancename": instance,
-            "imq.varhome": str(varhome),
-            "imq.instanceshome": str(varhome / "instances"),
+            imq.INSTANCE_NAME.name: instance,
+            imq.VARHOME.name: str(varhome),
+            imq.INSTANCES_HOME.name: str(varhome / "instances"),
         }
 
     @classmethod
@@ -446,8 +273,18 @@ class BrokerConfig:
 
         return _VAR.sub(repl, value)
 
-    def get(self, name: str, default: str | None = None) -> str | None:
-        """Return the expanded value of ``name``, or ``default`` when it is not set."""
+    @overload
+    def get(self, name: Prop[T]) -> T: ...
+
+    @overload
+    def get(self, name: str, default: str | None = None) -> str | None: ...
+
+    def get(self, name, default=None):  # type: ignore[no-untyped-def]
+        """The value of a declared property (``get(imq.PING_INTERVAL)``: typed, with its
+        declared default), or of the property named ``name`` (expanded text, ``default``
+        when it is not set)."""
+        if isinstance(name, Prop):
+            return name.read(self)
         raw = self._raw(name)
         if raw is None:
             return default
@@ -485,16 +322,13 @@ class BrokerConfig:
         value = self._get_stripped(name)
         if value is None:
             return default_bytes
-        m = _SIZE.fullmatch(value)
-        if not m:
-            raise ConfigError(f"{name}: not a size (number with optional b/k/m): {value!r}")
-        number = int(m.group(1))
-        if number > _INT32_MAX or number < -_INT32_MAX - 1:
-            # Java parses the number part as an int: "10g" is spelled "10240m".
-            raise ConfigError(f"{name}: size number out of range: {value!r}")
-        if number < 0:
-            return -1
-        return number * _SIZE_UNITS[m.group(2).lower()]
+        size = size_in_bytes(value)
+        if size is None:
+            raise ConfigError(
+                f"{name}: not a size (number with optional b/k/m, the number a 32-bit int;"
+                f" 10240m, not 10g): {value!r}"
+            )
+        return size
 
     def get_list(self, name: str, default: list[str] | None = None) -> list[str]:
         """Return a comma-separated property as a list of trimmed, non-empty items."""
@@ -528,7 +362,7 @@ class BrokerConfig:
     def save_instance_file(self) -> None:
         """Write instance-layer properties that differ from :data:`DEFAULTS`."""
         changed = {k: v for k, v in self._file.items() if DEFAULTS.get(k) != v}
-        for key in ("imq.instancename", "imq.varhome"):
+        for key in (imq.INSTANCE_NAME.name, imq.VARHOME.name):
             changed.pop(key, None)
         path = self.instance_file
         path.parent.mkdir(parents=True, exist_ok=True)

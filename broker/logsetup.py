@@ -23,7 +23,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from broker import props
 from broker.config import BrokerConfig, ConfigError
+from broker.loglevels import DEBUGHIGH, DEBUGMED, FORCE, LEVELS, NONE
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -42,26 +44,6 @@ __all__ = [
     "parse_level",
 ]
 
-# OpenMQ has two debug levels below DEBUG and FORCE (always shown unless NONE).
-DEBUGMED = 8
-DEBUGHIGH = 5
-FORCE = 55
-NONE = 100
-
-LEVELS: dict[str, int] = {
-    "NONE": NONE,
-    "FORCE": FORCE,
-    "ERROR": logging.ERROR,
-    "WARNING": logging.WARNING,
-    "INFO": logging.INFO,
-    "DEBUG": logging.DEBUG,
-    "DEBUGMED": DEBUGMED,
-    "DEBUGHIGH": DEBUGHIGH,
-}
-
-logging.addLevelName(DEBUGMED, "DEBUGMED")
-logging.addLevelName(DEBUGHIGH, "DEBUGHIGH")
-logging.addLevelName(FORCE, "FORCE")
 
 # Older OpenMQ releases keep 9 archives: log_1.txt (newest) .. log_9.txt.
 BACKUP_COUNT = 9
@@ -343,7 +325,7 @@ _OWNED_ATTR = "_imq_owned"
 
 
 def _timezone(config: BrokerConfig) -> tzinfo | None:
-    name = (config.get("imq.log.timezone") or "").strip()
+    name = (config.get(props.LOG_TIMEZONE) or "").strip()
     if not name:
         return None
     try:
@@ -353,8 +335,8 @@ def _timezone(config: BrokerConfig) -> tzinfo | None:
 
 
 def _log_file(config: BrokerConfig) -> Path:
-    dirpath = config.get("imq.log.file.dirpath") or str(config.instance_dir / "log")
-    filename = config.get("imq.log.file.filename") or "log.txt"
+    dirpath = config.get(props.LOG_FILE_DIRPATH) or str(config.instance_dir / "log")
+    filename = config.get(props.LOG_FILE_NAME)
     return Path(dirpath) / filename
 
 
@@ -363,14 +345,14 @@ def configure_logging(config: BrokerConfig, loglevel: str | None, tty: bool) -> 
 
     Calling it again replaces the handlers it installed before.
     """
-    level = parse_level(loglevel or config.get("imq.log.level") or "INFO")
+    level = parse_level(loglevel or config.get(props.LOG_LEVEL))
     formatter = OpenMQFormatter(_timezone(config))
 
     # Older property name kept as an alias while the current one is at its default.
-    max_bytes = config.get_size("imq.log.file.rolloversize", -1)
+    max_bytes = config.get(props.LOG_ROLLOVER_SIZE)
     if max_bytes <= 0:
-        max_bytes = config.get_size("imq.log.file.rolloverbytes", -1)
-    rollover_secs = config.get_int("imq.log.file.rolloversecs", 0)
+        max_bytes = config.get(props.LOG_ROLLOVER_BYTES)
+    rollover_secs = config.get(props.LOG_ROLLOVER_SECS)
 
     handlers: list[logging.Handler] = []
     path = _log_file(config)
@@ -384,8 +366,8 @@ def configure_logging(config: BrokerConfig, loglevel: str | None, tty: bool) -> 
         console.setFormatter(formatter)
         handlers.append(console)
 
-    if config.get_bool("imq.log.database.enabled", True):
-        db_level = parse_level(config.get("imq.log.database.output") or "WARNING")
+    if config.get(props.LOG_DATABASE_ENABLED):
+        db_level = parse_level(config.get(props.LOG_DATABASE_OUTPUT))
         handlers.append(DatabaseLogHandler(config.instance, db_level))
 
     root = logging.getLogger()

@@ -5,31 +5,12 @@ from __future__ import annotations
 from django.core.exceptions import ValidationError
 from django.db import models
 
+from broker.loglevels import RECORD_LEVELS
 from broker.security.digest import basic_credential, constant_time_equals
 
 # Characters imqusermgr refuses in user names: they would break the passwd file
 # (':'), the access control lists (',', '*') or the line format.
 FORBIDDEN_USERNAME_CHARS = frozenset(":*,\r\n")
-
-# Destination attributes by their OpenMQ (imqcmd -o) names.
-DESTINATION_ATTRIBUTES: tuple[str, ...] = (
-    "maxNumMsgs",
-    "maxTotalMsgBytes",
-    "maxBytesPerMsg",
-    "limitBehavior",
-    "maxNumProducers",
-    "consumerFlowLimit",
-    "maxNumActiveConsumers",
-    "maxNumBackupConsumers",
-    "isLocalOnly",
-    "localDeliveryPreferred",
-    "useDMQ",
-    "validateXMLSchemaEnabled",
-    "XMLSchemaURIList",
-    "reloadXMLSchemaOnFailure",
-    "maxNumSharedConsumers",
-    "sharedConsumerFlowLimit",
-)
 
 
 def validate_broker_username(value: str) -> None:
@@ -85,59 +66,11 @@ class BrokerUser(models.Model):
         return constant_time_equals(self.password_digest, basic_credential(self.username, raw))
 
 
-class PhysicalDestination(models.Model):
-    """A physical destination (queue or topic) with its OpenMQ attributes."""
-
-    class DestType(models.TextChoices):
-        QUEUE = "q", "queue"
-        TOPIC = "t", "topic"
-
-    class State(models.TextChoices):
-        RUNNING = "RUNNING", "running"
-        CONSUMERS_PAUSED = "CONSUMERS_PAUSED", "consumers paused"
-        PRODUCERS_PAUSED = "PRODUCERS_PAUSED", "producers paused"
-        PAUSED = "PAUSED", "paused"
-
-    name = models.CharField(max_length=255)
-    dest_type = models.CharField(max_length=1, choices=DestType.choices)
-    is_temporary = models.BooleanField(default=False)
-    is_auto_created = models.BooleanField(default=False)
-    attributes = models.JSONField(
-        default=dict, blank=True, help_text="Destination attributes by their OpenMQ names."
-    )
-    state = models.CharField(max_length=20, choices=State.choices, default=State.RUNNING)
-    broker_instance = models.CharField(max_length=255, default="imqbroker")
-    created = models.DateTimeField(auto_now_add=True)
-    updated = models.DateTimeField(auto_now=True)
-
-    class Meta:
-        ordering = ["dest_type", "name"]
-        constraints = [
-            models.UniqueConstraint(fields=["name", "dest_type"], name="broker_physdest_name_type"),
-        ]
-
-    def __str__(self) -> str:
-        return f"{self.get_dest_type_display()} {self.name}"
-
-    def clean(self) -> None:
-        if not isinstance(self.attributes, dict):
-            raise ValidationError({"attributes": "Must be an object of attribute values."})
-        unknown = sorted(set(self.attributes) - set(DESTINATION_ATTRIBUTES))
-        if unknown:
-            raise ValidationError({"attributes": f"Unknown attributes: {', '.join(unknown)}."})
-
-
 class LogRecord(models.Model):
     """A broker log record kept in the database (WARNING and above by default)."""
 
-    class Level(models.TextChoices):
-        FORCE = "FORCE", "FORCE"
-        ERROR = "ERROR", "ERROR"
-        WARNING = "WARNING", "WARNING"
-        INFO = "INFO", "INFO"
-        DEBUG = "DEBUG", "DEBUG"
-        DEBUGMED = "DEBUGMED", "DEBUGMED"
-        DEBUGHIGH = "DEBUGHIGH", "DEBUGHIGH"
+    # OpenMQ's levels (broker/loglevels.py), most severe first.
+    Level = models.TextChoices("Level", [(n, (n, n)) for n in reversed(RECORD_LEVELS)])
 
     timestamp = models.DateTimeField(db_index=True)
     level = models.CharField(max_length=10, choices=Level.choices, db_index=True)

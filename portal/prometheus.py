@@ -40,16 +40,16 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, InfoM
 from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
+from broker import props as imq  # (props here: a broker's reported properties)
 from broker.admin.client import AdminError
 from broker.admin.remote import BrokerAdmin, BrokerUnavailable, default_admin
+from broker.protocol.types import DEST_QUEUE, DEST_TEMP
 from portal.auth import is_administrator
 
 log = logging.getLogger("portal.prometheus")
 
 __all__ = ["BrokerCollector", "allowed", "metrics_view", "render"]
 
-DEST_QUEUE = 1
-DEST_TEMP = 0x10
 ADMIN_QUEUE = "__JMQAdmin"
 MEMORY_STATES = {"green": 0, "yellow": 1, "orange": 2, "red": 3}
 DEFAULT_ALLOWED = ("127.0.0.0/8", "::1")
@@ -113,9 +113,9 @@ class BrokerCollector(Collector):
         info.add_metric(
             [],
             {
-                "instance": props.get("imq.instancename", ""),
-                "version": props.get("imq.product.version", ""),
-                "state": props.get("imq.broker.state", ""),
+                "instance": props.get(imq.INSTANCE_NAME.name, ""),
+                "version": props.get(imq.PRODUCT_VERSION, ""),
+                "state": props.get(imq.BROKER_STATE, ""),
             },
         )
         yield info
@@ -129,15 +129,15 @@ class BrokerCollector(Collector):
         yield _gauge(
             "openmq_broker_messages",
             "Messages held in all destinations",
-            props.get("imq.system.current_count"),
+            props.get(imq.CURRENT_COUNT),
         )
         yield _gauge(
             "openmq_broker_messages_bytes",
             "Bytes of the messages held in all destinations",
-            props.get("imq.system.current_size"),
+            props.get(imq.CURRENT_SIZE),
         )
         yield _gauge("openmq_broker_destinations", "Destinations (not temporary)", total)
-        state = str(props.get("imq.memory.state", "")).lower()
+        state = str(props.get(imq.MEMORY_STATE, "")).lower()
         memory = GaugeMetricFamily(
             "openmq_memory_state", "Memory state: 0 green, 1 yellow, 2 orange, 3 red"
         )

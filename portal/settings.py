@@ -45,6 +45,8 @@ from pathlib import Path
 
 import dj_database_url
 
+from broker import props as imq
+
 
 def _env_bool(name: str, default: bool = False) -> bool:
     value = os.environ.get(name)
@@ -73,21 +75,21 @@ ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
 REDIS_URL = os.environ.get("REDIS_URL", "")
 
 IMQ_VARHOME = Path(os.environ.get("IMQ_VARHOME") or VAR_DIR)
-IMQ_INSTANCE = os.environ.get("IMQ_INSTANCE") or "imqbroker"
+IMQ_INSTANCE = os.environ.get("IMQ_INSTANCE") or imq.DEFAULT_INSTANCE
 # Ports from the environment; -port and -D on the runbroker command line win over them.
 IMQ_PORTS = {
     prop: os.environ[env]
     for env, prop in (
-        ("IMQ_PORT", "imq.portmapper.port"),
-        ("IMQ_JMS_PORT", "imq.jms.tcp.port"),
-        ("IMQ_ADMIN_PORT", "imq.admin.tcp.port"),
+        ("IMQ_PORT", imq.PORTMAPPER_PORT.name),
+        ("IMQ_JMS_PORT", imq.service_port("jms", "tcp")),
+        ("IMQ_ADMIN_PORT", imq.service_port("admin", "tcp")),
     )
     if os.environ.get(env)
 }
 
 # The broker the portal, the REST API and imqcmd administer (through its admin service).
 IMQ_BROKER_HOST = os.environ.get("IMQ_BROKER_HOST") or "localhost"
-IMQ_BROKER_PORT = int(os.environ.get("IMQ_PORT") or 7676)
+IMQ_BROKER_PORT = int(os.environ.get("IMQ_PORT") or imq.PORTMAPPER_PORT.default or 0)
 IMQ_ADMIN_USER = os.environ.get("IMQ_ADMIN_USER") or "admin"
 IMQ_ADMIN_PASSWORD = os.environ.get("IMQ_ADMIN_PASSWORD") or "admin"
 # portal/auth.py: an LDAP user's administrator rights are re-read at most this often.

@@ -157,25 +157,6 @@ def test_create_user_and_lookup_including_inactive() -> None:
     assert repo.lookup("bob") is None
 
 
-@pytest.mark.django_db
-def test_physical_destination_unique_and_attributes() -> None:
-    from django.core.exceptions import ValidationError
-    from django.db import IntegrityError, transaction
-
-    from broker.models import PhysicalDestination
-
-    q = PhysicalDestination.objects.create(
-        name="orders", dest_type="q", attributes={"maxNumMsgs": 1000, "useDMQ": True}
-    )
-    assert q.state == PhysicalDestination.State.RUNNING
-    PhysicalDestination.objects.create(name="orders", dest_type="t")
-    with pytest.raises(IntegrityError), transaction.atomic():
-        PhysicalDestination.objects.create(name="orders", dest_type="q")
-    q.attributes["noSuchThing"] = 1
-    with pytest.raises(ValidationError):
-        q.full_clean()
-
-
 # --------------------------------------------------------------------------------------
 # properties parsing
 # --------------------------------------------------------------------------------------

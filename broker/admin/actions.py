@@ -25,11 +25,24 @@ import logging
 from datetime import UTC, datetime
 from typing import Any
 
+from broker import props as imq
+from broker.loglevels import RECORD_LEVELS
 from broker.protocol.javaser import (
     JavaSerializationError,
     decode_map_body,
     decode_object,
     decode_stream_body,
+)
+from broker.protocol.types import (
+    DEST_DMQ,
+    DEST_QUEUE,
+    DEST_STATE_UNKNOWN,
+    DEST_TEMP,
+    DEST_TOPIC,
+    MESSAGE_KIND_NAMES,
+    DestState,
+    LimitBehavior,
+    ServiceState,
 )
 
 from .client import AdminError
@@ -40,38 +53,16 @@ __all__ = ["ActionError", "AdminError", "BrokerUnavailable", "record_change"]
 
 log = logging.getLogger("broker.audit")
 
-DEST_QUEUE = 1
-DEST_TOPIC = 2
-DEST_TEMP = 0x10
-DEST_DMQ = 0x1000  # DestType.DEST_DMQ, in DestinationInfo.type and fulltype
-
-DEST_STATES = {
-    -1: "UNKNOWN",
-    0: "RUNNING",
-    1: "CONSUMERS_PAUSED",
-    2: "PRODUCERS_PAUSED",
-    3: "PAUSED",
+# Names by number, for the replies' ints (the definitions: broker/protocol/types.py).
+DEST_STATES = {DEST_STATE_UNKNOWN: "UNKNOWN", **{s.value: s.name for s in DestState}}
+PAUSE_WHAT = {
+    "consumers": DestState.CONSUMERS_PAUSED.value,
+    "producers": DestState.PRODUCERS_PAUSED.value,
+    "all": DestState.PAUSED.value,
 }
-PAUSE_WHAT = {"consumers": 1, "producers": 2, "all": 3}
-SERVICE_STATES = {
-    0: "UNINITIALIZED",
-    1: "INITIALIZED",
-    2: "STARTED",
-    3: "RUNNING",
-    4: "PAUSED",
-    5: "SHUTTINGDOWN",
-    6: "STOPPED",
-    7: "DESTROYED",
-    8: "QUIESCED",
-}
-LIMIT_BEHAVIORS = {
-    0: "FLOW_CONTROL",
-    1: "REMOVE_OLDEST",
-    2: "REJECT_NEWEST",
-    3: "REMOVE_LOW_PRIORITY",
-}
-# Message types by packet type (the JMQ packet types of the six JMS message kinds).
-MESSAGE_TYPES = {1: "text", 2: "bytes", 3: "map", 4: "stream", 5: "object", 6: "message"}
+SERVICE_STATES = {s.value: s.name for s in ServiceState}
+LIMIT_BEHAVIORS = {b.value: b.name for b in LimitBehavior}
+MESSAGE_TYPES = MESSAGE_KIND_NAMES
 PREVIEW_LIMIT = 4096  # characters of a body preview
 
 
@@ -145,22 +136,22 @@ def query_broker(admin: BrokerAdmin) -> dict[str, Any]:
     props = admin.broker_props()
     _, destinations = page_destinations(admin, limit=0, show_temporary=False)
     product = " ".join(
-        v for v in (props.get("imq.product.name", ""), props.get("imq.build.number", "")) if v
+        v for v in (props.get(imq.PRODUCT_NAME, ""), props.get(imq.BUILD_NUMBER, "")) if v
     )
     return {
-        "instance": props.get("imq.instancename", ""),
-        "version": props.get("imq.product.version", ""),
+        "instance": props.get(imq.INSTANCE_NAME.name, ""),
+        "version": props.get(imq.PRODUCT_VERSION, ""),
         "product": product,
-        "host": props.get("imq.hostname", "") or admin.host,
-        "port": _int_prop(props, "imq.portmapper.port", admin.port),
-        "state": props.get("imq.broker.state", "RUNNING"),
-        "memory_state": props.get("imq.memory.state", ""),
-        "store": props.get("imq.persist.store", "file"),
+        "host": props.get(imq.HOSTNAME.name, "") or admin.host,
+        "port": _int_prop(props, imq.PORTMAPPER_PORT.name, admin.port),
+        "state": props.get(imq.BROKER_STATE, "RUNNING"),
+        "memory_state": props.get(imq.MEMORY_STATE, ""),
+        "store": props.get(imq.PERSIST_STORE.name, "file"),
         "services": list_services(admin),
         "destinations": destinations,
-        "messages": _int_prop(props, "imq.system.current_count", 0),
-        "message_bytes": _int_prop(props, "imq.system.current_size", 0),
-        "connections": _int_prop(props, "imq.system.current_connections", 0),
+        "messages": _int_prop(props, imq.CURRENT_COUNT, 0),
+        "message_bytes": _int_prop(props, imq.CURRENT_SIZE, 0),
+        "connections": _int_prop(props, imq.CURRENT_CONNECTIONS, 0),
         "properties": props,
     }
 
@@ -954,7 +945,7 @@ def log_records(
     """A queryset of log records, newest first, filtered by minimum level, time and text."""
     from broker.models import LogRecord
 
-    order = ["DEBUGHIGH", "DEBUGMED", "DEBUG", "INFO", "WARNING", "ERROR", "FORCE"]
+    order = list(RECORD_LEVELS)
     qs = LogRecord.objects.all()
     if level:
         lv = level.strip().upper()

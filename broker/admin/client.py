@@ -69,13 +69,13 @@ from broker.protocol.javaser import (
     encode_properties_object,
 )
 from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, MESSAGE_KIND_NAMES, PacketType
 
 # GET_MESSAGES' MessageBodyType (the packet type) as a word.
-MESSAGE_KINDS = {1: "text", 2: "bytes", 3: "map", 4: "stream", 5: "object", 6: "plain"}
+# (A plain JMS Message is "plain" here, "message" in the actions' fallback.)
+MESSAGE_KINDS = {**MESSAGE_KIND_NAMES, PacketType.MESSAGE: "plain"}
 
-# DestType bits / DestState (pause) values.
-DEST_QUEUE = 1
-DEST_TOPIC = 2
+# DestState (pause) values.
 PAUSE_CONSUMERS = 1
 PAUSE_PRODUCERS = 2
 PAUSE_ALL = 3

@@ -98,6 +98,15 @@ class PacketType(IntEnum):
 
 
 MESSAGE_TYPES = frozenset(range(1, 7))
+# The six JMS message kinds by packet type, as the admin tools name them.
+MESSAGE_KIND_NAMES: dict[int, str] = {
+    PacketType.TEXT_MESSAGE: "text",
+    PacketType.BYTES_MESSAGE: "bytes",
+    PacketType.MAP_MESSAGE: "map",
+    PacketType.STREAM_MESSAGE: "stream",
+    PacketType.OBJECT_MESSAGE: "object",
+    PacketType.MESSAGE: "message",
+}
 # Value 80 ("LAST") is an upper bound in the Java code, never a packet.
 PACKET_TYPE_LIMIT = 80
 
@@ -207,6 +216,7 @@ class DestType(IntFlag):
 DEST_QUEUE = 0x0001
 DEST_TOPIC = 0x0002
 DEST_TEMP = 0x0010
+DEST_DMQ = 0x1000
 
 TEMP_QUEUE_PREFIX = "temporary_destination://queue/"
 TEMP_TOPIC_PREFIX = "temporary_destination://topic/"
@@ -316,12 +326,30 @@ class LimitBehavior(IntEnum):
 
 
 class DestState(IntEnum):
-    """Destination state."""
+    """Destination state (``JMQDestState``; OpenMQ's DestState also has UNKNOWN = -1, which
+    a pause request may not name)."""
 
     RUNNING = 0
     CONSUMERS_PAUSED = 1
     PRODUCERS_PAUSED = 2
     PAUSED = 3
+
+
+DEST_STATE_UNKNOWN = -1
+
+
+class ServiceState(IntEnum):
+    """A connection service's state in the admin protocol's ServiceInfo."""
+
+    UNINITIALIZED = 0
+    INITIALIZED = 1
+    STARTED = 2
+    RUNNING = 3
+    PAUSED = 4
+    SHUTTINGDOWN = 5
+    STOPPED = 6
+    DESTROYED = 7
+    QUIESCED = 8
 
 
 class DeadReason(IntEnum):

@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from broker.config import DEFAULTS, format_properties, parse_properties
+from broker import props
+from broker.config import format_properties, parse_properties
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -343,7 +344,7 @@ class AccessController:
         self._sources: dict[str, _Source] = {}
         self._services: dict[str, tuple[bool, _Source]] = {}
         c = config
-        kind = (c.get("imq.accesscontrol.type") or "file").strip().lower()
+        kind = c.get(props.ACCESSCONTROL_TYPE).strip().lower()
         if kind != "file":
             log.warning("imq.accesscontrol.type=%s is not supported, using file rules", kind)
 
@@ -354,11 +355,12 @@ class AccessController:
         name = (c.service_prop(service, "accesscontrol.file.filename") or "").strip()
         explicit = bool(name)
         if not name:
-            name = (c.get("imq.accesscontrol.file.filename") or "").strip()
-            explicit = bool(name) and name != DEFAULTS.get("imq.accesscontrol.file.filename")
+            # Set to nothing: no file (the database rules), so not read with its default.
+            name = (c.get(props.ACCESSCONTROL_FILE_NAME.name) or "").strip()
+            explicit = bool(name) and name != props.ACCESSCONTROL_FILE_NAME.default
         if not name:
             return None
-        dirpath = Path(c.get("imq.accesscontrol.file.dirpath") or c.instance_dir / "etc")
+        dirpath = Path(c.get(props.ACCESSCONTROL_FILE_DIRPATH) or c.instance_dir / "etc")
         path = dirpath / name
         if not explicit and not path.exists():
             return None
@@ -370,7 +372,7 @@ class AccessController:
         if entry is None:
             c = self.config
             enabled = c.get_bool(
-                f"imq.{name}.accesscontrol.enabled", c.get_bool("imq.accesscontrol.enabled", True)
+                f"imq.{name}.accesscontrol.enabled", c.get(props.ACCESSCONTROL_ENABLED)
             )
             path = self._file_for(name)
             key = str(path) if path is not None else ""

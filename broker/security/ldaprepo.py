@@ -14,13 +14,14 @@ from ldap3 import BASE, NONE, SUBTREE, Connection, Server, ServerPool
 from ldap3.core.exceptions import LDAPException
 from ldap3.utils.conv import escape_filter_chars
 
+from broker import props
 from broker.config import BrokerConfig, ConfigError
 
 from .users import UserRecord
 
 __all__ = ["LdapSettings", "LdapUserRepository"]
 
-PREFIX = "imq.user_repository.ldap."
+PREFIX = props.LDAP_PREFIX
 
 
 @dataclass(frozen=True)

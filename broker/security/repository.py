@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from broker import props
 from broker.config import BrokerConfig, ConfigError
 
 __all__ = [
@@ -61,8 +62,8 @@ def check_auth_repository(auth_type: str, name: str, service: str) -> None:
 
 
 def passwd_path(config: BrokerConfig) -> Path:
-    dirpath = config.get("imq.user_repository.file.dirpath") or str(config.instance_dir / "etc")
-    return Path(dirpath) / (config.get("imq.user_repository.file.filename") or "passwd")
+    dirpath = config.get(props.USER_FILE_DIRPATH) or str(config.instance_dir / "etc")
+    return Path(dirpath) / config.get(props.USER_FILE_NAME)
 
 
 class UserRepositories:
@@ -103,7 +104,7 @@ class UserRepositories:
         for service in services:
             auth = (
                 self.config.service_prop(
-                    service, "authentication.type", self.config.get("imq.authentication.type")
+                    service, "authentication.type", self.config.get(props.AUTH_TYPE)
                 )
                 or "digest"
             ).lower()

@@ -25,9 +25,10 @@ import ssl
 from dataclasses import dataclass
 from pathlib import Path
 
+from broker import props
 from broker.config import BrokerConfig, ConfigError, parse_properties
 
-PASSWORD_PROP = "imq.keystore.password"
+PASSWORD_PROP = props.KEYSTORE_PASSWORD.name
 # Services whose protocol type means "wrap the socket in TLS".
 TLS_PROTOCOLS = ("tls",)
 
@@ -41,15 +42,15 @@ class KeystorePaths:
 
 def keystore_paths(config: BrokerConfig) -> KeystorePaths:
     """Where this instance's key material lives."""
-    directory = Path(config.get("imq.keystore.file.dirpath") or config.instance_dir / "etc")
-    name = config.get("imq.keystore.file.name") or "keystore"
+    directory = Path(config.get(props.KEYSTORE_DIRPATH) or config.instance_dir / "etc")
+    name = config.get(props.KEYSTORE_NAME)
     base = name[:-4] if name.endswith(".pem") else name
     return KeystorePaths(directory, directory / f"{base}.pem", directory / f"{base}.crt")
 
 
 def passfile_path(config: BrokerConfig) -> Path:
-    directory = Path(config.get("imq.passfile.dirpath") or config.instance_dir / "etc")
-    return directory / (config.get("imq.passfile.name") or "passfile")
+    directory = Path(config.get(props.PASSFILE_DIRPATH) or config.instance_dir / "etc")
+    return directory / config.get(props.PASSFILE_NAME)
 
 
 def read_passfile(path: Path, key: str = PASSWORD_PROP) -> str | None:
@@ -63,7 +64,7 @@ def read_passfile(path: Path, key: str = PASSWORD_PROP) -> str | None:
 
 def keystore_password(config: BrokerConfig) -> str:
     """The keystore password: from the passfile when imq.passfile.enabled, else the property."""
-    if config.get_bool("imq.passfile.enabled", False):
+    if config.get(props.PASSFILE_ENABLED):
         path = passfile_path(config)
         password = read_passfile(path)
         if password is not None:

@@ -14,15 +14,16 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from broker import props
 from broker.config import DEFAULTS, BrokerConfig, ConfigError
-from broker.core.memory import DEFAULT_COUNTS, DEFAULT_THRESHOLDS, MemoryManager
+from broker.core.memory import MemoryManager
 from broker.core.metrics import ServiceCounters
 from broker.core.router import MessageRouter, RouterSettings
 from broker.engine import ConnectionEngine
 from broker.protocol.auth import AUTH_BASIC, AUTH_DIGEST
 from broker.protocol.javaser import encode_hashtable
 from broker.protocol.jtypes import JInt, JLong
-from broker.protocol.packet import DEFAULT_MAX_PACKET, Packet, build_packet
+from broker.protocol.packet import Packet, build_packet
 from broker.protocol.portmapper import MAX_REQUEST_LINE, PortMapperTable, ServiceEntry
 from broker.protocol.types import CURRENT_PACKET_VERSION, FLAG_A, GoodbyeReason, PacketType
 from broker.security.acl import AccessController
@@ -39,18 +40,6 @@ PRODUCT_NAME = "OpenMQ-compatible Python broker"
 # The OpenMQ release whose client protocol this broker speaks; clients display it.
 PROTOCOL_VERSION = "6.9.0"
 
-DESTINATION_ATTRS = {
-    "maxNumMsgs": "imq.autocreate.destination.maxNumMsgs",
-    "maxTotalMsgBytes": "imq.autocreate.destination.maxTotalMsgBytes",
-    "maxBytesPerMsg": "imq.autocreate.destination.maxBytesPerMsg",
-    "maxNumProducers": "imq.autocreate.destination.maxNumProducers",
-    "limitBehavior": "imq.autocreate.destination.limitBehavior",
-    "useDMQ": "imq.autocreate.destination.useDMQ",
-    "isLocalOnly": "imq.autocreate.destination.isLocalOnly",
-    # Ours: OpenMQ has no broker-side redelivery limit; -1 = unlimited.
-    "maxDeliveryCount": "imq.autocreate.destination.maxDeliveryCount",
-}
-_SIZE_ATTRS = {"maxTotalMsgBytes", "maxBytesPerMsg"}
 # imq.queue.deliverypolicy (administrator guide) as (maxNumActiveConsumers,
 # maxNumBackupConsumers) presets for auto-created queues.
 DELIVERY_POLICIES = {"single": (1, 0), "failover": (1, -1), "round-robin": (-1, 0)}
@@ -148,11 +137,9 @@ class Broker:
         self.portmapper_server: asyncio.AbstractServer | None = None
         self.started_at = time.time()
         c = config
-        self.auth_timeout = c.get_int("imq.authentication.client.response.timeout", 180)
-        self.portmapper_timeout = max(c.get_int("imq.portmapper.sotimeout", 500), 1) / 1000.0
-        self.max_packet_size = (
-            max(c.get_size("imq.message.max_size", DEFAULT_MAX_PACKET), 1024 * 1024) + 64 * 1024
-        )
+        self.auth_timeout = c.get(props.AUTH_RESPONSE_TIMEOUT)
+        self.portmapper_timeout = max(c.get(props.PORTMAPPER_SOTIMEOUT), 1) / 1000.0
+        self.max_packet_size = max(c.get(props.MESSAGE_MAX_SIZE), 1024 * 1024) + 64 * 1024
         self.memory = _memory_manager(c)
         # Connections told to wait (red memory state) until memory recovers.
         self.flow_waiting: set[ConnectionEngine] = set()
@@ -178,9 +165,7 @@ class Broker:
         the rows administrators see (BrokerTransaction), written in the thread pool."""
         from .txnrecords import TransactionRecords
 
-        self.router.xa_autorollback_all = self.config.get_bool(
-            "imq.transaction.autorollback", False
-        )
+        self.router.xa_autorollback_all = self.config.get(props.TRANSACTION_AUTOROLLBACK)
         self.txn_records = TransactionRecords(self.config.instance, self.executor)
         self.router.transaction_listeners.append(self.txn_records.changed)
         self.txn_records.start()
@@ -190,24 +175,13 @@ class Broker:
     def _router_settings(self) -> RouterSettings:
         c = self.config
         attrs: dict[str, object] = {}
-        for attr, prop in DESTINATION_ATTRS.items():
-            value = c.get(prop)
-            if value is None:
-                continue
-            if attr in _SIZE_ATTRS:
-                attrs[attr] = c.get_size(prop, -1)
-            elif attr in ("useDMQ", "isLocalOnly"):
-                attrs[attr] = c.get_bool(prop, False)
-            elif attr == "limitBehavior":
-                attrs[attr] = value
-            else:
-                attrs[attr] = c.get_int(prop, -1)
+        for attr, prop in props.AUTOCREATE_DEST_ATTRIBUTES.items():
+            if prop.name in c:  # (an unset maxDeliveryCount adds no attribute)
+                attrs[attr] = c.get(prop)
         qattrs = dict(attrs)
-        qattrs["maxNumActiveConsumers"] = c.get_int(
-            "imq.autocreate.queue.maxNumActiveConsumers", -1
-        )
-        qattrs["maxNumBackupConsumers"] = c.get_int("imq.autocreate.queue.maxNumBackupConsumers", 0)
-        policy = (c.get("imq.queue.deliverypolicy") or "").strip().lower()
+        qattrs["maxNumActiveConsumers"] = c.get(props.AUTOCREATE_QUEUE_MAX_ACTIVE)
+        qattrs["maxNumBackupConsumers"] = c.get(props.AUTOCREATE_QUEUE_MAX_BACKUP)
+        policy = (c.get(props.QUEUE_DELIVERY_POLICY) or "").strip().lower()
         if policy:
             if policy not in DELIVERY_POLICIES:
                 raise ConfigError(
@@ -217,40 +191,35 @@ class Broker:
             active, backup = DELIVERY_POLICIES[policy]
             qattrs["maxNumActiveConsumers"] = active
             qattrs["maxNumBackupConsumers"] = backup
-        qattrs["consumerFlowLimit"] = c.get_int("imq.autocreate.queue.consumerFlowLimit", 1000)
+        qattrs["consumerFlowLimit"] = c.get(props.AUTOCREATE_QUEUE_FLOW_LIMIT)
         tattrs = dict(attrs)
-        tattrs["consumerFlowLimit"] = c.get_int("imq.autocreate.topic.consumerFlowLimit", 1000)
-        tattrs["maxNumSharedConsumers"] = c.get_int(
-            "imq.autocreate.topic.maxNumSharedConsumers", -1
-        )
-        tattrs["sharedConsumerFlowLimit"] = c.get_int(
-            "imq.autocreate.topic.sharedConsumerFlowLimit", 5
-        )
+        tattrs["consumerFlowLimit"] = c.get(props.AUTOCREATE_TOPIC_FLOW_LIMIT)
+        tattrs["maxNumSharedConsumers"] = c.get(props.AUTOCREATE_TOPIC_MAX_SHARED)
+        tattrs["sharedConsumerFlowLimit"] = c.get(props.AUTOCREATE_TOPIC_SHARED_FLOW_LIMIT)
         return RouterSettings(
-            autocreate_queue=c.get_bool("imq.autocreate.queue", True),
-            autocreate_topic=c.get_bool("imq.autocreate.topic", True),
+            autocreate_queue=c.get(props.AUTOCREATE_QUEUE),
+            autocreate_topic=c.get(props.AUTOCREATE_TOPIC),
             queue_attributes=qattrs,
             topic_attributes=tattrs,
-            producer_batch=c.get_int("imq.producer.maxBatch", 1000),
-            max_message_size=c.get_size("imq.message.max_size", 70 * 1024 * 1024),
-            system_max_count=c.get_int("imq.system.max_count", -1),
-            system_max_size=c.get_size("imq.system.max_size", -1),
-            broker_name=f"{c.get('imq.hostname') or socket.gethostname()}:"
-            f"{c.get_int('imq.portmapper.port', 7676)}",
-            dmq_truncate_body=c.get_bool("imq.destination.DMQ.truncateBody", False),
-            log_dead_messages=c.get_bool("imq.destination.logDeadMsgs", False),
-            drop_log_interval=float(c.get_int("imq.destination.limit.log.interval", 30)),
+            producer_batch=c.get(props.PRODUCER_MAX_BATCH),
+            max_message_size=c.get(props.MESSAGE_MAX_SIZE),
+            system_max_count=c.get(props.SYSTEM_MAX_COUNT),
+            system_max_size=c.get(props.SYSTEM_MAX_SIZE),
+            broker_name=f"{c.get(props.HOSTNAME) or socket.gethostname()}:"
+            f"{c.get(props.PORTMAPPER_PORT)}",
+            dmq_truncate_body=c.get(props.DMQ_TRUNCATE_BODY),
+            log_dead_messages=c.get(props.LOG_DEAD_MSGS),
+            drop_log_interval=float(c.get(props.DROP_LOG_INTERVAL)),
         )
 
     def _service(self, name: str) -> Service:
         c = self.config
         proto = c.service_prop(name, "protocoltype", "tcp") or "tcp"
         stype = c.service_prop(name, "servicetype", "ADMIN" if "admin" in name else "NORMAL")
-        host = c.service_prop(name, f"{proto}.hostname", c.get("imq.hostname")) or None
+        host = c.service_prop(name, f"{proto}.hostname", c.get(props.HOSTNAME)) or None
         port = int(c.service_prop(name, f"{proto}.port", "0") or 0)
         auth = (
-            c.service_prop(name, "authentication.type", c.get("imq.authentication.type"))
-            or AUTH_DIGEST
+            c.service_prop(name, "authentication.type", c.get(props.AUTH_TYPE)) or AUTH_DIGEST
         ).lower()
         if auth not in (AUTH_BASIC, AUTH_DIGEST):
             raise ConfigError(f"imq.{name}.authentication.type: unknown type {auth!r}")
@@ -284,7 +253,7 @@ class Broker:
         # bad configuration refuses to start without touching anything.
         services: list[Service] = []
         tls_context: ssl.SSLContext | None = None
-        for name in c.get_list("imq.service.activelist", ["jms", "admin"]):
+        for name in c.get(props.SERVICE_ACTIVELIST):
             svc = self._service(name)
             if svc.protocol == "tls":
                 if tls_context is None:
@@ -316,17 +285,17 @@ class Broker:
                 svc.host or "*",
                 svc.bound_port,
             )
-        if c.get_bool("imq.portmapper.bind", True):
-            host = c.get("imq.portmapper.hostname") or c.get("imq.hostname") or None
-            port = c.get_int("imq.portmapper.port", 7676)
+        if c.get(props.PORTMAPPER_BIND):
+            host = c.get(props.PORTMAPPER_HOSTNAME) or c.get(props.HOSTNAME) or None
+            port = c.get(props.PORTMAPPER_PORT)
             self.portmapper_server = await loop.create_server(
                 lambda: PortMapperProtocol(self),
-                sock=_listen(host, port, c.get_int("imq.portmapper.backlog", 50)),
+                sock=_listen(host, port, c.get(props.PORTMAPPER_BACKLOG)),
             )
             # Said with the address, so an administrator sees at once whether the broker
             # is reachable from other hosts (all interfaces when imq.hostname is unset).
             log.info("port mapper listening on %s:%s", host or "*", port)
-        if c.get_bool("imq.ping.enabled", True):
+        if c.get(props.PING_ENABLED):
             self._ping_task = asyncio.create_task(self._ping_loop())
         self._housekeeping_tasks = [
             asyncio.create_task(self._every(0.5, self.check_memory)),
@@ -340,14 +309,14 @@ class Broker:
         log.info("broker %s ready", c.instance)
 
     def portmapper_table(self) -> PortMapperTable:
-        pm_port = self.config.get_int("imq.portmapper.port", 7676)
+        pm_port = self.config.get(props.PORTMAPPER_PORT)
         if self.portmapper_server and self.portmapper_server.sockets:
             pm_port = self.portmapper_server.sockets[0].getsockname()[1]
-        props = {"sessionid": str(self.session_id)}
-        brokerid = self.config.get("imq.brokerid")
+        pm_props = {"sessionid": str(self.session_id)}
+        brokerid = self.config.get(props.BROKER_ID)
         if brokerid:
-            props["brokerid"] = brokerid
-        entries = [ServiceEntry("portmapper", "tcp", "PORTMAPPER", pm_port, props)]
+            pm_props["brokerid"] = brokerid
+        entries = [ServiceEntry("portmapper", "tcp", "PORTMAPPER", pm_port, pm_props)]
         for svc in self.services:
             extra = {"hostname": svc.host} if svc.host and svc.host not in ("0.0.0.0", "::") else {}
             entries.append(ServiceEntry(svc.name, svc.protocol, svc.type, svc.bound_port, extra))
@@ -390,7 +359,7 @@ class Broker:
         """(Re)start the periodic expiry sweep (imq.message.expiration.interval)."""
         if self._expiry_task is not None:
             self._expiry_task.cancel()
-        interval = max(self.config.get_int("imq.message.expiration.interval", 60), 1)
+        interval = max(self.config.get(props.EXPIRATION_INTERVAL), 1)
         self._expiry_task = asyncio.create_task(self._every(interval, self.router.reclaim_expired))
 
     async def rebind_service(self, svc: Service, port: int) -> None:
@@ -415,8 +384,8 @@ class Broker:
         if self.portmapper_server is None:
             return
         c = self.config
-        host = c.get("imq.portmapper.hostname") or c.get("imq.hostname") or None
-        sock = _listen(host, port, c.get_int("imq.portmapper.backlog", 50))
+        host = c.get(props.PORTMAPPER_HOSTNAME) or c.get(props.HOSTNAME) or None
+        sock = _listen(host, port, c.get(props.PORTMAPPER_BACKLOG))
         try:
             server = await asyncio.get_running_loop().create_server(
                 lambda: PortMapperProtocol(self), sock=sock
@@ -452,33 +421,28 @@ class Broker:
         settings = self.router.settings
         for f in dc_fields(RouterSettings):
             setattr(settings, f.name, getattr(fresh, f.name))
-        self.max_packet_size = (
-            max(c.get_size("imq.message.max_size", DEFAULT_MAX_PACKET), 1024 * 1024) + 64 * 1024
-        )
-        if "imq.log.level" in names:
-            logging.getLogger().setLevel(parse_level(c.get("imq.log.level") or "INFO"))
-        if names & {
-            "imq.log.file.rolloversecs",
-            "imq.log.file.rolloverbytes",
-            "imq.log.file.rolloversize",
-        }:
-            max_bytes = c.get_size("imq.log.file.rolloversize", -1)
+        self.max_packet_size = max(c.get(props.MESSAGE_MAX_SIZE), 1024 * 1024) + 64 * 1024
+        if props.LOG_LEVEL.name in names:
+            logging.getLogger().setLevel(parse_level(c.get(props.LOG_LEVEL)))
+        rollover = (props.LOG_ROLLOVER_SECS, props.LOG_ROLLOVER_BYTES, props.LOG_ROLLOVER_SIZE)
+        if names & {p.name for p in rollover}:
+            max_bytes = c.get(props.LOG_ROLLOVER_SIZE)
             if max_bytes <= 0:
-                max_bytes = c.get_size("imq.log.file.rolloverbytes", -1)
-            secs = c.get_int("imq.log.file.rolloversecs", 0)
+                max_bytes = c.get(props.LOG_ROLLOVER_BYTES)
+            secs = c.get(props.LOG_ROLLOVER_SECS)
             for handler in logging.getLogger().handlers:
                 if isinstance(handler, RolloverFileHandler):
                     handler.maxBytes = max(max_bytes, 0)
                     handler.rollover_secs = max(secs, 0)
-        if "imq.message.expiration.interval" in names:
+        if props.EXPIRATION_INTERVAL.name in names:
             self.restart_expiry_job()
-        if "imq.system.max_size" in names:
+        if props.SYSTEM_MAX_SIZE.name in names:
             changed = self.memory.set_budget(_memory_budget(c))
             if changed is not None:
                 self._memory_state_changed(changed)
             self.check_memory()
-        if "imq.transaction.autorollback" in names:
-            self.router.xa_autorollback_all = c.get_bool("imq.transaction.autorollback", False)
+        if props.TRANSACTION_AUTOROLLBACK.name in names:
+            self.router.xa_autorollback_all = c.get(props.TRANSACTION_AUTOROLLBACK)
 
     async def shutdown(self) -> None:
         log.info("broker %s shutting down", self.config.instance)
@@ -635,7 +599,7 @@ class Broker:
         loop.run_in_executor(self.executor, self.access.poll).add_done_callback(done)
 
     def _reap(self) -> None:
-        reaptime = self.config.get_int("imq.autocreate.reaptime", 120)
+        reaptime = self.config.get(props.AUTOCREATE_REAPTIME)
         for name in self.router.reap_idle(time.monotonic(), reaptime):
             log.info("auto-created destination %s removed: unused for %s s", name, reaptime)
 
@@ -662,9 +626,9 @@ class Broker:
 
     async def _ping_loop(self) -> None:
         c = self.config
-        interval = max(c.get_int("imq.ping.interval", 120), 1)
-        want_reply = c.get_bool("imq.ping.reply.enable", True)
-        close_after = c.get_int("imq.ping.close.interval", 5)
+        interval = max(c.get(props.PING_INTERVAL), 1)
+        want_reply = c.get(props.PING_REPLY_ENABLE)
+        close_after = c.get(props.PING_CLOSE_INTERVAL)
         while True:
             await asyncio.sleep(interval)
             now = time.monotonic()
@@ -703,9 +667,9 @@ def _max_connections(c: BrokerConfig, name: str) -> int:
 
 
 def _memory_budget(c: BrokerConfig) -> int:
-    budget = c.get_size("imq.system.max_size", -1)
+    budget = c.get(props.SYSTEM_MAX_SIZE)
     if budget <= 0:
-        budget = c.get_size("imq.memory.limit", -1)
+        budget = c.get(props.MEMORY_LIMIT)
     if budget <= 0:
         # Like the JVM's default heap: a quarter of the machine's memory.
         budget = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
@@ -714,8 +678,8 @@ def _memory_budget(c: BrokerConfig) -> int:
 
 def _memory_manager(c: BrokerConfig) -> MemoryManager:
     budget = _memory_budget(c)
-    thresholds = {lv: c.get_int(f"imq.{lv}.threshold", d) for lv, d in DEFAULT_THRESHOLDS.items()}
-    counts = {lv: c.get_int(f"imq.{lv}.count", d) for lv, d in DEFAULT_COUNTS.items()}
+    thresholds = {lv: c.get(prop) for lv, prop in props.MEMORY_THRESHOLDS.items()}
+    counts = {lv: c.get(prop) for lv, prop in props.MEMORY_COUNTS.items()}
     try:
         return MemoryManager(budget, thresholds, counts)
     except ValueError as exc:

@@ -56,6 +56,7 @@ from datetime import UTC, datetime
 from operator import attrgetter
 from typing import TYPE_CHECKING
 
+from broker import props
 from broker.core.metrics import ServiceCounters, consumer_counts, sample_averages
 from portal.pipeline.rawstore import RawStoreWriter
 from portal.pipeline.rawstore import collect as collect_raw
@@ -110,8 +111,8 @@ class EventPublisher:
         self.broker = broker
         self.instance = c.instance
         self.group = group_name(c.instance)
-        self.sample_interval = c.get_int("imq.metrics.sample.interval", 10)
-        self.retention = c.get_int("imq.metrics.sample.retention", 86400)
+        self.sample_interval = c.get(props.METRICS_SAMPLE_INTERVAL)
+        self.retention = c.get(props.METRICS_SAMPLE_RETENTION)
         self.published = 0
         self.last_sample: dict | None = None
         self._layer = None
@@ -264,9 +265,9 @@ class EventPublisher:
 
 def _raw_writer(config) -> RawStoreWriter | None:
     """The raw store's writer (portal/pipeline/rawstore.py), unless turned off."""
-    if not config.get_bool("imq.metrics.raw.enabled", True):
+    if not config.get(props.METRICS_RAW_ENABLED):
         return None
-    url = config.get("imq.metrics.raw.url") or ""
+    url = config.get(props.METRICS_RAW_URL) or ""
     if not url:
         try:
             from django.conf import settings
@@ -275,7 +276,7 @@ def _raw_writer(config) -> RawStoreWriter | None:
         except Exception:
             url = ""
     url = url or str(config.varhome / "metrics-raw")
-    flush = config.get_int("imq.metrics.raw.flush.interval", 300)
+    flush = config.get(props.METRICS_RAW_FLUSH_INTERVAL)
     log.info("raw metrics: samples to %s every %d s", url, flush)
     return RawStoreWriter(config.instance, url, flush_interval=flush)
 

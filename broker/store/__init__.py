@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker import props
+
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
 
@@ -14,22 +16,22 @@ def open_store(config: BrokerConfig) -> Store:
     """The store ``imq.persist.store`` names: ``file`` (default) or ``jdbc``."""
     from broker.config import ConfigError
 
-    kind = (config.get("imq.persist.store") or "file").lower()
-    sync = config.get_bool("imq.persist.file.sync.enabled", False)
+    kind = config.get(props.PERSIST_STORE).lower()
+    sync = config.get(props.PERSIST_FILE_SYNC)
     if kind == "file":
         from pathlib import Path
 
         from .filestore import FileStore
 
-        where = config.get("imq.persist.file.dirpath")
+        where = config.get(props.PERSIST_FILE_DIRPATH)
         directory = Path(where) if where else config.instance_dir / "filestore"
         # Tuning (see FileStore): zero-filled segment space ahead of the records (default
         # with sync), and writing on the event loop while the writer thread is idle.
         return FileStore(
             directory,
             sync=sync,
-            preallocate=config.get_bool("imq.persist.file.preallocate", sync),
-            inline=config.get_bool("imq.persist.file.sync.inline", True),
+            preallocate=config.get(props.PERSIST_FILE_PREALLOCATE),
+            inline=config.get(props.PERSIST_FILE_SYNC_INLINE),
         )
     if kind == "jdbc":
         import socket
@@ -42,8 +44,8 @@ def open_store(config: BrokerConfig) -> Store:
         return DatabaseStore(
             config.instance,
             sync=True,
-            heartbeat_interval=float(config.get_int("imq.persist.jdbc.heartbeat.interval", 5)),
-            address=f"{config.get('imq.hostname') or socket.gethostname()}:"
-            f"{config.get_int('imq.portmapper.port', 7676)}",
+            heartbeat_interval=float(config.get(props.PERSIST_JDBC_HEARTBEAT)),
+            address=f"{config.get(props.HOSTNAME) or socket.gethostname()}:"
+            f"{config.get(props.PORTMAPPER_PORT)}",
         )
     raise ConfigError(f"imq.persist.store: unknown store {kind!r} (file or jdbc)")

@@ -16,6 +16,7 @@ from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
 from broker.admin import actions
+from broker.loglevels import RECORD_LEVELS
 from broker.models import LogRecord
 from broker.protocol import dest_attributes as attributes
 
@@ -24,7 +25,7 @@ INT64_MAX = 2**63 - 1
 
 DEST_TYPES = ("queue", "topic")
 DEST_STATE_NAMES = tuple(actions.DEST_STATES.values())
-LOG_LEVELS = ["DEBUGHIGH", "DEBUGMED", "DEBUG", "INFO", "WARNING", "ERROR", "FORCE"]
+LOG_LEVELS = list(RECORD_LEVELS)
 
 
 def jsonable(value: Any) -> Any:

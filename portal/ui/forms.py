@@ -6,6 +6,8 @@ from __future__ import annotations
 from django import forms
 from django.contrib.auth.forms import AuthenticationForm
 
+from broker.loglevels import RECORD_LEVELS
+from broker.protocol.types import DestState
 from portal.auth import is_administrator
 
 from .access import NOT_ADMIN
@@ -266,7 +268,7 @@ class RulesImportForm(forms.Form):
 # Log records
 # --------------------------------------------------------------------------------------
 
-LEVELS = ["DEBUGHIGH", "DEBUGMED", "DEBUG", "INFO", "WARNING", "ERROR", "FORCE"]
+LEVELS = list(RECORD_LEVELS)
 
 
 class LogFilterForm(forms.Form):
@@ -310,12 +312,6 @@ class DestinationFilterForm(forms.Form):
     state = forms.ChoiceField(
         label="State",
         required=False,
-        choices=[
-            ("", "any"),
-            ("RUNNING", "running"),
-            ("CONSUMERS_PAUSED", "consumers paused"),
-            ("PRODUCERS_PAUSED", "producers paused"),
-            ("PAUSED", "paused"),
-        ],
+        choices=[("", "any")] + [(s.name, s.name.lower().replace("_", " ")) for s in DestState],
     )
     temporary = forms.BooleanField(label="Show temporary", required=False)

@@ -1,5 +1,10 @@
 """``python manage.py imqcmd``: OpenMQ's broker administration command.
 
+Why one module (about 1,400 lines): it is one command with the whole of OpenMQ's imqcmd
+grammar; the subcommand table, the option parsing and the table printers share one
+option set and one output style, and each subcommand body is a few lines around an
+action, so a split would scatter the grammar without making any part simpler.
+
 Every subcommand is one call of an action in :mod:`broker.admin.actions` (the functions
 the portal and the REST API call too), made over a :class:`~broker.admin.remote.BrokerAdmin`
 connection to the broker's admin service as the ``-u`` user.
@@ -18,6 +23,8 @@ from datetime import UTC, datetime
 from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, DjangoHelpFormatter
+
+from broker import props as imq
 
 from .imqtxn import parse_broker, read_passfile
 
@@ -83,7 +90,6 @@ def _usage() -> str:
     return USAGE.replace("{attributes}", text)
 
 
-DEST_STATES_SHOWN = ("RUNNING", "CONSUMERS_PAUSED", "PRODUCERS_PAUSED", "PAUSED")
 PAUSE_TYPES = ("CONSUMERS", "PRODUCERS", "ALL")
 SERVICE_OPTIONS = {"port": "port", "minThreads": "min_threads", "maxThreads": "max_threads"}
 METRIC_TYPES = {
@@ -517,50 +523,56 @@ class Command(BaseCommand):
         items: list[tuple[str, object]] = [
             ("Version", info["version"] or "Version information not available"),
             ("Instance Name", info["instance"]),
-            ("Broker ID", prop("imq.brokerid")),
+            ("Broker ID", prop(imq.BROKER_ID.name)),
             ("Primary Port", info["port"]),
-            ("Broker is Embedded", prop("imq.embedded")),
-            ("Instance Configuration/Data Root Directory", prop("imq.varhome")),
+            ("Broker is Embedded", prop(imq.EMBEDDED)),
+            ("Instance Configuration/Data Root Directory", prop(imq.VARHOME.name)),
             ("", ""),
             ("Current Number of Messages in System", info["messages"]),
             ("Current Total Message Bytes in System", info["message_bytes"]),
             ("", ""),
-            ("Current Number of Messages in Dead Message Queue", prop("imq.dmq.current_count")),
-            ("Current Total Message Bytes in Dead Message Queue", prop("imq.dmq.current_size")),
+            ("Current Number of Messages in Dead Message Queue", prop(imq.DMQ_CURRENT_COUNT)),
+            ("Current Total Message Bytes in Dead Message Queue", prop(imq.DMQ_CURRENT_SIZE)),
             ("", ""),
-            ("Log Dead Messages", prop("imq.destination.logDeadMsgs")),
+            ("Log Dead Messages", prop(imq.LOG_DEAD_MSGS.name)),
             (
                 "Truncate Message Body in Dead Message Queue",
-                prop("imq.destination.DMQ.truncateBody"),
+                prop(imq.DMQ_TRUNCATE_BODY.name),
             ),
             ("", ""),
-            ("Max Number of Messages in System", unlimited_or_zero(prop("imq.system.max_count"))),
-            ("Max Total Message Bytes in System", unlimited_or_zero(prop("imq.system.max_size"))),
-            ("Max Message Size", unlimited_or_zero(prop("imq.message.max_size"))),
+            (
+                "Max Number of Messages in System",
+                unlimited_or_zero(prop(imq.SYSTEM_MAX_COUNT.name)),
+            ),
+            (
+                "Max Total Message Bytes in System",
+                unlimited_or_zero(prop(imq.SYSTEM_MAX_SIZE.name)),
+            ),
+            ("Max Message Size", unlimited_or_zero(prop(imq.MESSAGE_MAX_SIZE.name))),
             ("", ""),
-            ("Auto Create Queues", prop("imq.autocreate.queue")),
-            ("Auto Create Topics", prop("imq.autocreate.topic")),
+            ("Auto Create Queues", prop(imq.AUTOCREATE_QUEUE.name)),
+            ("Auto Create Topics", prop(imq.AUTOCREATE_TOPIC.name)),
             (
                 "Auto Created Queue Max Number of Active Consumers",
-                unlimited(prop("imq.autocreate.queue.maxNumActiveConsumers")),
+                unlimited(prop(imq.AUTOCREATE_QUEUE_MAX_ACTIVE.name)),
             ),
             (
                 "Auto Created Queue Max Number of Backup Consumers",
-                unlimited(prop("imq.autocreate.queue.maxNumBackupConsumers")),
+                unlimited(prop(imq.AUTOCREATE_QUEUE_MAX_BACKUP.name)),
             ),
-            ("Auto Created Destination useDMQ", prop("imq.autocreate.destination.useDMQ")),
+            ("Auto Created Destination useDMQ", prop(imq.AUTOCREATE_USE_DMQ.name)),
             ("", ""),
-            ("Cluster ID", prop("imq.cluster.clusterid")),
-            ("Cluster is Highly Available", str(props.get("imq.cluster.ha", "null"))),
-            ("Cluster Broker List (active)", prop("imq.cluster.brokerlist.active")),
-            ("Cluster Broker List (configured)", prop("imq.cluster.brokerlist")),
-            ("Cluster Master Broker", prop("imq.cluster.masterbroker")),
-            ("Cluster URL", prop("imq.cluster.url")),
+            ("Cluster ID", prop(imq.CLUSTER_ID.name)),
+            ("Cluster is Highly Available", str(props.get(imq.CLUSTER_HA.name, "null"))),
+            ("Cluster Broker List (active)", prop(imq.CLUSTER_BROKERLIST_ACTIVE)),
+            ("Cluster Broker List (configured)", prop(imq.CLUSTER_BROKERLIST.name)),
+            ("Cluster Master Broker", prop(imq.CLUSTER_MASTERBROKER.name)),
+            ("Cluster URL", prop(imq.CLUSTER_URL.name)),
             ("", ""),
-            ("Log Level", prop(".level") or prop("imq.log.level")),
+            ("Log Level", prop(".level") or prop(imq.LOG_LEVEL.name)),
             (
                 "Log Rollover Interval (seconds)",
-                unlimited_or_zero(prop("imq.log.file.rolloversecs")),
+                unlimited_or_zero(prop(imq.LOG_ROLLOVER_SECS.name)),
             ),
             (
                 "Log Rollover Size (bytes)",

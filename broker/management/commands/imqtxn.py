@@ -17,7 +17,9 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-PASSFILE_KEY = "imq.imqcmd.password"
+from broker import props
+
+PASSFILE_KEY = props.IMQCMD_PASSWORD.name
 
 
 def read_passfile(path: str) -> str:

@@ -8,7 +8,9 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from broker import props
 from broker.config import BrokerConfig, ConfigError
+from broker.loglevels import LOGLEVEL_CHOICES
 from broker.logsetup import configure_logging
 
 
@@ -42,7 +44,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "-loglevel",
             dest="loglevel",
-            choices=["NONE", "ERROR", "WARNING", "INFO", "DEBUG", "DEBUGMED", "DEBUGHIGH"],
+            choices=LOGLEVEL_CHOICES,
         )
         parser.add_argument(
             "-tty", dest="tty", action="store_true", help="also log to the terminal"
@@ -61,9 +63,9 @@ class Command(BaseCommand):
         overrides = dict(settings.IMQ_PORTS)
         overrides.update(parse_defines(opts["defines"]))
         if opts["pm_port"] is not None:
-            overrides["imq.portmapper.port"] = str(opts["pm_port"])
+            overrides[props.PORTMAPPER_PORT.name] = str(opts["pm_port"])
         if opts["loglevel"]:
-            overrides["imq.log.level"] = opts["loglevel"]
+            overrides[props.LOG_LEVEL.name] = opts["loglevel"]
         try:
             config = BrokerConfig.load(instance, varhome, overrides)
         except ConfigError as exc:
@@ -86,7 +88,7 @@ class Command(BaseCommand):
             # imq[.<svc>].authentication.<type>.user_repository: checked (digest + LDAP is
             # refused) before anything listens.
             repositories = UserRepositories(config)
-            services = config.get_list("imq.service.activelist", ["jms", "admin"])
+            services = config.get(props.SERVICE_ACTIVELIST)
             for svc, how in repositories.check(services).items():
                 self.stderr.write(f"service {svc}: {how}")
             run(config, repositories)

@@ -27,7 +27,9 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
+from broker import props
 from broker.config import BrokerConfig, ConfigError
+from broker.loglevels import LOGLEVEL_CHOICES
 
 from .runbroker import parse_defines
 
@@ -146,7 +148,7 @@ class Command(BaseCommand):
         broker.add_argument(
             "-loglevel",
             dest="loglevel",
-            choices=["NONE", "ERROR", "WARNING", "INFO", "DEBUG", "DEBUGMED", "DEBUGHIGH"],
+            choices=LOGLEVEL_CHOICES,
         )
         broker.add_argument(
             "-D", dest="defines", action="append", metavar="name=value", help="a broker property"
@@ -317,17 +319,17 @@ class Command(BaseCommand):
         overrides = dict(settings.IMQ_PORTS)
         overrides.update(parse_defines(opts["defines"]))
         if opts["pm_port"] is not None:
-            overrides["imq.portmapper.port"] = str(opts["pm_port"])
+            overrides[props.PORTMAPPER_PORT.name] = str(opts["pm_port"])
         instance = opts["instance"] or settings.IMQ_INSTANCE
         varhome = Path(opts["varhome"] or settings.IMQ_VARHOME).resolve()
         try:
             config = BrokerConfig.load(instance, varhome, overrides)
-            if not (config.get("imq.hostname") or "").strip():
+            if not (config.get(props.HOSTNAME) or "").strip():
                 # A development start must not open the broker to the network by
                 # surprise: loopback unless imq.hostname says otherwise (runbroker alone
                 # listens on all interfaces, as imqbrokerd does).
-                args.append(f"-Dimq.hostname={LOOPBACK}")
-                overrides["imq.hostname"] = LOOPBACK
+                args.append(f"-D{props.HOSTNAME.name}={LOOPBACK}")
+                overrides[props.HOSTNAME.name] = LOOPBACK
                 config = BrokerConfig.load(instance, varhome, overrides)
             return config, args
         except ConfigError as exc:
@@ -335,8 +337,8 @@ class Command(BaseCommand):
 
     def _start_broker(self, env: dict[str, str]) -> None:
         config, args = self._broker_config()
-        port = config.get_int("imq.portmapper.port", 7676)
-        bound = (config.get("imq.hostname") or "").strip()
+        port = config.get(props.PORTMAPPER_PORT)
+        bound = (config.get(props.HOSTNAME) or "").strip()
         host = bound if bound not in ("", "0.0.0.0", "::", "*") else "127.0.0.1"
         # The portal administers this broker: same port mapper, instance and var home.
         env["IMQ_PORT"] = str(port)

@@ -15,14 +15,12 @@ from typing import TYPE_CHECKING
 from broker.protocol.admin_info import HashMap, encode_admin_vector
 from broker.protocol.admin_types import RECLAIM_EXPIRED
 from broker.protocol.jtypes import JInt
+from broker.protocol.types import DEST_QUEUE, DEST_TOPIC
 
 if TYPE_CHECKING:
     from ..connection import ClientConnection
 
 __all__ = ["RECLAIM_EXPIRED", "reclaim_expired"]
-
-DEST_QUEUE = 1
-DEST_TOPIC = 2
 
 
 def reclaim_expired(conn: ClientConnection, props: dict) -> tuple[dict, bytes]:

@@ -30,6 +30,7 @@ import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from broker import props as imq
 from broker.config import BrokerConfig, ConfigError
 from broker.core.message import Message
 from broker.core.router import RouterError, now_ms
@@ -155,41 +156,41 @@ Result = tuple[dict[str, object], bytes]
 # (imqcmd update bkr's list, plus the other auto-creation defaults and housekeeping
 # settings the broker reads live).
 RUNTIME_PROPERTIES: dict[str, str] = {
-    "imq.autocreate.queue": "bool",
-    "imq.autocreate.topic": "bool",
-    "imq.autocreate.reaptime": "int",
-    "imq.autocreate.queue.maxNumActiveConsumers": "count",
-    "imq.autocreate.queue.maxNumBackupConsumers": "count",
-    "imq.autocreate.queue.consumerFlowLimit": "count",
-    "imq.autocreate.topic.consumerFlowLimit": "count",
-    "imq.autocreate.topic.maxNumSharedConsumers": "count",
-    "imq.autocreate.topic.sharedConsumerFlowLimit": "count",
-    "imq.autocreate.destination.maxNumMsgs": "count",
-    "imq.autocreate.destination.maxTotalMsgBytes": "size",
-    "imq.autocreate.destination.maxBytesPerMsg": "size",
-    "imq.autocreate.destination.maxNumProducers": "count",
-    "imq.autocreate.destination.maxDeliveryCount": "count",
-    "imq.autocreate.destination.limitBehavior": "behavior",
-    "imq.autocreate.destination.useDMQ": "bool",
-    "imq.autocreate.destination.isLocalOnly": "bool",
-    "imq.queue.deliverypolicy": "policy",
-    "imq.system.max_count": "count",
-    "imq.system.max_size": "size",
-    "imq.message.max_size": "size",
-    "imq.message.expiration.interval": "positive",
-    "imq.destination.DMQ.truncateBody": "bool",
-    "imq.destination.logDeadMsgs": "bool",
-    "imq.transaction.autorollback": "bool",
-    "imq.log.level": "level",
-    "imq.log.file.rolloversecs": "int",
-    "imq.log.file.rolloverbytes": "size",
-    "imq.log.file.rolloversize": "size",
-    "imq.portmapper.port": "port",
+    imq.AUTOCREATE_QUEUE.name: "bool",
+    imq.AUTOCREATE_TOPIC.name: "bool",
+    imq.AUTOCREATE_REAPTIME.name: "int",
+    imq.AUTOCREATE_QUEUE_MAX_ACTIVE.name: "count",
+    imq.AUTOCREATE_QUEUE_MAX_BACKUP.name: "count",
+    imq.AUTOCREATE_QUEUE_FLOW_LIMIT.name: "count",
+    imq.AUTOCREATE_TOPIC_FLOW_LIMIT.name: "count",
+    imq.AUTOCREATE_TOPIC_MAX_SHARED.name: "count",
+    imq.AUTOCREATE_TOPIC_SHARED_FLOW_LIMIT.name: "count",
+    imq.AUTOCREATE_DEST_ATTRIBUTES["maxNumMsgs"].name: "count",
+    imq.AUTOCREATE_DEST_ATTRIBUTES["maxTotalMsgBytes"].name: "size",
+    imq.AUTOCREATE_DEST_ATTRIBUTES["maxBytesPerMsg"].name: "size",
+    imq.AUTOCREATE_DEST_ATTRIBUTES["maxNumProducers"].name: "count",
+    imq.AUTOCREATE_DEST_ATTRIBUTES["maxDeliveryCount"].name: "count",
+    imq.AUTOCREATE_DEST_ATTRIBUTES["limitBehavior"].name: "behavior",
+    imq.AUTOCREATE_USE_DMQ.name: "bool",
+    imq.AUTOCREATE_DEST_ATTRIBUTES["isLocalOnly"].name: "bool",
+    imq.QUEUE_DELIVERY_POLICY.name: "policy",
+    imq.SYSTEM_MAX_COUNT.name: "count",
+    imq.SYSTEM_MAX_SIZE.name: "size",
+    imq.MESSAGE_MAX_SIZE.name: "size",
+    imq.EXPIRATION_INTERVAL.name: "positive",
+    imq.DMQ_TRUNCATE_BODY.name: "bool",
+    imq.LOG_DEAD_MSGS.name: "bool",
+    imq.TRANSACTION_AUTOROLLBACK.name: "bool",
+    imq.LOG_LEVEL.name: "level",
+    imq.LOG_ROLLOVER_SECS.name: "int",
+    imq.LOG_ROLLOVER_BYTES.name: "size",
+    imq.LOG_ROLLOVER_SIZE.name: "size",
+    imq.PORTMAPPER_PORT.name: "port",
 }
 # Names newer imqcmd releases send (java.util.logging's) for ours.
 PROPERTY_ALIASES = {
-    ".level": "imq.log.level",
-    "java.util.logging.FileHandler.limit": "imq.log.file.rolloverbytes",
+    ".level": imq.LOG_LEVEL.name,
+    "java.util.logging.FileHandler.limit": imq.LOG_ROLLOVER_BYTES.name,
 }
 
 _DEST_FLAVORS = int(DestType.FLAVOR_SINGLE | DestType.FLAVOR_RROBIN | DestType.FLAVOR_FAILOVER)
@@ -207,34 +208,34 @@ def broker_identity(config: BrokerConfig) -> dict[str, str]:
     version are in the product-name and build fields."""
     major, minor, _micro = OPENMQ_VERSION.split(".")
     values = {
-        "imq.product.version": OPENMQ_VERSION,
-        "imq.product.major": major,
-        "imq.product.minor": minor,
-        "imq.product.name": PRODUCT_NAME,
-        "imq.product.name.short": PRODUCT_NAME,
-        "imq.build.number": PRODUCT_VERSION,
-        "imq.build.milestone": "FCS",
-        "imq.embedded": "false",
-        "imq.cluster.brokerlist": "",
-        "imq.cluster.brokerlist.active": "",
+        imq.PRODUCT_VERSION: OPENMQ_VERSION,
+        imq.PRODUCT_MAJOR: major,
+        imq.PRODUCT_MINOR: minor,
+        imq.PRODUCT_NAME: PRODUCT_NAME,
+        imq.PRODUCT_NAME_SHORT: PRODUCT_NAME,
+        imq.BUILD_NUMBER: PRODUCT_VERSION,
+        imq.BUILD_MILESTONE: "FCS",
+        imq.EMBEDDED: "false",
+        imq.CLUSTER_BROKERLIST.name: "",
+        imq.CLUSTER_BROKERLIST_ACTIVE: "",
         # The level and rollover size the broker runs with (broker/logsetup.py reads
         # imq.log.file.rolloversize, then the older rolloverbytes; -1: no size limit).
-        ".level": str(config.get("imq.log.level") or "INFO").strip().upper(),
+        ".level": str(config.get(imq.LOG_LEVEL)).strip().upper(),
         "java.util.logging.FileHandler.limit": str(_rollover_bytes(config)),
     }
     # Globals.getBrokerID(): imq.brokerid, else the JDBC store's broker ID; none by default.
-    brokerid = config.get("imq.brokerid") or config.get("imq.persist.jdbc.brokerid")
+    brokerid = config.get(imq.BROKER_ID) or config.get(imq.JDBC_BROKER_ID)
     if brokerid:
-        values["imq.brokerid"] = str(brokerid)
-    if not config.get("imq.autocreate.destination.useDMQ"):
-        values["imq.autocreate.destination.useDMQ"] = "true"
+        values[imq.BROKER_ID.name] = str(brokerid)
+    if not config.get(imq.AUTOCREATE_USE_DMQ.name):
+        values[imq.AUTOCREATE_USE_DMQ.name] = "true"
     return values
 
 
 def _rollover_bytes(config: BrokerConfig) -> int:
-    size = config.get_size("imq.log.file.rolloversize", -1)
+    size = config.get(imq.LOG_ROLLOVER_SIZE)
     if size <= 0:
-        size = config.get_size("imq.log.file.rolloverbytes", -1)
+        size = config.get(imq.LOG_ROLLOVER_BYTES)
     return size if size > 0 else -1
 
 
@@ -648,16 +649,16 @@ class AdminHandler:
         values = b.config.as_dict()
         # As OpenMQ adds to its configuration: the current totals.
         router = b.router
-        values["imq.system.current_count"] = str(router.totals.count)
-        values["imq.system.current_size"] = str(router.totals.bytes)
-        values["imq.dmq.current_count"] = str(router.dmq.msg_count)
-        values["imq.dmq.current_size"] = str(router.dmq.msg_bytes)
+        values[imq.CURRENT_COUNT] = str(router.totals.count)
+        values[imq.CURRENT_SIZE] = str(router.totals.bytes)
+        values[imq.DMQ_CURRENT_COUNT] = str(router.dmq.msg_count)
+        values[imq.DMQ_CURRENT_SIZE] = str(router.dmq.msg_bytes)
         values.update(broker_identity(b.config))
         # Ours: RUNNING, QUIESCING or QUIESCED; the memory state; open connections (the
         # portal's overview needs no connection list for a count).
-        values["imq.broker.state"] = b.state
-        values["imq.memory.state"] = b.memory.state
-        values["imq.system.current_connections"] = str(len(b.connections))
+        values[imq.BROKER_STATE] = b.state
+        values[imq.MEMORY_STATE] = b.memory.state
+        values[imq.CURRENT_CONNECTIONS] = str(len(b.connections))
         return {}, encode_properties_object(values)
 
     def _update_broker_props(self, conn: ConnectionEngine, props: dict, body: bytes):
@@ -696,8 +697,8 @@ class AdminHandler:
     async def _apply_broker_props(self, conn: ConnectionEngine, changes: dict[str, str]) -> Result:
         broker = conn.broker
         config = broker.config
-        port = changes.get("imq.portmapper.port")
-        if port is not None and int(port) != config.get_int("imq.portmapper.port", 7676):
+        port = changes.get(imq.PORTMAPPER_PORT.name)
+        if port is not None and int(port) != config.get(imq.PORTMAPPER_PORT):
             try:
                 await broker.rebind_portmapper(int(port))
             except OSError as exc:
