@@ -69,16 +69,22 @@ from broker.protocol.javaser import (
     encode_properties_object,
 )
 from broker.protocol.jtypes import JInt, JLong
-from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, MESSAGE_KIND_NAMES, PacketType
+from broker.protocol.types import (
+    DEST_QUEUE,
+    DEST_TOPIC,
+    MESSAGE_KIND_NAMES,
+    DestState,
+    PacketType,
+)
 
 # GET_MESSAGES' MessageBodyType (the packet type) as a word.
 # (A plain JMS Message is "plain" here, "message" in the actions' fallback.)
 MESSAGE_KINDS = {**MESSAGE_KIND_NAMES, PacketType.MESSAGE: "plain"}
 
 # DestState (pause) values.
-PAUSE_CONSUMERS = 1
-PAUSE_PRODUCERS = 2
-PAUSE_ALL = 3
+PAUSE_CONSUMERS = DestState.CONSUMERS_PAUSED.value
+PAUSE_PRODUCERS = DestState.PRODUCERS_PAUSED.value
+PAUSE_ALL = DestState.PAUSED.value
 
 
 class AdminError(Exception):

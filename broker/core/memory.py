@@ -11,9 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from broker import props
+
 LEVELS = ("green", "yellow", "orange", "red")
-DEFAULT_THRESHOLDS = {"green": 0, "yellow": 80, "orange": 90, "red": 98}
-DEFAULT_COUNTS = {"green": 5000, "yellow": 500, "orange": 50, "red": 0}
+# imq.<level>.threshold / imq.<level>.count as declared (broker/props.py).
+DEFAULT_THRESHOLDS = {lv: int(p.default or 0) for lv, p in props.MEMORY_THRESHOLDS.items()}
+DEFAULT_COUNTS = {lv: int(p.default or 0) for lv, p in props.MEMORY_COUNTS.items()}
 
 
 @dataclass(frozen=True)
