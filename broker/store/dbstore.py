@@ -21,6 +21,13 @@ without a look-up, and a batch that meets a stored key is redone, replacing.
 (with PostgreSQL, as durable as its ``fsync`` and ``synchronous_commit`` make it), and
 ``after_durable`` callbacks run only after it.  The broker decides from ``sync`` whether
 to wait for them before replying.
+
+The instance's rows are owned (:mod:`.ownership`): ``load`` claims them, the writer
+thread beats every ``heartbeat_interval`` seconds (queued by a loop timer, run in order
+with the batches, never on the loop) and ``close`` releases them after the last batch, so
+the expiry job can tell a stopped instance from a running one and reclaim only the
+former's expired rows (:mod:`.dbexpiry`).  A beat that finds its epoch gone (the job took
+the rows of a broker that was stalled past the threshold) calls ``on_lost``.
 """
 
 from __future__ import annotations
