@@ -1,5 +1,5 @@
 """What the raw metrics store costs the broker: the event loop's copy of the counters
-(:func:`portal.pipeline.rawstore.collect`) and the writer thread's work (rows, Parquet),
+(:func:`broker.server.rawstore.collect`) and the writer thread's work (rows, Parquet),
 measured in-process on a real Broker object with N destinations, as CPU time per
 sample interval (the GIL makes the thread's time the loop's loss at worst).
 
@@ -40,7 +40,7 @@ def main() -> None:
     from broker.config import BrokerConfig
     from broker.core.destination import DEST_QUEUE, DEST_TOPIC
     from broker.server.broker import Broker
-    from portal.pipeline.rawstore import RawStoreWriter, collect
+    from broker.server.rawstore import RawStoreWriter, collect
 
     broker = Broker(BrokerConfig({}), None)
     for i in range(args.destinations):

@@ -35,3 +35,25 @@ def test_broker_packages_do_not_import_the_admin_tools():
     count, handler = counts.split()
     assert int(count) > 40 and handler == "True"  # the broker's modules were all imported
     assert tools == "", f"the broker imports {tools}"
+
+
+def test_broker_packages_do_not_import_the_portal():
+    """The portal talks to the broker, not the other way round (DESIGN.md): no module of
+    the broker's packages names ``portal`` in an import (Django's settings module is
+    loaded by name through DJANGO_SETTINGS_MODULE, not imported)."""
+    import ast
+
+    offenders = []
+    for pkg in ("server", "core", "store", "security", "protocol", "engine"):
+        for path in sorted((ROOT / "broker" / pkg).rglob("*.py")):
+            for node in ast.walk(ast.parse(path.read_text(), str(path))):
+                if isinstance(node, ast.Import):
+                    names = [a.name for a in node.names]
+                elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                    names = [node.module]
+                else:
+                    continue
+                offenders += [
+                    f"{path.relative_to(ROOT)}: {n}" for n in names if n.split(".")[0] == "portal"
+                ]
+    assert offenders == []

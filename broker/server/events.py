@@ -33,7 +33,7 @@ a small dict on a bounded queue.  The thread also deletes this instance's rows o
 
 At the same moments the counters of the broker, its services and ALL its destinations
 are copied (one tuple each) for the raw metrics store that the Spark rollups read
-(portal/pipeline/rawstore.py): a second writer thread makes the rows and writes Parquet
+(broker/server/rawstore.py): a second writer thread makes the rows and writes Parquet
 files, ``imq.metrics.raw.url`` (default: the portal's ``METRICS_RAW_URL``, else
 ``<varhome>/metrics-raw``), every ``imq.metrics.raw.flush.interval`` seconds (default
 300); ``imq.metrics.raw.enabled=false`` turns it off.
@@ -58,8 +58,8 @@ from typing import TYPE_CHECKING
 
 from broker import props
 from broker.core.metrics import ServiceCounters, consumer_counts, sample_averages
-from portal.pipeline.rawstore import RawStoreWriter
-from portal.pipeline.rawstore import collect as collect_raw
+from broker.server.rawstore import RawStoreWriter
+from broker.server.rawstore import collect as collect_raw
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -264,7 +264,7 @@ class EventPublisher:
 
 
 def _raw_writer(config) -> RawStoreWriter | None:
-    """The raw store's writer (portal/pipeline/rawstore.py), unless turned off."""
+    """The raw store's writer (broker/server/rawstore.py), unless turned off."""
     if not config.get(props.METRICS_RAW_ENABLED):
         return None
     url = config.get(props.METRICS_RAW_URL) or ""
