@@ -15,7 +15,9 @@ from .pg import postgres_url  # noqa: F401 - a real PostgreSQL for any test that
 from .redis import redis_url  # noqa: F401 - a real redis-server for any test that asks
 from .vectors import missing_reason, placeholder_reason
 
-__all__ = ["BrokerProcess", "free_port", "start_broker"]
+__all__ = ["BrokerProcess", "ROOT", "free_port", "start_broker"]
+
+ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_configure(config: pytest.Config) -> None:
