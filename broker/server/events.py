@@ -48,9 +48,7 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
-import queue
 import re
-import threading
 import time
 from datetime import UTC, datetime
 from operator import attrgetter
@@ -58,6 +56,7 @@ from typing import TYPE_CHECKING
 
 from broker import props
 from broker.core.metrics import ServiceCounters, consumer_counts, sample_averages
+from broker.server.queuethread import STOP, QueueThread
 from broker.server.rawstore import RawStoreWriter
 from broker.server.rawstore import collect as collect_raw
 
@@ -285,10 +284,8 @@ def _raw_writer(config) -> RawStoreWriter | None:
 # MetricSample rows
 # --------------------------------------------------------------------------------------
 
-_STOP = object()
 
-
-class SampleWriter:
+class SampleWriter(QueueThread):
     """Writes MetricSample rows and applies the retention, in a daemon thread.
 
     :meth:`submit` never blocks: a full queue (the database is stuck) drops the sample.
@@ -300,12 +297,9 @@ class SampleWriter:
         # Delete old rows at most this often (and on the first write).
         self.purge_every = max(1, min(600, retention)) if retention > 0 else 0
         self.written = 0
-        self.dropped = 0
-        self._queue: queue.Queue[object] = queue.Queue(max_queue)
         self._failing = False
         self._last_purge = 0.0
-        self._thread = threading.Thread(target=self._run, name="imq-metric-writer", daemon=True)
-        self._thread.start()
+        super().__init__("imq-metric-writer", max_queue)
 
     def submit(self, sample: dict, rates: list[float]) -> None:
         row = {
@@ -322,24 +316,13 @@ class SampleWriter:
             "destinations": sample["destinations"],
             "depths": sample["depths"],
         }
-        try:
-            self._queue.put_nowait(row)
-        except queue.Full:
-            self.dropped += 1
-
-    def close(self, timeout: float = 3.0) -> None:
-        if self._thread.is_alive():
-            try:
-                self._queue.put(_STOP, timeout=timeout)
-            except queue.Full:
-                return
-            self._thread.join(timeout)
+        self.offer(row)
 
     def _run(self) -> None:
         try:
             while True:
                 item = self._queue.get()
-                if item is _STOP:
+                if item is STOP:
                     return
                 self._write(item)  # type: ignore[arg-type]
         finally:

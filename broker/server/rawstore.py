@@ -28,7 +28,6 @@ import itertools
 import logging
 import os
 import queue
-import threading
 import time
 from collections import defaultdict
 from datetime import UTC, datetime
@@ -36,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.core.memory import LEVELS
 from broker.core.metrics import consumer_counts
+from broker.server.queuethread import STOP, QueueThread
 
 if TYPE_CHECKING:
     from broker.server.broker import Broker
@@ -160,10 +160,7 @@ def _delta(now: int, before: int) -> int:
     return now - before if now >= before else now
 
 
-_STOP = object()
-
-
-class RawStoreWriter:
+class RawStoreWriter(QueueThread):
     """Turns snapshots into raw rows and writes them to the store, in a daemon thread.
 
     :meth:`submit` never blocks: with the queue full (the store is stuck) the snapshot is
@@ -184,8 +181,6 @@ class RawStoreWriter:
         self.max_rows = max_rows
         self.written_rows = 0
         self.written_files = 0
-        self.dropped = 0
-        self._queue: queue.Queue[object] = queue.Queue(max_queue)
         # Each sample's rows become one arrow table as they come (so a flush only
         # concatenates and writes, mostly without the GIL), kept by hour partition.
         self._pending: dict[str, list[Any]] = defaultdict(list)
@@ -195,25 +190,16 @@ class RawStoreWriter:
         # The counters start from zero with the broker, when this writer is made.
         self._prev_mono = time.monotonic()
         self._failing = False
-        self._thread = threading.Thread(target=self._run, name="imq-raw-writer", daemon=True)
-        self._thread.start()
+        super().__init__("imq-raw-writer", max_queue)
 
     # -- the loop's side -------------------------------------------------------------
 
     def submit(self, snapshot: Snapshot) -> None:
-        try:
-            self._queue.put_nowait(snapshot)
-        except queue.Full:
-            self.dropped += 1
+        self.offer(snapshot)
 
     def close(self, timeout: float = 10.0) -> None:
         """Flush what is buffered and stop the thread."""
-        if self._thread.is_alive():
-            try:
-                self._queue.put(_STOP, timeout=timeout)
-            except queue.Full:
-                return
-            self._thread.join(timeout)
+        super().close(timeout)
 
     # -- the thread ----------------------------------------------------------------------
 
@@ -231,7 +217,7 @@ class RawStoreWriter:
                 item = self._queue.get(timeout=wait)
             except queue.Empty:
                 item = None
-            if item is _STOP:
+            if item is STOP:
                 self._flush()
                 return
             if item is not None:
