@@ -11,7 +11,8 @@ import pytest
 
 from broker.launcher import BrokerProcess, free_port, start_broker
 
-from .pg import postgres_url  # noqa: F401 - a real PostgreSQL for any test that asks
+# A real PostgreSQL for any test that asks, and database aliases of a test module's own.
+from .pg import db_access, pg_alias, postgres_url, sqlite_alias  # noqa: F401
 from .redis import redis_url  # noqa: F401 - a real redis-server for any test that asks
 from .vectors import missing_reason, placeholder_reason
 

@@ -172,6 +172,28 @@ def database_alias(alias: str, url: str, *, migrate: bool = True) -> Iterator[st
         del connections.settings[alias]
 
 
+@pytest.fixture(scope="module")
+def db_access(django_db_blocker) -> Iterator[None]:
+    """Database tests that use their own aliases, outside pytest-django's test database."""
+    with django_db_blocker.unblock():
+        yield
+
+
+@pytest.fixture(scope="module")
+def pg_alias(db_access, postgres_url: str) -> Iterator[str]:
+    """The alias ``store_pg``: the real PostgreSQL, migrated, for one test module."""
+    with database_alias("store_pg", postgres_url) as alias:
+        yield alias
+
+
+@pytest.fixture(scope="module")
+def sqlite_alias(db_access) -> Iterator[str]:
+    """The alias ``store_sqlite``: a fresh SQLite file, migrated, for one test module."""
+    with tempfile.TemporaryDirectory(prefix="imq-store-") as tmp:
+        with database_alias("store_sqlite", f"sqlite:///{Path(tmp) / 'store.sqlite3'}") as alias:
+            yield alias
+
+
 def fresh_database(url: str, name: str) -> str:
     """Create database ``name`` on the server ``url`` points at; returns its URL."""
     import psycopg

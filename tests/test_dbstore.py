@@ -11,7 +11,6 @@ import asyncio
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import uuid
@@ -43,26 +42,6 @@ from tests.pg import database_alias, postgres_url  # noqa: F401
 from tests.store_contract import StoreContract, replay
 
 QUEUE, TOPIC = 1, 2  # dest_type values as the store sees them (opaque ints)
-
-
-@pytest.fixture(scope="module")
-def db_access(django_db_blocker) -> Iterator[None]:
-    """These tests use their own aliases, outside pytest-django's test database."""
-    with django_db_blocker.unblock():
-        yield
-
-
-@pytest.fixture(scope="module")
-def pg_alias(db_access, postgres_url: str) -> Iterator[str]:  # noqa: F811
-    with database_alias("store_pg", postgres_url) as alias:
-        yield alias
-
-
-@pytest.fixture(scope="module")
-def sqlite_alias(db_access) -> Iterator[str]:
-    with tempfile.TemporaryDirectory(prefix="imq-dbstore-") as tmp:
-        with database_alias("store_sqlite", f"sqlite:///{Path(tmp) / 'store.sqlite3'}") as alias:
-            yield alias
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])

@@ -4,11 +4,9 @@ transactions) and when the job must leave an instance alone."""
 
 from __future__ import annotations
 
-import tempfile
 import time
 from collections.abc import Iterator
 from datetime import timedelta
-from pathlib import Path
 
 import pytest
 from django.utils import timezone
@@ -23,25 +21,6 @@ from tests.pg import database_alias, postgres_url  # noqa: F401
 
 QUEUE, TOPIC = 1, 2
 INSTANCE = "rows"
-
-
-@pytest.fixture(scope="module")
-def db_access(django_db_blocker) -> Iterator[None]:
-    with django_db_blocker.unblock():
-        yield
-
-
-@pytest.fixture(scope="module")
-def pg_alias(db_access, postgres_url: str) -> Iterator[str]:  # noqa: F811
-    with database_alias("rows_pg", postgres_url) as alias:
-        yield alias
-
-
-@pytest.fixture(scope="module")
-def sqlite_alias(db_access) -> Iterator[str]:
-    with tempfile.TemporaryDirectory(prefix="imq-rows-") as tmp:
-        with database_alias("rows_sqlite", f"sqlite:///{Path(tmp) / 'db.sqlite3'}") as alias:
-            yield alias
 
 
 @pytest.fixture(params=["postgresql", "sqlite"])
