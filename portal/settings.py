@@ -122,6 +122,7 @@ INSTALLED_APPS = [
     "portal.pipeline",
     "django_celery_beat",
     "portal.jobs",
+    "portal.objects",
 ]
 
 MIDDLEWARE = [
