@@ -94,22 +94,22 @@ class Acknowledgements:
     ) -> None:
         """A consumer is gone: with JMQRedeliverAll every message it had not acknowledged
         goes back (redelivered); otherwise those prefetched after ``last_delivered``, the
-        last one the application saw, go back as never delivered."""
+        last one the application saw, go back as never delivered.  Without either, the
+        application saw them all and they stay with the session."""
         sess = cons.session
         mine = [(k, e) for k, e in sess.unacked.items() if k[0] == cons.id]
         if redeliver_all:
             back = mine
         elif last_delivered is not None:
             # Prefetched after the last message the application saw: not really delivered.
-            back = []
-            seen = False
-            for k, e in mine:
-                if seen:
-                    back.append((k, e))
-                if k[1] == last_delivered:
-                    seen = True
-            if not seen:
-                back = []
+            # When that one is no longer held (acknowledged, or acknowledged in a
+            # transaction), everything the consumer still holds came after it: all of it
+            # goes back, as OpenMQ's detachConsumer does, not when the session closes.
+            keys = [k[1] for k, _e in mine]
+            if last_delivered in keys:
+                back = mine[keys.index(last_delivered) + 1 :]
+            else:
+                back = mine
         else:
             back = []
         for k, _e in back:
