@@ -120,6 +120,9 @@ class MessageRouter:
         self.on_producer_room: Callable[[object, int], None] | None = None
         # Destination lifecycle listeners (created / updated / destroyed).
         self.listeners: list[Callable[[str, dict], None]] = []
+        # Told ("added" | "removed", consumer) about every local consumer, so a cluster
+        # can announce its interests (broker/cluster/); nothing else changes for it.
+        self.consumer_listeners: list[Callable[[str, Consumer], None]] = []
         # Message observers (broker/core/observers.py); the drop log is the first.
         self.events = MessageEvents()
         self.drops = DropLog(self.settings.drop_log_interval)
@@ -435,6 +438,8 @@ class MessageRouter:
         cid = cons.id
         sess.consumers[cid] = cons
         self.consumers[cid] = cons
+        for fn in self.consumer_listeners:
+            fn("added", cons)
         # No dispatch here: the caller replies first, or deliveries would name a
         # consumer the client does not know yet.
         return cons
@@ -458,6 +463,8 @@ class MessageRouter:
         cons.session.consumers.pop(cons.id, None)
         self.consumers.pop(cons.id, None)
         self.acks.consumer_closed(cons, last_delivered, redeliver_all)
+        for fn in self.consumer_listeners:
+            fn("removed", cons)
         if sub is not None and sub.durable_key is None and not sub.queue.consumers:
             # A non-durable subscription goes with its last consumer.
             self.subs.remove(sub)
