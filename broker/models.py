@@ -229,6 +229,20 @@ class StoredTxnWork(models.Model):
         return f"{self.broker_instance}: transaction {self.txn_id} {self.kind} {self.key}"
 
 
+class BrokerState(models.TextChoices):
+    """A broker's state in an HA cluster's shared store, OpenMQ's names."""
+
+    OPERATING = "OPERATING"
+    QUIESCE_STARTED = "QUIESCE_STARTED"
+    QUIESCE_COMPLETED = "QUIESCE_COMPLETED"
+    FAILOVER_PENDING = "FAILOVER_PENDING"
+    FAILOVER_STARTED = "FAILOVER_STARTED"
+    FAILOVER_COMPLETE = "FAILOVER_COMPLETE"
+    FAILOVER_FAILED = "FAILOVER_FAILED"
+    SHUTDOWN_STARTED = "SHUTDOWN_STARTED"
+    SHUTDOWN_COMPLETE = "SHUTDOWN_COMPLETE"
+
+
 class StoreOwner(models.Model):
     """Who holds a broker instance's rows of the database store, and whether it is alive.
 
@@ -257,6 +271,23 @@ class StoreOwner(models.Model):
         help_text="host:port of its port mapper: the broker's name in DMQ copies.",
     )
     pid = models.IntegerField(null=True, blank=True)
+    # High availability (imq.cluster.ha=true): brokers of one cluster id watch each
+    # other's heartbeats here, and one takes over the rows of a broker that stopped beating
+    # (broker/store/takeover.py).
+    ha = models.BooleanField(default=False, help_text="Member of an HA cluster.")
+    cluster_id = models.CharField(
+        max_length=255, blank=True, default="", help_text="imq.cluster.clusterid (HA)."
+    )
+    broker_state = models.CharField(
+        max_length=24,
+        choices=BrokerState.choices,
+        default=BrokerState.OPERATING,
+        help_text="OpenMQ's broker state as an HA cluster sees it.",
+    )
+    taken_over_by = models.CharField(
+        max_length=255, blank=True, default="", help_text="The broker that took its rows over."
+    )
+    taken_over_at = models.DateTimeField(null=True, blank=True)
 
     def __str__(self) -> str:
         return f"{self.broker_instance}: {self.state} (epoch {self.epoch})"
