@@ -319,12 +319,16 @@ METRICS_RAW_URL = OptionalText("imq.metrics.raw.url")
 METRICS_RAW_FLUSH_INTERVAL = Int("imq.metrics.raw.flush.interval", "300", listed=False)
 
 # --- cluster
+CLUSTER_PORT = Int("imq.cluster.port", "0")
+CLUSTER_TRANSPORT = Text("imq.cluster.transport", "tcp")
+CLUSTER_PING_INTERVAL = Int("imq.cluster.ping.interval", "60")
+CLUSTER_HOSTNAME = OptionalText("imq.cluster.hostname")  # unset: imq.hostname
 _CLUSTER = [
     Text("imq.cluster.nomasterbroker", "false"),
-    Text("imq.cluster.port", "0"),
-    Text("imq.cluster.transport", "tcp"),
+    CLUSTER_PORT,
+    CLUSTER_TRANSPORT,
     Text("imq.cluster.consumerFlowLimit", "1000"),
-    Text("imq.cluster.ping.interval", "60"),
+    CLUSTER_PING_INTERVAL,
     Text("imq.cluster.heartbeat.interval", "5"),
     Text("imq.cluster.heartbeat.threshold", "3"),
     Text("imq.cluster.monitor.interval", "30"),
