@@ -1,7 +1,8 @@
 """A real OpenLDAP server (slapd) for tests, with a small directory.
 
 ``ldap_server`` (session fixture) writes a ``slapd.conf`` (mdb backend, suffix
-``dc=example,dc=com``) in a temporary directory, loads :data:`LDIF` with ``slapadd`` and
+``dc=example,dc=com``; OpenLDAP's java.schema, for JNDI object stores under
+``ou=jndi``) in a temporary directory, loads :data:`LDIF` with ``slapadd`` and
 runs Debian's ``/usr/sbin/slapd`` (installed by ``make install-dev``) on 127.0.0.1 and a
 free port.  The package's own daemon is never used.  It is stopped and deleted at the end
 of the session.
@@ -54,6 +55,10 @@ dn: ou=groups,{SUFFIX}
 objectClass: organizationalUnit
 ou: groups
 
+dn: ou=jndi,{SUFFIX}
+objectClass: organizationalUnit
+ou: jndi
+
 """
     + "".join(
         f"""dn: uid={uid},ou=people,{SUFFIX}
@@ -81,6 +86,7 @@ userPassword: {pw}
 CONF = """include /etc/ldap/schema/core.schema
 include /etc/ldap/schema/cosine.schema
 include /etc/ldap/schema/inetorgperson.schema
+include /etc/ldap/schema/java.schema
 pidfile {tmp}/slapd.pid
 argsfile {tmp}/slapd.args
 modulepath /usr/lib/ldap
