@@ -11,6 +11,7 @@ import struct
 
 from broker.protocol.errors import ProtocolError
 from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.mqreports import MQRO_DISCARD_MSG, REPORT_DISCARD_MSG
 from broker.protocol.packet import HEADER_SIZE, OFF_PROP_OFFSET, OFF_SIZE, Packet
 from broker.protocol.properties import encode_properties
 
@@ -38,9 +39,14 @@ _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
 
 
-def preserve(msg: Message) -> bool:
-    """False when the producer asked (JMS_SUN_PRESERVE_UNDELIVERED=false) not to keep it."""
-    return msg.selector_values().get("JMS_SUN_PRESERVE_UNDELIVERED", True) is not False
+def preserve(msg: Message, reason: str = EXPIRED) -> bool:
+    """False when the producer asked not to keep it: JMS_SUN_PRESERVE_UNDELIVERED=false,
+    or, for a message given up on other than by expiry, IBM MQ's
+    JMS_IBM_Report_Discard_Msg (discarded instead of going to the DMQ)."""
+    values = msg.selector_values()
+    if values.get("JMS_SUN_PRESERVE_UNDELIVERED", True) is False:
+        return False
+    return reason == EXPIRED or values.get(REPORT_DISCARD_MSG) != MQRO_DISCARD_MSG
 
 
 def dead_message(

@@ -144,27 +144,35 @@ class Limits:
                 reason,
                 f" ({comment})" if comment else "",
             )
-        if not dmq.preserve(entry.msg):
+        if not dmq.preserve(entry.msg, reason):
             return False
+        return self.keep_in_dmq(entry.msg, reason, comment, entry.count)
+
+    def keep_in_dmq(
+        self, msg: Message, reason: str, comment: str | None, delivery_count: int
+    ) -> bool:
+        """Put a copy of ``msg`` in the DMQ (its own limits permitting); True if it went."""
+        router = self.router
+        settings = router.settings
         t = now_ms()
         dead = dmq.dead_message(
-            entry.msg,
+            msg,
             reason,
             now_ms=t,
             broker=settings.broker_name,
-            delivery_count=entry.count,
+            delivery_count=delivery_count,
             comment=comment,
             truncate_body=settings.dmq_truncate_body,
         )
         d = router.dmq
         per_msg = d.limit("maxBytesPerMsg")
         if per_msg >= 0 and dead.size > per_msg:
-            log.info("message %s too large for the DMQ, discarded", entry.msg.message_id)
+            log.info("message %s too large for the DMQ, discarded", msg.message_id)
             return False
         while d.is_full(dead.size):
             # The DMQ's own limit behaviour: its oldest message makes way (and is gone).
             if not d.dq.count:
-                log.info("DMQ full, message %s discarded", entry.msg.message_id)
+                log.info("DMQ full, message %s discarded", msg.message_id)
                 return False
             old = d.dq._pop()
             assert old is not None

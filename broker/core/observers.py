@@ -2,10 +2,10 @@
 
 The router tells its :class:`MessageEvents` when a message arrives at a destination, is
 delivered, is consumed (acknowledged, committed, or delivered to a NO_ACKNOWLEDGE
-session), expires, dies (undeliverable, over its delivery count, removed by a limit) or
-is rejected by a limit.  A report generator (COA/COD/exception/expiry reports) or the
-drop log (broker/core/drops.py) is a :class:`MessageObserver` added with
-:meth:`MessageEvents.add` -- nothing is added to the router for it.
+session), expires, dies (undeliverable, over its delivery count, removed by a limit),
+is rejected by a limit, or has no destination.  A report generator (broker/core/
+reports.py) or the drop log (broker/core/drops.py) is a :class:`MessageObserver` added
+with :meth:`MessageEvents.add` -- nothing is added to the router for it.
 
 Cost on the hot path: each event keeps its own list of callbacks, filled only with the
 methods an observer actually defines, and the router tests the list before building a
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("broker.router")
 
-EVENTS = ("arrived", "delivered", "consumed", "expired", "dead", "rejected")
+EVENTS = ("arrived", "delivered", "consumed", "expired", "dead", "rejected", "unroutable")
 
 
 class MessageObserver:
@@ -55,6 +55,10 @@ class MessageObserver:
     def rejected(self, dest: Destination, msg: Message, why: str) -> None:
         """``dest``'s limits (or the broker's) refused ``msg``."""
 
+    def unroutable(self, name: str, dest_type: int, msg: Message, why: str) -> None:
+        """``msg`` was refused because its destination ``name`` does not exist and
+        cannot be created (auto-creation off, a reserved name...)."""
+
 
 class MessageEvents:
     """The observers of one router, one callback list per event."""
@@ -69,6 +73,7 @@ class MessageEvents:
         self.expired: list[Callable[..., None]] = []
         self.dead: list[Callable[..., None]] = []
         self.rejected: list[Callable[..., None]] = []
+        self.unroutable: list[Callable[..., None]] = []
 
     def add(self, observer: object) -> None:
         """Start telling ``observer`` about the events it has methods for."""

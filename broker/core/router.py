@@ -481,7 +481,14 @@ class MessageRouter:
         administrator can still work on a broker that is full."""
         dest = self.lookup(msg.destination, dest_type)
         if dest is None:
-            dest = self.ensure_destination(msg.destination, dest_type, link)
+            try:
+                dest = self.ensure_destination(msg.destination, dest_type, link)
+            except RouterError as exc:
+                if self.events.unroutable:
+                    self.events.notify(
+                        self.events.unroutable, msg.destination, dest_type, msg, exc.reason
+                    )
+                raise
         self.limits.check_send(dest, msg, internal)
         t = now_ms()
         if msg.delivery_time > t:
