@@ -261,7 +261,9 @@ class Connection:
                 w.set_result(None)
         self._drain_waiters.clear()
         self._lost.set()
-        if not was_closing:
+        # During the handshake connect() raises the reason itself (a refused login, ...);
+        # the broker closing the socket after it is no second event worth reporting.
+        if not was_closing and not self._handshaking:
             self._notify(err)
 
     def _notify(self, err: JMSException) -> None:
@@ -498,7 +500,7 @@ class Connection:
         err = JMSException(f"broker closed the connection: {reason}")
         was_closing = self._closing
         self._closing = True
-        if not was_closing:
+        if not was_closing and not self._handshaking:
             self._notify(err)
         if self._transport is not None:
             self._transport.close()
@@ -547,6 +549,10 @@ class Connection:
         await asyncio.wait_for(self._handshake(), timeout)
         if self.ping_interval and self.ping_interval > 0:
             self._ping_handle = self._loop.call_later(self.ping_interval, self._ping_tick)
+
+    @property
+    def _handshaking(self) -> bool:
+        return self._hs_queue is not None
 
     async def _hs_next(self) -> Packet:
         assert self._hs_queue is not None
