@@ -317,6 +317,9 @@ METRICS_SAMPLE_RETENTION = Int("imq.metrics.sample.retention", "86400", listed=F
 METRICS_RAW_ENABLED = Bool("imq.metrics.raw.enabled", "true", listed=False)
 METRICS_RAW_URL = OptionalText("imq.metrics.raw.url")
 METRICS_RAW_FLUSH_INTERVAL = Int("imq.metrics.raw.flush.interval", "300", listed=False)
+# Ours (broker/server/looplag.py): the event-loop lag probe's window (s) and warning (ms).
+LOOP_LAG_WINDOW = Int("imq.loop.lag.window", "10", listed=False)
+LOOP_LAG_WARN = Int("imq.loop.lag.warn", "100", listed=False)
 
 # --- cluster
 CLUSTER_PORT = Int("imq.cluster.port", "0")
@@ -360,6 +363,8 @@ CURRENT_SIZE = "imq.system.current_size"
 CURRENT_CONNECTIONS = "imq.system.current_connections"
 DMQ_CURRENT_COUNT = "imq.dmq.current_count"
 DMQ_CURRENT_SIZE = "imq.dmq.current_size"
+LOOP_LAG_MAX = "imq.loop.lag.max"
+LOOP_LAG_P99 = "imq.loop.lag.p99"
 CLUSTER_BROKERLIST_ACTIVE = "imq.cluster.brokerlist.active"
 REPORTED: tuple[str, ...] = (
     PRODUCT_VERSION,
@@ -377,6 +382,8 @@ REPORTED: tuple[str, ...] = (
     CURRENT_CONNECTIONS,
     DMQ_CURRENT_COUNT,
     DMQ_CURRENT_SIZE,
+    LOOP_LAG_MAX,
+    LOOP_LAG_P99,
     CLUSTER_BROKERLIST_ACTIVE,
 )
 

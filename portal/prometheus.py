@@ -137,6 +137,14 @@ class BrokerCollector(Collector):
             props.get(imq.CURRENT_SIZE),
         )
         yield _gauge("openmq_broker_destinations", "Destinations (not temporary)", total)
+        lag = GaugeMetricFamily(
+            "openmq_broker_loop_lag_seconds",
+            "The broker's event-loop wake-up lag over its last window (imq.loop.lag.window)",
+            labels=["stat"],
+        )
+        for stat, field in (("max", "loopLagMax"), ("p99", "loopLagP99")):
+            lag.add_metric([stat], _num(totals.get(field)) / 1e6)
+        yield lag
         state = str(props.get(imq.MEMORY_STATE, "")).lower()
         memory = GaugeMetricFamily(
             "openmq_memory_state", "Memory state: 0 green, 1 yellow, 2 orange, 3 red"

@@ -152,6 +152,9 @@ def query_broker(admin: BrokerAdmin) -> dict[str, Any]:
         "messages": _int_prop(props, imq.CURRENT_COUNT, 0),
         "message_bytes": _int_prop(props, imq.CURRENT_SIZE, 0),
         "connections": _int_prop(props, imq.CURRENT_CONNECTIONS, 0),
+        # The event-loop lag over the broker's last window, ms (None: not reported).
+        "loop_lag_max": _float_prop(props, imq.LOOP_LAG_MAX),
+        "loop_lag_p99": _float_prop(props, imq.LOOP_LAG_P99),
         "properties": props,
     }
 
@@ -161,6 +164,13 @@ def _int_prop(props: dict[str, str], name: str, default: int) -> int:
         return int(props.get(name, default))
     except ValueError:
         return default
+
+
+def _float_prop(props: dict[str, str], name: str) -> float | None:
+    try:
+        return float(props[name])
+    except (KeyError, ValueError):
+        return None
 
 
 def broker_properties(admin: BrokerAdmin) -> dict[str, str]:

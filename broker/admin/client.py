@@ -497,20 +497,25 @@ class AdminClient:
         """GET_METRICS (52): the ``destination``'s DestMetricsCounters (numMsgsIn,
         msgBytesIn, numMsgs, peakNumMsgs, numConsumers, ... and timeStamp), else the
         ``service``'s MetricCounters (messagesIn, messageBytesIn, packetsIn, nConnections,
-        ...), else the broker's total MetricCounters; a dict of the Java fields and map
-        entries, ``__class__`` naming the class."""
+        ...), else the broker's total MetricCounters (plus ``loopLagMax``/``loopLagP99``,
+        the event-loop lag in µs); a dict of the Java fields and map entries, ``__class__``
+        naming the class."""
         if destination:
             props: dict[str, object] | None = _dest(destination, dest_type)
         elif service:
             props = {"JMQServiceName": service}
         else:
             props = None
-        _, body = await self.request(52, props)
+        reply, body = await self.request(52, props)
         if not body:
             return {}
         value = decode_object(body, generic=True)
         if not isinstance(value, dict):
             raise JavaSerializationError("expected a metrics object")
+        # Ours on the broker's total: the event-loop lag (µs) beside the Java object.
+        for key, name in (("JMQLoopLagMax", "loopLagMax"), ("JMQLoopLagP99", "loopLagP99")):
+            if key in reply:
+                value[name] = int(reply[key])
         return value
 
     async def reset_metrics(self) -> None:

@@ -25,6 +25,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DestStats",
+    "LagWindow",
     "ServiceCounters",
     "consumer_counts",
     "destination_metrics",
@@ -215,3 +216,38 @@ def destination_metrics(dest: Destination) -> dict[str, int]:
         "avgNumActiveConsumers": avg(st.sum_active, active),
         "avgNumBackupConsumers": avg(st.sum_backup, backup),
     }
+
+
+class LagWindow:
+    """Event-loop lag samples (seconds) over one window: its max and 99th percentile.
+
+    The broker's lag probe (broker/server/looplag.py) adds one sample every 100 ms;
+    :meth:`roll` closes the window, keeps its figures as the reported ones and starts
+    the next, so a report always covers one whole window and costs no sorting per sample.
+    """
+
+    __slots__ = ("_samples", "max", "p99", "count", "worst")
+
+    def __init__(self) -> None:
+        self._samples: list[float] = []
+        self.max = 0.0  # of the last closed window
+        self.p99 = 0.0
+        self.count = 0
+        self.worst = 0.0  # since the broker started
+
+    def add(self, seconds: float) -> None:
+        self._samples.append(seconds)
+
+    def roll(self) -> tuple[float, float, int]:
+        """Close the window: (max, p99, samples) of it, which become the reported ones."""
+        samples, self._samples = self._samples, []
+        if samples:
+            samples.sort()
+            self.max = samples[-1]
+            # Nearest rank: with fewer than 100 samples p99 is the max.
+            self.p99 = samples[max(0, -(-len(samples) * 99 // 100) - 1)]
+            self.worst = max(self.worst, self.max)
+        else:
+            self.max = self.p99 = 0.0
+        self.count = len(samples)
+        return self.max, self.p99, self.count

@@ -33,6 +33,7 @@ from broker.store.base import Store
 
 from .connection import ClientConnection
 from .events import EventPublisher
+from .looplag import LoopLagMonitor
 
 log = logging.getLogger("broker")
 
@@ -147,6 +148,8 @@ class Broker:
         self._housekeeping_tasks: list[asyncio.Task] = []
         # Live events on the channel layer and MetricSample rows (events.py), once started.
         self.events: EventPublisher | None = None
+        # The event-loop lag probe (looplag.py), once started.
+        self.loop_lag: LoopLagMonitor | None = None
         self.store: Store | None = None
         self._stopping = asyncio.Event()
         self._ping_task: asyncio.Task | None = None
@@ -303,6 +306,10 @@ class Broker:
             asyncio.create_task(self._every(5, self.router.drops.flush)),
             asyncio.create_task(self._every(2, self._poll_access)),
         ]
+        self.loop_lag = LoopLagMonitor(
+            loop, c.get(props.LOOP_LAG_WINDOW) or 10, c.get(props.LOOP_LAG_WARN)
+        )
+        self.loop_lag.start()
         self.events = EventPublisher(self)
         self._housekeeping_tasks.append(asyncio.create_task(self._every(1, self.events.tick)))
         self.restart_expiry_job()
@@ -450,6 +457,8 @@ class Broker:
             self._ping_task.cancel()
         for task in self._housekeeping_tasks:
             task.cancel()
+        if self.loop_lag is not None:
+            self.loop_lag.close()
         if self.events is not None:
             self.events.close()
         if self._expiry_task is not None:

@@ -12,6 +12,7 @@ the channel layer group :func:`group_name` (``"broker.<instance>"``)::
      "connections": 3,
      "memory_state": "green", "memory_used": 43008, "memory_limit": 1073741824,
      "destinations": 10000,                     # how many there are (all of them)
+     "loop_lag_max": 0.4, "loop_lag_p99": 0.2,  # event-loop lag, ms (looplag.py)
      "depths": [{"name": "orders", "type": "queue", "messages": 40, "bytes": 40960,
                  "consumers": 1, "producers": 2}, ...]}   # the 50 deepest only
 
@@ -102,6 +103,11 @@ def _rates(
     return [round((n - b if n >= b else n) / seconds, 2) for n, b in zip(now, before, strict=True)]
 
 
+def _lag_ms(broker: Broker, which: str) -> float:
+    lag = getattr(broker, "loop_lag", None)
+    return round(getattr(lag.lag, which) * 1000.0, 3) if lag is not None else 0.0
+
+
 class EventPublisher:
     """The broker's live events and metric samples (see the module docstring)."""
 
@@ -189,6 +195,8 @@ class EventPublisher:
             "memory_used": totals.bytes,
             "memory_limit": broker.memory.budget,
             "destinations": len(dests),
+            "loop_lag_max": _lag_ms(broker, "max"),
+            "loop_lag_p99": _lag_ms(broker, "p99"),
             "depths": depths,
         }
 

@@ -56,6 +56,8 @@
       memory: pick(raw, ["memory_state"]),
       state: pick(raw, ["broker_state"]),
       messages: num(pick(raw, ["messages"])),
+      lagMax: num(pick(raw, ["loop_lag_max"])),
+      lagP99: num(pick(raw, ["loop_lag_p99"])),
       destinations: null,
       depths: depthRows(pick(raw, ["depths"]))
     };
@@ -129,6 +131,9 @@
     if (s.connections !== null) setText("fig-connections", fmt(s.connections));
     if (s.destinations !== null) setText("fig-destinations", fmt(s.destinations));
     if (s.messages !== null) setText("fig-messages", fmt(s.messages));
+    if (s.lagP99 !== null && s.lagMax !== null) {
+      setText("fig-loop-lag", fmt(s.lagP99, 2) + " / " + fmt(s.lagMax, 2));
+    }
     if (s.memory) {
       var mem = $("fig-memory");
       if (mem) {

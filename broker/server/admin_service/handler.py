@@ -659,6 +659,10 @@ class AdminHandler:
         values[imq.BROKER_STATE] = b.state
         values[imq.MEMORY_STATE] = b.memory.state
         values[imq.CURRENT_CONNECTIONS] = str(len(b.connections))
+        lag = b.loop_lag
+        if lag is not None:  # the last window's event-loop lag, in milliseconds
+            values[imq.LOOP_LAG_MAX] = f"{lag.max_ms:.3f}"
+            values[imq.LOOP_LAG_P99] = f"{lag.p99_ms:.3f}"
         return {}, encode_properties_object(values)
 
     def _update_broker_props(self, conn: ConnectionEngine, props: dict, body: bytes):

@@ -258,7 +258,16 @@ def get_metrics(conn: ClientConnection, props: dict) -> Result:
         if not chosen:
             raise RouterError(Status.NOT_FOUND, f"service {service} not found")
         return {"JMQBodyType": "SERVICE"}, encode_metric_counters(broker_counters(broker, chosen))
-    return {}, encode_metric_counters(broker_counters(broker))
+    # Ours, beside OpenMQ's MetricCounters (whose serialized shape is fixed): the last
+    # window's event-loop lag in microseconds; OpenMQ's tools ignore unknown properties.
+    reply: dict[str, object] = {}
+    lag = broker.loop_lag
+    if lag is not None:
+        reply = {
+            "JMQLoopLagMax": JLong(round(lag.lag.max * 1e6)),
+            "JMQLoopLagP99": JLong(round(lag.lag.p99 * 1e6)),
+        }
+    return reply, encode_metric_counters(broker_counters(broker))
 
 
 def reset_broker(conn: ClientConnection, props: dict) -> Result:

@@ -1,0 +1,95 @@
+"""The event-loop lag probe: how long the broker's loop takes to answer a wake-up.
+
+Every ``interval`` (100 ms) a daemon thread stamps the clock and hands the loop a
+callback with ``call_soon_threadsafe``, the same way a socket becoming readable wakes
+it; the callback records how long it waited.  That wait is what any packet arriving at
+that moment waited before the broker could look at it: the rest of a long loop turn, a
+blocking call, a garbage collection.  A thread is the clock because the loop's own
+timers are rounded to the millisecond (uvloop) and would hide the sub-millisecond lag
+this is meant to show.
+
+The samples are grouped in windows of ``imq.loop.lag.window`` seconds (default 10); the
+last closed window's max and 99th percentile are reported (:class:`LagWindow`): in the
+broker's properties (``imq.loop.lag.max``, ``imq.loop.lag.p99``, milliseconds), in the
+total GET_METRICS reply (``JMQLoopLagMax``/``JMQLoopLagP99``, microseconds), in the live
+sample and on ``/metrics``.  A window whose max exceeds ``imq.loop.lag.warn`` ms
+(default 100; 0: never) is logged once as a WARNING.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+
+from broker.core.metrics import LagWindow
+
+log = logging.getLogger("broker.looplag")
+
+__all__ = ["LoopLagMonitor"]
+
+PROBE_INTERVAL = 0.1
+
+
+class LoopLagMonitor:
+    """Measures the loop's wake-up lag from a thread (see the module docstring)."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        window: float = 10.0,
+        warn_ms: int = 100,
+        interval: float = PROBE_INTERVAL,
+    ) -> None:
+        self.loop = loop
+        self.interval = interval
+        self.per_window = max(1, round(window / interval))
+        self.warn = warn_ms / 1000.0 if warn_ms > 0 else 0.0
+        self.window_seconds = window
+        self.lag = LagWindow()
+        self.warnings = 0
+        self._seen = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="imq-loop-lag", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def close(self) -> None:
+        self._stop.set()
+
+    @property
+    def max_ms(self) -> float:
+        return self.lag.max * 1000.0
+
+    @property
+    def p99_ms(self) -> float:
+        return self.lag.p99 * 1000.0
+
+    def _run(self) -> None:
+        clock = time.perf_counter
+        while not self._stop.wait(self.interval):
+            try:
+                self.loop.call_soon_threadsafe(self._arrived, clock())
+            except RuntimeError:  # the loop is closed: the broker has stopped
+                return
+
+    def _arrived(self, stamped: float) -> None:
+        self.lag.add(time.perf_counter() - stamped)
+        self._seen += 1
+        if self._seen < self.per_window:
+            return
+        self._seen = 0
+        worst, p99, count = self.lag.roll()
+        if self.warn and worst > self.warn:
+            self.warnings += 1
+            log.warning(
+                "event loop lag: max %.1f ms, p99 %.1f ms over the last %g s (%d probes; "
+                "imq.loop.lag.warn is %d ms): the broker answered late",
+                worst * 1000,
+                p99 * 1000,
+                self.window_seconds,
+                count,
+                round(self.warn * 1000),
+            )
