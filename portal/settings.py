@@ -277,5 +277,6 @@ SPECTACULAR_SETTINGS = {
     "ENUM_NAME_OVERRIDES": {
         "DestinationTypeEnum": ["queue", "topic"],
         "ServiceTypeEnum": ["NORMAL", "ADMIN"],
+        "AdministeredObjectTypeEnum": ["q", "t", "cf", "xcf"],
     },
 }

@@ -11,6 +11,8 @@ from django.urls import path, re_path
 from django.views.decorators.csrf import csrf_exempt
 from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, SpectacularSwaggerView
 
+from portal.objects import api as objects_api
+
 from . import views as v
 
 DEST = "destinations/<str:type>/<path:name>/"
@@ -98,6 +100,15 @@ urlpatterns = [
     path("acl/<path:key>/", v.RuleView.as_view(), name="api-acl-rule"),
     # log records
     path("logs/", v.LogListView.as_view(), name="api-logs"),
+    # administered objects (portal/objects/api.py)
+    path("object-stores/", objects_api.StoreListView.as_view(), name="api-object-stores"),
+    path("object-stores/<str:store>/", objects_api.StoreView.as_view(), name="api-object-store"),
+    path("objects/", objects_api.ObjectListView.as_view(), name="api-objects"),
+    path(
+        "objects/<str:store>/<path:lookup_name>/",
+        objects_api.ObjectView.as_view(),
+        name="api-object",
+    ),
     # anything else under /api/: a JSON 404, never the HTML page
     re_path(r"^[\s\S]*$", not_found),
 ]

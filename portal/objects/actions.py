@@ -15,6 +15,7 @@ Errors: :class:`~broker.admin.actions.ActionError` (bad input or a store that re
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -44,6 +45,7 @@ __all__ = [
     "delete_object",
     "delete_store",
     "get_object",
+    "get_store",
     "list_objects",
     "list_stores",
     "object_dict",
@@ -133,6 +135,10 @@ def _store_by_name(name: str) -> ObjectStore:
     return store
 
 
+def get_store(name: str) -> dict[str, Any]:
+    return store_dict(_store_by_name(name))
+
+
 def create_store(actor: str, name: str, properties: Mapping[str, Any]) -> dict[str, Any]:
     """Register an object store under ``name`` from its ``java.naming.*`` properties."""
     name = str(name or "").strip()
@@ -170,6 +176,17 @@ def delete_store(actor: str, name: str) -> None:
     )
 
 
+def _store_name(url: str) -> str:
+    """A name for a store registered from -j: its URL without "/" (store names go in
+    URL paths), made unique."""
+    base = re.sub(r":+", ":", url.replace("/", ":")).strip(":")[:190] or "store"
+    name, n = base, 1
+    while ObjectStore.objects.filter(name=name).exists():
+        n += 1
+        name = f"{base}-{n}"
+    return name
+
+
 def resolve_store(
     store: str | Mapping[str, Any] | None, *, create: bool = False, actor: str = ""
 ) -> ObjectStore:
@@ -186,9 +203,7 @@ def resolve_store(
     if found is None:
         if not create:
             raise NotFound(f"no object store {factory} {url} is known")
-        name = url
-        if ObjectStore.objects.filter(name=name).exists():
-            name = f"{factory} {url}"
+        name = _store_name(url)
         found = ObjectStore.objects.create(
             name=name, factory_initial=factory, provider_url=url, properties=rest
         )
