@@ -54,13 +54,15 @@ def start_broker(
     python: str | None = None,
     database_url: str | None = None,
     env: dict[str, str] | None = None,
+    portmapper_port: int | None = None,
 ) -> BrokerProcess:
     """Start a broker child process with ``-Dname=value`` overrides and wait until it serves.
 
     Its database is a SQLite file in ``tmp`` unless ``database_url`` names another;
     ``env`` adds to (or overrides) the environment it inherits, e.g. ``REDIS_URL``.
     """
-    pm, jms, admin = free_port(), free_port(), free_port()
+    # A cluster's brokers name each other's port mappers, so those can be chosen first.
+    pm, jms, admin = portmapper_port or free_port(), free_port(), free_port()
     varhome = tmp / "var"
     env = {**os.environ, **(env or {})}
     env["DATABASE_URL"] = database_url or f"sqlite:///{tmp / 'db.sqlite3'}"
