@@ -19,5 +19,6 @@ urlpatterns = [
     path(f"{ums_config().context_root}/", include("portal.ums.urls")),
     path("", include("portal.pipeline.urls")),
     path("", include("portal.jobs.urls")),
+    path("", include("portal.objects.urls")),
     path("", include("portal.ui.urls")),
 ]
