@@ -91,6 +91,10 @@ class HandshakeRules:
             "JMQMaxMsgBytes": JLong(b.router.settings.max_message_size),
             "JMQBrokerSessionID": JLong(b.session_id),
         }
+        cluster = getattr(b, "cluster", None)
+        if cluster is not None:
+            # So a client with reconnect enabled can fail over to another broker.
+            reply_props["JMQBrokerList"] = cluster.broker_list()
         self.reply(pkt, Status.OK, reply_props)
         if b.memory.count == 0:
             b.flow_waiting.add(self)

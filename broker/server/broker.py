@@ -31,10 +31,10 @@ from broker.security.repository import LoginThrottle, check_auth_repository
 from broker.store import open_store
 from broker.store.base import Store
 
+from .clustering import cluster_entry, start_cluster
 from .connection import ClientConnection
 from .events import EventPublisher
 from .looplag import LoopLagMonitor
-from .reporting import attach_reports
 
 log = logging.getLogger("broker")
 
@@ -131,7 +131,6 @@ class Broker:
         self.session_id = random.randint(1, 2**62)
         self.router = MessageRouter(self._router_settings())
         self.router.on_delayed = self._schedule_delayed
-        self.reports = attach_reports(self)  # IBM MQ report messages (core/reports.py)
         self._delay_timer: asyncio.TimerHandle | None = None
         self._delay_due = 0
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="broker-db")
@@ -162,6 +161,8 @@ class Broker:
         self.restart_requested = False
         # Access control (security/acl.py): rules in memory, reloaded off the loop.
         self.access = AccessController(config)
+        # The cluster service (broker/cluster/), when imq.cluster.brokerlist names peers.
+        self.cluster = None
         self._access_polling = False
         self._wire_transactions()
 
@@ -300,6 +301,7 @@ class Broker:
             # Said with the address, so an administrator sees at once whether the broker
             # is reachable from other hosts (all interfaces when imq.hostname is unset).
             log.info("port mapper listening on %s:%s", host or "*", port)
+        self.cluster = await start_cluster(self)
         if c.get(props.PING_ENABLED):
             self._ping_task = asyncio.create_task(self._ping_loop())
         self._housekeeping_tasks = [
@@ -329,6 +331,8 @@ class Broker:
         for svc in self.services:
             extra = {"hostname": svc.host} if svc.host and svc.host not in ("0.0.0.0", "::") else {}
             entries.append(ServiceEntry(svc.name, svc.protocol, svc.type, svc.bound_port, extra))
+        if self.cluster is not None:
+            entries.append(cluster_entry(self.cluster))
         entries.append(ServiceEntry("cluster_discovery", "tcp", "CLUSTER_DISCOVERY", 0))
         return PortMapperTable(self.config.instance, str(CURRENT_PACKET_VERSION), entries)
 
@@ -455,6 +459,8 @@ class Broker:
 
     async def shutdown(self) -> None:
         log.info("broker %s shutting down", self.config.instance)
+        if self.cluster is not None:
+            await self.cluster.stop()
         if self._ping_task:
             self._ping_task.cancel()
         for task in self._housekeeping_tasks:
@@ -517,7 +523,7 @@ class Broker:
             "JMQMemoryState": self.memory.state,
             "JMQMessageCount": JInt(self.router.totals.count),
             "JMQMessageBytes": JLong(self.router.totals.bytes),
-            "JMQBrokerList": "",
+            "JMQBrokerList": self.cluster.broker_list() if self.cluster is not None else "",
             "JMQHA": False,
         }
         conn.write(

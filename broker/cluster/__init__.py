@@ -1,0 +1,28 @@
+"""Conventional multi-broker clusters (OpenMQ's cluster protocol, spec/cluster.md).
+
+The public names, stable for the other parts of the broker (and the HA helper's
+``ha*.py`` / ``takeover*.py`` beside these modules):
+
+* :class:`broker.cluster.config.ClusterConfig` -- ``ClusterConfig.from_config(config,
+  portmapper_port)``: ``me`` (a :class:`~broker.protocol.gpacket.BrokerAddress`),
+  ``peers`` [(host, port-mapper port)], ``cluster_port``, ``transport``, ``master``,
+  ``ping_interval``, ``match``; ``enabled`` is False without a broker list.
+* :class:`broker.cluster.service.ClusterService` -- ``ClusterService(cfg, router,
+  session_id)``; ``await start()`` / ``await stop()`` (GOODBYE to every peer);
+  ``port`` (the bound cluster port, for the port mapper's ``cluster tcp CLUSTER``
+  line); ``links`` {BrokerAddress: BrokerLink} of the links that are up;
+  ``brokers()`` [{address, instance, state, self}] for administration;
+  ``broker_list()`` for HELLO_REPLY's JMQBrokerList; ``locks`` (below);
+  ``extra_info`` (dict added to this broker's BROKER_INFO, e.g. HA fields);
+  ``on_packet(link, gpacket)`` the switch every up link feeds.
+* :class:`broker.cluster.link.BrokerLink` -- one link (asyncio protocol): ``send(gp)``,
+  ``drop(reason)``, ``address``, ``up``, ``goodbye`` (peer left cleanly).
+* :class:`broker.cluster.locks.ClusterLocks` -- ``await acquire(resource)`` ->
+  LOCK_SUCCESS / LOCK_FAILURE / LOCK_BACKOFF; ``acquire_blocking(loop, resource)`` from a
+  worker thread; ``holders`` (callables ``resource -> bool`` saying this broker holds it).
+* :mod:`broker.cluster.remote` -- ``RemoteConsumer`` (a DeliveryTarget on the home
+  broker) and ``InboundOrigin`` (owner of entries received for a local consumer).
+
+Bytes: broker/protocol/gpacket.py (sans-IO).  Wiring: broker/server/broker.py starts the
+service when ``imq.cluster.brokerlist`` (or ``imq.cluster.url``) names other brokers.
+"""

@@ -1,0 +1,123 @@
+"""The cluster's configuration, read from the imq.cluster.* properties.
+
+``imq.cluster.brokerlist`` (or the properties file named by ``imq.cluster.url``) lists the
+brokers as ``host:portmapperPort``; this broker finds itself in the list by its own
+host and port-mapper port and links to the others.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import urlparse
+
+from broker import props
+from broker.protocol.gpacket import BrokerAddress
+
+log = logging.getLogger("broker.cluster")
+
+LOCAL_NAMES = {"localhost", "127.0.0.1", "::1"}
+
+
+class ClusterConfigError(ValueError):
+    """A cluster property that cannot be used (said at start-up, the broker refuses)."""
+
+
+def parse_address(text: str, default_port: int = 7676) -> tuple[str, int]:
+    """``host[:port]`` (OpenMQ's brokerlist entry) as (host, port)."""
+    text = text.strip()
+    if not text:
+        raise ClusterConfigError("empty broker address")
+    if text.startswith("mq://"):
+        text = text[5:].split("/", 1)[0]
+    host, sep, port = text.rpartition(":")
+    if not sep:
+        return text, default_port
+    try:
+        return host or "localhost", int(port)
+    except ValueError:
+        raise ClusterConfigError(f"bad port in broker address {text!r}") from None
+
+
+def _read_url(url: str) -> str | None:
+    """The brokerlist of a cluster configuration file (``imq.cluster.url``)."""
+    parsed = urlparse(url)
+    path = Path(parsed.path if parsed.scheme == "file" else url)
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ClusterConfigError(f"imq.cluster.url {url}: {exc}") from None
+    for line in text.splitlines():
+        name, sep, value = line.partition("=")
+        if sep and name.strip() == props.CLUSTER_BROKERLIST.name:
+            return value.strip()
+    return None
+
+
+def _same_host(a: str, b: str) -> bool:
+    return a == b or (a in LOCAL_NAMES and b in LOCAL_NAMES)
+
+
+@dataclass
+class ClusterConfig:
+    """Who this broker is in the cluster and whom it links to."""
+
+    me: BrokerAddress
+    peers: list[tuple[str, int]] = field(default_factory=list)
+    cluster_host: str | None = None
+    cluster_port: int = 0
+    transport: str = "tcp"
+    master: tuple[str, int] | None = None
+    ping_interval: float = 60.0
+    # Properties both ends of a link must agree on (spec §3).
+    match: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.peers)
+
+    def is_master(self) -> bool:
+        return self.master is not None and self.is_me(*self.master)
+
+    def is_me(self, host: str, port: int) -> bool:
+        return port == self.me.port and _same_host(host, self.me.host)
+
+    @classmethod
+    def from_config(cls, config, portmapper_port: int) -> ClusterConfig:
+        brokerlist = config.get(props.CLUSTER_BROKERLIST)
+        url = config.get(props.CLUSTER_URL)
+        if not brokerlist and url:
+            brokerlist = _read_url(url)
+        host = config.get(props.CLUSTER_HOSTNAME) or config.get(props.HOSTNAME) or "127.0.0.1"
+        me = BrokerAddress(host, config.get(props.INSTANCE_NAME), portmapper_port)
+        peers = []
+        for item in (brokerlist or "").split(","):
+            if not item.strip():
+                continue
+            addr = parse_address(item)
+            if not (addr[1] == me.port and _same_host(addr[0], me.host)) and addr not in peers:
+                peers.append(addr)
+        transport = config.get(props.CLUSTER_TRANSPORT).lower()
+        if transport not in ("tcp", "ssl"):
+            raise ClusterConfigError(f"imq.cluster.transport {transport}: tcp or ssl")
+        master_text = config.get(props.CLUSTER_MASTERBROKER)
+        port = config.get(props.CLUSTER_PORT)
+        ping = float(config.get(props.CLUSTER_PING_INTERVAL))
+        match = {
+            props.AUTOCREATE_QUEUE.name: str(config.get(props.AUTOCREATE_QUEUE)).lower(),
+            props.AUTOCREATE_TOPIC.name: str(config.get(props.AUTOCREATE_TOPIC)).lower(),
+        }
+        cluster_id = config.get(props.CLUSTER_ID)
+        if cluster_id:
+            match[props.CLUSTER_ID.name] = cluster_id
+        return cls(
+            me,
+            peers,
+            config.get(props.CLUSTER_HOSTNAME) or config.get(props.HOSTNAME),
+            port,
+            transport,
+            parse_address(master_text) if master_text else None,
+            max(ping, 0.2),
+            match,
+        )

@@ -1,0 +1,221 @@
+"""High availability: an enhanced cluster on a shared database store (imq.cluster.ha=true).
+
+Each broker of the cluster (``imq.cluster.clusterid``) keeps its rows in the shared
+database under its ``imq.brokerid`` and beats into its StoreOwner row every
+``imq.cluster.monitor.interval`` seconds (the store's heartbeat).  :class:`HAMonitor`
+looks at the other members' rows at the same interval; one that is running by its row
+but has not beaten for ``imq.cluster.monitor.threshold`` intervals has failed, and this
+broker tries to take it over (broker/store/takeover.py: one transaction, exactly one
+taker, the failed broker fenced).  The taken rows are then added to this broker's router
+(broker/core/recovery.py, ``takeover=True``: every message comes back redelivered).
+
+The database work runs in the store's writer thread, in order with the store's batches,
+never on the event loop.  The members operating now are the broker list HELLO_REPLY
+gives clients (``JMQBrokerList``), so a client that loses its broker knows where to go.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from django.db import connections
+
+from broker.core.recovery import recover
+from broker.models import BrokerState, StoreOwner
+from broker.protocol.jtypes import JLong
+from broker.store import takeover
+
+if TYPE_CHECKING:
+    from broker.store.dbstore import DatabaseStore
+
+log = logging.getLogger("broker.cluster")
+
+
+@dataclass
+class Takeover:
+    """One takeover this broker made (for the log, the admin service and the portal)."""
+
+    broker_id: str
+    address: str
+    destinations: int
+    durables: int
+    messages: int
+    transactions: int
+
+
+class HAMonitor:
+    """Watches the HA cluster's heartbeats in the store and takes over failed members."""
+
+    def __init__(
+        self,
+        broker: Any,
+        store: DatabaseStore,
+        *,
+        cluster_id: str,
+        interval: float,
+        threshold: float,
+    ) -> None:
+        self.broker = broker
+        self.store = store
+        self.cluster_id = cluster_id
+        self.interval = interval
+        self.threshold = threshold
+        self.broker_id = store.broker_instance
+        self.taken: list[Takeover] = []
+        # host:port of the members operating now (this broker first), from the last pass.
+        self.members: list[str] = [store.address]
+        # Since when the store answered every pass: after the database was away, every
+        # member's heartbeat looks old until it beats again, so none is judged failed
+        # before a whole threshold of healthy passes.
+        self._healthy_since: float | None = time.monotonic()
+        self._task: asyncio.Task | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._update_hello()
+
+    def start(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self._task = loop.create_task(self._run())
+        log.info(
+            "HA cluster %s: broker %s monitors its members every %.1f s (failed after %g)",
+            self.cluster_id,
+            self.broker_id,
+            self.interval,
+            self.threshold,
+        )
+        self.store.run_in_writer(self._pass)  # the broker list at once
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(self.interval)
+            if self.store.lost:
+                return
+            self.store.run_in_writer(self._pass)
+
+    # -- writer thread ------------------------------------------------------------
+
+    def _pass(self) -> None:
+        """Read the members' rows; take over any that failed."""
+        if self.store.lost:
+            return
+        using = self.store.using
+        try:
+            rows = takeover.members(self.cluster_id, using=using)
+            failed = takeover.failed_peers(
+                self.broker_id, self.cluster_id, threshold=self.threshold, using=using
+            )
+        except Exception as exc:  # the database is away: the next pass tries again
+            log.warning("HA monitor: cannot read the cluster's brokers: %s", exc)
+            connections[using].close()
+            self._healthy_since = None
+            return
+        if self._healthy_since is None:
+            self._healthy_since = time.monotonic()
+        if failed and time.monotonic() - self._healthy_since < self.interval * self.threshold:
+            log.info(
+                "HA monitor: %s look failed, but the database was away until %.1f s ago: "
+                "waiting for their heartbeats",
+                ", ".join(o.broker_instance for o in failed),
+                time.monotonic() - self._healthy_since,
+            )
+            failed = []
+        live = [
+            o.address
+            for o in rows
+            if o.state == StoreOwner.State.RUNNING
+            and o.broker_state == BrokerState.OPERATING
+            and o not in failed
+            and o.broker_instance != self.broker_id
+            and o.address
+        ]
+        self._call_on_loop(self._set_members, [self.store.address, *live])
+        for row in failed:
+            self._try(row)
+
+    def _try(self, row: StoreOwner) -> None:
+        using = self.store.using
+        age = "never beat" if row.heartbeat is None else f"last beat at {row.heartbeat:%H:%M:%S}"
+        log.warning(
+            "HA cluster %s: broker %s (%s) has failed (%s): taking it over",
+            self.cluster_id,
+            row.broker_instance,
+            row.address,
+            age,
+        )
+        try:
+            taken = takeover.take_over(
+                row.broker_instance,
+                row.epoch,
+                self.broker_id,
+                threshold=self.threshold,
+                using=using,
+            )
+        except Exception as exc:  # its row is locked, or the database went away
+            log.warning("takeover of broker %s failed, retried later: %s", row.broker_instance, exc)
+            connections[using].close()
+            return
+        if taken is None:
+            log.info(
+                "takeover of broker %s: not needed (another broker took it, or it came back)",
+                row.broker_instance,
+            )
+            return
+        self._call_on_loop(self._adopt, taken)
+
+    def _call_on_loop(self, fn, *args) -> None:
+        loop = self._loop
+        if loop is not None:
+            try:
+                loop.call_soon_threadsafe(fn, *args)
+            except RuntimeError:  # loop closed during shutdown
+                pass
+
+    # -- event loop ---------------------------------------------------------------
+
+    def _set_members(self, members: list[str]) -> None:
+        self.members = members
+        self._update_hello()
+
+    def _update_hello(self) -> None:
+        """What HELLO_REPLY tells clients in an HA cluster (connect.md)."""
+        hello = getattr(self.broker, "hello_properties", None)
+        if hello is None:
+            return
+        hello["JMQHA"] = True
+        hello["JMQClusterID"] = self.cluster_id
+        hello["JMQStoreSession"] = JLong(self.store.epoch or 0)
+        hello["JMQBrokerList"] = ",".join(f"mq://{a}/" for a in self.members)
+
+    def _adopt(self, taken: takeover.TakenOver) -> None:
+        """The taken rows are this broker's now: into the router."""
+        counts = recover(self.broker.router, taken.state, takeover=True)
+        done = Takeover(
+            taken.broker_id,
+            taken.address,
+            len(taken.state.destinations),
+            counts["durables"],
+            counts["messages"],
+            counts["transactions"],
+        )
+        self.taken.append(done)
+        log.warning(
+            "took over broker %s (%s): %d destinations, %d durable subscriptions, "
+            "%d messages, %d transactions",
+            done.broker_id,
+            done.address,
+            done.destinations,
+            done.durables,
+            done.messages,
+            done.transactions,
+        )
+
+
+__all__ = ["HAMonitor", "Takeover"]

@@ -1,0 +1,145 @@
+"""Cluster-wide locks (spec/cluster.md §9): two brokers never grant the same resource.
+
+A broker that wants ``clientid:<id>`` or ``durable:<clientid>:<name>`` broadcasts G_LOCK
+and holds the resource only when every linked broker answered SUCCESS.  A broker
+answers FAILURE when it holds the resource itself, and while it is acquiring the same
+resource the older attempt (smaller ``TS``) wins; equal times answer BACKOFF.  A peer
+that goes away is no longer waited for.  Locks live in memory: a broker's resources
+are free again when it leaves the cluster.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from broker.protocol import gpacket as gp
+from broker.protocol.jtypes import JLong
+
+if TYPE_CHECKING:
+    from .link import BrokerLink
+    from .service import ClusterService
+
+log = logging.getLogger("broker.cluster")
+
+LOCK_TIMEOUT = 60.0
+_ids = itertools.count(int(time.time() * 1000))
+
+
+class _Attempt:
+    __slots__ = ("resource", "ts", "xid", "waiting", "result", "done")
+
+    def __init__(self, resource: str, ts: int, xid: int, waiting: set[int]) -> None:
+        self.resource = resource
+        self.ts = ts
+        self.xid = xid
+        self.waiting = waiting
+        self.result: int | None = None
+        self.done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+
+
+class ClusterLocks:
+    """The lock requester and responder of one broker."""
+
+    def __init__(self, service: ClusterService) -> None:
+        self.service = service
+        self.attempts: dict[str, _Attempt] = {}
+        # resource -> does this broker hold it (asked by the responder side).
+        self.holders: list[Callable[[str], bool]] = [self._holds_client_id]
+        self.timeout = LOCK_TIMEOUT
+
+    def _holds_client_id(self, resource: str) -> bool:
+        kind, _, name = resource.partition(":")
+        return kind == "clientid" and bool(self.service.router.client_ids.get(name))
+
+    def needed(self) -> bool:
+        return bool(self.service.links)
+
+    async def acquire(self, resource: str) -> int:
+        """LOCK_SUCCESS, LOCK_FAILURE or LOCK_BACKOFF (TIMEOUT counts as FAILURE)."""
+        links = list(self.service.links.values())
+        if not links:
+            return gp.LOCK_SUCCESS
+        attempt = _Attempt(resource, int(time.time() * 1000), next(_ids), {id(lk) for lk in links})
+        self.attempts[resource] = attempt
+        pkt = gp.GPacket(
+            gp.G_LOCK,
+            {"I": resource, "TS": JLong(attempt.ts), "X": JLong(attempt.xid), "SH": False},
+            flags=gp.A_BIT,
+        )
+        for link in links:
+            link.send(pkt)
+        try:
+            return await asyncio.wait_for(asyncio.shield(attempt.done), self.timeout)
+        except TimeoutError:
+            log.warning(
+                "cluster lock %s: no answer from every broker in %g s", resource, self.timeout
+            )
+            return gp.LOCK_FAILURE
+        finally:
+            if self.attempts.get(resource) is attempt:
+                del self.attempts[resource]
+
+    def acquire_blocking(self, loop: asyncio.AbstractEventLoop, resource: str) -> int:
+        """For a worker thread: wait for :meth:`acquire` running on ``loop``."""
+        fut = asyncio.run_coroutine_threadsafe(self.acquire(resource), loop)
+        return fut.result(self.timeout + 5)
+
+    def _finish(self, attempt: _Attempt, result: int) -> None:
+        if not attempt.done.done():
+            attempt.done.set_result(result)
+
+    def on_packet(self, link: BrokerLink, pkt: gp.GPacket) -> None:
+        resource = pkt.props.get("I")
+        xid = pkt.props.get("X")
+        if not isinstance(resource, str) or not isinstance(xid, int):
+            raise gp.GPacketError(f"{pkt.name} without a resource (I) or request id (X)")
+        if pkt.type == gp.G_LOCK:
+            ts = pkt.props.get("TS", 0)
+            link.send(
+                gp.GPacket(
+                    gp.G_LOCK_REPLY,
+                    {
+                        "I": resource,
+                        "X": xid,
+                        "S": self._answer(resource, ts if isinstance(ts, int) else 0),
+                    },
+                )
+            )
+            return
+        attempt = self.attempts.get(resource)
+        if attempt is None or attempt.xid != xid:
+            return  # a stale reply
+        status = pkt.props.get("S")
+        if status != gp.LOCK_SUCCESS:
+            self._finish(
+                attempt, status if status in (gp.LOCK_FAILURE, gp.LOCK_BACKOFF) else gp.LOCK_FAILURE
+            )
+            return
+        attempt.waiting.discard(id(link))
+        if not attempt.waiting:
+            self._finish(attempt, gp.LOCK_SUCCESS)
+
+    def _answer(self, resource: str, ts: int) -> int:
+        mine = self.attempts.get(resource)
+        if mine is not None and not mine.done.done():
+            if ts < mine.ts:
+                self._finish(mine, gp.LOCK_FAILURE)
+                return gp.LOCK_SUCCESS
+            return gp.LOCK_FAILURE if ts > mine.ts else gp.LOCK_BACKOFF
+        if any(h(resource) for h in self.holders):
+            return gp.LOCK_FAILURE
+        return gp.LOCK_SUCCESS
+
+    def link_up(self, link: BrokerLink) -> None:
+        """A broker joined while we wait: it is not asked (OpenMQ would retry)."""
+
+    def link_down(self, link: BrokerLink) -> None:
+        for attempt in list(self.attempts.values()):
+            attempt.waiting.discard(id(link))
+            if not attempt.waiting:
+                self._finish(attempt, gp.LOCK_SUCCESS)

@@ -1,0 +1,177 @@
+"""The two ends of remote delivery.
+
+On the message's home broker a :class:`RemoteConsumer` stands for a consumer on another
+broker: it is a :class:`~broker.core.dispatch.DeliveryTarget` attached to the queue's
+delivery queue or to a subscription like a local consumer, and its ``deliver`` sends
+G_MESSAGE_DATA over the link.  The entries it sent stay in its ``inflight`` table (and a
+persistent message in the home store) until the consumer's broker acknowledges them;
+if that broker goes away they go back to their queue, marked redelivered.
+
+On the consumer's broker an :class:`InboundOrigin` is the ``owner`` and ``queue`` of the
+entries received for one local consumer: when the router settles such an entry
+(``account_out``) the acknowledgement goes home, and when it puts one back
+(``put_back``: session recover, consumer closed) the home broker is told to deliver it
+again.  Nothing in the router knows about either.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections import deque
+from typing import TYPE_CHECKING
+
+from broker.core.errors import now_ms
+from broker.protocol import gpacket as gp
+
+if TYPE_CHECKING:
+    from broker.core.destination import Subscription
+    from broker.core.message import Entry
+    from broker.core.selector import Selector
+    from broker.core.session import Consumer
+
+    from .link import BrokerLink
+    from .service import ClusterService
+
+DEFAULT_WINDOW = 1000
+# Remote consumers get connection ids of their own (negative: never a local connection's).
+_link_ids = itertools.count(-1, -1)
+
+
+class RemoteLinkRef:
+    """What a delivery queue sees as a remote consumer's connection (noLocal, ids)."""
+
+    __slots__ = ("id", "client_id")
+
+    def __init__(self, client_id: str | None) -> None:
+        self.id = next(_link_ids)
+        self.client_id = client_id
+
+    def can_deliver(self) -> bool:
+        return True
+
+    def send_delivery(self, buf: bytearray) -> None:  # pragma: no cover - never called
+        raise RuntimeError("a remote consumer's deliveries go through its cluster link")
+
+
+class RemoteConsumer:
+    """A consumer on another broker, as this (home) broker delivers to it."""
+
+    def __init__(
+        self,
+        service: ClusterService,
+        link: BrokerLink,
+        uid: gp.ConsumerUID,
+        destination,
+        queue,
+        selector: Selector | None,
+        window: int,
+        client_id: str | None,
+        durable_name: str | None,
+        subscription: Subscription | None = None,
+    ) -> None:
+        self.service = service
+        self.peer = link
+        self.uid = uid
+        self.destination = destination
+        self.queue = queue
+        self.selector = selector
+        self.window = window if window > 0 else DEFAULT_WINDOW
+        self.link = RemoteLinkRef(client_id)
+        self.durable_name = durable_name
+        self.subscription = subscription
+        self.inflight: dict[bytes, Entry] = {}
+        self.closed = False
+        self.delivered = 0
+
+    def ready(self) -> bool:
+        if self.closed or self.peer.closed or self.peer.flow_stopped:
+            return False
+        if len(self.inflight) >= self.window:
+            return False
+        dest = self.destination
+        if dest.is_queue and dest.attributes.get("localDeliveryPreferred"):
+            # A local consumer that can take the message gets it first.
+            for c in self.queue.consumers:
+                if not isinstance(c, RemoteConsumer) and c.ready():
+                    return False
+        return True
+
+    def deliver(self, entry: Entry) -> None:
+        entry.count += 1
+        entry.consumer = self
+        msg = entry.msg
+        self.inflight[msg.key] = entry
+        self.delivered += 1
+        events = self.service.router.events
+        if events.delivered:
+            events.notify(events.delivered, entry)
+        w = gp.BodyWriter()
+        self.uid.write(w)
+        w.raw(bytes(msg.encode_delivery(self.uid.consumer_id, entry.redelivered, entry.count)))
+        props: dict[str, object] = {"C": 1, f"CUID-DCT:{self.uid.consumer_id}": entry.count}
+        if entry.redelivered:
+            props["redelivered"] = True
+        self.peer.send(gp.GPacket(gp.G_MESSAGE_DATA, props, w.bytes()))
+
+    def take_inflight(self) -> list[Entry]:
+        out = list(self.inflight.values())
+        self.inflight.clear()
+        return out
+
+
+class _Stats:
+    __slots__ = ("acked", "discarded", "expired", "purged")
+
+    def __init__(self) -> None:
+        self.acked = self.discarded = self.expired = self.purged = 0
+
+
+class InboundOrigin:
+    """Owner and queue of the entries a home broker sent for one local consumer."""
+
+    attributes = {"useDMQ": False}
+    store = None
+    is_queue = True
+
+    def __init__(self, service: ClusterService, link: BrokerLink, uid: gp.ConsumerUID) -> None:
+        self.service = service
+        self.peer = link
+        self.uid = uid
+        self.stats = _Stats()
+        # Entries the local consumer could not take yet (no credit, stopped connection).
+        self.pending: deque[Entry] = deque()
+
+    @property
+    def active(self) -> bool:
+        return not self.peer.closed
+
+    def limit(self, name: str, default: int = -1) -> int:
+        # maxDeliveryCount and the other limits are the home broker's to apply.
+        return default
+
+    def account_out(self, entry: Entry) -> None:
+        self.service.send_ack(self.peer, self.uid, [entry.msg.key], gp.ACK_ACKNOWLEDGED)
+
+    def put_back(self, entries) -> None:
+        for e in entries:
+            self.service.send_ack(
+                self.peer,
+                self.uid,
+                [e.msg.key],
+                gp.ACK_IGNORED,
+                {"redelivered": bool(e.redelivered)},
+            )
+
+    def dispatch(self, _now: int | None = None) -> None:
+        """Hand pending entries to the local consumer while it can take them."""
+        cons: Consumer | None = self.service.router.consumers.get(self.uid.consumer_id)
+        if cons is None or cons.closed:
+            self.put_back(list(self.pending))
+            self.pending.clear()
+            return
+        while self.pending and cons.ready():
+            cons.deliver(self.pending.popleft())
+
+    def offer(self, entry: Entry) -> None:
+        self.pending.append(entry)
+        self.dispatch(now_ms())

@@ -1,0 +1,620 @@
+"""The cluster service: this broker's links to the others and what travels on them.
+
+:class:`ClusterService` listens on the cluster port (published in the port mapper as
+``cluster tcp CLUSTER``), dials the peers of ``imq.cluster.brokerlist`` it is the
+initiator for (the lower ``host:port`` of a pair dials; both accept), and keeps
+re-dialling a peer that is down -- this broker serves its own clients meanwhile.
+
+Over an up link it announces local consumers (G_NEW_INTEREST, G_INTEREST_UPDATE),
+forwards messages to remote consumers (G_MESSAGE_DATA, see remote.py), carries the
+acknowledgements home (G_MESSAGE_ACK), answers PING, says GOODBYE when it stops, and
+tells a peer that left cleanly from one that crashed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from broker.core.destination import QueueDestination, Subscription, TopicDestination
+from broker.core.errors import RouterError, now_ms
+from broker.core.message import Entry, Message
+from broker.core.selector import SelectorError, compile_selector
+from broker.protocol import gpacket as gp
+from broker.protocol.jtypes import JLong
+from broker.protocol.packet import Packet
+from broker.protocol.portmapper import PortMapperError, encode_request, parse_table
+from broker.protocol.sysmsgid import SYSMSGID_SIZE
+from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC
+
+from .config import ClusterConfig, _same_host
+from .link import BrokerLink, LinkRefused, broker_info_body
+from .locks import ClusterLocks
+from .remote import InboundOrigin, RemoteConsumer
+
+if TYPE_CHECKING:
+    from broker.core.router import MessageRouter
+    from broker.core.session import Consumer
+
+log = logging.getLogger("broker.cluster")
+
+RECONNECT_INTERVAL = 1.0
+RECONNECT_MAX = 5.0
+# Destinations that never leave their broker.
+_PRIVATE_PREFIXES = ("__JMQ", "mq.sys.dmq")
+
+
+class ClusterService:
+    """One broker's membership of a conventional cluster."""
+
+    def __init__(self, cfg: ClusterConfig, router: MessageRouter, session_id: int) -> None:
+        self.cfg = cfg
+        self.router = router
+        self.session_id = session_id
+        self.start_ms = int(time.time() * 1000)
+        self.server: asyncio.AbstractServer | None = None
+        self.links: dict[gp.BrokerAddress, BrokerLink] = {}
+        self.all_links: set[BrokerLink] = set()
+        self.remotes: dict[tuple[int, int], RemoteConsumer] = {}
+        self.inbound: dict[tuple[int, int], InboundOrigin] = {}
+        self._dialling: set[tuple[str, int]] = set()
+        self._unreachable: dict[tuple[str, int], str] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._acks: dict[tuple[int, int, bool], tuple[BrokerLink, list]] = {}
+        self._acks_scheduled = False
+        self._pending: set[InboundOrigin] = set()
+        self._pending_timer: asyncio.TimerHandle | None = None
+        self.extra_info: dict[str, object] = {}
+        self.locks = ClusterLocks(self)
+        self.stopping = False
+
+    # -- life cycle ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        host = self.cfg.cluster_host or None
+        self.server = await loop.create_server(
+            lambda: BrokerLink(self), host=host, port=self.cfg.cluster_port, reuse_address=True
+        )
+        log.info(
+            "cluster service (tcp CLUSTER) listening on %s:%s; brokers: %s",
+            host or "*",
+            self.port,
+            ", ".join(f"{h}:{p}" for h, p in self.cfg.peers),
+        )
+        self.router.consumer_listeners.append(self._consumer_event)
+        self._tasks = [
+            asyncio.create_task(self._dial_loop()),
+            asyncio.create_task(self._ping_loop()),
+        ]
+
+    @property
+    def port(self) -> int:
+        if self.server is not None and self.server.sockets:
+            return self.server.sockets[0].getsockname()[1]
+        return self.cfg.cluster_port
+
+    async def stop(self) -> None:
+        """Leave the cluster cleanly: GOODBYE on every link, then close."""
+        self.stopping = True
+        for t in self._tasks:
+            t.cancel()
+        for link in list(self.links.values()):
+            link.goodbye = True
+            link.send(gp.GPacket(gp.G_GOODBYE, {}, b""))
+            link.close()
+        if self.server is not None:
+            self.server.close()
+        for link in list(self.all_links):
+            link.close()
+        await asyncio.sleep(0)
+
+    # -- identity and handshake -----------------------------------------------------
+
+    def link_init(self) -> gp.LinkInit:
+        me = self.cfg.me
+        master = None
+        if self.cfg.master is not None:
+            master = gp.BrokerAddress(self.cfg.master[0], "", self.cfg.master[1])
+        return gp.LinkInit(
+            gp.CLUSTER_VERSION,
+            me.host,
+            me.instance,
+            me.port,
+            master,
+            dict(self.cfg.match),
+            session_uid=self.session_id,
+        )
+
+    def broker_info(self) -> bytes:
+        extra = {"clusterPort": self.port, **self.extra_info}
+        me = self.cfg.me
+        return broker_info_body(me.instance, me.host, me.port, self.start_ms, extra)
+
+    def check_peer(self, link: BrokerLink, init: gp.LinkInit) -> None:
+        """Refuse a LINK_INIT whose sender may not join (raises LinkRefused with why)."""
+        if init.version != gp.CLUSTER_VERSION:
+            raise LinkRefused(
+                f"cluster protocol version {init.version}, this broker speaks {gp.CLUSTER_VERSION}"
+            )
+        if self.cfg.is_me(init.host, init.port) or init.session_uid == self.session_id:
+            raise LinkRefused(f"peer claims to be this broker ({init.address})")
+        if not any(p == init.port and _same_host(h, init.host) for h, p in self.cfg.peers):
+            raise LinkRefused(f"{init.address} is not in imq.cluster.brokerlist")
+        if link.expected is not None:
+            h, p = link.expected
+            if (
+                p != init.port
+                or not _same_host(h, init.host)
+                or (link.expected_instance and link.expected_instance != init.instance)
+            ):
+                raise LinkRefused(
+                    f"dialled {link.expected_instance or ''}@{h}:{p} but the peer says it is "
+                    f"{init.address}"
+                )
+        differ = sorted(
+            k
+            for k in set(init.match) | set(self.cfg.match)
+            if init.match.get(k) != self.cfg.match.get(k)
+        )
+        if differ:
+            raise LinkRefused("cluster properties differ: " + ", ".join(differ))
+        old = self.links.get(init.address)
+        if old is not None and not old.closed:
+            raise LinkRefused(f"broker {init.address} is already linked (a second claim)")
+
+    def link_up(self, link: BrokerLink) -> None:
+        addr = link.address
+        assert addr is not None
+        self.links[addr] = link
+        self.all_links.add(link)
+        self._unreachable.pop((addr.host, addr.port), None)
+        log.info(
+            "cluster link to broker %s up (%s)",
+            addr,
+            "dialled" if link.expected else "accepted",
+        )
+        cons = [c for c in self.router.consumers.values() if self._shared(c)]
+        if cons:
+            link.send(self._interest_packet(cons))
+        self.locks.link_up(link)
+
+    def link_closed(self, link: BrokerLink) -> None:
+        self.all_links.discard(link)
+        addr = link.address
+        if addr is None or self.links.get(addr) is not link:
+            if link.reason and not link.up and link.peer is None and not link.expected:
+                log.debug("cluster connection %s closed: %s", link.describe(), link.reason)
+            return
+        del self.links[addr]
+        if link.goodbye:
+            log.info("broker %s left the cluster (GOODBYE)", addr)
+        elif not self.stopping:
+            log.warning("cluster link to broker %s lost: %s", addr, link.reason)
+        for key in [k for k in self.remotes if k[0] == id(link)]:
+            self._remove_remote(self.remotes.pop(key))
+        for key in [k for k in self.inbound if k[0] == id(link)]:
+            origin = self.inbound.pop(key)
+            origin.pending.clear()
+            self._pending.discard(origin)
+        self.locks.link_down(link)
+
+    # -- dialling ------------------------------------------------------------------
+
+    def _initiates(self, peer: tuple[str, int]) -> bool:
+        me = self.cfg.me
+        return (me.port, me.host) < (peer[1], peer[0])
+
+    def _linked(self, host: str, port: int) -> bool:
+        return any(a.port == port and _same_host(a.host, host) for a in self.links)
+
+    async def _dial_loop(self) -> None:
+        delay = RECONNECT_INTERVAL
+        while True:
+            missing = [
+                p
+                for p in self.cfg.peers
+                if self._initiates(p) and not self._linked(*p) and p not in self._dialling
+            ]
+            for peer in missing:
+                self._dialling.add(peer)
+                asyncio.create_task(self._dial(peer))
+            await asyncio.sleep(delay if missing else RECONNECT_INTERVAL)
+            delay = min(delay * 1.5, RECONNECT_MAX) if missing else RECONNECT_INTERVAL
+
+    async def _dial(self, peer: tuple[str, int]) -> None:
+        host, pm_port = peer
+        try:
+            instance, port, chost = await self._lookup(host, pm_port)
+            loop = asyncio.get_running_loop()
+            await asyncio.wait_for(
+                loop.create_connection(
+                    lambda: BrokerLink(self, expected=peer, expected_instance=instance),
+                    chost or host,
+                    port,
+                ),
+                5,
+            )
+        except (OSError, TimeoutError, PortMapperError, LookupError) as exc:
+            reason = str(exc) or type(exc).__name__
+            if self._unreachable.get(peer) != reason:
+                # Said once per reason, not on every retry.
+                log.warning(
+                    "cannot reach cluster broker %s:%s (%s); retrying", host, pm_port, reason
+                )
+                self._unreachable[peer] = reason
+        finally:
+            self._dialling.discard(peer)
+
+    async def _lookup(self, host: str, pm_port: int) -> tuple[str, int, str | None]:
+        """The peer's instance name and cluster port, from its port mapper."""
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, pm_port), 5)
+        try:
+            writer.write(encode_request())
+            data = b""
+            while not data.endswith(b".\n"):
+                chunk = await asyncio.wait_for(reader.read(4096), 5)
+                if not chunk:
+                    break
+                data += chunk
+        finally:
+            writer.close()
+        table = parse_table(data)
+        entry = table.find("CLUSTER")
+        if entry is None:
+            raise LookupError("its port mapper lists no cluster service (not clustered?)")
+        return table.instance, entry.port, entry.properties.get("hostname")
+
+    async def _ping_loop(self) -> None:
+        interval = self.cfg.ping_interval
+        while True:
+            await asyncio.sleep(interval / 2)
+            now = time.monotonic()
+            for link in list(self.links.values()):
+                if now - link.last_heard > 3 * interval:
+                    link.drop(f"nothing heard from the peer for {now - link.last_heard:.0f} s")
+                elif now - link.last_sent >= interval / 2:
+                    link.send(
+                        gp.GPacket(gp.G_PING, {"X": JLong(int(time.time() * 1000))}, flags=gp.A_BIT)
+                    )
+
+    # -- interests -------------------------------------------------------------------
+
+    @staticmethod
+    def _shared(cons: Consumer) -> bool:
+        name = cons.destination.name
+        return not name.startswith(_PRIVATE_PREFIXES)
+
+    def _uid(self, cons: Consumer) -> gp.ConsumerUID:
+        return gp.ConsumerUID(cons.id, cons.link.id, self.cfg.me)
+
+    def _interest_packet(self, consumers: list[Consumer]) -> gp.GPacket:
+        w = gp.BodyWriter()
+        props: dict[str, object] = {"C": len(consumers)}
+        for c in consumers:
+            dest = c.destination
+            sub = c.subscription
+            durable = sub.durable_key[1] if sub is not None and sub.durable_key else None
+            w.int64(gp.INTEREST_RECORD_VERSION).utf(dest.name)
+            w.boolean(True)
+            self._uid(c).write(w)
+            client_id = c.link.client_id or None
+            w.boolean(client_id is not None)
+            if client_id is not None:
+                w.utf(client_id)
+            w.boolean(durable is not None)
+            if durable is not None:
+                w.utf(durable)
+            selector = c.selector if sub is None else sub.selector
+            text = selector.text if selector is not None else None
+            w.boolean(text is not None)
+            if text is not None:
+                w.utf(text)
+            w.boolean(dest.is_queue).boolean(c.no_local).boolean(True)
+            w.boolean(False).int32(0).boolean(False)
+            w.boolean(dest.is_temporary)  # a record field "has shared name": temp flag here
+            if dest.is_temporary:
+                w.utf("temporary")
+            props[f"{c.id}:prefetch"] = c.prefetch if c.prefetch > 0 else -1
+        return gp.GPacket(gp.G_NEW_INTEREST, props, w.bytes())
+
+    def _consumer_event(self, what: str, cons: Consumer) -> None:
+        if not self.links or not self._shared(cons):
+            return
+        if what == "added":
+            pkt = self._interest_packet([cons])
+        else:
+            w = gp.BodyWriter()
+            self._uid(cons).write(w)
+            sub = cons.subscription
+            detach = sub is not None and sub.durable_key is not None
+            kind = gp.INTEREST_DURABLE_DETACH if detach else gp.INTEREST_REM
+            pkt = gp.GPacket(gp.G_INTEREST_UPDATE, {"C": 1, "T": kind}, w.bytes())
+        for link in self.links.values():
+            link.send(pkt)
+
+    def _read_interest(self, r: gp.BodyReader) -> dict:
+        version = r.int64()
+        if version != gp.INTEREST_RECORD_VERSION:
+            raise gp.GPacketError(f"interest record version {version}")
+        rec: dict = {"dest": r.utf()}
+        rec["uid"] = gp.ConsumerUID.read(r) if r.boolean() else None
+        rec["client_id"] = r.utf() if r.boolean() else None
+        rec["durable"] = r.utf() if r.boolean() else None
+        rec["selector"] = r.utf() if r.boolean() else None
+        rec["queue"] = r.boolean()
+        rec["no_local"] = r.boolean()
+        rec["ready"] = r.boolean()
+        if r.boolean():
+            r.int32()
+        r.int32()
+        r.boolean()
+        rec["temporary"] = r.boolean()
+        if rec["temporary"]:
+            r.utf()
+        return rec
+
+    def _new_interest(self, link: BrokerLink, pkt: gp.GPacket) -> None:
+        count = pkt.props.get("C", 0)
+        if not isinstance(count, int) or count < 0 or count > 100000:
+            raise gp.GPacketError(f"G_NEW_INTEREST count {count!r}")
+        r = gp.BodyReader(pkt.payload)
+        for _ in range(count):
+            rec = self._read_interest(r)
+            uid = rec["uid"]
+            if uid is None or uid.broker != link.address:
+                raise gp.GPacketError("interest whose consumer is not the sending broker's")
+            window = pkt.props.get(f"{uid.consumer_id}:prefetch", -1)
+            try:
+                self._add_remote(link, uid, rec, window if isinstance(window, int) else -1)
+            except (RouterError, SelectorError) as exc:
+                log.warning(
+                    "interest of %s on %s %s not taken: %s",
+                    uid.broker,
+                    "queue" if rec["queue"] else "topic",
+                    rec["dest"],
+                    exc,
+                )
+
+    def _add_remote(self, link: BrokerLink, uid: gp.ConsumerUID, rec: dict, window: int) -> None:
+        key = (id(link), uid.consumer_id)
+        if key in self.remotes:
+            return
+        router = self.router
+        dtype = DEST_QUEUE if rec["queue"] else DEST_TOPIC
+        selector = compile_selector(rec["selector"]) if rec["selector"] else None
+        dest = router.lookup(rec["dest"], dtype)
+        rc_probe = RemoteConsumer(
+            self, link, uid, None, None, selector, window, rec["client_id"], rec["durable"]
+        )
+        if dest is None:
+            if rec["temporary"]:
+                dest = router.create_destination(rec["dest"], dtype | DEST_TEMP, rc_probe.link)
+            else:
+                dest = router.ensure_destination(rec["dest"], dtype, None)
+        rc = rc_probe
+        rc.destination = dest
+        if isinstance(dest, QueueDestination):
+            rc.queue = dest.dq
+            if not dest.attach(rc):
+                raise RouterError(500, "queue has its maximum of active consumers")
+        else:
+            assert isinstance(dest, TopicDestination)
+            sub = None
+            if rec["durable"]:
+                dkey = (rec["client_id"], rec["durable"])
+                sub = dest.durables.get(dkey)
+                if sub is None:
+                    sub = Subscription(dest, selector, rec["no_local"], rc.link.id, dkey)
+                    dest.add_subscription(sub)
+            if sub is None:
+                sub = Subscription(dest, selector, rec["no_local"], rc.link.id)
+                dest.add_subscription(sub)
+            rc.subscription = sub
+            rc.queue = sub.queue
+            sub.attach(rc)
+        self.remotes[key] = rc
+        rc.queue.dispatch(now_ms())
+
+    def _remove_remote(self, rc: RemoteConsumer) -> None:
+        rc.closed = True
+        router = self.router
+        sub = rc.subscription
+        if sub is not None:
+            sub.detach(rc)
+        elif isinstance(rc.destination, QueueDestination):
+            rc.destination.detach(rc)
+        entries = rc.take_inflight()
+        if sub is not None and sub.durable_key is None and not sub.queue.consumers:
+            router.subs.remove(sub)
+        if entries:
+            router.acks.return_unacked(None, entries, redelivered=True)
+        elif sub is None:
+            rc.queue.dispatch(now_ms())
+
+    def _interest_update(self, link: BrokerLink, pkt: gp.GPacket) -> None:
+        r = gp.BodyReader(pkt.payload)
+        count = pkt.props.get("C", 0)
+        if not isinstance(count, int) or count < 0 or count > 100000:
+            raise gp.GPacketError(f"G_INTEREST_UPDATE count {count!r}")
+        for _ in range(count):
+            uid = gp.ConsumerUID.read(r)
+            rc = self.remotes.pop((id(link), uid.consumer_id), None)
+            if rc is not None:
+                self._remove_remote(rc)
+
+    # -- messages ------------------------------------------------------------------
+
+    def _message_data(self, link: BrokerLink, pkt: gp.GPacket) -> None:
+        r = gp.BodyReader(pkt.payload)
+        count = pkt.props.get("C", 1)
+        if not isinstance(count, int) or not 0 < count <= 100000:
+            raise gp.GPacketError(f"G_MESSAGE_DATA count {count!r}")
+        uids = [gp.ConsumerUID.read(r) for _ in range(count)]
+        cpkt = Packet(r.rest())
+        dest = cpkt.destination or ""
+        msg = Message(cpkt, dest, 0)
+        redelivered = bool(pkt.props.get("redelivered"))
+        for uid in uids:
+            if uid.broker != self.cfg.me:
+                continue
+            key = (id(link), uid.consumer_id)
+            origin = self.inbound.get(key)
+            if origin is None:
+                origin = self.inbound[key] = InboundOrigin(self, link, uid)
+            entry = Entry(msg, origin, origin)
+            dct = pkt.props.get(f"CUID-DCT:{uid.consumer_id}", 1)
+            entry.count = max((dct if isinstance(dct, int) else 1) - 1, 0)
+            entry.redelivered = redelivered
+            origin.offer(entry)
+            if origin.pending:
+                self._pending.add(origin)
+        if self._pending and self._pending_timer is None:
+            self._pending_timer = asyncio.get_running_loop().call_later(0.005, self._flush_pending)
+
+    def _flush_pending(self) -> None:
+        self._pending_timer = None
+        for origin in list(self._pending):
+            origin.dispatch(now_ms())
+            if not origin.pending:
+                self._pending.discard(origin)
+        if self._pending:
+            self._pending_timer = asyncio.get_running_loop().call_later(0.005, self._flush_pending)
+
+    def send_ack(
+        self,
+        link: BrokerLink,
+        uid: gp.ConsumerUID,
+        keys: list[bytes],
+        ack_type: int,
+        extra: dict | None = None,
+    ) -> None:
+        """Queue acknowledgements home; one G_MESSAGE_ACK per link and kind per loop turn."""
+        if link.closed:
+            return
+        redelivered = bool(extra and extra.get("redelivered"))
+        slot = self._acks.get((id(link), ack_type, redelivered))
+        if slot is None:
+            slot = self._acks[(id(link), ack_type, redelivered)] = (link, [])
+        slot[1].extend((k, uid) for k in keys)
+        if not self._acks_scheduled:
+            self._acks_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_acks)
+
+    def _flush_acks(self) -> None:
+        self._acks_scheduled = False
+        acks, self._acks = self._acks, {}
+        for (_lid, ack_type, redelivered), (link, items) in acks.items():
+            w = gp.BodyWriter()
+            for key, uid in items:
+                w.raw(key)
+                uid.write(w)
+            props: dict[str, object] = {"T": ack_type, "C": len(items)}
+            if redelivered:
+                props["redelivered"] = True
+            link.send(gp.GPacket(gp.G_MESSAGE_ACK, props, w.bytes()))
+
+    def _message_ack(self, link: BrokerLink, pkt: gp.GPacket) -> None:
+        r = gp.BodyReader(pkt.payload)
+        count = pkt.props.get("C", 0)
+        ack_type = pkt.props.get("T")
+        if not isinstance(count, int) or count < 0 or count > 1000000:
+            raise gp.GPacketError(f"G_MESSAGE_ACK count {count!r}")
+        redelivered = bool(pkt.props.get("redelivered"))
+        router = self.router
+        back: list[Entry] = []
+        touched: dict[int, RemoteConsumer] = {}
+        for _ in range(count):
+            key = r.raw(SYSMSGID_SIZE)
+            uid = gp.ConsumerUID.read(r)
+            rc = self.remotes.get((id(link), uid.consumer_id))
+            if rc is None:
+                continue
+            entry = rc.inflight.pop(key, None)
+            if entry is None:
+                continue
+            touched[id(rc)] = rc
+            if ack_type in (gp.ACK_ACKNOWLEDGED, gp.ACK_DEAD, gp.ACK_UNDELIVERABLE):
+                entry.owner.stats.acked += 1  # type: ignore[attr-defined]
+                router.consumed(entry)
+            else:
+                if not redelivered:
+                    entry.count = max(entry.count - 1, 0)
+                back.append(entry)
+        if back:
+            router.acks.return_unacked(None, back, redelivered=redelivered)
+        t = now_ms()
+        for rc in touched.values():
+            rc.queue.dispatch(t)
+
+    # -- the packet switch ----------------------------------------------------------------
+
+    def on_packet(self, link: BrokerLink, pkt: gp.GPacket) -> None:
+        t = pkt.type
+        if t == gp.G_MESSAGE_DATA:
+            self._message_data(link, pkt)
+        elif t == gp.G_MESSAGE_ACK:
+            self._message_ack(link, pkt)
+        elif t == gp.G_NEW_INTEREST:
+            self._new_interest(link, pkt)
+        elif t == gp.G_INTEREST_UPDATE:
+            self._interest_update(link, pkt)
+        elif t == gp.G_PING:
+            if pkt.wants_reply:
+                link.send(gp.GPacket(gp.G_PING_REPLY, {"S": 200, "X": pkt.props.get("X", 0)}))
+        elif t == gp.G_GOODBYE:
+            link.goodbye = True
+            link.send(gp.GPacket(gp.G_GOODBYE_REPLY, {"S": 200}))
+        elif t == gp.G_STOP_MESSAGE_FLOW:
+            link.flow_stopped = True
+        elif t == gp.G_RESUME_MESSAGE_FLOW:
+            link.flow_stopped = False
+            stamp = now_ms()
+            for (lid, _cid), rc in list(self.remotes.items()):
+                if lid == id(link):
+                    rc.queue.dispatch(stamp)
+        elif t in (gp.G_LOCK, gp.G_LOCK_REPLY):
+            self.locks.on_packet(link, pkt)
+        elif t in (gp.G_PING_REPLY, gp.G_GOODBYE_REPLY):
+            pass
+        elif pkt.wants_reply:
+            link.send(gp.GPacket(t + 1, {"S": 501, "reason": f"{pkt.name} is not supported here"}))
+        else:
+            log.debug("cluster packet %s from %s ignored", pkt.name, link.describe())
+
+    # -- what others ask about the cluster --------------------------------------------
+
+    def brokers(self) -> list[dict]:
+        """Every broker of the cluster with its state (this one first)."""
+        me = self.cfg.me
+        out = [
+            {
+                "address": f"{me.host}:{me.port}",
+                "instance": me.instance,
+                "state": "RUNNING",
+                "self": True,
+            }
+        ]
+        for host, port in self.cfg.peers:
+            link = next(
+                (lk for a, lk in self.links.items() if a.port == port and _same_host(a.host, host)),
+                None,
+            )
+            out.append(
+                {
+                    "address": f"{host}:{port}",
+                    "instance": link.address.instance if link and link.address else "",
+                    "state": "RUNNING" if link is not None else "UNREACHABLE",
+                    "self": False,
+                }
+            )
+        return out
+
+    def broker_list(self) -> str:
+        """HELLO_REPLY's JMQBrokerList: the URLs of the brokers running in the cluster."""
+        return ",".join(f"mq://{b['address']}/" for b in self.brokers() if b["state"] == "RUNNING")
+
+
+__all__ = ["ClusterService"]
