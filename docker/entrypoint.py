@@ -1,0 +1,267 @@
+"""The image's entry point: one image, one process per container.
+
+    entrypoint.py broker [runbroker options]   manage.py runbroker (log on stdout too)
+    entrypoint.py portal                       daphne serving portal.asgi on 0.0.0.0
+    entrypoint.py worker | beat                Celery's worker / beat (``celery -A portal``)
+    entrypoint.py migrate                      migrate the database; admin's password from
+                                               IMQ_ADMIN_PASSWORD (a one-shot before the rest)
+    entrypoint.py spark-master | spark-worker  Spark's standalone master / worker, from the
+                                               Spark that pyspark ships (same version as the
+                                               rollup job's driver)
+    entrypoint.py manage ARGS...               any manage.py command (imqcmd, imqusermgr, ...)
+    entrypoint.py health WHAT                  exit 0 when WHAT (one of the above) serves
+    entrypoint.py COMMAND ARGS...              anything else is executed as given
+
+Secrets: for each of SECRET_VARIABLES, ``NAME_FILE`` names a file (a Docker secret) whose
+content becomes ``NAME``.  ``DATABASE_PASSWORD`` is put into ``DATABASE_URL``, so the URL
+itself can sit in the compose file without its password.
+
+The process is exec'd, not started as a child: it gets the container's signals itself.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import socket
+import sys
+import urllib.error
+import urllib.request
+from pathlib import Path
+from urllib.parse import quote, urlsplit, urlunsplit
+
+ROOT = Path(__file__).resolve().parent.parent
+SECRET_VARIABLES = (
+    "DJANGO_SECRET_KEY",
+    "DATABASE_URL",
+    "DATABASE_PASSWORD",
+    "REDIS_URL",
+    "IMQ_ADMIN_PASSWORD",
+    "METRICS_TOKEN",
+)
+SERVICES = ("broker", "portal", "worker", "beat", "migrate", "spark-master", "spark-worker")
+BEAT_PIDFILE = "/tmp/imq-celery-beat.pid"  # the container's own /tmp
+
+
+class EntryError(Exception):
+    """A configuration the entry point cannot start from (one line on stderr, exit 2)."""
+
+
+def read_secrets(env: dict[str, str]) -> dict[str, str]:
+    """``env`` with every ``NAME_FILE`` of SECRET_VARIABLES read into ``NAME`` and the
+    database password put into the database URL."""
+    env = dict(env)
+    for name in SECRET_VARIABLES:
+        path = env.pop(f"{name}_FILE", "")
+        if not path:
+            continue
+        if env.get(name):
+            raise EntryError(f"both {name} and {name}_FILE are set: give one")
+        try:
+            env[name] = Path(path).read_text().rstrip("\r\n")
+        except OSError as exc:
+            raise EntryError(f"{name}_FILE: cannot read {path}: {exc.strerror}") from None
+    password = env.pop("DATABASE_PASSWORD", "")
+    if password:
+        env["DATABASE_URL"] = with_password(env.get("DATABASE_URL", ""), password)
+    return env
+
+
+def with_password(url: str, password: str) -> str:
+    """``url`` (postgres://user@host/db) with ``password`` in it, quoted for a URL."""
+    parts = urlsplit(url)
+    if not parts.hostname or not parts.username:
+        raise EntryError("DATABASE_PASSWORD needs a DATABASE_URL with a user and a host")
+    if parts.password:
+        raise EntryError("DATABASE_URL already holds a password; DATABASE_PASSWORD too")
+    host = parts.netloc.rsplit("@", 1)[1]
+    netloc = f"{parts.username}:{quote(password, safe='')}@{host}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+def spark_home() -> str:
+    """The Spark distribution inside the pyspark package (its bin/ and jars/)."""
+    import pyspark
+
+    return str(Path(pyspark.__file__).resolve().parent)
+
+
+def command(service: str, args: list[str], env: dict[str, str]) -> list[str]:
+    """The command line a service runs (also what the tests run outside containers)."""
+    py = sys.executable
+    if service == "broker":
+        opts = ["-tty"]
+        if env.get("IMQ_CLUSTER_BROKERLIST"):
+            opts.append(f"-Dimq.cluster.brokerlist={env['IMQ_CLUSTER_BROKERLIST']}")
+        if env.get("IMQ_CLUSTER_HOSTNAME"):
+            opts.append(f"-Dimq.cluster.hostname={env['IMQ_CLUSTER_HOSTNAME']}")
+        opts += shlex.split(env.get("IMQ_BROKER_OPTS", ""))
+        return [py, "manage.py", "runbroker", *opts, *args]
+    if service == "portal":
+        bind = env.get("PORTAL_BIND") or "0.0.0.0"  # inside the container
+        port = env.get("PORTAL_PORT") or "8000"
+        return [py, "-m", "daphne", "-b", bind, "-p", port, *args, "portal.asgi:application"]
+    if service == "worker":
+        return [
+            py, "-m", "celery", "-A", "portal", "worker",
+            "--loglevel", env.get("CELERY_LOGLEVEL") or "INFO",
+            "--concurrency", env.get("CELERY_CONCURRENCY") or "2",
+            "--hostname", worker_name(env),
+            *args,
+        ]  # fmt: skip
+    if service == "beat":
+        return [
+            py, "-m", "celery", "-A", "portal", "beat",
+            "--loglevel", env.get("CELERY_LOGLEVEL") or "INFO",
+            "--pidfile", env.get("CELERY_BEAT_PIDFILE") or BEAT_PIDFILE,
+            *args,
+        ]  # fmt: skip
+    if service == "migrate":
+        return [py, str(Path(__file__).resolve()), "_migrate", *args]
+    if service == "spark-master":
+        return [
+            f"{spark_home()}/bin/spark-class", "org.apache.spark.deploy.master.Master",
+            "--host", env.get("SPARK_MASTER_HOST") or "0.0.0.0",
+            "--port", env.get("SPARK_MASTER_PORT") or "7077",
+            "--webui-port", env.get("SPARK_MASTER_WEBUI_PORT") or "8080",
+            *args,
+        ]  # fmt: skip
+    if service == "spark-worker":
+        master = env.get("SPARK_MASTER") or ""
+        if not master.startswith("spark://"):
+            raise EntryError(f"spark-worker needs SPARK_MASTER=spark://host:port, not {master!r}")
+        return [
+            f"{spark_home()}/bin/spark-class", "org.apache.spark.deploy.worker.Worker",
+            "--webui-port", env.get("SPARK_WORKER_WEBUI_PORT") or "8081",
+            *args, master,
+        ]  # fmt: skip
+    if service == "manage":
+        return [py, "manage.py", *args]
+    raise EntryError(f"unknown service {service!r}")
+
+
+def worker_name(env: dict[str, str]) -> str:
+    return f"imq-worker@{env.get('HOSTNAME') or socket.gethostname()}"
+
+
+def migrate() -> None:
+    """Bring the schema up and, when IMQ_ADMIN_PASSWORD is given, make it the broker
+    administrator's password (the secret is the source of truth at every start)."""
+    import django
+
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    django.setup()
+    from django.core.management import call_command
+
+    from broker.admin import security_actions
+    from broker.security.users import ensure_default_users
+
+    call_command("migrate", interactive=False, verbosity=1)
+    created = ensure_default_users()
+    if created:
+        print(f"migrate: created default users: {', '.join(created)}", flush=True)
+    password = os.environ.get("IMQ_ADMIN_PASSWORD", "")
+    user = os.environ.get("IMQ_ADMIN_USER") or "admin"
+    if password:
+        actor = security_actions.command_line_actor("docker migrate")
+        if any(u["username"] == user for u in security_actions.list_users()):
+            security_actions.update_user(actor, user, password=password)
+        else:
+            security_actions.create_user(actor, user, password, groups=["admin"])
+        print(f"migrate: {user}'s password set from IMQ_ADMIN_PASSWORD", flush=True)
+
+
+# -- health checks ------------------------------------------------------------------------
+
+
+def portmapper_answers(host: str, port: int) -> bool:
+    """The port mapper sends its service table after our version line (connect.md §1)."""
+    try:
+        with socket.create_connection((host, port), timeout=3) as s:
+            s.settimeout(5)
+            s.sendall(b"101\n")
+            data = b""
+            while not data.endswith(b".\n"):
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+            return data.startswith(b"101 ")
+    except OSError:
+        return False
+
+
+def http_answers(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as r:  # our own URL
+            return r.status == 200
+    except (OSError, urllib.error.URLError):
+        return False
+
+
+def pid_alive(pidfile: str) -> bool:
+    try:
+        pid = int(Path(pidfile).read_text().strip())
+        os.kill(pid, 0)
+    except (OSError, ValueError):
+        return False
+    return True
+
+
+def healthy(what: str, env: dict[str, str]) -> bool:
+    """Whether ``what`` serves, checked from inside its container."""
+    if what == "broker":
+        return portmapper_answers("127.0.0.1", int(env.get("IMQ_PORT") or 7676))
+    if what == "portal":
+        return http_answers(f"http://127.0.0.1:{env.get('PORTAL_PORT') or 8000}/healthz")
+    if what == "worker":
+        import subprocess
+
+        # Answers only once it consumes from Redis: the worker's own readiness.
+        ping = [
+            sys.executable, "-m", "celery", "-A", "portal", "inspect", "ping",
+            "--destination", worker_name(env), "--timeout", "10",
+        ]  # fmt: skip
+        done = subprocess.run(ping, cwd=ROOT, env=env, capture_output=True, timeout=60)
+        return done.returncode == 0
+    if what == "beat":
+        return pid_alive(env.get("CELERY_BEAT_PIDFILE") or BEAT_PIDFILE)
+    if what == "spark-master":
+        return http_answers(f"http://127.0.0.1:{env.get('SPARK_MASTER_WEBUI_PORT') or 8080}/")
+    if what == "spark-worker":
+        return http_answers(f"http://127.0.0.1:{env.get('SPARK_WORKER_WEBUI_PORT') or 8081}/")
+    raise EntryError(f"no health check for {what!r}: one of {', '.join(SERVICES)}")
+
+
+def main(argv: list[str]) -> int:
+    if not argv:
+        print(__doc__, file=sys.stderr)
+        return 2
+    service, args = argv[0], argv[1:]
+    try:
+        env = read_secrets(dict(os.environ))
+        os.environ.clear()
+        os.environ.update(env)
+        os.chdir(ROOT)
+        if service == "health":
+            return 0 if args and healthy(args[0], env) else 1
+        if service == "_migrate":
+            migrate()
+            return 0
+        if service in SERVICES or service == "manage":
+            if service.startswith("spark-"):
+                env.setdefault("SPARK_HOME", spark_home())
+                # Spark's default work dir is inside its (root-owned) installation.
+                env.setdefault("SPARK_WORKER_DIR", "/tmp/spark-worker")
+            cmd = command(service, args, env)
+        else:
+            cmd = [service, *args]
+    except EntryError as exc:
+        print(f"entrypoint: {exc}", file=sys.stderr)
+        return 2
+    sys.stdout.flush()
+    os.execvpe(cmd[0], cmd, env)  # the container's one process
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

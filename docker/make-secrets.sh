@@ -1,0 +1,18 @@
+#!/bin/sh
+# Create the three secret files compose.yaml reads (random values), unless they exist:
+#   db_password          PostgreSQL's password for the user imq
+#   django_secret_key    the portal's session signing key
+#   imq_admin_password   the broker administrator's (user admin) password, set at every start
+# The directory is the operator's alone; the files are readable inside the containers
+# (PostgreSQL runs as uid 999, the system as uid 10001).
+set -eu
+dir="${IMQ_SECRETS_DIR:-$(dirname "$0")/secrets}"
+mkdir -p "$dir"
+chmod 700 "$dir"
+for name in db_password django_secret_key imq_admin_password; do
+    if [ ! -s "$dir/$name" ]; then
+        python3 -c 'import secrets; print(secrets.token_urlsafe(32))' > "$dir/$name"
+        chmod 644 "$dir/$name"
+        echo "created $dir/$name"
+    fi
+done
