@@ -1,0 +1,303 @@
+"""Report messages: the broker's part of IBM MQ's reports (broker/protocol/mqreports.py).
+
+A message whose ``JMS_IBM_Report_*`` properties ask for them gets, on its JMSReplyTo:
+
+* COA (MQFB_COA) when it reaches a destination (once per destination it is sent to);
+* COD (MQFB_COD) when a copy is consumed: acknowledged, committed, or delivered to a
+  NO_ACKNOWLEDGE session -- one per subscriber's copy on a topic; none on rollback;
+* expiry (MQFB_EXPIRATION) when a copy expires, in the sweep or on a delivery attempt;
+* exception when it cannot be delivered: its destination is full (REJECT_NEWEST,
+  MQRC_Q_FULL) or the message too big for it (MQRC_MSG_TOO_BIG_FOR_Q), it went over
+  maxDeliveryCount or a client gave it up (MQRC_BACKED_OUT), a limit behaviour removed
+  it (MQFB_NOT_DELIVERED), or its destination does not exist and may not be created
+  (MQRC_UNKNOWN_OBJECT_NAME).
+
+Each carries no data, the first 100 bytes or the whole body as the option says, and
+the seed's ids: a new JMSMessageID or the original's (Pass_Msg_ID); a JMSCorrelationID
+that is the original's JMSMessageID or its JMSCorrelationID (Pass_Correl_ID).  A report
+never asks for reports, and one that cannot be delivered (reply-to gone, full, refused
+by access control) goes to the DMQ.  Discard_Msg (the original not kept in the DMQ) is
+broker/core/dmq.py's ``preserve``.
+
+:class:`ReportGenerator` is a :class:`~broker.core.observers.MessageObserver`.  Events
+come from inside the router, which must not be re-entered, so reports are queued and
+sent by :meth:`ReportGenerator.flush` (the server schedules it on its event loop).
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from broker.protocol import mqreports as mq
+from broker.protocol.errors import ProtocolError
+from broker.protocol.jtypes import JInt
+from broker.protocol.packet import (
+    HEADER,
+    VH_CORRELATIONID,
+    VH_DESTINATION,
+    VH_DESTINATION_CLASS,
+    VH_REPLYTO,
+    VH_REPLYTO_CLASS,
+    Packet,
+    build_packet,
+)
+from broker.protocol.types import (
+    DEST_QUEUE,
+    DEST_TEMP,
+    DEST_TOPIC,
+    FLAG_P,
+    FLAG_Q,
+    PacketType,
+)
+
+from . import dmq
+from .errors import RouterError, now_ms
+from .message import Message
+from .observers import MessageObserver
+
+if TYPE_CHECKING:
+    from .destination import Destination
+    from .message import Entry
+    from .router import MessageRouter
+
+log = logging.getLogger("broker.reports")
+
+# Quick test before any property is decoded: a message without this in its bytes asks
+# for no reports, so plain messages cost one substring search.
+_MARK = b"JMS_IBM_Report_"
+
+# Why a copy was given up on (dmq.py's reasons) -> the exception report's feedback.
+_DEAD_FEEDBACK = {
+    dmq.UNDELIVERABLE: mq.MQRC_BACKED_OUT,
+    dmq.REMOVED_OLDEST: mq.MQFB_NOT_DELIVERED,
+    dmq.REMOVED_LOW_PRIORITY: mq.MQFB_NOT_DELIVERED,
+    dmq.ERROR: mq.MQFB_NOT_DELIVERED,
+}
+
+# A hook the server sets: why the original's producer may not send to the reply-to
+# (access control), or None.  Arguments: origin connection id, name, destination type.
+SendCheck = Callable[[int, str, int], "str | None"]
+
+
+def reply_to_type(name: str, class_name: object) -> int:
+    """The destination type a JMSReplyTo's class names (queue unless it says Topic)."""
+    cls = class_name if isinstance(class_name, str) else ""
+    t = DEST_TOPIC if "Topic" in cls else DEST_QUEUE
+    if "Temporary" in cls or name.startswith("temporary_destination://"):
+        t |= DEST_TEMP
+    return t
+
+
+class _Pending:
+    __slots__ = ("msg", "feedback", "data", "opts", "comment")
+
+    def __init__(
+        self, msg: Message, feedback: int, data: mq.Data, opts: mq.ReportOptions, comment: str
+    ) -> None:
+        self.msg = msg
+        self.feedback = feedback
+        self.data = data
+        self.opts = opts
+        self.comment = comment
+
+
+class ReportGenerator(MessageObserver):
+    """Makes and sends the reports the messages of one router ask for."""
+
+    def __init__(
+        self,
+        router: MessageRouter,
+        schedule: Callable[[Callable[[], None]], object] | None = None,
+        may_send: SendCheck | None = None,
+    ) -> None:
+        self.router = router
+        # Called with flush when the first report of a batch is queued; None: the
+        # owner calls flush itself.
+        self.schedule = schedule
+        self.may_send = may_send
+        self.pending: list[_Pending] = []
+        self._sequence = itertools.count(1)
+        self.sent = 0
+        self.to_dmq = 0
+
+    # -- options ---------------------------------------------------------------------
+
+    def options(self, msg: Message, *, tell: bool = False) -> mq.ReportOptions:
+        """The report options of ``msg``; with ``tell``, bad ones are logged (once per
+        message: callers pass it only for the message's first event)."""
+        if _MARK not in msg.raw:
+            return mq.NO_OPTIONS
+        opts, errors = mq.parse_options(msg.selector_values())
+        if tell:
+            if errors:
+                log.warning(
+                    "message %s to %s: report options ignored: %s",
+                    msg.message_id,
+                    msg.destination,
+                    "; ".join(errors),
+                )
+            if opts.wants_broker_reports and not self._reply_to(msg)[0]:
+                log.warning(
+                    "message %s to %s asks for reports but has no JMSReplyTo: none are sent",
+                    msg.message_id,
+                    msg.destination,
+                )
+        return opts
+
+    @staticmethod
+    def _reply_to(msg: Message) -> tuple[str | None, object]:
+        try:
+            fields = Packet(msg.raw).fields
+        except ProtocolError:
+            return None, None
+        name = fields.get(VH_REPLYTO)
+        if not isinstance(name, str) or not name:
+            return None, None
+        return name, fields.get(VH_REPLYTO_CLASS)
+
+    # -- events ----------------------------------------------------------------------
+
+    def arrived(self, dest: Destination, msg: Message) -> None:
+        if dest.is_dmq:
+            return
+        opts = self.options(msg, tell=True)
+        if opts.coa is not None:
+            self._queue(msg, mq.MQFB_COA, opts.coa, opts, "")
+
+    def consumed(self, entry: Entry) -> None:
+        if entry.owner is self.router.dmq:  # type: ignore[comparison-overlap]
+            return
+        opts = self.options(entry.msg)
+        if opts.cod is not None:
+            self._queue(entry.msg, mq.MQFB_COD, opts.cod, opts, "")
+
+    def expired(self, entry: Entry, to_dmq: bool) -> None:
+        if entry.owner is self.router.dmq:  # type: ignore[comparison-overlap]
+            return
+        opts = self.options(entry.msg)
+        if opts.expiration is not None:
+            self._queue(entry.msg, mq.MQFB_EXPIRATION, opts.expiration, opts, "expired")
+
+    def dead(self, entry: Entry, reason: str, to_dmq: bool) -> None:
+        if entry.owner is self.router.dmq:  # type: ignore[comparison-overlap]
+            return
+        opts = self.options(entry.msg)
+        if opts.exception is not None:
+            feedback = _DEAD_FEEDBACK.get(reason, mq.MQFB_NOT_DELIVERED)
+            self._queue(entry.msg, feedback, opts.exception, opts, reason)
+
+    def rejected(self, dest: Destination, msg: Message, why: str) -> None:
+        if dest.is_dmq:
+            return
+        opts = self.options(msg, tell=True)
+        if opts.exception is not None:
+            feedback = mq.MQRC_MSG_TOO_BIG_FOR_Q if "larger than" in why else mq.MQRC_Q_FULL
+            self._queue(msg, feedback, opts.exception, opts, why)
+
+    def unroutable(self, name: str, dest_type: int, msg: Message, why: str) -> None:
+        opts = self.options(msg, tell=True)
+        if opts.exception is not None:
+            self._queue(msg, mq.MQRC_UNKNOWN_OBJECT_NAME, opts.exception, opts, why)
+
+    def _queue(
+        self, msg: Message, feedback: int, data: mq.Data, opts: mq.ReportOptions, comment: str
+    ) -> None:
+        if self._reply_to(msg)[0] is None:
+            return  # said at arrival (options(tell=True))
+        first = not self.pending
+        self.pending.append(_Pending(msg, feedback, data, opts, comment))
+        if first and self.schedule is not None:
+            self.schedule(self.flush)
+
+    # -- sending ---------------------------------------------------------------------
+
+    def flush(self) -> int:
+        """Send the queued reports; returns how many reached their reply-to."""
+        sent = 0
+        while self.pending:
+            batch, self.pending = self.pending, []
+            for p in batch:
+                try:
+                    sent += self._send(p)
+                except Exception:  # one bad report must not stop the others
+                    log.exception("report for message %s failed", p.msg.message_id)
+        self.sent += sent
+        return sent
+
+    def _send(self, p: _Pending) -> int:
+        name, class_name = self._reply_to(p.msg)
+        if name is None:
+            return 0
+        dest_type = reply_to_type(name, class_name)
+        report = self.build(p, name, class_name, dest_type)
+        router = self.router
+        why: str | None = None
+        if dest_type & DEST_TEMP and router.lookup(name, dest_type) is None:
+            why = f"temporary destination {name} does not exist"
+        elif self.may_send is not None:
+            why = self.may_send(p.msg.origin_connection, name, dest_type)
+        if why is None:
+            try:
+                router.route(report, None, dest_type)  # type: ignore[arg-type]
+                return 1
+            except RouterError as exc:
+                why = exc.reason
+        comment = f"report (feedback {p.feedback}) for {p.msg.message_id} not delivered: {why}"
+        log.info("%s; it goes to the DMQ", comment)
+        if router.limits.keep_in_dmq(report, dmq.UNDELIVERABLE, comment, 0):
+            self.to_dmq += 1
+        return 0
+
+    def build(self, p: _Pending, name: str, class_name: object, dest_type: int) -> Message:
+        """The report message for ``p``, addressed to ``name``."""
+        original = p.msg
+        pkt = Packet(original.raw)
+        fields: dict[int, object] = {VH_DESTINATION: name}
+        if isinstance(class_name, str):
+            fields[VH_DESTINATION_CLASS] = class_name
+        correl = pkt.fields.get(VH_CORRELATIONID)
+        correl_id = mq.report_correlation_id(
+            p.opts, original.message_id, correl if isinstance(correl, str) else None
+        )
+        if correl_id is not None:
+            fields[VH_CORRELATIONID] = correl_id
+        props = {mq.MSG_TYPE: JInt(mq.MQMT_REPORT), mq.FEEDBACK: JInt(p.feedback)}
+        if p.data == mq.Data.NONE:
+            ptype, body = PacketType.MESSAGE, b""
+        elif p.data == mq.Data.FIRST_100:
+            ptype, body = PacketType.BYTES_MESSAGE, mq.report_data(p.data, pkt.body)
+        else:
+            ptype, body = pkt.type, pkt.body
+        flags = (0 if dest_type & DEST_TOPIC else FLAG_Q) | (FLAG_P if original.persistent else 0)
+        if p.opts.pass_msg_id:
+            head = HEADER.unpack_from(original.raw, 0)
+            timestamp, ip, port, sequence = head[5], head[6], head[7], head[8]
+        else:
+            # A broker-made id: no client uses port 0 with the zero address.
+            timestamp, ip, port = now_ms(), bytes(16), 0
+            sequence = next(self._sequence) & 0x7FFFFFFF
+        raw = build_packet(
+            ptype,
+            props=props,
+            body=body,
+            flags=flags,
+            fields=fields,
+            priority=original.priority,
+            timestamp=timestamp,
+            ip=ip,
+            port=port,
+            sequence=sequence,
+        )
+        report = Message(Packet(raw), name, 0)
+        if p.opts.pass_msg_id:
+            # Same JMSMessageID as the original; the store needs a key of its own.
+            report.store_key = (
+                b"\xff\xff\xff\xfe" + self.router.uids.next().to_bytes(8, "big") + report.key[12:]
+            )
+        return report
+
+
+__all__ = ["ReportGenerator", "reply_to_type"]
