@@ -35,6 +35,7 @@ from .clustering import cluster_entry, start_cluster
 from .connection import ClientConnection
 from .events import EventPublisher
 from .looplag import LoopLagMonitor
+from .reporting import attach_reports
 
 log = logging.getLogger("broker")
 
@@ -131,6 +132,7 @@ class Broker:
         self.session_id = random.randint(1, 2**62)
         self.router = MessageRouter(self._router_settings())
         self.router.on_delayed = self._schedule_delayed
+        self.reports = attach_reports(self)  # IBM MQ report messages (core/reports.py)
         self._delay_timer: asyncio.TimerHandle | None = None
         self._delay_due = 0
         self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="broker-db")
