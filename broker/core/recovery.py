@@ -39,8 +39,15 @@ if TYPE_CHECKING:
 log = logging.getLogger("broker.router")
 
 
-def recover(router: MessageRouter, state: RecoveredState) -> dict[str, int]:
-    """Rebuild ``router`` from ``state``; returns counts for the log."""
+def recover(
+    router: MessageRouter, state: RecoveredState, *, takeover: bool = False
+) -> dict[str, int]:
+    """Rebuild ``router`` from ``state``; returns counts for the log.
+
+    ``takeover``: ``state`` is another broker's, taken over in an HA cluster, added to a
+    running router: destinations and durable subscriptions it has already are kept, and
+    every message comes back marked redelivered, since the failed broker may have
+    delivered it without its delivery count reaching the store."""
     store = router.store
     wanted: set[tuple[str, bool]] = {
         (m.destination, bool(m.dest_type & DEST_TOPIC)) for m in state.messages
@@ -50,7 +57,10 @@ def recover(router: MessageRouter, state: RecoveredState) -> dict[str, int]:
         is_topic = bool(d.dest_type & DEST_TOPIC)
         auto = bool(d.dest_type & DEST_AUTO)
         if d.name == DMQ_NAME:
-            router.dmq.attributes.update(d.attributes)
+            if not takeover:
+                router.dmq.attributes.update(d.attributes)
+            continue
+        if takeover and router.lookup(d.name, d.dest_type):
             continue
         if auto and (d.name, is_topic) not in wanted:
             if store is not None:
@@ -61,6 +71,8 @@ def recover(router: MessageRouter, state: RecoveredState) -> dict[str, int]:
         topic = router.topics.get(dur.topic) or router.restore_destination(
             dur.topic, DEST_TOPIC, True, None
         )
+        if takeover and Subscriptions.durable_by_id(topic, dur.sub_id) is not None:
+            continue
         sub = Subscription(
             topic,  # type: ignore[arg-type]
             compile_selector(dur.selector) if dur.selector else None,  # type: ignore[arg-type]
@@ -91,7 +103,7 @@ def recover(router: MessageRouter, state: RecoveredState) -> dict[str, int]:
                 q = sub.queue
             entry = Entry(msg, dest, q, interest)
             entry.count = count
-            entry.redelivered = count > 0
+            entry.redelivered = count > 0 or takeover
             dest.account_in(1, msg.size)
             dest.msgs_in -= 1  # recovered, not newly received
             dest.msg_bytes_in -= msg.size

@@ -95,6 +95,9 @@ class HandshakeRules:
         if cluster is not None:
             # So a client with reconnect enabled can fail over to another broker.
             reply_props["JMQBrokerList"] = cluster.broker_list()
+        extra = getattr(b, "hello_properties", None)  # a cluster's broker list, HA
+        if extra:
+            reply_props.update(extra)
         self.reply(pkt, Status.OK, reply_props)
         if b.memory.count == 0:
             b.flow_waiting.add(self)

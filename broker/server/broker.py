@@ -28,7 +28,7 @@ from broker.protocol.portmapper import MAX_REQUEST_LINE, PortMapperTable, Servic
 from broker.protocol.types import CURRENT_PACKET_VERSION, FLAG_A, GoodbyeReason, PacketType
 from broker.security.acl import AccessController
 from broker.security.repository import LoginThrottle, check_auth_repository
-from broker.store import open_store
+from broker.store import ha_settings, open_store
 from broker.store.base import Store
 
 from .clustering import cluster_entry, start_cluster
@@ -154,6 +154,9 @@ class Broker:
         # The event-loop lag probe (looplag.py), once started.
         self.loop_lag: LoopLagMonitor | None = None
         self.store: Store | None = None
+        # Extra HELLO_REPLY properties (an HA cluster's JMQHA, JMQBrokerList...).
+        self.hello_properties: dict[str, object] = {}
+        self.ha = None  # broker.cluster.ha.HAMonitor in an HA cluster
         self._stopping = asyncio.Event()
         self._ping_task: asyncio.Task | None = None
         self._expiry_task: asyncio.Task | None = None
@@ -465,6 +468,8 @@ class Broker:
             await self.cluster.stop()
         if self._ping_task:
             self._ping_task.cancel()
+        if self.ha is not None:
+            self.ha.close()
         for task in self._housekeeping_tasks:
             task.cancel()
         if self.loop_lag is not None:
@@ -568,6 +573,18 @@ class Broker:
         store.on_lost = self._store_lost
         store.start(loop)
         self.store = store
+        ha = ha_settings(self.config)
+        if ha is not None:
+            from broker.cluster.ha import HAMonitor
+
+            self.ha = HAMonitor(
+                self,
+                store,  # type: ignore[arg-type]
+                cluster_id=ha.cluster_id,
+                interval=ha.interval,
+                threshold=ha.threshold,
+            )
+            self.ha.start(loop)
         log.info(
             "message store %s: recovered %d destinations, %d durable subscriptions, "
             "%d messages in %.2f s",
@@ -582,7 +599,10 @@ class Broker:
         """The database store's rows were taken (the expiry job found this broker's
         heartbeat stale): what is in memory no longer matches them, so stop; a restart
         loads the rows as they are."""
-        log.error("broker %s stops: its message store was taken over", self.config.instance)
+        log.error(
+            "broker %s stops: it is fenced off, its message store was taken over",
+            self.config.instance,
+        )
         self.request_stop()
 
     def when_stored(self, callback) -> None:

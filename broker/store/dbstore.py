@@ -40,7 +40,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from django.db import IntegrityError, connections, transaction
+from django.db import DataError, IntegrityError, connections, transaction
 
 from broker import models as m
 
@@ -126,6 +126,77 @@ class _Folded:
         )
 
 
+def read_state(inst: str, *, using: str) -> RecoveredState:
+    """Everything ``inst``'s rows hold, in the order it was written (the caller holds a
+    transaction, so it is one consistent snapshot)."""
+    db = using
+    state = RecoveredState()
+    for name, dest_type, attributes in (
+        m.StoredDestination.objects.using(db)
+        .filter(broker_instance=inst)
+        .order_by("id")
+        .values_list("name", "dest_type", "attributes")
+    ):
+        state.destinations.append(DestAdd(name, dest_type, attributes))
+    for row in (
+        m.StoredDurable.objects.using(db)
+        .filter(broker_instance=inst)
+        .order_by("id")
+        .values_list("sub_id", "client_id", "name", "topic", "selector", "no_local", "share")
+    ):
+        state.durables.append(DurableAdd(*row))
+
+    interests: dict[str, dict[str, int]] = defaultdict(dict)
+    for key, interest, count in (
+        m.StoredInterest.objects.using(db)
+        .filter(broker_instance=inst)
+        .order_by("id")
+        .values_list("key", "interest", "delivery_count")
+        .iterator(chunk_size=2000)
+    ):
+        interests[key][interest] = count
+    for key, destination, dest_type, raw in (
+        m.StoredMessage.objects.using(db)
+        .filter(broker_instance=inst)
+        .order_by("id")
+        .values_list("key", "destination", "dest_type", "raw")
+        .iterator(chunk_size=2000)
+    ):
+        open_ = interests.get(key)
+        if not open_:  # every interest settled: the message is gone
+            continue
+        state.messages.append(
+            StoredMessage(bytes.fromhex(key), destination, dest_type, bytes(raw), open_)
+        )
+
+    txns: dict[int, StoredTransaction] = {}
+    for txn_id, txn_state, info in (
+        m.StoredTransaction.objects.using(db)
+        .filter(broker_instance=inst)
+        .order_by("id")
+        .values_list("txn_id", "state", "info")
+    ):
+        txns[txn_id] = StoredTransaction(txn_id, txn_state, info)
+    for txn_id, kind, key, destination, dest_type, raw, interest in (
+        m.StoredTxnWork.objects.using(db)
+        .filter(broker_instance=inst)
+        .order_by("id")
+        .values_list("txn_id", "kind", "key", "destination", "dest_type", "raw", "interest")
+        .iterator(chunk_size=2000)
+    ):
+        txn = txns.get(txn_id)
+        if txn is None:  # (the writer always creates the row; as replay would)
+            txn = txns[txn_id] = StoredTransaction(txn_id, 0, {})
+        if kind == m.StoredTxnWork.Kind.SEND:
+            txn.sends.append(
+                TxnSend(txn_id, bytes.fromhex(key), destination, dest_type, bytes(raw))
+            )
+        else:
+            txn.acks.append(TxnAck(txn_id, bytes.fromhex(key), interest))
+    state.transactions.extend(txns.values())
+    return state
+
+
 class DatabaseStore(Store):
     """The message store in the Django database ``using`` (``imq.persist.store=jdbc``).
 
@@ -142,6 +213,9 @@ class DatabaseStore(Store):
         heartbeat_interval: float = 5.0,
         address: str = "",
         claim_wait: float = 120.0,
+        ha: bool = False,
+        cluster_id: str = "",
+        stale_beats: float = ownership.DEFAULT_STALE_BEATS,
     ) -> None:
         super().__init__(sync=sync)
         self.broker_instance = broker_instance
@@ -157,6 +231,12 @@ class DatabaseStore(Store):
         self.lost = False  # another party took the rows (see ownership.py)
         self._beat_timer: asyncio.TimerHandle | None = None
         self._beat_queued = False
+        # HA cluster member (imq.cluster.ha): its row says so, and a live broker with the
+        # same id keeps this one from starting (ownership.claim).
+        self.ha = ha
+        self.cluster_id = cluster_id
+        self.stale_beats = stale_beats
+        self.fenced_writes = 0  # batches refused because the epoch had moved on
 
     # -- reading ---------------------------------------------------------------------
 
@@ -171,75 +251,12 @@ class DatabaseStore(Store):
             interval=self.heartbeat_interval,
             address=self.address,
             wait=self.claim_wait,
+            ha=self.ha,
+            cluster_id=self.cluster_id,
+            stale_beats=self.stale_beats,
         )
-        state = RecoveredState()
         with transaction.atomic(using=db):  # one consistent snapshot
-            for name, dest_type, attributes in (
-                m.StoredDestination.objects.using(db)
-                .filter(broker_instance=inst)
-                .order_by("id")
-                .values_list("name", "dest_type", "attributes")
-            ):
-                state.destinations.append(DestAdd(name, dest_type, attributes))
-            for row in (
-                m.StoredDurable.objects.using(db)
-                .filter(broker_instance=inst)
-                .order_by("id")
-                .values_list(
-                    "sub_id", "client_id", "name", "topic", "selector", "no_local", "share"
-                )
-            ):
-                state.durables.append(DurableAdd(*row))
-
-            interests: dict[str, dict[str, int]] = defaultdict(dict)
-            for key, interest, count in (
-                m.StoredInterest.objects.using(db)
-                .filter(broker_instance=inst)
-                .order_by("id")
-                .values_list("key", "interest", "delivery_count")
-                .iterator(chunk_size=2000)
-            ):
-                interests[key][interest] = count
-            for key, destination, dest_type, raw in (
-                m.StoredMessage.objects.using(db)
-                .filter(broker_instance=inst)
-                .order_by("id")
-                .values_list("key", "destination", "dest_type", "raw")
-                .iterator(chunk_size=2000)
-            ):
-                open_ = interests.get(key)
-                if not open_:  # every interest settled: the message is gone
-                    continue
-                state.messages.append(
-                    StoredMessage(bytes.fromhex(key), destination, dest_type, bytes(raw), open_)
-                )
-
-            txns: dict[int, StoredTransaction] = {}
-            for txn_id, txn_state, info in (
-                m.StoredTransaction.objects.using(db)
-                .filter(broker_instance=inst)
-                .order_by("id")
-                .values_list("txn_id", "state", "info")
-            ):
-                txns[txn_id] = StoredTransaction(txn_id, txn_state, info)
-            for txn_id, kind, key, destination, dest_type, raw, interest in (
-                m.StoredTxnWork.objects.using(db)
-                .filter(broker_instance=inst)
-                .order_by("id")
-                .values_list("txn_id", "kind", "key", "destination", "dest_type", "raw", "interest")
-                .iterator(chunk_size=2000)
-            ):
-                txn = txns.get(txn_id)
-                if txn is None:  # (the writer always creates the row; as replay would)
-                    txn = txns[txn_id] = StoredTransaction(txn_id, 0, {})
-                if kind == m.StoredTxnWork.Kind.SEND:
-                    txn.sends.append(
-                        TxnSend(txn_id, bytes.fromhex(key), destination, dest_type, bytes(raw))
-                    )
-                else:
-                    txn.acks.append(TxnAck(txn_id, bytes.fromhex(key), interest))
-            state.transactions.extend(txns.values())
-        return state
+            return read_state(inst, using=db)
 
     def reset(self) -> None:
         """Delete every row of this broker instance (``-reset store``)."""
@@ -322,19 +339,81 @@ class DatabaseStore(Store):
             # where Django refuses to touch a connection (SynchronousOnlyOperation).
             conn.close()
 
+    # -- fencing: every batch checks, in its own transaction, that the rows are still ours
+
+    def _fence_statements(self) -> list[tuple[str, list[object]]]:
+        """PostgreSQL: statements that fail the transaction (division by zero) unless the
+        owner row still has this store's epoch, and keep that row share-locked until the
+        commit.  A takeover (``SELECT ... FOR UPDATE`` of that row, then epoch + 1) thus
+        waits for a batch in progress, and a batch after it fails: a broker that was
+        paused past the heartbeat threshold cannot write over the broker that took its
+        rows.  Its session is ended by the server if it stalls inside a transaction, so a
+        paused broker cannot hold the lock either."""
+        owner_t = connections[self.using].ops.quote_name(m.StoreOwner._meta.db_table)
+        idle_ms = max(1000, int(self.heartbeat_interval * self.stale_beats * 1000))
+        return [
+            (f"SET LOCAL idle_in_transaction_session_timeout = {idle_ms}", []),
+            (f"SELECT 1 / (SELECT count(*) FROM (SELECT 1 FROM {owner_t} WHERE broker_instance"
+             f" = %s AND epoch = %s FOR SHARE) AS owned)::int",
+             [self.broker_instance, self.epoch]),
+        ]  # fmt: skip
+
+    def _fence(self) -> None:
+        """Inside the batch's transaction: raise :class:`StoreFenced` unless still ours."""
+        if self.epoch is None:
+            return
+        conn = connections[self.using]
+        if conn.vendor == "postgresql":
+            try:
+                with transaction.atomic(using=self.using):  # a savepoint to fail in
+                    self._execute(self._fence_statements())
+            except DataError:
+                self._fenced()
+            return
+        with conn.cursor() as cursor:  # SQLite: the write transaction holds the database
+            cursor.execute(
+                f"SELECT 1 FROM {conn.ops.quote_name(m.StoreOwner._meta.db_table)}"
+                " WHERE broker_instance = %s AND epoch = %s",
+                [self.broker_instance, self.epoch],
+            )
+            if cursor.fetchone() is None:
+                self._fenced()
+
+    def _still_ours(self) -> bool:
+        return (
+            m.StoreOwner.objects.using(self.using)
+            .filter(broker_instance=self.broker_instance, epoch=self.epoch)
+            .exists()
+        )
+
+    def _fenced(self) -> None:
+        self.fenced_writes += 1
+        if not self.lost:
+            self._lose(
+                f"a write found epoch {self.epoch} fenced off (another broker took the rows)"
+            )
+        raise StoreFenced(f"instance {self.broker_instance}: epoch {self.epoch} is fenced off")
+
     def _write_batch(self, records: list[Record]) -> None:
-        """Apply ``records`` in one database transaction (all or nothing)."""
+        """Apply ``records`` in one database transaction (all or nothing), if the
+        instance's rows are still this store's (see :meth:`_fence_statements`)."""
+        if self.lost:
+            raise StoreFenced(f"instance {self.broker_instance}: its rows were taken")
         try:
             try:
                 if not self._whole_batch_in_one_trip(records):
                     with transaction.atomic(using=self.using):
+                        self._fence()
                         self._apply(records, replacing=False)
             except IntegrityError:
                 # Keys are nearly always new, so the batch inserts them blindly rather than
                 # looking each one up first; a key that is stored already (a MsgAdd that
                 # replaces) fails it, and it is redone, nothing of it having been applied.
                 with transaction.atomic(using=self.using):
+                    self._fence()
                     self._apply(records, replacing=True)
+        except StoreFenced:
+            raise
         except BaseException:
             # A broken connection (database restarted...) stays broken in Django until
             # closed; close it so the next batch reconnects.
@@ -373,14 +452,18 @@ class DatabaseStore(Store):
         statements = self._message_statements(fold, replacing=False)
         if not statements:
             return False
+        if self.epoch is not None:
+            statements = self._fence_statements() + statements
         sql = "; ".join(sql for sql, _ in statements)
         try:
             with conn.cursor() as cursor:
                 cursor.execute(f"BEGIN; {sql}; COMMIT", _joined(statements))
-        except BaseException:
+        except BaseException as exc:
             # The server's transaction stopped at the failing statement: end it.
             with conn.cursor() as cursor:
                 cursor.execute("ROLLBACK")
+            if isinstance(exc, DataError) and not self._still_ours():
+                self._fenced()
             raise
         self.one_trip_writes += 1
         return True
@@ -698,6 +781,10 @@ class DatabaseStore(Store):
         self._execute(self._unheld_deletes(keys))
 
 
+class StoreFenced(Exception):
+    """A write of a broker whose rows another broker took over (its epoch moved on)."""
+
+
 _MODELS = (
     m.StoredInterest,
     m.StoredMessage,
@@ -707,4 +794,4 @@ _MODELS = (
     m.StoredDestination,
 )
 
-__all__ = ["DatabaseStore"]
+__all__ = ["DatabaseStore", "StoreFenced", "read_state"]

@@ -31,18 +31,34 @@ from datetime import timedelta
 from django.db import OperationalError, connections, transaction
 from django.utils import timezone
 
-from broker.models import StoreOwner
+from broker.models import BrokerState, StoreOwner
 
 log = logging.getLogger("broker.store")
 
 DEFAULT_STALE_BEATS = 3
 
 
-def claim(instance: str, *, using: str, interval: float, address: str, wait: float) -> int:
+class InstanceInUse(Exception):
+    """Another live broker beats for this instance (HA: the same imq.brokerid twice)."""
+
+
+def claim(
+    instance: str,
+    *,
+    using: str,
+    interval: float,
+    address: str,
+    wait: float,
+    ha: bool = False,
+    cluster_id: str = "",
+    stale_beats: float = DEFAULT_STALE_BEATS,
+) -> int:
     """Take ``instance``'s rows for this process; returns the new epoch.
 
     Waits while the expiry job holds the row (on SQLite, "database is locked" is retried
-    for up to ``wait`` seconds; PostgreSQL's row lock just waits)."""
+    for up to ``wait`` seconds; PostgreSQL's row lock just waits).  In an HA cluster
+    (``ha``) a row another broker still beats for is not taken: the claim waits up to
+    ``wait`` for its heartbeat to go stale, then raises :class:`InstanceInUse`."""
     deadline = time.monotonic() + wait
     told = False
     while True:
@@ -56,6 +72,11 @@ def claim(instance: str, *, using: str, interval: float, address: str, wait: flo
                 )
                 if owner.state == StoreOwner.State.RUNNING and owner.heartbeat is not None:
                     age = (now - owner.heartbeat).total_seconds()
+                    if ha and age < owner.interval * stale_beats:
+                        raise _Busy(
+                            f"broker id {instance} is in use by the broker at {owner.address}"
+                            f" (pid {owner.pid}), which beat {age:.1f} s ago"
+                        )
                     if age < owner.interval * DEFAULT_STALE_BEATS:
                         # Another process may still be running this instance: the same
                         # rows written by two brokers would be lost work.  Taken anyway,
@@ -74,8 +95,20 @@ def claim(instance: str, *, using: str, interval: float, address: str, wait: flo
                 owner.interval = interval
                 owner.address = address
                 owner.pid = os.getpid()
+                owner.ha = ha
+                owner.cluster_id = cluster_id
+                owner.broker_state = BrokerState.OPERATING
+                owner.taken_over_by = ""
+                owner.taken_over_at = None
                 owner.save(using=using)
                 return owner.epoch
+        except _Busy as exc:
+            if time.monotonic() > deadline:
+                raise InstanceInUse(str(exc)) from None
+            if not told:
+                log.warning("database store: %s; waiting for it to stop", exc)
+                told = True
+            time.sleep(min(1.0, interval))
         except OperationalError as exc:
             # SQLite: the expiry job holds the write lock longer than the busy timeout.
             connections[using].close()
@@ -85,6 +118,10 @@ def claim(instance: str, *, using: str, interval: float, address: str, wait: flo
                 log.info("database store: waiting to claim instance %s (%s)", instance, exc)
                 told = True
             time.sleep(0.5)
+
+
+class _Busy(Exception):
+    pass
 
 
 def beat(instance: str, epoch: int, *, using: str) -> bool:
@@ -101,7 +138,11 @@ def release(instance: str, epoch: int, *, using: str) -> bool:
     return bool(
         StoreOwner.objects.using(using)
         .filter(broker_instance=instance, epoch=epoch)
-        .update(heartbeat=timezone.now(), state=StoreOwner.State.STOPPED)
+        .update(
+            heartbeat=timezone.now(),
+            state=StoreOwner.State.STOPPED,
+            broker_state=BrokerState.SHUTDOWN_COMPLETE,
+        )
     )
 
 
@@ -149,6 +190,7 @@ def held_if_unowned(
 
 __all__ = [
     "DEFAULT_STALE_BEATS",
+    "InstanceInUse",
     "beat",
     "candidates",
     "claim",

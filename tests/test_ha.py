@@ -1,0 +1,370 @@
+"""High availability on a shared PostgreSQL store: two real broker processes, one
+database; a broker killed (SIGKILL) or paused (SIGSTOP) is taken over by the other, and
+a paused one that comes back is fenced off and cannot write over the taker's rows."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from broker.client import AckMode, Queue, TextMessage
+from broker.client.errors import JMSException
+from broker.client.failover import broker_list, connect_any
+from broker.launcher import BrokerProcess, start_broker
+from tests.pg import database_alias, fresh_database
+
+from .test_client_live import run
+
+pytestmark = pytest.mark.timeout(600)
+
+INTERVAL = 1  # imq.cluster.monitor.interval: a failed broker is taken over in seconds
+THRESHOLD = 3
+
+
+def ha_props(broker_id: str, cluster: str = "hacluster") -> tuple[str, ...]:
+    return (
+        "imq.persist.store=jdbc",
+        "imq.cluster.ha=true",
+        f"imq.cluster.clusterid={cluster}",
+        f"imq.brokerid={broker_id}",
+        f"imq.cluster.monitor.interval={INTERVAL}",
+        f"imq.cluster.monitor.threshold={THRESHOLD}",
+    )
+
+
+class Cluster:
+    """Brokers of one HA cluster on one fresh PostgreSQL database."""
+
+    def __init__(self, tmp: Path, url: str) -> None:
+        self.tmp = tmp
+        self.url = url
+        self.started: list[BrokerProcess] = []
+
+    def start(self, broker_id: str, *extra: str) -> BrokerProcess:
+        d = self.tmp / f"{broker_id}-{len(self.started)}"
+        d.mkdir()
+        b = start_broker(d, *ha_props(broker_id), *extra, database_url=self.url, instance=broker_id)
+        self.started.append(b)
+        return b
+
+    def close(self) -> None:
+        for b in self.started:
+            if b.proc.poll() is None:
+                try:
+                    os.kill(b.proc.pid, signal.SIGCONT)
+                except ProcessLookupError:
+                    pass
+            b.stop()
+
+
+@pytest.fixture
+def cluster(tmp_path: Path, postgres_url: str) -> Iterator[Cluster]:
+    url = fresh_database(postgres_url, f"ha_{uuid.uuid4().hex[:10]}")
+    c = Cluster(tmp_path, url)
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture
+def rows(cluster: Cluster, db_access) -> Iterator[str]:
+    """A Django alias on the cluster's database, to look at the rows themselves."""
+    with database_alias("ha_rows", cluster.url, migrate=False) as alias:
+        yield alias
+
+
+def wait_log(b: BrokerProcess, text: str, timeout: float = 60.0) -> None:
+    deadline = time.monotonic() + timeout
+    while text not in b.log_text():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{text!r} not in the log of {b.instance}:\n{b.log_text()}")
+        time.sleep(0.2)
+
+
+def addr(b: BrokerProcess) -> str:
+    return f"{b.host}:{b.portmapper_port}"
+
+
+async def list_of(b: BrokerProcess, n: int) -> list[tuple[str, int]]:
+    """The broker list ``b`` gives in HELLO_REPLY once it names ``n`` brokers."""
+    deadline = time.monotonic() + 30
+    while True:
+        conn = await connect_any([addr(b)])
+        found = broker_list(conn)
+        hello = dict(conn.hello_reply)
+        await conn.close()
+        if len(found) >= n or time.monotonic() > deadline:
+            assert hello.get("JMQHA") is True and hello.get("JMQClusterID") == "hacluster"
+            return found
+        await asyncio.sleep(0.5)
+
+
+@run
+async def test_sigkill_under_load_taken_over_nothing_acknowledged_lost(cluster: Cluster, rows):
+    from broker.models import BrokerState, StoredMessage, StoreOwner
+
+    a = cluster.start("brokerA")
+    b = cluster.start("brokerB")
+    listed = await list_of(a, 2)
+    assert sorted(f"{h}:{p}" for h, p in listed) == sorted([addr(a), addr(b)])
+    q = Queue("ha_orders")
+    total = 400
+    acked: list[int] = []  # sends the broker confirmed (SEND_REPLY)
+    unconfirmed: list[int] = []  # in flight when the broker died: may or may not be stored
+    received: list[tuple[int, bool, str]] = []  # (n, JMSRedelivered, JMSMessageID)
+    failovers = {"producer": 0, "consumer": 0}
+    done_sending = asyncio.Event()
+
+    async def produce() -> None:
+        conn = await connect_any([addr(a)], request_timeout=20)
+        sess = await conn.create_session()
+        prod = await sess.create_producer(q)
+        for n in range(total):
+            msg = TextMessage(f"m{n}")
+            msg.set_int_property("n", n)
+            try:
+                await prod.send(msg)
+                acked.append(n)
+            except JMSException:
+                # The broker went: the client fails over to the list HELLO_REPLY gave.
+                unconfirmed.append(n)
+                failovers["producer"] += 1
+                conn = await connect_any(listed, attempts=10, request_timeout=20)
+                sess = await conn.create_session()
+                prod = await sess.create_producer(q)
+            await asyncio.sleep(0.005)
+        done_sending.set()
+        await conn.close()
+
+    async def consume() -> None:
+        conn = await connect_any([addr(a)], request_timeout=20)
+        sess = await conn.create_session(AckMode.AUTO_ACKNOWLEDGE)
+        cons = await sess.create_consumer(q)
+        await conn.start()
+        deadline = None
+        while True:
+            try:
+                m = await cons.receive(1.0)
+            except JMSException:
+                m = None
+            if m is None and conn.is_closed:
+                failovers["consumer"] += 1
+                conn = await connect_any(listed, attempts=10, request_timeout=20)
+                sess = await conn.create_session(AckMode.AUTO_ACKNOWLEDGE)
+                cons = await sess.create_consumer(q)
+                await conn.start()
+                continue
+            if m is not None:
+                received.append((m.get_property("n"), m.redelivered, m.message_id))
+            if done_sending.is_set():
+                have = {n for n, _, _ in received}
+                if set(acked) <= have and m is None:
+                    break
+                deadline = deadline or time.monotonic() + 90
+                if time.monotonic() > deadline:
+                    break
+        await conn.close()
+
+    consumer = asyncio.create_task(consume())
+    producer = asyncio.create_task(produce())
+    while len(acked) < total // 3:
+        await asyncio.sleep(0.05)
+    os.kill(a.proc.pid, signal.SIGKILL)
+    a.proc.wait(10)
+    await asyncio.wait_for(producer, 300)
+    await asyncio.wait_for(consumer, 300)
+
+    wait_log(b, "took over broker brokerA")
+    assert failovers["producer"] == 1 and failovers["consumer"] == 1
+    got = [n for n, _, _ in received]
+    missing = sorted(set(acked) - set(got))
+    assert missing == [], f"acknowledged but never received: {missing}"
+    # Nothing but what was sent, and a second copy of a message only as JMSRedelivered.
+    assert set(got) <= set(acked) | set(unconfirmed)
+    seen: set[int] = set()
+    for n, redelivered, _ in received:
+        if n in seen:
+            assert redelivered, f"message {n} delivered twice without JMSRedelivered"
+        seen.add(n)
+    print(
+        f"sent {total}, acknowledged {len(acked)}, unconfirmed {len(unconfirmed)}, "
+        f"received {len(received)} ({len(set(got))} distinct, "
+        f"{sum(1 for _, r, _ in received if r)} redelivered)"
+    )
+    owner = await asyncio.to_thread(
+        lambda: StoreOwner.objects.using(rows).get(broker_instance="brokerA")
+    )
+    assert owner.broker_state == BrokerState.FAILOVER_COMPLETE
+    assert owner.taken_over_by == "brokerB" and owner.state == StoreOwner.State.STOPPED
+    left = await asyncio.to_thread(
+        lambda: StoredMessage.objects.using(rows).filter(broker_instance="brokerA").count()
+    )
+    assert left == 0  # every row went to the taker (and was consumed there)
+
+
+@run
+async def test_restarted_then_paused_broker_is_fenced_and_cannot_write(cluster: Cluster, rows):
+    from broker.models import StoredMessage, StoreOwner
+
+    a = cluster.start("brokerA")
+    b = cluster.start("brokerB")
+    q = Queue("ha_fenced")
+
+    async def send(target: BrokerProcess, first: int, count: int) -> list[int]:
+        conn = await connect_any([addr(target)], request_timeout=20)
+        sess = await conn.create_session()
+        prod = await sess.create_producer(q)
+        done = []
+        for n in range(first, first + count):
+            msg = TextMessage(f"m{n}")
+            msg.set_int_property("n", n)
+            await prod.send(msg)
+            done.append(n)
+        await conn.close()
+        return done
+
+    def count_rows(broker_id: str) -> int:
+        return StoredMessage.objects.using(rows).filter(broker_instance=broker_id).count()
+
+    acked = await send(a, 0, 20)
+    os.kill(a.proc.pid, signal.SIGKILL)
+    a.proc.wait(10)
+    wait_log(b, "took over broker brokerA")
+    # The killed broker comes back: its rows are with B now, it starts empty.
+    a = cluster.start("brokerA")
+    acked += await send(a, 20, 30)
+    assert await asyncio.to_thread(count_rows, "brokerA") == 30
+    epoch = await asyncio.to_thread(
+        lambda: StoreOwner.objects.using(rows).get(broker_instance="brokerA").epoch
+    )
+
+    # Paused past the threshold: B takes it over again; sends made to it meanwhile wait
+    # in its socket, and when it runs again they reach a store that is no longer its.
+    os.kill(a.proc.pid, signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + 60
+        while b.log_text().count("took over broker brokerA") < 2:
+            assert time.monotonic() < deadline, b.log_text()
+            await asyncio.sleep(0.2)
+    finally:
+        os.kill(a.proc.pid, signal.SIGCONT)
+    owner = await asyncio.to_thread(
+        lambda: StoreOwner.objects.using(rows).get(broker_instance="brokerA")
+    )
+    assert owner.epoch == epoch + 1 and owner.taken_over_by == "brokerB"
+    # Writes it attempts now find their epoch fenced off; it says so and stops.
+    wait_log(a, "fenced off")
+    a.proc.wait(30)
+    assert a.proc.returncode is not None
+    assert await asyncio.to_thread(count_rows, "brokerA") == 0
+
+    # B has all 50, each exactly once (taken over: marked redelivered).
+    conn = await connect_any([addr(b)], request_timeout=20)
+    sess = await conn.create_session(AckMode.AUTO_ACKNOWLEDGE)
+    cons = await sess.create_consumer(q)
+    await conn.start()
+    got = []
+    while (m := await cons.receive(5.0)) is not None:
+        got.append((m.get_property("n"), m.redelivered))
+    await conn.close()
+    assert sorted(n for n, _ in got) == sorted(acked)
+    assert all(r for _, r in got)
+    assert await asyncio.to_thread(count_rows, "brokerB") == 0
+
+
+@run
+async def test_paused_broker_with_sends_in_flight_writes_nothing(cluster: Cluster, rows):
+    """Sends that reach a paused broker's socket are read after SIGCONT: its store
+    refuses them (fenced), the client gets no confirmation, and no row appears."""
+    from broker.models import StoredMessage
+
+    a = cluster.start("brokerA")
+    b = cluster.start("brokerB")
+    q = Queue("ha_inflight")
+    conn = await connect_any([addr(a)], request_timeout=60)
+    sess = await conn.create_session()
+    prod = await sess.create_producer(q)
+    await prod.send(TextMessage("before"))
+    os.kill(a.proc.pid, signal.SIGSTOP)
+    try:
+        late = asyncio.create_task(prod.send(TextMessage("while paused")))
+        wait_log(b, "took over broker brokerA")
+        assert not late.done()
+    finally:
+        os.kill(a.proc.pid, signal.SIGCONT)
+    with pytest.raises(JMSException):
+        await asyncio.wait_for(late, 60)
+    wait_log(a, "fenced off")
+    a.proc.wait(30)
+    n = await asyncio.to_thread(
+        lambda: list(StoredMessage.objects.using(rows).values_list("broker_instance", flat=True))
+    )
+    assert n == ["brokerB"]  # "before", taken over; "while paused" nowhere
+
+
+def test_same_broker_id_twice_is_refused(cluster: Cluster) -> None:
+    a = cluster.start("brokerA")
+    with pytest.raises(RuntimeError) as failed:
+        cluster.start("brokerA")
+    assert "broker id brokerA is in use by the broker at" in str(failed.value)
+    assert a.proc.poll() is None  # the first one goes on
+
+
+def test_ha_needs_broker_and_cluster_ids(cluster: Cluster, tmp_path: Path) -> None:
+    d = tmp_path / "noid"
+    d.mkdir()
+    with pytest.raises(RuntimeError) as failed:
+        start_broker(
+            d,
+            "imq.persist.store=jdbc",
+            "imq.cluster.ha=true",
+            "imq.cluster.clusterid=x",
+            database_url=cluster.url,
+        )
+    assert "imq.cluster.ha=true needs imq.brokerid" in str(failed.value)
+
+
+def test_database_going_away_and_back(cluster: Cluster, postgres_url: str) -> None:
+    """The database goes away (connections refused and cut) for longer than the
+    threshold: both brokers log it and keep running; back, neither takes the other over
+    (each waits a threshold of healthy beats first) and both store again."""
+    import psycopg
+
+    a = cluster.start("brokerA")
+    b = cluster.start("brokerB")
+    dbname = cluster.url.rsplit("/", 1)[1]
+    with psycopg.connect(postgres_url, autocommit=True) as admin:
+        admin.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS false')
+        admin.execute(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = %s",
+            [dbname],
+        )
+        try:
+            wait_log(a, "heartbeat failed")
+            wait_log(b, "heartbeat failed")
+            time.sleep(INTERVAL * THRESHOLD * 2)
+        finally:
+            admin.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS true')
+    time.sleep(INTERVAL * THRESHOLD * 3)
+    assert a.proc.poll() is None and b.proc.poll() is None
+    assert "took over" not in a.log_text() + b.log_text()
+
+    async def roundtrip() -> str | None:
+        conn = await connect_any([addr(a)], request_timeout=20)
+        sess = await conn.create_session()
+        await (await sess.create_producer(Queue("ha_back"))).send(TextMessage("back"))
+        cons = await sess.create_consumer(Queue("ha_back"))
+        await conn.start()
+        m = await cons.receive(10)
+        await conn.close()
+        return m.text if m is not None else None
+
+    assert asyncio.run(roundtrip()) == "back"
