@@ -134,7 +134,9 @@ def test_reference_layout_is_openmqs():
 def test_actions_publish_to_bindings_file(tmp_path):
     store = fs_props(tmp_path)
     q = actions.add_object("tester", "MyQueue", "q", {"imqDestinationName": "orders"}, store=store)
-    assert q["class_name"] == "com.sun.messaging.Queue" and q["store"] == tmp_path.as_uri()
+    assert q["class_name"] == "com.sun.messaging.Queue" and q["store"] == "file:" + str(
+        tmp_path
+    ).strip("/").replace("/", ":")
     actions.add_object(
         "tester",
         "MyCF",
