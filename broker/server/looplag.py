@@ -1,12 +1,13 @@
 """The event-loop lag probe: how long the broker's loop takes to answer a wake-up.
 
-Every ``interval`` (100 ms) a daemon thread stamps the clock and hands the loop a
-callback with ``call_soon_threadsafe``, the same way a socket becoming readable wakes
-it; the callback records how long it waited.  That wait is what any packet arriving at
+Every ``interval`` (100 ms) a daemon thread hands the loop a callback with
+``call_soon_threadsafe``, the same way a socket becoming readable wakes it; the callback
+records how long after the probe was due it ran.  That is what any packet arriving at
 that moment waited before the broker could look at it: the rest of a long loop turn, a
-blocking call, a garbage collection.  A thread is the clock because the loop's own
-timers are rounded to the millisecond (uvloop) and would hide the sub-millisecond lag
-this is meant to show.
+blocking call, a garbage collection (which holds the GIL and so delays the thread as
+well: that is why the probe is timed from when it was due), the process not getting a
+core.  A thread is the clock because the loop's own timers are rounded to the
+millisecond (uvloop) and would hide the sub-millisecond lag this is meant to show.
 
 The samples are grouped in windows of ``imq.loop.lag.window`` seconds (default 10); the
 last closed window's max and 99th percentile are reported (:class:`LagWindow`): in the
@@ -69,11 +70,19 @@ class LoopLagMonitor:
 
     def _run(self) -> None:
         clock = time.perf_counter
-        while not self._stop.wait(self.interval):
+        due = clock() + self.interval
+        while not self._stop.wait(max(0.0, due - clock())):
             try:
-                self.loop.call_soon_threadsafe(self._arrived, clock())
+                # Timed from when the probe was due, not from when this thread got to
+                # run: a pause that holds the GIL (a garbage collection, a long Python
+                # stretch) or stops the whole process delays this thread too.
+                self.loop.call_soon_threadsafe(self._arrived, due)
             except RuntimeError:  # the loop is closed: the broker has stopped
                 return
+            due += self.interval
+            now = clock()
+            if due <= now:  # a long stall: one late probe for it, then on schedule
+                due = now + self.interval
 
     def _arrived(self, stamped: float) -> None:
         self.lag.add(time.perf_counter() - stamped)
