@@ -2,11 +2,14 @@
 50 concurrent HTTP clients, then 1,000 clients long-polling a receive at once (errors and
 the portal process's memory).
 
-Starts redis + a broker + daphne (tests/portal_server.py) unless ``--url`` names a running
-portal.  The HTTP clients are plain asyncio keep-alive connections (HTTP/1.1), so the
-client side costs little next to the gateway.
+Starts redis + a broker + daphne (tests/portal_server.py) and the UMS gateway process
+(uvicorn, as ``manage.py up`` runs it; tests/ums_stack.py) unless ``--url`` names a running
+one, and measures the gateway, or with ``--via portal`` daphne's /ums/ (the same lean ASGI
+path in front of Django).  The HTTP clients are plain asyncio keep-alive connections
+(HTTP/1.1), so the client side costs little next to the gateway.
 
-    .venv/bin/python bench/ums.py [--seconds 10] [--pollers 1000] [--url http://...]
+    .venv/bin/python bench/ums.py [--seconds 10] [--pollers 1000] [--via gateway|portal]
+                                  [--clients 1,50] [--url http://...]
 """
 
 from __future__ import annotations
@@ -115,7 +118,7 @@ async def long_poll(host, port, n: int, timeout_ms: int, pid: int | None) -> Non
     )
     if pid:
         print(
-            f"  portal RSS: {before / 1024:.0f} MB before, {during / 1024:.0f} MB while waiting "
+            f"  server RSS: {before / 1024:.0f} MB before, {during / 1024:.0f} MB while waiting "
             f"({(during - before) / n:.1f} KB per waiting receive)"
         )
 
@@ -126,7 +129,7 @@ async def main_async(args, host: str, port: int, pid: int | None) -> None:
     send = f"/ums/simple?service=send&destination={dest}"
     recv = f"/ums/simple?service=receive&destination={dest}&timeout=0"
     await run_phase(host, port, 4, 1.0, lambda: send, body)  # warm-up: pools, producers
-    for clients in (1, 50):
+    for clients in args.clients:
         ok, _, err = await run_phase(host, port, clients, args.seconds, lambda: send, body)
         print(f"{clients:>3} clients: send    {ok / args.seconds:8.0f}/s  ({err} errors)")
         ok, empty, err = await run_phase(host, port, clients, args.seconds, lambda: recv, b"")
@@ -144,7 +147,19 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=100, help="text body bytes")
     ap.add_argument("--pollers", type=int, default=1000)
     ap.add_argument("--poll-timeout", type=int, default=10000)
-    ap.add_argument("--url", help="a running portal (default: start one)")
+    ap.add_argument("--url", help="a running portal or gateway (default: start one)")
+    ap.add_argument(
+        "--via",
+        choices=["gateway", "portal"],
+        default="gateway",
+        help="the uvicorn UMS gateway process (default) or daphne's portal",
+    )
+    ap.add_argument(
+        "--clients",
+        type=lambda t: [int(n) for n in t.split(",")],
+        default=[1, 50],
+        help="concurrent HTTP clients, comma-separated (default 1,50)",
+    )
     args = ap.parse_args()
     import resource
 
@@ -158,12 +173,17 @@ def main() -> None:
 
     os.environ.setdefault("IMQ_LOG_LEVEL", "WARNING")
     from tests.portal_server import start_stack
+    from tests.ums_stack import start_gateway
 
-    with start_stack(None, "imq.log.level=WARNING") as stack:
+    with start_gateway(start_stack(None, "imq.log.level=WARNING")) as stack:
+        server = stack.portal.proc if args.via == "portal" else stack.proc
+        port = stack.portal.port if args.via == "portal" else stack.port
+        what = "daphne portal" if args.via == "portal" else "uvicorn gateway"
+        b = stack.broker
         print(
-            f"portal {stack.url} (daphne pid {stack.proc.pid}), broker {stack.broker.host}:{stack.broker.portmapper_port}"
+            f"{what} http://127.0.0.1:{port} (pid {server.pid}), broker {b.host}:{b.portmapper_port}"
         )
-        asyncio.run(main_async(args, "127.0.0.1", stack.port, stack.proc.pid))
+        asyncio.run(main_async(args, "127.0.0.1", port, server.pid))
 
 
 if __name__ == "__main__":

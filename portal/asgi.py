@@ -1,7 +1,9 @@
-"""ASGI entry point of the portal (``daphne portal.asgi:application``).
+"""ASGI entry point of the portal (``daphne portal.asgi:application``, or uvicorn).
 
-HTTP goes to Django; WebSockets (portal/routing.py) pass the origin check against
-ALLOWED_HOSTS and get ``scope["user"]`` from the Django session.
+The UMS gateway's /simple and /xml are answered in front of everything else
+(portal/ums/asgi.py: no Django on that path); other HTTP goes to Django; WebSockets
+(portal/routing.py) pass the origin check against ALLOWED_HOSTS and get ``scope["user"]``
+from the Django session.
 """
 
 import os
@@ -18,12 +20,15 @@ from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
 from portal.routing import websocket_urlpatterns  # noqa: E402
+from portal.ums.asgi import UmsApp  # noqa: E402
 
-application = ProtocolTypeRouter(
-    {
-        "http": django_asgi_app,
-        "websocket": AllowedHostsOriginValidator(
-            AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
-        ),
-    }
+application = UmsApp(
+    ProtocolTypeRouter(
+        {
+            "http": django_asgi_app,
+            "websocket": AllowedHostsOriginValidator(
+                AuthMiddlewareStack(URLRouter(websocket_urlpatterns))
+            ),
+        }
+    )
 )

@@ -63,6 +63,8 @@ def kind(cmdline: str) -> str:
         return "broker"
     if "celery" in cmdline:
         return "beat" if " beat " in cmdline else "worker"
+    if "uvicorn" in cmdline:
+        return "ums"
     return "portal"
 
 
@@ -86,7 +88,7 @@ class Up:
     """``manage.py up`` as a child process on free ports, its output in a file."""
 
     def __init__(self, tmp: Path) -> None:
-        self.pm, self.portal = free_port(), free_port()
+        self.pm, self.portal, self.ums = free_port(), free_port(), free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("IMQ_", "REDIS_URL"))}
         env["DATABASE_URL"] = f"sqlite:///{tmp / 'db.sqlite3'}"
         env["IMQ_VARHOME"] = str(tmp / "var")
@@ -94,6 +96,7 @@ class Up:
         cmd = [
             sys.executable, "manage.py", "up",
             "--portal-port", str(self.portal),
+            "--ums-port", str(self.ums),
             "-port", str(self.pm),
             f"-Dimq.jms.tcp.port={free_port()}",
             f"-Dimq.admin.tcp.port={free_port()}",
@@ -111,6 +114,7 @@ class Up:
         while not (
             "up: running" in self.output()
             and portal_answers(self.portal)
+            and portal_answers(self.ums)
             and portmapper_answers("127.0.0.1", self.pm)
         ):
             assert self.proc.poll() is None, self.output()
@@ -118,8 +122,9 @@ class Up:
             time.sleep(0.3)
         kids = children_of(self.proc.pid)
         kinds = sorted(kind(c) for c in kids.values())
-        assert kinds == ["beat", "broker", "portal", "redis", "worker"], kids
+        assert kinds == ["beat", "broker", "portal", "redis", "ums", "worker"], kids
         assert any("daphne" in c and "portal.asgi:application" in c for c in kids.values())
+        assert any("uvicorn" in c and "portal.asgi:application" in c for c in kids.values())
         return kids
 
     def redis_port(self) -> int:
@@ -152,6 +157,7 @@ def test_up_serves_and_stops_everything_on_sigterm(up):
     kids = up.wait_running()
     out = up.output()
     assert f"http://127.0.0.1:{up.portal}/" in out
+    assert f"http://127.0.0.1:{up.ums}/ums/ (UMS gateway)" in out
     assert f"127.0.0.1:{up.pm}" in out
     # Loopback by default (no imq.hostname given), and the broker says where it listens.
     assert f"port mapper listening on 127.0.0.1:{up.pm}" in out
@@ -168,7 +174,8 @@ def test_up_serves_and_stops_everything_on_sigterm(up):
     assert "up: stopped" in up.output()
     assert not [pid for pid in kids if alive(pid)], (kids, up.output())
     assert not [pid for pid in pool if alive(pid)], (pool, up.output())
-    assert refuses(up.portal) and refuses(up.pm) and refuses(up.redis_port())
+    assert refuses(up.portal) and refuses(up.ums) and refuses(up.pm)
+    assert refuses(up.redis_port())
 
 
 def test_a_dead_child_stops_the_others(up):

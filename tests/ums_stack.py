@@ -1,4 +1,8 @@
-"""A portal stack (redis + broker + daphne) for the UMS tests, with a short sid cache.
+"""A portal stack (redis + broker + daphne) plus the UMS gateway process (uvicorn serving
+portal.asgi, as ``manage.py up`` runs it) for the UMS tests, with a short sid cache.
+
+``ums_stack.url`` is the gateway's; ``ums_stack.portal.url`` the daphne portal's, whose
+/ums/ answers too (the same lean ASGI path in front of Django).
 
 The broker gets an access-control file where queue ``secret`` refuses guest (produce and
 consume) and user ``alice`` exists; the portal's UMS sweeps every 0.5 s and forgets a sid
@@ -10,22 +14,88 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
+import subprocess
 import tempfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from broker.launcher import free_port
+from broker.management.commands.up import ums_gateway_command
 from broker.security.acl import DEFAULT_RULES
 
-from .portal_server import PortalStack, start_stack
+from .portal_server import ROOT, PortalStack, _wait_http, start_stack
 from .redis import find_redis_server
 
 UMS_ENV = {"UMS_CACHE_DURATION": "4000", "UMS_SWEEP_INTERVAL": "500"}
 
 
+@dataclass
+class UmsStack:
+    """A portal stack and the UMS gateway process in front of its broker."""
+
+    portal: PortalStack
+    proc: subprocess.Popen
+    port: int
+    log_path: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def broker(self):  # noqa: ANN201 - BrokerProcess
+        return self.portal.broker
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+        self.portal.stop()
+
+    def __enter__(self) -> UmsStack:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def start_gateway(portal: PortalStack) -> UmsStack:
+    """``manage.py up``'s UMS gateway process for ``portal`` (its environment, broker and
+    database)."""
+    log_path = portal.tmp / "ums-gateway-stdout.txt"
+    for attempt in range(3):  # a free port can be taken before uvicorn binds it
+        port = free_port()
+        out = open(log_path, "ab")  # noqa: SIM115 - lives as long as the process
+        proc = subprocess.Popen(
+            ums_gateway_command(port),
+            cwd=ROOT,
+            env=portal.env,
+            stdout=out,
+            stderr=subprocess.STDOUT,
+        )
+        out.close()
+        try:
+            _wait_http(f"http://127.0.0.1:{port}/healthz", proc, log_path)
+            return UmsStack(portal, proc, port, log_path)
+        except RuntimeError:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+            if attempt == 2:
+                raise
+    raise AssertionError("unreachable")
+
+
 @pytest.fixture(scope="module", name="ums_stack")
-def ums_stack_fixture() -> Iterator[PortalStack]:
+def ums_stack_fixture() -> Iterator[UmsStack]:
     if find_redis_server() is None:
         pytest.fail("redis-server not found: run `make install-dev`", pytrace=False)
     tmp = Path(tempfile.mkdtemp(prefix="imq-ums-"))
@@ -51,7 +121,13 @@ def ums_stack_fixture() -> Iterator[PortalStack]:
                 os.environ[k] = v
     try:
         stack.create_user("alice", "wonderland")
-        yield stack
-    finally:
+        ums = start_gateway(stack)
+    except BaseException:
         stack.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    try:
+        yield ums
+    finally:
+        ums.stop()
         shutil.rmtree(tmp, ignore_errors=True)

@@ -230,16 +230,17 @@ async def _receive(gw: Gateway, req: UmsRequest) -> UmsReply:
     else:
         user, password = gw.credentials(req.user, req.password)
         pc = await gw.connection(user, password, slot=False)
-        # A session of its own: closing it gives back a message the broker pushed to the
-        # consumer but nobody took (after the timeout), which a consumer's close alone
-        # leaves with the session.
-        session = await pc.conn.create_session()
+        # A consumer of its own on the shared session: closing it gives back a message
+        # the broker pushed to it that nobody took (after the timeout).
+        session, _ = await pc.shared()
         try:
             cons = await session.create_consumer(destination(name, req.topic), prefetch=1)
-            msg = await cons.receive(timeout)
+            try:
+                msg = await cons.receive(timeout)
+            finally:
+                if not cons.is_closed and not pc.conn.is_closed:
+                    await cons.close()
         finally:
-            if not session.is_closed and not pc.conn.is_closed:
-                await session.close()
             gw.drop_if_dead(pc)
     reply = UmsReply("receive_reply", destination=name, domain=req.domain, sid=req.sid)
     if msg is None:

@@ -277,3 +277,11 @@ def gateway() -> Gateway:
 
         _gateway = Gateway(ums_config())
     return _gateway
+
+
+async def shutdown() -> None:
+    """Close the process's gateway, if it was made (the server is stopping)."""
+    global _gateway
+    gw, _gateway = _gateway, None
+    if gw is not None:
+        await gw.close()

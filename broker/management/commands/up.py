@@ -2,8 +2,9 @@
 
 It migrates the database, starts a private ``redis-server`` on loopback when
 ``REDIS_URL`` is unset (and hands its URL to the others), then the broker (``manage.py
-runbroker`` with the broker options given here), the portal (``daphne`` on 127.0.0.1)
-and Celery's worker and beat (two processes: see ``_start_celery``), says where each
+runbroker`` with the broker options given here), the portal (``daphne`` on 127.0.0.1),
+the UMS HTTP gateway (``uvicorn`` on 127.0.0.1: the same portal application, served with
+uvloop and httptools for UMS throughput) and Celery's worker and beat (two processes: see ``_start_celery``), says where each
 runs, and supervises them: Ctrl-C or SIGTERM stops them
 all (SIGTERM, a grace period, then SIGKILL), and if one of them dies the others are
 stopped and ``up`` exits non-zero.
@@ -41,9 +42,10 @@ GRACE = 10.0  # seconds a child gets between SIGTERM and SIGKILL
 HELP = """\
 Bring the system up on this machine: migrate the database, start a private redis-server
 on loopback (only when REDIS_URL is unset; its URL is passed on in REDIS_URL), the broker
-(manage.py runbroker with the broker options below) and the portal (daphne on
-127.0.0.1:--portal-port), a Celery worker and Celery beat (the background jobs: expiry
-reclamation, log rollover, metrics rollups; schedules on the portal's Jobs page), print
+(manage.py runbroker with the broker options below), the portal (daphne on
+127.0.0.1:--portal-port), the UMS HTTP gateway (uvicorn on 127.0.0.1:--ums-port), a
+Celery worker and Celery beat (the background jobs: expiry reclamation, log rollover,
+metrics rollups; schedules on the portal's Jobs page), print
 where each runs, and stop them all on Ctrl-C or SIGTERM. If one of them dies, the
 others are stopped and the exit status is 1.
 """
@@ -129,6 +131,13 @@ class Command(BaseCommand):
             "--portal-port", type=int, default=8000, help="the portal's port (default 8000)"
         )
         parser.add_argument(
+            "--ums-port",
+            type=int,
+            default=8001,
+            help="the UMS HTTP gateway's port (default 8001; 0: no gateway process, UMS is "
+            "still served by the portal at its /ums/)",
+        )
+        parser.add_argument(
             "--redis-port",
             type=int,
             default=0,
@@ -181,6 +190,7 @@ class Command(BaseCommand):
             self._start_redis(env)
             self._start_broker(env)
             self._start_portal(env)
+            self._start_ums(env)
             self._start_celery(env)
         except Stop:
             self.say("up: stopping (interrupted while starting)")
@@ -211,7 +221,10 @@ class Command(BaseCommand):
                     return 1
             time.sleep(0.2)
         name = signal.Signals(self.signalled).name
-        self.say(f"up: {name}: stopping celery beat and worker, the portal, the broker and redis")
+        self.say(
+            f"up: {name}: stopping celery beat and worker, the UMS gateway, the portal, "
+            "the broker and redis"
+        )
         self._stop_all()
         self.say("up: stopped")
         return 0
@@ -365,6 +378,17 @@ class Command(BaseCommand):
         child.where = f"http://127.0.0.1:{port}/"
         self._wait(child, lambda: portal_answers(port), f"answer /healthz on port {port}")
 
+    def _start_ums(self, env: dict[str, str]) -> None:
+        """The UMS gateway: the portal's application under uvicorn (uvloop, httptools),
+        whose /ums/simple and /ums/xml skip Django (portal/ums/asgi.py).  A process of its
+        own with its own sids, like a second portal behind a load balancer."""
+        port = self.opts["ums_port"]
+        if not port:
+            return
+        child = self._spawn("ums", ums_gateway_command(port), env, stdin=subprocess.DEVNULL)
+        child.where = f"http://127.0.0.1:{port}/ums/ (UMS gateway)"
+        self._wait(child, lambda: portal_answers(port), f"answer /healthz on port {port}")
+
     def _start_celery(self, env: dict[str, str]) -> None:
         """A worker and beat as two processes, not ``worker -B``: Celery documents the
         embedded beat as for development, a second worker could then be added without a
@@ -386,6 +410,23 @@ class Command(BaseCommand):
                 " (DatabaseScheduler: the portal's Jobs page)" if name == "beat" else ""
             )
             self._wait(child, pidfile.exists, "write its pid file")
+
+
+def ums_gateway_command(port: int, host: str = LOOPBACK) -> list[str]:
+    """The UMS gateway process (tests and bench/ums.py start the same)."""
+    return [
+        sys.executable, "-m", "uvicorn",
+        "--host", host,
+        "--port", str(port),
+        "--loop", "uvloop",
+        "--http", "httptools",
+        # Lifespan: on shutdown the gateway closes its sids (transactions roll back).
+        "--lifespan", "on",
+        "--no-access-log",
+        # Waiting receives get 5 s to be answered, then the process stops regardless.
+        "--timeout-graceful-shutdown", "5",
+        "portal.asgi:application",
+    ]  # fmt: skip
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:

@@ -1,0 +1,151 @@
+"""The gateway's lean HTTP path: an ASGI application that answers ``/<root>/simple`` and
+``/<root>/xml`` itself and hands every other request to the application behind it.
+
+A UMS request costs a query-string parse, the services' work on the pooled broker
+connections and one response; Django's request objects, middleware, thread hops
+(sync_to_async) and URL resolver stay off that path, which is where a request's time went
+(bench/ums.py).  portal/asgi.py puts it in front of the whole portal, so whichever server
+runs ``portal.asgi:application`` serves UMS this way: daphne (the portal of ``manage.py
+up``) and uvicorn with uvloop and httptools (``manage.py up``'s UMS gateway process).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import Any
+from urllib.parse import parse_qsl
+
+from . import http
+from .config import ums_config
+
+log = logging.getLogger("portal.ums")
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+# Django's own limit on a request body (DATA_UPLOAD_MAX_MEMORY_SIZE's default).
+DEFAULT_MAX_BODY = 2_621_440
+
+
+def query_fields(raw: bytes) -> dict[str, str]:
+    """Query-string fields as Django's request.GET gives them (the last of a repeated
+    field, blanks kept, UTF-8 with replacement characters for bad bytes)."""
+    return {
+        k.decode("utf-8", "replace"): v.decode("utf-8", "replace")
+        for k, v in parse_qsl(raw, keep_blank_values=True)
+    }
+
+
+class BodyTooLarge(Exception):
+    """The request body is over the limit."""
+
+
+class UmsApp:
+    """``/<root>/simple`` (and ``.../simple/``) and ``/<root>/xml`` here, the rest to
+    ``fallback`` (the Django portal); lifespan events close the gateway's sessions."""
+
+    def __init__(
+        self, fallback: ASGIApp | None, context_root: str | None = None, max_body: int = 0
+    ) -> None:
+        root = (context_root if context_root is not None else ums_config().context_root).strip("/")
+        base = f"/{root}" if root else ""
+        self.routes = {
+            f"{base}/simple": "simple",
+            f"{base}/simple/": "simple",
+            f"{base}/xml": "xml",
+        }
+        self.fallback = fallback
+        self.max_body = max_body or _max_body()
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        kind = scope["type"]
+        if kind == "http":
+            route = self.routes.get(scope["path"])
+            if route is not None:
+                await self.serve(route, scope, receive, send)
+                return
+        elif kind == "lifespan":
+            await self.lifespan(receive, send)
+            return
+        if self.fallback is None:
+            await _answer(send, http.HttpReply(404, http.PLAIN, b"not found"))
+            return
+        await self.fallback(scope, receive, send)
+
+    async def serve(self, route: str, scope: Scope, receive: Receive, send: Send) -> None:
+        method = scope["method"]
+        ctype = None
+        for name, value in scope["headers"]:
+            if name == b"content-type":
+                ctype = value.decode("latin-1")
+                break
+        try:
+            body = await self.read_body(receive) if method == "POST" else b""
+        except BodyTooLarge:
+            log.warning("UMS request body over %d bytes refused", self.max_body)
+            reason = f"the request body is over {self.max_body} bytes".encode()
+            await _answer(send, http.HttpReply(413, http.PLAIN, reason))
+            return
+        if route == "simple":
+            reply = await http.simple(method, query_fields(scope["query_string"]), ctype, body)
+        else:
+            reply = await http.xml(method, ctype, body)
+        await _answer(send, reply)
+
+    async def read_body(self, receive: Receive) -> bytes:
+        msg = await receive()
+        body = msg.get("body", b"")
+        if not msg.get("more_body"):
+            return body  # the usual case: one message
+        parts = [body]
+        size = len(body)
+        while msg.get("more_body"):
+            msg = await receive()
+            if msg["type"] == "http.disconnect":
+                break
+            chunk = msg.get("body", b"")
+            size += len(chunk)
+            if size > self.max_body:
+                raise BodyTooLarge
+            parts.append(chunk)
+        return b"".join(parts)
+
+    async def lifespan(self, receive: Receive, send: Send) -> None:
+        while True:
+            msg = await receive()
+            if msg["type"] == "lifespan.startup":
+                await send({"type": "lifespan.startup.complete"})
+            elif msg["type"] == "lifespan.shutdown":
+                from .sessions import shutdown
+
+                try:
+                    # Open transactions roll back, unacknowledged messages go back.
+                    await shutdown()
+                except Exception:
+                    log.exception("UMS gateway shutdown failed")
+                await send({"type": "lifespan.shutdown.complete"})
+                return
+
+
+def _max_body() -> int:
+    from django.conf import settings
+
+    return int(getattr(settings, "DATA_UPLOAD_MAX_MEMORY_SIZE", None) or DEFAULT_MAX_BODY)
+
+
+async def _answer(send: Send, reply: http.HttpReply) -> None:
+    headers = [
+        (b"content-type", reply.content_type.encode("latin-1")),
+        (b"content-length", str(len(reply.body)).encode()),
+    ]
+    for name, value in reply.headers:
+        headers.append((name.encode("latin-1"), value.encode("utf-8")))
+    if reply.node_cookie:
+        cookie = f"{http.NODE_COOKIE}={ums_config().node}; HttpOnly; Path=/; SameSite=Lax"
+        headers.append((b"set-cookie", cookie.encode("latin-1")))
+    await send({"type": "http.response.start", "status": reply.status, "headers": headers})
+    await send({"type": "http.response.body", "body": reply.body})

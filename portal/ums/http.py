@@ -1,0 +1,145 @@
+"""HTTP in, HTTP out for /simple and /xml, free of any web framework.
+
+One translation between HTTP and :mod:`.services`, used by the lean ASGI path
+(:mod:`.asgi`, what serves the gateway) and by the Django views (:mod:`.views`, what a
+Django test client or an app without the ASGI front reaches).  Callers hand over the
+method, the query fields, the Content-Type and the body, and get an :class:`HttpReply`.
+"""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from . import soap
+from .services import MOM, UmsError, UmsReply, UmsRequest, build_request, perform, read_only
+
+log = logging.getLogger("portal.ums")
+
+PLAIN = "text/plain;charset=UTF-8"
+XML = "text/xml;charset=UTF-8"
+NODE_COOKIE = "UMSNODE"
+
+
+@dataclass
+class HttpReply:
+    """What goes back: status, Content-Type, body, the ``ums.*`` headers (simple
+    messaging) and whether to set the node cookie (a login's reply)."""
+
+    status: int
+    content_type: str
+    body: bytes
+    headers: list[tuple[str, str]] = field(default_factory=list)
+    node_cookie: bool = False
+
+
+def charset_of(content_type: str | None) -> str:
+    """The charset parameter of a Content-Type, UTF-8 without one."""
+    for param in (content_type or "").split(";")[1:]:
+        name, _, value = param.partition("=")
+        if name.strip().lower() == "charset" and value.strip():
+            return value.strip().strip('"')
+    return "utf-8"
+
+
+def _ums_headers(service: str, req: UmsRequest | None, status: int) -> list[tuple[str, str]]:
+    return [
+        ("ums.service", service),
+        ("ums.destination", (req.destination if req else None) or ""),
+        ("ums.domain", (req.domain if req else None) or "queue"),
+        ("ums.mom", MOM),
+        ("ums.status", str(status)),
+    ]
+
+
+async def simple(
+    method: str, fields: dict[str, str], content_type: str | None, body: bytes
+) -> HttpReply:
+    """``/simple``: POST runs a messaging service, GET a read-only one."""
+    if method == "GET":
+        try:
+            r = await read_only(fields)
+            return HttpReply(r.status, r.content_type, r.text.encode("utf-8"))
+        except UmsError as exc:
+            return HttpReply(exc.status, PLAIN, exc.reason.encode("utf-8"))
+        except Exception:
+            log.exception("UMS GET %s failed", fields.get("service"))
+            return HttpReply(500, PLAIN, b"internal error of the UMS gateway")
+    if method != "POST":
+        return HttpReply(405, PLAIN, b"use POST (messaging) or GET (queries)")
+
+    service = fields.get("service") or ""
+    reply_name = f"{service}_reply" if service else "reply"
+    req: UmsRequest | None = None
+    try:
+        req = build_request(fields)
+        if req.service == "send":
+            try:
+                req.text = body.decode(charset_of(content_type))
+            except (UnicodeDecodeError, LookupError) as exc:
+                raise UmsError(400, f"the body is not text in its charset: {exc}") from exc
+        reply = await perform(req)
+    except UmsError as exc:
+        return HttpReply(
+            exc.status, PLAIN, exc.reason.encode("utf-8"), _ums_headers(reply_name, req, exc.status)
+        )
+    except Exception:
+        log.exception("UMS %s failed", service)
+        return HttpReply(
+            500, PLAIN, b"internal error of the UMS gateway", _ums_headers(reply_name, req, 500)
+        )
+    return _simple_reply(reply, req)
+
+
+def _simple_reply(reply: UmsReply, req: UmsRequest) -> HttpReply:
+    if reply.data is not None:
+        out = HttpReply(200, reply.content_type or "application/octet-stream", reply.data)
+    else:
+        out = HttpReply(200, reply.content_type or PLAIN, (reply.text or "").encode("utf-8"))
+    out.headers = _ums_headers(reply.service, req, reply.status)
+    # Lets a load balancer keep the sid's later requests on this process.
+    out.node_cookie = reply.service == "login_reply"
+    return out
+
+
+def _fault(code: str, reason: str, status: int) -> HttpReply:
+    # SOAP 1.1 section 6.2: a fault goes back with HTTP 500.
+    return HttpReply(500, XML, soap.fault(code, reason, status).encode("utf-8"))
+
+
+async def xml(method: str, content_type: str | None, body: bytes) -> HttpReply:
+    """``/xml``: one SOAP 1.1 request (optionally multipart/related with attachments)."""
+    if method != "POST":
+        return _fault("Client", "the XML messaging service takes SOAP requests by POST", 405)
+    try:
+        parsed = soap.parse_request(content_type or "text/xml", body)
+        req = build_request(parsed.service)
+        if len(parsed.attachments) > 1:
+            raise soap.SoapFault("Client", "one attachment per message")
+        req.text = parsed.text
+        req.properties = parsed.properties
+        if parsed.attachments:
+            req.data = parsed.attachments[0].data
+        reply = await perform(req)
+    except soap.SoapFault as exc:
+        return _fault(exc.code, exc.reason, exc.status)
+    except UmsError as exc:
+        return _fault("Client" if exc.status < 500 else "Server", exc.reason, exc.status)
+    except Exception:
+        log.exception("UMS XML request failed")
+        return _fault("Server", "internal error of the UMS gateway", 500)
+
+    attrs = {
+        "service": reply.service,
+        **({"sid": reply.sid} if reply.sid else {}),
+        **({"destination": reply.destination} if reply.destination else {}),
+        "domain": reply.domain or req.domain,
+        "mom": MOM,
+        "status": str(reply.status),
+    }
+    text = reply.text if reply.service == "receive_reply" else None
+    env = soap.envelope(attrs, text=text, properties=reply.properties)
+    if reply.data is not None:
+        ctype, data = soap.multipart(env, soap.Attachment("application/octet-stream", reply.data))
+        return HttpReply(200, ctype, data)
+    return HttpReply(200, XML, env.encode("utf-8"), node_cookie=reply.service == "login_reply")
