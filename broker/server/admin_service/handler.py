@@ -1414,6 +1414,9 @@ class AdminHandler:
             Priority=JInt(msg.priority),
             Redelivered=redelivered,
         )
+        # Ours: the JMSDestination header, where the message was sent (for a message of
+        # the DMQ the destination it died on; DestinationType is that one's type too).
+        row["JMSDestinationName"] = fields.get(VH_DESTINATION) or msg.destination
         reply_to = fields.get(VH_REPLYTO)
         if isinstance(reply_to, str) and reply_to:
             row["ReplyToDestinationName"] = reply_to
