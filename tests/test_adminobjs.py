@@ -32,7 +32,7 @@ from portal.objects.attributes import (
     reference,
     validate_attributes,
 )
-from portal.objects.models import AdministeredObject
+from portal.objects.models import AdministeredObject, ObjectStore
 from portal.objects.stores import LDAP_FACTORY, read_bindings
 from tests.ldap import ldap_server  # noqa: F401
 
@@ -379,6 +379,8 @@ def test_ldap_refusals(ldap_server):  # noqa: F811
     with pytest.raises(ActionError, match="LDAP store"):
         actions.add_object("t", "cn=Nope", "q", {}, store=bad_pw)
     assert not AdministeredObject.objects.filter(lookup_name="cn=Nope").exists()
+    assert not ObjectStore.objects.filter(factory_initial=LDAP_FACTORY).exists()
+    assert not LogRecord.objects.filter(message__contains="added object store").exists()
     with pytest.raises(ActionError, match="cn=MyQueueName"):
         actions.add_object("t", "NoCn", "q", {}, store=ldap_props(srv))
     with pytest.raises(ActionError, match="starting with '#'"):

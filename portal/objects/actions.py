@@ -188,10 +188,14 @@ def _store_name(url: str) -> str:
 
 
 def resolve_store(
-    store: str | Mapping[str, Any] | None, *, create: bool = False, actor: str = ""
+    store: str | Mapping[str, Any] | None,
+    *,
+    create: bool = False,
+    refresh: bool = False,
 ) -> ObjectStore:
     """The store named ``store``, or the one imqobjmgr's -j properties ``store`` name
-    (registered when ``create``; their security properties replace the stored ones)."""
+    (registered if new when ``create``; with ``refresh`` the security properties given
+    replace the stored ones, as the credentials a change is made with)."""
     if store is None:
         return _default_store()
     if isinstance(store, str):
@@ -203,16 +207,11 @@ def resolve_store(
     if found is None:
         if not create:
             raise NotFound(f"no object store {factory} {url} is known")
-        name = _store_name(url)
         found = ObjectStore.objects.create(
-            name=name, factory_initial=factory, provider_url=url, properties=rest
+            name=_store_name(url), factory_initial=factory, provider_url=url, properties=rest
         )
-        record_change(
-            actor,
-            f"added object store {name} ({factory} {url})",
-            {"type": "object_store", "op": "create", "name": name},
-        )
-    elif rest and rest != found.properties:
+        found.just_added = True  # recorded by the caller once its change succeeded
+    elif (create or refresh) and rest and rest != found.properties:
         found.properties = {**found.properties, **rest}
         found.save(update_fields=["properties", "updated"])
     return found
@@ -355,7 +354,7 @@ def add_object(
     name = _clean_name(lookup_name)
     attrs = _attrs(kind, attributes)
     with transaction.atomic():
-        where = resolve_store(store, create=True, actor=actor)
+        where = resolve_store(store, create=True)
         _check_name_for(where, name)
         obj = AdministeredObject.objects.filter(store=where, lookup_name=name).first()
         if obj is not None and not overwrite:
@@ -369,6 +368,12 @@ def add_object(
         obj.read_only = bool(read_only)
         obj.save()
         _publish(obj)
+    if getattr(where, "just_added", False):
+        record_change(
+            actor,
+            f"added object store {where.name} ({where.factory_initial} {where.provider_url})",
+            {"type": "object_store", "op": "create", "name": where.name},
+        )
     record_change(
         actor,
         f"added {_describe(obj, attrs)}",
@@ -393,7 +398,7 @@ def update_object(
     if attributes is None and read_only is None:
         raise ActionError("nothing to change: give attributes (-o) or read-only (-r)")
     with transaction.atomic():
-        obj = _object(resolve_store(store), name)
+        obj = _object(resolve_store(store, refresh=True), name)
         kind = TYPES[obj.obj_type]
         if obj_type and _type(obj_type).code != kind.code:
             raise Conflict(f"{name} is a {kind.label}, not a {_type(obj_type).label}")
@@ -421,7 +426,7 @@ def delete_object(
     """Delete an object from the database and its store (imqobjmgr delete)."""
     name = _clean_name(lookup_name)
     with transaction.atomic():
-        obj = _object(resolve_store(store), name)
+        obj = _object(resolve_store(store, refresh=True), name)
         kind = TYPES[obj.obj_type]
         if obj_type and _type(obj_type).code != kind.code:
             raise Conflict(f"{name} is a {kind.label}, not a {_type(obj_type).label}")
