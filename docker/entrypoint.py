@@ -2,6 +2,7 @@
 
     entrypoint.py broker [runbroker options]   manage.py runbroker (log on stdout too)
     entrypoint.py portal                       daphne serving portal.asgi on 0.0.0.0
+    entrypoint.py ums                          the UMS HTTP gateway (uvicorn, as manage.py up)
     entrypoint.py worker | beat                Celery's worker / beat (``celery -A portal``)
     entrypoint.py migrate                      migrate the database; admin's password from
                                                IMQ_ADMIN_PASSWORD (a one-shot before the rest)
@@ -39,7 +40,7 @@ SECRET_VARIABLES = (
     "IMQ_ADMIN_PASSWORD",
     "METRICS_TOKEN",
 )
-SERVICES = ("broker", "portal", "worker", "beat", "migrate", "spark-master", "spark-worker")
+SERVICES = ("broker", "portal", "ums", "worker", "beat", "migrate", "spark-master", "spark-worker")
 BEAT_PIDFILE = "/tmp/imq-celery-beat.pid"  # the container's own /tmp
 
 
@@ -101,6 +102,11 @@ def command(service: str, args: list[str], env: dict[str, str]) -> list[str]:
         bind = env.get("PORTAL_BIND") or "0.0.0.0"  # inside the container
         port = env.get("PORTAL_PORT") or "8000"
         return [py, "-m", "daphne", "-b", bind, "-p", port, *args, "portal.asgi:application"]
+    if service == "ums":
+        from broker.management.commands.up import ums_gateway_command
+
+        bind = env.get("UMS_BIND") or "0.0.0.0"
+        return [*ums_gateway_command(int(env.get("UMS_PORT") or 8001), bind), *args]
     if service == "worker":
         return [
             py, "-m", "celery", "-A", "portal", "worker",
@@ -214,6 +220,8 @@ def healthy(what: str, env: dict[str, str]) -> bool:
         return portmapper_answers("127.0.0.1", int(env.get("IMQ_PORT") or 7676))
     if what == "portal":
         return http_answers(f"http://127.0.0.1:{env.get('PORTAL_PORT') or 8000}/healthz")
+    if what == "ums":
+        return http_answers(f"http://127.0.0.1:{env.get('UMS_PORT') or 8001}/healthz")
     if what == "worker":
         import subprocess
 
