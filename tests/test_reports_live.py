@@ -10,12 +10,23 @@ from typing import Any
 import pytest
 
 from broker.client import AckMode, BytesMessage, Queue, TextMessage, Topic
+from broker.client.destination import QUEUE_CLASS, TEMP_QUEUE_CLASS
 from broker.client.message import Message
 from broker.core.dmq import DMQ_NAME
 from broker.protocol import mqreports as mq
 from broker.protocol.jtypes import JInt
+from broker.protocol.packet import (
+    VH_DESTINATION,
+    VH_DESTINATION_CLASS,
+    VH_REPLYTO,
+    VH_REPLYTO_CLASS,
+    build_packet,
+)
+from broker.protocol.sysmsgid import SysMessageID
+from broker.protocol.types import FLAG_A, FLAG_Q, PacketType
 
 from .test_client_live import name, open_conn, run
+from .wire import login
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -272,3 +283,191 @@ async def dmq_for(b: Any, queue: str, wait: float = 5.0) -> list[Message]:
     got = await all_of(cons, wait, 0.5)
     await conn.close()
     return [m for m in got if m.destination is not None and m.destination.name == queue]
+
+
+@pytest.mark.parametrize("discard", [False, True], ids=["to-dmq", "discard"])
+@pytest.mark.parametrize("behavior", ["REJECT_NEWEST", "REMOVE_OLDEST", "REMOVE_LOW_PRIORITY"])
+@run
+async def test_exception_reports_from_each_limit_behaviour(
+    own_broker, behavior: str, discard: bool
+) -> None:
+    b = own_broker(
+        "imq.autocreate.destination.maxNumMsgs=2",
+        f"imq.autocreate.destination.limitBehavior={behavior}",
+    )
+    q = Queue(name("rpt_lim"))
+    conn = await open_conn(b)
+    sess = await conn.create_session()
+    replies = await sess.create_temporary_queue()
+    rcons = await sess.create_consumer(replies)
+    await conn.start()
+    prod = await sess.create_producer(q)
+    options = {mq.REPORT_EXCEPTION: mq.MQRO_EXCEPTION_WITH_DATA}
+    if discard:
+        options[mq.REPORT_DISCARD_MSG] = mq.MQRO_DISCARD_MSG
+    sent = [request(replies, options, body=f"m{i}".encode() * 60) for i in range(3)]
+    priorities = [4, 1, 6] if behavior == "REMOVE_LOW_PRIORITY" else [4, 4, 4]
+    for i, (m, prio) in enumerate(zip(sent, priorities, strict=True)):
+        if behavior == "REJECT_NEWEST" and i == 2:
+            with pytest.raises(Exception) as exc:
+                await prod.send(m, priority=prio)
+            assert getattr(exc.value, "status", None) == 414
+        else:
+            await prod.send(m, priority=prio)
+    reports = await all_of(rcons)
+    await conn.close()
+    gone = {"REJECT_NEWEST": sent[2], "REMOVE_OLDEST": sent[0], "REMOVE_LOW_PRIORITY": sent[1]}[
+        behavior
+    ]
+    assert len(reports) == 1
+    r = reports[0]
+    expected = mq.MQRC_Q_FULL if behavior == "REJECT_NEWEST" else mq.MQFB_NOT_DELIVERED
+    assert r.properties[mq.FEEDBACK] == expected
+    assert r.properties[mq.MSG_TYPE] == mq.MQMT_REPORT
+    assert r.correlation_id == gone.message_id
+    assert r.data == gone.data[:100]
+    dead = await dmq_for(b, q.name, wait=2.0)
+    if behavior == "REJECT_NEWEST" or discard:
+        assert dead == []  # a rejected message never reached the queue; discarded: gone
+    else:
+        assert [d.message_id for d in dead] == [gone.message_id]
+        assert dead[0].properties[mq.REPORT_EXCEPTION] == mq.MQRO_EXCEPTION_WITH_DATA
+
+
+@pytest.mark.parametrize("discard", [False, True], ids=["to-dmq", "discard"])
+@run
+async def test_exception_report_over_max_delivery_count(own_broker, discard: bool) -> None:
+    b = own_broker("imq.autocreate.destination.maxDeliveryCount=2")
+    q = Queue(name("rpt_mdc"))
+    conn = await open_conn(b)
+    rsess = await conn.create_session()
+    replies = await rsess.create_temporary_queue()
+    rcons = await rsess.create_consumer(replies)
+    sess = await conn.create_session(AckMode.CLIENT_ACKNOWLEDGE)
+    prod = await sess.create_producer(q)
+    options = {mq.REPORT_EXCEPTION: mq.MQRO_EXCEPTION_WITH_FULL_DATA}
+    if discard:
+        options[mq.REPORT_DISCARD_MSG] = mq.MQRO_DISCARD_MSG
+    original = request(replies, options)
+    await prod.send(original)
+    cons = await sess.create_consumer(q)
+    await conn.start()
+    for _ in range(2):
+        assert await cons.receive(10) is not None
+        await sess.recover()
+    reports = await all_of(rcons)
+    await conn.close()
+    assert len(reports) == 1
+    check_report(reports[0], original, mq.MQRC_BACKED_OUT, mq.Data.FULL, "new-id/copy-msgid")
+    dead = await dmq_for(b, q.name, wait=2.0)
+    assert [d.message_id for d in dead] == ([] if discard else [original.message_id])
+
+
+@run
+async def test_expiry_report_from_the_sweep(own_broker) -> None:
+    b = own_broker("imq.message.expiration.interval=1")
+    q = Queue(name("rpt_sweep"))
+    conn = await open_conn(b)
+    sess = await conn.create_session()
+    replies = await sess.create_temporary_queue()
+    rcons = await sess.create_consumer(replies)
+    await conn.start()
+    prod = await sess.create_producer(q)
+    original = request(replies, {mq.REPORT_EXPIRATION: mq.MQRO_EXPIRATION})
+    await prod.send(original, ttl_ms=200)
+    reports = await all_of(rcons, first_wait=20.0)
+    await conn.close()
+    assert len(reports) == 1
+    check_report(reports[0], original, mq.MQFB_EXPIRATION, mq.Data.NONE, "new-id/copy-msgid")
+    assert "reclaimed 1 expired message" in b.log_text()
+    # Expiry is not an exception: Discard_Msg is not asked, the DMQ keeps the original.
+    assert [d.message_id for d in await dmq_for(b, q.name)] == [original.message_id]
+
+
+@run
+async def test_undeliverable_report_goes_to_the_dmq(broker) -> None:
+    gone_conn = await open_conn(broker)
+    gone = await (await gone_conn.create_session()).create_temporary_queue()
+    await gone_conn.close()  # its temporary queue goes with it
+    q = Queue(name("rpt_undel"))
+    conn = await open_conn(broker)
+    sess = await conn.create_session()
+    prod = await sess.create_producer(q)
+    original = request(gone, {mq.REPORT_COA: mq.MQRO_COA})
+    await prod.send(original)
+    cons = await sess.create_consumer(q)
+    await conn.start()
+    got = await cons.receive(10)
+    await conn.close()
+    assert got is not None and got.message_id == original.message_id  # still delivered
+    dead = await dmq_for(broker, gone.name)
+    assert len(dead) == 1
+    d = dead[0]
+    assert d.properties[mq.MSG_TYPE] == mq.MQMT_REPORT
+    assert d.properties[mq.FEEDBACK] == mq.MQFB_COA
+    assert d.correlation_id == original.message_id
+    assert d.properties["JMS_SUN_DMQ_UNDELIVERED_REASON"] == "UNDELIVERABLE"
+    assert "does not exist" in d.properties["JMS_SUN_DMQ_UNDELIVERED_COMMENT"]
+
+
+@run
+async def test_no_report_loops(broker) -> None:
+    """A report asks for nothing, even when it says so; a COD to the queue the original
+    came from is consumed without another report."""
+    q = Queue(name("rpt_loop"))
+    conn = await open_conn(broker)
+    sess = await conn.create_session()
+    prod = await sess.create_producer(q)
+    cons = await sess.create_consumer(q)
+    await conn.start()
+    fake = TextMessage(
+        "a report",
+        properties={
+            mq.MSG_TYPE: JInt(mq.MQMT_REPORT),
+            mq.REPORT_COA: JInt(mq.MQRO_COA),
+            mq.REPORT_COD: JInt(mq.MQRO_COD),
+        },
+        reply_to=q,
+    )
+    await prod.send(fake)
+    original = request(q, {mq.REPORT_COD: mq.MQRO_COD})
+    await prod.send(original)
+    got = await all_of(cons, rest_wait=1.5)
+    await conn.close()
+    kinds = [m.properties.get(mq.FEEDBACK) for m in got]
+    assert kinds == [None, None, mq.MQFB_COD]  # the fake, the original, its one COD
+    assert got[2].correlation_id == original.message_id
+
+
+@run
+async def test_exception_report_for_a_destination_that_does_not_exist(own_broker) -> None:
+    b = own_broker("imq.autocreate.queue=false")
+    conn = await open_conn(b)
+    sess = await conn.create_session()
+    replies = await sess.create_temporary_queue()
+    rcons = await sess.create_consumer(replies)
+    await conn.start()
+    peer = login(b.host, b.jms_port)
+    raw = build_packet(
+        PacketType.BYTES_MESSAGE,
+        body=BODY,
+        flags=FLAG_Q | FLAG_A,
+        consumer_id=7,
+        props={mq.REPORT_EXCEPTION: JInt(mq.MQRO_EXCEPTION_WITH_DATA)},
+        fields={
+            VH_DESTINATION: "rpt_nosuch",
+            VH_DESTINATION_CLASS: QUEUE_CLASS,
+            VH_REPLYTO: replies.name,
+            VH_REPLYTO_CLASS: TEMP_QUEUE_CLASS,
+        },
+        sequence=1,
+    )
+    peer.request(raw, PacketType.SEND_REPLY, status=404)
+    reports = await all_of(rcons)
+    peer.close()
+    await conn.close()
+    assert len(reports) == 1
+    r = reports[0]
+    assert r.properties[mq.FEEDBACK] == mq.MQRC_UNKNOWN_OBJECT_NAME
+    assert r.correlation_id == "ID:" + str(SysMessageID.from_bytes(raw[20:52]))
+    assert isinstance(r, BytesMessage) and r.data == BODY[:100]
