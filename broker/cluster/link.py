@@ -56,6 +56,8 @@ class BrokerLink(asyncio.Protocol):
         self.goodbye = False
         self.closed = False
         self.reason: str | None = None
+        # Whether the reason it closed was logged already (drop() logs it).
+        self.logged = False
         self.flow_stopped = False
         self._got_reply = False
         self._sent_reply = False
@@ -137,6 +139,7 @@ class BrokerLink(asyncio.Protocol):
         if self.closed:
             return
         self.reason = reason
+        self.logged = True
         log.warning("cluster link %s dropped: %s", self.describe(), reason)
         self._flush()
         self.closed = True

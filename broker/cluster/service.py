@@ -185,8 +185,12 @@ class ClusterService:
         self.all_links.discard(link)
         addr = link.address
         if addr is None or self.links.get(addr) is not link:
-            if link.reason and not link.up and link.peer is None and not link.expected:
-                log.debug("cluster connection %s closed: %s", link.describe(), link.reason)
+            if not link.logged and not self.stopping:
+                log.warning(
+                    "cluster link %s closed before the handshake finished: %s",
+                    link.describe(),
+                    link.reason,
+                )
             return
         del self.links[addr]
         if link.goodbye:

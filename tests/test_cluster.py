@@ -1,0 +1,279 @@
+"""A conventional cluster of three real broker processes on loopback (issue 16)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import struct
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+from broker.client import AckMode, JMSException, Queue, TextMessage, Topic
+from broker.client.sync import connect
+from broker.protocol import gpacket as gp
+from broker.protocol.types import PacketType
+from tests.cluster_procs import links_up, portmapper_table, start_cluster, start_member, wait_for
+from tests.vectors import vector
+from tests.wire import Peer
+
+pytestmark = pytest.mark.timeout(300)
+
+
+def name(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    brokers = start_cluster(tmp_path_factory.mktemp("cluster"), 3)
+    yield brokers
+    for b in brokers:
+        b.stop()
+
+
+def conn(b, **kw):
+    return connect(b.host, b.portmapper_port, request_timeout=20, **kw)
+
+
+def cluster_port(b) -> int:
+    for line in portmapper_table(b).splitlines():
+        if " CLUSTER " in f" {line} " and line.startswith("cluster "):
+            return int(line.split()[3])
+    raise AssertionError("no cluster service in the port mapper")
+
+
+def test_port_mapper_publishes_the_cluster_service(cluster):
+    for b in cluster:
+        assert cluster_port(b) > 0
+        assert links_up(b) == 2
+
+
+def test_queue_message_produced_on_a_is_consumed_on_b(cluster):
+    a, b, _c = cluster
+    q = Queue(name("q"))
+    with conn(b) as cb, conn(a) as ca:
+        cons = cb.create_session().create_consumer(q)
+        cb.start()
+        # The interest reaches A before the first send: wait until A knows it.
+        time.sleep(0.5)
+        prod = ca.create_session().create_producer(q)
+        sess_a = ca.create_session()
+        for i in range(20):
+            prod.send(TextMessage(f"m{i}"))
+        got = [cons.receive(10) for _ in range(20)]
+        assert [m.text for m in got if m is not None] == [f"m{i}" for i in range(20)]
+
+
+def test_topic_message_goes_to_every_subscriber_in_the_cluster(cluster):
+    a, b, c = cluster
+    t = Topic(name("t"))
+    with conn(a) as ca, conn(b) as cb, conn(c) as cc:
+        subs = [x.create_session().create_consumer(t) for x in (ca, cb, cc)]
+        for x in (ca, cb, cc):
+            x.start()
+        time.sleep(0.5)
+        s = ca.create_session()
+        p = s.create_producer(t)
+        for i in range(5):
+            p.send(TextMessage(f"t{i}"))
+        for sub in subs:
+            assert [sub.receive(10).text for _ in range(5)] == [f"t{i}" for i in range(5)]
+            assert sub.receive(0.3) is None
+
+
+def test_queue_has_one_consumer_cluster_wide(cluster):
+    a, b, c = cluster
+    q = Queue(name("q1"))
+    with conn(a) as ca, conn(b) as cb, conn(c) as cc:
+        cons = [x.create_session().create_consumer(q) for x in (cb, cc)]
+        for x in (cb, cc):
+            x.start()
+        time.sleep(0.5)
+        s = ca.create_session()
+        p = s.create_producer(q)
+        for i in range(30):
+            p.send(TextMessage(str(i)))
+        got: list[str] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 30 and time.monotonic() < deadline:
+            for k in cons:
+                m = k.receive(0.2)
+                if m is not None:
+                    got.append(m.text)
+        assert sorted(got, key=int) == [str(i) for i in range(30)]
+        assert all(k.receive(0.3) is None for k in cons)
+
+
+def test_client_ack_goes_home_and_unacked_come_back_when_the_consumer_closes(cluster):
+    a, b, _c = cluster
+    q = Queue(name("qa"))
+    with conn(a) as ca, conn(b) as cb:
+        s = cb.create_session(AckMode.CLIENT_ACKNOWLEDGE)
+        k = s.create_consumer(q)
+        cb.start()
+        time.sleep(0.5)
+        sa = ca.create_session()
+        p = sa.create_producer(q)
+        for i in range(3):
+            p.send(TextMessage(str(i)))
+        first = [k.receive(10) for _ in range(3)]
+        assert [m.text for m in first] == ["0", "1", "2"]
+        k.close()  # never acknowledged: all three go back to A's queue
+        k2 = ca.create_session().create_consumer(q)
+        ca.start()
+        again = [k2.receive(10) for _ in range(3)]
+        assert sorted(m.text for m in again) == ["0", "1", "2"]
+        assert all(m.redelivered for m in again)
+
+
+def test_client_id_is_unique_across_the_cluster(cluster):
+    a, b, _c = cluster
+    cid = name("cid")
+    with conn(a, client_id=cid):
+        with pytest.raises(JMSException):
+            conn(b, client_id=cid)
+    # Released with the connection: B may have it now.
+    time.sleep(0.3)
+    with conn(b, client_id=cid) as cb:
+        assert cb.client_id == cid
+
+
+def test_hello_reply_lists_the_cluster_brokers(cluster):
+    a = cluster[0]
+    p = Peer(a.host, a.jms_port)
+    p.send(vector("hello.hex"))
+    reply = p.expect(PacketType.HELLO_REPLY)
+    p.close()
+    listed = reply.properties["JMQBrokerList"].split(",")
+    assert sorted(listed) == sorted(f"mq://127.0.0.1:{b.portmapper_port}/" for b in cluster)
+
+
+# -- bad input on the cluster port ------------------------------------------------------
+
+
+def _link_init(host: str, instance: str, port: int, version: int = 500) -> bytes:
+    body = gp.LinkInit(
+        version,
+        host,
+        instance,
+        port,
+        match={"imq.autocreate.queue": "true", "imq.autocreate.topic": "true"},
+        session_uid=12345,
+    ).encode()
+    return gp.encode_link(gp.LinkPacket(gp.LINK_INIT, body))
+
+
+def _dropped(b, payload: bytes, *, wait_close: float = 15) -> None:
+    s = socket.create_connection((b.host, cluster_port(b)), timeout=wait_close)
+    try:
+        if payload:
+            s.sendall(payload)
+        data = b""
+        while True:
+            chunk = s.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    except (ConnectionResetError, TimeoutError):
+        pass
+    finally:
+        s.close()
+
+
+@pytest.mark.parametrize(
+    "case,payload,reason",
+    [
+        ("random bytes", os.urandom(64).replace(b"\x00", b"\x01"), "unknown packet version"),
+        (
+            "wrong GPacket version",
+            struct.pack(">hh", 351, 1) + b"\0" * 40,
+            "unknown packet version",
+        ),
+        ("wrong cluster version", None, "cluster protocol version 300"),
+        ("truncated", None, "middle of a packet"),
+        ("claims this broker", None, "claims to be this broker"),
+        ("not in the list", None, "not in imq.cluster.brokerlist"),
+        ("claims a linked broker", None, "already linked"),
+    ],
+)
+def test_bad_input_on_the_cluster_port_drops_the_link(cluster, case, payload, reason):
+    a, b, c = cluster
+    if case == "wrong cluster version":
+        payload = _link_init("127.0.0.1", "X", 1, version=300)
+    elif case == "truncated":
+        payload = _link_init("127.0.0.1", "X", 1)[:20]
+    elif case == "claims this broker":
+        payload = _link_init("127.0.0.1", "A", a.portmapper_port)
+    elif case == "not in the list":
+        payload = _link_init("127.0.0.1", "Z", 1)
+    elif case == "claims a linked broker":
+        payload = _link_init("127.0.0.1", "B", b.portmapper_port)
+    before = a.log_text().count(reason)
+    if case == "truncated":
+        s = socket.create_connection((a.host, cluster_port(a)), timeout=5)
+        s.sendall(payload)
+        time.sleep(0.3)
+        s.close()
+    else:
+        _dropped(a, payload)
+    wait_for(lambda: a.log_text().count(reason) == before + 1, 20, reason)
+    # Still serving: the real links are up and a client goes through.
+    assert links_up(a) == 2
+    with conn(a) as ca:
+        s = ca.create_session()
+        s.create_producer(Queue(name("alive"))).send(TextMessage("x"))
+
+
+def test_peer_that_never_answers_is_dropped(cluster):
+    a = cluster[0]
+    before = a.log_text().count("no complete handshake")
+    s = socket.create_connection((a.host, cluster_port(a)), timeout=30)
+    try:
+        wait_for(lambda: a.log_text().count("no complete handshake") == before + 1, 30, "timeout")
+    finally:
+        s.close()
+    assert links_up(a) == 2
+
+
+# -- a broker going away ---------------------------------------------------------------------
+
+
+def test_killed_consumer_broker_messages_redelivered_and_link_comes_back(tmp_path: Path):
+    a, b = start_cluster(tmp_path, 2, names=("A", "B"))
+    try:
+        q = Queue(name("qk"))
+        cb = conn(b)
+        s = cb.create_session(AckMode.CLIENT_ACKNOWLEDGE)
+        k = s.create_consumer(q)
+        cb.start()
+        time.sleep(0.5)
+        with conn(a) as ca:
+            sa = ca.create_session()
+            p = sa.create_producer(q)
+            for i in range(5):
+                p.send(TextMessage(str(i)), persistent=True)
+            assert [k.receive(10).text for _ in range(5)] == [str(i) for i in range(5)]
+            b.proc.send_signal(signal.SIGKILL)
+            b.proc.wait(10)
+            wait_for(lambda: "B@127.0.0.1" in a.log_text() and " lost: " in a.log_text(), 20)
+            # A keeps serving its own clients and still has all five (never acknowledged).
+            k2 = ca.create_session().create_consumer(q)
+            ca.start()
+            again = [k2.receive(10) for _ in range(5)]
+            assert sorted(m.text for m in again) == [str(i) for i in range(5)]
+            assert all(m.redelivered for m in again)
+        # B restarts on the same ports: the link is re-established.
+        b2 = start_member(b.varhome.parent, b.extra["brokerlist"], b.portmapper_port, "B")
+        try:
+            wait_for(lambda: links_up(b2) >= 1, 30, "link after restart")
+            wait_for(lambda: links_up(a) == 1, 30, "A relinked")
+        finally:
+            b2.stop()
+        wait_for(lambda: "B@127.0.0.1:%d left the cluster" % b.portmapper_port in a.log_text(), 20)
+    finally:
+        a.stop()
+        b.stop()
