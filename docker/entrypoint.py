@@ -268,7 +268,11 @@ def main(argv: list[str]) -> int:
         print(f"entrypoint: {exc}", file=sys.stderr)
         return 2
     sys.stdout.flush()
-    os.execvpe(cmd[0], cmd, env)  # the container's one process
+    try:
+        os.execvpe(cmd[0], cmd, env)  # the container's one process
+    except OSError as exc:
+        print(f"entrypoint: cannot run {cmd[0]}: {exc.strerror}", file=sys.stderr)
+        return 127
 
 
 if __name__ == "__main__":
