@@ -278,22 +278,13 @@ def probe(tmp_path_factory) -> Path:
     return out
 
 
-def java_lookup(probe: Path, srv, *names: str) -> dict[str, dict]:
-    props = ldap_props(srv)
+def run_probe(probe: Path, *args: str) -> dict[str, dict]:
+    java = shutil.which("java")
+    assert java, "java (a JDK) is needed: make install-dev installs one"
     done = subprocess.run(
-        [
-            "java",
-            "-cp",
-            str(probe),
-            "JndiProbe",
-            props["java.naming.factory.initial"],
-            props["java.naming.provider.url"],
-            srv.rootdn,
-            srv.rootpw,
-            *names,
-        ],
+        [java, "-Dstdout.encoding=UTF-8", "-cp", str(probe), "JndiProbe", *args],
         capture_output=True,
-        text=True,
+        encoding="utf-8",
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
@@ -309,6 +300,45 @@ def java_lookup(probe: Path, srv, *names: str) -> dict[str, dict]:
         elif key != "end":
             current[key] = value
     return found
+
+
+def java_lookup(probe: Path, srv, *names: str) -> dict[str, dict]:
+    props = ldap_props(srv)
+    return run_probe(
+        probe,
+        props["java.naming.factory.initial"],
+        props["java.naming.provider.url"],
+        srv.rootdn,
+        srv.rootpw,
+        *names,
+    )
+
+
+def test_bindings_file_read_by_java_properties(tmp_path, probe):
+    """The .bindings file as java.util.Properties (RefFSContext's reader) loads it,
+    values with the characters the format escapes included."""
+    tricky = " lead=a:b#c!d \\e \u00e9\u20ac"
+    store = fs_props(tmp_path)
+    actions.add_object(
+        "t",
+        "Tricky",
+        "cf",
+        {"imqConfiguredClientID": tricky, "imqDefaultUsername": "u"},
+        store=store,
+    )
+    actions.add_object("t", "Plain", "t", {"imqDestinationName": "prices"}, store=store)
+    found = run_probe(probe, "bindings", str(tmp_path / ".bindings"), "Tricky", "Plain")
+    cf, topic = found["Tricky"], found["Plain"]
+    assert cf["className"] == "com.sun.messaging.ConnectionFactory"
+    assert cf["factoryClassName"] == FACTORY
+    assert cf["addrs"][:2] == [("version", "3.0"), ("readOnly", "false")]
+    assert dict(cf["addrs"][2:])["imqConfiguredClientID"] == tricky
+    assert len(cf["addrs"]) == 2 + len(CF_ATTRS)
+    assert topic["className"] == "com.sun.messaging.Topic"
+    assert topic["addrs"][2:] == [
+        ("imqDestinationName", "prices"),
+        ("imqDestinationDescription", "A Description for the Destination Object"),
+    ]
 
 
 def test_ldap_store_read_by_the_jdk(ldap_server, probe):  # noqa: F811
