@@ -471,3 +471,36 @@ async def test_exception_report_for_a_destination_that_does_not_exist(own_broker
     assert r.properties[mq.FEEDBACK] == mq.MQRC_UNKNOWN_OBJECT_NAME
     assert r.correlation_id == "ID:" + str(SysMessageID.from_bytes(raw[20:52]))
     assert isinstance(r, BytesMessage) and r.data == BODY[:100]
+
+
+@run
+async def test_report_to_a_reply_to_the_producer_may_not_use_goes_to_the_dmq(
+    own_broker, tmp_path
+) -> None:
+    from .test_acl import DEFAULT_RULES
+
+    etc = tmp_path / "acl"
+    etc.mkdir()
+    (etc / "rules.acl").write_text(
+        "\n".join(f"{k}={v}" for k, v in DEFAULT_RULES.items())
+        + "\nqueue.rpt_secret.produce.deny.user=guest\n"
+    )
+    b = own_broker(
+        f"imq.accesscontrol.file.dirpath={etc}", "imq.accesscontrol.file.filename=rules.acl"
+    )
+    secret = Queue("rpt_secret")
+    conn = await open_conn(b)
+    sess = await conn.create_session()
+    rcons = await sess.create_consumer(secret)  # consuming is allowed
+    q = Queue(name("rpt_acl"))
+    prod = await sess.create_producer(q)
+    cons = await sess.create_consumer(q)
+    await conn.start()
+    original = request(secret, {mq.REPORT_COA: mq.MQRO_COA})
+    await prod.send(original)
+    assert (await cons.receive(10)) is not None  # the message itself is delivered
+    assert await rcons.receive(1.0) is None
+    await conn.close()
+    dead = await dmq_for(b, secret.name)
+    assert len(dead) == 1 and dead[0].properties[mq.FEEDBACK] == mq.MQFB_COA
+    assert "access denied" in dead[0].properties["JMS_SUN_DMQ_UNDELIVERED_COMMENT"]
