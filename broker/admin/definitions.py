@@ -117,8 +117,11 @@ def _plan_groups(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Chan
     existing = {g.name: g.description for g in BrokerGroup.objects.all()}
     changes = []
     for n, item in enumerate(_items(value, "groups", errors)):
+        if not isinstance(item.get("name"), str):
+            errors.append(f"groups[{n}]: a name (text) is required")
+            continue
         try:
-            name = _clean_group_name(str(item.get("name", "")))
+            name = _clean_group_name(item["name"])
         except ActionError as exc:
             errors.append(f"groups[{n}]: {exc}")
             continue
@@ -178,7 +181,7 @@ def _plan_users(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Chang
             errors.append(f"{where}: plain passwords are not accepted, give password_digest")
             continue
         try:
-            name = _clean_username(str(item.get("username", "")))
+            name = _clean_username(item.get("username"))
         except ActionError as exc:
             errors.append(f"{where}: {exc}")
             continue
@@ -258,9 +261,12 @@ def _plan_rules(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Chang
     existing = {(r.broker_instance, r.key): r.value for r in rules_queryset()}
     changes = []
     for n, item in enumerate(_items(value, "access_rules", errors)):
+        if not isinstance(item.get("instance", ""), str):
+            errors.append(f"access_rules[{n}]: instance must be text")
+            continue
         try:
             instance = _clean_instance(item.get("instance", ""))
-            key, val = _clean_rule(str(item.get("key", "")), item.get("value", ""))
+            key, val = _clean_rule(str(item.get("key") or ""), item.get("value", ""))
         except ActionError as exc:
             errors.append(f"access_rules[{n}]: {exc}")
             continue
@@ -374,7 +380,8 @@ def _plan_destinations(value: Any, admin: BrokerAdmin, errors: list[str]) -> lis
     existing = {(d["type"], d["name"]): d for d in list_destinations(admin, show_temporary=False)}
     changes = []
     for n, item in enumerate(_items(value, "destinations", errors)):
-        name = str(item.get("name", "")).strip()
+        name = item.get("name")
+        name = name.strip() if isinstance(name, str) else ""
         where = f"destinations[{n}] {name}".rstrip()
         if not name:
             errors.append(f"{where}: a name is required")
@@ -499,6 +506,8 @@ def plan_definitions(admin: BrokerAdmin, doc: Any) -> list[Change]:
         errors.append(
             f"version {doc.get('version')!r} is not supported (this broker reads {VERSION})"
         )
+    if _has_nul(doc):
+        raise DefinitionsError(["the document holds a NUL character"])
     known = {"format", "version", "exported", "broker", *SECTIONS}
     unknown = sorted(k for k in doc if k not in known)
     if unknown:
@@ -510,6 +519,16 @@ def plan_definitions(admin: BrokerAdmin, doc: Any) -> list[Change]:
     if errors:
         raise DefinitionsError(errors)
     return changes
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_nul(v) for v in value)
+    return False
 
 
 def summary(changes: list[Change]) -> dict[str, int]:

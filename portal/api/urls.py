@@ -14,6 +14,7 @@ from drf_spectacular.views import SpectacularAPIView, SpectacularRedocView, Spec
 from portal.objects import api as objects_api
 
 from . import views as v
+from . import workflows as wf
 
 DEST = "destinations/<str:type>/<path:name>/"
 DURABLE = "durables/<str:client_id>/<str:name>/"
@@ -34,6 +35,7 @@ urlpatterns = [
     path("broker/", v.BrokerView.as_view(), name="api-broker"),
     path("broker/properties/", v.BrokerPropertiesView.as_view(), name="api-broker-properties"),
     path("broker/metrics/", v.BrokerMetricsView.as_view(), name="api-broker-metrics"),
+    path("broker/ha/", v.HABrokerListView.as_view(), name="api-broker-ha"),
     path("broker/pause/", v.BrokerPauseView.as_view(), name="api-broker-pause"),
     path("broker/resume/", v.BrokerResumeView.as_view(), name="api-broker-resume"),
     path("broker/quiesce/", v.BrokerQuiesceView.as_view(), name="api-broker-quiesce"),
@@ -67,6 +69,17 @@ urlpatterns = [
         DEST + "producers/", v.DestinationProducersView.as_view(), name="api-destination-producers"
     ),
     path(DEST + "messages/", v.DestinationMessagesView.as_view(), name="api-destination-messages"),
+    path(DEST + "publish/", wf.PublishView.as_view(), name="api-destination-publish"),
+    path(
+        "destinations/queue/<path:name>/messages/transfer/",
+        wf.TransferView.as_view(),
+        name="api-messages-transfer",
+    ),
+    path(
+        "destinations/queue/<path:name>/messages/delete/",
+        wf.DeleteSelectedView.as_view(),
+        name="api-messages-delete",
+    ),
     path(DEST + "messages/<str:msg_id>/", v.MessageView.as_view(), name="api-message"),
     # after its sub-resources: a name may hold "/" (temporary destinations do)
     path(DEST, v.DestinationView.as_view(), name="api-destination"),
@@ -98,6 +111,9 @@ urlpatterns = [
     path("acl/", v.RuleListView.as_view(), name="api-acl"),
     path("acl/file/", v.AclFileView.as_view(), name="api-acl-file"),
     path("acl/<path:key>/", v.RuleView.as_view(), name="api-acl-rule"),
+    # definitions (export/import) and the DMQ's retry
+    path("definitions/", wf.DefinitionsView.as_view(), name="api-definitions"),
+    path("dmq/retry/", wf.RetryView.as_view(), name="api-dmq-retry"),
     # log records
     path("logs/", v.LogListView.as_view(), name="api-logs"),
     # administered objects (portal/objects/api.py)
