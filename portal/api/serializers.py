@@ -598,3 +598,20 @@ class TransactionQuerySerializer(serializers.Serializer):
     state = serializers.CharField(required=False, max_length=32, help_text="e.g. PREPARED")
     search = search_field("user, client ID or XID")
     ordering = ordering_field("id", "state", "user", "created", "messages")
+
+
+class HABrokerSerializer(serializers.Serializer):
+    """A member of an HA cluster as the shared store records it (ha_actions)."""
+
+    broker_id = serializers.CharField()
+    cluster_id = serializers.CharField()
+    address = serializers.CharField()
+    state = serializers.CharField(help_text="OPERATING, FAILOVER_COMPLETE, SHUTDOWN_COMPLETE...")
+    running = serializers.BooleanField()
+    heartbeat = serializers.DateTimeField(allow_null=True)
+    heartbeat_age = serializers.FloatField(allow_null=True, help_text="Seconds since it beat.")
+    interval = serializers.FloatField()
+    epoch = serializers.IntegerField()
+    pid = serializers.IntegerField(allow_null=True)
+    taken_over_by = serializers.CharField(allow_blank=True)
+    taken_over_at = serializers.DateTimeField(allow_null=True)

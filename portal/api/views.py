@@ -25,7 +25,7 @@ from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from broker.admin import actions, security_actions
+from broker.admin import actions, ha_actions, security_actions
 from portal.auth import is_administrator
 
 from . import filters
@@ -169,6 +169,27 @@ class BrokerMetricsView(AdminView):
     @doc("The broker's metrics", s.MetricsSerializer)
     def get(self, request):
         return Response(s.MetricsSerializer(actions.broker_metrics(self.admin)).data)
+
+
+class HABrokerListView(QuerysetListView):
+    filter_backends: list = []
+    row_serializer = s.HABrokerSerializer
+    render = staticmethod(ha_actions.ha_broker_dict)
+
+    def get_queryset(self):
+        return ha_actions.ha_brokers_queryset(self.request.query_params.get("cluster_id"))
+
+    @doc(
+        "List the brokers of the HA cluster",
+        s.HABrokerSerializer(many=True),
+        errors=DB_ERRORS,
+        params=[OpenApiParameter("cluster_id", str, description="Only this cluster's brokers.")],
+        description="Every broker of an HA cluster on the shared database store, with its "
+        "state, last heartbeat and the broker that took it over (from the store, so a "
+        "broker that is down is listed too). ?cluster_id= limits it to one cluster.",
+    )
+    def get(self, request):
+        return self.list_response()
 
 
 def broker_operation(action, text: str, summary: str, description: str = ""):

@@ -12,7 +12,7 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from broker.admin import actions
+from broker.admin import actions, ha_actions
 from broker.admin.actions import AdminError
 
 from .. import forms
@@ -43,6 +43,8 @@ def broker_view(request: HttpRequest) -> HttpResponse:
             "properties": props,
             "metrics": metrics,
             "form": forms.BrokerPropertiesForm(),
+            # An HA cluster's members from the shared store, down ones and takeovers too.
+            "ha_brokers": ha_actions.ha_brokers(),
         }
 
     return _page(request, "portal/broker.html", build, nav="broker")
