@@ -357,6 +357,22 @@ class Message:
         """The body as its natural Python value (JMS 2.0 ``getBody``): None for a plain Message."""
         return None
 
+    # -- IBM MQ replies and reports (mqtypes.py) -------------------------------
+
+    def make_reply(self, reply: Message | None = None) -> Message:
+        """The reply to this request, with the type and correlation id its report
+        options ask for (broker/client/mqtypes.py)."""
+        from .mqtypes import make_reply
+
+        return make_reply(self, reply)
+
+    def make_report(self, feedback: int = 275, report: Message | None = None) -> Message | None:
+        """A PAN (275, the default) or NAN (276) report about this message, or None
+        when it did not ask for one (broker/client/mqtypes.py)."""
+        from .mqtypes import make_report
+
+        return make_report(self, feedback, report)
+
     # -- acknowledgement -------------------------------------------------------
 
     def acknowledge(self) -> Any:
