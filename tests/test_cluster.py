@@ -39,6 +39,22 @@ def conn(b, **kw):
     return connect(b.host, b.portmapper_port, request_timeout=20, **kw)
 
 
+def subscribed(producer, subs) -> None:
+    """Publish probes until every subscriber got one (its interest reached the producer's
+    broker), then drain the probes: a topic keeps nothing for subscribers it does not know."""
+    pending = set(range(len(subs)))
+    deadline = time.monotonic() + 20
+    while pending and time.monotonic() < deadline:
+        producer.send(TextMessage("probe"))
+        for i in list(pending):
+            if subs[i].receive(0.2) is not None:
+                pending.discard(i)
+    assert not pending, "a subscription never reached the producer's broker"
+    for sub in subs:
+        while (m := sub.receive(0.3)) is not None:
+            assert m.text == "probe"
+
+
 def cluster_port(b) -> int:
     for line in portmapper_table(b).splitlines():
         if " CLUSTER " in f" {line} " and line.startswith("cluster "):
@@ -58,10 +74,8 @@ def test_queue_message_produced_on_a_is_consumed_on_b(cluster):
     with conn(b) as cb, conn(a) as ca:
         cons = cb.create_session().create_consumer(q)
         cb.start()
-        # The interest reaches A before the first send: wait until A knows it.
-        time.sleep(0.5)
+        # No wait for the interest to reach A: A's queue keeps the messages until it does.
         prod = ca.create_session().create_producer(q)
-        sess_a = ca.create_session()
         for i in range(20):
             prod.send(TextMessage(f"m{i}"))
         got = [cons.receive(10) for _ in range(20)]
@@ -75,9 +89,9 @@ def test_topic_message_goes_to_every_subscriber_in_the_cluster(cluster):
         subs = [x.create_session().create_consumer(t) for x in (ca, cb, cc)]
         for x in (ca, cb, cc):
             x.start()
-        time.sleep(0.5)
         s = ca.create_session()
         p = s.create_producer(t)
+        subscribed(p, subs)
         for i in range(5):
             p.send(TextMessage(f"t{i}"))
         for sub in subs:
@@ -92,7 +106,6 @@ def test_queue_has_one_consumer_cluster_wide(cluster):
         cons = [x.create_session().create_consumer(q) for x in (cb, cc)]
         for x in (cb, cc):
             x.start()
-        time.sleep(0.5)
         s = ca.create_session()
         p = s.create_producer(q)
         for i in range(30):
@@ -115,7 +128,6 @@ def test_client_ack_goes_home_and_unacked_come_back_when_the_consumer_closes(clu
         s = cb.create_session(AckMode.CLIENT_ACKNOWLEDGE)
         k = s.create_consumer(q)
         cb.start()
-        time.sleep(0.5)
         sa = ca.create_session()
         p = sa.create_producer(q)
         for i in range(3):
@@ -136,9 +148,18 @@ def test_client_id_is_unique_across_the_cluster(cluster):
     with conn(a, client_id=cid):
         with pytest.raises(JMSException):
             conn(b, client_id=cid)
-    # Released with the connection: B may have it now.
-    time.sleep(0.3)
-    with conn(b, client_id=cid) as cb:
+    # Released with the connection: B may have it now (once A has seen it close).
+    got = []
+
+    def try_b() -> bool:
+        try:
+            got.append(conn(b, client_id=cid))
+        except JMSException:
+            return False
+        return True
+
+    wait_for(try_b, 20, "client ID free again")
+    with got[0] as cb:
         assert cb.client_id == cid
 
 
@@ -250,7 +271,6 @@ def test_killed_consumer_broker_messages_redelivered_and_link_comes_back(tmp_pat
         s = cb.create_session(AckMode.CLIENT_ACKNOWLEDGE)
         k = s.create_consumer(q)
         cb.start()
-        time.sleep(0.5)
         with conn(a) as ca:
             sa = ca.create_session()
             p = sa.create_producer(q)
@@ -273,7 +293,8 @@ def test_killed_consumer_broker_messages_redelivered_and_link_comes_back(tmp_pat
             wait_for(lambda: links_up(a) == 1, 30, "A relinked")
         finally:
             b2.stop()
-        wait_for(lambda: "B@127.0.0.1:%d left the cluster" % b.portmapper_port in a.log_text(), 20)
+        left = f"B@127.0.0.1:{b.portmapper_port} left the cluster"
+        wait_for(lambda: left in a.log_text(), 20, "GOODBYE logged")
     finally:
         a.stop()
         b.stop()

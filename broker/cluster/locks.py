@@ -84,8 +84,10 @@ class ClusterLocks:
             if self.attempts.get(resource) is attempt:
                 del self.attempts[resource]
 
-    def acquire_blocking(self, loop: asyncio.AbstractEventLoop, resource: str) -> int:
-        """For a worker thread: wait for :meth:`acquire` running on ``loop``."""
+    def acquire_blocking(self, resource: str) -> int:
+        """For a worker thread: wait for :meth:`acquire` running on the broker's loop."""
+        loop = self.service.loop
+        assert loop is not None
         fut = asyncio.run_coroutine_threadsafe(self.acquire(resource), loop)
         return fut.result(self.timeout + 5)
 

@@ -69,11 +69,12 @@ class ClusterService:
         self.extra_info: dict[str, object] = {}
         self.locks = ClusterLocks(self)
         self.stopping = False
+        self.loop: asyncio.AbstractEventLoop | None = None
 
     # -- life cycle ------------------------------------------------------------------
 
     async def start(self) -> None:
-        loop = asyncio.get_running_loop()
+        loop = self.loop = asyncio.get_running_loop()
         host = self.cfg.cluster_host or None
         self.server = await loop.create_server(
             lambda: BrokerLink(self), host=host, port=self.cfg.cluster_port, reuse_address=True

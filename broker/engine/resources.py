@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import struct
 import time
@@ -13,6 +14,9 @@ from broker.core.session import Consumer, Session
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import Packet
 from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC, FLAG_A, Status
+
+from .effects import Effects, RunBlocking
+from .states import CLOSED
 
 log = logging.getLogger("broker.connection")
 
@@ -125,7 +129,31 @@ class ResourceRules:
         except RouterError as exc:
             self.reply(pkt, exc.status, reason=exc.reason)
             return
+        cluster = getattr(self.broker, "cluster", None)
+        if cid is not None and cluster is not None and cluster.locks.needed():
+            # Granted only when no other broker of the cluster holds the same ID.
+            if not props.get("JMQShare", False):
+                done = functools.partial(self._client_id_locked, pkt, str(cid))
+                self._effect(
+                    RunBlocking(cluster.locks.acquire_blocking, (f"clientid:{cid}",), done)
+                )
+                return
         self.reply(pkt, Status.OK)
+
+    def _client_id_locked(
+        self: Any, pkt: Packet, cid: str, result: Any, error: BaseException | None
+    ) -> Effects:
+        """The cluster's answer to this connection's client ID lock."""
+        if self.state is CLOSED:
+            return self.take_effects()
+        if error is not None or result != 0:
+            self.router.release_client_id(self)
+            self.client_id = None
+            why = "no answer from the cluster" if error is not None else "in use on another broker"
+            self.reply(pkt, Status.CONFLICT, reason=f"client ID {cid} is {why}")
+        else:
+            self.reply(pkt, Status.OK)
+        return self.take_effects()
 
     # -- destinations --------------------------------------------------------------
 
