@@ -531,7 +531,7 @@ class Broker:
             "JMQMessageCount": JInt(self.router.totals.count),
             "JMQMessageBytes": JLong(self.router.totals.bytes),
             "JMQBrokerList": self.cluster.broker_list() if self.cluster is not None else "",
-            "JMQHA": False,
+            "JMQHA": bool(self.hello_properties.get("JMQHA")),
         }
         conn.write(
             build_packet(
