@@ -1,0 +1,134 @@
+"""Remote delivery in a cluster: producer on broker A, consumer on broker B, against both
+on one broker; 1 KB messages, non-persistent and persistent, with the Python client.
+
+Starts two clustered brokers (imq.cluster.brokerlist naming both) and prints msgs/s
+end to end and latency p50/p99 for each case.
+
+    .venv/bin/python bench/cluster.py                          # 30,000 / 5,000 messages
+    .venv/bin/python bench/cluster.py --count 100000 --persistent-count 20000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import struct
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+from broker.client import AckMode, BytesMessage, Queue, connect  # noqa: E402
+from broker.launcher import BrokerProcess, free_port, start_broker  # noqa: E402
+
+_TS = struct.Struct(">q")
+
+
+def percentile(sorted_values: list[float], p: float) -> float:
+    k = min(len(sorted_values) - 1, int(round(p / 100 * (len(sorted_values) - 1))))
+    return sorted_values[k]
+
+
+async def run(
+    prod: BrokerProcess, cons: BrokerProcess, count: int, size: int, persistent: bool
+) -> dict:
+    pconn = await connect(prod.host, prod.portmapper_port)
+    cconn = await connect(cons.host, cons.portmapper_port)
+    psess = await pconn.create_session(AckMode.AUTO_ACKNOWLEDGE)
+    csess = await cconn.create_session(AckMode.DUPS_OK_ACKNOWLEDGE)
+    dest = Queue(f"bench.cluster.{uuid.uuid4().hex[:8]}")
+    producer = await psess.create_producer(dest)
+    consumer = await csess.create_consumer(dest)
+    await cconn.start()
+    # The consumer's interest reaches the producer's broker: one message through first.
+    await producer.send(BytesMessage(_TS.pack(0)), persistent=False)
+    if await consumer.receive(timeout=30) is None:
+        raise RuntimeError("the first message never arrived")
+    pad = b"x" * (size - 8)
+    latencies: list[float] = []
+
+    async def consume() -> None:
+        for n in range(count):
+            msg = await consumer.receive(timeout=60)
+            if msg is None:
+                raise RuntimeError(f"consumer stalled after {n} messages")
+            (sent,) = _TS.unpack_from(msg.body, 0)
+            latencies.append((time.perf_counter_ns() - sent) / 1e6)
+
+    task = asyncio.create_task(consume())
+    start = time.perf_counter()
+    for _ in range(count):
+        await producer.send(
+            BytesMessage(_TS.pack(time.perf_counter_ns()) + pad), persistent=persistent
+        )
+    await task
+    elapsed = time.perf_counter() - start
+    await pconn.close()
+    await cconn.close()
+    latencies.sort()
+    return {
+        "msgs_per_s": count / elapsed,
+        "p50_ms": percentile(latencies, 50),
+        "p99_ms": percentile(latencies, 99),
+    }
+
+
+def start_pair(tmp: Path) -> tuple[BrokerProcess, BrokerProcess]:
+    pms = [free_port(), free_port()]
+    brokerlist = ",".join(f"127.0.0.1:{p}" for p in pms)
+    out = []
+    for name, pm in zip(("A", "B"), pms, strict=True):
+        (tmp / name).mkdir(parents=True)
+        out.append(
+            start_broker(
+                tmp / name,
+                f"imq.cluster.brokerlist={brokerlist}",
+                "imq.log.level=WARNING",
+                instance=name,
+                portmapper_port=pm,
+            )
+        )
+    return out[0], out[1]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--count", type=int, default=30_000, help="non-persistent messages")
+    ap.add_argument("--persistent-count", type=int, default=5_000)
+    ap.add_argument("--size", type=int, default=1024)
+    args = ap.parse_args()
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    a, b = start_pair(Path(tempfile.mkdtemp(prefix="imq-bench-cluster-")))
+    try:
+        asyncio.run(run(a, b, 2000, args.size, False))  # warm-up (links, first connections)
+        rows = []
+        for persistent, count in ((False, args.count), (True, args.persistent_count)):
+            kind = "persistent" if persistent else "non-persistent"
+            one = asyncio.run(run(a, a, count, args.size, persistent))
+            remote = asyncio.run(run(a, b, count, args.size, persistent))
+            rows.append((kind, count, one, remote))
+        for kind, count, one, remote in rows:
+            ratio = remote["msgs_per_s"] / one["msgs_per_s"]
+            print(
+                f"{kind} {count} x {args.size} B: one broker {one['msgs_per_s']:,.0f} msgs/s "
+                f"(p50 {one['p50_ms']:.2f} ms, p99 {one['p99_ms']:.2f} ms); "
+                f"A->B {remote['msgs_per_s']:,.0f} msgs/s (p50 {remote['p50_ms']:.2f} ms, "
+                f"p99 {remote['p99_ms']:.2f} ms); remote/one = {ratio:.0%}"
+            )
+    finally:
+        a.stop()
+        b.stop()
+
+
+if __name__ == "__main__":
+    main()
