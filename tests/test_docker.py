@@ -531,6 +531,29 @@ def test_every_service_runs_from_its_entry_command(stack: Stack) -> None:
     assert state["status"] == "ALIVE"
     assert [w["state"] for w in state["workers"]] == ["ALIVE"], state
 
+    # The rollup job as the worker runs it (its environment: SPARK_MASTER is the master
+    # above), over generated samples in the raw store the brokers write: the executors on
+    # the Spark worker read the store and the rollups land in PostgreSQL.
+    from datetime import UTC, datetime, timedelta
+
+    from portal.pipeline.synthetic import generate_rows, write_samples
+
+    hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=2)
+    rows = generate_rows(["imqbroker"], 2, hour, hour + timedelta(hours=1), timedelta(minutes=1))
+    write_samples(stack.env("worker")["METRICS_RAW_URL"], rows)
+    rollup = subprocess.run(
+        [sys.executable, str(ENTRYPOINT), "manage", "rollup",
+         "--since", hour.isoformat(), "--until", (hour + timedelta(hours=1)).isoformat()],
+        env=stack.env("worker"), capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert rollup.returncode == 0, rollup.stdout + rollup.stderr
+    assert re.search(rf"ok \(run \d+\): {len(rows):,} samples", rollup.stdout), rollup.stdout
+    with urllib.request.urlopen(
+        f"http://127.0.0.1:{stack.ports['spark_ui']}/json/", timeout=30
+    ) as r:
+        apps = json.loads(r.read())["completedapps"]
+    assert "imq-rollup" in [a["name"] for a in apps], apps
+
     codes = stack.stop()
     assert codes["broker"] == 0, stack.output("broker")
 
