@@ -27,6 +27,7 @@ from typing import Any
 
 from broker import props as imq
 from broker.loglevels import RECORD_LEVELS
+from broker.protocol import mqreports as mq
 from broker.protocol.javaser import (
     JavaSerializationError,
     decode_map_body,
@@ -703,22 +704,85 @@ def _message(row: dict[str, Any]) -> dict[str, Any]:
         "properties": dict(props) if isinstance(props, dict) else {},
         "body_size": len(body) if body is not None else 0,
         "preview": preview_body(kind, body) if body is not None else "",
+        **_mq_fields(props if isinstance(props, dict) else {}),
         "headers": {
             k: v for k, v in row.items() if k not in _MESSAGE_KEYS and not str(k).startswith("__")
         },
     }
 
 
+def _mq_fields(props: dict[str, Any]) -> dict[str, Any]:
+    """IBM MQ's view of a message (broker/protocol/mqreports.py): its JMS_IBM_MsgType,
+    the reports it asks for and, for a report, its feedback code."""
+    value = props.get(mq.MSG_TYPE)
+    feedback = props.get(mq.FEEDBACK)
+    return {
+        "mq_type": value if isinstance(value, int) and not isinstance(value, bool) else None,
+        "mq_type_name": mq.msg_type_name(value),
+        "report_options": mq.describe_options(mq.parse_options(props)[0]),
+        "feedback": feedback
+        if isinstance(feedback, int) and not isinstance(feedback, bool)
+        else None,
+        "feedback_name": mq.feedback_name(feedback),
+    }
+
+
+MQ_TYPE_FILTERS = {name: value for value, name in mq.MSG_TYPE_NAMES.items()}
+
+
+def mq_type_filter(value: str | None) -> int | None:
+    """The JMS_IBM_MsgType a ``mq_type`` filter names: datagram, request, reply, report
+    or a number; None for no filter."""
+    if value is None or value == "":
+        return None
+    text = value.strip().lower()
+    if text in MQ_TYPE_FILTERS:
+        return MQ_TYPE_FILTERS[text]
+    if text.isdigit() and mq.valid_msg_type(int(text)):
+        return int(text)
+    raise ActionError(
+        f"mq_type {value!r}: use datagram, request, reply, report or a type number "
+        f"({mq.MQMT_APPL_FIRST}..{mq.MQMT_APPL_LAST} for application types)"
+    )
+
+
 def list_messages(
-    admin: BrokerAdmin, name: str, kind: str | int = "q", *, start: int = 0, limit: int = 50
+    admin: BrokerAdmin,
+    name: str,
+    kind: str | int = "q",
+    *,
+    start: int = 0,
+    limit: int = 50,
+    mq_type: str | None = None,
 ) -> list[dict[str, Any]]:
-    """Messages of a queue, oldest first, with headers, properties and a body preview."""
+    """Messages of a queue, oldest first, with headers, properties and a body preview;
+    with ``mq_type`` only those of that IBM MQ message type (``start`` and ``limit``
+    then count the matching ones)."""
     if start < 0 or limit < 1 or limit > 1000:
         raise ActionError("start must be >= 0 and limit between 1 and 1000")
-    rows = admin.messages(
-        _check_name(name), dest_type_code(kind), start=start, limit=limit, body=True
-    )
-    return [_message(r) for r in rows]
+    wanted = mq_type_filter(mq_type)
+    name, code = _check_name(name), dest_type_code(kind)
+    if wanted is None:
+        rows = admin.messages(name, code, start=start, limit=limit, body=True)
+        return [_message(r) for r in rows]
+    out: list[dict[str, Any]] = []
+    skip, at, chunk = start, 0, 500
+    while len(out) < limit:
+        rows = admin.messages(name, code, start=at, limit=chunk, body=True)
+        for r in rows:
+            m = _message(r)
+            if m["mq_type"] != wanted:
+                continue
+            if skip:
+                skip -= 1
+                continue
+            out.append(m)
+            if len(out) == limit:
+                break
+        if len(rows) < chunk:
+            break
+        at += chunk
+    return out
 
 
 def get_message(

@@ -339,6 +339,18 @@ class MessageSerializer(OpenRowSerializer):
         help_text="A bounded, safe preview: text as is, map and stream bodies decoded, "
         "bytes and objects as hex.",
     )
+    mq_type = serializers.IntegerField(
+        allow_null=True,
+        help_text="IBM MQ's JMS_IBM_MsgType (1 request, 2 reply, 4 report, 8 datagram).",
+    )
+    mq_type_name = serializers.CharField(allow_blank=True, help_text="datagram, request, ...")
+    report_options = serializers.CharField(
+        allow_blank=True, help_text="The reports it asks for (JMS_IBM_Report_*), as text."
+    )
+    feedback = serializers.IntegerField(
+        allow_null=True, help_text="A report's JMS_IBM_Feedback (MQFB_* or MQRC_* code)."
+    )
+    feedback_name = serializers.CharField(allow_blank=True)
 
     def to_representation(self, instance):
         data = super().to_representation(instance)
@@ -355,6 +367,12 @@ class MessagePageSerializer(serializers.Serializer):
 class MessageQuerySerializer(serializers.Serializer):
     start = serializers.IntegerField(default=0, min_value=0, max_value=INT32_MAX)
     limit = serializers.IntegerField(default=50, min_value=1, max_value=1000)
+    mq_type = serializers.CharField(
+        required=False,
+        allow_blank=True,
+        help_text="Only messages of this IBM MQ type: datagram, request, reply, report, or "
+        "a JMS_IBM_MsgType number.",
+    )
 
 
 # --------------------------------------------------------------------------------------

@@ -460,12 +460,15 @@ class DestinationMessagesView(AdminView):
         params=[*DEST_PARAMS, s.MessageQuerySerializer],
         operation_id="destinations_messages_list",
         description="Oldest first, ``limit`` messages from position ``start``: headers, "
-        "properties and a safe preview of the body.",
+        "properties and a safe preview of the body; ``mq_type`` keeps one IBM MQ message "
+        "type (``start``/``limit`` then count those).",
     )
     def get(self, request, type, name):
         kind = dest_type(type)
         q = self.query(s.MessageQuerySerializer)
-        rows = actions.list_messages(self.admin, name, kind, start=q["start"], limit=q["limit"])
+        rows = actions.list_messages(
+            self.admin, name, kind, start=q["start"], limit=q["limit"], mq_type=q.get("mq_type")
+        )
         return Response(
             s.MessagePageSerializer(
                 {"start": q["start"], "limit": q["limit"], "results": rows}

@@ -37,6 +37,9 @@ def _msg_row(m: dict) -> dict[str, Any]:
         "redelivered": m["redelivered"],
         "size": m["body_size"],
         "persistent": m["persistent"],
+        "mq_type": m["mq_type_name"],
+        "reports": m["report_options"],
+        "feedback": m["feedback_name"],
     }
 
 
@@ -56,6 +59,7 @@ def messages_list(request: HttpRequest, kind: str, name: str) -> HttpResponse:
         page_no = max(1, int(request.GET.get("page", 1)))
     except ValueError:
         page_no = 1
+    mq_type = request.GET.get("mq_type", "")
 
     def build():
         admin = _admin()
@@ -66,7 +70,9 @@ def messages_list(request: HttpRequest, kind: str, name: str) -> HttpResponse:
         try:
             rows = [
                 _msg_row(m)
-                for m in actions.list_messages(admin, name, kind, start=start, limit=PER_PAGE)
+                for m in actions.list_messages(
+                    admin, name, kind, start=start, limit=PER_PAGE, mq_type=mq_type
+                )
             ]
         except (AdminError, ActionError) as exc:
             error = _error_text(exc)
@@ -80,7 +86,11 @@ def messages_list(request: HttpRequest, kind: str, name: str) -> HttpResponse:
             "start": start,
             "has_previous": page_no > 1,
             "has_next": start + len(rows) < total and len(rows) == PER_PAGE,
-            "pages": max(1, (total + PER_PAGE - 1) // PER_PAGE),
+            # Filtered, the number of pages is not known without reading them all.
+            "pages": "?" if mq_type else max(1, (total + PER_PAGE - 1) // PER_PAGE),
+            "mq_type": mq_type,
+            "mq_types": ["datagram", "request", "reply", "report"],
+            "page_query": urlencode({"mq_type": mq_type}) + "&" if mq_type else "",
         }
 
     return _page(request, "portal/messages.html", build, nav="destinations")
@@ -104,6 +114,9 @@ def message_detail(request: HttpRequest, kind: str, name: str) -> HttpResponse:
             ("Delivery mode", "persistent" if m["persistent"] else "non-persistent"),
             ("Redelivered", "yes" if m["redelivered"] else "no"),
             ("Correlation ID", m["correlation_id"]),
+            ("IBM MQ message type", m["mq_type_name"]),
+            ("Report options", m["report_options"]),
+            ("Feedback", m["feedback_name"]),
             ("Reply to", m["reply_to"]),
             ("Destination", m["destination"]),
             ("Body size", f"{m['body_size']} bytes"),
