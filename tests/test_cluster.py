@@ -298,3 +298,29 @@ def test_killed_consumer_broker_messages_redelivered_and_link_comes_back(tmp_pat
     finally:
         a.stop()
         b.stop()
+
+
+# -- administration ----------------------------------------------------------------------
+
+
+def test_imqcmd_list_and_query_bkr_show_the_cluster(cluster, tmp_path):
+    from tests.test_imqcmd import run_imqcmd
+
+    a, b, c = cluster
+    passfile = tmp_path / "passfile"
+    passfile.write_text("imq.imqcmd.password=admin\n")
+    r = run_imqcmd(b, "list", "bkr", passfile=passfile)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    rows = {
+        line.split()[0]: line.split()[1:]
+        for line in r.stdout.splitlines()
+        if line.startswith("127.0.0.1:")
+    }
+    assert rows == {f"127.0.0.1:{x.portmapper_port}": [x.instance, "OPERATING"] for x in (a, b, c)}
+    r = run_imqcmd(b, "query", "bkr", passfile=passfile)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    active = next(
+        line for line in r.stdout.splitlines() if line.startswith("Cluster Broker List (active)")
+    )
+    for x in (a, b, c):
+        assert f"127.0.0.1:{x.portmapper_port}" in active

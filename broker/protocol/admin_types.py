@@ -37,6 +37,7 @@ DELETE_MESSAGE = 88
 GET_METRICS = 52
 RESET_BROKER = 84
 # Our extension (not in OpenMQ): sweep expired messages now (broker/server/admin_service/expiry.py).
+GET_CLUSTER = 78
 RECLAIM_EXPIRED = 200
 
 COMMAND_NAMES = {

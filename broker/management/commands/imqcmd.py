@@ -117,6 +117,7 @@ NEEDS_TEXT = {
 
 COMMANDS: dict[tuple[str, str], Spec] = {
     ("query", "bkr"): Spec("query_bkr"),
+    ("list", "bkr"): Spec("list_bkr"),
     ("update", "bkr"): Spec("update_bkr", ("attrs",)),
     ("pause", "bkr"): Spec("pause_bkr"),
     ("resume", "bkr"): Spec("resume_bkr"),
@@ -506,6 +507,19 @@ class Command(BaseCommand):
         return self.opts["name"], kind, "queue" if kind == "q" else "topic"
 
     # -- broker --------------------------------------------------------------------------
+
+    def list_bkr(self, admin) -> None:
+        from broker.admin.cluster_actions import list_brokers
+
+        rows = list_brokers(admin)
+        self.say("Listing all the brokers in the cluster that the following broker is a member of:")
+        self.say()
+        self.broker_info()
+        table = Table(3, 4).title(("Address", "Instance Name", "State"))
+        for r in rows:
+            table.add((r["address"], r.get("instanceName", ""), r["state"]))
+        self.show(table)
+        self.done()
 
     def query_bkr(self, admin) -> None:
         from broker.admin import actions

@@ -120,6 +120,7 @@ from broker.protocol.types import (
     TransactionState,
 )
 
+from . import cluster as admin_cluster
 from . import expiry as admin_expiry
 from . import metrics as admin_metrics
 
@@ -508,6 +509,7 @@ class AdminHandler:
         self._commands[GET_METRICS] = admin_metrics.get_metrics
         self._commands[RESET_BROKER] = admin_metrics.reset_broker
         self._commands[admin_expiry.RECLAIM_EXPIRED] = admin_expiry.reclaim_expired
+        self._commands[admin_cluster.GET_CLUSTER] = admin_cluster.get_cluster
         # Commands whose request carries a body (a serialised object).
         self._body_commands: dict[int, Callable[[ConnectionEngine, dict, bytes], Any]] = {
             CREATE_DESTINATION: self._create_destination,
@@ -654,6 +656,7 @@ class AdminHandler:
         values[imq.DMQ_CURRENT_COUNT] = str(router.dmq.msg_count)
         values[imq.DMQ_CURRENT_SIZE] = str(router.dmq.msg_bytes)
         values.update(broker_identity(b.config))
+        values.update(admin_cluster.cluster_properties(b))
         # Ours: RUNNING, QUIESCING or QUIESCED; the memory state; open connections (the
         # portal's overview needs no connection list for a count).
         values[imq.BROKER_STATE] = b.state
