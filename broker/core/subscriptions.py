@@ -195,6 +195,9 @@ class Subscriptions:
         if sub.queue.consumers:
             raise RouterError(Status.CONFLICT, f"durable subscription {durable_name} is in use")
         self.remove(sub)
+        self.router._event(
+            "durable.removed", {"client_id": client_id or None, "name": durable_name}
+        )
 
     # -- client IDs ------------------------------------------------------------
 
