@@ -17,6 +17,7 @@ from .views import (
     services,
     transactions,
     users,
+    workflows,
 )
 
 
@@ -87,6 +88,17 @@ urlpatterns = [
         "destinations/<dtype:kind>/<path:name>/messages/", messages.messages_list, name="messages"
     ),
     path(
+        "destinations/<dtype:kind>/<path:name>/messages/transfer/",
+        workflows.messages_transfer,
+        name="messages_transfer",
+    ),
+    path(
+        "destinations/<dtype:kind>/<path:name>/messages/delete/",
+        workflows.messages_delete_selected,
+        name="messages_delete_selected",
+    ),
+    path("destinations/<dtype:kind>/<path:name>/publish/", workflows.publish, name="publish"),
+    path(
         "destinations/<dtype:kind>/<path:name>/message/delete/",
         messages.message_delete,
         name="message_delete",
@@ -134,6 +146,9 @@ urlpatterns = [
     path("acl/rule/delete/", rules.rule_delete, name="rule_delete"),
     path("acl/import/", rules.rules_import, name="rules_import"),
     path("acl/export/", rules.rules_export, name="rules_export"),
+    # Definitions (export, import)
+    path("definitions/", workflows.definitions_page, name="definitions"),
+    path("definitions/export/", workflows.definitions_export, name="definitions_export"),
     # Log records
     path("log/", log.log_view, name="log"),
     # Static files (CSS, the overview's script, the API docs' assets) from the apps' and
