@@ -280,6 +280,43 @@ def test_create_browse_purge_destroy_a_queue(page, portal_server):  # noqa: F811
         expect(log).to_contain_text(f"admin: {what}")
 
 
+def test_create_destination_form_shows_every_error_beside_its_field(page, portal_server):  # noqa: F811
+    """A bad name and three bad attributes are all reported at once, each at its field,
+    and nothing is created; corrected, the same form creates the topic."""
+    base = portal_server.url
+    login_admin(page, base)
+    page.goto(base + "/destinations/new/")
+    page.get_by_label("Type", exact=True).select_option("t")
+    page.get_by_label("Name", exact=True).fill("9lives")
+    page.get_by_label("maxNumMsgs", exact=True).fill("lots")
+    page.get_by_label("maxBytesPerMsg", exact=True).fill("10 parsecs")
+    page.get_by_label("maxNumActiveConsumers", exact=True).fill("2")
+    page.get_by_role("button", name="Create").click()
+
+    def beside(label: str):
+        return page.get_by_label(label, exact=True).locator("xpath=..")
+
+    expect(beside("Name")).to_contain_text("'9lives' is not a valid destination name")
+    expect(beside("maxNumMsgs")).to_contain_text("maxNumMsgs: 'lots' is not an integer")
+    expect(beside("maxBytesPerMsg")).to_contain_text("'10 parsecs' is not a size")
+    expect(beside("maxNumActiveConsumers")).to_contain_text(
+        "maxNumActiveConsumers applies to queues only"
+    )
+    expect(page.locator(".errorlist")).to_have_count(4)
+    # What was typed is still there to be corrected.
+    expect(page.get_by_label("maxNumMsgs", exact=True)).to_have_value("lots")
+
+    page.get_by_label("Name", exact=True).fill("lives9")
+    page.get_by_label("maxNumMsgs", exact=True).fill("500")
+    page.get_by_label("maxBytesPerMsg", exact=True).fill("10k")
+    page.get_by_label("maxNumActiveConsumers", exact=True).fill("")
+    page.get_by_role("button", name="Create").click()
+    expect(page.get_by_role("status")).to_contain_text("Created topic lives9.")
+    page.goto(base + "/destinations/?name=lives")
+    expect(page.locator('#destinations tr[data-name="lives9"]')).to_be_visible()
+    expect(page.locator('#destinations tr[data-name="9lives"]')).to_have_count(0)
+
+
 # --------------------------------------------------------------------------------------
 # A broker that cannot be reached; LDAP logins
 # --------------------------------------------------------------------------------------

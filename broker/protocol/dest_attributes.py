@@ -273,23 +273,55 @@ def convert(name: str, value: object) -> object:
     return "" if value is None else str(value)
 
 
-def convert_all(attrs: dict[str, object], is_topic: bool | None = None) -> dict[str, object]:
-    """Convert every attribute; one ValueError naming all the bad ones.  With
-    ``is_topic`` given, attributes of the other kind of destination are refused."""
+def convert_each(
+    attrs: dict[str, object], is_topic: bool | None = None
+) -> tuple[dict[str, object], dict[str, str]]:
+    """The attributes that convert, and why each other one is refused (by name), so a
+    form can say every problem at once.  With ``is_topic`` given, attributes of the other
+    kind of destination are refused."""
     out: dict[str, object] = {}
-    errors: list[str] = []
+    errors: dict[str, str] = {}
     for name, value in attrs.items():
         try:
             out[name] = convert(name, value)
         except ValueError as exc:
-            errors.append(str(exc))
+            errors[name] = str(exc)
             continue
         attr = BY_NAME[name]
         if is_topic is not None and not attr.applies(is_topic):
-            errors.append(f"{name} applies to {attr.applies_to}s only")
+            errors[name] = f"{name} applies to {attr.applies_to}s only"
+            del out[name]
+    return out, errors
+
+
+def convert_all(attrs: dict[str, object], is_topic: bool | None = None) -> dict[str, object]:
+    """Convert every attribute; one ValueError naming all the bad ones."""
+    out, errors = convert_each(attrs, is_topic)
     if errors:
-        raise ValueError("; ".join(errors))
+        raise ValueError("; ".join(errors.values()))
     return out
+
+
+def valid_destination_name(name: str) -> bool:
+    """OpenMQ's rule: a Java identifier start, then identifier characters or dots."""
+    if not name or not (name[0].isalpha() or name[0] in "_$"):
+        return False
+    return all(ch.isalnum() or ch in "_$." for ch in name[1:])
+
+
+def destination_name_problem(name: str) -> str | None:
+    """Why the broker would refuse to create a destination of this name (None: it would
+    not), as its admin service says it."""
+    if not name:
+        return "a destination name is required"
+    if name.startswith("mq."):
+        return f"{name}: names starting with mq. are reserved for the broker"
+    if not valid_destination_name(name):
+        return (
+            f"{name!r} is not a valid destination name (a letter, _ or $ first, then "
+            "letters, digits, _, $ or .)"
+        )
+    return None
 
 
 def destination_info_fields(attrs: dict[str, object]) -> tuple[dict[str, object], int, dict]:
@@ -375,8 +407,11 @@ __all__ = [
     "attributes_of_info",
     "convert",
     "convert_all",
+    "convert_each",
     "describe",
     "destination_info_fields",
+    "destination_name_problem",
     "parse_bool",
     "parse_size",
+    "valid_destination_name",
 ]

@@ -109,6 +109,25 @@ class DestinationAttributesForm(forms.Form):
     def attribute_fields(self):
         return [self[name] for name in self._attribute_names]
 
+    def clean(self):
+        """Every attribute the broker would refuse, each beside its own field, rather than
+        the action's first refusal alone (the action checks again)."""
+        from broker.protocol.dest_attributes import convert_each
+
+        data = super().clean()
+        given = {
+            name: value.strip()
+            for name in self._attribute_names
+            if isinstance(value := data.get(name), str) and value.strip()
+        }
+        _, errors = convert_each(given, self._is_topic(data))
+        for name, message in errors.items():
+            self.add_error(name, message)
+        return data
+
+    def _is_topic(self, data: dict) -> bool | None:
+        return None
+
     def attributes(self, changed_only: bool = False) -> dict[str, str]:
         """The attributes given (or, with ``changed_only``, those that differ from now)."""
         out = {}
@@ -129,6 +148,19 @@ class DestinationCreateForm(DestinationAttributesForm):
         max_length=255,
         help_text="Letters, digits, _ and $ (and . between words); topics may use * and > wildcards.",
     )
+
+    def clean_name(self) -> str:
+        from broker.protocol.dest_attributes import destination_name_problem
+
+        name = self.cleaned_data["name"].strip()
+        problem = destination_name_problem(name)
+        if problem:
+            raise forms.ValidationError(problem)
+        return name
+
+    def _is_topic(self, data: dict) -> bool | None:
+        kind = data.get("kind")
+        return None if kind not in ("q", "t") else kind == "t"
 
 
 class PauseDestinationForm(forms.Form):
