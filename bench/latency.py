@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 import uuid
 from pathlib import Path
 
@@ -44,6 +45,7 @@ class LagWatch(threading.Thread):
         self.host, self.port = host, port
         self.p99: list[float] = []
         self.max: list[float] = []
+        self.gc: list[float] = []
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -55,6 +57,7 @@ class LagWatch(threading.Thread):
                 m = admin.metrics()
                 self.p99.append(m.get("loopLagP99", 0) / 1000)
                 self.max.append(m.get("loopLagMax", 0) / 1000)
+                self.gc.append(m.get("gcPauseMax", 0) / 1000)
         finally:
             admin.close()
 
@@ -63,7 +66,8 @@ class LagWatch(threading.Thread):
             return "loop lag: not read"
         return (
             f"loop lag (1 s windows): p99 worst {max(self.p99):.2f} ms, "
-            f"median {statistics.median(self.p99):.2f} ms; max worst {max(self.max):.2f} ms"
+            f"median {statistics.median(self.p99):.2f} ms; max worst {max(self.max):.2f} ms; "
+            f"longest GC {max(self.gc):.2f} ms"
         )
 
 
@@ -115,6 +119,7 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--rate", type=float, default=5000)
     ap.add_argument("--warmup", type=int, default=0, help="messages sent first, not counted")
+    ap.add_argument("--settle", type=float, default=4.0, help="seconds between start and run")
     ap.add_argument("--repeat", type=int, default=1, help="runs, each on a fresh broker")
     ap.add_argument(
         "--by-second", action="store_true", help="also print each second's worst latency"
@@ -139,6 +144,9 @@ def main() -> None:
                 tmp / f"b{i}", "imq.log.level=WARNING", "imq.loop.lag.window=1", *args.props
             )
             host, port, pid = broker.host, broker.portmapper_port, broker.proc.pid
+        # Start-up (migrations, imports, the broker's own start-up collection) is not
+        # part of the steady run: wait, then watch.
+        time.sleep(args.settle)
         watch = LagWatch(host, port)
         watch.start()
         try:

@@ -320,6 +320,8 @@ METRICS_RAW_FLUSH_INTERVAL = Int("imq.metrics.raw.flush.interval", "300", listed
 # Ours (broker/server/looplag.py): the event-loop lag probe's window (s) and warning (ms).
 LOOP_LAG_WINDOW = Int("imq.loop.lag.window", "10", listed=False)
 LOOP_LAG_WARN = Int("imq.loop.lag.warn", "100", listed=False)
+# Ours: freeze the start-up heap out of full garbage collections (looplag.py).
+GC_FREEZE = Bool("imq.gc.freeze", "true", listed=False)
 
 # --- cluster
 CLUSTER_PORT = Int("imq.cluster.port", "0")

@@ -498,7 +498,7 @@ class AdminClient:
         msgBytesIn, numMsgs, peakNumMsgs, numConsumers, ... and timeStamp), else the
         ``service``'s MetricCounters (messagesIn, messageBytesIn, packetsIn, nConnections,
         ...), else the broker's total MetricCounters (plus ``loopLagMax``/``loopLagP99``,
-        the event-loop lag in µs); a dict of the Java fields and map entries, ``__class__``
+        the event-loop lag, and ``gcPauseMax``, the longest garbage collection, in µs); a dict of the Java fields and map entries, ``__class__``
         naming the class."""
         if destination:
             props: dict[str, object] | None = _dest(destination, dest_type)
@@ -513,7 +513,11 @@ class AdminClient:
         if not isinstance(value, dict):
             raise JavaSerializationError("expected a metrics object")
         # Ours on the broker's total: the event-loop lag (µs) beside the Java object.
-        for key, name in (("JMQLoopLagMax", "loopLagMax"), ("JMQLoopLagP99", "loopLagP99")):
+        for key, name in (
+            ("JMQLoopLagMax", "loopLagMax"),
+            ("JMQLoopLagP99", "loopLagP99"),
+            ("JMQGCPauseMax", "gcPauseMax"),
+        ):
             if key in reply:
                 value[name] = int(reply[key])
         return value

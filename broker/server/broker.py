@@ -34,7 +34,7 @@ from broker.store.base import Store
 from .clustering import cluster_entry, start_cluster
 from .connection import ClientConnection
 from .events import EventPublisher
-from .looplag import LoopLagMonitor
+from .looplag import LoopLagMonitor, freeze_startup_heap
 from .reporting import attach_reports
 
 log = logging.getLogger("broker")
@@ -322,6 +322,8 @@ class Broker:
         self.events = EventPublisher(self)
         self._housekeeping_tasks.append(asyncio.create_task(self._every(1, self.events.tick)))
         self.restart_expiry_job()
+        if c.get(props.GC_FREEZE):
+            freeze_startup_heap(loop)
         log.info("broker %s ready", c.instance)
 
     def portmapper_table(self) -> PortMapperTable:

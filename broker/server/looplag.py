@@ -12,7 +12,8 @@ millisecond (uvloop) and would hide the sub-millisecond lag this is meant to sho
 The samples are grouped in windows of ``imq.loop.lag.window`` seconds (default 10); the
 last closed window's max and 99th percentile are reported (:class:`LagWindow`): in the
 broker's properties (``imq.loop.lag.max``, ``imq.loop.lag.p99``, milliseconds), in the
-total GET_METRICS reply (``JMQLoopLagMax``/``JMQLoopLagP99``, microseconds), in the live
+total GET_METRICS reply (``JMQLoopLagMax``/``JMQLoopLagP99``, microseconds, with
+``JMQGCPauseMax``, the window's longest garbage collection), in the live
 sample and on ``/metrics``.  A window whose max exceeds ``imq.loop.lag.warn`` ms
 (default 100; 0: never) is logged once as a WARNING.
 """
@@ -20,6 +21,7 @@ sample and on ``/metrics``.  A window whose max exceeds ``imq.loop.lag.warn`` ms
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import threading
 import time
@@ -28,9 +30,28 @@ from broker.core.metrics import LagWindow
 
 log = logging.getLogger("broker.looplag")
 
-__all__ = ["LoopLagMonitor"]
+__all__ = ["LoopLagMonitor", "freeze_startup_heap"]
 
 PROBE_INTERVAL = 0.1
+# The second freeze: after the writer threads' imports (pyarrow, the ORM) have run.
+REFREEZE_AFTER = 3.0
+
+
+def freeze_startup_heap(loop: asyncio.AbstractEventLoop) -> None:
+    """Keep the start-up heap out of the garbage collector's full collections.
+
+    The broker process holds Django, its models, the protocol tables and pyarrow: some
+    hundreds of thousands of long-lived objects that a generation-2 collection walks
+    every time, which took 100-560 ms on this machine in the middle of message traffic
+    (the steady-rate latency tail, issue 12).  ``gc.freeze()`` moves everything alive now
+    to a permanent generation that collections skip; reference counting still frees
+    those objects.  Done once when the broker is ready (after a collection) and once more
+    a few seconds later, without collecting, for what the writer threads imported; only
+    cyclic garbage made in those seconds is never reclaimed.
+    """
+    gc.collect()
+    gc.freeze()
+    loop.call_later(REFREEZE_AFTER, gc.freeze)
 
 
 class LoopLagMonitor:
@@ -51,14 +72,36 @@ class LoopLagMonitor:
         self.lag = LagWindow()
         self.warnings = 0
         self._seen = 0
+        # Garbage collections in the window: the longest pause and how many, so a lag
+        # can be told apart from a collection (gc.callbacks run in the collecting thread).
+        self.gc_max = 0.0  # of the last closed window, seconds
+        self.gc_count = 0
+        self._gc_started = 0.0
+        self._gc_window_max = 0.0
+        self._gc_window_count = 0
+        self.gc_generation = -1  # of the window's longest collection
+        self._gc_window_generation = -1
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="imq-loop-lag", daemon=True)
 
     def start(self) -> None:
+        gc.callbacks.append(self._gc)
         self._thread.start()
 
     def close(self) -> None:
         self._stop.set()
+        if self._gc in gc.callbacks:
+            gc.callbacks.remove(self._gc)
+
+    def _gc(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._gc_started = time.perf_counter()
+            return
+        pause = time.perf_counter() - self._gc_started
+        self._gc_window_count += 1
+        if pause > self._gc_window_max:
+            self._gc_window_max = pause
+            self._gc_window_generation = info.get("generation", -1)
 
     @property
     def max_ms(self) -> float:
@@ -91,14 +134,22 @@ class LoopLagMonitor:
             return
         self._seen = 0
         worst, p99, count = self.lag.roll()
+        self.gc_max, self._gc_window_max = self._gc_window_max, 0.0
+        self.gc_count, self._gc_window_count = self._gc_window_count, 0
+        self.gc_generation, self._gc_window_generation = self._gc_window_generation, -1
         if self.warn and worst > self.warn:
             self.warnings += 1
             log.warning(
                 "event loop lag: max %.1f ms, p99 %.1f ms over the last %g s (%d probes; "
-                "imq.loop.lag.warn is %d ms): the broker answered late",
+                "imq.loop.lag.warn is %d ms; longest of %d garbage collections %.1f ms, "
+                "generation %d): "
+                "the broker answered late",
                 worst * 1000,
                 p99 * 1000,
                 self.window_seconds,
                 count,
                 round(self.warn * 1000),
+                self.gc_count,
+                self.gc_max * 1000,
+                self.gc_generation,
             )

@@ -266,6 +266,7 @@ def get_metrics(conn: ClientConnection, props: dict) -> Result:
         reply = {
             "JMQLoopLagMax": JLong(round(lag.lag.max * 1e6)),
             "JMQLoopLagP99": JLong(round(lag.lag.p99 * 1e6)),
+            "JMQGCPauseMax": JLong(round(lag.gc_max * 1e6)),
         }
     return reply, encode_metric_counters(broker_counters(broker))
 
