@@ -324,3 +324,54 @@ def test_imqcmd_list_and_query_bkr_show_the_cluster(cluster, tmp_path):
     )
     for x in (a, b, c):
         assert f"127.0.0.1:{x.portmapper_port}" in active
+
+
+def _admin(b, tmp_path, *args):
+    from tests.test_imqcmd import run_imqcmd
+
+    passfile = tmp_path / "passfile"
+    passfile.write_text("imq.imqcmd.password=admin\n")
+    r = run_imqcmd(b, *args, passfile=passfile)
+    assert r.returncode == 0, (r.stdout, r.stderr)
+    return r.stdout
+
+
+def test_admin_destinations_are_created_and_destroyed_cluster_wide(cluster, tmp_path):
+    a, b, c = cluster
+    q = name("adminq")
+    _admin(a, tmp_path, "create", "dst", "-t", "q", "-n", q, "-o", "maxNumMsgs=77")
+
+    def listed(x) -> bool:
+        return q in _admin(x, tmp_path, "list", "dst", "-t", "q")
+
+    wait_for(lambda: listed(b) and listed(c), 30, "destination on B and C")
+    out = _admin(c, tmp_path, "query", "dst", "-t", "q", "-n", q)
+    assert "77" in next(line for line in out.splitlines() if "Max Number of Messages" in line)
+    _admin(b, tmp_path, "destroy", "dst", "-t", "q", "-n", q)
+    wait_for(lambda: not listed(a) and not listed(c), 30, "destination gone on A and C")
+
+
+def test_durable_subscriber_on_another_broker_gets_what_was_published_while_away(
+    cluster, tmp_path
+):
+    a, b, _c = cluster
+    t = Topic(name("dt"))
+    cid = name("dcid")
+    with conn(b, client_id=cid) as cb:
+        s = cb.create_session()
+        sub = s.create_durable_subscriber(t, "d1")
+        cb.start()
+        with conn(a) as ca:
+            p = ca.create_session().create_producer(t)
+            subscribed(p, [sub])
+            sub.close()  # the durable stays on A while its consumer is away
+            for i in range(5):
+                p.send(TextMessage(f"d{i}"), persistent=True)
+        sub = s.create_durable_subscriber(t, "d1")
+        assert [sub.receive(10).text for _ in range(5)] == [f"d{i}" for i in range(5)]
+        assert sub.receive(0.3) is None
+        assert "d1" in _admin(a, tmp_path, "list", "dur", "-d", t.name)
+        sub.close()
+        s.unsubscribe("d1")
+    # The unsubscribe reaches A: its copy of the durable goes too.
+    wait_for(lambda: "d1" not in _admin(a, tmp_path, "list", "dur", "-d", t.name), 30, "unsub")

@@ -142,13 +142,18 @@ class HAMonitor:
 
     def _try(self, row: StoreOwner) -> None:
         using = self.store.using
-        age = "never beat" if row.heartbeat is None else f"last beat at {row.heartbeat:%H:%M:%S}"
+        if row.state == StoreOwner.State.STOPPED:
+            why = "it was shut down for failover"
+        elif row.heartbeat is None:
+            why = "it has failed: it never beat"
+        else:
+            why = f"it has failed: its last heartbeat was at {row.heartbeat:%H:%M:%S}"
         log.warning(
-            "HA cluster %s: broker %s (%s) has failed (%s): taking it over",
+            "HA cluster %s: broker %s (%s): %s; taking it over",
             self.cluster_id,
             row.broker_instance,
             row.address,
-            age,
+            why,
         )
         try:
             taken = takeover.take_over(

@@ -82,6 +82,13 @@ class RemoteConsumer:
         self.inflight: dict[bytes, Entry] = {}
         self.closed = False
         self.delivered = 0
+        # What the admin listings read from a consumer (GET_CONSUMERS, GET_DURABLES).
+        self.id = uid.consumer_id
+        self.session = _RemoteSession(self)
+
+    @property
+    def credit(self) -> int:
+        return self.window - len(self.inflight)
 
     def ready(self) -> bool:
         if self.closed or self.peer.closed or self.peer.flow_stopped:
@@ -117,6 +124,21 @@ class RemoteConsumer:
         out = list(self.inflight.values())
         self.inflight.clear()
         return out
+
+
+class _RemoteSession:
+    """The session a remote consumer's messages count as unacknowledged in, for the
+    admin listings: the messages sent to the other broker and not yet acknowledged."""
+
+    ack_mode = 1  # AUTO_ACKNOWLEDGE: the remote broker acknowledges for its client
+
+    def __init__(self, rc: RemoteConsumer) -> None:
+        self._rc = rc
+
+    @property
+    def unacked(self) -> dict[tuple[int, bytes], Entry]:
+        rc = self._rc
+        return {(rc.id, k): e for k, e in rc.inflight.items()}
 
 
 class _Stats:

@@ -26,6 +26,12 @@ from broker.protocol import gpacket as gp
 from broker.protocol.jtypes import JLong
 from broker.protocol.packet import Packet
 from broker.protocol.portmapper import PortMapperError, encode_request, parse_table
+from broker.protocol.properties import (
+    PropertyError,
+    decode_properties,
+    empty_properties,
+    encode_properties,
+)
 from broker.protocol.sysmsgid import SYSMSGID_SIZE
 from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC
 
@@ -69,6 +75,8 @@ class ClusterService:
         self.extra_info: dict[str, object] = {}
         self.locks = ClusterLocks(self)
         self.stopping = False
+        # Set while applying a peer's change, so it is not sent back out.
+        self._applying = False
         self.loop: asyncio.AbstractEventLoop | None = None
 
     # -- life cycle ------------------------------------------------------------------
@@ -86,6 +94,7 @@ class ClusterService:
             ", ".join(f"{h}:{p}" for h, p in self.cfg.peers),
         )
         self.router.consumer_listeners.append(self._consumer_event)
+        self.router.listeners.append(self._router_event)
         self._tasks = [
             asyncio.create_task(self._dial_loop()),
             asyncio.create_task(self._ping_loop()),
@@ -177,6 +186,8 @@ class ClusterService:
             addr,
             "dialled" if link.expected else "accepted",
         )
+        for dest in self._admin_destinations():
+            link.send(self._destination_packet(dest, sync=True))
         cons = [c for c in self.router.consumers.values() if self._shared(c)]
         if cons:
             link.send(self._interest_packet(cons))
@@ -284,6 +295,101 @@ class ClusterService:
                     link.send(
                         gp.GPacket(gp.G_PING, {"X": JLong(int(time.time() * 1000))}, flags=gp.A_BIT)
                     )
+
+    # -- destinations and durables --------------------------------------------------
+
+    def _admin_destinations(self) -> list:
+        router = self.router
+        return [
+            d
+            for table in (router.queues, router.topics)
+            for d in table.values()
+            if not d.auto and not d.is_temporary and not d.name.startswith(_PRIVATE_PREFIXES)
+        ]
+
+    def _destination_packet(self, dest, sync: bool = False) -> gp.GPacket:
+        props: dict[str, object] = {"N": dest.name, "DT": dest.dest_type}
+        if sync:
+            props["M"] = True
+        attrs = {k: v for k, v in dest.attributes.items() if v is not None}
+        try:
+            body = encode_properties(attrs) or empty_properties()
+        except PropertyError:
+            body = empty_properties()
+        return gp.GPacket(gp.G_UPDATE_DESTINATION, props, body)
+
+    def _broadcast(self, pkt: gp.GPacket) -> None:
+        for link in self.links.values():
+            link.send(pkt)
+
+    def _router_event(self, kind: str, data: dict) -> None:
+        if self._applying or not self.links:
+            return
+        router = self.router
+        if kind in ("destination.created", "destination.updated"):
+            dest = router.lookup(data["name"], data["type"])
+            if dest is not None and dest in self._admin_destinations():
+                self._broadcast(self._destination_packet(dest))
+        elif kind == "destination.destroyed":
+            name, dtype = data["name"], data.get("type", DEST_QUEUE)
+            if not name.startswith(_PRIVATE_PREFIXES) and not dtype & DEST_TEMP:
+                self._broadcast(gp.GPacket(gp.G_REM_DESTINATION, {"N": name, "DT": dtype}))
+        elif kind == "durable.removed":
+            w = gp.BodyWriter().utf(data["name"]).utf(data["client_id"] or "")
+            props = {"C": 1, "N": data["name"], "I": data["client_id"] or ""}
+            self._broadcast(gp.GPacket(gp.G_REM_DURABLE_INTEREST, props, w.bytes()))
+
+    def _apply_destination(self, link: BrokerLink, pkt: gp.GPacket) -> None:
+        name, dtype = pkt.props.get("N"), pkt.props.get("DT")
+        if not isinstance(name, str) or not isinstance(dtype, int) or not name:
+            raise gp.GPacketError(f"{pkt.name} without a destination name (N) and type (DT)")
+        router = self.router
+        self._applying = True
+        try:
+            dest = router.lookup(name, dtype)
+            if pkt.type == gp.G_REM_DESTINATION:
+                if dest is not None:
+                    router.destroy_destination(name, dtype)
+                return
+            try:
+                attrs = decode_properties(pkt.payload) if pkt.payload else {}
+            except PropertyError as exc:
+                raise gp.GPacketError(f"destination attributes: {exc}") from None
+            if dest is None:
+                router.create_destination(name, dtype, auto=False, attributes=attrs)
+            elif not pkt.props.get("M"):
+                router.update_destination(dest, attrs)
+            elif dest.auto:
+                # Auto-created here, created by an administrator elsewhere: it stays.
+                dest.auto = False
+        except RouterError as exc:
+            log.warning(
+                "change to %s %s from broker %s not applied: %s",
+                "topic" if dtype & DEST_TOPIC else "queue",
+                name,
+                link.address,
+                exc.reason,
+            )
+        finally:
+            self._applying = False
+
+    def _remove_durable(self, link: BrokerLink, pkt: gp.GPacket) -> None:
+        name, client_id = pkt.props.get("N"), pkt.props.get("I")
+        if not isinstance(name, str) or not isinstance(client_id, str):
+            raise gp.GPacketError("G_REM_DURABLE_INTEREST without N and I")
+        self._applying = True
+        try:
+            self.router.unsubscribe(client_id or None, name)
+        except RouterError as exc:
+            if exc.status != 404:
+                log.warning(
+                    "unsubscribe of %s from broker %s not applied: %s",
+                    name,
+                    link.address,
+                    exc.reason,
+                )
+        finally:
+            self._applying = False
 
     # -- interests -------------------------------------------------------------------
 
@@ -580,6 +686,10 @@ class ClusterService:
             for (lid, _cid), rc in list(self.remotes.items()):
                 if lid == id(link):
                     rc.queue.dispatch(stamp)
+        elif t in (gp.G_UPDATE_DESTINATION, gp.G_REM_DESTINATION):
+            self._apply_destination(link, pkt)
+        elif t == gp.G_REM_DURABLE_INTEREST:
+            self._remove_durable(link, pkt)
         elif t in (gp.G_LOCK, gp.G_LOCK_REPLY):
             self.locks.on_packet(link, pkt)
         elif t in (gp.G_PING_REPLY, gp.G_GOODBYE_REPLY):
