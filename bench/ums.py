@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import sys
 import time
 import uuid
@@ -137,6 +138,8 @@ async def main_async(args, host: str, port: int, pid: int | None) -> None:
             f"{clients:>3} clients: receive {ok / args.seconds:8.0f}/s  ({empty} empty, {err} errors)"
         )
     await long_poll(host, port, args.pollers, args.poll_timeout, pid)
+    # The machine may be shared: the load says how much of it the run had.
+    print("load average (1/5/15 min): {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
 
 
 def main() -> None:
@@ -165,12 +168,11 @@ def main() -> None:
 
     soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    print("load average (1/5/15 min): {:.2f} {:.2f} {:.2f}".format(*os.getloadavg()))
     if args.url:
         u = urlsplit(args.url)
         asyncio.run(main_async(args, u.hostname or "127.0.0.1", u.port or 80, None))
         return
-    import os
-
     os.environ.setdefault("IMQ_LOG_LEVEL", "WARNING")
     from tests.portal_server import start_stack
     from tests.ums_stack import start_gateway

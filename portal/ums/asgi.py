@@ -99,10 +99,12 @@ class UmsApp:
     async def read_body(self, receive: Receive) -> bytes:
         msg = await receive()
         body = msg.get("body", b"")
+        size = len(body)
+        if size > self.max_body:
+            raise BodyTooLarge
         if not msg.get("more_body"):
             return body  # the usual case: one message
         parts = [body]
-        size = len(body)
         while msg.get("more_body"):
             msg = await receive()
             if msg["type"] == "http.disconnect":

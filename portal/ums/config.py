@@ -40,6 +40,9 @@ class UmsConfig:
     receive_timeout_ms: int
     max_clients_per_connection: int
     node: str
+    # Ours, not OpenMQ's: how long a one-shot receive's queue consumer stays open for the
+    # next one-shot receive of that queue (0: closed after each receive).
+    receive_linger_ms: int = 1000
 
     @property
     def broker_address(self) -> str:
@@ -65,4 +68,5 @@ def ums_config() -> UmsConfig:
         receive_timeout_ms=int(_get("UMS_RECEIVE_TIMEOUT", "7000")),
         max_clients_per_connection=int(_get("UMS_MAX_CLIENTS_PER_CONNECTION", "100")),
         node=node,
+        receive_linger_ms=int(_get("UMS_RECEIVE_LINGER", "1000")),
     )

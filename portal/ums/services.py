@@ -230,16 +230,19 @@ async def _receive(gw: Gateway, req: UmsRequest) -> UmsReply:
     else:
         user, password = gw.credentials(req.user, req.password)
         pc = await gw.connection(user, password, slot=False)
-        # A consumer of its own on the shared session: closing it gives back a message
-        # the broker pushed to it that nobody took (after the timeout).
-        session, _ = await pc.shared()
+        # A consumer on the shared session, parked for the next one-shot receive of the
+        # queue for receive_linger_ms; closing it gives back a message the broker pushed
+        # to it that nobody took.
         try:
-            cons = await session.create_consumer(destination(name, req.topic), prefetch=1)
+            cons = await pc.one_shot_consumer(name, req.topic)
+            park = gw.config.receive_linger_ms > 0
             try:
                 msg = await cons.receive(timeout)
+            except BaseException:
+                park = False
+                raise
             finally:
-                if not cons.is_closed and not pc.conn.is_closed:
-                    await cons.close()
+                await pc.done_with(cons, name, req.topic, park)
         finally:
             gw.drop_if_dead(pc)
     reply = UmsReply("receive_reply", destination=name, domain=req.domain, sid=req.sid)

@@ -50,6 +50,10 @@ def destination(name: str, topic: bool) -> Destination:
     return Topic(name) if topic else Queue(name)
 
 
+# Parked one-shot consumers per queue and connection: each may hold one message.
+MAX_PARKED = 64
+
+
 @dataclass(eq=False)
 class PooledConnection:
     """One broker connection of one user, shared by up to N clients and the one-shots."""
@@ -61,6 +65,50 @@ class PooledConnection:
     _session: Session | None = None
     _producer: MessageProducer | None = None
     _lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    # Queue name -> one-shot consumers waiting for the next receive, with when they were
+    # parked.  Each has prefetch 1: the broker may push it one message, which the next
+    # receive takes at once, or which goes back to the queue when it is closed.
+    _parked: dict[str, list[tuple[MessageConsumer, float]]] = field(default_factory=dict)
+
+    async def one_shot_consumer(self, name: str, topic: bool) -> MessageConsumer:
+        """A consumer for a receive without sid: a parked one of the queue, else new."""
+        if not topic:
+            stack = self._parked.get(name)
+            while stack:
+                cons, _ = stack.pop()
+                if not cons.is_closed:
+                    return cons
+        session, _ = await self.shared()
+        return await session.create_consumer(destination(name, topic), prefetch=1)
+
+    async def done_with(self, cons: MessageConsumer, name: str, topic: bool, park: bool) -> None:
+        """After a one-shot receive: park a queue's consumer, close any other (a topic
+        subscriber would collect messages published between receives)."""
+        if cons.is_closed or self.conn.is_closed:
+            return
+        stack = self._parked.setdefault(name, []) if park and not topic else None
+        if stack is not None and len(stack) < MAX_PARKED:
+            stack.append((cons, time.monotonic()))
+            return
+        await cons.close()
+
+    async def close_parked(self, older_than: float) -> None:
+        """Close consumers parked before ``older_than`` (monotonic): what the broker had
+        pushed to them goes back to their queue."""
+        for name, stack in list(self._parked.items()):
+            keep = [(c, t) for c, t in stack if t > older_than and not c.is_closed]
+            gone = [c for c, t in stack if t <= older_than and not c.is_closed]
+            if keep:
+                self._parked[name] = keep
+            else:
+                del self._parked[name]
+            for cons in gone:
+                if self.conn.is_closed:
+                    return
+                try:
+                    await cons.close()
+                except Exception as exc:  # the connection may be going away
+                    log.debug("UMS close of a parked consumer of %s: %s", name, exc)
 
     async def shared(self) -> tuple[Session, MessageProducer]:
         """The one-shot session and its anonymous producer, made on first use."""
@@ -122,6 +170,7 @@ class Gateway:
         self.pools: dict[tuple[str, str], list[PooledConnection]] = {}
         self._connecting: dict[tuple[str, str], asyncio.Lock] = {}
         self._sweeper: asyncio.Task[None] | None = None
+        self._unparker: asyncio.Task[None] | None = None
 
     # -- connections -------------------------------------------------------------------
 
@@ -228,7 +277,22 @@ class Gateway:
 
     def ensure_sweeper(self) -> None:
         if self._sweeper is None or self._sweeper.done():
-            self._sweeper = asyncio.get_running_loop().create_task(self._sweep_forever())
+            loop = asyncio.get_running_loop()
+            self._sweeper = loop.create_task(self._sweep_forever())
+            if self.config.receive_linger_ms > 0:
+                self._unparker = loop.create_task(self._unpark_forever())
+
+    async def _unpark_forever(self) -> None:
+        linger = self.config.receive_linger_ms / 1000
+        while True:
+            await asyncio.sleep(linger / 2)
+            try:
+                older_than = time.monotonic() - linger
+                for pool in list(self.pools.values()):
+                    for pc in list(pool):
+                        await pc.close_parked(older_than)
+            except Exception:
+                log.exception("UMS closing of parked consumers failed")
 
     async def _sweep_forever(self) -> None:
         interval = max(self.config.sweep_interval_ms, 10) / 1000
@@ -257,6 +321,9 @@ class Gateway:
                 del self.pools[key]
 
     async def close(self) -> None:
+        for task in (self._sweeper, self._unparker):
+            if task is not None:
+                task.cancel()
         for sid in list(self.clients):
             await self.close_client(sid)
         for pool in self.pools.values():
