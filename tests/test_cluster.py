@@ -351,9 +351,7 @@ def test_admin_destinations_are_created_and_destroyed_cluster_wide(cluster, tmp_
     wait_for(lambda: not listed(a) and not listed(c), 30, "destination gone on A and C")
 
 
-def test_durable_subscriber_on_another_broker_gets_what_was_published_while_away(
-    cluster, tmp_path
-):
+def test_durable_subscriber_on_another_broker_gets_what_was_published_while_away(cluster, tmp_path):
     a, b, _c = cluster
     t = Topic(name("dt"))
     cid = name("dcid")
