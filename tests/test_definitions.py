@@ -76,6 +76,21 @@ def configure(a: BrokerProcess) -> None:
     manage(a, "imqusermgr", "add", "-u", "alice", "-p", "alice-pw", "-g", "admin")
     manage(a, "imqusermgr", "add", "-u", "bob", "-p", "bob-pw", "-g", "user")
     manage(a, "imqusermgr", "update", "-u", "bob", "-a", "false", "-f")
+    manage(
+        a,
+        "imqobjmgr",
+        "add",
+        "-t",
+        "q",
+        "-l",
+        "jms/orders",
+        "-o",
+        "imqDestinationName=orders",
+        "-f",
+    )
+    manage(
+        a, "imqobjmgr", "add", "-t", "cf", "-l", "jms/cf", "-o", "imqAddressList=mq://h:7676", "-f"
+    )
     manage(a, "imqacl", "set", "queue.orders.produce.allow.user", "bob,alice")
     manage(a, "imqacl", "set", "topic.*.consume.deny.user", "mallory", "-name", "other")
 
@@ -89,6 +104,7 @@ def test_export_fresh_database_import_same_state(pair, tmp_path):
     assert "password" not in alice and alice["groups"] == ["admin"]
     assert "alice-pw" not in json.dumps(doc)
     assert doc["broker_properties"]["imq.autocreate.queue"] == "false"
+    assert {o["lookup_name"] for o in doc["administered_objects"]} == {"jms/orders", "jms/cf"}
     assert doc != export(b)
 
     path = tmp_path / "defs.json"

@@ -70,13 +70,15 @@ class Section:
 
     ``export(admin)`` returns the section's JSON value; ``plan(value, admin, errors)``
     checks a document's value (appending to ``errors``) and returns its changes;
-    ``apply(changes, admin)`` makes them and returns an undo callable (or None) for the
-    broker-side sections; ``database`` sections run inside the import's transaction."""
+    ``apply(changes, admin, actor)`` makes them and returns an undo callable (or None)
+    for the broker-side sections; ``database`` sections run inside the import's
+    transaction.  A Django app adds its own kinds in a module ``<app>.definitions`` that
+    calls :func:`register_section` (found when the first export or import runs)."""
 
     name: str
     export: Callable[[BrokerAdmin], Any]
     plan: Callable[[Any, BrokerAdmin, list[str]], list[Change]]
-    apply: Callable[[list[Change], BrokerAdmin], Callable[[], None] | None]
+    apply: Callable[[list[Change], BrokerAdmin, str], Callable[[], None] | None]
     database: bool = True
 
 
@@ -140,7 +142,7 @@ def _plan_groups(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Chan
     return changes
 
 
-def _apply_groups(changes: list[Change], admin: BrokerAdmin) -> None:
+def _apply_groups(changes: list[Change], admin: BrokerAdmin, actor: str) -> None:
     from broker.models import BrokerGroup
 
     for c in changes:
@@ -226,7 +228,7 @@ def _plan_users(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Chang
     return changes
 
 
-def _apply_users(changes: list[Change], admin: BrokerAdmin) -> None:
+def _apply_users(changes: list[Change], admin: BrokerAdmin, actor: str) -> None:
     from broker.models import BrokerGroup, BrokerUser
 
     from .security_actions import _sync_portal_user
@@ -285,7 +287,7 @@ def _plan_rules(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Chang
     return changes
 
 
-def _apply_rules(changes: list[Change], admin: BrokerAdmin) -> None:
+def _apply_rules(changes: list[Change], admin: BrokerAdmin, actor: str) -> None:
     from broker.models import AccessRule
 
     for c in changes:
@@ -347,7 +349,9 @@ def _plan_props(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Chang
     return changes
 
 
-def _apply_props(changes: list[Change], admin: BrokerAdmin) -> Callable[[], None] | None:
+def _apply_props(
+    changes: list[Change], admin: BrokerAdmin, actor: str
+) -> Callable[[], None] | None:
     todo = {c.name: c.data["value"] for c in changes if c.op == "update"}
     if not todo:
         return None
@@ -435,7 +439,9 @@ def _plan_destinations(value: Any, admin: BrokerAdmin, errors: list[str]) -> lis
     return changes
 
 
-def _apply_destinations(changes: list[Change], admin: BrokerAdmin) -> Callable[[], None]:
+def _apply_destinations(
+    changes: list[Change], admin: BrokerAdmin, actor: str
+) -> Callable[[], None]:
     done: list[Change] = []
 
     def undo() -> None:
@@ -482,8 +488,29 @@ register_section(
 # --------------------------------------------------------------------------------------
 
 
+_discovered = False
+
+
+def _discover() -> None:
+    """Import every installed app's ``definitions`` module (its sections register)."""
+    global _discovered
+    if _discovered:
+        return
+    import importlib
+    import importlib.util
+
+    from django.apps import apps
+
+    for config in apps.get_app_configs():
+        name = f"{config.name}.definitions"
+        if name != __name__ and importlib.util.find_spec(name) is not None:
+            importlib.import_module(name)
+    _discovered = True
+
+
 def export_definitions(admin: BrokerAdmin) -> dict[str, Any]:
     """The whole configuration as a JSON-ready dict (see the module docstring)."""
+    _discover()
     doc: dict[str, Any] = {
         "format": FORMAT,
         "version": VERSION,
@@ -497,6 +524,7 @@ def export_definitions(admin: BrokerAdmin) -> dict[str, Any]:
 
 def plan_definitions(admin: BrokerAdmin, doc: Any) -> list[Change]:
     """Every change ``doc`` would make; DefinitionsError listing all that is wrong."""
+    _discover()
     errors: list[str] = []
     if not isinstance(doc, dict):
         raise DefinitionsError(["the document must be a JSON object"])
@@ -561,7 +589,7 @@ def import_definitions(
         with transaction.atomic():
             for section in SECTIONS.values():
                 if section.name in by_section:
-                    undo = section.apply(by_section[section.name], admin)
+                    undo = section.apply(by_section[section.name], admin, actor)
                     if undo is not None:
                         undos.append(undo)
     except Exception:
