@@ -372,3 +372,61 @@ def test_database_going_away_and_back(cluster: Cluster, postgres_url: str) -> No
         return m.text if m is not None else None
 
     assert asyncio.run(roundtrip()) == "back"
+
+
+@run
+async def test_clean_shutdown_fails_over_and_nofailover_keeps_the_rows(cluster: Cluster, rows):
+    """As OpenMQ's: an HA broker that is shut down hands its data to another broker at
+    once (FAILOVER_PENDING); ``imqcmd shutdown bkr -nofailover`` keeps it for its restart."""
+    from broker.models import BrokerState, StoredMessage, StoreOwner
+
+    from .test_imqcmd import run_imqcmd
+
+    a = cluster.start("brokerA")
+    b = cluster.start("brokerB")
+    q = Queue("ha_shutdown")
+
+    async def send(target: BrokerProcess, texts: list[str]) -> None:
+        conn = await connect_any([addr(target)], request_timeout=20)
+        sess = await conn.create_session()
+        prod = await sess.create_producer(q)
+        for t in texts:
+            await prod.send(TextMessage(t))
+        await conn.close()
+
+    def state(broker_id: str) -> tuple[str, str, int]:
+        o = StoreOwner.objects.using(rows).get(broker_instance=broker_id)
+        held = StoredMessage.objects.using(rows).filter(broker_instance=broker_id).count()
+        return o.broker_state, o.taken_over_by, held
+
+    await send(a, ["a1", "a2"])
+    a.stop()  # SIGTERM: a clean shutdown
+    wait_log(b, "brokerA (127.0.0.1:")
+    wait_log(b, "took over broker brokerA")
+    assert "it was shut down for failover" in b.log_text()
+    assert await asyncio.to_thread(state, "brokerA") == (
+        BrokerState.FAILOVER_COMPLETE,
+        "brokerB",
+        0,
+    )
+
+    # Restarted, then shut down with -nofailover: its new rows stay its own.
+    a = cluster.start("brokerA")
+    await send(a, ["a3"])
+    done = await asyncio.to_thread(
+        run_imqcmd, a, "shutdown", "bkr", "-nofailover", answer="admin\n"
+    )
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    a.proc.wait(60)
+    assert await asyncio.to_thread(state, "brokerA") == (BrokerState.SHUTDOWN_COMPLETE, "", 1)
+    # B's monitor passes over it; restarted, A has its message.
+    time.sleep(INTERVAL * (THRESHOLD + 2))
+    assert b.log_text().count("took over broker brokerA") == 1
+    a = cluster.start("brokerA")
+    conn = await connect_any([addr(a)], request_timeout=20)
+    sess = await conn.create_session()
+    cons = await sess.create_consumer(q)
+    await conn.start()
+    m = await cons.receive(10)
+    await conn.close()
+    assert m is not None and m.text == "a3"

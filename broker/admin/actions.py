@@ -213,9 +213,12 @@ def unquiesce_broker(admin: BrokerAdmin, actor: str) -> None:
     record_change(actor, "unquiesced the broker", {"type": "broker", "op": "unquiesce"})
 
 
-def shutdown_broker(admin: BrokerAdmin, actor: str) -> None:
-    record_change(actor, "shut down the broker", {"type": "broker", "op": "shutdown"})
-    admin.shutdown()
+def shutdown_broker(admin: BrokerAdmin, actor: str, *, no_failover: bool = False) -> None:
+    """Shut the broker down; ``no_failover``: in an HA cluster no other broker takes over
+    its data (imqcmd shutdown bkr -nofailover)."""
+    what = "shut down the broker" + (" (no failover)" if no_failover else "")
+    record_change(actor, what, {"type": "broker", "op": "shutdown"})
+    admin.shutdown(no_failover=no_failover)
 
 
 def restart_broker(admin: BrokerAdmin, actor: str) -> None:

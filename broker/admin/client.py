@@ -293,10 +293,13 @@ class AdminClient:
     async def resume(self) -> None:
         await self.request(RESUME)
 
-    async def shutdown(self, timeout: float = 10) -> None:
-        """Ask the broker to shut down; a missing reply counts as success (admin.md §2)."""
+    async def shutdown(self, timeout: float = 10, *, no_failover: bool = False) -> None:
+        """Ask the broker to shut down; a missing reply counts as success (admin.md §2).
+        ``no_failover``: in an HA cluster, no other broker is to take its data over."""
         try:
-            await self.request(SHUTDOWN, timeout=timeout)
+            await self.request(
+                SHUTDOWN, {"JMQNoFailover": True} if no_failover else None, timeout=timeout
+            )
         except TimeoutError:
             pass
 

@@ -157,6 +157,9 @@ class Broker:
         # Extra HELLO_REPLY properties (an HA cluster's JMQHA, JMQBrokerList...).
         self.hello_properties: dict[str, object] = {}
         self.ha = None  # broker.cluster.ha.HAMonitor in an HA cluster
+        # An HA broker that stops hands its rows to another broker (OpenMQ's default),
+        # unless restarting or told -nofailover.
+        self.failover_on_stop = True
         self._stopping = asyncio.Event()
         self._ping_task: asyncio.Task | None = None
         self._expiry_task: asyncio.Task | None = None
@@ -353,11 +356,15 @@ class Broker:
         await self._stopping.wait()
         await self.shutdown()
 
-    def request_stop(self, restart: bool = False) -> None:
+    def request_stop(self, restart: bool = False, failover: bool = True) -> None:
         """Stop the broker; with ``restart`` the process then starts it again
-        (``runbroker`` re-executes itself, as imqbrokerd restarts on exit code 255)."""
+        (``runbroker`` re-executes itself, as imqbrokerd restarts on exit code 255).
+        In an HA cluster another broker then takes its rows over, unless ``restart`` or
+        not ``failover`` (imqcmd shutdown bkr -nofailover)."""
         if restart:
             self.restart_requested = True
+        if restart or not failover:
+            self.failover_on_stop = False
         self._stopping.set()
 
     # -- administration (admin protocol) ------------------------------------------------
@@ -497,6 +504,8 @@ class Broker:
             except TimeoutError:
                 pass
         if self.store is not None:
+            if self.ha is not None and self.failover_on_stop and not self.restart_requested:
+                self.store.failover_on_release = True  # type: ignore[attr-defined]
             self.store.close()
         self.executor.shutdown(wait=False, cancel_futures=True)
         log.info("broker %s stopped", self.config.instance)

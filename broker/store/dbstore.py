@@ -237,6 +237,8 @@ class DatabaseStore(Store):
         self.cluster_id = cluster_id
         self.stale_beats = stale_beats
         self.fenced_writes = 0  # batches refused because the epoch had moved on
+        # Set by the broker before close(): an HA broker's rows go to another broker.
+        self.failover_on_release = False
 
     # -- reading ---------------------------------------------------------------------
 
@@ -313,7 +315,12 @@ class DatabaseStore(Store):
         if self.lost or self.epoch is None:
             return
         try:
-            if not ownership.release(self.broker_instance, self.epoch, using=self.using):
+            if not ownership.release(
+                self.broker_instance,
+                self.epoch,
+                using=self.using,
+                failover=self.ha and self.failover_on_release,
+            ):
                 self._lose("at shutdown the instance's rows were found taken")
         except Exception:
             log.exception("database store: releasing instance %s failed", self.broker_instance)

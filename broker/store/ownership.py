@@ -133,15 +133,20 @@ def beat(instance: str, epoch: int, *, using: str) -> bool:
     )
 
 
-def release(instance: str, epoch: int, *, using: str) -> bool:
-    """Mark the rows unowned (clean shutdown, everything written); False if taken."""
+def release(instance: str, epoch: int, *, using: str, failover: bool = False) -> bool:
+    """Mark the rows unowned (clean shutdown, everything written); False if taken.
+
+    ``failover`` (an HA broker shut down without -nofailover): its state says
+    FAILOVER_PENDING, and another broker of the cluster takes its rows over at once."""
     return bool(
         StoreOwner.objects.using(using)
         .filter(broker_instance=instance, epoch=epoch)
         .update(
             heartbeat=timezone.now(),
             state=StoreOwner.State.STOPPED,
-            broker_state=BrokerState.SHUTDOWN_COMPLETE,
+            broker_state=BrokerState.FAILOVER_PENDING
+            if failover
+            else BrokerState.SHUTDOWN_COMPLETE,
         )
     )
 

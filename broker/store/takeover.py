@@ -44,20 +44,28 @@ class TakenOver:
     left: int  # rows that stayed with the failed broker (a clash of keys, logged)
 
 
+def to_take_over(row: StoreOwner, *, threshold: float, now=None) -> bool:
+    """Running by its row but silent for ``threshold`` of its intervals (failed), or
+    shut down asking for failover (FAILOVER_PENDING)."""
+    if row.state == StoreOwner.State.STOPPED:
+        return row.broker_state == BrokerState.FAILOVER_PENDING
+    if row.heartbeat is None:
+        return True
+    now = now or timezone.now()
+    return now - row.heartbeat > timedelta(seconds=row.interval * threshold)
+
+
 def failed_peers(
     me: str, cluster_id: str, *, threshold: float, using: str = "default"
 ) -> list[StoreOwner]:
-    """Members of ``cluster_id`` other than ``me`` that are running by their row but
-    have not beaten for ``threshold`` of their intervals (to be checked again under the
-    lock by :func:`take_over`)."""
+    """Members of ``cluster_id`` other than ``me`` to take over (:func:`to_take_over`;
+    checked again under the lock by :func:`take_over`)."""
     now = timezone.now()
-    rows = StoreOwner.objects.using(using).filter(
-        ha=True, cluster_id=cluster_id, state=StoreOwner.State.RUNNING
-    )
+    rows = StoreOwner.objects.using(using).filter(ha=True, cluster_id=cluster_id)
     return [
         o
         for o in rows.exclude(broker_instance=me).order_by("broker_instance")
-        if o.heartbeat is None or now - o.heartbeat > timedelta(seconds=o.interval * threshold)
+        if to_take_over(o, threshold=threshold, now=now)
     ]
 
 
@@ -73,7 +81,7 @@ def members(cluster_id: str, *, using: str = "default") -> list[StoreOwner]:
 def take_over(
     victim: str, epoch: int, me: str, *, threshold: float, using: str = "default"
 ) -> TakenOver | None:
-    """Move ``victim``'s rows to ``me`` if it is still failed at ``epoch``; None when
+    """Move ``victim``'s rows to ``me`` if it is still to be taken over at ``epoch``; None when
     another broker took it first, it came back, or its row is locked (tried again on
     the next monitor pass)."""
     conn = connections[using]
@@ -88,15 +96,7 @@ def take_over(
             .first()
         )
         now = timezone.now()
-        if (
-            row is None
-            or row.epoch != epoch
-            or row.state != StoreOwner.State.RUNNING
-            or (
-                row.heartbeat is not None
-                and now - row.heartbeat <= timedelta(seconds=row.interval * threshold)
-            )
-        ):
+        if row is None or row.epoch != epoch or not to_take_over(row, threshold=threshold, now=now):
             return None
         state = read_state(victim, using=using)
         clash_txns, clash_keys = _clear_clashes(victim, me, state, using=using)
@@ -175,4 +175,4 @@ _MOVED = (
     m.StoredTxnWork,
 )
 
-__all__ = ["LOCK_TIMEOUT", "TakenOver", "failed_peers", "members", "take_over"]
+__all__ = ["LOCK_TIMEOUT", "TakenOver", "failed_peers", "members", "take_over", "to_take_over"]

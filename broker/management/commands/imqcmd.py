@@ -36,7 +36,8 @@ Broker:
   update bkr -o name=value [-o ...]      change broker properties at run time
   pause bkr / resume bkr                 pause or resume every NORMAL service
   quiesce bkr / unquiesce bkr            refuse, or accept again, new connections
-  shutdown bkr / restart bkr             stop (or restart) the broker
+  shutdown bkr [-nofailover]             stop the broker (HA: -nofailover, no takeover)
+  restart bkr                            stop the broker and start it again
   reset bkr [-rst METRICS|ALL]           reset the broker's metrics counters
   metrics bkr [-m ttl|rts|cxn] [-int SECONDS] [-msp COUNT]
   reload acl                             re-read the access control rules (ours: OpenMQ
@@ -295,6 +296,12 @@ class Command(BaseCommand):
         parser.add_argument("-t", dest="dest_type", help="destination type: q (queue), t (topic)")
         parser.add_argument("-n", dest="name", help="destination, service, durable, ID, ...")
         parser.add_argument("-c", dest="client_id", help="client ID (purge/destroy dur)")
+        parser.add_argument(
+            "-nofailover",
+            dest="nofailover",
+            action="store_true",
+            help="shutdown bkr: no other broker of an HA cluster takes over its data",
+        )
         parser.add_argument("-d", dest="topic", help="topic (list dur)")
         parser.add_argument("-svn", dest="service", help="service name (list cxn)")
         parser.add_argument("-o", dest="attrs", action="append", default=[], metavar="name=value")
@@ -663,7 +670,9 @@ class Command(BaseCommand):
         self._broker_op(
             "Are you sure you want to shutdown the broker?",
             "Shutting down",
-            lambda: actions.shutdown_broker(admin, self.actor),
+            lambda: actions.shutdown_broker(
+                admin, self.actor, no_failover=bool(self.opts.get("nofailover"))
+            ),
         )
 
     def restart_bkr(self, admin) -> None:

@@ -745,7 +745,10 @@ class AdminHandler:
             f" in {wait:g} s" if wait > SHUTDOWN_DELAY else "",
         )
         broker = conn.broker
-        asyncio.get_running_loop().call_later(wait, lambda: broker.request_stop(restart=restart))
+        failover = props.get("JMQNoFailover") is not True  # HA: another broker takes over
+        asyncio.get_running_loop().call_later(
+            wait, lambda: broker.request_stop(restart=restart, failover=failover)
+        )
         return {}, b""
 
     def _quiesce(self, conn: ConnectionEngine, props: dict) -> Result:
