@@ -123,6 +123,10 @@ class MessageRouter:
         # Told ("added" | "removed", consumer) about every local consumer, so a cluster
         # can announce its interests (broker/cluster/); nothing else changes for it.
         self.consumer_listeners: list[Callable[[str, Consumer], None]] = []
+        # Asked (kind, name) before a change the cluster's master broker must record (an
+        # administrator's destination, a durable subscription made or removed); raises
+        # RouterError to refuse it (the master is unreachable).  None: always allowed.
+        self.change_guard: Callable[[str, str], None] | None = None
         # Message observers (broker/core/observers.py); the drop log is the first.
         self.events = MessageEvents()
         self.drops = DropLog(self.settings.drop_log_interval)
@@ -234,6 +238,8 @@ class MessageRouter:
                 raise RouterError(
                     Status.NOT_FOUND, f"{name} does not exist and auto-creation is disabled"
                 )
+        if temp_owner is None and not auto:
+            self.check_change("destination", name)
         dest = self._new_destination(
             name,
             is_topic,
@@ -273,12 +279,16 @@ class MessageRouter:
             )
         if dest.consumers():
             raise RouterError(Status.CONFLICT, f"destination {name} has active consumers")
+        if not dest.auto and not dest.is_temporary:
+            self.check_change("destination", name)
         self._remove_destination(dest)
 
     def update_destination(self, dest: Destination, attributes: dict) -> None:
         """Admin UPDATE_DESTINATION: the new attribute values apply at once (limits are
         checked on the next send, backups are promoted into new active places, producers
         held by a limit that no longer holds are released) and are stored."""
+        if not dest.auto and not dest.is_temporary:
+            self.check_change("destination", dest.name)
         dest.attributes.update(attributes)
         if dest.store is not None:
             dest.store.submit((DestAdd(dest.name, self._stored_type(dest), dict(dest.attributes)),))
@@ -609,6 +619,12 @@ class MessageRouter:
         return [found[k] for k in keys if k in found]
 
     # -- events ---------------------------------------------------------------
+
+    def check_change(self, kind: str, name: str) -> None:
+        """Raise RouterError when the change guard (the cluster) refuses the change."""
+        guard = self.change_guard
+        if guard is not None:
+            guard(kind, name)
 
     def _event(self, kind: str, data: dict) -> None:
         for listener in self.listeners:

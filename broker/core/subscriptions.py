@@ -117,7 +117,10 @@ class Subscriptions:
                 existing.share = mode
                 return existing
             # JMS: a changed subscription is the old one deleted and a new one made.
+            self.router.check_change("durable", durable_name)
             self.remove(existing)
+        else:
+            self.router.check_change("durable", durable_name)
         sub = Subscription(topic, selector, no_local, sess.link.id, dkey, share=mode)
         topic.add_subscription(sub)
         return sub
@@ -194,6 +197,7 @@ class Subscriptions:
             )
         if sub.queue.consumers:
             raise RouterError(Status.CONFLICT, f"durable subscription {durable_name} is in use")
+        self.router.check_change("durable", durable_name)
         self.remove(sub)
         self.router._event(
             "durable.removed", {"client_id": client_id or None, "name": durable_name}
