@@ -2,12 +2,15 @@
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# Debian's packages, installed when missing: wait (up to 10 min) for a dpkg lock another
+# apt run holds (unattended upgrades, a second make) instead of failing at once.
+APT := DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600
 
 .PHONY: run test install install-dev lint lock clean
 
 $(BIN)/python:
 	@# Debian ships venv separately; install it when this is a fresh machine.
-	$(PY) -m venv $(VENV) || { rm -rf $(VENV); apt-get update -q && apt-get install -y -q python3-venv && $(PY) -m venv $(VENV); }
+	$(PY) -m venv $(VENV) || { rm -rf $(VENV); $(APT) update -q && $(APT) install -y -q python3-venv && $(PY) -m venv $(VENV); }
 	$(BIN)/pip install -q --upgrade pip
 
 install: $(BIN)/python
@@ -15,29 +18,29 @@ install: $(BIN)/python
 	$(BIN)/pip install -q --no-deps -e .
 	@# `manage.py up` (make run) starts a private redis-server (loopback, free port, no
 	@# persistence) when REDIS_URL is unset; the package's own service is unused.
-	test -x /usr/bin/redis-server || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server; }
+	test -x /usr/bin/redis-server || { $(APT) update -q && $(APT) install -y -q redis-server; }
 
 install-dev: $(BIN)/python
 	$(BIN)/pip install -q -r requirements-dev.lock
 	$(BIN)/pip install -q --no-deps -e .
 	@# The database-store tests start a PostgreSQL server of their own (tests/pg.py: private
 	@# data dir, port and socket) from Debian's binaries; the package's own cluster is unused.
-	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql; }
+	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { $(APT) update -q && $(APT) install -y -q postgresql; }
 	@# The LDAP user-repository tests run their own slapd (tests/ldap.py: private config, data
 	@# and loopback port); the package's own daemon is unused.
-	test -x /usr/sbin/slapd || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q slapd ldap-utils; }
+	test -x /usr/sbin/slapd || { $(APT) update -q && $(APT) install -y -q slapd ldap-utils; }
 	@# The live-events tests run their own redis-server (tests/redis.py: loopback, free port,
 	@# private dir, no persistence); the package's own service is unused.
-	test -x /usr/bin/redis-server || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q redis-server; }
+	test -x /usr/bin/redis-server || { $(APT) update -q && $(APT) install -y -q redis-server; }
 	@# The portal tests drive Debian's headless Chromium through Playwright (no browser
 	@# download: tests/portal_server.py launches /usr/bin/chromium).
-	test -x /usr/bin/chromium || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium; }
+	test -x /usr/bin/chromium || { $(APT) update -q && $(APT) install -y -q chromium; }
 	@# The interoperability tests (tests/interop) compile C probes against the stock OpenMQ C
 	@# client (../shared/realclient/c, built against Debian's NSPR and NSS) and, once the stock
 	@# Java client jars are there, Java probes with javac.
-	command -v gcc >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q gcc libc6-dev; }
-	{ ls /usr/lib/*/libnspr4.so >/dev/null 2>&1 && ls /usr/lib/*/libnss3.so >/dev/null 2>&1; } || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q libnspr4 libnss3; }
-	command -v javac >/dev/null || { apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600 install -y -q openjdk-17-jdk-headless; }
+	command -v gcc >/dev/null || { $(APT) update -q && $(APT) install -y -q gcc libc6-dev; }
+	{ ls /usr/lib/*/libnspr4.so >/dev/null 2>&1 && ls /usr/lib/*/libnss3.so >/dev/null 2>&1; } || { $(APT) update -q && $(APT) install -y -q libnspr4 libnss3; }
+	command -v javac >/dev/null || { $(APT) update -q && $(APT) install -y -q openjdk-17-jdk-headless; }
 
 # The broker, the portal (http://127.0.0.1:8000/) and redis, under one supervisor
 # (manage.py up: Ctrl-C stops them all); ARGS go to it, e.g. ARGS="--portal-port 8080 -port 7677".
