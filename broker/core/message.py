@@ -27,8 +27,9 @@ log = logging.getLogger("broker.router")
 
 _I32 = struct.Struct(">i")
 _FLAGS_CID = struct.Struct(">Hq")
-# Flags a producer may have set that mean nothing on a delivery.
-_STRIP = ~(FLAG_F | FLAG_C | FLAG_L | FLAG_R | FLAG_A) & 0xFFFF
+# Flags a producer may have set that mean nothing on a delivery.  R stays: the client
+# overrides JMSRedelivered to true (a send repeated after a failover, protocol §R bit).
+_STRIP = ~(FLAG_F | FLAG_C | FLAG_L | FLAG_A) & 0xFFFF
 
 
 class Message:
@@ -51,6 +52,7 @@ class Message:
         "delivery_time",
         "store_key",
         "_selector_values",
+        "report_info",
     )
 
     def __init__(self, pkt: Packet, destination: str, origin_connection: int) -> None:
@@ -73,6 +75,8 @@ class Message:
         # the original's id but must not collide with it in the store).
         self.store_key = self.key
         self._selector_values: dict | None = None
+        # What the report generator (reports.py) read from it, once.
+        self.report_info: object = None
 
     def is_expired(self, now_ms: int) -> bool:
         return 0 < self.expiration <= now_ms

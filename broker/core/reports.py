@@ -37,6 +37,7 @@ from broker.protocol.jtypes import JInt
 from broker.protocol.packet import (
     HEADER,
     VH_CORRELATIONID,
+    VH_DELIVERY_COUNT,
     VH_DESTINATION,
     VH_DESTINATION_CLASS,
     VH_REPLYTO,
@@ -44,6 +45,7 @@ from broker.protocol.packet import (
     Packet,
     build_packet,
 )
+from broker.protocol.properties import encode_properties
 from broker.protocol.types import (
     DEST_QUEUE,
     DEST_TEMP,
@@ -91,16 +93,78 @@ def reply_to_type(name: str, class_name: object) -> int:
     return t
 
 
-class _Pending:
-    __slots__ = ("msg", "feedback", "data", "opts", "comment")
+class _Info:
+    """What one message asks for (its options) and where its reports go."""
+
+    __slots__ = ("opts", "reply_to", "reply_class", "reply_type", "correlation_id", "report_correl")
 
     def __init__(
-        self, msg: Message, feedback: int, data: mq.Data, opts: mq.ReportOptions, comment: str
+        self,
+        opts: mq.ReportOptions,
+        reply_to: str | None,
+        reply_class: str | None,
+        correlation_id: str | None,
+    ) -> None:
+        self.opts = opts
+        self.reply_to = reply_to
+        self.reply_class = reply_class
+        self.reply_type = reply_to_type(reply_to, reply_class) if reply_to else 0
+        self.correlation_id = correlation_id
+        # The reports' JMSCorrelationID, made once for all of the message's reports.
+        self.report_correl: str | None = None
+
+
+_NO_INFO = _Info(mq.NO_OPTIONS, None, None, None)
+_PROPERTIES: dict[int, bytes] = {}
+
+
+def _report_properties(feedback: int) -> bytes:
+    """A report's encoded property section (type and feedback), made once per code."""
+    section = _PROPERTIES.get(feedback)
+    if section is None:
+        section = _PROPERTIES[feedback] = encode_properties(
+            {mq.MSG_TYPE: JInt(mq.MQMT_REPORT), mq.FEEDBACK: JInt(feedback)}
+        )
+    return section
+
+
+def _read(msg: Message) -> tuple[mq.ReportOptions, list[str], str | None, str | None, str | None]:
+    """The original's report options (and what was wrong with them), JMSReplyTo (name,
+    class) and JMSCorrelationID, from one parse of its bytes; the header fields only
+    when the broker has reports to send."""
+    try:
+        pkt = Packet(msg.raw)
+        values = msg._selector_values
+        opts, errors = mq.parse_options(values if values is not None else pkt.properties)
+        if not opts.wants_broker_reports:
+            return opts, errors, None, None, None
+        fields = pkt.fields
+    except ProtocolError:
+        return mq.NO_OPTIONS, [], None, None, None
+    name = fields.get(VH_REPLYTO)
+    if not isinstance(name, str) or not name:
+        name = None
+    cls = fields.get(VH_REPLYTO_CLASS)
+    correl = fields.get(VH_CORRELATIONID)
+    return (
+        opts,
+        errors,
+        name,
+        cls if isinstance(cls, str) else None,
+        correl if isinstance(correl, str) else None,
+    )
+
+
+class _Pending:
+    __slots__ = ("msg", "info", "feedback", "data", "comment")
+
+    def __init__(
+        self, msg: Message, info: _Info, feedback: int, data: mq.Data, comment: str
     ) -> None:
         self.msg = msg
+        self.info = info
         self.feedback = feedback
         self.data = data
-        self.opts = opts
         self.comment = comment
 
 
@@ -125,90 +189,84 @@ class ReportGenerator(MessageObserver):
 
     # -- options ---------------------------------------------------------------------
 
-    def options(self, msg: Message, *, tell: bool = False) -> mq.ReportOptions:
-        """The report options of ``msg``; with ``tell``, bad ones are logged (once per
-        message: callers pass it only for the message's first event)."""
+    def info(self, msg: Message, *, tell: bool = False) -> _Info:
+        """What ``msg`` asks for and where reports go, read once per message; with
+        ``tell``, bad options are logged (callers pass it only for the message's first
+        event, so each is logged once)."""
+        info = msg.report_info
+        if info is not None:
+            return info  # type: ignore[return-value]
         if _MARK not in msg.raw:
-            return mq.NO_OPTIONS
-        opts, errors = mq.parse_options(msg.selector_values())
-        if tell:
-            if errors:
-                log.warning(
-                    "message %s to %s: report options ignored: %s",
-                    msg.message_id,
-                    msg.destination,
-                    "; ".join(errors),
-                )
-            if opts.wants_broker_reports and not self._reply_to(msg)[0]:
-                log.warning(
-                    "message %s to %s asks for reports but has no JMSReplyTo: none are sent",
-                    msg.message_id,
-                    msg.destination,
-                )
-        return opts
-
-    @staticmethod
-    def _reply_to(msg: Message) -> tuple[str | None, object]:
-        try:
-            fields = Packet(msg.raw).fields
-        except ProtocolError:
-            return None, None
-        name = fields.get(VH_REPLYTO)
-        if not isinstance(name, str) or not name:
-            return None, None
-        return name, fields.get(VH_REPLYTO_CLASS)
+            info = _NO_INFO
+        else:
+            opts, errors, name, class_name, correl = _read(msg)
+            info = _Info(opts, name, class_name, correl)
+            if tell:
+                if errors:
+                    log.warning(
+                        "message %s to %s: report options ignored: %s",
+                        msg.message_id,
+                        msg.destination,
+                        "; ".join(errors),
+                    )
+                if opts.wants_broker_reports and name is None:
+                    log.warning(
+                        "message %s to %s asks for reports but has no JMSReplyTo: none are sent",
+                        msg.message_id,
+                        msg.destination,
+                    )
+        msg.report_info = info
+        return info
 
     # -- events ----------------------------------------------------------------------
 
     def arrived(self, dest: Destination, msg: Message) -> None:
         if dest.is_dmq:
             return
-        opts = self.options(msg, tell=True)
-        if opts.coa is not None:
-            self._queue(msg, mq.MQFB_COA, opts.coa, opts, "")
+        info = self.info(msg, tell=True)
+        if info.opts.coa is not None:
+            self._queue(msg, info, mq.MQFB_COA, info.opts.coa, "")
 
     def consumed(self, entry: Entry) -> None:
         if entry.owner is self.router.dmq:  # type: ignore[comparison-overlap]
             return
-        opts = self.options(entry.msg)
-        if opts.cod is not None:
-            self._queue(entry.msg, mq.MQFB_COD, opts.cod, opts, "")
+        info = self.info(entry.msg)
+        if info.opts.cod is not None:
+            self._queue(entry.msg, info, mq.MQFB_COD, info.opts.cod, "")
 
     def expired(self, entry: Entry, to_dmq: bool) -> None:
         if entry.owner is self.router.dmq:  # type: ignore[comparison-overlap]
             return
-        opts = self.options(entry.msg)
-        if opts.expiration is not None:
-            self._queue(entry.msg, mq.MQFB_EXPIRATION, opts.expiration, opts, "expired")
+        info = self.info(entry.msg)
+        if info.opts.expiration is not None:
+            self._queue(entry.msg, info, mq.MQFB_EXPIRATION, info.opts.expiration, "expired")
 
     def dead(self, entry: Entry, reason: str, to_dmq: bool) -> None:
         if entry.owner is self.router.dmq:  # type: ignore[comparison-overlap]
             return
-        opts = self.options(entry.msg)
-        if opts.exception is not None:
+        info = self.info(entry.msg)
+        if info.opts.exception is not None:
             feedback = _DEAD_FEEDBACK.get(reason, mq.MQFB_NOT_DELIVERED)
-            self._queue(entry.msg, feedback, opts.exception, opts, reason)
+            self._queue(entry.msg, info, feedback, info.opts.exception, reason)
 
     def rejected(self, dest: Destination, msg: Message, why: str) -> None:
         if dest.is_dmq:
             return
-        opts = self.options(msg, tell=True)
-        if opts.exception is not None:
+        info = self.info(msg, tell=True)
+        if info.opts.exception is not None:
             feedback = mq.MQRC_MSG_TOO_BIG_FOR_Q if "larger than" in why else mq.MQRC_Q_FULL
-            self._queue(msg, feedback, opts.exception, opts, why)
+            self._queue(msg, info, feedback, info.opts.exception, why)
 
     def unroutable(self, name: str, dest_type: int, msg: Message, why: str) -> None:
-        opts = self.options(msg, tell=True)
-        if opts.exception is not None:
-            self._queue(msg, mq.MQRC_UNKNOWN_OBJECT_NAME, opts.exception, opts, why)
+        info = self.info(msg, tell=True)
+        if info.opts.exception is not None:
+            self._queue(msg, info, mq.MQRC_UNKNOWN_OBJECT_NAME, info.opts.exception, why)
 
-    def _queue(
-        self, msg: Message, feedback: int, data: mq.Data, opts: mq.ReportOptions, comment: str
-    ) -> None:
-        if self._reply_to(msg)[0] is None:
-            return  # said at arrival (options(tell=True))
+    def _queue(self, msg: Message, info: _Info, feedback: int, data: mq.Data, comment: str) -> None:
+        if info.reply_to is None:
+            return  # said at arrival (info(tell=True))
         first = not self.pending
-        self.pending.append(_Pending(msg, feedback, data, opts, comment))
+        self.pending.append(_Pending(msg, info, feedback, data, comment))
         if first and self.schedule is not None:
             self.schedule(self.flush)
 
@@ -228,11 +286,9 @@ class ReportGenerator(MessageObserver):
         return sent
 
     def _send(self, p: _Pending) -> int:
-        name, class_name = self._reply_to(p.msg)
-        if name is None:
-            return 0
-        dest_type = reply_to_type(name, class_name)
-        report = self.build(p, name, class_name, dest_type)
+        name, dest_type = p.info.reply_to, p.info.reply_type
+        assert name is not None
+        report = self.build(p)
         router = self.router
         why: str | None = None
         if dest_type & DEST_TEMP and router.lookup(name, dest_type) is None:
@@ -251,28 +307,33 @@ class ReportGenerator(MessageObserver):
             self.to_dmq += 1
         return 0
 
-    def build(self, p: _Pending, name: str, class_name: object, dest_type: int) -> Message:
-        """The report message for ``p``, addressed to ``name``."""
-        original = p.msg
-        pkt = Packet(original.raw)
+    def build(self, p: _Pending) -> Message:
+        """The report message for ``p``, addressed to the original's reply-to."""
+        original, info = p.msg, p.info
+        name, dest_type = info.reply_to, info.reply_type
+        assert name is not None
         fields: dict[int, object] = {VH_DESTINATION: name}
-        if isinstance(class_name, str):
-            fields[VH_DESTINATION_CLASS] = class_name
-        correl = pkt.fields.get(VH_CORRELATIONID)
-        correl_id = mq.report_correlation_id(
-            p.opts, original.message_id, correl if isinstance(correl, str) else None
-        )
+        if info.reply_class is not None:
+            fields[VH_DESTINATION_CLASS] = info.reply_class
+        correl_id = info.report_correl
+        if correl_id is None:
+            correl_id = info.report_correl = mq.report_correlation_id(
+                info.opts, original.message_id, info.correlation_id
+            )
         if correl_id is not None:
             fields[VH_CORRELATIONID] = correl_id
-        props = {mq.MSG_TYPE: JInt(mq.MQMT_REPORT), mq.FEEDBACK: JInt(p.feedback)}
+        # Encoded once: Message() below finds the slot instead of copying the bytes.
+        fields[VH_DELIVERY_COUNT] = 1
         if p.data == mq.Data.NONE:
             ptype, body = PacketType.MESSAGE, b""
-        elif p.data == mq.Data.FIRST_100:
-            ptype, body = PacketType.BYTES_MESSAGE, mq.report_data(p.data, pkt.body)
         else:
-            ptype, body = pkt.type, pkt.body
+            pkt = Packet(original.raw)
+            if p.data == mq.Data.FIRST_100:
+                ptype, body = PacketType.BYTES_MESSAGE, mq.report_data(p.data, pkt.body)
+            else:
+                ptype, body = pkt.type, pkt.body
         flags = (0 if dest_type & DEST_TOPIC else FLAG_Q) | (FLAG_P if original.persistent else 0)
-        if p.opts.pass_msg_id:
+        if info.opts.pass_msg_id:
             head = HEADER.unpack_from(original.raw, 0)
             timestamp, ip, port, sequence = head[5], head[6], head[7], head[8]
         else:
@@ -281,7 +342,7 @@ class ReportGenerator(MessageObserver):
             sequence = next(self._sequence) & 0x7FFFFFFF
         raw = build_packet(
             ptype,
-            props=props,
+            raw_props=_report_properties(p.feedback),
             body=body,
             flags=flags,
             fields=fields,
@@ -292,7 +353,7 @@ class ReportGenerator(MessageObserver):
             sequence=sequence,
         )
         report = Message(Packet(raw), name, 0)
-        if p.opts.pass_msg_id:
+        if info.opts.pass_msg_id:
             # Same JMSMessageID as the original; the store needs a key of its own.
             report.store_key = (
                 b"\xff\xff\xff\xfe" + self.router.uids.next().to_bytes(8, "big") + report.key[12:]

@@ -1,0 +1,116 @@
+"""The cost of IBM MQ reports: 1 KB non-persistent messages, 1 producer -> 1 queue -> 1
+consumer, with COA + COD requested (two reports per message, drained from the reply-to
+queue by a third connection) against none.  Prints msgs/s of each and the ratio.
+
+A run with reports ends when every message was consumed and every report received, so
+the figure is what an application asking for both sees end to end.  Target: asking for
+both reports costs less than 40% of the plain rate (ratio >= 0.60).  Starts its own
+broker unless ``--host/--port`` name one.
+
+    .venv/bin/python bench/reports.py                 # 20,000 messages each way
+    .venv/bin/python bench/reports.py --count 50000 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+
+from broker.client import AckMode, BytesMessage, JInt, Queue, connect  # noqa: E402
+from broker.protocol import mqreports as mq  # noqa: E402
+
+REPORTS = {
+    mq.MSG_TYPE: JInt(mq.MQMT_REQUEST),
+    mq.REPORT_COA: JInt(mq.MQRO_COA),
+    mq.REPORT_COD: JInt(mq.MQRO_COD),
+}
+
+
+async def run(host: str, port: int, count: int, size: int, queue: str, reports: bool) -> float:
+    """msgs/s of ``count`` messages, end to end (and all their reports received)."""
+    conns = [await connect(host, port, user="guest", password="guest") for _ in range(3)]
+    pconn, cconn, rconn = conns
+    psess = await pconn.create_session(AckMode.AUTO_ACKNOWLEDGE)
+    csess = await cconn.create_session(AckMode.DUPS_OK_ACKNOWLEDGE)
+    rsess = await rconn.create_session(AckMode.DUPS_OK_ACKNOWLEDGE)
+    dest, reply_to = Queue(queue), Queue(queue + ".reports")
+    producer = await psess.create_producer(dest)
+    consumer = await csess.create_consumer(dest)
+    rconsumer = await rsess.create_consumer(reply_to)
+    await cconn.start()
+    await rconn.start()
+    body = b"x" * size
+
+    async def drain(cons, n: int, what: str) -> None:
+        for i in range(n):
+            if await cons.receive(timeout=60) is None:
+                raise RuntimeError(f"{what} stalled after {i} of {n}")
+
+    start = time.perf_counter()
+    tasks = [asyncio.create_task(drain(consumer, count, "consumer"))]
+    if reports:
+        tasks.append(asyncio.create_task(drain(rconsumer, 2 * count, "reports")))
+    for _ in range(count):
+        if reports:
+            msg = BytesMessage(body, properties=REPORTS, reply_to=reply_to)
+        else:
+            msg = BytesMessage(body)
+        await producer.send(msg, persistent=False)
+    await asyncio.gather(*tasks)
+    elapsed = time.perf_counter() - start
+    for c in conns:
+        await c.close()
+    return count / elapsed
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--host", default=None, help="use a running broker (port mapper host)")
+    ap.add_argument("--port", type=int, default=7676, help="its port mapper port")
+    ap.add_argument("--count", type=int, default=20_000)
+    ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--rounds", type=int, default=2, help="alternating runs of each; best kept")
+    args = ap.parse_args()
+    try:
+        import uvloop
+
+        uvloop.install()
+    except ImportError:
+        pass
+    broker = None
+    host, port = args.host, args.port
+    if host is None:
+        from broker.launcher import start_broker
+
+        broker = start_broker(Path(tempfile.mkdtemp(prefix="imq-bench-")), "imq.log.level=WARNING")
+        host, port = broker.host, broker.portmapper_port
+    try:
+        asyncio.run(run(host, port, 2000, args.size, "bench.warmup", True))
+        plain: list[float] = []
+        with_reports: list[float] = []
+        for i in range(args.rounds):
+            plain.append(asyncio.run(run(host, port, args.count, args.size, f"bench.p{i}", False)))
+            with_reports.append(
+                asyncio.run(run(host, port, args.count, args.size, f"bench.r{i}", True))
+            )
+        p, r = max(plain), max(with_reports)
+        print(
+            f"reports: {args.count} x {args.size} B non-persistent, best of {args.rounds}: "
+            f"none {p:,.0f} msgs/s, COA+COD {r:,.0f} msgs/s (+{2 * r:,.0f} reports/s); "
+            f"ratio {r / p:.2f} (cost {1 - r / p:.0%} of the plain rate; target < 40%)"
+        )
+    finally:
+        if broker is not None:
+            broker.stop()
+
+
+if __name__ == "__main__":
+    main()
