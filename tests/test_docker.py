@@ -240,6 +240,19 @@ def test_compose_without_the_cluster_profile_and_with_operator_choices(
     assert chosen["worker"]["environment"]["SPARK_MASTER"] == "spark://spark.example.net:7077"
 
 
+def test_existing_postgres_redis_and_spark_leave_the_bundled_ones_out(secrets_dir: Path) -> None:
+    """docker/external.yaml: nothing bundled starts, and nothing waits for it."""
+    services = compose_config(
+        secrets_dir,
+        "-f", "external.yaml",
+        DATABASE_URL="postgres://imq@db.example.net:5432/imq",
+    )["services"]  # fmt: skip
+    assert set(services) == {"migrate", "broker", "portal", "ums", "worker", "beat"}
+    for name, svc in services.items():
+        assert set(svc.get("depends_on") or {}) <= {"migrate"}, name
+    assert services["broker"]["environment"]["DATABASE_URL"].endswith("@db.example.net:5432/imq")
+
+
 # -- the Dockerfile -----------------------------------------------------------------------------
 
 
