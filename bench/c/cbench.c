@@ -1,13 +1,16 @@
 /*
  * Queue throughput with the stock OpenMQ C client (libmqcrt), run by bench/c_client.py.
  *
- *   cbench HOST PORT produce QUEUE COUNT SIZE   send COUNT non-persistent bytes messages
+ *   cbench HOST PORT produce QUEUE COUNT SIZE [persistent]
+ *                                               send COUNT bytes messages (non-persistent
+ *                                               unless told)
  *   cbench HOST PORT consume QUEUE COUNT        receive COUNT messages (AUTO_ACKNOWLEDGE)
  *   cbench HOST PORT pace QUEUE COUNT SIZE RATE send at a steady RATE msgs/s, each body
  *                                               starting with CLOCK_MONOTONIC ns
  *   cbench HOST PORT latency QUEUE COUNT        receive (AUTO_ACKNOWLEDGE) and print the
  *                                               latency distribution of those stamps
  *
+ * CBENCH_TOPIC=1 in the environment makes QUEUE a topic.
  * Prints "<mode> COUNT messages in SECONDS s" (time from the first message to the last);
  * latency adds "latency_ms p50 P p99 P p999 P max M" (sender and receiver on one host
  * share CLOCK_MONOTONIC).
@@ -77,7 +80,10 @@ int main(int argc, char **argv)
     CALL(MQSetStringProperty(props, MQ_CONNECTION_TYPE_PROPERTY, "TCP"));
     CALL(MQCreateConnection(props, "guest", "guest", NULL, NULL, NULL, &c));
     CALL(MQCreateSession(c, MQ_FALSE, MQ_AUTO_ACKNOWLEDGE, MQ_SESSION_SYNC_RECEIVE, &s));
-    CALL(MQCreateDestination(s, argv[4], MQ_QUEUE_DESTINATION, &d));
+    /* CBENCH_TOPIC=1: the destination is a topic (consumers must subscribe first). */
+    const char *as_topic = getenv("CBENCH_TOPIC");
+    int topic = as_topic != NULL && strcmp(as_topic, "1") == 0;
+    CALL(MQCreateDestination(s, argv[4], topic ? MQ_TOPIC_DESTINATION : MQ_QUEUE_DESTINATION, &d));
     double t0 = 0, t1 = 0;
     if (strcmp(mode, "produce") == 0 && argc > 6) {
         MQProducerHandle p = MQ_INVALID_HANDLE;
@@ -88,8 +94,13 @@ int main(int argc, char **argv)
         CALL(MQCreateBytesMessage(&m));
         CALL(MQSetBytesMessageBytes(m, body, size));
         t0 = now();
+        /* A 7th argument "persistent": persistent sends (the client waits for each
+         * SEND_REPLY, as the stock client does for persistent messages). */
+        MQDeliveryMode mode_ = argc > 7 && strcmp(argv[7], "persistent") == 0
+                                   ? MQ_PERSISTENT_DELIVERY
+                                   : MQ_NON_PERSISTENT_DELIVERY;
         for (long i = 0; i < count; i++)
-            CALL(MQSendMessageExt(p, m, MQ_NON_PERSISTENT_DELIVERY, 4, 0));
+            CALL(MQSendMessageExt(p, m, mode_, 4, 0));
         t1 = now();
         MQFreeMessage(m);
         free(body);
@@ -170,6 +181,9 @@ int main(int argc, char **argv)
         fprintf(stderr, "unknown mode %s\n", mode);
         return 2;
     }
+    /* CLOCK_MONOTONIC first and last, to add several processes up; the last line is
+     * the one bench/c_client.py reads. */
+    printf("span %.6f %.6f\n", t0, t1);
     printf("%s %ld messages in %.3f s\n", mode, count, t1 - t0);
     MQFreeDestination(d);
     MQCloseConnection(c);
