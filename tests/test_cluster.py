@@ -6,6 +6,8 @@ import os
 import signal
 import socket
 import struct
+import subprocess
+import sys
 import time
 import uuid
 from pathlib import Path
@@ -14,6 +16,7 @@ import pytest
 
 from broker.client import AckMode, JMSException, Queue, TextMessage, Topic
 from broker.client.sync import connect
+from broker.launcher import ROOT
 from broker.protocol import gpacket as gp
 from broker.protocol.types import PacketType
 from tests.cluster_procs import links_up, portmapper_table, start_cluster, start_member, wait_for
@@ -373,3 +376,85 @@ def test_durable_subscriber_on_another_broker_gets_what_was_published_while_away
         s.unsubscribe("d1")
     # The unsubscribe reaches A: its copy of the durable goes too.
     wait_for(lambda: "d1" not in _admin(a, tmp_path, "list", "dur", "-d", t.name), 30, "unsub")
+
+
+# -- the master broker -----------------------------------------------------------------------
+
+
+def test_master_broker_change_record(tmp_path):
+    """A is the master: changes made on B are recorded by A; with A down they are refused
+    (and everything else goes on); C, down while a change was made, gets it from A's
+    record when it comes back; runbroker -backup / -restore copy the record."""
+    from broker.launcher import free_port
+
+    pms = [free_port() for _ in range(3)]
+    master = f"imq.cluster.masterbroker=127.0.0.1:{pms[0]}"
+    brokerlist = ",".join(f"127.0.0.1:{p}" for p in pms)
+    a, b, c = (
+        start_member(tmp_path / n, brokerlist, pm, n, master)
+        for n, pm in zip(("A", "B", "C"), pms, strict=True)
+    )
+    try:
+        wait_for(lambda: all(links_up(x) == 2 for x in (a, b, c)), 30, "links")
+        q1 = name("mq1")
+        _admin(b, tmp_path, "create", "dst", "-t", "q", "-n", q1)
+        record = a.varhome / "instances" / "A" / "cluster" / "changerecord"
+        wait_for(lambda: record.exists() and q1.encode() in record.read_bytes(), 20, "recorded")
+
+        # Master down: recorded changes refused with a clear error, the rest goes on.
+        a.stop()
+        wait_for(lambda: links_up(b) == 1, 20, "B sees A gone")
+        from tests.test_imqcmd import run_imqcmd
+
+        passfile = tmp_path / "passfile"
+        r = run_imqcmd(b, "create", "dst", "-t", "q", "-n", name("refused"), passfile=passfile)
+        assert r.returncode != 0 and "master broker" in r.stderr, (r.stdout, r.stderr)
+        with conn(b, client_id=name("mcid")) as cb:
+            s = cb.create_session()
+            with pytest.raises(JMSException, match="master broker"):
+                s.create_durable_subscriber(Topic(name("mt")), "dur")
+            q = Queue(name("plain"))
+            s.create_producer(q).send(TextMessage("still works"))
+            cb.start()
+            assert s.create_consumer(q).receive(10).text == "still works"
+
+        # Master back: C is down while B records a change; C learns it from A on return.
+        a2 = start_member(a.varhome.parent, brokerlist, pms[0], "A", master)
+        try:
+            c.stop()
+            wait_for(lambda: links_up(b) == 1 and links_up(a2) == 1, 30, "A back, C gone")
+            q2 = name("mq2")
+            _admin(b, tmp_path, "create", "dst", "-t", "q", "-n", q2)
+            wait_for(lambda: q2.encode() in record.read_bytes(), 20, "recorded by A")
+            c2 = start_member(c.varhome.parent, brokerlist, pms[2], "C", master)
+            try:
+                wait_for(lambda: "synchronised with master broker" in c2.log_text(), 30, "sync")
+                listed = _admin(c2, tmp_path, "list", "dst", "-t", "q")
+                assert q1 in listed and q2 in listed
+            finally:
+                c2.stop()
+        finally:
+            a2.stop()
+        # Backup and restore of the (stopped) master's record.
+        backup = tmp_path / "record.backup"
+        env = a.extra["env"]
+        run = [sys.executable, "manage.py", "runbroker", "-name", "A", "-varhome", str(a.varhome)]
+        done = subprocess.run(
+            [*run, "-backup", str(backup)], cwd=ROOT, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert "backed up 2 change record(s)" in done.stdout
+        record.write_bytes(b"")
+        done = subprocess.run(
+            [*run, "-restore", str(backup)], cwd=ROOT, env=env, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert record.read_bytes() == backup.read_bytes()
+        backup.write_bytes(b"garbage")
+        done = subprocess.run(
+            [*run, "-restore", str(backup)], cwd=ROOT, env=env, capture_output=True, text=True
+        )
+        assert done.returncode != 0 and "not a change record" in done.stderr
+    finally:
+        for x in (a, b, c):
+            x.stop()

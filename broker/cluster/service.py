@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from broker.core.destination import QueueDestination, Subscription, TopicDestination
@@ -33,8 +34,9 @@ from broker.protocol.properties import (
     encode_properties,
 )
 from broker.protocol.sysmsgid import SYSMSGID_SIZE
-from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC
+from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC, Status
 
+from .changerecord import RECORDED, ChangeRecord, read_last_sync, write_last_sync
 from .config import ClusterConfig, _same_host
 from .link import BrokerLink, LinkRefused, broker_info_body
 from .locks import ClusterLocks
@@ -55,8 +57,20 @@ _PRIVATE_PREFIXES = ("__JMQ", "mq.sys.dmq")
 class ClusterService:
     """One broker's membership of a conventional cluster."""
 
-    def __init__(self, cfg: ClusterConfig, router: MessageRouter, session_id: int) -> None:
+    def __init__(
+        self,
+        cfg: ClusterConfig,
+        router: MessageRouter,
+        session_id: int,
+        instance_dir: Path | None = None,
+    ) -> None:
         self.cfg = cfg
+        self.instance_dir = instance_dir
+        # The configuration change record, when this broker is the master broker.
+        self.record: ChangeRecord | None = None
+        if cfg.is_master() and instance_dir is not None:
+            self.record = ChangeRecord(instance_dir)
+        self._known_durables: set[tuple[str | None, str]] = set()
         self.router = router
         self.session_id = session_id
         self.start_ms = int(time.time() * 1000)
@@ -95,6 +109,12 @@ class ClusterService:
         )
         self.router.consumer_listeners.append(self._consumer_event)
         self.router.listeners.append(self._router_event)
+        for topic in self.router.topics.values():
+            self._known_durables.update(topic.durables)
+        if self.cfg.master is not None:
+            self.router.change_guard = self._guard
+            role = "this broker" if self.record is not None else "{}:{}".format(*self.cfg.master)
+            log.info("master broker: %s", role)
         self._tasks = [
             asyncio.create_task(self._dial_loop()),
             asyncio.create_task(self._ping_loop()),
@@ -192,6 +212,11 @@ class ClusterService:
         if cons:
             link.send(self._interest_packet(cons))
         self.locks.link_up(link)
+        if self.record is None and link is self._master_link() and self.instance_dir is not None:
+            since = read_last_sync(self.instance_dir)
+            link.send(
+                gp.GPacket(gp.G_GET_CONFIG_CHANGES_REQUEST, {"TS": JLong(since)}, flags=gp.A_BIT)
+            )
 
     def link_closed(self, link: BrokerLink) -> None:
         self.all_links.discard(link)
@@ -323,21 +348,134 @@ class ClusterService:
             link.send(pkt)
 
     def _router_event(self, kind: str, data: dict) -> None:
-        if self._applying or not self.links:
+        if self._applying:
             return
         router = self.router
+        pkt = None
         if kind in ("destination.created", "destination.updated"):
             dest = router.lookup(data["name"], data["type"])
             if dest is not None and dest in self._admin_destinations():
-                self._broadcast(self._destination_packet(dest))
+                pkt = self._destination_packet(dest)
         elif kind == "destination.destroyed":
             name, dtype = data["name"], data.get("type", DEST_QUEUE)
             if not name.startswith(_PRIVATE_PREFIXES) and not dtype & DEST_TEMP:
-                self._broadcast(gp.GPacket(gp.G_REM_DESTINATION, {"N": name, "DT": dtype}))
+                pkt = gp.GPacket(gp.G_REM_DESTINATION, {"N": name, "DT": dtype})
         elif kind == "durable.removed":
+            self._known_durables.discard((data["client_id"], data["name"]))
             w = gp.BodyWriter().utf(data["name"]).utf(data["client_id"] or "")
             props = {"C": 1, "N": data["name"], "I": data["client_id"] or ""}
-            self._broadcast(gp.GPacket(gp.G_REM_DURABLE_INTEREST, props, w.bytes()))
+            pkt = gp.GPacket(gp.G_REM_DURABLE_INTEREST, props, w.bytes())
+        if pkt is not None:
+            self._record(pkt)
+            self._broadcast(pkt)
+
+    # -- the master broker's change record -----------------------------------------------
+
+    def _master_link(self) -> BrokerLink | None:
+        master = self.cfg.master
+        if master is None:
+            return None
+        for addr, link in self.links.items():
+            if addr.port == master[1] and _same_host(addr.host, master[0]):
+                return link
+        return None
+
+    def _guard(self, kind: str, name: str) -> None:
+        """Refuse a recorded change while the master broker cannot record it."""
+        if self._applying or self.record is not None or self.cfg.master is None:
+            return
+        if self._master_link() is None:
+            host, port = self.cfg.master
+            raise RouterError(
+                Status.UNAVAILABLE,
+                f"the master broker {host}:{port} is not reachable: {kind} {name} cannot be "
+                "created, changed or removed until it is back",
+            )
+
+    def _record(self, pkt: gp.GPacket) -> None:
+        """A local change goes into the master's change record."""
+        if self.record is not None:
+            self.record.append(pkt)
+            return
+        link = self._master_link()
+        if link is not None:
+            xid = JLong(int(time.time() * 1000))
+            link.send(gp.GPacket(gp.G_CONFIG_CHANGE_EVENT, {"X": xid}, gp.encode(pkt), gp.A_BIT))
+
+    def _config_change_event(self, link: BrokerLink, pkt: gp.GPacket) -> None:
+        reply: dict[str, object] = {"X": pkt.props.get("X", 0)}
+        if self.record is None:
+            reply.update(S=Status.BAD_REQUEST, reason="this broker is not the master broker")
+        else:
+            inner = gp.decode(pkt.payload)
+            if inner.type not in RECORDED:
+                raise gp.GPacketError(f"{inner.name} is not a change record entry")
+            self.record.append(inner)
+            reply["S"] = 200
+        link.send(gp.GPacket(gp.G_CONFIG_CHANGE_EVENT_REPLY, reply))
+
+    def _config_changes_request(self, link: BrokerLink, pkt: gp.GPacket) -> None:
+        if self.record is None:
+            link.send(
+                gp.GPacket(
+                    gp.G_GET_CONFIG_CHANGES_REPLY,
+                    {"S": Status.BAD_REQUEST, "reason": "this broker is not the master broker"},
+                )
+            )
+            return
+        since = pkt.props.get("TS", 0)
+        records = self.record.since(since if isinstance(since, int) else 0)
+        body = b"".join(gp.encode(r, stamp=False) for r in records)
+        props = {"TS": JLong(int(time.time() * 1000)), "S": 200, "C": len(records)}
+        link.send(gp.GPacket(gp.G_GET_CONFIG_CHANGES_REPLY, props, body))
+
+    def _config_changes_reply(self, link: BrokerLink, pkt: gp.GPacket) -> None:
+        if pkt.props.get("S") != 200:
+            log.warning(
+                "master broker %s refused the change record request: %s",
+                link.address,
+                pkt.props.get("reason"),
+            )
+            return
+        records = gp.split_concatenated(pkt.payload)
+        for rec in records:
+            if rec.type in (gp.G_UPDATE_DESTINATION, gp.G_REM_DESTINATION):
+                self._apply_destination(link, rec)
+            elif rec.type == gp.G_REM_DURABLE_INTEREST:
+                self._remove_durable(link, rec)
+            elif rec.type == gp.G_NEW_INTEREST:
+                self._apply_durable(rec)
+        ts = pkt.props.get("TS")
+        if isinstance(ts, int) and self.instance_dir is not None:
+            write_last_sync(self.instance_dir, ts)
+        log.info(
+            "synchronised with master broker %s: %d change record(s) applied",
+            link.address,
+            len(records),
+        )
+
+    def _apply_durable(self, rec_pkt: gp.GPacket) -> None:
+        """A durable subscription from the change record: this broker keeps messages for it."""
+        r = gp.BodyReader(rec_pkt.payload)
+        count = rec_pkt.props.get("C", 0)
+        for _ in range(count if isinstance(count, int) and 0 <= count < 100000 else 0):
+            rec = self._read_interest(r)
+            if not rec["durable"] or rec["queue"]:
+                continue
+            key = (rec["client_id"], rec["durable"])
+            if self.router.subs.find_durable(key) is not None:
+                continue
+            self._applying = True
+            try:
+                topic = self.router.ensure_destination(rec["dest"], DEST_TOPIC, None)
+                selector = compile_selector(rec["selector"]) if rec["selector"] else None
+                assert isinstance(topic, TopicDestination)
+                topic.add_subscription(Subscription(topic, selector, rec["no_local"], 0, key))
+                self._known_durables.add(key)
+            except (RouterError, SelectorError) as exc:
+                log.warning("durable %s from the change record not made: %s", rec["durable"], exc)
+            finally:
+                self._applying = False
 
     def _apply_destination(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         name, dtype = pkt.props.get("N"), pkt.props.get("DT")
@@ -432,7 +570,16 @@ class ClusterService:
         return gp.GPacket(gp.G_NEW_INTEREST, props, w.bytes())
 
     def _consumer_event(self, what: str, cons: Consumer) -> None:
-        if not self.links or not self._shared(cons):
+        if not self._shared(cons):
+            return
+        sub = cons.subscription
+        if what == "added" and sub is not None and sub.durable_key is not None:
+            if sub.durable_key not in self._known_durables:
+                self._known_durables.add(sub.durable_key)
+                rec = self._interest_packet([cons])
+                rec.props.update(N=sub.durable_key[1], I=sub.durable_key[0] or "")
+                self._record(rec)
+        if not self.links:
             return
         if what == "added":
             pkt = self._interest_packet([cons])
@@ -690,6 +837,19 @@ class ClusterService:
             self._apply_destination(link, pkt)
         elif t == gp.G_REM_DURABLE_INTEREST:
             self._remove_durable(link, pkt)
+        elif t == gp.G_CONFIG_CHANGE_EVENT:
+            self._config_change_event(link, pkt)
+        elif t == gp.G_GET_CONFIG_CHANGES_REQUEST:
+            self._config_changes_request(link, pkt)
+        elif t == gp.G_GET_CONFIG_CHANGES_REPLY:
+            self._config_changes_reply(link, pkt)
+        elif t == gp.G_CONFIG_CHANGE_EVENT_REPLY:
+            if pkt.props.get("S") != 200:
+                log.warning(
+                    "master broker %s did not record a change: %s",
+                    link.address,
+                    pkt.props.get("reason"),
+                )
         elif t in (gp.G_LOCK, gp.G_LOCK_REPLY):
             self.locks.on_packet(link, pkt)
         elif t in (gp.G_PING_REPLY, gp.G_GOODBYE_REPLY):

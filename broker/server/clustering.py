@@ -28,7 +28,7 @@ async def start_cluster(broker: Broker) -> ClusterService | None:
         return None
     if cfg.transport != "tcp":
         log.warning("imq.cluster.transport %s is not available yet; using tcp", cfg.transport)
-    service = ClusterService(cfg, broker.router, broker.session_id)
+    service = ClusterService(cfg, broker.router, broker.session_id, broker.config.instance_dir)
     await service.start()
     return service
 

@@ -42,6 +42,18 @@ class Command(BaseCommand):
             help="discard the message store, or the instance's properties",
         )
         parser.add_argument(
+            "-backup",
+            dest="backup",
+            metavar="FILE",
+            help="write the master broker's cluster change record to FILE, then exit",
+        )
+        parser.add_argument(
+            "-restore",
+            dest="restore",
+            metavar="FILE",
+            help="replace the master broker's cluster change record with FILE, then exit",
+        )
+        parser.add_argument(
             "-loglevel",
             dest="loglevel",
             choices=LOGLEVEL_CHOICES,
@@ -72,6 +84,9 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
         for what in opts["reset"] or []:
             reset(config, what)
+        if opts["backup"] or opts["restore"]:
+            self.change_record(config, opts["backup"], opts["restore"])
+            return
         configure_logging(config, opts["loglevel"], opts["tty"])
 
         from django.core.management import call_command
@@ -94,6 +109,20 @@ class Command(BaseCommand):
             run(config, repositories)
         except ConfigError as exc:
             raise CommandError(f"bad broker configuration: {exc}") from exc
+
+    def change_record(self, config: BrokerConfig, backup: str | None, restore: str | None) -> None:
+        """imqbrokerd -backup / -restore: the cluster change record to or from a file."""
+        from broker.cluster import changerecord
+
+        try:
+            if backup:
+                n = changerecord.backup(config.instance_dir, Path(backup))
+                self.stdout.write(f"backed up {n} change record(s) to {backup}")
+            if restore:
+                n = changerecord.restore(config.instance_dir, Path(restore))
+                self.stdout.write(f"restored {n} change record(s) from {restore}")
+        except (changerecord.ChangeRecordError, OSError) as exc:
+            raise CommandError(str(exc)) from exc
 
 
 def reset(config: BrokerConfig, what: str) -> None:
