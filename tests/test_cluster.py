@@ -458,3 +458,72 @@ def test_master_broker_change_record(tmp_path):
     finally:
         for x in (a, b, c):
             x.stop()
+
+
+def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path: Path):
+    """A producer on A sends persistent messages without pause; the consumer is on B.  B is
+    killed with SIGKILL midway; the consumer reconnects to A (the address HELLO_REPLY's
+    JMQBrokerList gave it) and goes on.  Every message whose send was acknowledged is
+    received; a message seen twice is one B had not acknowledged home, flagged redelivered."""
+    import threading
+
+    a, b = start_cluster(tmp_path, 2, names=("A", "B"))
+    try:
+        q = Queue(name("load"))
+        total = 1500
+        sent: list[str] = []
+        errors: list[BaseException] = []
+
+        def produce() -> None:
+            try:
+                with conn(a) as ca:
+                    p = ca.create_session().create_producer(q)
+                    for i in range(total):
+                        p.send(TextMessage(str(i)), persistent=True)
+                        sent.append(str(i))
+            except BaseException as exc:  # reported by the test thread
+                errors.append(exc)
+
+        cb = conn(b)
+        k = cb.create_session().create_consumer(q)
+        cb.start()
+        producer = threading.Thread(target=produce)
+        producer.start()
+        received: list[tuple[str, bool]] = []
+        while len(received) < total // 3:
+            m = k.receive(20)
+            assert m is not None, "no message from B"
+            received.append((m.text, m.redelivered))
+        listed = str(cb.async_connection.hello_reply["JMQBrokerList"]).split(",")
+        b.proc.send_signal(signal.SIGKILL)
+        b.proc.wait(10)
+        try:
+            while (m := k.receive(2)) is not None:  # what B's client still had
+                received.append((m.text, m.redelivered))
+        except JMSException:
+            pass  # it noticed B is gone
+        try:
+            cb.close()
+        except JMSException:
+            pass
+        # Fail over to the other broker the list named.
+        other = [x for x in listed if x != f"mq://127.0.0.1:{b.portmapper_port}/"]
+        assert other == [f"mq://127.0.0.1:{a.portmapper_port}/"]
+        with conn(a) as ca:
+            k2 = ca.create_session().create_consumer(q)
+            ca.start()
+            producer.join(120)
+            assert not errors, errors
+            while len({t for t, _ in received}) < total:
+                m = k2.receive(20)
+                assert m is not None, f"{total - len({t for t, _ in received})} never arrived"
+                received.append((m.text, m.redelivered))
+        assert sorted({t for t, _ in received}, key=int) == sent
+        seen: set[str] = set()
+        for text, redelivered in received:
+            assert text not in seen or redelivered, f"{text} delivered twice, not redelivered"
+            seen.add(text)
+        print(f"sent {len(sent)}, received {len(received)} ({len(received) - total} again)")
+    finally:
+        a.stop()
+        b.stop()
