@@ -183,6 +183,7 @@ class ReportGenerator(MessageObserver):
         self.schedule = schedule
         self.may_send = may_send
         self.pending: list[_Pending] = []
+        self._scheduled = False
         self._sequence = itertools.count(1)
         self.sent = 0
         self.to_dmq = 0
@@ -265,15 +266,21 @@ class ReportGenerator(MessageObserver):
     def _queue(self, msg: Message, info: _Info, feedback: int, data: mq.Data, comment: str) -> None:
         if info.reply_to is None:
             return  # said at arrival (info(tell=True))
-        first = not self.pending
         self.pending.append(_Pending(msg, info, feedback, data, comment))
-        if first and self.schedule is not None:
-            self.schedule(self.flush)
+        if not self._scheduled and self.schedule is not None:
+            # Marked first: if scheduling fails, the next report tries again.
+            self._scheduled = True
+            try:
+                self.schedule(self.flush)
+            except Exception:
+                self._scheduled = False
+                raise
 
     # -- sending ---------------------------------------------------------------------
 
     def flush(self) -> int:
         """Send the queued reports; returns how many reached their reply-to."""
+        self._scheduled = False
         sent = 0
         while self.pending:
             batch, self.pending = self.pending, []
