@@ -527,3 +527,25 @@ def test_sigkill_under_load_loses_nothing_acknowledged(tmp_path: Path):
     finally:
         a.stop()
         b.stop()
+
+
+def test_request_reply_across_brokers_with_a_temporary_queue(cluster):
+    a, b, _c = cluster
+    service_q = Queue(name("svc"))
+    with conn(a) as ca, conn(b) as cb:
+        # The requester on B with its temporary reply queue; the service on A.
+        sb = cb.create_session()
+        reply_q = sb.create_temporary_queue()
+        replies = sb.create_consumer(reply_q)
+        cb.start()
+        sa = ca.create_session()
+        requests = sa.create_consumer(service_q)
+        ca.start()
+        sb.create_producer(service_q).send(TextMessage("ping", reply_to=reply_q))
+        req = requests.receive(10)
+        assert req is not None and req.text == "ping"
+        # A knows B's temporary queue from its interest (sent on the link before the
+        # request was): the reply goes to B.
+        sa.create_producer(req.reply_to).send(TextMessage("pong"))
+        got = replies.receive(10)
+        assert got is not None and got.text == "pong"
