@@ -40,6 +40,7 @@ from broker.protocol.types import (
     FLAG_F,
     FLAG_P,
     FLAG_Q,
+    FLAG_R,
     HEADER_SIZE,
     MAGIC,
     PacketType,
@@ -186,6 +187,7 @@ class MessageProducer:
         ttl_ms: int | None = None,
         delivery_delay_ms: int = 0,
         ack_on_produce: bool | None = None,
+        redelivered: bool = False,
     ) -> None:
         """Send a message.
 
@@ -193,6 +195,9 @@ class MessageProducer:
         SEND_REPLY; non-persistent ones are not waited for unless ``ack_on_produce``.
         Afterwards the message's JMSMessageID, JMSTimestamp, JMSExpiration,
         JMSDestination, JMSPriority and JMSDeliveryMode reflect the send.
+        ``redelivered`` sets the packet's R bit, the client overriding JMSRedelivered to
+        true: a send repeated after a failover, whose first SEND_REPLY never came, so
+        the consumer can tell it may be a second copy.
         """
         if self._closed:
             raise IllegalStateException("producer is closed")
@@ -237,6 +242,8 @@ class MessageProducer:
         now = int(time.time() * 1000)
         expiration = now + ttl_ms if ttl_ms > 0 else 0
         flags = t.qflag | FLAG_P if persistent else t.qflag
+        if redelivered:
+            flags |= FLAG_R
 
         if t.credit > 0:
             t.credit -= 1
