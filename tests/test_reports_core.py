@@ -83,7 +83,8 @@ def test_a_failed_scheduling_is_tried_again() -> None:
         ("q", "com.sun.messaging.BasicQueue", DEST_QUEUE),
         ("t", "com.sun.messaging.BasicTopic", DEST_TOPIC),
         ("x", "com.sun.messaging.jmq.jmsclient.TemporaryQueueImpl", DEST_QUEUE | DEST_TEMP),
-        ("temporary_destination://topic/h/1/1", "", DEST_QUEUE | DEST_TEMP),
+        ("temporary_destination://topic/h/1/1", "", DEST_TOPIC | DEST_TEMP),
+        ("temporary_destination://queue/h/1/1", "", DEST_QUEUE | DEST_TEMP),
         ("y", "com.sun.messaging.jmq.jmsclient.TemporaryTopicImpl", DEST_TOPIC | DEST_TEMP),
     ],
 )

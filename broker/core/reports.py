@@ -87,7 +87,8 @@ SendCheck = Callable[[int, str, int], "str | None"]
 def reply_to_type(name: str, class_name: object) -> int:
     """The destination type a JMSReplyTo's class names (queue unless it says Topic)."""
     cls = class_name if isinstance(class_name, str) else ""
-    t = DEST_TOPIC if "Topic" in cls else DEST_QUEUE
+    topic = "Topic" in cls or (not cls and name.startswith("temporary_destination://topic/"))
+    t = DEST_TOPIC if topic else DEST_QUEUE
     if "Temporary" in cls or name.startswith("temporary_destination://"):
         t |= DEST_TEMP
     return t
