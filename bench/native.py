@@ -6,7 +6,8 @@
 The compiled clients, each broker's own: bench/c/cbench.c on libmqcrt (see
 bench/c_client.py) for ours, AUTO_ACKNOWLEDGE consumers (each ACKNOWLEDGE waits for its
 reply, as the stock clients do), and bench/java/AmqBench.java on Debian's
-``activemq-client`` (OpenWire, AUTO_ACKNOWLEDGE) for ActiveMQ, which must be running on
+``activemq-client`` (OpenWire, AUTO_ACKNOWLEDGE, whose acknowledgements are not waited
+for) for ActiveMQ; ``--c-ack dups_ok`` makes the C consumers DUPS_OK_ACKNOWLEDGE, which must be running on
 127.0.0.1:61616 (``--activemq`` to change).  The workloads of bench/compare.py: queue
 1 -> 1 non-persistent, persistent (the stock clients wait for each persistent send's
 reply; ActiveMQ's KahaDB syncs; ours runs twice, with ``imq.persist.file.sync.enabled``
@@ -57,10 +58,10 @@ def _span(text: str) -> tuple[float, float]:
     return float(t0), float(t1)
 
 
-def run_c(exe: Path, target: tuple[str, int], workload: str, count: int, size: int):
+def run_c(exe: Path, target: tuple[str, int], workload: str, count: int, size: int, ack: str):
     base = [str(exe), target[0], str(target[1])]
     topic = workload == "topic"
-    env = {**os.environ, "CBENCH_TOPIC": "1" if topic else "0"}
+    env = {**os.environ, "CBENCH_TOPIC": "1" if topic else "0", "CBENCH_ACK": ack}
     name = f"nat.{uuid.uuid4().hex[:8]}"
     consumers = [
         subprocess.Popen(
@@ -108,6 +109,12 @@ def main() -> None:
     ap.add_argument("--persistent-count", type=int, default=5_000)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument(
+        "--c-ack",
+        choices=["auto", "dups_ok"],
+        default="auto",
+        help="the C consumers' session mode (dups_ok: acknowledgements batched, no reply)",
+    )
     ap.add_argument("--activemq", default="tcp://127.0.0.1:61616")
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="imq-native-"))
@@ -123,10 +130,10 @@ def main() -> None:
     )
     kinds = {
         "ours (C client)": lambda w, n: run_c(
-            exe, (ours.host, ours.portmapper_port), w, n, args.size
+            exe, (ours.host, ours.portmapper_port), w, n, args.size, args.c_ack
         ),
         "ours, sync on (C client)": lambda w, n: run_c(
-            exe, (ours_sync.host, ours_sync.portmapper_port), w, n, args.size
+            exe, (ours_sync.host, ours_sync.portmapper_port), w, n, args.size, args.c_ack
         ),
         "ActiveMQ (Java client)": lambda w, n: run_java(cp, args.activemq, w, n, args.size),
     }

@@ -205,6 +205,8 @@ def test_overview_updates_live_while_a_producer_sends(page, portal_server):  # n
         expect(page.locator("#fig-msgs-in")).to_have_text(
             re.compile(r"^([1-9]\d+(\.\d+)?|[\d.]+k)$")
         )
+        # The broker's event-loop lag, p99 / max in ms, from the same live samples.
+        expect(page.locator("#fig-loop-lag")).to_have_text(re.compile(r"^[\d.]+k? / [\d.]+k?$"))
         expect(page.locator("#chart-rates polyline.in")).to_have_count(1)
         expect(page.locator("#chart-connections polyline.conn")).to_have_count(1)
         assert page.evaluate("window.__sameDocument") is True

@@ -10,7 +10,8 @@
  *   cbench HOST PORT latency QUEUE COUNT        receive (AUTO_ACKNOWLEDGE) and print the
  *                                               latency distribution of those stamps
  *
- * CBENCH_TOPIC=1 in the environment makes QUEUE a topic.
+ * CBENCH_TOPIC=1 in the environment makes QUEUE a topic; CBENCH_ACK=dups_ok makes the
+ * session DUPS_OK_ACKNOWLEDGE.
  * Prints "<mode> COUNT messages in SECONDS s" (time from the first message to the last);
  * latency adds "latency_ms p50 P p99 P p999 P max M" (sender and receiver on one host
  * share CLOCK_MONOTONIC).
@@ -79,7 +80,12 @@ int main(int argc, char **argv)
     CALL(MQSetInt32Property(props, MQ_BROKER_PORT_PROPERTY, atoi(argv[2])));
     CALL(MQSetStringProperty(props, MQ_CONNECTION_TYPE_PROPERTY, "TCP"));
     CALL(MQCreateConnection(props, "guest", "guest", NULL, NULL, NULL, &c));
-    CALL(MQCreateSession(c, MQ_FALSE, MQ_AUTO_ACKNOWLEDGE, MQ_SESSION_SYNC_RECEIVE, &s));
+    /* CBENCH_ACK=dups_ok: DUPS_OK_ACKNOWLEDGE (acknowledgements batched, no reply waited
+     * for) instead of AUTO_ACKNOWLEDGE. */
+    const char *ack = getenv("CBENCH_ACK");
+    MQAckMode ack_mode = ack != NULL && strcmp(ack, "dups_ok") == 0 ? MQ_DUPS_OK_ACKNOWLEDGE
+                                                                    : MQ_AUTO_ACKNOWLEDGE;
+    CALL(MQCreateSession(c, MQ_FALSE, ack_mode, MQ_SESSION_SYNC_RECEIVE, &s));
     /* CBENCH_TOPIC=1: the destination is a topic (consumers must subscribe first). */
     const char *as_topic = getenv("CBENCH_TOPIC");
     int topic = as_topic != NULL && strcmp(as_topic, "1") == 0;
