@@ -413,3 +413,49 @@ async def test_clean_shutdown_fails_over_and_nofailover_keeps_the_rows(cluster: 
     m = await cons.receive(10)
     await conn.close()
     assert m is not None and m.text == "a3"
+
+
+@run
+async def test_durable_subscription_and_its_messages_move_to_the_taker(cluster: Cluster, rows):
+    """A durable subscription on A, with messages it has not consumed: after A is killed
+    and taken over, the subscriber (same client ID and name) finds it on B with every
+    message, redelivered; B's own durable of the same name is not doubled."""
+    from broker.client import Topic
+    from broker.models import StoredDurable
+
+    a = cluster.start("brokerA")
+    b = cluster.start("brokerB")
+    t = Topic("ha_news")
+
+    async def subscribe(target: BrokerProcess) -> None:
+        conn = await connect_any([addr(target)], client_id="reader", request_timeout=20)
+        sess = await conn.create_session()
+        await sess.create_durable_subscriber(t, "daily")
+        await conn.close()
+
+    await subscribe(a)
+    await subscribe(b)  # B has the same durable subscription (no messages)
+    conn = await connect_any([addr(a)], request_timeout=20)
+    sess = await conn.create_session()
+    prod = await sess.create_producer(t)
+    for i in range(5):
+        await prod.send(TextMessage(f"n{i}"))
+    await conn.close()
+    os.kill(a.proc.pid, signal.SIGKILL)
+    a.proc.wait(10)
+    wait_log(b, "took over broker brokerA")
+    assert "0 durable subscriptions, 5 messages" in b.log_text()  # B's own one took them
+
+    conn = await connect_any([addr(b)], client_id="reader", request_timeout=20)
+    sess = await conn.create_session()
+    sub = await sess.create_durable_subscriber(t, "daily")
+    await conn.start()
+    got = []
+    while (m := await sub.receive(5.0)) is not None:
+        got.append((m.text, m.redelivered))
+    await conn.close()
+    assert got == [(f"n{i}", True) for i in range(5)]
+    durables = await asyncio.to_thread(
+        lambda: list(StoredDurable.objects.using(rows).values_list("broker_instance", "name"))
+    )
+    assert durables == [("brokerB", "daily")]

@@ -139,6 +139,8 @@ def _clear_clashes(
         .values_list("sub_id", flat=True)
     )
     m.StoredDurable.objects.using(db).filter(broker_instance=victim, sub_id__in=my_subs).delete()
+    # The taker has these already: its own subscription takes the messages.
+    state.durables = [d for d in state.durables if d.sub_id not in my_subs]
     clash_txns = set(
         m.StoredTransaction.objects.using(db)
         .filter(broker_instance=me, txn_id__in=[t.txn_id for t in state.transactions])
