@@ -16,8 +16,10 @@ import pytest
 
 from broker.client import AckMode, JMSException, Queue, TextMessage, Topic
 from broker.client.sync import connect
+from broker.cluster.link import broker_info_body
 from broker.launcher import ROOT
 from broker.protocol import gpacket as gp
+from broker.protocol.packet import Packet
 from broker.protocol.types import PacketType
 from tests.cluster_procs import links_up, portmapper_table, start_cluster, start_member, wait_for
 from tests.vectors import vector
@@ -549,3 +551,113 @@ def test_request_reply_across_brokers_with_a_temporary_queue(cluster):
         sa.create_producer(req.reply_to).send(TextMessage("pong"))
         got = replies.receive(10)
         assert got is not None and got.text == "pong"
+
+
+# -- the protocol seen from a peer ---------------------------------------------------------
+
+
+class FakePeer:
+    """A test socket that links to a broker as the broker list's other member would."""
+
+    def __init__(self, target, host: str, port: int, instance: str) -> None:
+        self.me = gp.BrokerAddress(host, instance, port)
+        self.sock = socket.create_connection((target.host, cluster_port(target)), timeout=15)
+        self.reader = gp.GPacketReader()
+        self.pending: list = []
+        init = gp.LinkInit(
+            500,
+            host,
+            instance,
+            port,
+            match={"imq.autocreate.queue": "true", "imq.autocreate.topic": "true"},
+            session_uid=4242,
+        )
+        body = broker_info_body(instance, host, port, 0, {})
+        info = gp.encode_link(gp.LinkPacket(gp.LINK_BROKER_INFO, body))
+        self.sock.sendall(gp.encode_link(gp.LinkPacket(gp.LINK_INIT, init.encode())) + info)
+        assert isinstance(self.recv(), gp.LinkPacket)  # its LINK_INIT
+        assert isinstance(self.recv(), gp.LinkPacket)  # its BROKER_INFO
+        self.send(gp.GPacket(gp.G_BROKER_INFO_REPLY, {"S": 200}))
+        assert self.recv().type == gp.G_BROKER_INFO_REPLY
+
+    def send(self, pkt: gp.GPacket) -> None:
+        self.sock.sendall(gp.encode(pkt))
+
+    def recv(self):
+        while not self.pending:
+            data = self.sock.recv(65536)
+            if not data:
+                raise ConnectionError("closed by the broker")
+            self.pending.extend(self.reader.feed(data))
+        return self.pending.pop(0)
+
+    def until(self, ptype: int) -> tuple[object, list]:
+        """Packets up to the first of ``ptype``: (that packet, the others before it)."""
+        before = []
+        while True:
+            pkt = self.recv()
+            if isinstance(pkt, gp.GPacket) and pkt.type == ptype:
+                return pkt, before
+            before.append(pkt)
+
+    def barrier(self) -> list:
+        """PING and wait for its reply: what the broker sent before it."""
+        self.send(gp.GPacket(gp.G_PING, {"X": 1}, flags=gp.A_BIT))
+        return self.until(gp.G_PING_REPLY)[1]
+
+    def interest(self, queue: str, consumer_id: int) -> gp.ConsumerUID:
+        uid = gp.ConsumerUID(consumer_id, 1, self.me)
+        w = gp.BodyWriter().int64(gp.INTEREST_RECORD_VERSION).utf(queue).boolean(True)
+        uid.write(w)
+        w.boolean(False).boolean(False).boolean(False).boolean(True).boolean(False).boolean(True)
+        w.boolean(False).int32(0).boolean(False).boolean(False)
+        props = {"C": 1, f"{consumer_id}:prefetch": 10}
+        self.send(gp.GPacket(gp.G_NEW_INTEREST, props, w.bytes()))
+        return uid
+
+
+def test_flow_control_acks_and_goodbye_seen_from_a_peer(tmp_path: Path):
+    from broker.launcher import free_port
+
+    pms = [free_port(), free_port()]
+    brokerlist = ",".join(f"127.0.0.1:{p}" for p in pms)
+    a = start_member(tmp_path / "A", brokerlist, pms[0], "A")
+    try:
+        peer = FakePeer(a, "127.0.0.1", pms[1], "B")
+        wait_for(lambda: links_up(a) == 1, 20, "link")
+        q = name("fq")
+        uid = peer.interest(q, 7)
+        with conn(a) as ca:
+            p = ca.create_session().create_producer(Queue(q))
+            p.send(TextMessage("one"), persistent=True)
+            data, _ = peer.until(gp.G_MESSAGE_DATA)
+            r = gp.BodyReader(data.payload)
+            assert gp.ConsumerUID.read(r) == uid
+            key = Packet(r.rest()).sysmsgid
+            # Flow stopped: nothing more comes until RESUME.
+            peer.send(gp.GPacket(gp.G_STOP_MESSAGE_FLOW, {}))
+            peer.barrier()
+            p.send(TextMessage("two"), persistent=True)
+            assert not [x for x in peer.barrier() if getattr(x, "type", 0) == gp.G_MESSAGE_DATA]
+            peer.send(gp.GPacket(gp.G_RESUME_MESSAGE_FLOW, {}))
+            assert peer.until(gp.G_MESSAGE_DATA)[0] is not None
+            # The first one acknowledged home: A's queue holds one message, not two.
+            w = gp.BodyWriter().raw(key)
+            uid.write(w)
+            peer.send(gp.GPacket(gp.G_MESSAGE_ACK, {"T": gp.ACK_ACKNOWLEDGED, "C": 1}, w.bytes()))
+            peer.barrier()
+            out = _admin(a, tmp_path, "query", "dst", "-t", "q", "-n", q)
+            actual = next(li for li in out.splitlines() if li.strip().startswith("Actual"))
+            assert actual.split()[-1] == "1", out
+        peer.send(gp.GPacket(gp.G_GOODBYE, {}))
+        peer.until(gp.G_GOODBYE_REPLY)
+        peer.sock.close()
+        left = f"B@127.0.0.1:{pms[1]} left the cluster"
+        wait_for(lambda: left in a.log_text(), 20, "bye")
+        # A bad interest record drops the link with its reason; A goes on.
+        peer = FakePeer(a, "127.0.0.1", pms[1], "B")
+        peer.send(gp.GPacket(gp.G_NEW_INTEREST, {"C": 1}, b"\x00" * 12))
+        wait_for(lambda: "interest record version" in a.log_text(), 20, "dropped")
+        peer.sock.close()
+    finally:
+        a.stop()

@@ -89,6 +89,8 @@ class ClusterService:
         self.extra_info: dict[str, object] = {}
         self.locks = ClusterLocks(self)
         self.stopping = False
+        # Whether this broker asked the others to stop sending it messages (memory red).
+        self.flow_stopped = False
         # Set while applying a peer's change, so it is not sent back out.
         self._applying = False
         self.loop: asyncio.AbstractEventLoop | None = None
@@ -212,6 +214,8 @@ class ClusterService:
         if cons:
             link.send(self._interest_packet(cons))
         self.locks.link_up(link)
+        if self.flow_stopped:
+            link.send(gp.GPacket(gp.G_STOP_MESSAGE_FLOW, {}))
         if self.record is None and link is self._master_link() and self.instance_dir is not None:
             since = read_last_sync(self.instance_dir)
             link.send(
@@ -826,9 +830,17 @@ class ClusterService:
             link.goodbye = True
             link.send(gp.GPacket(gp.G_GOODBYE_REPLY, {"S": 200}))
         elif t == gp.G_STOP_MESSAGE_FLOW:
+            if not link.flow_stopped:
+                log.info("broker %s asked to stop message flow to it", link.address)
             link.flow_stopped = True
+            if pkt.wants_reply:
+                link.send(gp.GPacket(gp.G_STOP_MESSAGE_FLOW_REPLY, {"S": 200}))
         elif t == gp.G_RESUME_MESSAGE_FLOW:
+            if link.flow_stopped:
+                log.info("broker %s resumed message flow to it", link.address)
             link.flow_stopped = False
+            if pkt.wants_reply:
+                link.send(gp.GPacket(gp.G_RESUME_MESSAGE_FLOW_REPLY, {"S": 200}))
             stamp = now_ms()
             for (lid, _cid), rc in list(self.remotes.items()):
                 if lid == id(link):
@@ -858,6 +870,17 @@ class ClusterService:
             link.send(gp.GPacket(t + 1, {"S": 501, "reason": f"{pkt.name} is not supported here"}))
         else:
             log.debug("cluster packet %s from %s ignored", pkt.name, link.describe())
+
+    def set_flow_stopped(self, stopped: bool, why: str) -> None:
+        """Cluster flow control: ask every broker to stop (or resume) sending us messages."""
+        if stopped == self.flow_stopped:
+            return
+        self.flow_stopped = stopped
+        log.warning(
+            "cluster message flow to this broker %s (%s)", "stopped" if stopped else "resumed", why
+        )
+        kind = gp.G_STOP_MESSAGE_FLOW if stopped else gp.G_RESUME_MESSAGE_FLOW
+        self._broadcast(gp.GPacket(kind, {}))
 
     # -- what others ask about the cluster --------------------------------------------
 

@@ -7,6 +7,7 @@ A broker is clustered when ``imq.cluster.brokerlist`` (or the file of
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import TYPE_CHECKING
 
@@ -30,7 +31,16 @@ async def start_cluster(broker: Broker) -> ClusterService | None:
         log.warning("imq.cluster.transport %s is not available yet; using tcp", cfg.transport)
     service = ClusterService(cfg, broker.router, broker.session_id, broker.config.instance_dir)
     await service.start()
+    service._tasks.append(asyncio.create_task(_watch_memory(broker, service)))
     return service
+
+
+async def _watch_memory(broker: Broker, service: ClusterService) -> None:
+    """Cluster flow control: while memory is RED the other brokers stop sending messages."""
+    while True:
+        await asyncio.sleep(0.5)
+        state = broker.memory.state
+        service.set_flow_stopped(state.lower() == "red", f"memory state {state}")
 
 
 def cluster_entry(service: ClusterService) -> ServiceEntry:
