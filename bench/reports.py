@@ -5,7 +5,8 @@ queue by a third connection) against none.  Prints msgs/s of each and the ratio.
 A run with reports ends when every message was consumed and every report received, so
 the figure is what an application asking for both sees end to end.  Target: asking for
 both reports costs less than 40% of the plain rate (ratio >= 0.60).  Starts its own
-broker unless ``--host/--port`` name one.
+broker unless ``--host/--port`` name one; then it also prints the broker process's CPU
+time per message sent (from /proc), which a loaded machine disturbs less than rates.
 
     .venv/bin/python bench/reports.py                 # 20,000 messages each way
     .venv/bin/python bench/reports.py --count 50000 --rounds 3
@@ -71,6 +72,12 @@ async def run(host: str, port: int, count: int, size: int, queue: str, reports: 
     return count / elapsed
 
 
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU time of process ``pid`` so far (Linux /proc)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--host", default=None, help="use a running broker (port mapper host)")
@@ -94,19 +101,29 @@ def main() -> None:
         host, port = broker.host, broker.portmapper_port
     try:
         asyncio.run(run(host, port, 2000, args.size, "bench.warmup", True))
-        plain: list[float] = []
-        with_reports: list[float] = []
+        rates: dict[bool, list[float]] = {False: [], True: []}
+        cpu: dict[bool, list[float]] = {False: [], True: []}
         for i in range(args.rounds):
-            plain.append(asyncio.run(run(host, port, args.count, args.size, f"bench.p{i}", False)))
-            with_reports.append(
-                asyncio.run(run(host, port, args.count, args.size, f"bench.r{i}", True))
-            )
-        p, r = max(plain), max(with_reports)
+            for reports in (False, True):
+                before = cpu_seconds(broker.proc.pid) if broker is not None else 0.0
+                queue = f"bench.{'r' if reports else 'p'}{i}"
+                rates[reports].append(
+                    asyncio.run(run(host, port, args.count, args.size, queue, reports))
+                )
+                if broker is not None:
+                    used = cpu_seconds(broker.proc.pid) - before
+                    cpu[reports].append(used / args.count * 1e6)
+        p, r = max(rates[False]), max(rates[True])
         print(
             f"reports: {args.count} x {args.size} B non-persistent, best of {args.rounds}: "
             f"none {p:,.0f} msgs/s, COA+COD {r:,.0f} msgs/s (+{2 * r:,.0f} reports/s); "
             f"ratio {r / p:.2f} (cost {1 - r / p:.0%} of the plain rate; target < 40%)"
         )
+        if broker is not None:
+            print(
+                f"broker CPU per message sent (least of {args.rounds}): none "
+                f"{min(cpu[False]):.0f} us, COA+COD {min(cpu[True]):.0f} us"
+            )
     finally:
         if broker is not None:
             broker.stop()
