@@ -235,14 +235,26 @@ async def test_restarted_then_paused_broker_is_fenced_and_cannot_write(cluster: 
 
     # Paused past the threshold: B takes it over again; sends made to it meanwhile wait
     # in its socket, and when it runs again they reach a store that is no longer its.
+    # A consumer connected to A asks for the queue while A is stopped: when A runs again
+    # it must not hand it what it still holds in memory (B has those now).
+    watcher = await connect_any([addr(a)], request_timeout=60)
+    wsess = await watcher.create_session()
+    await watcher.start()
     os.kill(a.proc.pid, signal.SIGSTOP)
     try:
+        adding = asyncio.create_task(wsess.create_consumer(q))
         deadline = time.monotonic() + 60
         while b.log_text().count("took over broker brokerA") < 2:
             assert time.monotonic() < deadline, b.log_text()
             await asyncio.sleep(0.2)
     finally:
         os.kill(a.proc.pid, signal.SIGCONT)
+    try:
+        from_a = await (await asyncio.wait_for(adding, 30)).receive(5.0)
+    except JMSException:
+        from_a = None
+    assert from_a is None, "the fenced broker delivered a message it no longer owns"
+    assert "deliveries held until the store confirms" in a.log_text()
     owner = await asyncio.to_thread(
         lambda: StoreOwner.objects.using(rows).get(broker_instance="brokerA")
     )

@@ -10,7 +10,14 @@ taker, the failed broker fenced).  The taken rows are then added to this broker'
 (broker/core/recovery.py, ``takeover=True``: every message comes back redelivered).
 
 The database work runs in the store's writer thread, in order with the store's batches,
-never on the event loop.  The members operating now are the broker list HELLO_REPLY
+never on the event loop.
+
+A broker that was stalled (SIGSTOP, a frozen VM) longer than a heartbeat interval may
+have been taken over meanwhile.  Its store cannot write over the taker (fencing), but it
+still holds messages in memory and consumers may still be connected to it: a loop timer
+notices the stall when the loop runs again (uvloop runs due timers before reading
+sockets) and holds every delivery queue until the store confirms the rows are still
+this broker's; if they are not, the broker stops without delivering them.  The members operating now are the broker list HELLO_REPLY
 gives clients (``JMQBrokerList``), so a client that loses its broker knows where to go.
 """
 
@@ -33,6 +40,9 @@ if TYPE_CHECKING:
     from broker.store.dbstore import DatabaseStore
 
 log = logging.getLogger("broker.cluster")
+
+# Seconds between the loop timer's ticks that notice a stall of the broker.
+STALL_TICK = 0.25
 
 
 @dataclass
@@ -74,11 +84,16 @@ class HAMonitor:
         self._healthy_since: float | None = time.monotonic()
         self._task: asyncio.Task | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
+        self._tick_handle: asyncio.TimerHandle | None = None
+        self._last_tick = 0.0
+        self._held: list[Any] = []  # delivery queues held after a stall
         self._update_hello()
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
         self._loop = loop
         self._task = loop.create_task(self._run())
+        self._last_tick = loop.time()
+        self._tick_handle = loop.call_later(STALL_TICK, self._tick)
         log.info(
             "HA cluster %s: broker %s monitors its members every %.1f s (failed after %g)",
             self.cluster_id,
@@ -92,6 +107,53 @@ class HAMonitor:
         if self._task is not None:
             self._task.cancel()
             self._task = None
+        if self._tick_handle is not None:
+            self._tick_handle.cancel()
+            self._tick_handle = None
+
+    # -- stalls -------------------------------------------------------------------
+
+    def _tick(self) -> None:
+        loop = self._loop
+        assert loop is not None
+        now = loop.time()
+        gap, self._last_tick = now - self._last_tick, now
+        self._tick_handle = loop.call_later(STALL_TICK, self._tick)
+        if gap > max(self.interval, STALL_TICK * 4) and not self._held and not self.store.lost:
+            self._hold(gap)
+
+    def _hold(self, gap: float) -> None:
+        """Hold every delivery queue until the store says the rows are still ours."""
+        router = self.broker.router
+        for table in (router.queues, router.topics):
+            for dest in table.values():
+                for q in dest.delivery_queues():
+                    if not q.paused:
+                        q.paused = True
+                        self._held.append(q)
+        log.warning(
+            "broker %s was stalled for %.1f s: deliveries held until the store confirms "
+            "it still owns its rows",
+            self.broker_id,
+            gap,
+        )
+        self.store.run_in_writer(self._confirm)
+
+    def _confirm(self) -> None:
+        """Writer thread: a heartbeat, which finds the rows taken if they were."""
+        self.store._beat()
+        self._call_on_loop(self._release)
+
+    def _release(self) -> None:
+        held, self._held = self._held, []
+        if self.store.lost:
+            return  # the broker stops (on_lost): nothing of it is delivered
+        t = int(time.time() * 1000)
+        for q in held:
+            q.paused = False
+        for q in held:
+            q.dispatch(t)
+        log.info("broker %s still owns its rows: deliveries resume", self.broker_id)
 
     async def _run(self) -> None:
         while True:
