@@ -281,6 +281,8 @@ class Broker:
                 )
                 continue
             services.append(svc)
+        if c.get(props.GC_FREEZE):
+            freeze_startup_heap()  # before the store: recovered messages stay collectable
         await self._open_store(loop)
         self.access.prepare(svc.name for svc in services)
         await loop.run_in_executor(self.executor, self.access.load)
@@ -325,8 +327,6 @@ class Broker:
         self.events = EventPublisher(self)
         self._housekeeping_tasks.append(asyncio.create_task(self._every(1, self.events.tick)))
         self.restart_expiry_job()
-        if c.get(props.GC_FREEZE):
-            freeze_startup_heap(loop)
         log.info("broker %s ready", c.instance)
 
     def portmapper_table(self) -> PortMapperTable:
