@@ -75,8 +75,9 @@ class Message:
         # the original's id but must not collide with it in the store).
         self.store_key = self.key
         self._selector_values: dict | None = None
-        # What the report generator (reports.py) read from it, once.
-        self.report_info: object = None
+        # What the report generator (reports.py) read from it, once; until then the
+        # property table the engine decoded on arrival, so it is not decoded twice.
+        self.report_info: object = pkt._props
 
     def is_expired(self, now_ms: int) -> bool:
         return 0 < self.expiration <= now_ms

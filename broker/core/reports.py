@@ -129,14 +129,17 @@ def _report_properties(feedback: int) -> bytes:
     return section
 
 
-def _read(msg: Message) -> tuple[mq.ReportOptions, list[str], str | None, str | None, str | None]:
+def _read(
+    msg: Message, props: dict[str, object] | None
+) -> tuple[mq.ReportOptions, list[str], str | None, str | None, str | None]:
     """The original's report options (and what was wrong with them), JMSReplyTo (name,
     class) and JMSCorrelationID, from one parse of its bytes; the header fields only
     when the broker has reports to send."""
     try:
         pkt = Packet(msg.raw)
-        values = msg._selector_values
-        opts, errors = mq.parse_options(values if values is not None else pkt.properties)
+        if props is None:
+            props = msg._selector_values
+        opts, errors = mq.parse_options(props if props is not None else pkt.properties)
         if not opts.wants_broker_reports:
             return opts, errors, None, None, None
         fields = pkt.fields
@@ -196,12 +199,14 @@ class ReportGenerator(MessageObserver):
         ``tell``, bad options are logged (callers pass it only for the message's first
         event, so each is logged once)."""
         info = msg.report_info
-        if info is not None:
-            return info  # type: ignore[return-value]
+        if isinstance(info, _Info):
+            return info
+        # Message() left the property table decoded on arrival here, if any.
+        arrival_props = info if isinstance(info, dict) else None
         if _MARK not in msg.raw:
             info = _NO_INFO
         else:
-            opts, errors, name, class_name, correl = _read(msg)
+            opts, errors, name, class_name, correl = _read(msg, arrival_props)
             info = _Info(opts, name, class_name, correl)
             if tell:
                 if errors:
