@@ -110,7 +110,10 @@ DEST_VALUES = dict(
 SAMPLE_KEYS = {
     "type", "instance", "timestamp", "interval", "msgs_in", "msgs_out", "bytes_in",
     "bytes_out", "messages", "message_bytes", "connections", "memory_state", "memory_used",
-    "memory_limit", "destinations", "depths",
+    "memory_limit", "destinations", "depths", "loop_lag_max", "loop_lag_p99", "activity",
+}  # fmt: skip
+ACTIVITY_KEYS = {
+    "name", "type", "msgs_in", "msgs_out", "bytes_in", "bytes_out", "messages", "bytes",
 }  # fmt: skip
 DEPTH_KEYS = {"name", "type", "messages", "bytes", "consumers", "producers"}
 SIZE = 1000
@@ -313,11 +316,13 @@ def test_broker_publishes_samples_to_its_group(own_broker, redis_url):
                 await send(b, q, 1, conn)
             await send(b, deep, 7, conn)
             busiest = 0.0
+            deep_active: list[dict] = []
 
             async def next_sample() -> dict:
                 nonlocal busiest
                 sample = await asyncio.wait_for(layer.receive(channel), 30)
                 busiest = max(busiest, sample["msgs_in"])
+                deep_active.extend(a for a in sample["activity"] if a["name"] == deep)
                 return sample
 
             sample = await until(
@@ -343,6 +348,11 @@ def test_broker_publishes_samples_to_its_group(own_broker, redis_url):
             assert depths[0]["bytes"] >= 7 * SIZE
             assert sample["message_bytes"] == sample["memory_used"] >= 67 * SIZE
             assert sample["connections"] >= 1
+            # The destination's own rates: in the activity of the samples while it was sent to.
+            await until(next_sample, lambda s: deep_active)
+            assert all(set(a) == ACTIVITY_KEYS for a in deep_active)
+            assert any(a["msgs_in"] > 0 for a in deep_active)
+            assert deep_active[0]["type"] == "queue" and deep_active[-1]["msgs_out"] == 0
         finally:
             await layer.flush()
 
@@ -531,7 +541,11 @@ def test_overview_sends_history_then_live_samples(own_broker, redis_url, setting
                 assert event["type"] == "sample" and event["instance"] == instance
                 return event
 
-            live = await until(next_sample, lambda s: any(d["name"] == q for d in s["depths"]))
+            # All 12 (a sample can fall between two of the sends).
+            live = await until(
+                next_sample,
+                lambda s: any(d["name"] == q and d["messages"] == 12 for d in s["depths"]),
+            )
             assert set(live) == SAMPLE_KEYS
             (row,) = [d for d in live["depths"] if d["name"] == q]
             assert row["messages"] == 12 and row["type"] == "queue"

@@ -6,6 +6,7 @@ delete by selector, retry from the DMQ; each in the audit log with the administr
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 
@@ -188,3 +189,45 @@ def test_retry_from_the_dmq_page(page, portal_server, admin):  # noqa: F811
     first = next(m for m in back if m["preview"] == "first")
     assert "retried from mq.sys.dmq by admin" in first["properties"]["JMS_PY_REDELIVERY_NOTE"]
     assert audit(portal_server, f"retried 1 message(s) from mq.sys.dmq (1 to queue {queue})") == 1
+
+
+def test_destination_page_live_rates_and_readable_metrics(page, portal_server, admin):  # noqa: F811
+    """While a producer sends, the destination page's live rates (from the broker's
+    samples over the WebSocket) show messages coming in and the uPlot chart is drawn;
+    the metrics table shows bytes in KiB/MiB."""
+    from .test_portal_pages import Producer
+
+    queue = f"pages.live.{uuid.uuid4().hex[:6]}"
+    admin.create_destination(queue, 1, {})
+    login_admin(page, portal_server.url)
+    page.goto(f"{portal_server.url}/destinations/q/{queue}/")
+    producer = Producer(portal_server, queue)
+    producer.start()
+    try:
+        expect(page.locator("#live-in")).to_have_text(re.compile(r"^(?!0$)[0-9.]+$"))
+        expect(page.locator("#live-chart canvas")).to_have_count(1)
+        expect(page.locator("#live-status")).to_contain_text("Live: updated")
+    finally:
+        producer.stop()
+    assert producer.error is None and producer.sent > 0
+    page.reload()
+    metrics = page.locator("section.card", has=page.get_by_role("heading", name="Metrics"))
+    expect(metrics.locator("tr", has_text="msgBytesIn")).to_contain_text(re.compile(r"(B|KiB)"))
+    # Once quiet, the rate goes back to 0 (a destination with no traffic is not listed).
+    expect(page.locator("#live-in")).to_have_text("0")
+
+
+def test_admin_reply_queues_are_not_counted(page, portal_server):  # noqa: F811
+    """The temporary reply queue of the portal's own admin connection (and imqcmd's) is
+    hidden from the destination list and its count; a client's temporary queue is not."""
+    conn = connect(portal_server.broker.host, portal_server.broker.portmapper_port)
+    try:
+        temp = conn.create_temporary_queue()
+        login_admin(page, portal_server.url)
+        page.goto(f"{portal_server.url}/destinations/?temporary=on&name=temporary")
+        rows = page.locator("table tbody tr", has_text="temporary_destination")
+        expect(rows).to_have_count(1)
+        expect(rows.first).to_contain_text(temp.name)
+        expect(page.locator("p.count")).to_have_text("1 destination")
+    finally:
+        conn.close()

@@ -14,7 +14,10 @@ the channel layer group :func:`group_name` (``"broker.<instance>"``)::
      "destinations": 10000,                     # how many there are (all of them)
      "loop_lag_max": 0.4, "loop_lag_p99": 0.2,  # event-loop lag, ms (looplag.py)
      "depths": [{"name": "orders", "type": "queue", "messages": 40, "bytes": 40960,
-                 "consumers": 1, "producers": 2}, ...]}   # the 50 deepest only
+                 "consumers": 1, "producers": 2}, ...],   # the 50 deepest only
+     "activity": [{"name": "orders", "type": "queue", "msgs_in": 12.0, "msgs_out": 11.0,
+                   "bytes_in": 12288.0, "bytes_out": 11264.0, "messages": 40,
+                   "bytes": 40960}, ...]}   # rates of the 200 busiest of the interval
 
 so a broker with 10,000 destinations still publishes a bounded message.  Rates are the
 counter deltas over the time since the previous sample (a RESET_BROKER restarts them).
@@ -52,7 +55,7 @@ import logging
 import re
 import time
 from datetime import UTC, datetime
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING
 
 from broker import props
@@ -70,6 +73,7 @@ __all__ = ["EventPublisher", "SampleWriter", "group_name", "MAX_DEPTHS", "SAMPLE
 
 SAMPLE_TYPE = "broker.sample"
 MAX_DEPTHS = 50
+MAX_ACTIVE = 200  # destinations with their own rates in a sample (the busiest)
 PUBLISH_TIMEOUT = 5.0
 # Destinations given an averaging sample per tick (round robin beyond that), so a broker
 # with 10,000 destinations spends about a millisecond a second on it, not ten.
@@ -78,6 +82,7 @@ ADMIN_QUEUE = "__JMQAdmin"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _BY_DEPTH = attrgetter("msg_count")
+_FIRST = itemgetter(0)
 
 
 def group_name(instance: str) -> str:
@@ -128,6 +133,7 @@ class EventPublisher:
         now = time.monotonic()
         counters = _snapshot(broker)
         self._prev = (now, counters)
+        self._dest_prev: dict | None = None  # destination -> its counters at the last sample
         self._row_base = (now, counters)
         self._writer = (
             SampleWriter(self.instance, self.retention) if self.sample_interval > 0 else None
@@ -162,11 +168,18 @@ class EventPublisher:
         seconds = max(mono - prev_t, 0.001)
         self._prev = (mono, counters)
         msgs_in, msgs_out, bytes_in, bytes_out = _rates(counters, prev, seconds)
-        dests = [d for d in router.queues.values() if d.name != ADMIN_QUEUE]
+        # The reply queues of admin tools' connections (the portal's own) are not counted.
+        tools = {cid for cid, c in broker.connections.items() if c.service.type == "ADMIN"}
+        dests = [
+            d
+            for d in router.queues.values()
+            if d.name != ADMIN_QUEUE and d.temporary_owner not in tools
+        ]
         dests += router.topics.values()
         for d in self._averaging_batch(dests):
             sample_averages(d, consumer_counts(d))
         deepest = heapq.nlargest(MAX_DEPTHS, dests, key=_BY_DEPTH)
+        activity = self._activity(dests, seconds)
         depths = [
             {
                 "name": d.name,
@@ -198,7 +211,43 @@ class EventPublisher:
             "loop_lag_max": _lag_ms(broker, "max"),
             "loop_lag_p99": _lag_ms(broker, "p99"),
             "depths": depths,
+            "activity": activity,
         }
+
+    def _activity(self, dests: list, seconds: float) -> list[dict]:
+        """Per-destination rates (per second) of the MAX_ACTIVE busiest destinations of
+        this interval; a destination not listed had no traffic.  The destination pages'
+        live charts read them."""
+        before = self._dest_prev
+        now: dict = {}
+        busy = []
+        zero = (0, 0, 0, 0)
+        for d in dests:
+            c = (d.msgs_in, d.msgs_out, d.msg_bytes_in, d.msg_bytes_out)
+            now[d] = c
+            if before is None:
+                continue  # the first sample: what recovery counted is no traffic
+            # One created since the last sample counts from zero.
+            b = before.get(d, zero)
+            if c != b:
+                busy.append((c[0] - b[0] + c[1] - b[1], d, c, b))
+        self._dest_prev = now
+        out = []
+        for _, d, c, b in heapq.nlargest(MAX_ACTIVE, busy, key=_FIRST):
+            r = _rates(c, b, seconds)
+            out.append(
+                {
+                    "name": d.name,
+                    "type": "queue" if d.is_queue else "topic",
+                    "msgs_in": r[0],
+                    "msgs_out": r[1],
+                    "bytes_in": r[2],
+                    "bytes_out": r[3],
+                    "messages": d.msg_count,
+                    "bytes": d.msg_bytes,
+                }
+            )
+        return out
 
     def _averaging_batch(self, dests: list) -> list:
         n = len(dests)

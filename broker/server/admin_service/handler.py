@@ -445,6 +445,11 @@ LIST_PROPS = (
 )
 
 
+def admin_connection_ids(broker) -> set[int]:
+    """The ids of the connections on ADMIN services (imqcmd, the portal's)."""
+    return {cid for cid, c in broker.connections.items() if c.service.type == "ADMIN"}
+
+
 def _select_destinations(dests: list, props: dict) -> tuple[list, int]:
     """The page of ``dests`` the LIST_PROPS ask for, and how many matched in all."""
     kind = props.get("JMQFilterType")
@@ -953,6 +958,10 @@ class AdminHandler:
                 if d.name != ADMIN_QUEUE
             ]
             if any(p in props for p in LIST_PROPS):
+                # The portal's paged list: the reply queues of admin tools' connections
+                # (the portal's own among them) are plumbing, not the operator's.
+                tools = admin_connection_ids(conn.broker)
+                dests = [d for d in dests if d.temporary_owner not in tools]
                 dests, total = _select_destinations(dests, props)
                 extra["JMQQuantity"] = JInt(total)
         delayed: dict[tuple[str, bool], list[int]] = {}

@@ -175,5 +175,40 @@ def _java_type(value: Any) -> str:
     return _JAVA_TYPES.get(type(value).__name__, type(value).__name__)
 
 
+_BYTE_METRICS = {"totalMemory", "freeMemory", "maxMemory", "diskReserved", "diskUsed"}
+_TIME_METRICS = {"timeStamp", "timestamp"}
+
+
+def human_bytes(n: int | float) -> str:
+    """``1.5 MiB (1,572,864 bytes)``; under a KiB just ``512 B``."""
+    value = float(n)
+    if abs(value) < 1024:
+        return f"{int(value)} B"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        value /= 1024
+        if abs(value) < 1024 or unit == "TiB":
+            return f"{value:.1f} {unit} ({int(n):,} bytes)"
+    raise AssertionError("unreachable")
+
+
+def _metric_value(name: str, value: Any) -> Any:
+    """A metric as a person reads it: byte counts in KiB/MiB/GiB, times as UTC dates."""
+    plain = _plain(value)
+    if isinstance(plain, bool) or not isinstance(plain, int | float):
+        return plain
+    if name in _BYTE_METRICS or "Bytes" in name or name.endswith("Size"):
+        return human_bytes(plain)
+    if name in _TIME_METRICS and plain > 0:
+        from datetime import UTC, datetime
+
+        when = datetime.fromtimestamp(plain / 1000, UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+        return when
+    return plain
+
+
 def _metrics(values: dict[str, Any]) -> list[tuple[str, Any]]:
-    return [(k, _plain(v)) for k, v in sorted(values.items()) if not str(k).startswith("__")]
+    return [
+        (k, _metric_value(str(k), v))
+        for k, v in sorted(values.items())
+        if not str(k).startswith("__")
+    ]

@@ -30,6 +30,7 @@ from .common import (
     _paginate,
     _plain,
     broker_address,
+    human_bytes,
 )
 
 
@@ -105,6 +106,7 @@ def destination_detail(request: HttpRequest, kind: str, name: str) -> HttpRespon
             "producers": producers,
             "producers_error": producers_error,
             "metrics": metrics,
+            "dest_bytes": human_bytes(dest["bytes"]),
             "pause_form": forms.PauseDestinationForm(),
         }
 
