@@ -661,3 +661,20 @@ def test_flow_control_acks_and_goodbye_seen_from_a_peer(tmp_path: Path):
         peer.sock.close()
     finally:
         a.stop()
+
+
+def test_local_delivery_preferred_keeps_messages_on_the_producers_broker(cluster, tmp_path):
+    a, b, _c = cluster
+    q = name("local")
+    _admin(a, tmp_path, "create", "dst", "-t", "q", "-n", q, "-o", "localDeliveryPreferred=true")
+    wait_for(lambda: q in _admin(b, tmp_path, "list", "dst", "-t", "q"), 30, "propagated")
+    with conn(a) as ca, conn(b) as cb:
+        remote = cb.create_session().create_consumer(Queue(q))
+        cb.start()
+        local = ca.create_session().create_consumer(Queue(q))
+        ca.start()
+        p = ca.create_session().create_producer(Queue(q))
+        for i in range(20):
+            p.send(TextMessage(str(i)))
+        assert [local.receive(10).text for _ in range(20)] == [str(i) for i in range(20)]
+        assert remote.receive(1) is None

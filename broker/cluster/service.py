@@ -537,8 +537,10 @@ class ClusterService:
 
     @staticmethod
     def _shared(cons: Consumer) -> bool:
-        name = cons.destination.name
-        return not name.startswith(_PRIVATE_PREFIXES)
+        dest = cons.destination
+        return not dest.name.startswith(_PRIVATE_PREFIXES) and not dest.attributes.get(
+            "isLocalOnly"
+        )
 
     def _uid(self, cons: Consumer) -> gp.ConsumerUID:
         return gp.ConsumerUID(cons.id, cons.link.id, self.cfg.me)
@@ -566,11 +568,12 @@ class ClusterService:
             if text is not None:
                 w.utf(text)
             w.boolean(dest.is_queue).boolean(c.no_local).boolean(True)
-            w.boolean(False).int32(0).boolean(False)
-            w.boolean(dest.is_temporary)  # a record field "has shared name": temp flag here
-            if dest.is_temporary:
-                w.utf("temporary")
+            # No max active count, lock position 0, not JMS 2.0 shared, no shared name.
+            w.boolean(False).int32(0).boolean(False).boolean(False)
             props[f"{c.id}:prefetch"] = c.prefetch if c.prefetch > 0 else -1
+            if dest.is_temporary:
+                # Ours: the receiver makes the temporary destination (so it can send to it).
+                props[f"{c.id}:temporary"] = True
         return gp.GPacket(gp.G_NEW_INTEREST, props, w.bytes())
 
     def _consumer_event(self, what: str, cons: Consumer) -> None:
@@ -609,13 +612,14 @@ class ClusterService:
         rec["queue"] = r.boolean()
         rec["no_local"] = r.boolean()
         rec["ready"] = r.boolean()
-        if r.boolean():
+        # Older brokers end a record after "ready" (read here when it is the last one).
+        if not r.at_end and r.boolean():
             r.int32()
-        r.int32()
-        r.boolean()
-        rec["temporary"] = r.boolean()
-        if rec["temporary"]:
-            r.utf()
+        if not r.at_end:
+            r.int32()
+            r.boolean()
+            if r.boolean():
+                r.utf()
         return rec
 
     def _new_interest(self, link: BrokerLink, pkt: gp.GPacket) -> None:
@@ -626,6 +630,9 @@ class ClusterService:
         for _ in range(count):
             rec = self._read_interest(r)
             uid = rec["uid"]
+            rec["temporary"] = uid is not None and bool(
+                pkt.props.get(f"{uid.consumer_id}:temporary")
+            )
             if uid is None or uid.broker != link.address:
                 raise gp.GPacketError("interest whose consumer is not the sending broker's")
             window = pkt.props.get(f"{uid.consumer_id}:prefetch", -1)
@@ -656,6 +663,13 @@ class ClusterService:
                 dest = router.create_destination(rec["dest"], dtype | DEST_TEMP, rc_probe.link)
             else:
                 dest = router.ensure_destination(rec["dest"], dtype, None)
+        if dest.attributes.get("isLocalOnly"):
+            log.info(
+                "interest of %s on %s not taken: the destination is local only",
+                uid.broker,
+                dest.name,
+            )
+            return
         rc = rc_probe
         rc.destination = dest
         if isinstance(dest, QueueDestination):
