@@ -471,3 +471,29 @@ async def test_durable_subscription_and_its_messages_move_to_the_taker(cluster: 
         lambda: list(StoredDurable.objects.using(rows).values_list("broker_instance", "name"))
     )
     assert durables == [("brokerB", "daily")]
+
+
+@run
+async def test_prepared_xa_transaction_is_taken_over_in_doubt(cluster: Cluster, rows):
+    """A PREPARED XA transaction of the killed broker is in doubt on the taker: a
+    transaction manager's recovery finds it there and commits it."""
+    from broker.client.xa import create_xa_session
+
+    from .test_persistence import _prepare_in_doubt, receive_all
+
+    a = cluster.start("brokerA")
+    b = cluster.start("brokerB")
+    q, src = Queue("ha_xaout"), Queue("ha_xain")
+    xid = await _prepare_in_doubt(a, q, src)
+    os.kill(a.proc.pid, signal.SIGKILL)
+    a.proc.wait(10)
+    wait_log(b, "took over broker brokerA")
+    assert "1 transactions" in b.log_text() and "PREPARED and in doubt" in b.log_text()
+    conn = await connect_any([addr(b)], request_timeout=20)
+    _sess, xa = await create_xa_session(conn)
+    assert xid in await xa.recover()
+    assert await receive_all(b, q, first_timeout=0.5) == []  # held while in doubt
+    await xa.commit(xid)
+    await conn.close()
+    assert [m.text for m in await receive_all(b, q)] == ["prepared send"]
+    assert await receive_all(b, src, first_timeout=0.5) == []  # consumed for good
