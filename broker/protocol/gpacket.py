@@ -17,6 +17,7 @@ them apart.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import struct
 import time
@@ -335,6 +336,8 @@ class BodyReader:
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _BOOL = struct.Struct(">B")
+_U16 = struct.Struct(">H")
+_ADDRESSES: dict[bytes, BrokerAddress] = {}
 
 
 class BodyWriter:
@@ -380,12 +383,28 @@ class BrokerAddress:
 
     @classmethod
     def read(cls, r: BodyReader) -> BrokerAddress:
+        # A link carries the same few addresses in every ConsumerUID: decoded once each.
+        data, pos = r.data, r.pos
+        try:
+            (n1,) = _U16.unpack_from(data, pos + 4)
+            (n2,) = _U16.unpack_from(data, pos + 6 + n1)
+        except struct.error:
+            raise GPacketError("truncated BrokerAddress") from None
+        end = pos + 12 + n1 + n2
+        raw = data[pos:end]
+        cached = _ADDRESSES.get(raw)
+        if cached is not None and len(raw) == end - pos:
+            r.pos = end
+            return cached
         version = r.int32()
         if version != BROKER_ADDRESS_VERSION:
             raise GPacketError(
                 f"BrokerAddress version {version}, expected {BROKER_ADDRESS_VERSION}"
             )
-        return cls(r.utf(), r.utf(), r.int32())
+        addr = cls(r.utf(), r.utf(), r.int32())
+        if len(_ADDRESSES) < 1024:
+            _ADDRESSES[bytes(raw)] = addr
+        return addr
 
     def __str__(self) -> str:
         return f"{self.instance}@{self.host}:{self.port}"
@@ -400,8 +419,14 @@ class ConsumerUID:
     broker: BrokerAddress
 
     def write(self, w: BodyWriter) -> None:
-        w.int64(self.consumer_id).int64(self.connection_id)
+        w.raw(self.encoded)
+
+    @functools.cached_property
+    def encoded(self) -> bytes:
+        """The ConsumerUID's bytes (made once: a consumer's UID goes in every packet)."""
+        w = BodyWriter().int64(self.consumer_id).int64(self.connection_id)
         self.broker.write(w)
+        return w.bytes()
 
     @classmethod
     def read(cls, r: BodyReader) -> ConsumerUID:
