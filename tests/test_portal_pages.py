@@ -247,7 +247,7 @@ def test_create_browse_purge_destroy_a_queue(page, portal_server):  # noqa: F811
     page.get_by_role("link", name="Browse messages").click()
     rows = page.locator("#messages tbody tr")
     expect(rows).to_have_count(3)
-    rows.nth(1).locator("td").nth(1).get_by_role("link").click()
+    rows.nth(1).locator("td").nth(2).get_by_role("link").click()  # after the select box
     # The body is shown as text, escaped (the angle brackets are text, not markup).
     expect(page.locator("#body-preview")).to_have_text("order <two> & more")
     expect(page.locator("#headers")).to_be_visible()
