@@ -63,6 +63,7 @@ ROOT_LINKS = {
     "groups": "api-groups",
     "acl": "api-acl",
     "logs": "api-logs",
+    "definitions": "api-definitions",
 }
 
 
