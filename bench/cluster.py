@@ -19,6 +19,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
@@ -34,8 +35,19 @@ def percentile(sorted_values: list[float], p: float) -> float:
     return sorted_values[k]
 
 
+class Where(NamedTuple):
+    """A broker's port mapper (what a client needs; picklable, unlike BrokerProcess)."""
+
+    host: str
+    portmapper_port: int
+
+
 async def run(
-    prod: BrokerProcess, cons: BrokerProcess, count: int, size: int, persistent: bool
+    prod: BrokerProcess | Where,
+    cons: BrokerProcess | Where,
+    count: int,
+    size: int,
+    persistent: bool,
 ) -> dict:
     pconn = await connect(prod.host, prod.portmapper_port)
     cconn = await connect(cons.host, cons.portmapper_port)
@@ -78,6 +90,28 @@ async def run(
     }
 
 
+def _median(runs: list[dict]) -> dict:
+    return sorted(runs, key=lambda r: r["msgs_per_s"])[len(runs) // 2]
+
+
+def _pair_worker(args: tuple) -> float:
+    """One producer/consumer pair in its own process (the client is CPU-bound): msgs/s."""
+    prod, cons, count, size = args
+    return asyncio.run(run(prod, cons, count, size, False))["msgs_per_s"]
+
+
+def scale(a: BrokerProcess, b: BrokerProcess, count: int, size: int) -> tuple[float, float]:
+    """Total msgs/s of two local pairs (producer and consumer on the same broker, each
+    pair its own queue) both on A, then one on A and one on B."""
+    import multiprocessing
+
+    pa, pb = Where(a.host, a.portmapper_port), Where(b.host, b.portmapper_port)
+    with multiprocessing.get_context("spawn").Pool(2) as pool:
+        one = sum(pool.map(_pair_worker, [(pa, pa, count, size), (pa, pa, count, size)]))
+        two = sum(pool.map(_pair_worker, [(pa, pa, count, size), (pb, pb, count, size)]))
+    return one, two
+
+
 def start_pair(tmp: Path) -> tuple[BrokerProcess, BrokerProcess]:
     pms = [free_port(), free_port()]
     brokerlist = ",".join(f"127.0.0.1:{p}" for p in pms)
@@ -101,6 +135,7 @@ def main() -> None:
     ap.add_argument("--count", type=int, default=30_000, help="non-persistent messages")
     ap.add_argument("--persistent-count", type=int, default=5_000)
     ap.add_argument("--size", type=int, default=1024)
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each case (median kept)")
     args = ap.parse_args()
     try:
         import uvloop
@@ -114,9 +149,13 @@ def main() -> None:
         rows = []
         for persistent, count in ((False, args.count), (True, args.persistent_count)):
             kind = "persistent" if persistent else "non-persistent"
-            one = asyncio.run(run(a, a, count, args.size, persistent))
-            remote = asyncio.run(run(a, b, count, args.size, persistent))
-            rows.append((kind, count, one, remote))
+            # Alternated and the median run kept: on a shared machine the load moves.
+            ones, remotes = [], []
+            for _ in range(args.repeat):
+                ones.append(asyncio.run(run(a, a, count, args.size, persistent)))
+                remotes.append(asyncio.run(run(a, b, count, args.size, persistent)))
+            rows.append((kind, count, _median(ones), _median(remotes)))
+        one_broker, two_brokers = scale(a, b, args.count // 2, args.size)
         for kind, count, one, remote in rows:
             ratio = remote["msgs_per_s"] / one["msgs_per_s"]
             print(
@@ -125,6 +164,10 @@ def main() -> None:
                 f"A->B {remote['msgs_per_s']:,.0f} msgs/s (p50 {remote['p50_ms']:.2f} ms, "
                 f"p99 {remote['p99_ms']:.2f} ms); remote/one = {ratio:.0%}"
             )
+        print(
+            f"two local pairs, non-persistent: both on A {one_broker:,.0f} msgs/s in total, "
+            f"one on A and one on B {two_brokers:,.0f} msgs/s ({two_brokers / one_broker:.0%})"
+        )
     finally:
         a.stop()
         b.stop()
