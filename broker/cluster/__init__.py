@@ -22,6 +22,13 @@ The public names, stable for the other parts of the broker (and the HA helper's
   worker thread; ``holders`` (callables ``resource -> bool`` saying this broker holds it).
 * :mod:`broker.cluster.remote` -- ``RemoteConsumer`` (a DeliveryTarget on the home
   broker) and ``InboundOrigin`` (owner of entries received for a local consumer).
+* :mod:`broker.cluster.changerecord` -- the master broker's change record
+  (``ChangeRecord(instance_dir)``, ``backup(instance_dir, file)``, ``restore(...)``);
+  ``ClusterService.record`` is set on the master.
+* ``ClusterService.set_flow_stopped(stopped, why)`` -- cluster flow control
+  (broker/server/clustering.py calls it from the memory state).
+* Router hooks the service uses (broker/core/router.py): ``consumer_listeners``,
+  ``listeners`` (destination and durable events), ``change_guard``.
 
 Bytes: broker/protocol/gpacket.py (sans-IO).  Wiring: broker/server/broker.py starts the
 service when ``imq.cluster.brokerlist`` (or ``imq.cluster.url``) names other brokers.
