@@ -497,3 +497,49 @@ async def test_prepared_xa_transaction_is_taken_over_in_doubt(cluster: Cluster, 
     await conn.close()
     assert [m.text for m in await receive_all(b, q)] == ["prepared send"]
     assert await receive_all(b, src, first_timeout=0.5) == []  # consumed for good
+
+
+@run
+async def test_imqcmd_takeover_bkr(cluster: Cluster, rows):
+    """``imqcmd takeover bkr -n BROKERID``: refused for a running broker or an unknown
+    id; a broker stopped with -nofailover is taken over on request."""
+    from broker.models import BrokerState, StoredMessage, StoreOwner
+
+    from .test_imqcmd import run_imqcmd
+
+    a = cluster.start("brokerA")
+    b = cluster.start("brokerB")
+    q = Queue("ha_manual")
+    conn = await connect_any([addr(a)], request_timeout=20)
+    prod = await (await conn.create_session()).create_producer(q)
+    for t in ("m1", "m2"):
+        await prod.send(TextMessage(t))
+    await conn.close()
+
+    def imqcmd(target: BrokerProcess, *args: str):
+        return run_imqcmd(target, *args, answer="admin\n")
+
+    running = await asyncio.to_thread(imqcmd, b, "takeover", "bkr", "-n", "brokerA")
+    assert running.returncode != 0 and "broker brokerA is running" in running.stderr
+    unknown = await asyncio.to_thread(imqcmd, b, "takeover", "bkr", "-n", "nosuch")
+    assert unknown.returncode != 0 and "no broker nosuch in HA cluster" in unknown.stderr
+    stopped = await asyncio.to_thread(imqcmd, a, "shutdown", "bkr", "-nofailover")
+    assert stopped.returncode == 0, stopped.stderr
+    a.proc.wait(60)
+    done = await asyncio.to_thread(imqcmd, b, "takeover", "bkr", "-n", "brokerA")
+    assert done.returncode == 0, (done.stdout, done.stderr)
+    assert "taking over broker brokerA on request" in b.log_text()
+    assert "took over broker brokerA" in b.log_text()
+
+    def state() -> tuple[str, str, int]:
+        o = StoreOwner.objects.using(rows).get(broker_instance="brokerA")
+        held = StoredMessage.objects.using(rows).filter(broker_instance="brokerA").count()
+        return o.broker_state, o.taken_over_by, held
+
+    assert await asyncio.to_thread(state) == (BrokerState.FAILOVER_COMPLETE, "brokerB", 0)
+    conn = await connect_any([addr(b)], request_timeout=20)
+    cons = await (await conn.create_session()).create_consumer(q)
+    await conn.start()
+    got = [(await cons.receive(10)).text for _ in range(2)]
+    await conn.close()
+    assert got == ["m1", "m2"]

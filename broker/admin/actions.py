@@ -221,6 +221,17 @@ def shutdown_broker(admin: BrokerAdmin, actor: str, *, no_failover: bool = False
     admin.shutdown(no_failover=no_failover)
 
 
+def takeover_broker(admin: BrokerAdmin, actor: str, broker_id: str) -> None:
+    """Have the broker take over another broker of its HA cluster now (imqcmd takeover
+    bkr -n BROKERID): one that failed and was not taken over, or stopped -nofailover."""
+    admin.takeover(broker_id)
+    record_change(
+        actor,
+        f"had the broker take over broker {broker_id}",
+        {"type": "broker", "op": "takeover", "target": broker_id},
+    )
+
+
 def restart_broker(admin: BrokerAdmin, actor: str) -> None:
     record_change(actor, "restarted the broker", {"type": "broker", "op": "restart"})
     admin.restart()

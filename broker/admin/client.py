@@ -57,6 +57,7 @@ from broker.protocol.admin_types import (
     RESUME,
     ROLLBACK_TRANSACTION,
     SHUTDOWN,
+    TAKEOVER_BROKER,
     UNQUIESCE_BROKER,
     UPDATE_BROKER_PROPS,
     UPDATE_DESTINATION,
@@ -302,6 +303,11 @@ class AdminClient:
             )
         except TimeoutError:
             pass
+
+    async def takeover(self, broker_id: str, timeout: float = 120) -> None:
+        """Ask the broker to take over another broker of its HA cluster now
+        (TAKEOVER_BROKER); it answers once the data is loaded."""
+        await self.request(TAKEOVER_BROKER, {"JMQBrokerID": broker_id}, timeout=timeout)
 
     async def restart(self, timeout: float = 10) -> None:
         """Ask the broker to restart (SHUTDOWN with JMQRestart): it stops cleanly and

@@ -31,9 +31,11 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 
+from broker.core.errors import RouterError
 from broker.core.recovery import recover
 from broker.models import BrokerState, StoreOwner
 from broker.protocol.jtypes import JLong
+from broker.protocol.types import Status
 from broker.store import takeover
 
 if TYPE_CHECKING:
@@ -237,6 +239,58 @@ class HAMonitor:
             return
         self._call_on_loop(self._adopt, taken)
 
+    # -- an administrator's takeover (imqcmd takeover bkr) ---------------------------
+
+    async def take_over_now(self, broker_id: str) -> Takeover:
+        """Take ``broker_id`` over now: it must be a member of this cluster that is not
+        running (failed, or shut down, also with -nofailover).  RouterError otherwise."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[Takeover] = loop.create_future()
+
+        def job() -> None:  # writer thread
+            try:
+                taken = self._forced(broker_id)
+            except Exception as exc:
+                loop.call_soon_threadsafe(_settle, fut, None, exc)
+                return
+            loop.call_soon_threadsafe(_settle, fut, taken, None)
+
+        self.store.run_in_writer(job)
+        taken = await fut
+        return self._adopt(taken)
+
+    def _forced(self, broker_id: str) -> takeover.TakenOver:
+        using = self.store.using
+        if broker_id == self.broker_id:
+            raise RouterError(Status.BAD_REQUEST, "a broker cannot take itself over")
+        row = StoreOwner.objects.using(using).filter(broker_instance=broker_id).first()
+        if row is None or not row.ha or row.cluster_id != self.cluster_id:
+            raise RouterError(
+                Status.NOT_FOUND, f"no broker {broker_id} in HA cluster {self.cluster_id}"
+            )
+        if row.state == StoreOwner.State.RUNNING and not takeover.to_take_over(
+            row, threshold=self.threshold
+        ):
+            raise RouterError(
+                Status.PRECONDITION_FAILED,
+                f"broker {broker_id} is running (it beat at {row.heartbeat:%H:%M:%S}); "
+                "only a failed or stopped broker can be taken over",
+            )
+        log.warning("HA cluster %s: taking over broker %s on request", self.cluster_id, broker_id)
+        taken = takeover.take_over(
+            broker_id,
+            row.epoch,
+            self.broker_id,
+            threshold=self.threshold,
+            using=using,
+            stopped_too=True,
+        )
+        if taken is None:
+            raise RouterError(
+                Status.CONFLICT, f"broker {broker_id} changed meanwhile (taken or restarted)"
+            )
+        return taken
+
     def _call_on_loop(self, fn, *args) -> None:
         loop = self._loop
         if loop is not None:
@@ -261,7 +315,7 @@ class HAMonitor:
         hello["JMQStoreSession"] = JLong(self.store.epoch or 0)
         hello["JMQBrokerList"] = ",".join(f"mq://{a}/" for a in self.members)
 
-    def _adopt(self, taken: takeover.TakenOver) -> None:
+    def _adopt(self, taken: takeover.TakenOver) -> Takeover:
         """The taken rows are this broker's now: into the router."""
         counts = recover(self.broker.router, taken.state, takeover=True)
         done = Takeover(
@@ -283,6 +337,16 @@ class HAMonitor:
             done.messages,
             done.transactions,
         )
+        return done
+
+
+def _settle(fut: asyncio.Future, result: object, exc: BaseException | None) -> None:
+    if fut.done():
+        return
+    if exc is not None:
+        fut.set_exception(exc)
+    else:
+        fut.set_result(result)
 
 
 __all__ = ["HAMonitor", "Takeover"]

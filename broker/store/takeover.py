@@ -79,7 +79,13 @@ def members(cluster_id: str, *, using: str = "default") -> list[StoreOwner]:
 
 
 def take_over(
-    victim: str, epoch: int, me: str, *, threshold: float, using: str = "default"
+    victim: str,
+    epoch: int,
+    me: str,
+    *,
+    threshold: float,
+    using: str = "default",
+    stopped_too: bool = False,
 ) -> TakenOver | None:
     """Move ``victim``'s rows to ``me`` if it is still to be taken over at ``epoch``; None when
     another broker took it first, it came back, or its row is locked (tried again on
@@ -96,7 +102,12 @@ def take_over(
             .first()
         )
         now = timezone.now()
-        if row is None or row.epoch != epoch or not to_take_over(row, threshold=threshold, now=now):
+        if row is None or row.epoch != epoch:
+            return None
+        # ``stopped_too``: an administrator's takeover (imqcmd takeover bkr) also takes the
+        # data of a broker shut down with -nofailover.
+        stopped = stopped_too and row.state == StoreOwner.State.STOPPED
+        if not stopped and not to_take_over(row, threshold=threshold, now=now):
             return None
         state = read_state(victim, using=using)
         clash_txns, clash_keys = _clear_clashes(victim, me, state, using=using)

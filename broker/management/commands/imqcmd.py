@@ -38,6 +38,7 @@ Broker:
   quiesce bkr / unquiesce bkr            refuse, or accept again, new connections
   shutdown bkr [-nofailover]             stop the broker (HA: -nofailover, no takeover)
   restart bkr                            stop the broker and start it again
+  takeover bkr -n BROKERID               HA: take over a failed or stopped broker's data now
   reset bkr [-rst METRICS|ALL]           reset the broker's metrics counters
   metrics bkr [-m ttl|rts|cxn] [-int SECONDS] [-msp COUNT]
   reload acl                             re-read the access control rules (ours: OpenMQ
@@ -125,6 +126,7 @@ COMMANDS: dict[tuple[str, str], Spec] = {
     ("quiesce", "bkr"): Spec("quiesce_bkr"),
     ("unquiesce", "bkr"): Spec("unquiesce_bkr"),
     ("shutdown", "bkr"): Spec("shutdown_bkr"),
+    ("takeover", "bkr"): Spec("takeover_bkr", needs=("name",)),
     ("restart", "bkr"): Spec("restart_bkr"),
     ("reset", "bkr"): Spec("reset_bkr"),
     ("metrics", "bkr"): Spec("metrics_bkr"),
@@ -673,6 +675,16 @@ class Command(BaseCommand):
             lambda: actions.shutdown_broker(
                 admin, self.actor, no_failover=bool(self.opts.get("nofailover"))
             ),
+        )
+
+    def takeover_bkr(self, admin) -> None:
+        from broker.admin import actions
+
+        target = self.opts["name"]
+        self._broker_op(
+            f"Are you sure you want to take over broker {target}?",
+            f"Taking over broker {target} with",
+            lambda: actions.takeover_broker(admin, self.actor, target),
         )
 
     def restart_bkr(self, admin) -> None:

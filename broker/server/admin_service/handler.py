@@ -122,6 +122,7 @@ from broker.protocol.types import (
 
 from . import cluster as admin_cluster
 from . import expiry as admin_expiry
+from . import ha as admin_ha
 from . import metrics as admin_metrics
 
 try:
@@ -515,6 +516,7 @@ class AdminHandler:
         self._commands[RESET_BROKER] = admin_metrics.reset_broker
         self._commands[admin_expiry.RECLAIM_EXPIRED] = admin_expiry.reclaim_expired
         self._commands[admin_cluster.GET_CLUSTER] = admin_cluster.get_cluster
+        self._commands[admin_ha.TAKEOVER_BROKER] = admin_ha.takeover_broker
         # Commands whose request carries a body (a serialised object).
         self._body_commands: dict[int, Callable[[ConnectionEngine, dict, bytes], Any]] = {
             CREATE_DESTINATION: self._create_destination,
