@@ -527,7 +527,7 @@ def test_refused_input(broker, passfile):
         (("query", "cxn", "-n", "abc"), "connection ID"),
         (("commit", "txn", "-n", "abc"), "transaction ID"),
         (("frob", "dst"), "unknown subcommand"),
-        (("list", "bkr"), "imqcmd list takes"),
+        (("list", "jmx"), "imqcmd list takes"),
         (("reload", "cls"), "reload acl"),
         (("metrics", "bkr", "-m", "con"), "-m takes"),
         (("metrics", "bkr", "-int", "0"), "-int"),
