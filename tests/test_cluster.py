@@ -678,3 +678,37 @@ def test_local_delivery_preferred_keeps_messages_on_the_producers_broker(cluster
             p.send(TextMessage(str(i)))
         assert [local.receive(10).text for _ in range(20)] == [str(i) for i in range(20)]
         assert remote.receive(1) is None
+
+
+def test_shared_subscription_spans_brokers_each_message_once(cluster):
+    a, b, _c = cluster
+    t = Topic(name("st"))
+    shared = name("shr")
+    with conn(a) as ca, conn(b) as cb:
+        on_a = ca.create_session().create_shared_consumer(t, shared)
+        on_b = cb.create_session().create_shared_consumer(t, shared)
+        ca.start()
+        cb.start()
+        p = ca.create_session().create_producer(t)
+        # Probes until one reaches B's consumer through A's shared subscription.
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            p.send(TextMessage("probe"))
+            if on_b.receive(0.2) is not None:
+                break
+        else:
+            raise AssertionError("B's shared consumer never joined")
+        for k in (on_a, on_b):
+            while (m := k.receive(0.3)) is not None:
+                assert m.text == "probe"
+        for i in range(40):
+            p.send(TextMessage(str(i)))
+        got: list[str] = []
+        deadline = time.monotonic() + 20
+        while len(got) < 40 and time.monotonic() < deadline:
+            for k in (on_a, on_b):
+                m = k.receive(0.2)
+                if m is not None:
+                    got.append(m.text)
+        assert sorted(got, key=int) == [str(i) for i in range(40)]
+        assert on_a.receive(0.3) is None and on_b.receive(0.3) is None

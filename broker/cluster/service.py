@@ -568,8 +568,16 @@ class ClusterService:
             if text is not None:
                 w.utf(text)
             w.boolean(dest.is_queue).boolean(c.no_local).boolean(True)
-            # No max active count, lock position 0, not JMS 2.0 shared, no shared name.
-            w.boolean(False).int32(0).boolean(False).boolean(False)
+            share = sub.share if sub is not None else None
+            shared_name = None
+            if share == "jms" and sub is not None and sub.shared_key is not None:
+                shared_name = sub.shared_key[2]
+            # No max active count, lock position 0; JMS 2.0 shared and its name.
+            w.boolean(False).int32(0).boolean(share == "jms").boolean(shared_name is not None)
+            if shared_name is not None:
+                w.utf(shared_name)
+            if share == "mq":
+                props[f"{c.id}:mqshare"] = True  # ours: OpenMQ's JMQShare
             props[f"{c.id}:prefetch"] = c.prefetch if c.prefetch > 0 else -1
             if dest.is_temporary:
                 # Ours: the receiver makes the temporary destination (so it can send to it).
@@ -612,14 +620,16 @@ class ClusterService:
         rec["queue"] = r.boolean()
         rec["no_local"] = r.boolean()
         rec["ready"] = r.boolean()
+        rec["jms_shared"] = False
+        rec["shared_name"] = None
         # Older brokers end a record after "ready" (read here when it is the last one).
         if not r.at_end and r.boolean():
             r.int32()
         if not r.at_end:
             r.int32()
-            r.boolean()
+            rec["jms_shared"] = r.boolean()
             if r.boolean():
-                r.utf()
+                rec["shared_name"] = r.utf()
         return rec
 
     def _new_interest(self, link: BrokerLink, pkt: gp.GPacket) -> None:
@@ -633,6 +643,7 @@ class ClusterService:
             rec["temporary"] = uid is not None and bool(
                 pkt.props.get(f"{uid.consumer_id}:temporary")
             )
+            rec["mq_share"] = uid is not None and bool(pkt.props.get(f"{uid.consumer_id}:mqshare"))
             if uid is None or uid.broker != link.address:
                 raise gp.GPacketError("interest whose consumer is not the sending broker's")
             window = pkt.props.get(f"{uid.consumer_id}:prefetch", -1)
@@ -679,11 +690,31 @@ class ClusterService:
         else:
             assert isinstance(dest, TopicDestination)
             sub = None
+            mode = "jms" if rec["jms_shared"] else "mq" if rec["mq_share"] else None
             if rec["durable"]:
                 dkey = (rec["client_id"], rec["durable"])
                 sub = dest.durables.get(dkey)
                 if sub is None:
-                    sub = Subscription(dest, selector, rec["no_local"], rc.link.id, dkey)
+                    sub = Subscription(
+                        dest, selector, rec["no_local"], rc.link.id, dkey, share=mode
+                    )
+                    dest.add_subscription(sub)
+            elif mode is not None:
+                # A shared subscription is one per cluster: the remote consumer joins it.
+                if mode == "jms":
+                    skey: tuple = ("jms", rec["client_id"], rec["shared_name"])
+                else:
+                    skey = ("mq", rec["client_id"], dest.name, rec["selector"])
+                sub = dest.shared.get(skey)
+                if sub is None:
+                    sub = Subscription(
+                        dest,
+                        selector,
+                        rec["no_local"],
+                        rc.link.id,
+                        share=mode,
+                        shared_key=skey,
+                    )
                     dest.add_subscription(sub)
             if sub is None:
                 sub = Subscription(dest, selector, rec["no_local"], rc.link.id)
