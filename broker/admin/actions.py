@@ -419,9 +419,11 @@ def page_destinations(
     state: str | None = None,
     show_temporary: bool = True,
     order: str = "name",
+    hide_admin_temporary: bool = False,
 ) -> tuple[list[dict[str, Any]], int]:
     """One page of destinations (queues then topics by name, or deepest first with
-    ``order="depth"``), filtered by the broker, and how many matched in all."""
+    ``order="depth"``), filtered by the broker, and how many matched in all;
+    ``hide_admin_temporary`` leaves out admin tools' reply queues (the portal's pages)."""
     if start < 0:
         raise ActionError("start must be >= 0")
     state_code = None
@@ -441,6 +443,7 @@ def page_destinations(
         state=state_code,
         temporary=show_temporary,
         order=order,
+        hide_admin_temporary=hide_admin_temporary,
     )
     return [_destination(info) for info in rows], total
 

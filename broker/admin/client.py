@@ -233,9 +233,11 @@ class AdminClient:
         state: int | None = None,
         temporary: bool = True,
         order: str = "name",
+        hide_admin_temporary: bool = False,
     ) -> tuple[list[dict[str, Any]], int]:
         """One filtered, ordered page of destinations and the number that matched (our
-        extension of GET_DESTINATIONS; ``order`` is ``name`` or ``depth``)."""
+        extension of GET_DESTINATIONS; ``order`` is ``name`` or ``depth``;
+        ``hide_admin_temporary`` leaves out the reply queues of admin tools' connections)."""
         props: dict[str, object] = {
             "JMQStartIndex": JInt(start),
             "JMQMaxCount": JInt(limit),
@@ -248,6 +250,8 @@ class AdminClient:
             props["JMQFilterName"] = name
         if state is not None:
             props["JMQFilterState"] = JInt(state)
+        if hide_admin_temporary:
+            props["JMQHideAdminTemporary"] = True
         rprops, body = await self.request(GET_DESTINATIONS, props)
         total = rprops.get("JMQQuantity")
         rows = read_vector(body)

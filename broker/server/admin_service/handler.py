@@ -443,6 +443,7 @@ LIST_PROPS = (
     "JMQFilterState",
     "JMQShowTemporary",
     "JMQOrderBy",
+    "JMQHideAdminTemporary",
 )
 
 
@@ -960,10 +961,11 @@ class AdminHandler:
                 if d.name != ADMIN_QUEUE
             ]
             if any(p in props for p in LIST_PROPS):
-                # The portal's paged list: the reply queues of admin tools' connections
-                # (the portal's own among them) are plumbing, not the operator's.
-                tools = admin_connection_ids(conn.broker)
-                dests = [d for d in dests if d.temporary_owner not in tools]
+                if _flag(props.get("JMQHideAdminTemporary"), False):
+                    # The portal's pages: the reply queues of admin tools' connections
+                    # (the portal's own among them) are plumbing, not the operator's.
+                    tools = admin_connection_ids(conn.broker)
+                    dests = [d for d in dests if d.temporary_owner not in tools]
                 dests, total = _select_destinations(dests, props)
                 extra["JMQQuantity"] = JInt(total)
         delayed: dict[tuple[str, bool], list[int]] = {}

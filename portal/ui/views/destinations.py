@@ -46,6 +46,7 @@ def destinations(request: HttpRequest) -> HttpResponse:
             name_contains=data.get("name") or None,
             state=data.get("state") or None,
             show_temporary=bool(data.get("temporary")),
+            hide_admin_temporary=True,
         )
         page = _paginate(request, rows)
         page.object_list = [
