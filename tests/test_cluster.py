@@ -712,3 +712,68 @@ def test_shared_subscription_spans_brokers_each_message_once(cluster):
                     got.append(m.text)
         assert sorted(got, key=int) == [str(i) for i in range(40)]
         assert on_a.receive(0.3) is None and on_b.receive(0.3) is None
+
+
+def test_ssl_cluster_links(tmp_path: Path):
+    """imq.cluster.transport=ssl: the brokers share one key pair (imqkeytool, copied) and
+    link over TLS; a message still crosses; a plain TCP peer gets nowhere."""
+    import shutil
+
+    from broker.launcher import free_port
+
+    pms = [free_port(), free_port()]
+    brokerlist = ",".join(f"127.0.0.1:{p}" for p in pms)
+    password = "cluster-keystore"
+    etc = {n: tmp_path / n / "var" / "instances" / n / "etc" for n in ("A", "B")}
+    tool_pass = tmp_path / "keytool.pass"
+    tool_pass.write_text(f"imq.keystore.password={password}\n")
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp_path / 'kt.sqlite3'}",
+        "IMQ_VARHOME": str(tmp_path / "A" / "var"),
+    }
+    made = subprocess.run(
+        [sys.executable, "manage.py", "imqkeytool", "-broker", "-name", "A"]
+        + ["-dname", "CN=cluster", "-passfile", str(tool_pass)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert made.returncode == 0, made.stderr
+    etc["B"].mkdir(parents=True)
+    for f in ("keystore.pem", "keystore.crt"):
+        shutil.copy(etc["A"] / f, etc["B"] / f)
+    for d in etc.values():
+        (d / "passfile").write_text(f"imq.keystore.password={password}\n")
+    props = ("imq.cluster.transport=ssl", "imq.passfile.enabled=true")
+    a = start_member(tmp_path / "A", brokerlist, pms[0], "A", *props)
+    b = start_member(tmp_path / "B", brokerlist, pms[1], "B", *props)
+    try:
+        wait_for(lambda: links_up(a) == 1 and links_up(b) == 1, 30, "TLS links")
+        assert any(
+            line.startswith("cluster ssl CLUSTER")
+            for line in [" ".join(x.split()[:3]) for x in portmapper_table(a).splitlines()]
+        )
+        q = Queue(name("sslq"))
+        with conn(a) as ca, conn(b) as cb:
+            k = cb.create_session().create_consumer(q)
+            cb.start()
+            ca.create_session().create_producer(q).send(TextMessage("over tls"))
+            assert k.receive(10).text == "over tls"
+        port = int(
+            next(x for x in portmapper_table(a).splitlines() if x.startswith("cluster ")).split()[3]
+        )
+        # A plain TCP peer speaking the link protocol gets a TLS alert or a close.
+        with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+            s.sendall(_link_init("127.0.0.1", "B", pms[1]))
+            try:
+                answer = s.recv(100)
+            except ConnectionResetError:
+                answer = b""
+            assert not answer.startswith(b"\x00\x64")  # never a link packet
+        assert links_up(a) == 1
+    finally:
+        a.stop()
+        b.stop()

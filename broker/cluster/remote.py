@@ -142,10 +142,12 @@ class _RemoteSession:
 
 
 class _Stats:
-    __slots__ = ("acked", "discarded", "expired", "purged")
+    # The counters the router's paths bump on an entry's owner (acks, limits, purge,
+    # a transaction's rollback).
+    __slots__ = ("acked", "discarded", "expired", "purged", "rolledback")
 
     def __init__(self) -> None:
-        self.acked = self.discarded = self.expired = self.purged = 0
+        self.acked = self.discarded = self.expired = self.purged = self.rolledback = 0
 
 
 class InboundOrigin:
@@ -154,6 +156,9 @@ class InboundOrigin:
     attributes = {"useDMQ": False}
     store = None
     is_queue = True
+    # The message's home broker tells its observers (reports) what becomes of it: the
+    # copies here raise no events of their own there.
+    home_elsewhere = True
 
     def __init__(self, service: ClusterService, link: BrokerLink, uid: gp.ConsumerUID) -> None:
         self.service = service

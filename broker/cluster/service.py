@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -63,8 +64,14 @@ class ClusterService:
         router: MessageRouter,
         session_id: int,
         instance_dir: Path | None = None,
+        *,
+        server_ssl: ssl.SSLContext | None = None,
+        client_ssl: ssl.SSLContext | None = None,
     ) -> None:
         self.cfg = cfg
+        # imq.cluster.transport=ssl: the listener's and the dialler's TLS contexts.
+        self.server_ssl = server_ssl
+        self.client_ssl = client_ssl
         self.instance_dir = instance_dir
         # The configuration change record, when this broker is the master broker.
         self.record: ChangeRecord | None = None
@@ -101,10 +108,15 @@ class ClusterService:
         loop = self.loop = asyncio.get_running_loop()
         host = self.cfg.cluster_host or None
         self.server = await loop.create_server(
-            lambda: BrokerLink(self), host=host, port=self.cfg.cluster_port, reuse_address=True
+            lambda: BrokerLink(self),
+            host=host,
+            port=self.cfg.cluster_port,
+            reuse_address=True,
+            ssl=self.server_ssl,
         )
         log.info(
-            "cluster service (tcp CLUSTER) listening on %s:%s; brokers: %s",
+            "cluster service (%s CLUSTER) listening on %s:%s; brokers: %s",
+            self.cfg.transport,
             host or "*",
             self.port,
             ", ".join(f"{h}:{p}" for h, p in self.cfg.peers),
@@ -279,10 +291,11 @@ class ClusterService:
                     lambda: BrokerLink(self, expected=peer, expected_instance=instance),
                     chost or host,
                     port,
+                    ssl=self.client_ssl,
                 ),
                 5,
             )
-        except (OSError, TimeoutError, PortMapperError, LookupError) as exc:
+        except (OSError, TimeoutError, PortMapperError, LookupError, ssl.SSLError) as exc:
             reason = str(exc) or type(exc).__name__
             if self._unreachable.get(peer) != reason:
                 # Said once per reason, not on every retry.
@@ -307,7 +320,7 @@ class ClusterService:
         finally:
             writer.close()
         table = parse_table(data)
-        entry = table.find("CLUSTER")
+        entry = table.find("CLUSTER", self.cfg.transport)
         if entry is None:
             raise LookupError("its port mapper lists no cluster service (not clustered?)")
         return table.instance, entry.port, entry.properties.get("hostname")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from typing import TYPE_CHECKING
 
 from broker.cluster.config import ClusterConfig
@@ -27,9 +28,17 @@ async def start_cluster(broker: Broker) -> ClusterService | None:
     cfg = ClusterConfig.from_config(broker.config, pm_port)
     if not cfg.enabled:
         return None
-    if cfg.transport != "tcp":
-        log.warning("imq.cluster.transport %s is not available yet; using tcp", cfg.transport)
-    service = ClusterService(cfg, broker.router, broker.session_id, broker.config.instance_dir)
+    server_ssl = client_ssl = None
+    if cfg.transport == "ssl":
+        server_ssl, client_ssl = ssl_contexts(broker.config)
+    service = ClusterService(
+        cfg,
+        broker.router,
+        broker.session_id,
+        broker.config.instance_dir,
+        server_ssl=server_ssl,
+        client_ssl=client_ssl,
+    )
     await service.start()
     service._tasks.append(asyncio.create_task(_watch_memory(broker, service)))
     return service
@@ -43,7 +52,27 @@ async def _watch_memory(broker: Broker, service: ClusterService) -> None:
         service.set_flow_stopped(state.lower() == "red", f"memory state {state}")
 
 
+def ssl_contexts(config) -> tuple[ssl.SSLContext, ssl.SSLContext]:
+    """imq.cluster.transport=ssl: the dialling broker accepts only a peer whose certificate
+    this broker's own certificate vouches for (the brokers of a cluster share one key
+    pair, made with imqkeytool and copied to each).  The accepting side does not ask for
+    a client certificate: imqkeytool's certificates are for TLS servers only (extended
+    key usage serverAuth), so a dialler cannot present one; it is checked by the link
+    handshake's identity rules instead."""
+    from broker.security.tls import keystore_paths, server_context
+
+    paths = keystore_paths(config)
+    server = server_context(config)
+    client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client.minimum_version = ssl.TLSVersion.TLSv1_2
+    # Peers are named by address in the broker list, not by the certificate's name.
+    client.check_hostname = False
+    client.verify_mode = ssl.CERT_REQUIRED
+    client.load_verify_locations(str(paths.certificate))
+    return server, client
+
+
 def cluster_entry(service: ClusterService) -> ServiceEntry:
     """The port mapper's line for the cluster service."""
     extra = {"hostname": service.cfg.cluster_host} if service.cfg.cluster_host else {}
-    return ServiceEntry("cluster", "tcp", "CLUSTER", service.port, extra)
+    return ServiceEntry("cluster", service.cfg.transport, "CLUSTER", service.port, extra)
