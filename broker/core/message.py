@@ -76,8 +76,9 @@ class Message:
         self.store_key = self.key
         self._selector_values: dict | None = None
         # What the report generator (reports.py) read from it, once; until then the
-        # property table the engine decoded on arrival, so it is not decoded twice.
-        self.report_info: object = pkt._props
+        # arrival packet when its properties were decoded (checked on arrival), so its
+        # property table and header fields are not decoded twice.
+        self.report_info: object = pkt if pkt._props is not None else None
 
     def is_expired(self, now_ms: int) -> bool:
         return 0 < self.expiration <= now_ms

@@ -35,7 +35,10 @@ from broker.protocol import mqreports as mq
 from broker.protocol.errors import ProtocolError
 from broker.protocol.jtypes import JInt
 from broker.protocol.packet import (
+    CURRENT_PACKET_VERSION,
     HEADER,
+    HEADER_SIZE,
+    MAGIC,
     VH_CORRELATIONID,
     VH_DELIVERY_COUNT,
     VH_DESTINATION,
@@ -43,7 +46,7 @@ from broker.protocol.packet import (
     VH_REPLYTO,
     VH_REPLYTO_CLASS,
     Packet,
-    build_packet,
+    encode_fields,
 )
 from broker.protocol.properties import encode_properties
 from broker.protocol.types import (
@@ -97,7 +100,15 @@ def reply_to_type(name: str, class_name: object) -> int:
 class _Info:
     """What one message asks for (its options) and where its reports go."""
 
-    __slots__ = ("opts", "reply_to", "reply_class", "reply_type", "correlation_id", "report_correl")
+    __slots__ = (
+        "opts",
+        "reply_to",
+        "reply_class",
+        "reply_type",
+        "correlation_id",
+        "report_fields",
+        "report_vh",
+    )
 
     def __init__(
         self,
@@ -111,12 +122,19 @@ class _Info:
         self.reply_class = reply_class
         self.reply_type = reply_to_type(reply_to, reply_class) if reply_to else 0
         self.correlation_id = correlation_id
-        # The reports' JMSCorrelationID, made once for all of the message's reports.
-        self.report_correl: str | None = None
+        # The reports' header fields (reply-to, JMSCorrelationID) decoded and encoded,
+        # made once for all of the message's reports.
+        self.report_fields: dict[int, object] | None = None
+        self.report_vh = b""
 
 
+_NO_IP = bytes(16)
 _NO_INFO = _Info(mq.NO_OPTIONS, None, None, None)
 _PROPERTIES: dict[int, bytes] = {}
+# Parsed options by property section: a producer sends the same properties again and
+# again, so most messages skip parse_options.  Bounded: cleared when full.
+_OPTIONS: dict[bytes, tuple[mq.ReportOptions, list[str]]] = {}
+_OPTIONS_MAX = 1024
 
 
 def _report_properties(feedback: int) -> bytes:
@@ -129,17 +147,27 @@ def _report_properties(feedback: int) -> bytes:
     return section
 
 
+def _options(pkt: Packet) -> tuple[mq.ReportOptions, list[str]]:
+    """The report options of ``pkt`` (and what was wrong with them), cached by its
+    property section's bytes."""
+    section = pkt.raw[pkt.prop_offset : pkt.prop_offset + pkt.prop_size]
+    found = _OPTIONS.get(section)
+    if found is None:
+        found = mq.parse_options(pkt.properties)
+        if len(_OPTIONS) >= _OPTIONS_MAX:
+            _OPTIONS.clear()
+        _OPTIONS[section] = found
+    return found
+
+
 def _read(
-    msg: Message, props: dict[str, object] | None
+    pkt: Packet,
 ) -> tuple[mq.ReportOptions, list[str], str | None, str | None, str | None]:
     """The original's report options (and what was wrong with them), JMSReplyTo (name,
-    class) and JMSCorrelationID, from one parse of its bytes; the header fields only
-    when the broker has reports to send."""
+    class) and JMSCorrelationID; the header fields only when the broker has reports to
+    send."""
     try:
-        pkt = Packet(msg.raw)
-        if props is None:
-            props = msg._selector_values
-        opts, errors = mq.parse_options(props if props is not None else pkt.properties)
+        opts, errors = _options(pkt)
         if not opts.wants_broker_reports:
             return opts, errors, None, None, None
         fields = pkt.fields
@@ -201,12 +229,17 @@ class ReportGenerator(MessageObserver):
         info = msg.report_info
         if isinstance(info, _Info):
             return info
-        # Message() left the property table decoded on arrival here, if any.
-        arrival_props = info if isinstance(info, dict) else None
+        # Message() left the arrival packet here when its properties were decoded.
         if _MARK not in msg.raw:
             info = _NO_INFO
         else:
-            opts, errors, name, class_name, correl = _read(msg, arrival_props)
+            try:
+                pkt = info if isinstance(info, Packet) else Packet(msg.raw)
+            except ProtocolError:
+                pkt = None
+            opts, errors, name, class_name, correl = (
+                _read(pkt) if pkt is not None else (mq.NO_OPTIONS, [], None, None, None)
+            )
             info = _Info(opts, name, class_name, correl)
             if tell:
                 if errors:
@@ -227,6 +260,12 @@ class ReportGenerator(MessageObserver):
 
     # -- events ----------------------------------------------------------------------
 
+    def _not_ours(self, entry: Entry) -> bool:
+        # A DMQ copy asks for nothing more; a copy a cluster peer delivered here is
+        # reported on by its home broker (when the acknowledgement gets there), once.
+        owner = entry.owner
+        return owner is self.router.dmq or getattr(owner, "home_elsewhere", False)  # type: ignore[comparison-overlap]
+
     def arrived(self, dest: Destination, msg: Message) -> None:
         if dest.is_dmq:
             return
@@ -235,21 +274,21 @@ class ReportGenerator(MessageObserver):
             self._queue(msg, info, mq.MQFB_COA, info.opts.coa, "")
 
     def consumed(self, entry: Entry) -> None:
-        if entry.owner is self.router.dmq:  # type: ignore[comparison-overlap]
+        if self._not_ours(entry):
             return
         info = self.info(entry.msg)
         if info.opts.cod is not None:
             self._queue(entry.msg, info, mq.MQFB_COD, info.opts.cod, "")
 
     def expired(self, entry: Entry, to_dmq: bool) -> None:
-        if entry.owner is self.router.dmq:  # type: ignore[comparison-overlap]
+        if self._not_ours(entry):
             return
         info = self.info(entry.msg)
         if info.opts.expiration is not None:
             self._queue(entry.msg, info, mq.MQFB_EXPIRATION, info.opts.expiration, "expired")
 
     def dead(self, entry: Entry, reason: str, to_dmq: bool) -> None:
-        if entry.owner is self.router.dmq:  # type: ignore[comparison-overlap]
+        if self._not_ours(entry):
             return
         info = self.info(entry.msg)
         if info.opts.exception is not None:
@@ -321,22 +360,25 @@ class ReportGenerator(MessageObserver):
         return 0
 
     def build(self, p: _Pending) -> Message:
-        """The report message for ``p``, addressed to the original's reply-to."""
+        """The report message for ``p``, addressed to the original's reply-to.  Made
+        from bytes encoded once per original (header fields) or per feedback code
+        (properties), with the decoded fields handed over instead of parsed back."""
         original, info = p.msg, p.info
         name, dest_type = info.reply_to, info.reply_type
         assert name is not None
-        fields: dict[int, object] = {VH_DESTINATION: name}
-        if info.reply_class is not None:
-            fields[VH_DESTINATION_CLASS] = info.reply_class
-        correl_id = info.report_correl
-        if correl_id is None:
-            correl_id = info.report_correl = mq.report_correlation_id(
+        fields = info.report_fields
+        if fields is None:
+            # The delivery-count slot is built in, so Message() copies nothing.
+            fields = {VH_DELIVERY_COUNT: 1, VH_DESTINATION: name}
+            if info.reply_class is not None:
+                fields[VH_DESTINATION_CLASS] = info.reply_class
+            correl_id = mq.report_correlation_id(
                 info.opts, original.message_id, info.correlation_id
             )
-        if correl_id is not None:
-            fields[VH_CORRELATIONID] = correl_id
-        # Encoded once: Message() below finds the slot instead of copying the bytes.
-        fields[VH_DELIVERY_COUNT] = 1
+            if correl_id is not None:
+                fields[VH_CORRELATIONID] = correl_id
+            info.report_vh = encode_fields(fields)
+            info.report_fields = fields
         if p.data == mq.Data.NONE:
             ptype, body = PacketType.MESSAGE, b""
         else:
@@ -351,21 +393,32 @@ class ReportGenerator(MessageObserver):
             timestamp, ip, port, sequence = head[5], head[6], head[7], head[8]
         else:
             # A broker-made id: no client uses port 0 with the zero address.
-            timestamp, ip, port = now_ms(), bytes(16), 0
+            timestamp, ip, port = now_ms(), _NO_IP, 0
             sequence = next(self._sequence) & 0x7FFFFFFF
-        raw = build_packet(
+        vh, props = info.report_vh, _report_properties(p.feedback)
+        prop_offset = HEADER_SIZE + len(vh)
+        header = HEADER.pack(
+            MAGIC,
+            CURRENT_PACKET_VERSION,
             ptype,
-            raw_props=_report_properties(p.feedback),
-            body=body,
-            flags=flags,
-            fields=fields,
-            priority=original.priority,
-            timestamp=timestamp,
-            ip=ip,
-            port=port,
-            sequence=sequence,
+            prop_offset + len(props) + len(body),
+            0,
+            timestamp,
+            ip,
+            port,
+            sequence,
+            prop_offset,
+            len(props),
+            original.priority,
+            0,
+            flags,
+            0,
         )
-        report = Message(Packet(raw), name, 0)
+        pkt = Packet(b"".join((header, vh, props, body)))
+        pkt._fields = fields  # read only, by Message()
+        report = Message(pkt, name, 0)
+        # A report asks for nothing: its own arrival needs no look at its bytes.
+        report.report_info = _NO_INFO
         if info.opts.pass_msg_id:
             # Same JMSMessageID as the original; the store needs a key of its own.
             report.store_key = (

@@ -1,0 +1,157 @@
+"""IBM MQ reports across a conventional cluster (issue 17 with issue 16): a request
+produced on broker A and consumed on broker B gets its COA and COD on the reply-to the
+producer reads on A; the COD only once B's consumer acknowledges (or commits)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+
+from broker.client import AckMode, BytesMessage, Queue, Topic
+from broker.client.mqtypes import feedback_of, message_type, request
+from broker.client.sync import connect
+from broker.protocol import mqreports as mq
+from tests.cluster_procs import start_cluster
+
+pytestmark = pytest.mark.timeout(300)
+
+BODY = bytes(range(200))
+
+
+def name(prefix: str) -> str:
+    return f"{prefix}_{uuid.uuid4().hex[:8]}"
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    brokers = start_cluster(tmp_path_factory.mktemp("rcluster"), 2, names=("RA", "RB"))
+    yield brokers
+    for b in brokers:
+        b.stop()
+
+
+def conn(b, **kw):
+    return connect(b.host, b.portmapper_port, request_timeout=20, **kw)
+
+
+def reports_of(cons, n: int, first_wait: float = 15.0) -> list:
+    """Up to ``n`` reports, then a short look for any extra one."""
+    got = []
+    while len(got) < n and (m := cons.receive(first_wait)) is not None:
+        got.append(m)
+    while (m := cons.receive(0.5)) is not None:
+        got.append(m)
+    return got
+
+
+def check_report(rep, original, feedback: int, body: bytes) -> None:
+    assert message_type(rep) == mq.MQMT_REPORT
+    assert feedback_of(rep) == feedback
+    assert rep.correlation_id == original.message_id
+    assert rep.message_id != original.message_id
+    assert bytes(getattr(rep, "body", b"") or b"") == body
+
+
+def test_coa_on_arrival_and_cod_when_bs_consumer_acknowledges(cluster):
+    a, b = cluster
+    q, replies = Queue(name("rq")), Queue(name("replies"))
+    with conn(a) as ca, conn(b) as cb:
+        sb = cb.create_session(AckMode.CLIENT_ACKNOWLEDGE)
+        consumer = sb.create_consumer(q)
+        cb.start()
+        sa = ca.create_session()
+        reply_cons = sa.create_consumer(replies)
+        ca.start()
+        msg = request(BytesMessage(BODY), replies, coa=mq.Data.NONE, cod=mq.Data.FIRST_100)
+        sa.create_producer(q).send(msg)
+        got = consumer.receive(15)
+        assert got is not None and bytes(got.body) == BODY
+        coa = reports_of(reply_cons, 1)
+        # Delivered to B but not acknowledged: the COA only.
+        assert [feedback_of(r) for r in coa] == [mq.MQFB_COA]
+        check_report(coa[0], msg, mq.MQFB_COA, b"")
+        sb.acknowledge()
+        cod = reports_of(reply_cons, 1)
+        assert [feedback_of(r) for r in cod] == [mq.MQFB_COD]
+        check_report(cod[0], msg, mq.MQFB_COD, BODY[:100])
+
+
+def test_reports_to_a_temporary_queue_and_cod_on_commit_not_rollback(cluster):
+    a, b = cluster
+    q = Queue(name("rt"))
+    with conn(a) as ca, conn(b) as cb:
+        sb = cb.create_session(transacted=True)
+        consumer = sb.create_consumer(q)
+        cb.start()
+        sa = ca.create_session()
+        tmp = sa.create_temporary_queue()
+        reply_cons = sa.create_consumer(tmp)
+        ca.start()
+        msg = request(BytesMessage(BODY), tmp, coa=mq.Data.FULL, cod=mq.Data.NONE)
+        sa.create_producer(q).send(msg)
+        first = consumer.receive(15)
+        assert first is not None
+        sb.rollback()  # no COD for a rolled back receive
+        again = consumer.receive(15)
+        assert again is not None and again.redelivered
+        sb.commit()
+        got = reports_of(reply_cons, 2)
+        assert sorted(feedback_of(r) for r in got) == [mq.MQFB_COA, mq.MQFB_COD]
+        by = {feedback_of(r): r for r in got}
+        check_report(by[mq.MQFB_COA], msg, mq.MQFB_COA, BODY)
+        check_report(by[mq.MQFB_COD], msg, mq.MQFB_COD, b"")
+
+
+def test_topic_cod_for_each_subscriber_copy_in_the_cluster(cluster):
+    a, b = cluster
+    t, replies = Topic(name("rtop")), Queue(name("treplies"))
+    with conn(a) as ca, conn(b) as cb:
+        sub_a = ca.create_session().create_consumer(t)
+        sub_b = cb.create_session().create_consumer(t)
+        ca.start()
+        cb.start()
+        sa = ca.create_session()
+        reply_cons = sa.create_consumer(replies)
+        producer = sa.create_producer(t)
+        # B's subscription must have reached A before the request is published: a topic
+        # keeps nothing for subscribers it does not know.
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline:
+            producer.send(BytesMessage(b"probe"))
+            if sub_b.receive(0.3) is not None:
+                break
+        else:
+            raise AssertionError("B's subscription never reached A")
+        while sub_a.receive(0.3) is not None or sub_b.receive(0.3) is not None:
+            pass
+        msg = request(BytesMessage(BODY), replies, coa=mq.Data.NONE, cod=mq.Data.NONE)
+        producer.send(msg)
+        for sub in (sub_a, sub_b):
+            m = sub.receive(15)
+            assert m is not None and bytes(m.body) == BODY
+        got = reports_of(reply_cons, 3)
+        # One COA for the destination, one COD per subscriber's copy (A's and B's).
+        assert sorted(feedback_of(r) for r in got) == [mq.MQFB_COA, mq.MQFB_COD, mq.MQFB_COD]
+        for r in got:
+            assert r.correlation_id == msg.message_id
+
+
+def test_expiry_report_for_a_message_waiting_for_bs_consumer(cluster):
+    a, b = cluster
+    q, replies = Queue(name("rx")), Queue(name("xreplies"))
+    with conn(a) as ca, conn(b) as cb:
+        sa = ca.create_session()
+        reply_cons = sa.create_consumer(replies)
+        ca.start()
+        msg = request(BytesMessage(BODY), replies, expiration=mq.Data.FIRST_100)
+        sa.create_producer(q).send(msg, ttl_ms=300)
+        time.sleep(0.6)
+        # The message expired while waiting: B's consumer gets nothing, A sends the report.
+        consumer = cb.create_session().create_consumer(q)
+        cb.start()
+        assert consumer.receive(2) is None
+        got = reports_of(reply_cons, 1)
+        assert [feedback_of(r) for r in got] == [mq.MQFB_EXPIRATION]
+        check_report(got[0], msg, mq.MQFB_EXPIRATION, BODY[:100])
