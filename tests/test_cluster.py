@@ -777,3 +777,39 @@ def test_ssl_cluster_links(tmp_path: Path):
     finally:
         a.stop()
         b.stop()
+
+
+def test_paused_peer_is_dropped_after_silence_and_relinks_when_it_wakes(tmp_path: Path):
+    """SIGSTOP B: A hears nothing for three ping intervals (1 s here), drops the link,
+    takes back what B's consumer had not acknowledged and goes on; SIGCONT B: they link
+    again."""
+    a, b = start_cluster(tmp_path, 2, names=("A", "B"))
+    try:
+        q = Queue(name("qs"))
+        cb = conn(b)
+        k = cb.create_session(AckMode.CLIENT_ACKNOWLEDGE).create_consumer(q)
+        cb.start()
+        with conn(a) as ca:
+            sa = ca.create_session()
+            p = sa.create_producer(q)
+            for i in range(3):
+                p.send(TextMessage(str(i)), persistent=True)
+            assert [k.receive(10).text for _ in range(3)] == ["0", "1", "2"]
+            b.proc.send_signal(signal.SIGSTOP)
+            try:
+                wait_for(lambda: "nothing heard from the peer" in a.log_text(), 30, "silence")
+                k2 = sa.create_consumer(q)
+                ca.start()
+                again = sorted(k2.receive(10).text for _ in range(3))
+                assert again == ["0", "1", "2"]
+                k2.close()
+            finally:
+                b.proc.send_signal(signal.SIGCONT)
+        wait_for(lambda: links_up(a) == 1 and links_up(b) == 1, 30, "relinked")
+        try:
+            cb.close()
+        except JMSException:
+            pass
+    finally:
+        a.stop()
+        b.stop()
