@@ -401,6 +401,17 @@ class MetricSample(models.Model):
         default=0, help_text="The message memory budget in bytes."
     )
     destinations = models.IntegerField(default=0, help_text="Number of destinations.")
+    # db_default: rows written by a broker of the previous release still insert.
+    loop_lag_max = models.FloatField(
+        default=0,
+        db_default=0.0,
+        help_text="The event loop's longest lag in the last window, ms (looplag.py).",
+    )
+    loop_lag_p99 = models.FloatField(
+        default=0,
+        db_default=0.0,
+        help_text="The event loop's 99th percentile lag in the last window, ms.",
+    )
     depths = models.JSONField(
         default=list,
         blank=True,

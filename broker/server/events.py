@@ -371,6 +371,8 @@ class SampleWriter(QueueThread):
             "memory_used": sample["memory_used"],
             "memory_limit": sample["memory_limit"],
             "destinations": sample["destinations"],
+            "loop_lag_max": sample.get("loop_lag_max", 0.0),
+            "loop_lag_p99": sample.get("loop_lag_p99", 0.0),
             "depths": sample["depths"],
         }
         self.offer(row)
