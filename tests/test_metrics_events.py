@@ -363,7 +363,10 @@ def test_metric_sample_rows_and_retention(own_broker, tmp_path):
     # No REDIS_URL: nothing is published, but the rows are written all the same.
     instance = name("samples")
     b = own_broker(
-        "imq.metrics.sample.interval=1", "imq.metrics.sample.retention=2", instance=instance
+        "imq.metrics.sample.interval=1",
+        "imq.metrics.sample.retention=2",
+        "imq.loop.lag.window=1",
+        instance=instance,
     )
     db = tmp_path / "db.sqlite3"
     with sqlite3.connect(db, timeout=20) as conn:
@@ -382,6 +385,11 @@ def test_metric_sample_rows_and_retention(own_broker, tmp_path):
     assert row["memory_state"] == "green" and row["memory_limit"] > 0
     assert row["destinations"] >= 2 and row["bytes_in"] > 0
     assert '"name": "' + q + '"' in row["depths"] or q in row["depths"]
+    # The event loop's lag (looplag.py) is stored too, once the first 1 s window closed.
+    lagged = wait_for(lambda: sample_rows(db, instance, "loop_lag_max > 0"))[-1]
+    assert 0 < lagged["loop_lag_p99"] <= lagged["loop_lag_max"]
+    # A row inserted without it, as a broker of the previous release writes: the default.
+    assert sample_rows(db, "someotherbroker")[0]["loop_lag_max"] == 0
     # Retention: this instance's old row goes, another broker's stays.
     wait_for(lambda: not sample_rows(db, instance, "timestamp < '2021-01-01'"))
     assert sample_rows(db, "someotherbroker")
