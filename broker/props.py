@@ -328,6 +328,7 @@ CLUSTER_PORT = Int("imq.cluster.port", "0")
 CLUSTER_TRANSPORT = Text("imq.cluster.transport", "tcp")
 CLUSTER_PING_INTERVAL = Int("imq.cluster.ping.interval", "60")
 CLUSTER_HOSTNAME = OptionalText("imq.cluster.hostname")  # unset: imq.hostname
+CLUSTER_LOCKTIMEOUT = Int("imq.cluster.locktimeout", "60")
 _CLUSTER = [
     Text("imq.cluster.nomasterbroker", "false"),
     CLUSTER_PORT,
@@ -338,7 +339,7 @@ _CLUSTER = [
     Text("imq.cluster.heartbeat.threshold", "3"),
     Text("imq.cluster.monitor.interval", "30"),
     Text("imq.cluster.monitor.threshold", "3"),
-    Text("imq.cluster.locktimeout", "60"),
+    CLUSTER_LOCKTIMEOUT,
     Text("imq.cluster.waitReplyTimeout", "180"),
     Text("imq.cluster.nowaitForMasterBroker", "false"),
     Text("imq.cluster.dynamicChangeMasterBrokerEnabled", "false"),

@@ -138,7 +138,18 @@ class ClusterLocks:
         return gp.LOCK_SUCCESS
 
     def link_up(self, link: BrokerLink) -> None:
-        """A broker joined while we wait: it is not asked (OpenMQ would retry)."""
+        """A broker that joins while an attempt waits is asked too, so it cannot miss it."""
+        for attempt in self.attempts.values():
+            if attempt.done.done():
+                continue
+            attempt.waiting.add(id(link))
+            props = {
+                "I": attempt.resource,
+                "TS": JLong(attempt.ts),
+                "X": JLong(attempt.xid),
+                "SH": False,
+            }
+            link.send(gp.GPacket(gp.G_LOCK, props, flags=gp.A_BIT))
 
     def link_down(self, link: BrokerLink) -> None:
         for attempt in list(self.attempts.values()):

@@ -95,6 +95,7 @@ class ClusterService:
         self._pending_timer: asyncio.TimerHandle | None = None
         self.extra_info: dict[str, object] = {}
         self.locks = ClusterLocks(self)
+        self.locks.timeout = cfg.lock_timeout
         self.stopping = False
         # Whether this broker asked the others to stop sending it messages (memory red).
         self.flow_stopped = False
