@@ -34,6 +34,7 @@ from broker.protocol.javaser import (
     decode_object,
     decode_stream_body,
 )
+from broker.protocol.jtypes import JByte, JChar, JFloat, JInt, JLong, JShort
 from broker.protocol.types import (
     DEST_DMQ,
     DEST_QUEUE,
@@ -662,6 +663,38 @@ def list_producers(admin: BrokerAdmin, kind: str | int, name: str) -> list[dict[
 # -- messages ---------------------------------------------------------------------------
 
 
+# An administrator reads Java's type names, not the Python wrapper classes' reprs.
+_JAVA_TYPE_NAMES = {
+    JByte: "byte",
+    JShort: "short",
+    JInt: "int",
+    JLong: "long",
+    JFloat: "float",
+    JChar: "char",
+    float: "double",
+    bool: "boolean",
+}
+
+
+def _java_value(value: Any) -> str:
+    """``1 (int)``, ``'eu'``, ``0a ff (byte[])``: a map or stream value as the preview shows it."""
+    if isinstance(value, (bytes, bytearray)):
+        return f"{bytes(value).hex(' ')} (byte[])"
+    name = _JAVA_TYPE_NAMES.get(type(value))
+    if name is None:
+        return repr(value)
+    if isinstance(value, JChar):
+        return f"{str.__repr__(value)} ({name})"
+    plain = (
+        bool(value)
+        if name == "boolean"
+        else float(value)
+        if name in ("float", "double")
+        else int(value)
+    )
+    return f"{plain} ({name})"
+
+
 def preview_body(message_type: str, body: bytes | None) -> str:
     """A safe, bounded text preview of a message body: text as is, map and stream bodies
     decoded (whitelisted Java types only, nothing instantiated), bytes and objects as hex."""
@@ -671,9 +704,9 @@ def preview_body(message_type: str, body: bytes | None) -> str:
         if message_type == "text":
             text = body.decode("utf-8", errors="replace")
         elif message_type == "map":
-            text = "\n".join(f"{k} = {v!r}" for k, v in decode_map_body(body).items())
+            text = "\n".join(f"{k} = {_java_value(v)}" for k, v in decode_map_body(body).items())
         elif message_type == "stream":
-            text = "\n".join(repr(v) for v in decode_stream_body(body))
+            text = "\n".join(_java_value(v) for v in decode_stream_body(body))
         elif message_type == "object":
             try:
                 text = repr(decode_object(body))
