@@ -70,9 +70,9 @@ class ClusterConfig:
     transport: str = "tcp"
     master: tuple[str, int] | None = None
     ping_interval: float = 60.0
-    lock_timeout: float = 60.0
     # Properties both ends of a link must agree on (spec §3).
     match: dict[str, str] = field(default_factory=dict)
+    lock_timeout: float = 60.0
 
     @property
     def enabled(self) -> bool:
@@ -121,5 +121,5 @@ class ClusterConfig:
             parse_address(master_text) if master_text else None,
             max(ping, 0.2),
             match,
-            float(max(config.get(props.CLUSTER_LOCKTIMEOUT), 1)),
+            lock_timeout=float(max(config.get(props.CLUSTER_LOCKTIMEOUT), 1)),
         )
