@@ -155,6 +155,8 @@ def migrate() -> None:
     administrator's password (the secret is the source of truth at every start)."""
     import django
 
+    # Run as a script, Python puts docker/ first on the path, not the project.
+    sys.path.insert(0, str(ROOT))
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     django.setup()
     from django.core.management import call_command
