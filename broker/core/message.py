@@ -14,6 +14,7 @@ import struct
 from broker.protocol.errors import ProtocolError
 from broker.protocol.packet import (
     OFF_FLAGS,
+    OFF_SYSMSGID,
     VH_CORRELATIONID,
     VH_DELIVERY_TIME,
     VH_TYPE,
@@ -79,6 +80,39 @@ class Message:
         # arrival packet when its properties were decoded (checked on arrival), so its
         # property table and header fields are not decoded twice.
         self.report_info: object = pkt if pkt._props is not None else None
+
+    @classmethod
+    def made(
+        cls,
+        raw: bytes,
+        dc_offset: int,
+        ptype: int,
+        flags: int,
+        priority: int,
+        timestamp: int,
+        destination: str,
+    ) -> Message:
+        """A message the broker made itself (a report): ``raw`` is a whole packet with
+        no expiration, delivery time or properties worth reading here, and its
+        DELIVERY_COUNT value at ``dc_offset``; nothing is parsed back."""
+        m = cls.__new__(cls)
+        m.raw = raw
+        m.dc_offset = dc_offset
+        m.type = ptype
+        m.base_flags = flags & _STRIP
+        m.priority = priority
+        m.expiration = 0
+        m.timestamp = timestamp
+        m.key = m.store_key = raw[OFF_SYSMSGID : OFF_SYSMSGID + 32]
+        m.destination = destination
+        m.is_queue = bool(flags & FLAG_Q)
+        m.persistent = bool(flags & FLAG_P)
+        m.size = len(raw)
+        m.origin_connection = 0
+        m.delivery_time = 0
+        m._selector_values = None
+        m.report_info = None
+        return m
 
     def is_expired(self, now_ms: int) -> bool:
         return 0 < self.expiration <= now_ms

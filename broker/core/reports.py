@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import struct
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
@@ -46,7 +47,6 @@ from broker.protocol.packet import (
     VH_REPLYTO,
     VH_REPLYTO_CLASS,
     Packet,
-    encode_fields,
 )
 from broker.protocol.properties import encode_properties
 from broker.protocol.types import (
@@ -106,7 +106,6 @@ class _Info:
         "reply_class",
         "reply_type",
         "correlation_id",
-        "report_fields",
         "report_vh",
     )
 
@@ -122,15 +121,45 @@ class _Info:
         self.reply_class = reply_class
         self.reply_type = reply_to_type(reply_to, reply_class) if reply_to else 0
         self.correlation_id = correlation_id
-        # The reports' header fields (reply-to, JMSCorrelationID) decoded and encoded,
-        # made once for all of the message's reports.
-        self.report_fields: dict[int, object] | None = None
-        self.report_vh = b""
+        # The reports' encoded variable header (reply-to, JMSCorrelationID), made once
+        # for all of the message's reports.
+        self.report_vh: bytes | None = None
 
 
 _NO_IP = bytes(16)
 _NO_INFO = _Info(mq.NO_OPTIONS, None, None, None)
 _PROPERTIES: dict[int, bytes] = {}
+# A report's variable header starts with its DELIVERY_COUNT (so the slot's value is at
+# HEADER_SIZE + 4) and its destination and class, encoded once per reply-to; readers
+# take the fields in any order (packet.md), so the correlation id follows them.
+_DC_OFFSET = HEADER_SIZE + 4
+_VH_PREFIX: dict[tuple[str, str | None], bytes] = {}
+_I16U16 = struct.Struct(">hH")
+_DC_FIELD = struct.pack(">hhi", VH_DELIVERY_COUNT, 4, 1)
+
+
+def _string_field(tag: int, text: str) -> bytes:
+    data = text.encode("utf-8")
+    if len(data) > 0xFFFF:
+        raise ProtocolError(f"header field {tag}: {len(data)} bytes is too long")
+    return _I16U16.pack(tag, len(data)) + data
+
+
+def _report_vh(name: str, class_name: str | None, correl_id: str | None) -> bytes:
+    """A report's encoded variable header (with the Java writer's 1-4 padding bytes)."""
+    prefix = _VH_PREFIX.get((name, class_name))
+    if prefix is None:
+        prefix = _DC_FIELD + _string_field(VH_DESTINATION, name)
+        if class_name is not None:
+            prefix += _string_field(VH_DESTINATION_CLASS, class_name)
+        if len(_VH_PREFIX) >= _OPTIONS_MAX:
+            _VH_PREFIX.clear()
+        _VH_PREFIX[(name, class_name)] = prefix
+    vh = prefix + _string_field(VH_CORRELATIONID, correl_id) if correl_id is not None else prefix
+    # The terminator (2 bytes) and the padding (1-4 bytes) encode_fields writes.
+    return vh + b"\x00" * (6 - (len(vh) + 2) % 4)
+
+
 # Parsed options by property section: a producer sends the same properties again and
 # again, so most messages skip parse_options.  Bounded: cleared when full.
 _OPTIONS: dict[bytes, tuple[mq.ReportOptions, list[str]]] = {}
@@ -360,25 +389,18 @@ class ReportGenerator(MessageObserver):
         return 0
 
     def build(self, p: _Pending) -> Message:
-        """The report message for ``p``, addressed to the original's reply-to.  Made
-        from bytes encoded once per original (header fields) or per feedback code
-        (properties), with the decoded fields handed over instead of parsed back."""
+        """The report message for ``p``, addressed to the original's reply-to: bytes
+        encoded once per original (header fields) or per feedback code (properties),
+        made into the router's message without being parsed back."""
         original, info = p.msg, p.info
         name, dest_type = info.reply_to, info.reply_type
         assert name is not None
-        fields = info.report_fields
-        if fields is None:
-            # The delivery-count slot is built in, so Message() copies nothing.
-            fields = {VH_DELIVERY_COUNT: 1, VH_DESTINATION: name}
-            if info.reply_class is not None:
-                fields[VH_DESTINATION_CLASS] = info.reply_class
+        vh = info.report_vh
+        if vh is None:
             correl_id = mq.report_correlation_id(
                 info.opts, original.message_id, info.correlation_id
             )
-            if correl_id is not None:
-                fields[VH_CORRELATIONID] = correl_id
-            info.report_vh = encode_fields(fields)
-            info.report_fields = fields
+            vh = info.report_vh = _report_vh(name, info.reply_class, correl_id)
         if p.data == mq.Data.NONE:
             ptype, body = PacketType.MESSAGE, b""
         else:
@@ -395,7 +417,7 @@ class ReportGenerator(MessageObserver):
             # A broker-made id: no client uses port 0 with the zero address.
             timestamp, ip, port = now_ms(), _NO_IP, 0
             sequence = next(self._sequence) & 0x7FFFFFFF
-        vh, props = info.report_vh, _report_properties(p.feedback)
+        props = _report_properties(p.feedback)
         prop_offset = HEADER_SIZE + len(vh)
         header = HEADER.pack(
             MAGIC,
@@ -414,9 +436,8 @@ class ReportGenerator(MessageObserver):
             flags,
             0,
         )
-        pkt = Packet(b"".join((header, vh, props, body)))
-        pkt._fields = fields  # read only, by Message()
-        report = Message(pkt, name, 0)
+        raw = b"".join((header, vh, props, body))
+        report = Message.made(raw, _DC_OFFSET, ptype, flags, original.priority, timestamp, name)
         # A report asks for nothing: its own arrival needs no look at its bytes.
         report.report_info = _NO_INFO
         if info.opts.pass_msg_id:

@@ -6,6 +6,7 @@ ACKNOWLEDGE blocks carry), and only builds the string form for people and logs.
 
 from __future__ import annotations
 
+import functools
 import ipaddress
 import struct
 from typing import NamedTuple
@@ -47,6 +48,11 @@ def ip_to_string(ip: bytes) -> str:
     return ":".join(format(g, "x") for g in groups)
 
 
+# A broker sees few distinct addresses: their text is made once (message ids of logs,
+# selectors and reports' correlation ids).
+_ip_text = functools.lru_cache(maxsize=1024)(ip_to_string)
+
+
 class SysMessageIDError(ProtocolError):
     """Bytes too short for a marshalled SysMessageID or an IP field."""
 
@@ -72,7 +78,7 @@ class SysMessageID(NamedTuple):
 
     def __str__(self) -> str:
         port = "" if self.port < 0 else str(self.port)
-        return f"{self.sequence}-{ip_to_string(self.ip)}-{port}-{self.timestamp}"
+        return f"{self.sequence}-{_ip_text(self.ip)}-{port}-{self.timestamp}"
 
     def message_id(self) -> str:
         """JMSMessageID as the client derives it."""
