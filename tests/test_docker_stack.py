@@ -95,6 +95,8 @@ def docker_env() -> Iterator[dict[str, str]]:
             proc.kill()
             proc.wait()
         log.close()
+        # dockerd leaves its default network namespace mounted in its exec root.
+        subprocess.run(["umount", str(tmp / "exec/netns/default")], capture_output=True)
         shutil.rmtree(tmp, ignore_errors=True)
 
 
