@@ -26,7 +26,12 @@ def name(prefix: str) -> str:
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    brokers = start_cluster(tmp_path_factory.mktemp("rcluster"), 2, names=("RA", "RB"))
+    brokers = start_cluster(
+        tmp_path_factory.mktemp("rcluster"),
+        2,
+        "imq.autocreate.destination.maxDeliveryCount=3",
+        names=("RA", "RB"),
+    )
     yield brokers
     for b in brokers:
         b.stop()
@@ -155,3 +160,25 @@ def test_expiry_report_for_a_message_waiting_for_bs_consumer(cluster):
         got = reports_of(reply_cons, 1)
         assert [feedback_of(r) for r in got] == [mq.MQFB_EXPIRATION]
         check_report(got[0], msg, mq.MQFB_EXPIRATION, BODY[:100])
+
+
+def test_exception_report_when_bs_consumer_backs_out_over_max_delivery_count(cluster):
+    a, b = cluster
+    q, replies = Queue(name("rmdc")), Queue(name("mreplies"))
+    with conn(a) as ca, conn(b) as cb:
+        sa = ca.create_session()
+        reply_cons = sa.create_consumer(replies)
+        ca.start()
+        msg = request(BytesMessage(BODY), replies, cod=mq.Data.NONE, exception=mq.Data.FULL)
+        sa.create_producer(q).send(msg)
+        sb = cb.create_session(AckMode.CLIENT_ACKNOWLEDGE)
+        consumer = sb.create_consumer(q)
+        cb.start()
+        for _ in range(3):  # maxDeliveryCount: each recover sends it back to A
+            assert consumer.receive(15) is not None
+            sb.recover()
+        got = reports_of(reply_cons, 1)
+        # Backed out, never consumed: the exception report only, from A.
+        assert [feedback_of(r) for r in got] == [mq.MQRC_BACKED_OUT]
+        check_report(got[0], msg, mq.MQRC_BACKED_OUT, BODY)
+        assert consumer.receive(1) is None
