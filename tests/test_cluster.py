@@ -813,3 +813,22 @@ def test_paused_peer_is_dropped_after_silence_and_relinks_when_it_wakes(tmp_path
     finally:
         a.stop()
         b.stop()
+
+
+@pytest.mark.django_db
+def test_rest_api_lists_the_cluster(cluster, settings, tmp_path):
+    from broker.admin import security_actions
+    from tests.test_rest_api import ADMIN, ADMIN_PW, point_at, token_client
+
+    a, b, c = cluster
+    point_at(settings, c, tmp_path)
+    security_actions.create_user("setup", ADMIN, ADMIN_PW, ["admin", "user"])
+    api = token_client(ADMIN, ADMIN_PW)
+    r = api.get("/api/broker/cluster/", {"ordering": "instance"})
+    assert r.status_code == 200, r.content
+    rows = r.json()["results"]
+    assert [(x["address"], x["instance"], x["state"], x["is_self"]) for x in rows] == [
+        (f"127.0.0.1:{x.portmapper_port}", x.instance, "OPERATING", x is c) for x in (a, b, c)
+    ]
+    r = api.get("/api/broker/cluster/", {"ordering": "bogus"})
+    assert r.status_code == 400

@@ -20,5 +20,15 @@ async def _get_cluster(client: AdminClient) -> list[dict[str, Any]]:
 
 
 def list_brokers(admin: BrokerAdmin) -> list[dict[str, Any]]:
-    """Every broker of the cluster: address, instanceName, state, brokerID, self."""
-    return admin._request(_get_cluster)
+    """Every broker of the cluster: address (host:port of its port mapper), instance,
+    state (OPERATING or UNREACHABLE), broker_id, is_self (the broker asked)."""
+    return [
+        {
+            "address": str(r.get("address", "")),
+            "instance": str(r.get("instanceName", "")),
+            "state": str(r.get("state", "")),
+            "broker_id": str(r.get("brokerID", "")),
+            "is_self": bool(r.get("self")),
+        }
+        for r in admin._request(_get_cluster)
+    ]

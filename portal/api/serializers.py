@@ -100,6 +100,16 @@ class ServiceSerializer(serializers.Serializer):
     max_threads = serializers.IntegerField(help_text="The service's connection limit.")
 
 
+class ClusterBrokerSerializer(serializers.Serializer):
+    """A broker of the conventional cluster the portal's broker belongs to."""
+
+    address = serializers.CharField(help_text="host:port of the broker's port mapper.")
+    instance = serializers.CharField(help_text="Its instance name (empty while unreachable).")
+    state = serializers.CharField(help_text="OPERATING, or UNREACHABLE (no link to it now).")
+    broker_id = serializers.CharField(allow_blank=True)
+    is_self = serializers.BooleanField(help_text="The broker the portal is connected to.")
+
+
 class BrokerSerializer(serializers.Serializer):
     instance = serializers.CharField()
     version = serializers.CharField(help_text="The OpenMQ release the broker reports.")
@@ -587,6 +597,11 @@ class DestinationQuerySerializer(serializers.Serializer):
         default="name",
         help_text="name: queues then topics by name; -messages: the deepest first.",
     )
+
+
+class ClusterBrokerQuerySerializer(serializers.Serializer):
+    search = search_field("address or instance name")
+    ordering = ordering_field("address", "instance", "state")
 
 
 class ServiceQuerySerializer(serializers.Serializer):

@@ -25,7 +25,7 @@ from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from broker.admin import actions, ha_actions, security_actions
+from broker.admin import actions, cluster_actions, ha_actions, security_actions
 from portal.auth import is_administrator
 
 from . import filters
@@ -170,6 +170,23 @@ class BrokerMetricsView(AdminView):
     @doc("The broker's metrics", s.MetricsSerializer)
     def get(self, request):
         return Response(s.MetricsSerializer(actions.broker_metrics(self.admin)).data)
+
+
+class ClusterBrokerListView(RowListView):
+    search_fields = ("address", "instance")
+
+    @doc(
+        "List the brokers of the cluster",
+        s.ClusterBrokerSerializer(many=True),
+        params=[s.ClusterBrokerQuerySerializer],
+        description="Every broker of the conventional cluster (imq.cluster.brokerlist) the "
+        "portal's broker belongs to, with its state as that broker sees it; a broker that "
+        "is not clustered lists itself.",
+    )
+    def get(self, request):
+        q = self.query(s.ClusterBrokerQuerySerializer)
+        rows = cluster_actions.list_brokers(self.admin)
+        return self.page(rows, s.ClusterBrokerSerializer, q)
 
 
 class HABrokerListView(QuerysetListView):

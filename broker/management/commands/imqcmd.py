@@ -526,7 +526,7 @@ class Command(BaseCommand):
         self.broker_info()
         table = Table(3, 4).title(("Address", "Instance Name", "State"))
         for r in rows:
-            table.add((r["address"], r.get("instanceName", ""), r["state"]))
+            table.add((r["address"], r["instance"], r["state"]))
         self.show(table)
         self.done()
 
