@@ -832,3 +832,23 @@ def test_rest_api_lists_the_cluster(cluster, settings, tmp_path):
     ]
     r = api.get("/api/broker/cluster/", {"ordering": "bogus"})
     assert r.status_code == 400
+
+
+@pytest.mark.django_db
+def test_portal_cluster_page(cluster, settings, tmp_path):
+    from django.test import Client
+
+    from broker.admin import security_actions
+    from tests.test_rest_api import ADMIN, ADMIN_PW, point_at
+
+    a, b, c = cluster
+    point_at(settings, a, tmp_path)
+    security_actions.create_user("setup", ADMIN, ADMIN_PW, ["admin", "user"])
+    client = Client()
+    assert client.login(username=ADMIN, password=ADMIN_PW)
+    r = client.get("/cluster/")
+    assert r.status_code == 200
+    html = r.content.decode()
+    for x in (a, b, c):
+        assert f"<td>127.0.0.1:{x.portmapper_port}</td><td>{x.instance}</td>" in html
+    assert html.count("<td>OPERATING</td>") == 3

@@ -6,6 +6,7 @@ from django.urls import path, register_converter
 
 from .views import (
     broker,
+    cluster,
     connections,
     destinations,
     durables,
@@ -46,6 +47,7 @@ urlpatterns = [
     path("broker/restart/", broker.broker_restart, name="broker_restart"),
     path("broker/<slug:op>/", broker.broker_op, name="broker_op"),
     # Services
+    path("cluster/", cluster.cluster, name="cluster"),
     path("services/", services.services, name="services"),
     path("services/<str:name>/", services.service_detail, name="service"),
     path("services/<str:name>/update/", services.service_update, name="service_update"),
