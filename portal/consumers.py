@@ -11,7 +11,8 @@ broker/server/events.py) and sends the last ten minutes of ``MetricSample`` rows
      "samples": [{"timestamp": 1767225600.0, "msgs_in": 12.5, "msgs_out": 12.4,
                   "bytes_in": 12800.0, "bytes_out": 12700.0, "connections": 3,
                   "memory_state": "green", "memory_used": 1024, "memory_limit": ...,
-                  "destinations": 7}, ...],          # oldest first, rates per second
+                  "destinations": 7, "loop_lag_max": 0.4, "loop_lag_p99": 0.2},
+                 ...],                                # oldest first, rates per second
      "depths": [...]}                                 # the newest row's deepest destinations
 
 then forwards each of the broker's once-a-second samples as it comes::
@@ -65,6 +66,8 @@ _HISTORY_FIELDS = (
     "memory_used",
     "memory_limit",
     "destinations",
+    "loop_lag_max",
+    "loop_lag_p99",
 )
 
 

@@ -468,6 +468,8 @@ def _history_row(instance: str, seconds_ago: float, msgs_in: float):
         memory_used=0,
         memory_limit=1 << 30,
         destinations=3,
+        loop_lag_max=msgs_in * 2,
+        loop_lag_p99=msgs_in,
         depths=[{"name": "histQ", "type": "queue", "messages": 2, "bytes": 2048}],
     )
 
@@ -538,6 +540,8 @@ def test_overview_sends_history_then_live_samples(own_broker, redis_url, setting
             history = await comm.receive_json_from(timeout=10)
             assert history["type"] == "history" and history["instance"] == instance
             assert [s["msgs_in"] for s in history["samples"]] == [1.5, 2.5]
+            assert [s["loop_lag_max"] for s in history["samples"]] == [3.0, 5.0]
+            assert [s["loop_lag_p99"] for s in history["samples"]] == [1.5, 2.5]
             assert history["depths"][0]["name"] == "histQ"
             assert "depths" not in history["samples"][0]
             assert history["samples"][0]["timestamp"] < history["samples"][1]["timestamp"]
