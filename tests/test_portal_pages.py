@@ -139,6 +139,7 @@ def test_every_page_renders(page, portal_server):  # noqa: F811
     nav = page.get_by_role("navigation", name="Main")
     headings = {
         "Broker": "Broker testbroker",
+        "Cluster": "Cluster",
         "Services": "Services",
         "Destinations": "Destinations",
         "Connections": "Connections",
