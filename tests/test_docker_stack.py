@@ -11,9 +11,10 @@ environment at /usr/local, where the official image has its Python) -- given as
 The daemon runs without iptables or bridges (nothing of the host's network is touched), so
 the containers share the host's network: a compose override puts every service of ours on
 it, bound to loopback on free ports, and points them at the tests' own PostgreSQL and Redis
-(the way docker/external.yaml points them at existing ones).  Then Docker's own health
-checks must pass in every container, a message goes through the broker in its container,
-and the portal's REST API logs in with the secret administrator password.
+(the way docker/external.yaml points them at existing ones), with the ``cluster`` profile's
+second broker.  Then Docker's own health checks must pass in every container, a message
+goes through the broker in its container, another from one broker to the other, and the
+portal's REST API logs in with the secret administrator password.
 """
 
 from __future__ import annotations
@@ -42,7 +43,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCKER = ROOT / "docker"
 BASE = "python:3.11-slim-bookworm"
 IMAGE = "openmq-py:stack-test"
-SERVICES = ["broker", "portal", "ums", "worker", "beat", "spark-master", "spark-worker"]
+SERVICES = ["broker", "broker-2", "portal", "ums", "worker", "beat", "spark-master", "spark-worker"]
 SECRETS = {
     "db_password": "p@ss/w:rd %1",
     "django_secret_key": "docker-stack-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
@@ -143,7 +144,9 @@ def override(ports: dict[str, int], database_url: str, redis_url: str) -> dict:
         "IMQ_PORT": str(p["pm"]),
         "IMQ_JMS_PORT": str(p["jms"]),
         "IMQ_ADMIN_PORT": str(p["admin"]),
-        "JOBS_BROKERS": f"127.0.0.1:{p['pm']}",
+        "JOBS_BROKERS": f"127.0.0.1:{p['pm']},127.0.0.1:{p['pm2']}",
+        # The cluster profile's two brokers, naming each other.
+        "IMQ_CLUSTER_BROKERLIST": f"127.0.0.1:{p['pm']},127.0.0.1:{p['pm2']}",
         "IMQ_CLUSTER_HOSTNAME": "127.0.0.1",
         "IMQ_BROKER_OPTS": "-Dimq.hostname=127.0.0.1",
         "SPARK_MASTER": f"spark://127.0.0.1:{p['spark']}",
@@ -167,6 +170,12 @@ def override(ports: dict[str, int], database_url: str, redis_url: str) -> dict:
     }
     for name in SERVICES:
         services[name] = {"network_mode": "host", "environment": common}
+    services["broker-2"]["environment"] = {
+        **common,
+        "IMQ_PORT": str(p["pm2"]),
+        "IMQ_JMS_PORT": str(p["jms2"]),
+        "IMQ_ADMIN_PORT": str(p["admin2"]),
+    }
     return {"services": services}
 
 
@@ -179,8 +188,9 @@ def test_the_stack_in_containers(image: str, docker_env, tmp_path: Path, postgre
         (secrets / name).chmod(0o644)
     ports = {
         name: free_port()
-        for name in ("pm", "jms", "admin", "portal", "ums", "spark", "spark_ui", "worker_ui")
-    }
+        for name in ("pm", "jms", "admin", "pm2", "jms2", "admin2", "portal", "ums", "spark",
+                     "spark_ui", "worker_ui")
+    }  # fmt: skip
     database = fresh_database(postgres_url, "imq_stack")
     redis_db = redis_url.rsplit("/", 1)[0] + "/10"
     # Compose reads the override as YAML; JSON is YAML.  hostname and ports do not go
@@ -196,6 +206,7 @@ def test_the_stack_in_containers(image: str, docker_env, tmp_path: Path, postgre
             lines.append("    depends_on: !reset {}")
     reset.write_text("\n".join(lines) + "\n")
     base = [str(Path(sys.executable).parent / "docker-compose"), "-p", "imqstacktest",
+            "--profile", "cluster",
             "-f", "compose.yaml", "-f", str(first), "-f", str(reset)]  # fmt: skip
     try:
         run([*base, "up", "-d", "--no-build"], env, timeout=900, cwd=DOCKER)
@@ -233,6 +244,22 @@ def test_the_stack_in_containers(image: str, docker_env, tmp_path: Path, postgre
             assert msg is not None and msg.text == "in containers"
         finally:
             conn.close()
+
+        # The cluster profile: a queue message produced on the first broker is consumed
+        # on the second (the queue keeps it until the consumer's interest arrives).
+        far = connect("127.0.0.1", ports["pm2"])
+        near = connect("127.0.0.1", ports["pm"])
+        try:
+            consumer = far.create_session().create_consumer(Queue("docker.cluster"))
+            far.start()
+            near.create_session().create_producer(Queue("docker.cluster")).send(
+                TextMessage("across the cluster")
+            )
+            msg = consumer.receive(timeout=60)
+            assert msg is not None and msg.text == "across the cluster"
+        finally:
+            near.close()
+            far.close()
 
         portal = f"http://127.0.0.1:{ports['portal']}"
         req = urllib.request.Request(
