@@ -108,10 +108,6 @@ def make_rootfs(target: Path) -> None:
          "--include=python3.11,python3.11-venv,ca-certificates",
          "bookworm", str(target), "http://deb.debian.org/debian"], os.environ)  # fmt: skip
     run(["chroot", str(target), "python3.11", "-m", "venv", "--clear", "/usr/local"], os.environ)
-    # Debian's Python is 3.11.2; the official image's is a later 3.11, for which redis needs
-    # no async-timeout, so the lock (made on such a Python) does not pin it.
-    run(["chroot", str(target), "/usr/local/bin/pip", "install", "-q", "async-timeout==5.0.1"],
-        os.environ)  # fmt: skip
     shutil.copy("/etc/ssl/certs/ca-certificates.crt", target / "etc/ssl/certs/ca-certificates.crt")
 
 
