@@ -4,6 +4,7 @@ producer reads on A; the COD only once B's consumer acknowledges (or commits).""
 
 from __future__ import annotations
 
+import struct
 import time
 import uuid
 
@@ -13,7 +14,11 @@ from broker.client import AckMode, BytesMessage, Queue, Topic
 from broker.client.mqtypes import feedback_of, message_type, request
 from broker.client.sync import connect
 from broker.protocol import mqreports as mq
+from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.packet import build_packet
+from broker.protocol.types import PacketType
 from tests.cluster_procs import start_cluster
+from tests.wire import control, login
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -182,3 +187,56 @@ def test_exception_report_when_bs_consumer_backs_out_over_max_delivery_count(clu
         assert [feedback_of(r) for r in got] == [mq.MQRC_BACKED_OUT]
         check_report(got[0], msg, mq.MQRC_BACKED_OUT, BODY)
         assert consumer.receive(1) is None
+
+
+@pytest.mark.parametrize(
+    ("dead_reason", "feedback"),
+    [(0, mq.MQRC_BACKED_OUT), (1, mq.MQFB_EXPIRATION)],
+    ids=["given-up", "expired-at-client"],
+)
+def test_client_on_b_marks_the_message_dead(cluster, dead_reason: int, feedback: int):
+    """A client on B acknowledges the message as DEAD (JMQAckType 2: given up, or found
+    expired): A, its home, sends the exception or expiry report, not a COD."""
+    a, b = cluster
+    q, replies = name("rdead"), Queue(name("dreplies"))
+    peer = login(b.host, b.jms_port)
+    sid = peer.request(
+        control(PacketType.CREATE_SESSION, 3, JMQAckMode=JInt(2)), PacketType.CREATE_SESSION_REPLY
+    ).properties["JMQSessionID"]
+    cid = peer.request(
+        control(
+            PacketType.ADD_CONSUMER,
+            5,
+            JMQDestination=q,
+            JMQDestType=JInt(1),
+            JMQSessionID=JLong(sid),
+            JMQSize=JInt(10),
+        ),
+        PacketType.ADD_CONSUMER_REPLY,
+    ).properties["JMQConsumerID"]
+    peer.send(build_packet(PacketType.START))
+    with conn(a) as ca:
+        sa = ca.create_session()
+        reply_cons = sa.create_consumer(replies)
+        ca.start()
+        msg = request(
+            BytesMessage(BODY),
+            replies,
+            cod=mq.Data.NONE,
+            exception=mq.Data.NONE,
+            expiration=mq.Data.NONE,
+        )
+        sa.create_producer(Queue(q)).send(msg)
+        got = peer.expect(PacketType.BYTES_MESSAGE)
+        ack = build_packet(
+            PacketType.ACKNOWLEDGE,
+            flags=0x10,
+            consumer_id=6,
+            props={"JMQAckType": JInt(2), "JMQDeadReason": JInt(dead_reason)},
+            body=struct.pack(">q", cid) + got.raw[20:52],
+        )
+        peer.request(ack, PacketType.ACKNOWLEDGE_REPLY)
+        reports = reports_of(reply_cons, 1)
+        assert [feedback_of(r) for r in reports] == [feedback]
+        check_report(reports[0], msg, feedback, b"")
+    peer.close()

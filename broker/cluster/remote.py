@@ -179,6 +179,17 @@ class InboundOrigin:
     def account_out(self, entry: Entry) -> None:
         self.service.send_ack(self.peer, self.uid, [entry.msg.key], gp.ACK_ACKNOWLEDGED)
 
+    def give_up(self, entry: Entry, reason: str, comment: str | None) -> None:
+        """Expired here or given up by the local client: ACK_DEAD home with the reason,
+        where the message goes to the DMQ and its reports are sent."""
+        self.service.send_ack(
+            self.peer,
+            self.uid,
+            [entry.msg.key],
+            gp.ACK_DEAD,
+            {"deadReason": reason, "deadComment": comment},
+        )
+
     def put_back(self, entries) -> None:
         for e in entries:
             self.service.send_ack(

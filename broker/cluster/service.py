@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from broker.core import dmq
 from broker.core.destination import QueueDestination, Subscription, TopicDestination
 from broker.core.errors import RouterError, now_ms
 from broker.core.message import Entry, Message
@@ -42,6 +43,10 @@ from .config import ClusterConfig, _same_host
 from .link import BrokerLink, LinkRefused, broker_info_body
 from .locks import ClusterLocks
 from .remote import InboundOrigin, RemoteConsumer
+
+_DEAD_REASONS = frozenset(
+    (dmq.EXPIRED, dmq.UNDELIVERABLE, dmq.REMOVED_OLDEST, dmq.REMOVED_LOW_PRIORITY, dmq.ERROR)
+)
 
 if TYPE_CHECKING:
     from broker.core.router import MessageRouter
@@ -89,7 +94,7 @@ class ClusterService:
         self._dialling: set[tuple[str, int]] = set()
         self._unreachable: dict[tuple[str, int], str] = {}
         self._tasks: list[asyncio.Task] = []
-        self._acks: dict[tuple[int, int, bool], tuple[BrokerLink, list]] = {}
+        self._acks: dict[tuple, tuple[BrokerLink, list]] = {}
         self._acks_scheduled = False
         self._pending: set[InboundOrigin] = set()
         self._pending_timer: asyncio.TimerHandle | None = None
@@ -816,9 +821,12 @@ class ClusterService:
         if link.closed:
             return
         redelivered = bool(extra and extra.get("redelivered"))
-        slot = self._acks.get((id(link), ack_type, redelivered))
+        # A DEAD ack says why (dmq.py's reason and comment), so those split packets too.
+        dead = (extra.get("deadReason"), extra.get("deadComment")) if extra else (None, None)
+        slot_key = (id(link), ack_type, redelivered, dead)
+        slot = self._acks.get(slot_key)
         if slot is None:
-            slot = self._acks[(id(link), ack_type, redelivered)] = (link, [])
+            slot = self._acks[slot_key] = (link, [])
         slot[1].extend((k, uid) for k in keys)
         if not self._acks_scheduled:
             self._acks_scheduled = True
@@ -827,7 +835,7 @@ class ClusterService:
     def _flush_acks(self) -> None:
         self._acks_scheduled = False
         acks, self._acks = self._acks, {}
-        for (_lid, ack_type, redelivered), (link, items) in acks.items():
+        for (_lid, ack_type, redelivered, dead), (link, items) in acks.items():
             w = gp.BodyWriter()
             for key, uid in items:
                 w.raw(key)
@@ -835,6 +843,10 @@ class ClusterService:
             props: dict[str, object] = {"T": ack_type, "C": len(items)}
             if redelivered:
                 props["redelivered"] = True
+            if dead[0] is not None:
+                props["deadReason"] = dead[0]
+            if dead[1] is not None:
+                props["deadComment"] = dead[1]
             link.send(gp.GPacket(gp.G_MESSAGE_ACK, props, w.bytes()))
 
     def _message_ack(self, link: BrokerLink, pkt: gp.GPacket) -> None:
@@ -844,6 +856,11 @@ class ClusterService:
         if not isinstance(count, int) or count < 0 or count > 1000000:
             raise gp.GPacketError(f"G_MESSAGE_ACK count {count!r}")
         redelivered = bool(pkt.props.get("redelivered"))
+        dead_reason = pkt.props.get("deadReason")
+        if dead_reason not in _DEAD_REASONS:
+            dead_reason = dmq.UNDELIVERABLE  # a peer that does not say (or says nonsense)
+        comment = pkt.props.get("deadComment")
+        dead_comment = comment if isinstance(comment, str) else None
         router = self.router
         back: list[Entry] = []
         touched: dict[int, RemoteConsumer] = {}
@@ -857,7 +874,11 @@ class ClusterService:
             if entry is None:
                 continue
             touched[id(rc)] = rc
-            if ack_type in (gp.ACK_ACKNOWLEDGED, gp.ACK_DEAD, gp.ACK_UNDELIVERABLE):
+            if ack_type == gp.ACK_DEAD:
+                # Expired or given up at the consumer's broker: the DMQ and the reports
+                # are this (home) broker's.
+                router.limits.dead(entry, dead_reason, dead_comment)
+            elif ack_type in (gp.ACK_ACKNOWLEDGED, gp.ACK_UNDELIVERABLE):
                 entry.owner.stats.acked += 1  # type: ignore[attr-defined]
                 router.consumed(entry)
             else:

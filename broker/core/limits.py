@@ -125,7 +125,13 @@ class Limits:
     def _to_dmq(self, entry: Entry, reason: str, comment: str | None) -> bool:
         router = self.router
         owner = entry.owner
-        owner.account_out(entry)  # type: ignore[attr-defined]
+        give_up = getattr(owner, "give_up", None)
+        if give_up is not None:
+            # A copy a cluster peer (its home) delivered here: the home broker gives it up
+            # (its DMQ, its reports), told why.
+            give_up(entry, reason, comment)
+        else:
+            owner.account_out(entry)  # type: ignore[attr-defined]
         if reason == dmq.EXPIRED:
             owner.stats.expired += 1  # type: ignore[attr-defined]
         else:
