@@ -328,6 +328,9 @@ CLUSTER_PORT = Int("imq.cluster.port", "0")
 CLUSTER_TRANSPORT = Text("imq.cluster.transport", "tcp")
 CLUSTER_PING_INTERVAL = Int("imq.cluster.ping.interval", "60")
 CLUSTER_HOSTNAME = OptionalText("imq.cluster.hostname")  # unset: imq.hostname
+# HA: seconds between heartbeats and monitor passes; missed beats before a takeover.
+CLUSTER_MONITOR_INTERVAL = Text("imq.cluster.monitor.interval", "30")
+CLUSTER_MONITOR_THRESHOLD = Text("imq.cluster.monitor.threshold", "3")
 CLUSTER_LOCKTIMEOUT = Int("imq.cluster.locktimeout", "60")
 _CLUSTER = [
     Text("imq.cluster.nomasterbroker", "false"),
@@ -337,8 +340,8 @@ _CLUSTER = [
     CLUSTER_PING_INTERVAL,
     Text("imq.cluster.heartbeat.interval", "5"),
     Text("imq.cluster.heartbeat.threshold", "3"),
-    Text("imq.cluster.monitor.interval", "30"),
-    Text("imq.cluster.monitor.threshold", "3"),
+    CLUSTER_MONITOR_INTERVAL,
+    CLUSTER_MONITOR_THRESHOLD,
     CLUSTER_LOCKTIMEOUT,
     Text("imq.cluster.waitReplyTimeout", "180"),
     Text("imq.cluster.nowaitForMasterBroker", "false"),

@@ -210,21 +210,24 @@ def _dropped(b, payload: bytes, *, wait_close: float = 15) -> None:
         s.close()
 
 
+_BAD_LINK_INPUT = [
+    ("random bytes", os.urandom(64).replace(b"\x00", b"\x01"), "unknown packet version"),
+    (
+        "wrong GPacket version",
+        struct.pack(">hh", 351, 1) + b"\0" * 40,
+        "unknown packet version",
+    ),
+    ("wrong cluster version", None, "cluster protocol version 300"),
+    ("truncated", None, "middle of a packet"),
+    ("claims this broker", None, "claims to be this broker"),
+    ("not in the list", None, "not in imq.cluster.brokerlist"),
+    ("claims a linked broker", None, "already linked"),
+]
+
+
+# Ids by case name: random bytes in an id differ between pytest-xdist's workers.
 @pytest.mark.parametrize(
-    "case,payload,reason",
-    [
-        ("random bytes", os.urandom(64).replace(b"\x00", b"\x01"), "unknown packet version"),
-        (
-            "wrong GPacket version",
-            struct.pack(">hh", 351, 1) + b"\0" * 40,
-            "unknown packet version",
-        ),
-        ("wrong cluster version", None, "cluster protocol version 300"),
-        ("truncated", None, "middle of a packet"),
-        ("claims this broker", None, "claims to be this broker"),
-        ("not in the list", None, "not in imq.cluster.brokerlist"),
-        ("claims a linked broker", None, "already linked"),
-    ],
+    "case,payload,reason", _BAD_LINK_INPUT, ids=[c[0] for c in _BAD_LINK_INPUT]
 )
 def test_bad_input_on_the_cluster_port_drops_the_link(cluster, case, payload, reason):
     a, b, c = cluster

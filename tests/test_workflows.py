@@ -78,7 +78,7 @@ def test_publish_text_bytes_map(admin, broker):
     assert text["properties"] == {"colour": "red", "size": 3, "urgent": True}
     assert text["jms_type"] == "greeting" and text["correlation_id"] == "c-1"
     assert data["preview"] == "00 ff 10"
-    assert "a = JInt(1)" in mapped["preview"] and "b = 'two'" in mapped["preview"]
+    assert "a = 1 (int)" in mapped["preview"] and "b = 'two'" in mapped["preview"]
     assert audited(f"published text message {mid} to queue wf.publish")
     # A topic is a destination too.
     workflows.publish_message(admin, "tester", "t", "wf.topic", body="x")

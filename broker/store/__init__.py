@@ -104,8 +104,8 @@ def ha_settings(config: BrokerConfig) -> HASettings | None:
             "imq.cluster.ha=true needs a PostgreSQL database (DATABASE_URL) its brokers share"
         )
     try:
-        interval = float(config.get("imq.cluster.monitor.interval") or 30)
-        threshold = float(config.get("imq.cluster.monitor.threshold") or 3)
+        interval = float(config.get(props.CLUSTER_MONITOR_INTERVAL) or 30)
+        threshold = float(config.get(props.CLUSTER_MONITOR_THRESHOLD) or 3)
     except ValueError as exc:
         raise ConfigError(f"imq.cluster.monitor.interval/threshold: {exc}") from None
     if interval <= 0 or threshold < 1:
