@@ -20,6 +20,29 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def read_portmapper(host: str, port: int, timeout: float = 5.0) -> bytes:
+    """The port mapper's service table (connect.md §1): our version line, then read to the
+    closing "." line or EOF.  Raises OSError when nothing answers."""
+    with socket.create_connection((host, port), timeout=timeout) as s:
+        s.settimeout(timeout)
+        s.sendall(b"101\n")
+        data = b""
+        while not data.endswith(b".\n"):
+            chunk = s.recv(4096)
+            if not chunk:
+                break
+            data += chunk
+    return data
+
+
+def portmapper_answers(host: str, port: int, timeout: float = 2.0) -> bool:
+    """True when a broker's port mapper at host:port sends its service table."""
+    try:
+        return read_portmapper(host, port, timeout).startswith(b"101 ")
+    except OSError:
+        return False
+
+
 @dataclass
 class BrokerProcess:
     """A running ``manage.py runbroker`` child and where it listens."""

@@ -182,23 +182,6 @@ def migrate() -> None:
 # -- health checks ------------------------------------------------------------------------
 
 
-def portmapper_answers(host: str, port: int) -> bool:
-    """The port mapper sends its service table after our version line (connect.md §1)."""
-    try:
-        with socket.create_connection((host, port), timeout=3) as s:
-            s.settimeout(5)
-            s.sendall(b"101\n")
-            data = b""
-            while not data.endswith(b".\n"):
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
-            return data.startswith(b"101 ")
-    except OSError:
-        return False
-
-
 def http_answers(url: str) -> bool:
     try:
         with urllib.request.urlopen(url, timeout=5) as r:  # our own URL
@@ -219,7 +202,11 @@ def pid_alive(pidfile: str) -> bool:
 def healthy(what: str, env: dict[str, str]) -> bool:
     """Whether ``what`` serves, checked from inside its container."""
     if what == "broker":
-        return portmapper_answers("127.0.0.1", int(env.get("IMQ_PORT") or 7676))
+        # Run as a script, Python puts docker/ first on the path, not the project.
+        sys.path.insert(0, str(ROOT))
+        from broker.launcher import portmapper_answers
+
+        return portmapper_answers("127.0.0.1", int(env.get("IMQ_PORT") or 7676), timeout=5)
     if what == "portal":
         return http_answers(f"http://127.0.0.1:{env.get('PORTAL_PORT') or 8000}/healthz")
     if what == "ums":

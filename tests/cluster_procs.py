@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import socket
 import time
 from pathlib import Path
 
-from broker.launcher import BrokerProcess, free_port, start_broker
+from broker.launcher import BrokerProcess, free_port, read_portmapper, start_broker
 
 
 def start_cluster(
@@ -66,12 +65,4 @@ def wait_linked(brokers: list[BrokerProcess], timeout: float = 30.0) -> None:
 
 
 def portmapper_table(b: BrokerProcess) -> str:
-    with socket.create_connection((b.host, b.portmapper_port), timeout=5) as s:
-        s.sendall(b"101\n")
-        data = b""
-        while not data.endswith(b".\n"):
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            data += chunk
-    return data.decode()
+    return read_portmapper(b.host, b.portmapper_port).decode()

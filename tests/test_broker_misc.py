@@ -6,6 +6,7 @@ from __future__ import annotations
 import socket
 import struct
 
+from broker.launcher import read_portmapper
 from broker.protocol.javaser import decode_hashtable
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import build_packet
@@ -16,14 +17,7 @@ from .wire import Peer, control, login, vector
 
 
 def test_portmapper_lists_real_service_ports(broker):
-    with socket.create_connection((broker.host, broker.portmapper_port), timeout=5) as s:
-        s.sendall(b"101\n")
-        data = b""
-        while not data.endswith(b".\n"):
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            data += chunk
+    data = read_portmapper(broker.host, broker.portmapper_port)
     table = parse_table(data)
     assert table.instance == broker.instance and table.packet_version == "301"
     assert table.find("NORMAL").port == broker.jms_port

@@ -17,7 +17,7 @@ import pytest
 
 from broker.client import JMSException, JMSSecurityException, Queue, TextMessage, connect
 from broker.client.errors import ResourceAllocationException
-from broker.launcher import ROOT, start_broker
+from broker.launcher import ROOT, read_portmapper, start_broker
 from broker.protocol.portmapper import parse_table
 
 pytestmark = pytest.mark.timeout(180)
@@ -64,18 +64,6 @@ def make_keystore(tmp: Path, broker_password: str = PASSWORD) -> Path:
     assert (etc / "keystore.pem").is_file() and (etc / "keystore.crt").is_file()
     (etc / "passfile").write_text(f"# broker passwords\nimq.keystore.password={broker_password}\n")
     return etc / "keystore.crt"
-
-
-def read_portmapper(host: str, port: int) -> bytes:
-    with socket.create_connection((host, port), timeout=10) as s:
-        s.sendall(b"101\n")
-        data = b""
-        while not data.endswith(b".\n"):
-            chunk = s.recv(4096)
-            if not chunk:
-                break
-            data += chunk
-    return data
 
 
 def test_keytool_refuses_to_overwrite(tmp_path: Path) -> None:

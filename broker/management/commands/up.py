@@ -30,6 +30,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from broker import props
 from broker.config import BrokerConfig, ConfigError
+from broker.launcher import portmapper_answers
 from broker.loglevels import LOGLEVEL_CHOICES
 
 from .runbroker import parse_defines
@@ -88,23 +89,6 @@ def redis_answers(port: int) -> bool:
         with socket.create_connection(("127.0.0.1", port), timeout=1) as s:
             s.sendall(b"PING\r\n")
             return s.recv(64).startswith(b"+PONG")
-    except OSError:
-        return False
-
-
-def portmapper_answers(host: str, port: int) -> bool:
-    """The port mapper at host:port sends its service table (connect.md §1)."""
-    try:
-        with socket.create_connection((host, port), timeout=1) as s:
-            s.settimeout(2)
-            s.sendall(b"101\n")
-            data = b""
-            while not data.endswith(b".\n"):
-                chunk = s.recv(4096)
-                if not chunk:
-                    break
-                data += chunk
-            return data.startswith(b"101 ")
     except OSError:
         return False
 
