@@ -126,6 +126,21 @@ def read_utf(buf: bytes | memoryview, pos: int) -> tuple[str, int]:
 # Property table
 
 
+# Names seen before, by their bytes: a producer sends the same few names again and again.
+_NAMES: dict[bytes, str] = {}
+# Decoded JInt/JShort/JByte values, shared (they are immutable): type codes, options and
+# flags recur.  Keyed by (code, bytes); longs are left out, being mostly times and ids.
+_VALUES: dict[tuple[int, bytes], object] = {}
+_CACHE_MAX = 4096
+# Fixed-size value types by code: size, struct and Python type; the type's range is the
+# wire size's, so the constructor's range check is skipped (int.__new__).
+_DECODERS = {
+    code: (st.size, st.unpack_from, make, integral, integral and st.size <= 4)
+    for code, (st, make) in _FIXED.items()
+    for integral in (issubclass(make, int) and make is not bool,)
+}
+
+
 def decode_properties(buf: bytes | memoryview, start: int = 0, size: int | None = None) -> dict:
     """Decode a version-1 property table occupying ``buf[start:start+size]``."""
     end = len(buf) if size is None else start + size
@@ -133,58 +148,81 @@ def decode_properties(buf: bytes | memoryview, start: int = 0, size: int | None 
         return {}
     if end > len(buf) or end - start < 8:
         raise PropertyError("property section too short")
-    version, count = _HEAD.unpack_from(buf, start)
+    # One copy of the section (a slice of bytes is a copy too); then plain indexing.
+    data = buf[start:end] if type(buf) is bytes else bytes(buf[start:end])
+    version, count = _HEAD.unpack_from(data, 0)
     if version != 1:
         raise PropertyError(f"unsupported property table version {version}")
     if count < 0:
         raise PropertyError(f"negative property count {count}")
-    pos = start + 8
+    end = len(data)
+    pos = 8
     props: dict[str, object] = {}
+    names, values = _NAMES, _VALUES
     for _ in range(count):
         if pos + 2 > end:
             raise PropertyError("truncated property name")
-        (n,) = _U16.unpack_from(buf, pos)
+        n = (data[pos] << 8) | data[pos + 1]
         if n == 0:
             # The Java reader stops at an empty name.
             break
         name_end = pos + 2 + n
         if name_end + 2 > end:
             raise PropertyError("truncated property entry")
-        try:
-            name = decode_java_utf(bytes(buf[pos + 2 : name_end]))
-        except PropertyError as exc:
-            raise PropertyError(f"property name {exc}") from None
-        (code,) = _I16.unpack_from(buf, name_end)
+        raw = data[pos + 2 : name_end]
+        name = names.get(raw)
+        if name is None:
+            try:
+                name = decode_java_utf(raw)
+            except PropertyError as exc:
+                raise PropertyError(f"property name {exc}") from None
+            if len(names) >= _CACHE_MAX:
+                names.clear()
+            names[raw] = name
+        code = (data[name_end] << 8) | data[name_end + 1]
+        if code & 0x8000:
+            code -= 0x10000
         pos = name_end + 2
         if code == T_STRING:
             if pos + 2 > end:
                 raise PropertyError(f"truncated value of {name}")
-            (vn,) = _U16.unpack_from(buf, pos)
-            vend = pos + 2 + vn
+            vend = pos + 2 + ((data[pos] << 8) | data[pos + 1])
             if vend > end:
                 raise PropertyError(f"truncated value of {name}")
             try:
-                value: object = decode_java_utf(bytes(buf[pos + 2 : vend]))
+                value: object = decode_java_utf(data[pos + 2 : vend])
             except PropertyError as exc:
                 raise PropertyError(f"value of {name}: {exc}") from None
             pos = vend
         elif code == T_OBJECT:
             if pos + 4 > end:
                 raise PropertyError(f"truncated value of {name}")
-            (on,) = _I32.unpack_from(buf, pos)
+            (on,) = _I32.unpack_from(data, pos)
             if on < 0 or pos + 4 + on > end:
                 raise PropertyError(f"bad object length for {name}")
-            value = JavaObjectBytes(bytes(buf[pos + 4 : pos + 4 + on]))
+            value = JavaObjectBytes(data[pos + 4 : pos + 4 + on])
             pos += 4 + on
         else:
-            fixed = _FIXED.get(code)
-            if fixed is None:
+            dec = _DECODERS.get(code)
+            if dec is None:
                 raise PropertyError(f"unknown property type {code} for {name}")
-            st, make = fixed
-            if pos + st.size > end:
+            vsize, unpack, make, integral, shared = dec
+            vend = pos + vsize
+            if vend > end:
                 raise PropertyError(f"truncated value of {name}")
-            value = make(st.unpack_from(buf, pos)[0])
-            pos += st.size
+            if shared:
+                key = (code, data[pos:vend])
+                value = values.get(key)
+                if value is None:
+                    value = int.__new__(make, unpack(data, pos)[0])
+                    if len(values) >= _CACHE_MAX:
+                        values.clear()
+                    values[key] = value
+            elif integral:
+                value = int.__new__(make, unpack(data, pos)[0])
+            else:
+                value = make(unpack(data, pos)[0])
+            pos = vend
         props[name] = value
     return props
 
