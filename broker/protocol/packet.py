@@ -78,6 +78,11 @@ _FIELD_NAMES = {
     VH_REPLYTO_CLASS: "reply-to class",
 }
 _STRING_FIELDS = (1, 2, 3, 4, 5, 6, 7)
+# Destination and reply-to names (and their classes) recur on every message of a
+# producer: decoded once, by their bytes.  Message and correlation ids do not.
+_NAME_FIELDS = frozenset((VH_DESTINATION, VH_REPLYTO, VH_DESTINATION_CLASS, VH_REPLYTO_CLASS))
+_NAMES: dict[bytes, str] = {}
+_NAMES_MAX = 4096
 
 DEFAULT_MAX_PACKET = 70 * 1024 * 1024
 
@@ -89,12 +94,14 @@ def decode_fields(buf: bytes | memoryview, start: int, end: int) -> dict[int, ob
     fields: dict[int, object] = {}
     pos = start
     while pos + 2 <= end:
-        (tag,) = _I16.unpack_from(buf, pos)
+        tag = (buf[pos] << 8) | buf[pos + 1]
+        if tag & 0x8000:
+            tag -= 0x10000
         if tag == VH_NULL:
             return fields
         if pos + 4 > end:
             raise PacketError("truncated variable header", fatal=False)
-        (length,) = _U16.unpack_from(buf, pos + 2)
+        length = (buf[pos + 2] << 8) | buf[pos + 3]
         vstart = pos + 4
         if tag in (VH_TRANSACTIONID, VH_PRODUCERID, VH_DELIVERY_TIME):
             if vstart + 8 > end:
@@ -112,12 +119,22 @@ def decode_fields(buf: bytes | memoryview, start: int, end: int) -> dict[int, ob
             if vend > end:
                 raise PacketError("truncated variable header field", fatal=False)
             if 1 <= tag <= 7:
-                try:
-                    fields[tag] = decode_java_utf(bytes(buf[vstart:vend]))
-                except PropertyError as exc:
-                    raise PacketError(
-                        f"variable header field {_FIELD_NAMES[tag]}: {exc}", fatal=False
-                    ) from None
+                raw = buf[vstart:vend]
+                # Only bytes keys: a memoryview of a bytearray cannot be hashed.
+                cached = tag in _NAME_FIELDS and type(raw) is bytes
+                text = _NAMES.get(raw) if cached else None
+                if text is None:
+                    try:
+                        text = decode_java_utf(bytes(raw))
+                    except PropertyError as exc:
+                        raise PacketError(
+                            f"variable header field {_FIELD_NAMES[tag]}: {exc}", fatal=False
+                        ) from None
+                    if cached:
+                        if len(_NAMES) >= _NAMES_MAX:
+                            _NAMES.clear()
+                        _NAMES[raw] = text
+                fields[tag] = text
             pos = vend
     if start == end:
         return fields
