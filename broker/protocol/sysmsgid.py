@@ -86,5 +86,9 @@ class SysMessageID(NamedTuple):
 
 
 def sysmsgid_string(data: bytes) -> str:
-    """String form of marshalled SysMessageID bytes."""
-    return str(SysMessageID.from_bytes(data))
+    """String form of marshalled SysMessageID bytes (``str(SysMessageID)``, without
+    making the tuple: every report's correlation id is one)."""
+    if len(data) < SYSMSGID_SIZE:
+        raise SysMessageIDError(f"a SysMessageID needs {SYSMSGID_SIZE} bytes at 0")
+    timestamp, ip, port, sequence = _STRUCT.unpack_from(data, 0)
+    return f"{sequence}-{_ip_text(ip)}-{'' if port < 0 else port}-{timestamp}"
