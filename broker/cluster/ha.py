@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+import zlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -57,6 +58,24 @@ class Takeover:
     durables: int
     messages: int
     transactions: int
+    # The taken broker's epoch after the takeover: its store sessions below it are ours.
+    epoch: int = 0
+
+
+def store_session(broker_id: str, epoch: int) -> int:
+    """HELLO_REPLY's JMQStoreSession: which broker's store, at which epoch, a client's
+    messages live in.  Like OpenMQ's store session UID it is unique in the cluster (the
+    epoch alone is not: every broker counts its own from 1), and any broker can tell from
+    it whose rows it names: the broker id's CRC-32 above, the epoch below."""
+    return ((zlib.crc32(broker_id.encode()) & 0x7FFF_FFFF) << 32) | (epoch & 0xFFFF_FFFF)
+
+
+@dataclass
+class Member:
+    """A member's row as the last monitor pass read it, and whether it had failed then."""
+
+    row: StoreOwner
+    failed: bool
 
 
 class HAMonitor:
@@ -89,6 +108,10 @@ class HAMonitor:
         self._tick_handle: asyncio.TimerHandle | None = None
         self._last_tick = 0.0
         self._held: list[Any] = []  # delivery queues held after a stall
+        # Every member's row by broker id, from the last pass (HELLO's store session).
+        self.rows: dict[str, Member] = {}
+        # A takeover is being made (HELLO answers 408 to a reconnecting HA client).
+        self.in_takeover = False
         self._update_hello()
 
     def start(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -200,7 +223,9 @@ class HAMonitor:
             and o.broker_instance != self.broker_id
             and o.address
         ]
-        self._call_on_loop(self._set_members, [self.store.address, *live])
+        failed_ids = {o.broker_instance for o in failed}
+        snapshot = {o.broker_instance: Member(o, o.broker_instance in failed_ids) for o in rows}
+        self._call_on_loop(self._set_members, [self.store.address, *live], snapshot)
         for row in failed:
             self._try(row)
 
@@ -219,6 +244,8 @@ class HAMonitor:
             row.address,
             why,
         )
+        # OpenMQ's HelloHandler answers TIMEOUT while HAMonitorService.inTakeover().
+        self.in_takeover = True
         try:
             taken = takeover.take_over(
                 row.broker_instance,
@@ -228,10 +255,12 @@ class HAMonitor:
                 using=using,
             )
         except Exception as exc:  # its row is locked, or the database went away
+            self.in_takeover = False
             log.warning("takeover of broker %s failed, retried later: %s", row.broker_instance, exc)
             connections[using].close()
             return
         if taken is None:
+            self.in_takeover = False
             log.info(
                 "takeover of broker %s: not needed (another broker took it, or it came back)",
                 row.broker_instance,
@@ -301,9 +330,112 @@ class HAMonitor:
 
     # -- event loop ---------------------------------------------------------------
 
-    def _set_members(self, members: list[str]) -> None:
+    def _set_members(self, members: list[str], rows: dict[str, Member] | None = None) -> None:
         self.members = members
+        if rows is not None:
+            self.rows = rows
         self._update_hello()
+
+    @property
+    def session(self) -> int:
+        """This broker's JMQStoreSession."""
+        return store_session(self.broker_id, self.store.epoch or 0)
+
+    def hello_verdict(
+        self, cluster_id: object, session: object
+    ) -> tuple[int, dict[str, object], str | None]:
+        """HELLO's answer to an HA client that names the cluster and the store session it
+        was connected to (JMQClusterID, JMQStoreSession, sent by the stock Java client's
+        ProtocolHandler.hello when it reconnects): status, HELLO_REPLY properties, reason.
+
+        As OpenMQ's HelloHandler.handle: another cluster's id is 400; while this broker
+        is taking a broker over, 408 (come back later); a session this broker holds (its
+        own, or one it took over) is 200; one another broker holds now is 301 with
+        JMQStoreOwner (that broker's URL: ReadChannel.checkRedirectStatus makes the client
+        reconnect there); one whose broker failed or stopped and is not taken over yet is
+        408 (the client waits and tries again: the takeover it waits for).  OpenMQ answers
+        404 for a session nobody knows, which strands a Java client (it retries the same
+        HELLO forever); this broker lets it in (200) instead."""
+        if isinstance(cluster_id, str) and cluster_id and cluster_id != self.cluster_id:
+            return (
+                Status.BAD_REQUEST,
+                {},
+                f"cluster id {cluster_id} is not this broker's ({self.cluster_id})",
+            )
+        if not isinstance(session, int) or isinstance(session, bool):
+            return Status.OK, {}, None
+        mine = {"JMQStoreOwner": f"mq://{self.store.address}/"}
+        if session == self.session:
+            return Status.OK, {}, None
+        if self.in_takeover:
+            return Status.TIMEOUT, {}, "a takeover is in progress: reconnect later"
+        owner = self._owner(session)
+        if owner is None:
+            return Status.OK, {}, None
+        if owner.row.broker_instance == self.broker_id:
+            return Status.OK, mine, None
+        row = owner.row
+        alive = (
+            not owner.failed
+            and row.state == StoreOwner.State.RUNNING
+            and row.broker_state == BrokerState.OPERATING
+            and row.address
+        )
+        if alive and row.heartbeat is not None:
+            # The rows are from the last pass: a member that missed a beat since (killed
+            # now, noticed in threshold intervals) is in doubt, not somewhere to go.
+            from django.utils import timezone
+
+            alive = (timezone.now() - row.heartbeat).total_seconds() < 2 * max(
+                row.interval, self.interval
+            )
+        if alive:
+            return (
+                Status.MOVED_PERMANENTLY,
+                {"JMQStoreOwner": f"mq://{row.address}/"},
+                f"store session {session} is broker {row.broker_instance}'s",
+            )
+        return (
+            Status.TIMEOUT,
+            {},
+            f"broker {row.broker_instance} holding store session {session} is "
+            "in doubt or not taken over yet: reconnect later",
+        )
+
+    def _owner(self, session: int) -> Member | None:
+        """Which member holds the rows of store ``session`` now (None: no member made it)."""
+        crc, epoch = session >> 32, session & 0xFFFF_FFFF
+        if crc == zlib.crc32(self.broker_id.encode()) & 0x7FFF_FFFF:
+            return Member(_me(self.broker_id), False)  # an earlier run of this broker
+        for t in self.taken:
+            if zlib.crc32(t.broker_id.encode()) & 0x7FFF_FFFF == crc and epoch < t.epoch:
+                return Member(_me(self.broker_id), False)
+        made = next(
+            (
+                m
+                for m in self.rows.values()
+                if zlib.crc32(m.row.broker_instance.encode()) & 0x7FFF_FFFF == crc
+            ),
+            None,
+        )
+        if made is None:
+            return None
+        member, seen = made, set()
+        # Taken over (maybe the taker too, later): the rows moved along.
+        while (
+            member.row.taken_over_by
+            and member.row.state == StoreOwner.State.STOPPED
+            and (member is not made or epoch < member.row.epoch)
+            and member.row.broker_instance not in seen
+        ):
+            seen.add(member.row.broker_instance)
+            nxt = self.rows.get(member.row.taken_over_by)
+            if nxt is None:
+                if member.row.taken_over_by == self.broker_id:
+                    return Member(_me(self.broker_id), False)
+                return None
+            member = nxt
+        return member
 
     def _update_hello(self) -> None:
         """What HELLO_REPLY tells clients in an HA cluster (connect.md)."""
@@ -312,7 +444,7 @@ class HAMonitor:
             return
         hello["JMQHA"] = True
         hello["JMQClusterID"] = self.cluster_id
-        hello["JMQStoreSession"] = JLong(self.store.epoch or 0)
+        hello["JMQStoreSession"] = JLong(self.session)
         hello["JMQBrokerList"] = ",".join(f"mq://{a}/" for a in self.members)
 
     def _adopt(self, taken: takeover.TakenOver) -> Takeover:
@@ -325,8 +457,10 @@ class HAMonitor:
             counts["durables"],
             counts["messages"],
             counts["transactions"],
+            taken.epoch,
         )
         self.taken.append(done)
+        self.in_takeover = False
         log.warning(
             "took over broker %s (%s): %d destinations, %d durable subscriptions, "
             "%d messages, %d transactions",
@@ -340,6 +474,10 @@ class HAMonitor:
         return done
 
 
+def _me(broker_id: str) -> StoreOwner:
+    return StoreOwner(broker_instance=broker_id)
+
+
 def _settle(fut: asyncio.Future, result: object, exc: BaseException | None) -> None:
     if fut.done():
         return
@@ -349,4 +487,4 @@ def _settle(fut: asyncio.Future, result: object, exc: BaseException | None) -> N
         fut.set_result(result)
 
 
-__all__ = ["HAMonitor", "Takeover"]
+__all__ = ["HAMonitor", "Member", "Takeover", "store_session"]

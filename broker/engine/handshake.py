@@ -37,6 +37,10 @@ MAX_PROTOCOL_LEVEL = 500
 # EOF arrives right behind the AUTHENTICATE_REPLY (its reader tears the connection down
 # before the waiting call takes the reply).
 REFUSED_LOGIN_LINGER = 2.0
+# HELLO_REPLY statuses after which the connection goes on to AUTHENTICATE_REQUEST (OpenMQ's
+# HelloHandler); the stock Java client's ReadChannel.checkRedirectStatus closes it itself
+# on 301 (reconnecting to JMQStoreOwner) and 408 (trying again later).
+_HELLO_GOES_ON = (Status.OK, Status.MOVED_PERMANENTLY, Status.NOT_FOUND, Status.TIMEOUT)
 
 
 class HandshakeRules:
@@ -98,7 +102,27 @@ class HandshakeRules:
         extra = getattr(b, "hello_properties", None)  # a cluster's broker list, HA
         if extra:
             reply_props.update(extra)
-        self.reply(pkt, Status.OK, reply_props)
+        # An HA client reconnecting names its cluster and store session; the answer may
+        # send it on (301 + JMQStoreOwner) or ask it to wait for a takeover (408).
+        verdict = getattr(b, "hello_verdict", None)
+        status, ha_props, ha_reason = (
+            verdict(props) if verdict is not None else (Status.OK, {}, None)
+        )
+        reply_props.update(ha_props)
+        if status != Status.OK:
+            log.info(
+                "HELLO from %s (connection %s was %s): %s %s",
+                self.peer,
+                self.id,
+                old,
+                int(status),
+                ha_reason,
+            )
+        self.reply(pkt, status, reply_props, reason=ha_reason)
+        if status not in _HELLO_GOES_ON:
+            # OpenMQ's HelloHandler closes the connection on any other status.
+            self.close(ha_reason or f"HELLO refused ({status})")
+            return
         if b.memory.count == 0:
             b.flow_waiting.add(self)
         self.auth_type = svc.auth_type

@@ -154,6 +154,20 @@ class TransactionRules:
             }.get(flags, TransactionState.COMPLETE):
                 self._txn_reply(pkt, txn, Status.NOT_MODIFIED)
                 return
+            if not txn.is_xa and flags & XAFlag.TMSUCCESS:
+                # The stock Java client connected to an HA broker commits a local
+                # transaction in two phases (Transaction.commitHATransaction ->
+                # ProtocolHandler.endHATransaction: END with JMQTransactionID and
+                # JMQXAFlags=TMSUCCESS, no Xid), then PREPARE and COMMIT: STARTED -> COMPLETE.
+                if txn.state not in (TransactionState.STARTED, TransactionState.COMPLETE):
+                    raise RouterError(
+                        Status.PRECONDITION_FAILED,
+                        f"transaction {txn.id} is {txn.state.name}: cannot end it",
+                    )
+                if txn.state == TransactionState.STARTED:
+                    txn.set_state(TransactionState.COMPLETE)
+                self._txn_reply(pkt, txn)
+                return
             self.router.end_transaction(txn, flags)
         except RouterError as exc:
             self._txn_refused(pkt, exc, txn)

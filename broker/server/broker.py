@@ -25,7 +25,13 @@ from broker.protocol.javaser import encode_hashtable
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import Packet, build_packet
 from broker.protocol.portmapper import MAX_REQUEST_LINE, PortMapperTable, ServiceEntry
-from broker.protocol.types import CURRENT_PACKET_VERSION, FLAG_A, GoodbyeReason, PacketType
+from broker.protocol.types import (
+    CURRENT_PACKET_VERSION,
+    FLAG_A,
+    GoodbyeReason,
+    PacketType,
+    Status,
+)
 from broker.security.acl import AccessController
 from broker.security.repository import LoginThrottle, check_auth_repository
 from broker.store import ha_settings, open_store
@@ -529,6 +535,13 @@ class Broker:
         if old is not None and old is not new:
             log.info("connection %s replaced by reconnect %s", old_id, new.id)
             old.close()
+
+    def hello_verdict(self, props: dict) -> tuple[int, dict[str, object], str | None]:
+        """HELLO's status for a client naming the cluster and store session it was
+        connected to (an HA cluster's reconnecting client; broker.cluster.ha); OK otherwise."""
+        if self.ha is None:
+            return Status.OK, {}, None
+        return self.ha.hello_verdict(props.get("JMQClusterID"), props.get("JMQStoreSession"))
 
     def answer_info_request(self, conn: ConnectionEngine, pkt: Packet) -> None:
         """INFO_REQUEST (no reply flag): answer with an INFO packet whose body is a
