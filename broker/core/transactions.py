@@ -361,18 +361,37 @@ class TransactionManager:
         # One COMMITTED record makes the commit atomic in the store: after a crash the
         # held work is applied from the transaction's records if it was not yet.
         self._store_transaction(txn, TransactionState.COMMITTED)
-        for msg, dest_type in txn.sends:
+        store = self.router.store
+        if txn.stored and txn.sends and store is not None:
+            # Consumers see the messages only once the COMMITTED record is in the store:
+            # a crash before that takes the whole commit back (nothing was promised
+            # yet), and must not leave consumers holding part of it (crash soak,
+            # bench/crash_soak.py).  The commit's reply waits for the same write.
+            sends = txn.sends
+            store.after_durable(lambda: self._route_committed(txn.id, sends, link))
+        else:
+            self._route_committed(None, txn.sends, link)
+        for entry in txn.entries.values():
+            entry.owner.stats.acked += 1  # type: ignore[attr-defined]
+            self.router.consumed(entry)
+        if txn.stored and not txn.sends:
+            store.submit((TxnRemove(txn.id),))  # type: ignore[union-attr]
+        txn.set_state(TransactionState.COMMITTED)
+
+    def _route_committed(
+        self, txn_id: int | None, sends: list[tuple[Message, int]], link: Link | None
+    ) -> None:
+        """Route a committed transaction's messages, in order; then, for a stored one
+        (``txn_id``), forget its records (after the messages' own, so a crash in between
+        finds the commit to complete)."""
+        for msg, dest_type in sends:
             try:
                 self.router.route(msg, link, dest_type)  # type: ignore[arg-type]
             except RouterError as exc:
                 # Limits may have filled since the send was checked; the rest still commit.
                 log.warning("committed message to %s dropped: %s", msg.destination, exc.reason)
-        for entry in txn.entries.values():
-            entry.owner.stats.acked += 1  # type: ignore[attr-defined]
-            self.router.consumed(entry)
-        if txn.stored:
-            self.router.store.submit((TxnRemove(txn.id),))  # type: ignore[union-attr]
-        txn.set_state(TransactionState.COMMITTED)
+        if txn_id is not None:
+            self.router.store.submit((TxnRemove(txn_id),))  # type: ignore[union-attr]
 
     def rollback(
         self, txn: Transaction, redeliver: bool = False, set_redelivered: bool = True
