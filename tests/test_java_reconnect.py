@@ -504,3 +504,63 @@ def test_ha_java_client_is_sent_to_the_taker_after_a_sigkill(tmp_path: Path, pos
     finally:
         for p in started:
             p.stop()
+
+
+def test_reconnect_keeps_using_its_temporary_queue(broker: Broker) -> None:
+    """A consumer on the connection's TemporaryQueue: addInterest re-creates it after the
+    reconnect (CREATE_DESTINATION with the same temporary name, then ADD_CONSUMER), and a
+    reply sent to it afterwards arrives."""
+    from broker.protocol.types import DEST_TEMP
+
+    name = "temporary_destination://queue/127.0.0.1/40000/1"
+    tq = JInt(DEST_QUEUE | DEST_TEMP)
+    old = _engine(broker)
+    old_id = int(login(old).properties["JMQConnectionID"])  # type: ignore[arg-type]
+    sid = int(
+        request(old, PacketType.CREATE_SESSION, JMQAckMode=JInt(1)).properties["JMQSessionID"]
+    )  # type: ignore[arg-type]
+    assert (
+        _status(request(old, PacketType.CREATE_DESTINATION, JMQDestination=name, JMQDestType=tq))
+        == 200
+    )
+
+    def consume(e: ConnectionEngine, sid: int, old_cid: int | None) -> int:
+        props: dict[str, object] = {
+            "JMQShare": False,
+            "JMQDestination": name,
+            "JMQDestType": tq,
+            "JMQNoLocal": False,
+            "JMQReconnect": False,
+            "JMQAckMode": JInt(1),
+            "JMQSize": JInt(1000),
+            "JMQSessionID": JLong(sid),
+        }
+        if old_cid is not None:
+            props["JMQOldConsumerID"] = JLong(old_cid)
+        reply = request(e, PacketType.ADD_CONSUMER, **props)
+        assert _status(reply) == Status.OK, reply.properties
+        return int(reply.properties["JMQConsumerID"])  # type: ignore[arg-type]
+
+    old_cid = consume(old, sid, None)
+    new = _engine(broker)
+    login(new, JMQConnectionID=JLong(old_id))
+    sid = int(
+        request(new, PacketType.CREATE_SESSION, JMQAckMode=JInt(1)).properties["JMQSessionID"]
+    )  # type: ignore[arg-type]
+    created = request(new, PacketType.CREATE_DESTINATION, JMQDestination=name, JMQDestType=tq)
+    assert _status(created) in (Status.OK, Status.CONFLICT)
+    cid = consume(new, sid, old_cid)
+    new.receive_data(build_packet(PacketType.START, props={}))
+    replier = _engine(broker)
+    login(replier)
+    replier.receive_data(
+        build_packet(
+            PacketType.TEXT_MESSAGE,
+            flags=FLAG_Q | FLAG_A,
+            fields={1: name, 6: "com.sun.messaging.jmq.jmsclient.TemporaryQueueImpl"},
+            body=b"r",
+        )
+    )
+    assert [_status(p) for p in _sent(replier)] == [200]
+    (msg,) = [p for p in _sent(new) if p.type == PacketType.TEXT_MESSAGE]
+    assert msg.consumer_id == cid
