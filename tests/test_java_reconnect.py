@@ -564,3 +564,137 @@ def test_reconnect_keeps_using_its_temporary_queue(broker: Broker) -> None:
     assert [_status(p) for p in _sent(replier)] == [200]
     (msg,) = [p for p in _sent(new) if p.type == PacketType.TEXT_MESSAGE]
     assert msg.consumer_id == cid
+
+
+# -- (b) conventional cluster: the client's broker killed, the next of imqAddressList ----
+
+
+@pytest.mark.timeout(300)
+def test_conventional_cluster_java_client_moves_to_the_next_broker(tmp_path: Path) -> None:
+    """Brokers A and B linked (imq.cluster.brokerlist).  A Java client on B with a client
+    id, a durable subscriber and a queue consumer holding an unacknowledged message whose
+    home is A.  B is SIGKILLed; the client's ConnectionInitiator takes the next address of
+    imqAddressList (A: JMQBrokerList is only used when HELLO_REPLY says JMQHA=true,
+    ReadChannel.updateBrokerVersionInfo) and ConnectionRecover.recover re-creates
+    everything there: the client id and durable name are free again, the message comes
+    again flagged redelivered, and the durable subscriber gets what A publishes."""
+    from broker.protocol.types import DEST_TOPIC
+
+    from .cluster_procs import start_cluster, wait_for
+    from .wire import Peer, control
+
+    a, b = start_cluster(tmp_path, 2, names=("A", "B"))
+    try:
+        tag = uuid.uuid4().hex[:8]
+        client_id, durable, queue, topic = f"jc{tag}", f"d{tag}", f"q{tag}", f"t{tag}"
+
+        def recover(peer, old_ids: tuple[int, int] | None) -> tuple[int, int]:
+            """resetClientID, addSessions, addConsumers, START; (durable, queue) consumer ids.
+            A refusal (the other broker not yet known gone) is retried, as the client's
+            ConnectionRecover does after a failed recover."""
+            deadline = time.monotonic() + 60
+            while True:
+                peer.send(
+                    control(PacketType.SET_CLIENTID, 3, JMQClientID=client_id, JMQShare=False)
+                )
+                if _status(peer.expect(PacketType.SET_CLIENTID_REPLY)) == Status.OK:
+                    break
+                assert time.monotonic() < deadline, "client id never free"
+                time.sleep(0.5)
+            sess = peer.request(
+                control(PacketType.CREATE_SESSION, 4, JMQAckMode=JInt(AckMode.CLIENT_ACKNOWLEDGE)),
+                PacketType.CREATE_SESSION_REPLY,
+            )
+            sid = sess.properties["JMQSessionID"]
+            ids = []
+            for n, (dest, dtype, extra) in enumerate(
+                ((topic, DEST_TOPIC, {"JMQDurableName": durable}), (queue, DEST_QUEUE, {}))
+            ):
+                peer.send(
+                    control(
+                        PacketType.CREATE_DESTINATION,
+                        10 + n,
+                        JMQDestination=dest,
+                        JMQDestType=JInt(dtype),
+                    )
+                )
+                assert _status(peer.expect(PacketType.CREATE_DESTINATION_REPLY)) in (200, 409)
+                props: dict[str, object] = {
+                    **extra,
+                    "JMQShare": False,
+                    "JMQDestination": dest,
+                    "JMQDestType": JInt(dtype),
+                    "JMQNoLocal": False,
+                    "JMQReconnect": False,
+                    "JMQAckMode": JInt(AckMode.CLIENT_ACKNOWLEDGE),
+                    "JMQSize": JInt(1000),
+                    "JMQSessionID": sid,
+                }
+                if old_ids is not None:
+                    props["JMQOldConsumerID"] = JLong(old_ids[n])
+                while True:
+                    peer.send(control(PacketType.ADD_CONSUMER, 20 + n, **props))
+                    reply = peer.expect(PacketType.ADD_CONSUMER_REPLY)
+                    if _status(reply) == Status.OK:
+                        break
+                    assert time.monotonic() < deadline, reply.properties
+                    time.sleep(0.5)
+                ids.append(int(reply.properties["JMQConsumerID"]))  # type: ignore[arg-type]
+            peer.send(build_packet(PacketType.START, props={}))
+            return ids[0], ids[1]
+
+        pb = Peer(b.host, b.jms_port)
+        hello_b = _raw_login(pb)
+        assert hello_b.properties.get("JMQHA") is not True
+        old_conn = hello_b.properties["JMQConnectionID"]
+        old_ids = recover(pb, None)
+
+        # A message whose home is A, delivered to the consumer on B and not acknowledged.
+        pa = Peer(a.host, a.jms_port)
+        _raw_login(pa)
+
+        def send_on_a(dest: str, flags: int, body: bytes, cid: int) -> None:
+            pa.request(
+                build_packet(
+                    PacketType.TEXT_MESSAGE,
+                    flags=flags | FLAG_A | FLAG_P,
+                    fields={1: dest},
+                    body=body,
+                    consumer_id=cid,
+                ),
+                PacketType.SEND_REPLY,
+            )
+
+        send_on_a(queue, FLAG_Q, b"home A", 30)
+        first = pb.expect(PacketType.TEXT_MESSAGE)
+        assert first.body == b"home A" and first.consumer_id == old_ids[1]
+        os.kill(b.proc.pid, signal.SIGKILL)
+        b.proc.wait(10)
+
+        pr = Peer(a.host, a.jms_port)
+        reply = _raw_login(pr, JMQConnectionID=old_conn)
+        assert _status(reply) == Status.OK
+        durable_id, queue_id = recover(pr, old_ids)
+        again = pr.expect(PacketType.TEXT_MESSAGE)
+        assert again.consumer_id == queue_id and again.body == b"home A"
+        assert again.flags & FLAG_R and again.sysmsgid == first.sysmsgid
+
+        # The durable subscription is attached on A now: what A publishes reaches it.
+        def published() -> bool:
+            send_on_a(topic, 0, b"to the durable", 31)
+            try:
+                pr.sock.settimeout(1.0)
+                msg = pr.expect(PacketType.TEXT_MESSAGE)
+            except TimeoutError:
+                return False
+            finally:
+                pr.sock.settimeout(10.0)
+            assert msg.consumer_id == durable_id and msg.body == b"to the durable"
+            return True
+
+        wait_for(published, 30, "a publication reaching the re-attached durable subscriber")
+        for p in (pa, pr, pb):
+            p.close()
+    finally:
+        a.stop()
+        b.stop()
