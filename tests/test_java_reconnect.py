@@ -360,6 +360,20 @@ def test_ha_client_commit_sequence_and_verify(broker: Broker) -> None:
     verify = request(e, PacketType.VERIFY_TRANSACTION, JMQTransactionID=JLong(first))
     assert _status(verify) == Status.NOT_FOUND
 
+    # The connection breaks after PREPARE (the broker keeps the PREPARED transaction, as
+    # a taker does after recovering it): Transaction.verifyTransaction on the new
+    # connection finds State 6 and commits it with commitHATransaction.
+    second = txn()
+    e.close("connection broken")
+    e2 = _engine(broker)
+    login(e2)
+    verify = request(e2, PacketType.VERIFY_TRANSACTION, JMQTransactionID=JLong(second))
+    assert _status(verify) == Status.OK and decode_hashtable(verify.body)["State"] == 6
+    assert (
+        _status(request(e2, PacketType.COMMIT_TRANSACTION, JMQTransactionID=JLong(second))) == 200
+    )
+    assert broker.router.lookup("hq", DEST_QUEUE).msg_count == 2  # type: ignore[union-attr]
+
 
 # -- (c) for real: two HA brokers on PostgreSQL, one killed ---------------------------------
 
@@ -431,6 +445,39 @@ def test_ha_java_client_is_sent_to_the_taker_after_a_sigkill(tmp_path: Path, pos
             ),
             PacketType.SEND_REPLY,
         )
+        # A transacted session of an HA client: committed in two phases, and A is killed
+        # after PREPARE's reply, before COMMIT (Transaction.commitHATransaction).
+        tsess = pa.request(control(PacketType.CREATE_SESSION, 4), PacketType.CREATE_SESSION_REPLY)
+        started_txn = pa.request(
+            control(
+                PacketType.START_TRANSACTION,
+                5,
+                JMQSessionID=tsess.properties["JMQSessionID"],
+                JMQAutoRollback=JInt(2),
+            ),
+            PacketType.START_TRANSACTION_REPLY,
+        )
+        tid = started_txn.properties["JMQTransactionID"]
+        pa.request(
+            build_packet(
+                PacketType.TEXT_MESSAGE,
+                flags=FLAG_Q | FLAG_A | FLAG_P,
+                fields={1: "haq", 8: tid},  # TRANSACTIONID in the variable header
+                body=b"prepared on A",
+                consumer_id=6,
+            ),
+            PacketType.SEND_REPLY,
+        )
+        pa.request(
+            control(
+                PacketType.END_TRANSACTION, 7, JMQTransactionID=tid, JMQXAFlags=JInt(TMSUCCESS)
+            ),
+            PacketType.END_TRANSACTION_REPLY,
+        )
+        pa.request(
+            control(PacketType.PREPARE_TRANSACTION, 8, JMQTransactionID=tid),
+            PacketType.PREPARE_TRANSACTION_REPLY,
+        )
         pa.close()
 
         # B while A runs: the client's rows are A's, so B sends it there.
@@ -500,6 +547,19 @@ def test_ha_java_client_is_sent_to_the_taker_after_a_sigkill(tmp_path: Path, pos
             ),
             PacketType.ACKNOWLEDGE_REPLY,
         )
+        # Transaction.verifyTransaction on the taker: PREPARED (6), so it commits it there.
+        verify = pb.request(
+            control(PacketType.VERIFY_TRANSACTION, 7, JMQTransactionID=tid),
+            PacketType.VERIFY_TRANSACTION_REPLY,
+        )
+        assert decode_hashtable(verify.body)["State"] == 6
+        pb.send(control(PacketType.COMMIT_TRANSACTION, 8, JMQTransactionID=tid))
+        got = {}
+        while len(got) < 2:  # the delivery may come before the reply
+            p = pb.recv()
+            got[p.type] = p
+        assert _status(got[PacketType.COMMIT_TRANSACTION_REPLY]) == Status.OK
+        assert got[PacketType.TEXT_MESSAGE].body == b"prepared on A"
         pb.close()
     finally:
         for p in started:
