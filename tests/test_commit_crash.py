@@ -14,6 +14,7 @@ import os
 import signal
 import uuid
 from contextlib import suppress
+from typing import Any
 
 import pytest
 
@@ -26,6 +27,19 @@ from .test_persistence import receive_all
 pytestmark = pytest.mark.timeout(120)
 
 JDBC = "imq.persist.store=jdbc"
+
+
+def end_dead_broker_sessions(lock: Any) -> None:
+    """End the killed broker's database sessions, then release the lock.
+
+    A server session waiting for a lock notices its client is gone only when it next
+    talks to it, so once the lock is released it could still finish the dead broker's
+    write: ended first, its transaction rolls back as the crash would have it."""
+    lock.execute(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+        "WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    )
+    lock.rollback()
 
 
 @run
@@ -56,7 +70,7 @@ async def test_commit_in_flight_at_a_crash_is_all_or_nothing(own_broker, postgre
         assert not commit.done()  # its reply waits for the database, which is held
         os.kill(b.proc.pid, signal.SIGKILL)
         b.proc.wait(10)
-        lock.rollback()
+        end_dead_broker_sessions(lock)
     await asyncio.gather(commit, return_exceptions=True)
     for conn in (cconn, pconn):  # their broker is gone
         with suppress(Exception):
@@ -67,3 +81,46 @@ async def test_commit_in_flight_at_a_crash_is_all_or_nothing(own_broker, postgre
     # any of it; had it reached the store, all of it would be there again.
     assert after in ([], sent), after
     assert set(seen) <= set(after), f"consumer saw {seen} of a commit that was lost: {after}"
+
+
+@run
+async def test_acknowledged_message_never_comes_back_unflagged(own_broker, postgres_url) -> None:
+    """Found by the crash soak on the database store: a CLIENT_ACKNOWLEDGE consumer's
+    acknowledgement returned OK, the broker was SIGKILLed before the settle (and the
+    delivery count) reached the database, and after the restart the message was delivered
+    again without the redelivered flag.  The reply now waits for the store, so an
+    acknowledgement the client was told of is never taken back."""
+    import psycopg
+
+    url = fresh_database(postgres_url, f"imq_{uuid.uuid4().hex[:8]}")
+    b = own_broker(JDBC, database_url=url)
+    q = Queue(name("ackcrash"))
+    pconn = await open_conn(b)
+    psess = await pconn.create_session()
+    prod = await psess.create_producer(q)
+    await prod.send(TextMessage("once"), persistent=True)  # stored: its reply says so
+    await pconn.close()
+    with psycopg.connect(url) as lock:
+        # The broker's writes of the delivery count and of the settle wait for this.
+        lock.execute("LOCK TABLE broker_storedmessage, broker_storedinterest")
+        cconn = await open_conn(b)
+        csess = await cconn.create_session(AckMode.CLIENT_ACKNOWLEDGE)
+        cons = await csess.create_consumer(q)
+        await cconn.start()
+        m = await cons.receive(10.0)
+        assert m is not None and m.text == "once" and not m.redelivered
+        ack = asyncio.ensure_future(m.acknowledge())
+        await asyncio.wait([ack], timeout=3.0)
+        confirmed = ack.done() and ack.exception() is None
+        os.kill(b.proc.pid, signal.SIGKILL)
+        b.proc.wait(10)
+        end_dead_broker_sessions(lock)
+    await asyncio.gather(ack, return_exceptions=True)
+    with suppress(Exception):
+        await asyncio.wait_for(cconn.close(), 5)
+    b = own_broker(JDBC, database_url=url)
+    again = await receive_all(b, q)
+    if confirmed:
+        assert again == [], "a message whose acknowledgement returned OK came back"
+    else:  # the acknowledgement was never confirmed: it comes back, marked delivered
+        assert [x.text for x in again] == ["once"]

@@ -208,6 +208,8 @@ class MessageRules:
             dead_reason = int(props.get("JMQDeadReason", 0))  # type: ignore[arg-type]
             comment = props.get("JMQComment")
         txn = None
+        store = self.router.store
+        mark = store.submitted if store is not None else 0
         if pkt.transaction_id:
             try:
                 txn = self.router.transaction(pkt.transaction_id, self)
@@ -235,7 +237,16 @@ class MessageRules:
                     ack_type,
                 )
         if pkt.flags & FLAG_A:
-            self.write(_with_cid(_ACK_REPLY_OK, pkt.consumer_id))
+            reply = _with_cid(_ACK_REPLY_OK, pkt.consumer_id)
+            if store is not None and store.submitted != mark:
+                # Persistent messages were settled: with sync on (the database store
+                # always) the reply waits until that, and their delivery counts, are
+                # stored, so an acknowledgement the client was told of survives a crash
+                # (was: the message could come back after a SIGKILL, and without the
+                # redelivered flag when its delivery count was not stored either).
+                self.broker.when_stored(lambda: self.write(reply))
+            else:
+                self.write(reply)
 
     def on_redeliver(self: Any, pkt: Packet) -> None:
         groups = self._ack_blocks(pkt)

@@ -256,6 +256,12 @@ class Store:
 
     # -- event-loop side ------------------------------------------------------------
 
+    @property
+    def submitted(self) -> int:
+        """How many records have been submitted so far: a caller compares two readings
+        to learn whether something it did wrote to the store."""
+        return self._submitted
+
     def start(self, loop) -> None:
         self._loop = loop
         self._thread = threading.Thread(target=self._run, name="store-writer", daemon=True)
