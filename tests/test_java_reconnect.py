@@ -378,6 +378,21 @@ def test_ha_client_commit_sequence_and_verify(broker: Broker) -> None:
 # -- (c) for real: two HA brokers on PostgreSQL, one killed ---------------------------------
 
 
+def _durable_props(sid: object) -> dict[str, object]:
+    """ProtocolHandler.addInterest for TopicSession.createDurableSubscriber("had")."""
+    return {
+        "JMQDurableName": "had",
+        "JMQShare": False,
+        "JMQDestination": "hat",
+        "JMQDestType": JInt(2),
+        "JMQNoLocal": False,
+        "JMQReconnect": False,
+        "JMQAckMode": JInt(AckMode.CLIENT_ACKNOWLEDGE),
+        "JMQSize": JInt(1000),
+        "JMQSessionID": sid,
+    }
+
+
 def _raw_login(peer, **extra: object) -> Packet:
     """HELLO as the Java client, then, if the broker lets it in, AUTHENTICATE with the type
     it asks for (guest/guest); the HELLO_REPLY."""
@@ -478,7 +493,38 @@ def test_ha_java_client_is_sent_to_the_taker_after_a_sigkill(tmp_path: Path, pos
             control(PacketType.PREPARE_TRANSACTION, 8, JMQTransactionID=tid),
             PacketType.PREPARE_TRANSACTION_REPLY,
         )
-        pa.close()
+        # A durable subscriber of the same client holds a persistent publication it has
+        # not acknowledged when A dies (the client stays connected until then).
+        pa.request(
+            control(PacketType.SET_CLIENTID, 9, JMQClientID="hajc", JMQShare=False),
+            PacketType.SET_CLIENTID_REPLY,
+        )
+        dsess = pa.request(
+            control(PacketType.CREATE_SESSION, 10, JMQAckMode=JInt(AckMode.CLIENT_ACKNOWLEDGE)),
+            PacketType.CREATE_SESSION_REPLY,
+        )
+        durable = _durable_props(dsess.properties["JMQSessionID"])
+        pa.send(
+            control(PacketType.CREATE_DESTINATION, 11, JMQDestination="hat", JMQDestType=JInt(2))
+        )
+        assert _status(pa.expect(PacketType.CREATE_DESTINATION_REPLY)) in (200, 409)
+        pa.request(control(PacketType.ADD_CONSUMER, 12, **durable), PacketType.ADD_CONSUMER_REPLY)
+        pa.send(build_packet(PacketType.START, props={}))
+        pa.send(
+            build_packet(
+                PacketType.TEXT_MESSAGE,
+                flags=FLAG_A | FLAG_P,
+                fields={1: "hat"},
+                body=b"to the durable",
+                consumer_id=13,
+            )
+        )
+        got = {}
+        while len(got) < 2:
+            p = pa.recv()
+            got[p.type] = p
+        assert _status(got[PacketType.SEND_REPLY]) == Status.OK
+        assert got[PacketType.TEXT_MESSAGE].body == b"to the durable"
 
         # B while A runs: the client's rows are A's, so B sends it there.
         pb = Peer(b.host, b.jms_port)
@@ -489,6 +535,7 @@ def test_ha_java_client_is_sent_to_the_taker_after_a_sigkill(tmp_path: Path, pos
 
         os.kill(a.proc.pid, signal.SIGKILL)
         a.proc.wait(10)
+        pa.close()
         seen = []
         deadline = time.monotonic() + 120
         while True:
@@ -507,7 +554,28 @@ def test_ha_java_client_is_sent_to_the_taker_after_a_sigkill(tmp_path: Path, pos
         assert reply.properties["JMQStoreOwner"] == f"mq://{addr(b)}/"
         assert reply.properties["JMQStoreSession"] != a_session  # B's own from now on
 
-        # The rest of ConnectionRecover.recover on B: session, consumer, START.
+        # The rest of ConnectionRecover.recover on B: client id, sessions, consumers, START.
+        pb.request(
+            control(PacketType.SET_CLIENTID, 9, JMQClientID="hajc", JMQShare=False),
+            PacketType.SET_CLIENTID_REPLY,
+        )
+        dsess = pb.request(
+            control(PacketType.CREATE_SESSION, 10, JMQAckMode=JInt(AckMode.CLIENT_ACKNOWLEDGE)),
+            PacketType.CREATE_SESSION_REPLY,
+        )
+        pb.send(
+            control(PacketType.CREATE_DESTINATION, 11, JMQDestination="hat", JMQDestType=JInt(2))
+        )
+        assert _status(pb.expect(PacketType.CREATE_DESTINATION_REPLY)) in (200, 409)
+        dcons = pb.request(
+            control(
+                PacketType.ADD_CONSUMER,
+                12,
+                **_durable_props(dsess.properties["JMQSessionID"]),
+                JMQOldConsumerID=JLong(98),
+            ),
+            PacketType.ADD_CONSUMER_REPLY,
+        )
         sess = pb.request(
             control(PacketType.CREATE_SESSION, 3, JMQAckMode=JInt(AckMode.CLIENT_ACKNOWLEDGE)),
             PacketType.CREATE_SESSION_REPLY,
@@ -535,8 +603,13 @@ def test_ha_java_client_is_sent_to_the_taker_after_a_sigkill(tmp_path: Path, pos
             PacketType.ADD_CONSUMER_REPLY,
         )
         pb.send(build_packet(PacketType.START, props={}))
-        msg = pb.expect(PacketType.TEXT_MESSAGE)
-        assert msg.consumer_id == cons.properties["JMQConsumerID"]
+        by_consumer = {}
+        while len(by_consumer) < 2:
+            p = pb.expect(PacketType.TEXT_MESSAGE)
+            by_consumer[p.consumer_id] = p
+        dmsg = by_consumer[dcons.properties["JMQConsumerID"]]
+        assert dmsg.body == b"to the durable" and dmsg.flags & FLAG_R
+        msg = by_consumer[cons.properties["JMQConsumerID"]]
         assert msg.body == b"held by A" and msg.flags & FLAG_R
         pb.request(
             build_packet(
