@@ -247,6 +247,12 @@ class BrokerConfig:
         config._set_instance(instance, varhome)
         return config
 
+    def reread(self) -> BrokerConfig:
+        """This instance's properties read again from its ``config.properties`` (an
+        administrator may have edited it) with the same command-line overrides, as a new
+        object; this one is unchanged."""
+        return BrokerConfig.load(self.instance, self.varhome, self._overrides)
+
     # -- lookup -------------------------------------------------------------------------
 
     def _raw(self, name: str) -> str | None:

@@ -528,7 +528,7 @@ def test_refused_input(broker, passfile):
         (("commit", "txn", "-n", "abc"), "transaction ID"),
         (("frob", "dst"), "unknown subcommand"),
         (("list", "jmx"), "imqcmd list takes"),
-        (("reload", "cls"), "reload acl"),
+        (("reload", "cls"), "not part of a cluster"),
         (("metrics", "bkr", "-m", "con"), "-m takes"),
         (("metrics", "bkr", "-int", "0"), "-int"),
         (("compact", "dst", "-n", q), "both -t and -n"),

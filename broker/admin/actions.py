@@ -233,6 +233,19 @@ def takeover_broker(admin: BrokerAdmin, actor: str, broker_id: str) -> None:
     )
 
 
+def reload_cluster(admin: BrokerAdmin, actor: str) -> dict[str, list[str]]:
+    """Have every broker of the cluster read its broker list again (imqcmd reload cls);
+    returns the brokers added and removed, as ``host:port``."""
+    changed = admin.reload_cluster()
+    record_change(
+        actor,
+        "reloaded the cluster configuration"
+        + "".join(f"; {k} {', '.join(v)}" for k, v in changed.items() if v),
+        {"type": "broker", "op": "reload_cluster", **changed},
+    )
+    return changed
+
+
 def restart_broker(admin: BrokerAdmin, actor: str) -> None:
     record_change(actor, "restarted the broker", {"type": "broker", "op": "restart"})
     admin.restart()

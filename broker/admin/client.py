@@ -54,6 +54,7 @@ from broker.protocol.admin_types import (
     PURGE_DURABLE,
     QUIESCE_BROKER,
     RECLAIM_EXPIRED,
+    RELOAD_CLUSTER,
     RESUME,
     ROLLBACK_TRANSACTION,
     SHUTDOWN,
@@ -312,6 +313,15 @@ class AdminClient:
         """Ask the broker to take over another broker of its HA cluster now
         (TAKEOVER_BROKER); it answers once the data is loaded."""
         await self.request(TAKEOVER_BROKER, {"JMQBrokerID": broker_id}, timeout=timeout)
+
+    async def reload_cluster(self, timeout: float = 30) -> dict[str, list[str]]:
+        """RELOAD_CLUSTER (``imqcmd reload cls``): the broker and the brokers linked to it
+        read the cluster's broker list again; returns the brokers it added and removed."""
+        props, _ = await self.request(RELOAD_CLUSTER, timeout=timeout)
+        return {
+            k: [a for a in str(props.get(f"JMQBrokers{k.capitalize()}", "")).split(",") if a]
+            for k in ("added", "removed")
+        }
 
     async def restart(self, timeout: float = 10) -> None:
         """Ask the broker to restart (SHUTDOWN with JMQRestart): it stops cleanly and

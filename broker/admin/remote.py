@@ -161,6 +161,7 @@ class BrokerAdmin:
     shutdown = _blocking(AdminClient.shutdown)
     restart = _blocking(AdminClient.restart)
     takeover = _blocking(AdminClient.takeover)
+    reload_cluster = _blocking(AdminClient.reload_cluster)
     reload_access_control = _blocking(AdminClient.reload_access_control)
     metrics = _blocking(AdminClient.metrics)
     reset_metrics = _blocking(AdminClient.reset_metrics)

@@ -40,13 +40,23 @@ def parse_address(text: str, default_port: int = 7676) -> tuple[str, int]:
         raise ClusterConfigError(f"bad port in broker address {text!r}") from None
 
 
+# How long a cluster configuration file on a web server may take to arrive.
+URL_TIMEOUT = 10.0
+
+
 def _read_url(url: str) -> str | None:
-    """The brokerlist of a cluster configuration file (``imq.cluster.url``)."""
+    """The brokerlist of a cluster configuration file (``imq.cluster.url``): a path, a
+    ``file:`` URL or, as OpenMQ allows, an ``http:``/``https:`` URL on a web server."""
     parsed = urlparse(url)
-    path = Path(parsed.path if parsed.scheme == "file" else url)
     try:
-        text = path.read_text()
-    except OSError as exc:
+        if parsed.scheme in ("http", "https"):
+            from urllib.request import urlopen
+
+            with urlopen(url, timeout=URL_TIMEOUT) as resp:  # noqa: S310 - scheme checked
+                text = resp.read().decode("iso-8859-1")
+        else:
+            text = Path(parsed.path if parsed.scheme == "file" else url).read_text()
+    except (OSError, ValueError) as exc:
         raise ClusterConfigError(f"imq.cluster.url {url}: {exc}") from None
     for line in text.splitlines():
         name, sep, value = line.partition("=")
@@ -84,21 +94,28 @@ class ClusterConfig:
     def is_me(self, host: str, port: int) -> bool:
         return port == self.me.port and _same_host(host, self.me.host)
 
-    @classmethod
-    def from_config(cls, config, portmapper_port: int) -> ClusterConfig:
+    @staticmethod
+    def read_peers(config, me: BrokerAddress) -> list[tuple[str, int]]:
+        """The other brokers named by ``imq.cluster.brokerlist`` (or the file of
+        ``imq.cluster.url`` when the list is not set), this broker left out."""
         brokerlist = config.get(props.CLUSTER_BROKERLIST)
         url = config.get(props.CLUSTER_URL)
         if not brokerlist and url:
             brokerlist = _read_url(url)
-        host = config.get(props.CLUSTER_HOSTNAME) or config.get(props.HOSTNAME) or "127.0.0.1"
-        me = BrokerAddress(host, config.get(props.INSTANCE_NAME), portmapper_port)
-        peers = []
+        peers: list[tuple[str, int]] = []
         for item in (brokerlist or "").split(","):
             if not item.strip():
                 continue
             addr = parse_address(item)
             if not (addr[1] == me.port and _same_host(addr[0], me.host)) and addr not in peers:
                 peers.append(addr)
+        return peers
+
+    @classmethod
+    def from_config(cls, config, portmapper_port: int) -> ClusterConfig:
+        host = config.get(props.CLUSTER_HOSTNAME) or config.get(props.HOSTNAME) or "127.0.0.1"
+        me = BrokerAddress(host, config.get(props.INSTANCE_NAME), portmapper_port)
+        peers = cls.read_peers(config, me)
         transport = config.get(props.CLUSTER_TRANSPORT).lower()
         if transport not in ("tcp", "ssl"):
             raise ClusterConfigError(f"imq.cluster.transport {transport}: tcp or ssl")

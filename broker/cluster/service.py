@@ -17,6 +17,7 @@ import asyncio
 import logging
 import ssl
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -39,7 +40,7 @@ from broker.protocol.sysmsgid import SYSMSGID_SIZE
 from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC, Status
 
 from .changerecord import RECORDED, ChangeRecord, read_last_sync, write_last_sync
-from .config import ClusterConfig, _same_host
+from .config import ClusterConfig, ClusterConfigError, _same_host
 from .link import BrokerLink, LinkRefused, broker_info_body
 from .locks import ClusterLocks
 from .remote import InboundOrigin, RemoteConsumer
@@ -107,6 +108,9 @@ class ClusterService:
         # Set while applying a peer's change, so it is not sent back out.
         self._applying = False
         self.loop: asyncio.AbstractEventLoop | None = None
+        # Where RELOAD_CLUSTER reads the configuration again (set by the broker): a fresh
+        # BrokerConfig from the instance's files and command line.
+        self.reread_config: Callable[[], object] | None = None
 
     # -- life cycle ------------------------------------------------------------------
 
@@ -245,6 +249,14 @@ class ClusterService:
         addr = link.address
         if addr is None or self.links.get(addr) is not link:
             if not link.logged and not self.stopping:
+                # A peer that keeps refusing us (e.g. one whose list no longer names this
+                # broker) is re-dialled every few seconds: said once per reason.
+                peer = link.expected
+                if peer is not None and self._unreachable.get(peer) == link.reason:
+                    log.debug("cluster link %s closed again: %s", link.describe(), link.reason)
+                    return
+                if peer is not None:
+                    self._unreachable[peer] = link.reason
                 log.warning(
                     "cluster link %s closed before the handshake finished: %s",
                     link.describe(),
@@ -263,6 +275,61 @@ class ClusterService:
             origin.pending.clear()
             self._pending.discard(origin)
         self.locks.link_down(link)
+
+    # -- reloading the configuration ------------------------------------------------
+
+    async def reload(
+        self, *, propagate: bool
+    ) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+        """``imqcmd reload cls``: read the broker list again (``imq.cluster.brokerlist``
+        of the instance's files, or the file or web page of ``imq.cluster.url``), link to
+        the brokers added, say GOODBYE to those removed.  With ``propagate`` every linked
+        broker is told to do the same (G_RELOAD_CLUSTER), before any link is dropped.
+        Returns (added, removed); raises ClusterConfigError when the list cannot be read
+        (then nothing changes)."""
+        if self.reread_config is None:
+            raise ClusterConfigError("this broker's cluster configuration cannot be re-read")
+        loop = asyncio.get_running_loop()
+        # A cluster file may be on a web server: read it off the event loop.
+        peers = await loop.run_in_executor(
+            None, lambda: ClusterConfig.read_peers(self.reread_config(), self.cfg.me)
+        )
+        if propagate:
+            self._broadcast(gp.GPacket(gp.G_RELOAD_CLUSTER, {}, flags=gp.A_BIT))
+        added = [p for p in peers if p not in self.cfg.peers]
+        removed = [p for p in self.cfg.peers if p not in peers]
+        self.cfg.peers = peers
+        for host, port in removed:
+            self._unreachable.pop((host, port), None)
+            for addr, link in list(self.links.items()):
+                if addr.port == port and _same_host(addr.host, host):
+                    link.goodbye = True
+                    link.send(gp.GPacket(gp.G_GOODBYE, {}, b""))
+                    link.close()
+        log.info(
+            "cluster configuration reloaded: %d other broker(s)%s%s",
+            len(peers),
+            "; added " + ", ".join(f"{h}:{p}" for h, p in added) if added else "",
+            "; removed " + ", ".join(f"{h}:{p}" for h, p in removed) if removed else "",
+        )
+        return added, removed
+
+    def _reload_requested(self, link: BrokerLink, pkt: gp.GPacket) -> None:
+        """G_RELOAD_CLUSTER from a peer whose administrator ran ``reload cls``."""
+
+        async def run() -> None:
+            try:
+                await self.reload(propagate=False)
+                reply = {"S": 200}
+            except ClusterConfigError as exc:
+                log.warning("cluster reload asked by %s failed: %s", link.address, exc)
+                reply = {"S": 500, "reason": str(exc)}
+            if pkt.wants_reply and not link.closed:
+                link.send(gp.GPacket(gp.G_RELOAD_CLUSTER_REPLY, reply))
+
+        task = asyncio.get_running_loop().create_task(run())
+        self._tasks.append(task)
+        task.add_done_callback(lambda t: t in self._tasks and self._tasks.remove(t))
 
     # -- dialling ------------------------------------------------------------------
 
@@ -944,6 +1011,15 @@ class ClusterService:
                 )
         elif t in (gp.G_LOCK, gp.G_LOCK_REPLY):
             self.locks.on_packet(link, pkt)
+        elif t == gp.G_RELOAD_CLUSTER:
+            self._reload_requested(link, pkt)
+        elif t == gp.G_RELOAD_CLUSTER_REPLY:
+            if pkt.props.get("S") != 200:
+                log.warning(
+                    "broker %s could not reload the cluster configuration: %s",
+                    link.address,
+                    pkt.props.get("reason"),
+                )
         elif t in (gp.G_PING_REPLY, gp.G_GOODBYE_REPLY):
             pass
         elif pkt.wants_reply:

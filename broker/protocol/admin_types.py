@@ -39,6 +39,7 @@ GET_METRICS = 52
 RESET_BROKER = 84
 # Our extension (not in OpenMQ): sweep expired messages now (broker/server/admin_service/expiry.py).
 GET_CLUSTER = 78
+RELOAD_CLUSTER = 58
 RECLAIM_EXPIRED = 200
 
 COMMAND_NAMES = {

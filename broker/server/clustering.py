@@ -39,6 +39,7 @@ async def start_cluster(broker: Broker) -> ClusterService | None:
         server_ssl=server_ssl,
         client_ssl=client_ssl,
     )
+    service.reread_config = broker.config.reread
     await service.start()
     service._tasks.append(asyncio.create_task(_watch_memory(broker, service)))
     return service

@@ -41,9 +41,9 @@ Broker:
   takeover bkr -n BROKERID               HA: take over a failed or stopped broker's data now
   reset bkr [-rst METRICS|ALL]           reset the broker's metrics counters
   metrics bkr [-m ttl|rts|cxn] [-int SECONDS] [-msp COUNT]
-  reload acl                             re-read the access control rules (ours: OpenMQ
-                                         has no such command; its `reload cls` reloads a
-                                         cluster's configuration, which we do not have)
+  reload cls                             every broker of the cluster reads its broker
+                                         list again (imq.cluster.brokerlist / .url)
+  reload acl                             re-read the access control rules (ours)
 Connection services:
   list svc                               the services, their ports and states
   query svc -n NAME                      one service
@@ -131,7 +131,7 @@ COMMANDS: dict[tuple[str, str], Spec] = {
     ("reset", "bkr"): Spec("reset_bkr"),
     ("metrics", "bkr"): Spec("metrics_bkr"),
     ("reload", "acl"): Spec("reload_acl"),
-    ("reload", "cls"): Spec("reload_cls"),  # refused: no cluster (see handle)
+    ("reload", "cls"): Spec("reload_cls"),
     ("list", "svc"): Spec("list_svc"),
     ("query", "svc"): Spec("query_svc", ("name",)),
     ("update", "svc"): Spec("update_svc", ("name", "attrs")),
@@ -370,11 +370,6 @@ class Command(BaseCommand):
         if spec is None:
             raise CommandError(self._unknown(key))
         self.what = f"{key[0]} {key[1]}"
-        if key == ("reload", "cls"):
-            raise CommandError(
-                "Error reload cls: this broker is not part of a cluster, so there is no cluster "
-                "configuration to reload (to re-read the access control rules: imqcmd reload acl)"
-            )
         self._check(key, spec)
         self.host, self.port = parse_broker(opts["broker"])
         if opts["passfile"]:
@@ -704,6 +699,19 @@ class Command(BaseCommand):
             "Resetting",
             lambda: actions.reset_metrics(admin, self.actor),
         )
+
+    def reload_cls(self, admin) -> None:
+        from broker.admin import actions
+
+        self.say("Reloading the cluster configuration of the cluster the following broker is")
+        self.say("a member of:")
+        self.say()
+        self.broker_info()
+        changed = actions.reload_cluster(admin, self.actor)
+        for what in ("added", "removed"):
+            if changed[what]:
+                self.say(f"Brokers {what}: {', '.join(changed[what])}")
+        self.done()
 
     def reload_acl(self, admin) -> None:
         from broker.admin import actions

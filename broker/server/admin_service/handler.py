@@ -517,6 +517,7 @@ class AdminHandler:
         self._commands[RESET_BROKER] = admin_metrics.reset_broker
         self._commands[admin_expiry.RECLAIM_EXPIRED] = admin_expiry.reclaim_expired
         self._commands[admin_cluster.GET_CLUSTER] = admin_cluster.get_cluster
+        self._commands[admin_cluster.RELOAD_CLUSTER] = admin_cluster.reload_cluster
         self._commands[admin_ha.TAKEOVER_BROKER] = admin_ha.takeover_broker
         # Commands whose request carries a body (a serialised object).
         self._body_commands: dict[int, Callable[[ConnectionEngine, dict, bytes], Any]] = {
