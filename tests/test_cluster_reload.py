@@ -38,7 +38,8 @@ def brokers_listed(b, passfile: Path) -> str:
     return r.stdout
 
 
-def test_reload_cls_adds_and_removes_a_broker(tmp_path: Path) -> None:
+@pytest.mark.django_db
+def test_reload_cls_adds_and_removes_a_broker(tmp_path: Path, settings) -> None:
     passfile = tmp_path / "passfile"
     passfile.write_text("imq.imqcmd.password=admin\n")
     shared = tmp_path / "cluster.properties"
@@ -77,18 +78,31 @@ def test_reload_cls_adds_and_removes_a_broker(tmp_path: Path) -> None:
             got = cons.receive(15)
             assert got is not None and got.text == "from C"
 
-        # C is taken out again; B's administrator reloads: A and B say GOODBYE to C.
+        # C is taken out again, through the REST API on B: A and B say GOODBYE to C.
+        from django.test import Client
+
+        from broker.admin import security_actions
+        from tests.test_rest_api import ADMIN, ADMIN_PW, point_at, token_client
+
         write_list(shared, [pa, pb])
-        out = reload_cls(b, passfile)
-        assert f"127.0.0.1:{pc}" in out  # "Brokers removed"
+        point_at(settings, b, tmp_path)
+        security_actions.create_user("setup", ADMIN, ADMIN_PW, ["admin", "user"])
+        r = token_client(ADMIN, ADMIN_PW).post("/api/broker/cluster/reload/")
+        assert r.status_code == 200, r.content
+        assert r.json() == {"added": [], "removed": [f"127.0.0.1:{pc}"]}
         wait_for(lambda: f"127.0.0.1:{pc}" not in brokers_listed(a, passfile), 30, "C gone")
         wait_for(lambda: links_up(c) == 0, 30, "C's links down")
         assert links_up(a) == 1 and links_up(b) == 1
 
-        # A configuration that cannot be read changes nothing and says why.
+        # A configuration that cannot be read changes nothing and says why: imqcmd, and
+        # the portal's Cluster page button.
         shared.unlink()
         r = run_imqcmd(a, "reload", "cls", passfile=passfile)
         assert r.returncode != 0 and "cannot read the cluster configuration" in r.stderr
+        page = Client()
+        assert page.login(username=ADMIN, password=ADMIN_PW)
+        html = page.post("/cluster/reload/", follow=True).content.decode()
+        assert "cannot read the cluster configuration" in html
         assert links_up(a) == 1
     finally:
         for p in started:

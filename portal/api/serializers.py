@@ -110,6 +110,17 @@ class ClusterBrokerSerializer(serializers.Serializer):
     is_self = serializers.BooleanField(help_text="The broker the portal is connected to.")
 
 
+class ClusterReloadSerializer(serializers.Serializer):
+    """What a cluster reload changed (imqcmd reload cls)."""
+
+    added = serializers.ListField(
+        child=serializers.CharField(), help_text="host:port of each broker now linked to."
+    )
+    removed = serializers.ListField(
+        child=serializers.CharField(), help_text="host:port of each broker left."
+    )
+
+
 class BrokerSerializer(serializers.Serializer):
     instance = serializers.CharField()
     version = serializers.CharField(help_text="The OpenMQ release the broker reports.")

@@ -37,6 +37,7 @@ urlpatterns = [
     path("broker/metrics/", v.BrokerMetricsView.as_view(), name="api-broker-metrics"),
     path("broker/ha/", v.HABrokerListView.as_view(), name="api-broker-ha"),
     path("broker/cluster/", v.ClusterBrokerListView.as_view(), name="api-broker-cluster"),
+    path("broker/cluster/reload/", v.ClusterReloadView.as_view(), name="api-broker-cluster-reload"),
     path("broker/pause/", v.BrokerPauseView.as_view(), name="api-broker-pause"),
     path("broker/resume/", v.BrokerResumeView.as_view(), name="api-broker-resume"),
     path("broker/quiesce/", v.BrokerQuiesceView.as_view(), name="api-broker-quiesce"),

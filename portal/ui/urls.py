@@ -48,6 +48,7 @@ urlpatterns = [
     path("broker/<slug:op>/", broker.broker_op, name="broker_op"),
     # Services
     path("cluster/", cluster.cluster, name="cluster"),
+    path("cluster/reload/", cluster.cluster_reload, name="cluster_reload"),
     path("services/", services.services, name="services"),
     path("services/<str:name>/", services.service_detail, name="service"),
     path("services/<str:name>/update/", services.service_update, name="service_update"),

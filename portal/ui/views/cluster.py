@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
+from django.shortcuts import redirect
+from django.views.decorators.http import require_POST
 
+from broker.admin import actions
 from broker.admin.cluster_actions import list_brokers
 
 from ..access import admin_required
-from .common import _admin, _page
+from .common import _actor, _admin, _change, _page
 
 
 @admin_required
@@ -18,3 +22,19 @@ def cluster(request: HttpRequest) -> HttpResponse:
         lambda: {"brokers": list_brokers(_admin())},
         nav="cluster",
     )
+
+
+@admin_required
+@require_POST
+def cluster_reload(request: HttpRequest) -> HttpResponse:
+    """imqcmd reload cls: every broker of the cluster reads its broker list again."""
+    changed: dict[str, list[str]] = {}
+
+    def do() -> None:
+        changed.update(actions.reload_cluster(_admin(), _actor(request)))
+
+    if _change(request, do, "The cluster configuration was reloaded."):
+        for what in ("added", "removed"):
+            if changed.get(what):
+                messages.info(request, f"Brokers {what}: {', '.join(changed[what])}.")
+    return redirect("cluster")
