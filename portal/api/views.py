@@ -196,8 +196,8 @@ class ClusterReloadView(AdminView):
         description="imqcmd reload cls: the portal's broker and every broker linked to it "
         "read the cluster's broker list again (imq.cluster.brokerlist in their files, or "
         "the file of imq.cluster.url), link to the brokers added and leave those removed. "
-        "Refused (405) for a broker that is not in a conventional cluster; 500 when the "
-        "list cannot be read (nothing changes).",
+        "Refused (409) for a broker that is not in a conventional cluster; 502 with the "
+        "broker's reason when the list cannot be read (nothing changes).",
     )
     def post(self, request):
         return Response(actions.reload_cluster(self.admin, self.actor))

@@ -61,12 +61,12 @@ async def reload_cluster(conn: ConnectionEngine, props: dict) -> tuple[dict, byt
     if b.cluster is None:
         if getattr(b, "ha", None) is not None:
             raise RouterError(
-                Status.NOT_ALLOWED,
+                Status.CONFLICT,
                 "reload cls is for conventional clusters: the brokers of an HA cluster find "
                 "each other in their shared store",
             )
         raise RouterError(
-            Status.NOT_ALLOWED,
+            Status.CONFLICT,
             "this broker is not part of a cluster (no imq.cluster.brokerlist or "
             "imq.cluster.url at start-up), so there is no cluster configuration to reload",
         )
