@@ -545,7 +545,8 @@ class Broker:
 
     def answer_info_request(self, conn: ConnectionEngine, pkt: Packet) -> None:
         """INFO_REQUEST (no reply flag): answer with an INFO packet whose body is a
-        serialised Hashtable describing this broker (we are never part of a cluster yet)."""
+        serialised Hashtable describing this broker and, when clustered, its cluster's
+        running brokers (JMQBrokerList) and whether it is an HA cluster (JMQHA)."""
         req = pkt.properties.get("JMQRequestType", 1)
         info: dict[str, object] = {
             "JMQBrokerName": self.config.instance,
