@@ -86,10 +86,11 @@ class Client:
     proc: subprocess.Popen | None = None
     killed: bool = False  # SIGKILLed by us (not by its own failure)
 
-    def start(self, exe: Path, b: BrokerProcess) -> None:
+    def start(self, exe: Path, b: BrokerProcess, pad: int = 0) -> None:
+        env = {**os.environ, "SOAK_PAD": str(pad)}
         with open(self.out, "wb") as f, open(self.out.with_suffix(".err"), "wb") as e:
             self.proc = subprocess.Popen(
-                [str(exe), b.host, str(b.portmapper_port), *self.args], stdout=f, stderr=e
+                [str(exe), b.host, str(b.portmapper_port), *self.args], stdout=f, stderr=e, env=env
             )
 
     def alive(self) -> bool:
@@ -283,7 +284,7 @@ def run_round(args: argparse.Namespace, exe: Path, no: int, pg_url: str | None) 
         gen += 1
         name = f"{tag}g{gen}"
         c = Client(name, role, [a.replace("@", name) for a in args_], outdir / f"{name}.out")
-        c.start(exe, b)
+        c.start(exe, b, args.size)
         clients.append(c)
         return c
 
@@ -363,6 +364,9 @@ def main() -> int:
     ap.add_argument("--max-gap", type=float, default=4.0, help="seconds before a kill, at most")
     ap.add_argument("--client-kill-rate", type=float, default=0.3, help="consumer kills per s")
     ap.add_argument("--keep", action="store_true", help="keep every round's directory")
+    ap.add_argument(
+        "--size", type=int, default=0, help="bytes of padding per message (default 0: ~20 B)"
+    )
     args = ap.parse_args()
     exe = build(Path(tempfile.mkdtemp(prefix="imq-soak-bin-")))
     pg = None
@@ -402,7 +406,8 @@ def main() -> int:
         if pg is not None:
             pg.stop()
     print(
-        f"{args.store} store{' (sync)' if args.sync else ''}, {args.rounds} rounds, seed "
+        f"{args.store} store{' (sync)' if args.sync else ''}, {args.rounds} rounds, "
+        f"{args.kills} kills each, padding {args.size} B, seed "
         f"{args.seed}, {time.monotonic() - started:.0f} s:"
     )
     for k, v in sorted(total.items()):

@@ -19,6 +19,9 @@
  *        "TS C" once OK; now and then MQRollbackSession instead ("TS R").
  *        Exits 0 after IDLE_MS without a message (0: never).
  *
+ * SOAK_PAD=N in the environment pads each body with a space and N bytes (bigger messages:
+ * the file store rolls and reclaims segments more often); consumers print the first word.
+ *
  * TS is CLOCK_MONOTONIC in microseconds (one clock for every process on the host).  Any
  * failed call prints "TS E what code text" and exits 3 at once (no close: the broker is
  * usually gone).  Every line is flushed as it is printed, so a SIGKILLed client's output
@@ -63,11 +66,23 @@ static MQBool redelivered(MQMessageHandle m)
     return v;
 }
 
+static char *padded;  /* SOAK_PAD=N: each body is the sequence number, a space, N bytes */
+static size_t pad;
+
 static void send_text(MQProducerHandle p, const char *text)
 {
     MQMessageHandle m = MQ_INVALID_HANDLE;
     CALL(MQCreateTextMessage(&m));
-    CALL(MQSetTextMessageText(m, text));
+    if (pad) {
+        size_t n = strlen(text);
+        memcpy(padded, text, n);
+        padded[n] = ' ';
+        memset(padded + n + 1, 'x', pad);
+        padded[n + 1 + pad] = 0;
+        CALL(MQSetTextMessageText(m, padded));
+    } else {
+        CALL(MQSetTextMessageText(m, text));
+    }
     CALL(MQSendMessageExt(p, m, MQ_PERSISTENT_DELIVERY, 4, 0));
     MQFreeMessage(m);
 }
@@ -81,6 +96,10 @@ int main(int argc, char **argv)
     /* Line buffered even into a file: a killed client's lines are all there. */
     setvbuf(stdout, NULL, _IOLBF, 0);
     srand((unsigned)getpid() ^ (unsigned)ts());
+    if (getenv("SOAK_PAD")) {
+        pad = (size_t)atol(getenv("SOAK_PAD"));
+        padded = malloc(pad + 300);
+    }
     const char *mode = argv[3];
     MQPropertiesHandle props = MQ_INVALID_HANDLE;
     MQConnectionHandle c = MQ_INVALID_HANDLE;
@@ -155,7 +174,8 @@ int main(int argc, char **argv)
             if (MQStatusIsError(st)) die("MQReceiveMessageWithTimeout", st);
             ConstMQString body = NULL;
             CALL(MQGetTextMessageText(m, &body));
-            printf("%lld r %s %d\n", ts(), body ? body : "", redelivered(m) ? 1 : 0);
+            if (!body) body = "";
+            printf("%lld r %.*s %d\n", ts(), (int)strcspn(body, " "), body, redelivered(m) ? 1 : 0);
             held++;
             if (client && held >= every) {
                 if (rand() % 16 == 0) {

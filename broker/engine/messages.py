@@ -239,11 +239,11 @@ class MessageRules:
         if pkt.flags & FLAG_A:
             reply = _with_cid(_ACK_REPLY_OK, pkt.consumer_id)
             if store is not None and store.submitted != mark:
-                # Persistent messages were settled: with sync on (the database store
-                # always) the reply waits until that, and their delivery counts, are
-                # stored, so an acknowledgement the client was told of survives a crash
-                # (was: the message could come back after a SIGKILL, and without the
-                # redelivered flag when its delivery count was not stored either).
+                # Persistent messages were settled: the reply waits until that, and
+                # their delivery counts, are written (synced with sync on; the database
+                # store always commits), so an acknowledgement the client was told of
+                # survives a SIGKILL (was: the message could come back after one, and
+                # without the redelivered flag when its delivery count was not stored).
                 self.broker.when_stored(lambda: self.write(reply))
             else:
                 self.write(reply)

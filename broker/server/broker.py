@@ -545,8 +545,7 @@ class Broker:
 
     def answer_info_request(self, conn: ConnectionEngine, pkt: Packet) -> None:
         """INFO_REQUEST (no reply flag): answer with an INFO packet whose body is a
-        serialised Hashtable describing this broker and, when clustered, its cluster's
-        running brokers (JMQBrokerList) and whether it is an HA cluster (JMQHA)."""
+        serialised Hashtable describing this broker (we are never part of a cluster yet)."""
         req = pkt.properties.get("JMQRequestType", 1)
         info: dict[str, object] = {
             "JMQBrokerName": self.config.instance,
@@ -631,9 +630,14 @@ class Broker:
         self.request_stop()
 
     def when_stored(self, callback) -> None:
-        """Run ``callback`` once what was submitted is durable (at once without sync)."""
+        """Run ``callback`` once what was submitted is written: on disk with sync on, in
+        the operating system's hands without it, which is what survives a SIGKILL.
+
+        (Without sync this ran at once, before the write: a reply could say "stored"
+        while the record waited behind a compaction in the writer thread, and a SIGKILL
+        then lost thousands of confirmed messages; found by bench/crash_soak.py.)"""
         store = self.store
-        if store is not None and store.sync:
+        if store is not None:
             store.after_durable(callback)
         else:
             callback()
