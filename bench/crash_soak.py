@@ -276,8 +276,12 @@ def run_round(args: argparse.Namespace, exe: Path, no: int, pg_url: str | None) 
     clients: list[Client] = []
     gen = 0
 
+    brokers: list[BrokerProcess] = []
+
     def broker() -> BrokerProcess:
-        return start_broker(tmp, *props, database_url=db_url, portmapper_port=pm)
+        b = start_broker(tmp, *props, database_url=db_url, portmapper_port=pm)
+        brokers.append(b)  # every one is stopped at the end, even on Ctrl-C
+        return b
 
     def launch(b: BrokerProcess, role: str, args_: list[str], tag: str) -> Client:
         nonlocal gen
@@ -339,11 +343,14 @@ def run_round(args: argparse.Namespace, exe: Path, no: int, pg_url: str | None) 
     finally:
         for c in clients:
             c.kill()
-        b.stop()
+        for one in brokers:
+            one.stop()
     for c in clients:
         r.read(c)
     r.check()
-    log = b.log_text()
+    # The instance log spans every start of the round (the stdout file only the last).
+    log_file = tmp / "var" / "instances" / "testbroker" / "log" / "log.txt"
+    log = log_file.read_text(errors="replace") if log_file.exists() else b.log_text()
     r.notes["broker log ERROR lines"] = sum(" ERROR " in ln for ln in log.splitlines())
     if r.violations:
         r.notes["kept"] = 1
@@ -368,7 +375,8 @@ def main() -> int:
         "--size", type=int, default=0, help="bytes of padding per message (default 0: ~20 B)"
     )
     args = ap.parse_args()
-    exe = build(Path(tempfile.mkdtemp(prefix="imq-soak-bin-")))
+    bin_dir = Path(tempfile.mkdtemp(prefix="imq-soak-bin-"))
+    exe = build(bin_dir)
     pg = None
     pg_url = None
     if args.store == "jdbc":
@@ -405,6 +413,7 @@ def main() -> int:
     finally:
         if pg is not None:
             pg.stop()
+        shutil.rmtree(bin_dir, ignore_errors=True)
     print(
         f"{args.store} store{' (sync)' if args.sync else ''}, {args.rounds} rounds, "
         f"{args.kills} kills each, padding {args.size} B, seed "
