@@ -24,6 +24,7 @@ from .connection import Connection, connect, lookup_service
 from .consumer import MessageConsumer, QueueBrowser
 from .destination import Destination, Queue, TemporaryQueue, TemporaryTopic, Topic
 from .errors import (
+    BrokerUnreachableException,
     IllegalStateException,
     InvalidClientIDException,
     InvalidDestinationException,
@@ -48,6 +49,7 @@ from .session import Session
 
 __all__ = [
     "AckMode",
+    "BrokerUnreachableException",
     "BytesMessage",
     "Connection",
     "DeliveryMode",

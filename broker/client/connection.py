@@ -42,6 +42,7 @@ from broker.protocol.types import (
 
 from .destination import Destination, TemporaryQueue, TemporaryTopic
 from .errors import (
+    BrokerUnreachableException,
     IllegalStateException,
     JMSException,
     JMSSecurityException,
@@ -243,7 +244,9 @@ class Connection:
         self._started = False
         if self._ping_handle is not None:
             self._ping_handle.cancel()
-        err = JMSException(f"connection to broker lost{': ' + str(exc) if exc else ''}")
+        err = BrokerUnreachableException(
+            f"connection to broker lost{': ' + str(exc) if exc else ''}"
+        )
         pending, self._pending = self._pending, {}
         for fut, _hook in pending.values():
             if not fut.done():
@@ -558,7 +561,7 @@ class Connection:
         assert self._hs_queue is not None
         p = await self._hs_queue.get()
         if p is None:
-            raise JMSException("connection closed during the handshake")
+            raise BrokerUnreachableException("connection closed during the handshake")
         return p
 
     async def _handshake(self) -> None:
@@ -862,7 +865,9 @@ async def lookup_service(
     try:
         data = await asyncio.wait_for(read_table(), timeout)
     except (TimeoutError, OSError) as exc:
-        raise JMSException(f"cannot reach the port mapper at {host}:{port}: {exc}") from exc
+        raise BrokerUnreachableException(
+            f"cannot reach the port mapper at {host}:{port}: {exc}"
+        ) from exc
     try:
         table = parse_table(data)
     except PortMapperError as exc:
@@ -963,9 +968,9 @@ async def connect(
         try:
             await conn._open(host, port, connect_timeout, ssl_context)
         except OSError as exc:
-            raise JMSException(f"cannot connect to {host}:{port}: {exc}") from exc
+            raise BrokerUnreachableException(f"cannot connect to {host}:{port}: {exc}") from exc
         except TimeoutError as exc:
-            raise JMSException(f"timed out connecting to {host}:{port}") from exc
+            raise BrokerUnreachableException(f"timed out connecting to {host}:{port}") from exc
         if client_id is not None:
             await conn.set_client_id(client_id)
     except BaseException:

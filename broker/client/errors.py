@@ -19,6 +19,13 @@ class JMSException(Exception):
         self.reason = reason
 
 
+class BrokerUnreachableException(JMSException):
+    """The broker could not be reached (port mapper or service refused, timed out) or the
+    connection to it was lost (the broker stopped, crashed or the network broke).  Callers
+    that serve others (the UMS gateway, the portal) answer it as "broker unreachable" and
+    connect again later; the connection it came from is closed."""
+
+
 class IllegalStateException(JMSException):
     """An operation on a closed object, or one the object's mode does not allow."""
 

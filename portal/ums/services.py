@@ -16,6 +16,7 @@ from xml.sax.saxutils import escape, quoteattr
 
 from broker.admin.client import AdminClient, AdminError
 from broker.client import (
+    BrokerUnreachableException,
     BytesMessage,
     InvalidDestinationException,
     JMSException,
@@ -32,7 +33,7 @@ from broker.client import (
 from broker.protocol.types import DEST_TEMP, DEST_TOPIC
 
 from .config import UmsConfig
-from .sessions import Gateway, LoginRefused, UnknownSid, destination, gateway
+from .sessions import Gateway, LoginRefused, SidLost, UnknownSid, destination, gateway
 
 log = logging.getLogger("portal.ums")
 
@@ -127,9 +128,34 @@ def jms_error(exc: JMSException, config: UmsConfig) -> UmsError:
         return UmsError(503, f"broker resource limit: {exc}")
     if isinstance(exc, TransactionRolledBackException):
         return UmsError(409, f"transaction rolled back: {exc}")
-    if exc.status is None and "connect" in str(exc):
-        return UmsError(503, f"the broker at {config.broker_address} is not reachable ({exc})")
+    if isinstance(exc, BrokerUnreachableException) or (
+        exc.status is None and "connect" in str(exc)
+    ):
+        return unreachable(config, exc)
     return UmsError(500, str(exc))
+
+
+def unreachable(config: UmsConfig, exc: Exception) -> UmsError:
+    """503: the broker cannot be reached now (the gateway connects again by itself on
+    the next request once it is back)."""
+    return UmsError(
+        503, f"the broker at {config.broker_address} is not reachable; try again later ({exc})"
+    )
+
+
+def sid_lost(sid: str, service: str = "") -> UmsError:
+    """410 for a sid whose session went with its broker connection."""
+    doubt = (
+        " (whether this commit reached the broker before the connection was lost is unknown)"
+        if service == "commit"
+        else ""
+    )
+    return UmsError(
+        410,
+        f"sid {sid} is gone: its broker connection was lost (the broker stopped or "
+        "restarted), so its session ended and an uncommitted transaction was rolled back"
+        f"{doubt}; log in again",
+    )
 
 
 def _need_destination(req: UmsRequest) -> str:
@@ -141,6 +167,8 @@ def _need_destination(req: UmsRequest) -> str:
 def _client(gw: Gateway, sid: str):  # noqa: ANN202 - UmsClient
     try:
         return gw.client(sid)
+    except SidLost as exc:
+        raise sid_lost(sid) from exc
     except UnknownSid as exc:
         raise UmsError(
             410, f"sid {sid} is not known here (closed, expired or never issued)"
@@ -174,6 +202,11 @@ async def perform(req: UmsRequest, gw: Gateway | None = None) -> UmsReply:
         return await handler(gw, req)
     except LoginRefused as exc:
         raise UmsError(401, f"authentication failed: {exc}") from exc
+    except BrokerUnreachableException as exc:
+        log.info("UMS %s: the broker is not reachable: %s", req.service, exc)
+        if gw.lost_connection(req.sid):
+            raise sid_lost(req.sid or "", req.service) from exc
+        raise unreachable(gw.config, exc) from exc
     except JMSException as exc:
         log.debug("UMS %s failed: %s", req.service, exc)
         raise jms_error(exc, gw.config) from exc
@@ -224,6 +257,8 @@ async def _receive(gw: Gateway, req: UmsRequest) -> UmsReply:
             async with client.receive_lock(name, req.topic):
                 cons = await client.consumer(name, req.topic)
                 msg = await cons.receive(timeout)
+                if msg is None and client.pooled.conn.is_closed:
+                    raise BrokerUnreachableException("connection to broker lost")
         finally:
             client.busy -= 1
             client.touch()
@@ -238,6 +273,9 @@ async def _receive(gw: Gateway, req: UmsRequest) -> UmsReply:
             park = gw.config.receive_linger_ms > 0
             try:
                 msg = await cons.receive(timeout)
+                if msg is None and pc.conn.is_closed:
+                    # Not "nothing within the timeout": the broker went away meanwhile.
+                    raise BrokerUnreachableException("connection to broker lost")
             except BaseException:
                 park = False
                 raise
@@ -278,6 +316,8 @@ async def _close(gw: Gateway, req: UmsRequest) -> UmsReply:
     if not req.sid:
         raise UmsError(400, "close needs a sid")
     if not await gw.close_client(req.sid):
+        if gw.lost.pop(req.sid, None) is not None:
+            raise sid_lost(req.sid)
         raise UmsError(410, f"sid {req.sid} is not known here (closed, expired or never issued)")
     return UmsReply("close_reply", destination=req.destination, domain=req.domain, sid=req.sid)
 
@@ -441,6 +481,8 @@ async def _broker_info(config: UmsConfig, fields: dict[str, str]) -> ReadOnlyRep
         infos = [i for i in infos if i.get("name") != admin.reply_queue.name]
     except AdminError as exc:
         raise UmsError(500, f"the broker refused: {exc}") from exc
+    except JMSException as exc:  # the connection was lost meanwhile
+        raise jms_error(exc, config) from exc
     finally:
         await admin.close()
     now = datetime.now()

@@ -42,6 +42,16 @@ class UnknownSid(LookupError):
     """The sid was never issued by this process, was closed, or expired."""
 
 
+class SidLost(UnknownSid):
+    """The sid's broker connection was lost (the broker stopped, crashed or restarted):
+    its session is gone with it, an open transaction rolled back; log in again."""
+
+
+# Sids remembered as lost (for the "log in again" answer) at most, and for how long
+# beyond the cache duration.
+MAX_LOST = 100_000
+
+
 class LoginRefused(Exception):
     """The broker refused the user's credentials when the gateway connected."""
 
@@ -167,6 +177,8 @@ class Gateway:
     def __init__(self, config: UmsConfig) -> None:
         self.config = config
         self.clients: dict[str, UmsClient] = {}
+        # Sids whose broker connection was lost -> when that was seen (monotonic).
+        self.lost: dict[str, float] = {}
         self.pools: dict[tuple[str, str], list[PooledConnection]] = {}
         self._connecting: dict[tuple[str, str], asyncio.Lock] = {}
         self._sweeper: asyncio.Task[None] | None = None
@@ -248,14 +260,37 @@ class Gateway:
     def client(self, sid: str) -> UmsClient:
         client = self.clients.get(sid)
         if client is None:
+            if sid in self.lost:
+                raise SidLost(sid)
             raise UnknownSid(sid)
         if client.pooled.conn.is_closed:
-            self.clients.pop(sid, None)
-            client.pooled.clients -= 1
-            self.drop_if_dead(client.pooled)
-            raise UnknownSid(sid)
+            self.forget_lost(client)
+            raise SidLost(sid)
         client.touch()
         return client
+
+    def forget_lost(self, client: UmsClient) -> None:
+        """Drop a sid whose broker connection is gone; later requests with it are told
+        it was lost (not just unknown) for the cache duration."""
+        if self.clients.pop(client.sid, None) is None:
+            return
+        client.pooled.clients -= 1
+        self.drop_if_dead(client.pooled)
+        if len(self.lost) >= MAX_LOST:
+            self.lost.pop(next(iter(self.lost)))
+        self.lost[client.sid] = time.monotonic()
+        log.info("UMS sid %s of %s lost with its broker connection", client.sid, client.user)
+
+    def lost_connection(self, sid: str | None) -> bool:
+        """Whether ``sid`` names a sid whose broker connection is gone (it is then
+        forgotten as lost)."""
+        if not sid:
+            return False
+        client = self.clients.get(sid)
+        if client is not None and client.pooled.conn.is_closed:
+            self.forget_lost(client)
+            return True
+        return sid in self.lost
 
     async def close_client(self, sid: str) -> bool:
         """Close a sid: its session (an open transaction rolls back, unacknowledged
@@ -307,7 +342,13 @@ class Gateway:
         """Close clients idle for the cache duration, then idle connections without clients."""
         now = time.monotonic()
         idle = self.config.cache_duration_ms / 1000
+        for sid, seen in list(self.lost.items()):
+            if now - seen >= idle:
+                del self.lost[sid]
         for sid, client in list(self.clients.items()):
+            if client.pooled.conn.is_closed:
+                self.forget_lost(client)
+                continue
             if client.busy == 0 and now - client.last_used >= idle:
                 log.info("UMS sid %s of %s expired", sid, client.user)
                 await self.close_client(sid)
