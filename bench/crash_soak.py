@@ -10,7 +10,8 @@ private PostgreSQL server, as tests/pg.py runs one) and runs bench/c/soak.c, com
 against libmqcrt (../shared/realclient/c or $OPENMQ_CCLIENT), on one queue: two producers
 of PERSISTENT messages, one transacted producer (5 messages per transaction, some rolled
 back on purpose), and consumers in AUTO_ACKNOWLEDGE, CLIENT_ACKNOWLEDGE (ack every 5, now
-and then a recover) and transacted (commit every 4, now and then a rollback) sessions.
+and then a recover) and transacted (commit every 4, now and then a rollback) sessions, and
+an AUTO_ACKNOWLEDGE message listener (which prints before the library acknowledges).
 At random moments the broker is SIGKILLed, and restarted on the same var home / database
 and port mapper port; the C client does not reconnect, so every client is started again
 (a new id each time).  Now and then a consumer alone is SIGKILLed.  At the end the
@@ -157,6 +158,13 @@ class Round:
                 self.copies.append(cp)
                 if c.role == "Ca":
                     cp.status = "acked"  # the receive returned: the library acknowledged
+                elif c.role == "Cl":
+                    # The listener prints before the library acknowledges; the next message
+                    # comes only once that acknowledgement returned.
+                    for prev in held:
+                        prev.status = "acked"
+                    cp.status = "doubt"
+                    held = [cp]
                 else:
                     held.append(cp)
             elif kind in ("A?", "K") and c.role in ("Cc", "Ct", "D"):
@@ -171,6 +179,9 @@ class Round:
                     cp.status = "returned"
                 held = []
             ending = kind
+        if c.role == "Cl" and ending == "done":
+            for prev in held:
+                prev.status = "acked"
         if c.role == "Ca" and ending != "done":
             # Died inside a receive: the library acknowledges inside MQReceiveMessage*,
             # before it returns, so it may have taken a message the program never printed.
@@ -299,6 +310,7 @@ def run_round(args: argparse.Namespace, exe: Path, no: int, pg_url: str | None) 
         ("Ca", ["consume", QUEUE, "auto", "1", "0"], "Ca"),
         ("Cc", ["consume", QUEUE, "client", "5", "0"], "Cc"),
         ("Ct", ["consume", QUEUE, "txn", "4", "0"], "Ct"),
+        ("Cl", ["consume", QUEUE, "listen", "1", "0"], "Cl"),
     ]
     b = broker()
     try:
@@ -311,7 +323,7 @@ def run_round(args: argparse.Namespace, exe: Path, no: int, pg_url: str | None) 
                 if rng.random() < args.client_kill_rate * 0.2:
                     # Not the AUTO_ACKNOWLEDGE one: killed inside a receive it may take a
                     # message it never printed, which would blur the lost-message check.
-                    victim = rng.choice([c for c in running if c.role in ("Cc", "Ct")])
+                    victim = rng.choice([c for c in running if c.role in ("Cc", "Ct", "Cl")])
                     victim.kill()
                     r.consumer_kills += 1
                     i = running.index(victim)

@@ -11,12 +11,15 @@
  *        "TS C T" once it returned OK; about one in eight is rolled back on purpose
  *        ("TS R T" once MQRollbackSession returned OK)
  *   soak HOST PORT consume QUEUE MODE N IDLE_MS
- *        MODE auto | client | txn.  Prints "TS r SEQ REDELIVERED" per message received.
+ *        MODE auto | client | txn | listen.  Prints "TS r SEQ REDELIVERED" per message received.
  *        auto: the receive returning is the acknowledgement (the library acknowledges
  *        inside it and waits for the reply).  client: every N messages "TS A? " then
  *        MQAcknowledgeMessages, "TS A" once it returned OK; now and then MQRecoverSession
  *        instead ("TS V" once it returned).  txn: every N messages "TS K", MQCommitSession,
  *        "TS C" once OK; now and then MQRollbackSession instead ("TS R").
+ *        listen: AUTO_ACKNOWLEDGE with a message listener (MQCreateAsyncMessageConsumer),
+ *        which prints each message before the library acknowledges it (once the listener
+ *        returned; the next one comes only after that).
  *        Exits 0 after IDLE_MS without a message (0: never).
  *
  * SOAK_PAD=N in the environment pads each body with a space and N bytes (bigger messages:
@@ -69,6 +72,29 @@ static MQBool redelivered(MQMessageHandle m)
 static char *padded;  /* SOAK_PAD=N: each body is the sequence number, a space, N bytes */
 static size_t pad;
 
+static volatile long long last_message;  /* listen mode: when the listener last ran */
+
+/* listen mode: print the message before the library acknowledges it (it does so once the
+ * listener returns, and delivers the next one only after that acknowledgement). */
+static MQError on_message(const MQSessionHandle s, const MQConsumerHandle k, MQMessageHandle m,
+                          void *data)
+{
+    ConstMQString body = NULL;
+    (void)s, (void)k, (void)data;
+    if (MQStatusIsError(MQGetTextMessageText(m, &body)) || !body) body = "";
+    printf("%lld r %.*s %d\n", ts(), (int)strcspn(body, " "), body, redelivered(m) ? 1 : 0);
+    last_message = ts();
+    MQFreeMessage(m);
+    return MQ_OK;
+}
+
+/* The connection is gone (listen mode learns it only here): stop at once. */
+static void on_exception(const MQConnectionHandle c, MQStatus st, void *data)
+{
+    (void)c, (void)data;
+    die("connection exception", st);
+}
+
 static void send_text(MQProducerHandle p, const char *text)
 {
     MQMessageHandle m = MQ_INVALID_HANDLE;
@@ -113,13 +139,15 @@ int main(int argc, char **argv)
     CALL(MQSetBoolProperty(props, MQ_ACK_ON_PRODUCE_PROPERTY, MQ_TRUE));
     CALL(MQSetBoolProperty(props, MQ_ACK_ON_ACKNOWLEDGE_PROPERTY, MQ_TRUE));
     CALL(MQSetInt32Property(props, MQ_ACK_TIMEOUT_PROPERTY, 60000));
-    CALL(MQCreateConnection(props, "guest", "guest", NULL, NULL, NULL, &c));
+    CALL(MQCreateConnection(props, "guest", "guest", NULL, on_exception, NULL, &c));
     int transacted = strcmp(mode, "tproduce") == 0 ||
                      (strcmp(mode, "consume") == 0 && strcmp(argv[5], "txn") == 0);
     MQAckMode ack = MQ_AUTO_ACKNOWLEDGE;
     if (strcmp(mode, "consume") == 0 && strcmp(argv[5], "client") == 0)
         ack = MQ_CLIENT_ACKNOWLEDGE;
-    CALL(MQCreateSession(c, transacted ? MQ_TRUE : MQ_FALSE, ack, MQ_SESSION_SYNC_RECEIVE, &s));
+    int listen = strcmp(mode, "consume") == 0 && strcmp(argv[5], "listen") == 0;
+    CALL(MQCreateSession(c, transacted ? MQ_TRUE : MQ_FALSE, ack,
+                         listen ? MQ_SESSION_ASYNC_RECEIVE : MQ_SESSION_SYNC_RECEIVE, &s));
     CALL(MQCreateDestination(s, argv[4], MQ_QUEUE_DESTINATION, &d));
     char text[256];
     if (strcmp(mode, "produce") == 0) {
@@ -153,6 +181,18 @@ int main(int argc, char **argv)
                 printf("%lld C %ld\n", ts(), t);
             }
         }
+    } else if (listen && argc > 7) {
+        int idle = atoi(argv[7]);
+        MQConsumerHandle k = MQ_INVALID_HANDLE;
+        CALL(MQCreateAsyncMessageConsumer(s, d, NULL, MQ_FALSE, on_message, NULL, &k));
+        last_message = ts();
+        CALL(MQStartConnection(c));
+        for (;;) {
+            struct timespec t = {0, 50 * 1000000L};
+            nanosleep(&t, NULL);
+            if (idle > 0 && ts() - last_message > idle * 1000LL) break;
+        }
+        CALL(MQStopConnection(c));
     } else if (strcmp(mode, "consume") == 0 && argc > 7) {
         const char *how = argv[5];
         int every = atoi(argv[6]);
