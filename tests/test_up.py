@@ -87,7 +87,7 @@ def refuses(port: int) -> bool:
 class Up:
     """``manage.py up`` as a child process on free ports, its output in a file."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, *extra: str) -> None:
         self.pm, self.portal, self.ums = free_port(), free_port(), free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("IMQ_", "REDIS_URL"))}
         env["DATABASE_URL"] = f"sqlite:///{tmp / 'db.sqlite3'}"
@@ -100,6 +100,7 @@ class Up:
             "-port", str(self.pm),
             f"-Dimq.jms.tcp.port={free_port()}",
             f"-Dimq.admin.tcp.port={free_port()}",
+            *extra,
         ]  # fmt: skip
         with open(self.log, "wb") as out:
             self.proc = subprocess.Popen(
@@ -178,7 +179,16 @@ def test_up_serves_and_stops_everything_on_sigterm(up):
     assert refuses(up.redis_port())
 
 
-def test_a_dead_child_stops_the_others(up):
+def test_a_dead_child_stops_the_others(tmp_path: Path):
+    # A dead broker is restarted by default (tests/test_crash_up.py); not with 0 restarts.
+    up = Up(tmp_path, "--broker-restarts", "0")
+    try:
+        _dead_broker_stops_the_others(up)
+    finally:
+        up.kill()
+
+
+def _dead_broker_stops_the_others(up: Up) -> None:
     kids = up.wait_running()
     broker = next(pid for pid, cmd in kids.items() if "runbroker" in cmd)
     os.kill(broker, signal.SIGKILL)

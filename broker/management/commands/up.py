@@ -6,13 +6,19 @@ runbroker`` with the broker options given here), the portal (``daphne`` on 127.0
 the UMS HTTP gateway (``uvicorn`` on 127.0.0.1: the same portal application, served with
 uvloop and httptools for UMS throughput) and Celery's worker and beat (two processes: see ``_start_celery``), says where each
 runs, and supervises them: Ctrl-C or SIGTERM stops them
-all (SIGTERM, a grace period, then SIGKILL), and if one of them dies the others are
-stopped and ``up`` exits non-zero.
+all (SIGTERM, a grace period, then SIGKILL).  If the broker dies (killed, crashed, a
+non-zero exit) ``up`` says so and starts it again with the same options (less
+``-reset``: its store is recovered) after a back-off of 1, 2, 4, 8, 16 s, while the
+portal, the UMS gateway and Celery keep running; more than ``--broker-restarts``
+(``BROKER_RESTARTS``) restarts within ``BROKER_RESTART_WINDOW`` seconds, a broker that exits with status 0 (an
+administrator shut it down) or any other child dying stops the others and ``up`` exits
+non-zero.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import os
 import shutil
 import signal
@@ -39,6 +45,10 @@ ROOT = Path(__file__).resolve().parents[3]
 LOOPBACK = "127.0.0.1"
 REDIS_SERVER = "redis-server"
 GRACE = 10.0  # seconds a child gets between SIGTERM and SIGKILL
+# A broker that dies is started again, at most this many times within the window (s).
+BROKER_RESTARTS = 5
+BROKER_RESTART_WINDOW = 600.0
+BROKER_BACKOFF = (1.0, 2.0, 4.0, 8.0, 16.0)  # seconds before the 1st, 2nd, ... restart
 
 HELP = """\
 Bring the system up on this machine: migrate the database, start a private redis-server
@@ -47,8 +57,11 @@ on loopback (only when REDIS_URL is unset; its URL is passed on in REDIS_URL), t
 127.0.0.1:--portal-port), the UMS HTTP gateway (uvicorn on 127.0.0.1:--ums-port), a
 Celery worker and Celery beat (the background jobs: expiry reclamation, log rollover,
 metrics rollups; schedules on the portal's Jobs page), print
-where each runs, and stop them all on Ctrl-C or SIGTERM. If one of them dies, the
-others are stopped and the exit status is 1.
+where each runs, and stop them all on Ctrl-C or SIGTERM. If the broker dies (killed or a
+non-zero exit), it is started again (same options, less -reset) after 1, 2, 4, 8, 16 s
+while the others keep running, and each restart is reported; after 5 restarts within 10
+minutes (--broker-restarts; 0: never), or if anything else dies (or the broker exits with status 0), the others are
+stopped and the exit status is 1.
 """
 
 
@@ -133,6 +146,14 @@ class Command(BaseCommand):
             default=90.0,
             help="seconds each process may take to start answering (default 90)",
         )
+        parser.add_argument(
+            "--broker-restarts",
+            type=int,
+            default=BROKER_RESTARTS,
+            help="restart a broker that dies at most this many times within "
+            f"{BROKER_RESTART_WINDOW:g} s (default {BROKER_RESTARTS}; 0: a dead broker "
+            "stops everything)",
+        )
         broker = parser.add_argument_group("broker options (passed to runbroker)")
         broker.add_argument("-name", dest="instance", help="broker instance name")
         broker.add_argument("-port", dest="pm_port", type=int, help="port mapper port")
@@ -193,17 +214,27 @@ class Command(BaseCommand):
         return self._supervise()
 
     def _supervise(self) -> int:
+        restarts: list[float] = []  # when the broker was restarted (monotonic)
         while self.signalled is None:
             for child in self.children:
                 status = child.proc.poll()
-                if status is not None:
-                    self.stderr.write(
-                        f"up: the {child.name} exited unexpectedly ({_status(status)}); "
-                        "stopping the others"
-                    )
+                if status is None:
+                    continue
+                if child.name == "broker" and status != 0:
+                    if self._restart_broker(child, status, restarts):
+                        break
+                    if self.signalled is not None:
+                        break
                     self._stop_all()
                     return 1
-            time.sleep(0.2)
+                self.stderr.write(
+                    f"up: the {child.name} exited unexpectedly ({_status(status)}); "
+                    "stopping the others"
+                )
+                self._stop_all()
+                return 1
+            else:
+                time.sleep(0.2)
         name = signal.Signals(self.signalled).name
         self.say(
             f"up: {name}: stopping celery beat and worker, the UMS gateway, the portal, "
@@ -212,6 +243,65 @@ class Command(BaseCommand):
         self._stop_all()
         self.say("up: stopped")
         return 0
+
+    def _restart_broker(self, child: Child, status: int, restarts: list[float]) -> bool:
+        """The broker died: start it again after a back-off, as long as it has not been
+        restarted ``BROKER_RESTARTS`` times within ``BROKER_RESTART_WINDOW`` seconds.
+        True once it serves again; False to give up (said why) or on Ctrl-C/SIGTERM."""
+        while True:
+            now = time.monotonic()
+            restarts[:] = [t for t in restarts if now - t < BROKER_RESTART_WINDOW]
+            limit = self.opts["broker_restarts"]
+            if limit <= 0:
+                self.stderr.write(
+                    f"up: the broker exited unexpectedly ({_status(status)}); stopping the "
+                    "others (--broker-restarts 0)"
+                )
+                return False
+            if len(restarts) >= limit:
+                self.stderr.write(
+                    f"up: the broker exited unexpectedly ({_status(status)}) after "
+                    f"{len(restarts)} restarts within {BROKER_RESTART_WINDOW:g} s; not "
+                    "restarting it again, stopping the others (see the broker's log)"
+                )
+                return False
+            delay = BROKER_BACKOFF[min(len(restarts), len(BROKER_BACKOFF) - 1)]
+            self.stderr.write(
+                f"up: the broker exited unexpectedly ({_status(status)}); restarting it in "
+                f"{delay:g} s (restart {len(restarts) + 1} of at most {limit} "
+                f"within {BROKER_RESTART_WINDOW:g} s); the portal, the UMS gateway and "
+                "Celery keep running and answer 'broker unreachable' meanwhile"
+            )
+            self.stderr.flush()
+            deadline = time.monotonic() + delay
+            while time.monotonic() < deadline:
+                if self.signalled is not None:
+                    return False
+                time.sleep(0.1)
+            restarts.append(time.monotonic())
+            cmd, env, host, port = self._broker_spawn
+            try:
+                proc = subprocess.Popen(
+                    cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
+                )
+            except OSError as exc:
+                self.stderr.write(f"up: cannot restart the broker: {exc}; stopping the others")
+                return False
+            child.proc = proc
+            try:
+                serves = functools.partial(portmapper_answers, host, port)
+                self._wait(child, serves, f"serve port {port}")
+            except Stop:
+                return False
+            except StartupFailed as exc:
+                status = proc.poll()
+                if status is None:  # did not come up in time: kill it and count a failure
+                    self.stderr.write(f"up: {exc}; killing it")
+                    _signal_group(proc, signal.SIGKILL)
+                    status = proc.wait()
+                continue
+            self.say(f"up: broker  restarted (pid {proc.pid}); {child.where}")
+            return True
 
     def _stop_all(self) -> None:
         """Stop the children, the last started first: SIGTERM, wait, then SIGKILL."""
@@ -344,6 +434,9 @@ class Command(BaseCommand):
         env["IMQ_VARHOME"] = str(config.varhome)
         cmd = [sys.executable, str(ROOT / "manage.py"), "runbroker", "-tty", *args]
         child = self._spawn("broker", cmd, env, stdin=subprocess.DEVNULL)
+        # A restart after a crash: the same command less -reset (the store is recovered,
+        # not wiped again), the same environment.
+        self._broker_spawn = (_without_reset(cmd), dict(env), host, port)
         child.where = (
             f"port mapper on {bound or '*'}:{port} "
             f"(mq://{host}:{port}/jms, instance {config.instance})"
@@ -411,6 +504,20 @@ def ums_gateway_command(port: int, host: str = LOOPBACK) -> list[str]:
         "--timeout-graceful-shutdown", "5",
         "portal.asgi:application",
     ]  # fmt: skip
+
+
+def _without_reset(cmd: list[str]) -> list[str]:
+    """``cmd`` less its ``-reset X`` options."""
+    out: list[str] = []
+    skip = False
+    for arg in cmd:
+        if skip:
+            skip = False
+        elif arg == "-reset":
+            skip = True
+        else:
+            out.append(arg)
+    return out
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
