@@ -203,7 +203,8 @@ async def perform(req: UmsRequest, gw: Gateway | None = None) -> UmsReply:
     except LoginRefused as exc:
         raise UmsError(401, f"authentication failed: {exc}") from exc
     except BrokerUnreachableException as exc:
-        log.info("UMS %s: the broker is not reachable: %s", req.service, exc)
+        log.debug("UMS %s: the broker is not reachable: %s", req.service, exc)
+        gw.note_unreachable(exc)
         if gw.lost_connection(req.sid):
             raise sid_lost(req.sid or "", req.service) from exc
         raise unreachable(gw.config, exc) from exc

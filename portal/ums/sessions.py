@@ -179,6 +179,9 @@ class Gateway:
         self.clients: dict[str, UmsClient] = {}
         # Sids whose broker connection was lost -> when that was seen (monotonic).
         self.lost: dict[str, float] = {}
+        # The broker could not be reached since (monotonic), None while it can: an
+        # outage is logged once when it starts and once when it ends, not per request.
+        self.unreachable_since: float | None = None
         self.pools: dict[tuple[str, str], list[PooledConnection]] = {}
         self._connecting: dict[tuple[str, str], asyncio.Lock] = {}
         self._sweeper: asyncio.Task[None] | None = None
@@ -205,6 +208,7 @@ class Gateway:
         except JMSSecurityException as exc:
             raise LoginRefused(f"the broker refused user {user!r}: {exc}") from exc
         await conn.start()
+        self.note_reachable()
         pc = PooledConnection(key, conn)
         self.pools.setdefault(key, []).append(pc)
         log.debug("UMS connection opened for %s", user)
@@ -231,6 +235,26 @@ class Gateway:
             pc.clients += 1
         pc.last_used = time.monotonic()
         return pc
+
+    def note_unreachable(self, exc: Exception) -> None:
+        if self.unreachable_since is None:
+            self.unreachable_since = time.monotonic()
+            log.warning(
+                "UMS: the broker at %s is not reachable (%s); requests get 503 until it is "
+                "back, sids on lost connections 410",
+                self.config.broker_address,
+                exc,
+            )
+
+    def note_reachable(self) -> None:
+        if self.unreachable_since is not None:
+            down = time.monotonic() - self.unreachable_since
+            self.unreachable_since = None
+            log.warning(
+                "UMS: the broker at %s is reachable again (after %.1f s); serving",
+                self.config.broker_address,
+                down,
+            )
 
     def drop_if_dead(self, pc: PooledConnection) -> None:
         if pc.conn.is_closed:
