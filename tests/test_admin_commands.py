@@ -759,14 +759,26 @@ def test_reload_access_control(own_broker, tmp_path):
     assert "access control rules reloaded" in b.log_text()
 
 
-# 76 (TAKEOVER_BROKER) and 78 (GET_CLUSTER) are served since clusters exist.
-@pytest.mark.parametrize("command", [24, 42, 44, 58, 80, 90, 92, 94, 96, 98])
+# 58 (RELOAD_CLUSTER), 76 (TAKEOVER_BROKER) and 78 (GET_CLUSTER) are served since clusters
+# exist: tests/test_cluster_reload.py, test_ha.py, test_cluster.py.
+@pytest.mark.parametrize("command", [24, 42, 44, 80, 90, 92, 94, 96, 98])
 def test_cluster_and_legacy_commands_are_501(broker, command):
     async def go():
         admin = await admin_of(broker)
         with pytest.raises(AdminError) as exc:
             await admin.request(command)
         assert exc.value.status == 501 and "not supported" in exc.value.text
+        await admin.close()
+
+    run(go())
+
+
+def test_reload_cluster_on_a_broker_that_is_not_clustered(broker):
+    async def go():
+        admin = await admin_of(broker)
+        with pytest.raises(AdminError) as exc:
+            await admin.reload_cluster()
+        assert exc.value.status == 409 and "not part of a cluster" in exc.value.text
         await admin.close()
 
     run(go())
