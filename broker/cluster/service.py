@@ -55,6 +55,11 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("broker.cluster")
 
+# Replies whose only use is to say (WARNING) that a peer could not do what we asked.
+_REFUSALS_LOGGED = {
+    gp.G_CONFIG_CHANGE_EVENT_REPLY: "master broker %s did not record a change: %s",
+    gp.G_RELOAD_CLUSTER_REPLY: "broker %s could not reload the cluster configuration: %s",
+}
 RECONNECT_INTERVAL = 1.0
 RECONNECT_MAX = 5.0
 # Destinations that never leave their broker.
@@ -1002,24 +1007,13 @@ class ClusterService:
             self._config_changes_request(link, pkt)
         elif t == gp.G_GET_CONFIG_CHANGES_REPLY:
             self._config_changes_reply(link, pkt)
-        elif t == gp.G_CONFIG_CHANGE_EVENT_REPLY:
+        elif t in _REFUSALS_LOGGED:
             if pkt.props.get("S") != 200:
-                log.warning(
-                    "master broker %s did not record a change: %s",
-                    link.address,
-                    pkt.props.get("reason"),
-                )
+                log.warning(_REFUSALS_LOGGED[t], link.address, pkt.props.get("reason"))
         elif t in (gp.G_LOCK, gp.G_LOCK_REPLY):
             self.locks.on_packet(link, pkt)
         elif t == gp.G_RELOAD_CLUSTER:
             self._reload_requested(link, pkt)
-        elif t == gp.G_RELOAD_CLUSTER_REPLY:
-            if pkt.props.get("S") != 200:
-                log.warning(
-                    "broker %s could not reload the cluster configuration: %s",
-                    link.address,
-                    pkt.props.get("reason"),
-                )
         elif t in (gp.G_PING_REPLY, gp.G_GOODBYE_REPLY):
             pass
         elif pkt.wants_reply:
