@@ -394,11 +394,11 @@ def main() -> int:
     if args.store == "jdbc":
         from tests.pg import PostgresServer, find_pg_bin
 
-        bin_dir = find_pg_bin()
-        if bin_dir is None:
+        pg_bin = find_pg_bin()  # the system's: never to be removed below
+        if pg_bin is None:
             print("PostgreSQL server binaries not found: apt-get install postgresql")
             return 2
-        pg = PostgresServer(bin_dir)
+        pg = PostgresServer(pg_bin)
         pg.start()
         pg_url = pg.url
     total: Counter = Counter()
