@@ -241,9 +241,11 @@ class ResourceRules:
                     return True
         return False
 
-    def _send_allowed(self: Any, pkt: Packet, name: str, dest_type: int) -> bool:
-        """A message to a destination this connection registered no producer on is
-        checked like ADD_PRODUCER (cached per destination and rule generation)."""
+    def send_denied(self: Any, name: str, dest_type: int) -> str | None:
+        """Why this connection may not send to the destination, or None: allowed where it
+        registered a producer, else checked like ADD_PRODUCER; cached per destination
+        and rule generation (a stream of messages, or of their reports, costs one rule
+        look-up)."""
         gen = self.broker.access.generation
         if gen != self._acl_gen:
             self._acl_sends.clear()
@@ -256,8 +258,15 @@ class ResourceRules:
             else:
                 why = self._denied(name, dest_type, "produce") or ""
             self._acl_sends[key] = why
-        if not why:
+        return why or None
+
+    def _send_allowed(self: Any, pkt: Packet, name: str, dest_type: int) -> bool:
+        """A message to a destination this connection registered no producer on is
+        checked like ADD_PRODUCER (send_denied); refused, it is answered or logged once."""
+        why = self.send_denied(name, dest_type)
+        if why is None:
             return True
+        key = (name, dest_type)
         if pkt.flags & FLAG_A:
             self.reply(pkt, Status.FORBIDDEN, reason=why)
         elif key not in self._acl_logged:

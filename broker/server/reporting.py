@@ -26,17 +26,8 @@ def attach_reports(broker: Broker) -> ReportGenerator:
         conn = broker.connections.get(connection_id)
         if conn is None:
             return None  # the producer is gone: its rights cannot be asked any more
-        # The connection's own cache of send decisions (engine/resources.py), so a
-        # stream of reports costs one rule look-up per reply-to and rule generation.
-        gen = broker.access.generation
-        if gen != conn._acl_gen:
-            conn._acl_sends.clear()
-            conn._acl_gen = gen
-        key = (name, dest_type)
-        why = conn._acl_sends.get(key)
-        if why is None:
-            why = conn._acl_sends[key] = conn._denied(name, dest_type, "produce") or ""
-        return why or None
+        # The producer's own rights, as its messages are checked (engine/resources.py).
+        return conn.send_denied(name, dest_type)
 
     reports = ReportGenerator(broker.router, schedule=_schedule, may_send=may_send)
     broker.router.events.add(reports)
