@@ -67,7 +67,12 @@ def store_session(broker_id: str, epoch: int) -> int:
     messages live in.  Like OpenMQ's store session UID it is unique in the cluster (the
     epoch alone is not: every broker counts its own from 1), and any broker can tell from
     it whose rows it names: the broker id's CRC-32 above, the epoch below."""
-    return ((zlib.crc32(broker_id.encode()) & 0x7FFF_FFFF) << 32) | (epoch & 0xFFFF_FFFF)
+    return (_id_crc(broker_id) << 32) | (epoch & 0xFFFF_FFFF)
+
+
+def _id_crc(broker_id: str) -> int:
+    """The upper half of a broker's store sessions (store_session)."""
+    return zlib.crc32(broker_id.encode()) & 0x7FFF_FFFF
 
 
 @dataclass
@@ -405,17 +410,13 @@ class HAMonitor:
     def _owner(self, session: int) -> Member | None:
         """Which member holds the rows of store ``session`` now (None: no member made it)."""
         crc, epoch = session >> 32, session & 0xFFFF_FFFF
-        if crc == zlib.crc32(self.broker_id.encode()) & 0x7FFF_FFFF:
+        if crc == _id_crc(self.broker_id):
             return Member(_me(self.broker_id), False)  # an earlier run of this broker
         for t in self.taken:
-            if zlib.crc32(t.broker_id.encode()) & 0x7FFF_FFFF == crc and epoch < t.epoch:
+            if _id_crc(t.broker_id) == crc and epoch < t.epoch:
                 return Member(_me(self.broker_id), False)
         made = next(
-            (
-                m
-                for m in self.rows.values()
-                if zlib.crc32(m.row.broker_instance.encode()) & 0x7FFF_FFFF == crc
-            ),
+            (m for m in self.rows.values() if _id_crc(m.row.broker_instance) == crc),
             None,
         )
         if made is None:
