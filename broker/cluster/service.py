@@ -161,9 +161,7 @@ class ClusterService:
         for t in self._tasks:
             t.cancel()
         for link in list(self.links.values()):
-            link.goodbye = True
-            link.send(gp.GPacket(gp.G_GOODBYE, {}, b""))
-            link.close()
+            _leave(link)
         if self.server is not None:
             self.server.close()
         for link in list(self.all_links):
@@ -306,11 +304,9 @@ class ClusterService:
         self.cfg.peers = peers
         for host, port in removed:
             self._unreachable.pop((host, port), None)
-            for addr, link in list(self.links.items()):
-                if addr.port == port and _same_host(addr.host, host):
-                    link.goodbye = True
-                    link.send(gp.GPacket(gp.G_GOODBYE, {}, b""))
-                    link.close()
+            link = self._link_to(host, port)
+            if link is not None:
+                _leave(link)
         log.info(
             "cluster configuration reloaded: %d other broker(s)%s%s",
             len(peers),
@@ -342,8 +338,15 @@ class ClusterService:
         me = self.cfg.me
         return (me.port, me.host) < (peer[1], peer[0])
 
+    def _link_to(self, host: str, port: int) -> BrokerLink | None:
+        """The link up to the broker whose port mapper is ``host:port``, if any."""
+        return next(
+            (lk for a, lk in self.links.items() if a.port == port and _same_host(a.host, host)),
+            None,
+        )
+
     def _linked(self, host: str, port: int) -> bool:
-        return any(a.port == port and _same_host(a.host, host) for a in self.links)
+        return self._link_to(host, port) is not None
 
     async def _dial_loop(self) -> None:
         delay = RECONNECT_INTERVAL
@@ -1046,10 +1049,7 @@ class ClusterService:
             }
         ]
         for host, port in self.cfg.peers:
-            link = next(
-                (lk for a, lk in self.links.items() if a.port == port and _same_host(a.host, host)),
-                None,
-            )
+            link = self._link_to(host, port)
             out.append(
                 {
                     "address": f"{host}:{port}",
@@ -1063,6 +1063,13 @@ class ClusterService:
     def broker_list(self) -> str:
         """HELLO_REPLY's JMQBrokerList: the URLs of the brokers running in the cluster."""
         return ",".join(f"mq://{b['address']}/" for b in self.brokers() if b["state"] == "RUNNING")
+
+
+def _leave(link: BrokerLink) -> None:
+    """Say GOODBYE on ``link`` and close it (a clean leave, not a crash, for the peer)."""
+    link.goodbye = True
+    link.send(gp.GPacket(gp.G_GOODBYE, {}, b""))
+    link.close()
 
 
 __all__ = ["ClusterService"]
