@@ -13,7 +13,14 @@ import time
 from collections.abc import Iterator, Mapping
 
 from .errors import ProtocolError
-from .properties import PropertyError, decode_java_utf, decode_properties, encode_properties
+from .properties import (
+    TEXTS,
+    PropertyError,
+    decode_java_utf,
+    decode_properties,
+    encode_properties,
+    remember,
+)
 from .sysmsgid import IP_ZERO, SysMessageID
 from .types import (
     CURRENT_PACKET_VERSION,
@@ -79,10 +86,9 @@ _FIELD_NAMES = {
 }
 _STRING_FIELDS = (1, 2, 3, 4, 5, 6, 7)
 # Destination and reply-to names (and their classes) recur on every message of a
-# producer: decoded once, by their bytes.  Message and correlation ids do not.
+# producer: decoded once, by their bytes (properties.TEXTS).  Message and correlation ids
+# do not.
 _NAME_FIELDS = frozenset((VH_DESTINATION, VH_REPLYTO, VH_DESTINATION_CLASS, VH_REPLYTO_CLASS))
-_NAMES: dict[bytes, str] = {}
-_NAMES_MAX = 4096
 
 DEFAULT_MAX_PACKET = 70 * 1024 * 1024
 
@@ -122,7 +128,7 @@ def decode_fields(buf: bytes | memoryview, start: int, end: int) -> dict[int, ob
                 raw = buf[vstart:vend]
                 # Only bytes keys: a memoryview of a bytearray cannot be hashed.
                 cached = tag in _NAME_FIELDS and type(raw) is bytes
-                text = _NAMES.get(raw) if cached else None
+                text = TEXTS.get(raw) if cached else None
                 if text is None:
                     try:
                         text = decode_java_utf(bytes(raw))
@@ -131,9 +137,7 @@ def decode_fields(buf: bytes | memoryview, start: int, end: int) -> dict[int, ob
                             f"variable header field {_FIELD_NAMES[tag]}: {exc}", fatal=False
                         ) from None
                     if cached:
-                        if len(_NAMES) >= _NAMES_MAX:
-                            _NAMES.clear()
-                        _NAMES[raw] = text
+                        remember(TEXTS, raw, text)
                 fields[tag] = text
             pos = vend
     if start == end:

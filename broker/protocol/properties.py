@@ -126,12 +126,22 @@ def read_utf(buf: bytes | memoryview, pos: int) -> tuple[str, int]:
 # Property table
 
 
-# Names seen before, by their bytes: a producer sends the same few names again and again.
-_NAMES: dict[bytes, str] = {}
+# Strings that recur, by their bytes: a producer sends the same few property names (and
+# destination names: packet.py) again and again.  Look up, then remember() on a miss.
+TEXTS: dict[bytes, str] = {}
 # Decoded JInt/JShort/JByte values, shared (they are immutable): type codes, options and
 # flags recur.  Keyed by (code, bytes); longs are left out, being mostly times and ids.
 _VALUES: dict[tuple[int, bytes], object] = {}
 _CACHE_MAX = 4096
+
+
+def remember(cache: dict, key: object, value: object) -> None:
+    """Keep ``value`` in a bounded cache: emptied when full, the working set refills it."""
+    if len(cache) >= _CACHE_MAX:
+        cache.clear()
+    cache[key] = value
+
+
 # Fixed-size value types by code: size, struct and Python type; the type's range is the
 # wire size's, so the constructor's range check is skipped (int.__new__).
 _DECODERS = {
@@ -158,7 +168,7 @@ def decode_properties(buf: bytes | memoryview, start: int = 0, size: int | None 
     end = len(data)
     pos = 8
     props: dict[str, object] = {}
-    names, values = _NAMES, _VALUES
+    names, values = TEXTS, _VALUES
     for _ in range(count):
         if pos + 2 > end:
             raise PropertyError("truncated property name")
@@ -176,9 +186,7 @@ def decode_properties(buf: bytes | memoryview, start: int = 0, size: int | None 
                 name = decode_java_utf(raw)
             except PropertyError as exc:
                 raise PropertyError(f"property name {exc}") from None
-            if len(names) >= _CACHE_MAX:
-                names.clear()
-            names[raw] = name
+            remember(names, raw, name)
         code = (data[name_end] << 8) | data[name_end + 1]
         if code & 0x8000:
             code -= 0x10000
@@ -215,9 +223,7 @@ def decode_properties(buf: bytes | memoryview, start: int = 0, size: int | None 
                 value = values.get(key)
                 if value is None:
                     value = int.__new__(make, unpack(data, pos)[0])
-                    if len(values) >= _CACHE_MAX:
-                        values.clear()
-                    values[key] = value
+                    remember(values, key, value)
             elif integral:
                 value = int.__new__(make, unpack(data, pos)[0])
             else:
@@ -273,6 +279,7 @@ def empty_properties() -> bytes:
 
 
 __all__ = [
+    "TEXTS",
     "JavaObjectBytes",
     "PropertyError",
     "decode_java_utf",
@@ -281,6 +288,7 @@ __all__ = [
     "encode_java_utf",
     "encode_properties",
     "read_utf",
+    "remember",
     "write_utf",
     "JInt",
     "JLong",
