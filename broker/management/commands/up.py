@@ -80,6 +80,14 @@ class Child:
     where: str = ""
 
 
+def _popen(name: str, args: list[str], env: dict[str, str], **kwargs) -> subprocess.Popen:
+    """Start a child in the project's directory, dying with this process."""
+    try:
+        return subprocess.Popen(args, cwd=ROOT, env=env, preexec_fn=_die_with_parent, **kwargs)
+    except OSError as exc:
+        raise StartupFailed(f"cannot start the {name}: {exc}") from exc
+
+
 def _die_with_parent() -> None:
     """In the child, before exec: its own process group (Ctrl-C reaches only ``up``, which
     stops the children in order) and SIGTERM should ``up`` itself be killed (Linux)."""
@@ -281,11 +289,10 @@ class Command(BaseCommand):
             restarts.append(time.monotonic())
             cmd, env, host, port = self._broker_spawn
             try:
-                proc = subprocess.Popen(
-                    cmd, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent
-                )
-            except OSError as exc:
-                self.stderr.write(f"up: cannot restart the broker: {exc}; stopping the others")
+                proc = _popen("broker", cmd, env, stdin=subprocess.DEVNULL)
+            except StartupFailed as exc:
+                why = exc.__cause__ or exc
+                self.stderr.write(f"up: cannot restart the broker: {why}; stopping the others")
                 return False
             child.proc = proc
             try:
@@ -323,11 +330,7 @@ class Command(BaseCommand):
     # -- the children -------------------------------------------------------------------
 
     def _spawn(self, name: str, args: list[str], env: dict[str, str], **kwargs) -> Child:
-        try:
-            proc = subprocess.Popen(args, cwd=ROOT, env=env, preexec_fn=_die_with_parent, **kwargs)
-        except OSError as exc:
-            raise StartupFailed(f"cannot start the {name}: {exc}") from exc
-        child = Child(name, proc)
+        child = Child(name, _popen(name, args, env, **kwargs))
         self.children.append(child)
         return child
 
