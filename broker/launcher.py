@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -133,3 +134,91 @@ def start_broker(
     return BrokerProcess(
         "127.0.0.1", pm, jms, admin, varhome, instance, proc, log_path, {"env": env}
     )
+
+
+# The stock OpenMQ 6.9 broker, the reference every behaviour and benchmark is compared with
+# (../shared/realbroker; OPENMQ_REALBROKER names another copy).
+REALBROKER = Path(os.environ.get("OPENMQ_REALBROKER", ROOT.parent / "shared" / "realbroker"))
+
+
+@dataclass
+class StockBrokerProcess:
+    """A running stock OpenMQ ``imqbrokerd`` (run.sh) child and where it listens."""
+
+    host: str
+    portmapper_port: int
+    varhome: Path
+    instance: str
+    proc: subprocess.Popen
+    log_path: Path
+
+    def log_text(self) -> str:
+        """Its console output (the instance log is varhome/instances/NAME/log/log.txt)."""
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        """SIGTERM: the stock broker's clean shutdown."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(5)
+
+    def kill(self) -> None:
+        """SIGKILL, as a crash."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(5)
+
+
+def missing_stock_broker() -> list[str]:
+    """What starting the stock broker needs and this machine lacks."""
+    missing = []
+    if not (REALBROKER / "run.sh").is_file():
+        missing.append(f"the stock OpenMQ broker {REALBROKER / 'run.sh'}")
+    if not (REALBROKER / "mq" / "lib" / "imqbroker.jar").is_file():
+        missing.append(f"its jar {REALBROKER / 'mq/lib/imqbroker.jar'}")
+    if not os.environ.get("JAVA") and shutil.which("java") is None:
+        missing.append("java (a JDK 17: apt-get install openjdk-17-jdk-headless)")
+    return missing
+
+
+def start_stock_broker(
+    tmp: Path,
+    *props: str,
+    instance: str = "imqbroker",
+    portmapper_port: int | None = None,
+    args: tuple[str, ...] = (),
+    timeout: float = 90.0,
+) -> StockBrokerProcess:
+    """Start ``../shared/realbroker/run.sh`` with ``-Dname=value`` overrides; wait for ready.
+
+    Its jms and admin services take dynamic ports, found through the port mapper as every
+    client finds them. Raises RuntimeError naming what is missing or what it printed.
+    """
+    missing = missing_stock_broker()
+    if missing:
+        raise RuntimeError("cannot start the stock OpenMQ broker; missing: " + "; ".join(missing))
+    pm = portmapper_port or free_port()
+    varhome = tmp / "stock-var"
+    log_path = tmp / f"stock-{instance}-stdout.txt"
+    cmd = [str(REALBROKER / "run.sh"), str(pm), str(varhome), "-name", instance, *args]
+    cmd += [f"-D{p}" for p in props]
+    out = open(log_path, "wb")  # noqa: SIM115 - lives as long as the process
+    proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
+    deadline = time.monotonic() + timeout
+    # B1039 "Broker ... ready." is printed once every service listens.
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(
+                f"stock broker exited early:\n{log_path.read_text(errors='replace')}"
+            )
+        if b"[B1039]" in log_path.read_bytes():
+            break
+        time.sleep(0.1)
+    else:
+        proc.kill()
+        raise RuntimeError(f"stock broker did not start:\n{log_path.read_text(errors='replace')}")
+    return StockBrokerProcess("127.0.0.1", pm, varhome, instance, proc, log_path)
