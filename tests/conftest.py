@@ -21,7 +21,21 @@ __all__ = ["BrokerProcess", "ROOT", "free_port", "start_broker"]
 ROOT = Path(__file__).resolve().parent.parent
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    # Here, not in tests/interop/conftest.py: pytest reads options only from the root's.
+    parser.addoption(
+        "--interop-broker",
+        choices=("ours", "stock"),
+        default=None,
+        help="run the Java-client programs of tests/interop against our broker (default) or the "
+        "stock OpenMQ 6.9 broker of ../shared/realbroker (also INTEROP_BROKER=stock)",
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "broker_props(*props): -D properties of a module's interop_broker"
+    )
     config.addinivalue_line(
         "markers", "needs_vectors: fails (never skips) without ../shared/vectors (tests/vectors.py)"
     )

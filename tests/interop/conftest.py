@@ -14,6 +14,7 @@ import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -147,3 +148,43 @@ def c_build_dir() -> Iterator[Path]:
 def c_probe(c_build_dir: Path) -> CProbe:
     """tests/interop/c/probe.c, compiled once per test session."""
     return compile_probe(C_SOURCES / "probe.c", c_build_dir)
+
+
+@pytest.fixture(scope="session")
+def java_programs() -> Iterator[Any]:
+    """tests/interop/java/*.java compiled once per test session against imq.jar."""
+    from .jvm import JavaPrograms, compile_programs, require_java
+
+    require_java()
+    d = Path(tempfile.mkdtemp(prefix="imq-java-"))
+    try:
+        yield JavaPrograms(compile_programs(d))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def interop_broker(request: pytest.FixtureRequest) -> Iterator[Any]:
+    """One broker per test module: ours, or the stock one with --interop-broker=stock.
+
+    A module asks for properties with ``pytestmark = pytest.mark.broker_props("a=b", ...)``.
+    """
+    from .jvm import broker_kind, start_either
+
+    marker = request.node.get_closest_marker("broker_props")
+    props = marker.args if marker else ()
+    tmp = Path(tempfile.mkdtemp(prefix="imq-interop-"))
+    b = start_either(broker_kind(request.config), tmp, *props)
+    try:
+        yield b
+    finally:
+        b.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+@pytest.fixture
+def broker_kind_name(request: pytest.FixtureRequest) -> str:
+    """``ours`` or ``stock``, for the few expectations that differ deliberately."""
+    from .jvm import broker_kind
+
+    return broker_kind(request.config)
