@@ -114,12 +114,10 @@ async def xml(method: str, content_type: str | None, body: bytes) -> HttpReply:
     try:
         parsed = soap.parse_request(content_type or "text/xml", body)
         req = build_request(parsed.service)
-        if len(parsed.attachments) > 1:
-            raise soap.SoapFault("Client", "one attachment per message")
-        req.text = parsed.text
         req.properties = parsed.properties
-        if parsed.attachments:
-            req.data = parsed.attachments[0].data
+        if req.service == "send":
+            # The SOAP message itself, in MessageTransformer's BytesMessage layout.
+            req.data = parsed.jms_body()
         reply = await perform(req)
     except soap.SoapFault as exc:
         return _fault(exc.code, exc.reason, exc.status)
@@ -138,8 +136,5 @@ async def xml(method: str, content_type: str | None, body: bytes) -> HttpReply:
         "status": str(reply.status),
     }
     text = reply.text if reply.service == "receive_reply" else None
-    env = soap.envelope(attrs, text=text, properties=reply.properties)
-    if reply.data is not None:
-        ctype, data = soap.multipart(env, soap.Attachment("application/octet-stream", reply.data))
-        return HttpReply(200, ctype, data)
-    return HttpReply(200, XML, env.encode("utf-8"), node_cookie=reply.service == "login_reply")
+    ctype, data = soap.reply(attrs, text=text, data=reply.data, properties=reply.properties)
+    return HttpReply(200, ctype, data, node_cookie=reply.service == "login_reply")

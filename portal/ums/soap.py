@@ -6,23 +6,36 @@ envelope whose ``SOAP-ENV:Header`` holds ``ums:MessageHeader`` with one ``ums:Se
 (namespace ``https://mq.java.net/ums``; attributes sid, destination, domain, service,
 user, password, timeout, transacted); JMS properties travel in an ``ums:JMSProperty``
 header element (``ums:StringProperty ums:pname=.. ums:pvalue=..`` and Int, Long, Short,
-Byte, Boolean -- OpenMQ's -- plus Float and Double).  Binary data comes as a SOAP
-attachment (multipart/related, SOAP Messages with Attachments).
+Byte, Boolean -- OpenMQ's -- plus Float and Double).  Attachments come as
+multipart/related (SOAP Messages with Attachments), as many as the sender likes.
+
+What a send stores is the SOAP message itself, without those two UMS header elements,
+in ``MessageTransformer``'s BytesMessage layout (:mod:`.transformer`); a receive of such
+a message gives it back with the reply's ``ums:MessageHeader`` in its Header.  The
+envelope is edited as bytes (spans found with expat), so everything else in it -- the
+Body, prefixes, attachments and their Content-IDs -- stays as the sender wrote it.
 """
 
 from __future__ import annotations
 
+import codecs
+import logging
+import re
 import secrets
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
-from email.parser import BytesParser
-from email.policy import HTTP
+from xml.parsers import expat
 from xml.sax.saxutils import escape, quoteattr
 
 from defusedxml import DefusedXmlException
 from defusedxml.ElementTree import fromstring as safe_fromstring
 
 from broker.protocol.jtypes import JByte, JFloat, JInt, JLong, JShort
+
+from . import transformer
+from .transformer import LayoutError, SoapMime
+
+log = logging.getLogger("portal.ums")
 
 SOAP_ENV = "http://schemas.xmlsoap.org/soap/envelope/"
 UMS_NS = "https://mq.java.net/ums"
@@ -62,12 +75,19 @@ class Attachment:
 
 @dataclass
 class SoapRequest:
-    """What a request asks for: the Service attributes, the body, properties, attachments."""
+    """What a request asks for: the Service attributes, JMS properties and the SOAP
+    message to send (its envelope without the UMS header elements, its attachments)."""
 
     service: dict[str, str]
-    text: str | None = None
+    message: SoapMime
     properties: dict[str, object] = field(default_factory=dict)
-    attachments: list[Attachment] = field(default_factory=list)
+
+    def jms_body(self) -> bytes:
+        """The BytesMessage body: MessageTransformer's layout of the message."""
+        try:
+            return transformer.encode(self.message)
+        except LayoutError as exc:
+            raise SoapFault("Client", str(exc)) from exc
 
 
 def _parse_xml(data: bytes) -> ET.Element:
@@ -77,34 +97,6 @@ def _parse_xml(data: bytes) -> ET.Element:
         raise SoapFault("Client", f"refused XML: {type(exc).__name__} ({exc})") from exc
     except ET.ParseError as exc:
         raise SoapFault("Client", f"malformed XML: {exc}") from exc
-
-
-def _split_multipart(content_type: str, body: bytes) -> tuple[bytes, list[Attachment]]:
-    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode("latin-1")
-    msg = BytesParser(policy=HTTP).parsebytes(head + body)
-    if not msg.is_multipart():
-        raise SoapFault("Client", "multipart/related request without parts")
-    parts = list(msg.iter_parts())
-    if not parts:
-        raise SoapFault("Client", "multipart/related request without parts")
-    start = msg.get_param("start")
-    root = parts[0]
-    if start:
-        for p in parts:
-            if p.get("Content-ID", "").strip() == str(start).strip():
-                root = p
-                break
-    envelope = root.get_payload(decode=True) or b""
-    attachments = [
-        Attachment(
-            p.get_content_type(),
-            p.get_payload(decode=True) or b"",
-            (p.get("Content-ID") or "").strip("<> ") or None,
-        )
-        for p in parts
-        if p is not root
-    ]
-    return envelope, attachments
 
 
 _PROP_TYPES = {
@@ -145,27 +137,35 @@ def _property(el: ET.Element) -> tuple[str, object]:
         raise SoapFault("Client", f"bad value for {kind} {name}: {value!r}") from exc
 
 
-def _inner_xml(body: ET.Element) -> str | None:
-    children = list(body)
-    if not children:
-        text = (body.text or "").strip()
-        return body.text if text else None
-    return "".join(ET.tostring(c, encoding="unicode") for c in children).strip()
-
-
-def parse_request(content_type: str, data: bytes) -> SoapRequest:
-    """The request of one POST to /xml; SoapFault for anything that is not one."""
-    attachments: list[Attachment] = []
-    if content_type.lower().startswith("multipart/"):
-        data, attachments = _split_multipart(content_type, data)
+def _envelope_of(mime: SoapMime) -> tuple[bytes, ET.Element]:
+    """The envelope as UTF-8 (the root part's Content-Type follows) and its parsed tree,
+    checked to be a SOAP 1.1 envelope with a Body."""
+    data = _as_utf8(mime.envelope)
+    if data is not mime.envelope:
+        mime.envelope = data
+        mime.root_headers = [
+            ("Content-Type", transformer.XML_TYPE) if k.lower() == "content-type" else (k, v)
+            for k, v in mime.root_headers
+        ]
     root = _parse_xml(data)
     if root.tag != _E + "Envelope":
         if root.tag.endswith("}Envelope") or root.tag == "Envelope":
             raise SoapFault("VersionMismatch", "not a SOAP 1.1 envelope namespace")
         raise SoapFault("Client", "the request is not a SOAP envelope")
+    if root.find(_E + "Body") is None:
+        raise SoapFault("Client", "a SOAP Header and Body are required")
+    return data, root
+
+
+def parse_request(content_type: str, data: bytes) -> SoapRequest:
+    """The request of one POST to /xml; SoapFault for anything that is not one."""
+    try:
+        mime = transformer.parse_mime(content_type, data)
+    except LayoutError as exc:
+        raise SoapFault("Client", f"malformed SOAP message: {exc}") from exc
+    data, root = _envelope_of(mime)
     header = root.find(_E + "Header")
-    body = root.find(_E + "Body")
-    if header is None or body is None:
+    if header is None:
         raise SoapFault("Client", "a SOAP Header and Body are required")
     mh = header.find(_U + "MessageHeader")
     if mh is None:
@@ -185,7 +185,117 @@ def parse_request(content_type: str, data: bytes) -> SoapRequest:
         for el in jp:
             k, v = _property(el)
             props[k] = v
-    return SoapRequest(service, _inner_xml(body), props, attachments)
+    # The Service element (sid, user, password) and the properties (now JMS properties)
+    # are the gateway's business, not part of the message sent: OpenMQ's gateway removes
+    # the MessageHeader too before it transforms the message.
+    mime.envelope = _edit_header(data, "")
+    return SoapRequest(service, mime, props)
+
+
+# -- the envelope as bytes ---------------------------------------------------------------
+
+_XML_DECL = re.compile(rb"<\?xml[^>]*?encoding\s*=\s*[\"']([A-Za-z0-9._-]+)[\"']")
+_UMS_HEADERS = frozenset({f"{UMS_NS} MessageHeader", f"{UMS_NS} JMSProperty"})
+
+
+def _as_utf8(data: bytes) -> bytes:
+    """The document itself when it is UTF-8 (or ASCII), else re-encoded as UTF-8 with a
+    declaration that says so: the edits below write UTF-8."""
+    if data.startswith((codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE)):
+        encoding = "utf-32"
+    elif data.startswith((codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)):
+        encoding = "utf-16"
+    else:
+        m = _XML_DECL.match(data)
+        encoding = m.group(1).decode("ascii") if m else "utf-8"
+    try:
+        if codecs.lookup(encoding).name in ("utf-8", "ascii"):
+            return data
+        text = data.decode(encoding)
+    except LookupError as exc:
+        raise SoapFault("Client", f"unknown XML encoding {encoding!r}") from exc
+    except UnicodeDecodeError as exc:
+        raise SoapFault("Client", f"the envelope is not {encoding}: {exc}") from exc
+    text = re.sub(r"^\ufeff?<\?xml[^>]*\?>", "", text)
+    return b'<?xml version="1.0" encoding="UTF-8"?>' + text.encode("utf-8")
+
+
+def _tag_end(data: bytes, at: int) -> int:
+    """The index just after the tag that starts at ``at`` (quoted ``>`` skipped)."""
+    quote = 0
+    for i in range(at + 1, len(data)):
+        c = data[i]
+        if quote:
+            if c == quote:
+                quote = 0
+        elif c in (0x22, 0x27):
+            quote = c
+        elif c == 0x3E:
+            return i + 1
+    raise SoapFault("Client", "malformed XML: a tag is not closed")
+
+
+def _qname(data: bytes, at: int) -> str:
+    m = re.match(rb"<([^\s/>]+)", data[at:])
+    return m.group(1).decode("utf-8") if m else ""
+
+
+def _edit_header(data: bytes, fragment: str) -> bytes:
+    """The envelope without the UMS elements directly in its Header, with ``fragment``
+    (XML) at the start of the Header; a Header is made when there is none and
+    ``fragment`` is not empty.  ``data`` is a well-formed UTF-8 SOAP 1.1 envelope."""
+    envelope: tuple[int, str] | None = None  # end of its start tag, its qualified name
+    header: tuple[int, int, bool, str] | None = None  # start, end of start tag, empty?, name
+    cuts: list[tuple[int, int]] = []
+    stack: list[tuple[str, int | None]] = []  # (name, start of an element to cut)
+
+    def start(name: str, _attrs: object) -> None:
+        nonlocal envelope, header
+        at = p.CurrentByteIndex
+        end = _tag_end(data, at)
+        empty = data[end - 2 : end] == b"/>"
+        cut = None
+        if not stack:
+            envelope = (end, _qname(data, at))
+        elif len(stack) == 1 and name == f"{SOAP_ENV} Header" and header is None:
+            header = (at, end, empty, _qname(data, at))
+        elif len(stack) == 2 and stack[1][0] == f"{SOAP_ENV} Header" and name in _UMS_HEADERS:
+            if empty:
+                cuts.append((at, end))
+            else:
+                cut = at
+        stack.append((name, cut))
+
+    def end(_name: str) -> None:
+        _, cut = stack.pop()
+        if cut is not None:
+            cuts.append((cut, _tag_end(data, p.CurrentByteIndex)))
+
+    p = expat.ParserCreate(namespace_separator=" ")
+    p.StartElementHandler = start
+    p.EndElementHandler = end
+    try:
+        p.Parse(data, True)
+    except expat.ExpatError as exc:
+        raise SoapFault("Client", f"malformed XML: {exc}") from exc
+    edits = [(a, b, b"") for a, b in cuts]
+    frag = fragment.encode("utf-8")
+    if frag and header is not None:
+        at, tag_end, empty, name = header
+        if empty:
+            edits.append((at, tag_end, f"<{name}>".encode() + frag + f"</{name}>".encode()))
+        else:
+            edits.append((tag_end, tag_end, frag))
+    elif frag and envelope is not None:
+        tag_end, name = envelope
+        prefix = name.rpartition(":")[0]
+        h = f"{prefix}:Header" if prefix else "Header"
+        edits.append((tag_end, tag_end, f"<{h}>".encode() + frag + f"</{h}>".encode()))
+    out = bytearray(data)
+    # From the end, so earlier offsets hold; at one offset the cut before the insertion.
+    for a, b, text in sorted(edits, key=lambda e: (e[0], not e[2]), reverse=True):
+        out[a:b] = text
+    return bytes(out)
 
 
 def _validate(service: dict[str, str]) -> None:
@@ -253,13 +363,8 @@ def _body_xml(text: str | None) -> str:
     return escape(text)
 
 
-def envelope(
-    service: dict[str, str],
-    *,
-    text: str | None = None,
-    properties: dict[str, object] | None = None,
-) -> str:
-    """A reply envelope: ``ums:Service`` with the reply's attributes, the text in the Body."""
+def _ums_header(service: dict[str, str], properties: dict[str, object] | None) -> str:
+    """The reply's ``ums:MessageHeader`` (and ``ums:JMSProperty``), for a SOAP Header."""
     attrs = "".join(f" ums:{k}={quoteattr(v)}" for k, v in service.items())
     props = ""
     if properties:
@@ -270,15 +375,69 @@ def envelope(
             + "</ums:JMSProperty>"
         )
     return (
-        '<?xml version="1.0" encoding="UTF-8"?>'
-        f'<SOAP-ENV:Envelope xmlns:SOAP-ENV="{SOAP_ENV}">'
-        "<SOAP-ENV:Header>"
         f'<ums:MessageHeader xmlns:ums="{UMS_NS}" ums:id="1.0" ums:version="1.1">'
         f"<ums:Service{attrs}/></ums:MessageHeader>{props}"
-        "</SOAP-ENV:Header>"
+    )
+
+
+def envelope(
+    service: dict[str, str],
+    *,
+    text: str | None = None,
+    properties: dict[str, object] | None = None,
+) -> str:
+    """A reply envelope: ``ums:Service`` with the reply's attributes, the text in the Body."""
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        f'<SOAP-ENV:Envelope xmlns:SOAP-ENV="{SOAP_ENV}">'
+        f"<SOAP-ENV:Header>{_ums_header(service, properties)}</SOAP-ENV:Header>"
         f"<SOAP-ENV:Body>{_body_xml(text)}</SOAP-ENV:Body>"
         "</SOAP-ENV:Envelope>"
     )
+
+
+def transformed(
+    data: bytes, service: dict[str, str], properties: dict[str, object] | None = None
+) -> tuple[str, bytes] | None:
+    """(Content-Type, body) of the SOAP message a BytesMessage in MessageTransformer's
+    layout holds, with the reply's MessageHeader in its Header; None when ``data`` is not
+    in that layout (or holds no SOAP 1.1 envelope)."""
+    try:
+        mime = transformer.decode(data)
+    except LayoutError:
+        return None  # any other BytesMessage: not bad input, simply not a SOAP message
+    try:
+        env, _ = _envelope_of(mime)
+        mime.envelope = _edit_header(env, _ums_header(service, properties))
+    except SoapFault as exc:
+        log.warning(
+            "UMS receive from %s: a message in MessageTransformer's layout holds no usable "
+            "SOAP 1.1 envelope (%s); it is answered as an attachment",
+            service.get("destination"),
+            exc.reason,
+        )
+        return None
+    return transformer.write_mime(mime)
+
+
+def reply(
+    service: dict[str, str],
+    *,
+    text: str | None = None,
+    data: bytes | None = None,
+    properties: dict[str, object] | None = None,
+) -> tuple[str, bytes]:
+    """(Content-Type, body) of a reply: a message sent through /xml (or by a JMS program
+    with MessageTransformer) as the SOAP message it was; any other BytesMessage as one
+    attachment; text (a TextMessage, or nothing) in the Body."""
+    if data is not None:
+        out = transformed(data, service, properties)
+        if out is not None:
+            return out
+        env = envelope(service, properties=properties)
+        return multipart(env, Attachment("application/octet-stream", data))
+    xml = envelope(service, text=text, properties=properties)
+    return "text/xml;charset=UTF-8", xml.encode("utf-8")
 
 
 def fault(code: str, reason: str, status: int) -> str:
