@@ -1,18 +1,28 @@
-"""UMS XML messaging (SOAP 1.1, SOAP with attachments) over real HTTP, hostile XML, and
-interop with the stock OpenMQ C client (tests/interop's probe, send-props/recv-props)."""
+"""UMS XML messaging (SOAP 1.1, SOAP with attachments) over real HTTP, hostile XML,
+MessageTransformer's BytesMessage layout (with a JMS program on the stock Java client and
+Debian's SAAJ), and interop with the stock OpenMQ C client (tests/interop's probe,
+send-props/recv-props)."""
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 import uuid
 import xml.etree.ElementTree as ET
 from email.parser import BytesParser
 from email.policy import HTTP
+from pathlib import Path
 
+import pytest
 import requests
 
+from broker.launcher import ROOT
+from broker.protocol.javaser import encode_hashtable
 from broker.protocol.jtypes import JByte, JFloat, JInt, JLong, JShort
+from portal.ums import soap, transformer
 
-from .interop.conftest import c_build_dir, c_probe  # noqa: F401
+from .interop.conftest import ProbeResult, c_build_dir, c_probe  # noqa: F401
 from .ums_stack import ums_stack_fixture  # noqa: F401
 
 SOAP = "http://schemas.xmlsoap.org/soap/envelope/"
@@ -46,8 +56,8 @@ def call(stack, data: str | bytes, content_type: str = "text/xml; charset=utf-8"
     )
 
 
-def service_of(r: requests.Response) -> dict[str, str]:
-    root = ET.fromstring(r.content)
+def service_of(r: requests.Response | ET.Element) -> dict[str, str]:
+    root = ET.fromstring(r.content) if isinstance(r, requests.Response) else r
     svc = root.find(f"{E}Header/{U}MessageHeader/{U}Service")
     assert svc is not None, r.text
     return {k[len(U) :]: v for k, v in svc.attrib.items()}
@@ -147,36 +157,186 @@ def test_properties_round_trip(ums_stack):
     }
 
 
-def multipart(env: str, data: bytes, boundary: str = "b0undary") -> tuple[str, bytes]:
+def multipart(
+    env: str,
+    *attachments: tuple[str, str, bytes],
+    boundary: str = "b0undary",
+    root_cid: str = "env",
+) -> tuple[str, bytes]:
+    """A SOAP message with attachments ((Content-ID, Content-Type, data) each), as a SOAP
+    with Attachments client sends it."""
     body = (
-        f"--{boundary}\r\nContent-Type: text/xml; charset=utf-8\r\nContent-ID: <env>\r\n\r\n".encode()
+        f"--{boundary}\r\nContent-Type: text/xml; charset=utf-8\r\n"
+        f"Content-ID: <{root_cid}>\r\n\r\n".encode()
         + env.encode()
-        + f"\r\n--{boundary}\r\nContent-Type: application/octet-stream\r\n"
-        "Content-Transfer-Encoding: binary\r\nContent-ID: <att1>\r\n\r\n".encode()
-        + data
-        + f"\r\n--{boundary}--\r\n".encode()
     )
-    return f'multipart/related; type="text/xml"; start="<env>"; boundary="{boundary}"', body
+    for cid, ctype, data in attachments:
+        body += (
+            f"\r\n--{boundary}\r\nContent-Type: {ctype}\r\n"
+            f"Content-Transfer-Encoding: binary\r\nContent-ID: <{cid}>\r\n\r\n".encode()
+            + data
+        )
+    body += f"\r\n--{boundary}--\r\n".encode()
+    ctype = f'multipart/related; type="text/xml"; start="<{root_cid}>"; boundary="{boundary}"'
+    return ctype, body
 
 
-def test_attachment_is_a_bytes_message(ums_stack):
+def soap_reply(r: requests.Response) -> tuple[ET.Element, list[transformer.Part]]:
+    """The envelope and the attachments of a reply (read by the standard library's MIME
+    parser, not the gateway's own)."""
+    assert r.status_code == 200, r.text
+    ctype = r.headers["Content-Type"]
+    if not ctype.startswith("multipart/related"):
+        return ET.fromstring(r.content), []
+    # compat32: header values exactly as the gateway wrote them.
+    msg = BytesParser().parsebytes(f"Content-Type: {ctype}\r\n\r\n".encode() + r.content)
+    parts = msg.get_payload()
+    start = msg.get_param("start")
+    root = next((p for p in parts if start and p["Content-ID"] == start), parts[0])
+    atts = [
+        transformer.Part([(k, str(v)) for k, v in p.items()], p.get_payload(decode=True) or b"")
+        for p in parts
+        if p is not root
+    ]
+    return ET.fromstring(root.get_payload(decode=True)), atts
+
+
+ATT_PNG = bytes(range(256)) * 3
+ATT_TXT = "héllo\r\n--b0undary\r\nnot a boundary".encode()
+
+
+def test_attachments_round_trip(ums_stack):
+    """Several attachments, each with its own Content-ID and Content-Type, and the Body
+    and the rest of the Header come back as sent; JMS sees a BytesMessage in
+    MessageTransformer's layout."""
     dest = q()
-    data = bytes(range(256)) * 3
-    ctype, body = multipart(envelope({"service": "send", "destination": dest}), data)
-    r = call(ums_stack, body, ctype)
+    body = '<o:order xmlns:o="urn:shop"><o:item>tea</o:item></o:order>'
+    env = envelope({"service": "send", "destination": dest}, body).replace(
+        "<SOAP-ENV:Header>", '<SOAP-ENV:Header><t:trace xmlns:t="urn:t">abc</t:trace>'
+    )
+    ctype, data = multipart(
+        env,
+        ("att1@shop", "image/png", ATT_PNG),
+        ("att2@shop", "text/plain; charset=utf-8", ATT_TXT),
+        ("empty", "application/octet-stream", b""),
+        boundary="b0undary'x",
+        root_cid="root@shop",
+    )
+    r = call(ums_stack, data, ctype)
     assert service_of(r)["status"] == "200", r.text
     r = call(ums_stack, envelope({"service": "receive", "destination": dest, "timeout": "5000"}))
-    assert r.status_code == 200
     assert r.headers["Content-Type"].startswith("multipart/related")
-    msg = BytesParser(policy=HTTP).parsebytes(
-        f"Content-Type: {r.headers['Content-Type']}\r\n\r\n".encode() + r.content
+    root, atts = soap_reply(r)
+    svc = root.find(f"{E}Header/{U}MessageHeader/{U}Service")
+    assert (
+        svc is not None
+        and svc.get(f"{U}status") == "200"
+        and svc.get(f"{U}service") == "receive_reply"
     )
-    parts = list(msg.iter_parts())
-    assert len(parts) == 2
-    env = ET.fromstring(parts[0].get_payload(decode=True))
-    svc = env.find(f"{E}Header/{U}MessageHeader/{U}Service")
-    assert svc is not None and svc.get(f"{U}status") == "200"
-    assert parts[1].get_payload(decode=True) == data
+    assert len(root.findall(f"{E}Header/{U}MessageHeader")) == 1
+    assert root.findtext(f"{E}Header/{{urn:t}}trace") == "abc"
+    assert root.findtext(f"{E}Body/{{urn:shop}}order/{{urn:shop}}item") == "tea"
+    got = [(a.content_id, a.content_type, a.body) for a in atts]
+    assert got == [
+        ("att1@shop", "image/png", ATT_PNG),
+        ("att2@shop", "text/plain; charset=utf-8", ATT_TXT),
+        ("empty", "application/octet-stream", b""),
+    ]
+    # The envelope part keeps its Content-ID too.
+    assert "<root@shop>" in r.headers["Content-Type"]
+
+
+def test_transformer_layout_for_jms(ums_stack):
+    """What a JMS consumer gets from an XML send: a BytesMessage whose body is
+    int32 + serialised Hashtable (the MIME headers) + int32 + the SOAP stream, and the
+    properties of ums:JMSProperty; the Service element (with its password) is not in it."""
+    import asyncio
+
+    from broker.client import BytesMessage, Queue, connect
+
+    dest = q()
+    env = envelope(
+        {"service": "send", "destination": dest, "user": "guest", "password": "guest"},
+        "<p:x xmlns:p='urn:p'>1</p:x>",
+        '<ums:StringProperty ums:pname="k" ums:pvalue="v"/>',
+    )
+    for ctype, data in (
+        ("text/xml; charset=utf-8", env.encode()),
+        multipart(env, ("a", "application/octet-stream", b"\x00\x01"), ("b", "text/plain", b"t")),
+    ):
+        assert service_of(call(ums_stack, data, ctype))["status"] == "200"
+    b = ums_stack.broker
+
+    async def get():
+        conn = await connect(b.host, b.portmapper_port)
+        try:
+            sess = await conn.create_session()
+            cons = await sess.create_consumer(Queue(dest))
+            await conn.start()
+            return [await cons.receive(10), await cons.receive(10)]
+        finally:
+            await conn.close()
+
+    plain, multi = asyncio.run(get())
+    for m in (plain, multi):
+        assert isinstance(m, BytesMessage) and m.properties["k"] == "v"
+        n = int.from_bytes(m.data[:4], "big")
+        headers, content = transformer.decode_layout(m.data)
+        assert m.data[4 : 4 + n] == encode_hashtable(headers)
+        assert int.from_bytes(m.data[4 + n : 8 + n], "big") == len(content)
+        assert b"guest" not in m.data and b"MessageHeader" not in m.data
+        assert b"JMSProperty" not in m.data
+    headers, content = transformer.decode_layout(plain.data)
+    assert headers == {"Content-Type": "text/xml; charset=utf-8"}
+    assert ET.fromstring(content).findtext(f"{E}Body/{{urn:p}}x") == "1"
+    headers, content = transformer.decode_layout(multi.data)
+    assert headers["Content-Type"].startswith('multipart/related; type="text/xml"; boundary=')
+    msg = transformer.decode(multi.data)
+    assert [(a.content_id, a.payload()) for a in msg.attachments] == [
+        ("a", b"\x00\x01"),
+        ("b", b"t"),
+    ]
+
+
+def test_transformer_units():
+    """The layout and the envelope edits without a broker: what is and is not a
+    transformed message, odd MIME, other encodings."""
+    env = envelope({"service": "send", "destination": "d"}, "<b>1</b>")
+    req = soap.parse_request("text/xml", env.encode())
+    data = req.jms_body()
+    # Anything else a BytesMessage may hold is not taken for the layout.
+    for other in (b"", b"\x00" * 8, data[:-1], data + b"x", b"\xac\xed\x00\x05" + data[4:],
+                  data[:4] + b"\x00" * (len(data) - 4), os.urandom(64)):  # fmt: skip
+        with pytest.raises(transformer.LayoutError):
+            transformer.decode(other)
+    assert soap.transformed(b"\x00\x00\x00\x00\x00\x00\x00\x00", {}) is None
+    # A layout whose content is no SOAP envelope is answered as an attachment.
+    junk = transformer.encode(transformer.SoapMime(b"<not-soap/>"))
+    ctype, body = soap.reply({"service": "receive_reply"}, data=junk)
+    assert ctype.startswith("multipart/related") and junk in body
+    # The reply's MessageHeader goes into a Header that is empty, self-closing or absent.
+    for head in ("<S:Header/>", "<S:Header></S:Header>", ""):
+        mime = transformer.SoapMime(
+            f'<S:Envelope xmlns:S="{SOAP}">{head}<S:Body>x</S:Body></S:Envelope>'.encode()
+        )
+        ctype, body = soap.reply({"service": "receive_reply"}, data=transformer.encode(mime))
+        root = ET.fromstring(body)
+        assert root.find(f"{E}Header/{U}MessageHeader/{U}Service") is not None, body
+        assert root.findtext(f"{E}Body") == "x" and ctype.startswith("text/xml")
+    # An ISO-8859-1 envelope is stored as UTF-8, the same text.
+    latin = env.replace('encoding="UTF-8"', 'encoding="ISO-8859-1"').replace("<b>1</b>", "<b>é</b>")
+    req = soap.parse_request("text/xml", latin.encode("latin-1"))
+    assert ET.fromstring(req.message.envelope).findtext(f"{E}Body/b") == "é"
+    # A multipart whose start names no part, or without its boundary: a Client fault.
+    for ctype, body in (
+        ('multipart/related; start="<nope>"; boundary="b"', b"--b\r\n\r\n<x/>\r\n--b--"),
+        ('multipart/related; boundary="b"', b"no boundary here"),
+        ("multipart/related", b"--b\r\n\r\n<x/>\r\n--b--"),
+        ("multipart/mixed; boundary=b", b"--b\r\n\r\n<x/>\r\n--b--"),
+    ):
+        with pytest.raises(soap.SoapFault) as exc:
+            soap.parse_request(ctype, body)
+        assert exc.value.code == "Client", exc.value.reason
 
 
 def test_faults(ums_stack):
@@ -278,8 +438,8 @@ def test_c_client_to_ums(ums_stack, c_probe):  # noqa: F811
 
 
 def test_ums_to_c_client(ums_stack, c_probe):  # noqa: F811
-    """UMS sends a text and an attachment with properties; the stock C client receives a
-    TextMessage and a BytesMessage with them."""
+    """UMS sends a text body and an attachment with properties; the stock C client
+    receives BytesMessages in MessageTransformer's layout with them."""
     dest = q()
     props = (
         '<ums:StringProperty ums:pname="pString" ums:pvalue="café"/>'
@@ -291,15 +451,21 @@ def test_ums_to_c_client(ums_stack, c_probe):  # noqa: F811
     )
     r = call(ums_stack, envelope({"service": "send", "destination": dest}, C_TEXT, props))
     assert service_of(r)["status"] == "200", r.text
-    ctype, body = multipart(envelope({"service": "send", "destination": dest}, "", props), C_BYTES)
+    ctype, body = multipart(
+        envelope({"service": "send", "destination": dest}, "", props),
+        ("c-bytes", "application/octet-stream", C_BYTES),
+    )
     assert service_of(call(ums_stack, body, ctype))["status"] == "200"
     out = c_probe.run(ums_stack.broker, "recv-props", dest)
     assert out.checks == {"recv_props": "ok"}, out.explain()
     from .interop.test_cclient import parse_recv_props
 
     msgs = parse_recv_props(out)
-    assert msgs[0]["body"] == ("text", C_TEXT)
-    assert msgs[1]["body"] == ("bytes", C_BYTES.hex())
+    assert [m["body"][0] for m in msgs] == ["bytes", "bytes"]
+    text_msg, att_msg = (transformer.decode(bytes.fromhex(m["body"][1])) for m in msgs)
+    assert ET.fromstring(text_msg.envelope).findtext(f"{E}Body") == C_TEXT
+    assert text_msg.attachments == []
+    assert [(a.content_id, a.payload()) for a in att_msg.attachments] == [("c-bytes", C_BYTES)]
     for m in msgs:
         assert m["prop.pString"] == ("string", "café")
         assert m["prop.pInt"] == ("int32", "123456789")
@@ -335,7 +501,114 @@ def test_python_types_map(ums_stack):
             await conn.close()
 
     m = asyncio.run(get())
-    assert m is not None and m.text == "typed"
+    assert m is not None
+    assert ET.fromstring(transformer.decode(m.data).envelope).findtext(f"{E}Body") == "typed"
     p = m.properties
     assert type(p["i"]) is JInt and type(p["l"]) is JLong
     assert type(p["h"]) is JShort and type(p["y"]) is JByte and type(p["f"]) is JFloat
+
+
+# -- a JMS program on the stock Java client with a real SAAJ ----------------------------
+
+JAVA_CLIENT = Path(
+    os.environ.get("OPENMQ_JAVA_CLIENT", ROOT.parent / "shared" / "realclient" / "java")
+)
+# Debian's SAAJ reference implementation (libsaaj-ri-java; `make install-dev` installs it):
+# the JDK has had no javax.xml.soap since 11, and the stock client ships none.
+SAAJ = [
+    Path("/usr/share/java") / j
+    for j in ("saaj-impl.jar", "javax.xml.soap-api.jar", "mimepull.jar", "stax-ex.jar",
+              "javax.activation.jar")
+]  # fmt: skip
+JAVA_CP = [JAVA_CLIENT / "imq.jar", JAVA_CLIENT / "jakarta.jms-api-3.1.0.jar", *SAAJ]
+
+
+def run_java(tmp_path: Path, broker, *args: str) -> ProbeResult:
+    """Compile tests/ums_java/UmsSoap.java and run it once; fail naming what is missing."""
+    missing = [t for t in ("javac", "java") if shutil.which(t) is None]
+    missing += [str(j) for j in JAVA_CP if not j.is_file()]
+    if missing:
+        pytest.fail(
+            "the UMS/SAAJ Java check cannot run; missing: " + ", ".join(missing)
+            + " (a JDK 17, the stock OpenMQ Java client, Debian's libsaaj-ri-java: "
+            "`make install-dev` installs the Debian packages)",
+            pytrace=False,
+        )  # fmt: skip
+    cp = os.pathsep.join(str(j) for j in JAVA_CP)
+    src = Path(__file__).resolve().parent / "ums_java" / "UmsSoap.java"
+    c = subprocess.run(
+        ["javac", "-nowarn", "-encoding", "UTF-8", "-cp", cp, "-d", str(tmp_path), str(src)],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    assert c.returncode == 0, c.stderr
+    p = subprocess.run(
+        ["java", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", "-cp",
+         os.pathsep.join((str(tmp_path), cp)), "UmsSoap", broker.host,
+         str(broker.portmapper_port), *args],
+        capture_output=True, timeout=240, check=False,
+    )  # fmt: skip
+    return ProbeResult(
+        p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+    )
+
+
+def test_java_saaj_both_ways(ums_stack, tmp_path):
+    """UMS -> JMS: a SOAP message sent through the gateway (Body, two attachments, JMS
+    properties) is read by a Java program on the stock client exactly as
+    MessageTransformer.SOAPMessageFromJMSMessage reads it, into a real SAAJ SOAPMessage.
+    JMS -> UMS: the program makes BytesMessages as SOAPMessageIntoJMSMessage does from SAAJ
+    messages (MIME headers as SAAJ sets them); a UMS receive gives each SOAP message back."""
+    to_java, from_java = q(), q()
+    env = envelope(
+        {"service": "send", "destination": to_java},
+        '<o:order xmlns:o="urn:shop"><o:item>tea</o:item></o:order>',
+        '<ums:IntProperty ums:pname="pInt" ums:pvalue="7"/>'
+        '<ums:StringProperty ums:pname="pString" ums:pvalue="café"/>',
+    )
+    ctype, data = multipart(
+        env,
+        ("att1", "application/octet-stream", bytes(range(256))),
+        ("att2", "text/plain; charset=utf-8", "héllo from UMS".encode()),
+    )
+    assert service_of(call(ums_stack, data, ctype))["status"] == "200"
+
+    out = run_java(tmp_path, ums_stack.broker, to_java, from_java)
+    checks = out.checks
+    assert checks == {
+        name: "ok"
+        for name in (
+            "ums_send_is_a_bytes_message", "ums_send_properties",
+            "ums_send_read_as_transformer_layout", "ums_send_body_intact",
+            "ums_send_header_without_ums_elements", "ums_send_attachments",
+            "java_send_in_transformer_layout", "java_send_without_attachment", "hashtable_bytes",
+        )
+    }, out.explain()  # fmt: skip
+    # Java's ObjectOutputStream and ours write the same MIME-header Hashtable.
+    info = next(line.split()[2] for line in out.lines if line.startswith("info hashtable "))
+    assert bytes.fromhex(info) == encode_hashtable(
+        {"Content-Type": 'multipart/related; type="text/xml"; boundary="b"'}
+    )
+
+    r = call(
+        ums_stack, envelope({"service": "receive", "destination": from_java, "timeout": "5000"})
+    )
+    root, atts = soap_reply(r)
+    assert service_of(root)["status"] == "200"
+    note = root.find(f"{E}Body/{{urn:note}}note")
+    assert note is not None and note.findtext("{urn:note}text") == "from java €"
+    assert [(a.content_id, a.content_type, a.body) for a in atts] == [
+        ("java-img", "image/png", bytes(range(256))),
+        ("java-txt", "text/plain", b"plain words"),
+    ]
+    props = {
+        el.get(f"{U}pname"): el.get(f"{U}pvalue")
+        for el in root.iterfind(f"{E}Header/{U}JMSProperty/*")
+    }
+    assert props["origin"] == "java"
+    r = call(
+        ums_stack, envelope({"service": "receive", "destination": from_java, "timeout": "5000"})
+    )
+    assert r.headers["Content-Type"].startswith("text/xml")
+    root, atts = soap_reply(r)
+    assert root.findtext(f"{E}Body/{{urn:note}}ping") == "2" and atts == []
+    assert service_of(root)["service"] == "receive_reply"
