@@ -45,6 +45,9 @@ install-dev: $(BIN)/python
 	command -v gcc >/dev/null || { $(APT) update -q && $(APT) install -y -q gcc libc6-dev; }
 	{ ls /usr/lib/*/libnspr4.so >/dev/null 2>&1 && ls /usr/lib/*/libnss3.so >/dev/null 2>&1; } || { $(APT) update -q && $(APT) install -y -q libnspr4 libnss3; }
 	command -v javac >/dev/null || { $(APT) update -q && $(APT) install -y -q openjdk-17-jdk-headless; }
+	@# The UMS XML test's Java program reads and writes SOAP messages with SAAJ, which the
+	@# JDK has not had since 11: Debian's reference implementation.
+	test -f /usr/share/java/saaj-impl.jar || { $(APT) update -q && $(APT) install -y -q libsaaj-ri-java; }
 
 # The broker, the portal (http://127.0.0.1:8000/) and redis, under one supervisor
 # (manage.py up: Ctrl-C stops them all); ARGS go to it, e.g. ARGS="--portal-port 8080 -port 7677".
