@@ -240,6 +240,10 @@ def _qname(data: bytes, at: int) -> str:
     return m.group(1).decode("utf-8") if m else ""
 
 
+class _Done(Exception):
+    """Stops the scan once the Header is behind it."""
+
+
 def _edit_header(data: bytes, fragment: str) -> bytes:
     """The envelope without the UMS elements directly in its Header, with ``fragment``
     (XML) at the start of the Header; a Header is made when there is none and
@@ -251,31 +255,39 @@ def _edit_header(data: bytes, fragment: str) -> bytes:
 
     def start(name: str, _attrs: object) -> None:
         nonlocal envelope, header
-        at = p.CurrentByteIndex
-        end = _tag_end(data, at)
-        empty = data[end - 2 : end] == b"/>"
+        depth = len(stack)
         cut = None
-        if not stack:
-            envelope = (end, _qname(data, at))
-        elif len(stack) == 1 and name == f"{SOAP_ENV} Header" and header is None:
-            header = (at, end, empty, _qname(data, at))
-        elif len(stack) == 2 and stack[1][0] == f"{SOAP_ENV} Header" and name in _UMS_HEADERS:
-            if empty:
-                cuts.append((at, end))
-            else:
-                cut = at
+        if depth == 1 and name != f"{SOAP_ENV} Header":
+            raise _Done  # the Body: the Header (if any) is behind us
+        if depth <= 2:
+            at = p.CurrentByteIndex
+            end = _tag_end(data, at)
+            empty = data[end - 2 : end] == b"/>"
+            if depth == 0:
+                envelope = (end, _qname(data, at))
+            elif depth == 1:
+                header = (at, end, empty, _qname(data, at))
+            elif stack[1][0] == f"{SOAP_ENV} Header" and name in _UMS_HEADERS:
+                if empty:
+                    cuts.append((at, end))
+                else:
+                    cut = at
         stack.append((name, cut))
 
     def end(_name: str) -> None:
-        _, cut = stack.pop()
+        name, cut = stack.pop()
         if cut is not None:
             cuts.append((cut, _tag_end(data, p.CurrentByteIndex)))
+        if len(stack) == 1 and name == f"{SOAP_ENV} Header":
+            raise _Done
 
     p = expat.ParserCreate(namespace_separator=" ")
     p.StartElementHandler = start
     p.EndElementHandler = end
     try:
         p.Parse(data, True)
+    except _Done:
+        pass  # the rest was checked when the envelope was parsed
     except expat.ExpatError as exc:
         raise SoapFault("Client", f"malformed XML: {exc}") from exc
     edits = [(a, b, b"") for a, b in cuts]
