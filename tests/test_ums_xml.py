@@ -314,6 +314,15 @@ def test_transformer_units():
     junk = transformer.encode(transformer.SoapMime(b"<not-soap/>"))
     ctype, body = soap.reply({"service": "receive_reply"}, data=junk)
     assert ctype.startswith("multipart/related") and junk in body
+    # A stored message whose Content-ID holds a CR (written by some JMS program) is not
+    # echoed into the reply's Content-Type.
+    cr = transformer.SoapMime(
+        req.message.envelope, [("Content-Type", "text/xml"), ("Content-ID", "<x\ry>")],
+        [transformer.Part([("Content-Type", "text/plain")], b"t")],
+    )  # fmt: skip
+    ctype, body = soap.reply({"service": "receive_reply"}, data=transformer.encode(cr))
+    assert "\r" not in ctype and ctype.startswith("multipart/related")
+    assert transformer.parse_mime(ctype, body).attachments[0].content_id == "attachment-1"
     # The reply's MessageHeader goes into a Header that is empty, self-closing or absent.
     for head in ("<S:Header/>", "<S:Header></S:Header>", ""):
         mime = transformer.SoapMime(
@@ -333,6 +342,10 @@ def test_transformer_units():
         ('multipart/related; boundary="b"', b"no boundary here"),
         ("multipart/related", b"--b\r\n\r\n<x/>\r\n--b--"),
         ("multipart/mixed; boundary=b", b"--b\r\n\r\n<x/>\r\n--b--"),
+        (
+            "multipart/related; boundary=b",
+            b"--b\r\nContent-ID: <a\rb>\r\n\r\n" + env.encode() + b"\r\n--b--",
+        ),
     ):
         with pytest.raises(soap.SoapFault) as exc:
             soap.parse_request(ctype, body)

@@ -140,13 +140,13 @@ def _property(el: ET.Element) -> tuple[str, object]:
 def _envelope_of(mime: SoapMime) -> tuple[bytes, ET.Element]:
     """The envelope as UTF-8 (the root part's Content-Type follows) and its parsed tree,
     checked to be a SOAP 1.1 envelope with a Body."""
-    data = _as_utf8(mime.envelope)
-    if data is not mime.envelope:
-        mime.envelope = data
-        mime.root_headers = [
-            ("Content-Type", transformer.XML_TYPE) if k.lower() == "content-type" else (k, v)
-            for k, v in mime.root_headers
-        ]
+    data = mime.envelope = _as_utf8(mime.envelope)
+    # What the envelope now is, whatever charset the sender named (expat goes by the
+    # document's own declaration, and so does the stored copy).
+    mime.root_headers = [
+        ("Content-Type", transformer.XML_TYPE) if k.lower() == "content-type" else (k, v)
+        for k, v in mime.root_headers
+    ]
     root = _parse_xml(data)
     if root.tag != _E + "Envelope":
         if root.tag.endswith("}Envelope") or root.tag == "Envelope":
@@ -415,18 +415,19 @@ def transformed(
     layout holds, with the reply's MessageHeader in its Header; None when ``data`` is not
     in that layout (or holds no SOAP 1.1 envelope)."""
     try:
-        mime = transformer.decode(data)
+        headers, content = transformer.decode_layout(data)
     except LayoutError:
         return None  # any other BytesMessage: not bad input, simply not a SOAP message
     try:
+        mime = transformer.soap_of(headers, content)
         env, _ = _envelope_of(mime)
         mime.envelope = _edit_header(env, _ums_header(service, properties))
-    except SoapFault as exc:
+    except (LayoutError, SoapFault) as exc:
         log.warning(
             "UMS receive from %s: a message in MessageTransformer's layout holds no usable "
-            "SOAP 1.1 envelope (%s); it is answered as an attachment",
+            "SOAP 1.1 message (%s); it is answered as an attachment",
             service.get("destination"),
-            exc.reason,
+            exc.reason if isinstance(exc, SoapFault) else exc,
         )
         return None
     return transformer.write_mime(mime)

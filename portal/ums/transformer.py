@@ -29,6 +29,7 @@ from broker.protocol.javaser import JavaSerializationError, decode_hashtable, en
 XML_TYPE = "text/xml; charset=utf-8"
 _INT = struct.Struct(">i")
 _BLANK = re.compile(rb"\r?\n\r?\n")
+_CONTROL = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")
 
 
 class LayoutError(ValueError):
@@ -116,6 +117,9 @@ def _headers(block: bytes) -> list[tuple[str, str]]:
         if not raw:
             continue
         line = raw.decode("latin-1")
+        if _CONTROL.search(line):
+            # A CR or NUL in a Content-ID would end up in a reply's Content-Type header.
+            raise LayoutError(f"a control character in the MIME header line {line[:80]!r}")
         if line[0] in " \t" and out:  # a folded header goes on
             out[-1] = (out[-1][0], out[-1][1] + " " + line.strip())
             continue
@@ -254,10 +258,14 @@ def decode_layout(data: bytes) -> tuple[dict[str, str], bytes]:
     return headers, data[8 + n :]
 
 
-def decode(data: bytes) -> SoapMime:
-    """The SOAP message in a BytesMessage body written by ``SOAPMessageIntoJMSMessage``."""
-    headers, content = decode_layout(data)
+def soap_of(headers: dict[str, str], content: bytes) -> SoapMime:
+    """The SOAP message of the layout's two halves."""
     ctype = next((v for k, v in headers.items() if k.lower() == "content-type"), None)
     if not ctype:
         raise LayoutError("the MIME headers have no Content-Type")
     return parse_mime(ctype, content)
+
+
+def decode(data: bytes) -> SoapMime:
+    """The SOAP message in a BytesMessage body written by ``SOAPMessageIntoJMSMessage``."""
+    return soap_of(*decode_layout(data))
