@@ -32,12 +32,12 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from broker.protocol.destname import name_problem
 from broker.protocol.types import (
     DEST_QUEUE,
     DEST_TEMP,
     DEST_TOPIC,
     AckMode,
-    LimitBehavior,
     Status,
 )
 from broker.protocol.xid import Xid
@@ -146,7 +146,7 @@ class MessageRouter:
         self.redeliver = acks.redeliver
         self.reclaim_expired_report = limits.reclaim_expired_report
         self.set_dest_state = limits.set_dest_state
-        self.hold_producer = limits.hold_producer
+        self.producer_credit = limits.producer_credit
         self._dead = limits.dead
         self.start_transaction = txns.start_transaction
         self.adopt_transaction = txns.adopt_transaction
@@ -221,6 +221,12 @@ class MessageRouter:
         """CREATE_DESTINATION: returns the destination; raises RouterError on refusal."""
         if not name:
             raise RouterError(Status.BAD_REQUEST, "destination name is empty")
+        # Every way a destination comes to be passes here (JMS create, producers,
+        # consumers and sends that auto-create, the admin service, cluster peers).
+        problem = name_problem(name)
+        if problem is not None:
+            log.info("destination refused: %s", problem)
+            raise RouterError(Status.BAD_REQUEST, problem)
         is_topic = bool(dest_type & DEST_TOPIC)
         existing = self.lookup(name, dest_type)
         if existing is not None:
@@ -295,10 +301,8 @@ class MessageRouter:
         if isinstance(dest, QueueDestination):
             dest.promote_backups()
             dest.dq.dispatch(now_ms())
-        if dest.waiting_producers and (
-            dest.limit_behavior != LimitBehavior.FLOW_CONTROL or not dest.is_full()
-        ):
-            self.limits.room(dest)
+        if dest.waiting_producers:
+            self.limits.room(dest)  # the new limits may give them room
         log.info("updated %s %s: %s", "queue" if dest.is_queue else "topic", dest.name, attributes)
         self._event("destination.updated", {"name": dest.name, "type": dest.dest_type})
 
@@ -392,9 +396,12 @@ class MessageRouter:
         return prod
 
     def remove_producer(self, prod: Producer) -> None:
-        prod.destination.producers.pop(prod.id, None)
+        dest = prod.destination
+        dest.producers.pop(prod.id, None)
         prod.session.producers.pop(prod.id, None)
         self.producers.pop(prod.id, None)
+        if prod.granted and dest.waiting_producers:
+            self.limits.room(dest)  # the credit it held is room for the others
 
     # -- consumers ------------------------------------------------------------
 
@@ -480,6 +487,8 @@ class MessageRouter:
             self.subs.remove(sub)
         else:
             cons.queue.dispatch(now_ms())
+        if cons.destination.waiting_producers:
+            self.limits.consumers_changed(cons.destination)
 
     # -- messages ------------------------------------------------------------
 

@@ -19,6 +19,7 @@ import re
 from dataclasses import dataclass
 
 from broker.protocol import admin_info as ai
+from broker.protocol.destname import admin_name_problem, valid_admin_name
 from broker.protocol.types import LimitBehavior
 
 # Value types.
@@ -303,25 +304,14 @@ def convert_all(attrs: dict[str, object], is_topic: bool | None = None) -> dict[
 
 
 def valid_destination_name(name: str) -> bool:
-    """OpenMQ's rule: a Java identifier start, then identifier characters or dots."""
-    if not name or not (name[0].isalpha() or name[0] in "_$"):
-        return False
-    return all(ch.isalnum() or ch in "_$." for ch in name[1:])
+    """The administrator's rule (:func:`broker.protocol.destname.valid_admin_name`)."""
+    return valid_admin_name(name)
 
 
 def destination_name_problem(name: str) -> str | None:
     """Why the broker would refuse to create a destination of this name (None: it would
-    not), as its admin service says it."""
-    if not name:
-        return "a destination name is required"
-    if name.startswith("mq."):
-        return f"{name}: names starting with mq. are reserved for the broker"
-    if not valid_destination_name(name):
-        return (
-            f"{name!r} is not a valid destination name (a letter, _ or $ first, then "
-            "letters, digits, _, $ or .)"
-        )
-    return None
+    not), as its admin service says it (:func:`broker.protocol.destname.admin_name_problem`)."""
+    return admin_name_problem(name)
 
 
 def destination_info_fields(attrs: dict[str, object]) -> tuple[dict[str, object], int, dict]:

@@ -19,6 +19,7 @@ from broker.admin import actions
 from broker.loglevels import RECORD_LEVELS
 from broker.models import LogRecord
 from broker.protocol import dest_attributes as attributes
+from broker.protocol.destname import admin_name_problem
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -296,8 +297,10 @@ class DestinationCreateSerializer(serializers.Serializer):
     def validate_name(self, value: str) -> str:
         if value.startswith("temporary_destination://") or value.startswith("__JMQ"):
             raise serializers.ValidationError("that name is reserved for the broker")
-        if any(c in value for c in "\r\n\x00/"):
-            raise serializers.ValidationError("a destination name has no '/' or line breaks")
+        # The broker's own rule for an administrator's destination (imqcmd create dst).
+        problem = admin_name_problem(value)
+        if problem is not None:
+            raise serializers.ValidationError(problem)
         return value
 
 

@@ -17,6 +17,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+# The one rule for destination names (also the broker's and the portal forms').
+from broker.protocol.destname import valid_admin_name as valid_destination_name
+
 __all__ = [
     "AO_VERSION",
     "FACTORY",
@@ -239,14 +242,6 @@ def resolve_type(value: str) -> ObjType:
 
 def defaults_for(obj_type: ObjType) -> dict[str, str]:
     return {a.name: a.default for a in obj_type.attrs}
-
-
-def valid_destination_name(name: str) -> bool:
-    """OpenMQ's rule for a destination's name: it starts with a letter, ``_`` or ``$``
-    and goes on with letters, digits, ``_``, ``$`` and ``.``."""
-    if not name or not (name[0].isalpha() or name[0] in "_$"):
-        return False
-    return all(c.isalnum() or c in "_$." for c in name[1:])
 
 
 def _check_int(spec: AttrSpec, value: str, bounds: tuple[int, int]) -> str:

@@ -11,13 +11,14 @@ up``) and uvicorn with uvloop and httptools (``manage.py up``'s UMS gateway proc
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import Any
-from urllib.parse import parse_qsl
 
 from . import http
 from .config import ums_config
+from .services import UmsError
 
 log = logging.getLogger("portal.ums")
 
@@ -31,17 +32,16 @@ ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 DEFAULT_MAX_BODY = 2_621_440
 
 
-def query_fields(raw: bytes) -> dict[str, str]:
-    """Query-string fields as Django's request.GET gives them (the last of a repeated
-    field, blanks kept, UTF-8 with replacement characters for bad bytes)."""
-    return {
-        k.decode("utf-8", "replace"): v.decode("utf-8", "replace")
-        for k, v in parse_qsl(raw, keep_blank_values=True)
-    }
-
-
 class BodyTooLarge(Exception):
     """The request body is over the limit."""
+
+
+class BodyIncomplete(Exception):
+    """The client closed the connection before the whole body came."""
+
+
+class BodyTimeout(Exception):
+    """The next part of the body did not come within the read timeout."""
 
 
 class UmsApp:
@@ -49,9 +49,14 @@ class UmsApp:
     ``fallback`` (the Django portal); lifespan events close the gateway's sessions."""
 
     def __init__(
-        self, fallback: ASGIApp | None, context_root: str | None = None, max_body: int = 0
+        self,
+        fallback: ASGIApp | None,
+        context_root: str | None = None,
+        max_body: int = 0,
+        read_timeout: float | None = None,
     ) -> None:
-        root = (context_root if context_root is not None else ums_config().context_root).strip("/")
+        config = ums_config()
+        root = (context_root if context_root is not None else config.context_root).strip("/")
         base = f"/{root}" if root else ""
         self.routes = {
             f"{base}/simple": "simple",
@@ -60,6 +65,11 @@ class UmsApp:
         }
         self.fallback = fallback
         self.max_body = max_body or _max_body()
+        # The longest wait for the next part of a request body (nginx's
+        # client_body_timeout): a sender that goes silent is answered 408 and closed.
+        self.read_timeout = (
+            read_timeout if read_timeout is not None else config.read_timeout_ms / 1000
+        )
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         kind = scope["type"]
@@ -86,35 +96,56 @@ class UmsApp:
         try:
             body = await self.read_body(receive) if method == "POST" else b""
         except BodyTooLarge:
-            log.warning("UMS request body over %d bytes refused", self.max_body)
-            reason = f"the request body is over {self.max_body} bytes".encode()
-            await _answer(send, http.HttpReply(413, http.PLAIN, reason))
+            reason = f"the request body is over {self.max_body} bytes"
+            await _answer(send, http.refused(413, reason), close=True)
+            return
+        except BodyTimeout:
+            reason = (
+                f"the request body did not come: nothing for {self.read_timeout:g} s "
+                "(UMS_READ_TIMEOUT)"
+            )
+            await _answer(send, http.refused(408, reason), close=True)
+            return
+        except BodyIncomplete as exc:
+            # Nobody is there to answer; what came is not a message.
+            log.warning("UMS request refused: %s; nothing was done with it", exc)
             return
         if route == "simple":
-            reply = await http.simple(method, query_fields(scope["query_string"]), ctype, body)
+            try:
+                fields = http.parse_query(scope["query_string"])
+            except UmsError as exc:
+                await _answer(send, http.refused(exc.status, exc.reason))
+                return
+            reply = await http.simple(method, fields, ctype, body)
         else:
             reply = await http.xml(method, ctype, body)
         await _answer(send, reply)
 
     async def read_body(self, receive: Receive) -> bytes:
-        msg = await receive()
-        body = msg.get("body", b"")
-        size = len(body)
-        if size > self.max_body:
-            raise BodyTooLarge
-        if not msg.get("more_body"):
-            return body  # the usual case: one message
-        parts = [body]
-        while msg.get("more_body"):
-            msg = await receive()
+        """The whole body; BodyIncomplete if the client leaves before its end (a body cut
+        short is never taken for a message), BodyTimeout if it stops sending."""
+        parts: list[bytes] = []
+        size = 0
+        while True:
+            try:
+                async with asyncio.timeout(self.read_timeout):
+                    msg = await receive()
+            except TimeoutError:
+                raise BodyTimeout from None
             if msg["type"] == "http.disconnect":
-                break
+                raise BodyIncomplete(
+                    f"the client closed the connection after {size} bytes of the body"
+                )
             chunk = msg.get("body", b"")
             size += len(chunk)
             if size > self.max_body:
                 raise BodyTooLarge
+            if not msg.get("more_body"):
+                if not parts:
+                    return chunk  # the usual case: one message
+                parts.append(chunk)
+                return b"".join(parts)
             parts.append(chunk)
-        return b"".join(parts)
 
     async def lifespan(self, receive: Receive, send: Send) -> None:
         while True:
@@ -139,13 +170,17 @@ def _max_body() -> int:
     return int(getattr(settings, "DATA_UPLOAD_MAX_MEMORY_SIZE", None) or DEFAULT_MAX_BODY)
 
 
-async def _answer(send: Send, reply: http.HttpReply) -> None:
+async def _answer(send: Send, reply: http.HttpReply, close: bool = False) -> None:
     headers = [
         (b"content-type", reply.content_type.encode("latin-1")),
         (b"content-length", str(len(reply.body)).encode()),
     ]
     for name, value in reply.headers:
-        headers.append((name.encode("latin-1"), value.encode("utf-8")))
+        # Values are ASCII: http.header_value escaped what a client supplied.
+        headers.append((name.encode("latin-1"), value.encode("ascii")))
+    if close:
+        # The rest of the request body is not read: the connection cannot carry another.
+        headers.append((b"connection", b"close"))
     if reply.node_cookie:
         cookie = f"{http.NODE_COOKIE}={ums_config().node}; HttpOnly; Path=/; SameSite=Lax"
         headers.append((b"set-cookie", cookie.encode("latin-1")))

@@ -43,6 +43,8 @@ class UmsConfig:
     # Ours, not OpenMQ's: how long a one-shot receive's queue consumer stays open for the
     # next one-shot receive of that queue (0: closed after each receive).
     receive_linger_ms: int = 1000
+    # Ours: the longest wait for the next part of a request body (then 408 and close).
+    read_timeout_ms: int = 5000
 
     @property
     def broker_address(self) -> str:
@@ -69,4 +71,5 @@ def ums_config() -> UmsConfig:
         max_clients_per_connection=int(_get("UMS_MAX_CLIENTS_PER_CONNECTION", "100")),
         node=node,
         receive_linger_ms=int(_get("UMS_RECEIVE_LINGER", "1000")),
+        read_timeout_ms=int(_get("UMS_READ_TIMEOUT", "5000")),
     )

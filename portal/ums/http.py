@@ -10,6 +10,9 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from urllib.parse import quote, unquote_to_bytes
+
+from broker.protocol.destname import client_name_problem
 
 from . import soap
 from .services import MOM, UmsError, UmsReply, UmsRequest, build_request, perform, read_only
@@ -42,10 +45,54 @@ def charset_of(content_type: str | None) -> str:
     return "utf-8"
 
 
+# Printable ASCII but "%": what a header value carries as it is.
+_HEADER_SAFE = "".join(chr(c) for c in range(0x21, 0x7F) if chr(c) != "%")
+
+
+def header_value(text: str) -> str:
+    """``text`` for an HTTP header: as it is when printable ASCII, else URL-encoded
+    (UTF-8, as in the query string: ``café`` is ``caf%C3%A9``).  A client-supplied
+    value never goes into a header raw (CR, LF or NUL would end or break it)."""
+    if text.isascii() and text.isprintable() and "%" not in text:
+        return text
+    return quote(text, safe=_HEADER_SAFE)
+
+
+def parse_query(raw: bytes) -> dict[str, str]:
+    """Query-string fields as Django's request.GET gives them (the last of a repeated
+    field, blanks kept); a field that is not UTF-8 once unescaped (``%FF``) is a 400."""
+    fields: dict[str, str] = {}
+    for part in raw.split(b"&"):
+        if not part:
+            continue
+        key, _, value = part.partition(b"=")
+        try:
+            name = unquote_to_bytes(key.replace(b"+", b" ")).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UmsError(400, f"a query-string field name is not UTF-8: {key!r}") from exc
+        try:
+            fields[name] = unquote_to_bytes(value.replace(b"+", b" ")).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise UmsError(
+                400,
+                f"the query-string field {name!r} is not UTF-8 text: {value.decode('latin-1')!r} "
+                "(percent-escapes are the UTF-8 bytes of the text)",
+            ) from exc
+    return fields
+
+
+def refused(status: int, reason: str, service: str | None = None) -> HttpReply:
+    """A /simple request refused before it was understood (a bad query string, a body
+    cut short or too slow): logged once, answered with ``status``."""
+    log.warning("UMS request refused (%d): %s", status, reason)
+    name = f"{service}_reply" if service else "reply"
+    return HttpReply(status, PLAIN, reason.encode("utf-8"), _ums_headers(name, None, status))
+
+
 def _ums_headers(service: str, req: UmsRequest | None, status: int) -> list[tuple[str, str]]:
     return [
-        ("ums.service", service),
-        ("ums.destination", (req.destination if req else None) or ""),
+        ("ums.service", header_value(service)),
+        ("ums.destination", header_value((req.destination if req else None) or "")),
         ("ums.domain", (req.domain if req else None) or "queue"),
         ("ums.mom", MOM),
         ("ums.status", str(status)),
@@ -73,6 +120,7 @@ async def simple(
     req: UmsRequest | None = None
     try:
         req = build_request(fields)
+        _check_destination(req)
         if req.service == "send":
             try:
                 req.text = body.decode(charset_of(content_type))
@@ -80,6 +128,8 @@ async def simple(
                 raise UmsError(400, f"the body is not text in its charset: {exc}") from exc
         reply = await perform(req)
     except UmsError as exc:
+        if exc.status == 400:
+            log.warning("UMS %s refused (400): %s", service or "request", exc.reason)
         return HttpReply(
             exc.status, PLAIN, exc.reason.encode("utf-8"), _ums_headers(reply_name, req, exc.status)
         )
@@ -89,6 +139,17 @@ async def simple(
             500, PLAIN, b"internal error of the UMS gateway", _ums_headers(reply_name, req, 500)
         )
     return _simple_reply(reply, req)
+
+
+def _check_destination(req: UmsRequest) -> None:
+    """400 for a destination name the stock Java client (what OpenMQ's UMS sends with)
+    refuses, or that has control characters; nothing reaches the broker."""
+    if req.destination is not None:
+        problem = client_name_problem(req.destination)
+        if problem is not None:
+            # The reply's ums.destination would echo it: leave it out.
+            req.destination = None
+            raise UmsError(400, problem)
 
 
 def _simple_reply(reply: UmsReply, req: UmsRequest) -> HttpReply:
@@ -114,6 +175,7 @@ async def xml(method: str, content_type: str | None, body: bytes) -> HttpReply:
     try:
         parsed = soap.parse_request(content_type or "text/xml", body)
         req = build_request(parsed.service)
+        _check_destination(req)
         req.properties = parsed.properties
         if req.service == "send":
             # The SOAP message itself, in MessageTransformer's BytesMessage layout.

@@ -239,9 +239,8 @@ async def _send(gw: Gateway, req: UmsRequest) -> UmsReply:
     else:
         user, password = gw.credentials(req.user, req.password)
         pc = await gw.connection(user, password, slot=False)
-        _, producer = await pc.shared()
         try:
-            await producer.send(msg, destination=dest)
+            await pc.send(msg, name, req.topic)
         finally:
             gw.drop_if_dead(pc)
     return UmsReply("send_reply", destination=name, domain=req.domain, sid=req.sid)

@@ -25,6 +25,7 @@ from broker.client import (
     Connection,
     Destination,
     JMSSecurityException,
+    Message,
     MessageConsumer,
     MessageProducer,
     Queue,
@@ -65,6 +66,18 @@ MAX_PARKED = 64
 
 
 @dataclass(eq=False)
+class OneShotProducer:
+    """The producer of sends without sid to one destination, on a pooled connection's
+    shared session; closed once idle for the cache duration, so the broker holds no
+    producer on a destination nobody sends to (one kept open stops the broker from
+    reaping an auto-created destination)."""
+
+    producer: MessageProducer
+    last_used: float = field(default_factory=time.monotonic)
+    busy: int = 0
+
+
+@dataclass(eq=False)
 class PooledConnection:
     """One broker connection of one user, shared by up to N clients and the one-shots."""
 
@@ -79,6 +92,40 @@ class PooledConnection:
     # parked.  Each has prefetch 1: the broker may push it one message, which the next
     # receive takes at once, or which goes back to the queue when it is closed.
     _parked: dict[str, list[tuple[MessageConsumer, float]]] = field(default_factory=dict)
+    # (topic, name) -> the producer of sends without sid to that destination.
+    _producers: dict[tuple[bool, str], OneShotProducer] = field(default_factory=dict)
+    _producer_lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+
+    async def send(self, msg: Message, name: str, topic: bool) -> None:
+        """A send without sid, on this destination's one-shot producer."""
+        key = (topic, name)
+        entry = self._producers.get(key)
+        if entry is None:
+            session, _ = await self.shared()
+            async with self._producer_lock:
+                entry = self._producers.get(key)
+                if entry is None:
+                    producer = await session.create_producer(destination(name, topic))
+                    entry = self._producers[key] = OneShotProducer(producer)
+        entry.busy += 1
+        try:
+            await entry.producer.send(msg)
+        finally:
+            entry.busy -= 1
+            entry.last_used = time.monotonic()
+
+    async def close_idle_producers(self, older_than: float) -> None:
+        """Close one-shot producers last used before ``older_than`` (monotonic)."""
+        for key, entry in list(self._producers.items()):
+            if entry.busy or entry.last_used > older_than:
+                continue
+            del self._producers[key]
+            if self.conn.is_closed:
+                continue
+            try:
+                await entry.producer.close()
+            except Exception as exc:  # the connection may be going away
+                log.debug("UMS close of the producer of %s: %s", key[1], exc)
 
     async def one_shot_consumer(self, name: str, topic: bool) -> MessageConsumer:
         """A consumer for a receive without sid: a parked one of the queue, else new."""
@@ -378,6 +425,8 @@ class Gateway:
                 await self.close_client(sid)
         for key, pool in list(self.pools.items()):
             for pc in list(pool):
+                if not pc.conn.is_closed:
+                    await pc.close_idle_producers(now - idle)
                 if pc.conn.is_closed or (pc.clients <= 0 and now - pc.last_used >= idle):
                     pool.remove(pc)
                     if not pc.conn.is_closed:

@@ -11,6 +11,7 @@ from django.views.decorators.csrf import csrf_exempt
 
 from . import http
 from .config import ums_config
+from .services import UmsError
 
 
 def _response(reply: http.HttpReply) -> HttpResponse:
@@ -22,16 +23,28 @@ def _response(reply: http.HttpReply) -> HttpResponse:
     return resp
 
 
-def _fields(request: HttpRequest) -> dict[str, str]:
-    return {k: request.GET.get(k, "") for k in request.GET}
+def _raw_query(request: HttpRequest) -> bytes:
+    # Django's ASGI handler decodes QUERY_STRING as UTF-8, WSGI and its test client as
+    # ISO-8859-1; a percent-escaped query string is ASCII either way.
+    text = request.META.get("QUERY_STRING", "")
+    try:
+        return text.encode("latin-1")
+    except UnicodeEncodeError:
+        return text.encode("utf-8")
 
 
 @csrf_exempt
 async def simple(request: HttpRequest) -> HttpResponse:
     """``/simple``: POST runs a messaging service, GET a read-only one."""
+    try:
+        # The raw query string, as the ASGI path reads it (request.GET would turn
+        # bytes that are not UTF-8 into replacement characters).
+        fields = http.parse_query(_raw_query(request))
+    except UmsError as exc:
+        return _response(http.refused(exc.status, exc.reason))
     body = request.body if request.method == "POST" else b""
     ctype = request.META.get("CONTENT_TYPE")
-    return _response(await http.simple(request.method or "", _fields(request), ctype, body))
+    return _response(await http.simple(request.method or "", fields, ctype, body))
 
 
 @csrf_exempt
