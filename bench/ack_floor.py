@@ -1,24 +1,33 @@
-"""The floor for a consumer's acknowledgement round trip, driven by the stock C client.
+"""The floor for a consumer's acknowledgement round trip, driven by the stock C or Java client.
 
-    .venv/bin/python bench/ack_floor.py                 # 50,000 messages, 3 rounds
-    .venv/bin/python bench/ack_floor.py --count 20000 --rounds 5
+    .venv/bin/python bench/ack_floor.py --client java        # 50,000 messages, 3 rounds
+    .venv/bin/python bench/ack_floor.py --client c --count 20000 --rounds 5
+    .venv/bin/python bench/ack_floor.py --client java --tail --rate 5000 --seconds 20
 
 An AUTO_ACKNOWLEDGE consumer of the stock OpenMQ clients waits for the broker's reply to
 every ACKNOWLEDGE, so its rate is one over that round trip.  This measures the round trip
-two ways, alternately, with the same C consumer (bench/c/cbench.c, libmqcrt):
+with the same consumer against, alternately in each round:
 
 - **floor**: a minimal asyncio (uvloop) server in this file that speaks just enough of the
   protocol to be a broker to that consumer (port mapper, HELLO, basic AUTHENTICATE, a reply
-  of status 200 to every request) and, once the consumer has started, hands it copies of
-  one 1 KB BYTES message within the consumer's and the connection's flow windows.  Each
-  ACKNOWLEDGE gets its reply in the same loop turn; nothing else happens.  Each
-  connection is given ``--count`` messages, as if the queue had been filled beforehand.  No broker can
-  answer faster than this on the same machine.
+  of status 200 to every request that asks for one) and, once the consumer has started,
+  hands it copies of one 1 KB BYTES message within the consumer's and the connection's flow
+  windows.  Each ACKNOWLEDGE gets its reply in the same loop turn; nothing else happens.
+  Each connection is given ``--count`` messages, as if the queue had been filled
+  beforehand.  No broker can answer faster than this on the same machine.
 - **broker**: our broker (a fresh process, file store, defaults) with the queue filled
-  beforehand by a C producer, drained by the same consumer.
+  beforehand by a producer of the same client, drained by the same consumer.
+- **stock** (``--stock``): the stock OpenMQ 6.9 broker (../shared/realbroker), likewise.
 
-It prints each run's msgs/s and microseconds per message, and the broker's round trip as a
-ratio to the floor's (issue 12's target: within 1.3x).
+The C consumer is bench/c/cbench.c (libmqcrt); the Java consumer is bench/java/JmsBench.java
+with ``producers=0`` (it only drains).  Each body starts with CLOCK_MONOTONIC nanoseconds
+(what Java's System.nanoTime() reads on Linux) and the message's number, JmsBench's layout.
+
+``--tail`` is the steady-rate test instead: the floor sends ``--rate`` messages a second
+(each stamped with the time it was due, so a message held back by flow control counts
+its wait; the loop's timers tick per millisecond, so a floor latency includes up to 1 ms
+of that), and JmsBench with a producer at the same rate runs against our broker and the
+stock broker; each prints every second's worst latency, p50, p99 and max.
 """
 
 from __future__ import annotations
@@ -26,11 +35,13 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+import re
 import statistics
 import struct
 import subprocess
 import sys
 import tempfile
+import time
 import uuid
 from pathlib import Path
 
@@ -52,25 +63,39 @@ from broker.protocol.packet import (  # noqa: E402
 from broker.protocol.portmapper import PortMapperTable, ServiceEntry  # noqa: E402
 from broker.protocol.types import FLAG_A, FLAG_C, FLAG_F, FLAG_Q, PacketType  # noqa: E402
 
+JAVA_CLIENT = Path(
+    os.environ.get("OPENMQ_JAVA_CLIENT", ROOT.parent / "shared" / "realclient" / "java")
+)
+JARS = [JAVA_CLIENT / "imq.jar", JAVA_CLIENT / "jakarta.jms-api-3.1.0.jar"]
+
 _SEQ = struct.Struct(">i")
 _FLAGS_CID = struct.Struct(">Hq")
+_STAMP = struct.Struct(">qi")
 # The sysmessageID's sequence number: after timestamp (8), address (16) and port (4).
 OFF_SEQUENCE = 20 + 8 + 16 + 4
 REPLY_PROPS = {
     PacketType.CREATE_SESSION: lambda n: {"JMQSessionID": JLong(n)},
     PacketType.ADD_PRODUCER: lambda n: {"JMQProducerID": JLong(n)},
+    PacketType.GET_LICENSE: lambda n: {"JMQLicense": "unl", "JMQLicenseDesc": "floor"},
 }
 
 
 class FloorConnection(asyncio.Protocol):
     """One client connection to the floor server (see the module docstring)."""
 
-    def __init__(self, template: bytes, available: int) -> None:
+    def __init__(self, template: bytes, size: int, available: int, rate: float) -> None:
         self.reader = PacketReader()
         self.template = template
+        # The body's offset: JmsBench reads a send time and a number there.
+        self.body_at = len(template) - size
         # Like a queue filled beforehand: the C client resumes flow as soon as it has
         # read a batch, so an endless supply would flood it.
         self.available = available
+        self.rate = rate
+        self.due = 0 if rate else available  # messages that may go out by now
+        self.t0 = 0
+        self.tick: asyncio.TimerHandle | None = None
+        self.held = 0  # paced: messages due but held back by flow control (counted)
         self.seq = 0
         self.ids = 0
         self.consumer: int | None = None
@@ -82,6 +107,17 @@ class FloorConnection(asyncio.Protocol):
 
     def connection_made(self, transport) -> None:
         self.transport = transport
+
+    def connection_lost(self, exc) -> None:
+        if self.tick is not None:
+            self.tick.cancel()
+        if self.rate and self.seq:
+            print(
+                f"floor: sent {self.seq} at {self.rate:.0f}/s; {self.held} times a due message "
+                "waited for flow credit",
+                file=sys.stderr,
+                flush=True,
+            )
 
     def data_received(self, data: bytes) -> None:
         out: list[bytes] = []
@@ -106,12 +142,20 @@ class FloorConnection(asyncio.Protocol):
         props = pkt.properties
         if t == PacketType.HELLO:
             size = props.get("JMQSize", props.get("JMQRBufferSize"))
-            self.conn_window = self.conn_left = int(size) if isinstance(size, int) else -1
+            self.conn_window = self.conn_left = (
+                int(size) if isinstance(size, int) and size > 0 else -1
+            )
             self.reply(
                 pkt,
                 out,
-                {"JMQConnectionID": JLong(1), "JMQProtocolLevel": JInt(500), "JMQSize": JInt(-1)},
+                {
+                    "JMQConnectionID": JLong(1),
+                    "JMQProtocolLevel": props.get("JMQProtocolLevel", JInt(500)),
+                    "JMQSize": JInt(-1),
+                },
             )
+            # Basic: both clients then send the password as OpenMQ's basic scheme does;
+            # the Java client would use digest unless asked for basic.
             out.append(
                 build_packet(
                     PacketType.AUTHENTICATE_REQUEST,
@@ -123,12 +167,15 @@ class FloorConnection(asyncio.Protocol):
             self.ids += 1
             self.consumer = self.ids
             size = props.get("JMQSize")
-            self.prefetch = int(size) if isinstance(size, int) else -1
+            self.prefetch = int(size) if isinstance(size, int) and size > 0 else -1
             self.credit = self.prefetch
             self.reply(
                 pkt, out, {"JMQConsumerID": JLong(self.consumer), "JMQSize": JInt(self.prefetch)}
             )
         elif t == PacketType.START:
+            if not self.started and self.rate and self.tick is None:
+                self.t0 = time.monotonic_ns()
+                self.tick = asyncio.get_running_loop().call_later(0.001, self.on_tick)
             self.started = True
             if pkt.flags & FLAG_A:
                 self.reply(pkt, out)
@@ -153,13 +200,26 @@ class FloorConnection(asyncio.Protocol):
             PacketType.ACKNOWLEDGE_REPLY, props={"JMQStatus": JInt(200)}, consumer_id=cid
         )
 
+    def on_tick(self) -> None:
+        """Paced mode: let out what is due by now (the loop's timers tick per ms)."""
+        self.due = min(self.available, int((time.monotonic_ns() - self.t0) * self.rate / 1e9) + 1)
+        out: list[bytes] = []
+        self.pump(out)
+        if out:
+            self.transport.write(b"".join(out))
+        if self.seq < self.available:
+            self.tick = asyncio.get_running_loop().call_later(0.001, self.on_tick)
+        else:
+            self.tick = None
+
     def pump(self, out: list[bytes]) -> None:
         """Hand out messages while both flow windows allow (the last before a pause
         carries C for the consumer's window, F for the connection's)."""
         if not self.started or self.consumer is None:
             return
-        while self.credit != 0 and self.conn_left != 0 and self.available > 0:
-            self.available -= 1
+        if self.rate and self.seq < self.due and (self.credit == 0 or self.conn_left == 0):
+            self.held += 1
+        while self.credit != 0 and self.conn_left != 0 and self.seq < self.due:
             flags = FLAG_Q
             if self.credit > 0:
                 self.credit -= 1
@@ -170,6 +230,9 @@ class FloorConnection(asyncio.Protocol):
                 if self.conn_left == 0:
                     flags |= FLAG_F
             buf = bytearray(self.template)
+            # The time it was due (paced) or now (drained), and its number.
+            stamp = self.t0 + int(self.seq * 1e9 / self.rate) if self.rate else time.monotonic_ns()
+            _STAMP.pack_into(buf, self.body_at, stamp, self.seq)
             self.seq += 1
             _SEQ.pack_into(buf, OFF_SEQUENCE, self.seq)
             _FLAGS_CID.pack_into(buf, OFF_FLAGS, flags, self.consumer)
@@ -189,7 +252,9 @@ class PortMapper(asyncio.Protocol):
         transport.close()
 
 
-async def serve_floor(queue: str, size: int, count: int, ready: asyncio.Future) -> None:
+async def serve_floor(
+    queue: str, size: int, count: int, rate: float, ready: asyncio.Future
+) -> None:
     loop = asyncio.get_running_loop()
     template = build_packet(
         PacketType.BYTES_MESSAGE,
@@ -200,27 +265,50 @@ async def serve_floor(queue: str, size: int, count: int, ready: asyncio.Future) 
         port=1,
     )
     assert OFF_CONSUMER_ID == OFF_FLAGS + 2
-    jms = await loop.create_server(lambda: FloorConnection(template, count), "127.0.0.1", 0)
+    jms = await loop.create_server(
+        lambda: FloorConnection(template, size, count, rate), "127.0.0.1", 0
+    )
     jms_port = jms.sockets[0].getsockname()[1]
     pm = await loop.create_server(lambda: PortMapper(jms_port), "127.0.0.1", 0)
     ready.set_result(pm.sockets[0].getsockname()[1])
     await asyncio.Event().wait()
 
 
-def run_floor_server(queue: str, size: int, count: int, conn) -> None:
+def run_floor_server(queue: str, size: int, count: int, rate: float, conn) -> None:
     """Child process: the floor server; sends its port mapper port through ``conn``."""
     import uvloop
 
     async def main() -> None:
         ready: asyncio.Future = asyncio.get_running_loop().create_future()
-        task = asyncio.ensure_future(serve_floor(queue, size, count, ready))
+        task = asyncio.ensure_future(serve_floor(queue, size, count, rate, ready))
         conn.send(await ready)
         await task
 
     uvloop.run(main())
 
 
-def consume(exe: Path, port: int, queue: str, count: int) -> float:
+class Floor:
+    """The floor server in a child process (fork), for one kind of run."""
+
+    def __init__(self, size: int, count: int, rate: float = 0) -> None:
+        import multiprocessing as mp
+
+        parent, child = mp.Pipe()
+        self.proc = mp.get_context("fork").Process(
+            target=run_floor_server, args=("floorq", size, count, rate, child), daemon=True
+        )
+        self.proc.start()
+        self.port: int = parent.recv()
+
+    def stop(self) -> None:
+        self.proc.kill()
+        self.proc.join(5)
+
+
+# -- the C consumer -------------------------------------------------------------------
+
+
+def c_consume(exe: Path, port: int, queue: str, count: int) -> float:
     out = subprocess.run(
         [str(exe), "127.0.0.1", str(port), "consume", queue, str(count)],
         check=True,
@@ -231,63 +319,206 @@ def consume(exe: Path, port: int, queue: str, count: int) -> float:
     return count / float(out.split()[-2])
 
 
+def c_produce(exe: Path, port: int, queue: str, count: int, size: int) -> None:
+    subprocess.run(
+        [str(exe), "127.0.0.1", str(port), "produce", queue, str(count), str(size)],
+        check=True,
+        capture_output=True,
+        timeout=600,
+    )
+
+
+# -- the Java consumer (bench/java/JmsBench.java) ---------------------------------------
+
+
+def missing_java() -> list[str]:
+    missing = [f"{t} (a JDK 17)" for t in ("javac", "java") if not _which(t)]
+    missing += [f"the stock OpenMQ Java client jar {j}" for j in JARS if not j.is_file()]
+    return missing
+
+
+def _which(tool: str) -> bool:
+    import shutil
+
+    return shutil.which(tool) is not None
+
+
+def compile_jmsbench(out: Path) -> Path:
+    missing = missing_java()
+    if missing:
+        sys.exit("cannot run the Java client; missing: " + "; ".join(missing))
+    cp = os.pathsep.join(map(str, JARS))
+    subprocess.run(
+        ["javac", "-nowarn", "-cp", cp, "-d", str(out), str(ROOT / "bench/java/JmsBench.java")],
+        check=True,
+    )
+    return out
+
+
+class JavaRun:
+    """One JmsBench run: its RESULT line as numbers, and every line it printed."""
+
+    def __init__(self, classes: Path, port: int, jvm: list[str], **opts: object) -> None:
+        cp = os.pathsep.join([*map(str, JARS), str(classes)])
+        args = [f"{k}={v}" for k, v in opts.items()]
+        p = subprocess.run(
+            ["java", *jvm, "-cp", cp, "JmsBench", f"url=mq://127.0.0.1:{port}/jms", *args],
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        self.lines = p.stdout.splitlines()
+        result = [ln for ln in self.lines if ln.startswith("RESULT ")]
+        if p.returncode != 0 or not result:
+            sys.exit(f"JmsBench {' '.join(args)} failed ({p.returncode}):\n{p.stdout}\n{p.stderr}")
+        self.result = {k: float(v) for k, v in (kv.split("=") for kv in result[-1].split()[1:])}
+        self.seconds = [
+            (int(m[1]), int(m[2]), float(m[3]))
+            for ln in self.lines
+            if (m := re.match(r"second (\d+): (\d+) deliveries, worst ([\d.]+) ms", ln))
+        ]
+
+
+def java_drain(classes: Path, port: int, queue: str, count: int, jvm: list[str]) -> float:
+    run = JavaRun(classes, port, jvm, producers=0, consumers=1, count=count, name=queue, ack="auto")
+    return run.result["consumer_rate"]
+
+
+def java_fill(classes: Path, port: int, queue: str, count: int, size: int) -> None:
+    JavaRun(classes, port, [], producers=1, consumers=0, count=count, size=size, name=queue)
+
+
+# -- main -------------------------------------------------------------------------------
+
+
+def drain_rounds(args, tmp: Path) -> None:
+    from broker.launcher import start_broker, start_stock_broker
+
+    java = args.client == "java"
+    if java:
+        classes = compile_jmsbench(tmp / "classes")
+    else:
+        exe = build(tmp)
+    jvm = args.jvm_arg or []
+
+    def drain(port: int, queue: str) -> float:
+        if java:
+            return java_drain(classes, port, queue, args.count, jvm)
+        return c_consume(exe, port, queue, args.count)
+
+    def fill(port: int, queue: str) -> None:
+        if java:
+            java_fill(classes, port, queue, args.count, args.size)
+        else:
+            c_produce(exe, port, queue, args.count, args.size)
+
+    floor = Floor(args.size, args.count)
+    (tmp / "broker").mkdir()
+    targets: dict[str, int] = {"floor": floor.port}
+    started = []
+    try:
+        broker = start_broker(tmp / "broker")
+        started.append(broker)
+        targets["broker"] = broker.portmapper_port
+        if args.stock:
+            (tmp / "stock").mkdir()
+            stock = start_stock_broker(tmp / "stock")
+            started.append(stock)
+            targets["stock"] = stock.portmapper_port
+        rates: dict[str, list[float]] = {k: [] for k in targets}
+        for r in range(args.rounds):
+            line = []
+            for name, port in targets.items():
+                if name == "floor":
+                    queue = "floorq"
+                else:
+                    queue = f"ackfloor{uuid.uuid4().hex[:8]}"
+                    fill(port, queue)
+                rate = drain(port, queue)
+                rates[name].append(rate)
+                line.append(f"{name} {rate:,.0f} msgs/s ({1e6 / rate:.1f} us/msg)")
+            print(f"round {r + 1}: " + ", ".join(line), flush=True)
+    finally:
+        for b in started:
+            b.stop()
+        floor.stop()
+    f = statistics.median(rates["floor"])
+    b = statistics.median(rates["broker"])
+    summary = (
+        f"median: floor {f:,.0f} msgs/s, broker {b:,.0f} msgs/s; "
+        f"broker round trip = {f / b:.2f}x the floor's"
+    )
+    if "stock" in rates:
+        s = statistics.median(rates["stock"])
+        summary += f"; stock {s:,.0f} msgs/s, broker = {b / s:.2f}x the stock broker"
+    print(
+        f"{summary} ({args.client} client, AUTO_ACKNOWLEDGE, {args.size} B, "
+        f"{args.count} messages, pid {os.getpid()})"
+    )
+
+
+def tail_rounds(args, tmp: Path) -> None:
+    from broker.launcher import start_broker, start_stock_broker
+
+    classes = compile_jmsbench(tmp / "classes")
+    jvm = args.jvm_arg or []
+    count = int(args.rate * args.seconds)
+    started = []
+    try:
+        (tmp / "broker").mkdir()
+        broker = start_broker(tmp / "broker")
+        started.append(broker)
+        (tmp / "stock").mkdir()
+        stock = start_stock_broker(tmp / "stock")
+        started.append(stock)
+        for r in range(args.rounds):
+            for name in ("broker", "floor", "stock"):
+                common = {"count": count, "size": args.size, "rate": args.rate, "ack": args.ack}
+                if name == "floor":
+                    floor = Floor(args.size, count, args.rate)
+                    try:
+                        run = JavaRun(
+                            classes, floor.port, jvm, producers=0, name="floorq", **common
+                        )
+                    finally:
+                        floor.stop()
+                else:
+                    port = (broker if name == "broker" else stock).portmapper_port
+                    queue = f"tail{uuid.uuid4().hex[:8]}"
+                    run = JavaRun(classes, port, jvm, name=queue, **common)
+                res = run.result
+                worst = " ".join(f"{w:.1f}" for _s, _n, w in run.seconds)
+                print(
+                    f"round {r + 1} {name}: p50 {res['p50_ms']:.3f} ms, p99 {res['p99_ms']:.3f} ms, "
+                    f"max {res['max_ms']:.1f} ms; worst per second (ms): {worst}",
+                    flush=True,
+                )
+                if args.verbose:
+                    print("\n".join(run.lines), flush=True)
+    finally:
+        for b in started:
+            b.stop()
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--client", choices=("java", "c"), default="java")
     ap.add_argument("--count", type=int, default=50_000)
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--stock", action="store_true", help="also drain the stock OpenMQ broker")
+    ap.add_argument("--tail", action="store_true", help="the steady-rate test (Java client)")
+    ap.add_argument("--rate", type=float, default=5000)
+    ap.add_argument("--seconds", type=float, default=20)
+    ap.add_argument("--ack", default="auto", help="--tail: JmsBench's ack mode")
+    ap.add_argument("--jvm-arg", action="append", help="e.g. -Xlog:gc (repeatable)")
+    ap.add_argument("-v", "--verbose", action="store_true", help="--tail: JmsBench's output")
     args = ap.parse_args()
-    import multiprocessing as mp
-
-    from broker.launcher import start_broker
-
     tmp = Path(tempfile.mkdtemp(prefix="ackfloor-"))
-    exe = build(tmp)
-    parent, child = mp.Pipe()
-    floor = mp.get_context("fork").Process(
-        target=run_floor_server, args=("floorq", args.size, args.count, child), daemon=True
-    )
-    floor.start()
-    floor_port = parent.recv()
-    (tmp / "broker").mkdir()
-    broker = start_broker(tmp / "broker")
-    rates: dict[str, list[float]] = {"floor": [], "broker": []}
-    try:
-        for r in range(args.rounds):
-            rate = consume(exe, floor_port, "floorq", args.count)
-            rates["floor"].append(rate)
-            q = f"ackfloor{uuid.uuid4().hex[:8]}"
-            subprocess.run(
-                [
-                    str(exe),
-                    "127.0.0.1",
-                    str(broker.portmapper_port),
-                    "produce",
-                    q,
-                    str(args.count),
-                    str(args.size),
-                ],
-                check=True,
-                capture_output=True,
-                timeout=600,
-            )
-            rate_b = consume(exe, broker.portmapper_port, q, args.count)
-            rates["broker"].append(rate_b)
-            print(
-                f"round {r + 1}: floor {rate:,.0f} msgs/s ({1e6 / rate:.1f} us/msg), "
-                f"broker {rate_b:,.0f} msgs/s ({1e6 / rate_b:.1f} us/msg)",
-                flush=True,
-            )
-    finally:
-        broker.stop()
-        floor.kill()
-    f = statistics.median(rates["floor"])
-    b = statistics.median(rates["broker"])
-    print(
-        f"median: floor {f:,.0f} msgs/s, broker {b:,.0f} msgs/s; "
-        f"broker round trip = {f / b:.2f}x the floor's "
-        f"(C client, AUTO_ACKNOWLEDGE, {args.size} B, {args.count} messages, pid {os.getpid()})"
-    )
+    if args.tail:
+        tail_rounds(args, tmp)
+    else:
+        drain_rounds(args, tmp)
 
 
 if __name__ == "__main__":
