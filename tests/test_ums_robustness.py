@@ -184,6 +184,7 @@ def test_a_body_cut_short_or_never_sent(stack):
     reply = raw(port, head + b"1234567", close=False)
     assert reply.startswith(b"HTTP/1.1 408 "), reply
     assert b"connection: close" in reply and b"UMS_READ_TIMEOUT" in reply
+    assert b"ums.service: send_reply" in reply and b"ums.status: 408" in reply
     status, headers, body = call(
         port, f"/ums/simple?service=receive&destination={dest}&timeout=500"
     )
@@ -318,6 +319,10 @@ def test_portal_form_says_why_a_name_is_refused():
         assert not form.is_valid()
         assert says in " ".join(form.errors["name"]), (name, form.errors)
     assert DestinationCreateForm(data={"kind": "q", "name": "caf\u00e9"}).is_valid()
+    # A name stored before the broker refused such names still gives well-formed XML.
+    from portal.ums.services import destination_elements
+
+    assert destination_elements({"name": "a\x00b\x1f"})["Name"] == "a\ufffdb\ufffd"
 
 
 def test_sessionless_send_leaves_no_producer_behind(stack):

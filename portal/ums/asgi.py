@@ -93,29 +93,33 @@ class UmsApp:
             if name == b"content-type":
                 ctype = value.decode("latin-1")
                 break
+        fields: dict[str, str] = {}
+        if route == "simple":
+            try:
+                fields = http.parse_query(scope["query_string"])
+            except UmsError as exc:
+                # The body is left unread: the connection cannot carry another request.
+                await _answer(send, http.refused(exc.status, exc.reason), close=True)
+                return
+        service = fields.get("service")
         try:
             body = await self.read_body(receive) if method == "POST" else b""
         except BodyTooLarge:
             reason = f"the request body is over {self.max_body} bytes"
-            await _answer(send, http.refused(413, reason), close=True)
+            await _answer(send, http.refused(413, reason, service), close=True)
             return
         except BodyTimeout:
             reason = (
                 f"the request body did not come: nothing for {self.read_timeout:g} s "
                 "(UMS_READ_TIMEOUT)"
             )
-            await _answer(send, http.refused(408, reason), close=True)
+            await _answer(send, http.refused(408, reason, service), close=True)
             return
         except BodyIncomplete as exc:
             # Nobody is there to answer; what came is not a message.
             log.warning("UMS request refused: %s; nothing was done with it", exc)
             return
         if route == "simple":
-            try:
-                fields = http.parse_query(scope["query_string"])
-            except UmsError as exc:
-                await _answer(send, http.refused(exc.status, exc.reason))
-                return
             reply = await http.simple(method, fields, ctype, body)
         else:
             reply = await http.xml(method, ctype, body)

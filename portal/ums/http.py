@@ -184,6 +184,8 @@ async def xml(method: str, content_type: str | None, body: bytes) -> HttpReply:
     except soap.SoapFault as exc:
         return _fault(exc.code, exc.reason, exc.status)
     except UmsError as exc:
+        if exc.status == 400:
+            log.warning("UMS XML request refused (400): %s", exc.reason)
         return _fault("Client" if exc.status < 500 else "Server", exc.reason, exc.status)
     except Exception:
         log.exception("UMS XML request failed")

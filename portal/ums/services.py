@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -445,12 +446,17 @@ def _num(info: dict, key: str) -> int:
     return int(v) if isinstance(v, int) else 0
 
 
+# What XML 1.0 cannot carry: a name stored before the broker refused such names would
+# otherwise make getBrokerInfo's document malformed for every administrator.
+_NOT_XML = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ud800-\udfff\ufffe\uffff]")
+
+
 def destination_elements(info: dict) -> dict[str, str]:
     """A DestinationInfo as the destination monitor MBean's attribute names."""
     full = _num(info, "fulltype") or _num(info, "type")
     state = _num(info, "destState")
     return {
-        "Name": str(info.get("name") or ""),
+        "Name": _NOT_XML.sub("\ufffd", str(info.get("name") or "")),
         "Type": "t" if full & DEST_TOPIC else "q",
         "State": str(state),
         "StateLabel": _STATE_LABELS.get(state, "UNKNOWN"),
