@@ -4,7 +4,7 @@
  *   probe HOST PORT USER PASSWORD checks SUFFIX     run every self-contained check
  *   probe HOST PORT USER PASSWORD connect           connect, open a session, close
  *   probe HOST PORT USER PASSWORD send-props QUEUE  send one text and one bytes message
- *   probe HOST PORT USER PASSWORD recv-props QUEUE  receive two messages, print every value
+ *   probe HOST PORT USER PASSWORD recv-props QUEUE [N]  receive two (or N) messages, print every value
  *
  * With PROBE_SERVICE_PORT set it connects straight to that port (no port mapper).
  * It prints one line per check, "ok NAME" or "fail NAME: reason"; the pytest side
@@ -907,8 +907,8 @@ static void print_properties(const char *kind, MQPropertiesHandle h)
     }
 }
 
-/* Receive two messages from QUEUE and print every header, property and body. */
-static int run_recv_props(const char *queue)
+/* Receive two (or count) messages from QUEUE and print every header, property and body. */
+static int run_recv_props(const char *queue, int count)
 {
     const char *n = "recv_props";
     MQConnectionHandle c = MQ_INVALID_HANDLE;
@@ -921,7 +921,7 @@ static int run_recv_props(const char *queue)
     CALL(n, MQCreateDestination(s, queue, MQ_QUEUE_DESTINATION, &d));
     CALL(n, MQCreateMessageConsumer(s, d, NULL, MQ_FALSE, &k));
     CALL(n, MQStartConnection(c));
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < count; i++) {
         MQPropertiesHandle h = MQ_INVALID_HANDLE;
         MQMessageType t;
         MQStatus st;
@@ -990,7 +990,8 @@ int main(int argc, char **argv)
     }
     if (strcmp(argv[5], "connect") == 0) return run_connect();
     if (strcmp(argv[5], "send-props") == 0 && argc > 6) return run_send_props(argv[6]);
-    if (strcmp(argv[5], "recv-props") == 0 && argc > 6) return run_recv_props(argv[6]);
+    if (strcmp(argv[5], "recv-props") == 0 && argc > 6)
+        return run_recv_props(argv[6], argc > 7 ? atoi(argv[7]) : 2);
     fprintf(stderr, "unknown mode %s\n", argv[5]);
     return 2;
 }
