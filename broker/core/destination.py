@@ -85,9 +85,14 @@ class Destination:
         # Set by the router: where entries go that the destination gives up on
         # (expired, over the delivery count, removed by a limit), reason given.
         self.on_dead: Callable[[Entry, str], bool] | None = None
-        # FLOW_CONTROL: producers whose RESUME_FLOW waits until there is room again.
+        # Producers whose RESUME_FLOW (their next credit) waits for room: flow control
+        # (limits.producer_credit) or an administrator's pause.
         self.waiting_producers: list[tuple[object, int]] = []
         self.on_room: Callable[[Destination], None] | None = None
+        # They are looked at again when the count and bytes held fall to these (-1: not
+        # by draining).
+        self.resume_count = -1
+        self.resume_bytes = -1
         # When an auto-created destination was first seen unused (for reaping).
         self.idle_since: float | None = None
 
@@ -157,7 +162,12 @@ class Destination:
         t.bytes -= size
         if entry.interest is not None and self.store is not None:
             self.store.submit((MsgSettle(entry.msg.store_key, entry.interest),))
-        if self.waiting_producers and self.on_room is not None and not self.is_full():
+        if (
+            self.waiting_producers
+            and self.msg_count <= self.resume_count
+            and self.msg_bytes <= self.resume_bytes
+            and self.on_room is not None
+        ):
             self.on_room(self)
 
     def consumers(self) -> list[Consumer]:

@@ -23,6 +23,7 @@ from .errors import RouterError, now_ms
 if TYPE_CHECKING:
     from .message import Entry, Message
     from .router import MessageRouter
+    from .session import Producer
 
 log = logging.getLogger("broker.router")
 
@@ -212,6 +213,17 @@ class Limits:
         return report
 
     # -- producer flow control ------------------------------------------------------------
+    #
+    # A producer sends ``credit`` messages, marks the last one (C bit) and waits for a
+    # RESUME_FLOW carrying its next credit (JMQSize).  The credit granted is the
+    # producer's batch (imq.producer.maxBatch), but never more than the destination has
+    # room for below its high-water mark once the credit the other producers still hold
+    # is counted.  With no room the producer waits (its RESUME_FLOW is held) until the
+    # consumers have drained enough for a useful credit.  So a destination with
+    # consumers never reaches its limit because a producer outran them: the producer is
+    # slowed to the consumers' rate instead of losing messages.  Where nothing drains
+    # the destination (no consumers), REJECT_NEWEST does what it always did at the
+    # limit; FLOW_CONTROL holds the producer there whether or not anyone consumes.
 
     def set_dest_state(self, dest: Destination, state: DestState) -> None:
         """Admin PAUSE/RESUME: consumers-paused queues stop dispatching, producers-paused
@@ -225,32 +237,99 @@ class Limits:
                 q.dispatch(t)
         if state in (DestState.PRODUCERS_PAUSED, DestState.PAUSED) or not dest.waiting_producers:
             return
-        if dest.limit_behavior != LimitBehavior.FLOW_CONTROL or not dest.is_full():
-            self.room(dest)
+        self.room(dest)
 
     def room(self, dest: Destination) -> None:
-        """``dest`` has room again: release the producers waiting for it."""
+        """Give the producers waiting on ``dest`` another look: each gets its credit
+        (RESUME_FLOW) if there is room for it now, or waits again."""
         if dest.state in (DestState.PRODUCERS_PAUSED, DestState.PAUSED):
             return  # paused producers wait for the admin's RESUME (set_dest_state)
         waiting, dest.waiting_producers = dest.waiting_producers, []
+        dest.resume_count = dest.resume_bytes = -1
         hook = self.router.on_producer_room
+        producers = self.router.producers
         if hook is not None:
             for link, pid in waiting:
-                hook(link, pid)
+                if pid in producers:  # not closed meanwhile
+                    hook(link, pid)
+
+    def producer_credit(self, prod: Producer, link: object) -> int:
+        """The credit (JMQSize) to give ``prod`` now: how many messages it may send before
+        it waits again, -1 for no limit, or 0 when it must wait; a waiting producer is
+        remembered and given its credit by :meth:`room` once the destination drains."""
+        dest = prod.destination
+        prod.granted = 0  # at a flow-control point the producer has used its credit up
+        if dest.state in (DestState.PRODUCERS_PAUSED, DestState.PAUSED):
+            return self._wait(dest, link, prod, -1, -1)
+        batch = prod.batch if prod.batch > 0 else -1
+        behavior = dest.limit_behavior
+        max_msgs = dest.limit("maxNumMsgs")
+        max_bytes = dest.limit("maxTotalMsgBytes")
+        if max_msgs < 0 and max_bytes < 0:
+            return batch
+        if behavior == LimitBehavior.FLOW_CONTROL:
+            high_msgs, high_bytes = max_msgs, max_bytes
+        elif behavior == LimitBehavior.REJECT_NEWEST and _drained(dest):
+            # Headroom below the limit for messages no credit accounts for (senders
+            # without a producer, a subscriber that joins after the credit was given).
+            high_msgs = max_msgs - max_msgs // 10 if max_msgs >= 0 else -1
+            high_bytes = max_bytes - max_bytes // 10 if max_bytes >= 0 else -1
+        else:
+            # REMOVE_OLDEST / REMOVE_LOW_PRIORITY chose losing old messages over slowing
+            # producers; a REJECT_NEWEST destination nobody drains has its limit.
+            return batch
+        fanout = _fanout(dest)
+        size = dest.msg_bytes_in // dest.msgs_in if dest.msgs_in else 1024
+        size = max(size, 1)
+        others = sum(p.granted for p in dest.producers.values() if p is not prod)
+        room = batch if batch > 0 else 1 << 30
+        if high_msgs >= 0:
+            room = min(room, (high_msgs - dest.msg_count) // fanout - others)
+        if high_bytes >= 0:
+            room = min(room, (high_bytes - dest.msg_bytes) // (size * fanout) - others)
+        # Smaller credits than this cost a round trip for too few messages: wait instead.
+        least = max(
+            1, min(batch if batch > 0 else 1000, (max_msgs if max_msgs >= 0 else 1000) // 10)
+        )
+        if room >= least or dest.msg_count == 0:
+            # With nothing left to drain, waiting would be for ever (the credit idle
+            # producers hold fills the room): this producer gets at least ``least``.
+            prod.granted = max(room, least)
+            return prod.granted
+        # Resume once ``least`` fits again (count / bytes at or below these).
+        count_at = (high_msgs // fanout - others - least) * fanout if high_msgs >= 0 else 1 << 62
+        bytes_at = high_bytes - (others + least) * size * fanout if high_bytes >= 0 else 1 << 62
+        return self._wait(dest, link, prod, max(count_at, 0), max(bytes_at, 0))
 
     @staticmethod
-    def hold_producer(dest: Destination, link: object, producer_id: int) -> bool:
-        """FLOW_CONTROL: True (and remembered) when the producer must wait for room.
+    def _wait(dest: Destination, link: object, prod: Producer, count_at: int, bytes_at: int) -> int:
+        dest.waiting_producers.append((link, prod.id))
+        if dest.resume_count < 0 or count_at < 0 or count_at > dest.resume_count:
+            dest.resume_count = count_at
+        if dest.resume_bytes < 0 or bytes_at < 0 or bytes_at > dest.resume_bytes:
+            dest.resume_bytes = bytes_at
+        return 0
 
-        Also True while an admin has paused the destination's producers: their
-        RESUME_FLOW is withheld until the RESUME."""
-        if dest.state in (DestState.PRODUCERS_PAUSED, DestState.PAUSED):
-            dest.waiting_producers.append((link, producer_id))
-            return True
-        if dest.limit_behavior != LimitBehavior.FLOW_CONTROL or not dest.is_full():
-            return False
-        dest.waiting_producers.append((link, producer_id))
-        return True
+    def consumers_changed(self, dest: Destination) -> None:
+        """A consumer went: producers held for it are looked at again (with nobody left
+        to drain a REJECT_NEWEST destination they are no longer held)."""
+        if dest.waiting_producers:
+            self.room(dest)
+
+
+def _drained(dest: Destination) -> bool:
+    """Whether consumers drain every copy of a message sent to ``dest``."""
+    if isinstance(dest, TopicDestination):
+        subs = dest.subscriptions
+        return bool(subs) and all(s.queue.consumers for s in subs)
+    return bool(dest.delivery_queues()[0].consumers)
+
+
+def _fanout(dest: Destination) -> int:
+    """How many entries (copies) one message adds to ``dest`` at most."""
+    if isinstance(dest, TopicDestination):
+        return max(1, len(dest.subscriptions))
+    return 1
 
 
 __all__ = ["Limits"]

@@ -123,11 +123,9 @@ class MessageRules:
         # The client stops after a C (producer) or F (connection) flagged message until
         # we resume it; without this answer its send() blocks forever.
         if flags & FLAG_C:
-            pid = pkt.producer_id
-            prod = self.router.producers.get(pid)
-            # FLOW_CONTROL: a full destination resumes the producer when it has room.
-            if prod is None or not self.router.hold_producer(prod.destination, self, pid):
-                self.resume_producer(pid)
+            # Its next credit, or none yet: RESUME_FLOW follows when the destination
+            # has drained (limits.producer_credit).
+            self.resume_producer(pkt.producer_id)
         if flags & FLAG_F:
             count = self.broker.memory.count
             if count == 0:
@@ -142,11 +140,17 @@ class MessageRules:
             self.write(build_packet(PacketType.RESUME_FLOW, props={"JMQSize": JInt(count)}))
 
     def resume_producer(self: Any, pid: int) -> None:
-        """RESUME_FLOW for one producer, with a fresh allowance."""
+        """RESUME_FLOW for one producer with its next credit, unless flow control holds
+        it (then the destination resumes it when there is room)."""
         if self.state is CLOSED:
             return
         prod = self.router.producers.get(pid)
-        size = prod.batch if prod is not None and prod.batch > 0 else -1
+        if prod is None:
+            size = -1
+        else:
+            size = self.router.producer_credit(prod, self)
+            if size == 0:
+                return
         self.write(
             build_packet(
                 PacketType.RESUME_FLOW,

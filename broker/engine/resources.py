@@ -287,9 +287,8 @@ class ResourceRules:
         except RouterError as exc:
             self.reply(pkt, exc.status, reason=exc.reason)
             return
-        batch = prod.batch if prod.batch > 0 else -1
-        if self.router.hold_producer(prod.destination, self, prod.id):
-            batch = 0  # paused now; RESUME_FLOW follows when there is room
+        # 0: it waits now; RESUME_FLOW follows when there is room (limits.producer_credit).
+        batch = self.router.producer_credit(prod, self)
         self.reply(
             pkt,
             Status.OK,
