@@ -88,7 +88,9 @@ def test_broker_props_have_what_query_bkr_reads(broker):
     assert props["java.util.logging.FileHandler.limit"] == "-1"  # our default: no size limit
     assert props["imq.log.file.rolloversecs"] == "604800"
     assert props["imq.cluster.ha"] == "false"
-    assert props["imq.cluster.brokerlist"] == "" and props["imq.cluster.brokerlist.active"] == ""
+    # As OpenMQ's: no cluster configured, and the broker alone is the active list.
+    assert props["imq.cluster.brokerlist"] == ""
+    assert props["imq.cluster.brokerlist.active"] == f"mq://127.0.0.1:{broker.portmapper_port}/"
     assert props["imq.autocreate.destination.useDMQ"] == "true"
     # Globals.getBrokerID() is null for a stand-alone broker without imq.brokerid.
     assert "imq.brokerid" not in props

@@ -68,7 +68,7 @@ def test_reload_cls_adds_and_removes_a_broker(tmp_path: Path, settings) -> None:
         wait_for(lambda: links_up(c) == 2, 30, "C linked to A and B")
         assert "cluster configuration reloaded" in b.log_text()
         listed = brokers_listed(a, passfile)
-        assert f"127.0.0.1:{pc}" in listed and "UNREACHABLE" not in listed
+        assert f"127.0.0.1:{pc}" in listed and "BROKER_DOWN" not in listed
 
         q = Queue(f"reload_{uuid.uuid4().hex[:8]}")
         with connect(a.host, a.portmapper_port) as ca, connect(c.host, c.portmapper_port) as cc:

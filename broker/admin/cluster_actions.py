@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from broker.protocol.admin_types import GET_CLUSTER
+from broker.protocol.admin_types import BROKER_STATES, GET_CLUSTER
 
 from .client import read_vector
 
@@ -21,14 +21,22 @@ async def _get_cluster(client: AdminClient) -> list[dict[str, Any]]:
 
 def list_brokers(admin: BrokerAdmin) -> list[dict[str, Any]]:
     """Every broker of the cluster: address (host:port of its port mapper), instance,
-    state (OPERATING or UNREACHABLE), broker_id, is_self (the broker asked)."""
-    return [
-        {
-            "address": str(r.get("address", "")),
-            "instance": str(r.get("instanceName", "")),
-            "state": str(r.get("state", "")),
-            "broker_id": str(r.get("brokerID", "")),
-            "is_self": bool(r.get("self")),
-        }
-        for r in admin._request(_get_cluster)
-    ]
+    state (OpenMQ's BrokerState name: OPERATING, BROKER_DOWN, TAKEOVER_COMPLETE...),
+    broker_id, is_self (the broker asked); in an HA cluster also num_msgs (stored under
+    its broker id), takeover_broker_id and status_timestamp (ms), else None."""
+    out = []
+    for r in admin._request(_get_cluster):
+        state = r.get("State")
+        out.append(
+            {
+                "address": str(r.get("Address", "")),
+                "instance": str(r.get("instanceName", "")),
+                "state": BROKER_STATES.get(state, str(state)) if isinstance(state, int) else "",
+                "broker_id": str(r.get("ID", "")),
+                "is_self": bool(r.get("self")),
+                "num_msgs": r.get("NumMsgs"),
+                "takeover_broker_id": r.get("TakeoverBrokerID"),
+                "status_timestamp": r.get("StatusTimestamp"),
+            }
+        )
+    return out

@@ -31,6 +31,9 @@ _FLAGS_CID = struct.Struct(">Hq")
 # Flags a producer may have set that mean nothing on a delivery.  R stays: the client
 # overrides JMSRedelivered to true (a send repeated after a failover, protocol §R bit).
 _STRIP = ~(FLAG_F | FLAG_C | FLAG_L | FLAG_A) & 0xFFFF
+# The DELIVERY_COUNT field with_delivery_count_slot adds (clients never send one): a
+# message's size is the packet as sent, as OpenMQ counts it (limits, imqcmd's bytes).
+_DC_SLOT = 8
 
 
 class Message:
@@ -68,7 +71,7 @@ class Message:
         self.destination = destination
         self.is_queue = bool(pkt.flags & FLAG_Q)
         self.persistent = bool(pkt.flags & FLAG_P)
-        self.size = len(raw)
+        self.size = len(raw) - _DC_SLOT
         self.origin_connection = origin_connection
         # JMS 2.0 delivery delay: not deliverable before this absolute time (ms).
         self.delivery_time = pkt.fields.get(VH_DELIVERY_TIME, 0) or 0
@@ -107,7 +110,7 @@ class Message:
         m.destination = destination
         m.is_queue = bool(flags & FLAG_Q)
         m.persistent = bool(flags & FLAG_P)
-        m.size = len(raw)
+        m.size = len(raw) - _DC_SLOT
         m.origin_connection = 0
         m.delivery_time = 0
         m._selector_values = None

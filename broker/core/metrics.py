@@ -130,13 +130,14 @@ class DestStats:
 
 
 def consumer_counts(dest: Destination) -> tuple[int, int, int]:
-    """(all, active, backup) consumers: a queue's backups wait (failover); every topic
-    consumer is active."""
+    """(all, active, backup) consumers: a queue's backups wait (failover).  A topic's
+    are its subscriptions, as OpenMQ counts them (imqcmd's "Consumers"): a durable one
+    also while nobody is connected to it, a shared one once."""
     if dest.is_queue:
         active = len(dest.dq.consumers)  # type: ignore[attr-defined]
         backup = len(dest.backups)  # type: ignore[attr-defined]
         return active + backup, active, backup
-    n = sum(len(s.queue.consumers) for s in dest.subscriptions)  # type: ignore[attr-defined]
+    n = len(dest.subscriptions)  # type: ignore[attr-defined]
     return n, n, 0
 
 

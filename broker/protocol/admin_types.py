@@ -88,3 +88,17 @@ COMMAND_NAMES = {
     98: "MIGRATESTORE_BROKER",
     200: "RECLAIM_EXPIRED",
 }
+
+# com.sun.messaging.jms.management.server.BrokerState: GET_CLUSTER's Integer ``State``.
+BROKER_STATES = {
+    -1: "UNKNOWN",
+    0: "OPERATING",
+    1: "TAKEOVER_STARTED",
+    2: "TAKEOVER_COMPLETE",
+    3: "TAKEOVER_FAILED",
+    4: "QUIESCE_STARTED",
+    5: "QUIESCE_COMPLETE",
+    6: "SHUTDOWN_STARTED",
+    7: "BROKER_DOWN",
+    8: "INITIALIZING",
+}

@@ -519,9 +519,28 @@ class Command(BaseCommand):
         self.say("Listing all the brokers in the cluster that the following broker is a member of:")
         self.say()
         self.broker_info()
-        table = Table(3, 4).title(("Address", "Instance Name", "State"))
-        for r in rows:
-            table.add((r["address"], r["instance"], r["state"]))
+        if any(r["num_msgs"] is not None for r in rows):  # an HA cluster, as OpenMQ's
+            table = Table(6, 3).title(
+                ("Broker ID", "Address", "State", "Msgs", "Taken Over By", "Since Heartbeat")
+            )
+            now = time.time() * 1000
+            for r in rows:
+                beat = r["status_timestamp"]
+                since = f"{max(0.0, (now - beat) / 1000):.0f} s" if beat is not None else ""
+                table.add(
+                    (
+                        r["broker_id"],
+                        r["address"],
+                        r["state"],
+                        r["num_msgs"],
+                        r["takeover_broker_id"] or "",
+                        since,
+                    )
+                )
+        else:
+            table = Table(3, 4).title(("Address", "Instance Name", "State"))
+            for r in rows:
+                table.add((r["address"], r["instance"], r["state"]))
         self.show(table)
         self.done()
 

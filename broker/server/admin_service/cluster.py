@@ -2,53 +2,76 @@
 shows them; RELOAD_CLUSTER (58, ``imqcmd reload cls``): every broker of the cluster reads
 its broker list again.
 
-The reply's body is a ``java.util.Vector`` of ``Hashtable``, one per broker:
-``address`` (String ``host:port`` of its port mapper), ``brokerID`` (String, empty
-unless configured), ``instanceName`` (String), ``state`` (String: ``OPERATING`` for
-this broker and the peers whose link is up, ``UNREACHABLE`` for the others) and
-``self`` (Boolean: the broker answering).  A broker that is not clustered lists itself.
+The reply's body is a ``java.util.Vector`` of ``Hashtable``, one per broker, with the
+keys of ``com.sun.messaging.jms.management.server.BrokerClusterInfo`` that stock imqcmd
+reads (OpenMQ's GetClusterHandler): ``Address`` (String ``host:port`` of its port
+mapper), ``ID`` (String, the broker id; empty unless configured), ``State`` (Integer, a
+``BrokerState`` constant: OPERATING for this broker and the peers whose link is up,
+BROKER_DOWN for the others).  An HA cluster's rows (see :mod:`.ha`) also carry
+``NumMsgs`` (Long), ``StatusTimestamp`` (Long, its last heartbeat in ms) and
+``TakeoverBrokerID`` (String, when taken over).  Ours add ``instanceName`` (String) and
+``self`` (Boolean: the broker answering), which stock imqcmd ignores.  A broker that is
+not clustered lists itself.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker import props as imq
 from broker.cluster.config import ClusterConfigError
 from broker.core.errors import RouterError
-from broker.protocol.admin_types import GET_CLUSTER, RELOAD_CLUSTER
+from broker.protocol.admin_types import BROKER_STATES, GET_CLUSTER, RELOAD_CLUSTER
 from broker.protocol.javaser import encode_vector
 from broker.protocol.types import Status
+
+from . import ha as admin_ha
 
 if TYPE_CHECKING:
     from broker.engine import ConnectionEngine
 
-__all__ = ["GET_CLUSTER", "RELOAD_CLUSTER", "cluster_properties", "get_cluster", "reload_cluster"]
+__all__ = [
+    "BROKER_STATES",
+    "GET_CLUSTER",
+    "RELOAD_CLUSTER",
+    "cluster_properties",
+    "get_cluster",
+    "reload_cluster",
+]
+
+# BrokerState (BROKER_STATES): this broker and the peers linked, and the others.
+OPERATING, BROKER_DOWN = 0, 7
 
 
-def get_cluster(conn: ConnectionEngine, props: dict) -> tuple[dict, bytes]:
+def get_cluster(conn: ConnectionEngine, props: dict) -> Any:
     b = conn.broker
+    if getattr(b, "ha", None) is not None:
+        return admin_ha.get_ha_cluster(conn)
     cluster = b.cluster
     brokerid = b.config.get(imq.BROKER_ID) or ""
     if cluster is None:
         pm = b.portmapper_table().services[0].port
         host = b.config.get(imq.HOSTNAME) or "localhost"
-        rows = [
-            {"address": f"{host}:{pm}", "instanceName": b.config.instance, "state": "OPERATING"}
-        ]
-        rows[0]["self"] = True
-    else:
-        rows = [
+        brokers = [
             {
-                "address": r["address"],
-                "instanceName": r["instance"],
-                "state": "OPERATING" if r["state"] == "RUNNING" else r["state"],
-                "self": r["self"],
+                "address": f"{host}:{pm}",
+                "instance": b.config.instance,
+                "state": "RUNNING",
+                "self": True,
             }
-            for r in cluster.brokers()
         ]
-    for r in rows:
-        r["brokerID"] = brokerid if r["self"] else ""
+    else:
+        brokers = cluster.brokers()
+    rows = [
+        {
+            "Address": r["address"],
+            "ID": brokerid if r["self"] else "",
+            "State": OPERATING if r["state"] == "RUNNING" else BROKER_DOWN,
+            "instanceName": r["instance"],
+            "self": r["self"],
+        }
+        for r in brokers
+    ]
     return {}, encode_vector(rows)
 
 
@@ -81,13 +104,16 @@ async def reload_cluster(conn: ConnectionEngine, props: dict) -> tuple[dict, byt
 
 
 def cluster_properties(b) -> dict[str, str]:
-    """imq.cluster.brokerlist and .active as GET_BROKER_PROPS reports them."""
+    """imq.cluster.brokerlist and .active as GET_BROKER_PROPS reports them: the active
+    brokers as OpenMQ's URLs (``mq://host:port/``), a broker alone listing itself."""
     cluster = b.cluster
     if cluster is None:
-        return {}
+        if getattr(b, "ha", None) is not None:
+            return {imq.CLUSTER_BROKERLIST_ACTIVE: b.hello_properties.get("JMQBrokerList", "")}
+        pm = b.portmapper_table().services[0].port
+        host = b.config.get(imq.HOSTNAME) or "localhost"
+        return {imq.CLUSTER_BROKERLIST_ACTIVE: f"mq://{host}:{pm}/"}
     return {
         imq.CLUSTER_BROKERLIST.name: ",".join(r["address"] for r in cluster.brokers()),
-        imq.CLUSTER_BROKERLIST_ACTIVE: ",".join(
-            r["address"] for r in cluster.brokers() if r["state"] == "RUNNING"
-        ),
+        imq.CLUSTER_BROKERLIST_ACTIVE: cluster.broker_list(),
     }

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 from broker import props as imq
 from broker.config import BrokerConfig, ConfigError
 from broker.core.message import Message
+from broker.core.metrics import consumer_counts
 from broker.core.router import RouterError, now_ms
 from broker.protocol import dest_attributes as dattrs
 from broker.protocol.admin_info import (
@@ -142,6 +143,7 @@ TEMP_QUEUE_CLASS = "com.sun.messaging.jmq.jmsclient.TemporaryQueueImpl"
 
 
 # com.sun.messaging.jmq.util.ServiceState
+SERVICE_UNKNOWN = -1
 SERVICE_RUNNING = 3
 SERVICE_PAUSED = 4
 SERVICE_STOPPED = 6
@@ -310,11 +312,14 @@ def valid_destination_name(name: str) -> bool:
     return all(ch.isalnum() or ch in "_$." for ch in name[1:])
 
 
-def _destination_info(dest, delayed: list[int]) -> Any:
-    """A ``DestinationInfo`` for GET_DESTINATIONS (sizes in bytes, -1 = unlimited)."""
+def _destination_info(dest, delayed: list[int], held: list[int]) -> Any:
+    """A ``DestinationInfo`` for GET_DESTINATIONS (sizes in bytes, -1 = unlimited).
+
+    ``held``: [count, bytes] of the messages sent to it in open transactions, which
+    OpenMQ counts in the destination already (nMessages, nTxnMessages and UnAck: imqcmd
+    shows Count = nMessages - nTxnMessages), and ``delayed`` those in delivery delay."""
     queues = dest.delivery_queues()
     pending = sum(q.count for q in queues)
-    consumers = dest.consumers()
     if dest.is_queue:
         active = len(dest.dq.consumers)
         backups = len(dest.backups)
@@ -324,13 +329,15 @@ def _destination_info(dest, delayed: list[int]) -> Any:
             else dattrs.CDP_DISTRIBUTED
         )
     else:
-        active, backups, cdp = len(consumers), 0, dattrs.CDP_NA
+        active, backups, cdp = consumer_counts(dest)[0], 0, dattrs.CDP_NA
     uris = dest.attributes.get("XMLSchemaURIList")
     full = dest.dest_type | (int(DestType.AUTO) if dest.auto else 0)
     return destination_info(
-        nMessages=dest.msg_count,
-        nMessageBytes=dest.msg_bytes,
-        nConsumers=len(consumers),
+        nMessages=dest.msg_count + held[0],
+        nMessageBytes=dest.msg_bytes + held[1],
+        nTxnMessages=held[0],
+        nTxnMessageBytes=held[1],
+        nConsumers=active + backups,
         nProducers=len(dest.producers),
         naConsumers=active,
         nfConsumers=backups,
@@ -352,7 +359,7 @@ def _destination_info(dest, delayed: list[int]) -> Any:
         maxNumSharedConsumers=dest.limit("maxNumSharedConsumers"),
         sharedConsumerFlowLimit=dest.limit("sharedConsumerFlowLimit", 5),
         useDMQ=False if dest.is_dmq else _flag(dest.attributes.get("useDMQ"), True),
-        nUnackMessages=max(0, dest.msg_count - pending - delayed[0]),
+        nUnackMessages=max(0, dest.msg_count - pending - delayed[0]) + held[0],
         nInDelayMessages=delayed[0],
         nInDelayMessageBytes=delayed[1],
         validateXMLSchemaEnabled=_flag(dest.attributes.get("validateXMLSchemaEnabled"), False),
@@ -660,8 +667,10 @@ class AdminHandler:
         values = b.config.as_dict()
         # As OpenMQ adds to its configuration: the current totals.
         router = b.router
-        values[imq.CURRENT_COUNT] = str(router.totals.count)
-        values[imq.CURRENT_SIZE] = str(router.totals.bytes)
+        # OpenMQ counts a transaction's messages from the send on (held_in_transactions).
+        held = admin_metrics.held_in_transactions(router).values()
+        values[imq.CURRENT_COUNT] = str(router.totals.count + sum(h[0] for h in held))
+        values[imq.CURRENT_SIZE] = str(router.totals.bytes + sum(h[1] for h in held))
         values[imq.DMQ_CURRENT_COUNT] = str(router.dmq.msg_count)
         values[imq.DMQ_CURRENT_SIZE] = str(router.dmq.msg_bytes)
         values.update(broker_identity(b.config))
@@ -856,10 +865,10 @@ class AdminHandler:
         broker = conn.broker
         wanted = props.get("JMQServiceName")
         services = [s for s in broker.services if not wanted or s.name == wanted]
-        if wanted and not services:
-            raise AdminError(Status.NOT_FOUND, f"service {wanted} not found")
         config = broker.config
-        infos = []
+        infos = self._inactive_services(broker, wanted)
+        if wanted and not services and not infos:
+            raise AdminError(Status.NOT_FOUND, f"service {wanted} not found")
         for svc in services:
             admin = svc.type == "ADMIN"
             if svc.paused:
@@ -873,6 +882,7 @@ class AdminHandler:
                     type=1 if admin else 0,
                     state=state,
                     nConnections=len(svc.connections),
+                    currentThreads=admin_metrics.THREADS_PER_CONNECTION * len(svc.connections),
                     dynamicPort=svc.port == 0,
                     port=svc.bound_port or svc.port,
                     minThreads=config.get_int(f"imq.{svc.name}.min_threads", 4 if admin else 10),
@@ -880,6 +890,35 @@ class AdminHandler:
                 )
             )
         return {}, encode_infos(infos)
+
+    @staticmethod
+    def _inactive_services(broker: Any, wanted: object) -> list[Any]:
+        """The services of ``imq.service.list`` not in ``imq.service.activelist``, as
+        OpenMQ lists them: state UNKNOWN, the configured port (0: "dynamic"; none: -1)."""
+        active = {s.name for s in broker.services}
+        config = broker.config
+        known = {name: (proto, stype) for name, proto, stype, *_ in imq.SERVICES}
+        out = []
+        for name in config.get(imq.SERVICE_LIST) or ():
+            if name in active or name not in known or (wanted and name != wanted):
+                continue
+            proto, stype = known[name]
+            port = config.get_int(imq.service_port(name, proto), -1)
+            out.append(
+                service_info(
+                    name=name,
+                    protocol=proto,
+                    type=1 if stype == "ADMIN" else 0,
+                    state=SERVICE_UNKNOWN,
+                    nConnections=0,
+                    currentThreads=0,
+                    dynamicPort=port == 0,
+                    port=port,
+                    minThreads=config.get_int(f"imq.{name}.min_threads", -1),
+                    maxThreads=config.get_int(f"imq.{name}.max_threads", -1),
+                )
+            )
+        return out
 
     def _update_service(self, conn: ConnectionEngine, props: dict, body: bytes):
         """UPDATE_SERVICE: the port (the service listens there from now on; open
@@ -974,7 +1013,15 @@ class AdminHandler:
             row = delayed.setdefault((msg.destination, bool(dtype & DEST_TOPIC)), [0, 0])
             row[0] += 1
             row[1] += msg.size
-        infos = [_destination_info(d, delayed.get((d.name, not d.is_queue), [0, 0])) for d in dests]
+        held = admin_metrics.held_in_transactions(router)
+        infos = [
+            _destination_info(
+                d,
+                delayed.get((d.name, not d.is_queue), [0, 0]),
+                held.get((d.name, not d.is_queue), [0, 0]),
+            )
+            for d in dests
+        ]
         if len(dests) == 1 and isinstance(props.get("JMQDestination"), str):
             # Ours: the attributes DestinationInfo has no field for, of the one asked for.
             for attr, prop in dattrs.EXTRA_PROPERTIES.items():
@@ -1517,13 +1564,17 @@ class AdminHandler:
             return
         paused = state != DestState.RUNNING
         name = props.get("JMQServiceName")
-        if target == "JMQServiceName" or (target is None and isinstance(name, str)):
+        if name is not None and not isinstance(name, str):
+            raise AdminError(Status.BAD_REQUEST, f"bad JMQServiceName {name!r}")
+        # Stock imqcmd's pause/resume bkr names the target JMQServiceName without a
+        # service name: every service but admin, as OpenMQ's PauseHandler.
+        if isinstance(name, str) and target in ("JMQServiceName", None):
             services = [s for s in conn.broker.services if s.name == name]
             if not services:
                 raise AdminError(Status.NOT_FOUND, f"service {name} not found")
             if paused and services[0].type == "ADMIN":
                 raise AdminError(Status.BAD_REQUEST, f"admin service {name} cannot be paused")
-        elif target is None:
+        elif target in ("JMQServiceName", None):
             services = [s for s in conn.broker.services if s.type != "ADMIN"]
         else:
             raise AdminError(Status.BAD_REQUEST, f"unknown JMQPauseTarget {target}")

@@ -31,14 +31,14 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker.core.metrics import ServiceCounters, destination_metrics, reset_destination
 from broker.core.router import RouterError
 from broker.protocol import javaser as _js
 from broker.protocol.javaser import JavaClass, JavaObject, encode_object
 from broker.protocol.jtypes import JInt, JLong
-from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, Status
+from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, Status, TransactionState
 
 if TYPE_CHECKING:
     from ..broker import Broker, Service
@@ -175,10 +175,14 @@ def encode_dest_metrics(values: Mapping[str, int], timestamp: int) -> bytes:
 # --------------------------------------------------------------------------------------
 
 
+# OpenMQ's dedicated thread model (its default) gives each connection a reader and a
+# writer thread; an asyncio broker has none, and reports the threads OpenMQ would use.
+THREADS_PER_CONNECTION = 2
+
+
 def _threads(broker: Broker, svc: Service) -> tuple[int, int]:
     """(low, high) water of a service's "thread pool": its configured min/max_threads
-    (the same defaults GET_SERVICES shows).  An asyncio broker has no pool; OpenMQ's
-    dedicated model gives each connection its threads, so active = connections."""
+    (the same defaults GET_SERVICES shows); active: THREADS_PER_CONNECTION each."""
     admin = svc.type == "ADMIN"
     c = broker.config
     low = c.get_int(f"imq.{svc.name}.min_threads", 4 if admin else 10)
@@ -198,7 +202,7 @@ def broker_counters(broker: Broker, services: list[Service] | None = None) -> di
         lo, hi = _threads(broker, svc)
         low += lo
         high += hi
-        active += len(svc.connections)
+        active += THREADS_PER_CONNECTION * len(svc.connections)
     budget = broker.memory.budget
     used = broker.router.totals.bytes
     return {
@@ -239,6 +243,21 @@ def reset_metrics(broker: Broker) -> None:
 Result = tuple[dict[str, object], bytes]
 
 
+def held_in_transactions(router: Any) -> dict[tuple[str, bool], list[int]]:
+    """[count, bytes] of the messages sent in open transactions, by (destination name,
+    is topic): OpenMQ counts them in their destination from the send on (its figures
+    and imqcmd's), where this router routes them at COMMIT."""
+    held: dict[tuple[str, bool], list[int]] = {}
+    for txn in router.transactions.values():
+        if txn.state == TransactionState.COMMITTED:
+            continue
+        for msg, dtype in txn.sends:
+            row = held.setdefault((msg.destination, bool(dtype & DEST_TOPIC)), [0, 0])
+            row[0] += 1
+            row[1] += msg.size
+    return held
+
+
 def get_metrics(conn: ClientConnection, props: dict) -> Result:
     broker = conn.broker
     name = props.get("JMQDestination")
@@ -250,7 +269,19 @@ def get_metrics(conn: ClientConnection, props: dict) -> Result:
         if dest is None:
             kind = "queue" if is_queue else "topic"
             raise RouterError(Status.NOT_FOUND, f"{kind} {name} not found")
-        body = encode_dest_metrics(destination_metrics(dest), int(time.time() * 1000))
+        values = destination_metrics(dest)
+        n, size = held_in_transactions(conn.router).get((dest.name, not is_queue), (0, 0))
+        if n:  # counted from the send on, as OpenMQ's (see held_in_transactions)
+            for key, add in (
+                ("numMsgsIn", n),
+                ("numMsgs", n),
+                ("msgBytesIn", size),
+                ("totalMsgBytes", size),
+            ):
+                values[key] += add
+            values["peakNumMsgs"] = max(values["peakNumMsgs"], values["numMsgs"])
+            values["peakTotalMsgBytes"] = max(values["peakTotalMsgBytes"], values["totalMsgBytes"])
+        body = encode_dest_metrics(values, int(time.time() * 1000))
         return {"JMQBodyType": "DESTINATION"}, body
     service = props.get("JMQServiceName")
     if isinstance(service, str):
