@@ -142,9 +142,10 @@ async def simple(
 
 
 def _check_destination(req: UmsRequest) -> None:
-    """400 for a destination name the stock Java client (what OpenMQ's UMS sends with)
-    refuses, or that has control characters; nothing reaches the broker."""
-    if req.destination is not None:
+    """400 for a send or receive on a destination name the stock Java client (what
+    OpenMQ's UMS sends with) refuses, or that has control characters; nothing reaches
+    the broker.  (Other services ignore the field; a reply echoes it escaped.)"""
+    if req.destination is not None and req.service in ("send", "receive"):
         problem = client_name_problem(req.destination)
         if problem is not None:
             # The reply's ums.destination would echo it: leave it out.
