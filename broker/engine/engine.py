@@ -16,7 +16,14 @@ from broker.core.session import Session
 from broker.protocol.auth import AUTH_DIGEST
 from broker.protocol.errors import ProtocolError
 from broker.protocol.jtypes import JInt
-from broker.protocol.packet import OFF_FLAGS, BadPacket, Packet, PacketReader, build_packet
+from broker.protocol.packet import (
+    OFF_FLAGS,
+    BadPacket,
+    OversizedPacket,
+    Packet,
+    PacketReader,
+    build_packet,
+)
 from broker.protocol.types import (
     FLAG_A,
     FLAG_F,
@@ -108,7 +115,8 @@ class EngineBase:
         self._rules, self._default_rule = PACKET_RULES[NEW]
         self.peer = "?"
         self.sockname: tuple | None = None  # the local address, for the admin service
-        self.reader = PacketReader(broker.max_packet_size)
+        # A message over the size limit is read past and refused, the connection goes on.
+        self.reader = PacketReader(broker.max_packet_size, skip_oversized=True)
         self.sessions: dict[int, Session] = {}
         # Consumer id -> session, kept after DELETE_CONSUMER so late acks still find it.
         self.consumer_sessions: dict[int, Session] = {}
@@ -223,6 +231,10 @@ class EngineBase:
             if state in HOLDS_INPUT:
                 self._backlog.extend(packets[i:])
                 return
+            if type(pkt) is OversizedPacket:
+                if not self._oversized(pkt):
+                    return
+                continue
             if type(pkt) is BadPacket:
                 self._reply_error(
                     pkt.type, pkt.flags, pkt.consumer_id, Status.BAD_REQUEST, pkt.reason
@@ -244,6 +256,20 @@ class EngineBase:
                 self._reply_error(
                     pkt.type, pkt.flags, pkt.consumer_id, Status.ERROR, f"internal error: {exc}"
                 )
+
+    def _oversized(self, pkt: OversizedPacket) -> bool:
+        """A packet over the frame limit, already read past: a message is refused with
+        ENTITY_TOO_LARGE as OpenMQ's broker does (the stock client reports C4095) and the
+        connection goes on; anything else ends it.  False when the connection ends."""
+        name = packet_type_name(pkt.type)
+        if self.state is READY and pkt.type in MESSAGE_TYPES:
+            reason = f"message of {pkt.size} bytes exceeds imq.message.max_size"
+            log.warning("refused a %s from %s: %s", name, self.peer, pkt.reason)
+            self._reply_error(pkt.type, pkt.flags, pkt.consumer_id, Status.ENTITY_TOO_LARGE, reason)
+            return True
+        self._reply_error(pkt.type, pkt.flags, pkt.consumer_id, Status.BAD_REQUEST, pkt.reason)
+        self.fatal(f"oversized {name} packet from {self.peer}: {pkt.reason}")
+        return False
 
     def _dispatch(self, pkt: Packet) -> None:
         ptype = pkt.type

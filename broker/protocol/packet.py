@@ -341,24 +341,51 @@ class BadPacket:
         self.consumer_id = _I64.unpack_from(raw, OFF_CONSUMER_ID)[0]
 
 
+class OversizedPacket(BadPacket):
+    """A sound packet header announcing more than the reader's limit; its bytes were skipped.
+
+    ``raw`` holds only the fixed header; ``size`` is the size it announced.
+    """
+
+    __slots__ = ("size",)
+
+    def __init__(self, header: bytes, size: int, limit: int) -> None:
+        super().__init__(header, f"bad packet size {size} (limit {limit})")
+        self.size = size
+
+
 class PacketReader:
     """Splits a byte stream into packets.
 
     ``feed`` returns the complete packets found so far.  A malformed header raises
     :class:`PacketError` (the stream cannot be trusted any more); a packet whose
     framing is sound but whose header fields are inconsistent comes back as a
-    :class:`BadPacket`, so the caller can answer it before closing.
+    :class:`BadPacket`, so the caller can answer it before closing.  With
+    ``skip_oversized`` a packet over ``max_packet_size`` whose header is otherwise sound
+    is read past without being kept and comes back as an :class:`OversizedPacket` (as
+    OpenMQ's broker discards such a packet and answers it); without, it raises.
     """
 
-    def __init__(self, max_packet_size: int = DEFAULT_MAX_PACKET) -> None:
+    def __init__(
+        self, max_packet_size: int = DEFAULT_MAX_PACKET, *, skip_oversized: bool = False
+    ) -> None:
         self.max_packet_size = max_packet_size
+        self.skip_oversized = skip_oversized
         self._buf = bytearray()
+        # Bytes of an oversized packet still to be read past.
+        self._skip = 0
 
     @property
     def buffered(self) -> int:
         return len(self._buf)
 
     def feed(self, data: bytes) -> list[Packet | BadPacket]:
+        if self._skip:
+            n = min(self._skip, len(data))
+            self._skip -= n
+            data = data[n:]
+            if not data:
+                return []
         buf = self._buf
         if buf:
             buf += data
@@ -376,6 +403,18 @@ class PacketReader:
             if version not in KNOWN_PACKET_VERSIONS:
                 self._buf = bytearray()
                 raise PacketError(f"unsupported packet version {version}")
+            if size > self.max_packet_size and self.skip_oversized:
+                out.append(
+                    OversizedPacket(
+                        bytes(view[pos : pos + HEADER_SIZE]), size, self.max_packet_size
+                    )
+                )
+                have = min(n - pos, size)
+                pos += have
+                if have < size:
+                    self._skip = size - have
+                    break
+                continue
             if size < HEADER_SIZE or size > self.max_packet_size:
                 self._buf = bytearray()
                 raise PacketError(f"bad packet size {size} (limit {self.max_packet_size})")
