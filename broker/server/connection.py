@@ -49,6 +49,8 @@ class ClientConnection(asyncio.Protocol):
         )
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
+        # Inside data_received: output is written when it returns, not a callback later.
+        self._receiving = False
 
     # -- asyncio callbacks ---------------------------------------------------
 
@@ -78,14 +80,27 @@ class ClientConnection(asyncio.Protocol):
         self.engine.resume_writing()
 
     def data_received(self, data: bytes) -> None:
-        effects = self.engine.receive_data(data)
-        if effects:
-            self._run(effects)
+        # What this read produced for this client (an ACKNOWLEDGE_REPLY, a SEND_REPLY)
+        # leaves at the end of this callback: no call_soon handle per read, and the reply
+        # is not queued behind other connections' callbacks of this loop turn.  Output
+        # for other connections (deliveries a send caused) still leaves once per turn.
+        self._receiving = True
+        try:
+            effects = self.engine.receive_data(data)
+            if effects:
+                self._run(effects)
+        finally:
+            self._receiving = False
+            if self.engine.output_pending:
+                self._flush()
 
     # -- output and effects ---------------------------------------------------------
 
     def _wake(self) -> None:
-        # First output (or effect) of this batch: write it all at the end of the turn.
+        # First output (or effect) of this batch: write it all at the end of the turn
+        # (or of data_received, when that is running).
+        if self._receiving:
+            return
         loop = self._loop or asyncio.get_running_loop()
         loop.call_soon(self._flush)
 
