@@ -48,7 +48,7 @@ VOLATILE = {
     "Port",
     "Port Number",
     "Address",
-    "Time Since Last Status Timestamp",
+    "Time since last status timestamp",
     "Current Number of Connections",  # imqcmd's own admin connection counts in it
 }
 

@@ -414,6 +414,32 @@ def _spans(line: str) -> list[tuple[int, int, str]]:
     return [(m.start(), m.end(), m.group()) for m in re.finditer(r"\S+(?: \S+)*", line)]
 
 
+def _groups(line: str, cols: list[list[int]]) -> list[tuple[int, int, str]]:
+    """The columns each text of a spanning title row stands over: BrokerCmdPrinter
+    centres it over its group of columns, so of the column ranges around the text
+    (between the groups before and after) the one centred nearest to the text's centre."""
+    spans = _spans(line)
+    hits = [[i for i, (a, b) in enumerate(cols) if s < b and e > a] for s, e, _ in spans]
+    out = []
+    prev_end = -1
+    for k, (s, e, text) in enumerate(spans):
+        if not hits[k]:
+            continue
+        nxt = next((h[0] for h in hits[k + 1 :] if h), len(cols))
+        centre = (s + e) / 2
+        best: tuple[float, int, int] | None = None
+        for i in range(prev_end + 1, hits[k][0] + 1):
+            for j in range(hits[k][-1], nxt):
+                off = abs((cols[i][0] + cols[j][1]) / 2 - centre)
+                cand = (off - (j - i) * 1e-3, i, j)  # a tie goes to the wider group
+                if best is None or cand < best:
+                    best = cand
+        assert best is not None
+        out.append((best[1], best[2], text))
+        prev_end = best[2]
+    return out
+
+
 def _table(titles: list[str], rows: list[str]) -> Table:
     base = titles[-1:] + rows
     width = max((len(x) for x in base), default=0)
@@ -429,15 +455,14 @@ def _table(titles: list[str], rows: list[str]) -> Table:
             cols[-1][1] = c + 1
         else:
             cols.append([c, c + 1])
-    names = []
-    for a, b in cols:
-        parts = []
-        for t in titles:
-            for s, e, text in _spans(t):
-                if s < b and e > a:
-                    parts.append(text)
-                    break
-        names.append(" ".join(parts))
+    parts: list[list[str]] = [[] for _ in cols]
+    for t in titles[:-1]:
+        for first, last, text in _groups(t, cols):
+            for i in range(first, last + 1):
+                parts[i].append(text)
+    for i, (a, b) in enumerate(cols):
+        parts[i] += [text for s, e, text in _spans(titles[-1]) if s < b and e > a][:1]
+    names = [" ".join(p) for p in parts]
     table = Table(names)
     for r in rows:
         table.rows.append([r[a:b].strip() if a < len(r) else "" for a, b in cols])

@@ -51,6 +51,7 @@ def ok(r: Result, success: str) -> None:
 
 
 def test_stock_imqcmd_sequence(tmp_path: Path, imqcmd: StockImqcmd, java_classes: Path) -> None:
+    (tmp_path / "b").mkdir()
     b = start_broker(tmp_path / "b", instance="imqbroker")
     try:
         work = Workload(java_classes, b.host, b.portmapper_port)
@@ -88,7 +89,7 @@ def test_stock_imqcmd_sequence(tmp_path: Path, imqcmd: StockImqcmd, java_classes
         assert (cq["Msgs Count"], cq["Msgs UnAck"]) == ("3", "1")
         assert (ct["Type"], ct["Consumers Total"], ct["Msgs Count"]) == ("Topic", "1", "2")
         assert rows["cmp.idle"]["Consumers Total"] == "1"
-        size = float(cq["Avg Size"])
+        size = float(cq["Msgs Avg Size"])
         assert 200 < size < 400  # the Java client's 100-character TextMessage, as sent
         assert set(nxt("list", "dst", "-t", "q").table().by("Name")) == {
             "cmp.q",
@@ -200,7 +201,7 @@ def test_stock_imqcmd_sequence(tmp_path: Path, imqcmd: StockImqcmd, java_classes
 
         # shutdown bkr through BrokerCmd.main: the broker goes, cleanly
         down = imqcmd.run(addr(b), "shutdown", "bkr")
-        ok(down, "Successfully shut down the broker.")
+        ok(down, "Successfully shutdown the broker.")
         assert b.proc.wait(60) == 0
     finally:
         b.stop()
@@ -269,13 +270,13 @@ def test_stock_imqcmd_list_bkr_ha_pair(tmp_path: Path, imqcmd: StockImqcmd, ha_u
         assert rows["brokerA"]["Address"] == addr(a)
         assert rows["brokerB"]["Address"] == addr(b)
         assert rows["brokerA"]["State"] == rows["brokerB"]["State"] == "OPERATING"
-        assert rows["brokerA"]["# of Msgs"] == "0"
+        assert rows["brokerA"]["Msgs in store"] == "0"
         os.kill(b.proc.pid, signal.SIGKILL)
         b.proc.wait(10)
         wait_for(lambda: "took over broker brokerB" in a.log_text(), 120, "A takes B over")
         rows = {x["Broker ID"]: x for x in listed()}
         assert rows["brokerB"]["State"] == "TAKEOVER_COMPLETE", rows
-        assert rows["brokerB"]["Taken Over Broker ID"] == "brokerA", rows
+        assert rows["brokerB"]["ID of broker performing takeover"] == "brokerA", rows
         assert rows["brokerA"]["State"] == "OPERATING"
     finally:
         for x in started:

@@ -521,7 +521,14 @@ class Command(BaseCommand):
         self.broker_info()
         if any(r["num_msgs"] is not None for r in rows):  # an HA cluster, as OpenMQ's
             table = Table(6, 3).title(
-                ("Broker ID", "Address", "State", "Msgs", "Taken Over By", "Since Heartbeat")
+                (
+                    "Broker ID",
+                    "Address",
+                    "State",
+                    "Msgs in store",
+                    "Taken over by",
+                    "Since heartbeat",
+                )
             )
             now = time.time() * 1000
             for r in rows:
