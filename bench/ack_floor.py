@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/ack_floor.py --client java        # 50,000 messages, 3 rounds
     .venv/bin/python bench/ack_floor.py --client c --count 20000 --rounds 5
+    .venv/bin/python bench/ack_floor.py --client java --stock  # and the stock broker
+    .venv/bin/python bench/ack_floor.py --baseline DIR         # and ours from another checkout
     .venv/bin/python bench/ack_floor.py --client java --tail --rate 5000 --seconds 20
 
 An AUTO_ACKNOWLEDGE consumer of the stock OpenMQ clients waits for the broker's reply to
@@ -18,6 +20,13 @@ with the same consumer against, alternately in each round:
 - **broker**: our broker (a fresh process, file store, defaults) with the queue filled
   beforehand by a producer of the same client, drained by the same consumer.
 - **stock** (``--stock``): the stock OpenMQ 6.9 broker (../shared/realbroker), likewise.
+- **baseline** (``--baseline DIR``): our broker from another checkout, likewise (before/after:
+  ``git archive OLD | tar -x -C DIR``).
+
+Each drain also prints the server's CPU time per message (user + system, /proc): on a busy
+machine a steadier figure than the rate, which also counts waiting for a core.  The Java
+consumer's rate is the median of its whole seconds after the first three (the JVM runs the
+client interpreted at first).
 
 The C consumer is bench/c/cbench.c (libmqcrt); the Java consumer is bench/java/JmsBench.java
 with ``producers=0`` (it only drains).  Each body starts with CLOCK_MONOTONIC nanoseconds
@@ -36,6 +45,7 @@ import argparse
 import asyncio
 import os
 import re
+import signal
 import statistics
 import struct
 import subprocess
@@ -95,7 +105,7 @@ class FloorConnection(asyncio.Protocol):
         self.due = 0 if rate else available  # messages that may go out by now
         self.t0 = 0
         self.tick: asyncio.TimerHandle | None = None
-        self.held = 0  # paced: messages due but held back by flow control (counted)
+        self.held = 0  # paced: ticks that left due messages behind (no flow credit)
         self.seq = 0
         self.ids = 0
         self.consumer: int | None = None
@@ -113,8 +123,8 @@ class FloorConnection(asyncio.Protocol):
             self.tick.cancel()
         if self.rate and self.seq:
             print(
-                f"floor: sent {self.seq} at {self.rate:.0f}/s; {self.held} times a due message "
-                "waited for flow credit",
+                f"floor: sent {self.seq} at {self.rate:.0f}/s; {self.held} ticks (1 ms) left due "
+                "messages waiting for flow credit",
                 file=sys.stderr,
                 flush=True,
             )
@@ -207,6 +217,8 @@ class FloorConnection(asyncio.Protocol):
         self.pump(out)
         if out:
             self.transport.write(b"".join(out))
+        if self.seq < self.due:
+            self.held += 1
         if self.seq < self.available:
             self.tick = asyncio.get_running_loop().call_later(0.001, self.on_tick)
         else:
@@ -217,8 +229,6 @@ class FloorConnection(asyncio.Protocol):
         carries C for the consumer's window, F for the connection's)."""
         if not self.started or self.consumer is None:
             return
-        if self.rate and self.seq < self.due and (self.credit == 0 or self.conn_left == 0):
-            self.held += 1
         while self.credit != 0 and self.conn_left != 0 and self.seq < self.due:
             flags = FLAG_Q
             if self.credit > 0:
@@ -379,13 +389,67 @@ class JavaRun:
         ]
 
 
-def java_drain(classes: Path, port: int, queue: str, count: int, jvm: list[str]) -> float:
-    run = JavaRun(classes, port, jvm, producers=0, consumers=1, count=count, name=queue, ack="auto")
-    return run.result["consumer_rate"]
+WARM_UP_SECONDS = 3
+
+
+def java_drain(
+    classes: Path, port: int, queue: str, count: int, jvm: list[str]
+) -> tuple[float, list[int]]:
+    """The consumer's steady rate: the median of its whole seconds after the first
+    WARM_UP_SECONDS (the JVM runs the client interpreted at first: a few hundred msgs/s),
+    or its overall rate when the run was too short for that; and each second's count."""
+    # rate=1 only makes JmsBench print each second's count (it has no producer here).
+    run = JavaRun(
+        classes, port, jvm, producers=0, consumers=1, count=count, name=queue, ack="auto", rate=1
+    )
+    counts = [n for _s, n, _w in run.seconds]
+    steady = counts[WARM_UP_SECONDS:-1]
+    if len(steady) < 3:
+        return run.result["consumer_rate"], counts
+    return statistics.median(steady), counts
 
 
 def java_fill(classes: Path, port: int, queue: str, count: int, size: int) -> None:
     JavaRun(classes, port, [], producers=1, consumers=0, count=count, size=size, name=queue)
+
+
+# Runs in another checkout (--baseline DIR): its own broker.launcher starts its broker.
+_BASELINE = """
+import sys, tempfile
+from pathlib import Path
+from broker.launcher import start_broker
+b = start_broker(Path(tempfile.mkdtemp(prefix="ackfloor-baseline-")))
+print(b.portmapper_port, b.proc.pid, flush=True)
+sys.stdin.read()
+b.stop()
+"""
+
+
+class Baseline:
+    """Our broker as another checkout has it (e.g. ``git archive OLD | tar -x -C DIR``),
+    started with this venv's Python; stopped when this closes its stdin."""
+
+    def __init__(self, checkout: Path) -> None:
+        self.helper = subprocess.Popen(
+            [sys.executable, "-c", _BASELINE],
+            cwd=checkout,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        port, pid = self.helper.stdout.readline().split()  # type: ignore[union-attr]
+        self.portmapper_port, self.pid = int(port), int(pid)
+
+    def stop(self) -> None:
+        self.helper.stdin.close()  # type: ignore[union-attr]
+        self.helper.wait(60)
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU of ``pid`` and its threads so far (a steadier figure than a rate
+    on a busy machine: what the server spent, not what it waited)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 # -- main -------------------------------------------------------------------------------
@@ -403,8 +467,13 @@ def drain_rounds(args, tmp: Path) -> None:
 
     def drain(port: int, queue: str) -> float:
         if java:
-            return java_drain(classes, port, queue, args.count, jvm)
+            rate, counts = java_drain(classes, port, queue, args.count, jvm)
+            # The client's own warm-up, whatever the server: slow at first.
+            warm[queue] = counts[: WARM_UP_SECONDS + 1]
+            return rate
         return c_consume(exe, port, queue, args.count)
+
+    warm: dict[str, list[int]] = {}
 
     def fill(port: int, queue: str) -> None:
         if java:
@@ -415,17 +484,26 @@ def drain_rounds(args, tmp: Path) -> None:
     floor = Floor(args.size, args.count)
     (tmp / "broker").mkdir()
     targets: dict[str, int] = {"floor": floor.port}
+    pids: dict[str, int] = {"floor": floor.proc.pid}  # type: ignore[dict-item]
     started = []
     try:
         broker = start_broker(tmp / "broker")
         started.append(broker)
         targets["broker"] = broker.portmapper_port
+        pids["broker"] = broker.proc.pid
+        if args.baseline:
+            base = Baseline(args.baseline)
+            started.append(base)
+            targets["baseline"] = base.portmapper_port
+            pids["baseline"] = base.pid
         if args.stock:
             (tmp / "stock").mkdir()
             stock = start_stock_broker(tmp / "stock")
             started.append(stock)
             targets["stock"] = stock.portmapper_port
+            pids["stock"] = stock.proc.pid
         rates: dict[str, list[float]] = {k: [] for k in targets}
+        cpu: dict[str, list[float]] = {k: [] for k in targets}
         for r in range(args.rounds):
             line = []
             for name, port in targets.items():
@@ -434,10 +512,18 @@ def drain_rounds(args, tmp: Path) -> None:
                 else:
                     queue = f"ackfloor{uuid.uuid4().hex[:8]}"
                     fill(port, queue)
+                c0 = cpu_seconds(pids[name])
                 rate = drain(port, queue)
+                used = 1e6 * (cpu_seconds(pids[name]) - c0) / args.count
                 rates[name].append(rate)
-                line.append(f"{name} {rate:,.0f} msgs/s ({1e6 / rate:.1f} us/msg)")
+                cpu[name].append(used)
+                line.append(
+                    f"{name} {rate:,.0f} msgs/s ({1e6 / rate:.1f} us/msg, server CPU {used:.1f} us/msg)"
+                )
             print(f"round {r + 1}: " + ", ".join(line), flush=True)
+            if warm:
+                print(f"  deliveries in the first seconds: {list(warm.values())}", flush=True)
+                warm.clear()
     finally:
         for b in started:
             b.stop()
@@ -448,6 +534,11 @@ def drain_rounds(args, tmp: Path) -> None:
         f"median: floor {f:,.0f} msgs/s, broker {b:,.0f} msgs/s; "
         f"broker round trip = {f / b:.2f}x the floor's"
     )
+    summary += "; server CPU per message (median): " + ", ".join(
+        f"{k} {statistics.median(v):.1f} us" for k, v in cpu.items()
+    )
+    if "baseline" in rates:
+        summary += f"; baseline {statistics.median(rates['baseline']):,.0f} msgs/s"
     if "stock" in rates:
         s = statistics.median(rates["stock"])
         summary += f"; stock {s:,.0f} msgs/s, broker = {b / s:.2f}x the stock broker"
@@ -477,20 +568,29 @@ def tail_rounds(args, tmp: Path) -> None:
                 if name == "floor":
                     floor = Floor(args.size, count, args.rate)
                     try:
+                        c0 = cpu_seconds(floor.proc.pid)  # type: ignore[arg-type]
                         run = JavaRun(
                             classes, floor.port, jvm, producers=0, name="floorq", **common
                         )
+                        used = cpu_seconds(floor.proc.pid) - c0  # type: ignore[arg-type]
                     finally:
                         floor.stop()
                 else:
-                    port = (broker if name == "broker" else stock).portmapper_port
+                    server = broker if name == "broker" else stock
                     queue = f"tail{uuid.uuid4().hex[:8]}"
-                    run = JavaRun(classes, port, jvm, name=queue, **common)
+                    c0 = cpu_seconds(server.proc.pid)
+                    run = JavaRun(classes, server.portmapper_port, jvm, name=queue, **common)
+                    used = cpu_seconds(server.proc.pid) - c0
                 res = run.result
                 worst = " ".join(f"{w:.1f}" for _s, _n, w in run.seconds)
+                late = [w for _s, _n, w in run.seconds[args.warm_up :]]
                 print(
                     f"round {r + 1} {name}: p50 {res['p50_ms']:.3f} ms, p99 {res['p99_ms']:.3f} ms, "
-                    f"max {res['max_ms']:.1f} ms; worst per second (ms): {worst}",
+                    f"max {res['max_ms']:.1f} ms, consumer {res['consumer_rate']:.0f} msgs/s, "
+                    f"server CPU {1e6 * used / count:.0f} us/msg; "
+                    f"after the first {args.warm_up} s: worst {max(late, default=0):.1f} ms, "
+                    f"median second's worst {statistics.median(late) if late else 0:.1f} ms; "
+                    f"worst per second (ms): {worst}",
                     flush=True,
                 )
                 if args.verbose:
@@ -507,13 +607,23 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--stock", action="store_true", help="also drain the stock OpenMQ broker")
+    ap.add_argument(
+        "--baseline",
+        type=Path,
+        help="also drain our broker from another checkout (before/after, interleaved)",
+    )
     ap.add_argument("--tail", action="store_true", help="the steady-rate test (Java client)")
     ap.add_argument("--rate", type=float, default=5000)
     ap.add_argument("--seconds", type=float, default=20)
     ap.add_argument("--ack", default="auto", help="--tail: JmsBench's ack mode")
+    ap.add_argument(
+        "--warm-up", type=int, default=5, help="--tail: seconds left out of the summary (JIT)"
+    )
     ap.add_argument("--jvm-arg", action="append", help="e.g. -Xlog:gc (repeatable)")
     ap.add_argument("-v", "--verbose", action="store_true", help="--tail: JmsBench's output")
     args = ap.parse_args()
+    # SIGTERM: stop the brokers and the floor this run started (the finally blocks).
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(1))
     tmp = Path(tempfile.mkdtemp(prefix="ackfloor-"))
     if args.tail:
         tail_rounds(args, tmp)
