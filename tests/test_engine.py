@@ -252,7 +252,7 @@ def test_second_hello_is_refused_without_closing(broker: Broker) -> None:
 @pytest.mark.parametrize(
     ("user", "password"), [("guest", "wrong"), ("nobody", "x"), ("gone", "gone")]
 )
-def test_auth_failure_is_403_then_input_ignored_and_closed(
+def test_auth_failure_is_invalid_login_then_input_ignored_and_closed(
     broker: Broker, user: str, password: str
 ) -> None:
     e = _engine(broker)
@@ -260,7 +260,7 @@ def test_auth_failure_is_403_then_input_ignored_and_closed(
     _sent(e)
     rest = _drive(e, e.receive_data(_auth_basic(user, password)))
     (reply,) = _sent(e)
-    assert (reply.type, _status(reply)) == (PacketType.AUTHENTICATE_REPLY, Status.FORBIDDEN)
+    assert (reply.type, _status(reply)) == (PacketType.AUTHENTICATE_REPLY, Status.INVALID_LOGIN)
     assert e.state is ConnState.REFUSED and e.user is None
     (linger,) = rest
     assert type(linger) is StartTimer and linger.name == "linger"
@@ -286,7 +286,7 @@ def test_repeated_failures_are_answered_late(broker: Broker) -> None:
     assert _sent(e) == [] and e.state is ConnState.VERIFYING
     (linger,) = delayed.callback()
     assert linger.name == "linger" and e.state is ConnState.REFUSED
-    assert _status(_sent(e)[0]) == Status.FORBIDDEN
+    assert _status(_sent(e)[0]) == Status.INVALID_LOGIN
 
 
 def test_auth_type_not_offered(broker: Broker) -> None:
@@ -294,7 +294,7 @@ def test_auth_type_not_offered(broker: Broker) -> None:
     e.receive_data(_hello())
     _sent(e)
     e.receive_data(_auth_basic("guest", "guest"))  # basic answer to a digest challenge
-    assert _status(_sent(e)[0]) == Status.FORBIDDEN and e.state is ConnState.REFUSED
+    assert _status(_sent(e)[0]) == Status.INVALID_LOGIN and e.state is ConnState.REFUSED
 
 
 def test_repository_failure_closes(broker: Broker) -> None:

@@ -72,6 +72,10 @@ def line(user: str, password: str, group: str, active: str = "1") -> str:
     return f"{user}:{md5str(f'{user}:{password}')}:{group}:{active}\n"
 
 
+# A failed login is answered 413 INVALID_LOGIN, as OpenMQ's broker does; 403 FORBIDDEN is
+# a user the service's access control refuses.
+INVALID_LOGIN = 413
+
 # -- database ---------------------------------------------------------------------------
 
 
@@ -80,12 +84,12 @@ def test_database_repository(own_broker, auth: str) -> None:
     b = own_broker(f"imq.authentication.type={auth}")
     assert "service jms: " + auth + " against database" in b.log_text()
     login(b.host, b.jms_port, "admin", "admin").close()
-    assert auth_status(b.host, b.jms_port, "admin", "wrong") == (auth, 403, True)
-    assert auth_status(b.host, b.jms_port, "nobody", "x") == (auth, 403, True)
+    assert auth_status(b.host, b.jms_port, "admin", "wrong") == (auth, INVALID_LOGIN, True)
+    assert auth_status(b.host, b.jms_port, "nobody", "x") == (auth, INVALID_LOGIN, True)
 
     done = usermgr(b, "add", "-u", "dora", "-p", "dorapw", "-a", "false")
     assert done.returncode == 0, done.stderr
-    assert auth_status(b.host, b.jms_port, "dora", "dorapw") == (auth, 403, True)
+    assert auth_status(b.host, b.jms_port, "dora", "dorapw") == (auth, INVALID_LOGIN, True)
     assert "authentication failed for user dora from 127.0.0.1" in b.log_text()
     assert "user is inactive" in b.log_text()
     assert usermgr(b, "update", "-u", "dora", "-a", "true", "-f").returncode == 0
@@ -119,11 +123,11 @@ def test_file_repository(own_broker, tmp_path: Path, auth: str) -> None:
     assert f"service jms: {auth} against file {pw}" in b.log_text()
     login(b.host, b.jms_port, "eve", "evepw").close()
     login(b.host, b.admin_port, "admin", "admin").close()
-    assert auth_status(b.host, b.jms_port, "eve", "wrong")[1:] == (403, True)
-    assert auth_status(b.host, b.jms_port, "mallory", "mpw")[1] == 403
-    assert auth_status(b.host, b.jms_port, "trent", "tpw")[1] == 403
+    assert auth_status(b.host, b.jms_port, "eve", "wrong")[1:] == (INVALID_LOGIN, True)
+    assert auth_status(b.host, b.jms_port, "mallory", "mpw")[1] == INVALID_LOGIN
+    assert auth_status(b.host, b.jms_port, "trent", "tpw")[1] == INVALID_LOGIN
     # guest is in the database, not in this file.
-    assert auth_status(b.host, b.jms_port, "guest", "guest")[1] == 403
+    assert auth_status(b.host, b.jms_port, "guest", "guest")[1] == INVALID_LOGIN
 
     # The file is re-read when it changes: no restart needed.
     with pw.open("a") as f:
@@ -167,8 +171,8 @@ def test_ldap_repository_over_the_wire(own_broker, ldap_server) -> None:  # noqa
     assert "service jms: basic against ldap 127.0.0.1:" in b.log_text()
     login(b.host, b.jms_port, "bob", "bobpw").close()
     login(b.host, b.jms_port, "carol", "carolpw").close()
-    assert auth_status(b.host, b.jms_port, "bob", "wrong") == ("basic", 403, True)
-    assert auth_status(b.host, b.jms_port, "nobody", "x") == ("basic", 403, True)
+    assert auth_status(b.host, b.jms_port, "bob", "wrong") == ("basic", INVALID_LOGIN, True)
+    assert auth_status(b.host, b.jms_port, "nobody", "x") == ("basic", INVALID_LOGIN, True)
     # LDAP group admin => the ADMIN service; bob (group user only) is refused there.
     login(b.host, b.admin_port, "alice", "alicepw").close()
     assert auth_status(b.host, b.admin_port, "bob", "bobpw")[1] == 403
@@ -207,9 +211,9 @@ def test_unknown_repository_refuses_to_start(tmp_path: Path) -> None:
 def test_repeated_failures_are_slowed_down(own_broker) -> None:
     b = own_broker()
     for _ in range(3):
-        assert auth_status(b.host, b.jms_port, "guest", "wrong")[1:] == (403, True)
+        assert auth_status(b.host, b.jms_port, "guest", "wrong")[1:] == (INVALID_LOGIN, True)
     assert "slowing down failed logins" not in b.log_text()
-    assert auth_status(b.host, b.jms_port, "guest", "wrong")[1:] == (403, True)
+    assert auth_status(b.host, b.jms_port, "guest", "wrong")[1:] == (INVALID_LOGIN, True)
     log = b.log_text()
     assert "slowing down failed logins from 127.0.0.1: 4 failures" in log
     assert "answering user guest after 1 s" in log

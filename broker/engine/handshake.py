@@ -242,8 +242,10 @@ class HandshakeRules:
         return self.take_effects()
 
     def _auth_failed(
-        self: Any, pkt: Packet, user: str | None, reason: str, status: int = Status.FORBIDDEN
+        self: Any, pkt: Packet, user: str | None, reason: str, status: int = Status.INVALID_LOGIN
     ) -> None:
+        # INVALID_LOGIN as OpenMQ's broker answers (the stock Java client: C4060 "Login
+        # failed"; libmqcrt: MQ_BROKER_INVALID_LOGIN); FORBIDDEN is for access control.
         log.warning("authentication failed for user %s from %s: %s", user or "?", self.peer, reason)
         host = self.peer.rpartition(":")[0] or self.peer
         count, delay = self.broker.login_throttle.failed(host, time.monotonic())

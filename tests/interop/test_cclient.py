@@ -58,8 +58,9 @@ CHECKS = [
     "close_connection",
 ]
 
-# mqerrors.h: MQ_BROKER_FORBIDDEN, what the library reports for a 403 from the broker.
-MQ_BROKER_FORBIDDEN = 2302
+# mqerrors.h: MQ_BROKER_INVALID_LOGIN, what the library reports for the broker's 413
+# INVALID_LOGIN (what OpenMQ's broker answers a failed login; was 403, MQ_BROKER_FORBIDDEN).
+MQ_BROKER_INVALID_LOGIN = 2309
 
 # The values probe.c's send-props mode sets (and the Python side sends to recv-props).
 TEXT = "interop café €"
@@ -111,7 +112,7 @@ def test_c_client_auth_types(own_broker: Any, c_probe: CProbe, auth: str) -> Non
     for user, password in [("guest", "wrong"), ("nobody", "guest")] * 2:
         bad = c_probe.run(b, "connect", user=user, password=password)
         assert bad.returncode != 0, bad.explain()
-        assert f"status {MQ_BROKER_FORBIDDEN}" in bad.lines, bad.explain()
+        assert f"status {MQ_BROKER_INVALID_LOGIN}" in bad.lines, bad.explain()
     # The broker saw a C client log in and the failures as failures.
     log = b.log_text()
     assert "guest" in log and "nobody" in log, log[-3000:]

@@ -1,6 +1,6 @@
 """A refused login, as the stock C client's bytes see it (raw socket, real broker).
 
-The broker answers AUTHENTICATE with 403 and then leaves the closing to the client for a
+The broker answers AUTHENTICATE with 413 INVALID_LOGIN and then leaves the closing to the client for a
 moment (libmqcrt reports "connection closed" instead of the refusal when EOF follows the
 reply at once); meanwhile nothing else the client sends is served, and the broker closes
 the connection itself if the client does not.
@@ -26,7 +26,7 @@ def test_refused_login_serves_nothing_more_and_closes(broker: Any) -> None:
         # The captured credential answered another nonce, so this login fails.
         peer.send(vector(f"{CAPTURE}/c2b-04-AUTHENTICATE.hex"))
         reply = peer.expect(PacketType.AUTHENTICATE_REPLY)
-        assert reply.properties["JMQStatus"] == 403
+        assert reply.properties["JMQStatus"] == 413  # INVALID_LOGIN, as OpenMQ's broker
         peer.send(vector(f"{CAPTURE}/c2b-06-START.hex"))
         peer.send(vector(f"{CAPTURE}/c2b-07-CREATE_SESSION.hex"))
         assert peer.closed_by_peer()
