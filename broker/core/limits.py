@@ -276,7 +276,9 @@ class Limits:
             high_bytes = max_bytes - max_bytes // 10 if max_bytes >= 0 else -1
         else:
             # REMOVE_OLDEST / REMOVE_LOW_PRIORITY chose losing old messages over slowing
-            # producers; a REJECT_NEWEST destination nobody drains has its limit.
+            # producers; a REJECT_NEWEST destination nobody drains has its limit.  The
+            # credit still counts against the others' room should consumers come.
+            prod.granted = max(batch, 0)
             return batch
         fanout = _fanout(dest)
         size = dest.msg_bytes_in // dest.msgs_in if dest.msgs_in else 1024
