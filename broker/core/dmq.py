@@ -32,6 +32,9 @@ DMQ_DEFAULTS = {
     "limitBehavior": "REMOVE_OLDEST",
     "maxBytesPerMsg": -1,
     "useDMQ": False,
+    # As OpenMQ's: no producer may be added (ADD_PRODUCER answers 409); the broker itself
+    # puts dead messages there.
+    "maxNumProducers": 0,
 }
 
 _OFF_EXPIRATION = 12

@@ -1,9 +1,9 @@
 """The stock Java client's view of the broker's messaging features, one JVM per program.
 
 Features.java: JMS 2.0 (JMSContext, CompletionListener, shared and shared-durable
-subscriptions, delivery delay), client acknowledge and recover, transacted sessions and
-5 MB messages. Reports.java: IBM MQ report messages asked for with ``JMS_IBM_*``
-properties, which only our broker sends.
+subscriptions, delivery delay), client acknowledge and recover, transacted sessions,
+5 MB messages, and what the broker refuses (exception class and error code). Reports.java:
+IBM MQ report messages asked for with ``JMS_IBM_*`` properties, which only our broker sends.
 """
 
 from __future__ import annotations
@@ -26,6 +26,19 @@ FEATURES = [
     "client_ack_unacked_redelivered_on_close",
     "transacted_commit_rollback",
     "large_5mb",
+    # What the broker refuses, as the exception class and error code the stock client
+    # throws with OpenMQ's broker (login failures: C4060; the DMQ takes no producers).
+    "refused client_id_in_use",
+    "refused bad_password",
+    "refused unknown_user",
+    "refused unsubscribe_unknown",
+    "refused durable_already_active",
+    "refused invalid_selector",
+    "refused send_to_deleted_temporary",
+    "refused producer_on_dmq",
+    "browse_with_selector",
+    "no_local_and_expired",
+    "jmsx_group_properties",
 ]
 
 REPORTS = [

@@ -2,6 +2,7 @@ import jakarta.jms.*;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
+import java.util.Enumeration;
 import java.util.HashMap;
 import java.util.HashSet;
 import java.util.List;
@@ -13,7 +14,8 @@ import java.util.concurrent.TimeUnit;
 /**
  * What a JMS application sees of the broker's messaging features: JMS 2.0 (JMSContext,
  * CompletionListener, shared and shared-durable subscriptions, delivery delay), client
- * acknowledge and recover, transacted sessions, and a 5 MB message.
+ * acknowledge and recover, transacted sessions, a 5 MB message, and what the broker refuses
+ * (the exception class and error code OpenMQ's broker makes the client throw).
  *
  * <pre>  Features HOST PORT SUFFIX</pre>
  */
@@ -29,6 +31,7 @@ public class Features {
         acknowledge();
         transactions();
         large();
+        refusals(cf);
         Checks.done();
     }
 
@@ -355,5 +358,109 @@ public class Features {
                 Checks.expect(text.equals(((TextMessage) m).getText()), "text differs");
             }
         });
+    }
+
+    /** Runs body, which must throw a JMSException of type want with error code code. */
+    static void refused(String name, Class<? extends Exception> want, String code, Checks.Body body) {
+        Checks.check("refused " + name, () -> {
+            try {
+                body.run();
+            } catch (JMSException e) {
+                Checks.expect(want.isInstance(e), "threw " + e);
+                Checks.expectEquals(code, e.getErrorCode(), "error code of " + e);
+                return;
+            }
+            Checks.expect(false, "nothing thrown");
+        });
+    }
+
+    static void refusals(ConnectionFactory cf) throws Exception {
+        String cid = name("cid");
+        try (Connection c = Checks.connect(host, port)) {
+            c.setClientID(cid);
+            Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Topic t = s.createTopic(name("rt"));
+            refused("client_id_in_use", InvalidClientIDException.class, "C4052", () -> {
+                try (Connection c2 = Checks.connect(host, port)) {
+                    c2.setClientID(cid);
+                }
+            });
+            refused("bad_password", JMSSecurityException.class, "C4060",
+                    () -> cf.createConnection("guest", "not the password").close());
+            refused("unknown_user", JMSSecurityException.class, "C4060",
+                    () -> cf.createConnection("nobody-" + sfx, "guest").close());
+            refused("unsubscribe_unknown", InvalidDestinationException.class, "C4086",
+                    () -> s.unsubscribe(name("nosuch")));
+            refused("durable_already_active", ResourceAllocationException.class, "C4073", () -> {
+                MessageConsumer d = s.createDurableSubscriber(t, "d2");
+                try {
+                    s.createDurableSubscriber(t, "d2");
+                } finally {
+                    d.close();
+                    s.unsubscribe("d2");
+                }
+            });
+            refused("invalid_selector", InvalidSelectorException.class, "C4022",
+                    () -> s.createConsumer(s.createQueue(name("sel")), "a = = 3"));
+            refused("send_to_deleted_temporary", InvalidDestinationException.class, "C4111", () -> {
+                TemporaryQueue tq = s.createTemporaryQueue();
+                tq.delete();
+                s.createProducer(tq).send(s.createTextMessage("x"));
+            });
+            // OpenMQ's dead message queue takes no producers (maxNumProducers 0: ADD_PRODUCER 409).
+            refused("producer_on_dmq", JMSException.class, "C4036",
+                    () -> s.createProducer(s.createQueue("mq.sys.dmq")).send(s.createTextMessage("x")));
+
+            Checks.check("browse_with_selector", () -> {
+                Queue q = s.createQueue(name("browse"));
+                MessageProducer p = s.createProducer(q);
+                for (int i = 0; i < 3; i++) {
+                    Message m = s.createTextMessage("b" + i);
+                    m.setIntProperty("i", i);
+                    p.send(m);
+                }
+                QueueBrowser br = s.createBrowser(q, "i >= 1");
+                List<String> seen = new ArrayList<>();
+                for (Enumeration<?> e = br.getEnumeration(); e.hasMoreElements(); ) {
+                    seen.add(((TextMessage) e.nextElement()).getText());
+                }
+                br.close();
+                Checks.expectEquals(Arrays.asList("b1", "b2"), seen, "browsed");
+                c.start();
+                MessageConsumer k = s.createConsumer(q);
+                for (int i = 0; i < 3; i++) {
+                    Checks.expect(k.receive(10000) != null, "browsing took message " + i);
+                }
+                k.close();
+            });
+            Checks.check("no_local_and_expired", () -> {
+                Topic nl = s.createTopic(name("nolocal"));
+                MessageConsumer k = s.createConsumer(nl, null, true);
+                s.createProducer(nl).send(s.createTextMessage("local"));
+                Checks.expect(k.receive(500) == null, "noLocal consumer got its connection's message");
+                k.close();
+                Queue q = s.createQueue(name("expired"));
+                s.createProducer(q).send(s.createTextMessage("x"), DeliveryMode.PERSISTENT, 4, 100);
+                Thread.sleep(300);
+                k = s.createConsumer(q);
+                Checks.expect(k.receive(500) == null, "an expired message was delivered");
+                k.close();
+            });
+            Checks.check("jmsx_group_properties", () -> {
+                Queue q = s.createQueue(name("jmsx"));
+                Message m = s.createTextMessage("x");
+                m.setStringProperty("JMSXGroupID", "g");
+                m.setIntProperty("JMSXGroupSeq", 3);
+                s.createProducer(q).send(m);
+                MessageConsumer k = s.createConsumer(q);
+                Message r = k.receive(10000);
+                Checks.expectEquals("g", r.getStringProperty("JMSXGroupID"), "JMSXGroupID");
+                Checks.expectEquals(3, r.getIntProperty("JMSXGroupSeq"), "JMSXGroupSeq");
+                Set<Object> names = new HashSet<>(Collections.list(r.getPropertyNames()));
+                Checks.expectEquals(new HashSet<>(Arrays.asList("JMSXGroupID", "JMSXGroupSeq", "JMSXDeliveryCount")),
+                        names, "property names");
+                k.close();
+            });
+        }
     }
 }
