@@ -36,6 +36,7 @@ FEATURES = [
     "refused invalid_selector",
     "refused send_to_deleted_temporary",
     "refused producer_on_dmq",
+    "listener_request_reply_temporary_queue",
     "browse_with_selector",
     "no_local_and_expired",
     "jmsx_group_properties",
