@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.core import limits
 from broker.engine import ConnectionEngine
 from broker.launcher import ROOT
 from broker.protocol.jtypes import JInt, JLong
@@ -173,6 +174,31 @@ def test_topic_credit_counts_every_subscriber_and_a_closed_producer_frees_its_cr
     assert dest.msg_count == 80 and dest.stats.rejected == 0
     for e, _cid in subs:
         assert len([p for p in _sent(e) if p.type == PacketType.BYTES_MESSAGE]) == 40
+
+
+def test_an_idle_producers_credit_stops_counting_after_a_while(broker: Broker) -> None:
+    """Credit a producer does not come back for (it sends nothing) counts against the
+    others' room for CREDIT_AGE seconds only; after that the headroom covers it."""
+    now = [1000.0]
+    broker.router.limits.clock = lambda: now[0]
+    broker.router.settings.producer_batch = BATCH
+    broker.router.create_destination(
+        "aq", DEST_QUEUE, None, auto=False, attributes={"maxNumMsgs": 100}
+    )
+    _consumer(broker, "aq", DEST_QUEUE)
+    _idle, _idle_pid, idle_credit = _producer(broker, "aq", DEST_QUEUE)
+    prod, pid, credit = _producer(broker, "aq", DEST_QUEUE)
+    assert (idle_credit, credit) == (BATCH, BATCH)
+    credits = []
+    while credit:
+        credit = _credit(_send(prod, "aq", pid, credit, DEST_QUEUE), pid) or 0
+        credits.append(credit)
+    # 90 below the high-water mark, less the idle producer's 20: held at 70.
+    assert credits == [BATCH, BATCH, 10, 0]
+    assert broker.router.lookup("aq", DEST_QUEUE).msg_count == 70  # type: ignore[union-attr]
+    assert _producer(broker, "aq", DEST_QUEUE)[2] == 0  # a newcomer waits too
+    now[0] += limits.CREDIT_AGE + 1
+    assert _producer(broker, "aq", DEST_QUEUE)[2] == BATCH  # the idle credit no longer counts
 
 
 # -- the stock Java client ------------------------------------------------------------

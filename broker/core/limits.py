@@ -12,6 +12,7 @@ message observers (broker/core/observers.py): that is how the drop log hears of 
 from __future__ import annotations
 
 import logging
+import time
 from typing import TYPE_CHECKING
 
 from broker.protocol.types import DestState, LimitBehavior, Status
@@ -27,12 +28,19 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("broker.router")
 
+# Seconds a producer's unused credit counts against the others' room.  A producer that is
+# sending comes back for more within a batch; one that does not (an idle producer holding
+# the credit ADD_PRODUCER gave it) must not shrink everybody's room for ever: what it may
+# still send is left to the headroom below the limit.
+CREDIT_AGE = 2.0
+
 
 class Limits:
     """The limit, DMQ and flow-control rules of one router."""
 
     def __init__(self, router: MessageRouter) -> None:
         self.router = router
+        self.clock = time.monotonic
 
     # -- sends -----------------------------------------------------------------------
 
@@ -279,11 +287,16 @@ class Limits:
             # producers; a REJECT_NEWEST destination nobody drains has its limit.  The
             # credit still counts against the others' room should consumers come.
             prod.granted = max(batch, 0)
+            prod.granted_at = self.clock()
             return batch
         fanout = _fanout(dest)
         size = dest.msg_bytes_in // dest.msgs_in if dest.msgs_in else 1024
         size = max(size, 1)
-        others = sum(p.granted for p in dest.producers.values() if p is not prod)
+        now = self.clock()
+        since = now - CREDIT_AGE
+        others = sum(
+            p.granted for p in dest.producers.values() if p.granted_at > since and p is not prod
+        )
         room = batch if batch > 0 else 1 << 30
         if high_msgs >= 0:
             room = min(room, (high_msgs - dest.msg_count) // fanout - others)
@@ -297,6 +310,7 @@ class Limits:
             # With nothing left to drain, waiting would be for ever (the credit idle
             # producers hold fills the room): this producer gets at least ``least``.
             prod.granted = max(room, least)
+            prod.granted_at = now
             return prod.granted
         # Resume once ``least`` fits again (count / bytes at or below these).
         count_at = (high_msgs // fanout - others - least) * fanout if high_msgs >= 0 else 1 << 62

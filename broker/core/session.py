@@ -145,7 +145,7 @@ class Consumer:
 class Producer:
     """A message producer registered with ADD_PRODUCER."""
 
-    __slots__ = ("id", "session", "destination", "batch", "sent", "granted")
+    __slots__ = ("id", "session", "destination", "batch", "sent", "granted", "granted_at")
 
     def __init__(self, pid: int, session: Session, destination: Destination, batch: int) -> None:
         self.id = pid
@@ -153,5 +153,6 @@ class Producer:
         self.destination = destination
         self.batch = batch
         self.sent = 0
-        # The credit (messages) last given by flow control; 0 while it waits.
+        # The credit (messages) last given by flow control (0 while it waits), and when.
         self.granted = 0
+        self.granted_at = 0.0
