@@ -94,6 +94,15 @@ DELIBERATE_LIST: list[tuple[str, str, str]] = [
 ]
 for _col in ("Pkts In", "Pkts Out", "Pkt Bytes In", "Pkt Bytes Out", "Msg Bytes Out"):
     DELIBERATE_LIST.append(("metrics bkr", _col, _REPLIES))
+for _svc in ("ssljms", "ssladmin", "httpjms", "httpsjms", "wsjms", "wssjms"):
+    DELIBERATE_LIST.append(
+        (
+            "list svc",
+            f"row {_svc}",
+            "ours lists the services that run (so do the portal, the REST API and "
+            "Prometheus); the stock broker also those configured but not active, as UNKNOWN",
+        )
+    )
 DELIBERATE_LIST += [
     (
         "metrics svc -n jms",

@@ -19,6 +19,10 @@ async def _get_cluster(client: AdminClient) -> list[dict[str, Any]]:
     return [dict(row) for row in read_vector(body)]
 
 
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, int) else None
+
+
 def list_brokers(admin: BrokerAdmin) -> list[dict[str, Any]]:
     """Every broker of the cluster: address (host:port of its port mapper), instance,
     state (OpenMQ's BrokerState name: OPERATING, BROKER_DOWN, TAKEOVER_COMPLETE...),
@@ -34,9 +38,9 @@ def list_brokers(admin: BrokerAdmin) -> list[dict[str, Any]]:
                 "state": BROKER_STATES.get(state, str(state)) if isinstance(state, int) else "",
                 "broker_id": str(r.get("ID", "")),
                 "is_self": bool(r.get("self")),
-                "num_msgs": r.get("NumMsgs"),
+                "num_msgs": _int(r.get("NumMsgs")),
                 "takeover_broker_id": r.get("TakeoverBrokerID"),
-                "status_timestamp": r.get("StatusTimestamp"),
+                "status_timestamp": _int(r.get("StatusTimestamp")),
             }
         )
     return out

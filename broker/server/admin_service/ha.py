@@ -30,6 +30,9 @@ if TYPE_CHECKING:
 
 __all__ = ["TAKEOVER_BROKER", "get_ha_cluster", "ha_state", "takeover_broker"]
 
+# Seconds GET_CLUSTER waits for the store's writer thread to read the members.
+STORE_TIMEOUT = 8.0
+
 
 async def takeover_broker(conn: ClientConnection, props: dict) -> tuple[dict, bytes]:
     target = props.get("JMQBrokerID")
@@ -84,7 +87,14 @@ async def get_ha_cluster(conn: ClientConnection) -> tuple[dict, bytes]:
 
     store.run_in_writer(job)
     try:
-        rows = await fut
+        # The writer may be busy with a long batch, or stuck on a database that is away.
+        rows = await asyncio.wait_for(fut, STORE_TIMEOUT)
+    except TimeoutError:
+        raise RouterError(
+            Status.UNAVAILABLE,
+            f"the store did not answer within {STORE_TIMEOUT:g} s: the HA cluster's "
+            "brokers cannot be listed now",
+        ) from None
     except RouterError:
         raise
     except Exception as exc:

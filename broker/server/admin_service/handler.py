@@ -143,7 +143,6 @@ TEMP_QUEUE_CLASS = "com.sun.messaging.jmq.jmsclient.TemporaryQueueImpl"
 
 
 # com.sun.messaging.jmq.util.ServiceState
-SERVICE_UNKNOWN = -1
 SERVICE_RUNNING = 3
 SERVICE_PAUSED = 4
 SERVICE_STOPPED = 6
@@ -865,10 +864,10 @@ class AdminHandler:
         broker = conn.broker
         wanted = props.get("JMQServiceName")
         services = [s for s in broker.services if not wanted or s.name == wanted]
-        config = broker.config
-        infos = self._inactive_services(broker, wanted)
-        if wanted and not services and not infos:
+        if wanted and not services:
             raise AdminError(Status.NOT_FOUND, f"service {wanted} not found")
+        config = broker.config
+        infos = []
         for svc in services:
             admin = svc.type == "ADMIN"
             if svc.paused:
@@ -890,35 +889,6 @@ class AdminHandler:
                 )
             )
         return {}, encode_infos(infos)
-
-    @staticmethod
-    def _inactive_services(broker: Any, wanted: object) -> list[Any]:
-        """The services of ``imq.service.list`` not in ``imq.service.activelist``, as
-        OpenMQ lists them: state UNKNOWN, the configured port (0: "dynamic"; none: -1)."""
-        active = {s.name for s in broker.services}
-        config = broker.config
-        known = {name: (proto, stype) for name, proto, stype, *_ in imq.SERVICES}
-        out = []
-        for name in config.get(imq.SERVICE_LIST) or ():
-            if name in active or name not in known or (wanted and name != wanted):
-                continue
-            proto, stype = known[name]
-            port = config.get_int(imq.service_port(name, proto), -1)
-            out.append(
-                service_info(
-                    name=name,
-                    protocol=proto,
-                    type=1 if stype == "ADMIN" else 0,
-                    state=SERVICE_UNKNOWN,
-                    nConnections=0,
-                    currentThreads=0,
-                    dynamicPort=port == 0,
-                    port=port,
-                    minThreads=config.get_int(f"imq.{name}.min_threads", -1),
-                    maxThreads=config.get_int(f"imq.{name}.max_threads", -1),
-                )
-            )
-        return out
 
     def _update_service(self, conn: ConnectionEngine, props: dict, body: bytes):
         """UPDATE_SERVICE: the port (the service listens there from now on; open
