@@ -74,6 +74,10 @@ class Peer:
 
     def expect(self, ptype: int) -> Packet:
         pkt = self.recv()
+        while pkt.type == PacketType.INFO and ptype != PacketType.INFO:
+            # An HA broker tells its clients of a changed broker list at any time (cluster
+            # INFO); the stock client takes it in its reader thread, between replies.
+            pkt = self.recv()
         assert pkt.type == ptype, f"expected {PacketType(ptype).name}, got {pkt!r} {pkt.properties}"
         return pkt
 

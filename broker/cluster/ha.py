@@ -35,7 +35,7 @@ from django.db import connections
 from broker.core.errors import RouterError
 from broker.core.recovery import recover
 from broker.models import BrokerState, StoreOwner
-from broker.protocol.jtypes import JLong
+from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.types import Status
 from broker.store import takeover
 
@@ -336,10 +336,36 @@ class HAMonitor:
     # -- event loop ---------------------------------------------------------------
 
     def _set_members(self, members: list[str], rows: dict[str, Member] | None = None) -> None:
+        changed = set(members) != set(self.members)
         self.members = members
         if rows is not None:
             self.rows = rows
         self._update_hello()
+        if changed:
+            # Clients connected before a member joined or after one left learn the new
+            # list now (the stock broker's cluster INFO); an HA client fails over by it.
+            notify = getattr(self.broker, "broker_list_changed", None)
+            if notify is not None:
+                notify()
+
+    def cluster_info(self) -> dict[str, object]:
+        """The body of a cluster INFO packet: ``BrokerIDs`` and, per member operating
+        now, its ``BrokerID``, ``brokerURL``, ``State`` (2, running), ``StateString`` and
+        ``isLocal`` (the layout the stock client reads)."""
+        by_address = {m.row.address: bid for bid, m in self.rows.items() if not m.failed}
+        by_address[self.store.address] = self.broker_id
+        info: dict[str, object] = {}
+        for address in self.members:
+            bid = by_address.get(address, address)
+            info[bid] = {
+                "BrokerID": bid,
+                "brokerURL": f"mq://{address}/",
+                "State": JInt(2),
+                "StateString": "OPERATING",
+                "isLocal": bid == self.broker_id,
+            }
+        info["BrokerIDs"] = ",".join(k for k in info)
+        return info
 
     @property
     def session(self) -> int:

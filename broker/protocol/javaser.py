@@ -1068,6 +1068,7 @@ class _Writer:
         self._classes: dict[str, int] = {}
         self._cached_boxes: dict[tuple[str, bytes], int] = {}
         self.intern_keys = False
+        self.nested_maps = False  # a Mapping value in a map is written as a Hashtable
         self._keys: dict[str, int] = {}
         self._type_strings: dict[str, int] = {}
 
@@ -1299,7 +1300,10 @@ class _Writer:
             self.key(key)
             entry = values[key]
             if isinstance(entry, Mapping):
-                raise JavaSerializationError(f"nested maps are not supported (key {key!r})")
+                if not self.nested_maps:
+                    raise JavaSerializationError(f"nested maps are not supported (key {key!r})")
+                self.map(entry, hashtable=True)
+                continue
             self.value(entry)
 
 
@@ -1310,9 +1314,11 @@ def encode_map_body(values: Mapping[str, object]) -> bytes:
     return bytes(writer.out)
 
 
-def encode_hashtable(values: Mapping[str, object]) -> bytes:
-    """Encode a ``java.util.Hashtable`` exactly as Java 17 writes it (no None values)."""
+def encode_hashtable(values: Mapping[str, object], nested: bool = False) -> bytes:
+    """Encode a ``java.util.Hashtable`` exactly as Java 17 writes it (no None values);
+    with ``nested``, a Mapping value is itself written as a Hashtable."""
     writer = _Writer()
+    writer.nested_maps = nested
     writer.map(values, hashtable=True)
     return bytes(writer.out)
 

@@ -557,14 +557,38 @@ class Broker:
             "JMQBrokerList": self.cluster.broker_list() if self.cluster is not None else "",
             "JMQHA": bool(self.hello_properties.get("JMQHA")),
         }
+        props: dict[str, object] = {"JMQRequestType": JInt(int(req)), "JMQStatus": JInt(200)}
+        if info["JMQBrokerList"]:
+            # The stock client reads the list from the properties, not the body.
+            props["JMQBrokerList"] = info["JMQBrokerList"]
         conn.write(
             build_packet(
                 PacketType.INFO,
-                props={"JMQRequestType": JInt(int(req)), "JMQStatus": JInt(200)},  # type: ignore[arg-type]
+                props=props,
                 body=encode_hashtable(info),
                 consumer_id=pkt.consumer_id,
             )
         )
+
+    def broker_list_changed(self) -> None:
+        """An HA cluster's members changed: every client connection (protocol 4.0 and
+        later) gets an unsolicited cluster INFO packet (JMQRequestType 2) with the new
+        JMQBrokerList, as the stock broker sends one when a broker is added or removed;
+        the stock client replaces its broker list with it and fails over by it."""
+        if self.ha is None:
+            return
+        packet = build_packet(
+            PacketType.INFO,
+            props={
+                "JMQRequestType": JInt(2),
+                "JMQStatus": JInt(200),
+                "JMQBrokerList": self.hello_properties["JMQBrokerList"],
+            },
+            body=encode_hashtable(self.ha.cluster_info(), nested=True),
+        )
+        for conn in list(self.connections.values()):
+            if not conn.admin and conn.user is not None and conn.protocol_level >= 400:
+                conn.write(packet)
 
     # -- delayed delivery ----------------------------------------------------------
 
