@@ -2,11 +2,12 @@
 command, and publishing to real object stores -- the test's slapd (read back by the JDK's
 own LDAP provider in a Java program compiled here) and a file-system ``.bindings`` file.
 
-The stock-client half (a Java program on imq.jar looking a ConnectionFactory and a Queue
-up and sending through the broker) is not here: imq.jar is not on this machine.  What the
-JDK returns without OpenMQ's factory on the class path is the stored Reference itself,
-so that is checked against what OpenMQ's AdministeredObjectFactory reads: class name,
-factory, address 0 ``version`` = ``3.0``, address 1 ``readOnly``, then the attributes.
+Here the JDK runs without OpenMQ's factory on the class path, so a lookup returns the
+stored Reference itself, checked against what OpenMQ's AdministeredObjectFactory reads:
+class name, factory, address 0 ``version`` = ``3.0``, address 1 ``readOnly``, then the
+attributes.  The stock-client half (imq.jar looking the objects up in LDAP and in a
+``.bindings`` file, then connecting and sending through the broker) is
+tests/interop/test_java_jndi.py.
 """
 
 from __future__ import annotations
