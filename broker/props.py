@@ -322,6 +322,10 @@ LOOP_LAG_WINDOW = Int("imq.loop.lag.window", "10", listed=False)
 LOOP_LAG_WARN = Int("imq.loop.lag.warn", "100", listed=False)
 # Ours: freeze the start-up heap out of full garbage collections (looplag.py).
 GC_FREEZE = Bool("imq.gc.freeze", "true", listed=False)
+# Ours: defer full garbage collections while more messages than this are queued (0: never),
+# for at most imq.gc.defer.maxwait seconds (looplag.FullCollections).
+GC_DEFER_MESSAGES = Int("imq.gc.defer.messages", "20000", listed=False)
+GC_DEFER_MAXWAIT = Int("imq.gc.defer.maxwait", "600", listed=False)
 
 # --- cluster
 CLUSTER_PORT = Int("imq.cluster.port", "0")

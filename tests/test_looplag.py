@@ -5,8 +5,10 @@ reply, its properties (the portal overview's source) and on ``/metrics``."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
+import weakref
 from typing import Any
 
 import pytest
@@ -15,7 +17,7 @@ from broker import props
 from broker.admin import actions
 from broker.admin.remote import BrokerAdmin
 from broker.core.metrics import LagWindow
-from broker.server.looplag import LoopLagMonitor
+from broker.server.looplag import FullCollections, LoopLagMonitor
 
 from .portal_server import start_stack
 from .test_client_live import run
@@ -116,3 +118,48 @@ def test_metrics_endpoint_exports_the_loop_lag() -> None:
     finally:
         stack.stop()
     assert 0 < lag_p99 <= lag_max < 60
+
+
+def test_full_collections_deferred_while_a_backlog_is_queued() -> None:
+    """Above the mark the interpreter starts no full collection; one is forced after
+    max_wait; under the mark its own threshold is back."""
+    now = [0.0]
+    fc = FullCollections(max_backlog=1000, max_wait=60, clock=lambda: now[0])
+    before = gc.get_threshold()
+    try:
+        fc.tick(10)
+        assert gc.get_threshold() == before and not fc.deferring
+        fc.tick(5000)
+        assert fc.deferring and gc.get_threshold()[2] > 10**9
+        assert gc.get_threshold()[:2] == before[:2]
+        # Cyclic garbage made meanwhile is still freed by the forced collection.
+        ref = weakref.ref(_cycle())
+        now[0] = 30.0
+        fc.tick(5000)
+        assert fc.forced == 0 and ref() is not None
+        now[0] = 61.0
+        fc.tick(5000)
+        assert fc.forced == 1 and ref() is None
+        fc.tick(999)
+        assert gc.get_threshold() == before and not fc.deferring
+    finally:
+        fc.close()
+    assert gc.get_threshold() == before
+
+
+def test_full_collections_off_with_zero() -> None:
+    fc = FullCollections(max_backlog=0, max_wait=60)
+    before = gc.get_threshold()
+    fc.tick(10**6)
+    assert gc.get_threshold() == before and not fc.deferring
+
+
+class _Node:
+    def __init__(self) -> None:
+        self.other: _Node | None = None
+
+
+def _cycle() -> _Node:
+    a, b = _Node(), _Node()
+    a.other, b.other = b, a
+    return a

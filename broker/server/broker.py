@@ -40,7 +40,7 @@ from broker.store.base import Store
 from .clustering import cluster_entry, start_cluster
 from .connection import ClientConnection
 from .events import EventPublisher
-from .looplag import LoopLagMonitor, freeze_startup_heap
+from .looplag import FullCollections, LoopLagMonitor, freeze_startup_heap
 from .reporting import attach_reports
 
 log = logging.getLogger("broker")
@@ -155,6 +155,7 @@ class Broker:
         self.flow_waiting: set[ConnectionEngine] = set()
         self.router.on_producer_room = lambda link, pid: link.resume_producer(pid)
         self._housekeeping_tasks: list[asyncio.Task] = []
+        self.full_collections: FullCollections | None = None
         # Live events on the channel layer and MetricSample rows (events.py), once started.
         self.events: EventPublisher | None = None
         # The event-loop lag probe (looplag.py), once started.
@@ -330,6 +331,14 @@ class Broker:
             loop, c.get(props.LOOP_LAG_WINDOW) or 10, c.get(props.LOOP_LAG_WARN)
         )
         self.loop_lag.start()
+        self.full_collections = FullCollections(
+            c.get(props.GC_DEFER_MESSAGES), c.get(props.GC_DEFER_MAXWAIT)
+        )
+        self._housekeeping_tasks.append(
+            asyncio.create_task(
+                self._every(2, lambda: self.full_collections.tick(self.router.totals.count))
+            )
+        )
         self.events = EventPublisher(self)
         self._housekeeping_tasks.append(asyncio.create_task(self._every(1, self.events.tick)))
         self.restart_expiry_job()
@@ -489,6 +498,8 @@ class Broker:
             task.cancel()
         if self.loop_lag is not None:
             self.loop_lag.close()
+        if self.full_collections is not None:
+            self.full_collections.close()
         if self.events is not None:
             self.events.close()
         if self._expiry_task is not None:

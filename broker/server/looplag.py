@@ -30,7 +30,7 @@ from broker.core.metrics import LagWindow
 
 log = logging.getLogger("broker.looplag")
 
-__all__ = ["LoopLagMonitor", "freeze_startup_heap"]
+__all__ = ["FullCollections", "LoopLagMonitor", "freeze_startup_heap"]
 
 PROBE_INTERVAL = 0.1
 
@@ -53,6 +53,57 @@ def freeze_startup_heap() -> None:
         pass
     gc.collect()
     gc.freeze()
+
+
+# A generation-2 threshold no count reaches: the interpreter never starts one itself.
+_NEVER = 2**31 - 1
+
+
+class FullCollections:
+    """Full (generation-2) garbage collections deferred while a backlog is queued.
+
+    Each queued message is a few objects the cyclic collector tracks, and the interpreter
+    starts a full collection whenever the long-lived objects have grown by a quarter: a
+    growing backlog of 100,000 messages pays 200-300 ms on the event loop's thread again
+    and again (issue 23's steady-rate tail; bench/gc_backlog.py).  Messages are freed by
+    reference counting, not by the collector, so while more than ``max_backlog`` messages
+    are queued the broker keeps the young collections and defers the full ones, for at most
+    ``max_wait`` seconds (the bound on cyclic garbage kept meanwhile); once the backlog is
+    back under the mark, the interpreter's own rule applies again.
+    """
+
+    def __init__(self, max_backlog: int, max_wait: float, clock=time.monotonic) -> None:
+        self.max_backlog = max_backlog
+        self.max_wait = max_wait
+        self.clock = clock
+        self.deferring = False
+        self.deferred_since = 0.0
+        self.forced = 0  # full collections run because max_wait was over
+
+    def tick(self, backlog: int) -> None:
+        """Called every few seconds with the number of messages queued broker-wide."""
+        if self.max_backlog <= 0:
+            return
+        t0, t1, t2 = gc.get_threshold()
+        if backlog > self.max_backlog:
+            if not self.deferring:
+                self.deferring, self.deferred_since = True, self.clock()
+                self._normal = t2
+                gc.set_threshold(t0, t1, _NEVER)
+            elif self.clock() - self.deferred_since >= self.max_wait:
+                self.forced += 1
+                gc.collect()
+                self.deferred_since = self.clock()
+        elif self.deferring:
+            self.deferring = False
+            gc.set_threshold(t0, t1, self._normal)
+
+    def close(self) -> None:
+        """Give the interpreter its own rule back."""
+        if self.deferring:
+            self.deferring = False
+            t0, t1, _ = gc.get_threshold()
+            gc.set_threshold(t0, t1, self._normal)
 
 
 class LoopLagMonitor:
