@@ -218,6 +218,10 @@ def test_stock_imqcmd_list_bkr_conventional_cluster(tmp_path: Path, imqcmd: Stoc
             {"Address": addr(a), "State": "OPERATING"},
             {"Address": addr(b), "State": "OPERATING"},
         ]
+        q = imqcmd.run(addr(a), "query", "bkr").pairs()
+        for x in (a, b):  # OpenMQ's URLs, as the stock broker gives them
+            assert f"mq://{addr(x)}/" in q["Cluster Broker List (configured)"], q
+            assert f"mq://{addr(x)}/" in q["Cluster Broker List (active)"], q
         b.stop()
         wait_for(lambda: "lost" in a.log_text() or "left the cluster" in a.log_text(), 30, "B gone")
         r = imqcmd.run(addr(a), "list", "bkr")

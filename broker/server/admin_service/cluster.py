@@ -104,8 +104,9 @@ async def reload_cluster(conn: ConnectionEngine, props: dict) -> tuple[dict, byt
 
 
 def cluster_properties(b) -> dict[str, str]:
-    """imq.cluster.brokerlist and .active as GET_BROKER_PROPS reports them: the active
-    brokers as OpenMQ's URLs (``mq://host:port/``), a broker alone listing itself."""
+    """imq.cluster.brokerlist and .active as GET_BROKER_PROPS reports them, as OpenMQ's
+    URLs (``mq://host:port/``, as stock imqcmd prints them); a broker alone is the active
+    list by itself."""
     cluster = b.cluster
     if cluster is None:
         if getattr(b, "ha", None) is not None:
@@ -114,6 +115,6 @@ def cluster_properties(b) -> dict[str, str]:
         host = b.config.get(imq.HOSTNAME) or "localhost"
         return {imq.CLUSTER_BROKERLIST_ACTIVE: f"mq://{host}:{pm}/"}
     return {
-        imq.CLUSTER_BROKERLIST.name: ",".join(r["address"] for r in cluster.brokers()),
+        imq.CLUSTER_BROKERLIST.name: ",".join(f"mq://{r['address']}/" for r in cluster.brokers()),
         imq.CLUSTER_BROKERLIST_ACTIVE: cluster.broker_list(),
     }
