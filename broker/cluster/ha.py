@@ -278,19 +278,7 @@ class HAMonitor:
     async def take_over_now(self, broker_id: str) -> Takeover:
         """Take ``broker_id`` over now: it must be a member of this cluster that is not
         running (failed, or shut down, also with -nofailover).  RouterError otherwise."""
-        loop = asyncio.get_running_loop()
-        fut: asyncio.Future[Takeover] = loop.create_future()
-
-        def job() -> None:  # writer thread
-            try:
-                taken = self._forced(broker_id)
-            except Exception as exc:
-                loop.call_soon_threadsafe(_settle, fut, None, exc)
-                return
-            loop.call_soon_threadsafe(_settle, fut, taken, None)
-
-        self.store.run_in_writer(job)
-        taken = await fut
+        taken = await self.store.call_in_writer(lambda: self._forced(broker_id))
         return self._adopt(taken)
 
     def _forced(self, broker_id: str) -> takeover.TakenOver:
@@ -503,15 +491,6 @@ class HAMonitor:
 
 def _me(broker_id: str) -> StoreOwner:
     return StoreOwner(broker_instance=broker_id)
-
-
-def _settle(fut: asyncio.Future, result: object, exc: BaseException | None) -> None:
-    if fut.done():
-        return
-    if exc is not None:
-        fut.set_exception(exc)
-    else:
-        fut.set_result(result)
 
 
 __all__ = ["HAMonitor", "Member", "Takeover", "store_session"]

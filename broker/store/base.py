@@ -32,14 +32,16 @@ Records (plain tuples, first item the kind):
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import NamedTuple
+from typing import NamedTuple, TypeVar
 
+_T = TypeVar("_T")
 log = logging.getLogger("broker.store")
 
 QUEUE_INTEREST = ""
@@ -380,6 +382,33 @@ class Store:
     def run_in_writer(self, fn: Callable[[], None]) -> None:
         """Run ``fn`` in the writer thread after everything handed to it so far."""
         self._give(_Job(fn))
+
+    def call_in_writer(self, fn: Callable[[], _T]) -> asyncio.Future[_T]:
+        """``fn()`` in the writer thread (the ORM off the event loop, after everything
+        handed over so far); its result or exception arrives in the returned future."""
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[_T] = loop.create_future()
+
+        def settle(result: object, exc: BaseException | None) -> None:
+            if fut.done():  # the caller gave up waiting
+                return
+            if exc is not None:
+                fut.set_exception(exc)
+            else:
+                fut.set_result(result)  # type: ignore[arg-type]
+
+        def job() -> None:
+            try:
+                result, exc = fn(), None
+            except Exception as e:
+                result, exc = None, e
+            try:
+                loop.call_soon_threadsafe(settle, result, exc)
+            except RuntimeError:  # the loop is gone: the broker is stopping
+                pass
+
+        self.run_in_writer(job)
+        return fut
 
     def flush(self, timeout: float = 30.0) -> None:
         """Block until everything submitted is written (shutdown, tests)."""

@@ -73,19 +73,8 @@ def ha_state(row: StoreOwner, *, failed: bool) -> int:
 
 async def get_ha_cluster(conn: ClientConnection) -> tuple[dict, bytes]:
     monitor = conn.broker.ha
-    store = monitor.store
-    loop = asyncio.get_running_loop()
-    fut: asyncio.Future[list[dict[str, Any]]] = loop.create_future()
-
-    def job() -> None:  # the store's writer thread: the ORM stays off the event loop
-        try:
-            rows = _ha_rows(monitor)
-        except Exception as exc:  # the database is away: the admin gets the reason
-            loop.call_soon_threadsafe(_settle, fut, None, exc)
-            return
-        loop.call_soon_threadsafe(_settle, fut, rows, None)
-
-    store.run_in_writer(job)
+    # The store's writer thread: the ORM stays off the event loop.
+    fut = monitor.store.call_in_writer(lambda: _ha_rows(monitor))
     try:
         # The writer may be busy with a long batch, or stuck on a database that is away.
         rows = await asyncio.wait_for(fut, STORE_TIMEOUT)
@@ -142,12 +131,3 @@ def _ha_rows(monitor: Any) -> list[dict[str, Any]]:
             row["TakeoverBrokerID"] = m.taken_over_by
         out.append(row)
     return out
-
-
-def _settle(fut: asyncio.Future, result: object, exc: BaseException | None) -> None:
-    if fut.done():
-        return
-    if exc is not None:
-        fut.set_exception(exc)
-    else:
-        fut.set_result(result)
