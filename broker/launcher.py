@@ -44,6 +44,17 @@ def portmapper_answers(host: str, port: int, timeout: float = 2.0) -> bool:
         return False
 
 
+def terminate(proc: subprocess.Popen, grace: float) -> None:
+    """SIGTERM (a clean shutdown), SIGKILL if it is not over within ``grace`` seconds."""
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(5)
+
+
 @dataclass
 class BrokerProcess:
     """A running ``manage.py runbroker`` child and where it listens."""
@@ -62,13 +73,7 @@ class BrokerProcess:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(10)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        terminate(self.proc, 10)
 
 
 def start_broker(
@@ -158,13 +163,7 @@ class StockBrokerProcess:
 
     def stop(self) -> None:
         """SIGTERM: the stock broker's clean shutdown."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        terminate(self.proc, 30)
 
     def kill(self) -> None:
         """SIGKILL, as a crash."""
