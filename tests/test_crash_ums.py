@@ -12,12 +12,9 @@ again by itself, and every persistent message whose send was answered 200 is the
 
 from __future__ import annotations
 
-import shutil
-import tempfile
 import threading
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import requests
@@ -25,9 +22,7 @@ import requests
 from portal.ums import transformer
 
 from .crash_stack import kill_broker, restart_broker
-from .portal_server import start_stack
-from .redis import find_redis_server
-from .ums_stack import UmsStack, start_gateway
+from .ums_stack import UmsStack, running_ums
 
 pytestmark = pytest.mark.timeout(240)
 
@@ -38,21 +33,8 @@ HTTP_TIMEOUT = 60  # a request answered later than this counts as a hang
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[UmsStack]:
-    if find_redis_server() is None:
-        pytest.fail("redis-server not found: run `make install-dev`", pytrace=False)
-    tmp = Path(tempfile.mkdtemp(prefix="imq-crash-ums-"))
-    portal = start_stack(tmp)
-    try:
-        ums = start_gateway(portal)
-    except BaseException:
-        portal.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    try:
+    with running_ums("imq-crash-ums-") as ums:
         yield ums
-    finally:
-        ums.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def simple(stack: UmsStack, data: bytes | None = None, method: str = "POST", **fields):

@@ -11,15 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import http.client
-import os
-import shutil
 import socket
-import tempfile
 import time
 import uuid
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 import requests
@@ -29,8 +25,7 @@ from broker.client import JMSException, Queue, TextMessage, Topic, connect
 from broker.protocol.packet import build_packet
 from broker.protocol.types import FLAG_A, FLAG_Q, PacketType
 
-from .redis import find_redis_server
-from .ums_stack import UmsStack, start_gateway
+from .ums_stack import UmsStack, running_ums
 from .wire import login
 
 ENV = {"UMS_CACHE_DURATION": "4000", "UMS_SWEEP_INTERVAL": "500", "UMS_READ_TIMEOUT": "1000"}
@@ -39,33 +34,13 @@ BAD_NAMES = ["a\r\nb", "a\x00b", "a\nb", "x\u200by"]
 
 @pytest.fixture(scope="module")
 def stack() -> Iterator[UmsStack]:
-    from .portal_server import start_stack
-
-    if find_redis_server() is None:
-        pytest.fail("redis-server not found: run `make install-dev`", pytrace=False)
-    tmp = Path(tempfile.mkdtemp(prefix="imq-umsrob-"))
-    saved = {k: os.environ.get(k) for k in ENV}
-    os.environ.update(ENV)  # the broker's environment, which the portal inherits
-    try:
-        portal = start_stack(tmp, "imq.autocreate.reaptime=1")
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
-    try:
-        portal.create_user("jos\u00e9", "s\u00e9same")
-        ums = start_gateway(portal)
-    except BaseException:
-        portal.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    try:
+    with running_ums(
+        "imq-umsrob-",
+        lambda tmp: ["imq.autocreate.reaptime=1"],
+        ENV,
+        {"jos\u00e9": "s\u00e9same"},
+    ) as ums:
         yield ums
-    finally:
-        ums.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
 
 
 def q() -> str:

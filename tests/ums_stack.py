@@ -17,7 +17,8 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,25 +95,24 @@ def start_gateway(portal: PortalStack) -> UmsStack:
     raise AssertionError("unreachable")
 
 
-@pytest.fixture(scope="module", name="ums_stack")
-def ums_stack_fixture() -> Iterator[UmsStack]:
+@contextmanager
+def running_ums(
+    prefix: str,
+    props: Callable[[Path], Sequence[str]] = lambda tmp: (),
+    env: dict[str, str] | None = None,
+    users: dict[str, str] | None = None,
+) -> Iterator[UmsStack]:
+    """A portal stack (broker ``-D`` properties from ``props(tmp)``, ``env`` in the broker's
+    environment, which the portal inherits), ``users`` created, and the UMS gateway in
+    front of it; everything stopped and removed at the end."""
     if find_redis_server() is None:
         pytest.fail("redis-server not found: run `make install-dev`", pytrace=False)
-    tmp = Path(tempfile.mkdtemp(prefix="imq-ums-"))
-    acl = tmp / "acl"
-    acl.mkdir()
-    (acl / "ums.acl").write_text(
-        "\n".join(f"{k}={v}" for k, v in DEFAULT_RULES.items())
-        + "\nqueue.secret.produce.deny.user=guest\nqueue.secret.consume.deny.user=guest\n"
-    )
-    saved = {k: os.environ.get(k) for k in UMS_ENV}
-    os.environ.update(UMS_ENV)  # the broker's environment, which the portal inherits
+    tmp = Path(tempfile.mkdtemp(prefix=prefix))
+    env = env or {}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
     try:
-        stack = start_stack(
-            tmp,
-            f"imq.accesscontrol.file.dirpath={acl}",
-            "imq.accesscontrol.file.filename=ums.acl",
-        )
+        portal = start_stack(tmp, *props(tmp))
     finally:
         for k, v in saved.items():
             if v is None:
@@ -120,10 +120,11 @@ def ums_stack_fixture() -> Iterator[UmsStack]:
             else:
                 os.environ[k] = v
     try:
-        stack.create_user("alice", "wonderland")
-        ums = start_gateway(stack)
+        for user, password in (users or {}).items():
+            portal.create_user(user, password)
+        ums = start_gateway(portal)
     except BaseException:
-        stack.stop()
+        portal.stop()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     try:
@@ -131,3 +132,19 @@ def ums_stack_fixture() -> Iterator[UmsStack]:
     finally:
         ums.stop()
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _acl_props(tmp: Path) -> list[str]:
+    acl = tmp / "acl"
+    acl.mkdir()
+    (acl / "ums.acl").write_text(
+        "\n".join(f"{k}={v}" for k, v in DEFAULT_RULES.items())
+        + "\nqueue.secret.produce.deny.user=guest\nqueue.secret.consume.deny.user=guest\n"
+    )
+    return [f"imq.accesscontrol.file.dirpath={acl}", "imq.accesscontrol.file.filename=ums.acl"]
+
+
+@pytest.fixture(scope="module", name="ums_stack")
+def ums_stack_fixture() -> Iterator[UmsStack]:
+    with running_ums("imq-ums-", _acl_props, UMS_ENV, {"alice": "wonderland"}) as ums:
+        yield ums
