@@ -58,6 +58,18 @@ CHECKS = [
     "close_connection",
 ]
 
+# The typed properties the Python and Java senders set, as probe.c's recv-props prints them.
+TYPED_PROPS = {
+    "prop.pBool": ("bool", "1"),
+    "prop.pByte": ("int8", "-5"),
+    "prop.pShort": ("int16", "-1234"),
+    "prop.pInt": ("int32", "123456789"),
+    "prop.pLong": ("int64", "1234567890123"),
+    "prop.pFloat": ("float32", "1.5"),
+    "prop.pDouble": ("float64", "-2.25"),
+    "prop.pString": ("string", "café"),
+}
+
 # mqerrors.h: MQ_BROKER_INVALID_LOGIN, what the library reports for the broker's 413
 # INVALID_LOGIN (what OpenMQ's broker answers a failed login; was 403, MQ_BROKER_FORBIDDEN).
 MQ_BROKER_INVALID_LOGIN = 2309
@@ -233,19 +245,9 @@ def test_python_sends_c_receives(broker: Any, c_probe: CProbe) -> None:
     got = {m["header.MQCorrelationID"][1]: m for m in parse_recv_props(r)}
     assert set(got) == {"py-text", "py-bytes"}, r.explain()
 
-    expected_props = {
-        "prop.pBool": ("bool", "1"),
-        "prop.pByte": ("int8", "-5"),
-        "prop.pShort": ("int16", "-1234"),
-        "prop.pInt": ("int32", "123456789"),
-        "prop.pLong": ("int64", "1234567890123"),
-        "prop.pFloat": ("float32", "1.5"),
-        "prop.pDouble": ("float64", "-2.25"),
-        "prop.pString": ("string", "café"),
-    }
     for corr, m in got.items():
         s = sent[corr]
-        for k, v in expected_props.items():
+        for k, v in TYPED_PROPS.items():
             assert m.get(k) == v, (corr, k, m.get(k))
         assert m["header.MQType"] == ("string", "ptype")
         assert m["header.MQMessageID"] == ("string", s.message_id)

@@ -34,7 +34,7 @@ from broker.client import (
 )
 
 from .conftest import CProbe, ProbeResult
-from .test_cclient import BYTES_BODY, C_PROPS, TEXT, parse_recv_props
+from .test_cclient import BYTES_BODY, C_PROPS, TEXT, TYPED_PROPS, parse_recv_props
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -120,16 +120,6 @@ def test_java_sends_c_and_python_receive(
     sent_c = sent_info(ProbeResult(0, "\n".join("info sent " + s for s in sent_lines[:6]), ""))
     sent_py = sent_info(ProbeResult(0, "\n".join("info sent " + s for s in sent_lines[6:]), ""))
 
-    expected_props = {
-        "prop.pBool": ("bool", "1"),
-        "prop.pByte": ("int8", "-5"),
-        "prop.pShort": ("int16", "-1234"),
-        "prop.pInt": ("int32", "123456789"),
-        "prop.pLong": ("int64", "1234567890123"),
-        "prop.pFloat": ("float32", "1.5"),
-        "prop.pDouble": ("float64", "-2.25"),
-        "prop.pString": ("string", "café"),
-    }
     seen = {}
     for suffix in ("_a", "_c"):
         c = c_probe.run(interop_broker, "recv-props", to_c + suffix, str(COUNTS[suffix]))
@@ -142,7 +132,7 @@ def test_java_sends_c_and_python_receive(
         mid, ts, exp = sent_c[corr]
         assert suffix == want_suffix, corr
         assert m["body"] == C_BODY[corr], (corr, m["body"])
-        for k, v in expected_props.items():
+        for k, v in TYPED_PROPS.items():
             assert m.get(k) == v, (corr, k, m.get(k))
         assert m["header.MQType"] == ("string", "jtype"), corr
         assert m["header.MQMessageID"] == ("string", mid), corr
