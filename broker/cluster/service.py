@@ -95,8 +95,8 @@ class ClusterService:
         self.server: asyncio.AbstractServer | None = None
         self.links: dict[gp.BrokerAddress, BrokerLink] = {}
         self.all_links: set[BrokerLink] = set()
-        self.remotes: dict[tuple[int, int], RemoteConsumer] = {}
-        self.inbound: dict[tuple[int, int], InboundOrigin] = {}
+        self.remotes: dict[tuple[BrokerLink, int], RemoteConsumer] = {}
+        self.inbound: dict[tuple[BrokerLink, int], InboundOrigin] = {}
         self._dialling: set[tuple[str, int]] = set()
         self._unreachable: dict[tuple[str, int], str] = {}
         self._tasks: list[asyncio.Task] = []
@@ -249,6 +249,17 @@ class ClusterService:
 
     def link_closed(self, link: BrokerLink) -> None:
         self.all_links.discard(link)
+        # What came over this link goes with it even when a newer link to the same broker
+        # already took its place (a dropped link's connection_lost can come after the
+        # peer's redial is up): a remote consumer left attached would hold its durable
+        # subscription "in use" and draw messages into a dead link.
+        for key in [k for k in self.remotes if k[0] is link]:
+            self._remove_remote(self.remotes.pop(key))
+        for key in [k for k in self.inbound if k[0] is link]:
+            origin = self.inbound.pop(key)
+            origin.pending.clear()
+            self._pending.discard(origin)
+        self.locks.link_down(link)
         addr = link.address
         if addr is None or self.links.get(addr) is not link:
             if not link.logged and not self.stopping:
@@ -271,13 +282,6 @@ class ClusterService:
             log.info("broker %s left the cluster (GOODBYE)", addr)
         elif not self.stopping:
             log.warning("cluster link to broker %s lost: %s", addr, link.reason)
-        for key in [k for k in self.remotes if k[0] == id(link)]:
-            self._remove_remote(self.remotes.pop(key))
-        for key in [k for k in self.inbound if k[0] == id(link)]:
-            origin = self.inbound.pop(key)
-            origin.pending.clear()
-            self._pending.discard(origin)
-        self.locks.link_down(link)
 
     # -- reloading the configuration ------------------------------------------------
 
@@ -753,7 +757,7 @@ class ClusterService:
                 )
 
     def _add_remote(self, link: BrokerLink, uid: gp.ConsumerUID, rec: dict, window: int) -> None:
-        key = (id(link), uid.consumer_id)
+        key = (link, uid.consumer_id)
         if key in self.remotes:
             return
         router = self.router
@@ -842,7 +846,7 @@ class ClusterService:
             raise gp.GPacketError(f"G_INTEREST_UPDATE count {count!r}")
         for _ in range(count):
             uid = gp.ConsumerUID.read(r)
-            rc = self.remotes.pop((id(link), uid.consumer_id), None)
+            rc = self.remotes.pop((link, uid.consumer_id), None)
             if rc is not None:
                 self._remove_remote(rc)
 
@@ -861,7 +865,7 @@ class ClusterService:
         for uid in uids:
             if uid.broker != self.cfg.me:
                 continue
-            key = (id(link), uid.consumer_id)
+            key = (link, uid.consumer_id)
             origin = self.inbound.get(key)
             if origin is None:
                 origin = self.inbound[key] = InboundOrigin(self, link, uid)
@@ -942,7 +946,7 @@ class ClusterService:
         for _ in range(count):
             key = r.raw(SYSMSGID_SIZE)
             uid = gp.ConsumerUID.read(r)
-            rc = self.remotes.get((id(link), uid.consumer_id))
+            rc = self.remotes.get((link, uid.consumer_id))
             if rc is None:
                 continue
             entry = rc.inflight.pop(key, None)
@@ -997,8 +1001,8 @@ class ClusterService:
             if pkt.wants_reply:
                 link.send(gp.GPacket(gp.G_RESUME_MESSAGE_FLOW_REPLY, {"S": 200}))
             stamp = now_ms()
-            for (lid, _cid), rc in list(self.remotes.items()):
-                if lid == id(link):
+            for (rlink, _cid), rc in list(self.remotes.items()):
+                if rlink is link:
                     rc.queue.dispatch(stamp)
         elif t in (gp.G_UPDATE_DESTINATION, gp.G_REM_DESTINATION):
             self._apply_destination(link, pkt)

@@ -1,0 +1,79 @@
+"""The cluster service's bookkeeping of links, in process (no sockets): what a link brought
+goes with it, whatever order its close and a redial's arrival come in."""
+
+from __future__ import annotations
+
+from broker.cluster.config import ClusterConfig
+from broker.cluster.link import BrokerLink
+from broker.cluster.service import ClusterService
+from broker.core.router import MessageRouter
+from broker.protocol import gpacket as gp
+from broker.protocol.types import DEST_TOPIC
+
+ME = gp.BrokerAddress("127.0.0.1", "A", 7676)
+PEER = gp.BrokerAddress("127.0.0.1", "B", 7677)
+
+
+def _service() -> ClusterService:
+    cfg = ClusterConfig(me=ME, peers=[(PEER.host, PEER.port)])
+    return ClusterService(cfg, MessageRouter(), session_id=1)
+
+
+def _up_link(svc: ClusterService) -> BrokerLink:
+    # No transport: what the service writes to it goes nowhere, which is all this needs.
+    link = BrokerLink(svc)
+    link.peer = gp.LinkInit(version=1, host=PEER.host, instance=PEER.instance, port=PEER.port)
+    link.up = True
+    svc.link_up(link)
+    return link
+
+
+def _durable_interest(svc: ClusterService, link: BrokerLink, consumer_id: int) -> None:
+    rec = {
+        "dest": "prices",
+        "client_id": "cid",
+        "durable": "d1",
+        "selector": None,
+        "queue": False,
+        "no_local": False,
+        "temporary": False,
+        "jms_shared": False,
+        "mq_share": False,
+        "shared_name": None,
+    }
+    svc._add_remote(link, gp.ConsumerUID(consumer_id, 9, PEER), rec, 100)
+
+
+def test_a_dropped_link_closing_after_the_redial_is_up_takes_its_consumers_along():
+    svc = _service()
+    old = _up_link(svc)
+    _durable_interest(svc, old, 5)
+    topic = svc.router.lookup("prices", DEST_TOPIC)
+    sub = topic.durables[("cid", "d1")]
+    assert len(sub.queue.consumers) == 1
+
+    # drop() marks the link closed at once; its connection_lost comes later, and the
+    # peer's redial may be up in between.
+    old.closed = True
+    new = _up_link(svc)
+    _durable_interest(svc, new, 6)
+    svc.link_closed(old)
+
+    assert svc.links[PEER] is new
+    assert len(sub.queue.consumers) == 1
+    assert all(k[0] is new for k in svc.remotes)
+    # The peer's consumer goes away and its unsubscribe is applied, not refused as in use.
+    svc._remove_remote(svc.remotes.pop((new, 6)))
+    svc.router.unsubscribe("cid", "d1")
+    assert ("cid", "d1") not in topic.durables
+
+
+def test_remote_consumers_are_keyed_by_the_link_not_its_id():
+    svc = _service()
+    first = _up_link(svc)
+    _durable_interest(svc, first, 5)
+    svc.link_closed(first)
+    assert svc.remotes == {}
+    second = _up_link(svc)
+    _durable_interest(svc, second, 5)
+    assert list(svc.remotes) == [(second, 5)]
