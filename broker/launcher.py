@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -76,6 +78,29 @@ class BrokerProcess:
         terminate(self.proc, 10)
 
 
+def _migrate(python: str, env: dict[str, str]) -> None:
+    subprocess.run(
+        [python, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True
+    )
+
+
+# interpreter -> a SQLite database with every migration applied (made on first use, removed
+# when this process exits).
+_TEMPLATES: dict[str, Path] = {}
+
+
+def _migrated_sqlite(python: str, env: dict[str, str]) -> Path:
+    template = _TEMPLATES.get(python)
+    if template is None:
+        where = Path(tempfile.mkdtemp(prefix="imq-migrated-"))
+        atexit.register(shutil.rmtree, where, ignore_errors=True)
+        template = where / "db.sqlite3"
+        _migrate(python, {**env, "DATABASE_URL": f"sqlite:///{template}"})
+        # The last connection's close checkpointed the WAL: the one file is the database.
+        _TEMPLATES[python] = template
+    return template
+
+
 def start_broker(
     tmp: Path,
     *props: str,
@@ -96,12 +121,13 @@ def start_broker(
     env = {**os.environ, **(env or {})}
     env["DATABASE_URL"] = database_url or f"sqlite:///{tmp / 'db.sqlite3'}"
     env["IMQ_VARHOME"] = str(varhome)
-    subprocess.run(
-        [python or sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT,
-        env=env,
-        check=True,
-    )
+    db_file = tmp / "db.sqlite3"
+    if database_url is None and not db_file.exists():
+        # A fresh SQLite database is a copy of one migrated once per interpreter: a
+        # `manage.py migrate` costs seconds of CPU, and tests start hundreds of brokers.
+        shutil.copyfile(_migrated_sqlite(python or sys.executable, env), db_file)
+    else:
+        _migrate(python or sys.executable, env)
     log_path = tmp / "broker-stdout.txt"
     args = [
         sys.executable,

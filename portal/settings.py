@@ -41,6 +41,7 @@ LOGGING is deliberately not configured: the broker sets up its own (broker/logse
 """
 
 import os
+import sys
 from pathlib import Path
 
 import dj_database_url
@@ -105,8 +106,6 @@ METRICS_RAW_URL = os.environ.get("METRICS_RAW_URL") or str(IMQ_VARHOME / "metric
 SPARK_MASTER = os.environ.get("SPARK_MASTER") or "local[*]"
 
 INSTALLED_APPS = [
-    # First: its runserver serves ASGI (WebSockets) like production's daphne.
-    "daphne",
     "django.contrib.auth",
     "django.contrib.contenttypes",
     "django.contrib.sessions",
@@ -124,6 +123,12 @@ INSTALLED_APPS = [
     "portal.jobs",
     "portal.objects",
 ]
+
+# daphne's runserver serves ASGI (WebSockets) like production's daphne, so it goes first
+# for that command; every other manage.py process (the broker, imqcmd, the workers) would
+# spend half a second importing twisted for nothing.
+if sys.argv[1:2] == ["runserver"]:
+    INSTALLED_APPS.insert(0, "daphne")
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",

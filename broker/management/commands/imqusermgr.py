@@ -45,6 +45,8 @@ class Command(BaseCommand):
     help = (
         "Manage the broker's users (OpenMQ imqusermgr): add, delete, list, update, import, export."
     )
+    # A command-line tool: the portal's URL checks are not its business.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser) -> None:
         parser.add_argument(

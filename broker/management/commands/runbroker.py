@@ -27,6 +27,9 @@ def parse_defines(values: list[str] | None) -> dict[str, str]:
 
 class Command(BaseCommand):
     help = "Start the message broker (options as imqbrokerd's)."
+    # The broker serves no web page: the URL checks (which import the whole REST API)
+    # would only add a second to every start.
+    requires_system_checks: list[str] = []
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("-name", dest="instance", help="broker instance name")
