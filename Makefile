@@ -8,7 +8,7 @@ APT := DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600
 
 # The suite runs in two pytest-xdist workers, a file per worker at a time: most tests wait
 # on broker processes and sockets rather than the CPU. PYTEST_ARGS= runs it in one process.
-PYTEST_ARGS ?= -n 2 --dist loadfile
+PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder
 
 .PHONY: run test install install-dev lint lock clean
 

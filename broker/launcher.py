@@ -78,9 +78,13 @@ class BrokerProcess:
         terminate(self.proc, 10)
 
 
-def _migrate(python: str, env: dict[str, str]) -> None:
+def migrate(env: dict[str, str], python: str | None = None) -> None:
+    """``manage.py migrate`` on the database ``env["DATABASE_URL"]`` names."""
     subprocess.run(
-        [python, "manage.py", "migrate", "--noinput", "-v", "0"], cwd=ROOT, env=env, check=True
+        [python or sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+        cwd=ROOT,
+        env=env,
+        check=True,
     )
 
 
@@ -95,7 +99,7 @@ def _migrated_sqlite(python: str, env: dict[str, str]) -> Path:
         where = Path(tempfile.mkdtemp(prefix="imq-migrated-"))
         atexit.register(shutil.rmtree, where, ignore_errors=True)
         template = where / "db.sqlite3"
-        _migrate(python, {**env, "DATABASE_URL": f"sqlite:///{template}"})
+        migrate({**env, "DATABASE_URL": f"sqlite:///{template}"}, python)
         # The last connection's close checkpointed the WAL: the one file is the database.
         _TEMPLATES[python] = template
     return template
@@ -121,13 +125,14 @@ def start_broker(
     env = {**os.environ, **(env or {})}
     env["DATABASE_URL"] = database_url or f"sqlite:///{tmp / 'db.sqlite3'}"
     env["IMQ_VARHOME"] = str(varhome)
-    db_file = tmp / "db.sqlite3"
-    if database_url is None and not db_file.exists():
+    url = env["DATABASE_URL"]
+    db_file = Path(url[len("sqlite:///") :]) if url.startswith("sqlite:///") else None
+    if db_file is not None and not db_file.exists():
         # A fresh SQLite database is a copy of one migrated once per interpreter: a
         # `manage.py migrate` costs seconds of CPU, and tests start hundreds of brokers.
         shutil.copyfile(_migrated_sqlite(python or sys.executable, env), db_file)
     else:
-        _migrate(python or sys.executable, env)
+        migrate(env, python)
     log_path = tmp / "broker-stdout.txt"
     args = [
         sys.executable,

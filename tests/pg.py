@@ -194,10 +194,33 @@ def sqlite_alias(db_access) -> Iterator[str]:
             yield alias
 
 
-def fresh_database(url: str, name: str) -> str:
-    """Create database ``name`` on the server ``url`` points at; returns its URL."""
+# server URL -> name of a database on it with every migration applied, the template of the
+# migrated fresh databases (a `manage.py migrate` of an empty database costs seconds of CPU).
+_MIGRATED: dict[str, str] = {}
+
+
+def fresh_database(url: str, name: str, *, migrated: bool = True) -> str:
+    """Create database ``name`` on the server ``url`` points at; returns its URL.
+
+    It is a copy of a database migrated once per server, unless ``migrated`` is False
+    (then it is empty, for a test of the migration itself)."""
     import psycopg
 
+    from broker.launcher import migrate
+
+    template = "template0"
+    if migrated:
+        template = _MIGRATED.get(url, "")
+        if not template:
+            template = "imq_migrated_template"
+            with psycopg.connect(url, autocommit=True) as conn:
+                conn.execute(f'CREATE DATABASE "{template}"')
+            migrate({**os.environ, "DATABASE_URL": _on_server(url, template)})
+            _MIGRATED[url] = template
     with psycopg.connect(url, autocommit=True) as conn:
-        conn.execute(f'CREATE DATABASE "{name}"')
+        conn.execute(f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    return _on_server(url, name)
+
+
+def _on_server(url: str, name: str) -> str:
     return url.rsplit("/", 1)[0] + "/" + name

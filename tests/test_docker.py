@@ -479,7 +479,7 @@ class Stack:
 @pytest.fixture(scope="module")
 def stack(config: dict, tmp_path_factory, secrets_dir: Path, postgres_url: str,
           redis_url: str) -> Iterator[Stack]:  # fmt: skip
-    database = fresh_database(postgres_url, "imq_docker")
+    database = fresh_database(postgres_url, "imq_docker", migrated=False)
     # The URL as compose gives it: no password (that comes from the secret file).
     redis_db = redis_url.rsplit("/", 1)[0] + "/9"  # away from other modules' queues
     s = Stack(config, tmp_path_factory.mktemp("stack"), secrets_dir, database, redis_db)

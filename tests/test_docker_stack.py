@@ -187,7 +187,7 @@ def test_the_stack_in_containers(image: str, docker_env, tmp_path: Path, postgre
         for name in ("pm", "jms", "admin", "pm2", "jms2", "admin2", "portal", "ums", "spark",
                      "spark_ui", "worker_ui")
     }  # fmt: skip
-    database = fresh_database(postgres_url, "imq_stack")
+    database = fresh_database(postgres_url, "imq_stack", migrated=False)
     redis_db = redis_url.rsplit("/", 1)[0] + "/10"
     # Compose reads the override as YAML; JSON is YAML.  hostname and ports do not go
     # with the host's network, so they are dropped in a second override.
