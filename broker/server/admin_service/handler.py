@@ -87,6 +87,7 @@ from broker.protocol.admin_types import (  # noqa: F401 - re-exported for the ha
     UPDATE_DESTINATION,
     UPDATE_SERVICE,
 )
+from broker.protocol.destname import admin_name_problem
 from broker.protocol.javaser import (
     JavaSerializationError,
     decode_map_body,
@@ -302,13 +303,6 @@ def _read_info(body: bytes, cls: str) -> dict[str, Any]:
         got = info.get("__class__") if isinstance(info, dict) else type(info).__name__
         raise AdminError(Status.BAD_REQUEST, f"the request body is a {got}, not a {cls}")
     return info
-
-
-def valid_destination_name(name: str) -> bool:
-    """OpenMQ's rule: a Java identifier start, then identifier characters or dots."""
-    if not name or not (name[0].isalpha() or name[0] in "_$"):
-        return False
-    return all(ch.isalnum() or ch in "_$." for ch in name[1:])
 
 
 def _destination_info(dest, delayed: list[int], held: list[int]) -> Any:
@@ -1021,16 +1015,9 @@ class AdminHandler:
         is_topic = bool(dtype & DEST_TOPIC)
         if dtype & DEST_TEMP:
             raise AdminError(Status.BAD_REQUEST, "temporary destinations cannot be created here")
-        if name.startswith("mq."):
-            raise AdminError(
-                Status.BAD_REQUEST, f"{name}: names starting with mq. are reserved for the broker"
-            )
-        if not valid_destination_name(name):
-            raise AdminError(
-                Status.BAD_REQUEST,
-                f"{name!r} is not a valid destination name (a letter, _ or $ first, then "
-                "letters, digits, _, $ or .)",
-            )
+        problem = admin_name_problem(name)
+        if problem is not None:
+            raise AdminError(Status.BAD_REQUEST, problem)
         attrs = dattrs.attributes_from_info(info)
         attrs.update(self._extra_attributes(props))
         self._check_applies(attrs, is_topic)
@@ -1579,5 +1566,4 @@ __all__ = [
     "HANDLER",
     "RUNTIME_PROPERTIES",
     "admin_defaults",
-    "valid_destination_name",
 ]
