@@ -6,9 +6,10 @@ BIN := $(VENV)/bin
 # apt run holds (unattended upgrades, a second make) instead of failing at once.
 APT := DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600
 
-# The suite runs in two pytest-xdist workers, a file per worker at a time: most tests wait
-# on broker processes and sockets rather than the CPU. PYTEST_ARGS= runs it in one process.
-PYTEST_ARGS ?= -n 2 --dist loadfile --no-loadscope-reorder
+# The suite runs in three pytest-xdist workers, a file per worker at a time, the longest
+# files first (tests/conftest.py LONGEST_FIRST): on two cores a third of a worker's time is
+# spent waiting on broker processes and sockets. PYTEST_ARGS= runs it in one process.
+PYTEST_ARGS ?= -n 3 --dist loadfile --no-loadscope-reorder
 
 .PHONY: run test install install-dev lint lock clean
 

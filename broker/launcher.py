@@ -105,6 +105,24 @@ def _migrated_sqlite(python: str, env: dict[str, str]) -> Path:
     return template
 
 
+def _wait_serving(proc: subprocess.Popen, jms: int, pm: int, timeout: float = 60) -> bool:
+    """True once the broker accepts on its JMS port and its port mapper; False when it
+    exits first or the time runs out."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            return False
+        try:
+            with socket.create_connection(("127.0.0.1", jms), timeout=0.5):
+                pass
+            with socket.create_connection(("127.0.0.1", pm), timeout=0.5):
+                pass
+            return True
+        except OSError:
+            time.sleep(0.1)
+    return False
+
+
 def start_broker(
     tmp: Path,
     *props: str,
@@ -119,8 +137,6 @@ def start_broker(
     Its database is a SQLite file in ``tmp`` unless ``database_url`` names another;
     ``env`` adds to (or overrides) the environment it inherits, e.g. ``REDIS_URL``.
     """
-    # A cluster's brokers name each other's port mappers, so those can be chosen first.
-    pm, jms, admin = portmapper_port or free_port(), free_port(), free_port()
     varhome = tmp / "var"
     env = {**os.environ, **(env or {})}
     env["DATABASE_URL"] = database_url or f"sqlite:///{tmp / 'db.sqlite3'}"
@@ -134,39 +150,40 @@ def start_broker(
     else:
         migrate(env, python)
     log_path = tmp / "broker-stdout.txt"
-    args = [
-        sys.executable,
-        "manage.py",
-        "runbroker",
-        "-tty",
-        "-name",
-        instance,
-        "-port",
-        str(pm),
-        "-varhome",
-        str(varhome),
-        f"-Dimq.jms.tcp.port={jms}",
-        f"-Dimq.admin.tcp.port={admin}",
-        "-Dimq.hostname=127.0.0.1",
-    ]
-    args += [f"-D{p}" for p in props]
-    out = open(log_path, "wb")  # noqa: SIM115 - lives as long as the process
-    proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"broker exited early:\n{log_path.read_text(errors='replace')}")
-        try:
-            with socket.create_connection(("127.0.0.1", jms), timeout=0.5):
-                pass
-            with socket.create_connection(("127.0.0.1", pm), timeout=0.5):
-                pass
+    for attempt in range(3):
+        # A cluster's brokers name each other's port mappers, so those can be chosen first.
+        pm, jms, admin = portmapper_port or free_port(), free_port(), free_port()
+        args = [
+            sys.executable,
+            "manage.py",
+            "runbroker",
+            "-tty",
+            "-name",
+            instance,
+            "-port",
+            str(pm),
+            "-varhome",
+            str(varhome),
+            f"-Dimq.jms.tcp.port={jms}",
+            f"-Dimq.admin.tcp.port={admin}",
+            "-Dimq.hostname=127.0.0.1",
+        ]
+        args += [f"-D{p}" for p in props]
+        # A restart in the same directory starts a new log; a retry adds to it.
+        start = log_path.stat().st_size if attempt else 0
+        out = open(log_path, "ab" if attempt else "wb")  # noqa: SIM115 - as long as the process
+        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        if _wait_serving(proc, jms, pm):
             break
-        except OSError:
-            time.sleep(0.1)
-    else:
-        proc.kill()
-        raise RuntimeError(f"broker did not start:\n{log_path.read_text(errors='replace')}")
+        with open(log_path, "rb") as f:
+            f.seek(start)
+            said = f.read().decode(errors="replace")
+        # A port free_port() found can be taken by someone else before the broker binds it.
+        if proc.poll() is None or "Address already in use" not in said or attempt == 2:
+            how = "did not start" if proc.poll() is None else "exited early"
+            proc.kill()
+            proc.wait(10)
+            raise RuntimeError(f"broker {how}:\n{log_path.read_text(errors='replace')}")
     return BrokerProcess(
         "127.0.0.1", pm, jms, admin, varhome, instance, proc, log_path, {"env": env}
     )

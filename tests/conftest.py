@@ -42,7 +42,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # The modules that take longest (wall time on 2 cores, most first). `make test` runs the
-# files in two workers a file at a time with --no-loadscope-reorder, so these start first
+# files in three workers a file at a time with --no-loadscope-reorder, so these start first
 # and the run does not end on one long file while the other worker idles.
 LONGEST_FIRST = [
     "tests/test_ha.py",
