@@ -145,6 +145,8 @@ class Broker:
         self.services: list[Service] = []
         self.connections: dict[int, ConnectionEngine] = {}
         self.portmapper_server: asyncio.AbstractServer | None = None
+        # The port mapper's bound port, known before it serves (imq.portmapper.port=0).
+        self._pm_port: int | None = None
         self.started_at = time.time()
         c = config
         self.auth_timeout = c.get(props.AUTH_RESPONSE_TIMEOUT)
@@ -308,17 +310,22 @@ class Broker:
                 svc.host or "*",
                 svc.bound_port,
             )
+        pm_sock = None
         if c.get(props.PORTMAPPER_BIND):
             host = c.get(props.PORTMAPPER_HOSTNAME) or c.get(props.HOSTNAME) or None
             port = c.get(props.PORTMAPPER_PORT)
+            pm_sock = _listen(host, port, c.get(props.PORTMAPPER_BACKLOG))
+            self._pm_port = pm_sock.getsockname()[1]
+        # The cluster service (which names this broker by its port mapper's port) starts
+        # before the port mapper answers, so no one is given a table without it.
+        self.cluster = await start_cluster(self)
+        if pm_sock is not None:
             self.portmapper_server = await loop.create_server(
-                lambda: PortMapperProtocol(self),
-                sock=_listen(host, port, c.get(props.PORTMAPPER_BACKLOG)),
+                lambda: PortMapperProtocol(self), sock=pm_sock
             )
             # Said with the address, so an administrator sees at once whether the broker
             # is reachable from other hosts (all interfaces when imq.hostname is unset).
             log.info("port mapper listening on %s:%s", host or "*", port)
-        self.cluster = await start_cluster(self)
         if c.get(props.PING_ENABLED):
             self._ping_task = asyncio.create_task(self._ping_loop())
         self._housekeeping_tasks = [
@@ -348,6 +355,8 @@ class Broker:
         pm_port = self.config.get(props.PORTMAPPER_PORT)
         if self.portmapper_server and self.portmapper_server.sockets:
             pm_port = self.portmapper_server.sockets[0].getsockname()[1]
+        elif self._pm_port is not None:
+            pm_port = self._pm_port
         pm_props = {"sessionid": str(self.session_id)}
         brokerid = self.config.get(props.BROKER_ID)
         if brokerid:
