@@ -22,7 +22,7 @@ from broker.protocol.packet import Packet
 from broker.protocol.types import FLAG_C, FLAG_P, AckMode, PacketType, Status
 
 from .destination import Destination, Queue
-from .errors import IllegalStateException, JMSException
+from .errors import BrokerUnreachableException, IllegalStateException, JMSException
 from .message import Message
 
 if TYPE_CHECKING:
@@ -259,7 +259,15 @@ class MessageConsumer:
         msg = self._take()
         r = self._ack(msg)
         if r is not None:
-            await r
+            try:
+                await r
+            except BrokerUnreachableException:
+                # The connection went with the acknowledgement on its way. The broker may
+                # have applied it before it went: dropping the message here would lose it.
+                # The application has it; if the broker did not apply the acknowledgement,
+                # the message comes again, flagged redelivered (AUTO's duplicate case).
+                if self._session.ack_mode != AUTO:
+                    raise
         return msg
 
     async def receive_no_wait(self) -> Message | None:
