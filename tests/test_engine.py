@@ -30,6 +30,7 @@ from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import Packet, PacketReader, build_packet
 from broker.protocol.types import (
     DEST_QUEUE,
+    DEST_TOPIC,
     FLAG_A,
     FLAG_C,
     FLAG_F,
@@ -477,6 +478,76 @@ def test_connection_flow_pauses_deliveries_until_resume_flow(broker: Broker) -> 
     e.receive_data(build_packet(PacketType.RESUME_FLOW, props={"JMQSize": JInt(2)}))
     (third,) = _sent(e)
     assert third.type == PacketType.TEXT_MESSAGE and not e.flow_paused
+
+
+# -- destination names ---------------------------------------------------------------
+
+
+def _on_dest(e: ConnectionEngine, ptype: int, name: str, dtype: int, sid: int) -> Packet:
+    e.receive_data(
+        _request(ptype, JMQDestination=name, JMQDestType=JInt(dtype), JMQSessionID=JLong(sid))
+    )
+    (reply,) = _sent(e)
+    assert reply.type == ptype + 1
+    return reply
+
+
+@pytest.mark.parametrize("autocreate", [True, False])
+@pytest.mark.parametrize("name", ["*.x", "a.>", "foo.*", ">", "a*b"])
+def test_wildcard_queue_names_are_refused_415(broker: Broker, name: str, autocreate: bool) -> None:
+    """As OpenMQ's broker answers (checked against it): 415 "Wildcards are not supported
+    for queues" to every JMS way to such a queue, auto-creation on or off."""
+    broker.router.settings.autocreate_queue = autocreate
+    e = _login(broker)
+    sid = _session(e)
+    for ptype in (
+        PacketType.VERIFY_DESTINATION,
+        PacketType.CREATE_DESTINATION,
+        PacketType.ADD_PRODUCER,
+        PacketType.ADD_CONSUMER,
+    ):
+        reply = _on_dest(e, ptype, name, DEST_QUEUE, sid)
+        assert _status(reply) == Status.UNSUPPORTED_TYPE, reply.type_name
+        assert "wildcards" in str(reply.properties["JMQReason"])
+    # A send without a producer (as the C client may), then inside a transaction.
+    e.receive_data(_message(name, FLAG_A, cid=21))
+    (reply,) = _sent(e)
+    assert (reply.type, _status(reply)) == (PacketType.SEND_REPLY, Status.UNSUPPORTED_TYPE)
+    e.receive_data(_request(PacketType.START_TRANSACTION, JMQSessionID=JLong(sid)))
+    tid = int(_sent(e)[0].properties["JMQTransactionID"])  # type: ignore[arg-type]
+    e.receive_data(
+        build_packet(
+            PacketType.TEXT_MESSAGE, flags=FLAG_Q | FLAG_A, fields={1: name}, body=b"t",
+            props={"JMQTransactionID": JLong(tid)}, consumer_id=22,
+        )
+    )  # fmt: skip
+    (reply,) = _sent(e)
+    assert (reply.type, _status(reply)) == (PacketType.SEND_REPLY, Status.UNSUPPORTED_TYPE)
+    assert broker.router.lookup(name, DEST_QUEUE) is None
+    assert e.state is ConnState.READY
+
+
+@pytest.mark.parametrize("name", ["foo.*", "*.x", ">"])
+def test_wildcard_topic_names_are_still_taken(broker: Broker, name: str) -> None:
+    """Topics keep their wildcard names (OpenMQ's broker takes these patterns too)."""
+    e = _login(broker)
+    sid = _session(e)
+    assert _status(_on_dest(e, PacketType.VERIFY_DESTINATION, name, DEST_TOPIC, sid)) == 404
+    for ptype in (PacketType.CREATE_DESTINATION, PacketType.ADD_PRODUCER):
+        assert _status(_on_dest(e, ptype, name, DEST_TOPIC, sid)) == Status.OK
+    reply = _on_dest(e, PacketType.ADD_CONSUMER, name, DEST_TOPIC, sid)
+    assert _status(reply) == Status.OK
+    cid = int(reply.properties["JMQConsumerID"])  # type: ignore[arg-type]
+    e.receive_data(_request(PacketType.START))
+    _sent(e)
+    e.receive_data(
+        build_packet(PacketType.TEXT_MESSAGE, flags=FLAG_A, fields={1: name}, body=b"hi")
+    )
+    sent = _sent(e)
+    assert [(p.type, _status(p)) for p in sent if p.type == PacketType.SEND_REPLY] == [
+        (PacketType.SEND_REPLY, Status.OK)
+    ]
+    assert [p.consumer_id for p in sent if p.type == PacketType.TEXT_MESSAGE] == [cid]
 
 
 # -- transactions --------------------------------------------------------------------

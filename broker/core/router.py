@@ -32,7 +32,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from broker.protocol.destname import name_problem
+from broker.protocol.destname import name_problem, queue_name_problem
 from broker.protocol.types import (
     DEST_QUEUE,
     DEST_TEMP,
@@ -228,6 +228,13 @@ class MessageRouter:
             log.info("destination refused: %s", problem)
             raise RouterError(Status.BAD_REQUEST, problem)
         is_topic = bool(dest_type & DEST_TOPIC)
+        if not is_topic:
+            # Before the auto-create and conflict checks: OpenMQ's broker answers 415
+            # whatever else holds, so must we.
+            problem = queue_name_problem(name)
+            if problem is not None:
+                log.info("destination refused: %s", problem)
+                raise RouterError(Status.UNSUPPORTED_TYPE, problem)
         existing = self.lookup(name, dest_type)
         if existing is not None:
             raise RouterError(Status.CONFLICT, f"destination {name} already exists")

@@ -11,6 +11,7 @@ from typing import Any
 from broker.core.router import RouterError
 from broker.core.selector import SelectorError, compile_selector
 from broker.core.session import Consumer, Session
+from broker.protocol.destname import queue_name_problem
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import Packet
 from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC, FLAG_A, Status
@@ -189,6 +190,12 @@ class ResourceRules:
             return
         dest = self.router.lookup(name, dtype)
         if dest is None:
+            # The client would create it next: tell it now that it cannot (415, as
+            # CREATE_DESTINATION would answer), not 404 "you may create it".
+            problem = None if dtype & DEST_TOPIC else queue_name_problem(name)
+            if problem is not None:
+                self.reply(pkt, Status.UNSUPPORTED_TYPE, reason=problem)
+                return
             s = self.router.settings
             can = s.autocreate_topic if dtype & DEST_TOPIC else s.autocreate_queue
             self.reply(

@@ -17,6 +17,8 @@ cannot be shown, logged, put in an HTTP header or an XML document as it is
 (:func:`name_problem`, the broker's rule).  On top of it the UMS gateway applies the
 client's rule (:func:`client_name_problem`), the portal, the REST API and administered
 objects the administrator's (:func:`admin_name_problem`, :func:`valid_admin_name`).
+A queue may not be named like a topic pattern, ``*`` or ``>`` in it
+(:func:`queue_name_problem`): 415 at every JMS way in, as on the stock broker.
 """
 
 from __future__ import annotations
@@ -80,6 +82,24 @@ def name_problem(name: object) -> str | None:
     return None
 
 
+def is_wildcard(name: str) -> bool:
+    """Whether OpenMQ's broker takes ``name`` for a topic pattern: a ``*`` or ``>``
+    anywhere, well formed or not (``DestinationUID.isWildcard``)."""
+    return "*" in name or ">" in name
+
+
+def queue_name_problem(name: str) -> str | None:
+    """Why no queue may have this name on top of :func:`name_problem` (None: one may).
+
+    Only topics can be patterns.  OpenMQ's broker refuses every JMS way to such a queue
+    (create, verify, producer, consumer, send) with 415 UNSUPPORTED_TYPE, so a mistyped
+    queue name fails at once instead of filling a queue no stock client can reach.
+    """
+    if is_wildcard(name):
+        return f"{_shown(name)}: wildcards (* and >) are not supported for queues"
+    return None
+
+
 def client_name_problem(name: object) -> str | None:
     """Why the stock Java client would refuse ``name`` (``[C4050] Invalid destination
     name``), Java's ignorable characters refused too (None: it takes it).
@@ -122,6 +142,8 @@ __all__ = [
     "admin_name_problem",
     "bad_character",
     "client_name_problem",
+    "is_wildcard",
     "name_problem",
+    "queue_name_problem",
     "valid_admin_name",
 ]

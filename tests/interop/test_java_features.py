@@ -36,6 +36,8 @@ FEATURES = [
     "refused invalid_selector",
     "refused send_to_deleted_temporary",
     "refused producer_on_dmq",
+    "refused producer_on_wildcard_queue",
+    "refused consumer_on_wildcard_queue",
     "listener_request_reply_temporary_queue",
     "browse_with_selector",
     "no_local_and_expired",

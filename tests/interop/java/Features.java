@@ -424,6 +424,11 @@ public class Features {
             // OpenMQ's dead message queue takes no producers (maxNumProducers 0: ADD_PRODUCER 409).
             refused("producer_on_dmq", JMSException.class, "C4036",
                     () -> s.createProducer(s.createQueue("mq.sys.dmq")).send(s.createTextMessage("x")));
+            // Only topics can be patterns: a queue named like one is refused (415), never made.
+            refused("producer_on_wildcard_queue", JMSException.class, "C4036",
+                    () -> s.createProducer(s.createQueue(name("wq") + ".*")).send(s.createTextMessage("x")));
+            refused("consumer_on_wildcard_queue", JMSException.class, "C4036",
+                    () -> s.createConsumer(s.createQueue(name("wq") + ".>")).close());
 
             Checks.check("listener_request_reply_temporary_queue", () -> {
                 // A server with a MessageListener answers each request on its JMSReplyTo, a
