@@ -393,14 +393,14 @@ WARM_UP_SECONDS = 3
 
 
 def java_drain(
-    classes: Path, port: int, queue: str, count: int, jvm: list[str]
+    classes: Path, port: int, queue: str, count: int, jvm: list[str], ack: str = "auto"
 ) -> tuple[float, list[int]]:
     """The consumer's steady rate: the median of its whole seconds after the first
     WARM_UP_SECONDS (the JVM runs the client interpreted at first: a few hundred msgs/s),
     or its overall rate when the run was too short for that; and each second's count."""
     # rate=1 only makes JmsBench print each second's count (it has no producer here).
     run = JavaRun(
-        classes, port, jvm, producers=0, consumers=1, count=count, name=queue, ack="auto", rate=1
+        classes, port, jvm, producers=0, consumers=1, count=count, name=queue, ack=ack, rate=1
     )
     counts = [n for _s, n, _w in run.seconds]
     steady = counts[WARM_UP_SECONDS:-1]
@@ -467,7 +467,7 @@ def drain_rounds(args, tmp: Path) -> None:
 
     def drain(port: int, queue: str) -> float:
         if java:
-            rate, counts = java_drain(classes, port, queue, args.count, jvm)
+            rate, counts = java_drain(classes, port, queue, args.count, jvm, args.ack)
             # The client's own warm-up, whatever the server: slow at first.
             warm[queue] = counts[: WARM_UP_SECONDS + 1]
             return rate
@@ -543,7 +543,7 @@ def drain_rounds(args, tmp: Path) -> None:
         s = statistics.median(rates["stock"])
         summary += f"; stock {s:,.0f} msgs/s, broker = {b / s:.2f}x the stock broker"
     print(
-        f"{summary} ({args.client} client, AUTO_ACKNOWLEDGE, {args.size} B, "
+        f"{summary} ({args.client} client, {args.ack} acknowledge, {args.size} B, "
         f"{args.count} messages, pid {os.getpid()})"
     )
 
@@ -615,7 +615,9 @@ def main() -> None:
     ap.add_argument("--tail", action="store_true", help="the steady-rate test (Java client)")
     ap.add_argument("--rate", type=float, default=5000)
     ap.add_argument("--seconds", type=float, default=20)
-    ap.add_argument("--ack", default="auto", help="--tail: JmsBench's ack mode")
+    ap.add_argument(
+        "--ack", default="auto", help="JmsBench's ack mode (auto, dups_ok; java client)"
+    )
     ap.add_argument(
         "--warm-up", type=int, default=5, help="--tail: seconds left out of the summary (JIT)"
     )

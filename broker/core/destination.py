@@ -241,8 +241,7 @@ class QueueDestination(Destination):
             self.store.submit(
                 (MsgAdd(msg.store_key, self.name, self.dest_type, msg.raw, (QUEUE_INTEREST,)),)
             )
-        self.dq.put(entry)
-        self.dq.dispatch(now_ms)
+        self.dq.offer(entry, now_ms)
 
 
 class Subscription:
@@ -336,8 +335,7 @@ class TopicDestination(Destination):
                 )
         for sub in targets:
             interest = sub.sub_id if stored and sub.durable_key is not None else None
-            sub.queue.put(Entry(msg, self, sub.queue, interest))
-            sub.queue.dispatch(now_ms)
+            sub.queue.offer(Entry(msg, self, sub.queue, interest), now_ms)
 
     def add_subscription(self, sub: Subscription, *, record: bool = True) -> None:
         """Attach a subscription (``record=False`` when it comes back from the store)."""

@@ -86,6 +86,30 @@ class DeliveryQueue:
         self.count += 1
         self.bytes += entry.msg.size
 
+    def offer(self, entry: Entry, now_ms: int) -> None:
+        """A new entry: straight to the next ready consumer when nothing is pending
+        before it (a consumer that keeps up: the usual case), else queued and
+        dispatched.  The same order and round-robin as ``put`` then ``dispatch``."""
+        consumers = self.consumers
+        if self.count or self.paused or self.selective or not consumers:
+            self.put(entry)
+            self.dispatch(now_ms)
+            return
+        n = len(consumers)
+        rr = self._rr
+        for i in range(n):
+            c = consumers[(rr + i) % n]
+            if c.ready():
+                msg = entry.msg
+                if msg.expiration and msg.is_expired(now_ms):
+                    if self.on_drop:
+                        self.on_drop(entry, EXPIRED)
+                    return
+                self._rr = (rr + i + 1) % n
+                c.deliver(entry)
+                return
+        self.put(entry)
+
     def put_back(self, entries: Iterable[Entry]) -> None:
         """Return entries to the head of their priority, keeping their relative order."""
         for entry in reversed(list(entries)):

@@ -35,21 +35,28 @@ class Link(Protocol):
 class Session:
     """A JMS session: its ack mode, its consumers and the messages it has not acknowledged."""
 
-    __slots__ = ("id", "link", "ack_mode", "stopped", "consumers", "producers", "unacked")
+    __slots__ = (
+        "id",
+        "link",
+        "ack_mode",
+        "acknowledges",
+        "stopped",
+        "consumers",
+        "producers",
+        "unacked",
+    )
 
     def __init__(self, sid: int, link: Link, ack_mode: int) -> None:
         self.id = sid
         self.link = link
         self.ack_mode = ack_mode
+        # Read on every delivery; a session's mode never changes.
+        self.acknowledges = ack_mode != AckMode.NO_ACKNOWLEDGE
         self.stopped = False
         self.consumers: dict[int, Consumer] = {}
         self.producers: dict[int, Producer] = {}
         # (consumer id, sysmsgid) -> entry, in delivery order.
         self.unacked: dict[tuple[int, bytes], Entry] = {}
-
-    @property
-    def acknowledges(self) -> bool:
-        return self.ack_mode != AckMode.NO_ACKNOWLEDGE
 
 
 class Consumer:

@@ -22,6 +22,10 @@ class ConnState(Enum):
     READY = auto()  # authenticated: every packet type the broker handles is accepted
     CLOSED = auto()
 
+    # Every packet tests the state against the sets below; Enum's own __hash__ is a
+    # Python-level hash of the name, identity is the same answer for singletons in C.
+    __hash__ = object.__hash__
+
 
 class ConnEvent(Enum):
     """What moves a connection from one state to the next."""

@@ -89,6 +89,12 @@ _STRING_FIELDS = (1, 2, 3, 4, 5, 6, 7)
 # producer: decoded once, by their bytes (properties.TEXTS).  Message and correlation ids
 # do not.
 _NAME_FIELDS = frozenset((VH_DESTINATION, VH_REPLYTO, VH_DESTINATION_CLASS, VH_REPLYTO_CLASS))
+# A producer's messages usually carry the very same variable header (its producer id,
+# the destination and its class): decoded once, by its bytes.  Only headers made of
+# these fields are kept, so per-message ids do not churn the cache.  The dict is shared
+# by every packet with those bytes: Packet.fields is read-only.
+_RECURRING_FIELDS = _NAME_FIELDS | {VH_PRODUCERID}
+_HEADERS: dict[bytes, dict[int, object]] = {}
 
 DEFAULT_MAX_PACKET = 70 * 1024 * 1024
 
@@ -255,10 +261,21 @@ class Packet:
 
     @property
     def fields(self) -> dict[int, object]:
-        """The variable-header fields, ``{tag: value}``."""
-        if self._fields is None:
-            self._fields = decode_fields(self.raw, HEADER_SIZE, self.prop_offset)
-        return self._fields
+        """The variable-header fields, ``{tag: value}`` (shared: never modify it)."""
+        fields = self._fields
+        if fields is None:
+            raw = self.raw
+            if type(raw) is bytes:
+                vh = raw[HEADER_SIZE : self.prop_offset]
+                fields = _HEADERS.get(vh)
+                if fields is None:
+                    fields = decode_fields(raw, HEADER_SIZE, self.prop_offset)
+                    if fields.keys() <= _RECURRING_FIELDS:
+                        remember(_HEADERS, vh, fields)
+            else:
+                fields = decode_fields(raw, HEADER_SIZE, self.prop_offset)
+            self._fields = fields
+        return fields
 
     @property
     def properties(self) -> dict[str, object]:
