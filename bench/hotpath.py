@@ -11,7 +11,8 @@ way ``server/connection.py`` drives them: the producer's bytes are fed in 32 KB 
 would and answered as the stock Java client answers them (``queue-dups``: one
 ACKNOWLEDGE of 10 blocks per 10 messages; ``queue-auto``: one ACKNOWLEDGE with the A
 flag per message, as ``SessionImpl`` does for AUTO_ACKNOWLEDGE; ``topic``: four AUTO
-subscribers, which do not wait for a reply on non-persistent topic messages), with a
+subscribers, each acknowledging every message without asking for a reply, as the client
+does for non-persistent topic messages), with a
 consumer RESUME_FLOW whenever a delivery carries the C flag (prefetch 1,000).  The
 messages are 1 KB BYTES messages shaped like the captured Java client's
 (../shared/vectors/send-messages: producer id, destination and class in the variable
@@ -223,6 +224,9 @@ def run_case(case: str, count: int, size: int, profile: cProfile.Profile | None)
                     key = pkt.sysmsgid
                     if case == "queue-auto":
                         replies.append(ack(cid, [key], FLAG_A))
+                    elif case == "topic":
+                        # Acknowledged one by one, but without waiting for a reply.
+                        replies.append(ack(cid, [key], 0))
                     elif case == "queue-dups":
                         keys = pending[cid]
                         keys.append(key)

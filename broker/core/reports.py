@@ -303,6 +303,8 @@ class ReportGenerator(MessageObserver):
             self._queue(msg, info, mq.MQFB_COA, info.opts.coa, "")
 
     def consumed(self, entry: Entry) -> None:
+        if entry.msg.report_info is _NO_INFO:
+            return  # asks for nothing (read on arrival): every acknowledgement comes here
         if self._not_ours(entry):
             return
         info = self.info(entry.msg)
