@@ -187,6 +187,18 @@ def test_bad_destination_names_are_refused_at_every_way_in(stack):
             assert status == 400 and headers["ums.status"] == "400", (name, body)
             assert b"invalid destination name" in body
             assert headers["ums.destination"] == ""
+    # A queue named like a topic pattern: 400 (the broker would refuse it 415); the same
+    # name is a topic pattern, which a receive may use.
+    for service in ("send", "receive"):
+        status, headers, body = call(
+            port, f"/ums/simple?service={service}&destination=%2A.x&timeout=100", b"x"
+        )
+        assert status == 400 and headers["ums.status"] == "400", body
+        assert b"wildcards" in body
+    status, headers, _ = call(
+        port, "/ums/simple?service=receive&destination=%2A.x&domain=topic&timeout=100"
+    )
+    assert status == 200 and headers["ums.status"] != "400"
     envelope = (
         '<SOAP-ENV:Envelope xmlns:SOAP-ENV="http://schemas.xmlsoap.org/soap/envelope/">'
         '<SOAP-ENV:Header><ums:MessageHeader xmlns:ums="https://mq.java.net/ums">'

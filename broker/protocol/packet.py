@@ -529,12 +529,11 @@ def with_delivery_count_slot(pkt: Packet) -> tuple[bytes, int]:
         insert = _DC_FIELD + b"\x00\x00\x00\x00"  # plus terminator and padding
     else:
         insert = _DC_FIELD
-    out = bytearray(raw[:HEADER_SIZE])
-    _I32.pack_into(out, OFF_SIZE, pkt.size + len(insert))
-    _I32.pack_into(out, OFF_PROP_OFFSET, pkt.prop_offset + len(insert))
-    out += insert
-    out += raw[HEADER_SIZE : pkt.size]
-    return bytes(out), HEADER_SIZE + 4
+    head = bytearray(raw[:HEADER_SIZE])
+    _I32.pack_into(head, OFF_SIZE, pkt.size + len(insert))
+    _I32.pack_into(head, OFF_PROP_OFFSET, pkt.prop_offset + len(insert))
+    # One copy of the message: the rest is joined straight from the received bytes.
+    return b"".join((head, insert, memoryview(raw)[HEADER_SIZE : pkt.size])), HEADER_SIZE + 4
 
 
 def iter_blocks(body: bytes, size: int) -> Iterator[bytes]:
