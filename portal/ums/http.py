@@ -144,7 +144,8 @@ async def simple(
 def _check_destination(req: UmsRequest) -> None:
     """400 for a send or receive on a destination name the stock Java client (what
     OpenMQ's UMS sends with) refuses, or that has control characters, or a queue named
-    like a topic pattern; nothing reaches the broker.  (Other services ignore the field; a reply echoes it escaped.)"""
+    like a topic pattern; nothing reaches the broker.  (Other services ignore the field;
+    a reply echoes it escaped.)"""
     if req.destination is not None and req.service in ("send", "receive"):
         problem = client_name_problem(req.destination)
         if problem is None and req.domain != "topic":
