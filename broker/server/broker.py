@@ -191,7 +191,6 @@ class Broker:
         self.router.xa_autorollback_all = self.config.get(props.TRANSACTION_AUTOROLLBACK)
         self.txn_records = TransactionRecords(self.config.instance, self.executor)
         self.router.transaction_listeners.append(self.txn_records.changed)
-        self.txn_records.start()
 
     # -- configuration -------------------------------------------------------
 
@@ -292,6 +291,9 @@ class Broker:
             services.append(svc)
         if c.get(props.GC_FREEZE):
             freeze_startup_heap()  # before the store: recovered messages stay collectable
+        # The previous run's transaction rows go before the store brings transactions
+        # back; only a started broker writes them (an in-process one in tests does not).
+        self.txn_records.start()
         await self._open_store(loop)
         self.access.prepare(svc.name for svc in services)
         await loop.run_in_executor(self.executor, self.access.load)
