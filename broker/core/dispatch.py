@@ -90,25 +90,18 @@ class DeliveryQueue:
         """A new entry: straight to the next ready consumer when nothing is pending
         before it (a consumer that keeps up: the usual case), else queued and
         dispatched.  The same order and round-robin as ``put`` then ``dispatch``."""
-        consumers = self.consumers
-        if self.count or self.paused or self.selective or not consumers:
+        if self.count or self.paused or self.selective or not self.consumers:
             self.put(entry)
             self.dispatch(now_ms)
             return
-        n = len(consumers)
-        rr = self._rr
-        for i in range(n):
-            c = consumers[(rr + i) % n]
-            if c.ready():
-                msg = entry.msg
-                if msg.expiration and msg.is_expired(now_ms):
-                    if self.on_drop:
-                        self.on_drop(entry, EXPIRED)
-                    return
-                self._rr = (rr + i + 1) % n
-                c.deliver(entry)
-                return
-        self.put(entry)
+        c = self._next_ready()
+        if c is None:
+            self.put(entry)
+        elif entry.msg.expiration and entry.msg.is_expired(now_ms):
+            if self.on_drop:
+                self.on_drop(entry, EXPIRED)
+        else:
+            c.deliver(entry)
 
     def put_back(self, entries: Iterable[Entry]) -> None:
         """Return entries to the head of their priority, keeping their relative order."""
@@ -157,6 +150,19 @@ class DeliveryQueue:
             pass
         self.selective = any(c.selector is not None for c in self.consumers)
 
+    def _next_ready(self) -> DeliveryTarget | None:
+        """Round-robin: the first ready consumer after the one that got the last
+        message (which it becomes), or None when none is ready."""
+        consumers = self.consumers
+        n = len(consumers)
+        rr = self._rr
+        for i in range(n):
+            c = consumers[(rr + i) % n]
+            if c.ready():
+                self._rr = (rr + i + 1) % n
+                return c
+        return None
+
     def _pop(self) -> Entry | None:
         for bucket in reversed(self.buckets):
             if bucket:
@@ -170,19 +176,12 @@ class DeliveryQueue:
         """Deliver as many pending entries as ready consumers will take."""
         if not self.count or not self.consumers or self.paused:
             return
-        consumers = self.consumers
         if self.selective:
             self._dispatch_selective(now_ms)
             return
-        n = len(consumers)
         while self.count:
-            # Round-robin: start after the consumer that got the last message.
-            for i in range(n):
-                c = consumers[(self._rr + i) % n]
-                if c.ready():
-                    self._rr = (self._rr + i + 1) % n
-                    break
-            else:
+            c = self._next_ready()
+            if c is None:
                 return
             entry = self._pop()
             assert entry is not None
