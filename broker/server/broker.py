@@ -145,7 +145,8 @@ class Broker:
         self.services: list[Service] = []
         self.connections: dict[int, ConnectionEngine] = {}
         self.portmapper_server: asyncio.AbstractServer | None = None
-        # The port mapper's bound port, known before it serves (imq.portmapper.port=0).
+        # The port mapper's bound port (imq.portmapper.port may be 0), known from when
+        # its socket is bound, before it serves; None while it does not listen.
         self._pm_port: int | None = None
         self.started_at = time.time()
         c = config
@@ -354,11 +355,9 @@ class Broker:
         log.info("broker %s ready", c.instance)
 
     def portmapper_table(self) -> PortMapperTable:
-        pm_port = self.config.get(props.PORTMAPPER_PORT)
-        if self.portmapper_server and self.portmapper_server.sockets:
-            pm_port = self.portmapper_server.sockets[0].getsockname()[1]
-        elif self._pm_port is not None:
-            pm_port = self._pm_port
+        pm_port = self._pm_port
+        if pm_port is None:
+            pm_port = self.config.get(props.PORTMAPPER_PORT)
         pm_props = {"sessionid": str(self.session_id)}
         brokerid = self.config.get(props.BROKER_ID)
         if brokerid:
@@ -447,6 +446,7 @@ class Broker:
             sock.close()
             raise
         old, self.portmapper_server = self.portmapper_server, server
+        self._pm_port = sock.getsockname()[1]
         old.close()
         log.info("port mapper now listening on %s:%s", host or "*", port)
 
