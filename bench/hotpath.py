@@ -41,10 +41,7 @@ import os  # noqa: E402
 
 import django  # noqa: E402
 
-from broker.launcher import _migrated_sqlite  # noqa: E402
-
-# A migrated database, as a broker has: the engine records transactions for the portal.
-os.environ["DATABASE_URL"] = f"sqlite:///{_migrated_sqlite(sys.executable, dict(os.environ))}"
+# No database is touched: a Broker that is never started writes no rows.
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 django.setup()
 
