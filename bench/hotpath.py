@@ -46,9 +46,9 @@ os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 django.setup()
 
 from broker.config import BrokerConfig  # noqa: E402
-from broker.engine import ConnectionEngine, RunBlocking  # noqa: E402
+from broker.engine import ConnectionEngine  # noqa: E402
 from broker.protocol.jtypes import JInt, JLong  # noqa: E402
-from broker.protocol.packet import PacketReader, build_packet  # noqa: E402
+from broker.protocol.packet import build_packet  # noqa: E402
 from broker.protocol.types import (  # noqa: E402
     DEST_QUEUE,
     DEST_TOPIC,
@@ -60,90 +60,47 @@ from broker.protocol.types import (  # noqa: E402
 )
 from broker.security.digest import md5str  # noqa: E402
 from broker.security.filerepo import FileUserRepository  # noqa: E402
-from broker.server.broker import Broker, Service  # noqa: E402
+from broker.server.broker import Broker  # noqa: E402
 from broker.server.connection import READ_SLICE  # noqa: E402
+from tests.test_engine import _login, _request, _sent  # noqa: E402  (the engine tests' driver)
 
 CLASSES = {DEST_QUEUE: "com.sun.messaging.BasicQueue", DEST_TOPIC: "com.sun.messaging.BasicTopic"}
 
 
-def _drive(e: ConnectionEngine, effects) -> None:
-    # Look-ups (the login) run inline, as the tests' driver does.
-    for eff in effects:
-        if type(eff) is RunBlocking:
-            try:
-                result, error = eff.fn(*eff.args), None
-            except Exception as exc:
-                result, error = None, exc
-            _drive(e, eff.done(result, error))
-
-
-def _request(ptype: int, **props) -> bytes:
-    return build_packet(ptype, props=props, flags=FLAG_A, consumer_id=7)
-
-
-class Client:
-    """One engine and what a client on it has been told."""
-
-    def __init__(self, broker: Broker, service: Service) -> None:
-        import base64
-        import struct
-
-        self.e = e = ConnectionEngine(broker, service)
-        e.peer = "127.0.0.1:40000"
-        e.start()
-        self.reader = PacketReader()
-        e.receive_data(_request(PacketType.HELLO, JMQProtocolLevel=JInt(500)))
-
-        def utf(s: str) -> bytes:
-            b = s.encode()
-            return struct.pack(">H", len(b)) + b
-
-        body = utf("guest") + utf(base64.b64encode(b"guest").decode())
-        auth = build_packet(
-            PacketType.AUTHENTICATE, props={"JMQAuthType": "basic"}, body=body, flags=FLAG_A
-        )
-        _drive(e, e.receive_data(auth))
-        self.take()
-
-    def take(self) -> list:
-        e = self.e
-        data = b"".join(e.out)
-        e.out = []
-        e.output_pending = False
-        return self.reader.feed(data) if data else []
-
-    def ask(self, ptype: int, **props) -> dict:
-        self.e.receive_data(_request(ptype, **props))
-        (reply,) = self.take()
-        return reply.properties
+def ask(e: ConnectionEngine, ptype: int, **props) -> dict:
+    e.receive_data(_request(ptype, **props))
+    (reply,) = _sent(e)
+    return reply.properties
 
 
 def setup(tmp: Path, dest_type: int, consumers: int, ack_mode: int):
+    """A broker as tests/test_engine.py's fixture makes it, logged-in consumers (started)
+    and a producer, each an engine logged in as test_engine does it."""
     passwd = tmp / "passwd"
     passwd.write_text(f"guest:{md5str('guest:guest')}:anonymous:1\n")
     config = BrokerConfig({"imq.varhome": str(tmp / "var"), "imq.accesscontrol.enabled": "false"})
     broker = Broker(config, FileUserRepository(passwd))
     broker.router.transaction_listeners.remove(broker.txn_records.changed)
-    svc = Service("jms", "NORMAL", "tcp", None, 0, "basic", -1)
-    broker.service_repositories[svc.name] = broker.user_repository
     name = "hot"
     subs = []
     for _ in range(consumers):
-        c = Client(broker, svc)
-        sid = c.ask(PacketType.CREATE_SESSION, JMQAckMode=JInt(ack_mode))["JMQSessionID"]
-        cid = c.ask(
+        c = _login(broker)
+        sid = ask(c, PacketType.CREATE_SESSION, JMQAckMode=JInt(ack_mode))["JMQSessionID"]
+        cid = ask(
+            c,
             PacketType.ADD_CONSUMER,
             JMQDestination=name,
             JMQDestType=JInt(dest_type),
             JMQSessionID=JLong(int(sid)),
             JMQSize=JInt(1000),
         )["JMQConsumerID"]
-        c.e.receive_data(_request(PacketType.START))
-        c.take()
+        c.receive_data(_request(PacketType.START))
+        _sent(c)
         subs.append((c, int(cid)))
-    p = Client(broker, svc)
-    sid = p.ask(PacketType.CREATE_SESSION, JMQAckMode=JInt(AckMode.AUTO_ACKNOWLEDGE))
-    pid = p.ask(
+    p = _login(broker)
+    sid = ask(p, PacketType.CREATE_SESSION, JMQAckMode=JInt(AckMode.AUTO_ACKNOWLEDGE))
+    pid = ask(
+        p,
         PacketType.ADD_PRODUCER,
         JMQDestination=name,
         JMQDestType=JInt(dest_type),
@@ -205,14 +162,11 @@ def run_case(case: str, count: int, size: int, profile: cProfile.Profile | None)
             nonlocal client_time, delivered
             busy = False
             for c, cid in subs:
-                out = c.e.out
-                if not out:
+                if not c.out:
                     continue
                 busy = True
                 c0 = time.process_time()
-                c.e.out = []
-                c.e.output_pending = False
-                pkts = c.reader.feed(b"".join(out))
+                pkts = _sent(c)
                 replies = []
                 for pkt in pkts:
                     if pkt.type != PacketType.BYTES_MESSAGE:
@@ -234,13 +188,13 @@ def run_case(case: str, count: int, size: int, profile: cProfile.Profile | None)
                         replies.append(resume[cid])
                 client_time += time.process_time() - c0
                 for r in replies:
-                    c.e.receive_data(r)
+                    c.receive_data(r)
             return busy
 
         for data in reads:
-            prod.e.receive_data(data)
-            prod.e.out = []
-            prod.e.output_pending = False
+            prod.receive_data(data)
+            prod.out = []
+            prod.output_pending = False
             serve()
         while serve():
             pass
