@@ -34,6 +34,7 @@ from broker.protocol.types import (
     FLAG_A,
     FLAG_C,
     FLAG_F,
+    FLAG_P,
     FLAG_Q,
     AckMode,
     GoodbyeReason,
@@ -448,6 +449,28 @@ def test_producer_paused_at_a_full_destination_and_resumed(broker: Broker) -> No
     # Room again: the held producer is resumed.
     (resume,) = _sent(prod_conn)
     assert resume.type == PacketType.RESUME_FLOW and resume.properties["JMQProducerID"] == pid
+
+
+def test_a_reply_the_store_held_is_handed_to_the_driver_at_once(broker: Broker) -> None:
+    # A persistent send's SEND_REPLY waits for the store; once released, the driver's
+    # flush hook is called with it queued, so it is not left for the next loop turn
+    # (where the reads of other connections would go first).
+    held: list = []
+    broker.when_stored = held.append  # type: ignore[method-assign]  # a store that holds
+    broker.router.create_destination("pq", DEST_QUEUE, None, auto=False)
+    e = _login(broker)
+    _session(e)
+    flushed: list[list[Packet]] = []
+    e.flush = lambda: flushed.append(_sent(e))
+    e.receive_data(_message("pq", FLAG_P | FLAG_A, cid=31))
+    assert _sent(e) == [] and len(held) == 1
+    held.pop()()
+    ((reply,),) = flushed
+    assert (reply.type, _status(reply), reply.consumer_id) == (PacketType.SEND_REPLY, 200, 31)
+    # A non-persistent send is answered within the read, with no extra flush.
+    e.receive_data(_message("pq", FLAG_A, cid=32))
+    assert [p.type for p in _sent(e)] == [PacketType.SEND_REPLY]
+    assert held == [] and len(flushed) == 1
 
 
 def test_connection_flow_pauses_deliveries_until_resume_flow(broker: Broker) -> None:

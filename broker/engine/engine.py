@@ -100,6 +100,7 @@ class EngineBase:
         service: Any,
         *,
         wake: Callable[[], None] = _noop,
+        flush: Callable[[], None] = _noop,
         admin: Callable[[Any, Packet], None] | None = None,
     ) -> None:
         self.broker = broker
@@ -107,6 +108,8 @@ class EngineBase:
         self.service = service
         # Called once per batch when output or effects become pending (the driver flushes).
         self.wake = wake
+        # Called when an answer the store held back is queued: the driver writes it now.
+        self.flush = flush
         # The admin service's request handler (admin queue messages on an ADMIN service).
         self.admin = admin
         self.id = broker.router.uids.next()
@@ -315,6 +318,19 @@ class EngineBase:
         if not self.output_pending:
             self.output_pending = True
             self.wake()
+
+    def when_stored(self, answer: Callable[[], None]) -> None:
+        """Run ``answer`` (which queues a reply) once what was submitted is stored, and
+        have the driver write it at once: the client is waiting for it, and left to the
+        next loop turn it would leave behind whatever other reads that turn serves
+        first (with sync on, a lone producer's round trip grew by a consumer's
+        acknowledgement and its deliveries)."""
+
+        def release() -> None:
+            answer()
+            self.flush()
+
+        self.broker.when_stored(release)
 
     def _effect(self, effect: Effect) -> None:
         self._effects.append(effect)

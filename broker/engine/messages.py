@@ -114,7 +114,7 @@ class MessageRules:
             reply = _with_cid(_SEND_REPLY_OK, pkt.consumer_id)
             if msg.persistent and not txn_id:
                 # With sync on, "stored" is said only once the record is on disk.
-                self.broker.when_stored(lambda: self.write(reply))
+                self.when_stored(lambda: self.write(reply))
             else:
                 self.write(reply)
         self.broker.check_memory()
@@ -273,7 +273,7 @@ class MessageRules:
             # store always commits), so an acknowledgement the client was told of
             # survives a SIGKILL (was: the message could come back after one, and
             # without the redelivered flag when its delivery count was not stored).
-            self.broker.when_stored(lambda: self.write(reply))
+            self.when_stored(lambda: self.write(reply))
         else:
             self.write(reply)
 

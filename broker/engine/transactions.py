@@ -186,7 +186,7 @@ class TransactionRules:
             self._txn_refused(pkt, exc, txn)
             return
         # "Prepared" is a promise to survive a crash: say it once the store has it.
-        self.broker.when_stored(lambda: self._txn_reply(pkt, txn))
+        self.when_stored(lambda: self._txn_reply(pkt, txn))
 
     def _next_transaction(self: Any, pkt: Packet, txn, reply: dict[str, object]) -> None:
         """JMQStartNextTransaction: a local transaction's session goes on in a new one."""
@@ -238,7 +238,7 @@ class TransactionRules:
         reply: dict[str, object] = {"JMQTransactionID": JLong(txn.id)}
         self._next_transaction(pkt, txn, reply)
         if txn.stored:
-            self.broker.when_stored(lambda: self.reply(pkt, Status.OK, reply))
+            self.when_stored(lambda: self.reply(pkt, Status.OK, reply))
         else:
             self.reply(pkt, Status.OK, reply)
 

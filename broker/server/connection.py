@@ -51,6 +51,7 @@ class ClientConnection(asyncio.Protocol):
             broker,
             service,
             wake=self._wake,
+            flush=self._flush_now,
             admin=admin.HANDLER.handle if service.type == "ADMIN" else None,
         )
         self._timers: dict[str, asyncio.TimerHandle] = {}
@@ -145,6 +146,13 @@ class ClientConnection(asyncio.Protocol):
             return
         loop = self._loop or asyncio.get_running_loop()
         loop.call_soon(self._flush)
+
+    def _flush_now(self) -> None:
+        # An answer the store released (a callback of its own, not a read): written now
+        # rather than after the next loop turn's reads.  Inside data_received it leaves
+        # when that returns anyway.
+        if not self._receiving and self.engine.output_pending:
+            self._flush()
 
     def _flush(self) -> None:
         e = self.engine
