@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from broker.core.message import Entry
     from broker.core.selector import Selector
     from broker.core.session import Consumer
+    from broker.store.base import Store
 
     from .link import BrokerLink
     from .service import ClusterService
@@ -151,19 +152,25 @@ class _Stats:
 
 
 class InboundOrigin:
-    """Owner and queue of the entries a home broker sent for one local consumer."""
+    """Owner and queue of the entries a home broker sent for one local consumer (an
+    :class:`~broker.core.dispatch.EntryOwner` and :class:`~broker.core.dispatch.EntryQueue`)."""
 
-    attributes = {"useDMQ": False}
-    store = None
+    # The home broker keeps the dead copy (it is told why with ACK_DEAD).
+    attributes: dict = {"useDMQ": False}
+    store: Store | None = None
     is_queue = True
     # The message's home broker tells its observers (reports) what becomes of it: the
     # copies here raise no events of their own there.
     home_elsewhere = True
 
-    def __init__(self, service: ClusterService, link: BrokerLink, uid: gp.ConsumerUID) -> None:
+    def __init__(
+        self, service: ClusterService, link: BrokerLink, uid: gp.ConsumerUID, dest: str
+    ) -> None:
         self.service = service
         self.peer = link
         self.uid = uid
+        # For the log: the destination of the first message (the consumer's own).
+        self.name = dest
         self.stats = _Stats()
         # Entries the local consumer could not take yet (no credit, stopped connection).
         self.pending: deque[Entry] = deque()

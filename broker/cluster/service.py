@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from broker.core import dmq
-from broker.core.destination import QueueDestination, Subscription, TopicDestination
+from broker.core.destination import QueueDestination, TopicDestination
 from broker.core.errors import RouterError, now_ms
 from broker.core.message import Entry, Message
 from broker.core.selector import SelectorError, compile_selector
@@ -225,6 +225,14 @@ class ClusterService:
     def link_up(self, link: BrokerLink) -> None:
         addr = link.address
         assert addr is not None
+        old = self.links.get(addr)
+        if old is not None and old is not link:
+            # A dropped link is closed at once, but its connection_lost can come after
+            # the peer's redial is up: what it brought goes now, before the new link's
+            # interests arrive.  A remote consumer left attached would hold its durable
+            # subscription "in use" (refusing the peer's consumer as it comes back) and
+            # draw messages into a dead link.
+            self._forget_link(old)
         self.links[addr] = link
         self.all_links.add(link)
         self._unreachable.pop((addr.host, addr.port), None)
@@ -247,18 +255,21 @@ class ClusterService:
                 gp.GPacket(gp.G_GET_CONFIG_CHANGES_REQUEST, {"TS": JLong(since)}, flags=gp.A_BIT)
             )
 
-    def link_closed(self, link: BrokerLink) -> None:
-        self.all_links.discard(link)
-        # What came over this link goes with it even when a newer link to the same broker
-        # already took its place (a dropped link's connection_lost can come after the
-        # peer's redial is up): a remote consumer left attached would hold its durable
-        # subscription "in use" and draw messages into a dead link.
+    def _forget_link(self, link: BrokerLink) -> None:
+        """What came over ``link`` goes: its remote consumers (their messages back to
+        their queues) and the origins of what it delivered here."""
         for key in [k for k in self.remotes if k[0] is link]:
             self._remove_remote(self.remotes.pop(key))
         for key in [k for k in self.inbound if k[0] is link]:
             origin = self.inbound.pop(key)
             origin.pending.clear()
             self._pending.discard(origin)
+
+    def link_closed(self, link: BrokerLink) -> None:
+        self.all_links.discard(link)
+        # What came over this link goes with it even when a newer link to the same broker
+        # already took its place (see link_up).
+        self._forget_link(link)
         self.locks.link_down(link)
         addr = link.address
         if addr is None or self.links.get(addr) is not link:
@@ -572,7 +583,7 @@ class ClusterService:
                 topic = self.router.ensure_destination(rec["dest"], DEST_TOPIC, None)
                 selector = compile_selector(rec["selector"]) if rec["selector"] else None
                 assert isinstance(topic, TopicDestination)
-                topic.add_subscription(Subscription(topic, selector, rec["no_local"], 0, key))
+                self.router.subs.add(topic, selector, rec["no_local"], 0, key)
                 self._known_durables.add(key)
             except (RouterError, SelectorError) as exc:
                 log.warning("durable %s from the change record not made: %s", rec["durable"], exc)
@@ -787,36 +798,18 @@ class ClusterService:
                 raise RouterError(500, "queue has its maximum of active consumers")
         else:
             assert isinstance(dest, TopicDestination)
-            sub = None
             mode = "jms" if rec["jms_shared"] else "mq" if rec["mq_share"] else None
-            if rec["durable"]:
-                dkey = (rec["client_id"], rec["durable"])
-                sub = dest.durables.get(dkey)
-                if sub is None:
-                    sub = Subscription(
-                        dest, selector, rec["no_local"], rc.link.id, dkey, share=mode
-                    )
-                    dest.add_subscription(sub)
-            elif mode is not None:
-                # A shared subscription is one per cluster: the remote consumer joins it.
-                if mode == "jms":
-                    skey: tuple = ("jms", rec["client_id"], rec["shared_name"])
-                else:
-                    skey = ("mq", rec["client_id"], dest.name, rec["selector"])
-                sub = dest.shared.get(skey)
-                if sub is None:
-                    sub = Subscription(
-                        dest,
-                        selector,
-                        rec["no_local"],
-                        rc.link.id,
-                        share=mode,
-                        shared_key=skey,
-                    )
-                    dest.add_subscription(sub)
-            if sub is None:
-                sub = Subscription(dest, selector, rec["no_local"], rc.link.id)
-                dest.add_subscription(sub)
+            # A shared or durable subscription is one per cluster: the remote consumer
+            # joins it, under the rules a local consumer joins by.
+            sub = router.subs.remote_subscription(
+                rc.link,
+                dest,
+                selector,
+                rec["no_local"],
+                rec["durable"],
+                mode,
+                rec["shared_name"] if mode == "jms" else None,
+            )
             rc.subscription = sub
             rc.queue = sub.queue
             sub.attach(rc)
@@ -868,7 +861,7 @@ class ClusterService:
             key = (link, uid.consumer_id)
             origin = self.inbound.get(key)
             if origin is None:
-                origin = self.inbound[key] = InboundOrigin(self, link, uid)
+                origin = self.inbound[key] = InboundOrigin(self, link, uid, dest)
             entry = Entry(msg, origin, origin)
             dct = pkt.props.get(f"CUID-DCT:{uid.consumer_id}", 1)
             entry.count = max((dct if isinstance(dct, int) else 1) - 1, 0)
@@ -958,8 +951,7 @@ class ClusterService:
                 # are this (home) broker's.
                 router.limits.dead(entry, dead_reason, dead_comment)
             elif ack_type in (gp.ACK_ACKNOWLEDGED, gp.ACK_UNDELIVERABLE):
-                entry.owner.stats.acked += 1  # type: ignore[attr-defined]
-                router.consumed(entry)
+                router.acks.settle(entry)
             else:
                 if not redelivered:
                     entry.count = max(entry.count - 1, 0)

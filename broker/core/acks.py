@@ -16,6 +16,7 @@ from . import dmq
 from .errors import now_ms
 
 if TYPE_CHECKING:
+    from .dispatch import EntryQueue
     from .message import Entry
     from .router import MessageRouter
     from .session import Consumer, Session
@@ -52,9 +53,15 @@ class Acknowledgements:
                 reason = dmq.EXPIRED if dead_reason == 1 else dmq.UNDELIVERABLE
                 router.limits.dead(entry, reason, comment)
             else:
-                entry.owner.stats.acked += 1  # type: ignore[attr-defined]
-                router.consumed(entry)
+                self.settle(entry)
         return found
+
+    def settle(self, entry: Entry) -> None:
+        """``entry`` is acknowledged: by its client, by delivery to a NO_ACKNOWLEDGE
+        session, by a commit, or by the broker of a remote consumer.  Counted as
+        acknowledged on its owner and consumed."""
+        entry.owner.stats.acked += 1
+        self.router.consumed(entry)
 
     def redeliver(
         self, sess: Session, blocks: Iterable[tuple[int, bytes]], set_redelivered: bool
@@ -71,13 +78,13 @@ class Acknowledgements:
         """Put delivered entries back at the head of their queues and dispatch them;
         those over maxDeliveryCount go to the DMQ, those whose queue is gone are settled."""
         router = self.router
-        by_queue: dict[int, tuple[object, list[Entry]]] = {}
+        by_queue: dict[int, tuple[EntryQueue, list[Entry]]] = {}
         for e in entries:
             q = e.queue
-            if not q.active:  # type: ignore[attr-defined]
+            if not q.active:
                 router.forget(e)
                 continue
-            limit = e.owner.limit("maxDeliveryCount")  # type: ignore[attr-defined]
+            limit = e.owner.limit("maxDeliveryCount")
             if 0 < limit <= e.count:
                 router.limits.dead(e, dmq.UNDELIVERABLE, f"delivered {e.count} times")
                 continue
@@ -86,8 +93,8 @@ class Acknowledgements:
             by_queue.setdefault(id(q), (q, []))[1].append(e)
         t = now_ms()
         for q, group in by_queue.values():
-            q.put_back(group)  # type: ignore[attr-defined]
-            q.dispatch(t)  # type: ignore[attr-defined]
+            q.put_back(group)
+            q.dispatch(t)
 
     def consumer_closed(
         self, cons: Consumer, last_delivered: bytes | None, redeliver_all: bool

@@ -48,9 +48,12 @@ class Totals:
 
 
 class Destination:
-    """What queues and topics share: name, kind, limits, counters."""
+    """What queues and topics share: name, kind, limits, counters.  The
+    :class:`~broker.core.dispatch.EntryOwner` of the entries it publishes."""
 
     is_queue = True
+    # Its messages' home is this broker (see EntryOwner).
+    home_elsewhere = False
 
     def __init__(
         self,
@@ -169,6 +172,10 @@ class Destination:
             and self.on_room is not None
         ):
             self.on_room(self)
+
+    def give_up(self, entry: Entry, reason: str, comment: str | None) -> None:
+        # Whether a copy goes to the DMQ is the router's rule (core/limits.py).
+        self.account_out(entry)
 
     def consumers(self) -> list[Consumer]:
         raise NotImplementedError

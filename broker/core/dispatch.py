@@ -5,7 +5,11 @@ called whenever something changes that may let a message move (a new message, a
 consumer added, credit restored, a connection started) and moves as many as it can.
 
 What a queue delivers to is a :class:`DeliveryTarget`: a client's consumer
-(broker/core/session.py) today, a remote broker's consumer behind a cluster link later.
+(broker/core/session.py) or a consumer on another broker behind a cluster link
+(broker/cluster/remote.py).  What a delivered message belongs to is an
+:class:`EntryOwner` (a destination here, or the cluster's ``InboundOrigin`` for a copy
+another broker delivered), and where it goes back to is an :class:`EntryQueue` (a
+:class:`DeliveryQueue`, or again the ``InboundOrigin``).
 """
 
 from __future__ import annotations
@@ -18,8 +22,84 @@ from .dmq import EXPIRED
 from .message import Entry
 
 if TYPE_CHECKING:
+    from broker.store.base import Store
+
     from .selector import Selector
     from .session import Link
+
+
+class OwnerStats(Protocol):
+    """The counters the router's paths bump on an entry's owner."""
+
+    acked: int
+    discarded: int
+    expired: int
+    purged: int
+    rolledback: int
+
+
+class EntryOwner(Protocol):
+    """What accounts for a delivered message (``Entry.owner``): a destination, or the
+    cluster's ``InboundOrigin`` for a copy another broker (its home) delivered here.
+
+    Every path that settles, gives up on or counts an entry goes through these members;
+    nothing in core asks an owner what kind it is.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def is_queue(self) -> bool: ...
+
+    @property
+    def attributes(self) -> dict: ...
+
+    @property
+    def stats(self) -> OwnerStats: ...
+
+    @property
+    def store(self) -> Store | None:
+        """Where a stored copy's delivery counts and settles are written."""
+        ...
+
+    @property
+    def home_elsewhere(self) -> bool:
+        """True when another broker is the message's home: it sends the reports and
+        keeps the dead copy, so this broker's observers stay silent about it."""
+        ...
+
+    def limit(self, name: str, default: int = -1) -> int:
+        """A destination limit (maxDeliveryCount, ...); ``default`` when it has none."""
+        ...
+
+    def account_out(self, entry: Entry) -> None:
+        """``entry`` is done with here (consumed, purged, forgotten): counted out and
+        settled in the store."""
+        ...
+
+    def give_up(self, entry: Entry, reason: str, comment: str | None) -> None:
+        """``entry`` is given up on (expired, undeliverable, removed by a limit): counted
+        out like ``account_out``; a remote home is told why, to keep the dead copy."""
+        ...
+
+
+class EntryQueue(Protocol):
+    """Where a delivered entry goes back to when it is not acknowledged (``Entry.queue``)."""
+
+    @property
+    def active(self) -> bool:
+        """False once the queue's owner is gone (its entries are then settled, not put
+        back)."""
+        ...
+
+    def put_back(self, entries: Iterable[Entry]) -> None:
+        """Return ``entries`` ahead of what is pending, in their order."""
+        ...
+
+    def dispatch(self, now_ms: int) -> None:
+        """Deliver what ready consumers will take."""
+        ...
 
 
 class DeliveryTarget(Protocol):
@@ -163,7 +243,15 @@ class DeliveryQueue:
                 return c
         return None
 
-    def _pop(self) -> Entry | None:
+    def take_head(self, priority: int) -> Entry:
+        """Take out the oldest pending entry of ``priority`` (there must be one)."""
+        e = self.buckets[priority].popleft()
+        self.count -= 1
+        self.bytes -= e.msg.size
+        return e
+
+    def pop_next(self) -> Entry | None:
+        """Take out the entry that would be delivered next (None when none is pending)."""
         for bucket in reversed(self.buckets):
             if bucket:
                 e = bucket.popleft()
@@ -183,7 +271,7 @@ class DeliveryQueue:
             c = self._next_ready()
             if c is None:
                 return
-            entry = self._pop()
+            entry = self.pop_next()
             assert entry is not None
             if entry.msg.expiration and entry.msg.is_expired(now_ms):
                 if self.on_drop:

@@ -24,6 +24,7 @@ from .observers import MessageObserver
 
 if TYPE_CHECKING:
     from .destination import Destination
+    from .dispatch import EntryOwner
     from .message import Entry, Message
 
 log = logging.getLogger("broker.limits")
@@ -92,7 +93,7 @@ class DropLog:
         del self._pending[where]
 
 
-def where(dest: Destination) -> str:
+def where(dest: EntryOwner) -> str:
     """How the log names a destination: "queue orders", "topic prices"."""
     return f"{'queue' if dest.is_queue else 'topic'} {dest.name}"
 
@@ -114,6 +115,6 @@ class DropReporter(MessageObserver):
     def dead(self, entry: Entry, reason: str, to_dmq: bool) -> None:
         if reason == REMOVED_OLDEST or reason == REMOVED_LOW_PRIORITY:
             self.drops.note(
-                where(entry.owner),  # type: ignore[arg-type]
+                where(entry.owner),
                 f"removed to make room for newer messages (limitBehavior {reason.replace('REMOVED', 'REMOVE')})",
             )

@@ -22,6 +22,7 @@ from .destination import Destination, TopicDestination
 from .errors import RouterError, now_ms
 
 if TYPE_CHECKING:
+    from .dispatch import DeliveryQueue
     from .message import Entry, Message
     from .router import MessageRouter
     from .session import Producer
@@ -98,7 +99,7 @@ class Limits:
     def evict(self, dest: Destination, oldest: bool, below: int = 10) -> bool:
         """Make room by moving one pending entry to the DMQ: the oldest of the lowest
         priority (REMOVE_OLDEST looks at age first, REMOVE_LOW_PRIORITY at priority)."""
-        best: tuple[tuple[int, int], object, int] | None = None
+        best: tuple[tuple[int, int], DeliveryQueue, int] | None = None
         for q in dest.delivery_queues():
             for prio, bucket in enumerate(q.buckets):
                 if not bucket or (not oldest and prio > below):
@@ -110,9 +111,7 @@ class Limits:
         if best is None:
             return False
         _rank, q, prio = best
-        entry = q.buckets[prio].popleft()  # type: ignore[attr-defined]
-        q.count -= 1  # type: ignore[attr-defined]
-        q.bytes -= entry.msg.size  # type: ignore[attr-defined]
+        entry = q.take_head(prio)
         self.dead(entry, dmq.REMOVED_OLDEST if oldest else dmq.REMOVED_LOW_PRIORITY)
         return True
 
@@ -134,18 +133,14 @@ class Limits:
     def _to_dmq(self, entry: Entry, reason: str, comment: str | None) -> bool:
         router = self.router
         owner = entry.owner
-        give_up = getattr(owner, "give_up", None)
-        if give_up is not None:
-            # A copy a cluster peer (its home) delivered here: the home broker gives it up
-            # (its DMQ, its reports), told why.
-            give_up(entry, reason, comment)
-        else:
-            owner.account_out(entry)  # type: ignore[attr-defined]
+        # A copy a cluster peer (its home) delivered here is given up by the home broker
+        # (its DMQ, its reports), told why; its owner says useDMQ false here.
+        owner.give_up(entry, reason, comment)
         if reason == dmq.EXPIRED:
-            owner.stats.expired += 1  # type: ignore[attr-defined]
+            owner.stats.expired += 1
         else:
-            owner.stats.discarded += 1  # type: ignore[attr-defined]
-        if owner is router.dmq or not owner.attributes.get("useDMQ", True):  # type: ignore[attr-defined]
+            owner.stats.discarded += 1
+        if owner is router.dmq or not owner.attributes.get("useDMQ", True):
             log.debug("message %s discarded (%s)", entry.msg.message_id, reason)
             return False
         settings = router.settings
@@ -155,7 +150,7 @@ class Limits:
             log.info(
                 "dead message %s from %s: %s%s",
                 entry.msg.message_id,
-                owner.name,  # type: ignore[attr-defined]
+                owner.name,
                 reason,
                 f" ({comment})" if comment else "",
             )
@@ -189,7 +184,7 @@ class Limits:
             if not d.dq.count:
                 log.info("DMQ full, message %s discarded", msg.message_id)
                 return False
-            old = d.dq._pop()
+            old = d.dq.pop_next()
             assert old is not None
             d.account_out(old)
         # The copy keeps the original's message id; the store needs a key of its own.

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import struct
+from typing import TYPE_CHECKING
 
 from broker.protocol.errors import ProtocolError
 from broker.protocol.packet import (
@@ -23,6 +24,9 @@ from broker.protocol.packet import (
 )
 from broker.protocol.sysmsgid import sysmsgid_string
 from broker.protocol.types import FLAG_A, FLAG_C, FLAG_F, FLAG_L, FLAG_P, FLAG_Q, FLAG_R
+
+if TYPE_CHECKING:
+    from .dispatch import EntryOwner, EntryQueue
 
 log = logging.getLogger("broker.router")
 
@@ -169,7 +173,7 @@ class Entry:
     __slots__ = ("msg", "owner", "queue", "redelivered", "count", "consumer", "interest")
 
     def __init__(
-        self, msg: Message, owner: object, queue: object, interest: str | None = None
+        self, msg: Message, owner: EntryOwner, queue: EntryQueue, interest: str | None = None
     ) -> None:
         self.msg = msg
         # The message store's name for this copy ("" for a queue, the durable

@@ -293,7 +293,7 @@ class ReportGenerator(MessageObserver):
         # A DMQ copy asks for nothing more; a copy a cluster peer delivered here is
         # reported on by its home broker (when the acknowledgement gets there), once.
         owner = entry.owner
-        return owner is self.router.dmq or getattr(owner, "home_elsewhere", False)  # type: ignore[comparison-overlap]
+        return owner is self.router.dmq or owner.home_elsewhere
 
     def arrived(self, dest: Destination, msg: Message) -> None:
         if dest.is_dmq:

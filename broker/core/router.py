@@ -549,7 +549,7 @@ class MessageRouter:
     def consumed(self, entry: Entry) -> None:
         """An entry is done with (acknowledged, committed, or delivered to a
         NO_ACKNOWLEDGE session)."""
-        entry.owner.account_out(entry)  # type: ignore[attr-defined]
+        entry.owner.account_out(entry)
         fns = self.events.consumed
         if fns:
             self.events.notify(fns, entry)
@@ -557,7 +557,7 @@ class MessageRouter:
     def forget(self, entry: Entry) -> None:
         """An entry leaves without being consumed (its queue or subscription is gone,
         or a recovered commit already settled it): accounted out, settled in the store."""
-        entry.owner.account_out(entry)  # type: ignore[attr-defined]
+        entry.owner.account_out(entry)
 
     def purged(self, entries: Iterable[Entry]) -> int:
         """Entries an administrator purged: accounted out, settled in the store and
@@ -565,7 +565,7 @@ class MessageRouter:
         n = 0
         for entry in entries:
             self.forget(entry)
-            entry.owner.stats.purged += 1  # type: ignore[attr-defined]
+            entry.owner.stats.purged += 1
             n += 1
         return n
 

@@ -127,9 +127,9 @@ class Consumer:
         buf = msg.encode_delivery(self.id, entry.redelivered, entry.count, extra)
         if entry.interest is not None:
             # So a restart knows this copy was delivered (and marks it redelivered).
-            entry.owner.store.submit(  # type: ignore[attr-defined]
-                (MsgDelivered(msg.store_key, entry.interest, entry.count),)
-            )
+            store = entry.owner.store
+            if store is not None:
+                store.submit((MsgDelivered(msg.store_key, entry.interest, entry.count),))
         events = self.router.events
         if events.delivered:
             events.notify(events.delivered, entry)
@@ -137,8 +137,7 @@ class Consumer:
         if session.acknowledges:
             session.unacked[(self.id, msg.key)] = entry
         else:
-            entry.owner.stats.acked += 1  # type: ignore[attr-defined]
-            self.router.consumed(entry)
+            self.router.acks.settle(entry)
         self.delivered += 1
         self.link.send_delivery(buf)
 

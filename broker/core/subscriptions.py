@@ -61,9 +61,7 @@ class Subscriptions:
             )
         if durable_name is None:
             if mode is None:
-                sub = Subscription(topic, selector, no_local, sess.link.id)
-                topic.add_subscription(sub)
-                return sub
+                return self.add(topic, selector, no_local, sess.link.id)
             if mode == "jms":
                 if not shared_name or not shared_name.strip():
                     raise RouterError(
@@ -86,9 +84,7 @@ class Subscriptions:
             if existing is not None:
                 self.check_join(existing, topic, selector, no_local, mode, what)
                 return existing
-            sub = Subscription(topic, selector, no_local, sess.link.id, share=mode, shared_key=key)
-            topic.add_subscription(sub)
-            return sub
+            return self.add(topic, selector, no_local, sess.link.id, share=mode, shared_key=key)
         if client_id is None and mode != "jms":
             raise RouterError(
                 Status.PRECONDITION_FAILED,
@@ -121,7 +117,65 @@ class Subscriptions:
             self.remove(existing)
         else:
             self.router.check_change("durable", durable_name)
-        sub = Subscription(topic, selector, no_local, sess.link.id, dkey, share=mode)
+        return self.add(topic, selector, no_local, sess.link.id, dkey, share=mode)
+
+    def remote_subscription(
+        self,
+        link: Link,
+        topic: TopicDestination,
+        selector,
+        no_local: bool,
+        durable_name: str | None,
+        mode: str | None,
+        shared_name: str | None,
+    ) -> Subscription:
+        """The subscription a consumer on another broker attaches to on this one, where
+        the topic's messages are published: the keys of ``subscription_for`` (``mode``
+        "jms", "mq" or None as there), and ``check_join`` when it already has consumers.
+        A durable subscription without consumers is taken as it is: the consumer's
+        broker applied the durable rules (a changed one is deleted and made again,
+        which reaches here through the change record) before it sent its interest."""
+        client_id = link.client_id or None
+        if durable_name is not None:
+            dkey = (client_id, durable_name)
+            sub = topic.durables.get(dkey)
+            if sub is None:
+                return self.add(topic, selector, no_local, link.id, dkey, share=mode)
+            what = f"durable subscription {durable_name}"
+        elif mode == "jms":
+            key: tuple = ("jms", client_id, shared_name)
+            found = self.find_shared(key)
+            if found is None:
+                return self.add(topic, selector, no_local, link.id, share=mode, shared_key=key)
+            sub, what = found, f"shared subscription {shared_name}"
+        elif mode == "mq":
+            text = selector.text if selector is not None else None
+            key = ("mq", client_id, topic.name, text)
+            found = topic.shared.get(key)
+            if found is None:
+                return self.add(topic, selector, no_local, link.id, share=mode, shared_key=key)
+            sub, what = found, f"shared subscription of {client_id} on {topic.name}"
+        else:
+            return self.add(topic, selector, no_local, link.id)
+        if sub.queue.consumers:
+            self.check_join(sub, topic, selector, no_local, mode, what)
+        return sub
+
+    @staticmethod
+    def add(
+        topic: TopicDestination,
+        selector,
+        no_local: bool,
+        link_id: int,
+        durable_key: tuple[str | None, str] | None = None,
+        *,
+        share: str | None = None,
+        shared_key: tuple | None = None,
+    ) -> Subscription:
+        """A new subscription on ``topic`` (a durable one is recorded in the store)."""
+        sub = Subscription(
+            topic, selector, no_local, link_id, durable_key, share=share, shared_key=shared_key
+        )
         topic.add_subscription(sub)
         return sub
 

@@ -371,9 +371,9 @@ class TransactionManager:
             store.after_durable(lambda: self._route_committed(txn.id, sends, link))
         else:
             self._route_committed(None, txn.sends, link)
+        settle = self.router.acks.settle
         for entry in txn.entries.values():
-            entry.owner.stats.acked += 1  # type: ignore[attr-defined]
-            self.router.consumed(entry)
+            settle(entry)
         if txn.stored and not txn.sends:
             store.submit((TxnRemove(txn.id),))  # type: ignore[union-attr]
         txn.set_state(TransactionState.COMMITTED)
@@ -445,7 +445,7 @@ class TransactionManager:
         entries = list(txn.entries.values())
         txn.entries = {}
         for e in entries:
-            e.owner.stats.rolledback += 1  # type: ignore[attr-defined]
+            e.owner.stats.rolledback += 1
         if entries:
             sess = txn.session
             self.router.acks.return_unacked(sess, entries, redelivered=set_redelivered)  # type: ignore[arg-type]
