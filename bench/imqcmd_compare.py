@@ -6,8 +6,8 @@ Starts the stock OpenMQ 6.9 broker (../shared/realbroker/run.sh) and ours
 subscription, an open connection, an open transaction), runs the same imqcmd sequence
 against both with the stock imqadmin.jar, parses every output into text, ``name value``
 pairs and tables, and prints what differs: text lines, rows, column names, values.  Ports,
-ids, host names, paths and times are set aside (VOLATILE); the differences the README
-lists as deliberate are printed apart (DELIBERATE_LIST), with their reason.  Exit status 1 when
+ids, host names, paths and times are set aside (VOLATILE); the differences
+docs/reference/imqcmd.md lists as deliberate are printed apart (DELIBERATE_LIST), with their reason.  Exit status 1 when
 an undeliberate difference is left.
 
     .venv/bin/python bench/imqcmd_compare.py            # about a minute
@@ -52,7 +52,7 @@ VOLATILE = {
     "Current Number of Connections",  # imqcmd's own admin connection counts in it
 }
 
-# What the README lists as deliberate ("The stock imqcmd against this broker"): (command
+# What docs/reference/imqcmd.md lists as deliberate ("The stock imqcmd against this broker"): (command
 # prefix, name, reason).  A name is a column, a query line, "row NAME" (a row only one
 # broker lists) or "text".
 _REPLIES = (
@@ -281,7 +281,7 @@ def main() -> int:
             print("--- stock\n" + s.output + "\n--- ours\n" + o.output + "\n")
     print(
         f"\n{len(s_res)} commands: {undeliberate} undeliberate differences, "
-        f"{deliberate} deliberate (README: 'The stock imqcmd against this broker')"
+        f"{deliberate} deliberate (docs/reference/imqcmd.md: 'The stock imqcmd against this broker')"
     )
     return 1 if undeliberate else 0
 

@@ -295,7 +295,7 @@ def main() -> None:
         action="store_true",
         help="each producer (and the consumer) in a process of its own instead of all"
         " on one event loop in this process (on 2 cores the clients then take CPU from"
-        " the broker: see README)",
+        " the broker: see bench/README.md)",
     )
     ap.add_argument(
         "--consumer",

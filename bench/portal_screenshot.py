@@ -1,4 +1,4 @@
-"""Take the README's screenshot of the portal's overview (docs/overview.png).
+"""Take the screenshot of the portal's overview (docs/overview.png) the README shows.
 
 Starts redis, a broker and the portal (tests/portal_server.py: real processes on free
 loopback ports, in a temporary directory), creates a few queues, runs producers that

@@ -20,7 +20,7 @@ from broker.client import BytesMessage, Queue, connect
 from broker.protocol.packet import HEADER, Packet
 from broker.protocol.types import PacketType, Status
 
-_TIMESTAMP_AT = 20  # offsets in the fixed header (../shared/spec/packet.md)
+_TIMESTAMP_AT = 20  # offsets in the fixed header (docs/developers/protocol.md)
 _SEQUENCE_AT = 48
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")

@@ -1,4 +1,4 @@
-"""Broker configuration properties (spec/broker-properties.md).
+"""Broker configuration properties (docs/operators/running.md).
 
 Layering, lowest to highest priority: :data:`DEFAULTS` (what OpenMQ's shipped
 ``default.properties`` gives; each property is declared once in :mod:`broker.props`), the instance file

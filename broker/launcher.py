@@ -24,8 +24,8 @@ def free_port() -> int:
 
 
 def read_portmapper(host: str, port: int, timeout: float = 5.0) -> bytes:
-    """The port mapper's service table (connect.md §1): our version line, then read to the
-    closing "." line or EOF.  Raises OSError when nothing answers."""
+    """The port mapper's service table (docs/developers/protocol.md): our version line,
+    then read to the closing "." line or EOF.  Raises OSError when nothing answers."""
     with socket.create_connection((host, port), timeout=timeout) as s:
         s.settimeout(timeout)
         s.sendall(b"101\n")

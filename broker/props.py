@@ -2,12 +2,12 @@
 
 A call site reads a property through its declaration, typed and with the declared
 default: ``config.get(props.EXPIRATION_INTERVAL)`` is an ``int``.  Defaults are written
-as OpenMQ writes them (``default.properties`` text: ``"70m"``, ``"true"``), from
-spec/broker-properties.md.  ``listed`` properties are the ones OpenMQ's shipped
-``default.properties`` lists: they make up :data:`broker.config.DEFAULTS` (what ``imqcmd
-query bkr`` and the broker's property listing show); the others have a default only in
-the code that reads them, as in OpenMQ.  Per-service properties (``imq.<service>.*``)
-are :class:`ServiceProp` patterns.
+as OpenMQ's ``default.properties`` writes them (text: ``"70m"``, ``"true"``).
+``listed`` properties are the ones OpenMQ's shipped ``default.properties`` lists: they
+make up :data:`broker.config.DEFAULTS` (what ``imqcmd query bkr`` and the broker's
+property listing show); the others have a default only in the code that reads them, as
+in OpenMQ.  Per-service properties (``imq.<service>.*``) are :class:`ServiceProp`
+patterns.
 
 :data:`REPORTED` names the properties a broker reports about itself (its admin
 service's property listing) and never reads from its configuration.

@@ -1,4 +1,4 @@
-"""Access control (spec/security.md §3): the rule engine, the file format, and the checks
+"""Access control (docs/developers/protocol.md): the rule engine, the file format, and the checks
 a running broker makes over TCP."""
 
 from __future__ import annotations

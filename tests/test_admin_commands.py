@@ -1,5 +1,5 @@
-"""The admin commands beyond the everyday ones (admin.md §3), through ``AdminClient``
-against real broker processes: destinations created and updated by an administrator,
+"""The admin commands beyond the everyday ones (docs/developers/protocol.md), through
+``AdminClient`` against real broker processes: destinations created and updated by an administrator,
 consumers, producers, durable subscriptions, messages, transactions, connections,
 services, broker properties, quiesce and restart.
 

@@ -1,4 +1,4 @@
-"""The admin protocol (admin.md §1-§3): imqcmd's requests on queue ``__JMQAdmin``.
+"""The admin protocol (docs/developers/protocol.md): imqcmd's requests on queue ``__JMQAdmin``.
 
 The broker tests replay imqcmd's captured opening on the ADMIN service, then send its
 captured admin HELLO (and requests built like it) and read the replies from the

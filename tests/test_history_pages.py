@@ -7,7 +7,7 @@ What is checked is what the user sees: the charts are drawn (pixels of the serie
 colours on the canvases, as many buckets as the test wrote for the range), the range
 buttons switch the series, a drag zooms every chart and Reset shows the whole range
 again; the JSON the page reads carries the values written.  A screenshot of the page
-goes to docs/history.png for the README when UPDATE_SCREENSHOTS=1.
+goes to docs/history.png (shown in docs/reference/portal.md) when UPDATE_SCREENSHOTS=1.
 """
 
 from __future__ import annotations
@@ -233,7 +233,7 @@ def test_history_page_draws_each_range_and_zooms(page, stack, written, tmp_path)
     assert 0 < spans[0][1] - spans[0][0] < whole * 0.5
     section.get_by_role("button", name="Reset zoom").click()
     expect(section).to_have_attribute("data-zoom", "")
-    # The README's screenshot: wide enough for the whole navigation on one line.
+    # The docs' screenshot: wide enough for the whole navigation on one line.
     page.set_viewport_size({"width": 1440, "height": 1100})
     section.get_by_role("button", name="Last day").click()
     expect(section).to_have_attribute("data-range", "day")

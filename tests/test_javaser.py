@@ -1,7 +1,8 @@
 """Java serialisation subset used by JMS bodies (broker/protocol/javaser.py).
 
-Golden data: bodies captured from the real OpenMQ 6.9.0 Java client, the byte listings in
-spec/bodies.md §4/§5, and three streams written by OpenJDK 17.0.15's ObjectOutputStream.
+Golden data: bodies captured from the real OpenMQ 6.9.0 Java client, byte listings of a
+HashMap and a stream body as Java 17 writes them, and three streams written by OpenJDK
+17.0.15's ObjectOutputStream.
 """
 
 from __future__ import annotations
@@ -124,7 +125,7 @@ def test_vector_object_message() -> None:
 
 
 # ---------------------------------------------------------------------------
-# The listings in spec/bodies.md
+# Byte listings of a map and a stream body (Java 17's ObjectOutputStream)
 # ---------------------------------------------------------------------------
 
 

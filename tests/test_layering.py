@@ -38,8 +38,9 @@ def test_broker_packages_do_not_import_the_admin_tools():
 
 
 def test_broker_packages_do_not_import_the_portal():
-    """The portal talks to the broker, not the other way round (DESIGN.md): no module of
-    the broker's packages names ``portal`` in an import (Django's settings module is
+    """The portal talks to the broker, not the other way round
+    (docs/developers/architecture.md): no module of the broker's packages names
+    ``portal`` in an import (Django's settings module is
     loaded by name through DJANGO_SETTINGS_MODULE, not imported)."""
     import ast
 

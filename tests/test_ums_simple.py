@@ -292,7 +292,7 @@ def test_get_broker_info_destinations(ums_stack):
 
 def test_readme_curl_examples(ums_stack):
     curl = shutil.which("curl")
-    assert curl, "curl is needed for the README examples"
+    assert curl, "curl is needed for the examples in docs/reference/ums.md"
     base = f"{ums_stack.url}/ums/simple"
     dest = q()
     out = subprocess.run(

@@ -992,7 +992,7 @@ def destroy_durable(admin: BrokerAdmin, actor: str, name: str, client_id: str | 
 # Transactions
 # --------------------------------------------------------------------------------------
 
-# com.sun.messaging.jmq.jmsserver.data.TransactionState (types.md §10)
+# com.sun.messaging.jmq.jmsserver.data.TransactionState (docs/developers/protocol.md)
 TXN_STATES = {
     -1: "TIMED_OUT",
     0: "CREATED",

@@ -1,4 +1,4 @@
-"""An admin-protocol client (admin.md §1-§3), what ``imqcmd`` does on the wire.
+"""An admin-protocol client, what ``imqcmd`` does on the wire (docs/developers/protocol.md).
 
 It connects to the broker's ADMIN service (through the port mapper) as an administrator,
 opens a CLIENT_ACKNOWLEDGE session with a non-persistent producer on queue ``__JMQAdmin``
@@ -300,7 +300,7 @@ class AdminClient:
         await self.request(RESUME)
 
     async def shutdown(self, timeout: float = 10, *, no_failover: bool = False) -> None:
-        """Ask the broker to shut down; a missing reply counts as success (admin.md §2).
+        """Ask the broker to shut down; a missing reply counts as success, as in imqcmd.
         ``no_failover``: in an HA cluster, no other broker is to take its data over."""
         try:
             await self.request(
@@ -500,8 +500,8 @@ class AdminClient:
 
     async def transactions(self) -> list[dict[str, Any]]:
         """GET_TRANSACTIONS: one dict per open transaction (txnid (a string), xid,
-        state (types.md §10), user, clientid, timestamp, connection, connectionid,
-        nmsgs, nacks, type...)."""
+        state (the numbers in docs/developers/protocol.md), user, clientid, timestamp,
+        connection, connectionid, nmsgs, nacks, type...)."""
         _, body = await self.request(GET_TRANSACTIONS)
         return read_vector(body)
 

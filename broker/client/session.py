@@ -2,7 +2,7 @@
 
 Acknowledgement bodies are 40-byte blocks: the int64 consumer id the message was
 delivered with, then its 32-byte SysMessageID (header bytes 20..51).  What is sent
-when follows the Java client (spec connect.md §10):
+when follows the Java client (docs/developers/protocol.md):
 
 * AUTO: one ACKNOWLEDGE per message, with A (and a wait) except for non-persistent
   messages from a non-durable topic subscription;

@@ -1,4 +1,4 @@
-"""Conventional multi-broker clusters (OpenMQ's cluster protocol, spec/cluster.md).
+"""Conventional multi-broker clusters (OpenMQ's cluster protocol, docs/developers/protocol.md).
 
 The public names, stable for the other parts of the broker (and the HA helper's
 ``ha*.py`` / ``takeover*.py`` beside these modules):

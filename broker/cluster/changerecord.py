@@ -1,4 +1,4 @@
-"""The master broker's configuration change record (spec/cluster.md §10).
+"""The master broker's configuration change record (docs/developers/protocol.md).
 
 An ordered log of GPackets -- G_UPDATE_DESTINATION, G_REM_DESTINATION, G_NEW_INTEREST
 (a durable subscription made), G_REM_DURABLE_INTEREST -- each with a ``UUID`` property,

@@ -80,7 +80,7 @@ class ClusterConfig:
     transport: str = "tcp"
     master: tuple[str, int] | None = None
     ping_interval: float = 60.0
-    # Properties both ends of a link must agree on (spec §3).
+    # Properties both ends of a link must agree on (LINK_INIT's match properties).
     match: dict[str, str] = field(default_factory=dict)
     lock_timeout: float = 60.0
 

@@ -1,10 +1,10 @@
 """One link to another broker of the cluster: the handshake, then GPackets both ways.
 
-The handshake follows spec/cluster.md §3: each side sends LINK_INIT and BROKER_INFO as
-legacy link packets, checks the other's identity, cluster version and match
-properties, answers with a G_BROKER_INFO_REPLY (46), and the link is up once both
+The handshake (docs/developers/protocol.md, "Cluster links"): each side sends LINK_INIT
+and BROKER_INFO as legacy link packets, checks the other's identity, cluster version and
+match properties, answers with a G_BROKER_INFO_REPLY (46), and the link is up once both
 replies are in.  BROKER_INFO's body is a v301 property table instead of Java
-serialisation (the spec allows this for a cluster of these brokers only).
+serialisation (so these brokers link only with each other).
 
 Anything wrong -- bytes that are not packets, a wrong version, a truncated packet, a
 peer that never finishes the handshake, a peer claiming an identity it cannot have --

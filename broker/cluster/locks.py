@@ -1,4 +1,4 @@
-"""Cluster-wide locks (spec/cluster.md §9): two brokers never grant the same resource.
+"""Cluster-wide locks (docs/developers/protocol.md): two brokers never grant the same resource.
 
 A broker that wants ``clientid:<id>`` or ``durable:<clientid>:<name>`` broadcasts G_LOCK
 and holds the resource only when every linked broker answered SUCCESS.  A broker

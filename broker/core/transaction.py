@@ -5,7 +5,7 @@ dropped on ROLLBACK.  An XA transaction (one started with an Xid) also goes thro
 END and PREPARE, and a PREPARED one outlives the connection that made it ("in doubt")
 until a transaction manager or an administrator commits or rolls it back.
 
-States and moves (spec types.md §10; the seed's START..VERIFY_TRANSACTION):
+States and moves (OpenMQ's TransactionState; START..VERIFY_TRANSACTION):
 
 ===============  ===========================================================
 STARTED          after START (TMNOFLAGS new, TMJOIN / TMRESUME re-associate);

@@ -211,7 +211,7 @@ class ResourceRules:
 
     def _denied(self: Any, name: str, dtype: int, op: str) -> str | None:
         """Why the access rules refuse ``op`` on ``name`` (and the auto-creation it would
-        cause), or None if they allow it (security/acl.py, spec/security.md §3.2)."""
+        cause), or None if they allow it (security/acl.py; docs/developers/protocol.md)."""
         acl = self.broker.access
         svc = self.service
         if dtype & DEST_TEMP or not acl.dest_enabled(svc.name):

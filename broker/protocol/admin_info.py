@@ -1,4 +1,6 @@
-"""The admin protocol's ``*Info`` objects (admin.md §4), as OpenMQ 6.9 serialises them.
+"""The admin protocol's ``*Info`` objects, as OpenMQ 6.9 serialises them.
+
+The protocol around them: docs/developers/protocol.md, "The admin protocol".
 
 Each shape lists the class's non-transient fields in declaration order with their Java
 types; :class:`~broker.protocol.javaser.JavaClass` derives the stream order.  The bytes

@@ -1,4 +1,4 @@
-"""The admin protocol's command numbers (admin.md §3; OpenMQ's ``util/admin/MessageType``).
+"""The admin protocol's command numbers (OpenMQ's ``util/admin/MessageType``).
 
 A request carries ``JMQMessageType = n``; its reply ``n + 1``.  Shared by the broker's
 admin handler and the admin client.

@@ -1,7 +1,7 @@
 """AUTHENTICATE bodies: two Java ``writeUTF`` strings (user name, then credential).
 
 For ``basic`` the credential is base64 of the UTF-8 password; for ``digest`` it is
-``MD5STR(MD5STR(user:password):nonce)`` (../shared/spec/connect.md §5).
+``MD5STR(MD5STR(user:password):nonce)`` (docs/developers/protocol.md, "Authentication").
 """
 
 from __future__ import annotations

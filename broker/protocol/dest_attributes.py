@@ -3,7 +3,7 @@
 One table, :data:`DESTINATION_ATTRIBUTES`, says for each attribute an administrator can
 set (``imqcmd create dst -o name=value``): its value type, what it means, and the
 ``DestinationInfo`` field and update-mask bit that carry it in CREATE_DESTINATION /
-UPDATE_DESTINATION (admin.md §4).  The admin client builds requests from it
+UPDATE_DESTINATION (docs/developers/protocol.md).  The admin client builds requests from it
 (:func:`destination_info_fields`), the broker reads them back
 (:func:`attributes_from_info`), and forms and the REST API describe their fields with it.
 

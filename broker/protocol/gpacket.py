@@ -1,4 +1,6 @@
-"""Broker-to-broker packets: the GPacket and the legacy link packet (../shared/spec/cluster.md).
+"""Broker-to-broker packets: the GPacket and the legacy link packet.
+
+The layouts are described in docs/developers/protocol.md, "Cluster links".
 
 Sans-IO: :func:`encode` / :func:`decode` turn whole packets into bytes and back, and
 :class:`GPacketReader` cuts a byte stream into packets as they arrive.  Every decoding
@@ -51,7 +53,7 @@ CLUSTER_VERSION = 500
 BROKER_ADDRESS_VERSION = 100
 INTEREST_RECORD_VERSION = 99353142765567461
 
-# Packet types (spec §5, OpenMQ's code numbers).
+# Packet types (OpenMQ's code numbers).
 G_MESSAGE_DATA = 1
 G_MESSAGE_DATA_REPLY = 2
 G_MESSAGE_ACK = 3
@@ -105,19 +107,19 @@ G_NEW_MASTER_BROKER_REPLY = 54
 G_INFO_REQUEST = 73
 G_INFO = 74
 
-# Ack types of G_MESSAGE_ACK (spec §8).
+# Ack types of G_MESSAGE_ACK.
 ACK_DELIVERED = 0
 ACK_ACKNOWLEDGED = 1
 ACK_IGNORED = 5
 ACK_UNDELIVERABLE = 6
 ACK_DEAD = 7
 
-# Interest update subtypes (spec §7).
+# Interest update subtypes.
 INTEREST_REM = 2
 INTEREST_DURABLE_DETACH = 3
 INTEREST_NEW_PRIMARY = 4
 
-# Lock reply statuses (spec §9).
+# Lock reply statuses (docs/developers/protocol.md, "Cluster links").
 LOCK_SUCCESS = 0
 LOCK_FAILURE = 1
 LOCK_BACKOFF = 2
@@ -126,7 +128,7 @@ TYPE_NAMES = {v: k for k, v in globals().items() if k.startswith("G_") and isins
 
 
 class GPacketError(ProtocolError):
-    """Bytes on a cluster link that are not a GPacket or link packet the spec allows."""
+    """Bytes on a cluster link that are not a GPacket or link packet OpenMQ allows."""
 
 
 _seq = itertools.count(1)
@@ -435,7 +437,7 @@ class ConsumerUID:
 
 @dataclass
 class LinkInit:
-    """The LINK_INIT body (spec §3): who the peer is and what it must agree on."""
+    """The LINK_INIT body: who the peer is and what it must agree on."""
 
     version: int
     host: str

@@ -1,4 +1,4 @@
-"""The port mapper's text protocol (../shared/spec/connect.md §1).
+"""The port mapper's text protocol (docs/developers/protocol.md, "The port mapper").
 
 The client writes its version line (``101``); the broker answers with a table of its
 services and a ``.`` line.  Both directions are plain US-ASCII with ``\\n`` line ends.

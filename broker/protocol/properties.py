@@ -1,6 +1,6 @@
 """The property section of a version-301 packet, and Java's (modified) UTF strings.
 
-Layout (../shared/spec/packet.md §7): int32 format version (1), int32 count, then per
+Layout (docs/developers/protocol.md, "Properties"): int32 format version (1), int32 count, then per
 entry a ``writeUTF`` name, an int16 type code and the value.  Types 1-8 have no length
 word, so an unknown type code cannot be skipped: the whole section is rejected.
 """

@@ -36,7 +36,7 @@ def ip_field(address: str | None) -> bytes:
 
 
 def ip_to_string(ip: bytes) -> str:
-    """The string form OpenMQ prints for the IP field (packet.md §6)."""
+    """The string form OpenMQ prints for the IP field (docs/developers/protocol.md)."""
     if len(ip) != 16:
         raise SysMessageIDError(f"an IP field has 16 bytes, not {len(ip)}")
     if ip[:12] == _V4_MAPPED_PREFIX:

@@ -1,6 +1,6 @@
 """Protocol constants: packet types, status codes, flags, destination types and friends.
 
-Numbers follow the code of the real client and broker (../shared/spec/types.md); where
+Numbers follow the code of the real client and broker (docs/developers/protocol.md); where
 the 4.1 protocol document disagrees (INFO_REQUEST, VERIFY_TRANSACTION) the code wins.
 """
 

@@ -1,7 +1,7 @@
 """XA transaction ids (``javax.transaction.xa.Xid``) and their 136-byte wire form.
 
 The body of START/END/PREPARE/COMMIT/ROLLBACK/VERIFY_TRANSACTION for XA, and each entry
-of a RECOVER_TRANSACTION_REPLY body, is one marshalled Xid (spec types.md §10)::
+of a RECOVER_TRANSACTION_REPLY body, is one marshalled Xid (docs/developers/protocol.md)::
 
     int32  formatId          (-1: the null Xid)
     int16  gtrid length      (0..64)

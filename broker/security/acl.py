@@ -1,4 +1,4 @@
-"""Access control: OpenMQ's ``accesscontrol.properties`` rules (spec/security.md §3).
+"""Access control: OpenMQ's ``accesscontrol.properties`` rules (docs/developers/protocol.md).
 
 * :class:`AccessControl` - one parsed rule set and its checks (pure, cheap, no I/O);
 * :func:`parse_file` / :func:`format_file` - the file format, both ways;
@@ -39,7 +39,7 @@ KINDS = ("queue", "topic")
 DEST_OPS = {"queue": ("produce", "consume", "browse"), "topic": ("produce", "consume")}
 SERVICE_TYPES = ("NORMAL", "ADMIN", "*")
 
-# The shipped accesscontrol.properties (spec/security.md §3.5).
+# The accesscontrol.properties OpenMQ ships.
 DEFAULT_RULES: dict[str, str] = {
     VERSION_KEY: VERSION,
     "connection.NORMAL.allow.user": "*",

@@ -1,4 +1,4 @@
-"""OpenMQ password hashing and the digest challenge/response (spec/connect.md §5).
+"""OpenMQ password hashing and the digest challenge/response (docs/developers/protocol.md).
 
 OpenMQ never stores or sends passwords for ``digest`` authentication.  The password
 file holds ``MD5STR(username + ":" + password)`` and the client answers a nonce with

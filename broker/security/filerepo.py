@@ -1,4 +1,4 @@
-"""OpenMQ's flat-file user repository (``passwd``, spec/security.md §2).
+"""OpenMQ's flat-file user repository (``passwd``, docs/developers/protocol.md).
 
 One user per line, ``<username>:<MD5STR(username:password)>:<group>:<active>``.  The
 broker reads it the way OpenMQ's ``JMQFileUserRepository`` does: fields split on ``:``

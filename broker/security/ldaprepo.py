@@ -1,4 +1,4 @@
-"""The LDAP user repository (``imq.user_repository.ldap.*``, spec/security.md §4).
+"""The LDAP user repository (``imq.user_repository.ldap.*``, docs/reference/security.md).
 
 The broker never sees a password hash here: it binds to the directory as the user with
 the password the client sent (so only ``basic`` authentication can work), then finds

@@ -48,7 +48,7 @@ _DEFAULT_GROUPS = {
     ANONYMOUS_GROUP: "The anonymous (guest) user.",
 }
 
-# (username, password, group) as in OpenMQ's shipped passwd file (spec/security.md §2).
+# (username, password, group) as in OpenMQ's shipped passwd file (docs/developers/protocol.md).
 DEFAULT_USERS: tuple[tuple[str, str, str], ...] = (
     ("admin", "admin", ADMIN_GROUP),
     ("guest", "guest", ANONYMOUS_GROUP),

@@ -113,7 +113,7 @@ def test_stock_imqcmd_sequence(tmp_path: Path, imqcmd: StockImqcmd, java_classes
         assert svc["jms"]["Service State"] == "RUNNING"
         assert svc["admin"]["Service State"] == "RUNNING"
         assert svc["jms"]["Port Number"] == f"{b.jms_port} (static)"
-        assert set(svc) == {"admin", "jms"}  # the services that run (README)
+        assert set(svc) == {"admin", "jms"}  # the services that run (docs/reference/imqcmd.md)
         qs = nxt("query", "svc", "-n", "jms").pairs()
         assert qs["Service State"] == "RUNNING"
         assert qs["Current Number of Allocated Threads"] == "2"

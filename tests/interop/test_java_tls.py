@@ -142,7 +142,7 @@ def test_java_client_over_tls(
         assert "PKIX" in stranger.stderr, stranger.explain()
         assert b.proc.poll() is None
         if kind == "ours":
-            # The refused handshakes leave no traceback (nor, yet, a log line: see README).
+            # The refused handshakes leave no traceback (nor, yet, a log line: see docs/developers/tests.md).
             log = b.log_text()
             assert "Traceback" not in log, log[-4000:]
     finally:

@@ -7,7 +7,7 @@ Subcommands as OpenMQ's ``imqusermgr``:
 * ``list [-u NAME]``
 * ``update -u NAME [-p PASSWORD] [-a true|false] [-g GROUP]``
 
-and ours, to move users between a passwd file (spec/security.md §2) and the database:
+and ours, to move users between a passwd file (docs/developers/protocol.md) and the database:
 
 * ``import FILE``: load the file's users (hashes, group, active state)
 * ``export FILE``: write the database's users in passwd format (``-`` = standard output)

@@ -1,4 +1,6 @@
-"""The broker side of the admin protocol (admin.md): requests to queue ``__JMQAdmin``.
+"""The broker side of the admin protocol: requests to queue ``__JMQAdmin``.
+
+The protocol: docs/developers/protocol.md, "The admin protocol".
 
 An admin tool (imqcmd) sends OBJECT_MESSAGEs to ``__JMQAdmin`` over an ADMIN service;
 ``JMQMessageType`` selects the command.  Such messages are never stored: the
@@ -362,8 +364,8 @@ def _destination_info(dest, delayed: list[int], held: list[int]) -> Any:
 
 
 def admin_defaults(settings, is_topic: bool, dest_type: int) -> dict[str, object]:
-    """The attributes an admin-created destination starts from (spec broker-properties
-    §2): unlimited counts and sizes, REJECT_NEWEST, 100 producers, the auto-creation
+    """The attributes an admin-created destination starts from (OpenMQ's
+    defaults): unlimited counts and sizes, REJECT_NEWEST, 100 producers, the auto-creation
     flow limits; a queue's consumer counts follow its delivery-policy flavour bits
     (single 1/0, round-robin -1/0, failover 1/-1), else the auto-creation defaults."""
     auto = dict((settings.topic_attributes if is_topic else settings.queue_attributes) or {})
