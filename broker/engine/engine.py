@@ -190,7 +190,8 @@ class EngineBase:
         return self.receive_packets(packets)
 
     def receive_packets(self, packets: list[Packet | BadPacket]) -> Effects:
-        """Decoded packets (a driver without bytes: UMS, a cluster link)."""
+        """Decoded packets: receive_data after decoding (a driver without bytes could
+        call it directly; none does today)."""
         if self.state in HOLDS_INPUT:
             self._backlog.extend(packets)
         elif self.state not in IGNORES_INPUT:

@@ -124,7 +124,7 @@ class LoginThrottle:
     """Failed logins per remote address: after ``free`` failures within ``window``
     seconds, each further failure is answered later (1 s, 2 s, 4 s ... up to ``cap``).
 
-    The broker answers the delayed 403 with ``loop.call_later``; nothing blocks.
+    The broker answers the delayed refusal (413 INVALID_LOGIN) with ``loop.call_later``; nothing blocks.
     """
 
     def __init__(
