@@ -42,6 +42,7 @@ class Limits:
     def __init__(self, router: MessageRouter) -> None:
         self.router = router
         self.clock = time.monotonic
+        self._dmq_box = _LiveDMQ(router)
 
     # -- sends -----------------------------------------------------------------------
 
@@ -140,57 +141,36 @@ class Limits:
             owner.stats.expired += 1
         else:
             owner.stats.discarded += 1
-        if owner is router.dmq or not owner.attributes.get("useDMQ", True):
-            log.debug("message %s discarded (%s)", entry.msg.message_id, reason)
-            return False
-        settings = router.settings
-        if settings.log_dead_messages or entry.msg.selector_values().get(
-            "JMS_SUN_LOG_DEAD_MESSAGES"
-        ):
-            log.info(
-                "dead message %s from %s: %s%s",
-                entry.msg.message_id,
-                owner.name,
-                reason,
-                f" ({comment})" if comment else "",
-            )
-        if not dmq.preserve(entry.msg, reason):
-            return False
-        return self.keep_in_dmq(entry.msg, reason, comment, entry.count)
+        return dmq.keep(
+            entry.msg,
+            reason,
+            comment,
+            entry.count,
+            source=owner.name,
+            attributes=owner.attributes,
+            from_dmq=owner is router.dmq,
+            policy=self._policy(),
+            box=self._dmq_box,
+            now_ms=now_ms(),
+        )
 
     def keep_in_dmq(
         self, msg: Message, reason: str, comment: str | None, delivery_count: int
     ) -> bool:
         """Put a copy of ``msg`` in the DMQ (its own limits permitting); True if it went."""
-        router = self.router
-        settings = router.settings
-        t = now_ms()
-        dead = dmq.dead_message(
+        return dmq.keep_copy(
             msg,
             reason,
-            now_ms=t,
-            broker=settings.broker_name,
-            delivery_count=delivery_count,
-            comment=comment,
-            truncate_body=settings.dmq_truncate_body,
+            comment,
+            delivery_count,
+            policy=self._policy(),
+            box=self._dmq_box,
+            now_ms=now_ms(),
         )
-        d = router.dmq
-        per_msg = d.limit("maxBytesPerMsg")
-        if per_msg >= 0 and dead.size > per_msg:
-            log.info("message %s too large for the DMQ, discarded", msg.message_id)
-            return False
-        while d.is_full(dead.size):
-            # The DMQ's own limit behaviour: its oldest message makes way (and is gone).
-            if not d.dq.count:
-                log.info("DMQ full, message %s discarded", msg.message_id)
-                return False
-            old = d.dq.pop_next()
-            assert old is not None
-            d.account_out(old)
-        # The copy keeps the original's message id; the store needs a key of its own.
-        dead.store_key = b"\xff\xff\xff\xff" + router.uids.next().to_bytes(8, "big") + dead.key[12:]
-        d.publish(dead, t)
-        return True
+
+    def _policy(self) -> dmq.DeadLetterPolicy:
+        s = self.router.settings
+        return dmq.DeadLetterPolicy(s.broker_name, s.dmq_truncate_body, s.log_dead_messages)
 
     # -- expiry ---------------------------------------------------------------------
 
@@ -341,6 +321,33 @@ def _fanout(dest: Destination) -> int:
     if isinstance(dest, TopicDestination):
         return max(1, len(dest.subscriptions))
     return 1
+
+
+class _LiveDMQ:
+    """The running broker's DMQ destination as :class:`~broker.core.dmq.DeadLetters`."""
+
+    def __init__(self, router: MessageRouter) -> None:
+        self.router = router
+
+    def limit(self, name: str, default: int = -1) -> int:
+        return self.router.dmq.limit(name, default)
+
+    def is_full(self, extra_bytes: int = 0) -> bool:
+        return self.router.dmq.is_full(extra_bytes)
+
+    def make_way(self) -> bool:
+        d = self.router.dmq
+        old = d.dq.pop_next()
+        if old is None:
+            return False
+        d.account_out(old)
+        return True
+
+    def add(self, dead: Message) -> None:
+        router = self.router
+        # The copy keeps the original's message id; the store needs a key of its own.
+        dead.store_key = b"\xff\xff\xff\xff" + router.uids.next().to_bytes(8, "big") + dead.key[12:]
+        router.dmq.publish(dead, now_ms())
 
 
 __all__ = ["Limits"]

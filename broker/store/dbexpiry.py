@@ -6,8 +6,8 @@ own sweep (``Router.reclaim_expired_report``) would have done at its next start:
 open interest of an expired message is settled, and where the destination uses the DMQ
 (``useDMQ``, default true) and the producer did not set
 ``JMS_SUN_PRESERVE_UNDELIVERED=false``, a copy with the ``JMS_SUN_DMQ_*`` properties
-(:func:`broker.core.dmq.dead_message`) is stored in that instance's DMQ, within the DMQ's
-limits (its oldest messages make way, as in the broker).
+is stored in that instance's DMQ, within the DMQ's limits (its oldest messages make
+way): the broker's own rule, :func:`broker.core.dmq.keep`, applied to the rows.
 
 Left alone: messages an open (e.g. prepared XA) transaction acknowledged, as the
 transaction's outcome decides about them; and what only the broker's configuration knows
@@ -120,6 +120,9 @@ def reclaim_expired_rows(
     dmq_attrs = dict(dmq.DMQ_DEFAULTS)
     dmq_attrs.update(attributes.get((dmq.DMQ_NAME, False)) or {})
     dead_letters = _DeadLetterBox(inst, dmq_attrs, using)
+    # What only the broker's configuration says (truncateBody, logDeadMsgs) is taken at
+    # its default: the job does not read the instance's configuration.
+    policy = dmq.DeadLetterPolicy(owner.address or inst)
     report: dict[tuple[str, bool], Reclaimed] = {}
     gone: list[str] = []
     for key, destination, dest_type in expired:
@@ -139,17 +142,18 @@ def reclaim_expired_rows(
         gone.append(key)
         row = report.setdefault((destination, is_topic), Reclaimed(destination, is_topic))
         attrs = attributes.get((destination, is_topic)) or {}
-        to_dmq = destination != dmq.DMQ_NAME and bool(attrs.get("useDMQ", True))
         for count in live.values():
-            if to_dmq and dmq.preserve(msg):
-                dead = dmq.dead_message(
-                    msg, dmq.EXPIRED, now_ms=now_ms, broker=owner.address or inst,
-                    delivery_count=count,
-                )  # fmt: skip
-                if dead_letters.put(dead):
-                    row.to_dmq += 1
-                    continue
-            row.discarded += 1
+            # The live broker's rule (broker/core/dmq.py keep), on the rows.
+            kept = dmq.keep(
+                msg, dmq.EXPIRED, None, count,
+                source=destination, attributes=attrs,
+                from_dmq=destination == dmq.DMQ_NAME,
+                policy=policy, box=dead_letters, now_ms=now_ms,
+            )  # fmt: skip
+            if kept:
+                row.to_dmq += 1
+            else:
+                row.discarded += 1
     for part in _chunks(gone):
         m.StoredInterest.objects.using(using).filter(broker_instance=inst, key__in=part).delete()
         m.StoredMessage.objects.using(using).filter(broker_instance=inst, key__in=part).delete()
@@ -158,16 +162,15 @@ def reclaim_expired_rows(
 
 
 class _DeadLetterBox:
-    """The instance's DMQ rows and the copies to add, kept within the DMQ's limits as
-    the broker does: a copy larger than maxBytesPerMsg is discarded, and the oldest
-    messages make way when maxNumMsgs or maxTotalMsgBytes would be passed."""
+    """The instance's DMQ rows and the copies to add, as :class:`broker.core.dmq.DeadLetters`
+    (the limits themselves are applied by :func:`broker.core.dmq.keep`)."""
 
     def __init__(self, instance: str, attributes: dict, using: str) -> None:
         self.instance = instance
         self.using = using
-        self.per_msg = _limit(attributes, "maxBytesPerMsg")
-        self.max_count = _limit(attributes, "maxNumMsgs")
-        self.max_bytes = _limit(attributes, "maxTotalMsgBytes")
+        self.attributes = attributes
+        self.max_count = self.limit("maxNumMsgs")
+        self.max_bytes = self.limit("maxTotalMsgBytes")
         conn = connections[using]
         table = conn.ops.quote_name(m.StoredMessage._meta.db_table)
         with conn.cursor() as cursor:
@@ -183,26 +186,30 @@ class _DeadLetterBox:
         self.bytes = sum(size for _, size, _ in self.held)
         self.evicted: list[str] = []
 
-    def _full(self, extra: int) -> bool:
+    def limit(self, name: str, default: int = -1) -> int:
+        try:
+            return int(self.attributes.get(name, default))
+        except (TypeError, ValueError):
+            return default
+
+    def is_full(self, extra_bytes: int = 0) -> bool:
         return (self.max_count >= 0 and len(self.held) >= self.max_count) or (
-            self.max_bytes >= 0 and self.bytes + extra > self.max_bytes
+            self.max_bytes >= 0 and self.bytes + extra_bytes > self.max_bytes
         )
 
-    def put(self, dead: Message) -> bool:
-        """Keep ``dead``; False when it cannot be (too large, or nothing can make way)."""
-        if self.per_msg >= 0 and dead.size > self.per_msg:
+    def make_way(self) -> bool:
+        if not self.held:
             return False
-        while self._full(dead.size):
-            if not self.held:
-                return False
-            key, size, new = self.held.popleft()
-            self.bytes -= size
-            if new is None:
-                self.evicted.append(key)
+        key, size, new = self.held.popleft()
+        self.bytes -= size
+        if new is None:
+            self.evicted.append(key)
+        return True
+
+    def add(self, dead: Message) -> None:
         key = (_JOB_KEY_PREFIX + os.urandom(8) + dead.key[12:]).hex()
         self.held.append((key, dead.size, dead))
         self.bytes += dead.size
-        return True
 
     def write(self) -> None:
         inst, db = self.instance, self.using
@@ -233,13 +240,6 @@ class _DeadLetterBox:
                     f" VALUES {', '.join(['(%s, %s, %s, %s)'] * len(part))}",
                     args,
                 )
-
-
-def _limit(attributes: dict, name: str) -> int:
-    try:
-        return int(attributes.get(name, -1))
-    except (TypeError, ValueError):
-        return -1
 
 
 __all__ = ["Reclaimed", "reclaim_expired_rows"]
