@@ -4,15 +4,19 @@ The portal's users are the broker's: the repository the broker uses for basic
 authentication on its admin service (``imq.authentication.basic.user_repository``, per
 service ``imq.admin.authentication.basic.user_repository``) — the database (default), an
 OpenMQ passwd file, or LDAP.  A successful login creates or refreshes a Django user of the
-same name (its ``is_staff`` mirrors group ``admin``, for Django's own use).
+same name (its ``is_staff`` mirrors the answer below, for Django's own use).
 
-:func:`is_administrator` is the one check the pages, the REST API (session and token),
-the live feed and /metrics use.  It asks the repository on every request, so a user
-disabled, deleted or moved out of group ``admin`` -- by the portal, the REST API,
-``imqusermgr``, an edit of the passwd file or a change in the directory -- is refused at
-the next request, whatever their session or token says:
+Who is an administrator is the broker's rule, not the portal's: a user the broker would
+let connect to its admin service (``connection.ADMIN`` access rules of the service
+``admin``, from the rules file or the database, as ``broker.security.acl`` applies them;
+with access control disabled, a member of group ``admin``).  :func:`is_administrator`
+is the one check the pages, the REST API (session and token), the live feed and
+/metrics use.  It asks the repository on every request, so a user disabled, deleted or
+moved out of an allowed group -- by the portal, the REST API, ``imqusermgr``, an edit
+of the passwd file or a change in the directory -- is refused at the next request,
+whatever their session or token says; a change of the rules counts within a second:
 
-* database: one indexed query (active member of ``admin``);
+* database: the user and their groups, one query each;
 * passwd file: a ``stat`` of the file, re-read only when it changed;
 * LDAP: a search with the repository's search bind, remembered for
   ``PORTAL_LDAP_RECHECK_SECONDS`` (30 s by default) per user so that a page with many
@@ -31,13 +35,17 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.backends import BaseBackend
 
 from broker.config import BrokerConfig, ConfigError
+from broker.security.acl import AccessController
 from broker.security.digest import basic_credential, constant_time_equals
 from broker.security.repository import UserRepositories, repository_name
-from broker.security.users import ADMIN_GROUP, UserRecord
+from broker.security.users import UserRecord
 
 log = logging.getLogger("portal.auth")
 
 ADMIN_SERVICE = "admin"
+# The access rules (a file's stat, or a query of the rules' stamp) are looked at again at
+# most this often.
+RULES_RECHECK_SECONDS = 1.0
 
 # Set on the request's user object: the answer of is_administrator for this request.
 _ANSWER = "_imq_administrator"
@@ -57,6 +65,8 @@ class _AdminRepository:
         self._lock = threading.Lock()
         self._key: tuple | None = None
         self._built: tuple[str, object] | None = None
+        self._rules: AccessController | None = None
+        self._rules_read = 0.0
         self._ldap_seen: dict[str, tuple[float, bool]] = {}
 
     def _config_key(self) -> tuple:
@@ -77,9 +87,27 @@ class _AdminRepository:
                 config = broker_config()
                 name = repository_name(config, "basic", ADMIN_SERVICE)
                 self._built = (name, UserRepositories(config).get(name))
+                self._rules = AccessController(config, in_worker=False)
+                self._rules.prepare([ADMIN_SERVICE])
+                self._rules_read = 0.0
                 self._key = key
                 self._ldap_seen.clear()
             return self._built
+
+    def may_administer(self, record: UserRecord | None) -> bool:
+        """Whether the broker would let ``record``'s user connect to its admin service."""
+        if record is None or not record.active:
+            return False
+        self.get()
+        with self._lock:
+            rules = self._rules
+            assert rules is not None
+            now = time.monotonic()
+            if now - self._rules_read >= RULES_RECHECK_SECONDS:
+                rules.poll()
+                self._rules_read = now
+        ok, _why = rules.check_connection(ADMIN_SERVICE, "ADMIN", record.username, record.groups)
+        return ok
 
     def remember(self, username: str, admin: bool) -> None:
         """What a login just learnt from the directory (saves the first re-check)."""
@@ -99,7 +127,7 @@ class _AdminRepository:
             # not answer would otherwise hold every request for its time-out.
             self.remember(username, False)
             raise
-        admin = record is not None and record.active and record.is_admin
+        admin = self.may_administer(record)
         self.remember(username, admin)
         return admin
 
@@ -108,19 +136,28 @@ _repository = _AdminRepository()
 
 
 def repository_says_admin(username: str) -> bool:
-    """Whether the admin service's user repository has ``username`` as an active member
-    of group ``admin`` right now (see the module docstring for the cost)."""
+    """Whether ``username``, as the admin service's user repository has them right now,
+    may administer (the broker's ``connection.ADMIN`` rule; see the module docstring
+    for the cost)."""
     name, repo = _repository.get()
     if name == "database":
         from broker.models import BrokerUser
 
-        return BrokerUser.objects.filter(
-            username=username, active=True, groups__name=ADMIN_GROUP
-        ).exists()
+        # Not the repository's lookup: that one closes stale connections, which a
+        # request must not do under its own feet.
+        user = BrokerUser.objects.prefetch_related("groups").filter(username=username).first()
+        if user is None:
+            return False
+        record = UserRecord(
+            user.username,
+            user.password_digest,
+            user.active,
+            frozenset(g.name for g in user.groups.all()),
+        )
+        return _repository.may_administer(record)
     if name == "ldap":
         return _repository.ldap_admin(repo, username)
-    record = repo.lookup(username)
-    return record is not None and record.active and record.is_admin
+    return _repository.may_administer(repo.lookup(username))
 
 
 def verify(username: str, password: str) -> UserRecord | None:
@@ -138,7 +175,7 @@ def verify(username: str, password: str) -> UserRecord | None:
     if record is None or not record.active:
         return None
     if name == "ldap":
-        _repository.remember(username, record.is_admin)
+        _repository.remember(username, _repository.may_administer(record))
     return record
 
 
@@ -162,7 +199,7 @@ class BrokerUserBackend(BaseBackend):
             return None
         user_model = get_user_model()
         user, _ = user_model.objects.get_or_create(username=username)
-        admin = record.is_admin
+        admin = _repository.may_administer(record)
         if user.is_staff != admin or not user.is_active or user.has_usable_password():
             user.is_staff = admin
             user.is_active = True
@@ -183,9 +220,10 @@ class BrokerUserBackend(BaseBackend):
 
 
 def is_administrator(user) -> bool:
-    """Whether ``user`` (a request's user) may administer: logged in, and an active member
-    of group ``admin`` in the broker's user repository as it is now -- not as it was at
-    login.  Asked once per request (the answer stays on the request's user object)."""
+    """Whether ``user`` (a request's user) may administer: logged in, and allowed on the
+    broker's admin service by its access rules, as the user repository and the rules
+    are now -- not as they were at login.  Asked once per request (the answer stays on
+    the request's user object)."""
     if not (user and user.is_authenticated and user.is_active):
         return False
     answer = getattr(user, _ANSWER, None)

@@ -17,6 +17,7 @@ import getpass
 import re
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -187,6 +188,44 @@ def test_change_made_behind_the_actions_is_seen_too(stack) -> None:
     assert status == 302 and where.startswith("/login/")
     assert dan.token_status() == 403  # the token is still there; the rights are not
     usermgr(stack.env, "delete", "-u", "dan", "-f")
+
+
+def _eventually(check, seconds: float = 15.0) -> None:
+    """Until ``check()`` passes (the portal re-reads the access rules within a second)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            check()
+            return
+        except AssertionError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
+def test_administrators_are_whom_the_admin_service_rules_allow(stack) -> None:
+    """Who may administer in the portal is the broker's connection.ADMIN rule, not a
+    group the portal names: a user the rules allow on the ADMIN service is an
+    administrator without group admin, and one they deny is not, with it."""
+    usermgr(stack.env, "add", "-u", "gus", "-p", "gus-pw", "-g", "user")
+    usermgr(stack.env, "add", "-u", "hal", "-p", "hal-pw", "-g", "admin")
+    hal = Admin(stack.url, "hal", "hal-pw")
+    hal.assert_admin()
+    try:
+        for key, who in (("allow", "gus"), ("deny", "hal")):
+            done = manage(stack.env, "imqacl", "set", f"connection.ADMIN.{key}.user", who)
+            assert done.returncode == 0, done.stderr
+        _eventually(hal.assert_refused)
+        gus = Admin(stack.url, "gus", "gus-pw")
+        gus.assert_admin()
+        done = manage(stack.env, "imqacl", "delete", "connection.ADMIN.allow.user")
+        assert done.returncode == 0, done.stderr
+        _eventually(gus.assert_refused)
+    finally:
+        manage(stack.env, "imqacl", "delete", "connection.ADMIN.allow.user")
+        manage(stack.env, "imqacl", "delete", "connection.ADMIN.deny.user")
+        usermgr(stack.env, "delete", "-u", "gus", "-f")
+        usermgr(stack.env, "delete", "-u", "hal", "-f")
 
 
 def test_passwd_file_repository_checked_per_request(tmp_path: Path) -> None:

@@ -336,9 +336,14 @@ class AccessController:
     """The access checks of a broker's services.  Checks run on the event loop against
     in-memory rules; :meth:`load` and :meth:`poll` (blocking) run in a worker thread."""
 
-    def __init__(self, config: BrokerConfig, instance: str | None = None) -> None:
+    def __init__(
+        self, config: BrokerConfig, instance: str | None = None, *, in_worker: bool = True
+    ) -> None:
         self.config = config
         self.instance = instance or config.instance
+        # The broker loads rules in long-lived worker threads, which first drop a database
+        # connection the server closed; a web request (the portal) must not close its own.
+        self.in_worker = in_worker
         # Bumped on every reload: connections drop their cached send decisions.
         self.generation = 0
         self._sources: dict[str, _Source] = {}
@@ -406,11 +411,12 @@ class AccessController:
 
     def _reload(self, src: _Source) -> bool:
         if src.path is None:
-            stamp = rules_stamp(self.instance)
+            fresh = self.in_worker
+            stamp = rules_stamp(self.instance, fresh_connection=fresh)
             if stamp == src.stamp:
                 return False
-            rules = load_rules(self.instance)
-            src.stamp = rules_stamp(self.instance)
+            rules = load_rules(self.instance, fresh_connection=fresh)
+            src.stamp = rules_stamp(self.instance, fresh_connection=fresh)
             src.acl = AccessControl(rules, "database rules")
         else:
             try:
@@ -506,26 +512,29 @@ def ensure_seeded() -> bool:
     return True
 
 
-def rules_stamp(instance: str | None) -> tuple:
-    """Changes whenever a rule of ``instance`` (or of all brokers) changes."""
+def rules_stamp(instance: str | None, *, fresh_connection: bool = True) -> tuple:
+    """Changes whenever a rule of ``instance`` (or of all brokers) changes
+    (``fresh_connection``: first drop a stale database connection, see AccessController)."""
     from django.db import close_old_connections
     from django.db.models import Count, Max
 
     from broker.models import AccessRule
 
-    close_old_connections()
+    if fresh_connection:
+        close_old_connections()
     agg = AccessRule.objects.filter(_scope(instance)).aggregate(n=Count("id"), m=Max("updated"))
     return (agg["n"], agg["m"])
 
 
-def load_rules(instance: str | None = None) -> dict[str, str]:
+def load_rules(instance: str | None = None, *, fresh_connection: bool = True) -> dict[str, str]:
     """The database rules for ``instance``: rules for all brokers, overridden by the
     instance's own.  Seeds :data:`DEFAULT_RULES` if the table is empty."""
     from django.db import close_old_connections
 
     from broker.models import AccessRule
 
-    close_old_connections()
+    if fresh_connection:
+        close_old_connections()
     ensure_seeded()
     rules: dict[str, str] = {}
     rows = AccessRule.objects.filter(_scope(instance)).order_by("broker_instance", "key")
