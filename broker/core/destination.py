@@ -29,7 +29,7 @@ from .metrics import DestStats
 if TYPE_CHECKING:
     from broker.core.selector import Selector
 
-    from .session import Consumer, Producer
+    from .session import Producer
 
 UNLIMITED = -1
 DEST_DMQ = int(DestType.DMQ)
@@ -177,7 +177,7 @@ class Destination:
         # Whether a copy goes to the DMQ is the router's rule (core/limits.py).
         self.account_out(entry)
 
-    def consumers(self) -> list[Consumer]:
+    def consumers(self) -> list[DeliveryTarget]:
         raise NotImplementedError
 
     def delivery_queues(self) -> list[DeliveryQueue]:
@@ -205,7 +205,7 @@ class QueueDestination(Destination):
         self.dq = DeliveryQueue(on_drop=self.drop)
         self.backups: list[DeliveryTarget] = []
 
-    def consumers(self) -> list[Consumer]:
+    def consumers(self) -> list[DeliveryTarget]:
         return [*self.dq.consumers, *self.backups]
 
     def delivery_queues(self) -> list[DeliveryQueue]:
@@ -321,7 +321,7 @@ class TopicDestination(Destination):
         # Shared non-durable subscriptions by key (JMQShare or JMS 2.0 name).
         self.shared: dict[tuple, Subscription] = {}
 
-    def consumers(self) -> list[Consumer]:
+    def consumers(self) -> list[DeliveryTarget]:
         return [c for s in self.subscriptions for c in s.queue.consumers]
 
     def delivery_queues(self) -> list[DeliveryQueue]:

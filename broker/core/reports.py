@@ -235,7 +235,7 @@ class ReportGenerator(MessageObserver):
     def __init__(
         self,
         router: MessageRouter,
-        schedule: Callable[[Callable[[], None]], object] | None = None,
+        schedule: Callable[[Callable[[], object]], object] | None = None,
         may_send: SendCheck | None = None,
     ) -> None:
         self.router = router

@@ -200,7 +200,10 @@ class MessageRouter:
         dest.on_room = self.limits.room
         if temporary_owner is None:
             dest.store = self.store
-        (self.topics if is_topic else self.queues)[name] = dest  # type: ignore[index]
+        if isinstance(dest, TopicDestination):
+            self.topics[name] = dest
+        else:
+            self.queues[name] = dest
         return dest
 
     def restore_destination(

@@ -281,6 +281,7 @@ class TransactionManager:
             raise RouterError(Status.BAD_REQUEST, f"transaction {txn.id} is not an XA one")
         self._not_timed_out(txn)
         st = txn.state
+        allowed: tuple[TransactionState, ...]
         if flags & XAFlag.TMSUSPEND:
             allowed, nxt = (TransactionState.STARTED,), TransactionState.INCOMPLETE
         elif flags & XAFlag.TMFAIL:
@@ -448,7 +449,7 @@ class TransactionManager:
             e.owner.stats.rolledback += 1
         if entries:
             sess = txn.session
-            self.router.acks.return_unacked(sess, entries, redelivered=set_redelivered)  # type: ignore[arg-type]
+            self.router.acks.return_unacked(sess, entries, redelivered=set_redelivered)
 
     def _forget_transaction(self, txn: Transaction) -> None:
         self.router.transactions.pop(txn.id, None)
