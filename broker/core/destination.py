@@ -333,15 +333,15 @@ class TopicDestination(Destination):
         if not targets:
             return
         # Only durable subscribers' copies outlive a restart, so only they are stored.
-        stored = msg.persistent and self.store is not None
-        if stored:
+        store = self.store if msg.persistent else None
+        if store is not None:
             interests = tuple(s.sub_id for s in targets if s.durable_key is not None)
             if interests:
-                self.store.submit(  # type: ignore[union-attr]
+                store.submit(
                     (MsgAdd(msg.store_key, self.name, self.dest_type, msg.raw, interests),)
                 )
         for sub in targets:
-            interest = sub.sub_id if stored and sub.durable_key is not None else None
+            interest = sub.sub_id if store is not None and sub.durable_key is not None else None
             sub.queue.offer(Entry(msg, self, sub.queue, interest), now_ms)
 
     def add_subscription(self, sub: Subscription, *, record: bool = True) -> None:

@@ -380,7 +380,7 @@ class ReportGenerator(MessageObserver):
             why = self.may_send(p.msg.origin_connection, name, dest_type)
         if why is None:
             try:
-                router.route(report, None, dest_type)  # type: ignore[arg-type]
+                router.route(report, None, dest_type)
                 return 1
             except RouterError as exc:
                 why = exc.reason

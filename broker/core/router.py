@@ -503,7 +503,7 @@ class MessageRouter:
     # -- messages ------------------------------------------------------------
 
     def route(
-        self, msg: Message, link: Link, dest_type: int, *, internal: bool = False
+        self, msg: Message, link: Link | None, dest_type: int, *, internal: bool = False
     ) -> Destination:
         """Accept a producer's message; raises RouterError with the SEND_REPLY status.
         ``internal`` (the broker's own admin replies) passes the broker-wide limits, so an

@@ -375,8 +375,8 @@ class TransactionManager:
         settle = self.router.acks.settle
         for entry in txn.entries.values():
             settle(entry)
-        if txn.stored and not txn.sends:
-            store.submit((TxnRemove(txn.id),))  # type: ignore[union-attr]
+        if txn.stored and not txn.sends and store is not None:
+            store.submit((TxnRemove(txn.id),))
         txn.set_state(TransactionState.COMMITTED)
 
     def _route_committed(
@@ -387,12 +387,13 @@ class TransactionManager:
         finds the commit to complete)."""
         for msg, dest_type in sends:
             try:
-                self.router.route(msg, link, dest_type)  # type: ignore[arg-type]
+                self.router.route(msg, link, dest_type)
             except RouterError as exc:
                 # Limits may have filled since the send was checked; the rest still commit.
                 log.warning("committed message to %s dropped: %s", msg.destination, exc.reason)
-        if txn_id is not None:
-            self.router.store.submit((TxnRemove(txn_id),))  # type: ignore[union-attr]
+        store = self.router.store
+        if txn_id is not None and store is not None:
+            store.submit((TxnRemove(txn_id),))
 
     def rollback(
         self, txn: Transaction, redeliver: bool = False, set_redelivered: bool = True
@@ -411,8 +412,9 @@ class TransactionManager:
         self._forget_transaction(txn)
         if txn.state != TransactionState.TIMED_OUT:
             self._undo(txn, set_redelivered)
-        if txn.stored:
-            self.router.store.submit((TxnRemove(txn.id),))  # type: ignore[union-attr]
+        store = self.router.store
+        if txn.stored and store is not None:
+            store.submit((TxnRemove(txn.id),))
         txn.set_state(TransactionState.ROLLEDBACK)
 
     def _store_transaction(
