@@ -55,13 +55,16 @@ install-dev: $(BIN)/python
 run: install
 	$(BIN)/python manage.py up $(ARGS)
 
+# mypy checks the packages [tool.mypy] in pyproject.toml names (its cache in .mypy_cache).
 test: install-dev
 	$(BIN)/ruff check .
+	$(BIN)/mypy
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
 
 lint: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	$(BIN)/mypy
 
 lock: $(BIN)/python
 	$(BIN)/pip install -q pip-tools

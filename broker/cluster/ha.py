@@ -383,7 +383,7 @@ class HAMonitor:
             )
         if not isinstance(session, int) or isinstance(session, bool):
             return Status.OK, {}, None
-        mine = {"JMQStoreOwner": f"mq://{self.store.address}/"}
+        mine: dict[str, object] = {"JMQStoreOwner": f"mq://{self.store.address}/"}
         if session == self.session:
             return Status.OK, {}, None
         if self.in_takeover:

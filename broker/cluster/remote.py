@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from broker.core.destination import Subscription
     from broker.core.message import Entry
     from broker.core.selector import Selector
-    from broker.core.session import Consumer
+    from broker.core.session import Consumer, Link
     from broker.store.base import Store
 
     from .link import BrokerLink
@@ -77,7 +77,7 @@ class RemoteConsumer:
         self.queue = queue
         self.selector = selector
         self.window = window if window > 0 else DEFAULT_WINDOW
-        self.link = RemoteLinkRef(client_id)
+        self.link: Link = RemoteLinkRef(client_id)
         self.durable_name = durable_name
         self.subscription = subscription
         self.inflight: dict[bytes, Entry] = {}

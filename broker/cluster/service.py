@@ -92,13 +92,14 @@ class ClusterService:
         self.router = router
         self.session_id = session_id
         self.start_ms = int(time.time() * 1000)
-        self.server: asyncio.AbstractServer | None = None
+        self.server: asyncio.Server | None = None
         self.links: dict[gp.BrokerAddress, BrokerLink] = {}
         self.all_links: set[BrokerLink] = set()
         self.remotes: dict[tuple[BrokerLink, int], RemoteConsumer] = {}
         self.inbound: dict[tuple[BrokerLink, int], InboundOrigin] = {}
         self._dialling: set[tuple[str, int]] = set()
-        self._unreachable: dict[tuple[str, int], str] = {}
+        # The reason a link to a peer last closed before its handshake (logged once).
+        self._unreachable: dict[tuple[str, int], str | None] = {}
         self._tasks: list[asyncio.Task] = []
         self._acks: dict[tuple, tuple[BrokerLink, list]] = {}
         self._acks_scheduled = False
@@ -307,10 +308,11 @@ class ClusterService:
         (then nothing changes)."""
         if self.reread_config is None:
             raise ClusterConfigError("this broker's cluster configuration cannot be re-read")
+        reread = self.reread_config
         loop = asyncio.get_running_loop()
         # A cluster file may be on a web server: read it off the event loop.
         peers = await loop.run_in_executor(
-            None, lambda: ClusterConfig.read_peers(self.reread_config(), self.cfg.me)
+            None, lambda: ClusterConfig.read_peers(reread(), self.cfg.me)
         )
         if propagate:
             self._broadcast(gp.GPacket(gp.G_RELOAD_CLUSTER, {}, flags=gp.A_BIT))
@@ -334,6 +336,7 @@ class ClusterService:
         """G_RELOAD_CLUSTER from a peer whose administrator ran ``reload cls``."""
 
         async def run() -> None:
+            reply: dict[str, object]
             try:
                 await self.reload(propagate=False)
                 reply = {"S": 200}
@@ -345,7 +348,7 @@ class ClusterService:
 
         task = asyncio.get_running_loop().create_task(run())
         self._tasks.append(task)
-        task.add_done_callback(lambda t: t in self._tasks and self._tasks.remove(t))
+        task.add_done_callback(lambda t: self._tasks.remove(t) if t in self._tasks else None)
 
     # -- dialling ------------------------------------------------------------------
 
@@ -539,7 +542,11 @@ class ClusterService:
         since = pkt.props.get("TS", 0)
         records = self.record.since(since if isinstance(since, int) else 0)
         body = b"".join(gp.encode(r, stamp=False) for r in records)
-        props = {"TS": JLong(int(time.time() * 1000)), "S": 200, "C": len(records)}
+        props: dict[str, object] = {
+            "TS": JLong(int(time.time() * 1000)),
+            "S": 200,
+            "C": len(records),
+        }
         link.send(gp.GPacket(gp.G_GET_CONFIG_CHANGES_REPLY, props, body))
 
     def _config_changes_reply(self, link: BrokerLink, pkt: gp.GPacket) -> None:

@@ -29,7 +29,7 @@ from .metrics import DestStats
 if TYPE_CHECKING:
     from broker.core.selector import Selector
 
-    from .session import Consumer, Producer
+    from .session import Producer
 
 UNLIMITED = -1
 DEST_DMQ = int(DestType.DMQ)
@@ -177,7 +177,7 @@ class Destination:
         # Whether a copy goes to the DMQ is the router's rule (core/limits.py).
         self.account_out(entry)
 
-    def consumers(self) -> list[Consumer]:
+    def consumers(self) -> list[DeliveryTarget]:
         raise NotImplementedError
 
     def delivery_queues(self) -> list[DeliveryQueue]:
@@ -205,7 +205,7 @@ class QueueDestination(Destination):
         self.dq = DeliveryQueue(on_drop=self.drop)
         self.backups: list[DeliveryTarget] = []
 
-    def consumers(self) -> list[Consumer]:
+    def consumers(self) -> list[DeliveryTarget]:
         return [*self.dq.consumers, *self.backups]
 
     def delivery_queues(self) -> list[DeliveryQueue]:
@@ -321,7 +321,7 @@ class TopicDestination(Destination):
         # Shared non-durable subscriptions by key (JMQShare or JMS 2.0 name).
         self.shared: dict[tuple, Subscription] = {}
 
-    def consumers(self) -> list[Consumer]:
+    def consumers(self) -> list[DeliveryTarget]:
         return [c for s in self.subscriptions for c in s.queue.consumers]
 
     def delivery_queues(self) -> list[DeliveryQueue]:
@@ -333,15 +333,15 @@ class TopicDestination(Destination):
         if not targets:
             return
         # Only durable subscribers' copies outlive a restart, so only they are stored.
-        stored = msg.persistent and self.store is not None
-        if stored:
+        store = self.store if msg.persistent else None
+        if store is not None:
             interests = tuple(s.sub_id for s in targets if s.durable_key is not None)
             if interests:
-                self.store.submit(  # type: ignore[union-attr]
+                store.submit(
                     (MsgAdd(msg.store_key, self.name, self.dest_type, msg.raw, interests),)
                 )
         for sub in targets:
-            interest = sub.sub_id if stored and sub.durable_key is not None else None
+            interest = sub.sub_id if store is not None and sub.durable_key is not None else None
             sub.queue.offer(Entry(msg, self, sub.queue, interest), now_ms)
 
     def add_subscription(self, sub: Subscription, *, record: bool = True) -> None:

@@ -142,7 +142,7 @@ class DeliveryQueue:
         "paused",
     )
 
-    def __init__(self, on_drop: Callable[[Entry, str], None] | None = None) -> None:
+    def __init__(self, on_drop: Callable[[Entry, str], object] | None = None) -> None:
         self.buckets: list[deque[Entry]] = [deque() for _ in range(10)]
         self.count = 0
         self.bytes = 0

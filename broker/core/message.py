@@ -26,7 +26,7 @@ from broker.protocol.sysmsgid import sysmsgid_string
 from broker.protocol.types import FLAG_A, FLAG_C, FLAG_F, FLAG_L, FLAG_P, FLAG_Q, FLAG_R
 
 if TYPE_CHECKING:
-    from .dispatch import EntryOwner, EntryQueue
+    from .dispatch import DeliveryTarget, EntryOwner, EntryQueue
 
 log = logging.getLogger("broker.router")
 
@@ -78,7 +78,8 @@ class Message:
         self.size = len(raw) - _DC_SLOT
         self.origin_connection = origin_connection
         # JMS 2.0 delivery delay: not deliverable before this absolute time (ms).
-        self.delivery_time = pkt.fields.get(VH_DELIVERY_TIME, 0) or 0
+        delivery_time = pkt.fields.get(VH_DELIVERY_TIME)
+        self.delivery_time = delivery_time if isinstance(delivery_time, int) else 0
         # The message store's key: the SysMessageID, except for DMQ copies (which keep
         # the original's id but must not collide with it in the store).
         self.store_key = self.key
@@ -184,4 +185,5 @@ class Entry:
         self.queue = queue
         self.redelivered = False
         self.count = 0
-        self.consumer = None
+        # The consumer it was last handed to (DeliveryTarget.deliver sets it).
+        self.consumer: DeliveryTarget | None = None

@@ -25,7 +25,7 @@ from broker.store.base import (
     TxnRemove,
 )
 
-from .destination import DEST_AUTO, QueueDestination, Subscription
+from .destination import DEST_AUTO, Destination, QueueDestination, Subscription, TopicDestination
 from .dmq import DMQ_NAME
 from .errors import now_ms
 from .message import Entry, Message
@@ -71,36 +71,40 @@ def recover(
         topic = router.topics.get(dur.topic) or router.restore_destination(
             dur.topic, DEST_TOPIC, True, None
         )
+        assert isinstance(topic, TopicDestination)  # a DEST_TOPIC destination is one
         if takeover and Subscriptions.durable_by_id(topic, dur.sub_id) is not None:
             continue
         sub = Subscription(
-            topic,  # type: ignore[arg-type]
-            compile_selector(dur.selector) if dur.selector else None,  # type: ignore[arg-type]
+            topic,
+            compile_selector(dur.selector) if dur.selector else None,
             dur.no_local,
             0,
             (dur.client_id, dur.name),
             share=dur.share,
         )
-        topic.add_subscription(sub, record=False)  # type: ignore[attr-defined]
+        topic.add_subscription(sub, record=False)
     t = now_ms()
     n = 0
     for sm in state.messages:
         is_topic = bool(sm.dest_type & DEST_TOPIC)
-        dest = (router.topics if is_topic else router.queues).get(sm.destination)
-        if dest is None:
-            dest = router.restore_destination(sm.destination, sm.dest_type, True, None)
+        known = (router.topics if is_topic else router.queues).get(sm.destination)
+        dest: Destination = (
+            known
+            if known is not None
+            else router.restore_destination(sm.destination, sm.dest_type, True, None)
+        )
         msg = Message(parse_packet(sm.raw), sm.destination, 0)
         msg.store_key = sm.key
         for interest, count in sm.interests.items():
             if interest == QUEUE_INTEREST and isinstance(dest, QueueDestination):
                 q = dest.dq
             else:
-                sub = Subscriptions.durable_by_id(dest, interest)
-                if sub is None:
+                durable = Subscriptions.durable_by_id(dest, interest)
+                if durable is None:
                     if store is not None:
                         store.submit((MsgSettle(sm.key, interest),))
                     continue
-                q = sub.queue
+                q = durable.queue
             entry = Entry(msg, dest, q, interest)
             entry.count = count
             entry.redelivered = count > 0 or takeover
@@ -112,8 +116,8 @@ def recover(
     txns = 0
     for st in state.transactions:
         txns += _recover_transaction(router, st)
-    for q in router.queues.values():
-        q.dq.dispatch(t)
+    for queue in router.queues.values():
+        queue.dq.dispatch(t)
     return {
         "destinations": len(router.queues) + len(router.topics),
         "durables": len(state.durables),

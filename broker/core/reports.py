@@ -235,7 +235,7 @@ class ReportGenerator(MessageObserver):
     def __init__(
         self,
         router: MessageRouter,
-        schedule: Callable[[Callable[[], None]], object] | None = None,
+        schedule: Callable[[Callable[[], object]], object] | None = None,
         may_send: SendCheck | None = None,
     ) -> None:
         self.router = router
@@ -380,7 +380,7 @@ class ReportGenerator(MessageObserver):
             why = self.may_send(p.msg.origin_connection, name, dest_type)
         if why is None:
             try:
-                router.route(report, None, dest_type)  # type: ignore[arg-type]
+                router.route(report, None, dest_type)
                 return 1
             except RouterError as exc:
                 why = exc.reason

@@ -200,7 +200,10 @@ class MessageRouter:
         dest.on_room = self.limits.room
         if temporary_owner is None:
             dest.store = self.store
-        (self.topics if is_topic else self.queues)[name] = dest  # type: ignore[index]
+        if isinstance(dest, TopicDestination):
+            self.topics[name] = dest
+        else:
+            self.queues[name] = dest
         return dest
 
     def restore_destination(
@@ -500,7 +503,7 @@ class MessageRouter:
     # -- messages ------------------------------------------------------------
 
     def route(
-        self, msg: Message, link: Link, dest_type: int, *, internal: bool = False
+        self, msg: Message, link: Link | None, dest_type: int, *, internal: bool = False
     ) -> Destination:
         """Accept a producer's message; raises RouterError with the SEND_REPLY status.
         ``internal`` (the broker's own admin replies) passes the broker-wide limits, so an

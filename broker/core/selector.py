@@ -56,7 +56,7 @@ import struct
 import unicodedata
 from collections.abc import Callable, Mapping
 from functools import lru_cache, partial
-from typing import NamedTuple
+from typing import Any, NamedTuple, cast
 
 __all__ = ["Selector", "SelectorError", "compile_selector"]
 
@@ -256,6 +256,7 @@ def _fetcher(name: str) -> Eval:
 class _Node:
     kind: _Kind
     children: tuple[_Node, ...] = ()
+    depth: int
 
     def __init__(self, pos: int, *children: _Node) -> None:
         self.pos = pos
@@ -302,7 +303,7 @@ def _typed_test(
     operand: _Node,
     part: _Part,
     accept: frozenset[type],
-    test: Callable[[object], bool],
+    test: Callable[[Any], bool],
     negated: bool = False,
 ) -> Eval:
     """Apply ``test`` to the operand when its runtime type is in ``accept``, else UNKNOWN.
@@ -341,7 +342,8 @@ class _Neg(_Node):
         (fn,) = map(_as_fn, parts)
 
         def neg(values: Values) -> object:
-            v = fn(values)
+            # Any: the exact type() tests below (bools are not numbers) stand for narrowing.
+            v: Any = fn(values)
             t = type(v)
             if t is int:
                 return _wrap(-v)
@@ -394,8 +396,9 @@ class _Arith(_Node):
         int_op, float_op = _INT_OPS[self.op], _FLOAT_OPS[self.op]
 
         def arith(values: Values) -> object:
-            a = lf(values)
-            b = rf(values)
+            # Any: the exact type() tests below (bools are not numbers) stand for narrowing.
+            a: Any = lf(values)
+            b: Any = rf(values)
             ta = type(a)
             tb = type(b)
             if ta is int and tb is int:
@@ -427,7 +430,7 @@ class _Cmp(_Node):
             # Normalise "const OP expr" to "expr OP' const" for the fast path.
             lp, rp, left, op = rp, lp, right, _SWAPPED[op]
         if isinstance(rp, _Const):
-            c = rp.value
+            c: Any = rp.value
             kind = _KIND_OF[type(c)]
             # v OP c is c SWAPPED(OP) v: a C-level partial, no Python frame.
             test = partial(_CMP_OPS[_SWAPPED[op]], c)
@@ -438,8 +441,8 @@ class _Cmp(_Node):
         if op in ("=", "<>"):
 
             def equality(values: Values) -> object:
-                a = lf(values)
-                b = rf(values)
+                a: Any = lf(values)
+                b: Any = rf(values)
                 ka = _KIND_OF.get(type(a))
                 if ka is None or ka is not _KIND_OF.get(type(b)):
                     return None
@@ -448,8 +451,8 @@ class _Cmp(_Node):
             return equality
 
         def ordering(values: Values) -> object:
-            a = lf(values)
-            b = rf(values)
+            a: Any = lf(values)
+            b: Any = rf(values)
             if type(a) in _NUM_TYPES and type(b) in _NUM_TYPES:
                 return cmp(a, b)
             return None
@@ -527,7 +530,7 @@ class _Between(_Node):
 
         def between(values: Values) -> object:
             # Three-valued "v >= low AND v <= high", then NOT if negated.
-            v = of(values)
+            v: Any = of(values)
             if type(v) not in _NUM_TYPES:
                 return None
             a = lf(values)
@@ -624,7 +627,7 @@ def _like_matcher(pattern: str, escape: str | None, pos: int) -> Callable[[str],
         if shape == (False,):
             return literals[0].__eq__
         if shape == (True,):
-            return _always(True)  # type: ignore[return-value]
+            return lambda _text: True
         if shape == (False, True):
             return partial(_startswith, literals[0])
         if shape == (True, False):
@@ -632,8 +635,7 @@ def _like_matcher(pattern: str, escape: str | None, pos: int) -> Callable[[str],
         if shape == (True, False, True):
             return partial(_contains, literals[0])
     regex = "".join(
-        ".*" if p is _ANY_RUN else "." if p is _ONE_CHAR else re.escape(p)  # type: ignore[arg-type]
-        for p in pieces
+        ".*" if p is _ANY_RUN else "." if p is _ONE_CHAR else re.escape(str(p)) for p in pieces
     )
     fullmatch = re.compile(regex, re.DOTALL).fullmatch
     return lambda s: fullmatch(s) is not None
@@ -1016,7 +1018,7 @@ class _Parser:
     def parse_primary(self) -> _Node:
         tok = self.advance()
         if tok.type == "int":
-            n, decimal = tok.value  # type: ignore[misc]
+            n, decimal = cast("tuple[int, bool]", tok.value)
             if n > (_LONG_MAX if decimal else 2**64 - 1):
                 raise SelectorError(
                     f"integer literal {tok.text} is out of range for a long", tok.pos

@@ -31,7 +31,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from broker.protocol.types import AutoRollback, Status, TransactionState
 
@@ -46,6 +46,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("broker.transaction")
 
 FINAL_STATES = frozenset({TransactionState.COMMITTED, TransactionState.ROLLEDBACK})
+
+
+class _Cancellable(Protocol):
+    """A timer (asyncio.TimerHandle) as a transaction holds it."""
+
+    def cancel(self) -> None: ...
 
 
 @dataclass(eq=False)
@@ -90,7 +96,7 @@ class Transaction:
     # Told about every change of state (the router's dispatcher).
     on_change: Callable[[Transaction], None] | None = None
     # The broker's lifetime timer (anything with ``cancel()``), if any.
-    timer: object | None = None
+    timer: _Cancellable | None = None
 
     # -- queries ---------------------------------------------------------------------
 
@@ -181,7 +187,7 @@ class Transaction:
     def cancel_timer(self) -> None:
         t, self.timer = self.timer, None
         if t is not None:
-            t.cancel()  # type: ignore[attr-defined]
+            t.cancel()
 
     def __repr__(self) -> str:
         x = f" xid={self.xid}" if self.xid is not None else ""

@@ -281,6 +281,7 @@ class TransactionManager:
             raise RouterError(Status.BAD_REQUEST, f"transaction {txn.id} is not an XA one")
         self._not_timed_out(txn)
         st = txn.state
+        allowed: tuple[TransactionState, ...]
         if flags & XAFlag.TMSUSPEND:
             allowed, nxt = (TransactionState.STARTED,), TransactionState.INCOMPLETE
         elif flags & XAFlag.TMFAIL:
@@ -374,8 +375,8 @@ class TransactionManager:
         settle = self.router.acks.settle
         for entry in txn.entries.values():
             settle(entry)
-        if txn.stored and not txn.sends:
-            store.submit((TxnRemove(txn.id),))  # type: ignore[union-attr]
+        if txn.stored and not txn.sends and store is not None:
+            store.submit((TxnRemove(txn.id),))
         txn.set_state(TransactionState.COMMITTED)
 
     def _route_committed(
@@ -386,12 +387,13 @@ class TransactionManager:
         finds the commit to complete)."""
         for msg, dest_type in sends:
             try:
-                self.router.route(msg, link, dest_type)  # type: ignore[arg-type]
+                self.router.route(msg, link, dest_type)
             except RouterError as exc:
                 # Limits may have filled since the send was checked; the rest still commit.
                 log.warning("committed message to %s dropped: %s", msg.destination, exc.reason)
-        if txn_id is not None:
-            self.router.store.submit((TxnRemove(txn_id),))  # type: ignore[union-attr]
+        store = self.router.store
+        if txn_id is not None and store is not None:
+            store.submit((TxnRemove(txn_id),))
 
     def rollback(
         self, txn: Transaction, redeliver: bool = False, set_redelivered: bool = True
@@ -410,8 +412,9 @@ class TransactionManager:
         self._forget_transaction(txn)
         if txn.state != TransactionState.TIMED_OUT:
             self._undo(txn, set_redelivered)
-        if txn.stored:
-            self.router.store.submit((TxnRemove(txn.id),))  # type: ignore[union-attr]
+        store = self.router.store
+        if txn.stored and store is not None:
+            store.submit((TxnRemove(txn.id),))
         txn.set_state(TransactionState.ROLLEDBACK)
 
     def _store_transaction(
@@ -448,7 +451,7 @@ class TransactionManager:
             e.owner.stats.rolledback += 1
         if entries:
             sess = txn.session
-            self.router.acks.return_unacked(sess, entries, redelivered=set_redelivered)  # type: ignore[arg-type]
+            self.router.acks.return_unacked(sess, entries, redelivered=set_redelivered)
 
     def _forget_transaction(self, txn: Transaction) -> None:
         self.router.transactions.pop(txn.id, None)

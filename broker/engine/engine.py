@@ -94,6 +94,9 @@ def _noop() -> None:
 class EngineBase:
     """State, input, output and closing; the rule sets add the packet handlers."""
 
+    # MessageRules' handler of the message types, which _dispatch calls directly.
+    on_message: Callable[[Packet], None]
+
     def __init__(
         self,
         broker: Host,
@@ -281,7 +284,7 @@ class EngineBase:
             if self.state is not READY:
                 self._not_authenticated(pkt)
                 return
-            self.on_message(pkt)  # type: ignore[attr-defined]
+            self.on_message(pkt)
             return
         handler = HANDLERS.get(ptype)
         if handler is None:

@@ -20,7 +20,8 @@ from broker.protocol.auth import (
     decode_basic_password,
 )
 from broker.protocol.jtypes import JInt, JLong
-from broker.protocol.packet import Packet, build_packet
+from broker.protocol.packet import BadPacket, Packet, build_packet
+from broker.protocol.properties import as_int
 from broker.protocol.sysmsgid import SysMessageID
 from broker.protocol.types import CURRENT_PACKET_VERSION, PacketType, Status
 from broker.security.digest import constant_time_equals, digest_response, md5str
@@ -46,12 +47,16 @@ _HELLO_GOES_ON = (Status.OK, Status.MOVED_PERMANENTLY, Status.NOT_FOUND, Status.
 class HandshakeRules:
     """The handshake and authentication handlers of :class:`ConnectionEngine`."""
 
+    # EngineBase's
+    user: str | None
+    _backlog: list[Packet | BadPacket]
+
     def on_hello(self: Any, pkt: Packet) -> None:
         if pkt.version != CURRENT_PACKET_VERSION:
             self.fatal(f"packet version {pkt.version} is not supported (clients before MQ 3.5)")
             return
         props = pkt.properties
-        level = int(props.get("JMQProtocolLevel", 100))  # type: ignore[arg-type]
+        level = as_int(props.get("JMQProtocolLevel", 100))
         if level > MAX_PROTOCOL_LEVEL or level < MIN_PROTOCOL_LEVEL:
             supported = MAX_PROTOCOL_LEVEL if level > MAX_PROTOCOL_LEVEL else MIN_PROTOCOL_LEVEL
             log.info(

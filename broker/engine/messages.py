@@ -17,6 +17,7 @@ from broker.core.session import Session
 from broker.protocol.admin_types import ADMIN_QUEUE
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import OFF_CONSUMER_ID, Packet, build_packet
+from broker.protocol.properties import as_int
 from broker.protocol.types import (
     CURRENT_PACKET_VERSION,
     DEST_QUEUE,
@@ -167,7 +168,7 @@ class MessageRules:
         size = props.get("JMQSize", props.get("JMQRBufferSize"))
         cid = props.get("JMQConsumerID")
         if cid is not None:
-            cons = self.router.consumers.get(int(cid))  # type: ignore[arg-type]
+            cons = self.router.consumers.get(as_int(cid))
             if cons is not None and cons.link is self:
                 cons.resume(int(size) if isinstance(size, int) else None)
                 cons.queue.dispatch(int(time.time() * 1000))
@@ -230,8 +231,8 @@ class MessageRules:
         comment = None
         if pkt.prop_size:
             props = pkt.properties
-            ack_type = int(props.get("JMQAckType", 0))  # type: ignore[arg-type]
-            dead_reason = int(props.get("JMQDeadReason", 0))  # type: ignore[arg-type]
+            ack_type = as_int(props.get("JMQAckType", 0))
+            dead_reason = as_int(props.get("JMQDeadReason", 0))
             comment = props.get("JMQComment")
         txn = None
         store = self.router.store
@@ -313,15 +314,15 @@ class MessageRules:
         if bid is None or len(body) % 32:
             self.reply(pkt, Status.BAD_REQUEST, reason="DELIVER needs JMQConsumerID and n x 32")
             return
-        browser = self.router.browsers.get(int(bid))  # type: ignore[arg-type]
-        if browser is None or int(bid) not in self.browsers:  # type: ignore[arg-type]
+        browser = self.router.browsers.get(as_int(bid))
+        if browser is None or as_int(bid) not in self.browsers:
             self.reply(pkt, Status.NOT_FOUND, reason=f"no browser {bid}")
             return
         keys = [body[i : i + 32] for i in range(0, len(body), 32)]
         msgs = self.router.find_messages(browser[0], keys)
         for i, msg in enumerate(msgs):
             extra = FLAG_L if i == len(msgs) - 1 else 0
-            self.write(msg.encode_delivery(int(bid), False, 1, extra))  # type: ignore[arg-type]
+            self.write(msg.encode_delivery(as_int(bid), False, 1, extra))
         if msgs:
             self.reply(pkt, Status.OK)
         else:

@@ -14,6 +14,7 @@ from broker.core.session import Consumer, Session
 from broker.protocol.destname import queue_name_problem
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import Packet
+from broker.protocol.properties import as_int
 from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC, FLAG_A, Status
 
 from .effects import Effects, RunBlocking
@@ -49,6 +50,8 @@ def compile_or_400(text: object):
 class ResourceRules:
     """Session, destination, producer and consumer handlers of :class:`ConnectionEngine`."""
 
+    client_id: str | None  # EngineBase's
+
     # -- sessions ----------------------------------------------------------------
 
     def _session(self: Any, pkt: Packet) -> Session | None:
@@ -58,10 +61,10 @@ class ResourceRules:
             if self.implicit_session is None:
                 self.implicit_session = self.router.create_session(self, 1)
             return self.implicit_session
-        return self.sessions.get(int(sid))  # type: ignore[arg-type]
+        return self.sessions.get(as_int(sid))
 
     def on_create_session(self: Any, pkt: Packet) -> None:
-        ack_mode = int(pkt.properties.get("JMQAckMode", 0))  # type: ignore[arg-type]
+        ack_mode = as_int(pkt.properties.get("JMQAckMode", 0))
         try:
             sess = self.router.create_session(self, ack_mode)
         except RouterError as exc:
@@ -72,7 +75,7 @@ class ResourceRules:
 
     def on_destroy_session(self: Any, pkt: Packet) -> None:
         sid = pkt.properties.get("JMQSessionID")
-        sess = self.sessions.pop(int(sid), None) if sid is not None else None  # type: ignore[arg-type]
+        sess = self.sessions.pop(as_int(sid), None) if sid is not None else None
         if sess is None:
             self.reply(pkt, Status.NOT_FOUND, reason=f"no session {sid}")
             return
@@ -86,7 +89,7 @@ class ResourceRules:
         sid = pkt.properties.get("JMQSessionID")
         if sid is None:
             return None
-        sess = self.sessions.get(int(sid))  # type: ignore[arg-type]
+        sess = self.sessions.get(as_int(sid))
         if sess is None:
             raise RouterError(Status.NOT_FOUND, f"no session {sid}")
         return sess
@@ -126,7 +129,7 @@ class ResourceRules:
                 cid if cid is None else str(cid),
                 bool(props.get("JMQShare", False)),
                 props.get("JMQNamespace"),
-            )  # type: ignore[arg-type]
+            )
         except RouterError as exc:
             self.reply(pkt, exc.status, reason=exc.reason)
             return
@@ -309,7 +312,7 @@ class ResourceRules:
 
     def on_delete_producer(self: Any, pkt: Packet) -> None:
         pid = pkt.properties.get("JMQProducerID")
-        prod = self.router.producers.get(int(pid)) if pid is not None else None  # type: ignore[arg-type]
+        prod = self.router.producers.get(as_int(pid)) if pid is not None else None
         if prod is None or prod.session.link is not self:
             self.reply(pkt, Status.NOT_FOUND, reason=f"no producer {pid}")
             return
@@ -372,14 +375,16 @@ class ResourceRules:
                 return
             client_id = props.get("JMQClientID", self.client_id)
             try:
-                self.router.unsubscribe(client_id, str(durable))  # type: ignore[arg-type]
+                self.router.unsubscribe(client_id, str(durable))
             except RouterError as exc:
                 self.reply(pkt, exc.status, reason=exc.reason)
                 return
             self.reply(pkt, Status.OK)
             return
-        cons: Consumer | None = self.router.consumers.get(int(cid))  # type: ignore[arg-type]
-        if cons is None or cons.link is not self:
+        cons: Consumer | None = self.router.consumers.get(as_int(cid))
+        # Not ``cons.link is not self`` in the condition: mypy would narrow self to a Link.
+        mine = cons is not None and cons.link is self
+        if cons is None or not mine:
             self.reply(pkt, Status.NOT_FOUND, reason=f"no consumer {cid}")
             return
         last = None

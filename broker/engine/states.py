@@ -82,7 +82,7 @@ class Rule(Enum):
     OUT_OF_SEQUENCE = auto()  # ERROR reply, then GOODBYE and close
 
 
-_LIVENESS = {
+_LIVENESS: dict[int, Rule] = {
     PacketType.PING: Rule.HANDLE,
     PacketType.PING_REPLY: Rule.HANDLE,
     PacketType.GOODBYE: Rule.HANDLE,

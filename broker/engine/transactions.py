@@ -39,6 +39,13 @@ def _txn_xid(pkt: Packet) -> Xid | None:
     return None if xid.is_null else xid
 
 
+# The state an END with these flags leaves a transaction in (else COMPLETE).
+_ENDED_STATE: dict[int, TransactionState] = {
+    XAFlag.TMSUSPEND: TransactionState.INCOMPLETE,
+    XAFlag.TMFAIL: TransactionState.FAILED,
+}
+
+
 def _txn_int(pkt: Packet, name: str) -> int | None:
     value = pkt.properties.get(name)
     if value is None:
@@ -148,10 +155,9 @@ class TransactionRules:
             if pkt.properties.get("JMQNoOp") is True:
                 self._txn_reply(pkt, txn)
                 return
-            if pkt.flags & FLAG_I and txn.state == {
-                XAFlag.TMSUSPEND: TransactionState.INCOMPLETE,
-                XAFlag.TMFAIL: TransactionState.FAILED,
-            }.get(flags, TransactionState.COMPLETE):
+            if pkt.flags & FLAG_I and txn.state == _ENDED_STATE.get(
+                flags, TransactionState.COMPLETE
+            ):
                 self._txn_reply(pkt, txn, Status.NOT_MODIFIED)
                 return
             if not txn.is_xa and flags & XAFlag.TMSUCCESS:

@@ -215,8 +215,8 @@ def consumer_info(**values: object) -> JavaObject:
 def durable_info(**values: object) -> JavaObject:
     """A DurableInfo; ``activeConsumers`` is a mapping written as a ``LinkedHashMap``."""
     active = values.get("activeConsumers")
-    if active is not None and not isinstance(active, LinkedHashMap):
-        values["activeConsumers"] = LinkedHashMap(active)  # type: ignore[arg-type]
+    if isinstance(active, Mapping) and not isinstance(active, LinkedHashMap):
+        values["activeConsumers"] = LinkedHashMap(active)
     return JavaObject(DURABLE_INFO, values)
 
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 from broker.protocol import admin_info as ai
 from broker.protocol.destname import admin_name_problem, valid_admin_name
+from broker.protocol.properties import as_int
 from broker.protocol.types import LimitBehavior
 
 # Value types.
@@ -340,7 +341,7 @@ def destination_info_fields(attrs: dict[str, object]) -> tuple[dict[str, object]
 def attributes_from_info(info: dict[str, object]) -> dict[str, object]:
     """The attributes a received DestinationInfo sets (its update mask says which);
     ValueError when a value is out of range."""
-    mask = int(info.get("updateMask") or 0)  # type: ignore[call-overload]
+    mask = as_int(info.get("updateMask") or 0)
     out: dict[str, object] = {}
     for attr in DESTINATION_ATTRIBUTES:
         if attr.field is None or not mask & attr.mask:
@@ -348,7 +349,7 @@ def attributes_from_info(info: dict[str, object]) -> dict[str, object]:
         value = info.get(attr.field)
         if attr.name == "limitBehavior":
             try:
-                value = LimitBehavior(int(value)).name  # type: ignore[call-overload]
+                value = LimitBehavior(as_int(value)).name
             except (TypeError, ValueError):
                 raise ValueError(f"limitBehavior: unknown value {value!r}") from None
         elif attr.name == "isLocalOnly":
@@ -362,7 +363,7 @@ def attributes_from_info(info: dict[str, object]) -> dict[str, object]:
 def attributes_of_info(info: dict[str, object], extra: dict[str, object] | None = None):
     """Every attribute of a GET_DESTINATIONS DestinationInfo (whatever its update mask)
     that applies to its kind of destination, plus ``extra`` ones (maxDeliveryCount)."""
-    is_topic = bool(int(info.get("type") or 0) & 2)  # type: ignore[call-overload]
+    is_topic = bool(as_int(info.get("type") or 0) & 2)
     every = 0
     for attr in DESTINATION_ATTRIBUTES:
         every |= attr.mask

@@ -111,7 +111,7 @@ def client_name_problem(name: object) -> str | None:
         return problem
     if not _identifier(str(name), WILDCARDS):
         return (
-            f"invalid destination name {_shown(name)}: a letter, _ or $ first, then "
+            f"invalid destination name {_shown(str(name))}: a letter, _ or $ first, then "
             "letters, digits, _, $ and . (topics may use the wildcards * and >)"
         )
     return None

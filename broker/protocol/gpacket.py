@@ -166,7 +166,7 @@ def encode(packet: GPacket, *, stamp: bool = True) -> bytes:
     return head + props + packet.payload
 
 
-def peek_size(head: bytes | memoryview) -> int:
+def peek_size(head: bytes | bytearray | memoryview) -> int:
     """The total size a GPacket header announces; checks version, magic and bounds."""
     if len(head) < HEADER_SIZE:
         raise GPacketError(f"truncated GPacket header ({len(head)} of {HEADER_SIZE} bytes)")
@@ -229,7 +229,7 @@ def encode_link(packet: LinkPacket) -> bytes:
     )
 
 
-def peek_link_size(head: bytes | memoryview) -> int:
+def peek_link_size(head: bytes | bytearray | memoryview) -> int:
     if len(head) < LINK_HEADER_SIZE:
         raise GPacketError("truncated link packet header")
     version, _t, size, _d, _f = LINK_HEADER.unpack_from(head, 0)

@@ -133,8 +133,8 @@ def decode_fields(buf: bytes | memoryview, start: int, end: int) -> dict[int, ob
             if 1 <= tag <= 7:
                 raw = buf[vstart:vend]
                 # Only bytes keys: a memoryview of a bytearray cannot be hashed.
-                cached = tag in _NAME_FIELDS and type(raw) is bytes
-                text = TEXTS.get(raw) if cached else None
+                key = raw if tag in _NAME_FIELDS and type(raw) is bytes else None
+                text = TEXTS.get(key) if key is not None else None
                 if text is None:
                     try:
                         text = decode_java_utf(bytes(raw))
@@ -142,8 +142,8 @@ def decode_fields(buf: bytes | memoryview, start: int, end: int) -> dict[int, ob
                         raise PacketError(
                             f"variable header field {_FIELD_NAMES[tag]}: {exc}", fatal=False
                         ) from None
-                    if cached:
-                        remember(TEXTS, raw, text)
+                    if key is not None:
+                        remember(TEXTS, key, text)
                 fields[tag] = text
             pos = vend
     if start == end:
@@ -166,7 +166,7 @@ def encode_fields(fields: Mapping[int, object] | None, *, java_padding: bool = T
         if v:
             parts.append(struct.pack(">hhq", tag, 8, v))
     dc = fields.get(VH_DELIVERY_COUNT)
-    if dc is not None and dc > 0:
+    if isinstance(dc, int) and dc > 0:
         parts.append(struct.pack(">hhi", VH_DELIVERY_COUNT, 4, dc))
     for tag in _STRING_FIELDS:
         s = fields.get(tag)

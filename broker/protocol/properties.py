@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Mapping
+from typing import SupportsIndex, SupportsInt
 
 from .errors import ProtocolError
 from .jtypes import INT_MAX, INT_MIN, LONG_MAX, LONG_MIN, JByte, JChar, JFloat, JInt, JLong, JShort
@@ -273,6 +274,19 @@ def encode_properties(props: Mapping[str, object] | None) -> bytes:
     return b"".join(parts)
 
 
+def as_int(value: object) -> int:
+    """``int(value)`` for a property or field value of any Java type, typed: the same
+    result, or the same TypeError or ValueError, as ``int`` gives."""
+    if isinstance(value, (int, float, str, bytes, bytearray)):
+        return int(value)
+    if isinstance(value, (SupportsInt, SupportsIndex)):
+        return int(value)
+    raise TypeError(
+        "int() argument must be a string, a bytes-like object or a real number, "
+        f"not '{type(value).__name__}'"
+    )
+
+
 def empty_properties() -> bytes:
     """An empty (but present) table: what Java writes for a table with no entries."""
     return _HEAD.pack(1, 0)
@@ -281,6 +295,7 @@ def empty_properties() -> bytes:
 __all__ = [
     "TEXTS",
     "JavaObjectBytes",
+    "as_int",
     "PropertyError",
     "decode_java_utf",
     "decode_properties",
