@@ -8,6 +8,7 @@ from broker.cluster.link import BrokerLink
 from broker.cluster.service import ClusterService
 from broker.core.router import MessageRouter
 from broker.protocol import gpacket as gp
+from broker.protocol.properties import encode_properties
 from broker.protocol.types import DEST_TOPIC
 
 ME = gp.BrokerAddress("127.0.0.1", "A", 7676)
@@ -20,11 +21,16 @@ def _service() -> ClusterService:
 
 
 def _up_link(svc: ClusterService) -> BrokerLink:
-    # No transport: what the service writes to it goes nowhere, which is all this needs.
+    # The peer's half of the handshake, fed to the link's engine.  No transport: what
+    # the service writes to the link goes nowhere, which is all this needs.
     link = BrokerLink(svc)
-    link.peer = gp.LinkInit(version=1, host=PEER.host, instance=PEER.instance, port=PEER.port)
-    link.up = True
-    svc.link_up(link)
+    init = gp.LinkInit(gp.CLUSTER_VERSION, PEER.host, PEER.instance, PEER.port)
+    link.engine.receive_data(
+        gp.encode_link(gp.LinkPacket(gp.LINK_INIT, init.encode()))
+        + gp.encode_link(gp.LinkPacket(gp.LINK_BROKER_INFO, encode_properties({"instance": "B"})))
+        + gp.encode(gp.GPacket(gp.G_BROKER_INFO_REPLY, {"S": 200}, b""))
+    )
+    assert link.up and svc.links[PEER] is link
     return link
 
 
@@ -54,7 +60,7 @@ def test_a_dropped_link_closing_after_the_redial_is_up_takes_its_consumers_along
 
     # drop() marks the link closed at once; its connection_lost comes later, and the
     # peer's redial may be up in between.
-    old.closed = True
+    old.drop("silent for too long")
     new = _up_link(svc)
     _durable_interest(svc, new, 6)
     svc.link_closed(old)

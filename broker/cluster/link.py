@@ -1,38 +1,30 @@
-"""One link to another broker of the cluster: the handshake, then GPackets both ways.
+"""One link to another broker of the cluster: the asyncio glue around its link engine.
 
-The handshake (docs/developers/protocol.md, "Cluster links"): each side sends LINK_INIT
-and BROKER_INFO as legacy link packets, checks the other's identity, cluster version and
-match properties, answers with a G_BROKER_INFO_REPLY (46), and the link is up once both
-replies are in.  BROKER_INFO's body is a v301 property table instead of Java
-serialisation (so these brokers link only with each other).
-
-Anything wrong -- bytes that are not packets, a wrong version, a truncated packet, a
-peer that never finishes the handshake, a peer claiming an identity it cannot have --
-drops this link with one WARNING naming the reason; the broker goes on.
+The protocol -- the handshake, the per-state rules, what drops a link -- is
+:mod:`broker.cluster.linkengine`'s (sans-IO, tested by feeding it bytes).  This class
+owns the transport and the loop's timers, writes the engine's output once per loop
+turn and carries out its effects, as ``broker/server/connection.py`` does for a
+client's ``ConnectionEngine``.  The cluster service knows a link by this object: its
+attributes and methods are the engine's.
 """
 
 from __future__ import annotations
 
 import asyncio
-import logging
 import time
 from typing import TYPE_CHECKING
 
+from broker.engine.effects import CancelTimer, Close, Effects, StartTimer
 from broker.protocol import gpacket as gp
-from broker.protocol.errors import ProtocolError
 from broker.protocol.jtypes import JLong
-from broker.protocol.properties import decode_properties, encode_properties
+from broker.protocol.properties import encode_properties
+
+from .linkengine import HANDSHAKE_TIMEOUT, LinkEngine, LinkHost, LinkRefused
 
 if TYPE_CHECKING:
     from .service import ClusterService
 
-log = logging.getLogger("broker.cluster")
-
-HANDSHAKE_TIMEOUT = 10.0
-
-
-class LinkRefused(Exception):
-    """The peer may not link to this broker; the message says why."""
+__all__ = ["HANDSHAKE_TIMEOUT", "BrokerLink", "LinkRefused", "broker_info_body"]
 
 
 class BrokerLink(asyncio.Protocol):
@@ -45,166 +37,169 @@ class BrokerLink(asyncio.Protocol):
         expected_instance: str | None = None,
     ) -> None:
         self.service = service
-        # Set when this side dialled: the address it meant to reach.
-        self.expected = expected
-        self.expected_instance = expected_instance
         self.transport: asyncio.Transport | None = None
-        self.reader = gp.GPacketReader()
-        self.peer: gp.LinkInit | None = None
-        self.peer_info: dict = {}
-        self.up = False
-        self.goodbye = False
-        self.closed = False
-        self.reason: str | None = None
-        # Whether the reason it closed was logged already (drop() logs it).
-        self.logged = False
-        self.flow_stopped = False
-        self._got_reply = False
-        self._sent_reply = False
-        self._out: list[bytes] = []
-        self._flush_scheduled = False
-        self._timer: asyncio.TimerHandle | None = None
-        self.last_heard = time.monotonic()
-        self.last_sent = time.monotonic()
-        self.remote_addr = ""
         self.connected_at = time.time()
+        self._timers: dict[str, asyncio.TimerHandle] = {}
+        self.engine = LinkEngine(
+            LinkHost(
+                init_body=lambda: service.link_init().encode(),
+                info_body=service.broker_info,
+                check_peer=lambda init: service.check_peer(self, init),
+                up=lambda: service.link_up(self),
+                packet=lambda pkt: service.on_packet(self, pkt),
+                closed=lambda: service.link_closed(self),
+            ),
+            expected=expected,
+            expected_instance=expected_instance,
+            wake=self._wake,
+        )
 
     # -- asyncio ------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        # uvloop's transports are not asyncio.Transport subclasses (no isinstance check).
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
-        self.remote_addr = f"{peer[0]}:{peer[1]}" if peer else "?"
-        loop = asyncio.get_running_loop()
-        self._timer = loop.call_later(HANDSHAKE_TIMEOUT, self._handshake_timeout)
-        svc = self.service
-        self.write(gp.encode_link(gp.LinkPacket(gp.LINK_INIT, svc.link_init().encode())))
-        self.write(gp.encode_link(gp.LinkPacket(gp.LINK_BROKER_INFO, svc.broker_info())))
+        self.engine.remote_addr = f"{peer[0]}:{peer[1]}" if peer else "?"
+        self._run(self.engine.start())
 
     def data_received(self, data: bytes) -> None:
-        if self.closed:
-            return
-        self.last_heard = time.monotonic()
-        try:
-            packets = self.reader.feed(data)
-            for pkt in packets:
-                if self.closed:
-                    return
-                if isinstance(pkt, gp.LinkPacket):
-                    self._link_packet(pkt)
-                elif not self.up:
-                    self._handshake_gpacket(pkt)
-                else:
-                    self.service.on_packet(self, pkt)
-        except (ProtocolError, LinkRefused) as exc:
-            self.drop(str(exc))
+        self._run(self.engine.receive_data(data))
 
     def connection_lost(self, exc: Exception | None) -> None:
-        was_closed = self.closed
-        self.closed = True
-        if self._timer is not None:
-            self._timer.cancel()
-        if not was_closed and self.reason is None:
-            if self.goodbye:
-                self.reason = "left the cluster (GOODBYE)"
-            elif self.reader.pending:
-                self.reason = f"connection lost in the middle of a packet ({exc or 'EOF'})"
-            else:
-                self.reason = f"connection lost ({exc or 'closed by peer'})"
-        self.service.link_closed(self)
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        self.engine.connection_lost(exc)
 
-    # -- writing ----------------------------------------------------------------------
+    # -- output and effects -------------------------------------------------------
 
-    def write(self, data: bytes) -> None:
-        """Queue bytes; everything written in one event-loop turn leaves in one call."""
-        if self.closed or self.transport is None:
-            return
-        self._out.append(data)
-        if not self._flush_scheduled:
-            self._flush_scheduled = True
+    def _wake(self) -> None:
+        try:
             asyncio.get_running_loop().call_soon(self._flush)
+        except RuntimeError:  # no loop: a link made in process (tests) writes nowhere
+            self.engine.output_pending = False
 
     def _flush(self) -> None:
-        self._flush_scheduled = False
-        if self._out and self.transport is not None and not self.transport.is_closing():
-            self.transport.writelines(self._out)
-            self.last_sent = time.monotonic()
-        self._out.clear()
+        e = self.engine
+        e.output_pending = False
+        out = e.out
+        if out:
+            e.out = []
+            t = self.transport
+            if t is not None and not t.is_closing():
+                t.writelines(out)
+                e.last_sent = time.monotonic()
+        effects = e.take_effects()
+        if effects:
+            self._run(effects)
 
-    def send(self, pkt: gp.GPacket) -> None:
-        self.write(gp.encode(pkt))
+    def _run(self, effects: Effects) -> None:
+        for eff in effects:
+            if type(eff) is Close:
+                self._flush()
+                if self.transport is not None:
+                    self.transport.close()
+            elif type(eff) is StartTimer:
+                self._start_timer(eff)
+            elif type(eff) is CancelTimer:
+                handle = self._timers.pop(eff.name, None)
+                if handle is not None:
+                    handle.cancel()
 
-    def drop(self, reason: str) -> None:
-        """Close the link, logging ``reason`` once."""
-        if self.closed:
-            return
-        self.reason = reason
-        self.logged = True
-        log.warning("cluster link %s dropped: %s", self.describe(), reason)
-        self._flush()
-        self.closed = True
-        if self.transport is not None:
-            self.transport.close()
+    def _start_timer(self, eff: StartTimer) -> None:
+        old = self._timers.pop(eff.name, None)
+        if old is not None:
+            old.cancel()
 
-    def close(self) -> None:
-        """Close after what is queued has gone (GOODBYE, shutdown)."""
-        self._flush()
-        if self.transport is not None:
-            self.transport.close()
+        def fire() -> None:
+            self._timers.pop(eff.name, None)
+            self._run(eff.callback())
 
-    def describe(self) -> str:
-        if self.peer is not None:
-            return f"{self.peer.address} ({self.remote_addr})"
-        if self.expected is not None:
-            return f"to {self.expected[0]}:{self.expected[1]} ({self.remote_addr})"
-        return f"from {self.remote_addr}"
+        self._timers[eff.name] = asyncio.get_running_loop().call_later(eff.delay, fire)
+
+    # -- the engine, as the cluster service uses a link ---------------------------------
+
+    @property
+    def up(self) -> bool:
+        return self.engine.up
+
+    @property
+    def closed(self) -> bool:
+        return self.engine.closed
+
+    @property
+    def goodbye(self) -> bool:
+        return self.engine.goodbye
+
+    @property
+    def peer(self) -> gp.LinkInit | None:
+        return self.engine.peer
+
+    @property
+    def peer_info(self) -> dict:
+        return self.engine.peer_info
 
     @property
     def address(self) -> gp.BrokerAddress | None:
-        return self.peer.address if self.peer is not None else None
+        return self.engine.address
 
-    # -- handshake -----------------------------------------------------------------
+    @property
+    def expected(self) -> tuple[str, int] | None:
+        return self.engine.expected
 
-    def _handshake_timeout(self) -> None:
-        if not self.up and not self.closed:
-            self.drop(f"no complete handshake within {HANDSHAKE_TIMEOUT:g} s")
+    @property
+    def expected_instance(self) -> str | None:
+        return self.engine.expected_instance
 
-    def _link_packet(self, pkt: gp.LinkPacket) -> None:
-        if pkt.type == gp.LINK_INIT:
-            if self.peer is not None:
-                raise LinkRefused("second LINK_INIT on one link")
-            init = gp.LinkInit.decode(pkt.body)
-            self.service.check_peer(self, init)
-            self.peer = init
-        elif pkt.type == gp.LINK_BROKER_INFO:
-            if self.peer is None:
-                raise LinkRefused("BROKER_INFO before LINK_INIT")
-            if self.peer_info:
-                raise LinkRefused("second BROKER_INFO on one link")
-            self.peer_info = decode_properties(pkt.body) or {"instance": self.peer.instance}
-            self._sent_reply = True
-            self.send(gp.GPacket(gp.G_BROKER_INFO_REPLY, {"S": 200}, self.service.broker_info()))
-            self._maybe_up()
-        elif pkt.type == gp.LINK_PING and self.up:
-            pass  # pre-raptor keep-alive: hearing it is enough (last_heard)
-        else:
-            raise LinkRefused(f"unexpected link packet type {pkt.type}")
+    @property
+    def reason(self) -> str | None:
+        return self.engine.reason
 
-    def _handshake_gpacket(self, pkt: gp.GPacket) -> None:
-        if pkt.type != gp.G_BROKER_INFO_REPLY or not self._sent_reply:
-            raise LinkRefused(f"{pkt.name} before the handshake was complete")
-        status = pkt.props.get("S")
-        if status != 200:
-            raise LinkRefused(f"peer refused the link (status {status}, {pkt.props.get('reason')})")
-        self._got_reply = True
-        self._maybe_up()
+    @property
+    def logged(self) -> bool:
+        return self.engine.logged
 
-    def _maybe_up(self) -> None:
-        if self._got_reply and self._sent_reply and not self.up:
-            if self._timer is not None:
-                self._timer.cancel()
-            self.up = True
-            self.service.link_up(self)
+    @property
+    def remote_addr(self) -> str:
+        return self.engine.remote_addr
+
+    @property
+    def last_heard(self) -> float:
+        return self.engine.last_heard
+
+    @property
+    def last_sent(self) -> float:
+        return self.engine.last_sent
+
+    @property
+    def flow_stopped(self) -> bool:
+        return self.engine.flow_stopped
+
+    @flow_stopped.setter
+    def flow_stopped(self, value: bool) -> None:
+        self.engine.flow_stopped = value
+
+    def send(self, pkt: gp.GPacket) -> None:
+        self.engine.send(pkt)
+
+    def write(self, data: bytes) -> None:
+        self.engine.write(data)
+
+    def drop(self, reason: str) -> None:
+        self.engine.drop(reason)
+
+    def close(self) -> None:
+        self.engine.close()
+
+    def leave(self) -> None:
+        self.engine.leave()
+
+    def heard_goodbye(self) -> None:
+        self.engine.heard_goodbye()
+
+    def describe(self) -> str:
+        return self.engine.describe()
 
 
 def broker_info_body(instance: str, host: str, port: int, start_ms: int, extra: dict) -> bytes:

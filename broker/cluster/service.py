@@ -162,7 +162,7 @@ class ClusterService:
         for t in self._tasks:
             t.cancel()
         for link in list(self.links.values()):
-            _leave(link)
+            link.leave()
         if self.server is not None:
             self.server.close()
         for link in list(self.all_links):
@@ -323,7 +323,7 @@ class ClusterService:
             self._unreachable.pop((host, port), None)
             link = self._link_to(host, port)
             if link is not None:
-                _leave(link)
+                link.leave()
         log.info(
             "cluster configuration reloaded: %d other broker(s)%s%s",
             len(peers),
@@ -985,7 +985,7 @@ class ClusterService:
             if pkt.wants_reply:
                 link.send(gp.GPacket(gp.G_PING_REPLY, {"S": 200, "X": pkt.props.get("X", 0)}))
         elif t == gp.G_GOODBYE:
-            link.goodbye = True
+            link.heard_goodbye()
             link.send(gp.GPacket(gp.G_GOODBYE_REPLY, {"S": 200}))
         elif t == gp.G_STOP_MESSAGE_FLOW:
             if not link.flow_stopped:
@@ -1066,13 +1066,6 @@ class ClusterService:
     def broker_list(self) -> str:
         """HELLO_REPLY's JMQBrokerList: the URLs of the brokers running in the cluster."""
         return ",".join(f"mq://{b['address']}/" for b in self.brokers() if b["state"] == "RUNNING")
-
-
-def _leave(link: BrokerLink) -> None:
-    """Say GOODBYE on ``link`` and close it (a clean leave, not a crash, for the peer)."""
-    link.goodbye = True
-    link.send(gp.GPacket(gp.G_GOODBYE, {}, b""))
-    link.close()
 
 
 __all__ = ["ClusterService"]
