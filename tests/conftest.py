@@ -11,6 +11,8 @@ import pytest
 
 from broker.launcher import BrokerProcess, free_port, start_broker
 
+from . import fasttier
+
 # A real PostgreSQL for any test that asks, and database aliases of a test module's own.
 from .pg import db_access, pg_alias, postgres_url, sqlite_alias  # noqa: F401
 from .redis import redis_url  # noqa: F401 - a real redis-server for any test that asks
@@ -33,6 +35,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "fast: in-process only (make test-fast); tests/fasttier.py fails one that starts a "
+        "process or connects to a listener outside the test process",
+    )
+    if not config.pluginmanager.is_registered(fasttier):
+        config.pluginmanager.register(fasttier, "fasttier")
     config.addinivalue_line(
         "markers", "broker_props(*props): -D properties of a module's interop_broker"
     )
@@ -68,6 +77,7 @@ LONGEST_FIRST = [
     "tests/test_rest_schema.py",
     "tests/test_workflow_pages.py",
     "tests/test_filestore.py",
+    "tests/test_filestore_crash.py",
     "tests/interop/test_imqcmd_stock.py",
     "tests/test_commit_crash.py",
 ]

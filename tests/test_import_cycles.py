@@ -13,6 +13,10 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
+pytestmark = pytest.mark.fast
+
 ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = ("broker.core", "broker.engine", "broker.server")
 
