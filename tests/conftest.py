@@ -15,7 +15,7 @@ from . import fasttier
 
 # A real PostgreSQL for any test that asks, and database aliases of a test module's own.
 from .pg import db_access, pg_alias, postgres_url, sqlite_alias  # noqa: F401
-from .redis import redis_url  # noqa: F401 - a real redis-server for any test that asks
+from .redis import needs_redis_server, redis_url  # noqa: F401 - a real redis-server
 from .vectors import missing_reason, placeholder_reason
 
 __all__ = ["BrokerProcess", "ROOT", "free_port", "start_broker"]
