@@ -83,6 +83,20 @@ LONGEST_FIRST = [
 ]
 
 
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """``-m fast`` (make test-fast) does not import the modules that mark nothing fast:
+    they would all be deselected, and importing them (Playwright, Spark, schemathesis)
+    is most of the collection's time."""
+    if (
+        config.getoption("markexpr", "").strip() == "fast"
+        and collection_path.suffix == ".py"
+        and collection_path.name.startswith("test_")
+        and "mark.fast" not in collection_path.read_text()
+    ):
+        return True
+    return None
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     rank = {path: i for i, path in enumerate(LONGEST_FIRST)}
     order = {id(item): i for i, item in enumerate(items)}
