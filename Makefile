@@ -1,4 +1,5 @@
-# Two entry points for a fresh Debian machine with Python 3.11: `make run` and `make test`.
+# Two entry points for a fresh Debian machine with Python 3.11: `make run` and `make test`
+# (`make test-fast`: the in-process tests only, a couple of minutes).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -11,7 +12,7 @@ APT := DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600
 # spent waiting on broker processes and sockets. PYTEST_ARGS= runs it in one process.
 PYTEST_ARGS ?= -n 3 --dist loadfile --no-loadscope-reorder
 
-.PHONY: run test install install-dev lint lock clean
+.PHONY: run test test-fast install install-dev lint lock clean
 
 $(BIN)/python:
 	@# Debian ships venv separately; install it when this is a fresh machine.
@@ -60,6 +61,16 @@ test: install-dev
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The fast tier: the tests marked `fast` (pytest -m fast), in process only -- codecs, the
+# connection engine, the router and its parts, cluster links, selectors, the file store --
+# with no broker, PostgreSQL, slapd, redis, Chromium or JVM; tests/fasttier.py fails a
+# marked test that starts a process or connects outside the test process.
+FAST_PYTEST_ARGS ?= -n 2
+test-fast: install-dev
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+	$(BIN)/python -m pytest -m fast $(FAST_PYTEST_ARGS)
 
 lint: install-dev
 	$(BIN)/ruff check .

@@ -11,9 +11,11 @@ import pytest
 
 from broker.launcher import BrokerProcess, free_port, start_broker
 
+from . import fasttier
+
 # A real PostgreSQL for any test that asks, and database aliases of a test module's own.
 from .pg import db_access, pg_alias, postgres_url, sqlite_alias  # noqa: F401
-from .redis import redis_url  # noqa: F401 - a real redis-server for any test that asks
+from .redis import needs_redis_server, redis_url  # noqa: F401 - a real redis-server
 from .vectors import missing_reason, placeholder_reason
 
 __all__ = ["BrokerProcess", "ROOT", "free_port", "start_broker"]
@@ -33,6 +35,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        "fast: in-process only (make test-fast); tests/fasttier.py fails one that starts a "
+        "process or connects to a listener outside the test process",
+    )
+    if not config.pluginmanager.is_registered(fasttier):
+        config.pluginmanager.register(fasttier, "fasttier")
     config.addinivalue_line(
         "markers", "broker_props(*props): -D properties of a module's interop_broker"
     )
@@ -68,9 +77,24 @@ LONGEST_FIRST = [
     "tests/test_rest_schema.py",
     "tests/test_workflow_pages.py",
     "tests/test_filestore.py",
+    "tests/test_filestore_crash.py",
     "tests/interop/test_imqcmd_stock.py",
     "tests/test_commit_crash.py",
 ]
+
+
+def pytest_ignore_collect(collection_path: Path, config: pytest.Config) -> bool | None:
+    """``-m fast`` (make test-fast) does not import the modules that mark nothing fast:
+    they would all be deselected, and importing them (Playwright, Spark, schemathesis)
+    is most of the collection's time."""
+    if (
+        config.getoption("markexpr", "").strip() == "fast"
+        and collection_path.suffix == ".py"
+        and collection_path.name.startswith("test_")
+        and "mark.fast" not in collection_path.read_text()
+    ):
+        return True
+    return None
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:

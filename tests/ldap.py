@@ -151,7 +151,11 @@ def _wait_port(host: str, port: int, proc: subprocess.Popen, log: Path) -> None:
 @pytest.fixture(scope="session")
 def ldap_server() -> Iterator[LdapServer]:
     if not os.path.exists(SLAPD):
-        pytest.skip("slapd is not installed (make install-dev installs it)")
+        pytest.fail(
+            f"slapd is not installed ({SLAPD}): run `make install-dev` (it installs Debian's "
+            "slapd and ldap-utils) or `apt-get install slapd ldap-utils`",
+            pytrace=False,
+        )
     tmp = Path(tempfile.mkdtemp(prefix="imq-ldap-"))
     (tmp / "data").mkdir()
     conf = tmp / "slapd.conf"

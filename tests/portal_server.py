@@ -274,6 +274,19 @@ def portal_server() -> Iterator[PortalStack]:
         stack.stop()
 
 
+def playwright_expect():
+    """Playwright's ``expect``; the module fails (never skips) naming what is missing."""
+    try:
+        from playwright.sync_api import expect
+    except ImportError as exc:
+        pytest.fail(
+            f"the Python package playwright is not installed ({exc}): run `make install-dev` "
+            "(it installs requirements-dev.lock into .venv)",
+            pytrace=False,
+        )
+    return expect
+
+
 @pytest.fixture(scope="module")
 def chromium():
     """Debian's headless Chromium driven by Playwright (no browser download)."""

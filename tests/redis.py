@@ -113,6 +113,13 @@ def redis_binary() -> str:
 
 
 @pytest.fixture(scope="session")
+def needs_redis_server() -> str:
+    """For tests that start a redis-server through something else (``manage.py up``):
+    they fail, never skip, naming what is missing."""
+    return redis_binary()
+
+
+@pytest.fixture(scope="session")
 def redis_url() -> Iterator[str]:
     """``redis://127.0.0.1:PORT/0`` of a real redis-server for this session."""
     server = RedisServer(redis_binary())

@@ -14,9 +14,9 @@ from broker.models import LogRecord
 from portal.objects.stores import LDAP_FACTORY, read_bindings
 
 from .ldap import ldap_server  # noqa: F401
-from .portal_server import chromium, portal_server  # noqa: F401
+from .portal_server import chromium, playwright_expect, portal_server  # noqa: F401
 
-expect = pytest.importorskip("playwright.sync_api").expect
+expect = playwright_expect()
 
 ADMIN, ADMIN_PW = "objadmin", "0bj-secret"
 WAIT = 30_000

@@ -18,7 +18,7 @@ from broker.client.testing import StandIn, message_packet
 from broker.protocol.packet import Packet
 from broker.protocol.types import FLAG_A, FLAG_P, FLAG_Q, PacketType
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.fast, pytest.mark.timeout(60)]
 
 
 @pytest.fixture

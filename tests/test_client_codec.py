@@ -68,7 +68,7 @@ from broker.protocol.types import (
 from .vectors import vector as vector_bytes
 from .vectors import vector_files
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.fast, pytest.mark.timeout(60)]
 
 
 def vector(name: str) -> Packet:

@@ -3,6 +3,8 @@ goes with it, whatever order its close and a redial's arrival come in."""
 
 from __future__ import annotations
 
+import pytest
+
 from broker.cluster.config import ClusterConfig
 from broker.cluster.link import BrokerLink
 from broker.cluster.service import ClusterService
@@ -10,6 +12,8 @@ from broker.core.router import MessageRouter
 from broker.protocol import gpacket as gp
 from broker.protocol.properties import encode_properties
 from broker.protocol.types import DEST_TOPIC
+
+pytestmark = pytest.mark.fast
 
 ME = gp.BrokerAddress("127.0.0.1", "A", 7676)
 PEER = gp.BrokerAddress("127.0.0.1", "B", 7677)

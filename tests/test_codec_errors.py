@@ -66,7 +66,7 @@ from broker.protocol.xid import Xid, XidError
 from .vectors import NEEDS_VECTORS, read_all, vector_files
 
 # The decoders' samples come from the vectors: without them every test here fails.
-pytestmark = NEEDS_VECTORS
+pytestmark = [pytest.mark.fast, NEEDS_VECTORS]
 PACKET_FILES = vector_files("**/*.hex", where=lambda p: p.name[:4] in ("c2b-", "b2c-"))
 PACKETS = read_all(PACKET_FILES)
 PARSED = [parse_packet(raw) for raw in PACKETS]

@@ -16,7 +16,7 @@ import requests
 
 from .test_up import Up, alive, children_of, kind, refuses
 
-pytestmark = pytest.mark.timeout(240)
+pytestmark = [pytest.mark.timeout(240), pytest.mark.usefixtures("needs_redis_server")]
 
 
 def broker_pid(up: Up) -> int:

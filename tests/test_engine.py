@@ -45,6 +45,8 @@ from broker.security.digest import md5str
 from broker.security.filerepo import FileUserRepository
 from broker.server.broker import Broker, Service
 
+pytestmark = pytest.mark.fast
+
 VECTORS = Path(__file__).resolve().parents[2] / "shared" / "vectors"
 
 

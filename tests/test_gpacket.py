@@ -10,6 +10,8 @@ from broker.protocol import gpacket as gp
 from broker.protocol.errors import ProtocolError
 from broker.protocol.jtypes import JLong
 
+pytestmark = pytest.mark.fast
+
 PING_VECTOR = bytes.fromhex(
     "015e0021000000397fffe3c200000015"
     "00000000000000000000000000000000"

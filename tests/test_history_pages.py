@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pytest
 
-from .portal_server import PortalStack, chromium, start_stack  # noqa: F401
+from .portal_server import PortalStack, chromium, playwright_expect, start_stack  # noqa: F401
 from .test_portal_pages import WAIT, login_admin, send_texts
 
-expect = pytest.importorskip("playwright.sync_api").expect
+expect = playwright_expect()
 
 ROOT = Path(__file__).resolve().parent.parent
 DEST = "hist.orders"

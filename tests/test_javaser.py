@@ -31,6 +31,8 @@ from broker.protocol.jtypes import JByte, JChar, JFloat, JInt, JLong, JShort, ja
 
 from .vectors import NEEDS_VECTORS, MissingVector, vector, vector_files
 
+pytestmark = pytest.mark.fast
+
 MAGIC = "aced0005"
 HASHMAP_DESC = (
     "7372" + "0011" + b"java.util.HashMap".hex() + "0507dac1c31660d1" + "03"

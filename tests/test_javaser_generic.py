@@ -30,6 +30,8 @@ from broker.protocol.jtypes import JInt, JLong
 from .test_admin_commands import JDK_DURABLES
 from .test_metrics_events import DEST_VALUES, JDK_DMC_FULL, JDK_MC_FULL, MC_FULL
 
+pytestmark = pytest.mark.fast
+
 MAGIC = "aced0005"
 OBJECT_ARRAY_DESC = (
     "72" + "0013" + b"[Ljava.lang.Object;".hex() + "90ce589f1073296c" + "02" + "0000" + "7870"

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from django.utils import timezone
 
-pytestmark = pytest.mark.django_db(transaction=True)
+pytestmark = [pytest.mark.fast, pytest.mark.django_db(transaction=True)]
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
-"""The Makefile's Debian installs wait for a dpkg lock someone else holds (unattended
-upgrades, a second ``make``) instead of failing at once: every apt-get it runs, as make
-expands the recipes, carries ``-o DPkg::Lock::Timeout``."""
+"""The Makefile: its Debian installs wait for a dpkg lock someone else holds (unattended
+upgrades, a second ``make``) instead of failing at once -- every apt-get it runs, as make
+expands the recipes, carries ``-o DPkg::Lock::Timeout`` -- and ``make test-fast`` installs
+what ``make test`` installs, then runs the tests marked ``fast`` and only those."""
 
 from __future__ import annotations
 
@@ -15,34 +16,46 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
-def test_every_apt_get_waits_for_the_dpkg_lock(tmp_path: Path) -> None:
-    # -n prints the recipes without running them; -B takes every target as out of date
-    # and a throwaway VENV keeps make from reading the real one's state.
+def _dry_run(tmp_path: Path, *targets: str) -> str:
+    """The recipes make would run for ``targets``, without running them: -n prints them,
+    -B takes every target as out of date and a throwaway VENV keeps make from reading
+    the real one's state."""
+    assert shutil.which("make"), "make is not installed: apt-get install make"
     done = subprocess.run(
-        ["make", "-n", "-B", f"VENV={tmp_path / 'venv'}", "install", "install-dev"],
+        ["make", "-n", "-B", f"VENV={tmp_path / 'venv'}", *targets],
         cwd=ROOT, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
-    calls = re.findall(r"apt-get[^;&|}]*", done.stdout)
-    assert len(calls) >= 10, done.stdout
+    return done.stdout
+
+
+def test_every_apt_get_waits_for_the_dpkg_lock(tmp_path: Path) -> None:
+    out = _dry_run(tmp_path, "install", "install-dev")
+    calls = re.findall(r"apt-get[^;&|}]*", out)
+    assert len(calls) >= 10, out
     assert [c for c in calls if "-o DPkg::Lock::Timeout=600 " not in c] == []
 
 
-@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
 @pytest.mark.parametrize("target", ["lint", "test"])
 def test_lint_and_test_run_mypy_after_ruff(tmp_path: Path, target: str) -> None:
     # Issue 24: the type check runs in `make lint` and in `make test`, which CI (.ci/run) runs;
     # with no arguments mypy checks the packages pyproject.toml's [tool.mypy] names.
     venv = tmp_path / "venv"
-    done = subprocess.run(
-        ["make", "-n", "-B", f"VENV={venv}", target],
-        cwd=ROOT, capture_output=True, text=True, timeout=60,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    lines = done.stdout.splitlines()
+    lines = _dry_run(tmp_path, target).splitlines()
     ruff = lines.index(f"{venv}/bin/ruff check .")
-    assert lines.index(f"{venv}/bin/mypy") > ruff, done.stdout
+    assert lines.index(f"{venv}/bin/mypy") > ruff, lines
     mypy = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
     assert set(mypy["files"]) >= {f"broker/{p}" for p in ("protocol", "engine", "core", "cluster")}
     assert mypy["warn_unused_ignores"] is True and "ignore_errors" not in mypy
+
+
+def test_test_fast_installs_like_test_and_runs_the_fast_marker(tmp_path: Path) -> None:
+    fast = _dry_run(tmp_path, "test-fast").splitlines()
+    full = _dry_run(tmp_path, "test").splitlines()
+    pytest_line = [line for line in fast if " -m pytest " in line]
+    assert len(pytest_line) == 1, fast
+    assert re.search(r" -m pytest -m fast( |$)", pytest_line[0]), pytest_line
+    # The same installs (install-dev: requirements-dev.lock, slapd, chromium, ...) first.
+    setup = [line for line in full if " -m pytest " not in line]
+    assert [line for line in fast if " -m pytest " not in line] == setup
+    assert any("requirements-dev.lock" in line for line in setup), full

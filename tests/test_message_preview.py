@@ -1,8 +1,12 @@
 """The portal's body preview names Java types, not the Python wrappers (JInt(1) was shown)."""
 
+import pytest
+
 from broker.admin.actions import preview_body
 from broker.protocol.javaser import encode_map_body, encode_stream_body
 from broker.protocol.jtypes import JByte, JChar, JFloat, JInt, JLong, JShort
+
+pytestmark = pytest.mark.fast
 
 
 def test_map_preview_shows_java_types() -> None:

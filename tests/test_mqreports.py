@@ -7,6 +7,8 @@ import pytest
 from broker.protocol import mqreports as mq
 from broker.protocol.jtypes import JInt, JLong, JShort
 
+pytestmark = pytest.mark.fast
+
 
 def test_names_and_values_are_ibm_mqs():
     assert (mq.MQMT_REQUEST, mq.MQMT_REPLY, mq.MQMT_REPORT, mq.MQMT_DATAGRAM) == (1, 2, 4, 8)

@@ -20,6 +20,8 @@ from broker.protocol.packet import (
 )
 from broker.protocol.types import FLAG_A, PacketType
 
+pytestmark = pytest.mark.fast
+
 LIMIT = 4096
 
 

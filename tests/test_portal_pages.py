@@ -19,9 +19,16 @@ from broker.client.sync import connect
 from broker.launcher import free_port
 
 from .ldap import ldap_server  # noqa: F401 - a real slapd for the LDAP login
-from .portal_server import PortalStack, chromium, portal_server, start_portal, start_stack  # noqa: F401
+from .portal_server import (  # noqa: F401
+    PortalStack,
+    chromium,
+    playwright_expect,
+    portal_server,
+    start_portal,
+    start_stack,
+)
 
-expect = pytest.importorskip("playwright.sync_api").expect
+expect = playwright_expect()
 
 WAIT = 30_000  # ms: what Playwright's expect() waits at most
 

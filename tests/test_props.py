@@ -11,6 +11,8 @@ import pytest
 from broker import props
 from broker.config import DEFAULTS, BrokerConfig, ConfigError
 
+pytestmark = pytest.mark.fast
+
 ROOT = Path(__file__).resolve().parent.parent
 
 

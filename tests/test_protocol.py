@@ -38,6 +38,8 @@ from broker.protocol.types import MAGIC, PacketType, Status, packet_type_name
 
 from .vectors import SPEC, vector, vector_names
 
+pytestmark = pytest.mark.fast
+
 SEED = (
     Path(__file__).resolve().parent.parent.parent / "shared" / "seeds" / "000_a0e99a4fa8995b9b.txt"
 )

@@ -17,6 +17,8 @@ from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC, FLAG_Q, Pac
 
 from .test_router_plugins import Link
 
+pytestmark = pytest.mark.fast
+
 
 def request(n: int, options: dict[str, int], reply_to: str = "replies") -> object:
     from broker.core.message import Message

@@ -17,6 +17,8 @@ from broker.core.session import Session
 from broker.protocol.packet import build_packet, parse_packet
 from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, FLAG_Q, PacketType, Status
 
+pytestmark = pytest.mark.fast
+
 
 class Link:
     """A connection that can always take deliveries and keeps what it was sent."""

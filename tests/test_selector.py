@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from broker.core.selector import Selector, SelectorError, compile_selector
 from broker.protocol.jtypes import JByte, JChar, JFloat, JInt, JLong, JShort
 
+pytestmark = pytest.mark.fast
+
 UNKNOWN = "unknown"
 INVALID = "invalid"
 

@@ -4,7 +4,6 @@ takes every one of them down again (on SIGTERM, or when one of them dies)."""
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import socket
 import subprocess
@@ -22,10 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 
 pytestmark = [
     pytest.mark.timeout(240),
-    pytest.mark.skipif(
-        not shutil.which("redis-server") and not Path("/usr/bin/redis-server").exists(),
-        reason="redis-server is not installed (make install-dev installs it)",
-    ),
+    # manage.py up starts a redis-server: without one the tests fail naming it.
+    pytest.mark.usefixtures("needs_redis_server"),
 ]
 
 

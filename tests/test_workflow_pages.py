@@ -17,10 +17,10 @@ from broker.admin.remote import BrokerAdmin
 from broker.client import Queue, TextMessage
 from broker.client.sync import connect
 
-from .portal_server import chromium, portal_server  # noqa: F401
+from .portal_server import chromium, playwright_expect, portal_server  # noqa: F401
 from .test_portal_pages import WAIT, login_admin
 
-expect = pytest.importorskip("playwright.sync_api").expect
+expect = playwright_expect()
 
 
 @pytest.fixture
