@@ -35,6 +35,7 @@ from broker.protocol.sysmsgid import ip_field
 from broker.protocol.types import (
     FLAG_A,
     FLAG_F,
+    TEMP_PREFIX,
     AckMode,
     PacketType,
     Status,
@@ -751,7 +752,7 @@ class Connection:
         self._temp_counter += 1
         owner = self._client_id or self.local_address
         kind = "queue" if queue else "topic"
-        name = f"temporary_destination://{kind}/{owner}/{self.local_port}/{self._temp_counter}"
+        name = f"{TEMP_PREFIX}{kind}/{owner}/{self.local_port}/{self._temp_counter}"
         dest: TemporaryQueue | TemporaryTopic = (
             TemporaryQueue(name, self) if queue else TemporaryTopic(name, self)
         )

@@ -37,7 +37,14 @@ from broker.protocol.properties import (
     encode_properties,
 )
 from broker.protocol.sysmsgid import SYSMSGID_SIZE
-from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC, Status
+from broker.protocol.types import (
+    BROKER_PREFIX,
+    DEST_QUEUE,
+    DEST_TEMP,
+    DEST_TOPIC,
+    DMQ_NAME,
+    Status,
+)
 
 from .changerecord import RECORDED, ChangeRecord, read_last_sync, write_last_sync
 from .config import ClusterConfig, ClusterConfigError, _same_host
@@ -63,7 +70,7 @@ _REFUSALS_LOGGED = {
 RECONNECT_INTERVAL = 1.0
 RECONNECT_MAX = 5.0
 # Destinations that never leave their broker.
-_PRIVATE_PREFIXES = ("__JMQ", "mq.sys.dmq")
+_PRIVATE_PREFIXES = (BROKER_PREFIX, DMQ_NAME)
 
 
 class ClusterService:

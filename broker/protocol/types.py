@@ -218,8 +218,15 @@ DEST_TOPIC = 0x0002
 DEST_TEMP = 0x0010
 DEST_DMQ = 0x1000
 
-TEMP_QUEUE_PREFIX = "temporary_destination://queue/"
-TEMP_TOPIC_PREFIX = "temporary_destination://topic/"
+# Destination names the protocol fixes.  A temporary destination's name starts with
+# TEMP_PREFIX (``temporary_destination://queue/<owner>/<port>/<n>``, as OpenMQ's client
+# makes them); the broker's own destinations start with BROKER_PREFIX (``__JMQAdmin``,
+# broker/protocol/admin_types.py's ADMIN_QUEUE) and the dead message queue is DMQ_NAME.
+TEMP_PREFIX = "temporary_destination://"
+TEMP_QUEUE_PREFIX = TEMP_PREFIX + "queue/"
+TEMP_TOPIC_PREFIX = TEMP_PREFIX + "topic/"
+BROKER_PREFIX = "__JMQ"
+DMQ_NAME = "mq.sys.dmq"
 
 
 class AckMode(IntEnum):

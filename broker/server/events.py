@@ -60,6 +60,7 @@ from typing import TYPE_CHECKING
 
 from broker import props
 from broker.core.metrics import ServiceCounters, consumer_counts, sample_averages
+from broker.protocol.admin_types import ADMIN_QUEUE
 from broker.server.queuethread import STOP, QueueThread
 from broker.server.rawstore import RawStoreWriter
 from broker.server.rawstore import collect as collect_raw
@@ -78,7 +79,6 @@ PUBLISH_TIMEOUT = 5.0
 # Destinations given an averaging sample per tick (round robin beyond that), so a broker
 # with 10,000 destinations spends about a millisecond a second on it, not ten.
 AVERAGING_BATCH = 2000
-ADMIN_QUEUE = "__JMQAdmin"
 
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _BY_DEPTH = attrgetter("msg_count")

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.core.memory import LEVELS
 from broker.core.metrics import consumer_counts
+from broker.protocol.admin_types import ADMIN_QUEUE
 from broker.server.queuethread import STOP, QueueThread
 
 if TYPE_CHECKING:
@@ -44,7 +45,6 @@ log = logging.getLogger("broker.rawstore")
 
 __all__ = ["COLUMNS", "RawStoreWriter", "Snapshot", "collect", "partition_path", "schema"]
 
-ADMIN_QUEUE = "__JMQAdmin"
 
 # (name, arrow type name); the order is the files' column order.
 COLUMNS: tuple[tuple[str, str], ...] = (

@@ -229,8 +229,8 @@ def messages_transfer(request: HttpRequest, kind: str, name: str) -> HttpRespons
     admin, actor = _admin(), _actor(request)
     try:
         if d["mode"] == "retry":
-            if name != workflows.DMQ:
-                raise workflows.ActionError(f"only messages of {workflows.DMQ} can be retried")
+            if name != workflows.DMQ_NAME:
+                raise workflows.ActionError(f"only messages of {workflows.DMQ_NAME} can be retried")
             result = workflows.retry_dead_messages(admin, actor, ids=ids)
             where = ", ".join(f"{n} to {t}" for t, n in sorted(result["targets"].items()))
             text = f"Retried {result['count']} message(s)" + (f" ({where})" if where else "")
