@@ -27,7 +27,7 @@ import ssl as _ssl
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from broker.protocol.auth import AUTH_BASIC, AUTH_DIGEST, basic_credential, encode_auth_body
+from broker.protocol.auth import AUTH_BASIC, AUTH_DIGEST, encode_auth_body, encode_basic_password
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import BadPacket, Packet, PacketError, PacketReader, build_packet
 from broker.protocol.portmapper import PortMapperError, encode_request, parse_table
@@ -647,7 +647,7 @@ class Connection:
 
     def _auth_response(self, auth_type: str, challenge: bytes) -> bytes:
         if auth_type == AUTH_BASIC:
-            return encode_auth_body(self._user, basic_credential(self._password))
+            return encode_auth_body(self._user, encode_basic_password(self._password))
         if auth_type == AUTH_DIGEST:
             return encode_auth_body(
                 self._user, digest_credential(self._user, self._password, challenge)
