@@ -40,6 +40,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.commandlines import portal_command
 from broker.launcher import BrokerProcess, free_port, start_broker
 
 from .redis import RedisServer, find_redis_server
@@ -174,16 +175,7 @@ def start_portal(
         port = free_port()
         out = open(log_path, "ab")  # noqa: SIM115 - lives as long as the process
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "portal.asgi:application",
-            ],
+            portal_command(port),
             cwd=ROOT,
             env=env,
             stdout=out,

@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from broker.commandlines import ums_gateway_command
 from broker.launcher import free_port
-from broker.management.commands.up import ums_gateway_command
 from broker.security.acl import DEFAULT_RULES
 
 from .portal_server import ROOT, PortalStack, _wait_http, start_stack
