@@ -30,10 +30,10 @@ from broker.protocol.types import DEST_QUEUE, DMQ_NAME, PacketType
 
 from .actions import (
     ActionError,
-    _check_name,
     dest_kind,
     dest_type_code,
     record_change,
+    required_dest_name,
 )
 from .client import AdminError
 from .remote import BrokerAdmin
@@ -252,7 +252,7 @@ def publish_message(
 ) -> str:
     """Send one message to any destination; its JMSMessageID."""
     code = dest_type_code(kind)
-    name = _check_name(name)
+    name = required_dest_name(name)
     packet_type, data = _body(message_type, body, encoding)
     props = _check_properties(properties)
     if not isinstance(priority, int) or not 0 <= priority <= 9:
@@ -442,8 +442,8 @@ def transfer_messages(
     (being delivered)."""
     if mode not in TRANSFER_MODES:
         raise ActionError(f"mode must be one of {', '.join(TRANSFER_MODES)}")
-    source = _check_name(source)
-    target = _check_name(target)
+    source = required_dest_name(source)
+    target = required_dest_name(target)
     code = dest_type_code(target_kind)
     if mode == "move" and code & DEST_QUEUE and source == target:
         raise ActionError("a move needs a target other than the source")
@@ -581,7 +581,7 @@ def retry_dead_messages(
 def delete_by_selector(admin: BrokerAdmin, actor: str, name: str, selector: str) -> dict[str, Any]:
     """Delete the waiting messages of queue ``name`` that match ``selector`` (required:
     purge empties a queue); those being delivered are left and counted."""
-    name = _check_name(name)
+    name = required_dest_name(name)
     if not selector or not selector.strip():
         raise ActionError("a selector is required (to empty the queue, purge it)")
     match = _compile(selector).matches

@@ -47,7 +47,7 @@ from broker.protocol.types import (
 )
 
 from .changerecord import RECORDED, ChangeRecord, read_last_sync, write_last_sync
-from .config import ClusterConfig, ClusterConfigError, _same_host
+from .config import ClusterConfig, ClusterConfigError, same_host
 from .link import BrokerLink, LinkRefused, broker_info_body
 from .locks import ClusterLocks
 from .remote import InboundOrigin, RemoteConsumer
@@ -205,13 +205,13 @@ class ClusterService:
             )
         if self.cfg.is_me(init.host, init.port) or init.session_uid == self.session_id:
             raise LinkRefused(f"peer claims to be this broker ({init.address})")
-        if not any(p == init.port and _same_host(h, init.host) for h, p in self.cfg.peers):
+        if not any(p == init.port and same_host(h, init.host) for h, p in self.cfg.peers):
             raise LinkRefused(f"{init.address} is not in imq.cluster.brokerlist")
         if link.expected is not None:
             h, p = link.expected
             if (
                 p != init.port
-                or not _same_host(h, init.host)
+                or not same_host(h, init.host)
                 or (link.expected_instance and link.expected_instance != init.instance)
             ):
                 raise LinkRefused(
@@ -352,7 +352,7 @@ class ClusterService:
     def _link_to(self, host: str, port: int) -> BrokerLink | None:
         """The link up to the broker whose port mapper is ``host:port``, if any."""
         return next(
-            (lk for a, lk in self.links.items() if a.port == port and _same_host(a.host, host)),
+            (lk for a, lk in self.links.items() if a.port == port and same_host(a.host, host)),
             None,
         )
 
@@ -485,7 +485,7 @@ class ClusterService:
         if master is None:
             return None
         for addr, link in self.links.items():
-            if addr.port == master[1] and _same_host(addr.host, master[0]):
+            if addr.port == master[1] and same_host(addr.host, master[0]):
                 return link
         return None
 

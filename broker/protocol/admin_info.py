@@ -13,7 +13,7 @@ from dataclasses import replace
 from broker.protocol.javaser import (
     JavaClass,
     JavaObject,
-    _Writer,
+    ObjectStreamWriter,
     encode_vector,
 )
 
@@ -240,7 +240,7 @@ class Shared(str):
     (a field initialised from a literal, a map key that is also a field of its value)."""
 
 
-class _AdminWriter(_Writer):
+class _AdminWriter(ObjectStreamWriter):
     """The javaser writer plus what admin replies hold beyond it: maps nested in maps,
     HashMap / LinkedHashMap values (nulls allowed) and :class:`Shared` strings."""
 

@@ -399,7 +399,7 @@ def _host(peer: str) -> str:
     return peer.rpartition(":")[0] or peer
 
 
-def _check_property(name: str, kind: str, value: str) -> str | None:
+def property_value_problem(name: str, kind: str, value: str) -> str | None:
     """Why ``value`` is not usable for broker property ``name`` (None if it is)."""
     from broker.logsetup import parse_level
 
@@ -699,7 +699,7 @@ class AdminHandler:
             if kind is None:
                 refused.append(raw_name)
                 continue
-            why = _check_property(name, kind, value)
+            why = property_value_problem(name, kind, value)
             if why is not None:
                 bad.append(why)
             changes[name] = value.strip()
@@ -1566,4 +1566,5 @@ __all__ = [
     "HANDLER",
     "RUNTIME_PROPERTIES",
     "admin_defaults",
+    "property_value_problem",
 ]
