@@ -35,6 +35,7 @@ from broker.protocol.sysmsgid import ip_field
 from broker.protocol.types import (
     FLAG_A,
     FLAG_F,
+    OPENMQ_VERSION,
     TEMP_PREFIX,
     AckMode,
     PacketType,
@@ -61,7 +62,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-CLIENT_VERSION = "6.9.0"
+CLIENT_VERSION = OPENMQ_VERSION  # what it reports (JMQVersion); a test changes it
 PROTOCOL_LEVEL = 500
 DEFAULT_FLOW_COUNT = 100
 

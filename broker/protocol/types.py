@@ -228,6 +228,18 @@ TEMP_TOPIC_PREFIX = TEMP_PREFIX + "topic/"
 BROKER_PREFIX = "__JMQ"
 DMQ_NAME = "mq.sys.dmq"
 
+# The Java classes a destination header names (JMQDestinationClass, JMQReplyToClass), as
+# OpenMQ's client sends them.
+QUEUE_CLASS = "com.sun.messaging.BasicQueue"
+TOPIC_CLASS = "com.sun.messaging.BasicTopic"
+TEMP_QUEUE_CLASS = "com.sun.messaging.jmq.jmsclient.TemporaryQueueImpl"
+TEMP_TOPIC_CLASS = "com.sun.messaging.jmq.jmsclient.TemporaryTopicImpl"
+
+# The OpenMQ release whose wire and admin protocol we follow (the vectors' imqcmd 6.9.0):
+# the version the broker reports to clients and admin tools, and the Python client to
+# the broker.
+OPENMQ_VERSION = "6.9.0"
+
 
 class AckMode(IntEnum):
     """``JMQAckMode`` on CREATE_SESSION."""

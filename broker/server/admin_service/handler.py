@@ -114,6 +114,8 @@ from broker.protocol.types import (
     DEST_TOPIC,
     FLAG_Q,
     FLAG_Z,
+    OPENMQ_VERSION,
+    TEMP_QUEUE_CLASS,
     DestState,
     DestType,
     GoodbyeReason,
@@ -132,15 +134,11 @@ try:
 except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
     PRODUCT_VERSION = "0+source"
 PRODUCT_NAME = "openmq-py"
-# The OpenMQ release whose wire and admin protocol we follow (the vectors' imqcmd 6.9.0).
-OPENMQ_VERSION = "6.9.0"
 
 if TYPE_CHECKING:
     from broker.engine import ConnectionEngine
 
 log = logging.getLogger("broker.admin")
-
-TEMP_QUEUE_CLASS = "com.sun.messaging.jmq.jmsclient.TemporaryQueueImpl"
 
 
 # com.sun.messaging.jmq.util.ServiceState
