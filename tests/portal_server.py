@@ -128,7 +128,7 @@ def _write_config(varhome: Path, instance: str, props: dict[str, str]) -> None:
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8")
 
 
-def _wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+def wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -183,7 +183,7 @@ def start_portal(
         )
         out.close()
         try:
-            _wait_http(f"http://127.0.0.1:{port}/healthz", proc, log_path)
+            wait_http(f"http://127.0.0.1:{port}/healthz", proc, log_path)
             return proc, port, env, log_path
         except RuntimeError:
             if proc.poll() is None:
