@@ -19,7 +19,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from broker.protocol.auth import basic_credential, encode_auth_body  # noqa: E402
+from broker.protocol.auth import encode_auth_body, encode_basic_password  # noqa: E402
 from broker.protocol.jtypes import JInt  # noqa: E402
 from broker.protocol.packet import PacketReader, build_packet  # noqa: E402
 from broker.protocol.types import PacketType  # noqa: E402
@@ -64,7 +64,7 @@ async def open_one(host: str, port: int, keep: list) -> None:
     req = await recv()  # AUTHENTICATE_REQUEST
     kind = req.properties["JMQAuthType"]
     if kind == "basic":
-        cred = basic_credential("guest")
+        cred = encode_basic_password("guest")
     else:
         cred = digest_response(md5str("guest:guest"), req.body.decode())
     writer.write(

@@ -17,7 +17,6 @@ import argparse
 import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -46,12 +45,9 @@ def main() -> None:
     store = Path(args.store) if args.store else work / "raw"
     os.environ["DATABASE_URL"] = f"sqlite:///{work / 'db.sqlite3'}"
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
-    subprocess.run(
-        [sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
-        cwd=ROOT,
-        env=os.environ,
-        check=True,
-    )
+    from broker.launcher import migrate
+
+    migrate(dict(os.environ))
     import django
 
     django.setup()

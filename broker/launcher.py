@@ -14,6 +14,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker.commandlines import broker_command, manage_command
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -81,7 +83,7 @@ class BrokerProcess:
 def migrate(env: dict[str, str], python: str | None = None) -> None:
     """``manage.py migrate`` on the database ``env["DATABASE_URL"]`` names."""
     subprocess.run(
-        [python or sys.executable, "manage.py", "migrate", "--noinput", "-v", "0"],
+        manage_command("migrate", "--noinput", "-v", "0", python=python),
         cwd=ROOT,
         env=env,
         check=True,
@@ -153,11 +155,7 @@ def start_broker(
     for attempt in range(3):
         # A cluster's brokers name each other's port mappers, so those can be chosen first.
         pm, jms, admin = portmapper_port or free_port(), free_port(), free_port()
-        args = [
-            sys.executable,
-            "manage.py",
-            "runbroker",
-            "-tty",
+        args = broker_command(
             "-name",
             instance,
             "-port",
@@ -167,8 +165,8 @@ def start_broker(
             f"-Dimq.jms.tcp.port={jms}",
             f"-Dimq.admin.tcp.port={admin}",
             "-Dimq.hostname=127.0.0.1",
-        ]
-        args += [f"-D{p}" for p in props]
+            *(f"-D{p}" for p in props),
+        )
         # A restart in the same directory starts a new log; a retry adds to it.
         start = log_path.stat().st_size if attempt else 0
         out = open(log_path, "ab" if attempt else "wb")  # noqa: SIM115 - as long as the process

@@ -6,7 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from broker.loglevels import RECORD_LEVELS
-from broker.security.digest import basic_credential, constant_time_equals
+from broker.security.digest import constant_time_equals, password_digest
 
 # Characters imqusermgr refuses in user names: they would break the passwd file
 # (':'), the access control lists (',', '*') or the line format.
@@ -59,11 +59,11 @@ class BrokerUser(models.Model):
 
     def set_password(self, raw: str) -> None:
         """Recompute the stored credential (the caller saves)."""
-        self.password_digest = basic_credential(self.username, raw)
+        self.password_digest = password_digest(self.username, raw)
 
     def check_password(self, raw: str) -> bool:
         """Whether ``raw`` is this user's password (basic authentication check)."""
-        return constant_time_equals(self.password_digest, basic_credential(self.username, raw))
+        return constant_time_equals(self.password_digest, password_digest(self.username, raw))
 
 
 class LogRecord(models.Model):

@@ -87,43 +87,48 @@ def spark_home() -> str:
     return str(Path(pyspark.__file__).resolve().parent)
 
 
+def _project_importable() -> None:
+    """Run as a script, Python puts docker/ first on the path, not the project."""
+    if str(ROOT) not in sys.path:
+        sys.path.insert(0, str(ROOT))
+
+
 def command(service: str, args: list[str], env: dict[str, str]) -> list[str]:
-    """The command line a service runs (also what the tests run outside containers)."""
-    py = sys.executable
+    """The command line a service runs (also what the tests run outside containers); the
+    project's processes as broker/commandlines.py builds them for every starter."""
+    _project_importable()
+    from broker import commandlines as cl
+
     if service == "broker":
-        opts = ["-tty"]
+        opts: list[str] = []
         if env.get("IMQ_CLUSTER_BROKERLIST"):
             opts.append(f"-Dimq.cluster.brokerlist={env['IMQ_CLUSTER_BROKERLIST']}")
         if env.get("IMQ_CLUSTER_HOSTNAME"):
             opts.append(f"-Dimq.cluster.hostname={env['IMQ_CLUSTER_HOSTNAME']}")
         opts += shlex.split(env.get("IMQ_BROKER_OPTS", ""))
-        return [py, "manage.py", "runbroker", *opts, *args]
+        return cl.broker_command(*opts, *args)
     if service == "portal":
         bind = env.get("PORTAL_BIND") or "0.0.0.0"  # inside the container
         port = env.get("PORTAL_PORT") or "8000"
-        return [py, "-m", "daphne", "-b", bind, "-p", port, *args, "portal.asgi:application"]
+        return cl.portal_command(port, bind, *args)
     if service == "ums":
-        from broker.management.commands.up import ums_gateway_command
-
         bind = env.get("UMS_BIND") or "0.0.0.0"
-        return [*ums_gateway_command(int(env.get("UMS_PORT") or 8001), bind), *args]
+        return [*cl.ums_gateway_command(int(env.get("UMS_PORT") or 8001), bind), *args]
     if service == "worker":
-        return [
-            py, "-m", "celery", "-A", "portal", "worker",
-            "--loglevel", env.get("CELERY_LOGLEVEL") or "INFO",
-            "--concurrency", env.get("CELERY_CONCURRENCY") or "2",
-            "--hostname", worker_name(env),
+        return cl.celery_worker_command(
+            worker_name(env),
             *args,
-        ]  # fmt: skip
+            loglevel=env.get("CELERY_LOGLEVEL") or "INFO",
+            concurrency=env.get("CELERY_CONCURRENCY") or "2",
+        )
     if service == "beat":
-        return [
-            py, "-m", "celery", "-A", "portal", "beat",
-            "--loglevel", env.get("CELERY_LOGLEVEL") or "INFO",
-            "--pidfile", env.get("CELERY_BEAT_PIDFILE") or BEAT_PIDFILE,
+        return cl.celery_beat_command(
             *args,
-        ]  # fmt: skip
+            loglevel=env.get("CELERY_LOGLEVEL") or "INFO",
+            pidfile=env.get("CELERY_BEAT_PIDFILE") or BEAT_PIDFILE,
+        )
     if service == "migrate":
-        return [py, str(Path(__file__).resolve()), "_migrate", *args]
+        return [sys.executable, str(Path(__file__).resolve()), "_migrate", *args]
     if service == "spark-master":
         return [
             f"{spark_home()}/bin/spark-class", "org.apache.spark.deploy.master.Master",
@@ -142,7 +147,7 @@ def command(service: str, args: list[str], env: dict[str, str]) -> list[str]:
             *args, master,
         ]  # fmt: skip
     if service == "manage":
-        return [py, "manage.py", *args]
+        return cl.manage_command(*args)
     raise EntryError(f"unknown service {service!r}")
 
 
@@ -155,8 +160,7 @@ def migrate() -> None:
     administrator's password (the secret is the source of truth at every start)."""
     import django
 
-    # Run as a script, Python puts docker/ first on the path, not the project.
-    sys.path.insert(0, str(ROOT))
+    _project_importable()
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     django.setup()
     from django.core.management import call_command
@@ -202,8 +206,7 @@ def pid_alive(pidfile: str) -> bool:
 def healthy(what: str, env: dict[str, str]) -> bool:
     """Whether ``what`` serves, checked from inside its container."""
     if what == "broker":
-        # Run as a script, Python puts docker/ first on the path, not the project.
-        sys.path.insert(0, str(ROOT))
+        _project_importable()
         from broker.launcher import portmapper_answers
 
         return portmapper_answers("127.0.0.1", int(env.get("IMQ_PORT") or 7676), timeout=5)
@@ -215,10 +218,12 @@ def healthy(what: str, env: dict[str, str]) -> bool:
         import subprocess
 
         # Answers only once it consumes from Redis: the worker's own readiness.
-        ping = [
-            sys.executable, "-m", "celery", "-A", "portal", "inspect", "ping",
-            "--destination", worker_name(env), "--timeout", "10",
-        ]  # fmt: skip
+        _project_importable()
+        from broker.commandlines import celery_command
+
+        ping = celery_command(
+            "inspect", "ping", "--destination", worker_name(env), "--timeout", "10"
+        )
         done = subprocess.run(ping, cwd=ROOT, env=env, capture_output=True, timeout=60)
         return done.returncode == 0
     if what == "beat":

@@ -36,7 +36,7 @@ from django.contrib.auth.backends import BaseBackend
 
 from broker.config import BrokerConfig, ConfigError
 from broker.security.acl import AccessController
-from broker.security.digest import basic_credential, constant_time_equals
+from broker.security.digest import constant_time_equals, password_digest
 from broker.security.repository import UserRepositories, repository_name
 from broker.security.users import UserRecord
 
@@ -169,7 +169,7 @@ def verify(username: str, password: str) -> UserRecord | None:
     else:
         record = repo.lookup(username)
         if record is not None and not constant_time_equals(
-            basic_credential(username, password), record.password_digest
+            password_digest(username, password), record.password_digest
         ):
             record = None
     if record is None or not record.active:

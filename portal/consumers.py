@@ -5,7 +5,7 @@ the live dashboard's feed, for administrators only (portal.auth.is_administrator
 authenticated user who is an active member of group ``admin`` in the broker's user
 repository at connect time); anyone else is refused during the handshake.  On
 connect it joins the broker's channel layer group (``broker.<instance>``,
-broker/server/events.py) and sends the last ten minutes of ``MetricSample`` rows::
+broker/channel_groups.py) and sends the last ten minutes of ``MetricSample`` rows::
 
     {"type": "history", "instance": "imqbroker",
      "samples": [{"timestamp": 1767225600.0, "msgs_in": 12.5, "msgs_out": 12.4,
@@ -45,7 +45,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncJsonWebsocketConsumer
 from django.conf import settings
 
-from broker.server.events import group_name
+from broker.channel_groups import group_name
 from portal.auth import is_administrator
 
 log = logging.getLogger("portal.consumers")

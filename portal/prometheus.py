@@ -43,6 +43,7 @@ from prometheus_client.registry import Collector
 from broker import props as imq  # (props here: a broker's reported properties)
 from broker.admin.client import AdminError
 from broker.admin.remote import BrokerAdmin, BrokerUnavailable, default_admin
+from broker.protocol.admin_types import ADMIN_QUEUE
 from broker.protocol.types import DEST_QUEUE, DEST_TEMP
 from portal.auth import is_administrator
 
@@ -50,7 +51,6 @@ log = logging.getLogger("portal.prometheus")
 
 __all__ = ["BrokerCollector", "allowed", "metrics_view", "render"]
 
-ADMIN_QUEUE = "__JMQAdmin"
 MEMORY_STATES = {"green": 0, "yellow": 1, "orange": 2, "red": 3}
 DEFAULT_ALLOWED = ("127.0.0.0/8", "::1")
 

@@ -12,6 +12,8 @@ import sys
 import time
 from pathlib import Path
 
+from broker.commandlines import celery_beat_command, celery_worker_command
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
@@ -36,12 +38,17 @@ class CeleryProc:
 
     def __init__(self, kind: str, env: dict[str, str], log: Path, *extra: str) -> None:
         self.log = log
-        args = [sys.executable, "-m", "celery", "-A", "portal", kind, "--loglevel", "INFO"]
         if kind == "worker":
-            args += ["--pool", "solo", "--hostname", f"test-{os.getpid()}-{time.time_ns()}@h"]
+            # Production's command (broker/commandlines.py) with a solo pool and a name of
+            # its own (why: celery_worker_command's docstring).
+            hostname = f"test-{os.getpid()}-{time.time_ns()}@h"
+            args = celery_worker_command(hostname, *extra, concurrency=None, pool="solo")
+        else:
+            # No pid file: the tests wait for beat's output.
+            args = celery_beat_command(*extra)
         with open(log, "wb") as out:
             self.proc = subprocess.Popen(
-                [*args, *extra], cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
+                args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
             )
 
     def output(self) -> str:

@@ -40,6 +40,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.commandlines import portal_command
 from broker.launcher import BrokerProcess, free_port, start_broker
 
 from .redis import RedisServer, find_redis_server
@@ -127,7 +128,7 @@ def _write_config(varhome: Path, instance: str, props: dict[str, str]) -> None:
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8")
 
 
-def _wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+def wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -174,16 +175,7 @@ def start_portal(
         port = free_port()
         out = open(log_path, "ab")  # noqa: SIM115 - lives as long as the process
         proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "daphne",
-                "-b",
-                "127.0.0.1",
-                "-p",
-                str(port),
-                "portal.asgi:application",
-            ],
+            portal_command(port),
             cwd=ROOT,
             env=env,
             stdout=out,
@@ -191,7 +183,7 @@ def start_portal(
         )
         out.close()
         try:
-            _wait_http(f"http://127.0.0.1:{port}/healthz", proc, log_path)
+            wait_http(f"http://127.0.0.1:{port}/healthz", proc, log_path)
             return proc, port, env, log_path
         except RuntimeError:
             if proc.poll() is None:

@@ -29,6 +29,11 @@ BASE = frozenset(
     {
         "broker",
         "broker.apps",
+        # Names and formats more than one process shares: the live events' channel group,
+        # the raw metrics files, each process's command line (standard library only).
+        "broker.channel_groups",
+        "broker.commandlines",
+        "broker.rawmetrics",
         "broker.config",
         "broker.loglevels",
         "broker.logsetup",
@@ -93,15 +98,6 @@ MAY_IMPORT["portal.jobs"] = PORTAL_MAY_IMPORT | {"broker.store"}
 
 # The imports that break a rule today: (importer module, imported module) -> why.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("portal.consumers", "broker.server.events"): (
-        "group_name of the live-samples channel group; being moved out of broker.server"
-    ),
-    ("portal.pipeline.rollup", "broker.server.rawstore"): (
-        "the raw samples' COLUMNS; being moved out of broker.server"
-    ),
-    ("portal.pipeline.synthetic", "broker.server.rawstore"): (
-        "the raw samples' columns, schema and writers; being moved out of broker.server"
-    ),
     ("broker.store.dbexpiry", "broker.core"): (
         "dead messages of a stopped broker's rows are built with broker/core/dmq.py"
     ),
@@ -112,10 +108,7 @@ ALLOWED: dict[tuple[str, str], str] = {
     ),
     ("broker.admin.definitions", "broker.server.admin_service.handler"): (
         "import checks broker properties against the admin service's RUNTIME_PROPERTIES "
-        "and _check_property"
-    ),
-    ("broker.admin.events", "broker.server.events"): (
-        "change events go to the live pages' channel group (group_name)"
+        "and property_value_problem"
     ),
 }
 

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 
+from broker.commandlines import ums_gateway_command
 from broker.launcher import free_port
-from broker.management.commands.up import ums_gateway_command
 from broker.security.acl import DEFAULT_RULES
 
-from .portal_server import ROOT, PortalStack, _wait_http, start_stack
+from .portal_server import ROOT, PortalStack, start_stack, wait_http
 from .redis import find_redis_server
 
 UMS_ENV = {"UMS_CACHE_DURATION": "4000", "UMS_SWEEP_INTERVAL": "500"}
@@ -84,7 +84,7 @@ def start_gateway(portal: PortalStack) -> UmsStack:
         )
         out.close()
         try:
-            _wait_http(f"http://127.0.0.1:{port}/healthz", proc, log_path)
+            wait_http(f"http://127.0.0.1:{port}/healthz", proc, log_path)
             return UmsStack(portal, proc, port, log_path)
         except RuntimeError:
             if proc.poll() is None:

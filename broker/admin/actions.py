@@ -51,7 +51,13 @@ from .client import AdminError
 from .events import send_event
 from .remote import BrokerAdmin, BrokerUnavailable
 
-__all__ = ["ActionError", "AdminError", "BrokerUnavailable", "record_change"]
+__all__ = [
+    "ActionError",
+    "AdminError",
+    "BrokerUnavailable",
+    "record_change",
+    "required_dest_name",
+]
 
 log = logging.getLogger("broker.audit")
 
@@ -515,7 +521,7 @@ def _dest_event(op: str, code: int, name: str, **fields: Any) -> dict[str, Any]:
     return {"type": "destination", "op": op, "name": name, "dest_type": dest_kind(code), **fields}
 
 
-def _check_name(name: str) -> str:
+def required_dest_name(name: str) -> str:
     name = (name or "").strip()
     if not name:
         raise ActionError("a destination name is required")
@@ -530,7 +536,7 @@ def create_destination(
     attributes: dict[str, Any] | None = None,
 ) -> None:
     code = dest_type_code(kind)
-    name = _check_name(name)
+    name = required_dest_name(name)
     attrs = _clean_attributes(code, attributes)
     admin.create_destination(name, code, attrs)
     extra = (" with " + ", ".join(f"{k}={v}" for k, v in attrs.items())) if attrs else ""
@@ -548,7 +554,7 @@ def update_destination(
     if not attributes:
         raise ActionError("no attribute to change")
     attrs = _clean_attributes(code, attributes)
-    admin.update_destination(_check_name(name), code, attrs)
+    admin.update_destination(required_dest_name(name), code, attrs)
     record_change(
         actor,
         f"updated {dest_kind(code)} {name}: " + ", ".join(f"{k}={v}" for k, v in attrs.items()),
@@ -559,7 +565,7 @@ def update_destination(
 def destroy_destination(admin: BrokerAdmin, actor: str, kind: str | int, name: str) -> None:
     """Destroy a destination; temporary ones belong to their connection and are refused."""
     code = dest_type_code(kind)
-    found = admin.destinations(_check_name(name), code)
+    found = admin.destinations(required_dest_name(name), code)
     if not found:
         raise AdminError(404, f"{dest_kind(code)} {name} not found")
     if _destination(found[0])["temporary"]:
@@ -570,7 +576,7 @@ def destroy_destination(admin: BrokerAdmin, actor: str, kind: str | int, name: s
 
 def purge_destination(admin: BrokerAdmin, actor: str, kind: str | int, name: str) -> None:
     code = dest_type_code(kind)
-    admin.purge(_check_name(name), code)
+    admin.purge(required_dest_name(name), code)
     record_change(actor, f"purged {dest_kind(code)} {name}", _dest_event("purge", code, name))
 
 
@@ -582,7 +588,7 @@ def pause_destination(
     key = (what or "all").strip().lower()
     if key not in PAUSE_WHAT:
         raise ActionError("pause type must be consumers, producers or all")
-    admin.pause_destination(_check_name(name), code, PAUSE_WHAT[key])
+    admin.pause_destination(required_dest_name(name), code, PAUSE_WHAT[key])
     record_change(
         actor,
         f"paused {key} of {dest_kind(code)} {name}",
@@ -592,7 +598,7 @@ def pause_destination(
 
 def resume_destination(admin: BrokerAdmin, actor: str, kind: str | int, name: str) -> None:
     code = dest_type_code(kind)
-    admin.resume_destination(_check_name(name), code)
+    admin.resume_destination(required_dest_name(name), code)
     record_change(actor, f"resumed {dest_kind(code)} {name}", _dest_event("resume", code, name))
 
 
@@ -610,7 +616,7 @@ def compact_destination(
 
 
 def destination_metrics(admin: BrokerAdmin, kind: str | int, name: str) -> dict[str, Any]:
-    return dict(admin.metrics(destination=_check_name(name), dest_type=dest_type_code(kind)))
+    return dict(admin.metrics(destination=required_dest_name(name), dest_type=dest_type_code(kind)))
 
 
 ACK_MODES = {
@@ -663,13 +669,13 @@ def _producer(row: dict[str, Any]) -> dict[str, Any]:
 
 def list_consumers(admin: BrokerAdmin, kind: str | int, name: str) -> list[dict[str, Any]]:
     """The consumers of a destination."""
-    rows = admin.consumers(_check_name(name), dest_type_code(kind))
+    rows = admin.consumers(required_dest_name(name), dest_type_code(kind))
     return [_consumer(c) for c in rows]
 
 
 def list_producers(admin: BrokerAdmin, kind: str | int, name: str) -> list[dict[str, Any]]:
     """The producers of a destination."""
-    rows = admin.producers(_check_name(name), dest_type_code(kind))
+    rows = admin.producers(required_dest_name(name), dest_type_code(kind))
     return [_producer(p) for p in rows]
 
 
@@ -824,7 +830,7 @@ def list_messages(
     if start < 0 or limit < 1 or limit > 1000:
         raise ActionError("start must be >= 0 and limit between 1 and 1000")
     wanted = mq_type_filter(mq_type)
-    name, code = _check_name(name), dest_type_code(kind)
+    name, code = required_dest_name(name), dest_type_code(kind)
     if wanted is None:
         rows = admin.messages(name, code, start=start, limit=limit, body=True)
         return [_message(r) for r in rows]
@@ -851,7 +857,7 @@ def list_messages(
 def get_message(
     admin: BrokerAdmin, name: str, msg_id: str, kind: str | int = "q"
 ) -> dict[str, Any]:
-    rows = admin.messages(_check_name(name), dest_type_code(kind), msg_id=msg_id, body=True)
+    rows = admin.messages(required_dest_name(name), dest_type_code(kind), msg_id=msg_id, body=True)
     if not rows:
         raise AdminError(404, f"message {msg_id} not found in {name}")
     return _message(rows[0])
@@ -863,7 +869,7 @@ def delete_message(
     if not msg_id:
         raise ActionError("a message ID is required")
     code = dest_type_code(kind)
-    admin.delete_message(_check_name(name), code, msg_id)
+    admin.delete_message(required_dest_name(name), code, msg_id)
     record_change(
         actor,
         f"deleted message {msg_id} from {dest_kind(code)} {name}",

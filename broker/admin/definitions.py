@@ -114,7 +114,7 @@ def _items(value: Any, section: str, errors: list[str]) -> list[dict[str, Any]]:
 def _plan_groups(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Change]:
     from broker.models import BrokerGroup
 
-    from .security_actions import _clean_group_name
+    from .security_actions import clean_group_name
 
     existing = {g.name: g.description for g in BrokerGroup.objects.all()}
     changes = []
@@ -123,7 +123,7 @@ def _plan_groups(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Chan
             errors.append(f"groups[{n}]: a name (text) is required")
             continue
         try:
-            name = _clean_group_name(item["name"])
+            name = clean_group_name(item["name"])
         except ActionError as exc:
             errors.append(f"groups[{n}]: {exc}")
             continue
@@ -170,7 +170,7 @@ def _plan_users(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Chang
     from broker.models import BrokerUser
     from broker.security.users import ADMIN_GROUP
 
-    from .security_actions import _clean_group_name, _clean_username
+    from .security_actions import clean_group_name, clean_username
 
     existing = {
         u.username: (u.password_digest, u.active, sorted(g.name for g in u.groups.all()))
@@ -183,7 +183,7 @@ def _plan_users(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Chang
             errors.append(f"{where}: plain passwords are not accepted, give password_digest")
             continue
         try:
-            name = _clean_username(item.get("username"))
+            name = clean_username(item.get("username"))
         except ActionError as exc:
             errors.append(f"{where}: {exc}")
             continue
@@ -200,7 +200,7 @@ def _plan_users(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Chang
             errors.append(f"{where} {name}: groups must be a list of names")
             continue
         try:
-            groups = sorted({_clean_group_name(g) for g in groups})
+            groups = sorted({clean_group_name(g) for g in groups})
         except ActionError as exc:
             errors.append(f"{where} {name}: {exc}")
             continue
@@ -231,7 +231,7 @@ def _plan_users(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Chang
 def _apply_users(changes: list[Change], admin: BrokerAdmin, actor: str) -> None:
     from broker.models import BrokerGroup, BrokerUser
 
-    from .security_actions import _sync_portal_user
+    from .security_actions import sync_portal_user
 
     for c in changes:
         if c.op == "unchanged":
@@ -241,7 +241,7 @@ def _apply_users(changes: list[Change], admin: BrokerAdmin, actor: str) -> None:
             defaults={"password_digest": c.data["digest"], "active": c.data["active"]},
         )
         user.groups.set([BrokerGroup.objects.get_or_create(name=g)[0] for g in c.data["groups"]])
-        _sync_portal_user(c.name)
+        sync_portal_user(c.name)
 
 
 # --------------------------------------------------------------------------------------
@@ -258,7 +258,7 @@ def _export_rules(admin: BrokerAdmin) -> list[dict[str, str]]:
 
 
 def _plan_rules(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Change]:
-    from .security_actions import _clean_instance, _clean_rule, rules_queryset
+    from .security_actions import clean_instance, clean_rule, rules_queryset
 
     existing = {(r.broker_instance, r.key): r.value for r in rules_queryset()}
     changes = []
@@ -267,8 +267,8 @@ def _plan_rules(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Chang
             errors.append(f"access_rules[{n}]: instance must be text")
             continue
         try:
-            instance = _clean_instance(item.get("instance", ""))
-            key, val = _clean_rule(str(item.get("key") or ""), item.get("value", ""))
+            instance = clean_instance(item.get("instance", ""))
+            key, val = clean_rule(str(item.get("key") or ""), item.get("value", ""))
         except ActionError as exc:
             errors.append(f"access_rules[{n}]: {exc}")
             continue
@@ -316,7 +316,7 @@ def _export_props(admin: BrokerAdmin) -> dict[str, str]:
 
 
 def _plan_props(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Change]:
-    from broker.server.admin_service.handler import _check_property
+    from broker.server.admin_service.handler import property_value_problem
 
     if not isinstance(value, dict):
         errors.append("broker_properties: must be an object of name: value")
@@ -331,7 +331,7 @@ def _plan_props(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Chang
         if not isinstance(val, str):
             errors.append(f"broker_properties: {name}: the value must be a string")
             continue
-        why = _check_property(name, names[name], val)
+        why = property_value_problem(name, names[name], val)
         if why is not None:
             errors.append(f"broker_properties: {why}")
             continue

@@ -9,7 +9,7 @@ which one and who did it::
      "attributes": {"maxNumMsgs": 1000}, "by": "admin"}
 
 It goes to the channel layer group the broker's once-a-second samples go to
-(``broker.<instance>``, :func:`broker.server.events.group_name`), as the message
+(``broker.<instance>``, :func:`broker.channel_groups.group_name`), as the message
 ``{"type": "broker.change", "event": {...}}``; the overview's consumer
 (portal/consumers.py) forwards it to the browser as ``{"type": "change", "event": ...}``.
 
@@ -24,6 +24,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from typing import Any
+
+from broker.channel_groups import group_name
 
 log = logging.getLogger("broker.audit")
 
@@ -47,8 +49,6 @@ def send_event(event: dict[str, Any], instance: str | None = None) -> bool:
         layer = get_channel_layer()
         if layer is None or isinstance(layer, InMemoryChannelLayer):
             return False
-        from broker.server.events import group_name  # only with a layer to send to
-
         group = group_name(instance or settings.IMQ_INSTANCE)
         message = {"type": CHANGE_TYPE, "event": event}
 

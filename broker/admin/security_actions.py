@@ -62,6 +62,11 @@ __all__ = [
     "update_user",
     "user_dict",
     "users_queryset",
+    "clean_group_name",
+    "clean_instance",
+    "clean_rule",
+    "clean_username",
+    "sync_portal_user",
 ]
 
 BUILTIN_GROUPS = (ADMIN_GROUP, USER_GROUP, ANONYMOUS_GROUP)
@@ -136,7 +141,7 @@ def get_user(username: str) -> dict[str, Any]:
     return user_dict(_user(username))
 
 
-def _clean_username(username: str) -> str:
+def clean_username(username: str) -> str:
     if not isinstance(username, str):
         raise ActionError("a user name is required")
     try:
@@ -156,7 +161,7 @@ def _clean_password(password: str) -> str:
     return password
 
 
-def _clean_group_name(name: str) -> str:
+def clean_group_name(name: str) -> str:
     name = (name or "").strip()
     if not name:
         raise ActionError("a group name is required")
@@ -171,7 +176,7 @@ def _clean_group_name(name: str) -> str:
 def _clean_groups(groups: Iterable[str]) -> list[str]:
     if isinstance(groups, str):
         raise ActionError("groups must be a list of group names")
-    return list(dict.fromkeys(_clean_group_name(g) for g in groups))
+    return list(dict.fromkeys(clean_group_name(g) for g in groups))
 
 
 def _active_admins_without(username: str) -> int:
@@ -196,7 +201,7 @@ def _keep_an_admin(username: str, still_admin: bool) -> None:
         )
 
 
-def _sync_portal_user(username: str) -> None:
+def sync_portal_user(username: str) -> None:
     """Keep the portal's login record of ``username`` in step with the repository: its
     administrator flag follows group ``admin``; a disabled or deleted user is logged out
     of the REST API (token dropped) and cannot use a session any more."""
@@ -235,7 +240,7 @@ def create_user(
     active: bool = True,
 ) -> dict[str, Any]:
     """Create a user in ``groups`` (created if missing)."""
-    username = _clean_username(username)
+    username = clean_username(username)
     password = _clean_password(password)
     names = _clean_groups(groups)
     if BrokerUser.objects.filter(username=username).exists():
@@ -246,7 +251,7 @@ def create_user(
         raise Conflict(str(exc)) from None
     except users.UserError as exc:
         raise ActionError(str(exc)) from None
-    _sync_portal_user(username)
+    sync_portal_user(username)
     state = "" if active else ", disabled"
     record_change(
         actor,
@@ -290,7 +295,7 @@ def update_user(
             if bool(active) != user.active:
                 users.set_active(username, bool(active))
             changes.append("enabled" if active else "disabled")
-    _sync_portal_user(username)
+    sync_portal_user(username)
     record_change(
         actor,
         f"updated user {username}: {', '.join(changes)}",
@@ -306,7 +311,7 @@ def delete_user(actor: str, username: str) -> None:
         users.delete_user(username)
     except users.UnknownUserError as exc:
         raise NotFound(str(exc)) from None
-    _sync_portal_user(username)
+    sync_portal_user(username)
     record_change(
         actor, f"deleted user {username}", {"type": "user", "op": "delete", "name": username}
     )
@@ -322,9 +327,9 @@ def import_users_passwd(actor: str, text: str) -> tuple[list[str], list[str]]:
         raise ActionError("the passwd file must be text")
     entries = {e.username: e for e in parse_passwd(text)}
     for name, entry in entries.items():
-        _clean_username(name)
+        clean_username(name)
         if entry.group:
-            _clean_group_name(entry.group)
+            clean_group_name(entry.group)
     admins_before = set(
         BrokerUser.objects.filter(active=True, groups__name=ADMIN_GROUP).values_list(
             "username", flat=True
@@ -344,7 +349,7 @@ def import_users_passwd(actor: str, text: str) -> tuple[list[str], list[str]]:
     except users.UserError as exc:
         raise ActionError(str(exc)) from None
     for name in created + updated:
-        _sync_portal_user(name)
+        sync_portal_user(name)
     record_change(
         actor,
         f"imported users from a passwd file ({len(created)} added: "
@@ -397,7 +402,7 @@ def get_group(name: str) -> dict[str, Any]:
 
 
 def create_group(actor: str, name: str, description: str = "") -> dict[str, Any]:
-    name = _clean_group_name(name)
+    name = clean_group_name(name)
     description = str(description or "")
     if BrokerGroup.objects.filter(name=name).exists():
         raise Conflict(f"group {name!r} already exists")
@@ -424,7 +429,7 @@ def delete_group(actor: str, name: str) -> None:
     members = list(group.users.values_list("username", flat=True))
     group.delete()
     for username in members:
-        _sync_portal_user(username)
+        sync_portal_user(username)
     record_change(
         actor,
         f"deleted group {name}" + (f" ({len(members)} members)" if members else ""),
@@ -477,14 +482,14 @@ def list_rules(**filters: Any) -> list[dict[str, Any]]:
     return [rule_dict(r) for r in rules_queryset(**filters)]
 
 
-def _clean_instance(instance: str | None) -> str:
+def clean_instance(instance: str | None) -> str:
     instance = (instance or "").strip()
     if len(instance) > 255 or any(c in instance for c in "\r\n\x00/"):
         raise ActionError(f"invalid broker instance name {instance!r}")
     return instance
 
 
-def _clean_rule(key: str, value: str) -> tuple[str, str]:
+def clean_rule(key: str, value: str) -> tuple[str, str]:
     key = (key or "").strip()
     value = "" if value is None else str(value).strip()
     if not key:
@@ -507,7 +512,7 @@ def _clean_rule(key: str, value: str) -> tuple[str, str]:
 
 
 def get_rule(key: str, instance: str = "") -> dict[str, Any]:
-    instance = _clean_instance(instance)
+    instance = clean_instance(instance)
     row = rules_queryset(instance=instance).filter(key=key).first()
     if row is None:
         raise NotFound(f"no rule {key} for {_scope_label(instance)}")
@@ -516,8 +521,8 @@ def get_rule(key: str, instance: str = "") -> dict[str, Any]:
 
 def set_rule(actor: str, key: str, value: str, instance: str = "") -> tuple[dict[str, Any], bool]:
     """Create or change one rule; (the rule, whether it was created)."""
-    instance = _clean_instance(instance)
-    key, value = _clean_rule(key, value)
+    instance = clean_instance(instance)
+    key, value = clean_rule(key, value)
     acl.ensure_seeded()
     created = not AccessRule.objects.filter(broker_instance=instance, key=key).exists()
     try:
@@ -538,7 +543,7 @@ def _rule_event(op: str, instance: str, **fields: Any) -> dict[str, Any]:
 
 
 def delete_rule(actor: str, key: str, instance: str = "") -> None:
-    instance = _clean_instance(instance)
+    instance = clean_instance(instance)
     if key == acl.VERSION_KEY and not instance:
         raise Conflict("the version rule of all brokers cannot be deleted: every check would fail")
     if not acl.delete_rule(key, instance):
@@ -552,14 +557,14 @@ def delete_rule(actor: str, key: str, instance: str = "") -> None:
 
 def export_rules_file(instance: str = "") -> str:
     """The stored rules of ``instance`` ("" = all brokers) as accesscontrol.properties."""
-    return acl.export_rules(_clean_instance(instance))
+    return acl.export_rules(clean_instance(instance))
 
 
 def import_rules_file(actor: str, text: str, *, replace: bool = True, instance: str = "") -> int:
     """Load an accesscontrol.properties text (replacing the stored rules of ``instance``
     unless ``replace`` is False).  Refused whole, before any change, when a key is not a
     rule, a value spans lines or the version is wrong; returns the number of rules."""
-    instance = _clean_instance(instance)
+    instance = clean_instance(instance)
     if not isinstance(text, str):
         raise ActionError("the rules must be text")
     try:
@@ -571,7 +576,7 @@ def import_rules_file(actor: str, text: str, *, replace: bool = True, instance: 
         shown = ", ".join(repr(k) for k in bad[:5]) + (" ..." if len(bad) > 5 else "")
         raise ActionError(f"not access control rules: {shown}")
     for key, value in rules.items():
-        _clean_rule(key, value)
+        clean_rule(key, value)
     if replace and not instance and acl.VERSION_KEY not in rules:
         raise ActionError(f"the rules for all brokers need the line version={acl.VERSION}")
     acl.import_rules(text, replace=replace, instance=instance)

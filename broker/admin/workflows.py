@@ -26,19 +26,18 @@ import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from broker.protocol.types import DEST_QUEUE, PacketType
+from broker.protocol.types import DEST_QUEUE, DMQ_NAME, PacketType
 
 from .actions import (
     ActionError,
-    _check_name,
     dest_kind,
     dest_type_code,
     record_change,
+    required_dest_name,
 )
 from .client import AdminError
 from .remote import BrokerAdmin
 
-DMQ = "mq.sys.dmq"
 MARK_ORIGINAL_ID = "JMS_PY_ORIGINAL_ID"
 MARK_ORIGINAL_DESTINATION = "JMS_PY_ORIGINAL_DESTINATION"
 RETRY_NOTE = "JMS_PY_REDELIVERY_NOTE"
@@ -253,7 +252,7 @@ def publish_message(
 ) -> str:
     """Send one message to any destination; its JMSMessageID."""
     code = dest_type_code(kind)
-    name = _check_name(name)
+    name = required_dest_name(name)
     packet_type, data = _body(message_type, body, encoding)
     props = _check_properties(properties)
     if not isinstance(priority, int) or not 0 <= priority <= 9:
@@ -443,8 +442,8 @@ def transfer_messages(
     (being delivered)."""
     if mode not in TRANSFER_MODES:
         raise ActionError(f"mode must be one of {', '.join(TRANSFER_MODES)}")
-    source = _check_name(source)
-    target = _check_name(target)
+    source = required_dest_name(source)
+    target = required_dest_name(target)
     code = dest_type_code(target_kind)
     if mode == "move" and code & DEST_QUEUE and source == target:
         raise ActionError("a move needs a target other than the source")
@@ -513,7 +512,7 @@ def retry_dead_messages(
     JMSDestination), with its original headers and properties, without the DMQ's
     ``JMS_SUN_DMQ_*`` ones, plus ``JMS_PY_REDELIVERY_NOTE`` (why and when it died, who
     retried it) and ``JMS_PY_ORIGINAL_ID``; then remove it from the DMQ (as a move)."""
-    rows, missing = _select(admin, DMQ, ids, selector)
+    rows, missing = _select(admin, DMQ_NAME, ids, selector)
     targets: dict[tuple[int, str], set[str]] = {}
     done = skipped = 0
     left: list[str] = []
@@ -525,7 +524,7 @@ def retry_dead_messages(
             mid = str(row.get("MessageID"))
             dest = str(row.get("JMSDestinationName") or "")
             kind = int(row.get("DestinationType") or DEST_QUEUE)
-            if not dest or dest == DMQ:
+            if not dest or dest == DMQ_NAME:
                 left.append(mid)
                 continue
             key = (kind, dest)
@@ -543,17 +542,17 @@ def retry_dead_messages(
                     else "an unknown time"
                 )
                 note = (
-                    f"retried from {DMQ} by {actor or 'unknown'}; it died at {when}: "
+                    f"retried from {DMQ_NAME} by {actor or 'unknown'}; it died at {when}: "
                     f"{props.get('JMS_SUN_DMQ_UNDELIVERED_REASON', 'unknown reason')}"
                     f" after {props.get('JMS_SUN_DMQ_DELIVERY_COUNT', 0)} deliveries"
                 )
                 copy = _copy_of(
                     row,
-                    {RETRY_NOTE: note, MARK_ORIGINAL_ID: mid, MARK_ORIGINAL_DESTINATION: DMQ},
+                    {RETRY_NOTE: note, MARK_ORIGINAL_ID: mid, MARK_ORIGINAL_DESTINATION: DMQ_NAME},
                     drop_prefix="JMS_SUN_DMQ_",
                 )
                 _send(producer, kind, dest, copy, **_send_options(row, int(time.time() * 1000)))
-            if _delete(admin, DMQ, mid, left):
+            if _delete(admin, DMQ_NAME, mid, left):
                 done += 1
                 label = f"{dest_kind(kind)} {dest}"
                 per_target[label] = per_target.get(label, 0) + 1
@@ -563,11 +562,11 @@ def retry_dead_messages(
     where = ", ".join(f"{n} to {label}" for label, n in sorted(per_target.items()))
     record_change(
         actor,
-        f"retried {done} message(s) from {DMQ}"
+        f"retried {done} message(s) from {DMQ_NAME}"
         + (f" ({where})" if where else "")
         + (f"; {len(left)} left in the DMQ" if left else "")
         + (f"; {len(missing)} not found" if missing else ""),
-        {"type": "message", "op": "retry", "source": DMQ, "count": done},
+        {"type": "message", "op": "retry", "source": DMQ_NAME, "count": done},
     )
     return {
         "mode": "retry",
@@ -582,7 +581,7 @@ def retry_dead_messages(
 def delete_by_selector(admin: BrokerAdmin, actor: str, name: str, selector: str) -> dict[str, Any]:
     """Delete the waiting messages of queue ``name`` that match ``selector`` (required:
     purge empties a queue); those being delivered are left and counted."""
-    name = _check_name(name)
+    name = required_dest_name(name)
     if not selector or not selector.strip():
         raise ActionError("a selector is required (to empty the queue, purge it)")
     match = _compile(selector).matches

@@ -27,7 +27,7 @@ import ssl as _ssl
 from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from broker.protocol.auth import AUTH_BASIC, AUTH_DIGEST, basic_credential, encode_auth_body
+from broker.protocol.auth import AUTH_BASIC, AUTH_DIGEST, encode_auth_body, encode_basic_password
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import BadPacket, Packet, PacketError, PacketReader, build_packet
 from broker.protocol.portmapper import PortMapperError, encode_request, parse_table
@@ -35,6 +35,8 @@ from broker.protocol.sysmsgid import ip_field
 from broker.protocol.types import (
     FLAG_A,
     FLAG_F,
+    OPENMQ_VERSION,
+    TEMP_PREFIX,
     AckMode,
     PacketType,
     Status,
@@ -60,7 +62,7 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-CLIENT_VERSION = "6.9.0"
+CLIENT_VERSION = OPENMQ_VERSION  # what it reports (JMQVersion); a test changes it
 PROTOCOL_LEVEL = 500
 DEFAULT_FLOW_COUNT = 100
 
@@ -646,7 +648,7 @@ class Connection:
 
     def _auth_response(self, auth_type: str, challenge: bytes) -> bytes:
         if auth_type == AUTH_BASIC:
-            return encode_auth_body(self._user, basic_credential(self._password))
+            return encode_auth_body(self._user, encode_basic_password(self._password))
         if auth_type == AUTH_DIGEST:
             return encode_auth_body(
                 self._user, digest_credential(self._user, self._password, challenge)
@@ -751,7 +753,7 @@ class Connection:
         self._temp_counter += 1
         owner = self._client_id or self.local_address
         kind = "queue" if queue else "topic"
-        name = f"temporary_destination://{kind}/{owner}/{self.local_port}/{self._temp_counter}"
+        name = f"{TEMP_PREFIX}{kind}/{owner}/{self.local_port}/{self._temp_counter}"
         dest: TemporaryQueue | TemporaryTopic = (
             TemporaryQueue(name, self) if queue else TemporaryTopic(name, self)
         )

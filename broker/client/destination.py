@@ -14,17 +14,16 @@ from broker.protocol.types import (
     DEST_QUEUE,
     DEST_TEMP,
     DEST_TOPIC,
+    QUEUE_CLASS,
+    TEMP_QUEUE_CLASS,
     TEMP_QUEUE_PREFIX,
+    TEMP_TOPIC_CLASS,
     TEMP_TOPIC_PREFIX,
+    TOPIC_CLASS,
 )
 
 if TYPE_CHECKING:
     from .connection import Connection
-
-QUEUE_CLASS = "com.sun.messaging.BasicQueue"
-TOPIC_CLASS = "com.sun.messaging.BasicTopic"
-TEMP_QUEUE_CLASS = "com.sun.messaging.jmq.jmsclient.TemporaryQueueImpl"
-TEMP_TOPIC_CLASS = "com.sun.messaging.jmq.jmsclient.TemporaryTopicImpl"
 
 
 class Destination:

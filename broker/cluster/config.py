@@ -65,7 +65,7 @@ def _read_url(url: str) -> str | None:
     return None
 
 
-def _same_host(a: str, b: str) -> bool:
+def same_host(a: str, b: str) -> bool:
     return a == b or (a in LOCAL_NAMES and b in LOCAL_NAMES)
 
 
@@ -92,7 +92,7 @@ class ClusterConfig:
         return self.master is not None and self.is_me(*self.master)
 
     def is_me(self, host: str, port: int) -> bool:
-        return port == self.me.port and _same_host(host, self.me.host)
+        return port == self.me.port and same_host(host, self.me.host)
 
     @staticmethod
     def read_peers(config, me: BrokerAddress) -> list[tuple[str, int]]:
@@ -107,7 +107,7 @@ class ClusterConfig:
             if not item.strip():
                 continue
             addr = parse_address(item)
-            if not (addr[1] == me.port and _same_host(addr[0], me.host)) and addr not in peers:
+            if not (addr[1] == me.port and same_host(addr[0], me.host)) and addr not in peers:
                 peers.append(addr)
         return peers
 

@@ -37,10 +37,17 @@ from broker.protocol.properties import (
     encode_properties,
 )
 from broker.protocol.sysmsgid import SYSMSGID_SIZE
-from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC, Status
+from broker.protocol.types import (
+    BROKER_PREFIX,
+    DEST_QUEUE,
+    DEST_TEMP,
+    DEST_TOPIC,
+    DMQ_NAME,
+    Status,
+)
 
 from .changerecord import RECORDED, ChangeRecord, read_last_sync, write_last_sync
-from .config import ClusterConfig, ClusterConfigError, _same_host
+from .config import ClusterConfig, ClusterConfigError, same_host
 from .link import BrokerLink, LinkRefused, broker_info_body
 from .locks import ClusterLocks
 from .remote import InboundOrigin, RemoteConsumer
@@ -63,7 +70,7 @@ _REFUSALS_LOGGED = {
 RECONNECT_INTERVAL = 1.0
 RECONNECT_MAX = 5.0
 # Destinations that never leave their broker.
-_PRIVATE_PREFIXES = ("__JMQ", "mq.sys.dmq")
+_PRIVATE_PREFIXES = (BROKER_PREFIX, DMQ_NAME)
 
 
 class ClusterService:
@@ -199,13 +206,13 @@ class ClusterService:
             )
         if self.cfg.is_me(init.host, init.port) or init.session_uid == self.session_id:
             raise LinkRefused(f"peer claims to be this broker ({init.address})")
-        if not any(p == init.port and _same_host(h, init.host) for h, p in self.cfg.peers):
+        if not any(p == init.port and same_host(h, init.host) for h, p in self.cfg.peers):
             raise LinkRefused(f"{init.address} is not in imq.cluster.brokerlist")
         if link.expected is not None:
             h, p = link.expected
             if (
                 p != init.port
-                or not _same_host(h, init.host)
+                or not same_host(h, init.host)
                 or (link.expected_instance and link.expected_instance != init.instance)
             ):
                 raise LinkRefused(
@@ -359,7 +366,7 @@ class ClusterService:
     def _link_to(self, host: str, port: int) -> BrokerLink | None:
         """The link up to the broker whose port mapper is ``host:port``, if any."""
         return next(
-            (lk for a, lk in self.links.items() if a.port == port and _same_host(a.host, host)),
+            (lk for a, lk in self.links.items() if a.port == port and same_host(a.host, host)),
             None,
         )
 
@@ -492,7 +499,7 @@ class ClusterService:
         if master is None:
             return None
         for addr, link in self.links.items():
-            if addr.port == master[1] and _same_host(addr.host, master[0]):
+            if addr.port == master[1] and same_host(addr.host, master[0]):
                 return link
         return None
 

@@ -22,10 +22,9 @@ from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.mqreports import MQRO_DISCARD_MSG, REPORT_DISCARD_MSG
 from broker.protocol.packet import HEADER_SIZE, OFF_PROP_OFFSET, OFF_SIZE, Packet
 from broker.protocol.properties import encode_properties
+from broker.protocol.types import DMQ_NAME
 
 from .message import Message
-
-DMQ_NAME = "mq.sys.dmq"
 
 # JMS_SUN_DMQ_UNDELIVERED_REASON values, as OpenMQ names them.
 EXPIRED = "EXPIRED"

@@ -55,6 +55,8 @@ from broker.protocol.types import (
     DEST_TOPIC,
     FLAG_P,
     FLAG_Q,
+    TEMP_PREFIX,
+    TEMP_TOPIC_PREFIX,
     PacketType,
 )
 
@@ -90,9 +92,9 @@ SendCheck = Callable[[int, str, int], "str | None"]
 def reply_to_type(name: str, class_name: object) -> int:
     """The destination type a JMSReplyTo's class names (queue unless it says Topic)."""
     cls = class_name if isinstance(class_name, str) else ""
-    topic = "Topic" in cls or (not cls and name.startswith("temporary_destination://topic/"))
+    topic = "Topic" in cls or (not cls and name.startswith(TEMP_TOPIC_PREFIX))
     t = DEST_TOPIC if topic else DEST_QUEUE
-    if "Temporary" in cls or name.startswith("temporary_destination://"):
+    if "Temporary" in cls or name.startswith(TEMP_PREFIX):
         t |= DEST_TEMP
     return t
 

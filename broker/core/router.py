@@ -32,7 +32,8 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from broker.protocol.destname import name_problem, queue_name_problem
+from broker.protocol.admin_types import ADMIN_QUEUE
+from broker.protocol.destname import INTERNAL_PREFIX, name_problem, queue_name_problem
 from broker.protocol.types import (
     DEST_QUEUE,
     DEST_TEMP,
@@ -62,8 +63,6 @@ from .transaction import Transaction
 from .transactions import TransactionManager
 
 log = logging.getLogger("broker.router")
-
-ADMIN_QUEUE = "__JMQAdmin"
 
 
 @dataclass
@@ -247,7 +246,7 @@ class MessageRouter:
                 raise RouterError(Status.BAD_REQUEST, "temporary destination needs a connection")
             temp_owner = link.id
         elif auto:
-            if name.startswith("mq.") and name != DMQ_NAME:
+            if name.startswith(INTERNAL_PREFIX) and name != DMQ_NAME:
                 raise RouterError(Status.FORBIDDEN, f"{name}: names starting with mq. are reserved")
             allowed = self.settings.autocreate_topic if is_topic else self.settings.autocreate_queue
             if not allowed:

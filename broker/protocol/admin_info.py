@@ -13,9 +13,10 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from broker.protocol.javaser import (
+    BYTE_ARRAY,
     JavaClass,
     JavaObject,
-    _Writer,
+    ObjectStreamWriter,
     encode_vector,
 )
 
@@ -136,19 +137,18 @@ SERVICE_MAX_THREADS = 0x4
 # GET_DURABLES: DurableInfo with ConsumerInfo / ConnectionInfo inside
 # --------------------------------------------------------------------------------------
 
-BYTES = "[B"
 CONNECTION_INFO = JavaClass(
     PACKAGE + "ConnectionInfo",
     # No serialVersionUID is declared: this is what the JVM computes for the class as
     # OpenMQ declares it (serialver on a same-shaped copy; see the admin tests).
     -6255154649160893876,
     (
-        ("[", "id", BYTES),
+        ("[", "id", BYTE_ARRAY),
         ("J", "uuid", None),
         ("I", "nconsumers", None),
         ("I", "nproducers", None),
         ("I", "remPort", None),
-        ("[", "remoteIP", BYTES),
+        ("[", "remoteIP", BYTE_ARRAY),
         ("L", "metrics", "Lcom/sun/messaging/jmq/util/MetricCounters;"),
         ("L", "user", STRING),
         ("L", "clientID", STRING),
@@ -166,7 +166,7 @@ CONSUMER_INFO = JavaClass(
     PACKAGE + "ConsumerInfo",
     -3322006453099714245,
     (
-        ("[", "id", BYTES),
+        ("[", "id", BYTE_ARRAY),
         ("L", "uidString", STRING),
         ("L", "subuidString", STRING),
         ("L", "brokerAddressShortString", STRING),
@@ -242,7 +242,7 @@ class Shared(str):
     (a field initialised from a literal, a map key that is also a field of its value)."""
 
 
-class _AdminWriter(_Writer):
+class _AdminWriter(ObjectStreamWriter):
     """The javaser writer plus what admin replies hold beyond it: maps nested in maps,
     HashMap / LinkedHashMap values (nulls allowed) and :class:`Shared` strings."""
 

@@ -35,13 +35,18 @@ def decode_auth_body(body: bytes) -> tuple[str, str]:
     return user, cred
 
 
-def basic_credential(password: str) -> str:
-    """The basic-auth credential: base64 of the UTF-8 password (no line breaks)."""
+def encode_basic_password(password: str) -> str:
+    """The basic-auth credential a client sends: base64 of the UTF-8 password (no line
+    breaks; not the stored digest, broker.security.digest.password_digest)."""
     return base64.b64encode(password.encode("utf-8")).decode("ascii")
 
 
+# The name this function had before (tests still import it by that name).
+basic_credential = encode_basic_password
+
+
 def decode_basic_password(credential: str) -> str:
-    """Undo :func:`basic_credential`, tolerating whitespace as the Java decoder does."""
+    """Undo :func:`encode_basic_password`, tolerating whitespace as the Java decoder does."""
     try:
         raw = base64.b64decode("".join(credential.split()), validate=True)
         return raw.decode("utf-8")

@@ -75,6 +75,7 @@ __all__ = [
     "encode_properties_object",
     "encode_stream_body",
     "encode_vector",
+    "ObjectStreamWriter",
 ]
 
 
@@ -1059,7 +1060,7 @@ def _classify(value: object) -> tuple[_KnownClass, bytes, bool]:
     raise JavaSerializationError(f"no Java type for a value of type {type(value).__name__}")
 
 
-class _Writer:
+class ObjectStreamWriter:
     """Emits one stream, numbering handles exactly as ObjectOutputStream does."""
 
     def __init__(self) -> None:
@@ -1309,7 +1310,7 @@ class _Writer:
 
 def encode_map_body(values: Mapping[str, object]) -> bytes:
     """Encode a MapMessage body: a ``java.util.HashMap`` exactly as Java 17 writes it."""
-    writer = _Writer()
+    writer = ObjectStreamWriter()
     writer.map(values, hashtable=False)
     return bytes(writer.out)
 
@@ -1317,7 +1318,7 @@ def encode_map_body(values: Mapping[str, object]) -> bytes:
 def encode_hashtable(values: Mapping[str, object], nested: bool = False) -> bytes:
     """Encode a ``java.util.Hashtable`` exactly as Java 17 writes it (no None values);
     with ``nested``, a Mapping value is itself written as a Hashtable."""
-    writer = _Writer()
+    writer = ObjectStreamWriter()
     writer.nested_maps = nested
     writer.map(values, hashtable=True)
     return bytes(writer.out)
@@ -1326,7 +1327,7 @@ def encode_hashtable(values: Mapping[str, object], nested: bool = False) -> byte
 def encode_properties_object(values: Mapping[str, str]) -> bytes:
     """Encode a ``java.util.Properties`` (no defaults) exactly as Java 17 writes one filled
     by ``setProperty`` in the mapping's order (see :func:`_properties_layout`)."""
-    writer = _Writer()
+    writer = ObjectStreamWriter()
     writer.properties(values)
     return bytes(writer.out)
 
@@ -1334,7 +1335,7 @@ def encode_properties_object(values: Mapping[str, str]) -> bytes:
 def encode_vector(items: Sequence[object]) -> bytes:
     """Encode a ``java.util.Vector`` filled by ``add``; Mapping elements become
     ``Hashtable`` objects whose (literal) keys are shared across elements."""
-    writer = _Writer()
+    writer = ObjectStreamWriter()
     writer.intern_keys = True
     writer.vector(items)
     return bytes(writer.out)
@@ -1346,7 +1347,7 @@ def encode_stream_body(values: Sequence[object]) -> bytes:
         raise JavaSerializationError("expected a sequence of values")
     if not values:
         return b""
-    writer = _Writer()
+    writer = ObjectStreamWriter()
     for value in values:
         if isinstance(value, Mapping):
             raise JavaSerializationError("a StreamMessage cannot hold a map")
@@ -1356,7 +1357,7 @@ def encode_stream_body(values: Sequence[object]) -> bytes:
 
 def encode_object(value: object) -> bytes:
     """Encode one value as a top-level object; a Mapping becomes a ``java.util.HashMap``."""
-    writer = _Writer()
+    writer = ObjectStreamWriter()
     if isinstance(value, Mapping):
         writer.map(value, hashtable=False)
     else:

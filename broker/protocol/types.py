@@ -218,8 +218,27 @@ DEST_TOPIC = 0x0002
 DEST_TEMP = 0x0010
 DEST_DMQ = 0x1000
 
-TEMP_QUEUE_PREFIX = "temporary_destination://queue/"
-TEMP_TOPIC_PREFIX = "temporary_destination://topic/"
+# Destination names the protocol fixes.  A temporary destination's name starts with
+# TEMP_PREFIX (``temporary_destination://queue/<owner>/<port>/<n>``, as OpenMQ's client
+# makes them); the broker's own destinations start with BROKER_PREFIX (``__JMQAdmin``,
+# broker/protocol/admin_types.py's ADMIN_QUEUE) and the dead message queue is DMQ_NAME.
+TEMP_PREFIX = "temporary_destination://"
+TEMP_QUEUE_PREFIX = TEMP_PREFIX + "queue/"
+TEMP_TOPIC_PREFIX = TEMP_PREFIX + "topic/"
+BROKER_PREFIX = "__JMQ"
+DMQ_NAME = "mq.sys.dmq"
+
+# The Java classes a destination header names (JMQDestinationClass, JMQReplyToClass), as
+# OpenMQ's client sends them.
+QUEUE_CLASS = "com.sun.messaging.BasicQueue"
+TOPIC_CLASS = "com.sun.messaging.BasicTopic"
+TEMP_QUEUE_CLASS = "com.sun.messaging.jmq.jmsclient.TemporaryQueueImpl"
+TEMP_TOPIC_CLASS = "com.sun.messaging.jmq.jmsclient.TemporaryTopicImpl"
+
+# The OpenMQ release whose wire and admin protocol we follow (the vectors' imqcmd 6.9.0):
+# the version the broker reports to clients and admin tools, and the Python client to
+# the broker.
+OPENMQ_VERSION = "6.9.0"
 
 
 class AckMode(IntEnum):

@@ -23,6 +23,8 @@ from typing import TYPE_CHECKING
 
 from broker import props
 from broker.config import format_properties, parse_properties
+from broker.protocol.admin_types import ADMIN_QUEUE
+from broker.protocol.types import TEMP_PREFIX
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -32,8 +34,6 @@ log = logging.getLogger("broker.acl")
 VERSION_KEY = "version"
 VERSION = "JMQFileAccessControlModel/100"
 ADMIN_GROUP = "admin"
-ADMIN_QUEUE = "__JMQAdmin"
-TEMP_PREFIX = "temporary_destination://"
 
 KINDS = ("queue", "topic")
 DEST_OPS = {"queue": ("produce", "consume", "browse"), "topic": ("produce", "consume")}

@@ -15,11 +15,11 @@ import hmac
 import secrets
 
 __all__ = [
-    "basic_credential",
     "constant_time_equals",
     "digest_response",
     "md5str",
     "new_nonce",
+    "password_digest",
 ]
 
 
@@ -29,9 +29,15 @@ def md5str(s: str) -> str:
     return "-" + format(-n, "x") if n < 0 else format(n, "x")
 
 
-def basic_credential(user: str, password: str) -> str:
-    """Return the stored credential for ``user``/``password`` as the passwd file holds it."""
+def password_digest(user: str, password: str) -> str:
+    """Return the stored credential for ``user``/``password`` as the passwd file holds it:
+    ``MD5STR(user:password)`` (what the digest exchange starts from; not the basic
+    credential a client sends, broker.protocol.auth.encode_basic_password)."""
     return md5str(user + ":" + password)
+
+
+# The name this function had before (tests still import it by that name).
+basic_credential = password_digest
 
 
 def digest_response(stored: str, nonce: str) -> str:

@@ -15,6 +15,7 @@ from django.core.exceptions import ValidationError
 from django.db import IntegrityError, close_old_connections, transaction
 
 from broker.models import BrokerGroup, BrokerUser, validate_broker_username
+from broker.security.acl import ADMIN_GROUP
 
 __all__ = [
     "ADMIN_GROUP",
@@ -38,7 +39,6 @@ __all__ = [
     "set_password",
 ]
 
-ADMIN_GROUP = "admin"
 USER_GROUP = "user"
 ANONYMOUS_GROUP = "anonymous"
 

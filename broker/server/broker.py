@@ -28,6 +28,7 @@ from broker.protocol.portmapper import MAX_REQUEST_LINE, PortMapperTable, Servic
 from broker.protocol.types import (
     CURRENT_PACKET_VERSION,
     FLAG_A,
+    OPENMQ_VERSION,
     GoodbyeReason,
     PacketType,
     Status,
@@ -46,8 +47,6 @@ from .reporting import attach_reports
 log = logging.getLogger("broker")
 
 PRODUCT_NAME = "OpenMQ-compatible Python broker"
-# The OpenMQ release whose client protocol this broker speaks; clients display it.
-PROTOCOL_VERSION = "6.9.0"
 
 # imq.queue.deliverypolicy (administrator guide) as (maxNumActiveConsumers,
 # maxNumBackupConsumers) presets for auto-created queues.
@@ -133,7 +132,7 @@ class Broker:
         self.user_repository = user_repository
         self.service_repositories: dict[str, object] = {}
         self.login_throttle = LoginThrottle()
-        self.version = PROTOCOL_VERSION
+        self.version = OPENMQ_VERSION  # clients display it
         self.product_name = PRODUCT_NAME
         self.session_id = random.randint(1, 2**62)
         self.router = MessageRouter(self._router_settings())

@@ -52,14 +52,15 @@ from __future__ import annotations
 import asyncio
 import heapq
 import logging
-import re
 import time
 from datetime import UTC, datetime
 from operator import attrgetter, itemgetter
 from typing import TYPE_CHECKING
 
 from broker import props
+from broker.channel_groups import group_name
 from broker.core.metrics import ServiceCounters, consumer_counts, sample_averages
+from broker.protocol.admin_types import ADMIN_QUEUE
 from broker.server.queuethread import STOP, QueueThread
 from broker.server.rawstore import RawStoreWriter
 from broker.server.rawstore import collect as collect_raw
@@ -78,17 +79,9 @@ PUBLISH_TIMEOUT = 5.0
 # Destinations given an averaging sample per tick (round robin beyond that), so a broker
 # with 10,000 destinations spends about a millisecond a second on it, not ten.
 AVERAGING_BATCH = 2000
-ADMIN_QUEUE = "__JMQAdmin"
 
-_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
 _BY_DEPTH = attrgetter("msg_count")
 _FIRST = itemgetter(0)
-
-
-def group_name(instance: str) -> str:
-    """The channel layer group a broker instance publishes to: ``broker.<instance>``, with
-    characters Channels does not allow in group names replaced by ``_``."""
-    return ("broker." + (_UNSAFE.sub("_", instance) or "_"))[:99]
 
 
 def _snapshot(broker: Broker) -> tuple[int, int, int, int]:

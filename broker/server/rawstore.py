@@ -5,6 +5,9 @@ URL pyarrow's filesystems know, e.g. ``s3://bucket/metrics-raw``)::
 
     date=2026-01-01/hour=07/<instance>-<unix ms>-<seq>.parquet
 
+The format (columns, schema, partitions, writing a file) is broker/rawmetrics.py's,
+which the portal's pipeline shares; this module is the broker's writer.
+
 One row per broker, per connection service and per destination, every sample interval
 (``imq.metrics.sample.interval``), all with the columns of :data:`COLUMNS`.  ``kind`` says
 which: ``"broker"`` (``name`` and ``dest_type`` empty), ``"service"`` (the service's name,
@@ -24,9 +27,7 @@ complete, so a reader never sees half a file.
 
 from __future__ import annotations
 
-import itertools
 import logging
-import os
 import queue
 import time
 from collections import defaultdict
@@ -35,6 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 from broker.core.memory import LEVELS
 from broker.core.metrics import consumer_counts
+from broker.protocol.admin_types import ADMIN_QUEUE
+from broker.rawmetrics import COLUMNS, partition_path, schema, write_table
 from broker.server.queuethread import STOP, QueueThread
 
 if TYPE_CHECKING:
@@ -43,52 +46,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("broker.rawstore")
 
 __all__ = ["COLUMNS", "RawStoreWriter", "Snapshot", "collect", "partition_path", "schema"]
-
-ADMIN_QUEUE = "__JMQAdmin"
-
-# (name, arrow type name); the order is the files' column order.
-COLUMNS: tuple[tuple[str, str], ...] = (
-    ("kind", "string"),
-    ("broker", "string"),
-    ("ts", "timestamp"),
-    ("interval", "float64"),
-    ("name", "string"),
-    ("dest_type", "string"),
-    ("msgs_in", "int64"),
-    ("msgs_out", "int64"),
-    ("bytes_in", "int64"),
-    ("bytes_out", "int64"),
-    ("rate_in", "float64"),
-    ("rate_out", "float64"),
-    ("depth", "int64"),
-    ("bytes", "int64"),
-    ("producers", "int32"),
-    ("consumers", "int32"),
-    ("connections", "int32"),
-    ("memory_state", "int32"),
-    ("memory_bytes", "int64"),
-    ("latency_ms", "float64"),
-)
-
-
-def schema():
-    """The raw files' pyarrow schema (timestamps in ms, UTC)."""
-    import pyarrow as pa
-
-    types = {
-        "string": pa.string(),
-        "timestamp": pa.timestamp("ms", tz="UTC"),
-        "float64": pa.float64(),
-        "int64": pa.int64(),
-        "int32": pa.int32(),
-    }
-    return pa.schema([(name, types[t]) for name, t in COLUMNS])
-
-
-def partition_path(ts: datetime) -> str:
-    """The partition directory (relative to the store) a sample taken at ``ts`` goes to."""
-    ts = ts.astimezone(UTC)
-    return f"date={ts:%Y-%m-%d}/hour={ts:%H}"
 
 
 # What the loop hands over: wall time, monotonic time, the broker's figures, per-service
@@ -322,70 +279,3 @@ class RawStoreWriter(QueueThread):
         if self._failing:
             self._failing = False
             log.info("raw metrics: writing to %s again", self.url)
-
-
-def _partitions(stamps: list[datetime]) -> list[str]:
-    seen: dict[tuple[int, int, int, int], str] = {}
-    out = []
-    for ts in stamps:
-        key = (ts.year, ts.month, ts.day, ts.hour)
-        part = seen.get(key)
-        if part is None:
-            part = seen[key] = partition_path(ts)
-        out.append(part)
-    return out
-
-
-def filesystem(url: str):
-    """(pyarrow filesystem, root path) of a store URL or local directory."""
-    from pyarrow import fs
-
-    if "://" in url:
-        # Spark's s3a:// is pyarrow's s3://.
-        return fs.FileSystem.from_uri("s3://" + url[6:] if url.startswith("s3a://") else url)
-    return fs.LocalFileSystem(), os.path.abspath(url)
-
-
-_seq = itertools.count(1)
-
-
-def write_table(url: str, part: str, table, prefix: str) -> str:
-    """Write one file of rows (all of partition ``part``) into the store; returns its path.
-    Locally under a hidden temporary name, renamed when complete."""
-    import pyarrow.parquet as pq
-    from pyarrow import fs
-
-    filesystem_, root = filesystem(url)
-    directory = f"{root.rstrip('/')}/{part}"
-    filesystem_.create_dir(directory, recursive=True)
-    safe = "".join(c if c.isalnum() or c in "._-" else "_" for c in prefix)
-    name = f"{safe}-{int(time.time() * 1000)}-{next(_seq)}.parquet"
-    final = f"{directory}/{name}"
-    if isinstance(filesystem_, fs.LocalFileSystem):
-        temp = f"{directory}/.{name}.tmp"
-        pq.write_table(table, temp, filesystem=filesystem_, compression="zstd")
-        filesystem_.move(temp, final)
-    else:
-        # Object stores make an object visible only once it is complete.
-        pq.write_table(table, final, filesystem=filesystem_, compression="zstd")
-    return final
-
-
-def write_rows(
-    url: str, cols: dict[str, list], prefix: str, written: set[str] | None = None
-) -> int:
-    """Write rows given as columns (:data:`COLUMNS`, ``ts`` aware datetimes) into the
-    store, one file per hour partition; adds each partition done to ``written``.
-    Returns the number of files written."""
-    import pyarrow as pa
-
-    table = pa.table(cols, schema=schema())
-    groups: dict[str, list[int]] = defaultdict(list)
-    for i, part in enumerate(_partitions(cols["ts"])):
-        groups[part].append(i)
-    for part, rows in sorted(groups.items()):
-        piece = table if len(rows) == len(table) else table.take(rows)
-        write_table(url, part, piece, prefix)
-        if written is not None:
-            written.add(part)
-    return len(groups)

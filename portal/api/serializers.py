@@ -20,6 +20,7 @@ from broker.loglevels import RECORD_LEVELS
 from broker.models import LogRecord
 from broker.protocol import dest_attributes as attributes
 from broker.protocol.destname import admin_name_problem
+from broker.protocol.types import BROKER_PREFIX, TEMP_PREFIX
 
 INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
@@ -295,7 +296,7 @@ class DestinationCreateSerializer(serializers.Serializer):
         return data
 
     def validate_name(self, value: str) -> str:
-        if value.startswith("temporary_destination://") or value.startswith("__JMQ"):
+        if value.startswith((TEMP_PREFIX, BROKER_PREFIX)):
             raise serializers.ValidationError("that name is reserved for the broker")
         # The broker's own rule for an administrator's destination (imqcmd create dst).
         problem = admin_name_problem(value)

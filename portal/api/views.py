@@ -26,6 +26,7 @@ from rest_framework.response import Response
 from rest_framework.views import APIView
 
 from broker.admin import actions, cluster_actions, ha_actions, security_actions
+from broker.protocol.types import TEMP_PREFIX
 from portal.auth import is_administrator
 
 from . import filters
@@ -339,7 +340,6 @@ class ServiceMetricsView(AdminView):
 # ======================================================================================
 
 DEST_PARAMS = [DEST_TYPE_PARAM, DEST_NAME_PARAM]
-TEMP_PREFIX = "temporary_destination://"
 
 
 class DestinationListView(RowListView):

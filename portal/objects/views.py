@@ -9,7 +9,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 
 from portal.ui.access import admin_required
-from portal.ui.views.common import REFUSALS, _actor, _confirm, _error_text, _paginate
+from portal.ui.views.common import REFUSALS, acting_user, confirm_action, error_text, paginate
 
 from . import actions, forms
 from .attributes import TYPES
@@ -35,7 +35,7 @@ def objects_page(request: HttpRequest) -> HttpResponse:
     qs = actions.objects_queryset(
         store=store or None, obj_type=kind if kind in TYPES else None, search=q or None
     )
-    page = _paginate(request, qs)
+    page = paginate(request, qs)
     page.object_list = [{"pk": o.pk, **actions.object_dict(o)} for o in page.object_list]
     return render(
         request,
@@ -63,7 +63,7 @@ def object_create(request: HttpRequest) -> HttpResponse:
             d = form.cleaned_data
             try:
                 actions.add_object(
-                    _actor(request),
+                    acting_user(request),
                     d["lookup_name"],
                     d["obj_type"],
                     d["attributes"],
@@ -71,7 +71,7 @@ def object_create(request: HttpRequest) -> HttpResponse:
                     store=d["store"],
                 )
             except REFUSALS as exc:
-                form.add_error(None, _error_text(exc))
+                form.add_error(None, error_text(exc))
             else:
                 messages.success(request, f"Added {d['lookup_name']} to {d['store']}.")
                 return redirect("objects")
@@ -94,7 +94,7 @@ def object_edit(request: HttpRequest, pk: int) -> HttpResponse:
             d = form.cleaned_data
             try:
                 actions.update_object(
-                    _actor(request),
+                    acting_user(request),
                     obj.lookup_name,
                     attributes=d["attributes"],
                     read_only=d["read_only"],
@@ -102,7 +102,7 @@ def object_edit(request: HttpRequest, pk: int) -> HttpResponse:
                     replace=True,
                 )
             except REFUSALS as exc:
-                form.add_error(None, _error_text(exc))
+                form.add_error(None, error_text(exc))
             else:
                 messages.success(request, f"Updated {obj.lookup_name}.")
                 return redirect("object", pk=pk)
@@ -131,13 +131,15 @@ def object_delete(request: HttpRequest, pk: int) -> HttpResponse:
     if obj is None:
         return _not_found(request, f"no administered object {pk}")
     label = TYPES[obj.obj_type].label
-    return _confirm(
+    return confirm_action(
         request,
         title=f"Delete {obj.lookup_name}",
         question=f"Really delete {label} {obj.lookup_name} from object store {obj.store.name}?",
         button="Delete",
         cancel=reverse("object", args=[pk]),
-        do=lambda: actions.delete_object(_actor(request), obj.lookup_name, store=obj.store.name),
+        do=lambda: actions.delete_object(
+            acting_user(request), obj.lookup_name, store=obj.store.name
+        ),
         success=f"Deleted {obj.lookup_name}.",
         done=reverse("objects"),
     )
@@ -150,9 +152,9 @@ def store_create(request: HttpRequest) -> HttpResponse:
     form = forms.StoreCreateForm(request.POST)
     if form.is_valid():
         try:
-            actions.create_store(_actor(request), form.cleaned_data["name"], form.properties())
+            actions.create_store(acting_user(request), form.cleaned_data["name"], form.properties())
         except REFUSALS as exc:
-            messages.error(request, _error_text(exc))
+            messages.error(request, error_text(exc))
         else:
             messages.success(request, f"Added object store {form.cleaned_data['name']}.")
     else:
@@ -164,13 +166,13 @@ def store_create(request: HttpRequest) -> HttpResponse:
 
 @admin_required
 def store_delete(request: HttpRequest, name: str) -> HttpResponse:
-    return _confirm(
+    return confirm_action(
         request,
         title=f"Delete object store {name}",
         question=f"Really forget object store {name}? (What it published stays there.)",
         button="Delete",
         cancel=reverse("objects"),
-        do=lambda: actions.delete_store(_actor(request), name),
+        do=lambda: actions.delete_store(acting_user(request), name),
         success=f"Deleted object store {name}.",
         done=reverse("objects"),
     )

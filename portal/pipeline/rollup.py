@@ -1,4 +1,4 @@
-"""The rollup job: raw samples (broker/server/rawstore.py) to the Rollup table, on Spark.
+"""The rollup job: raw samples (broker/rawmetrics.py) to the Rollup table, on Spark.
 
 :func:`run_rollup` is what ``manage.py rollup`` and the Celery task
 ``portal.pipeline.tasks.rollup`` both call.  For a window [since, until) it
@@ -153,7 +153,7 @@ def _raw_schema():
         "int64": T.LongType(),
         "int32": T.IntegerType(),
     }
-    from broker.server.rawstore import COLUMNS
+    from broker.rawmetrics import COLUMNS
 
     return T.StructType([T.StructField(n, spark_types[t], True) for n, t in COLUMNS])
 

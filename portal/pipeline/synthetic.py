@@ -1,5 +1,5 @@
 """Generated raw samples (the tests' and bench/rollup.py's input), in the raw store's
-columns (broker/server/rawstore.py)."""
+columns (broker/rawmetrics.py)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import random
 from collections.abc import Iterable
 from datetime import UTC, datetime, timedelta
 
-from broker.server.rawstore import COLUMNS, schema, write_rows, write_table
+from broker.rawmetrics import COLUMNS, schema, write_rows, write_table
 
 __all__ = ["as_columns", "generate_rows", "write_bench_store", "write_samples"]
 

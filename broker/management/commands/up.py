@@ -35,6 +35,14 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from broker import props
+from broker.commandlines import (
+    LOOPBACK,
+    broker_command,
+    celery_beat_command,
+    celery_worker_command,
+    portal_command,
+    ums_gateway_command,
+)
 from broker.config import BrokerConfig, ConfigError
 from broker.launcher import portmapper_answers
 from broker.loglevels import LOGLEVEL_CHOICES
@@ -42,7 +50,6 @@ from broker.loglevels import LOGLEVEL_CHOICES
 from .runbroker import parse_defines
 
 ROOT = Path(__file__).resolve().parents[3]
-LOOPBACK = "127.0.0.1"
 REDIS_SERVER = "redis-server"
 GRACE = 10.0  # seconds a child gets between SIGTERM and SIGKILL
 # A broker that dies is started again, at most this many times within the window (s).
@@ -435,7 +442,7 @@ class Command(BaseCommand):
         env["IMQ_BROKER_HOST"] = host
         env["IMQ_INSTANCE"] = config.instance
         env["IMQ_VARHOME"] = str(config.varhome)
-        cmd = [sys.executable, str(ROOT / "manage.py"), "runbroker", "-tty", *args]
+        cmd = broker_command(*args)
         child = self._spawn("broker", cmd, env, stdin=subprocess.DEVNULL)
         # A restart after a crash: the same command less -reset (the store is recovered,
         # not wiped again), the same environment.
@@ -448,13 +455,7 @@ class Command(BaseCommand):
 
     def _start_portal(self, env: dict[str, str]) -> None:
         port = self.opts["portal_port"]
-        cmd = [
-            sys.executable, "-m", "daphne",
-            "-b", "127.0.0.1",
-            "-p", str(port),
-            "portal.asgi:application",
-        ]  # fmt: skip
-        child = self._spawn("portal", cmd, env, stdin=subprocess.DEVNULL)
+        child = self._spawn("portal", portal_command(port), env, stdin=subprocess.DEVNULL)
         child.where = f"http://127.0.0.1:{port}/"
         self._wait(child, lambda: portal_answers(port), f"answer /healthz on port {port}")
 
@@ -475,38 +476,19 @@ class Command(BaseCommand):
         second scheduler, and a dead beat (no more schedules) shows on its own line."""
         workdir = Path(env.get("IMQ_VARHOME") or settings.IMQ_VARHOME) / "celery"
         workdir.mkdir(parents=True, exist_ok=True)
-        celery = [sys.executable, "-m", "celery", "-A", "portal"]
-        for name, args in (
-            ("worker", ["worker", "--loglevel", "INFO", "--concurrency", "2",
-                        "--hostname", f"imq-worker@{socket.gethostname()}"]),
-            ("beat", ["beat", "--loglevel", "INFO"]),
-        ):  # fmt: skip
+        for name in ("worker", "beat"):
             pidfile = workdir / f"{name}.pid"
             pidfile.unlink(missing_ok=True)
-            child = self._spawn(
-                name, [*celery, *args, "--pidfile", str(pidfile)], env, stdin=subprocess.DEVNULL
-            )
+            if name == "worker":
+                hostname = f"imq-worker@{socket.gethostname()}"
+                cmd = celery_worker_command(hostname, pidfile=str(pidfile))
+            else:
+                cmd = celery_beat_command(pidfile=str(pidfile))
+            child = self._spawn(name, cmd, env, stdin=subprocess.DEVNULL)
             child.where = f"celery {name} on {env.get('REDIS_URL', '')}" + (
                 " (DatabaseScheduler: the portal's Jobs page)" if name == "beat" else ""
             )
             self._wait(child, pidfile.exists, "write its pid file")
-
-
-def ums_gateway_command(port: int, host: str = LOOPBACK) -> list[str]:
-    """The UMS gateway process (tests and bench/ums.py start the same)."""
-    return [
-        sys.executable, "-m", "uvicorn",
-        "--host", host,
-        "--port", str(port),
-        "--loop", "uvloop",
-        "--http", "httptools",
-        # Lifespan: on shutdown the gateway closes its sids (transactions roll back).
-        "--lifespan", "on",
-        "--no-access-log",
-        # Waiting receives get 5 s to be answered, then the process stops regardless.
-        "--timeout-graceful-shutdown", "5",
-        "portal.asgi:application",
-    ]  # fmt: skip
 
 
 def _without_reset(cmd: list[str]) -> list[str]:

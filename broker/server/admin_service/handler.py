@@ -116,6 +116,8 @@ from broker.protocol.types import (
     DEST_TOPIC,
     FLAG_Q,
     FLAG_Z,
+    OPENMQ_VERSION,
+    TEMP_QUEUE_CLASS,
     DestState,
     DestType,
     GoodbyeReason,
@@ -134,15 +136,11 @@ try:
 except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
     PRODUCT_VERSION = "0+source"
 PRODUCT_NAME = "openmq-py"
-# The OpenMQ release whose wire and admin protocol we follow (the vectors' imqcmd 6.9.0).
-OPENMQ_VERSION = "6.9.0"
 
 if TYPE_CHECKING:
     from broker.engine import ConnectionEngine
 
 log = logging.getLogger("broker.admin")
-
-TEMP_QUEUE_CLASS = "com.sun.messaging.jmq.jmsclient.TemporaryQueueImpl"
 
 
 # com.sun.messaging.jmq.util.ServiceState
@@ -401,7 +399,7 @@ def _host(peer: str) -> str:
     return peer.rpartition(":")[0] or peer
 
 
-def _check_property(name: str, kind: str, value: str) -> str | None:
+def property_value_problem(name: str, kind: str, value: str) -> str | None:
     """Why ``value`` is not usable for broker property ``name`` (None if it is)."""
     from broker.logsetup import parse_level
 
@@ -701,7 +699,7 @@ class AdminHandler:
             if kind is None:
                 refused.append(raw_name)
                 continue
-            why = _check_property(name, kind, value)
+            why = property_value_problem(name, kind, value)
             if why is not None:
                 bad.append(why)
             changes[name] = value.strip()
@@ -1568,4 +1566,5 @@ __all__ = [
     "HANDLER",
     "RUNTIME_PROPERTIES",
     "admin_defaults",
+    "property_value_problem",
 ]

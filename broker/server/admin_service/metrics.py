@@ -125,7 +125,7 @@ def encode_metric_counters(values: Mapping[str, object]) -> bytes:
     return encode_object(JavaObject(METRIC_COUNTERS, dict(values)))
 
 
-class _HashMapSubclassWriter(_js._Writer):
+class _HashMapSubclassWriter(_js.ObjectStreamWriter):
     """javaser's writer plus one shape it lacks: a HashMap subclass with its own fields
     (ObjectOutputStream writes the HashMap's data first, then the subclass's)."""
 

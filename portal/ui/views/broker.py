@@ -18,23 +18,23 @@ from broker.admin.actions import AdminError
 from .. import forms
 from ..access import admin_required
 from .common import (
-    _actor,
-    _admin,
-    _change,
-    _confirm,
-    _metrics,
-    _page,
+    acting_user,
+    apply_change,
     broker_address,
+    broker_admin,
+    confirm_action,
+    metric_rows,
+    render_page,
 )
 
 
 @admin_required
 def broker_view(request: HttpRequest) -> HttpResponse:
     def build():
-        admin = _admin()
+        admin = broker_admin()
         info = actions.query_broker(admin)
         try:
-            metrics = _metrics(actions.broker_metrics(admin))
+            metrics = metric_rows(actions.broker_metrics(admin))
         except AdminError:
             metrics = None
         props = sorted(info.pop("properties", {}).items())
@@ -47,7 +47,7 @@ def broker_view(request: HttpRequest) -> HttpResponse:
             "ha_brokers": ha_actions.ha_brokers(),
         }
 
-    return _page(request, "portal/broker.html", build, nav="broker")
+    return render_page(request, "portal/broker.html", build, nav="broker")
 
 
 @admin_required
@@ -59,9 +59,9 @@ def broker_properties_update(request: HttpRequest) -> HttpResponse:
             messages.error(request, err)
         return redirect("broker")
     props = form.cleaned_data["properties"]
-    _change(
+    apply_change(
         request,
-        lambda: actions.update_broker(_admin(), _actor(request), props),
+        lambda: actions.update_broker(broker_admin(), acting_user(request), props),
         "Updated " + ", ".join(f"{k}={v}" for k, v in props.items()) + ".",
     )
     return redirect("broker")
@@ -84,33 +84,33 @@ def broker_op(request: HttpRequest, op: str) -> HttpResponse:
         messages.error(request, f"unknown broker operation {op!r}")
         return redirect("broker")
     fn, success = BROKER_OPS[op]
-    _change(request, lambda: fn(_admin(), _actor(request)), success)
+    apply_change(request, lambda: fn(broker_admin(), acting_user(request)), success)
     return redirect("broker")
 
 
 @admin_required
 def broker_shutdown(request: HttpRequest) -> HttpResponse:
-    return _confirm(
+    return confirm_action(
         request,
         title="Shut down the broker",
         question=f"Really shut down the broker at {broker_address()}? Every client is "
         "disconnected and the broker stops; it has to be started again by hand.",
         button="Shut down",
         cancel=reverse("broker"),
-        do=lambda: actions.shutdown_broker(_admin(), _actor(request)),
+        do=lambda: actions.shutdown_broker(broker_admin(), acting_user(request)),
         success="The broker is shutting down.",
     )
 
 
 @admin_required
 def broker_restart(request: HttpRequest) -> HttpResponse:
-    return _confirm(
+    return confirm_action(
         request,
         title="Restart the broker",
         question=f"Really restart the broker at {broker_address()}? Every client is "
         "disconnected while it restarts.",
         button="Restart",
         cancel=reverse("broker"),
-        do=lambda: actions.restart_broker(_admin(), _actor(request)),
+        do=lambda: actions.restart_broker(broker_admin(), acting_user(request)),
         success="The broker is restarting.",
     )

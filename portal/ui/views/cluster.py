@@ -11,15 +11,15 @@ from broker.admin import actions
 from broker.admin.cluster_actions import list_brokers
 
 from ..access import admin_required
-from .common import _actor, _admin, _change, _page
+from .common import acting_user, apply_change, broker_admin, render_page
 
 
 @admin_required
 def cluster(request: HttpRequest) -> HttpResponse:
-    return _page(
+    return render_page(
         request,
         "portal/cluster.html",
-        lambda: {"brokers": list_brokers(_admin())},
+        lambda: {"brokers": list_brokers(broker_admin())},
         nav="cluster",
     )
 
@@ -31,9 +31,9 @@ def cluster_reload(request: HttpRequest) -> HttpResponse:
     changed: dict[str, list[str]] = {}
 
     def do() -> None:
-        changed.update(actions.reload_cluster(_admin(), _actor(request)))
+        changed.update(actions.reload_cluster(broker_admin(), acting_user(request)))
 
-    if _change(request, do, "The cluster configuration was reloaded."):
+    if apply_change(request, do, "The cluster configuration was reloaded."):
         for what in ("added", "removed"):
             if changed.get(what):
                 messages.info(request, f"Brokers {what}: {', '.join(changed[what])}.")

@@ -1,5 +1,5 @@
 """What every page shares: the admin connection, the acting user, rendering a read
-(:func:`_page`), making a change (:func:`_change`, :func:`_confirm`), paging, and how
+(:func:`render_page`), making a change (:func:`apply_change`, :func:`confirm_action`), paging, and how
 values and destination URLs are shown."""
 
 from __future__ import annotations
@@ -33,11 +33,11 @@ REFUSALS: tuple[type[BaseException], ...] = (
 )
 
 
-def _admin():
+def broker_admin():
     return default_admin()
 
 
-def _actor(request: HttpRequest) -> str:
+def acting_user(request: HttpRequest) -> str:
     return request.user.get_username()
 
 
@@ -45,13 +45,13 @@ def broker_address() -> str:
     return f"{settings.IMQ_BROKER_HOST}:{settings.IMQ_BROKER_PORT}"
 
 
-def _error_text(exc: BaseException) -> str:
+def error_text(exc: BaseException) -> str:
     if isinstance(exc, AdminError):
         return exc.text or str(exc)
     return str(exc) or type(exc).__name__
 
 
-def _page(request: HttpRequest, template: str, build: Callable[[], dict[str, Any]], **extra):
+def render_page(request: HttpRequest, template: str, build: Callable[[], dict[str, Any]], **extra):
     """Render ``template`` with what ``build()`` returns; a broker that cannot be reached
     or a missing object gives a page that says so instead."""
     try:
@@ -66,26 +66,26 @@ def _page(request: HttpRequest, template: str, build: Callable[[], dict[str, Any
     except AdminError as exc:
         if exc.status == 404:
             return render(
-                request, "portal/not_found.html", {"detail": _error_text(exc), **extra}, status=404
+                request, "portal/not_found.html", {"detail": error_text(exc), **extra}, status=404
             )
         return render(
-            request, "portal/error.html", {"detail": _error_text(exc), **extra}, status=502
+            request, "portal/error.html", {"detail": error_text(exc), **extra}, status=502
         )
     return render(request, template, {**extra, **context})
 
 
-def _change(request: HttpRequest, do: Callable[[], Any], success: str) -> bool:
+def apply_change(request: HttpRequest, do: Callable[[], Any], success: str) -> bool:
     """Run one change; a success or the refusal's text as a message.  True if it worked."""
     try:
         do()
     except REFUSALS as exc:
-        messages.error(request, _error_text(exc))
+        messages.error(request, error_text(exc))
         return False
     messages.success(request, success)
     return True
 
 
-def _next(request: HttpRequest, default: str) -> str:
+def next_url(request: HttpRequest, default: str) -> str:
     """Where to go after a change: a safe ``next`` parameter or ``default``."""
     target = request.POST.get("next") or request.GET.get("next")
     if target and url_has_allowed_host_and_scheme(
@@ -95,7 +95,7 @@ def _next(request: HttpRequest, default: str) -> str:
     return default
 
 
-def _confirm(
+def confirm_action(
     request: HttpRequest,
     *,
     title: str,
@@ -111,7 +111,7 @@ def _confirm(
     """GET: "Really ...? [button] [Cancel]"; POST: do it and redirect (``done`` on
     success, back to ``cancel`` when refused)."""
     if request.method == "POST":
-        ok = _change(request, do, success)
+        ok = apply_change(request, do, success)
         return redirect(done if ok and done else cancel)
     return render(
         request,
@@ -127,24 +127,24 @@ def _confirm(
     )
 
 
-def _paginate(request: HttpRequest, items, per_page: int = PER_PAGE):
+def paginate(request: HttpRequest, items, per_page: int = PER_PAGE):
     return Paginator(items, per_page).get_page(request.GET.get("page"))
 
 
-def _kind_label(kind: str) -> str:
+def kind_label(kind: str) -> str:
     return "queue" if actions.dest_type_code(kind) == actions.DEST_QUEUE else "topic"
 
 
-def _kind_code(kind: str) -> str:
+def kind_code(kind: str) -> str:
     """The URL's destination type: q or t."""
     return "q" if actions.dest_type_code(kind) == actions.DEST_QUEUE else "t"
 
 
-def _dest_url(name: str, kind: str, view: str = "destination") -> str:
-    return reverse(view, args=[_kind_code(kind), name])
+def dest_url(name: str, kind: str, view: str = "destination") -> str:
+    return reverse(view, args=[kind_code(kind), name])
 
 
-def _plain(value: Any) -> Any:
+def plain_value(value: Any) -> Any:
     """A value as a page shows it: Java-typed numbers as plain numbers, booleans as
     true/false (as imqcmd prints them)."""
     if isinstance(value, bool):
@@ -170,7 +170,7 @@ _JAVA_TYPES = {
 }
 
 
-def _java_type(value: Any) -> str:
+def java_type(value: Any) -> str:
     """The Java type a message property value has (as JMS names it)."""
     return _JAVA_TYPES.get(type(value).__name__, type(value).__name__)
 
@@ -193,7 +193,7 @@ def human_bytes(n: int | float) -> str:
 
 def _metric_value(name: str, value: Any) -> Any:
     """A metric as a person reads it: byte counts in KiB/MiB/GiB, times as UTC dates."""
-    plain = _plain(value)
+    plain = plain_value(value)
     if isinstance(plain, bool) or not isinstance(plain, int | float):
         return plain
     if name in _BYTE_METRICS or "Bytes" in name or name.endswith("Size"):
@@ -206,7 +206,7 @@ def _metric_value(name: str, value: Any) -> Any:
     return plain
 
 
-def _metrics(values: dict[str, Any]) -> list[tuple[str, Any]]:
+def metric_rows(values: dict[str, Any]) -> list[tuple[str, Any]]:
     return [
         (k, _metric_value(str(k), v))
         for k, v in sorted(values.items())

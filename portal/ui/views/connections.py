@@ -9,11 +9,11 @@ from broker.admin import actions
 
 from ..access import admin_required
 from .common import (
-    _actor,
-    _admin,
-    _confirm,
-    _page,
-    _paginate,
+    acting_user,
+    broker_admin,
+    confirm_action,
+    paginate,
+    render_page,
 )
 
 
@@ -23,36 +23,36 @@ def connections(request: HttpRequest) -> HttpResponse:
     user = request.GET.get("user", "").strip()
 
     def build():
-        admin = _admin()
+        admin = broker_admin()
         rows = actions.list_connections(admin)
         if service:
             rows = [r for r in rows if r["service"] == service]
         if user:
             rows = [r for r in rows if user.lower() in r["user"].lower()]
         return {
-            "page": _paginate(request, rows),
+            "page": paginate(request, rows),
             "total": len(rows),
             "service": service,
             "user_filter": user,
             "services": [s["name"] for s in actions.list_services(admin)],
         }
 
-    return _page(request, "portal/connections.html", build, nav="connections")
+    return render_page(request, "portal/connections.html", build, nav="connections")
 
 
 @admin_required
 def connection_detail(request: HttpRequest, cxn_id: int) -> HttpResponse:
-    return _page(
+    return render_page(
         request,
         "portal/connection.html",
-        lambda: {"cxn": actions.query_connection(_admin(), cxn_id)},
+        lambda: {"cxn": actions.query_connection(broker_admin(), cxn_id)},
         nav="connections",
     )
 
 
 @admin_required
 def connection_destroy(request: HttpRequest, cxn_id: int) -> HttpResponse:
-    return _confirm(
+    return confirm_action(
         request,
         title=f"Destroy connection {cxn_id}",
         question=f"Really destroy connection {cxn_id}? The client is disconnected; its "
@@ -60,6 +60,6 @@ def connection_destroy(request: HttpRequest, cxn_id: int) -> HttpResponse:
         button="Destroy connection",
         cancel=reverse("connection", args=[cxn_id]),
         done=reverse("connections"),
-        do=lambda: actions.destroy_connection(_admin(), _actor(request), cxn_id),
+        do=lambda: actions.destroy_connection(broker_admin(), acting_user(request), cxn_id),
         success=f"Destroyed connection {cxn_id}.",
     )

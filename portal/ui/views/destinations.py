@@ -16,21 +16,21 @@ from .. import forms
 from ..access import admin_required
 from .common import (
     REFUSALS,
-    _actor,
-    _admin,
-    _change,
-    _confirm,
-    _dest_url,
-    _error_text,
-    _kind_code,
-    _kind_label,
-    _metrics,
-    _next,
-    _page,
-    _paginate,
-    _plain,
+    acting_user,
+    apply_change,
     broker_address,
+    broker_admin,
+    confirm_action,
+    dest_url,
+    error_text,
     human_bytes,
+    kind_code,
+    kind_label,
+    metric_rows,
+    next_url,
+    paginate,
+    plain_value,
+    render_page,
 )
 
 
@@ -41,20 +41,20 @@ def destinations(request: HttpRequest) -> HttpResponse:
 
     def build():
         rows = actions.paged_destinations(
-            _admin(),
+            broker_admin(),
             kind=data.get("type") or None,
             name_contains=data.get("name") or None,
             state=data.get("state") or None,
             show_temporary=bool(data.get("temporary")),
             hide_admin_temporary=True,
         )
-        page = _paginate(request, rows)
+        page = paginate(request, rows)
         page.object_list = [
-            {**row, "url": _dest_url(row["name"], row["type"])} for row in page.object_list
+            {**row, "url": dest_url(row["name"], row["type"])} for row in page.object_list
         ]
         return {"filter": filt, "page": page, "total": page.paginator.count}
 
-    return _page(request, "portal/destinations.html", build, nav="destinations")
+    return render_page(request, "portal/destinations.html", build, nav="destinations")
 
 
 @admin_required
@@ -66,12 +66,12 @@ def destination_create(request: HttpRequest) -> HttpResponse:
             name = form.cleaned_data["name"].strip()
             attrs = form.attributes()
             try:
-                actions.create_destination(_admin(), _actor(request), kind, name, attrs)
+                actions.create_destination(broker_admin(), acting_user(request), kind, name, attrs)
             except REFUSALS as exc:
-                form.add_error(None, _error_text(exc))
+                form.add_error(None, error_text(exc))
             else:
-                messages.success(request, f"Created {_kind_label(kind)} {name}.")
-                return redirect(_dest_url(name, kind))
+                messages.success(request, f"Created {kind_label(kind)} {name}.")
+                return redirect(dest_url(name, kind))
     else:
         form = forms.DestinationCreateForm(initial={"kind": request.GET.get("type", "q")})
     return render(
@@ -84,24 +84,24 @@ def destination_create(request: HttpRequest) -> HttpResponse:
 @admin_required
 def destination_detail(request: HttpRequest, kind: str, name: str) -> HttpResponse:
     def build():
-        admin = _admin()
+        admin = broker_admin()
         dest = actions.query_destination(admin, kind, name)
         try:
             consumers, consumers_error = actions.list_consumers(admin, kind, name), ""
         except AdminError as exc:
-            consumers, consumers_error = [], _error_text(exc)
+            consumers, consumers_error = [], error_text(exc)
         try:
             producers, producers_error = actions.list_producers(admin, kind, name), ""
         except AdminError as exc:
-            producers, producers_error = [], _error_text(exc)
+            producers, producers_error = [], error_text(exc)
         try:
-            metrics = _metrics(actions.destination_metrics(admin, kind, name))
+            metrics = metric_rows(actions.destination_metrics(admin, kind, name))
         except AdminError:
             metrics = None
         return {
             "dest": dest,
-            "kind": _kind_code(kind),
-            "attributes": [(k, _plain(v)) for k, v in sorted(dest["attributes"].items())],
+            "kind": kind_code(kind),
+            "attributes": [(k, plain_value(v)) for k, v in sorted(dest["attributes"].items())],
             "consumers": consumers,
             "consumers_error": consumers_error,
             "producers": producers,
@@ -111,13 +111,13 @@ def destination_detail(request: HttpRequest, kind: str, name: str) -> HttpRespon
             "pause_form": forms.PauseDestinationForm(),
         }
 
-    return _page(request, "portal/destination.html", build, nav="destinations")
+    return render_page(request, "portal/destination.html", build, nav="destinations")
 
 
 @admin_required
 def destination_edit(request: HttpRequest, kind: str, name: str) -> HttpResponse:
     try:
-        dest = actions.query_destination(_admin(), kind, name)
+        dest = actions.query_destination(broker_admin(), kind, name)
     except BrokerUnavailable as exc:
         return render(
             request,
@@ -126,28 +126,28 @@ def destination_edit(request: HttpRequest, kind: str, name: str) -> HttpResponse
             status=503,
         )
     except AdminError as exc:
-        return render(request, "portal/not_found.html", {"detail": _error_text(exc)}, status=404)
+        return render(request, "portal/not_found.html", {"detail": error_text(exc)}, status=404)
     current = dest["attributes"]
     if request.method == "POST":
-        form = forms.DestinationAttributesForm(request.POST, current=current, kind=_kind_code(kind))
+        form = forms.DestinationAttributesForm(request.POST, current=current, kind=kind_code(kind))
         if form.is_valid():
             attrs = form.attributes(changed_only=True)
             if not attrs:
                 messages.info(request, "Nothing changed.")
-                return redirect(_dest_url(name, kind))
+                return redirect(dest_url(name, kind))
             try:
-                actions.update_destination(_admin(), _actor(request), kind, name, attrs)
+                actions.update_destination(broker_admin(), acting_user(request), kind, name, attrs)
             except REFUSALS as exc:
-                form.add_error(None, _error_text(exc))
+                form.add_error(None, error_text(exc))
             else:
                 messages.success(
                     request,
-                    f"Updated {_kind_label(kind)} {name}: "
+                    f"Updated {kind_label(kind)} {name}: "
                     + ", ".join(f"{k}={v}" for k, v in attrs.items()),
                 )
-                return redirect(_dest_url(name, kind))
+                return redirect(dest_url(name, kind))
     else:
-        form = forms.DestinationAttributesForm(current=current, kind=_kind_code(kind))
+        form = forms.DestinationAttributesForm(current=current, kind=kind_code(kind))
     return render(
         request,
         "portal/destination_form.html",
@@ -155,7 +155,7 @@ def destination_edit(request: HttpRequest, kind: str, name: str) -> HttpResponse
             "form": form,
             "create": False,
             "dest": dest,
-            "kind": _kind_code(kind),
+            "kind": kind_code(kind),
             "nav": "destinations",
         },
     )
@@ -163,30 +163,30 @@ def destination_edit(request: HttpRequest, kind: str, name: str) -> HttpResponse
 
 @admin_required
 def destination_purge(request: HttpRequest, kind: str, name: str) -> HttpResponse:
-    label = _kind_label(kind)
-    return _confirm(
+    label = kind_label(kind)
+    return confirm_action(
         request,
         title=f"Purge {label} {name}",
         question=f"Really purge {label} {name}? All its messages are deleted.",
         button="Purge",
-        cancel=_dest_url(name, kind),
-        do=lambda: actions.purge_destination(_admin(), _actor(request), kind, name),
+        cancel=dest_url(name, kind),
+        do=lambda: actions.purge_destination(broker_admin(), acting_user(request), kind, name),
         success=f"Purged {label} {name}.",
     )
 
 
 @admin_required
 def destination_destroy(request: HttpRequest, kind: str, name: str) -> HttpResponse:
-    label = _kind_label(kind)
-    return _confirm(
+    label = kind_label(kind)
+    return confirm_action(
         request,
         title=f"Destroy {label} {name}",
         question=f"Really destroy {label} {name}? The destination and all its messages are "
         "deleted and its clients get an error.",
         button="Destroy",
-        cancel=_dest_url(name, kind),
+        cancel=dest_url(name, kind),
         done=reverse("destinations"),
-        do=lambda: actions.destroy_destination(_admin(), _actor(request), kind, name),
+        do=lambda: actions.destroy_destination(broker_admin(), acting_user(request), kind, name),
         success=f"Destroyed {label} {name}.",
     )
 
@@ -194,33 +194,33 @@ def destination_destroy(request: HttpRequest, kind: str, name: str) -> HttpRespo
 @admin_required
 @require_POST
 def destination_pause(request: HttpRequest, kind: str, name: str) -> HttpResponse:
-    label = _kind_label(kind)
+    label = kind_label(kind)
     what = request.POST.get("what") or "all"
-    _change(
+    apply_change(
         request,
-        lambda: actions.pause_destination(_admin(), _actor(request), kind, name, what),
+        lambda: actions.pause_destination(broker_admin(), acting_user(request), kind, name, what),
         f"Paused {'producers and consumers' if what == 'all' else what} of {label} {name}.",
     )
-    return redirect(_next(request, _dest_url(name, kind)))
+    return redirect(next_url(request, dest_url(name, kind)))
 
 
 @admin_required
 @require_POST
 def destination_resume(request: HttpRequest, kind: str, name: str) -> HttpResponse:
-    _change(
+    apply_change(
         request,
-        lambda: actions.resume_destination(_admin(), _actor(request), kind, name),
-        f"Resumed {_kind_label(kind)} {name}.",
+        lambda: actions.resume_destination(broker_admin(), acting_user(request), kind, name),
+        f"Resumed {kind_label(kind)} {name}.",
     )
-    return redirect(_next(request, _dest_url(name, kind)))
+    return redirect(next_url(request, dest_url(name, kind)))
 
 
 @admin_required
 @require_POST
 def destination_compact(request: HttpRequest, kind: str, name: str) -> HttpResponse:
-    _change(
+    apply_change(
         request,
-        lambda: actions.compact_destination(_admin(), _actor(request), kind, name),
-        f"Compacted {_kind_label(kind)} {name}.",
+        lambda: actions.compact_destination(broker_admin(), acting_user(request), kind, name),
+        f"Compacted {kind_label(kind)} {name}.",
     )
-    return redirect(_next(request, _dest_url(name, kind)))
+    return redirect(next_url(request, dest_url(name, kind)))

@@ -9,11 +9,11 @@ from broker.admin import actions
 
 from ..access import admin_required
 from .common import (
-    _actor,
-    _admin,
-    _confirm,
-    _page,
-    _paginate,
+    acting_user,
+    broker_admin,
+    confirm_action,
+    paginate,
+    render_page,
 )
 
 
@@ -22,10 +22,10 @@ def durables(request: HttpRequest) -> HttpResponse:
     topic = request.GET.get("topic", "").strip()
 
     def build():
-        rows = actions.list_durables(_admin(), topic or None)
-        return {"page": _paginate(request, rows), "total": len(rows), "topic": topic}
+        rows = actions.list_durables(broker_admin(), topic or None)
+        return {"page": paginate(request, rows), "total": len(rows), "topic": topic}
 
-    return _page(request, "portal/durables.html", build, nav="durables")
+    return render_page(request, "portal/durables.html", build, nav="durables")
 
 
 def _durable_args(request: HttpRequest) -> tuple[str, str]:
@@ -41,13 +41,15 @@ def _durable_label(name: str, client_id: str) -> str:
 def durable_purge(request: HttpRequest) -> HttpResponse:
     name, client_id = _durable_args(request)
     label = _durable_label(name, client_id)
-    return _confirm(
+    return confirm_action(
         request,
         title="Purge a durable subscription",
         question=f"Really purge {label}? The messages waiting for it are deleted.",
         button="Purge",
         cancel=reverse("durables"),
-        do=lambda: actions.purge_durable(_admin(), _actor(request), name, client_id or None),
+        do=lambda: actions.purge_durable(
+            broker_admin(), acting_user(request), name, client_id or None
+        ),
         success=f"Purged {label}.",
         details=[("name", name), ("client_id", client_id)],
     )
@@ -57,13 +59,15 @@ def durable_purge(request: HttpRequest) -> HttpResponse:
 def durable_destroy(request: HttpRequest) -> HttpResponse:
     name, client_id = _durable_args(request)
     label = _durable_label(name, client_id)
-    return _confirm(
+    return confirm_action(
         request,
         title="Destroy a durable subscription",
         question=f"Really destroy {label}? The subscription and its messages are deleted.",
         button="Destroy",
         cancel=reverse("durables"),
-        do=lambda: actions.destroy_durable(_admin(), _actor(request), name, client_id or None),
+        do=lambda: actions.destroy_durable(
+            broker_admin(), acting_user(request), name, client_id or None
+        ),
         success=f"Destroyed {label}.",
         details=[("name", name), ("client_id", client_id)],
     )

@@ -12,8 +12,8 @@ from broker.admin.actions import ActionError
 from .. import forms
 from ..access import admin_required
 from .common import (
-    _error_text,
-    _paginate,
+    error_text,
+    paginate,
 )
 
 
@@ -29,9 +29,9 @@ def log_view(request: HttpRequest) -> HttpResponse:
             text=data.get("text") or None,
         )
     except ActionError as exc:
-        messages.error(request, _error_text(exc))
+        messages.error(request, error_text(exc))
         qs = actions.log_records()
-    page = _paginate(
+    page = paginate(
         request, qs.only("id", "timestamp", "level", "logger", "message", "broker_instance")
     )
     return render(request, "portal/log.html", {"filter": filt, "page": page, "nav": "log"})

@@ -14,16 +14,16 @@ from broker.admin.actions import ActionError, AdminError
 from ..access import admin_required
 from .common import (
     PER_PAGE,
-    _actor,
-    _admin,
-    _confirm,
-    _dest_url,
-    _error_text,
-    _java_type,
-    _kind_code,
-    _kind_label,
-    _page,
-    _plain,
+    acting_user,
+    broker_admin,
+    confirm_action,
+    dest_url,
+    error_text,
+    java_type,
+    kind_code,
+    kind_label,
+    plain_value,
+    render_page,
 )
 
 
@@ -62,7 +62,7 @@ def messages_list(request: HttpRequest, kind: str, name: str) -> HttpResponse:
     mq_type = request.GET.get("mq_type", "")
 
     def build():
-        admin = _admin()
+        admin = broker_admin()
         dest = actions.query_destination(admin, kind, name)
         start = (page_no - 1) * PER_PAGE
         error = ""
@@ -75,11 +75,11 @@ def messages_list(request: HttpRequest, kind: str, name: str) -> HttpResponse:
                 )
             ]
         except (AdminError, ActionError) as exc:
-            error = _error_text(exc)
+            error = error_text(exc)
         total = dest["messages"]
         return {
             "dest": dest,
-            "kind": _kind_code(kind),
+            "kind": kind_code(kind),
             "rows": rows,
             "error": error,
             "page_no": page_no,
@@ -93,7 +93,7 @@ def messages_list(request: HttpRequest, kind: str, name: str) -> HttpResponse:
             "page_query": urlencode({"mq_type": mq_type}) + "&" if mq_type else "",
         }
 
-    return _page(request, "portal/messages.html", build, nav="destinations")
+    return render_page(request, "portal/messages.html", build, nav="destinations")
 
 
 @admin_required
@@ -103,7 +103,7 @@ def message_detail(request: HttpRequest, kind: str, name: str) -> HttpResponse:
     def build():
         if not msg_id:
             raise AdminError(404, "no message ID given")
-        m = actions.get_message(_admin(), name, msg_id, kind)
+        m = actions.get_message(broker_admin(), name, msg_id, kind)
         headers = [
             ("Message ID", m["id"]),
             ("Message type", m["message_type"]),
@@ -136,35 +136,35 @@ def message_detail(request: HttpRequest, kind: str, name: str) -> HttpResponse:
             "MessageKind",
             "MessageBodyType",
         }
-        headers += sorted((k, _plain(v)) for k, v in m["headers"].items() if k not in shown)
+        headers += sorted((k, plain_value(v)) for k, v in m["headers"].items() if k not in shown)
         return {
             "msg": _msg_row(m),
             "msg_id": msg_id,
             "headers": headers,
             "properties": [
-                (k, _java_type(v), _plain(v)) for k, v in sorted(m["properties"].items())
+                (k, java_type(v), plain_value(v)) for k, v in sorted(m["properties"].items())
             ],
             "preview": m["preview"],
-            "dest": {"name": name, "type": _kind_label(kind)},
-            "kind": _kind_code(kind),
+            "dest": {"name": name, "type": kind_label(kind)},
+            "kind": kind_code(kind),
         }
 
-    return _page(request, "portal/message.html", build, nav="destinations")
+    return render_page(request, "portal/message.html", build, nav="destinations")
 
 
 @admin_required
 def message_delete(request: HttpRequest, kind: str, name: str) -> HttpResponse:
     msg_id = request.POST.get("id") or request.GET.get("id", "")
-    label = _kind_label(kind)
-    back = _dest_url(name, kind, "messages")
-    return _confirm(
+    label = kind_label(kind)
+    back = dest_url(name, kind, "messages")
+    return confirm_action(
         request,
         title=f"Delete message from {label} {name}",
         question=f"Really delete message {msg_id} from {label} {name}?",
         button="Delete message",
-        cancel=reverse("message", args=[_kind_code(kind), name]) + "?" + urlencode({"id": msg_id}),
+        cancel=reverse("message", args=[kind_code(kind), name]) + "?" + urlencode({"id": msg_id}),
         done=back,
-        do=lambda: actions.delete_message(_admin(), _actor(request), name, msg_id, kind),
+        do=lambda: actions.delete_message(broker_admin(), acting_user(request), name, msg_id, kind),
         success=f"Deleted message {msg_id}.",
         details=[("id", msg_id)],
     )

@@ -12,9 +12,9 @@ from broker.admin import actions
 from ..access import admin_required
 from .common import (
     DEEPEST,
-    _admin,
-    _dest_url,
-    _page,
+    broker_admin,
+    dest_url,
+    render_page,
 )
 
 
@@ -29,7 +29,7 @@ def _deepest(destinations: list[dict], n: int = DEEPEST) -> list[dict]:
             "producers": d["producers"],
             "consumers": d["consumers"],
             "state": d.get("state", ""),
-            "url": _dest_url(d["name"], d["type"]),
+            "url": dest_url(d["name"], d["type"]),
         }
         for d in rows
     ]
@@ -47,7 +47,7 @@ def _summary(admin) -> tuple[dict[str, Any], list[dict]]:
 @admin_required
 def overview(request: HttpRequest) -> HttpResponse:
     def build():
-        info, deepest = _summary(_admin())
+        info, deepest = _summary(broker_admin())
         return {"info": info, "deepest": deepest, "initial": {"deepest": deepest}}
 
-    return _page(request, "portal/overview.html", build, nav="overview")
+    return render_page(request, "portal/overview.html", build, nav="overview")

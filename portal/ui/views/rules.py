@@ -15,18 +15,18 @@ from .. import forms
 from ..access import admin_required
 from .common import (
     REFUSALS,
-    _actor,
-    _change,
-    _confirm,
-    _error_text,
-    _paginate,
+    acting_user,
+    apply_change,
+    confirm_action,
+    error_text,
+    paginate,
 )
 
 
 @admin_required
 def rules(request: HttpRequest) -> HttpResponse:
     q = request.GET.get("q", "").strip()
-    page = _paginate(request, sec.rules_queryset(search=q or None))
+    page = paginate(request, sec.rules_queryset(search=q or None))
     page.object_list = [sec.rule_dict(r) for r in page.object_list]
     return render(
         request,
@@ -49,9 +49,9 @@ def rule_edit(request: HttpRequest) -> HttpResponse:
             d = form.cleaned_data
             key, value, inst = d["key"].strip(), d["value"].strip(), d["instance"].strip()
             try:
-                sec.set_rule(_actor(request), key, value, inst)
+                sec.set_rule(acting_user(request), key, value, inst)
             except REFUSALS as exc:
-                form.add_error(None, _error_text(exc))
+                form.add_error(None, error_text(exc))
             else:
                 messages.success(request, f"Saved rule {key}={value}.")
                 return redirect("rules")
@@ -71,13 +71,13 @@ def rule_delete(request: HttpRequest) -> HttpResponse:
     src = request.POST if request.method == "POST" else request.GET
     key, inst = src.get("key", ""), src.get("instance", "")
     where = f" (broker {inst})" if inst else ""
-    return _confirm(
+    return confirm_action(
         request,
         title="Delete an access control rule",
         question=f"Really delete rule {key}{where}?",
         button="Delete rule",
         cancel=reverse("rules"),
-        do=lambda: sec.delete_rule(_actor(request), key, inst),
+        do=lambda: sec.delete_rule(acting_user(request), key, inst),
         success=f"Deleted rule {key}{where}.",
         details=[("key", key), ("instance", inst)],
     )
@@ -91,9 +91,9 @@ def rules_import(request: HttpRequest) -> HttpResponse:
         messages.error(request, "Paste the text of an accesscontrol.properties file.")
         return redirect("rules")
     d = form.cleaned_data
-    _change(
+    apply_change(
         request,
-        lambda: sec.import_rules_file(_actor(request), d["text"], replace=d["replace"]),
+        lambda: sec.import_rules_file(acting_user(request), d["text"], replace=d["replace"]),
         "Imported the rules"
         + (", replacing the old ones." if d["replace"] else ", merged with the old ones."),
     )

@@ -15,21 +15,21 @@ from .. import forms
 from ..access import admin_required
 from .common import (
     PER_PAGE,
-    _actor,
-    _admin,
-    _change,
-    _metrics,
-    _next,
-    _page,
+    acting_user,
+    apply_change,
+    broker_admin,
+    metric_rows,
+    next_url,
+    render_page,
 )
 
 
 @admin_required
 def services(request: HttpRequest) -> HttpResponse:
-    return _page(
+    return render_page(
         request,
         "portal/services.html",
-        lambda: {"services": actions.list_services(_admin())},
+        lambda: {"services": actions.list_services(broker_admin())},
         nav="services",
     )
 
@@ -37,10 +37,10 @@ def services(request: HttpRequest) -> HttpResponse:
 @admin_required
 def service_detail(request: HttpRequest, name: str) -> HttpResponse:
     def build():
-        admin = _admin()
+        admin = broker_admin()
         svc = actions.query_service(admin, name)
         try:
-            metrics = _metrics(actions.service_metrics(admin, name))
+            metrics = metric_rows(actions.service_metrics(admin, name))
         except AdminError:
             metrics = None
         conns = actions.list_connections(admin, name)
@@ -59,7 +59,7 @@ def service_detail(request: HttpRequest, name: str) -> HttpResponse:
             "form": form,
         }
 
-    return _page(request, "portal/service.html", build, nav="services")
+    return render_page(request, "portal/service.html", build, nav="services")
 
 
 @admin_required
@@ -75,11 +75,11 @@ def service_update(request: HttpRequest, name: str) -> HttpResponse:
                 )
         return redirect(back)
     data = form.cleaned_data
-    _change(
+    apply_change(
         request,
         lambda: actions.update_service(
-            _admin(),
-            _actor(request),
+            broker_admin(),
+            acting_user(request),
             name,
             port=data.get("port"),
             min_threads=data.get("min_threads"),
@@ -98,7 +98,9 @@ def service_op(request: HttpRequest, name: str, op: str) -> HttpResponse:
         messages.error(request, f"unknown service operation {op!r}")
     else:
         done = "paused" if op == "pause" else "resumed"
-        _change(
-            request, lambda: fns[op](_admin(), _actor(request), name), f"Service {name} {done}."
+        apply_change(
+            request,
+            lambda: fns[op](broker_admin(), acting_user(request), name),
+            f"Service {name} {done}.",
         )
-    return redirect(_next(request, reverse("services")))
+    return redirect(next_url(request, reverse("services")))

@@ -9,46 +9,46 @@ from broker.admin import actions
 
 from ..access import admin_required
 from .common import (
-    _actor,
-    _admin,
-    _confirm,
-    _page,
-    _paginate,
+    acting_user,
+    broker_admin,
+    confirm_action,
+    paginate,
+    render_page,
 )
 
 
 @admin_required
 def transactions(request: HttpRequest) -> HttpResponse:
     def build():
-        rows = actions.list_transactions(_admin())
-        return {"page": _paginate(request, rows), "total": len(rows)}
+        rows = actions.list_transactions(broker_admin())
+        return {"page": paginate(request, rows), "total": len(rows)}
 
-    return _page(request, "portal/transactions.html", build, nav="transactions")
+    return render_page(request, "portal/transactions.html", build, nav="transactions")
 
 
 @admin_required
 def transaction_commit(request: HttpRequest, txn_id: int) -> HttpResponse:
-    return _confirm(
+    return confirm_action(
         request,
         title=f"Commit transaction {txn_id}",
         question=f"Really commit transaction {txn_id}? Its messages are delivered and its "
         "acknowledgements become final.",
         button="Commit",
         cancel=reverse("transactions"),
-        do=lambda: actions.commit_transaction(_admin(), _actor(request), txn_id),
+        do=lambda: actions.commit_transaction(broker_admin(), acting_user(request), txn_id),
         success=f"Committed transaction {txn_id}.",
     )
 
 
 @admin_required
 def transaction_rollback(request: HttpRequest, txn_id: int) -> HttpResponse:
-    return _confirm(
+    return confirm_action(
         request,
         title=f"Roll back transaction {txn_id}",
         question=f"Really roll back transaction {txn_id}? Its messages are dropped and the "
         "messages it acknowledged are delivered again.",
         button="Roll back",
         cancel=reverse("transactions"),
-        do=lambda: actions.rollback_transaction(_admin(), _actor(request), txn_id),
+        do=lambda: actions.rollback_transaction(broker_admin(), acting_user(request), txn_id),
         success=f"Rolled back transaction {txn_id}.",
     )

@@ -15,18 +15,18 @@ from .. import forms
 from ..access import admin_required
 from .common import (
     REFUSALS,
-    _actor,
-    _change,
-    _confirm,
-    _error_text,
-    _paginate,
+    acting_user,
+    apply_change,
+    confirm_action,
+    error_text,
+    paginate,
 )
 
 
 @admin_required
 def users(request: HttpRequest) -> HttpResponse:
     q = request.GET.get("q", "").strip()
-    page = _paginate(request, sec.users_queryset(search=q or None))
+    page = paginate(request, sec.users_queryset(search=q or None))
     page.object_list = [sec.user_dict(u) for u in page.object_list]
     return render(
         request,
@@ -50,10 +50,10 @@ def user_create(request: HttpRequest) -> HttpResponse:
             d = form.cleaned_data
             try:
                 sec.create_user(
-                    _actor(request), d["username"], d["password"], d["groups"], d["active"]
+                    acting_user(request), d["username"], d["password"], d["groups"], d["active"]
                 )
             except REFUSALS as exc:
-                form.add_error(None, _error_text(exc))
+                form.add_error(None, error_text(exc))
             else:
                 messages.success(request, f"Created user {d['username']}.")
                 return redirect("users")
@@ -70,7 +70,7 @@ def user_edit(request: HttpRequest, username: str) -> HttpResponse:
         return render(
             request,
             "portal/not_found.html",
-            {"detail": _error_text(exc), "nav": "users"},
+            {"detail": error_text(exc), "nav": "users"},
             status=404,
         )
     if request.method == "POST":
@@ -79,14 +79,14 @@ def user_edit(request: HttpRequest, username: str) -> HttpResponse:
             d = form.cleaned_data
             try:
                 sec.update_user(
-                    _actor(request),
+                    acting_user(request),
                     username,
                     password=d["password"] or None,
                     groups=d["groups"],
                     active=d["active"],
                 )
             except REFUSALS as exc:
-                form.add_error(None, _error_text(exc))
+                form.add_error(None, error_text(exc))
             else:
                 messages.success(request, f"Updated user {username}.")
                 return redirect("users")
@@ -103,15 +103,15 @@ def user_edit(request: HttpRequest, username: str) -> HttpResponse:
 
 @admin_required
 def user_delete(request: HttpRequest, username: str) -> HttpResponse:
-    own = username == _actor(request)
-    return _confirm(
+    own = username == acting_user(request)
+    return confirm_action(
         request,
         title=f"Delete user {username}",
         question=f"Really delete user {username}? They can no longer connect or log in."
         + (" This is you: you will be logged out at your next page." if own else ""),
         button="Delete user",
         cancel=reverse("users"),
-        do=lambda: sec.delete_user(_actor(request), username),
+        do=lambda: sec.delete_user(acting_user(request), username),
         success=f"Deleted user {username}.",
     )
 
@@ -122,9 +122,9 @@ def group_create(request: HttpRequest) -> HttpResponse:
     form = forms.GroupCreateForm(request.POST)
     if form.is_valid():
         d = form.cleaned_data
-        _change(
+        apply_change(
             request,
-            lambda: sec.create_group(_actor(request), d["name"].strip(), d["description"]),
+            lambda: sec.create_group(acting_user(request), d["name"].strip(), d["description"]),
             f"Created group {d['name'].strip()}.",
         )
     else:
@@ -134,12 +134,12 @@ def group_create(request: HttpRequest) -> HttpResponse:
 
 @admin_required
 def group_delete(request: HttpRequest, name: str) -> HttpResponse:
-    return _confirm(
+    return confirm_action(
         request,
         title=f"Delete group {name}",
         question=f"Really delete group {name}? Its members lose it (the users stay); rules naming it stay and match nobody.",
         button="Delete group",
         cancel=reverse("users"),
-        do=lambda: sec.delete_group(_actor(request), name),
+        do=lambda: sec.delete_group(acting_user(request), name),
         success=f"Deleted group {name}.",
     )

@@ -21,14 +21,14 @@ from broker.admin import definitions, workflows
 from ..access import admin_required
 from .common import (
     REFUSALS,
-    _actor,
-    _admin,
-    _confirm,
-    _dest_url,
-    _error_text,
-    _kind_code,
-    _kind_label,
-    _page,
+    acting_user,
+    broker_admin,
+    confirm_action,
+    dest_url,
+    error_text,
+    kind_code,
+    kind_label,
+    render_page,
 )
 
 MAX_UPLOAD = 20 * 1024 * 1024
@@ -66,12 +66,12 @@ def definitions_page(request: HttpRequest) -> HttpResponse:
         if doc is not None:
             try:
                 result = definitions.import_definitions(
-                    _admin(), _actor(request), doc, dry_run=form.cleaned_data["dry_run"]
+                    broker_admin(), acting_user(request), doc, dry_run=form.cleaned_data["dry_run"]
                 )
             except definitions.DefinitionsError as exc:
                 errors = exc.errors
             except REFUSALS as exc:
-                errors = [f"the broker refused, nothing changed: {_error_text(exc)}"]
+                errors = [f"the broker refused, nothing changed: {error_text(exc)}"]
         if result is not None and not result["dry_run"]:
             s = result["summary"]
             flash.success(
@@ -97,14 +97,14 @@ def definitions_page(request: HttpRequest) -> HttpResponse:
 def definitions_export(request: HttpRequest) -> HttpResponse:
     """The definitions as a JSON file download."""
     try:
-        doc = definitions.export_definitions(_admin())
+        doc = definitions.export_definitions(broker_admin())
     except REFUSALS as exc:
         refusal = exc
 
         def build() -> dict:
             raise refusal
 
-        return _page(request, "portal/definitions.html", build, nav="definitions")
+        return render_page(request, "portal/definitions.html", build, nav="definitions")
     stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     response = HttpResponse(json.dumps(doc, indent=2) + "\n", content_type="application/json")
     response["Content-Disposition"] = f'attachment; filename="definitions-{stamp}.json"'
@@ -157,8 +157,8 @@ def publish(request: HttpRequest, kind: str, name: str) -> HttpResponse:
         d = form.cleaned_data
         try:
             mid = workflows.publish_message(
-                _admin(),
-                _actor(request),
+                broker_admin(),
+                acting_user(request),
                 kind,
                 name,
                 message_type=d["message_type"],
@@ -172,18 +172,18 @@ def publish(request: HttpRequest, kind: str, name: str) -> HttpResponse:
                 correlation_id=d["correlation_id"] or None,
             )
         except REFUSALS as exc:
-            form.add_error(None, _error_text(exc))
+            form.add_error(None, error_text(exc))
         else:
-            flash.success(request, f"Published message {mid} to {_kind_label(kind)} {name}.")
-            return redirect(_dest_url(name, kind))
+            flash.success(request, f"Published message {mid} to {kind_label(kind)} {name}.")
+            return redirect(dest_url(name, kind))
     return render(
         request,
         "portal/publish.html",
         {
             "nav": "destinations",
             "form": form,
-            "dest": {"name": name, "type": _kind_label(kind)},
-            "kind": _kind_code(kind),
+            "dest": {"name": name, "type": kind_label(kind)},
+            "kind": kind_code(kind),
         },
     )
 
@@ -211,7 +211,7 @@ class TransferForm(forms.Form):
 def messages_transfer(request: HttpRequest, kind: str, name: str) -> HttpResponse:
     """POST from a queue's message list: the selected messages moved, copied, re-sent or
     (from the DMQ) retried; back to the list with what was done."""
-    back = _dest_url(name, kind, "messages")
+    back = dest_url(name, kind, "messages")
     if request.method != "POST":
         return redirect(back)
     data = request.POST.copy()
@@ -226,11 +226,11 @@ def messages_transfer(request: HttpRequest, kind: str, name: str) -> HttpRespons
     if not ids:
         flash.error(request, "No message selected: tick the messages first.")
         return redirect(back)
-    admin, actor = _admin(), _actor(request)
+    admin, actor = broker_admin(), acting_user(request)
     try:
         if d["mode"] == "retry":
-            if name != workflows.DMQ:
-                raise workflows.ActionError(f"only messages of {workflows.DMQ} can be retried")
+            if name != workflows.DMQ_NAME:
+                raise workflows.ActionError(f"only messages of {workflows.DMQ_NAME} can be retried")
             result = workflows.retry_dead_messages(admin, actor, ids=ids)
             where = ", ".join(f"{n} to {t}" for t, n in sorted(result["targets"].items()))
             text = f"Retried {result['count']} message(s)" + (f" ({where})" if where else "")
@@ -249,10 +249,10 @@ def messages_transfer(request: HttpRequest, kind: str, name: str) -> HttpRespons
             verb = {"move": "Moved", "copy": "Copied", "resend": "Re-sent"}[d["mode"]]
             text = (
                 f"{verb} {result['count']} message(s) to "
-                f"{_kind_label(d['target_type'])} {d['target'].strip()}"
+                f"{kind_label(d['target_type'])} {d['target'].strip()}"
             )
     except REFUSALS as exc:
-        flash.error(request, _error_text(exc))
+        flash.error(request, error_text(exc))
         return redirect(back)
     if result["left_in_source"]:
         text += f"; {len(result['left_in_source'])} being delivered stayed"
@@ -266,18 +266,20 @@ def messages_transfer(request: HttpRequest, kind: str, name: str) -> HttpRespons
 def messages_delete_selected(request: HttpRequest, kind: str, name: str) -> HttpResponse:
     """Delete by selector, after "Really delete ...?"."""
     selector = (request.POST.get("selector") or request.GET.get("selector") or "").strip()
-    back = _dest_url(name, kind, "messages")
+    back = dest_url(name, kind, "messages")
     if not selector:
         flash.error(request, "Give a selector (to empty the queue, purge it).")
         return redirect(back)
-    return _confirm(
+    return confirm_action(
         request,
         title=f"Delete messages from queue {name}",
         question=f"Really delete every message of queue {name} that matches {selector}?",
         button="Delete messages",
         cancel=back + "?" + urlencode({"selector": selector}),
         done=back,
-        do=lambda: workflows.delete_by_selector(_admin(), _actor(request), name, selector),
+        do=lambda: workflows.delete_by_selector(
+            broker_admin(), acting_user(request), name, selector
+        ),
         success=f"Deleted the messages matching {selector}.",
         details=[("selector", selector)],
     )

@@ -1,0 +1,123 @@
+"""The command line of each of the system's processes, built in one place for everyone
+who starts them: ``manage.py up`` (broker/management/commands/up.py), the image's entry
+point (docker/entrypoint.py), the test broker launcher (broker/launcher.py) and the
+tests' helpers (tests/portal_server.py, tests/ums_stack.py, tests/celery_procs.py).
+
+Each function returns an argv list; the caller chooses the environment and the working
+directory.  What callers vary is a parameter (listen address, port, log level, Celery
+pool...); where the tests start a process differently from production, the parameter
+says why.  Standard library only, no Django: the entry point imports this before any
+settings exist, in a container whose interpreter is the image's ``python`` (every
+command runs ``sys.executable`` unless told another ``python``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+__all__ = [
+    "ASGI_APPLICATION",
+    "CELERY_APP",
+    "LOOPBACK",
+    "MANAGE_PY",
+    "broker_command",
+    "celery_beat_command",
+    "celery_command",
+    "celery_worker_command",
+    "manage_command",
+    "portal_command",
+    "ums_gateway_command",
+]
+
+ROOT = Path(__file__).resolve().parent.parent
+MANAGE_PY = str(ROOT / "manage.py")
+LOOPBACK = "127.0.0.1"
+ASGI_APPLICATION = "portal.asgi:application"  # the portal and the UMS gateway serve it
+CELERY_APP = "portal"  # portal/celery.py
+
+
+def manage_command(*args: str, python: str | None = None) -> list[str]:
+    """``manage.py ARGS`` (the project's manage.py, by its full path: any directory)."""
+    return [python or sys.executable, MANAGE_PY, *args]
+
+
+def broker_command(*args: str, python: str | None = None) -> list[str]:
+    """The broker: ``manage.py runbroker -tty ARGS`` (``-tty``: its log on stdout too, as
+    every starter here wants it; ARGS are runbroker's options, e.g. ``-name``, ``-port``,
+    ``-varhome``, ``-Dprop=value``)."""
+    return manage_command("runbroker", "-tty", *args, python=python)
+
+
+def portal_command(port: int | str, host: str = LOOPBACK, *extra: str) -> list[str]:
+    """The portal: daphne serving the ASGI application on ``host:port`` (``extra``:
+    more daphne options, before the application)."""
+    return [
+        sys.executable, "-m", "daphne",
+        "-b", host,
+        "-p", str(port),
+        *extra,
+        ASGI_APPLICATION,
+    ]  # fmt: skip
+
+
+def ums_gateway_command(port: int | str, host: str = LOOPBACK) -> list[str]:
+    """The UMS gateway process: the portal's application under uvicorn (uvloop,
+    httptools), whose /ums/simple and /ums/xml skip Django (portal/ums/asgi.py)."""
+    return [
+        sys.executable, "-m", "uvicorn",
+        "--host", host,
+        "--port", str(port),
+        "--loop", "uvloop",
+        "--http", "httptools",
+        # Lifespan: on shutdown the gateway closes its sids (transactions roll back).
+        "--lifespan", "on",
+        "--no-access-log",
+        # Waiting receives get 5 s to be answered, then the process stops regardless.
+        "--timeout-graceful-shutdown", "5",
+        ASGI_APPLICATION,
+    ]  # fmt: skip
+
+
+def celery_command(*args: str) -> list[str]:
+    """``celery -A portal ARGS`` (a worker, beat, or a control command such as
+    ``inspect ping``)."""
+    return [sys.executable, "-m", "celery", "-A", CELERY_APP, *args]
+
+
+def celery_worker_command(
+    hostname: str,
+    *extra: str,
+    loglevel: str = "INFO",
+    concurrency: int | str | None = 2,
+    pool: str | None = None,
+    pidfile: str | None = None,
+) -> list[str]:
+    """A Celery worker named ``hostname`` (``name@host``).
+
+    Production (``up``, the image) runs the default prefork pool with ``concurrency``
+    processes.  The tests give ``pool="solo"`` and ``concurrency=None``: one process, so
+    a test's SIGKILL leaves no orphaned pool children and a loaded test machine runs one
+    interpreter per worker; and a hostname of their own, so workers of tests running at
+    the same time on one Redis do not answer each other's control commands."""
+    args = ["worker", "--loglevel", loglevel]
+    if concurrency is not None:
+        args += ["--concurrency", str(concurrency)]
+    if pool is not None:
+        args += ["--pool", pool]
+    args += ["--hostname", hostname]
+    if pidfile is not None:
+        args += ["--pidfile", pidfile]
+    return celery_command(*args, *extra)
+
+
+def celery_beat_command(
+    *extra: str, loglevel: str = "INFO", pidfile: str | None = None
+) -> list[str]:
+    """Celery beat (its schedules from the database: portal/celery.py).  ``pidfile``:
+    where it writes its pid (``up`` waits for it, the image's health check reads it);
+    None writes none (the tests wait for beat's output instead)."""
+    args = ["beat", "--loglevel", loglevel]
+    if pidfile is not None:
+        args += ["--pidfile", pidfile]
+    return celery_command(*args, *extra)
