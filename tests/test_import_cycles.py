@@ -185,7 +185,7 @@ def test_the_graph_sees_every_package() -> None:
     assert "broker.core.router" in graph["broker.server.broker"]
     # ... and the packages the first version left out.
     assert "broker.store.base" in graph["broker.store.filestore"]
-    assert "broker.core.destination" in graph["broker.cluster.service"]
+    assert "broker.core.destination" in graph["broker.cluster.delivery"]
     assert "broker.client" in graph["broker.admin.client"]
     assert "broker.admin" in graph["portal.ui.views.broker"]
     # A submodule's import runs its package's __init__ (core -> broker.store).

@@ -1,0 +1,261 @@
+"""The cluster service's shared configuration: destinations and durable subscriptions
+made on one broker reach the others, and the master broker's change record (with its
+guard on changes while the master is away) brings a returning broker up to date.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from broker.core.destination import TopicDestination
+from broker.core.errors import RouterError
+from broker.core.selector import SelectorError, compile_selector
+from broker.protocol import gpacket as gp
+from broker.protocol.jtypes import JLong
+from broker.protocol.properties import (
+    PropertyError,
+    decode_properties,
+    empty_properties,
+    encode_properties,
+)
+from broker.protocol.types import (
+    BROKER_PREFIX,
+    DEST_QUEUE,
+    DEST_TEMP,
+    DEST_TOPIC,
+    DMQ_NAME,
+    Status,
+)
+
+from .changerecord import RECORDED, write_last_sync
+from .config import same_host
+from .link import BrokerLink
+
+if TYPE_CHECKING:
+    pass
+
+log = logging.getLogger("broker.cluster")
+# Destinations that never leave their broker.
+PRIVATE_PREFIXES = (BROKER_PREFIX, DMQ_NAME)
+
+
+class ChangeRules:
+    """The destinations, durables and change-record part of
+    :class:`~broker.cluster.service.ClusterService` (a mixin)."""
+
+    # -- destinations and durables --------------------------------------------------
+
+    def _admin_destinations(self: Any) -> list:
+        router = self.router
+        return [
+            d
+            for table in (router.queues, router.topics)
+            for d in table.values()
+            if not d.auto and not d.is_temporary and not d.name.startswith(PRIVATE_PREFIXES)
+        ]
+
+    def _destination_packet(self: Any, dest, sync: bool = False) -> gp.GPacket:
+        props: dict[str, object] = {"N": dest.name, "DT": dest.dest_type}
+        if sync:
+            props["M"] = True
+        attrs = {k: v for k, v in dest.attributes.items() if v is not None}
+        try:
+            body = encode_properties(attrs) or empty_properties()
+        except PropertyError:
+            body = empty_properties()
+        return gp.GPacket(gp.G_UPDATE_DESTINATION, props, body)
+
+    def _broadcast(self: Any, pkt: gp.GPacket) -> None:
+        for link in self.links.values():
+            link.send(pkt)
+
+    def _router_event(self: Any, kind: str, data: dict) -> None:
+        if self._applying:
+            return
+        router = self.router
+        pkt = None
+        if kind in ("destination.created", "destination.updated"):
+            dest = router.lookup(data["name"], data["type"])
+            if dest is not None and dest in self._admin_destinations():
+                pkt = self._destination_packet(dest)
+        elif kind == "destination.destroyed":
+            name, dtype = data["name"], data.get("type", DEST_QUEUE)
+            if not name.startswith(PRIVATE_PREFIXES) and not dtype & DEST_TEMP:
+                pkt = gp.GPacket(gp.G_REM_DESTINATION, {"N": name, "DT": dtype})
+        elif kind == "durable.removed":
+            self._known_durables.discard((data["client_id"], data["name"]))
+            w = gp.BodyWriter().utf(data["name"]).utf(data["client_id"] or "")
+            props = {"C": 1, "N": data["name"], "I": data["client_id"] or ""}
+            pkt = gp.GPacket(gp.G_REM_DURABLE_INTEREST, props, w.bytes())
+        if pkt is not None:
+            self._record(pkt)
+            self._broadcast(pkt)
+
+    # -- the master broker's change record -----------------------------------------------
+
+    def _master_link(self: Any) -> BrokerLink | None:
+        master = self.cfg.master
+        if master is None:
+            return None
+        for addr, link in self.links.items():
+            if addr.port == master[1] and same_host(addr.host, master[0]):
+                return link
+        return None
+
+    def _guard(self: Any, kind: str, name: str) -> None:
+        """Refuse a recorded change while the master broker cannot record it."""
+        if self._applying or self.record is not None or self.cfg.master is None:
+            return
+        if self._master_link() is None:
+            host, port = self.cfg.master
+            raise RouterError(
+                Status.UNAVAILABLE,
+                f"the master broker {host}:{port} is not reachable: {kind} {name} cannot be "
+                "created, changed or removed until it is back",
+            )
+
+    def _record(self: Any, pkt: gp.GPacket) -> None:
+        """A local change goes into the master's change record."""
+        if self.record is not None:
+            self.record.append(pkt)
+            return
+        link = self._master_link()
+        if link is not None:
+            xid = JLong(int(time.time() * 1000))
+            link.send(gp.GPacket(gp.G_CONFIG_CHANGE_EVENT, {"X": xid}, gp.encode(pkt), gp.A_BIT))
+
+    def _config_change_event(self: Any, link: BrokerLink, pkt: gp.GPacket) -> None:
+        reply: dict[str, object] = {"X": pkt.props.get("X", 0)}
+        if self.record is None:
+            reply.update(S=Status.BAD_REQUEST, reason="this broker is not the master broker")
+        else:
+            inner = gp.decode(pkt.payload)
+            if inner.type not in RECORDED:
+                raise gp.GPacketError(f"{inner.name} is not a change record entry")
+            self.record.append(inner)
+            reply["S"] = 200
+        link.send(gp.GPacket(gp.G_CONFIG_CHANGE_EVENT_REPLY, reply))
+
+    def _config_changes_request(self: Any, link: BrokerLink, pkt: gp.GPacket) -> None:
+        if self.record is None:
+            link.send(
+                gp.GPacket(
+                    gp.G_GET_CONFIG_CHANGES_REPLY,
+                    {"S": Status.BAD_REQUEST, "reason": "this broker is not the master broker"},
+                )
+            )
+            return
+        since = pkt.props.get("TS", 0)
+        records = self.record.since(since if isinstance(since, int) else 0)
+        body = b"".join(gp.encode(r, stamp=False) for r in records)
+        props: dict[str, object] = {
+            "TS": JLong(int(time.time() * 1000)),
+            "S": 200,
+            "C": len(records),
+        }
+        link.send(gp.GPacket(gp.G_GET_CONFIG_CHANGES_REPLY, props, body))
+
+    def _config_changes_reply(self: Any, link: BrokerLink, pkt: gp.GPacket) -> None:
+        if pkt.props.get("S") != 200:
+            log.warning(
+                "master broker %s refused the change record request: %s",
+                link.address,
+                pkt.props.get("reason"),
+            )
+            return
+        records = gp.split_concatenated(pkt.payload)
+        for rec in records:
+            if rec.type in (gp.G_UPDATE_DESTINATION, gp.G_REM_DESTINATION):
+                self._apply_destination(link, rec)
+            elif rec.type == gp.G_REM_DURABLE_INTEREST:
+                self._remove_durable(link, rec)
+            elif rec.type == gp.G_NEW_INTEREST:
+                self._apply_durable(rec)
+        ts = pkt.props.get("TS")
+        if isinstance(ts, int) and self.instance_dir is not None:
+            write_last_sync(self.instance_dir, ts)
+        log.info(
+            "synchronised with master broker %s: %d change record(s) applied",
+            link.address,
+            len(records),
+        )
+
+    def _apply_durable(self: Any, rec_pkt: gp.GPacket) -> None:
+        """A durable subscription from the change record: this broker keeps messages for it."""
+        r = gp.BodyReader(rec_pkt.payload)
+        count = rec_pkt.props.get("C", 0)
+        for _ in range(count if isinstance(count, int) and 0 <= count < 100000 else 0):
+            rec = self._read_interest(r)
+            if not rec["durable"] or rec["queue"]:
+                continue
+            key = (rec["client_id"], rec["durable"])
+            if self.router.subs.find_durable(key) is not None:
+                continue
+            self._applying = True
+            try:
+                topic = self.router.ensure_destination(rec["dest"], DEST_TOPIC, None)
+                selector = compile_selector(rec["selector"]) if rec["selector"] else None
+                assert isinstance(topic, TopicDestination)
+                self.router.subs.add(topic, selector, rec["no_local"], 0, key)
+                self._known_durables.add(key)
+            except (RouterError, SelectorError) as exc:
+                log.warning("durable %s from the change record not made: %s", rec["durable"], exc)
+            finally:
+                self._applying = False
+
+    def _apply_destination(self: Any, link: BrokerLink, pkt: gp.GPacket) -> None:
+        name, dtype = pkt.props.get("N"), pkt.props.get("DT")
+        if not isinstance(name, str) or not isinstance(dtype, int) or not name:
+            raise gp.GPacketError(f"{pkt.name} without a destination name (N) and type (DT)")
+        router = self.router
+        self._applying = True
+        try:
+            dest = router.lookup(name, dtype)
+            if pkt.type == gp.G_REM_DESTINATION:
+                if dest is not None:
+                    router.destroy_destination(name, dtype)
+                return
+            try:
+                attrs = decode_properties(pkt.payload) if pkt.payload else {}
+            except PropertyError as exc:
+                raise gp.GPacketError(f"destination attributes: {exc}") from None
+            if dest is None:
+                router.create_destination(name, dtype, auto=False, attributes=attrs)
+            elif not pkt.props.get("M"):
+                router.update_destination(dest, attrs)
+            elif dest.auto:
+                # Auto-created here, created by an administrator elsewhere: it stays.
+                dest.auto = False
+        except RouterError as exc:
+            log.warning(
+                "change to %s %s from broker %s not applied: %s",
+                "topic" if dtype & DEST_TOPIC else "queue",
+                name,
+                link.address,
+                exc.reason,
+            )
+        finally:
+            self._applying = False
+
+    def _remove_durable(self: Any, link: BrokerLink, pkt: gp.GPacket) -> None:
+        name, client_id = pkt.props.get("N"), pkt.props.get("I")
+        if not isinstance(name, str) or not isinstance(client_id, str):
+            raise gp.GPacketError("G_REM_DURABLE_INTEREST without N and I")
+        self._applying = True
+        try:
+            self.router.unsubscribe(client_id or None, name)
+        except RouterError as exc:
+            if exc.status != 404:
+                log.warning(
+                    "unsubscribe of %s from broker %s not applied: %s",
+                    name,
+                    link.address,
+                    exc.reason,
+                )
+        finally:
+            self._applying = False
+
+
+__all__ = ["ChangeRules"]

@@ -1,0 +1,369 @@
+"""The cluster service's remote delivery: local consumers announced to the peers
+(interests), remote consumers attached here (remote.py), messages forwarded to them,
+messages received for local consumers, and the acknowledgements going home.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Any
+
+from broker.core import dmq
+from broker.core.destination import QueueDestination, TopicDestination
+from broker.core.errors import RouterError, now_ms
+from broker.core.message import Entry, Message
+from broker.core.selector import SelectorError, compile_selector
+from broker.protocol import gpacket as gp
+from broker.protocol.packet import Packet
+from broker.protocol.sysmsgid import SYSMSGID_SIZE
+from broker.protocol.types import (
+    DEST_QUEUE,
+    DEST_TEMP,
+    DEST_TOPIC,
+)
+
+from .changes import PRIVATE_PREFIXES
+from .link import BrokerLink
+from .remote import InboundOrigin, RemoteConsumer
+
+if TYPE_CHECKING:
+    from broker.core.session import Consumer
+
+log = logging.getLogger("broker.cluster")
+_DEAD_REASONS = frozenset(
+    (dmq.EXPIRED, dmq.UNDELIVERABLE, dmq.REMOVED_OLDEST, dmq.REMOVED_LOW_PRIORITY, dmq.ERROR)
+)
+
+
+class DeliveryRules:
+    """The interests and remote-delivery part of
+    :class:`~broker.cluster.service.ClusterService` (a mixin)."""
+
+    # Its state, made in ClusterService.__init__ (declared here for the type checker).
+    _acks: dict[tuple, tuple[BrokerLink, list]]
+    _acks_scheduled: bool
+    _pending_timer: asyncio.TimerHandle | None
+
+    # -- interests -------------------------------------------------------------------
+
+    @staticmethod
+    def _shared(cons: Consumer) -> bool:
+        dest = cons.destination
+        return not dest.name.startswith(PRIVATE_PREFIXES) and not dest.attributes.get("isLocalOnly")
+
+    def _uid(self: Any, cons: Consumer) -> gp.ConsumerUID:
+        return gp.ConsumerUID(cons.id, cons.link.id, self.cfg.me)
+
+    def _interest_packet(self: Any, consumers: list[Consumer]) -> gp.GPacket:
+        w = gp.BodyWriter()
+        props: dict[str, object] = {"C": len(consumers)}
+        for c in consumers:
+            dest = c.destination
+            sub = c.subscription
+            durable = sub.durable_key[1] if sub is not None and sub.durable_key else None
+            w.int64(gp.INTEREST_RECORD_VERSION).utf(dest.name)
+            w.boolean(True)
+            self._uid(c).write(w)
+            client_id = c.link.client_id or None
+            w.boolean(client_id is not None)
+            if client_id is not None:
+                w.utf(client_id)
+            w.boolean(durable is not None)
+            if durable is not None:
+                w.utf(durable)
+            selector = c.selector if sub is None else sub.selector
+            text = selector.text if selector is not None else None
+            w.boolean(text is not None)
+            if text is not None:
+                w.utf(text)
+            w.boolean(dest.is_queue).boolean(c.no_local).boolean(True)
+            share = sub.share if sub is not None else None
+            shared_name = None
+            if share == "jms" and sub is not None and sub.shared_key is not None:
+                shared_name = sub.shared_key[2]
+            # No max active count, lock position 0; JMS 2.0 shared and its name.
+            w.boolean(False).int32(0).boolean(share == "jms").boolean(shared_name is not None)
+            if shared_name is not None:
+                w.utf(shared_name)
+            if share == "mq":
+                props[f"{c.id}:mqshare"] = True  # ours: OpenMQ's JMQShare
+            props[f"{c.id}:prefetch"] = c.prefetch if c.prefetch > 0 else -1
+            if dest.is_temporary:
+                # Ours: the receiver makes the temporary destination (so it can send to it).
+                props[f"{c.id}:temporary"] = True
+        return gp.GPacket(gp.G_NEW_INTEREST, props, w.bytes())
+
+    def _consumer_event(self: Any, what: str, cons: Consumer) -> None:
+        if not self._shared(cons):
+            return
+        sub = cons.subscription
+        if what == "added" and sub is not None and sub.durable_key is not None:
+            if sub.durable_key not in self._known_durables:
+                self._known_durables.add(sub.durable_key)
+                rec = self._interest_packet([cons])
+                rec.props.update(N=sub.durable_key[1], I=sub.durable_key[0] or "")
+                self._record(rec)
+        if not self.links:
+            return
+        if what == "added":
+            pkt = self._interest_packet([cons])
+        else:
+            w = gp.BodyWriter()
+            self._uid(cons).write(w)
+            sub = cons.subscription
+            detach = sub is not None and sub.durable_key is not None
+            kind = gp.INTEREST_DURABLE_DETACH if detach else gp.INTEREST_REM
+            pkt = gp.GPacket(gp.G_INTEREST_UPDATE, {"C": 1, "T": kind}, w.bytes())
+        for link in self.links.values():
+            link.send(pkt)
+
+    def _read_interest(self: Any, r: gp.BodyReader) -> dict:
+        version = r.int64()
+        if version != gp.INTEREST_RECORD_VERSION:
+            raise gp.GPacketError(f"interest record version {version}")
+        rec: dict = {"dest": r.utf()}
+        rec["uid"] = gp.ConsumerUID.read(r) if r.boolean() else None
+        rec["client_id"] = r.utf() if r.boolean() else None
+        rec["durable"] = r.utf() if r.boolean() else None
+        rec["selector"] = r.utf() if r.boolean() else None
+        rec["queue"] = r.boolean()
+        rec["no_local"] = r.boolean()
+        rec["ready"] = r.boolean()
+        rec["jms_shared"] = False
+        rec["shared_name"] = None
+        # Older brokers end a record after "ready" (read here when it is the last one).
+        if not r.at_end and r.boolean():
+            r.int32()
+        if not r.at_end:
+            r.int32()
+            rec["jms_shared"] = r.boolean()
+            if r.boolean():
+                rec["shared_name"] = r.utf()
+        return rec
+
+    def _new_interest(self: Any, link: BrokerLink, pkt: gp.GPacket) -> None:
+        count = pkt.props.get("C", 0)
+        if not isinstance(count, int) or count < 0 or count > 100000:
+            raise gp.GPacketError(f"G_NEW_INTEREST count {count!r}")
+        r = gp.BodyReader(pkt.payload)
+        for _ in range(count):
+            rec = self._read_interest(r)
+            uid = rec["uid"]
+            rec["temporary"] = uid is not None and bool(
+                pkt.props.get(f"{uid.consumer_id}:temporary")
+            )
+            rec["mq_share"] = uid is not None and bool(pkt.props.get(f"{uid.consumer_id}:mqshare"))
+            if uid is None or uid.broker != link.address:
+                raise gp.GPacketError("interest whose consumer is not the sending broker's")
+            window = pkt.props.get(f"{uid.consumer_id}:prefetch", -1)
+            try:
+                self._add_remote(link, uid, rec, window if isinstance(window, int) else -1)
+            except (RouterError, SelectorError) as exc:
+                log.warning(
+                    "interest of %s on %s %s not taken: %s",
+                    uid.broker,
+                    "queue" if rec["queue"] else "topic",
+                    rec["dest"],
+                    exc,
+                )
+
+    def _add_remote(
+        self: Any, link: BrokerLink, uid: gp.ConsumerUID, rec: dict, window: int
+    ) -> None:
+        key = (link, uid.consumer_id)
+        if key in self.remotes:
+            return
+        router = self.router
+        dtype = DEST_QUEUE if rec["queue"] else DEST_TOPIC
+        selector = compile_selector(rec["selector"]) if rec["selector"] else None
+        dest = router.lookup(rec["dest"], dtype)
+        rc_probe = RemoteConsumer(
+            self, link, uid, None, None, selector, window, rec["client_id"], rec["durable"]
+        )
+        if dest is None:
+            if rec["temporary"]:
+                dest = router.create_destination(rec["dest"], dtype | DEST_TEMP, rc_probe.link)
+            else:
+                dest = router.ensure_destination(rec["dest"], dtype, None)
+        if dest.attributes.get("isLocalOnly"):
+            log.info(
+                "interest of %s on %s not taken: the destination is local only",
+                uid.broker,
+                dest.name,
+            )
+            return
+        rc = rc_probe
+        rc.destination = dest
+        if isinstance(dest, QueueDestination):
+            rc.queue = dest.dq
+            if not dest.attach(rc):
+                raise RouterError(500, "queue has its maximum of active consumers")
+        else:
+            assert isinstance(dest, TopicDestination)
+            mode = "jms" if rec["jms_shared"] else "mq" if rec["mq_share"] else None
+            # A shared or durable subscription is one per cluster: the remote consumer
+            # joins it, under the rules a local consumer joins by.
+            sub = router.subs.remote_subscription(
+                rc.link,
+                dest,
+                selector,
+                rec["no_local"],
+                rec["durable"],
+                mode,
+                rec["shared_name"] if mode == "jms" else None,
+            )
+            rc.subscription = sub
+            rc.queue = sub.queue
+            sub.attach(rc)
+        self.remotes[key] = rc
+        rc.queue.dispatch(now_ms())
+
+    def _remove_remote(self: Any, rc: RemoteConsumer) -> None:
+        rc.closed = True
+        router = self.router
+        sub = rc.subscription
+        if sub is not None:
+            sub.detach(rc)
+        elif isinstance(rc.destination, QueueDestination):
+            rc.destination.detach(rc)
+        entries = rc.take_inflight()
+        if sub is not None and sub.durable_key is None and not sub.queue.consumers:
+            router.subs.remove(sub)
+        if entries:
+            router.acks.return_unacked(None, entries, redelivered=True)
+        elif sub is None:
+            rc.queue.dispatch(now_ms())
+
+    def _interest_update(self: Any, link: BrokerLink, pkt: gp.GPacket) -> None:
+        r = gp.BodyReader(pkt.payload)
+        count = pkt.props.get("C", 0)
+        if not isinstance(count, int) or count < 0 or count > 100000:
+            raise gp.GPacketError(f"G_INTEREST_UPDATE count {count!r}")
+        for _ in range(count):
+            uid = gp.ConsumerUID.read(r)
+            rc = self.remotes.pop((link, uid.consumer_id), None)
+            if rc is not None:
+                self._remove_remote(rc)
+
+    # -- messages ------------------------------------------------------------------
+
+    def _message_data(self: Any, link: BrokerLink, pkt: gp.GPacket) -> None:
+        r = gp.BodyReader(pkt.payload)
+        count = pkt.props.get("C", 1)
+        if not isinstance(count, int) or not 0 < count <= 100000:
+            raise gp.GPacketError(f"G_MESSAGE_DATA count {count!r}")
+        uids = [gp.ConsumerUID.read(r) for _ in range(count)]
+        cpkt = Packet(r.rest())
+        dest = cpkt.destination or ""
+        msg = Message(cpkt, dest, 0)
+        redelivered = bool(pkt.props.get("redelivered"))
+        for uid in uids:
+            if uid.broker != self.cfg.me:
+                continue
+            key = (link, uid.consumer_id)
+            origin = self.inbound.get(key)
+            if origin is None:
+                origin = self.inbound[key] = InboundOrigin(self, link, uid, dest)
+            entry = Entry(msg, origin, origin)
+            dct = pkt.props.get(f"CUID-DCT:{uid.consumer_id}", 1)
+            entry.count = max((dct if isinstance(dct, int) else 1) - 1, 0)
+            entry.redelivered = redelivered
+            origin.offer(entry)
+            if origin.pending:
+                self._pending.add(origin)
+        if self._pending and self._pending_timer is None:
+            self._pending_timer = asyncio.get_running_loop().call_later(0.005, self._flush_pending)
+
+    def _flush_pending(self: Any) -> None:
+        self._pending_timer = None
+        for origin in list(self._pending):
+            origin.dispatch(now_ms())
+            if not origin.pending:
+                self._pending.discard(origin)
+        if self._pending:
+            self._pending_timer = asyncio.get_running_loop().call_later(0.005, self._flush_pending)
+
+    def send_ack(
+        self: Any,
+        link: BrokerLink,
+        uid: gp.ConsumerUID,
+        keys: list[bytes],
+        ack_type: int,
+        extra: dict | None = None,
+    ) -> None:
+        """Queue acknowledgements home; one G_MESSAGE_ACK per link and kind per loop turn."""
+        if link.closed:
+            return
+        redelivered = bool(extra and extra.get("redelivered"))
+        # A DEAD ack says why (dmq.py's reason and comment), so those split packets too.
+        dead = (extra.get("deadReason"), extra.get("deadComment")) if extra else (None, None)
+        slot_key = (link, ack_type, redelivered, dead)
+        slot = self._acks.get(slot_key)
+        if slot is None:
+            slot = self._acks[slot_key] = (link, [])
+        slot[1].extend((k, uid) for k in keys)
+        if not self._acks_scheduled:
+            self._acks_scheduled = True
+            asyncio.get_running_loop().call_soon(self._flush_acks)
+
+    def _flush_acks(self: Any) -> None:
+        self._acks_scheduled = False
+        acks, self._acks = self._acks, {}
+        for (_link, ack_type, redelivered, dead), (link, items) in acks.items():
+            w = gp.BodyWriter()
+            for key, uid in items:
+                w.raw(key)
+                uid.write(w)
+            props: dict[str, object] = {"T": ack_type, "C": len(items)}
+            if redelivered:
+                props["redelivered"] = True
+            if dead[0] is not None:
+                props["deadReason"] = dead[0]
+            if dead[1] is not None:
+                props["deadComment"] = dead[1]
+            link.send(gp.GPacket(gp.G_MESSAGE_ACK, props, w.bytes()))
+
+    def _message_ack(self: Any, link: BrokerLink, pkt: gp.GPacket) -> None:
+        r = gp.BodyReader(pkt.payload)
+        count = pkt.props.get("C", 0)
+        ack_type = pkt.props.get("T")
+        if not isinstance(count, int) or count < 0 or count > 1000000:
+            raise gp.GPacketError(f"G_MESSAGE_ACK count {count!r}")
+        redelivered = bool(pkt.props.get("redelivered"))
+        dead_reason = pkt.props.get("deadReason")
+        if dead_reason not in _DEAD_REASONS:
+            dead_reason = dmq.UNDELIVERABLE  # a peer that does not say (or says nonsense)
+        comment = pkt.props.get("deadComment")
+        dead_comment = comment if isinstance(comment, str) else None
+        router = self.router
+        back: list[Entry] = []
+        touched: dict[int, RemoteConsumer] = {}
+        for _ in range(count):
+            key = r.raw(SYSMSGID_SIZE)
+            uid = gp.ConsumerUID.read(r)
+            rc = self.remotes.get((link, uid.consumer_id))
+            if rc is None:
+                continue
+            entry = rc.inflight.pop(key, None)
+            if entry is None:
+                continue
+            touched[id(rc)] = rc
+            if ack_type == gp.ACK_DEAD:
+                # Expired or given up at the consumer's broker: the DMQ and the reports
+                # are this (home) broker's.
+                router.limits.dead(entry, dead_reason, dead_comment)
+            elif ack_type in (gp.ACK_ACKNOWLEDGED, gp.ACK_UNDELIVERABLE):
+                router.acks.settle(entry)
+            else:
+                if not redelivered:
+                    entry.count = max(entry.count - 1, 0)
+                back.append(entry)
+        if back:
+            router.acks.return_unacked(None, back, redelivered=redelivered)
+        t = now_ms()
+        for rc in touched.values():
+            rc.queue.dispatch(t)
+
+
+__all__ = ["DeliveryRules"]
