@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker import props as imq
 from broker.config import BrokerConfig, ConfigError
+from broker.core import queries
 from broker.core.message import Message
 from broker.core.metrics import consumer_counts
 from broker.core.router import RouterError, now_ms
@@ -313,18 +314,16 @@ def _destination_info(dest, delayed: list[int], held: list[int]) -> Any:
     ``held``: [count, bytes] of the messages sent to it in open transactions, which
     OpenMQ counts in the destination already (nMessages, nTxnMessages and UnAck: imqcmd
     shows Count = nMessages - nTxnMessages), and ``delayed`` those in delivery delay."""
-    queues = dest.delivery_queues()
-    pending = sum(q.count for q in queues)
+    pending = queries.waiting_count(dest)
+    _all, active, backups = consumer_counts(dest)
     if dest.is_queue:
-        active = len(dest.dq.consumers)
-        backups = len(dest.backups)
         cdp = (
             dattrs.CDP_LOCAL_PREFERRED
             if _flag(dest.attributes.get("localDeliveryPreferred"), False)
             else dattrs.CDP_DISTRIBUTED
         )
     else:
-        active, backups, cdp = consumer_counts(dest)[0], 0, dattrs.CDP_NA
+        cdp = dattrs.CDP_NA
     uris = dest.attributes.get("XMLSchemaURIList")
     full = dest.dest_type | (int(DestType.AUTO) if dest.auto else 0)
     return destination_info(
@@ -663,7 +662,7 @@ class AdminHandler:
         # As OpenMQ adds to its configuration: the current totals.
         router = b.router
         # OpenMQ counts a transaction's messages from the send on (held_in_transactions).
-        held = admin_metrics.held_in_transactions(router).values()
+        held = queries.held_in_transactions(router).values()
         values[imq.CURRENT_COUNT] = str(router.totals.count + sum(h[0] for h in held))
         values[imq.CURRENT_SIZE] = str(router.totals.bytes + sum(h[1] for h in held))
         values[imq.DMQ_CURRENT_COUNT] = str(router.dmq.msg_count)
@@ -804,10 +803,7 @@ class AdminHandler:
         wanted_id = _long_prop(props, "JMQConnectionID")
         if wanted_service and not any(s.name == wanted_service for s in broker.services):
             raise AdminError(Status.NOT_FOUND, f"service {wanted_service} not found")
-        producers: dict[int, int] = {}
-        for prod in conn.router.producers.values():
-            link_id = prod.session.link.id
-            producers[link_id] = producers.get(link_id, 0) + 1
+        producers = queries.producers_per_connection(conn.router)
         if wanted_id is not None:
             other = broker.connections.get(wanted_id)
             if other is None:
@@ -820,7 +816,6 @@ class AdminHandler:
             if wanted_service and other.service.name != wanted_service:
                 continue
             host, _, port = other.peer.rpartition(":")
-            sessions = other._all_sessions()
             rows.append(
                 {
                     "cxnid": JLong(other.id),
@@ -829,7 +824,7 @@ class AdminHandler:
                     "port": JInt(int(port) if port.isdigit() else 0),
                     "user": other.user or "",
                     "nproducers": JInt(producers.get(other.id, 0)),
-                    "nconsumers": JInt(sum(len(s.consumers) for s in sessions)),
+                    "nconsumers": JInt(queries.consumer_count(other.all_sessions())),
                     "clientplatform": other.user_agent,
                     "service": other.service.name,
                     # Ours (OpenMQ's Hashtable has no session count).
@@ -961,11 +956,7 @@ class AdminHandler:
         if isinstance(props.get("JMQDestination"), str):
             dests = [self._lookup(conn, props)]
         else:
-            dests = [
-                d
-                for d in [*router.queues.values(), *router.topics.values()]
-                if d.name != ADMIN_QUEUE
-            ]
+            dests = [d for d in queries.destinations(router) if d.name != ADMIN_QUEUE]
             if any(p in props for p in LIST_PROPS):
                 if _flag(props.get("JMQHideAdminTemporary"), False):
                     # The portal's pages: the reply queues of admin tools' connections
@@ -974,12 +965,8 @@ class AdminHandler:
                     dests = [d for d in dests if d.temporary_owner not in tools]
                 dests, total = _select_destinations(dests, props)
                 extra["JMQQuantity"] = JInt(total)
-        delayed: dict[tuple[str, bool], list[int]] = {}
-        for _, _, msg, dtype in router.delayed:
-            row = delayed.setdefault((msg.destination, bool(dtype & DEST_TOPIC)), [0, 0])
-            row[0] += 1
-            row[1] += msg.size
-        held = admin_metrics.held_in_transactions(router)
+        delayed = queries.delayed_by_destination(router)
+        held = queries.held_in_transactions(router)
         infos = [
             _destination_info(
                 d,
@@ -1066,10 +1053,7 @@ class AdminHandler:
 
     def _purge(self, conn: ConnectionEngine, props: dict) -> Result:
         dest = self._lookup(conn, props)
-        router = conn.router
-        purged = 0
-        for queue in dest.delivery_queues():
-            purged += router.purged(queue.clear())
+        purged = conn.router.purge(dest)
         log.info("purged %d messages from %s", purged, dest.name)
         return {}, b""
 
@@ -1138,7 +1122,7 @@ class AdminHandler:
             selector = sub.selector_text
         # Session ack modes are jakarta.jms.Session's numbers (0: SESSION_TRANSACTED).
         mode = cons.session.ack_mode
-        pending = sum(1 for key in cons.session.unacked if key[0] == cons.id)
+        pending = queries.pending_acks(cons)
         return HashMap(
             AcknowledgeMode=JInt(mode),
             ClientID=link.client_id,
@@ -1162,7 +1146,7 @@ class AdminHandler:
     @staticmethod
     def _producer_row(dest, prod) -> HashMap:
         link = prod.session.link
-        waiting = any(pid == prod.id for _l, pid in dest.waiting_producers)
+        waiting = queries.producer_waiting(dest, prod.id)
         return HashMap(
             ProducerID=str(prod.id),
             ConnectionID=str(link.id),
@@ -1184,52 +1168,43 @@ class AdminHandler:
     def _durables(self, conn: ConnectionEngine, props: dict) -> Result:
         """GET_DURABLES: a DurableInfo per durable or shared subscription (optionally of
         one topic, or of one durable name)."""
-        router = conn.router
         topic_name = props.get("JMQDestination")
         wanted = props.get("JMQDurableName")
-        topics = [
-            t
-            for t in router.topics.values()
-            if not isinstance(topic_name, str) or t.name == topic_name
-        ]
         infos = []
-        for topic in topics:
-            subs = [*topic.durables.values()]
-            subs += [s for s in topic.shared.values() if s not in subs]
-            for sub in subs:
-                durable = sub.durable_key is not None
-                if durable:
-                    client_id, name = sub.durable_key
-                elif sub.share == "jms":
-                    _kind, client_id, name = sub.shared_key
-                else:
-                    client_id, name = sub.shared_key[1], None
-                if isinstance(wanted, str) and name != wanted:
-                    continue
-                infos.append(self._durable_info(conn, topic, sub, durable, client_id, name))
+        only = topic_name if isinstance(topic_name, str) else None
+        for topic, sub in queries.subscriptions(conn.router, only):
+            durable = sub.durable_key is not None
+            if durable:
+                client_id, name = sub.durable_key
+            elif sub.share == "jms":
+                _kind, client_id, name = sub.shared_key
+            else:
+                client_id, name = sub.shared_key[1], None
+            if isinstance(wanted, str) and name != wanted:
+                continue
+            infos.append(self._durable_info(conn, topic, sub, durable, client_id, name))
         return {}, encode_admin_vector(infos)
 
     def _durable_info(self, conn, topic, sub, durable: bool, client_id, name):
         uid = self._sub_uid(conn, sub)
         active = {}
-        unacked = 0
-        for cons in sub.queue.consumers:
+        consumers = queries.subscription_consumers(sub)
+        for cons in consumers:
             cid = Shared(str(cons.id))
             active[cid] = consumer_info(
                 uidString=cid,
                 subuidString=str(uid),
                 connection=connection_info(cons.link.id, openmq4=_openmq4(conn)),
             )
-            unacked += sum(1 for key in cons.session.unacked if key[0] == cons.id)
         return durable_info(
             name=name,
             clientID=client_id,
-            nMessages=sub.queue.count + unacked,
-            isActive=bool(sub.queue.consumers),
+            nMessages=queries.subscription_message_count(sub),
+            isActive=bool(consumers),
             isDurable=durable,
             isShared=sub.share is not None,
             isJMSShared=sub.share == "jms",
-            activeCount=len(sub.queue.consumers),
+            activeCount=len(consumers),
             uidString=uid,
             activeConsumers=active,
             consumer=consumer_info(
@@ -1244,10 +1219,9 @@ class AdminHandler:
         client_id = props.get("JMQClientID")
         if client_id is not None and (not isinstance(client_id, str) or not client_id.strip()):
             raise AdminError(Status.BAD_REQUEST, f"bad JMQClientID {client_id!r}")
-        for topic in conn.router.topics.values():
-            sub = topic.durables.get((client_id or None, name))
-            if sub is not None:
-                return sub
+        sub = queries.find_durable(conn.router, client_id or None, name)
+        if sub is not None:
+            return sub
         raise AdminError(
             Status.NOT_FOUND,
             f"no durable subscription {name}"
@@ -1266,8 +1240,7 @@ class AdminHandler:
         """PURGE_DURABLE: drop the messages waiting for a durable subscription (those
         delivered and not yet acknowledged stay with their consumer)."""
         sub = self._find_durable(conn, props)
-        router = conn.router
-        purged = router.purged(sub.queue.clear())
+        purged = conn.router.purge_subscription(sub)
         log.info("purged %d messages of durable subscription %s", purged, sub.sub_id)
         return {}, b""
 
@@ -1279,12 +1252,12 @@ class AdminHandler:
         router = conn.router
         wanted = _long_prop(props, "JMQTransactionID")
         if wanted is not None:
-            txn = router.transactions.get(wanted)
+            txn = queries.transaction_by_id(router, wanted)
             if txn is None:
                 raise AdminError(Status.NOT_FOUND, f"no transaction {wanted}")
             txns = [txn]
         else:
-            txns = list(router.transactions.values())
+            txns = queries.transactions(router)
         rows = []
         for txn in txns:
             row: dict[str, object] = {"type": JInt(TXN_LOCAL)}
@@ -1301,7 +1274,7 @@ class AdminHandler:
                 f"{getattr(link, 'user', '') or ''}@{getattr(link, 'peer', '')}" if link else ""
             )
             row["nmsgs"] = JInt(len(txn.sends))
-            row["nacks"] = JInt(len(txn.entries))
+            row["nacks"] = JInt(txn.held_ack_count)
             row["state"] = JInt(int(txn.state))
             if txn.connection_id:
                 row["connectionid"] = JLong(txn.connection_id)
@@ -1313,7 +1286,8 @@ class AdminHandler:
 
     def _transaction(self, conn: ConnectionEngine, props: dict):
         tid = _long_prop(props, "JMQTransactionID", required=True)
-        txn = conn.router.transactions.get(tid)  # type: ignore[arg-type]
+        assert tid is not None  # required
+        txn = queries.transaction_by_id(conn.router, tid)
         if txn is None:
             raise AdminError(Status.NOT_FOUND, f"no transaction {tid}")
         return txn
@@ -1364,30 +1338,6 @@ class AdminHandler:
     # -- messages ---------------------------------------------------------------------------
 
     @staticmethod
-    def _held_messages(conn: ConnectionEngine, dest) -> list[tuple[Message, bool, bool]]:
-        """(message, redelivered, pending) for every message the destination holds:
-        waiting, delivered and unacknowledged, or acknowledged in an open transaction;
-        oldest first."""
-        found: dict[bytes, list] = {}
-        for q in dest.delivery_queues():
-            for e in q:
-                row = found.setdefault(e.msg.key, [e.msg, e.redelivered, True])
-                row[1] = row[1] or e.redelivered
-        router = conn.router
-        for sess in router.sessions.values():
-            for e in sess.unacked.values():
-                if e.owner is dest:
-                    row = found.setdefault(e.msg.key, [e.msg, e.redelivered, False])
-                    row[1] = row[1] or e.redelivered
-        for txn in router.transactions.values():
-            for e in txn.entries.values():
-                if e.owner is dest:
-                    found.setdefault(e.msg.key, [e.msg, e.redelivered, False])
-        rows = [tuple(r) for r in found.values()]
-        rows.sort(key=lambda r: r[0].timestamp)
-        return rows  # type: ignore[return-value]
-
-    @staticmethod
     def _message_id(props: dict, required: bool) -> str | None:
         mid = props.get("JMQMessageID")
         if mid is None:
@@ -1407,9 +1357,9 @@ class AdminHandler:
         dest = self._lookup(conn, props)
         mid = self._message_id(props, required=False)
         with_body = props.get("JMQGetMessageBody") is True
-        held = self._held_messages(conn, dest)
+        held = queries.held_messages(conn.router, dest)
         if mid is not None:
-            held = [r for r in held if r[0].message_id == mid]
+            held = [r for r in held if r.msg.message_id == mid]
             if not held:
                 raise AdminError(
                     Status.NOT_FOUND, f"Could not locate message {mid} in destination {dest.name}"
@@ -1489,16 +1439,11 @@ class AdminHandler:
             raise AdminError(Status.BAD_REQUEST, "DELETE_MESSAGE: JMQDestType is missing")
         dest = self._lookup(conn, props)
         mid = self._message_id(props, required=True)
-        router = conn.router
-        removed = []
-        for q in dest.delivery_queues():
-            removed += q.remove_where(lambda e: e.msg.message_id == mid)
-        for entry in removed:
-            router.consumed(entry)
-        if removed:
+        assert mid is not None  # required
+        if conn.router.delete_message(dest, mid):
             log.info("message %s deleted from %s by %s", mid, dest.name, conn.user)
             return {}, b""
-        if any(m.message_id == mid for m, _r, _p in self._held_messages(conn, dest)):
+        if any(r.msg.message_id == mid for r in queries.held_messages(conn.router, dest)):
             raise AdminError(
                 Status.CONFLICT,
                 f"message {mid} in {dest.name} is being delivered: it cannot be deleted now",
