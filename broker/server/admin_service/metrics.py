@@ -22,8 +22,9 @@ the order OpenMQ's constructor and ``Destination.getMetrics()`` put them) and ad
 field, ``long timeStamp``.
 
 The handlers take ``(connection, request properties)`` and return ``(reply properties,
-body)`` like the others in ``handler.py``; errors are raised as ``RouterError`` (status,
-reason), which the admin handler turns into the reply's JMQStatus/JMQErrorString.
+body)`` like the others (``handler.py`` holds the table); errors are raised as
+``RouterError`` (status, reason), which the admin handler turns into the reply's
+JMQStatus/JMQErrorString.
 """
 
 from __future__ import annotations
