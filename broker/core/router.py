@@ -46,7 +46,14 @@ from broker.store.base import DestAdd, DestRemove, RecoveredState, Store
 
 from . import dmq
 from .acks import Acknowledgements
-from .destination import DEST_AUTO, Destination, QueueDestination, TopicDestination, Totals
+from .destination import (
+    DEST_AUTO,
+    Destination,
+    QueueDestination,
+    Subscription,
+    TopicDestination,
+    Totals,
+)
 from .dmq import DMQ_NAME
 from .drops import DEFAULT_INTERVAL as DEFAULT_DROP_INTERVAL
 from .drops import DropLog, DropReporter
@@ -570,6 +577,30 @@ class MessageRouter:
             entry.owner.stats.purged += 1
             n += 1
         return n
+
+    def purge(self, dest: Destination) -> int:
+        """Admin PURGE_DESTINATION: drop every message waiting in ``dest`` (for a topic:
+        in each of its subscriptions), as :meth:`purged`; the ones delivered and not yet
+        acknowledged stay with their consumers.  Returns how many were dropped."""
+        return sum(self.purged(q.clear()) for q in dest.delivery_queues())
+
+    def purge_subscription(self, sub: Subscription) -> int:
+        """Admin PURGE_DURABLE: drop the messages waiting for a topic subscription (those
+        delivered and not yet acknowledged stay); returns how many."""
+        return self.purged(sub.queue.clear())
+
+    def delete_message(self, dest: Destination, message_id: str) -> int:
+        """Admin DELETE_MESSAGE: take the waiting copies of the message with JMSMessageID
+        ``message_id`` out of ``dest`` and settle them as if acknowledged (consumed:
+        accounted out, settled in the store, observers told).  Returns how many copies
+        were removed; 0 when none waits (it may be delivered and unacknowledged, see
+        :func:`broker.core.queries.held_messages`, or not there at all)."""
+        removed: list[Entry] = []
+        for q in dest.delivery_queues():
+            removed += q.remove_where(lambda e: e.msg.message_id == message_id)
+        for entry in removed:
+            self.consumed(entry)
+        return len(removed)
 
     # -- expiry ---------------------------------------------------------------------
 

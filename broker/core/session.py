@@ -58,6 +58,11 @@ class Session:
         # (consumer id, sysmsgid) -> entry, in delivery order.
         self.unacked: dict[tuple[int, bytes], Entry] = {}
 
+    def unacked_count(self, consumer_id: int) -> int:
+        """How many messages delivered to consumer ``consumer_id`` of this session are
+        not acknowledged yet (not counting those acknowledged in an open transaction)."""
+        return sum(1 for key in self.unacked if key[0] == consumer_id)
+
 
 class Consumer:
     """A client's message consumer, fed by one delivery queue: the local

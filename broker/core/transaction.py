@@ -115,6 +115,11 @@ class Transaction:
         return self.link is None and not self.is_final
 
     @property
+    def held_ack_count(self) -> int:
+        """How many acknowledged messages it holds until COMMIT (GET_TRANSACTIONS' nacks)."""
+        return len(self.entries)
+
+    @property
     def expires_at(self) -> int:
         """When the broker rolls it back (ms since the epoch; 0: never)."""
         return self.created + self.lifetime if self.lifetime > 0 else 0

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from broker.protocol.types import Status, TransactionState, XAFlag
+from broker.protocol.types import DEST_TOPIC, Status, TransactionState, XAFlag
 from broker.store.base import TxnAck, TxnRemove, TxnSend, TxnState
 
 from .errors import RouterError, now_ms
@@ -190,6 +190,27 @@ class TransactionManager:
             txn.session = sess
         txn.set_state(TransactionState.STARTED)
         return txn
+
+    def all_transactions(self) -> list[Transaction]:
+        """Every transaction held (any state, in doubt ones included), oldest first."""
+        return list(self.router.transactions.values())
+
+    def by_id(self, txn_id: int) -> Transaction | None:
+        """The transaction with this JMQTransactionID, or None (no expiry check)."""
+        return self.router.transactions.get(txn_id)
+
+    def held_sends(self) -> dict[tuple[str, bool], list[int]]:
+        """[count, bytes] of the messages sent in transactions not yet COMMITTED, by
+        (destination name, is a topic)."""
+        held: dict[tuple[str, bool], list[int]] = {}
+        for txn in self.router.transactions.values():
+            if txn.state == TransactionState.COMMITTED:
+                continue
+            for msg, dtype in txn.sends:
+                row = held.setdefault((msg.destination, bool(dtype & DEST_TOPIC)), [0, 0])
+                row[0] += 1
+                row[1] += msg.size
+        return held
 
     def find_transaction(self, txn_id: int, xid: Xid | None = None) -> Transaction:
         """The transaction a request names by JMQTransactionID or (XA) by its Xid; 404 if

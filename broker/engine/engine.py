@@ -409,11 +409,13 @@ class EngineBase:
         self._effect(Close(reason))
 
     def _release(self) -> None:
-        sessions = self._all_sessions()
+        sessions = self.all_sessions()
         self.sessions.clear()
         self.router.connection_closed(self, sessions)
 
-    def _all_sessions(self) -> list[Session]:
+    def all_sessions(self) -> list[Session]:
+        """The connection's open sessions: those the client created, then the implicit
+        one (sends and consumers without a session of their own), if it exists."""
         sessions = list(self.sessions.values())
         if self.implicit_session is not None:
             sessions.append(self.implicit_session)

@@ -179,7 +179,7 @@ class MessageRules:
             self.flow_limit = -1
         self.flow_left = self.flow_limit
         self.flow_paused = False
-        self.router.redispatch(self._all_sessions())
+        self.router.redispatch(self.all_sessions())
 
     def on_flow_paused(self: Any, pkt: Packet) -> None:
         # Informational: the client tells us it has paused itself.

@@ -105,7 +105,7 @@ class ResourceRules:
         else:
             self.started = True
         self.reply(pkt, Status.OK)
-        self.router.redispatch([sess] if sess is not None else self._all_sessions())
+        self.router.redispatch([sess] if sess is not None else self.all_sessions())
 
     def on_stop(self: Any, pkt: Packet) -> None:
         try:
@@ -244,7 +244,7 @@ class ResourceRules:
 
     def _has_producer(self: Any, name: str, dest_type: int) -> bool:
         topic = bool(dest_type & DEST_TOPIC)
-        for sess in self._all_sessions():
+        for sess in self.all_sessions():
             for prod in sess.producers.values():
                 d = prod.destination
                 if d.name == name and bool(d.dest_type & DEST_TOPIC) == topic:

@@ -22,8 +22,9 @@ the order OpenMQ's constructor and ``Destination.getMetrics()`` put them) and ad
 field, ``long timeStamp``.
 
 The handlers take ``(connection, request properties)`` and return ``(reply properties,
-body)`` like the others in ``handler.py``; errors are raised as ``RouterError`` (status,
-reason), which the admin handler turns into the reply's JMQStatus/JMQErrorString.
+body)`` like the others (``handler.py`` holds the table); errors are raised as
+``RouterError`` (status, reason), which the admin handler turns into the reply's
+JMQStatus/JMQErrorString.
 """
 
 from __future__ import annotations
@@ -31,14 +32,15 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from broker.core import queries
 from broker.core.metrics import ServiceCounters, destination_metrics, reset_destination
 from broker.core.router import RouterError
 from broker.protocol import javaser as _js
 from broker.protocol.javaser import JavaClass, JavaObject, encode_object
 from broker.protocol.jtypes import JInt, JLong
-from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, Status, TransactionState
+from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, Status
 
 if TYPE_CHECKING:
     from ..broker import Broker, Service
@@ -229,7 +231,7 @@ def reset_metrics(broker: Broker) -> None:
     for svc in broker.services:
         svc.metrics.reset()
     router = broker.router
-    for dest in [*router.queues.values(), *router.topics.values()]:
+    for dest in queries.destinations(router):
         reset_destination(dest)
     events = getattr(broker, "events", None)
     if events is not None:
@@ -241,21 +243,6 @@ def reset_metrics(broker: Broker) -> None:
 # --------------------------------------------------------------------------------------
 
 Result = tuple[dict[str, object], bytes]
-
-
-def held_in_transactions(router: Any) -> dict[tuple[str, bool], list[int]]:
-    """[count, bytes] of the messages sent in open transactions, by (destination name,
-    is topic): OpenMQ counts them in their destination from the send on (its figures
-    and imqcmd's), where this router routes them at COMMIT."""
-    held: dict[tuple[str, bool], list[int]] = {}
-    for txn in router.transactions.values():
-        if txn.state == TransactionState.COMMITTED:
-            continue
-        for msg, dtype in txn.sends:
-            row = held.setdefault((msg.destination, bool(dtype & DEST_TOPIC)), [0, 0])
-            row[0] += 1
-            row[1] += msg.size
-    return held
 
 
 def get_metrics(conn: ClientConnection, props: dict) -> Result:
@@ -270,8 +257,8 @@ def get_metrics(conn: ClientConnection, props: dict) -> Result:
             kind = "queue" if is_queue else "topic"
             raise RouterError(Status.NOT_FOUND, f"{kind} {name} not found")
         values = destination_metrics(dest)
-        n, size = held_in_transactions(conn.router).get((dest.name, not is_queue), (0, 0))
-        if n:  # counted from the send on, as OpenMQ's (see held_in_transactions)
+        n, size = queries.held_in_transactions(conn.router).get((dest.name, not is_queue), (0, 0))
+        if n:  # counted from the send on, as OpenMQ's (see queries.held_in_transactions)
             for key, add in (
                 ("numMsgsIn", n),
                 ("numMsgs", n),

@@ -1,0 +1,295 @@
+"""Admin requests about the broker itself (OpenMQ's HelloHandler,
+GetBrokerPropsHandler, UpdateBrokerPropsHandler, ShutdownHandler, QuiesceHandler,
+UnquiesceHandler, DebugHandler): HELLO, GET_BROKER_PROPS, UPDATE_BROKER_PROPS (the
+properties that may change at run time: :data:`RUNTIME_PROPERTIES`), SHUTDOWN,
+QUIESCE_BROKER, UNQUIESCE_BROKER and DEBUG (``reload accesscontrol`` only)."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.metadata
+from typing import TYPE_CHECKING
+
+from broker import props as imq
+from broker.config import BrokerConfig, ConfigError
+from broker.core import queries
+from broker.protocol import dest_attributes as dattrs
+from broker.protocol.javaser import (
+    JavaSerializationError,
+    decode_properties_object,
+    encode_hashtable,
+    encode_properties_object,
+)
+from broker.protocol.types import OPENMQ_VERSION, Status
+
+from . import cluster as admin_cluster
+from .common import AdminError, Result, log, save_config
+
+if TYPE_CHECKING:
+    from broker.engine import ConnectionEngine
+
+
+try:
+    PRODUCT_VERSION = importlib.metadata.version("openmq-py")
+except importlib.metadata.PackageNotFoundError:  # run from a source tree, not installed
+    PRODUCT_VERSION = "0+source"
+PRODUCT_NAME = "openmq-py"
+# The OpenMQ release whose wire and admin protocol we follow (the vectors' imqcmd 6.9.0).
+
+SHUTDOWN_DELAY = 0.2  # seconds between the SHUTDOWN reply and the stop
+
+
+# Broker properties UPDATE_BROKER_PROPS may change at run time, with their value kind
+# (imqcmd update bkr's list, plus the other auto-creation defaults and housekeeping
+# settings the broker reads live).
+RUNTIME_PROPERTIES: dict[str, str] = {
+    imq.AUTOCREATE_QUEUE.name: "bool",
+    imq.AUTOCREATE_TOPIC.name: "bool",
+    imq.AUTOCREATE_REAPTIME.name: "int",
+    imq.AUTOCREATE_QUEUE_MAX_ACTIVE.name: "count",
+    imq.AUTOCREATE_QUEUE_MAX_BACKUP.name: "count",
+    imq.AUTOCREATE_QUEUE_FLOW_LIMIT.name: "count",
+    imq.AUTOCREATE_TOPIC_FLOW_LIMIT.name: "count",
+    imq.AUTOCREATE_TOPIC_MAX_SHARED.name: "count",
+    imq.AUTOCREATE_TOPIC_SHARED_FLOW_LIMIT.name: "count",
+    imq.AUTOCREATE_DEST_ATTRIBUTES["maxNumMsgs"].name: "count",
+    imq.AUTOCREATE_DEST_ATTRIBUTES["maxTotalMsgBytes"].name: "size",
+    imq.AUTOCREATE_DEST_ATTRIBUTES["maxBytesPerMsg"].name: "size",
+    imq.AUTOCREATE_DEST_ATTRIBUTES["maxNumProducers"].name: "count",
+    imq.AUTOCREATE_DEST_ATTRIBUTES["maxDeliveryCount"].name: "count",
+    imq.AUTOCREATE_DEST_ATTRIBUTES["limitBehavior"].name: "behavior",
+    imq.AUTOCREATE_USE_DMQ.name: "bool",
+    imq.AUTOCREATE_DEST_ATTRIBUTES["isLocalOnly"].name: "bool",
+    imq.QUEUE_DELIVERY_POLICY.name: "policy",
+    imq.SYSTEM_MAX_COUNT.name: "count",
+    imq.SYSTEM_MAX_SIZE.name: "size",
+    imq.MESSAGE_MAX_SIZE.name: "size",
+    imq.EXPIRATION_INTERVAL.name: "positive",
+    imq.DMQ_TRUNCATE_BODY.name: "bool",
+    imq.LOG_DEAD_MSGS.name: "bool",
+    imq.TRANSACTION_AUTOROLLBACK.name: "bool",
+    imq.LOG_LEVEL.name: "level",
+    imq.LOG_ROLLOVER_SECS.name: "int",
+    imq.LOG_ROLLOVER_BYTES.name: "size",
+    imq.LOG_ROLLOVER_SIZE.name: "size",
+    imq.PORTMAPPER_PORT.name: "port",
+}
+
+
+# Names newer imqcmd releases send (java.util.logging's) for ours.
+PROPERTY_ALIASES = {
+    ".level": imq.LOG_LEVEL.name,
+    "java.util.logging.FileHandler.limit": imq.LOG_ROLLOVER_BYTES.name,
+}
+
+
+def broker_identity(config: BrokerConfig) -> dict[str, str]:
+    """What GetBrokerPropsHandler adds to the configuration, as OpenMQ has it for a
+    stand-alone (not embedded, not HA) broker: the version properties, the broker ID if
+    one is configured, the cluster lists and the java.util.logging names imqcmd reads
+    for the log level and rollover size.  The version is the OpenMQ release whose
+    protocol we speak, so OpenMQ tools treat us as that release; our own name and
+    version are in the product-name and build fields."""
+    major, minor, _micro = OPENMQ_VERSION.split(".")
+    values = {
+        imq.PRODUCT_VERSION: OPENMQ_VERSION,
+        imq.PRODUCT_MAJOR: major,
+        imq.PRODUCT_MINOR: minor,
+        imq.PRODUCT_NAME: PRODUCT_NAME,
+        imq.PRODUCT_NAME_SHORT: PRODUCT_NAME,
+        imq.BUILD_NUMBER: PRODUCT_VERSION,
+        imq.BUILD_MILESTONE: "FCS",
+        imq.EMBEDDED: "false",
+        imq.CLUSTER_BROKERLIST.name: "",
+        imq.CLUSTER_BROKERLIST_ACTIVE: "",
+        # The level and rollover size the broker runs with (broker/logsetup.py reads
+        # imq.log.file.rolloversize, then the older rolloverbytes; -1: no size limit).
+        ".level": str(config.get(imq.LOG_LEVEL)).strip().upper(),
+        "java.util.logging.FileHandler.limit": str(_rollover_bytes(config)),
+    }
+    # Globals.getBrokerID(): imq.brokerid, else the JDBC store's broker ID; none by default.
+    brokerid = config.get(imq.BROKER_ID) or config.get(imq.JDBC_BROKER_ID)
+    if brokerid:
+        values[imq.BROKER_ID.name] = str(brokerid)
+    if not config.get(imq.AUTOCREATE_USE_DMQ.name):
+        values[imq.AUTOCREATE_USE_DMQ.name] = "true"
+    return values
+
+
+def _rollover_bytes(config: BrokerConfig) -> int:
+    size = config.get(imq.LOG_ROLLOVER_SIZE)
+    if size <= 0:
+        size = config.get(imq.LOG_ROLLOVER_BYTES)
+    return size if size > 0 else -1
+
+
+def property_value_problem(name: str, kind: str, value: str) -> str | None:
+    """Why ``value`` is not usable for broker property ``name`` (None if it is)."""
+    from broker.logsetup import parse_level
+
+    probe = BrokerConfig({name: value})
+    text = value.strip()
+    try:
+        if kind == "bool":
+            if text.lower() not in ("true", "false"):
+                return f"{name}: {value!r} is not true or false"
+        elif kind in ("int", "count", "positive", "port"):
+            number = probe.get_int(name, 0)
+            if kind == "count" and number < -1:
+                return f"{name}: {number} is negative (use -1 for unlimited)"
+            if kind == "positive" and number < 1:
+                return f"{name}: must be at least 1"
+            if kind == "port" and not 0 < number < 65536:
+                return f"{name}: {number} is not a port number"
+        elif kind == "size":
+            probe.get_size(name, 0)
+        elif kind == "level":
+            parse_level(text)
+        elif kind == "behavior":
+            if text not in dattrs.LIMIT_BEHAVIORS:
+                return f"{name}: {value!r} is not one of {', '.join(dattrs.LIMIT_BEHAVIORS)}"
+        elif kind == "policy":
+            if text.lower() not in ("single", "failover", "round-robin"):
+                return f"{name}: {value!r} is not single, failover or round-robin"
+    except (ConfigError, ValueError) as exc:
+        return str(exc) if name in str(exc) else f"{name}: {exc}"
+    return None
+
+
+def hello(conn: ConnectionEngine, props: dict) -> Result:
+    b = conn.broker
+    return {"JMQInstanceName": b.config.instance, "JMQBrokerState": b.state}, b""
+
+
+def get_broker_props(conn: ConnectionEngine, props: dict) -> Result:
+    b = conn.broker
+    values = b.config.as_dict()
+    # As OpenMQ adds to its configuration: the current totals.
+    router = b.router
+    # OpenMQ counts a transaction's messages from the send on (held_in_transactions).
+    held = queries.held_in_transactions(router).values()
+    values[imq.CURRENT_COUNT] = str(router.totals.count + sum(h[0] for h in held))
+    values[imq.CURRENT_SIZE] = str(router.totals.bytes + sum(h[1] for h in held))
+    values[imq.DMQ_CURRENT_COUNT] = str(router.dmq.msg_count)
+    values[imq.DMQ_CURRENT_SIZE] = str(router.dmq.msg_bytes)
+    values.update(broker_identity(b.config))
+    values.update(admin_cluster.cluster_properties(b))
+    # Ours: RUNNING, QUIESCING or QUIESCED; the memory state; open connections (the
+    # portal's overview needs no connection list for a count).
+    values[imq.BROKER_STATE] = b.state
+    values[imq.MEMORY_STATE] = b.memory.state
+    values[imq.CURRENT_CONNECTIONS] = str(len(b.connections))
+    lag = b.loop_lag
+    if lag is not None:  # the last window's event-loop lag, in milliseconds
+        values[imq.LOOP_LAG_MAX] = f"{lag.max_ms:.3f}"
+        values[imq.LOOP_LAG_P99] = f"{lag.p99_ms:.3f}"
+    return {}, encode_properties_object(values)
+
+
+def update_broker_props(conn: ConnectionEngine, props: dict, body: bytes):
+    """UPDATE_BROKER_PROPS: only properties that can change at run time, all or none;
+    applied now and written to the instance's config.properties."""
+    if not body:
+        raise AdminError(Status.BAD_REQUEST, "the request has no java.util.Properties body")
+    try:
+        wanted = decode_properties_object(body)
+    except JavaSerializationError as exc:
+        raise AdminError(Status.BAD_REQUEST, f"unreadable Properties body: {exc}") from None
+    if not wanted:
+        raise AdminError(Status.BAD_REQUEST, "no broker property to update")
+    changes: dict[str, str] = {}
+    refused: list[str] = []
+    bad: list[str] = []
+    for raw_name, value in wanted.items():
+        name = PROPERTY_ALIASES.get(raw_name, raw_name)
+        kind = RUNTIME_PROPERTIES.get(name)
+        if kind is None:
+            refused.append(raw_name)
+            continue
+        why = property_value_problem(name, kind, value)
+        if why is not None:
+            bad.append(why)
+        changes[name] = value.strip()
+    if refused:
+        raise AdminError(
+            Status.BAD_REQUEST,
+            "these properties cannot be changed at run time: " + ", ".join(sorted(refused)),
+        )
+    if bad:
+        raise AdminError(Status.BAD_REQUEST, "; ".join(bad))
+    return _apply_broker_props(conn, changes)
+
+
+async def _apply_broker_props(conn: ConnectionEngine, changes: dict[str, str]) -> Result:
+    broker = conn.broker
+    config = broker.config
+    port = changes.get(imq.PORTMAPPER_PORT.name)
+    if port is not None and int(port) != config.get(imq.PORTMAPPER_PORT):
+        try:
+            await broker.rebind_portmapper(int(port))
+        except OSError as exc:
+            raise AdminError(
+                Status.CONFLICT, f"imq.portmapper.port: cannot listen on port {port}: {exc}"
+            ) from None
+    for name, value in changes.items():
+        config.set(name, value)
+    broker.apply_properties(set(changes))
+    await save_config(conn)
+    log.info("broker properties updated: %s", changes)
+    return {}, b""
+
+
+def shutdown(conn: ConnectionEngine, props: dict) -> Result:
+    restart = props.get("JMQRestart") is True
+    delay = props.get("JMQTime")
+    wait = SHUTDOWN_DELAY
+    if isinstance(delay, int) and not isinstance(delay, bool) and delay > 0:
+        wait = float(delay)
+    log.info(
+        "%s requested by %s (%s)%s",
+        "restart" if restart else "shutdown",
+        conn.user,
+        conn.peer,
+        f" in {wait:g} s" if wait > SHUTDOWN_DELAY else "",
+    )
+    broker = conn.broker
+    failover = props.get("JMQNoFailover") is not True  # HA: another broker takes over
+    asyncio.get_running_loop().call_later(
+        wait, lambda: broker.request_stop(restart=restart, failover=failover)
+    )
+    return {}, b""
+
+
+def quiesce(conn: ConnectionEngine, props: dict) -> Result:
+    broker = conn.broker
+    if not broker.quiescing:
+        broker.quiescing = True
+        log.info("broker quiescing: no new client connections")
+    return {"JMQBrokerState": broker.state}, b""
+
+
+def unquiesce(conn: ConnectionEngine, props: dict) -> Result:
+    broker = conn.broker
+    if broker.quiescing:
+        broker.quiescing = False
+        log.info("broker no longer quiesced: client connections accepted again")
+    return {"JMQBrokerState": broker.state}, b""
+
+
+def debug(conn: ConnectionEngine, props: dict):
+    """DEBUG: ``reload accesscontrol`` (ours); OpenMQ's other debug commands are not
+    available."""
+    cmd = str(props.get("JMQCommand") or "").strip().lower()
+    target = str(props.get("JMQTarget") or "").strip().lower()
+    if cmd == "reload" and target == "accesscontrol":
+
+        async def reload() -> Result:
+            await conn.broker.reload_access_control()
+            return {}, encode_hashtable({"accesscontrol": "reloaded"})
+
+        return reload()
+    raise AdminError(
+        Status.NOT_IMPLEMENTED,
+        f"DEBUG {props.get('JMQCommand')!s} {props.get('JMQTarget') or ''}".rstrip()
+        + " is not supported by this broker (only reload accesscontrol)",
+    )

@@ -1,0 +1,315 @@
+"""Admin requests about physical destinations (OpenMQ's GetDestinationsHandler,
+CreateDestinationHandler, UpdateDestinationHandler, PurgeDestinationHandler,
+DestroyDestinationHandler, CompactDestinationHandler): GET_DESTINATIONS (with our paging
+and filter properties, :data:`LIST_PROPS`), CREATE_DESTINATION, UPDATE_DESTINATION,
+PURGE_DESTINATION, DESTROY_DESTINATION and COMPACT_DESTINATION."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from broker.core import queries
+from broker.core.metrics import consumer_counts
+from broker.protocol import dest_attributes as dattrs
+from broker.protocol.admin_info import DEST_NAME, DEST_TYPE, destination_info, encode_infos
+from broker.protocol.admin_types import ADMIN_QUEUE
+from broker.protocol.destname import admin_name_problem
+from broker.protocol.jtypes import JInt
+from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC, DestType, Status
+
+from .common import AdminError, Result, flag, log, lookup, read_info, request_dest_type
+from .connections import admin_connection_ids
+
+if TYPE_CHECKING:
+    from broker.engine import ConnectionEngine
+
+
+# DestinationInfo.type is the full type less these (GetDestinationsHandler): TEMP, DMQ and
+# the queue/topic bits stay, so imqcmd can hide temporaries and skip the DMQ.
+_DEST_PRIVATE_BITS = int(DestType.INTERNAL | DestType.AUTO | DestType.ADMIN)
+
+
+def _destination_info(dest, delayed: list[int], held: list[int]) -> Any:
+    """A ``DestinationInfo`` for GET_DESTINATIONS (sizes in bytes, -1 = unlimited).
+
+    ``held``: [count, bytes] of the messages sent to it in open transactions, which
+    OpenMQ counts in the destination already (nMessages, nTxnMessages and UnAck: imqcmd
+    shows Count = nMessages - nTxnMessages), and ``delayed`` those in delivery delay."""
+    pending = queries.waiting_count(dest)
+    _all, active, backups = consumer_counts(dest)
+    if dest.is_queue:
+        cdp = (
+            dattrs.CDP_LOCAL_PREFERRED
+            if flag(dest.attributes.get("localDeliveryPreferred"), False)
+            else dattrs.CDP_DISTRIBUTED
+        )
+    else:
+        cdp = dattrs.CDP_NA
+    uris = dest.attributes.get("XMLSchemaURIList")
+    full = dest.dest_type | (int(DestType.AUTO) if dest.auto else 0)
+    return destination_info(
+        nMessages=dest.msg_count + held[0],
+        nMessageBytes=dest.msg_bytes + held[1],
+        nTxnMessages=held[0],
+        nTxnMessageBytes=held[1],
+        nConsumers=active + backups,
+        nProducers=len(dest.producers),
+        naConsumers=active,
+        nfConsumers=backups,
+        autocreated=bool(dest.auto or dest.is_dmq or dest.is_temporary),
+        destState=int(dest.state),
+        name=dest.name,
+        type=full & ~_DEST_PRIVATE_BITS,
+        fulltype=full,
+        maxMessages=dest.limit("maxNumMsgs"),
+        maxMessageBytes=dest.limit("maxTotalMsgBytes"),
+        maxMessageSize=dest.limit("maxBytesPerMsg"),
+        destScope=0 if flag(dest.attributes.get("isLocalOnly"), False) else 1,
+        destLimitBehavior=int(dest.limit_behavior),
+        maxPrefetch=dest.limit("consumerFlowLimit"),
+        destCDP=cdp,
+        maxActiveConsumers=dest.limit("maxNumActiveConsumers") if dest.is_queue else -1,
+        maxFailoverConsumers=dest.limit("maxNumBackupConsumers", 0) if dest.is_queue else 0,
+        maxProducers=dest.limit("maxNumProducers"),
+        maxNumSharedConsumers=dest.limit("maxNumSharedConsumers"),
+        sharedConsumerFlowLimit=dest.limit("sharedConsumerFlowLimit", 5),
+        useDMQ=False if dest.is_dmq else flag(dest.attributes.get("useDMQ"), True),
+        nUnackMessages=max(0, dest.msg_count - pending - delayed[0]) + held[0],
+        nInDelayMessages=delayed[0],
+        nInDelayMessageBytes=delayed[1],
+        validateXMLSchemaEnabled=flag(dest.attributes.get("validateXMLSchemaEnabled"), False),
+        XMLSchemaUriList=str(uris) if uris else None,
+        reloadXMLSchemaOnFailure=flag(dest.attributes.get("reloadXMLSchemaOnFailure"), False),
+    )
+
+
+def admin_defaults(settings, is_topic: bool, dest_type: int) -> dict[str, object]:
+    """The attributes an admin-created destination starts from (OpenMQ's
+    defaults): unlimited counts and sizes, REJECT_NEWEST, 100 producers, the auto-creation
+    flow limits; a queue's consumer counts follow its delivery-policy flavour bits
+    (single 1/0, round-robin -1/0, failover 1/-1), else the auto-creation defaults."""
+    auto = dict((settings.topic_attributes if is_topic else settings.queue_attributes) or {})
+    attrs: dict[str, object] = {
+        "maxNumMsgs": -1,
+        "maxTotalMsgBytes": -1,
+        "maxBytesPerMsg": -1,
+        "maxNumProducers": 100,
+        "limitBehavior": "REJECT_NEWEST",
+        "useDMQ": True,
+        "isLocalOnly": False,
+        "maxDeliveryCount": -1,
+        "consumerFlowLimit": auto.get("consumerFlowLimit", 1000),
+    }
+    if is_topic:
+        attrs["maxNumSharedConsumers"] = auto.get("maxNumSharedConsumers", -1)
+        attrs["sharedConsumerFlowLimit"] = auto.get("sharedConsumerFlowLimit", 5)
+    else:
+        active = auto.get("maxNumActiveConsumers", -1)
+        backup = auto.get("maxNumBackupConsumers", 0)
+        if dest_type & DestType.FLAVOR_SINGLE:
+            active, backup = 1, 0
+        elif dest_type & DestType.FLAVOR_RROBIN:
+            active, backup = -1, 0
+        elif dest_type & DestType.FLAVOR_FAILOVER:
+            active, backup = 1, -1
+        attrs["maxNumActiveConsumers"] = active
+        attrs["maxNumBackupConsumers"] = backup
+    return attrs
+
+
+# Ours, on GET_DESTINATIONS (stock imqcmd sends none of them and gets every destination):
+# the portal asks for one filtered, ordered page and the total (JMQQuantity), so a broker
+# with tens of thousands of destinations answers a page in milliseconds.
+LIST_PROPS = (
+    "JMQStartIndex",
+    "JMQMaxCount",
+    "JMQFilterType",
+    "JMQFilterName",
+    "JMQFilterState",
+    "JMQShowTemporary",
+    "JMQOrderBy",
+    "JMQHideAdminTemporary",
+)
+
+
+def _select_destinations(dests: list, props: dict) -> tuple[list, int]:
+    """The page of ``dests`` the LIST_PROPS ask for, and how many matched in all."""
+    kind = props.get("JMQFilterType")
+    if isinstance(kind, int) and kind & (DEST_QUEUE | DEST_TOPIC):
+        dests = [d for d in dests if d.dest_type & int(kind)]
+    needle = props.get("JMQFilterName")
+    if isinstance(needle, str) and needle:
+        low = needle.lower()
+        dests = [d for d in dests if low in d.name.lower()]
+    state = props.get("JMQFilterState")
+    if isinstance(state, int) and not isinstance(state, bool):
+        dests = [d for d in dests if int(d.state) == int(state)]
+    if not flag(props.get("JMQShowTemporary"), True):
+        dests = [d for d in dests if not d.is_temporary]
+    order = props.get("JMQOrderBy") or "name"
+    if order == "depth":
+        dests.sort(key=lambda d: (-d.msg_count, d.name))
+    elif order == "name":
+        dests.sort(key=lambda d: (not d.is_queue, d.name))
+    else:
+        raise AdminError(Status.BAD_REQUEST, f"JMQOrderBy must be name or depth, not {order!r}")
+    start = props.get("JMQStartIndex", 0)
+    count = props.get("JMQMaxCount", -1)
+    if not isinstance(start, int) or not isinstance(count, int) or start < 0:
+        raise AdminError(Status.BAD_REQUEST, "JMQStartIndex must be >= 0 and JMQMaxCount a number")
+    total = len(dests)
+    end = total if count < 0 else start + int(count)
+    return dests[int(start) : end], total
+
+
+def get_destinations(conn: ConnectionEngine, props: dict) -> Result:
+    router = conn.router
+    extra: dict[str, object] = {}
+    if isinstance(props.get("JMQDestination"), str):
+        dests = [lookup(conn, props)]
+    else:
+        dests = [d for d in queries.destinations(router) if d.name != ADMIN_QUEUE]
+        if any(p in props for p in LIST_PROPS):
+            if flag(props.get("JMQHideAdminTemporary"), False):
+                # The portal's pages: the reply queues of admin tools' connections
+                # (the portal's own among them) are plumbing, not the operator's.
+                tools = admin_connection_ids(conn.broker)
+                dests = [d for d in dests if d.temporary_owner not in tools]
+            dests, total = _select_destinations(dests, props)
+            extra["JMQQuantity"] = JInt(total)
+    delayed = queries.delayed_by_destination(router)
+    held = queries.held_in_transactions(router)
+    infos = [
+        _destination_info(
+            d,
+            delayed.get((d.name, not d.is_queue), [0, 0]),
+            held.get((d.name, not d.is_queue), [0, 0]),
+        )
+        for d in dests
+    ]
+    if len(dests) == 1 and isinstance(props.get("JMQDestination"), str):
+        # Ours: the attributes DestinationInfo has no field for, of the one asked for.
+        for attr, prop in dattrs.EXTRA_PROPERTIES.items():
+            extra[prop] = JInt(dests[0].limit(attr))
+    return extra, encode_infos(infos)
+
+
+def _extra_attributes(props: dict) -> dict[str, object]:
+    """Attributes DestinationInfo has no field for, sent as our own properties."""
+    out: dict[str, object] = {}
+    for attr, prop in dattrs.EXTRA_PROPERTIES.items():
+        if prop in props:
+            out[attr] = dattrs.convert(attr, props[prop])
+    return out
+
+
+def create_destination(conn: ConnectionEngine, props: dict, body: bytes) -> Result:
+    """CREATE_DESTINATION: an admin-created destination (kept across restarts) with the
+    attributes the DestinationInfo's update mask names, defaults for the rest."""
+    info = read_info(body, "DestinationInfo")
+    mask = int(info.get("updateMask") or 0)
+    name = info.get("name")
+    if not mask & DEST_NAME or not isinstance(name, str) or not name:
+        raise AdminError(Status.BAD_REQUEST, "the DestinationInfo names no destination")
+    dtype = int(info.get("type") or 0) if mask & DEST_TYPE else 0
+    if not dtype & (DEST_QUEUE | DEST_TOPIC):
+        dtype |= DEST_QUEUE | int(DestType.FLAVOR_SINGLE)
+    is_topic = bool(dtype & DEST_TOPIC)
+    if dtype & DEST_TEMP:
+        raise AdminError(Status.BAD_REQUEST, "temporary destinations cannot be created here")
+    problem = admin_name_problem(name)
+    if problem is not None:
+        raise AdminError(Status.BAD_REQUEST, problem)
+    attrs = dattrs.attributes_from_info(info)
+    attrs.update(_extra_attributes(props))
+    _check_applies(attrs, is_topic)
+    router = conn.router
+    kind = "topic" if is_topic else "queue"
+    if router.lookup(name, dtype) is not None:
+        raise AdminError(Status.CONFLICT, f"{kind} {name} already exists")
+    full = admin_defaults(router.settings, is_topic, dtype)
+    full.update(attrs)
+    router.create_destination(
+        name, DEST_TOPIC if is_topic else DEST_QUEUE, None, auto=False, attributes=full
+    )
+    log.info("%s %s created by %s: %s", kind, name, conn.user, attrs or "defaults")
+    return {}, b""
+
+
+def _check_applies(attrs: dict[str, object], is_topic: bool) -> None:
+    wrong = [n for n in attrs if not dattrs.BY_NAME[n].applies(is_topic)]
+    if wrong:
+        raise AdminError(
+            Status.BAD_REQUEST,
+            f"{', '.join(wrong)} cannot be set on a {'topic' if is_topic else 'queue'}",
+        )
+
+
+def update_destination(conn: ConnectionEngine, props: dict, body: bytes) -> Result:
+    """UPDATE_DESTINATION: the attributes the update mask names, effective now."""
+    info = read_info(body, "DestinationInfo")
+    name = info.get("name")
+    if not isinstance(name, str) or not name:
+        raise AdminError(Status.BAD_REQUEST, "the DestinationInfo names no destination")
+    is_topic = bool(int(info.get("type") or 0) & DEST_TOPIC)
+    dest = conn.router.lookup(name, DEST_TOPIC if is_topic else DEST_QUEUE)
+    if dest is None or dest.name == ADMIN_QUEUE:
+        raise AdminError(Status.NOT_FOUND, f"{'topic' if is_topic else 'queue'} {name} not found")
+    attrs = dattrs.attributes_from_info(info)
+    attrs.update(_extra_attributes(props))
+    if not attrs:
+        raise AdminError(Status.BAD_REQUEST, f"no attribute of {name} to update")
+    _check_applies(attrs, is_topic)
+    conn.router.update_destination(dest, attrs)
+    return {}, b""
+
+
+def purge_destination(conn: ConnectionEngine, props: dict) -> Result:
+    dest = lookup(conn, props)
+    purged = conn.router.purge(dest)
+    log.info("purged %d messages from %s", purged, dest.name)
+    return {}, b""
+
+
+def destroy_destination(conn: ConnectionEngine, props: dict) -> Result:
+    dest = lookup(conn, props)
+    if dest.name == ADMIN_QUEUE:
+        raise AdminError(Status.FORBIDDEN, f"{ADMIN_QUEUE} cannot be destroyed")
+    conn.router.destroy_destination(dest.name, request_dest_type(props))
+    return {}, b""
+
+
+def compact_destination(conn: ConnectionEngine, props: dict):
+    """COMPACT_DESTINATION: reclaim the file store's space now.  The file store is
+    one log for every destination, so naming one compacts the lot; the database
+    store has nothing to compact."""
+    if isinstance(props.get("JMQDestination"), str):
+        lookup(conn, props)
+    store = conn.broker.store
+    compact_soon = getattr(store, "compact_soon", None)
+    if compact_soon is None:
+        log.info("COMPACT_DESTINATION: the %s needs no compaction", type(store).__name__)
+        return {}, b""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future = loop.create_future()
+
+    def finished(error: BaseException | None) -> None:
+        if done.done():
+            return
+        if error is None:
+            done.set_result(None)
+        else:
+            done.set_exception(error)
+
+    compact_soon(finished)
+
+    async def wait() -> Result:
+        try:
+            await done
+        except Exception as exc:
+            raise AdminError(Status.ERROR, f"compaction failed: {exc}") from None
+        log.info("file store compacted")
+        return {}, b""
+
+    return wait()
