@@ -131,10 +131,10 @@ def in_process(count: int, size: int, reports: bool) -> float:
     ]
 
     def settle() -> None:
-        router.acknowledge(csess, list(csess.unacked))
+        router.acks.acknowledge(csess, list(csess.unacked))
         gen.flush()
         if rsess.unacked:
-            router.acknowledge(rsess, list(rsess.unacked))
+            router.acks.acknowledge(rsess, list(rsess.unacked))
 
     start = time.perf_counter()
     for i, raw in enumerate(raws):

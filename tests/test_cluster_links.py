@@ -74,7 +74,7 @@ def test_a_dropped_link_closing_after_the_redial_is_up_takes_its_consumers_along
     assert all(k[0] is new for k in svc.remotes)
     # The peer's consumer goes away and its unsubscribe is applied, not refused as in use.
     svc._remove_remote(svc.remotes.pop((new, 6)))
-    svc.router.unsubscribe("cid", "d1")
+    svc.router.subs.unsubscribe("cid", "d1")
     assert ("cid", "d1") not in topic.durables
 
 

@@ -32,14 +32,14 @@ def test_acknowledge_settles_each_named_message_once() -> None:
     assert conn.bodies() == [b"\x01", b"\x02", b"\x03"]
     assert q.msg_count == 3 and r.totals.count == 3
     first, second, third = list(sess.unacked)
-    assert r.acknowledge(sess, [first, third]) == 2
+    assert r.acks.acknowledge(sess, [first, third]) == 2
     assert list(sess.unacked) == [second]
     assert q.msg_count == 1 and r.totals.count == 1 and q.stats.acked == 2
     # The same ids again, and ids nobody was sent: nothing found, nothing settled twice.
-    assert r.acknowledge(sess, [first, third]) == 0
-    assert r.acknowledge(sess, [(cons.id, b"\x00" * 16), (cons.id + 99, second[1])]) == 0
+    assert r.acks.acknowledge(sess, [first, third]) == 0
+    assert r.acks.acknowledge(sess, [(cons.id, b"\x00" * 16), (cons.id + 99, second[1])]) == 0
     assert q.msg_count == 1 and r.totals.count == 1 and q.stats.acked == 2
-    assert r.acknowledge(sess, [second]) == 1
+    assert r.acks.acknowledge(sess, [second]) == 1
     assert q.msg_count == 0 and r.totals.count == 0 and r.totals.bytes == 0
 
 
@@ -49,7 +49,7 @@ def test_another_sessions_acknowledgement_does_not_settle_my_messages() -> None:
     other = session(r, Conn(2))
     send(r, conn, "q", 1)
     key = next(iter(sess.unacked))
-    assert r.acknowledge(other, [key]) == 0
+    assert r.acks.acknowledge(other, [key]) == 0
     assert key in sess.unacked and r.queues["q"].msg_count == 1
 
 
@@ -58,10 +58,10 @@ def test_a_dead_acknowledgement_goes_to_the_dmq_with_its_reason() -> None:
     conn, sess, _cons = _consuming(r)
     send(r, conn, "q", 1, 2, 3)
     k1, k2, k3 = list(sess.unacked)
-    assert r.acknowledge(sess, [k1], ack_type=2) == 1  # DEAD, undeliverable
-    assert r.acknowledge(sess, [k2], ack_type=2, dead_reason=1) == 1  # DEAD, expired
+    assert r.acks.acknowledge(sess, [k1], ack_type=2) == 1  # DEAD, undeliverable
+    assert r.acks.acknowledge(sess, [k2], ack_type=2, dead_reason=1) == 1  # DEAD, expired
     # UNDELIVERABLE (1): removed without a DMQ copy.
-    assert r.acknowledge(sess, [k3], ack_type=1) == 1
+    assert r.acks.acknowledge(sess, [k3], ack_type=1) == 1
     assert dmq_bodies(r) == [b"\x01", b"\x02"]
     assert dmq_reasons(r) == [dmq.UNDELIVERABLE, dmq.EXPIRED]
     q = r.queues["q"]
@@ -74,12 +74,12 @@ def test_no_dmq_copy_where_the_destination_or_the_producer_says_so() -> None:
     conn, sess, _cons = _consuming(r)
     r.queues["q"].attributes["useDMQ"] = False
     send(r, conn, "q", 1)
-    r.acknowledge(sess, list(sess.unacked), ack_type=2)
+    r.acks.acknowledge(sess, list(sess.unacked), ack_type=2)
     assert dmq_bodies(r) == [] and r.queues["q"].msg_count == 0
 
     r.queues["q"].attributes["useDMQ"] = True
     send(r, conn, "q", 2, props={"JMS_SUN_PRESERVE_UNDELIVERED": False})
-    r.acknowledge(sess, list(sess.unacked), ack_type=2)
+    r.acks.acknowledge(sess, list(sess.unacked), ack_type=2)
     assert dmq_bodies(r) == [] and r.queues["q"].msg_count == 0 and r.totals.count == 0
 
 
@@ -88,7 +88,7 @@ def test_redeliver_puts_messages_back_first_in_order_flagged_or_not() -> None:
     conn, sess, cons = _consuming(r)
     send(r, conn, "q", 1, 2, 3)
     k1, k2, _k3 = list(sess.unacked)
-    r.redeliver(sess, [k1, k2], set_redelivered=True)  # in delivery order, as clients do
+    r.acks.redeliver(sess, [k1, k2], set_redelivered=True)  # in delivery order, as clients do
     # Back at the head of the queue, straight to the consumer, flagged.
     assert conn.deliveries()[3:] == [
         Delivery(cons.id, b"\x01", True),
@@ -97,7 +97,7 @@ def test_redeliver_puts_messages_back_first_in_order_flagged_or_not() -> None:
     assert [e.count for e in sess.unacked.values()] == [1, 2, 2]
     # JMQSetRedelivered false (the application never saw them): not flagged.
     conn.sent.clear()
-    r.redeliver(sess, list(sess.unacked), set_redelivered=False)
+    r.acks.redeliver(sess, list(sess.unacked), set_redelivered=False)
     assert conn.deliveries() == [
         Delivery(cons.id, b"\x03", False),
         Delivery(cons.id, b"\x01", True),  # once flagged, a message stays redelivered
@@ -114,7 +114,7 @@ def test_redelivered_messages_wait_at_the_head_while_no_consumer_can_take_them()
     r.remove_consumer(cons, None)  # the application saw both: they stay with the session
     assert len(sess.unacked) == 2
     send(r, conn, "q", 3)
-    r.redeliver(sess, [k1], set_redelivered=True)
+    r.acks.redeliver(sess, [k1], set_redelivered=True)
     assert pending(r, "q") == [b"\x01", b"\x03"]
 
 
@@ -123,9 +123,9 @@ def test_over_max_delivery_count_a_message_goes_to_the_dmq() -> None:
     conn, sess, cons = _consuming(r)
     r.queues["q"].attributes["maxDeliveryCount"] = 2
     send(r, conn, "q", 7)
-    r.redeliver(sess, list(sess.unacked), set_redelivered=True)  # second delivery
+    r.acks.redeliver(sess, list(sess.unacked), set_redelivered=True)  # second delivery
     assert conn.bodies() == [b"\x07", b"\x07"]
-    r.redeliver(sess, list(sess.unacked), set_redelivered=True)  # a third: too many
+    r.acks.redeliver(sess, list(sess.unacked), set_redelivered=True)  # a third: too many
     assert conn.bodies() == [b"\x07", b"\x07"] and sess.unacked == {}
     assert dmq_bodies(r) == [b"\x07"] and dmq_reasons(r) == [dmq.UNDELIVERABLE]
     assert r.queues["q"].msg_count == 0 and r.queues["q"].stats.discarded == 1
@@ -170,7 +170,7 @@ def test_a_closing_consumer_whose_last_seen_message_was_acknowledged_returns_the
     conn, sess, cons = _consuming(r)
     send(r, conn, "q", 1, 2, 3)
     keys = list(sess.unacked)
-    r.acknowledge(sess, keys[:1])
+    r.acks.acknowledge(sess, keys[:1])
     r.remove_consumer(cons, keys[0][1])  # the last one seen is no longer held
     assert sess.unacked == {}
     assert pending(r, "q") == [b"\x02", b"\x03"]

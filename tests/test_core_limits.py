@@ -48,7 +48,7 @@ def test_reject_newest_refuses_the_send_at_the_limit(by: str) -> None:
     sess = session(r, conn2)
     r.add_consumer(sess, "q", DEST_QUEUE)
     r.redispatch([sess])
-    r.acknowledge(sess, list(sess.unacked)[:1])
+    r.acks.acknowledge(sess, list(sess.unacked)[:1])
     send(r, conn, "q", 3)
     assert q.msg_count == 2
 
@@ -119,9 +119,9 @@ def test_flow_control_accepts_at_the_limit_and_holds_the_producer_until_it_drain
     sess = session(r, conn)
     q = _queue(r, "fc", maxNumMsgs=10, limitBehavior="FLOW_CONTROL")
     prod = r.add_producer(sess, "fc", DEST_QUEUE)
-    assert r.producer_credit(prod, conn) == 10  # room for ten
+    assert r.limits.producer_credit(prod, conn) == 10  # room for ten
     send(r, conn, "fc", *range(10))
-    assert r.producer_credit(prod, conn) == 0  # full: the RESUME_FLOW is held
+    assert r.limits.producer_credit(prod, conn) == 0  # full: the RESUME_FLOW is held
     assert q.waiting_producers == [(conn, prod.id)]
     # A send beyond the limit (a client without flow control) is still accepted.
     send(r, conn, "fc", 10)
@@ -131,11 +131,11 @@ def test_flow_control_accepts_at_the_limit_and_holds_the_producer_until_it_drain
     r.add_consumer(csess, "fc", DEST_QUEUE)
     r.redispatch([csess])
     keys = list(csess.unacked)
-    r.acknowledge(csess, keys[:1])
+    r.acks.acknowledge(csess, keys[:1])
     assert resumed == []  # ten still there: no room yet
-    r.acknowledge(csess, keys[1:3])
+    r.acks.acknowledge(csess, keys[1:3])
     assert resumed == [(conn, prod.id)] and q.waiting_producers == []
-    assert r.producer_credit(prod, conn) >= 1
+    assert r.limits.producer_credit(prod, conn) >= 1
 
 
 def test_a_paused_destination_holds_producers_until_resumed() -> None:
@@ -145,11 +145,11 @@ def test_a_paused_destination_holds_producers_until_resumed() -> None:
     conn = Conn(1)
     prod = r.add_producer(session(r, conn), "q", DEST_QUEUE)
     q = r.queues["q"]
-    r.set_dest_state(q, DestState.PRODUCERS_PAUSED)
-    assert r.producer_credit(prod, conn) == 0
-    r.set_dest_state(q, DestState.RUNNING)
+    r.limits.set_dest_state(q, DestState.PRODUCERS_PAUSED)
+    assert r.limits.producer_credit(prod, conn) == 0
+    r.limits.set_dest_state(q, DestState.RUNNING)
     assert resumed == [(conn, prod.id)]
-    assert r.producer_credit(prod, conn) == r.settings.producer_batch
+    assert r.limits.producer_credit(prod, conn) == r.settings.producer_batch
 
 
 def test_a_consumers_paused_queue_keeps_its_messages_until_resumed() -> None:
@@ -158,10 +158,10 @@ def test_a_consumers_paused_queue_keeps_its_messages_until_resumed() -> None:
     sess = session(r, conn)
     r.add_consumer(sess, "q", DEST_QUEUE)
     q = r.queues["q"]
-    r.set_dest_state(q, DestState.CONSUMERS_PAUSED)
+    r.limits.set_dest_state(q, DestState.CONSUMERS_PAUSED)
     send(r, conn, "q", 1, 2)
     assert conn.sent == [] and pending(r, "q") == [b"\x01", b"\x02"]
-    r.set_dest_state(q, DestState.RUNNING)
+    r.limits.set_dest_state(q, DestState.RUNNING)
     assert conn.bodies() == [b"\x01", b"\x02"]
 
 
@@ -207,7 +207,7 @@ def test_expired_messages_are_reclaimed_to_the_dmq_or_dropped() -> None:
     send(r, conn, "keep", 1, expiration=1)
     send(r, conn, "keep", 2)
     send(r, conn, "drop", 3, expiration=1)
-    report = sorted(r.reclaim_expired_report())
+    report = sorted(r.limits.reclaim_expired_report())
     assert report == [("drop", False, 0, 1), ("keep", False, 1, 0)]
     assert pending(r, "keep") == [b"\x02"] and pending(r, "drop") == []
     assert dmq_bodies(r) == [b"\x01"] and dmq_reasons(r) == [dmq.EXPIRED]

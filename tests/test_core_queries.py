@@ -6,12 +6,16 @@ socket."""
 
 from __future__ import annotations
 
+import pytest
+
 from broker.core import queries
 from broker.core.message import Entry, Message
 from broker.core.observers import MessageObserver
 from broker.core.router import MessageRouter
 from broker.protocol.packet import VH_DELIVERY_TIME, build_packet, parse_packet
 from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, FLAG_Q, AckMode, PacketType
+
+pytestmark = pytest.mark.fast
 
 T0 = 1_700_000_000_000  # JMSTimestamps, so "oldest first" is known
 
@@ -89,8 +93,8 @@ def test_waiting_unacked_and_transacted_messages_of_a_queue() -> None:
 
     # One of the two delivered is acknowledged in a transaction still open.
     txn_sess = r.create_session(link, AckMode.NONE)
-    txn = r.start_transaction(txn_sess, link)
-    r.transacted_ack(txn, sess, [(cons.id, sent[0].key)])
+    txn = r.txns.start_transaction(txn_sess, link)
+    r.txns.transacted_ack(txn, sess, [(cons.id, sent[0].key)])
     assert queries.pending_acks(cons) == 1
     assert txn.held_ack_count == 1
 
@@ -191,11 +195,11 @@ def test_transactions_their_sends_and_look_up_by_id() -> None:
     r.create_destination("q", DEST_QUEUE)
     r.create_destination("t", DEST_TOPIC)
     sess = r.create_session(link, AckMode.NONE)
-    a = r.start_transaction(sess, link)
-    b = r.start_transaction(r.create_session(link, AckMode.NONE), link)
-    r.transacted_send(a, message("q", 1), DEST_QUEUE, link)
-    r.transacted_send(a, message("q", 2), DEST_QUEUE, link)
-    r.transacted_send(b, message("t", 3, queue=False), DEST_TOPIC, link)
+    a = r.txns.start_transaction(sess, link)
+    b = r.txns.start_transaction(r.create_session(link, AckMode.NONE), link)
+    r.txns.transacted_send(a, message("q", 1), DEST_QUEUE, link)
+    r.txns.transacted_send(a, message("q", 2), DEST_QUEUE, link)
+    r.txns.transacted_send(b, message("t", 3, queue=False), DEST_TOPIC, link)
 
     assert queries.transactions(r) == [a, b]
     assert queries.transaction_by_id(r, b.id) is b
@@ -204,7 +208,7 @@ def test_transactions_their_sends_and_look_up_by_id() -> None:
     size = message("q", 1).size
     assert held == {("q", False): [2, 2 * size], ("t", True): [1, size]}
 
-    r.commit(a, link)
+    r.txns.commit(a, link)
     assert queries.held_in_transactions(r) == {("t", True): [1, size]}
     assert queries.transactions(r) == [b]
 

@@ -28,7 +28,7 @@ def _status(fn, *args, **kw) -> int:
 def _conn(r: MessageRouter, cid: int, client_id: str | None = None) -> Conn:
     conn = Conn(cid)
     if client_id is not None:
-        r.set_client_id(conn, client_id, False, None)  # type: ignore[arg-type]
+        r.subs.set_client_id(conn, client_id, False, None)  # type: ignore[arg-type]
     return conn
 
 
@@ -71,7 +71,7 @@ def test_a_durable_subscription_keeps_messages_while_nobody_is_attached() -> Non
     sess = session(r, first)
     cons = r.add_consumer(sess, "t", DEST_TOPIC, durable_name="d")
     _publish(r, 1)
-    r.acknowledge(sess, list(sess.unacked))
+    r.acks.acknowledge(sess, list(sess.unacked))
     r.remove_consumer(cons, None)
     r.connection_closed(first, [sess])
     _publish(r, 2, 3)
@@ -123,14 +123,14 @@ def test_unsubscribe_refuses_unknown_and_active_subscriptions() -> None:
     conn = _conn(r, 1, "client")
     sess = session(r, conn)
     cons = r.add_consumer(sess, "t", DEST_TOPIC, durable_name="d")
-    assert _status(r.unsubscribe, "client", "nope") == Status.NOT_FOUND
-    assert _status(r.unsubscribe, "client", "d") == Status.CONFLICT
+    assert _status(r.subs.unsubscribe, "client", "nope") == Status.NOT_FOUND
+    assert _status(r.subs.unsubscribe, "client", "d") == Status.CONFLICT
     r.remove_consumer(cons, None, redeliver_all=True)
     _publish(r, 1, 2)
     assert r.totals.count == 2
-    r.unsubscribe("client", "d")
+    r.subs.unsubscribe("client", "d")
     assert r.topics["t"].durables == {} and r.totals.count == 0
-    assert _status(r.unsubscribe, "client", "d") == Status.NOT_FOUND
+    assert _status(r.subs.unsubscribe, "client", "d") == Status.NOT_FOUND
 
 
 def test_a_jms_shared_durable_subscription_spreads_messages_over_its_consumers() -> None:
@@ -248,15 +248,15 @@ def test_a_temporary_topic_has_no_durable_or_shared_subscriptions() -> None:
 def test_client_ids_are_exclusive_unless_shared_in_other_namespaces() -> None:
     r = MessageRouter()
     a, b, c = Conn(1), Conn(2), Conn(3)
-    r.set_client_id(a, "id", False, None)  # type: ignore[arg-type]
-    assert _status(r.set_client_id, b, "id", False, None) == Status.CONFLICT
-    assert _status(r.set_client_id, b, "   ", False, None) == Status.BAD_REQUEST
-    r.release_client_id(a)  # type: ignore[arg-type]
-    r.set_client_id(b, "id", True, "ns1")  # type: ignore[arg-type]
-    r.set_client_id(c, "id", True, "ns2")  # type: ignore[arg-type]
-    assert _status(r.set_client_id, a, "id", True, "ns1") == Status.CONFLICT
-    assert _status(r.set_client_id, a, "id", False, None) == Status.CONFLICT
+    r.subs.set_client_id(a, "id", False, None)  # type: ignore[arg-type]
+    assert _status(r.subs.set_client_id, b, "id", False, None) == Status.CONFLICT
+    assert _status(r.subs.set_client_id, b, "   ", False, None) == Status.BAD_REQUEST
+    r.subs.release_client_id(a)  # type: ignore[arg-type]
+    r.subs.set_client_id(b, "id", True, "ns1")  # type: ignore[arg-type]
+    r.subs.set_client_id(c, "id", True, "ns2")  # type: ignore[arg-type]
+    assert _status(r.subs.set_client_id, a, "id", True, "ns1") == Status.CONFLICT
+    assert _status(r.subs.set_client_id, a, "id", False, None) == Status.CONFLICT
     # A closing connection gives its claim back.
     r.connection_closed(b, [])  # type: ignore[arg-type]
-    r.set_client_id(a, "id", True, "ns1")  # type: ignore[arg-type]
+    r.subs.set_client_id(a, "id", True, "ns1")  # type: ignore[arg-type]
     assert [cl.link_id for cl in r.client_ids["id"]] == [3, 1]

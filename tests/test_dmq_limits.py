@@ -399,7 +399,7 @@ def test_dmq_limit_removes_its_oldest() -> None:
     entries = list(q.dq)
     for e in entries:
         q.dq.remove_where(lambda x, e=e: x is e)
-        r._dead(e, "UNDELIVERABLE")
+        r.limits.dead(e, "UNDELIVERABLE")
     kept = [parse_packet(e.msg.raw).body for e in r.dmq.dq]
     assert kept == [b"\x02", b"\x03"] and r.dmq.msg_count == 2
     assert q.msg_count == 0 and r.totals.count == 2

@@ -49,7 +49,7 @@ def test_reports_wait_for_flush_and_land_on_the_reply_to() -> None:
     assert scheduled == [gen.flush] and len(gen.pending) == 1
     cons = r.add_consumer(sess, "q", DEST_QUEUE)
     r.redispatch([sess])
-    r.acknowledge(sess, [(cons.id, k[1]) for k in list(sess.unacked)])
+    r.acks.acknowledge(sess, [(cons.id, k[1]) for k in list(sess.unacked)])
     assert len(gen.pending) == 2 and len(scheduled) == 1  # one flush for the batch
     assert gen.flush() == 2
     replies = r.queues["replies"]

@@ -122,7 +122,7 @@ def test_a_remote_consumer_takes_queue_messages_while_it_has_credit() -> None:
 def test_a_remote_consumer_shares_a_topic_subscription_with_a_local_one() -> None:
     r = MessageRouter()
     link = Link(1)
-    r.set_client_id(link, "c1", False, None)  # type: ignore[arg-type]
+    r.subs.set_client_id(link, "c1", False, None)  # type: ignore[arg-type]
     sess: Session = r.create_session(link, 2)  # type: ignore[arg-type]
     local = r.add_consumer(sess, "prices", DEST_TOPIC, share=True, durable_name="d")
     remote = RemoteConsumer(Link(2), credit=10)
@@ -145,20 +145,20 @@ def test_observers_hear_arrival_delivery_consumption_expiry_and_death() -> None:
     cons = r.add_consumer(sess, "q", DEST_QUEUE)
     r.redispatch([sess])
     assert rec.seen == [("arrived", "q", b"\x01"), ("delivered", "q", b"\x01", 1)]
-    r.acknowledge(sess, [(cons.id, k[1]) for k in sess.unacked])
+    r.acks.acknowledge(sess, [(cons.id, k[1]) for k in sess.unacked])
     assert rec.seen[-1] == ("consumed", "q", b"\x01")
 
     rec.seen.clear()
     r.route(message("q", 2), link, DEST_QUEUE)  # type: ignore[arg-type]
     key = next(iter(sess.unacked))
-    r.acknowledge(sess, [key], ack_type=2)  # the client says: dead
+    r.acks.acknowledge(sess, [key], ack_type=2)  # the client says: dead
     assert rec.seen[-1] == ("dead", "q", b"\x02", dmq.UNDELIVERABLE, True)
     assert r.dmq.msg_count == 1
 
     rec.seen.clear()
     r.remove_consumer(cons, None)
     r.route(message("q", 3, expiration=1), link, DEST_QUEUE)  # type: ignore[arg-type]
-    report = r.reclaim_expired_report()
+    report = r.limits.reclaim_expired_report()
     assert report == [("q", False, 1, 0)]
     assert rec.seen == [("arrived", "q", b"\x03"), ("expired", "q", b"\x03", True)]
 

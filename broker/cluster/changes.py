@@ -245,7 +245,7 @@ class ChangeRules:
             raise gp.GPacketError("G_REM_DURABLE_INTEREST without N and I")
         self._applying = True
         try:
-            self.router.unsubscribe(client_id or None, name)
+            self.router.subs.unsubscribe(client_id or None, name)
         except RouterError as exc:
             if exc.status != 404:
                 log.warning(

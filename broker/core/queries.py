@@ -102,7 +102,7 @@ def held_messages(router: MessageRouter, dest: Destination) -> list[HeldMessage]
             if e.owner is dest:
                 row = found.setdefault(e.msg.key, [e.msg, e.redelivered, False])
                 row[1] = row[1] or e.redelivered
-    for txn in router.transactions.values():
+    for txn in router.txns.all_transactions():
         for e in txn.entries.values():
             if e.owner is dest:
                 found.setdefault(e.msg.key, [e.msg, e.redelivered, False])

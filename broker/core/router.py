@@ -4,7 +4,9 @@ It holds the shared state (the destination, session, consumer, producer, transac
 and client-ID tables, the broker-wide totals, the DMQ) and does the plain moves itself:
 creating and destroying destinations, sessions, producers and consumers, accepting a
 message (:meth:`MessageRouter.route`) and browsing.  The rules with a subject of their
-own live beside it, each in a module named for it, and the router delegates:
+own live beside it, each in a module named for it, reached as the router's parts
+(``router.subs``, ``router.txns``, ``router.acks``, ``router.limits``; the router keeps
+no copies of their methods):
 
 * broker/core/subscriptions.py -- durable and shared topic subscriptions, client IDs;
 * broker/core/transactions.py -- local and XA transactions (transaction.py: the record);
@@ -41,7 +43,6 @@ from broker.protocol.types import (
     AckMode,
     Status,
 )
-from broker.protocol.xid import Xid
 from broker.store.base import DestAdd, DestRemove, RecoveredState, Store
 
 from . import dmq
@@ -108,10 +109,8 @@ class MessageRouter:
         self.client_ids: dict[str, list[ClientIDClaim]] = {}
         self.totals = Totals()
         self.browsers: dict[int, tuple[Destination, list[bytes]]] = {}
-        self.transactions: dict[int, Transaction] = {}
-        # Transactions: XA ones by Xid; the change hook (the message store's) and more
-        # observers (the admin records); the XA JMQAutoRollback default.
-        self.xids: dict[Xid, Transaction] = {}
+        # Transactions (their tables are router.txns'): the change hook (the message
+        # store's) and more observers (the admin records); the XA JMQAutoRollback default.
         self.on_transaction_change: Callable[[Transaction], None] | None = None
         self.transaction_listeners: list[Callable[[Transaction], None]] = []
         self.xa_autorollback_all = False
@@ -142,37 +141,6 @@ class MessageRouter:
         self.txns = TransactionManager(self)
         self.acks = Acknowledgements(self)
         self.limits = Limits(self)
-        # The entry points the server, the admin service and the tests call, kept under
-        # the router's name; each is the part's own method, so a call costs no extra hop.
-        subs, txns, acks, limits = self.subs, self.txns, self.acks, self.limits
-        self.unsubscribe = subs.unsubscribe
-        self.set_client_id = subs.set_client_id
-        self.release_client_id = subs.release_client_id
-        self.acknowledge = acks.acknowledge
-        self.redeliver = acks.redeliver
-        self.reclaim_expired_report = limits.reclaim_expired_report
-        self.set_dest_state = limits.set_dest_state
-        self.producer_credit = limits.producer_credit
-        self._dead = limits.dead
-        self.start_transaction = txns.start_transaction
-        self.adopt_transaction = txns.adopt_transaction
-        self.replayed_start = txns.replayed_start
-        self.xa_start = txns.xa_start
-        self.find_transaction = txns.find_transaction
-        self.check_control = txns.check_control
-        self.transaction = txns.transaction
-        self.transacted_send = txns.transacted_send
-        self.transacted_ack = txns.transacted_ack
-        self.end_transaction = txns.end_transaction
-        self.prepare = txns.prepare
-        self.commit = txns.commit
-        self.rollback = txns.rollback
-        self.forget_timed_out = txns.forget_timed_out
-        self.expire_transaction = txns.expire_transaction
-        self.expire_transactions = txns.expire_transactions
-        self.prepared_xids = txns.prepared_xids
-        self.rollback_session = txns.rollback_session
-        self.release_transactions = txns.release_transactions
         self.dmq = QueueDestination(DMQ_NAME, totals=self.totals, attributes=dmq.DMQ_DEFAULTS)
         self.dmq.is_dmq = True
         self.queues[DMQ_NAME] = self.dmq
@@ -387,7 +355,7 @@ class MessageRouter:
         return sess
 
     def destroy_session(self, sess: Session) -> None:
-        self.rollback_session(sess)
+        self.txns.rollback_session(sess)
         for cons in list(sess.consumers.values()):
             self.remove_consumer(cons, None, redeliver_all=True)
         for prod in list(sess.producers.values()):
@@ -607,20 +575,20 @@ class MessageRouter:
     def reclaim_expired(self, now: int | None = None) -> int:
         """Remove expired messages still waiting in every destination (the periodic
         expiry job calls this); they go to the DMQ where useDMQ says so."""
-        return sum(to_dmq + gone for _, _, to_dmq, gone in self.reclaim_expired_report(now))
+        return sum(to_dmq + gone for _, _, to_dmq, gone in self.limits.reclaim_expired_report(now))
 
     # -- connections ---------------------------------------------------------
 
     def connection_closed(self, link: Link, sessions: Iterable[Session]) -> None:
         """Release everything a connection held: sessions, temp destinations, client ID."""
-        self.release_transactions(link)
+        self.txns.release_transactions(link)
         for sess in list(sessions):
             self.destroy_session(sess)
         for table in (self.queues, self.topics):
             for dest in list(table.values()):
                 if dest.temporary_owner == link.id:
                     self._remove_destination(dest)
-        self.release_client_id(link)
+        self.subs.release_client_id(link)
 
     def redispatch(self, sessions: Iterable[Session]) -> None:
         """A connection or session can take deliveries again."""

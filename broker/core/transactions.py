@@ -42,6 +42,9 @@ class TransactionManager:
 
     def __init__(self, router: MessageRouter) -> None:
         self.router = router
+        # Every transaction by JMQTransactionID, and the XA ones by Xid.
+        self.transactions: dict[int, Transaction] = {}
+        self.xids: dict[Xid, Transaction] = {}
 
     def _txn_changed(self, txn: Transaction) -> None:
         hook = self.router.on_transaction_change
@@ -93,9 +96,9 @@ class TransactionManager:
             user=user,
         )
         txn.on_change = self._txn_changed
-        self.router.transactions[txn.id] = txn
+        self.transactions[txn.id] = txn
         if xid is not None:
-            self.router.xids[xid] = txn
+            self.xids[xid] = txn
         txn.changed()
         return txn
 
@@ -128,9 +131,9 @@ class TransactionManager:
         it).  Its held acknowledgements are entries already taken out of their queues."""
         txn.link = None
         txn.on_change = self._txn_changed
-        self.router.transactions[txn.id] = txn
+        self.transactions[txn.id] = txn
         if txn.xid is not None:
-            self.router.xids[txn.xid] = txn
+            self.xids[txn.xid] = txn
         txn.changed()
         return txn
 
@@ -138,7 +141,7 @@ class TransactionManager:
         """The transaction a resent START (I flag) already made, if it is still STARTED."""
         if not creator:
             return None
-        for t in self.router.transactions.values():
+        for t in self.transactions.values():
             if t.creator == creator and t.link is link and t.state == TransactionState.STARTED:
                 return t
         return None
@@ -158,7 +161,7 @@ class TransactionManager:
     ) -> Transaction:
         """START_TRANSACTION with an Xid: TMNOFLAGS begins a new transaction (409 if the
         Xid is in use), TMJOIN / TMRESUME associate an existing one with ``link``."""
-        existing = self.router.xids.get(xid)
+        existing = self.xids.get(xid)
         if existing is not None:
             self._expire_if_due(existing)
         if flags == XAFlag.TMNOFLAGS:
@@ -193,17 +196,21 @@ class TransactionManager:
 
     def all_transactions(self) -> list[Transaction]:
         """Every transaction held (any state, in doubt ones included), oldest first."""
-        return list(self.router.transactions.values())
+        return list(self.transactions.values())
 
     def by_id(self, txn_id: int) -> Transaction | None:
         """The transaction with this JMQTransactionID, or None (no expiry check)."""
-        return self.router.transactions.get(txn_id)
+        return self.transactions.get(txn_id)
+
+    def by_xid(self, xid: Xid) -> Transaction | None:
+        """The XA transaction with this Xid, or None (no expiry check)."""
+        return self.xids.get(xid)
 
     def held_sends(self) -> dict[tuple[str, bool], list[int]]:
         """[count, bytes] of the messages sent in transactions not yet COMMITTED, by
         (destination name, is a topic)."""
         held: dict[tuple[str, bool], list[int]] = {}
-        for txn in self.router.transactions.values():
+        for txn in self.transactions.values():
             if txn.state == TransactionState.COMMITTED:
                 continue
             for msg, dtype in txn.sends:
@@ -215,9 +222,9 @@ class TransactionManager:
     def find_transaction(self, txn_id: int, xid: Xid | None = None) -> Transaction:
         """The transaction a request names by JMQTransactionID or (XA) by its Xid; 404 if
         unknown.  A transaction past its lifetime is rolled back first."""
-        txn = self.router.transactions.get(txn_id) if txn_id else None
+        txn = self.transactions.get(txn_id) if txn_id else None
         if txn is None and xid is not None:
-            txn = self.router.xids.get(xid)
+            txn = self.xids.get(xid)
         if txn is None:
             what = f"transaction {txn_id}" if txn_id else f"Xid {xid}"
             raise RouterError(Status.NOT_FOUND, f"unknown {what}")
@@ -246,7 +253,7 @@ class TransactionManager:
         """The transaction a message or an acknowledgement names: 410 if it does not
         exist (any more), 408 if its lifetime expired, 403 if it is another connection's
         (local transactions), 412 if it does not take work now (not STARTED)."""
-        txn = self.router.transactions.get(txn_id)
+        txn = self.transactions.get(txn_id)
         if txn is None:
             raise RouterError(Status.GONE, f"transaction {txn_id} does not exist")
         self._expire_if_due(txn)
@@ -475,9 +482,9 @@ class TransactionManager:
             self.router.acks.return_unacked(sess, entries, redelivered=set_redelivered)
 
     def _forget_transaction(self, txn: Transaction) -> None:
-        self.router.transactions.pop(txn.id, None)
-        if txn.xid is not None and self.router.xids.get(txn.xid) is txn:
-            del self.router.xids[txn.xid]
+        self.transactions.pop(txn.id, None)
+        if txn.xid is not None and self.xids.get(txn.xid) is txn:
+            del self.xids[txn.xid]
 
     def forget_timed_out(self, txn: Transaction) -> None:
         """A timed-out transaction's owner has been told (408): forget it."""
@@ -508,7 +515,7 @@ class TransactionManager:
         """The lifetime timer of ``txn_id`` fired: roll it back if it is due.  Returns the
         ms still to wait when the timer fired early (None otherwise)."""
         self._purge_timed_out()
-        txn = self.router.transactions.get(txn_id)
+        txn = self.transactions.get(txn_id)
         if txn is None or txn.is_final:
             return None
         now = now_ms()
@@ -524,7 +531,7 @@ class TransactionManager:
     def expire_transactions(self, now: int | None = None) -> int:
         """Roll back every transaction past its lifetime; returns how many."""
         now = now_ms() if now is None else now
-        n = sum(1 for t in list(self.router.transactions.values()) if self._expire_if_due(t, now))
+        n = sum(1 for t in list(self.transactions.values()) if self._expire_if_due(t, now))
         self._purge_timed_out(now)
         return n
 
@@ -533,7 +540,7 @@ class TransactionManager:
         limit = now - self.TIMED_OUT_RETENTION_MS
         for t in [
             t
-            for t in self.router.transactions.values()
+            for t in self.transactions.values()
             if t.state == TransactionState.TIMED_OUT and (t.link is None or t.timed_out_at < limit)
         ]:
             self._forget_transaction(t)
@@ -542,14 +549,14 @@ class TransactionManager:
         """RECOVER_TRANSACTION: the Xids of every PREPARED XA transaction."""
         return [
             t.xid
-            for t in self.router.transactions.values()
+            for t in self.transactions.values()
             if t.xid is not None and t.state == TransactionState.PREPARED
         ]
 
     def rollback_session(self, sess: Session) -> None:
         """A session closes: its transactions roll back, except PREPARED ones and
         JMQSessionLess ones (XA by default), which stay without it."""
-        for txn in [t for t in self.router.transactions.values() if t.session is sess]:
+        for txn in [t for t in self.transactions.values() if t.session is sess]:
             if txn.state == TransactionState.TIMED_OUT:
                 self._forget_transaction(txn)
             elif txn.state == TransactionState.PREPARED or txn.session_less:
@@ -561,7 +568,7 @@ class TransactionManager:
         """A connection closes: the transactions associated with it roll back, except
         PREPARED ones and JMQSessionLess ones (XA by default), which live on in doubt
         until a transaction manager or an administrator finishes them."""
-        for txn in [t for t in self.router.transactions.values() if t.link is link]:
+        for txn in [t for t in self.transactions.values() if t.link is link]:
             if txn.state == TransactionState.TIMED_OUT:
                 self._forget_transaction(txn)
             elif txn.state == TransactionState.PREPARED or txn.session_less:

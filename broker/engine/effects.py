@@ -53,7 +53,7 @@ class CancelTimer:
 @dataclass(slots=True)
 class TransactionTimer:
     """Roll the transaction back when its JMQLifetime (ms) is over: the driver keeps the
-    handle on ``txn.timer`` and asks ``router.expire_transaction`` when it fires."""
+    handle on ``txn.timer`` and asks ``router.txns.expire_transaction`` when it fires."""
 
     txn: Any
     delay_ms: int

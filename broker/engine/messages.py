@@ -98,8 +98,8 @@ class MessageRules:
                 return
             txn_id = pkt.transaction_id
             if txn_id:
-                txn = self.router.transaction(txn_id, self)
-                self.router.transacted_send(txn, msg, dest_type, self)
+                txn = self.router.txns.transaction(txn_id, self)
+                self.router.txns.transacted_send(txn, msg, dest_type, self)
             else:
                 self.router.route(msg, self, dest_type)
         except RouterError as exc:
@@ -153,7 +153,7 @@ class MessageRules:
         if prod is None:
             size = -1
         else:
-            size = self.router.producer_credit(prod, self)
+            size = self.router.limits.producer_credit(prod, self)
             if size == 0:
                 return
         self.write(
@@ -215,7 +215,7 @@ class MessageRules:
             if sess is not None and sess.ack_mode != AckMode.NO_ACKNOWLEDGE:
                 store = self.router.store
                 mark = store.submitted if store is not None else 0
-                self.router.acknowledge(sess, ((cid, key),))
+                self.router.acks.acknowledge(sess, ((cid, key),))
                 if pkt.flags & FLAG_A:
                     self._ack_reply(pkt.consumer_id, store is not None and store.submitted != mark)
                 return
@@ -239,7 +239,7 @@ class MessageRules:
         mark = store.submitted if store is not None else 0
         if pkt.transaction_id:
             try:
-                txn = self.router.transaction(pkt.transaction_id, self)
+                txn = self.router.txns.transaction(pkt.transaction_id, self)
             except RouterError as exc:
                 self.reply(pkt, exc.status, reason=exc.reason)
                 return
@@ -251,12 +251,12 @@ class MessageRules:
                 return
             if txn is not None:
                 try:
-                    self.router.transacted_ack(txn, sess, blocks)
+                    self.router.txns.transacted_ack(txn, sess, blocks)
                 except RouterError as exc:
                     self.reply(pkt, exc.status, reason=exc.reason)
                     return
                 continue
-            self.router.acknowledge(sess, blocks, ack_type, dead_reason, comment)
+            self.router.acks.acknowledge(sess, blocks, ack_type, dead_reason, comment)
             if ack_type in (AckType.UNDELIVERABLE, AckType.DEAD):
                 log.info(
                     "%d message(s) given up by the client (JMQAckType %s) removed",
@@ -285,7 +285,7 @@ class MessageRules:
             return
         set_r = bool(pkt.properties.get("JMQSetRedelivered", False))
         for sess, blocks in groups.items():
-            self.router.redeliver(sess, blocks, set_r)
+            self.router.acks.redeliver(sess, blocks, set_r)
         self.reply(pkt, Status.OK)
 
     # -- browsing --------------------------------------------------------------------

@@ -124,7 +124,7 @@ class ResourceRules:
         props = pkt.properties
         cid = props.get("JMQClientID")
         try:
-            self.router.set_client_id(
+            self.router.subs.set_client_id(
                 self,
                 cid if cid is None else str(cid),
                 bool(props.get("JMQShare", False)),
@@ -151,7 +151,7 @@ class ResourceRules:
         if self.state is CLOSED:
             return self.take_effects()
         if error is not None or result != 0:
-            self.router.release_client_id(self)
+            self.router.subs.release_client_id(self)
             self.client_id = None
             why = "no answer from the cluster" if error is not None else "in use on another broker"
             self.reply(pkt, Status.CONFLICT, reason=f"client ID {cid} is {why}")
@@ -298,7 +298,7 @@ class ResourceRules:
             self.reply(pkt, exc.status, reason=exc.reason)
             return
         # 0: it waits now; RESUME_FLOW follows when there is room (limits.producer_credit).
-        batch = self.router.producer_credit(prod, self)
+        batch = self.router.limits.producer_credit(prod, self)
         self.reply(
             pkt,
             Status.OK,
@@ -375,7 +375,7 @@ class ResourceRules:
                 return
             client_id = props.get("JMQClientID", self.client_id)
             try:
-                self.router.unsubscribe(client_id, str(durable))
+                self.router.subs.unsubscribe(client_id, str(durable))
             except RouterError as exc:
                 self.reply(pkt, exc.status, reason=exc.reason)
                 return

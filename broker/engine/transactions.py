@@ -65,9 +65,9 @@ class TransactionRules:
         xid = _txn_xid(pkt)
         if not tid and xid is None:
             raise RouterError(Status.BAD_REQUEST, "JMQTransactionID (or an Xid body) is missing")
-        txn = self.router.find_transaction(tid, xid)
+        txn = self.router.txns.find_transaction(tid, xid)
         if control:
-            self.router.check_control(txn, self, self.service.type == "ADMIN")
+            self.router.txns.check_control(txn, self, self.service.type == "ADMIN")
         return txn
 
     def _txn_reply(self: Any, pkt: Packet, txn, status: int = Status.OK, **extra: object) -> None:
@@ -105,11 +105,11 @@ class TransactionRules:
                         Status.BAD_REQUEST, f"START with JMQXAFlags {flags:#x} needs an Xid body"
                     )
                 if resent:
-                    done = self.router.replayed_start(self, pkt.sysmsgid)
+                    done = self.router.txns.replayed_start(self, pkt.sysmsgid)
                     if done is not None:
                         self._txn_reply(pkt, done, Status.NOT_MODIFIED)
                         return
-                txn = self.router.start_transaction(
+                txn = self.router.txns.start_transaction(
                     sess,
                     self,
                     auto_rollback=auto_rollback,
@@ -122,11 +122,11 @@ class TransactionRules:
             else:
                 flags = flags or 0
                 if resent and flags == XAFlag.TMNOFLAGS:
-                    done = self.router.xids.get(xid)
+                    done = self.router.txns.by_xid(xid)
                     if done is not None and done.state == TransactionState.STARTED:
                         self._txn_reply(pkt, done, Status.NOT_MODIFIED)
                         return
-                txn = self.router.xa_start(
+                txn = self.router.txns.xa_start(
                     self,
                     sess,
                     xid,
@@ -174,7 +174,7 @@ class TransactionRules:
                     txn.set_state(TransactionState.COMPLETE)
                 self._txn_reply(pkt, txn)
                 return
-            self.router.end_transaction(txn, flags)
+            self.router.txns.end_transaction(txn, flags)
         except RouterError as exc:
             self._txn_refused(pkt, exc, txn)
             return
@@ -187,7 +187,7 @@ class TransactionRules:
             if pkt.flags & FLAG_I and txn.state == TransactionState.PREPARED:
                 self._txn_reply(pkt, txn, Status.NOT_MODIFIED)
                 return
-            self.router.prepare(txn, one_phase=pkt.properties.get("JMQXAOnePhase") is True)
+            self.router.txns.prepare(txn, one_phase=pkt.properties.get("JMQXAOnePhase") is True)
         except RouterError as exc:
             self._txn_refused(pkt, exc, txn)
             return
@@ -201,7 +201,7 @@ class TransactionRules:
             return
         if sess is not self.implicit_session and self.sessions.get(sess.id) is not sess:
             return
-        nxt = self.router.start_transaction(
+        nxt = self.router.txns.start_transaction(
             sess,
             self,
             auto_rollback=txn.auto_rollback,
@@ -232,7 +232,7 @@ class TransactionRules:
             if txn is None:
                 return
             flags = _txn_int(pkt, "JMQXAFlags") or 0
-            self.router.commit(
+            self.router.txns.commit(
                 txn,
                 self,
                 one_phase=bool(flags & XAFlag.TMONEPHASE),
@@ -257,12 +257,12 @@ class TransactionRules:
                 return
             if txn.state == TransactionState.TIMED_OUT:
                 # Already rolled back by the broker: say so once, then forget it.
-                self.router.forget_timed_out(txn)
+                self.router.txns.forget_timed_out(txn)
                 raise RouterError(
                     Status.TIMEOUT,
                     f"transaction {txn.id} was rolled back by the broker: its lifetime expired",
                 )
-            self.router.rollback(
+            self.router.txns.rollback(
                 txn,
                 redeliver=props.get("JMQRedeliver") is True,
                 set_redelivered=props.get("JMQSetRedelivered") is not False,
@@ -286,7 +286,7 @@ class TransactionRules:
             self.reply(pkt, exc.status, reason=exc.reason)
             return
         if tid:
-            txn = self.router.transactions.get(tid)
+            txn = self.router.txns.by_id(tid)
             if txn is None or txn.state != TransactionState.PREPARED:
                 self.reply(
                     pkt,
@@ -298,7 +298,7 @@ class TransactionRules:
             xids = [txn.xid] if txn.xid is not None else []
             extra: dict[str, object] = {"JMQTransactionID": JLong(tid)}
         else:
-            xids = self.router.prepared_xids() if flags & XAFlag.TMSTARTRSCAN else []
+            xids = self.router.txns.prepared_xids() if flags & XAFlag.TMSTARTRSCAN else []
             extra = {}
         self.reply(
             pkt, Status.OK, {"JMQQuantity": JInt(len(xids)), **extra}, body=encode_xids(xids)

@@ -221,7 +221,7 @@ class ClientConnection(asyncio.Protocol):
 
         def fire() -> None:
             txn.timer = None
-            remaining = router.expire_transaction(txn.id)
+            remaining = router.txns.expire_transaction(txn.id)
             if remaining:
                 txn.timer = loop.call_later(remaining / 1000, fire)
 

@@ -2,7 +2,7 @@
 
 Called by the expiry job inside :func:`broker.store.ownership.held_if_unowned`'s
 transaction, so no broker owns the rows meanwhile.  It does to the rows what the broker's
-own sweep (``Router.reclaim_expired_report``) would have done at its next start: each
+own sweep (``Limits.reclaim_expired_report``) would have done at its next start: each
 open interest of an expired message is settled, and where the destination uses the DMQ
 (``useDMQ``, default true) and the producer did not set
 ``JMS_SUN_PRESERVE_UNDELIVERED=false``, a copy with the ``JMS_SUN_DMQ_*`` properties

@@ -104,7 +104,7 @@ def destroy_durable(conn: ConnectionEngine, props: dict) -> Result:
     if not isinstance(name, str) or not name:
         raise AdminError(Status.BAD_REQUEST, "JMQDurableName is missing")
     client_id = props.get("JMQClientID")
-    conn.router.unsubscribe(client_id if isinstance(client_id, str) else None, name)
+    conn.router.subs.unsubscribe(client_id if isinstance(client_id, str) else None, name)
     return {}, b""
 
 

@@ -32,6 +32,6 @@ def reclaim_expired(conn: ClientConnection, props: dict) -> tuple[dict, bytes]:
             ToDMQ=JInt(to_dmq),
             Discarded=JInt(gone),
         )
-        for name, is_topic, to_dmq, gone in conn.router.reclaim_expired_report()
+        for name, is_topic, to_dmq, gone in conn.router.limits.reclaim_expired_report()
     ]
     return {}, encode_admin_vector(rows)

@@ -132,7 +132,7 @@ def _pause_target(conn: ConnectionEngine, props: dict, state: DestState) -> None
     target = props.get("JMQPauseTarget")
     if target == "JMQDestination" or (target is None and "JMQDestination" in props):
         dest = lookup(conn, props)
-        conn.router.set_dest_state(dest, state)
+        conn.router.limits.set_dest_state(dest, state)
         log.info("destination %s is now %s", dest.name, state.name)
         return
     paused = state != DestState.RUNNING

@@ -80,7 +80,7 @@ def commit_transaction(conn: ConnectionEngine, props: dict):
             f"transaction {txn.id} is {txn.state.name}, not PREPARED: it cannot be "
             "committed by an administrator",
         )
-    conn.router.commit(txn, None)
+    conn.router.txns.commit(txn, None)
     log.info("transaction %s committed by the administrator %s", txn.id, conn.user)
     broker = conn.broker
     loop = asyncio.get_running_loop()
@@ -110,6 +110,6 @@ def rollback_transaction(conn: ConnectionEngine, props: dict) -> Result:
             f"rollback of non-XA transaction {txn.id} in state {state.name} is not "
             "supported (only PREPARED ones)",
         )
-    conn.router.rollback(txn)
+    conn.router.txns.rollback(txn)
     log.info("transaction %s rolled back by the administrator %s", txn.id, conn.user)
     return {}, b""
