@@ -102,7 +102,11 @@ def record_change(
         message=message,
         broker_instance=instance or settings.IMQ_INSTANCE,
     )
-    send_event({**event, "by": actor or "unknown"}, instance)
+    # Inside a transaction (an import applies many changes in one) the live pages hear
+    # of it once it is committed: a change rolled back was never made.
+    from django.db import transaction
+
+    transaction.on_commit(lambda: send_event({**event, "by": actor or "unknown"}, instance))
 
 
 def dest_type_code(kind: str | int) -> int:

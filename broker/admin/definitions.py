@@ -143,13 +143,13 @@ def _plan_groups(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Chan
 
 
 def _apply_groups(changes: list[Change], admin: BrokerAdmin, actor: str) -> None:
-    from broker.models import BrokerGroup
+    from .security_actions import create_group, update_group
 
     for c in changes:
-        if c.op != "unchanged":
-            BrokerGroup.objects.update_or_create(
-                name=c.name, defaults={"description": c.data["description"]}
-            )
+        if c.op == "create":
+            create_group(actor, c.name, c.data["description"])
+        elif c.op == "update":
+            update_group(actor, c.name, c.data["description"])
 
 
 def _export_users(admin: BrokerAdmin) -> list[dict[str, Any]]:
@@ -168,9 +168,8 @@ def _export_users(admin: BrokerAdmin) -> list[dict[str, Any]]:
 
 def _plan_users(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Change]:
     from broker.models import BrokerUser
-    from broker.security.users import ADMIN_GROUP
 
-    from .security_actions import clean_group_name, clean_username
+    from .security_actions import admin_lost_by, clean_group_name, clean_username
 
     existing = {
         u.username: (u.password_digest, u.active, sorted(g.name for g in u.groups.all()))
@@ -223,25 +222,24 @@ def _plan_users(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Chang
                 "users", op, name, detail, {"digest": digest, "active": active, "groups": groups}
             )
         )
-    if not any(active and ADMIN_GROUP in groups for _, active, groups in existing.values()):
-        errors.append("users: no active member of group admin would be left")
+    lost = admin_lost_by(
+        {c.name: (c.data["active"], c.data["groups"]) for c in changes if c.op != "unchanged"}
+    )
+    if lost is not None:
+        errors.append(f"users: the document leaves {lost}")
     return changes
 
 
 def _apply_users(changes: list[Change], admin: BrokerAdmin, actor: str) -> None:
-    from broker.models import BrokerGroup, BrokerUser
+    from .security_actions import load_users
 
-    from .security_actions import sync_portal_user
-
-    for c in changes:
-        if c.op == "unchanged":
-            continue
-        user, _ = BrokerUser.objects.update_or_create(
-            username=c.name,
-            defaults={"password_digest": c.data["digest"], "active": c.data["active"]},
-        )
-        user.groups.set([BrokerGroup.objects.get_or_create(name=g)[0] for g in c.data["groups"]])
-        sync_portal_user(c.name)
+    entries = [
+        (c.name, c.data["digest"], c.data["active"], c.data["groups"])
+        for c in changes
+        if c.op != "unchanged"
+    ]
+    if entries:
+        load_users(actor, entries, source="the definitions")
 
 
 # --------------------------------------------------------------------------------------
@@ -288,15 +286,11 @@ def _plan_rules(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Chang
 
 
 def _apply_rules(changes: list[Change], admin: BrokerAdmin, actor: str) -> None:
-    from broker.models import AccessRule
+    from .security_actions import set_rule
 
     for c in changes:
         if c.op != "unchanged":
-            AccessRule.objects.update_or_create(
-                broker_instance=c.data["instance"],
-                key=c.data["key"],
-                defaults={"value": c.data["value"]},
-            )
+            set_rule(actor, c.data["key"], c.data["value"], c.data["instance"])
 
 
 # --------------------------------------------------------------------------------------

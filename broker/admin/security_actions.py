@@ -52,6 +52,8 @@ __all__ = [
     "groups_queryset",
     "import_rules_file",
     "import_users_passwd",
+    "load_users",
+    "admin_lost_by",
     "list_groups",
     "list_rules",
     "list_users",
@@ -326,33 +328,62 @@ def import_users_passwd(actor: str, text: str) -> tuple[list[str], list[str]]:
     if not isinstance(text, str):
         raise ActionError("the passwd file must be text")
     entries = {e.username: e for e in parse_passwd(text)}
-    for name, entry in entries.items():
-        clean_username(name)
-        if entry.group:
-            clean_group_name(entry.group)
+    return load_users(
+        actor,
+        [
+            (n, e.password_digest, e.active, [e.group] if e.group else [])
+            for n, e in entries.items()
+        ],
+        source="a passwd file",
+    )
+
+
+def admin_lost_by(changes: dict[str, tuple[bool, Iterable[str]]]) -> str | None:
+    """Why applying ``changes`` (user -> (active, groups) after the change) would leave
+    no active member of group admin, or None when one remains (or there was none)."""
     admins_before = set(
         BrokerUser.objects.filter(active=True, groups__name=ADMIN_GROUP).values_list(
             "username", flat=True
         )
     )
-    admins_after = {n for n in admins_before if n not in entries} | {
-        n for n, e in entries.items() if e.active and e.group == ADMIN_GROUP
+    admins_after = {n for n in admins_before if n not in changes} | {
+        n for n, (active, groups) in changes.items() if active and ADMIN_GROUP in set(groups)
     }
     if admins_before and not admins_after:
-        raise Conflict(
-            f"the file leaves no active member of group {ADMIN_GROUP} "
+        return (
+            f"no active member of group {ADMIN_GROUP} "
             f"({', '.join(sorted(admins_before))} would lose it): "
             "nobody could administer the broker after that"
         )
+    return None
+
+
+def load_users(
+    actor: str,
+    entries: list[tuple[str, str, bool, list[str]]],
+    *,
+    source: str,
+) -> tuple[list[str], list[str]]:
+    """Create or update users with their stored OpenMQ credentials (password digests,
+    never passwords), active flags and groups (replaced), all or nothing: a passwd
+    file's users, the definitions import's.  Refused when it would leave no active
+    administrator.  Returns (created, updated) user names."""
+    for name, _digest, _active, groups in entries:
+        clean_username(name)
+        for g in groups:
+            clean_group_name(g)
+    lost = admin_lost_by({n: (active, groups) for n, _d, active, groups in entries})
+    if lost is not None:
+        raise Conflict(f"{source} leaves {lost}")
     try:
-        created, updated = users.import_passwd(text)
+        created, updated = users.put_stored_users(entries)
     except users.UserError as exc:
         raise ActionError(str(exc)) from None
     for name in created + updated:
         sync_portal_user(name)
     record_change(
         actor,
-        f"imported users from a passwd file ({len(created)} added: "
+        f"imported users from {source} ({len(created)} added: "
         f"{', '.join(created) or 'none'}; {len(updated)} updated: {', '.join(updated) or 'none'})",
         {"type": "user", "op": "import", "created": created, "updated": updated},
     )

@@ -240,6 +240,28 @@ def passwd_group(groups: Iterable[str]) -> str:
     return names[0] if names else USER_GROUP
 
 
+def put_stored_users(
+    entries: Iterable[tuple[str, str, bool, Iterable[str]]],
+) -> tuple[list[str], list[str]]:
+    """Create or update users from stored credentials: (name, OpenMQ password digest,
+    active, groups -- replaced, made when missing), in one transaction.  Returns
+    (created, updated) user names."""
+    created, updated = [], []
+    with transaction.atomic():
+        for username, digest, active, groups in entries:
+            _check_username(username)
+            user, new = BrokerUser.objects.get_or_create(
+                username=username, defaults={"password_digest": digest, "active": active}
+            )
+            if not new:
+                user.password_digest = digest
+                user.active = active
+                user.save(update_fields=["password_digest", "active", "updated"])
+            user.groups.set(_groups(groups))
+            (created if new else updated).append(username)
+    return created, updated
+
+
 def import_passwd(text: str) -> tuple[list[str], list[str]]:
     """Load a passwd file's users (hashes, group, active) into the database.
 
@@ -248,21 +270,10 @@ def import_passwd(text: str) -> tuple[list[str], list[str]]:
     """
     from .filerepo import parse_passwd
 
-    created, updated = [], []
-    with transaction.atomic():
-        for entry in parse_passwd(text):
-            _check_username(entry.username)
-            user, new = BrokerUser.objects.get_or_create(
-                username=entry.username,
-                defaults={"password_digest": entry.password_digest, "active": entry.active},
-            )
-            if not new:
-                user.password_digest = entry.password_digest
-                user.active = entry.active
-                user.save(update_fields=["password_digest", "active", "updated"])
-            user.groups.set(_groups([entry.group] if entry.group else []))
-            (created if new else updated).append(entry.username)
-    return created, updated
+    return put_stored_users(
+        (e.username, e.password_digest, e.active, [e.group] if e.group else [])
+        for e in parse_passwd(text)
+    )
 
 
 def export_passwd() -> str:
