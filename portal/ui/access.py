@@ -15,9 +15,7 @@ from django.contrib.auth.views import redirect_to_login
 
 from portal.auth import is_administrator
 
-NOT_ADMIN = (
-    "{user} is not an administrator: only members of the broker's admin group may use the portal."
-)
+NOT_ADMIN = "{user} is not an administrator: only users the broker's admin service accepts (its connection.ADMIN access rules) may use the portal."
 
 
 def admin_required(view):
