@@ -259,4 +259,4 @@ def test_client_ids_are_exclusive_unless_shared_in_other_namespaces() -> None:
     # A closing connection gives its claim back.
     r.connection_closed(b, [])  # type: ignore[arg-type]
     r.subs.set_client_id(a, "id", True, "ns1")  # type: ignore[arg-type]
-    assert [cl.link_id for cl in r.client_ids["id"]] == [3, 1]
+    assert [cl.link_id for cl in r.subs.client_ids["id"]] == [3, 1]

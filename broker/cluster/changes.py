@@ -9,6 +9,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from broker.core import queries
 from broker.core.destination import TopicDestination
 from broker.core.errors import RouterError
 from broker.core.selector import SelectorError, compile_selector
@@ -51,8 +52,7 @@ class ChangeRules:
         router = self.router
         return [
             d
-            for table in (router.queues, router.topics)
-            for d in table.values()
+            for d in queries.destinations(router)
             if not d.auto and not d.is_temporary and not d.name.startswith(PRIVATE_PREFIXES)
         ]
 

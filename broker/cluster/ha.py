@@ -32,6 +32,7 @@ from typing import TYPE_CHECKING, Any
 
 from django.db import connections
 
+from broker.core import queries
 from broker.core.errors import RouterError
 from broker.core.recovery import recover
 from broker.models import BrokerState, StoreOwner
@@ -155,12 +156,11 @@ class HAMonitor:
     def _hold(self, gap: float) -> None:
         """Hold every delivery queue until the store says the rows are still ours."""
         router = self.broker.router
-        for table in (router.queues, router.topics):
-            for dest in table.values():
-                for q in dest.delivery_queues():
-                    if not q.paused:
-                        q.paused = True
-                        self._held.append(q)
+        for dest in queries.destinations(router):
+            for q in dest.delivery_queues():
+                if not q.paused:
+                    q.paused = True
+                    self._held.append(q)
         log.warning(
             "broker %s was stalled for %.1f s: deliveries held until the store confirms "
             "it still owns its rows",

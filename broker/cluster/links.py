@@ -84,7 +84,7 @@ class LinkRules:
         )
         for dest in self._admin_destinations():
             link.send(self._destination_packet(dest, sync=True))
-        cons = [c for c in self.router.consumers.values() if self._shared(c)]
+        cons = [c for c in self.router.local_consumers() if self._shared(c)]
         if cons:
             link.send(self._interest_packet(cons))
         self.locks.link_up(link)

@@ -54,7 +54,7 @@ class ClusterLocks:
 
     def _holds_client_id(self, resource: str) -> bool:
         kind, _, name = resource.partition(":")
-        return kind == "clientid" and bool(self.service.router.client_ids.get(name))
+        return kind == "clientid" and self.service.router.subs.client_id_in_use(name)
 
     def needed(self) -> bool:
         return bool(self.service.links)

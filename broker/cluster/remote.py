@@ -209,7 +209,7 @@ class InboundOrigin:
 
     def dispatch(self, _now: int | None = None) -> None:
         """Hand pending entries to the local consumer while it can take them."""
-        cons: Consumer | None = self.service.router.consumers.get(self.uid.consumer_id)
+        cons: Consumer | None = self.service.router.consumer(self.uid.consumer_id)
         if cons is None or cons.closed:
             self.put_back(list(self.pending))
             self.pending.clear()

@@ -27,6 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from broker.core import queries
 from broker.core.errors import now_ms
 from broker.protocol import gpacket as gp
 
@@ -124,8 +125,9 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
         )
         self.router.consumer_listeners.append(self._consumer_event)
         self.router.listeners.append(self._router_event)
-        for topic in self.router.topics.values():
-            self._known_durables.update(topic.durables)
+        for _topic, sub in queries.subscriptions(self.router):
+            if sub.durable_key is not None:
+                self._known_durables.add(sub.durable_key)
         if self.cfg.master is not None:
             self.router.change_guard = self._guard
             role = "this broker" if self.record is not None else "{}:{}".format(*self.cfg.master)

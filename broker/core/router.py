@@ -66,7 +66,7 @@ from .metrics import note_consumers
 from .observers import MessageEvents
 from .recovery import recover
 from .session import Consumer, Link, Producer, Session
-from .subscriptions import ClientIDClaim, Subscriptions
+from .subscriptions import Subscriptions
 from .transaction import Transaction
 from .transactions import TransactionManager
 
@@ -106,7 +106,6 @@ class MessageRouter:
         self.consumers: dict[int, Consumer] = {}
         self.producers: dict[int, Producer] = {}
         self.sessions: dict[int, Session] = {}
-        self.client_ids: dict[str, list[ClientIDClaim]] = {}
         self.totals = Totals()
         self.browsers: dict[int, tuple[Destination, list[bytes]]] = {}
         # Transactions (their tables are router.txns'): the change hook (the message
@@ -146,6 +145,22 @@ class MessageRouter:
         self.queues[DMQ_NAME] = self.dmq
 
     # -- destinations ---------------------------------------------------------
+
+    def consumer(self, consumer_id: int) -> Consumer | None:
+        """A local consumer by id (None when there is none)."""
+        return self.consumers.get(consumer_id)
+
+    def producer(self, producer_id: int) -> Producer | None:
+        """A producer by id (None when there is none)."""
+        return self.producers.get(producer_id)
+
+    def browser(self, browser_id: int) -> tuple[Destination, list[bytes]] | None:
+        """A queue browser's destination and the keys it still has to show."""
+        return self.browsers.get(browser_id)
+
+    def local_consumers(self) -> list[Consumer]:
+        """Every consumer of this broker's clients, oldest first."""
+        return list(self.consumers.values())
 
     def lookup(self, name: str, dest_type: int) -> Destination | None:
         if dest_type & DEST_TOPIC:

@@ -2,8 +2,8 @@
 
 Which subscription a new topic consumer attaches to, when it may join one that already
 has consumers, deleting a durable subscription, and the SET_CLIENTID rules that name
-durable subscriptions.  The state stays on the router (its topics and ``client_ids``);
-this module holds the rules.
+durable subscriptions.  The client-ID claims are this part's own; the
+subscriptions live on their topics.
 """
 
 from __future__ import annotations
@@ -33,6 +33,8 @@ class Subscriptions:
 
     def __init__(self, router: MessageRouter) -> None:
         self.router = router
+        # The client IDs in use: name -> the connections' claims (SET_CLIENTID).
+        self.client_ids: dict[str, list[ClientIDClaim]] = {}
 
     def subscription_for(
         self,
@@ -269,7 +271,7 @@ class Subscriptions:
             return
         if not client_id.strip():
             raise RouterError(Status.BAD_REQUEST, "client ID is empty")
-        claims = self.router.client_ids.setdefault(client_id, [])
+        claims = self.client_ids.setdefault(client_id, [])
         for c in claims:
             if c.link_id == link.id:
                 continue
@@ -282,11 +284,15 @@ class Subscriptions:
         claims.append(ClientIDClaim(link.id, shared, namespace))
         link.client_id = client_id
 
+    def client_id_in_use(self, client_id: str) -> bool:
+        """Whether a connection of this broker has claimed ``client_id``."""
+        return bool(self.client_ids.get(client_id))
+
     def release_client_id(self, link: Link) -> None:
         cid = link.client_id
         if cid is None:
             return
-        table = self.router.client_ids
+        table = self.client_ids
         claims = [c for c in table.get(cid, []) if c.link_id != link.id]
         if claims:
             table[cid] = claims

@@ -149,7 +149,7 @@ class MessageRules:
         it (then the destination resumes it when there is room)."""
         if self.state is CLOSED:
             return
-        prod = self.router.producers.get(pid)
+        prod = self.router.producer(pid)
         if prod is None:
             size = -1
         else:
@@ -168,7 +168,7 @@ class MessageRules:
         size = props.get("JMQSize", props.get("JMQRBufferSize"))
         cid = props.get("JMQConsumerID")
         if cid is not None:
-            cons = self.router.consumers.get(as_int(cid))
+            cons = self.router.consumer(as_int(cid))
             if cons is not None and cons.link is self:
                 cons.resume(int(size) if isinstance(size, int) else None)
                 cons.queue.dispatch(int(time.time() * 1000))
@@ -314,7 +314,7 @@ class MessageRules:
         if bid is None or len(body) % 32:
             self.reply(pkt, Status.BAD_REQUEST, reason="DELIVER needs JMQConsumerID and n x 32")
             return
-        browser = self.router.browsers.get(as_int(bid))
+        browser = self.router.browser(as_int(bid))
         if browser is None or as_int(bid) not in self.browsers:
             self.reply(pkt, Status.NOT_FOUND, reason=f"no browser {bid}")
             return

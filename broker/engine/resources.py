@@ -312,7 +312,7 @@ class ResourceRules:
 
     def on_delete_producer(self: Any, pkt: Packet) -> None:
         pid = pkt.properties.get("JMQProducerID")
-        prod = self.router.producers.get(as_int(pid)) if pid is not None else None
+        prod = self.router.producer(as_int(pid)) if pid is not None else None
         if prod is None or prod.session.link is not self:
             self.reply(pkt, Status.NOT_FOUND, reason=f"no producer {pid}")
             return
@@ -381,7 +381,7 @@ class ResourceRules:
                 return
             self.reply(pkt, Status.OK)
             return
-        cons: Consumer | None = self.router.consumers.get(as_int(cid))
+        cons: Consumer | None = self.router.consumer(as_int(cid))
         # Not ``cons.link is not self`` in the condition: mypy would narrow self to a Link.
         mine = cons is not None and cons.link is self
         if cons is None or not mine:

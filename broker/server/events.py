@@ -59,6 +59,7 @@ from typing import TYPE_CHECKING
 
 from broker import props
 from broker.channel_groups import group_name
+from broker.core import queries
 from broker.core.metrics import ServiceCounters, consumer_counts, sample_averages
 from broker.protocol.admin_types import ADMIN_QUEUE
 from broker.server.queuethread import STOP, QueueThread
@@ -165,10 +166,10 @@ class EventPublisher:
         tools = {cid for cid, c in broker.connections.items() if c.service.type == "ADMIN"}
         dests = [
             d
-            for d in router.queues.values()
+            for d in queries.destinations(router, topics=False)
             if d.name != ADMIN_QUEUE and d.temporary_owner not in tools
         ]
-        dests += router.topics.values()
+        dests += queries.destinations(router, queues=False)
         for d in self._averaging_batch(dests):
             sample_averages(d, consumer_counts(d))
         deepest = heapq.nlargest(MAX_DEPTHS, dests, key=_BY_DEPTH)

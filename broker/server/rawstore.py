@@ -34,6 +34,7 @@ from collections import defaultdict
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from broker.core import queries
 from broker.core.memory import LEVELS
 from broker.core.metrics import consumer_counts
 from broker.protocol.admin_types import ADMIN_QUEUE
@@ -83,7 +84,7 @@ def collect(broker: Broker) -> Snapshot:
             len(d.producers),
             len(d.dq.consumers) + len(d.backups),
         )
-        for d in router.queues.values()
+        for d in queries.destinations(router, topics=False)
         if d.name != ADMIN_QUEUE
     ]
     dests += [
@@ -99,7 +100,7 @@ def collect(broker: Broker) -> Snapshot:
             len(d.producers),
             consumer_counts(d)[0],
         )
-        for d in router.topics.values()
+        for d in queries.destinations(router, queues=False)
     ]
     state = broker.memory.state
     figures = (
