@@ -44,6 +44,7 @@ class Acknowledgements:
         found = 0
         unacked = sess.unacked
         router = self.router
+        settle = self.settle
         for key in blocks:
             entry = unacked.pop(key, None)
             if entry is None:
@@ -53,7 +54,7 @@ class Acknowledgements:
                 reason = dmq.EXPIRED if dead_reason == 1 else dmq.UNDELIVERABLE
                 router.limits.dead(entry, reason, comment)
             else:
-                self.settle(entry)
+                settle(entry)
         return found
 
     def settle(self, entry: Entry) -> None:
