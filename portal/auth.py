@@ -98,7 +98,8 @@ class _AdminRepository:
         """Whether the broker would let ``record``'s user connect to its admin service."""
         if record is None or not record.active:
             return False
-        self.get()
+        if self._rules is None:  # callers built it with get() already, for this request
+            self.get()
         with self._lock:
             rules = self._rules
             assert rules is not None

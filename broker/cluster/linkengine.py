@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from enum import Enum, auto
 
 from broker.engine.effects import NO_EFFECTS, CancelTimer, Close, Effect, Effects, StartTimer
+from broker.engine.states import InvalidTransition
 from broker.protocol import gpacket as gp
 from broker.protocol.errors import ProtocolError
 from broker.protocol.properties import decode_properties
@@ -85,10 +86,6 @@ TRANSITIONS: dict[tuple[LinkState, LinkEvent], LinkState] = {
     (LEAVING, LinkEvent.GOODBYE): LEAVING,
     **{(s, LinkEvent.CLOSED): CLOSED for s in LinkState if s is not CLOSED},
 }
-
-
-class InvalidTransition(RuntimeError):
-    """A transition the table does not have: a bug in the engine, never the peer's."""
 
 
 def next_state(state: LinkState, event: LinkEvent) -> LinkState:

@@ -70,19 +70,12 @@ class Subscriptions:
                         Status.PRECONDITION_FAILED,
                         "a shared subscription needs a name (JMQSharedSubscriptionName)",
                     )
-                key: tuple = ("jms", client_id, shared_name)
-                what = f"shared subscription {shared_name}"
-                existing = self.find_shared(key)
-            else:
-                if client_id is None:
-                    raise RouterError(
-                        Status.PRECONDITION_FAILED,
-                        "a shared (JMQShare) non-durable subscription needs a client ID",
-                    )
-                text = selector.text if selector is not None else None
-                key = ("mq", client_id, topic.name, text)
-                what = f"shared subscription of {client_id} on {topic.name}"
-                existing = topic.shared.get(key)
+            elif client_id is None:
+                raise RouterError(
+                    Status.PRECONDITION_FAILED,
+                    "a shared (JMQShare) non-durable subscription needs a client ID",
+                )
+            key, existing, what = self._shared(mode, client_id, topic, selector, shared_name)
             if existing is not None:
                 self.check_join(existing, topic, selector, no_local, mode, what)
                 return existing
@@ -144,24 +137,34 @@ class Subscriptions:
             if sub is None:
                 return self.add(topic, selector, no_local, link.id, dkey, share=mode)
             what = f"durable subscription {durable_name}"
-        elif mode == "jms":
-            key: tuple = ("jms", client_id, shared_name)
-            found = self.find_shared(key)
+        elif mode is not None:
+            key, found, what = self._shared(mode, client_id, topic, selector, shared_name)
             if found is None:
                 return self.add(topic, selector, no_local, link.id, share=mode, shared_key=key)
-            sub, what = found, f"shared subscription {shared_name}"
-        elif mode == "mq":
-            text = selector.text if selector is not None else None
-            key = ("mq", client_id, topic.name, text)
-            found = topic.shared.get(key)
-            if found is None:
-                return self.add(topic, selector, no_local, link.id, share=mode, shared_key=key)
-            sub, what = found, f"shared subscription of {client_id} on {topic.name}"
+            sub = found
         else:
             return self.add(topic, selector, no_local, link.id)
         if sub.queue.consumers:
             self.check_join(sub, topic, selector, no_local, mode, what)
         return sub
+
+    def _shared(
+        self,
+        mode: str,
+        client_id: str | None,
+        topic: TopicDestination,
+        selector,
+        shared_name: str | None,
+    ) -> tuple[tuple, Subscription | None, str]:
+        """A shared non-durable subscription's key as OpenMQ makes it ("jms": client ID
+        or None and the JMS 2.0 name, on any topic; "mq": client ID, topic and
+        selector), the subscription that has it, and how messages name it."""
+        if mode == "jms":
+            key: tuple = ("jms", client_id, shared_name)
+            return key, self.find_shared(key), f"shared subscription {shared_name}"
+        text = selector.text if selector is not None else None
+        key = ("mq", client_id, topic.name, text)
+        return key, topic.shared.get(key), f"shared subscription of {client_id} on {topic.name}"
 
     @staticmethod
     def add(
