@@ -45,10 +45,6 @@ ALLOWED_MODULE_EDGES: dict[tuple[str, str], str] = {
 
 # Package-level circles there are today: (importer package, imported package) -> why.
 ALLOWED_PACKAGE_EDGES: dict[tuple[str, str], str] = {
-    ("broker.store", "broker.core"): (
-        "broker/store/dbexpiry.py builds dead messages with broker/core/dmq.py and "
-        "core/message.py, while the router writes broker/store/base.py records"
-    ),
     ("broker.models", "broker.security"): (
         "BrokerUser checks passwords with broker/security/digest.py, while the user "
         "repositories and access rules read the models"

@@ -16,7 +16,7 @@ from broker.core.dmq import DMQ_NAME
 from broker.protocol.packet import build_packet, parse_packet
 from broker.protocol.types import PacketType
 from broker.store import ownership
-from broker.store.dbexpiry import reclaim_expired_rows
+from broker.jobs.dbexpiry import reclaim_expired_rows
 from tests.pg import database_alias, postgres_url  # noqa: F401
 
 QUEUE, TOPIC = 1, 2

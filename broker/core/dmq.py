@@ -6,7 +6,7 @@ Its expiration is cleared so an expired message can be read from the DMQ.
 
 :func:`keep` is the one rule for whether and how a copy goes to the DMQ: the live
 broker applies it (broker/core/limits.py) to the DMQ destination, and the expiry job
-(broker/store/dbexpiry.py) to a stopped broker's DMQ rows, each behind
+(broker/jobs/dbexpiry.py) to a stopped broker's DMQ rows, each behind
 :class:`DeadLetters`.
 """
 

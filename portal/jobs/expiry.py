@@ -1,7 +1,7 @@
 """Expiry reclamation: tell every running broker to sweep its expired messages now
 (admin RECLAIM_EXPIRED, our extension) and record what each one reclaimed; then, in the
 database store, reclaim the expired rows of broker instances that are not running
-(broker/store/ownership.py, broker/store/dbexpiry.py), recorded as "store:<instance>"."""
+(broker/store/ownership.py, broker/jobs/dbexpiry.py), recorded as "store:<instance>"."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from django.utils import timezone
 
 from broker.admin.remote import BrokerAdmin
 from broker.store import ownership
-from broker.store.dbexpiry import reclaim_expired_rows
+from broker.jobs.dbexpiry import reclaim_expired_rows
 
 from .models import ExpiryRun, ExpiryRunItem, JobStatus
 

@@ -30,8 +30,7 @@ from broker.core import dmq
 from broker.core.message import Message
 from broker.protocol.packet import parse_packet
 from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, DestType
-
-from .base import QUEUE_INTEREST
+from broker.store.base import QUEUE_INTEREST
 
 _EXPIRATION = struct.Struct(">q")  # header bytes 12..19: expiration, ms (0: never)
 _CHUNK = 500
