@@ -180,7 +180,7 @@ class Limits:
         router = self.router
         t = now_ms() if now is None else now
         report: list[tuple[str, bool, int, int]] = []
-        for dest in [*router.queues.values(), *router.topics.values()]:
+        for dest in router.each_destination():
             to_dmq = gone = 0
             for q in dest.delivery_queues():
                 for e in q.take_expired(t):

@@ -162,6 +162,14 @@ class MessageRouter:
         """Every consumer of this broker's clients, oldest first."""
         return list(self.consumers.values())
 
+    def each_destination(self) -> list[Destination]:
+        """Every destination, queues first (a copy: callers may remove as they go)."""
+        return [*self.queues.values(), *self.topics.values()]
+
+    def each_topic(self) -> Iterable[TopicDestination]:
+        """Every topic (a view: callers must not add or remove topics meanwhile)."""
+        return self.topics.values()
+
     def lookup(self, name: str, dest_type: int) -> Destination | None:
         if dest_type & DEST_TOPIC:
             return self.topics.get(name)
@@ -325,23 +333,22 @@ class MessageRouter:
         """Destroy auto-created destinations that had no consumers, producers or
         messages for ``reaptime`` seconds (the administrator guide's rule)."""
         reaped = []
-        for table in (self.queues, self.topics):
-            for dest in list(table.values()):
-                if not dest.auto:
-                    continue
-                if (
-                    dest.msg_count
-                    or dest.producers
-                    or dest.consumers()
-                    or (isinstance(dest, TopicDestination) and dest.durables)
-                ):
-                    dest.idle_since = None
-                    continue
-                if dest.idle_since is None:
-                    dest.idle_since = now
-                elif now - dest.idle_since >= reaptime:
-                    self._remove_destination(dest)
-                    reaped.append(dest.name)
+        for dest in self.each_destination():
+            if not dest.auto:
+                continue
+            if (
+                dest.msg_count
+                or dest.producers
+                or dest.consumers()
+                or (isinstance(dest, TopicDestination) and dest.durables)
+            ):
+                dest.idle_since = None
+                continue
+            if dest.idle_since is None:
+                dest.idle_since = now
+            elif now - dest.idle_since >= reaptime:
+                self._remove_destination(dest)
+                reaped.append(dest.name)
         return reaped
 
     # -- the message store ------------------------------------------------------
@@ -599,10 +606,9 @@ class MessageRouter:
         self.txns.release_transactions(link)
         for sess in list(sessions):
             self.destroy_session(sess)
-        for table in (self.queues, self.topics):
-            for dest in list(table.values()):
-                if dest.temporary_owner == link.id:
-                    self._remove_destination(dest)
+        for dest in self.each_destination():
+            if dest.temporary_owner == link.id:
+                self._remove_destination(dest)
         self.subs.release_client_id(link)
 
     def redispatch(self, sessions: Iterable[Session]) -> None:

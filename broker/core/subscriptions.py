@@ -217,14 +217,14 @@ class Subscriptions:
             )
 
     def find_durable(self, key: tuple[str | None, str]) -> Subscription | None:
-        for t in self.router.topics.values():
+        for t in self.router.each_topic():
             sub = t.durables.get(key)
             if sub is not None:
                 return sub
         return None
 
     def find_shared(self, key: tuple) -> Subscription | None:
-        for t in self.router.topics.values():
+        for t in self.router.each_topic():
             sub = t.shared.get(key)
             if sub is not None:
                 return sub
