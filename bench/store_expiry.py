@@ -24,10 +24,10 @@ import django  # noqa: E402
 django.setup()
 
 from broker import models as m  # noqa: E402
+from broker.jobs.dbexpiry import reclaim_expired_rows  # noqa: E402
 from broker.protocol.packet import build_packet  # noqa: E402
 from broker.protocol.types import PacketType  # noqa: E402
 from broker.store import ownership  # noqa: E402
-from broker.jobs.dbexpiry import reclaim_expired_rows  # noqa: E402
 from tests.pg import PostgresServer, database_alias, find_pg_bin  # noqa: E402
 
 INSTANCE = "bench-expiry"

@@ -23,7 +23,7 @@ from __future__ import annotations
 import pytest
 
 from broker.admin.client import read_vector
-from broker.protocol.auth import basic_credential, encode_auth_body
+from broker.protocol.auth import encode_auth_body, encode_basic_password
 from broker.protocol.javaser import (
     JavaSerializationError,
     decode_properties_object,
@@ -189,7 +189,7 @@ class AdminSession:
         self.conn_id = conn_id = peer.expect(PacketType.HELLO_REPLY).properties["JMQConnectionID"]
         kind = peer.expect(PacketType.AUTHENTICATE_REQUEST)
         if kind.properties["JMQAuthType"] == "basic":
-            body = encode_auth_body("admin", basic_credential("admin"))
+            body = encode_auth_body("admin", encode_basic_password("admin"))
             auth = rewrite(vector(f"{PREFIX}/c2b-04-AUTHENTICATE.hex"), {}, body=body)
         else:
             cred = digest_response(md5str("admin:admin"), kind.body.decode("ascii"))

@@ -158,10 +158,10 @@ async def test_connect_close_like_java(standin: StandIn) -> None:
 
 
 def test_authenticate_bodies_match_java() -> None:
-    from broker.protocol.auth import basic_credential, encode_auth_body
+    from broker.protocol.auth import encode_auth_body, encode_basic_password
 
     basic = vector("authenticate-basic.hex")
-    assert basic.body == encode_auth_body("guest", basic_credential("guest"))
+    assert basic.body == encode_auth_body("guest", encode_basic_password("guest"))
     digest = vector("authenticate-digest.hex")
     cred = digest_credential("guest", "guest", b"1234567890")
     assert cred == "-7c5a4b2b3707e4c30a19db1faa43b5de"

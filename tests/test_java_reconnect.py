@@ -396,7 +396,7 @@ def _durable_props(sid: object) -> dict[str, object]:
 def _raw_login(peer, **extra: object) -> Packet:
     """HELLO as the Java client, then, if the broker lets it in, AUTHENTICATE with the type
     it asks for (guest/guest); the HELLO_REPLY."""
-    from broker.protocol.auth import basic_credential, encode_auth_body
+    from broker.protocol.auth import encode_auth_body, encode_basic_password
     from broker.security.digest import digest_response, md5str
 
     peer.send(java_hello(**extra))
@@ -406,7 +406,7 @@ def _raw_login(peer, **extra: object) -> Packet:
         return reply  # ReadChannel.checkRedirectStatus: the client closes this connection
     kind = areq.properties["JMQAuthType"]
     cred = (
-        basic_credential("guest")
+        encode_basic_password("guest")
         if kind == "basic"
         else digest_response(md5str("guest:guest"), areq.body.decode("ascii"))
     )

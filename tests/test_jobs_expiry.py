@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from broker.client import Queue, TextMessage
-from broker.core.dmq import DMQ_NAME
+from broker.protocol.types import DMQ_NAME
 
 from .celery_procs import CeleryProc, env_for, manage, query, wait_for
 from .redis import RedisServer, redis_binary

@@ -26,11 +26,11 @@ from broker.logsetup import (
     parse_level,
 )
 from broker.security.digest import (
-    basic_credential,
     constant_time_equals,
     digest_response,
     md5str,
     new_nonce,
+    password_digest,
 )
 
 pytestmark = pytest.mark.fast
@@ -43,11 +43,11 @@ pytestmark = pytest.mark.fast
 def test_md5str_vectors() -> None:
     assert md5str("admin:admin") == "-2d5455c8583c24eec82c7a1e273ea02e"
     assert md5str("guest:guest") == "-2c3c4a34aa2c392f39edd112333c230d"
-    assert basic_credential("admin", "admin") == "-2d5455c8583c24eec82c7a1e273ea02e"
+    assert password_digest("admin", "admin") == "-2d5455c8583c24eec82c7a1e273ea02e"
 
 
 def test_digest_response_vector() -> None:
-    stored = basic_credential("admin", "admin")
+    stored = password_digest("admin", "admin")
     nonce = "417ac1f402bf17073ff136e01e6daf03"
     assert digest_response(stored, nonce) == "-5007ec009b6d5e18ac1542eed9b22721"
 
@@ -130,7 +130,7 @@ def test_create_user_and_lookup_including_inactive() -> None:
     rec = repo.lookup("alice")
     assert rec == UserRecord(
         username="alice",
-        password_digest=basic_credential("alice", "pw"),
+        password_digest=password_digest("alice", "pw"),
         active=True,
         groups=frozenset({"user", "traders"}),
     )

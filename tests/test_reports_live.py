@@ -12,7 +12,6 @@ import pytest
 from broker.client import AckMode, BytesMessage, Queue, TextMessage, Topic
 from broker.client.destination import QUEUE_CLASS, TEMP_QUEUE_CLASS
 from broker.client.message import Message
-from broker.core.dmq import DMQ_NAME
 from broker.protocol import mqreports as mq
 from broker.protocol.jtypes import JInt
 from broker.protocol.packet import (
@@ -23,7 +22,7 @@ from broker.protocol.packet import (
     build_packet,
 )
 from broker.protocol.sysmsgid import SysMessageID
-from broker.protocol.types import FLAG_A, FLAG_Q, PacketType
+from broker.protocol.types import DMQ_NAME, FLAG_A, FLAG_Q, PacketType
 
 from .test_client_live import name, open_conn, run
 from .wire import login

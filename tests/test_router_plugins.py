@@ -10,9 +10,10 @@ import pytest
 
 from broker.core import dmq
 from broker.core.dispatch import DeliveryTarget
+from broker.core.errors import RouterError
 from broker.core.message import Entry, Message
 from broker.core.observers import MessageObserver
-from broker.core.router import MessageRouter, RouterError
+from broker.core.router import MessageRouter
 from broker.core.session import Session
 from broker.protocol.packet import build_packet, parse_packet
 from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, FLAG_Q, PacketType, Status

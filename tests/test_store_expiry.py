@@ -23,8 +23,8 @@ from pathlib import Path
 import pytest
 
 from broker.client import Queue, TextMessage
-from broker.core.dmq import DMQ_NAME
 from broker.launcher import start_broker
+from broker.protocol.types import DMQ_NAME
 
 from .celery_procs import ROOT, wait_for
 from .pg import fresh_database

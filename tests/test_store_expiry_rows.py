@@ -12,11 +12,10 @@ import pytest
 from django.utils import timezone
 
 from broker import models as m
-from broker.core.dmq import DMQ_NAME
-from broker.protocol.packet import build_packet, parse_packet
-from broker.protocol.types import PacketType
-from broker.store import ownership
 from broker.jobs.dbexpiry import reclaim_expired_rows
+from broker.protocol.packet import build_packet, parse_packet
+from broker.protocol.types import DMQ_NAME, PacketType
+from broker.store import ownership
 from tests.pg import database_alias, postgres_url  # noqa: F401
 
 QUEUE, TOPIC = 1, 2

@@ -12,7 +12,7 @@ import pytest
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
-from broker.protocol.auth import basic_credential, encode_auth_body
+from broker.protocol.auth import encode_auth_body, encode_basic_password
 from broker.protocol.packet import build_packet
 from broker.protocol.types import PacketType
 from broker.security.digest import digest_response, md5str
@@ -31,7 +31,7 @@ def auth_status(host: str, port: int, user: str, password: str) -> tuple[str, in
         req = peer.expect(PacketType.AUTHENTICATE_REQUEST)
         kind = req.properties["JMQAuthType"]
         if kind == "basic":
-            cred = basic_credential(password)
+            cred = encode_basic_password(password)
         else:
             cred = digest_response(md5str(f"{user}:{password}"), req.body.decode("ascii"))
         peer.send(

@@ -251,12 +251,12 @@ def test_imqcmd_admin_connection_sequence(basic_broker):
     conn_id = peer.expect(PacketType.HELLO_REPLY).properties["JMQConnectionID"]
     peer.expect(PacketType.AUTHENTICATE_REQUEST)
     # imqcmd logged in as admin/admin; the capture holds guest's credentials for basic.
-    from broker.protocol.auth import basic_credential, encode_auth_body
+    from broker.protocol.auth import encode_auth_body, encode_basic_password
 
     auth = rewrite(
         vector(f"{prefix}/c2b-04-AUTHENTICATE.hex"),
         {},
-        body=encode_auth_body("admin", basic_credential("admin")),
+        body=encode_auth_body("admin", encode_basic_password("admin")),
     )
     peer.request(auth, PacketType.AUTHENTICATE_REPLY)
     peer.send(vector(f"{prefix}/c2b-06-START.hex"))

@@ -115,7 +115,7 @@ def control(ptype: int, cid: int, **props) -> bytes:
 
 def login(host: str, port: int, user: str = "guest", password: str = "guest") -> Peer:
     """Handshake with the Java client's HELLO and whichever auth type the broker asks for."""
-    from broker.protocol.auth import basic_credential, encode_auth_body
+    from broker.protocol.auth import encode_auth_body, encode_basic_password
     from broker.security.digest import digest_response, md5str
 
     peer = Peer(host, port)
@@ -124,7 +124,7 @@ def login(host: str, port: int, user: str = "guest", password: str = "guest") ->
     req = peer.expect(PacketType.AUTHENTICATE_REQUEST)
     kind = req.properties["JMQAuthType"]
     if kind == "basic":
-        cred = basic_credential(password)
+        cred = encode_basic_password(password)
     else:
         cred = digest_response(md5str(f"{user}:{password}"), req.body.decode("ascii"))
     auth = build_packet(

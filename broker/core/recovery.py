@@ -14,7 +14,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from broker.protocol.packet import parse_packet
-from broker.protocol.types import DEST_TOPIC, TransactionState
+from broker.protocol.types import DEST_TOPIC, DMQ_NAME, TransactionState
 from broker.protocol.xid import Xid
 from broker.store.base import (
     QUEUE_INTEREST,
@@ -26,7 +26,6 @@ from broker.store.base import (
 )
 
 from .destination import DEST_AUTO, Destination, QueueDestination, Subscription, TopicDestination
-from .dmq import DMQ_NAME
 from .errors import now_ms
 from .message import Entry, Message
 from .selector import compile_selector

@@ -34,12 +34,12 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from broker.protocol.admin_types import ADMIN_QUEUE
 from broker.protocol.destname import INTERNAL_PREFIX, name_problem, queue_name_problem
 from broker.protocol.types import (
     DEST_QUEUE,
     DEST_TEMP,
     DEST_TOPIC,
+    DMQ_NAME,
     AckMode,
     Status,
 )
@@ -55,7 +55,6 @@ from .destination import (
     TopicDestination,
     Totals,
 )
-from .dmq import DMQ_NAME
 from .drops import DEFAULT_INTERVAL as DEFAULT_DROP_INTERVAL
 from .drops import DropLog, DropReporter
 from .errors import RouterError, now_ms
@@ -672,13 +671,4 @@ class MessageRouter:
                 log.exception("event listener failed")
 
 
-__all__ = [
-    "MessageRouter",
-    "MessageEvents",
-    "RouterError",
-    "RouterSettings",
-    "DMQ_NAME",
-    "ADMIN_QUEUE",
-    "DEST_QUEUE",
-    "DEST_TOPIC",
-]
+__all__ = ["MessageRouter", "RouterSettings"]

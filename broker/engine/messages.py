@@ -11,8 +11,8 @@ import struct
 import time
 from typing import Any
 
+from broker.core.errors import RouterError
 from broker.core.message import Message
-from broker.core.router import RouterError
 from broker.core.session import Session
 from broker.protocol.admin_types import ADMIN_QUEUE
 from broker.protocol.jtypes import JInt, JLong

@@ -8,7 +8,7 @@ import struct
 import time
 from typing import Any
 
-from broker.core.router import RouterError
+from broker.core.errors import RouterError
 from broker.core.selector import SelectorError, compile_selector
 from broker.core.session import Consumer, Session
 from broker.protocol.destname import queue_name_problem

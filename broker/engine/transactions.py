@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from broker.core.router import RouterError
+from broker.core.errors import RouterError
 from broker.protocol.javaser import encode_hashtable
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import Packet

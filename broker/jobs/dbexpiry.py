@@ -29,7 +29,7 @@ from broker import models as m
 from broker.core import dmq
 from broker.core.message import Message
 from broker.protocol.packet import parse_packet
-from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, DestType
+from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, DMQ_NAME, DestType
 from broker.store.base import QUEUE_INTEREST
 
 _EXPIRATION = struct.Struct(">q")  # header bytes 12..19: expiration, ms (0: never)
@@ -117,7 +117,7 @@ def reclaim_expired_rows(
             raws[key] = bytes(raw)
 
     dmq_attrs = dict(dmq.DMQ_DEFAULTS)
-    dmq_attrs.update(attributes.get((dmq.DMQ_NAME, False)) or {})
+    dmq_attrs.update(attributes.get((DMQ_NAME, False)) or {})
     dead_letters = _DeadLetterBox(inst, dmq_attrs, using)
     # What only the broker's configuration says (truncateBody, logDeadMsgs) is taken at
     # its default: the job does not read the instance's configuration.
@@ -146,7 +146,7 @@ def reclaim_expired_rows(
             kept = dmq.keep(
                 msg, dmq.EXPIRED, None, count,
                 source=destination, attributes=attrs,
-                from_dmq=destination == dmq.DMQ_NAME,
+                from_dmq=destination == DMQ_NAME,
                 policy=policy, box=dead_letters, now_ms=now_ms,
             )  # fmt: skip
             if kept:
@@ -176,7 +176,7 @@ class _DeadLetterBox:
             cursor.execute(
                 f"SELECT key, length(raw) FROM {table} WHERE broker_instance = %s"
                 " AND destination = %s ORDER BY id",
-                [instance, dmq.DMQ_NAME],
+                [instance, DMQ_NAME],
             )
             # (key, size, the copy if it is new), oldest first.
             self.held: deque[tuple[str, int, Message | None]] = deque(
@@ -225,7 +225,7 @@ class _DeadLetterBox:
             for part in _chunks(new):
                 args: list[object] = []
                 for key, dead in part:
-                    args += (inst, key, dmq.DMQ_NAME, _DMQ_TYPE, bytes(dead.raw))
+                    args += (inst, key, DMQ_NAME, _DMQ_TYPE, bytes(dead.raw))
                 cursor.execute(
                     f"INSERT INTO {msg_t} (broker_instance, key, destination, dest_type, raw)"
                     f" VALUES {', '.join(['(%s, %s, %s, %s, %s)'] * len(part))}",

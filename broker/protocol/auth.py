@@ -41,10 +41,6 @@ def encode_basic_password(password: str) -> str:
     return base64.b64encode(password.encode("utf-8")).decode("ascii")
 
 
-# The name this function had before (tests still import it by that name).
-basic_credential = encode_basic_password
-
-
 def decode_basic_password(credential: str) -> str:
     """Undo :func:`encode_basic_password`, tolerating whitespace as the Java decoder does."""
     try:

@@ -36,10 +36,6 @@ def password_digest(user: str, password: str) -> str:
     return md5str(user + ":" + password)
 
 
-# The name this function had before (tests still import it by that name).
-basic_credential = password_digest
-
-
 def digest_response(stored: str, nonce: str) -> str:
     """Return the digest response expected for a stored credential and a nonce."""
     return md5str(stored + ":" + nonce)

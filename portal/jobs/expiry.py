@@ -13,8 +13,8 @@ from django.db import transaction
 from django.utils import timezone
 
 from broker.admin.remote import BrokerAdmin
-from broker.store import ownership
 from broker.jobs.dbexpiry import reclaim_expired_rows
+from broker.store import ownership
 
 from .models import ExpiryRun, ExpiryRunItem, JobStatus
 

@@ -41,8 +41,8 @@ import zlib
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from broker.core.errors import RouterError, now_ms
 from broker.core.message import Message
-from broker.core.router import RouterError, now_ms
 from broker.protocol.admin_types import (
     ADMIN_QUEUE,
     COMMAND_NAMES,

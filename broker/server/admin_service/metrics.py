@@ -35,8 +35,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from broker.core import queries
+from broker.core.errors import RouterError
 from broker.core.metrics import ServiceCounters, destination_metrics, reset_destination
-from broker.core.router import RouterError
 from broker.protocol import javaser as _js
 from broker.protocol.javaser import JavaClass, JavaObject, encode_object
 from broker.protocol.jtypes import JInt, JLong
