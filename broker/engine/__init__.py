@@ -41,6 +41,7 @@ Drivers:
   to encode into GPackets.
 """
 
+from .base import HANDLERS, Host
 from .effects import (
     NO_EFFECTS,
     CancelTimer,
@@ -51,7 +52,7 @@ from .effects import (
     StartTimer,
     TransactionTimer,
 )
-from .engine import HANDLERS, ConnectionEngine, Host
+from .engine import ConnectionEngine
 from .states import ConnEvent, ConnState, InvalidTransition
 
 __all__ = [

@@ -26,6 +26,7 @@ from broker.protocol.sysmsgid import SysMessageID
 from broker.protocol.types import CURRENT_PACKET_VERSION, PacketType, Status
 from broker.security.digest import constant_time_equals, digest_response, md5str
 
+from .base import EngineBase
 from .effects import CancelTimer, Effects, RunBlocking, StartTimer
 from .states import CLOSED, ConnEvent
 
@@ -44,14 +45,14 @@ REFUSED_LOGIN_LINGER = 2.0
 _HELLO_GOES_ON = (Status.OK, Status.MOVED_PERMANENTLY, Status.NOT_FOUND, Status.TIMEOUT)
 
 
-class HandshakeRules:
+class HandshakeRules(EngineBase):
     """The handshake and authentication handlers of :class:`ConnectionEngine`."""
 
     # EngineBase's
     user: str | None
     _backlog: list[Packet | BadPacket]
 
-    def on_hello(self: Any, pkt: Packet) -> None:
+    def on_hello(self, pkt: Packet) -> None:
         if pkt.version != CURRENT_PACKET_VERSION:
             self.fatal(f"packet version {pkt.version} is not supported (clients before MQ 3.5)")
             return
@@ -151,7 +152,7 @@ class HandshakeRules:
         )
         self._to(ConnEvent.HELLO_ACCEPTED)
 
-    def on_authenticate(self: Any, pkt: Packet) -> None:
+    def on_authenticate(self, pkt: Packet) -> None:
         auth_type = pkt.properties.get("JMQAuthType")
         if auth_type != self.auth_type:
             self._auth_failed(pkt, None, f"authentication type {auth_type!r} was not offered")
@@ -177,7 +178,7 @@ class HandshakeRules:
         self._effect(RunBlocking(verify or repo.lookup, args, done))
 
     def auth_checked(
-        self: Any,
+        self,
         pkt: Packet,
         user: str,
         credential: str,
@@ -247,7 +248,7 @@ class HandshakeRules:
         return self.take_effects()
 
     def _auth_failed(
-        self: Any, pkt: Packet, user: str | None, reason: str, status: int = Status.INVALID_LOGIN
+        self, pkt: Packet, user: str | None, reason: str, status: int = Status.INVALID_LOGIN
     ) -> None:
         # INVALID_LOGIN as OpenMQ's broker answers (the stock Java client: C4060 "Login
         # failed"; libmqcrt: MQ_BROKER_INVALID_LOGIN); FORBIDDEN is for access control.
@@ -276,7 +277,7 @@ class HandshakeRules:
 
         self._effect(StartTimer("refusal", delay, answer))
 
-    def _refuse_login(self: Any, pkt: Packet, status: int) -> None:
+    def _refuse_login(self, pkt: Packet, status: int) -> None:
         """Answer a failed login, ignore the rest, and close unless the client does first."""
         self.reply(pkt, status, reason="authentication failed")
         self._to(ConnEvent.LOGIN_REFUSED)
@@ -287,12 +288,12 @@ class HandshakeRules:
 
         self._effect(StartTimer("linger", REFUSED_LOGIN_LINGER, close))
 
-    def on_goodbye(self: Any, pkt: Packet) -> None:
+    def on_goodbye(self, pkt: Packet) -> None:
         self.reply(pkt, Status.OK)
         self.close("GOODBYE from the client")
 
-    def on_ping(self: Any, pkt: Packet) -> None:
+    def on_ping(self, pkt: Packet) -> None:
         self.reply(pkt, Status.OK)
 
-    def on_ping_reply(self: Any, pkt: Packet) -> None:
+    def on_ping_reply(self, pkt: Packet) -> None:
         self.ping_outstanding = 0

@@ -9,7 +9,6 @@ from __future__ import annotations
 import logging
 import struct
 import time
-from typing import Any
 
 from broker.core.errors import RouterError
 from broker.core.message import Message
@@ -17,7 +16,7 @@ from broker.core.session import Session
 from broker.protocol.admin_types import ADMIN_QUEUE
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import OFF_CONSUMER_ID, Packet, build_packet
-from broker.protocol.properties import as_int
+from broker.protocol.properties import as_int, optional_str
 from broker.protocol.types import (
     CURRENT_PACKET_VERSION,
     DEST_QUEUE,
@@ -34,6 +33,7 @@ from broker.protocol.types import (
     Status,
 )
 
+from .access import AccessRules
 from .resources import compile_or_400
 from .states import CLOSED
 
@@ -59,12 +59,12 @@ def _with_cid(template: bytes, consumer_id: int) -> bytearray:
     return buf
 
 
-class MessageRules:
+class MessageRules(AccessRules):
     """Message, flow-control, acknowledgement and browsing handlers."""
 
     # -- messages --------------------------------------------------------------------
 
-    def on_message(self: Any, pkt: Packet) -> None:
+    def on_message(self, pkt: Packet) -> None:
         if pkt.prop_size:
             # Checked on arrival, so a bad table is the sender's 400 and never fails
             # later in a selector, the DMQ or an admin listing.
@@ -124,7 +124,7 @@ class MessageRules:
 
     # -- flow control ------------------------------------------------------------------
 
-    def _flow_after_send(self: Any, pkt: Packet, flags: int) -> None:
+    def _flow_after_send(self, pkt: Packet, flags: int) -> None:
         # The client stops after a C (producer) or F (connection) flagged message until
         # we resume it; without this answer its send() blocks forever.
         if flags & FLAG_C:
@@ -139,12 +139,12 @@ class MessageRules:
             else:
                 self.resume_connection_flow(count)
 
-    def resume_connection_flow(self: Any, count: int) -> None:
+    def resume_connection_flow(self, count: int) -> None:
         """RESUME_FLOW for the whole connection (no producer or consumer id)."""
         if self.state is not CLOSED:
             self.write(build_packet(PacketType.RESUME_FLOW, props={"JMQSize": JInt(count)}))
 
-    def resume_producer(self: Any, pid: int) -> None:
+    def resume_producer(self, pid: int) -> None:
         """RESUME_FLOW for one producer with its next credit, unless flow control holds
         it (then the destination resumes it when there is room)."""
         if self.state is CLOSED:
@@ -163,7 +163,7 @@ class MessageRules:
             )
         )
 
-    def on_resume_flow(self: Any, pkt: Packet) -> None:
+    def on_resume_flow(self, pkt: Packet) -> None:
         props = pkt.properties
         size = props.get("JMQSize", props.get("JMQRBufferSize"))
         cid = props.get("JMQConsumerID")
@@ -181,13 +181,13 @@ class MessageRules:
         self.flow_paused = False
         self.router.redispatch(self.all_sessions())
 
-    def on_flow_paused(self: Any, pkt: Packet) -> None:
+    def on_flow_paused(self, pkt: Packet) -> None:
         # Informational: the client tells us it has paused itself.
         log.debug("connection %s reports its flow paused", self.id)
 
     # -- acknowledgements -----------------------------------------------------------
 
-    def _ack_blocks(self: Any, pkt: Packet) -> dict[Session, list[tuple[int, bytes]]] | None:
+    def _ack_blocks(self, pkt: Packet) -> dict[Session, list[tuple[int, bytes]]] | None:
         body = pkt.body
         if not body or len(body) % 40:
             return None
@@ -200,7 +200,7 @@ class MessageRules:
                 by_session.setdefault(sess, []).append((cid, key))
         return by_session
 
-    def on_acknowledge(self: Any, pkt: Packet) -> None:
+    def on_acknowledge(self, pkt: Packet) -> None:
         if (
             pkt.size == _ONE_ACK_SIZE
             and pkt.prop_offset == HEADER_SIZE
@@ -233,7 +233,7 @@ class MessageRules:
             props = pkt.properties
             ack_type = as_int(props.get("JMQAckType", 0))
             dead_reason = as_int(props.get("JMQDeadReason", 0))
-            comment = props.get("JMQComment")
+            comment = optional_str(props.get("JMQComment"))
         txn = None
         store = self.router.store
         mark = store.submitted if store is not None else 0
@@ -266,7 +266,7 @@ class MessageRules:
         if pkt.flags & FLAG_A:
             self._ack_reply(pkt.consumer_id, store is not None and store.submitted != mark)
 
-    def _ack_reply(self: Any, consumer_id: int, wait: bool) -> None:
+    def _ack_reply(self, consumer_id: int, wait: bool) -> None:
         reply = _with_cid(_ACK_REPLY_OK, consumer_id)
         if wait:
             # Persistent messages were settled: the reply waits until that, and
@@ -278,7 +278,7 @@ class MessageRules:
         else:
             self.write(reply)
 
-    def on_redeliver(self: Any, pkt: Packet) -> None:
+    def on_redeliver(self, pkt: Packet) -> None:
         groups = self._ack_blocks(pkt)
         if groups is None:
             self.reply(pkt, Status.BAD_REQUEST, reason="redeliver body is not n x 40")
@@ -290,7 +290,7 @@ class MessageRules:
 
     # -- browsing --------------------------------------------------------------------
 
-    def on_browse(self: Any, pkt: Packet) -> None:
+    def on_browse(self, pkt: Packet) -> None:
         props = pkt.properties
         try:
             name = props.get("JMQDestination")
@@ -308,7 +308,7 @@ class MessageRules:
         self.browsers[bid] = name
         self.reply(pkt, Status.OK, {"JMQConsumerID": JLong(bid)}, body=b"".join(keys))
 
-    def on_deliver(self: Any, pkt: Packet) -> None:
+    def on_deliver(self, pkt: Packet) -> None:
         bid = pkt.properties.get("JMQConsumerID")
         body = pkt.body
         if bid is None or len(body) % 32:

@@ -14,9 +14,10 @@ from broker.core.session import Consumer, Session
 from broker.protocol.destname import queue_name_problem
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import Packet
-from broker.protocol.properties import as_int
-from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC, FLAG_A, Status
+from broker.protocol.properties import as_int, optional_str
+from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, Status
 
+from .access import AccessRules
 from .effects import Effects, RunBlocking
 from .states import CLOSED
 
@@ -47,23 +48,14 @@ def compile_or_400(text: object):
         raise RouterError(Status.BAD_REQUEST, f"invalid selector: {exc}") from exc
 
 
-class ResourceRules:
+class ResourceRules(AccessRules):
     """Session, destination, producer and consumer handlers of :class:`ConnectionEngine`."""
 
     client_id: str | None  # EngineBase's
 
     # -- sessions ----------------------------------------------------------------
 
-    def _session(self: Any, pkt: Packet) -> Session | None:
-        sid = pkt.properties.get("JMQSessionID")
-        if sid is None:
-            # Clients before 3.5 have no sessions: one implicit session per connection.
-            if self.implicit_session is None:
-                self.implicit_session = self.router.create_session(self, 1)
-            return self.implicit_session
-        return self.sessions.get(as_int(sid))
-
-    def on_create_session(self: Any, pkt: Packet) -> None:
+    def on_create_session(self, pkt: Packet) -> None:
         ack_mode = as_int(pkt.properties.get("JMQAckMode", 0))
         try:
             sess = self.router.create_session(self, ack_mode)
@@ -73,7 +65,7 @@ class ResourceRules:
         self.sessions[sess.id] = sess
         self.reply(pkt, Status.OK, {"JMQSessionID": JLong(sess.id)})
 
-    def on_destroy_session(self: Any, pkt: Packet) -> None:
+    def on_destroy_session(self, pkt: Packet) -> None:
         sid = pkt.properties.get("JMQSessionID")
         sess = self.sessions.pop(as_int(sid), None) if sid is not None else None
         if sess is None:
@@ -84,7 +76,7 @@ class ResourceRules:
             del self.consumer_sessions[cid]
         self.reply(pkt, Status.OK)
 
-    def _named_session(self: Any, pkt: Packet) -> Session | None:
+    def _named_session(self, pkt: Packet) -> Session | None:
         """The session START/STOP name (None: the whole connection); RouterError if unknown."""
         sid = pkt.properties.get("JMQSessionID")
         if sid is None:
@@ -94,7 +86,7 @@ class ResourceRules:
             raise RouterError(Status.NOT_FOUND, f"no session {sid}")
         return sess
 
-    def on_start(self: Any, pkt: Packet) -> None:
+    def on_start(self, pkt: Packet) -> None:
         try:
             sess = self._named_session(pkt)
         except RouterError as exc:
@@ -107,7 +99,7 @@ class ResourceRules:
         self.reply(pkt, Status.OK)
         self.router.redispatch([sess] if sess is not None else self.all_sessions())
 
-    def on_stop(self: Any, pkt: Packet) -> None:
+    def on_stop(self, pkt: Packet) -> None:
         try:
             sess = self._named_session(pkt)
         except RouterError as exc:
@@ -120,15 +112,15 @@ class ResourceRules:
         # Deliveries are written synchronously, so nothing follows this reply.
         self.reply(pkt, Status.OK)
 
-    def on_set_clientid(self: Any, pkt: Packet) -> None:
+    def on_set_clientid(self, pkt: Packet) -> None:
         props = pkt.properties
         cid = props.get("JMQClientID")
         try:
             self.router.subs.set_client_id(
                 self,
-                cid if cid is None else str(cid),
+                optional_str(cid),
                 bool(props.get("JMQShare", False)),
-                props.get("JMQNamespace"),
+                optional_str(props.get("JMQNamespace")),
             )
         except RouterError as exc:
             self.reply(pkt, exc.status, reason=exc.reason)
@@ -145,7 +137,7 @@ class ResourceRules:
         self.reply(pkt, Status.OK)
 
     def _client_id_locked(
-        self: Any, pkt: Packet, cid: str, result: Any, error: BaseException | None
+        self, pkt: Packet, cid: str, result: Any, error: BaseException | None
     ) -> Effects:
         """The cluster's answer to this connection's client ID lock."""
         if self.state is CLOSED:
@@ -161,7 +153,7 @@ class ResourceRules:
 
     # -- destinations --------------------------------------------------------------
 
-    def on_create_destination(self: Any, pkt: Packet) -> None:
+    def on_create_destination(self, pkt: Packet) -> None:
         try:
             name, dtype = dest_args(pkt)
             self._require(name, dtype, "create")
@@ -175,7 +167,7 @@ class ResourceRules:
             return
         self.reply(pkt, Status.OK, {"JMQDestType": JInt(dest.dest_type)})
 
-    def on_destroy_destination(self: Any, pkt: Packet) -> None:
+    def on_destroy_destination(self, pkt: Packet) -> None:
         try:
             name, dtype = dest_args(pkt)
             self.router.destroy_destination(name, dtype, self)
@@ -184,7 +176,7 @@ class ResourceRules:
             return
         self.reply(pkt, Status.OK)
 
-    def on_verify_destination(self: Any, pkt: Packet) -> None:
+    def on_verify_destination(self, pkt: Packet) -> None:
         try:
             name, dtype = dest_args(pkt)
             compile_or_400(pkt.properties.get("JMQSelector"))
@@ -210,83 +202,9 @@ class ResourceRules:
             return
         self.reply(pkt, Status.OK, {"JMQDestType": JInt(dest.dest_type)})
 
-    # -- access control ------------------------------------------------------------
-
-    def _denied(self: Any, name: str, dtype: int, op: str) -> str | None:
-        """Why the access rules refuse ``op`` on ``name`` (and the auto-creation it would
-        cause), or None if they allow it (security/acl.py; docs/developers/protocol.md)."""
-        acl = self.broker.access
-        svc = self.service
-        if dtype & DEST_TEMP or not acl.dest_enabled(svc.name):
-            return None
-        kind = "topic" if dtype & DEST_TOPIC else "queue"
-        user = self.user or ""
-        if op != "create":
-            ok, why = acl.check_dest(svc.name, svc.type, kind, name, op, user, self.groups)
-            if not ok:
-                return f"access denied: {user} may not {op} on {kind} {name} ({why})"
-        s = self.router.settings
-        if not (s.autocreate_topic if kind == "topic" else s.autocreate_queue):
-            return None
-        dest = self.router.lookup(name, dtype)
-        # Only what would be auto-created: an admin-created destination needs no create.
-        if dest is None or (op == "create" and dest.auto):
-            ok, why = acl.check_create(svc.name, svc.type, kind, name, user, self.groups)
-            if not ok:
-                return f"access denied: {user} may not create {kind} {name} ({why})"
-        return None
-
-    def _require(self: Any, name: str, dtype: int, op: str) -> None:
-        why = self._denied(name, dtype, op)
-        if why is not None:
-            log.info("connection %s: %s", self.id, why)
-            raise RouterError(Status.FORBIDDEN, why)
-
-    def _has_producer(self: Any, name: str, dest_type: int) -> bool:
-        topic = bool(dest_type & DEST_TOPIC)
-        for sess in self.all_sessions():
-            for prod in sess.producers.values():
-                d = prod.destination
-                if d.name == name and bool(d.dest_type & DEST_TOPIC) == topic:
-                    return True
-        return False
-
-    def send_denied(self: Any, name: str, dest_type: int) -> str | None:
-        """Why this connection may not send to the destination, or None: allowed where it
-        registered a producer, else checked like ADD_PRODUCER; cached per destination
-        and rule generation (a stream of messages, or of their reports, costs one rule
-        look-up)."""
-        gen = self.broker.access.generation
-        if gen != self._acl_gen:
-            self._acl_sends.clear()
-            self._acl_gen = gen
-        key = (name, dest_type)
-        why = self._acl_sends.get(key)
-        if why is None:
-            if self._has_producer(name, dest_type):
-                why = ""
-            else:
-                why = self._denied(name, dest_type, "produce") or ""
-            self._acl_sends[key] = why
-        return why or None
-
-    def _send_allowed(self: Any, pkt: Packet, name: str, dest_type: int) -> bool:
-        """A message to a destination this connection registered no producer on is
-        checked like ADD_PRODUCER (send_denied); refused, it is answered or logged once."""
-        why = self.send_denied(name, dest_type)
-        if why is None:
-            return True
-        key = (name, dest_type)
-        if pkt.flags & FLAG_A:
-            self.reply(pkt, Status.FORBIDDEN, reason=why)
-        elif key not in self._acl_logged:
-            self._acl_logged.add(key)
-            log.warning("connection %s: messages dropped: %s", self.id, why)
-        return False
-
     # -- producers -----------------------------------------------------------------
 
-    def on_add_producer(self: Any, pkt: Packet) -> None:
+    def on_add_producer(self, pkt: Packet) -> None:
         try:
             name, dtype = dest_args(pkt)
             sess = self._session(pkt)
@@ -310,7 +228,7 @@ class ResourceRules:
             },
         )
 
-    def on_delete_producer(self: Any, pkt: Packet) -> None:
+    def on_delete_producer(self, pkt: Packet) -> None:
         pid = pkt.properties.get("JMQProducerID")
         prod = self.router.producer(as_int(pid)) if pid is not None else None
         if prod is None or prod.session.link is not self:
@@ -321,7 +239,7 @@ class ResourceRules:
 
     # -- consumers ---------------------------------------------------------------------
 
-    def on_add_consumer(self: Any, pkt: Packet) -> None:
+    def on_add_consumer(self, pkt: Packet) -> None:
         props = pkt.properties
         try:
             name, dtype = dest_args(pkt)
@@ -365,7 +283,7 @@ class ResourceRules:
         # Only now: a delivery before the reply would name a consumer the client lacks.
         cons.queue.dispatch(int(time.time() * 1000))
 
-    def on_delete_consumer(self: Any, pkt: Packet) -> None:
+    def on_delete_consumer(self, pkt: Packet) -> None:
         props = pkt.properties
         cid = props.get("JMQConsumerID")
         if cid is None:
@@ -373,7 +291,7 @@ class ResourceRules:
             if not durable:
                 self.reply(pkt, Status.BAD_REQUEST, reason="JMQConsumerID is missing")
                 return
-            client_id = props.get("JMQClientID", self.client_id)
+            client_id = optional_str(props.get("JMQClientID", self.client_id))
             try:
                 self.router.subs.unsubscribe(client_id, str(durable))
             except RouterError as exc:
@@ -396,7 +314,7 @@ class ResourceRules:
 
     # -- miscellany ---------------------------------------------------------------------
 
-    def on_generate_uid(self: Any, pkt: Packet) -> None:
+    def on_generate_uid(self, pkt: Packet) -> None:
         n = pkt.properties.get("JMQQuantity", 1)
         if not isinstance(n, int) or not 0 < n <= 10000:
             self.reply(pkt, Status.BAD_REQUEST, reason=f"bad JMQQuantity {n}")
@@ -404,7 +322,7 @@ class ResourceRules:
         body = b"".join(_I64.pack(self.router.uids.next()) for _ in range(n))
         self.reply(pkt, Status.OK, {"JMQQuantity": JInt(n)}, body=body)
 
-    def on_get_license(self: Any, pkt: Packet) -> None:
+    def on_get_license(self, pkt: Packet) -> None:
         self.reply(
             pkt,
             Status.OK,
@@ -414,5 +332,5 @@ class ResourceRules:
             },
         )
 
-    def on_info_request(self: Any, pkt: Packet) -> None:
+    def on_info_request(self, pkt: Packet) -> None:
         self.broker.answer_info_request(self, pkt)

@@ -5,15 +5,16 @@ lifetimes become :class:`~broker.engine.effects.TransactionTimer` effects."""
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from broker.core.errors import RouterError
+from broker.core.transaction import Transaction
 from broker.protocol.javaser import encode_hashtable
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import Packet
 from broker.protocol.types import FLAG_A, FLAG_I, Status, TransactionState, XAFlag
 from broker.protocol.xid import Xid, XidError, encode_xids
 
+from .base import EngineBase
 from .effects import TransactionTimer
 
 log = logging.getLogger("broker.connection")
@@ -55,10 +56,10 @@ def _txn_int(pkt: Packet, name: str) -> int | None:
     return int(value)
 
 
-class TransactionRules:
+class TransactionRules(EngineBase):
     """START/END/PREPARE/COMMIT/ROLLBACK/RECOVER/VERIFY_TRANSACTION handlers."""
 
-    def _txn_from(self: Any, pkt: Packet, control: bool = True):
+    def _txn_from(self, pkt: Packet, control: bool = True):
         """The transaction a request names (JMQTransactionID, else the Xid body), checked
         for whether this connection may act on it."""
         tid = _txn_id(pkt)
@@ -70,12 +71,12 @@ class TransactionRules:
             self.router.txns.check_control(txn, self, self.service.type == "ADMIN")
         return txn
 
-    def _txn_reply(self: Any, pkt: Packet, txn, status: int = Status.OK, **extra: object) -> None:
+    def _txn_reply(self, pkt: Packet, txn, status: int = Status.OK, **extra: object) -> None:
         props: dict[str, object] = {"JMQTransactionID": JLong(txn.id)} if txn else {}
         props.update(extra)
         self.reply(pkt, status, props)
 
-    def _txn_refused(self: Any, pkt: Packet, exc: RouterError, txn=None) -> None:
+    def _txn_refused(self, pkt: Packet, exc: RouterError, txn=None) -> None:
         props: dict[str, object] = {}
         if txn is not None:
             props["JMQTransactionID"] = JLong(txn.id)
@@ -85,7 +86,7 @@ class TransactionRules:
             log.warning("%s from %s refused: %s", pkt.type_name, self.peer, exc.reason)
         self.reply(pkt, exc.status, props, reason=exc.reason)
 
-    def on_start_transaction(self: Any, pkt: Packet) -> None:
+    def on_start_transaction(self, pkt: Packet) -> None:
         props = pkt.properties
         resent = bool(pkt.flags & FLAG_I)
         try:
@@ -145,7 +146,7 @@ class TransactionRules:
             self._effect(TransactionTimer(txn, txn.lifetime))
         self._txn_reply(pkt, txn)
 
-    def on_end_transaction(self: Any, pkt: Packet) -> None:
+    def on_end_transaction(self, pkt: Packet) -> None:
         txn = None
         try:
             txn = self._txn_from(pkt)
@@ -180,7 +181,7 @@ class TransactionRules:
             return
         self._txn_reply(pkt, txn)
 
-    def on_prepare_transaction(self: Any, pkt: Packet) -> None:
+    def on_prepare_transaction(self, pkt: Packet) -> None:
         txn = None
         try:
             txn = self._txn_from(pkt)
@@ -194,7 +195,7 @@ class TransactionRules:
         # "Prepared" is a promise to survive a crash: say it once the store has it.
         self.when_stored(lambda: self._txn_reply(pkt, txn))
 
-    def _next_transaction(self: Any, pkt: Packet, txn, reply: dict[str, object]) -> None:
+    def _next_transaction(self, pkt: Packet, txn: Transaction, reply: dict[str, object]) -> None:
         """JMQStartNextTransaction: a local transaction's session goes on in a new one."""
         sess = txn.session
         if txn.is_xa or sess is None or not pkt.properties.get("JMQStartNextTransaction"):
@@ -213,7 +214,7 @@ class TransactionRules:
             self._effect(TransactionTimer(nxt, nxt.lifetime))
         reply["JMQNextTransactionID"] = JLong(nxt.id)
 
-    def _txn_or_replayed(self: Any, pkt: Packet):
+    def _txn_or_replayed(self, pkt: Packet):
         """The transaction a COMMIT/ROLLBACK names; None when it was a resend (I flag) of
         one already finished, which is answered OK here (it was done)."""
         try:
@@ -224,7 +225,7 @@ class TransactionRules:
                 return None
             raise
 
-    def on_commit_transaction(self: Any, pkt: Packet) -> None:
+    def on_commit_transaction(self, pkt: Packet) -> None:
         props = pkt.properties
         txn = None
         try:
@@ -248,7 +249,7 @@ class TransactionRules:
         else:
             self.reply(pkt, Status.OK, reply)
 
-    def on_rollback_transaction(self: Any, pkt: Packet) -> None:
+    def on_rollback_transaction(self, pkt: Packet) -> None:
         props = pkt.properties
         txn = None
         try:
@@ -276,7 +277,7 @@ class TransactionRules:
         self._next_transaction(pkt, txn, reply)
         self.reply(pkt, Status.OK, reply)
 
-    def on_recover_transaction(self: Any, pkt: Packet) -> None:
+    def on_recover_transaction(self, pkt: Packet) -> None:
         """RECOVER_TRANSACTION: with JMQTransactionID, whether that one is PREPARED;
         otherwise every PREPARED Xid on TMSTARTRSCAN and none on other flags."""
         try:
@@ -304,7 +305,7 @@ class TransactionRules:
             pkt, Status.OK, {"JMQQuantity": JInt(len(xids)), **extra}, body=encode_xids(xids)
         )
 
-    def on_verify_transaction(self: Any, pkt: Packet) -> None:
+    def on_verify_transaction(self, pkt: Packet) -> None:
         """VERIFY_TRANSACTION: the transaction's state and attributes as a serialised
         Hashtable (State numbered from 1 as the client protocol does); 404 if unknown."""
         try:

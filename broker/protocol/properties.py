@@ -274,6 +274,12 @@ def encode_properties(props: Mapping[str, object] | None) -> bytes:
     return b"".join(parts)
 
 
+def optional_str(value: object) -> str | None:
+    """A property that should be a String, as text (None stays None): a client that sent
+    another type gets the value's text rather than a key of the wrong type."""
+    return value if value is None or isinstance(value, str) else str(value)
+
+
 def as_int(value: object) -> int:
     """``int(value)`` for a property or field value of any Java type, typed: the same
     result, or the same TypeError or ValueError, as ``int`` gives."""
@@ -296,6 +302,7 @@ __all__ = [
     "TEXTS",
     "JavaObjectBytes",
     "as_int",
+    "optional_str",
     "PropertyError",
     "decode_java_utf",
     "decode_properties",
