@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.core import queries
 from broker.core.destination import TopicDestination
@@ -31,8 +31,8 @@ from broker.protocol.types import (
 )
 
 from .changerecord import RECORDED, write_last_sync
-from .config import same_host
 from .link import BrokerLink
+from .state import ClusterState
 
 if TYPE_CHECKING:
     pass
@@ -42,13 +42,13 @@ log = logging.getLogger("broker.cluster")
 PRIVATE_PREFIXES = (BROKER_PREFIX, DMQ_NAME)
 
 
-class ChangeRules:
+class ChangeRules(ClusterState):
     """The destinations, durables and change-record part of
     :class:`~broker.cluster.service.ClusterService` (a mixin)."""
 
     # -- destinations and durables --------------------------------------------------
 
-    def _admin_destinations(self: Any) -> list:
+    def _admin_destinations(self) -> list:
         router = self.router
         return [
             d
@@ -56,7 +56,7 @@ class ChangeRules:
             if not d.auto and not d.is_temporary and not d.name.startswith(PRIVATE_PREFIXES)
         ]
 
-    def _destination_packet(self: Any, dest, sync: bool = False) -> gp.GPacket:
+    def _destination_packet(self, dest, sync: bool = False) -> gp.GPacket:
         props: dict[str, object] = {"N": dest.name, "DT": dest.dest_type}
         if sync:
             props["M"] = True
@@ -67,11 +67,7 @@ class ChangeRules:
             body = empty_properties()
         return gp.GPacket(gp.G_UPDATE_DESTINATION, props, body)
 
-    def _broadcast(self: Any, pkt: gp.GPacket) -> None:
-        for link in self.links.values():
-            link.send(pkt)
-
-    def _router_event(self: Any, kind: str, data: dict) -> None:
+    def _router_event(self, kind: str, data: dict) -> None:
         if self._applying:
             return
         router = self.router
@@ -95,16 +91,7 @@ class ChangeRules:
 
     # -- the master broker's change record -----------------------------------------------
 
-    def _master_link(self: Any) -> BrokerLink | None:
-        master = self.cfg.master
-        if master is None:
-            return None
-        for addr, link in self.links.items():
-            if addr.port == master[1] and same_host(addr.host, master[0]):
-                return link
-        return None
-
-    def _guard(self: Any, kind: str, name: str) -> None:
+    def _guard(self, kind: str, name: str) -> None:
         """Refuse a recorded change while the master broker cannot record it."""
         if self._applying or self.record is not None or self.cfg.master is None:
             return
@@ -116,17 +103,7 @@ class ChangeRules:
                 "created, changed or removed until it is back",
             )
 
-    def _record(self: Any, pkt: gp.GPacket) -> None:
-        """A local change goes into the master's change record."""
-        if self.record is not None:
-            self.record.append(pkt)
-            return
-        link = self._master_link()
-        if link is not None:
-            xid = JLong(int(time.time() * 1000))
-            link.send(gp.GPacket(gp.G_CONFIG_CHANGE_EVENT, {"X": xid}, gp.encode(pkt), gp.A_BIT))
-
-    def _config_change_event(self: Any, link: BrokerLink, pkt: gp.GPacket) -> None:
+    def _config_change_event(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         reply: dict[str, object] = {"X": pkt.props.get("X", 0)}
         if self.record is None:
             reply.update(S=Status.BAD_REQUEST, reason="this broker is not the master broker")
@@ -138,7 +115,7 @@ class ChangeRules:
             reply["S"] = 200
         link.send(gp.GPacket(gp.G_CONFIG_CHANGE_EVENT_REPLY, reply))
 
-    def _config_changes_request(self: Any, link: BrokerLink, pkt: gp.GPacket) -> None:
+    def _config_changes_request(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         if self.record is None:
             link.send(
                 gp.GPacket(
@@ -157,7 +134,7 @@ class ChangeRules:
         }
         link.send(gp.GPacket(gp.G_GET_CONFIG_CHANGES_REPLY, props, body))
 
-    def _config_changes_reply(self: Any, link: BrokerLink, pkt: gp.GPacket) -> None:
+    def _config_changes_reply(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         if pkt.props.get("S") != 200:
             log.warning(
                 "master broker %s refused the change record request: %s",
@@ -182,12 +159,12 @@ class ChangeRules:
             len(records),
         )
 
-    def _apply_durable(self: Any, rec_pkt: gp.GPacket) -> None:
+    def _apply_durable(self, rec_pkt: gp.GPacket) -> None:
         """A durable subscription from the change record: this broker keeps messages for it."""
         r = gp.BodyReader(rec_pkt.payload)
         count = rec_pkt.props.get("C", 0)
         for _ in range(count if isinstance(count, int) and 0 <= count < 100000 else 0):
-            rec = self._read_interest(r)
+            rec = gp.read_interest(r)
             if not rec["durable"] or rec["queue"]:
                 continue
             key = (rec["client_id"], rec["durable"])
@@ -205,7 +182,7 @@ class ChangeRules:
             finally:
                 self._applying = False
 
-    def _apply_destination(self: Any, link: BrokerLink, pkt: gp.GPacket) -> None:
+    def _apply_destination(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         name, dtype = pkt.props.get("N"), pkt.props.get("DT")
         if not isinstance(name, str) or not isinstance(dtype, int) or not name:
             raise gp.GPacketError(f"{pkt.name} without a destination name (N) and type (DT)")
@@ -239,7 +216,7 @@ class ChangeRules:
         finally:
             self._applying = False
 
-    def _remove_durable(self: Any, link: BrokerLink, pkt: gp.GPacket) -> None:
+    def _remove_durable(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         name, client_id = pkt.props.get("N"), pkt.props.get("I")
         if not isinstance(name, str) or not isinstance(client_id, str):
             raise gp.GPacketError("G_REM_DURABLE_INTEREST without N and I")

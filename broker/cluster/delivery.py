@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.core import dmq
 from broker.core.destination import QueueDestination, TopicDestination
@@ -26,6 +26,7 @@ from broker.protocol.types import (
 from .changes import PRIVATE_PREFIXES
 from .link import BrokerLink
 from .remote import InboundOrigin, RemoteConsumer
+from .state import ClusterState
 
 if TYPE_CHECKING:
     from broker.core.session import Consumer
@@ -36,7 +37,7 @@ _DEAD_REASONS = frozenset(
 )
 
 
-class DeliveryRules:
+class DeliveryRules(ClusterState):
     """The interests and remote-delivery part of
     :class:`~broker.cluster.service.ClusterService` (a mixin)."""
 
@@ -52,10 +53,10 @@ class DeliveryRules:
         dest = cons.destination
         return not dest.name.startswith(PRIVATE_PREFIXES) and not dest.attributes.get("isLocalOnly")
 
-    def _uid(self: Any, cons: Consumer) -> gp.ConsumerUID:
+    def _uid(self, cons: Consumer) -> gp.ConsumerUID:
         return gp.ConsumerUID(cons.id, cons.link.id, self.cfg.me)
 
-    def _interest_packet(self: Any, consumers: list[Consumer]) -> gp.GPacket:
+    def _interest_packet(self, consumers: list[Consumer]) -> gp.GPacket:
         w = gp.BodyWriter()
         props: dict[str, object] = {"C": len(consumers)}
         for c in consumers:
@@ -94,7 +95,7 @@ class DeliveryRules:
                 props[f"{c.id}:temporary"] = True
         return gp.GPacket(gp.G_NEW_INTEREST, props, w.bytes())
 
-    def _consumer_event(self: Any, what: str, cons: Consumer) -> None:
+    def _consumer_event(self, what: str, cons: Consumer) -> None:
         if not self._shared(cons):
             return
         sub = cons.subscription
@@ -118,37 +119,13 @@ class DeliveryRules:
         for link in self.links.values():
             link.send(pkt)
 
-    def _read_interest(self: Any, r: gp.BodyReader) -> dict:
-        version = r.int64()
-        if version != gp.INTEREST_RECORD_VERSION:
-            raise gp.GPacketError(f"interest record version {version}")
-        rec: dict = {"dest": r.utf()}
-        rec["uid"] = gp.ConsumerUID.read(r) if r.boolean() else None
-        rec["client_id"] = r.utf() if r.boolean() else None
-        rec["durable"] = r.utf() if r.boolean() else None
-        rec["selector"] = r.utf() if r.boolean() else None
-        rec["queue"] = r.boolean()
-        rec["no_local"] = r.boolean()
-        rec["ready"] = r.boolean()
-        rec["jms_shared"] = False
-        rec["shared_name"] = None
-        # Older brokers end a record after "ready" (read here when it is the last one).
-        if not r.at_end and r.boolean():
-            r.int32()
-        if not r.at_end:
-            r.int32()
-            rec["jms_shared"] = r.boolean()
-            if r.boolean():
-                rec["shared_name"] = r.utf()
-        return rec
-
-    def _new_interest(self: Any, link: BrokerLink, pkt: gp.GPacket) -> None:
+    def _new_interest(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         count = pkt.props.get("C", 0)
         if not isinstance(count, int) or count < 0 or count > 100000:
             raise gp.GPacketError(f"G_NEW_INTEREST count {count!r}")
         r = gp.BodyReader(pkt.payload)
         for _ in range(count):
-            rec = self._read_interest(r)
+            rec = gp.read_interest(r)
             uid = rec["uid"]
             rec["temporary"] = uid is not None and bool(
                 pkt.props.get(f"{uid.consumer_id}:temporary")
@@ -168,9 +145,7 @@ class DeliveryRules:
                     exc,
                 )
 
-    def _add_remote(
-        self: Any, link: BrokerLink, uid: gp.ConsumerUID, rec: dict, window: int
-    ) -> None:
+    def _add_remote(self, link: BrokerLink, uid: gp.ConsumerUID, rec: dict, window: int) -> None:
         key = (link, uid.consumer_id)
         if key in self.remotes:
             return
@@ -219,7 +194,7 @@ class DeliveryRules:
         self.remotes[key] = rc
         rc.queue.dispatch(now_ms())
 
-    def _remove_remote(self: Any, rc: RemoteConsumer) -> None:
+    def _remove_remote(self, rc: RemoteConsumer) -> None:
         rc.closed = True
         router = self.router
         sub = rc.subscription
@@ -235,7 +210,7 @@ class DeliveryRules:
         elif sub is None:
             rc.queue.dispatch(now_ms())
 
-    def _interest_update(self: Any, link: BrokerLink, pkt: gp.GPacket) -> None:
+    def _interest_update(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         r = gp.BodyReader(pkt.payload)
         count = pkt.props.get("C", 0)
         if not isinstance(count, int) or count < 0 or count > 100000:
@@ -248,7 +223,7 @@ class DeliveryRules:
 
     # -- messages ------------------------------------------------------------------
 
-    def _message_data(self: Any, link: BrokerLink, pkt: gp.GPacket) -> None:
+    def _message_data(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         r = gp.BodyReader(pkt.payload)
         count = pkt.props.get("C", 1)
         if not isinstance(count, int) or not 0 < count <= 100000:
@@ -275,7 +250,7 @@ class DeliveryRules:
         if self._pending and self._pending_timer is None:
             self._pending_timer = asyncio.get_running_loop().call_later(0.005, self._flush_pending)
 
-    def _flush_pending(self: Any) -> None:
+    def _flush_pending(self) -> None:
         self._pending_timer = None
         for origin in list(self._pending):
             origin.dispatch(now_ms())
@@ -285,7 +260,7 @@ class DeliveryRules:
             self._pending_timer = asyncio.get_running_loop().call_later(0.005, self._flush_pending)
 
     def send_ack(
-        self: Any,
+        self,
         link: BrokerLink,
         uid: gp.ConsumerUID,
         keys: list[bytes],
@@ -307,7 +282,7 @@ class DeliveryRules:
             self._acks_scheduled = True
             asyncio.get_running_loop().call_soon(self._flush_acks)
 
-    def _flush_acks(self: Any) -> None:
+    def _flush_acks(self) -> None:
         self._acks_scheduled = False
         acks, self._acks = self._acks, {}
         for (_link, ack_type, redelivered, dead), (link, items) in acks.items():
@@ -324,7 +299,7 @@ class DeliveryRules:
                 props["deadComment"] = dead[1]
             link.send(gp.GPacket(gp.G_MESSAGE_ACK, props, w.bytes()))
 
-    def _message_ack(self: Any, link: BrokerLink, pkt: gp.GPacket) -> None:
+    def _message_ack(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         r = gp.BodyReader(pkt.payload)
         count = pkt.props.get("C", 0)
         ack_type = pkt.props.get("T")
@@ -364,6 +339,16 @@ class DeliveryRules:
         t = now_ms()
         for rc in touched.values():
             rc.queue.dispatch(t)
+
+    def _forget_link(self, link: BrokerLink) -> None:
+        """What came over ``link`` goes: its remote consumers (their messages back to
+        their queues) and the origins of what it delivered here."""
+        for key in [k for k in self.remotes if k[0] is link]:
+            self._remove_remote(self.remotes.pop(key))
+        for key in [k for k in self.inbound if k[0] is link]:
+            origin = self.inbound.pop(key)
+            origin.pending.clear()
+            self._pending.discard(origin)
 
 
 __all__ = ["DeliveryRules"]

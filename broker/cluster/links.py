@@ -9,15 +9,15 @@ import asyncio
 import logging
 import ssl
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.protocol import gpacket as gp
 from broker.protocol.jtypes import JLong
 from broker.protocol.portmapper import PortMapperError, encode_request, parse_table
 
-from .changerecord import read_last_sync
 from .config import ClusterConfig, ClusterConfigError, same_host
 from .link import BrokerLink, LinkRefused
+from .state import ClusterState
 
 if TYPE_CHECKING:
     pass
@@ -27,11 +27,11 @@ RECONNECT_INTERVAL = 1.0
 RECONNECT_MAX = 5.0
 
 
-class LinkRules:
+class LinkRules(ClusterState):
     """The links part of :class:`~broker.cluster.service.ClusterService` (a mixin, as
     the connection engine's rule sets are)."""
 
-    def check_peer(self: Any, link: BrokerLink, init: gp.LinkInit) -> None:
+    def check_peer(self, link: BrokerLink, init: gp.LinkInit) -> None:
         """Refuse a LINK_INIT whose sender may not join (raises LinkRefused with why)."""
         if init.version != gp.CLUSTER_VERSION:
             raise LinkRefused(
@@ -63,82 +63,10 @@ class LinkRules:
         if old is not None and not old.closed:
             raise LinkRefused(f"broker {init.address} is already linked (a second claim)")
 
-    def link_up(self: Any, link: BrokerLink) -> None:
-        addr = link.address
-        assert addr is not None
-        old = self.links.get(addr)
-        if old is not None and old is not link:
-            # A dropped link is closed at once, but its connection_lost can come after
-            # the peer's redial is up: what it brought goes now, before the new link's
-            # interests arrive.  A remote consumer left attached would hold its durable
-            # subscription "in use" (refusing the peer's consumer as it comes back) and
-            # draw messages into a dead link.
-            self._forget_link(old)
-        self.links[addr] = link
-        self.all_links.add(link)
-        self._unreachable.pop((addr.host, addr.port), None)
-        log.info(
-            "cluster link to broker %s up (%s)",
-            addr,
-            "dialled" if link.expected else "accepted",
-        )
-        for dest in self._admin_destinations():
-            link.send(self._destination_packet(dest, sync=True))
-        cons = [c for c in self.router.local_consumers() if self._shared(c)]
-        if cons:
-            link.send(self._interest_packet(cons))
-        self.locks.link_up(link)
-        if self.flow_stopped:
-            link.send(gp.GPacket(gp.G_STOP_MESSAGE_FLOW, {}))
-        if self.record is None and link is self._master_link() and self.instance_dir is not None:
-            since = read_last_sync(self.instance_dir)
-            link.send(
-                gp.GPacket(gp.G_GET_CONFIG_CHANGES_REQUEST, {"TS": JLong(since)}, flags=gp.A_BIT)
-            )
-
-    def _forget_link(self: Any, link: BrokerLink) -> None:
-        """What came over ``link`` goes: its remote consumers (their messages back to
-        their queues) and the origins of what it delivered here."""
-        for key in [k for k in self.remotes if k[0] is link]:
-            self._remove_remote(self.remotes.pop(key))
-        for key in [k for k in self.inbound if k[0] is link]:
-            origin = self.inbound.pop(key)
-            origin.pending.clear()
-            self._pending.discard(origin)
-
-    def link_closed(self: Any, link: BrokerLink) -> None:
-        self.all_links.discard(link)
-        # What came over this link goes with it even when a newer link to the same broker
-        # already took its place (see link_up).
-        self._forget_link(link)
-        self.locks.link_down(link)
-        addr = link.address
-        if addr is None or self.links.get(addr) is not link:
-            if not link.logged and not self.stopping:
-                # A peer that keeps refusing us (e.g. one whose list no longer names this
-                # broker) is re-dialled every few seconds: said once per reason.
-                peer = link.expected
-                if peer is not None and self._unreachable.get(peer) == link.reason:
-                    log.debug("cluster link %s closed again: %s", link.describe(), link.reason)
-                    return
-                if peer is not None:
-                    self._unreachable[peer] = link.reason
-                log.warning(
-                    "cluster link %s closed before the handshake finished: %s",
-                    link.describe(),
-                    link.reason,
-                )
-            return
-        del self.links[addr]
-        if link.goodbye:
-            log.info("broker %s left the cluster (GOODBYE)", addr)
-        elif not self.stopping:
-            log.warning("cluster link to broker %s lost: %s", addr, link.reason)
-
     # -- reloading the configuration ------------------------------------------------
 
     async def reload(
-        self: Any, *, propagate: bool
+        self, *, propagate: bool
     ) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
         """``imqcmd reload cls``: read the broker list again (``imq.cluster.brokerlist``
         of the instance's files, or the file or web page of ``imq.cluster.url``), link to
@@ -172,7 +100,7 @@ class LinkRules:
         )
         return added, removed
 
-    def _reload_requested(self: Any, link: BrokerLink, pkt: gp.GPacket) -> None:
+    def _reload_requested(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         """G_RELOAD_CLUSTER from a peer whose administrator ran ``reload cls``."""
 
         async def run() -> None:
@@ -192,21 +120,21 @@ class LinkRules:
 
     # -- dialling ------------------------------------------------------------------
 
-    def _initiates(self: Any, peer: tuple[str, int]) -> bool:
+    def _initiates(self, peer: tuple[str, int]) -> bool:
         me = self.cfg.me
         return (me.port, me.host) < (peer[1], peer[0])
 
-    def _link_to(self: Any, host: str, port: int) -> BrokerLink | None:
+    def _link_to(self, host: str, port: int) -> BrokerLink | None:
         """The link up to the broker whose port mapper is ``host:port``, if any."""
         return next(
             (lk for a, lk in self.links.items() if a.port == port and same_host(a.host, host)),
             None,
         )
 
-    def _linked(self: Any, host: str, port: int) -> bool:
+    def _linked(self, host: str, port: int) -> bool:
         return self._link_to(host, port) is not None
 
-    async def _dial_loop(self: Any) -> None:
+    async def _dial_loop(self) -> None:
         delay = RECONNECT_INTERVAL
         while True:
             missing = [
@@ -220,14 +148,14 @@ class LinkRules:
             await asyncio.sleep(delay if missing else RECONNECT_INTERVAL)
             delay = min(delay * 1.5, RECONNECT_MAX) if missing else RECONNECT_INTERVAL
 
-    async def _dial(self: Any, peer: tuple[str, int]) -> None:
+    async def _dial(self, peer: tuple[str, int]) -> None:
         host, pm_port = peer
         try:
             instance, port, chost = await self._lookup(host, pm_port)
             loop = asyncio.get_running_loop()
             await asyncio.wait_for(
                 loop.create_connection(
-                    lambda: BrokerLink(self, expected=peer, expected_instance=instance),
+                    lambda: self.new_link(peer, instance),
                     chost or host,
                     port,
                     ssl=self.client_ssl,
@@ -245,7 +173,7 @@ class LinkRules:
         finally:
             self._dialling.discard(peer)
 
-    async def _lookup(self: Any, host: str, pm_port: int) -> tuple[str, int, str | None]:
+    async def _lookup(self, host: str, pm_port: int) -> tuple[str, int, str | None]:
         """The peer's instance name and cluster port, from its port mapper."""
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, pm_port), 5)
         try:
@@ -264,7 +192,7 @@ class LinkRules:
             raise LookupError("its port mapper lists no cluster service (not clustered?)")
         return table.instance, entry.port, entry.properties.get("hostname")
 
-    async def _ping_loop(self: Any) -> None:
+    async def _ping_loop(self) -> None:
         interval = self.cfg.ping_interval
         while True:
             await asyncio.sleep(interval / 2)

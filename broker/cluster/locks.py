@@ -22,7 +22,7 @@ from broker.protocol.jtypes import JLong
 
 if TYPE_CHECKING:
     from .link import BrokerLink
-    from .service import ClusterService
+    from .state import ClusterState
 
 log = logging.getLogger("broker.cluster")
 
@@ -45,7 +45,7 @@ class _Attempt:
 class ClusterLocks:
     """The lock requester and responder of one broker."""
 
-    def __init__(self, service: ClusterService) -> None:
+    def __init__(self, service: ClusterState) -> None:
         self.service = service
         self.attempts: dict[str, _Attempt] = {}
         # resource -> does this broker hold it (asked by the responder side).

@@ -30,8 +30,8 @@ if TYPE_CHECKING:
     from broker.core.session import Consumer, Link
     from broker.store.base import Store
 
+    from .delivery import DeliveryRules
     from .link import BrokerLink
-    from .service import ClusterService
 
 DEFAULT_WINDOW = 1000
 # Remote consumers get connection ids of their own (negative: never a local connection's).
@@ -59,7 +59,7 @@ class RemoteConsumer:
 
     def __init__(
         self,
-        service: ClusterService,
+        service: DeliveryRules,
         link: BrokerLink,
         uid: gp.ConsumerUID,
         destination,
@@ -164,7 +164,7 @@ class InboundOrigin:
     home_elsewhere = True
 
     def __init__(
-        self, service: ClusterService, link: BrokerLink, uid: gp.ConsumerUID, dest: str
+        self, service: DeliveryRules, link: BrokerLink, uid: gp.ConsumerUID, dest: str
     ) -> None:
         self.service = service
         self.peer = link

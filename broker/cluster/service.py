@@ -21,27 +21,21 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import ssl
-import time
-from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from broker.core import queries
 from broker.core.errors import now_ms
 from broker.protocol import gpacket as gp
+from broker.protocol.jtypes import JLong
 
-from .changerecord import ChangeRecord
+from .changerecord import read_last_sync
 from .changes import ChangeRules
-from .config import ClusterConfig
 from .delivery import DeliveryRules
 from .link import BrokerLink, broker_info_body
 from .links import LinkRules
-from .locks import ClusterLocks
-from .remote import InboundOrigin, RemoteConsumer
 
 if TYPE_CHECKING:
-    from broker.core.router import MessageRouter
+    pass
 
 log = logging.getLogger("broker.cluster")
 
@@ -55,54 +49,75 @@ _REFUSALS_LOGGED = {
 class ClusterService(LinkRules, ChangeRules, DeliveryRules):
     """One broker's membership of a conventional cluster."""
 
-    def __init__(
-        self,
-        cfg: ClusterConfig,
-        router: MessageRouter,
-        session_id: int,
-        instance_dir: Path | None = None,
-        *,
-        server_ssl: ssl.SSLContext | None = None,
-        client_ssl: ssl.SSLContext | None = None,
-    ) -> None:
-        self.cfg = cfg
-        # imq.cluster.transport=ssl: the listener's and the dialler's TLS contexts.
-        self.server_ssl = server_ssl
-        self.client_ssl = client_ssl
-        self.instance_dir = instance_dir
-        # The configuration change record, when this broker is the master broker.
-        self.record: ChangeRecord | None = None
-        if cfg.is_master() and instance_dir is not None:
-            self.record = ChangeRecord(instance_dir)
-        self._known_durables: set[tuple[str | None, str]] = set()
-        self.router = router
-        self.session_id = session_id
-        self.start_ms = int(time.time() * 1000)
-        self.server: asyncio.Server | None = None
-        self.links: dict[gp.BrokerAddress, BrokerLink] = {}
-        self.all_links: set[BrokerLink] = set()
-        self.remotes: dict[tuple[BrokerLink, int], RemoteConsumer] = {}
-        self.inbound: dict[tuple[BrokerLink, int], InboundOrigin] = {}
-        self._dialling: set[tuple[str, int]] = set()
-        # The reason a link to a peer last closed before its handshake (logged once).
-        self._unreachable: dict[tuple[str, int], str | None] = {}
-        self._tasks: list[asyncio.Task] = []
-        self._acks: dict[tuple, tuple[BrokerLink, list]] = {}
-        self._acks_scheduled = False
-        self._pending: set[InboundOrigin] = set()
-        self._pending_timer: asyncio.TimerHandle | None = None
-        self.extra_info: dict[str, object] = {}
-        self.locks = ClusterLocks(self)
-        self.locks.timeout = cfg.lock_timeout
-        self.stopping = False
-        # Whether this broker asked the others to stop sending it messages (memory red).
-        self.flow_stopped = False
-        # Set while applying a peer's change, so it is not sent back out.
-        self._applying = False
-        self.loop: asyncio.AbstractEventLoop | None = None
-        # Where RELOAD_CLUSTER reads the configuration again (set by the broker): a fresh
-        # BrokerConfig from the instance's files and command line.
-        self.reread_config: Callable[[], object] | None = None
+    # -- a link comes and goes ----------------------------------------------------------
+
+    def new_link(
+        self, expected: tuple[str, int] | None = None, expected_instance: str | None = None
+    ) -> BrokerLink:
+        """A link this broker dials (``expected``: the peer it looked up) or accepts."""
+        return BrokerLink(self, expected, expected_instance)
+
+    def link_up(self, link: BrokerLink) -> None:
+        addr = link.address
+        assert addr is not None
+        old = self.links.get(addr)
+        if old is not None and old is not link:
+            # A dropped link is closed at once, but its connection_lost can come after
+            # the peer's redial is up: what it brought goes now, before the new link's
+            # interests arrive.  A remote consumer left attached would hold its durable
+            # subscription "in use" (refusing the peer's consumer as it comes back) and
+            # draw messages into a dead link.
+            self._forget_link(old)
+        self.links[addr] = link
+        self.all_links.add(link)
+        self._unreachable.pop((addr.host, addr.port), None)
+        log.info(
+            "cluster link to broker %s up (%s)",
+            addr,
+            "dialled" if link.expected else "accepted",
+        )
+        for dest in self._admin_destinations():
+            link.send(self._destination_packet(dest, sync=True))
+        cons = [c for c in self.router.local_consumers() if self._shared(c)]
+        if cons:
+            link.send(self._interest_packet(cons))
+        self.locks.link_up(link)
+        if self.flow_stopped:
+            link.send(gp.GPacket(gp.G_STOP_MESSAGE_FLOW, {}))
+        if self.record is None and link is self._master_link() and self.instance_dir is not None:
+            since = read_last_sync(self.instance_dir)
+            link.send(
+                gp.GPacket(gp.G_GET_CONFIG_CHANGES_REQUEST, {"TS": JLong(since)}, flags=gp.A_BIT)
+            )
+
+    def link_closed(self, link: BrokerLink) -> None:
+        self.all_links.discard(link)
+        # What came over this link goes with it even when a newer link to the same broker
+        # already took its place (see link_up).
+        self._forget_link(link)
+        self.locks.link_down(link)
+        addr = link.address
+        if addr is None or self.links.get(addr) is not link:
+            if not link.logged and not self.stopping:
+                # A peer that keeps refusing us (e.g. one whose list no longer names this
+                # broker) is re-dialled every few seconds: said once per reason.
+                peer = link.expected
+                if peer is not None and self._unreachable.get(peer) == link.reason:
+                    log.debug("cluster link %s closed again: %s", link.describe(), link.reason)
+                    return
+                if peer is not None:
+                    self._unreachable[peer] = link.reason
+                log.warning(
+                    "cluster link %s closed before the handshake finished: %s",
+                    link.describe(),
+                    link.reason,
+                )
+            return
+        del self.links[addr]
+        if link.goodbye:
+            log.info("broker %s left the cluster (GOODBYE)", addr)
+        elif not self.stopping:
+            log.warning("cluster link to broker %s lost: %s", addr, link.reason)
 
     # -- life cycle ------------------------------------------------------------------
 
@@ -110,7 +125,7 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
         loop = self.loop = asyncio.get_running_loop()
         host = self.cfg.cluster_host or None
         self.server = await loop.create_server(
-            lambda: BrokerLink(self),
+            self.new_link,
             host=host,
             port=self.cfg.cluster_port,
             reuse_address=True,

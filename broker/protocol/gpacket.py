@@ -504,6 +504,33 @@ class LinkInit:
         return BrokerAddress(self.host, self.instance, self.port)
 
 
+def read_interest(r: BodyReader) -> dict:
+    """One consumer's interest record (G_NEW_INTEREST, G_INTEREST_UPDATE, the change
+    record's durables), as a dict; GPacketError for a record of another version."""
+    version = r.int64()
+    if version != INTEREST_RECORD_VERSION:
+        raise GPacketError(f"interest record version {version}")
+    rec: dict = {"dest": r.utf()}
+    rec["uid"] = ConsumerUID.read(r) if r.boolean() else None
+    rec["client_id"] = r.utf() if r.boolean() else None
+    rec["durable"] = r.utf() if r.boolean() else None
+    rec["selector"] = r.utf() if r.boolean() else None
+    rec["queue"] = r.boolean()
+    rec["no_local"] = r.boolean()
+    rec["ready"] = r.boolean()
+    rec["jms_shared"] = False
+    rec["shared_name"] = None
+    # Older brokers end a record after "ready" (read here when it is the last one).
+    if not r.at_end and r.boolean():
+        r.int32()
+    if not r.at_end:
+        r.int32()
+        rec["jms_shared"] = r.boolean()
+        if r.boolean():
+            rec["shared_name"] = r.utf()
+    return rec
+
+
 __all__ = [
     "A_BIT",
     "BodyReader",
@@ -519,5 +546,6 @@ __all__ = [
     "decode_link",
     "encode",
     "encode_link",
+    "read_interest",
     "split_concatenated",
 ]

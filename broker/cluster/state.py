@@ -1,0 +1,106 @@
+"""The cluster service's state, which its rule sets (links, changes, delivery) and its
+life cycle (service.py) share."""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from broker.protocol import gpacket as gp
+from broker.protocol.jtypes import JLong
+
+from .changerecord import ChangeRecord
+from .config import ClusterConfig, same_host
+from .link import BrokerLink
+from .locks import ClusterLocks
+from .remote import InboundOrigin, RemoteConsumer
+
+if TYPE_CHECKING:
+    from broker.core.router import MessageRouter
+
+
+class ClusterState:
+    """What one broker knows of its cluster: configuration, links, remote consumers,
+    inbound origins, pending acknowledgements, locks and flags."""
+
+    # A new link to or from another broker (ClusterService.new_link): the link talks to
+    # the whole service, which only the class assembling the rule sets is.
+    new_link: Callable[[tuple[str, int] | None, str | None], BrokerLink]
+
+    def __init__(
+        self,
+        cfg: ClusterConfig,
+        router: MessageRouter,
+        session_id: int,
+        instance_dir: Path | None = None,
+        *,
+        server_ssl: ssl.SSLContext | None = None,
+        client_ssl: ssl.SSLContext | None = None,
+    ) -> None:
+        self.cfg = cfg
+        # imq.cluster.transport=ssl: the listener's and the dialler's TLS contexts.
+        self.server_ssl = server_ssl
+        self.client_ssl = client_ssl
+        self.instance_dir = instance_dir
+        # The configuration change record, when this broker is the master broker.
+        self.record: ChangeRecord | None = None
+        if cfg.is_master() and instance_dir is not None:
+            self.record = ChangeRecord(instance_dir)
+        self._known_durables: set[tuple[str | None, str]] = set()
+        self.router = router
+        self.session_id = session_id
+        self.start_ms = int(time.time() * 1000)
+        self.server: asyncio.Server | None = None
+        self.links: dict[gp.BrokerAddress, BrokerLink] = {}
+        self.all_links: set[BrokerLink] = set()
+        self.remotes: dict[tuple[BrokerLink, int], RemoteConsumer] = {}
+        self.inbound: dict[tuple[BrokerLink, int], InboundOrigin] = {}
+        self._dialling: set[tuple[str, int]] = set()
+        # The reason a link to a peer last closed before its handshake (logged once).
+        self._unreachable: dict[tuple[str, int], str | None] = {}
+        self._tasks: list[asyncio.Task] = []
+        self._acks: dict[tuple, tuple[BrokerLink, list]] = {}
+        self._acks_scheduled = False
+        self._pending: set[InboundOrigin] = set()
+        self._pending_timer: asyncio.TimerHandle | None = None
+        self.extra_info: dict[str, object] = {}
+        self.locks = ClusterLocks(self)
+        self.locks.timeout = cfg.lock_timeout
+        self.stopping = False
+        # Whether this broker asked the others to stop sending it messages (memory red).
+        self.flow_stopped = False
+        # Set while applying a peer's change, so it is not sent back out.
+        self._applying = False
+        self.loop: asyncio.AbstractEventLoop | None = None
+        # Where RELOAD_CLUSTER reads the configuration again (set by the broker): a fresh
+        # BrokerConfig from the instance's files and command line.
+        self.reread_config: Callable[[], object] | None = None
+
+    # -- reaching the other brokers ---------------------------------------------------
+
+    def _broadcast(self, pkt: gp.GPacket) -> None:
+        for link in self.links.values():
+            link.send(pkt)
+
+    def _master_link(self) -> BrokerLink | None:
+        master = self.cfg.master
+        if master is None:
+            return None
+        for addr, link in self.links.items():
+            if addr.port == master[1] and same_host(addr.host, master[0]):
+                return link
+        return None
+
+    def _record(self, pkt: gp.GPacket) -> None:
+        """A local change goes into the master's change record."""
+        if self.record is not None:
+            self.record.append(pkt)
+            return
+        link = self._master_link()
+        if link is not None:
+            xid = JLong(int(time.time() * 1000))
+            link.send(gp.GPacket(gp.G_CONFIG_CHANGE_EVENT, {"X": xid}, gp.encode(pkt), gp.A_BIT))
