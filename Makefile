@@ -10,7 +10,7 @@ APT := DEBIAN_FRONTEND=noninteractive apt-get -o DPkg::Lock::Timeout=600
 # The suite runs in three pytest-xdist workers, a file per worker at a time, the longest
 # files first (tests/conftest.py LONGEST_FIRST): on two cores a third of a worker's time is
 # spent waiting on broker processes and sockets. PYTEST_ARGS= runs it in one process.
-PYTEST_ARGS ?= -n 3 --dist loadfile --no-loadscope-reorder
+PYTEST_ARGS ?= -n 3 --dist loadfile --no-loadscope-reorder --durations=30
 
 .PHONY: run test test-fast install install-dev lint lock clean
 
