@@ -8,6 +8,7 @@ import struct
 import time
 from typing import Any
 
+from broker.core.monitoring import METRICS_PREFIX
 from broker.core.router import RouterError
 from broker.core.selector import SelectorError, compile_selector
 from broker.core.session import Consumer, Session
@@ -201,6 +202,8 @@ class ResourceRules:
                 return
             s = self.router.settings
             can = s.autocreate_topic if dtype & DEST_TOPIC else s.autocreate_queue
+            if dtype & DEST_TOPIC and name.startswith(METRICS_PREFIX):
+                can = s.metrics_topics  # made for subscribers whatever auto-creation says
             self.reply(
                 pkt,
                 Status.NOT_FOUND,
@@ -265,6 +268,9 @@ class ResourceRules:
         if why is None:
             if self._has_producer(name, dest_type):
                 why = ""
+            elif dest_type & DEST_TOPIC and name.startswith(METRICS_PREFIX):
+                # Only the broker publishes there (an ADD_PRODUCER is refused too).
+                why = f"{name} is a metrics topic: only the broker publishes to it"
             else:
                 why = self._denied(name, dest_type, "produce") or ""
             self._acl_sends[key] = why
