@@ -23,7 +23,7 @@ publisher (broker/server/metrics_topics.py) decides when and routes the messages
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, NamedTuple
 
 from broker.protocol.destname import INTERNAL_PREFIX
@@ -99,28 +99,29 @@ def is_metrics_topic(dest: Destination) -> bool:
 
 
 def internal_attributes(
-    name: str, is_topic: bool, *, enabled: bool, may_create: dict[int, bool]
+    name: str, is_topic: bool, *, enabled: bool, may_watch: Callable[[str, int], bool]
 ) -> dict[str, object]:
     """The attributes a destination named ``mq.*`` (not the DMQ) is auto-created with:
     only a metrics topic may be, and only while ``enabled`` (imq.metrics.topic.enabled).
-    Raises RouterError otherwise, with the reason.  ``may_create`` says by DEST_QUEUE /
-    DEST_TOPIC whether such a destination may be auto-created: a destination's metrics
-    topic for one that may not be is refused, as OpenMQ's broker refuses it."""
+    Raises RouterError otherwise, with the reason.  ``may_watch(name, dest_type)`` says
+    whether a destination may be watched: it exists or may be auto-created (a
+    destination's metrics topic is refused otherwise, as OpenMQ's broker refuses it)."""
     if not is_topic:
         raise RouterError(Status.FORBIDDEN, f"{name}: names starting with mq. are reserved")
     topic = parse_topic(name)
     if topic is None:
         raise RouterError(
             Status.BAD_REQUEST,
-            f"{name}: unknown metrics topic (mq.metrics.broker, mq.metrics.jvm, "
+            f"{name} is not a metrics topic (mq.metrics.broker, mq.metrics.jvm, "
             "mq.metrics.destination_list, mq.metrics.destination.queue.<name> or "
-            "mq.metrics.destination.topic.<name>)",
+            "mq.metrics.destination.topic.<name>); other names starting with mq. are "
+            "reserved",
         )
     if not enabled:
         raise RouterError(
             Status.ERROR, f"{name}: the metrics topics are off (imq.metrics.topic.enabled=false)"
         )
-    if topic.kind == "destination" and not may_create.get(topic.target_type, True):
+    if topic.kind == "destination" and not may_watch(topic.target or "", topic.target_type):
         kind = "queue" if topic.target_type == DEST_QUEUE else "topic"
         raise RouterError(
             Status.FORBIDDEN,

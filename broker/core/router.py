@@ -243,10 +243,7 @@ class MessageRouter:
                 # Only the metrics topics, made (whatever auto-creation allows) with
                 # attributes of their own.
                 attributes = monitoring.internal_attributes(
-                    name,
-                    is_topic,
-                    enabled=s.metrics_topics,
-                    may_create={DEST_QUEUE: s.autocreate_queue, DEST_TOPIC: s.autocreate_topic},
+                    name, is_topic, enabled=s.metrics_topics, may_watch=self._may_watch
                 )
             elif not (s.autocreate_topic if is_topic else s.autocreate_queue):
                 raise RouterError(
@@ -271,6 +268,12 @@ class MessageRouter:
         )
         self._event("destination.created", {"name": name, "type": dest.dest_type})
         return dest
+
+    def _may_watch(self, name: str, dest_type: int) -> bool:
+        # A destination's metrics topic: it exists, or it may be auto-created.
+        s = self.settings
+        can = s.autocreate_topic if dest_type & DEST_TOPIC else s.autocreate_queue
+        return can or self.lookup(name, dest_type) is not None
 
     def ensure_destination(self, name: str, dest_type: int, link: Link | None) -> Destination:
         """The destination, auto-creating it when allowed (producers, consumers)."""
