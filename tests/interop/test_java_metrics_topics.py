@@ -19,6 +19,9 @@ from typing import Any
 
 import pytest
 
+from broker.admin.remote import BrokerAdmin
+from broker.protocol.types import DEST_TOPIC
+
 from .jvm import broker_kind, start_either
 
 pytestmark = pytest.mark.timeout(300)
@@ -174,6 +177,14 @@ def test_metrics_topics_maps(metrics_broker: Any, java_programs: Any) -> None:
     for n in names:
         assert _types(info[f"props {n}"]) == STOCK_PROPERTIES, (n, r.explain())
     assert r.returncode == 0, r.explain()
+    # The administrator's view agrees: mq.metrics.jvm took nothing in since its last
+    # subscriber left (GET_METRICS on the topic, the same request on either broker).
+    admin = BrokerAdmin(metrics_broker.host, metrics_broker.portmapper_port)
+    try:
+        counters = admin.call("metrics", destination="mq.metrics.jvm", dest_type=DEST_TOPIC)
+    finally:
+        admin.close()
+    assert int(counters["numMsgsIn"]) == int(info["jvm_numMsgsIn"]), (counters, r.explain())
 
 
 def test_metrics_topics_access_control(metrics_broker: Any, java_programs: Any) -> None:

@@ -178,6 +178,7 @@ public class MetricsTopics {
                 Message later = watch.receive(wait);
                 Checks.expect(later != null, "no map within " + wait + " ms");
                 Checks.expectEquals(before, number(body(later), "numMsgsIn"), "numMsgsIn of mq.metrics.jvm");
+                Checks.info("jvm_numMsgsIn", before);
                 watch.close();
             });
             refused("producer_on_metrics_topic", JMSException.class, "C4036",
