@@ -6,6 +6,7 @@ metrics report."""
 
 from __future__ import annotations
 
+import asyncio
 import re
 
 import pytest
@@ -231,3 +232,35 @@ def test_the_engine_refuses_producers_and_sends_on_metrics_topics(broker: Broker
     assert broker.router.topics[name].msgs_in == 0
     reply = _on_dest(e, PacketType.ADD_CONSUMER, "mq.metrics.nosuch", DEST_TOPIC, sid)
     assert _status(reply) == Status.BAD_REQUEST
+
+
+def test_the_publisher_works_only_while_someone_subscribes(broker: Broker) -> None:  # noqa: F811
+    """The server's publisher, driven on an event loop in process: no timer before a
+    subscriber; the first map of a big destination list (serialised in the thread pool)
+    reaches the new subscriber; once it left, the next tick forgets the topic and stops."""
+    from broker.server.metrics_topics import INLINE_ENTRIES, MetricsTopics
+
+    broker.config.set("imq.hostname", "127.0.0.1")
+    r = broker.router
+    for i in range(INLINE_ENTRIES + 10):
+        r.create_destination(f"q{i}", DEST_QUEUE, auto=False)
+
+    async def run() -> None:
+        topics = MetricsTopics(broker)
+        assert topics._timer is None and topics.watched == {}
+        conn = Conn(1)
+        cons = _subscribe(r, conn, "mq.metrics.destination_list")
+        assert topics._timer is not None
+        for _ in range(1000):
+            if conn.sent:
+                break
+            await asyncio.sleep(0.01)
+        (raw,) = conn.sent
+        listed = decode_map_body(Packet(raw).body, nested=True)
+        assert len(listed) == INLINE_ENTRIES + 11  # and the DMQ
+        r.remove_consumer(cons, None)
+        topics._tick()
+        assert topics.watched == {} and topics._timer is None
+        topics.close()
+
+    asyncio.run(run())
