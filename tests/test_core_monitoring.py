@@ -264,3 +264,13 @@ def test_the_publisher_works_only_while_someone_subscribes(broker: Broker) -> No
         topics.close()
 
     asyncio.run(run())
+
+
+def test_the_report_interval(broker: Broker) -> None:  # noqa: F811
+    from broker.server.metrics_topics import report_interval
+
+    assert report_interval(broker) == 0  # OpenMQ's default: no report
+    broker.config.set("imq.metrics.interval", "5")
+    assert report_interval(broker) == 5
+    broker.config.set("imq.metrics.enabled", "false")
+    assert report_interval(broker) == 0
