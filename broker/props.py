@@ -302,15 +302,17 @@ LOG_DATABASE_ENABLED = Bool("imq.log.database.enabled", "true")
 LOG_DATABASE_OUTPUT = Text("imq.log.database.output", "WARNING")
 
 # --- metrics
-_METRICS = [
-    Text("imq.metrics.enabled", "true"),
-    Text("imq.metrics.interval", "0"),
-    Text("imq.metrics.topic.enabled", "true"),
-    Text("imq.metrics.topic.interval", "60"),
-    Text("imq.metrics.topic.persist", "false"),
-    Text("imq.metrics.topic.timetolive", "300"),
-    Text("imq.restart.code", "255"),
-]
+# The periodic metrics report in the broker log (broker/server/metrics_topics.py): on,
+# and seconds between two reports (0: none).
+METRICS_ENABLED = Bool("imq.metrics.enabled", "true")
+METRICS_INTERVAL = Int("imq.metrics.interval", "0")
+# The metrics topics (mq.metrics.*): on; seconds between two maps; whether they are
+# persistent; their time to live in seconds (0: they never expire).
+METRICS_TOPIC_ENABLED = Bool("imq.metrics.topic.enabled", "true")
+METRICS_TOPIC_INTERVAL = Int("imq.metrics.topic.interval", "60")
+METRICS_TOPIC_PERSIST = Bool("imq.metrics.topic.persist", "false")
+METRICS_TOPIC_TIMETOLIVE = Int("imq.metrics.topic.timetolive", "300")
+_RESTART = [Text("imq.restart.code", "255")]
 # Ours (broker/server/events.py): the samples behind the portal's live pages and history.
 METRICS_SAMPLE_INTERVAL = Int("imq.metrics.sample.interval", "10", listed=False)
 METRICS_SAMPLE_RETENTION = Int("imq.metrics.sample.retention", "86400", listed=False)

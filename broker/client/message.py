@@ -488,7 +488,7 @@ class MapMessage(Message):
         if m is _UNSET:
             raw = self._raw_body()
             try:
-                m = javaser.decode_map_body(raw) if raw else {}
+                m = javaser.decode_map_body(raw, nested=True) if raw else {}
             except javaser.JavaSerializationError as exc:
                 raise MessageFormatException(f"undecodable MapMessage body: {exc}") from exc
             self._map = m

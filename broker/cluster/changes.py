@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 from broker.core import queries
 from broker.core.destination import TopicDestination
 from broker.core.errors import RouterError
+from broker.core.monitoring import METRICS_PREFIX
 from broker.core.selector import SelectorError, compile_selector
 from broker.protocol import gpacket as gp
 from broker.protocol.jtypes import JLong
@@ -38,8 +39,8 @@ if TYPE_CHECKING:
     pass
 
 log = logging.getLogger("broker.cluster")
-# Destinations that never leave their broker.
-PRIVATE_PREFIXES = (BROKER_PREFIX, DMQ_NAME)
+# Destinations that never leave their broker (each broker's metrics topics are its own).
+PRIVATE_PREFIXES = (BROKER_PREFIX, DMQ_NAME, METRICS_PREFIX)
 
 
 class ChangeRules(ClusterState):

@@ -344,6 +344,18 @@ class TopicDestination(Destination):
             interest = sub.sub_id if store is not None and sub.durable_key is not None else None
             sub.queue.offer(Entry(msg, self, sub.queue, interest), now_ms)
 
+    def publish_one(self, sub: Subscription, msg: Message, now_ms: int) -> None:
+        """Publish ``msg`` to ``sub`` alone (one copy, stored for a durable one when
+        persistent); the other subscriptions never see it."""
+        self.account_in(1, msg.size)
+        interest = None
+        if msg.persistent and self.store is not None and sub.durable_key is not None:
+            interest = sub.sub_id
+            self.store.submit(
+                (MsgAdd(msg.store_key, self.name, self.dest_type, msg.raw, (interest,)),)
+            )
+        sub.queue.offer(Entry(msg, self, sub.queue, interest), now_ms)
+
     def add_subscription(self, sub: Subscription, *, record: bool = True) -> None:
         """Attach a subscription (``record=False`` when it comes back from the store)."""
         sub.queue.on_drop = self.drop

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from .destination import Destination
 
 __all__ = [
+    "DEST_METRICS_KEYS",
     "DestStats",
     "LagWindow",
     "ServiceCounters",
@@ -33,6 +34,42 @@ __all__ = [
     "reset_destination",
     "sample_averages",
 ]
+
+
+# DestMetricsCounters' keys in the order a getMetrics() result first received them (the
+# constructor's 27, then the two averages Destination.getMetrics() adds), with the boxed
+# type of each value: J Long, I Integer.  The order fixes the HashMap's entry order.
+DEST_METRICS_KEYS: tuple[tuple[str, str], ...] = (
+    ("numMsgsIn", "J"),
+    ("numMsgsOut", "J"),
+    ("peakNumMsgs", "I"),
+    ("peakTotalMsgBytes", "J"),
+    ("peakMsgBytes", "J"),
+    ("numActiveConsumers", "I"),
+    ("numBackupConsumers", "I"),
+    ("peakNumActiveConsumers", "I"),
+    ("peakNumBackupConsumers", "I"),
+    ("numConsumers", "I"),
+    ("peakNumConsumers", "I"),
+    ("avgNumConsumers", "I"),
+    ("msgBytesIn", "J"),
+    ("msgBytesOut", "J"),
+    ("numMsgs", "I"),
+    ("totalMsgBytes", "J"),
+    ("avgNumMsgs", "I"),
+    ("avgTotalMsgBytes", "J"),
+    ("diskReserved", "J"),
+    ("diskUsed", "J"),
+    ("diskUtilizationRatio", "I"),
+    ("numExpiredMsgs", "I"),
+    ("numPurgedMsgs", "I"),
+    ("numAckedMsgs", "I"),
+    ("numDiscardedMsgs", "I"),
+    ("numRejectedMsgs", "I"),
+    ("numRolledbackMsgs", "I"),
+    ("avgNumActiveConsumers", "I"),
+    ("avgNumBackupConsumers", "I"),
+)
 
 
 class ServiceCounters:

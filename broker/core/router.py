@@ -45,7 +45,7 @@ from broker.protocol.types import (
 )
 from broker.store.base import DestAdd, DestRemove, RecoveredState, Store
 
-from . import dmq
+from . import dmq, monitoring
 from .acks import Acknowledgements
 from .destination import (
     DEST_AUTO,
@@ -90,6 +90,8 @@ class RouterSettings:
     log_dead_messages: bool = False
     # Seconds between two WARNINGs about one destination's dropped messages.
     drop_log_interval: float = DEFAULT_DROP_INTERVAL
+    # imq.metrics.topic.enabled: subscribers may make the metrics topics (monitoring.py).
+    metrics_topics: bool = True
 
 
 class MessageRouter:
@@ -243,10 +245,14 @@ class MessageRouter:
                 raise RouterError(Status.BAD_REQUEST, "temporary destination needs a connection")
             temp_owner = link.id
         elif auto:
+            s = self.settings
             if name.startswith(INTERNAL_PREFIX) and name != DMQ_NAME:
-                raise RouterError(Status.FORBIDDEN, f"{name}: names starting with mq. are reserved")
-            allowed = self.settings.autocreate_topic if is_topic else self.settings.autocreate_queue
-            if not allowed:
+                # Only the metrics topics, made (whatever auto-creation allows) with
+                # attributes of their own.
+                attributes = monitoring.internal_attributes(
+                    name, is_topic, enabled=s.metrics_topics, may_watch=self._may_watch
+                )
+            elif not (s.autocreate_topic if is_topic else s.autocreate_queue):
                 raise RouterError(
                     Status.NOT_FOUND, f"{name} does not exist and auto-creation is disabled"
                 )
@@ -269,6 +275,12 @@ class MessageRouter:
         )
         self._event("destination.created", {"name": name, "type": dest.dest_type})
         return dest
+
+    def _may_watch(self, name: str, dest_type: int) -> bool:
+        # A destination's metrics topic: it exists, or it may be auto-created.
+        s = self.settings
+        can = s.autocreate_topic if dest_type & DEST_TOPIC else s.autocreate_queue
+        return can or self.lookup(name, dest_type) is not None
 
     def ensure_destination(self, name: str, dest_type: int, link: Link | None) -> Destination:
         """The destination, auto-creating it when allowed (producers, consumers)."""
@@ -390,7 +402,9 @@ class MessageRouter:
     def add_producer(self, sess: Session, name: str, dest_type: int) -> Producer:
         dest = self.ensure_destination(name, dest_type, sess.link)
         limit = dest.limit("maxNumProducers")
-        if limit >= 0 and len(dest.producers) >= limit:
+        if limit == 0:
+            raise RouterError(Status.CONFLICT, f"{name} takes no producers")
+        if limit > 0 and len(dest.producers) >= limit:
             raise RouterError(
                 Status.CONFLICT, f"{name} already has its maximum of {limit} producers"
             )
@@ -527,6 +541,14 @@ class MessageRouter:
             self.events.notify(arrived, dest, msg)
         dest.publish(msg, t)
         return dest
+
+    def deliver_to(self, sub: Subscription, msg: Message) -> None:
+        """Put a message the broker made in one subscription of its topic only (a
+        metrics topic's first map for a new subscriber); raises RouterError when the
+        topic's limits refuse it."""
+        topic = sub.topic
+        self.limits.check_send(topic, msg, True)
+        topic.publish_one(sub, msg, now_ms())
 
     def release_due(self, now: int | None = None) -> int | None:
         """Publish delayed messages whose time has come; returns the next due time."""

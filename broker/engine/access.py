@@ -6,6 +6,7 @@ from __future__ import annotations
 import logging
 
 from broker.core.errors import RouterError
+from broker.core.monitoring import METRICS_PREFIX
 from broker.protocol.packet import Packet
 from broker.protocol.types import DEST_TEMP, DEST_TOPIC, FLAG_A, Status
 
@@ -70,6 +71,9 @@ class AccessRules(EngineBase):
         if why is None:
             if self._has_producer(name, dest_type):
                 why = ""
+            elif dest_type & DEST_TOPIC and name.startswith(METRICS_PREFIX):
+                # Only the broker publishes there (an ADD_PRODUCER is refused too).
+                why = f"{name} is a metrics topic: only the broker publishes to it"
             else:
                 why = self._denied(name, dest_type, "produce") or ""
             self._acl_sends[key] = why

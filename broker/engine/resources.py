@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from broker.core.errors import RouterError
+from broker.core.monitoring import METRICS_PREFIX
 from broker.core.selector import SelectorError, compile_selector
 from broker.core.session import Consumer, Session
 from broker.protocol.destname import queue_name_problem
@@ -193,6 +194,8 @@ class ResourceRules(AccessRules):
                 return
             s = self.router.settings
             can = s.autocreate_topic if dtype & DEST_TOPIC else s.autocreate_queue
+            if dtype & DEST_TOPIC and name.startswith(METRICS_PREFIX):
+                can = s.metrics_topics  # made for subscribers whatever auto-creation says
             self.reply(
                 pkt,
                 Status.NOT_FOUND,

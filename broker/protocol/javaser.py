@@ -355,6 +355,8 @@ class _Reader:
         self._handles: list[object] = []
         self._depth = 0
         self._generic = generic
+        # The map classes a map's value may be (a broker's metrics map nests Hashtables).
+        self.value_maps: frozenset[str] = _NO_MAPS
 
     # -- primitives -------------------------------------------------------
 
@@ -674,7 +676,7 @@ class _Reader:
                 raise JavaSerializationError(
                     f"{class_name}: key of type {_java_type_of(key)}; only String keys are supported"
                 )
-            value = self.content(_NO_MAPS)
+            value = self.content(self.value_maps)
             if is_hashtable:
                 # Hashtable.readObject rejects these too (NullPointerException / corrupt stream).
                 if value is None:
@@ -868,9 +870,19 @@ def _expect_map(value: object, what: str) -> dict[str, object]:
     return value
 
 
-def decode_map_body(data: bytes) -> dict[str, object]:
-    """Decode a MapMessage body: a serialised ``HashMap`` (or ``Hashtable``) of String keys."""
-    return _expect_map(_single(data, _ANY_MAP), "a java.util.HashMap or java.util.Hashtable")
+def decode_map_body(data: bytes, *, nested: bool = False) -> dict[str, object]:
+    """Decode a MapMessage body: a serialised ``HashMap`` (or ``Hashtable``) of String keys.
+    With ``nested``, a value may itself be a ``Hashtable`` (a dict), as in the broker's
+    ``mq.metrics.destination_list`` maps; applications' maps never hold one."""
+    reader = _open(data)
+    if nested:
+        reader.value_maps = frozenset({HASHTABLE})
+    value = reader.content(_ANY_MAP)
+    if not reader.at_end():
+        raise JavaSerializationError(
+            f"{reader.remaining()} bytes of trailing data after the object"
+        )
+    return _expect_map(value, "a java.util.HashMap or java.util.Hashtable")
 
 
 def decode_hashtable(data: bytes) -> dict[str, object]:

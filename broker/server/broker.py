@@ -42,6 +42,7 @@ from .clustering import cluster_entry, start_cluster
 from .connection import ClientConnection
 from .events import EventPublisher
 from .looplag import FullCollections, LoopLagMonitor, freeze_startup_heap
+from .metrics_topics import MetricsReport, MetricsTopics, report_interval
 from .reporting import attach_reports
 
 log = logging.getLogger("broker")
@@ -162,6 +163,10 @@ class Broker:
         self.events: EventPublisher | None = None
         # The event-loop lag probe (looplag.py), once started.
         self.loop_lag: LoopLagMonitor | None = None
+        # The mq.metrics.* topics' publisher and the log's metrics report
+        # (metrics_topics.py), once started; the report only with imq.metrics.interval.
+        self.metrics_topics: MetricsTopics | None = None
+        self.metrics_report: MetricsReport | None = None
         self.store: Store | None = None
         # Extra HELLO_REPLY properties (an HA cluster's JMQHA, JMQBrokerList...).
         self.hello_properties: dict[str, object] = {}
@@ -232,6 +237,7 @@ class Broker:
             dmq_truncate_body=c.get(props.DMQ_TRUNCATE_BODY),
             log_dead_messages=c.get(props.LOG_DEAD_MSGS),
             drop_log_interval=float(c.get(props.DROP_LOG_INTERVAL)),
+            metrics_topics=c.get(props.METRICS_TOPIC_ENABLED),
         )
 
     def _service(self, name: str) -> Service:
@@ -297,6 +303,7 @@ class Broker:
         await self._open_store(loop)
         self.access.prepare(svc.name for svc in services)
         await loop.run_in_executor(self.executor, self.access.load)
+        self.metrics_topics = MetricsTopics(self)
         for svc in services:
             svc.server = await loop.create_server(
                 lambda s=svc: ClientConnection(self, s),
@@ -350,13 +357,23 @@ class Broker:
         )
         self.events = EventPublisher(self)
         self._housekeeping_tasks.append(asyncio.create_task(self._every(1, self.events.tick)))
+        report_every = report_interval(self)
+        if report_every > 0:
+            self.metrics_report = MetricsReport(self)
+            self._housekeeping_tasks.append(
+                asyncio.create_task(self._every(report_every, self.metrics_report.report))
+            )
         self.restart_expiry_job()
         log.info("broker %s ready", c.instance)
 
-    def portmapper_table(self) -> PortMapperTable:
+    @property
+    def portmapper_port(self) -> int:
+        """The port mapper's port (its bound one once it listens)."""
         pm_port = self._pm_port
-        if pm_port is None:
-            pm_port = self.config.get(props.PORTMAPPER_PORT)
+        return self.config.get(props.PORTMAPPER_PORT) if pm_port is None else pm_port
+
+    def portmapper_table(self) -> PortMapperTable:
+        pm_port = self.portmapper_port
         pm_props = {"sessionid": str(self.session_id)}
         brokerid = self.config.get(props.BROKER_ID)
         if brokerid:
@@ -512,6 +529,8 @@ class Broker:
             self.full_collections.close()
         if self.events is not None:
             self.events.close()
+        if self.metrics_topics is not None:
+            self.metrics_topics.close()
         if self._expiry_task is not None:
             self._expiry_task.cancel()
         servers = [s.server for s in self.services if s.server]

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.core import queries
 from broker.core.metrics import consumer_counts
+from broker.core.monitoring import is_metrics_topic
 from broker.protocol import dest_attributes as dattrs
 from broker.protocol.admin_info import DEST_NAME, DEST_TYPE, destination_info, encode_infos
 from broker.protocol.admin_types import ADMIN_QUEUE
@@ -169,7 +170,13 @@ def get_destinations(conn: ConnectionEngine, props: dict) -> Result:
     if isinstance(props.get("JMQDestination"), str):
         dests = [lookup(conn, props)]
     else:
-        dests = [d for d in queries.destinations(router) if d.name != ADMIN_QUEUE]
+        # The metrics topics are the broker's: OpenMQ lists them neither (a query by
+        # name shows one).
+        dests = [
+            d
+            for d in queries.destinations(router)
+            if d.name != ADMIN_QUEUE and not is_metrics_topic(d)
+        ]
         if any(p in props for p in LIST_PROPS):
             if flag(props.get("JMQHideAdminTemporary"), False):
                 # The portal's pages: the reply queues of admin tools' connections

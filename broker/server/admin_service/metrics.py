@@ -36,7 +36,12 @@ from typing import TYPE_CHECKING
 
 from broker.core import queries
 from broker.core.errors import RouterError
-from broker.core.metrics import ServiceCounters, destination_metrics, reset_destination
+from broker.core.metrics import (
+    DEST_METRICS_KEYS,
+    ServiceCounters,
+    destination_metrics,
+    reset_destination,
+)
 from broker.protocol import javaser as _js
 from broker.protocol.javaser import JavaClass, JavaObject, encode_object
 from broker.protocol.jtypes import JInt, JLong
@@ -78,41 +83,6 @@ METRIC_COUNTERS = JavaClass(
 
 DEST_METRICS_COUNTERS = UTIL + "DestMetricsCounters"
 DEST_METRICS_UID = 8342915311065017568
-
-# DestMetricsCounters' keys in the order a getMetrics() result first received them (the
-# constructor's 27, then the two averages Destination.getMetrics() adds), with the boxed
-# type of each value: J Long, I Integer.  The order fixes the HashMap's entry order.
-DEST_METRICS_KEYS: tuple[tuple[str, str], ...] = (
-    ("numMsgsIn", "J"),
-    ("numMsgsOut", "J"),
-    ("peakNumMsgs", "I"),
-    ("peakTotalMsgBytes", "J"),
-    ("peakMsgBytes", "J"),
-    ("numActiveConsumers", "I"),
-    ("numBackupConsumers", "I"),
-    ("peakNumActiveConsumers", "I"),
-    ("peakNumBackupConsumers", "I"),
-    ("numConsumers", "I"),
-    ("peakNumConsumers", "I"),
-    ("avgNumConsumers", "I"),
-    ("msgBytesIn", "J"),
-    ("msgBytesOut", "J"),
-    ("numMsgs", "I"),
-    ("totalMsgBytes", "J"),
-    ("avgNumMsgs", "I"),
-    ("avgTotalMsgBytes", "J"),
-    ("diskReserved", "J"),
-    ("diskUsed", "J"),
-    ("diskUtilizationRatio", "I"),
-    ("numExpiredMsgs", "I"),
-    ("numPurgedMsgs", "I"),
-    ("numAckedMsgs", "I"),
-    ("numDiscardedMsgs", "I"),
-    ("numRejectedMsgs", "I"),
-    ("numRolledbackMsgs", "I"),
-    ("avgNumActiveConsumers", "I"),
-    ("avgNumBackupConsumers", "I"),
-)
 
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 
