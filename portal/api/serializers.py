@@ -199,7 +199,7 @@ class ServiceUpdateSerializer(serializers.Serializer):
     }
 )
 class SizeField(serializers.Field):
-    """Bytes: a number or an OpenMQ size string (10k, 5m, 1g); -1 = unlimited."""
+    """Bytes: a number or an OpenMQ size string (100b, 10k, 5m); -1 = unlimited."""
 
     def to_internal_value(self, data):
         try:
