@@ -35,7 +35,12 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from broker.protocol.admin_types import ADMIN_QUEUE
-from broker.protocol.destname import INTERNAL_PREFIX, name_problem, queue_name_problem
+from broker.protocol.destname import (
+    INTERNAL_PREFIX,
+    name_problem,
+    queue_name_problem,
+    topic_pattern_problem,
+)
 from broker.protocol.types import (
     DEST_QUEUE,
     DEST_TEMP,
@@ -227,6 +232,11 @@ class MessageRouter:
             if problem is not None:
                 log.info("destination refused: %s", problem)
                 raise RouterError(Status.UNSUPPORTED_TYPE, problem)
+        else:
+            problem = topic_pattern_problem(name)
+            if problem is not None:
+                log.info("destination refused: %s", problem)
+                raise RouterError(Status.NOT_ACCEPTABLE, problem)
         existing = self.lookup(name, dest_type)
         if existing is not None:
             raise RouterError(Status.CONFLICT, f"destination {name} already exists")
@@ -237,7 +247,18 @@ class MessageRouter:
             temp_owner = link.id
         elif auto:
             if name.startswith(INTERNAL_PREFIX) and name != DMQ_NAME:
-                raise RouterError(Status.FORBIDDEN, f"{name}: names starting with mq. are reserved")
+                # OpenMQ's broker takes mq.* for its monitoring topics: 500 for a queue,
+                # 400 for a topic it has no metrics for (B2084).
+                if is_topic:
+                    raise RouterError(
+                        Status.BAD_REQUEST,
+                        f"[B2084]: Unknown monitor destination name {name} [Topic]",
+                    )
+                raise RouterError(
+                    Status.ERROR,
+                    f"Only topics are supported for monitoring ({name}: names starting with "
+                    "mq. are reserved for the broker)",
+                )
             allowed = self.settings.autocreate_topic if is_topic else self.settings.autocreate_queue
             if not allowed:
                 raise RouterError(

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from broker import props
 from broker.protocol import admin_info as ai
-from broker.protocol.destname import admin_name_problem, valid_admin_name
+from broker.protocol.destname import ADMIN_NAME_RULE, admin_name_problem, valid_admin_name
 from broker.protocol.properties import as_int
 from broker.protocol.types import LimitBehavior
 
@@ -291,8 +291,12 @@ def valid_destination_name(name: str) -> bool:
 
 def destination_name_problem(name: str) -> str | None:
     """Why the broker would refuse to create a destination of this name (None: it would
-    not), as its admin service says it (:func:`broker.protocol.destname.admin_name_problem`)."""
-    return admin_name_problem(name)
+    not), as its admin service says it (:func:`broker.protocol.destname.admin_name_problem`),
+    with the rule for a form or the REST API to show."""
+    problem = admin_name_problem(name)
+    if problem is not None and problem.startswith("[B4091]"):
+        return f"{problem} ({ADMIN_NAME_RULE})"
+    return problem
 
 
 def destination_info_fields(attrs: dict[str, object]) -> tuple[dict[str, object], int, dict]:
