@@ -409,6 +409,10 @@ class BrokerConfig:
         """Return all effective properties, expanded (for imqcmd query / getConfiguration)."""
         return {name: self.get(name) or "" for name in self.names()}
 
+    def configured(self, name: str) -> bool:
+        """Whether ``name`` is set above the defaults (the instance file, ``-D``)."""
+        return any(name in layer for layer in (self._computed, self._overrides, self._file))
+
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self._raw(name) is not None
 

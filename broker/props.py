@@ -346,14 +346,16 @@ IMQCMD_PASSWORD = OptionalText("imq.imqcmd.password")  # a passfile line, never 
 LOG_LEVEL = Text("imq.log.level", "INFO")
 LOG_FILE_DIRPATH = Text("imq.log.file.dirpath", _INSTANCE_DIR + "${/}log")
 LOG_FILE_NAME = Text("imq.log.file.filename", "log.txt")
+# Which categories go to each output: ERROR|WARNING|INFO|... (| between), ALL or NONE
+# (broker/logsetup.py); the console's stream ERR (stderr) or OUT (stdout).
 LOG_FILE_OUTPUT = Text("imq.log.file.output", "ALL")
+LOG_CONSOLE_OUTPUT = Text("imq.log.console.output", "ERROR|WARNING")
+LOG_CONSOLE_STREAM = Text("imq.log.console.stream", "ERR")
 LOG_ROLLOVER_SIZE = Size("imq.log.file.rolloversize", "-1")
 LOG_ROLLOVER_BYTES = Size("imq.log.file.rolloverbytes", "-1", listed=False)  # older spelling
 LOG_ROLLOVER_SECS = Int("imq.log.file.rolloversecs", "604800")
 LOG_TIMEZONE = OptionalText("imq.log.timezone")  # unset: the machine's
 _LOG_OUTPUTS = [
-    Text("imq.log.console.output", "ERROR|WARNING"),
-    Text("imq.log.console.stream", "ERR"),
     Text("imq.log.syslog.facility", "LOG_DAEMON"),
     Text("imq.log.syslog.identity", "imqbrokerd_${imq.instancename}"),
     Text("imq.log.syslog.output", "ERROR"),
