@@ -199,6 +199,12 @@ def test_bad_destination_names_are_refused_at_every_way_in(stack):
         port, "/ums/simple?service=receive&destination=%2A.x&domain=topic&timeout=100"
     )
     assert status == 200 and headers["ums.status"] != "400"
+    # A topic pattern OpenMQ's broker refuses (406): 400 with its words.
+    status, headers, body = call(
+        port, "/ums/simple?service=receive&destination=q%2Ax&domain=topic&timeout=100"
+    )
+    assert status == 400 and headers["ums.status"] == "400", body
+    assert b"q*x-Wildcard should be surrounded by ." in body
     envelope = (
         '<SOAP-ENV:Envelope xmlns:SOAP-ENV="http://schemas.xmlsoap.org/soap/envelope/">'
         '<SOAP-ENV:Header><ums:MessageHeader xmlns:ums="https://mq.java.net/ums">'
