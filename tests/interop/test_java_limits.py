@@ -4,7 +4,8 @@ imqcmd (Limits.java), on a broker of the test's own:
 - every limit 0 (``imq.message.max_size``, ``imq.system.max_count``/``max_size``, the
   auto-created destinations' ``maxNumMsgs``/``maxTotalMsgBytes``/``maxBytesPerMsg``): no
   limit, as on OpenMQ's broker (a 2 MB message and more go through);
-- the stock imqcmd creates a queue with ``maxBytesPerMsg=10k`` and sets the broker's
+- the stock imqcmd creates a queue with ``maxBytesPerMsg=512K``, updates it to ``10k``
+  (``maxTotalMsgBytes=1m``, ``maxNumMsgs=0``), and sets the broker's
   ``imq.message.max_size`` to ``20k`` (size strings, read by the broker as OpenMQ's
   SizeString); the largest body a persistent send gets through is the same on both
   brokers, since both count the whole packet as the client sent it, and the next byte
@@ -62,15 +63,21 @@ def test_java_limits_zero_units_and_boundaries(
         out = imqcmd.batch(
             f"{b.host}:{b.portmapper_port}",
             [
-                ["create", "dst", "-t", "q", "-n", f"jlim_d_{sfx}", "-o", "maxBytesPerMsg=10k"],
+                ["create", "dst", "-t", "q", "-n", f"jlim_d_{sfx}", "-o", "maxBytesPerMsg=512K"],
+                ["update", "dst", "-t", "q", "-n", f"jlim_d_{sfx}", "-o", "maxBytesPerMsg=10k",
+                 "-o", "maxTotalMsgBytes=1m", "-o", "maxNumMsgs=0"],
                 ["update", "bkr", "-o", "imq.message.max_size=20k"],
                 ["query", "dst", "-t", "q", "-n", f"jlim_d_{sfx}"],
                 ["query", "bkr"],
             ],
-        )
-        assert [x.returncode for x in out] == [0, 0, 0, 0], "\n".join(map(str, out))
-        assert out[2].pairs()["Max Bytes per Message"] == "10240", out[2]
-        assert out[3].pairs()["Max Message Size"] == "20k", out[3]
+        )  # fmt: skip
+        assert [x.returncode for x in out] == [0] * 5, "\n".join(map(str, out))
+        assert "Warning [A2011]" in out[1].output, out[1]  # imqcmd's own: 0 sent as -1
+        q = out[3].pairs()
+        assert q["Max Bytes per Message"] == "10240", out[3]
+        assert q["Max Total Message Bytes"] == "1048576", out[3]
+        assert q["Max Number of Messages"] == "unlimited (-1)", out[3]
+        assert out[4].pairs()["Max Message Size"] == "20k", out[4]
 
         r = java_programs.run("Limits", b, "boundary", sfx)
         assert r.checks == {"boundary_dest": "ok", "boundary_broker": "ok"}, r.explain()
