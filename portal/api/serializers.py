@@ -193,7 +193,7 @@ class ServiceUpdateSerializer(serializers.Serializer):
     {
         "oneOf": [
             {"type": "integer", "minimum": -1, "maximum": INT64_MAX},
-            {"type": "string", "pattern": r"^\s*[+-]?\d{1,18}\s*[bkmgBKMG]?\s*$"},
+            {"type": "string", "pattern": r"^\s*[+-]?\d{1,10}[bkmBKM]?\s*$"},
         ]
     }
 )
