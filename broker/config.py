@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import TypeVar, overload
 
 from broker import props as imq
-from broker.props import DEFAULT_INSTANCE, Prop, size_in_bytes
+from broker.props import DEFAULT_INSTANCE, Prop, parse_count, parse_size
 
 __all__ = [
     "DEFAULTS",
@@ -321,20 +321,38 @@ class BrokerConfig:
         return value.lower() == "true"
 
     def get_size(self, name: str, default_bytes: int) -> int:
-        """Return a SizeString property in bytes (``10m``, ``512k``, ``100`` = bytes).
-
-        Negative values mean unlimited and come back as ``-1``.
-        """
+        """Return a SizeString property in bytes (``10m``, ``512k``, ``100b``, ``100`` =
+        bytes; :func:`broker.props.parse_size`).  Negative values mean unlimited and come
+        back as ``-1``; :class:`ConfigError` when it is not a size."""
         value = self._get_stripped(name)
         if value is None:
             return default_bytes
-        size = size_in_bytes(value)
-        if size is None:
-            raise ConfigError(
-                f"{name}: not a size (number with optional b/k/m, the number a 32-bit int;"
-                f" 10240m, not 10g): {value!r}"
-            )
-        return size
+        try:
+            return parse_size(value, name)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def get_count(self, name: str, default: int) -> int:
+        """Return a count property; negative values mean unlimited and come back as -1
+        (:func:`broker.props.parse_count`); :class:`ConfigError` when not an integer."""
+        value = self._get_stripped(name)
+        if value is None:
+            return default
+        try:
+            return parse_count(value, name)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
+
+    def get_limit(self, name: str, default: int, *, size: bool, zero: str) -> int:
+        """A count or size limit (:class:`broker.props.Limit`): -1 for no limit, and 0 as
+        ``zero`` says (``unlimited``, ``refused``: :class:`ConfigError`, or ``zero``)."""
+        number = self.get_size(name, default) if size else self.get_count(name, default)
+        if number == 0:
+            if zero == "unlimited":
+                return imq.UNLIMITED
+            if zero == "refused":
+                raise ConfigError(f"{name}: 0 is not allowed (-1 for no limit)")
+        return number
 
     def get_list(self, name: str, default: list[str] | None = None) -> list[str]:
         """Return a comma-separated property as a list of trimmed, non-empty items."""
@@ -390,6 +408,10 @@ class BrokerConfig:
     def as_dict(self) -> dict[str, str]:
         """Return all effective properties, expanded (for imqcmd query / getConfiguration)."""
         return {name: self.get(name) or "" for name in self.names()}
+
+    def configured(self, name: str) -> bool:
+        """Whether ``name`` is set above the defaults (the instance file, ``-D``)."""
+        return any(name in layer for layer in (self._computed, self._overrides, self._file))
 
     def __contains__(self, name: object) -> bool:
         return isinstance(name, str) and self._raw(name) is not None

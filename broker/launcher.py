@@ -133,11 +133,15 @@ def start_broker(
     database_url: str | None = None,
     env: dict[str, str] | None = None,
     portmapper_port: int | None = None,
+    tty: bool = True,
 ) -> BrokerProcess:
     """Start a broker child process with ``-Dname=value`` overrides and wait until it serves.
 
     Its database is a SQLite file in ``tmp`` unless ``database_url`` names another;
     ``env`` adds to (or overrides) the environment it inherits, e.g. ``REDIS_URL``.
+    With ``tty`` (``-tty``: every log category on the console) its stdout and stderr go to
+    ``tmp/broker-stdout.txt``; without, as the console properties say, stderr to
+    ``tmp/broker-stderr.txt`` apart.
     """
     varhome = tmp / "var"
     env = {**os.environ, **(env or {})}
@@ -152,10 +156,11 @@ def start_broker(
     else:
         migrate(env, python)
     log_path = tmp / "broker-stdout.txt"
+    err_path = tmp / "broker-stderr.txt"
     for attempt in range(3):
         # A cluster's brokers name each other's port mappers, so those can be chosen first.
         pm, jms, admin = portmapper_port or free_port(), free_port(), free_port()
-        args = broker_command(
+        args = (broker_command if tty else _runbroker)(
             "-name",
             instance,
             "-port",
@@ -170,21 +175,28 @@ def start_broker(
         # A restart in the same directory starts a new log; a retry adds to it.
         start = log_path.stat().st_size if attempt else 0
         out = open(log_path, "ab" if attempt else "wb")  # noqa: SIM115 - as long as the process
-        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+        err = subprocess.STDOUT if tty else open(err_path, "ab" if attempt else "wb")  # noqa: SIM115
+        proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=err)
         if _wait_serving(proc, jms, pm):
             break
-        with open(log_path, "rb") as f:
-            f.seek(start)
+        with open(log_path if tty else err_path, "rb") as f:
+            f.seek(start if tty else 0)
             said = f.read().decode(errors="replace")
         # A port free_port() found can be taken by someone else before the broker binds it.
         if proc.poll() is None or "Address already in use" not in said or attempt == 2:
             how = "did not start" if proc.poll() is None else "exited early"
             proc.kill()
             proc.wait(10)
-            raise RuntimeError(f"broker {how}:\n{log_path.read_text(errors='replace')}")
+            apart = "" if tty else said
+            raise RuntimeError(f"broker {how}:\n{log_path.read_text(errors='replace')}{apart}")
     return BrokerProcess(
         "127.0.0.1", pm, jms, admin, varhome, instance, proc, log_path, {"env": env}
     )
+
+
+def _runbroker(*args: str) -> list[str]:
+    """``manage.py runbroker ARGS`` without ``-tty``."""
+    return manage_command("runbroker", *args)
 
 
 # The stock OpenMQ 6.9 broker, the reference every behaviour and benchmark is compared with

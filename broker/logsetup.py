@@ -1,11 +1,15 @@
-"""Broker logging: OpenMQ log levels, the instance log file and the database log table.
+"""Broker logging: OpenMQ log levels, the instance log file, the console and the database
+log table.
 
 The broker configures logging itself (Django's settings leave LOGGING alone):
-``imq.log.level`` (or ``-loglevel``) picks the level, records go to
-``<instance_dir>/log/log.txt`` with OpenMQ-style rollover (``log_1.txt`` ...
-``log_9.txt``), to stderr with ``-tty``, and WARNING and above to the ``LogRecord``
-table through :class:`DatabaseLogHandler`, which never touches the ORM on the
-caller's thread.
+``imq.log.level`` (or ``-loglevel``) picks the level; each output takes the categories
+its property names (:func:`parse_output`: ``ERROR|WARNING``, ``ALL``, ``NONE``): the log
+file ``<instance_dir>/log/log.txt`` with OpenMQ-style rollover (``log_1.txt`` ...
+``log_9.txt``) ``imq.log.file.output``, the console (stderr, or stdout with
+``imq.log.console.stream=OUT``) ``imq.log.console.output`` (``-tty``: ALL), and the
+``LogRecord`` table, WARNING and above, through :class:`DatabaseLogHandler`, which never
+touches the ORM on the caller's thread.  ``imq.log.timezone`` is the time zone of the
+file's and the console's time stamps.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ import time
 from datetime import UTC, datetime, tzinfo
 from logging.handlers import RotatingFileHandler
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TextIO
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from broker import props
@@ -42,6 +46,7 @@ __all__ = [
     "configure_logging",
     "openmq_level_name",
     "parse_level",
+    "parse_output",
 ]
 
 
@@ -60,6 +65,42 @@ def parse_level(name: str) -> int:
         raise ConfigError(
             f"unknown log level {name!r} (expected one of {', '.join(LEVELS)})"
         ) from None
+
+
+def parse_output(text: str, name: str = "output") -> frozenset[str]:
+    """The categories an output property names: level names separated by ``|`` (any case,
+    blanks ignored), ``ALL`` or ``NONE``.  FORCE lines (the broker's start-up banner) go
+    to every output that takes anything, as on OpenMQ's broker."""
+    words = [w.strip().upper() for w in text.split("|") if w.strip()]
+    if not words:
+        raise ConfigError(f"{name}: no category named (ERROR|WARNING|INFO, ALL or NONE)")
+    categories: set[str] = set()
+    for word in words:
+        if word == "ALL":
+            categories.update(n for n in LEVELS if n != "NONE")
+        elif word == "NONE":
+            pass
+        elif word in LEVELS:
+            categories.add(word)
+        else:
+            raise ConfigError(
+                f"{name}: unknown category {word!r} (expected {', '.join(LEVELS)} or ALL,"
+                " separated by |)"
+            )
+    if categories:
+        categories.add("FORCE")
+    return frozenset(categories)
+
+
+class CategoryFilter(logging.Filter):
+    """Passes the records whose OpenMQ category is one of ``categories``."""
+
+    def __init__(self, categories: frozenset[str]) -> None:
+        super().__init__()
+        self.categories = categories
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return openmq_level_name(record.levelno) in self.categories
 
 
 def openmq_level_name(levelno: int) -> str:
@@ -340,8 +381,19 @@ def _log_file(config: BrokerConfig) -> Path:
     return Path(dirpath) / filename
 
 
+def _console_stream(config: BrokerConfig) -> TextIO:
+    stream = config.get(props.LOG_CONSOLE_STREAM).strip().upper()
+    if stream == "ERR":
+        return sys.stderr
+    if stream == "OUT":
+        return sys.stdout
+    raise ConfigError(f"imq.log.console.stream: {stream!r} is not ERR or OUT")
+
+
 def configure_logging(config: BrokerConfig, loglevel: str | None, tty: bool) -> None:
-    """Set up the broker's root logging from ``config``; ``loglevel`` is ``-loglevel``.
+    """Set up the broker's root logging from ``config``; ``loglevel`` is ``-loglevel``,
+    ``tty`` is ``-tty`` (every category to the console, unless
+    ``imq.log.console.output`` is set explicitly).
 
     Calling it again replaces the handlers it installed before.
     """
@@ -355,15 +407,24 @@ def configure_logging(config: BrokerConfig, loglevel: str | None, tty: bool) -> 
     rollover_secs = config.get(props.LOG_ROLLOVER_SECS)
 
     handlers: list[logging.Handler] = []
-    path = _log_file(config)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    file_handler = RolloverFileHandler(path, max_bytes=max_bytes, rollover_secs=rollover_secs)
-    file_handler.setFormatter(formatter)
-    handlers.append(file_handler)
+    file_output = parse_output(config.get(props.LOG_FILE_OUTPUT), props.LOG_FILE_OUTPUT.name)
+    if file_output:
+        path = _log_file(config)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        file_handler = RolloverFileHandler(path, max_bytes=max_bytes, rollover_secs=rollover_secs)
+        file_handler.setFormatter(formatter)
+        file_handler.addFilter(CategoryFilter(file_output))
+        handlers.append(file_handler)
 
-    if tty:
-        console = logging.StreamHandler(sys.stderr)
+    console_text = config.get(props.LOG_CONSOLE_OUTPUT)
+    if tty and not config.configured(props.LOG_CONSOLE_OUTPUT.name):
+        console_text = "ALL"
+    console_output = parse_output(console_text, props.LOG_CONSOLE_OUTPUT.name)
+    stream = _console_stream(config)
+    if console_output:
+        console = logging.StreamHandler(stream)
         console.setFormatter(formatter)
+        console.addFilter(CategoryFilter(console_output))
         handlers.append(console)
 
     if config.get(props.LOG_DATABASE_ENABLED):

@@ -26,24 +26,65 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-_SIZE = re.compile(r"([+-]?\d+)\s*([bkm]?)", re.IGNORECASE)
+# OpenMQ's SizeString: an optionally signed decimal int, then b (bytes), k (KiB) or m (MiB),
+# either case; no g ("10g" is written "10240m").
+_SIZE = re.compile(r"([+-]?\d+)([bkm]?)", re.IGNORECASE)
+_COUNT = re.compile(r"[+-]?\d+")
 _SIZE_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024 * 1024}
 INT32_MAX = 2**31 - 1
+INT64_MAX = 2**63 - 1
+UNLIMITED = -1
 
 
-def size_in_bytes(text: str) -> int | None:
-    """An OpenMQ SizeString (``10m``, ``512k``, ``100`` = bytes) in bytes; negative values
-    mean unlimited and come back as ``-1``; None when ``text`` is not a size."""
-    m = _SIZE.fullmatch(text.strip())
-    if not m:
-        return None
-    number = int(m.group(1))
-    if number > INT32_MAX or number < -INT32_MAX - 1:
-        # Java parses the number part as an int: "10g" is spelled "10240m".
-        return None
+def parse_size(value: object, name: str = "size") -> int:
+    """Bytes from an OpenMQ SizeString (``100``, ``100b``, ``512k``, ``10m``, upper case
+    too) or an int; a negative value means unlimited and comes back as ``-1``.  ValueError
+    saying what is wrong otherwise.  The one size parser: broker properties, destination
+    attributes from imqcmd, the portal and the REST API."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name}: expected a size in bytes, got {value!r}")
+    if isinstance(value, int):
+        number = value
+    else:
+        m = _SIZE.fullmatch(str(value).strip())
+        if not m:
+            raise ValueError(
+                f"{name}: {value!r} is not a size (bytes, or a number with b, k or m: "
+                "100b, 512k, 10m; -1 for no limit)"
+            )
+        number = int(m.group(1))
+        if number > INT32_MAX or number < -INT32_MAX - 1:
+            # OpenMQ reads the number part as a Java int.
+            raise ValueError(f"{name}: {value!r} is too large (write 10240m, not 10g)")
+        number *= _SIZE_UNITS[m.group(2).lower()]
     if number < 0:
-        return -1
-    return number * _SIZE_UNITS[m.group(2).lower()]
+        return UNLIMITED
+    if number > INT64_MAX:
+        raise ValueError(f"{name}: {value!r} is too large")
+    return number
+
+
+def parse_count(value: object, name: str = "count") -> int:
+    """A count from a decimal integer (text or int); negative values mean unlimited and come
+    back as ``-1``.  ValueError otherwise (units are for sizes only, as in OpenMQ)."""
+    if isinstance(value, bool):
+        raise ValueError(f"{name}: expected an integer, got {value!r}")
+    if isinstance(value, int):
+        number = value
+    elif isinstance(value, str) and _COUNT.fullmatch(value.strip()):
+        number = int(value)
+    else:
+        raise ValueError(f"{name}: {value!r} is not an integer (-1 for no limit)")
+    if number < 0:
+        return UNLIMITED
+    if number > INT64_MAX:
+        raise ValueError(f"{name}: {value!r} is too large")
+    return number
+
+
+def as_limit(number: int) -> int:
+    """A limit as OpenMQ applies it: 0 and negative values mean no limit (-1)."""
+    return number if number > 0 else UNLIMITED
 
 
 _DECLARED: dict[str, Prop] = {}
@@ -123,9 +164,27 @@ class Size(Prop[int]):
         super().__init__(name, default, listed=listed)
 
     def read(self, config: BrokerConfig) -> int:
-        default = size_in_bytes(self.default or "-1")
-        assert default is not None, self
-        return config.get_size(self.name, default)
+        return config.get_size(self.name, parse_size(self.default or "-1", self.name))
+
+
+class Limit(Prop[int]):
+    """A count or (``size=True``) a SizeString that limits something, read as OpenMQ's
+    broker reads it: negative values mean no limit and come back as -1.  ``zero`` says
+    what 0 means: ``"unlimited"`` (message and destination sizes and counts), ``"refused"``
+    (a limit OpenMQ refuses to start with at 0: producers, active consumers) or ``"zero"``."""
+
+    __slots__ = ("size", "zero")
+
+    def __init__(
+        self, name: str, default: str, *, size: bool = False, zero: str, listed: bool = True
+    ) -> None:
+        super().__init__(name, default, listed=listed)
+        self.size = size
+        self.zero = zero
+
+    def read(self, config: BrokerConfig) -> int:
+        default = (parse_size if self.size else parse_count)(self.default or "-1", self.name)
+        return config.get_limit(self.name, default, size=self.size, zero=self.zero)
 
 
 class List(Prop[list[str]]):
@@ -175,25 +234,30 @@ AUTH_RESPONSE_TIMEOUT = Int("imq.authentication.client.response.timeout", "180")
 AUTOCREATE_QUEUE = Bool("imq.autocreate.queue", "true")
 AUTOCREATE_TOPIC = Bool("imq.autocreate.topic", "true")
 AUTOCREATE_REAPTIME = Int("imq.autocreate.reaptime", "120")
-AUTOCREATE_QUEUE_MAX_ACTIVE = Int("imq.autocreate.queue.maxNumActiveConsumers", "-1")
-AUTOCREATE_QUEUE_MAX_BACKUP = Int("imq.autocreate.queue.maxNumBackupConsumers", "0")
-AUTOCREATE_QUEUE_FLOW_LIMIT = Int("imq.autocreate.queue.consumerFlowLimit", "1000")
-AUTOCREATE_TOPIC_FLOW_LIMIT = Int("imq.autocreate.topic.consumerFlowLimit", "1000")
+# Counts and sizes: Limit (0 means what OpenMQ's broker makes of it, negative no limit).
+AUTOCREATE_QUEUE_MAX_ACTIVE = Limit(
+    "imq.autocreate.queue.maxNumActiveConsumers", "-1", zero="refused"
+)
+AUTOCREATE_QUEUE_MAX_BACKUP = Limit("imq.autocreate.queue.maxNumBackupConsumers", "0", zero="zero")
+AUTOCREATE_QUEUE_FLOW_LIMIT = Limit("imq.autocreate.queue.consumerFlowLimit", "1000", zero="zero")
+AUTOCREATE_TOPIC_FLOW_LIMIT = Limit("imq.autocreate.topic.consumerFlowLimit", "1000", zero="zero")
 AUTOCREATE_QUEUE_LOCAL_PREFERRED = Bool("imq.autocreate.queue.localDeliveryPreferred", "false")
-AUTOCREATE_TOPIC_MAX_SHARED = Int("imq.autocreate.topic.maxNumSharedConsumers", "-1")
-AUTOCREATE_TOPIC_SHARED_FLOW_LIMIT = Int("imq.autocreate.topic.sharedConsumerFlowLimit", "5")
+AUTOCREATE_TOPIC_MAX_SHARED = Limit("imq.autocreate.topic.maxNumSharedConsumers", "-1", zero="zero")
+AUTOCREATE_TOPIC_SHARED_FLOW_LIMIT = Limit(
+    "imq.autocreate.topic.sharedConsumerFlowLimit", "5", zero="zero"
+)
 # The attributes of auto-created destinations (imq.autocreate.destination.<attribute>).
 _AUTO = "imq.autocreate.destination."
 AUTOCREATE_DEST_ATTRIBUTES: dict[str, Prop] = {
-    "maxNumMsgs": Int(_AUTO + "maxNumMsgs", "100000"),
-    "maxTotalMsgBytes": Size(_AUTO + "maxTotalMsgBytes", "10240m"),
-    "maxBytesPerMsg": Size(_AUTO + "maxBytesPerMsg", "10m"),
-    "maxNumProducers": Int(_AUTO + "maxNumProducers", "100"),
+    "maxNumMsgs": Limit(_AUTO + "maxNumMsgs", "100000", zero="unlimited"),
+    "maxTotalMsgBytes": Limit(_AUTO + "maxTotalMsgBytes", "10240m", size=True, zero="unlimited"),
+    "maxBytesPerMsg": Limit(_AUTO + "maxBytesPerMsg", "10m", size=True, zero="unlimited"),
+    "maxNumProducers": Limit(_AUTO + "maxNumProducers", "100", zero="refused"),
     "limitBehavior": Text(_AUTO + "limitBehavior", "REJECT_NEWEST"),
     "useDMQ": Bool(_AUTO + "useDMQ", "true"),
     "isLocalOnly": Bool(_AUTO + "isLocalOnly", "false"),
     # Ours: OpenMQ has no broker-side redelivery limit; unset (or -1) = unlimited.
-    "maxDeliveryCount": Int(_AUTO + "maxDeliveryCount", "-1", listed=False),
+    "maxDeliveryCount": Limit(_AUTO + "maxDeliveryCount", "-1", zero="refused", listed=False),
 }
 AUTOCREATE_USE_DMQ = AUTOCREATE_DEST_ATTRIBUTES["useDMQ"]
 QUEUE_DELIVERY_POLICY = OptionalText("imq.queue.deliverypolicy")  # single/failover/round-robin
@@ -208,9 +272,10 @@ LOG_DEAD_MSGS = Bool("imq.destination.logDeadMsgs", "false")
 
 # --- messages, memory, transactions
 EXPIRATION_INTERVAL = Int("imq.message.expiration.interval", "60")
-SYSTEM_MAX_COUNT = Int("imq.system.max_count", "-1")
-SYSTEM_MAX_SIZE = Size("imq.system.max_size", "-1")
-MESSAGE_MAX_SIZE = Size("imq.message.max_size", "70m")
+# 0 means no limit, as on OpenMQ's broker (its 3.0 guide says so; -1 since).
+SYSTEM_MAX_COUNT = Limit("imq.system.max_count", "-1", zero="unlimited")
+SYSTEM_MAX_SIZE = Limit("imq.system.max_size", "-1", size=True, zero="unlimited")
+MESSAGE_MAX_SIZE = Limit("imq.message.max_size", "70m", size=True, zero="unlimited")
 MEMORY_LEVELS = List("imq.memory.levels", "green,yellow,orange,red")
 MEMORY_THRESHOLDS = {
     "green": Int("imq.green.threshold", "0"),
@@ -281,14 +346,16 @@ IMQCMD_PASSWORD = OptionalText("imq.imqcmd.password")  # a passfile line, never 
 LOG_LEVEL = Text("imq.log.level", "INFO")
 LOG_FILE_DIRPATH = Text("imq.log.file.dirpath", _INSTANCE_DIR + "${/}log")
 LOG_FILE_NAME = Text("imq.log.file.filename", "log.txt")
+# Which categories go to each output: ERROR|WARNING|INFO|... (| between), ALL or NONE
+# (broker/logsetup.py); the console's stream ERR (stderr) or OUT (stdout).
 LOG_FILE_OUTPUT = Text("imq.log.file.output", "ALL")
+LOG_CONSOLE_OUTPUT = Text("imq.log.console.output", "ERROR|WARNING")
+LOG_CONSOLE_STREAM = Text("imq.log.console.stream", "ERR")
 LOG_ROLLOVER_SIZE = Size("imq.log.file.rolloversize", "-1")
 LOG_ROLLOVER_BYTES = Size("imq.log.file.rolloverbytes", "-1", listed=False)  # older spelling
 LOG_ROLLOVER_SECS = Int("imq.log.file.rolloversecs", "604800")
 LOG_TIMEZONE = OptionalText("imq.log.timezone")  # unset: the machine's
 _LOG_OUTPUTS = [
-    Text("imq.log.console.output", "ERROR|WARNING"),
-    Text("imq.log.console.stream", "ERR"),
     Text("imq.log.syslog.facility", "LOG_DAEMON"),
     Text("imq.log.syslog.identity", "imqbrokerd_${imq.instancename}"),
     Text("imq.log.syslog.output", "ERROR"),

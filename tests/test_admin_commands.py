@@ -265,15 +265,16 @@ def test_consumer_and_message_maps_match_jdk17():
 
 def test_destination_attributes_conversion():
     assert dattrs.parse_size("10k") == 10240 and dattrs.parse_size("5M") == 5 * 2**20
-    assert dattrs.parse_size("1g") == 2**30 and dattrs.parse_size(-5) == -1
+    assert dattrs.parse_size("100b") == 100 and dattrs.parse_size(-5) == -1
     assert dattrs.parse_size("512") == 512
     assert dattrs.convert("limitBehavior", "flow_control") == "FLOW_CONTROL"
     assert dattrs.convert("useDMQ", "false") is False
-    assert dattrs.convert("maxNumMsgs", "-1") == -1
+    assert dattrs.convert("maxNumMsgs", "-1") == -1 == dattrs.convert("maxNumMsgs", "-2")
+    assert dattrs.convert("maxNumMsgs", "0") == -1 == dattrs.convert("maxBytesPerMsg", "0k")
     for name, value, words in [
         ("maxTotalMsgBytes", "10x", "not a size"),
         ("maxNumMsgs", "ten", "not an integer"),
-        ("maxNumMsgs", "-2", "use -1"),
+        ("maxNumProducers", "0", "can not be set to 0"),
         ("maxNumActiveConsumers", 0, "at least 1"),
         ("limitBehavior", "DROP", "REJECT_NEWEST"),
         ("useDMQ", "maybe", "true or false"),
@@ -330,13 +331,19 @@ def test_create_and_update_destination(broker):
         with pytest.raises(AdminError) as exc:
             await admin.create_destination("admCreateQ", 1, {})
         assert exc.value.status == 409 and "already exists" in exc.value.text
+        # (OpenMQ's admin service answers 500 with B4091 / B4175)
         for bad in ("9lives", "a-b", "sp ace", "a*"):
             with pytest.raises(AdminError) as exc:
                 await admin.create_destination(bad, 1, {})
-            assert exc.value.status == 400 and "not a valid destination name" in exc.value.text
+            assert exc.value.status == 500
+            assert (
+                exc.value.text == f"[B4091]: The Destination of {bad} contains invalid characters"
+            )
         with pytest.raises(AdminError) as exc:
             await admin.create_destination("mq.mine", 1, {})
-        assert exc.value.status == 400 and "reserved" in exc.value.text
+        assert (
+            exc.value.status == 500 and "[B4175]" in exc.value.text and "reserved" in exc.value.text
+        )
         with pytest.raises(ValueError, match="maxNumMsgs"):
             await admin.create_destination("admOtherQ", 1, {"maxNumMsgs": "many"})
         with pytest.raises(ValueError, match="queues only"):

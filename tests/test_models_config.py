@@ -402,7 +402,7 @@ def test_configure_logging_writes_file(tmp_path: Path) -> None:
         configure_logging(cfg, None, tty=False)  # reconfiguring replaces, not stacks
         assert root.level == logging.INFO
         owned = [h for h in root.handlers if getattr(h, "_imq_owned", False)]
-        assert len(owned) == 1
+        assert len(owned) == 2  # the file and the console (ERROR|WARNING on stderr)
     finally:
         for h in list(root.handlers):
             if h not in saved_handlers:

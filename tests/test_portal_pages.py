@@ -306,7 +306,7 @@ def test_create_destination_form_shows_every_error_beside_its_field(page, portal
     def beside(label: str):
         return page.get_by_label(label, exact=True).locator("xpath=..")
 
-    expect(beside("Name")).to_contain_text("'9lives' is not a valid destination name")
+    expect(beside("Name")).to_contain_text("The Destination of 9lives contains invalid characters")
     expect(beside("maxNumMsgs")).to_contain_text("maxNumMsgs: 'lots' is not an integer")
     expect(beside("maxBytesPerMsg")).to_contain_text("'10 parsecs' is not a size")
     expect(beside("maxNumActiveConsumers")).to_contain_text(

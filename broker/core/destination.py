@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from broker.protocol.dest_attributes import DESTINATION_ATTRIBUTES
 from broker.protocol.types import (
     DEST_QUEUE,
     DEST_TEMP,
@@ -32,6 +33,9 @@ if TYPE_CHECKING:
     from .session import Producer
 
 UNLIMITED = -1
+# Attributes whose 0 is no limit (OpenMQ's broker reads them so): a 0 stored by an older
+# release or written into a store by hand must not refuse every message.
+_ZERO_UNLIMITED = frozenset(a.name for a in DESTINATION_ATTRIBUTES if a.zero_unlimited)
 DEST_DMQ = int(DestType.DMQ)
 # Marks an auto-created destination in the message store's record of it.
 DEST_AUTO = int(DestType.AUTO)
@@ -127,9 +131,12 @@ class Destination:
 
     def limit(self, name: str, default: int = UNLIMITED) -> int:
         try:
-            return int(self.attributes.get(name, default))
+            value = int(self.attributes.get(name, default))
         except (TypeError, ValueError):
             return default
+        if value == 0 and name in _ZERO_UNLIMITED:
+            return UNLIMITED
+        return value
 
     @property
     def limit_behavior(self) -> LimitBehavior:

@@ -106,16 +106,21 @@ def internal_attributes(
     Raises RouterError otherwise, with the reason.  ``may_watch(name, dest_type)`` says
     whether a destination may be watched: it exists or may be auto-created (a
     destination's metrics topic is refused otherwise, as OpenMQ's broker refuses it)."""
+    # OpenMQ's broker answers an mq.* queue 500 and a topic it has no metrics for 400
+    # (B2084), in these words.
     if not is_topic:
-        raise RouterError(Status.FORBIDDEN, f"{name}: names starting with mq. are reserved")
+        raise RouterError(
+            Status.ERROR,
+            f"Only topics are supported for monitoring ({name}: names starting with "
+            "mq. are reserved for the broker)",
+        )
     topic = parse_topic(name)
     if topic is None:
         raise RouterError(
             Status.BAD_REQUEST,
-            f"{name} is not a metrics topic (mq.metrics.broker, mq.metrics.jvm, "
-            "mq.metrics.destination_list, mq.metrics.destination.queue.<name> or "
-            "mq.metrics.destination.topic.<name>); other names starting with mq. are "
-            "reserved",
+            f"[B2084]: Unknown monitor destination name {name} [Topic] (the metrics "
+            "topics are mq.metrics.broker, mq.metrics.jvm, mq.metrics.destination_list, "
+            "mq.metrics.destination.queue.<name> and mq.metrics.destination.topic.<name>)",
         )
     if not enabled:
         raise RouterError(

@@ -34,7 +34,12 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
-from broker.protocol.destname import INTERNAL_PREFIX, name_problem, queue_name_problem
+from broker.protocol.destname import (
+    INTERNAL_PREFIX,
+    name_problem,
+    queue_name_problem,
+    topic_pattern_problem,
+)
 from broker.protocol.types import (
     DEST_QUEUE,
     DEST_TEMP,
@@ -236,6 +241,11 @@ class MessageRouter:
             if problem is not None:
                 log.info("destination refused: %s", problem)
                 raise RouterError(Status.UNSUPPORTED_TYPE, problem)
+        else:
+            problem = topic_pattern_problem(name)
+            if problem is not None:
+                log.info("destination refused: %s", problem)
+                raise RouterError(Status.NOT_ACCEPTABLE, problem)
         existing = self.lookup(name, dest_type)
         if existing is not None:
             raise RouterError(Status.CONFLICT, f"destination {name} already exists")

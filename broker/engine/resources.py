@@ -12,7 +12,7 @@ from broker.core.errors import RouterError
 from broker.core.monitoring import METRICS_PREFIX
 from broker.core.selector import SelectorError, compile_selector
 from broker.core.session import Consumer, Session
-from broker.protocol.destname import queue_name_problem
+from broker.protocol.destname import queue_name_problem, topic_pattern_problem
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import Packet
 from broker.protocol.properties import as_int, optional_str
@@ -188,9 +188,12 @@ class ResourceRules(AccessRules):
         if dest is None:
             # The client would create it next: tell it now that it cannot (415, as
             # CREATE_DESTINATION would answer), not 404 "you may create it".
-            problem = None if dtype & DEST_TOPIC else queue_name_problem(name)
+            if dtype & DEST_TOPIC:
+                problem, status = topic_pattern_problem(name), Status.NOT_ACCEPTABLE
+            else:
+                problem, status = queue_name_problem(name), Status.UNSUPPORTED_TYPE
             if problem is not None:
-                self.reply(pkt, Status.UNSUPPORTED_TYPE, reason=problem)
+                self.reply(pkt, status, reason=problem)
                 return
             s = self.router.settings
             can = s.autocreate_topic if dtype & DEST_TOPIC else s.autocreate_queue

@@ -8,18 +8,20 @@ UPDATE_DESTINATION (docs/developers/protocol.md).  The admin client builds reque
 (:func:`attributes_from_info`), and forms and the REST API describe their fields with it.
 
 Values may come as strings (a command line, a form): :func:`convert` turns them into
-their Python value or raises ValueError saying what is wrong.  Counts use -1 for
-unlimited; byte sizes take plain bytes or an OpenMQ size string (``512``, ``10k``,
-``5m``, ``1g``; a negative value is unlimited).
+their Python value or raises ValueError saying what is wrong.  Counts and sizes are read
+as OpenMQ's broker reads them, by the parsers of :mod:`broker.props`: sizes in bytes or as
+a SizeString (``512``, ``100b``, ``10k``, ``5m``); a negative value is no limit (-1), and
+0 means what it means on OpenMQ's broker (no limit for maxNumMsgs, maxTotalMsgBytes and
+maxBytesPerMsg; refused for maxNumProducers and maxNumActiveConsumers).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
+from broker import props
 from broker.protocol import admin_info as ai
-from broker.protocol.destname import admin_name_problem, valid_admin_name
+from broker.protocol.destname import ADMIN_NAME_RULE, admin_name_problem, valid_admin_name
 from broker.protocol.properties import as_int
 from broker.protocol.types import LimitBehavior
 
@@ -51,8 +53,11 @@ class DestinationAttribute:
     # "queue", "topic" or None (both).
     applies_to: str | None = None
     choices: tuple[str, ...] = ()
-    # Smallest allowed value of an INT/SIZE attribute (besides -1 = unlimited).
+    # Smallest allowed value of an INT/SIZE attribute (besides -1 = unlimited, and 0 when
+    # ``zero_unlimited``).
     minimum: int = 0
+    # 0 means no limit (stored as -1), as OpenMQ's broker takes it.
+    zero_unlimited: bool = False
 
     def applies(self, is_topic: bool) -> bool:
         return self.applies_to is None or self.applies_to == ("topic" if is_topic else "queue")
@@ -65,20 +70,24 @@ DESTINATION_ATTRIBUTES: tuple[DestinationAttribute, ...] = (
         "Most unconsumed messages the destination holds (-1: unlimited).",
         "maxMessages",
         ai.DEST_MAX_MESSAGES,
+        zero_unlimited=True,
     ),
     DestinationAttribute(
         "maxTotalMsgBytes",
         SIZE,
-        "Most bytes of unconsumed messages (-1: unlimited; 10k, 5m, 1g accepted).",
+        "Most bytes of unconsumed messages (-1: unlimited; 100b, 10k, 5m accepted).",
         "maxMessageBytes",
         ai.DEST_MAX_MESSAGE_BYTES,
+        zero_unlimited=True,
     ),
     DestinationAttribute(
         "maxBytesPerMsg",
         SIZE,
-        "Largest message accepted, in bytes (-1: unlimited; 10k, 5m, 1g accepted).",
+        "Largest message accepted, in bytes of the packet as sent (-1: unlimited; 100b, "
+        "10k, 5m accepted).",
         "maxMessageSize",
         ai.DEST_MAX_MESSAGE_SIZE,
+        zero_unlimited=True,
     ),
     DestinationAttribute(
         "limitBehavior",
@@ -96,6 +105,7 @@ DESTINATION_ATTRIBUTES: tuple[DestinationAttribute, ...] = (
         "Most producers at once (-1: unlimited).",
         "maxProducers",
         ai.DEST_MAX_PRODUCERS,
+        minimum=1,
     ),
     DestinationAttribute(
         "consumerFlowLimit",
@@ -197,42 +207,10 @@ BY_NAME: dict[str, DestinationAttribute] = {a.name: a for a in DESTINATION_ATTRI
 # Request properties (ours) carrying the attributes DestinationInfo has no field for.
 EXTRA_PROPERTIES: dict[str, str] = {"maxDeliveryCount": "JMQMaxDeliveryCount"}
 
-_SIZE = re.compile(r"\s*([+-]?\d+)\s*([bkmg]?)\s*", re.IGNORECASE)
-_UNITS = {"": 1, "b": 1, "k": 1024, "m": 1024**2, "g": 1024**3}
-_INT = re.compile(r"\s*[+-]?\d+\s*")
-_INT32_MAX = 2**31 - 1
-_INT64_MAX = 2**63 - 1
-
 
 def parse_size(value: object, name: str = "size") -> int:
-    """Bytes from an int or an OpenMQ size string (``512``, ``10k``, ``5m``, ``1g``)."""
-    if isinstance(value, bool):
-        raise ValueError(f"{name}: expected a size in bytes, got {value!r}")
-    if isinstance(value, int):
-        number = value
-    else:
-        m = _SIZE.fullmatch(str(value))
-        if not m:
-            raise ValueError(
-                f"{name}: {value!r} is not a size (a number of bytes, optionally with "
-                "k, m or g, e.g. 10k, 5m, 1g)"
-            )
-        number = int(m.group(1)) * _UNITS[m.group(2).lower()]
-    if number < 0:
-        return -1
-    if number > _INT64_MAX:
-        raise ValueError(f"{name}: {value!r} is too large")
-    return number
-
-
-def _parse_int(value: object, name: str) -> int:
-    if isinstance(value, bool):
-        raise ValueError(f"{name}: expected an integer, got {value!r}")
-    if isinstance(value, int):
-        return int(value)
-    if isinstance(value, str) and _INT.fullmatch(value):
-        return int(value)
-    raise ValueError(f"{name}: {value!r} is not an integer")
+    """Bytes from an int or an OpenMQ SizeString (:func:`broker.props.parse_size`)."""
+    return props.parse_size(value, name)
 
 
 def parse_bool(value: object, name: str = "value") -> bool:
@@ -253,17 +231,19 @@ def convert(name: str, value: object) -> object:
         raise ValueError(
             f"unknown destination attribute {name!r} (known: {', '.join(sorted(BY_NAME))})"
         )
-    if attr.type == SIZE:
-        return parse_size(value, name)
-    if attr.type == INT:
-        number = _parse_int(value, name)
-        if number < 0:
-            if number != -1:
-                raise ValueError(f"{name}: {number} is negative (use -1 for unlimited)")
-        elif number < attr.minimum:
-            raise ValueError(f"{name}: must be at least {attr.minimum} (or -1 for unlimited)")
-        if number > _INT32_MAX:
-            raise ValueError(f"{name}: {number} is too large")
+    if attr.type in (SIZE, INT):
+        if attr.type == SIZE:
+            number = props.parse_size(value, name)
+        else:
+            number = props.parse_count(value, name)
+            if number > props.INT32_MAX:
+                raise ValueError(f"{name}: {number} is too large")
+        if number == 0 and attr.zero_unlimited:
+            return props.UNLIMITED
+        if 0 <= number < attr.minimum:
+            raise ValueError(
+                f"{name} can not be set to {number} (at least {attr.minimum}, or -1 for no limit)"
+            )
         return number
     if attr.type == BOOL:
         return parse_bool(value, name)
@@ -311,8 +291,12 @@ def valid_destination_name(name: str) -> bool:
 
 def destination_name_problem(name: str) -> str | None:
     """Why the broker would refuse to create a destination of this name (None: it would
-    not), as its admin service says it (:func:`broker.protocol.destname.admin_name_problem`)."""
-    return admin_name_problem(name)
+    not), as its admin service says it (:func:`broker.protocol.destname.admin_name_problem`),
+    with the rule for a form or the REST API to show."""
+    problem = admin_name_problem(name)
+    if problem is not None and problem.startswith("[B4091]"):
+        return f"{problem} ({ADMIN_NAME_RULE})"
+    return problem
 
 
 def destination_info_fields(attrs: dict[str, object]) -> tuple[dict[str, object], int, dict]:

@@ -18,7 +18,8 @@ cannot be shown, logged, put in an HTTP header or an XML document as it is
 client's rule (:func:`client_name_problem`), the portal, the REST API and administered
 objects the administrator's (:func:`admin_name_problem`, :func:`valid_admin_name`).
 A queue may not be named like a topic pattern, ``*`` or ``>`` in it
-(:func:`queue_name_problem`): 415 at every JMS way in, as on the stock broker.
+(:func:`queue_name_problem`): 415 at every JMS way in, as on the stock broker; a topic
+pattern must be well formed (:func:`topic_pattern_problem`): 406 NOT_ACCEPTABLE.
 """
 
 from __future__ import annotations
@@ -100,6 +101,46 @@ def queue_name_problem(name: str) -> str | None:
     return None
 
 
+def topic_pattern_problem(name: str) -> str | None:
+    """Why OpenMQ's broker refuses ``name`` as a topic pattern, in its words (406 at every
+    JMS way in), None when it takes it (or it has no wildcard).
+
+    Its rule (``DestinationUID.createRegExString``), odd corners included: a ``*`` (or
+    ``**``) stands alone between dots; ``>`` may not follow a dot (``a.>`` is refused,
+    ``a>`` and ``>.a`` pass); a pattern may not start or end with a dot nor hold ``..``.
+    """
+    if not is_wildcard(name):
+        return None
+    last = len(name) - 1
+    after_dot = False
+    i = 0
+    while i <= last:
+        ch = name[i]
+        if ch == "*":
+            if i and not after_dot:
+                return f"{name}-Wildcard should be surrounded by ."
+            if i != last and name[i + 1] == "*":
+                i += 1
+            if i != last and name[i + 1] not in ".>":
+                return f"{name}-Wildcard should be surrounded by ."
+            after_dot = False
+        elif ch == ">":
+            if after_dot:
+                return f"{name}-Wildcard should never be preceded by ."
+        elif ch == ".":
+            if i == 0:
+                return f"{name}-Bad wildcard, name starts with ."
+            if i == last:
+                return f"{name}-Bad wildcard, name ends with ."
+            if after_dot:
+                return f"{name}-Bad wildcard, name was .."
+            after_dot = True
+        elif ch != "$":
+            after_dot = False
+        i += 1
+    return None
+
+
 def client_name_problem(name: object) -> str | None:
     """Why the stock Java client would refuse ``name`` (``[C4050] Invalid destination
     name``), Java's ignorable characters refused too (None: it takes it).
@@ -124,20 +165,30 @@ def valid_admin_name(name: str) -> bool:
 
 
 def admin_name_problem(name: str) -> str | None:
-    """Why an administrator may not create a destination of this name (None: they may)."""
+    """Why an administrator may not create a destination of this name (None: they may),
+    in the words of OpenMQ's admin service (B4175, B4091), so the stock imqcmd prints what
+    it prints against OpenMQ's broker.  A name that cannot be shown as it is (control or
+    format characters) is quoted."""
     if not name:
         return "a destination name is required"
+    shown = name if bad_character(name) is None else _shown(name)
     if name.startswith(INTERNAL_PREFIX):
-        return f"{name}: names starting with mq. are reserved for the broker"
-    if not valid_admin_name(name):
         return (
-            f"{_shown(name)} is not a valid destination name (a letter, _ or $ first, then "
-            "letters, digits, _, $ or .)"
+            f"[B4175]: The following destination cannot be created: {shown}\n"
+            f'Destination names starting with "{INTERNAL_PREFIX}" are reserved for internal '
+            "Message Queue use.\nThey cannot be created administratively."
         )
+    if not valid_admin_name(name):
+        return f"[B4091]: The Destination of {shown} contains invalid characters"
     return None
 
 
+# What the administrator's rule allows, for forms and the REST API to say with a refusal.
+ADMIN_NAME_RULE = "a letter, _ or $ first, then letters, digits, _, $ or ."
+
+
 __all__ = [
+    "ADMIN_NAME_RULE",
     "INTERNAL_PREFIX",
     "admin_name_problem",
     "bad_character",
@@ -145,5 +196,6 @@ __all__ = [
     "is_wildcard",
     "name_problem",
     "queue_name_problem",
+    "topic_pattern_problem",
     "valid_admin_name",
 ]

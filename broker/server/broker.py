@@ -152,7 +152,7 @@ class Broker:
         c = config
         self.auth_timeout = c.get(props.AUTH_RESPONSE_TIMEOUT)
         self.portmapper_timeout = max(c.get(props.PORTMAPPER_SOTIMEOUT), 1) / 1000.0
-        self.max_packet_size = max(c.get(props.MESSAGE_MAX_SIZE), 1024 * 1024) + 64 * 1024
+        self.max_packet_size = _frame_limit(c)
         self.memory = _memory_manager(c)
         # Connections told to wait (red memory state) until memory recovers.
         self.flow_waiting: set[ConnectionEngine] = set()
@@ -490,7 +490,7 @@ class Broker:
         settings = self.router.settings
         for f in dc_fields(RouterSettings):
             setattr(settings, f.name, getattr(fresh, f.name))
-        self.max_packet_size = max(c.get(props.MESSAGE_MAX_SIZE), 1024 * 1024) + 64 * 1024
+        self.max_packet_size = _frame_limit(c)
         if props.LOG_LEVEL.name in names:
             logging.getLogger().setLevel(parse_level(c.get(props.LOG_LEVEL)))
         rollover = (props.LOG_ROLLOVER_SECS, props.LOG_ROLLOVER_BYTES, props.LOG_ROLLOVER_SIZE)
@@ -796,6 +796,16 @@ def _max_connections(c: BrokerConfig, name: str) -> int:
     except ValueError:
         raise ConfigError(f"imq.{name}.max_connections: not a number: {value!r}") from None
     return limit if limit >= 0 else -1
+
+
+def _frame_limit(c: BrokerConfig) -> int:
+    """The largest packet a connection reads whole: imq.message.max_size with room for
+    the other packets a client sends (at least 1 MB of it); a larger one is read past and
+    answered 423.  Without a message size limit, the largest a packet header can say."""
+    max_size = c.get(props.MESSAGE_MAX_SIZE)
+    if max_size < 0:
+        return props.INT32_MAX
+    return max(max_size, 1024 * 1024) + 64 * 1024
 
 
 def _memory_budget(c: BrokerConfig) -> int:

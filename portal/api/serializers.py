@@ -19,7 +19,6 @@ from broker.admin import actions
 from broker.loglevels import RECORD_LEVELS
 from broker.models import LogRecord
 from broker.protocol import dest_attributes as attributes
-from broker.protocol.destname import admin_name_problem
 from broker.protocol.types import BROKER_PREFIX, TEMP_PREFIX
 
 INT32_MAX = 2**31 - 1
@@ -194,12 +193,12 @@ class ServiceUpdateSerializer(serializers.Serializer):
     {
         "oneOf": [
             {"type": "integer", "minimum": -1, "maximum": INT64_MAX},
-            {"type": "string", "pattern": r"^\s*[+-]?\d{1,18}\s*[bkmgBKMG]?\s*$"},
+            {"type": "string", "pattern": r"^\s*[+-]?\d{1,10}[bkmBKM]?\s*$"},
         ]
     }
 )
 class SizeField(serializers.Field):
-    """Bytes: a number or an OpenMQ size string (10k, 5m, 1g); -1 = unlimited."""
+    """Bytes: a number or an OpenMQ size string (100b, 10k, 5m); -1 = unlimited."""
 
     def to_internal_value(self, data):
         try:
@@ -299,7 +298,7 @@ class DestinationCreateSerializer(serializers.Serializer):
         if value.startswith((TEMP_PREFIX, BROKER_PREFIX)):
             raise serializers.ValidationError("that name is reserved for the broker")
         # The broker's own rule for an administrator's destination (imqcmd create dst).
-        problem = admin_name_problem(value)
+        problem = attributes.destination_name_problem(value)
         if problem is not None:
             raise serializers.ValidationError(problem)
         return value

@@ -12,7 +12,11 @@ import logging
 from dataclasses import dataclass, field
 from urllib.parse import quote, unquote_to_bytes
 
-from broker.protocol.destname import client_name_problem, queue_name_problem
+from broker.protocol.destname import (
+    client_name_problem,
+    queue_name_problem,
+    topic_pattern_problem,
+)
 
 from . import soap
 from .services import MOM, UmsError, UmsReply, UmsRequest, build_request, perform, read_only
@@ -144,14 +148,17 @@ async def simple(
 def _check_destination(req: UmsRequest) -> None:
     """400 for a send or receive on a destination name the stock Java client (what
     OpenMQ's UMS sends with) refuses, or that has control characters, or a queue named
-    like a topic pattern; nothing reaches the broker.  (Other services ignore the field;
-    a reply echoes it escaped.)"""
+    like a topic pattern, or a topic pattern OpenMQ's broker refuses; nothing reaches the
+    broker.  (Other services ignore the field; a reply echoes it escaped.)"""
     if req.destination is not None and req.service in ("send", "receive"):
         problem = client_name_problem(req.destination)
-        if problem is None and req.domain != "topic":
-            # The broker would answer 415 (only topics can be patterns): the sender's
-            # mistake, so a 400 here rather than the broker's refusal as a 500.
-            problem = queue_name_problem(req.destination)
+        if problem is None:
+            # The broker would answer 415 (only topics can be patterns) or 406 (a bad
+            # pattern): the sender's mistake, so a 400 here rather than a 500.
+            if req.domain == "topic":
+                problem = topic_pattern_problem(req.destination)
+            else:
+                problem = queue_name_problem(req.destination)
         if problem is not None:
             # The reply's ums.destination would echo it: leave it out.
             req.destination = None

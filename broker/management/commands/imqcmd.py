@@ -87,7 +87,7 @@ def _usage() -> str:
     from broker.protocol.dest_attributes import DESTINATION_ATTRIBUTES
 
     names = ", ".join(a.name for a in DESTINATION_ATTRIBUTES)
-    names += " (sizes in bytes or 10k, 5m, 1g; -1: unlimited)"
+    names += " (sizes in bytes or 100b, 10k, 5m; -1: unlimited)"
     text = "\n    ".join(textwrap.wrap(names, 84))
     return USAGE.replace("{attributes}", text)
 

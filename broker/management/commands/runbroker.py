@@ -90,7 +90,10 @@ class Command(BaseCommand):
         if opts["backup"] or opts["restore"]:
             self.change_record(config, opts["backup"], opts["restore"])
             return
-        configure_logging(config, opts["loglevel"], opts["tty"])
+        try:
+            configure_logging(config, opts["loglevel"], opts["tty"])
+        except ConfigError as exc:
+            raise CommandError(f"bad broker configuration: {exc}") from exc
 
         from django.core.management import call_command
 

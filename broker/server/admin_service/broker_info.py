@@ -129,8 +129,12 @@ def property_value_problem(name: str, kind: str, value: str) -> str | None:
 
     probe = BrokerConfig({name: value})
     text = value.strip()
+    declared = imq.declared().get(name)
     try:
-        if kind == "bool":
+        if kind in ("count", "size") and declared is not None:
+            # Read as the broker reads it at start (broker/props.py: Limit, Size).
+            probe.get(declared)
+        elif kind == "bool":
             if text.lower() not in ("true", "false"):
                 return f"{name}: {value!r} is not true or false"
         elif kind in ("int", "count", "positive", "port"):

@@ -227,10 +227,9 @@ def create_destination(conn: ConnectionEngine, props: dict, body: bytes) -> Resu
         raise AdminError(Status.BAD_REQUEST, "temporary destinations cannot be created here")
     problem = admin_name_problem(name)
     if problem is not None:
-        raise AdminError(Status.BAD_REQUEST, problem)
-    attrs = dattrs.attributes_from_info(info)
-    attrs.update(_extra_attributes(props))
-    _check_applies(attrs, is_topic)
+        # OpenMQ's admin service answers 500 with B4175 / B4091.
+        raise AdminError(Status.ERROR, problem)
+    attrs = _requested_attributes(info, props, name, is_topic)
     router = conn.router
     kind = "topic" if is_topic else "queue"
     if router.lookup(name, dtype) is not None:
@@ -242,6 +241,22 @@ def create_destination(conn: ConnectionEngine, props: dict, body: bytes) -> Resu
     )
     log.info("%s %s created by %s: %s", kind, name, conn.user, attrs or "defaults")
     return {}, b""
+
+
+def _requested_attributes(info: dict, props: dict, name: str, is_topic: bool) -> dict[str, object]:
+    """The attributes a CREATE/UPDATE_DESTINATION sets, converted and checked."""
+    producers = dattrs.BY_NAME["maxNumProducers"]
+    mask = int(info.get("updateMask") or 0)
+    if mask & producers.mask and info.get(producers.field) == 0:
+        # OpenMQ's words (Destination.setMaxProducers), so the stock imqcmd says the same.
+        kind = "Topic" if is_topic else "Queue"
+        raise AdminError(
+            Status.ERROR, f"[B4178]: Max Producer Count for {name} [{kind}] can not be set to 0"
+        )
+    attrs = dattrs.attributes_from_info(info)
+    attrs.update(_extra_attributes(props))
+    _check_applies(attrs, is_topic)
+    return attrs
 
 
 def _check_applies(attrs: dict[str, object], is_topic: bool) -> None:
@@ -263,11 +278,9 @@ def update_destination(conn: ConnectionEngine, props: dict, body: bytes) -> Resu
     dest = conn.router.lookup(name, DEST_TOPIC if is_topic else DEST_QUEUE)
     if dest is None or dest.name == ADMIN_QUEUE:
         raise AdminError(Status.NOT_FOUND, f"{'topic' if is_topic else 'queue'} {name} not found")
-    attrs = dattrs.attributes_from_info(info)
-    attrs.update(_extra_attributes(props))
+    attrs = _requested_attributes(info, props, name, is_topic)
     if not attrs:
         raise AdminError(Status.BAD_REQUEST, f"no attribute of {name} to update")
-    _check_applies(attrs, is_topic)
     conn.router.update_destination(dest, attrs)
     return {}, b""
 
