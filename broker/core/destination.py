@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING
 
 from broker.protocol.dest_attributes import DESTINATION_ATTRIBUTES
+from broker.protocol.properties import as_int
 from broker.protocol.types import (
     DEST_QUEUE,
     DEST_TEMP,
@@ -37,6 +38,20 @@ UNLIMITED = -1
 # release or written into a store by hand must not refuse every message.
 _ZERO_UNLIMITED = frozenset(a.name for a in DESTINATION_ATTRIBUTES if a.zero_unlimited)
 DEST_DMQ = int(DestType.DMQ)
+
+
+def attribute_limit(attributes: Mapping[str, object], name: str, default: int = UNLIMITED) -> int:
+    """A destination's limit attribute as a number (``default`` when unset or unreadable;
+    -1 is no limit, and so is 0 for the attributes OpenMQ reads that way)."""
+    try:
+        value = as_int(attributes.get(name, default))
+    except (TypeError, ValueError):
+        return default
+    if value == 0 and name in _ZERO_UNLIMITED:
+        return UNLIMITED
+    return value
+
+
 # Marks an auto-created destination in the message store's record of it.
 DEST_AUTO = int(DestType.AUTO)
 
@@ -130,13 +145,7 @@ class Destination:
         return self.temporary_owner is not None
 
     def limit(self, name: str, default: int = UNLIMITED) -> int:
-        try:
-            value = int(self.attributes.get(name, default))
-        except (TypeError, ValueError):
-            return default
-        if value == 0 and name in _ZERO_UNLIMITED:
-            return UNLIMITED
-        return value
+        return attribute_limit(self.attributes, name, default)
 
     @property
     def limit_behavior(self) -> LimitBehavior:

@@ -27,6 +27,7 @@ from django.db import connections
 
 from broker import models as m
 from broker.core import dmq
+from broker.core.destination import attribute_limit
 from broker.core.message import Message
 from broker.protocol.packet import parse_packet
 from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, DMQ_NAME, DestType
@@ -186,10 +187,7 @@ class _DeadLetterBox:
         self.evicted: list[str] = []
 
     def limit(self, name: str, default: int = -1) -> int:
-        try:
-            return int(self.attributes.get(name, default))
-        except (TypeError, ValueError):
-            return default
+        return attribute_limit(self.attributes, name, default)
 
     def is_full(self, extra_bytes: int = 0) -> bool:
         return (self.max_count >= 0 and len(self.held) >= self.max_count) or (
