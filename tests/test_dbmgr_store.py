@@ -71,7 +71,11 @@ def test_backup_and_restore_keep_every_row(alias: str, tmp_path: Path) -> None:
     before = {inst: read_state(inst, using=alias) for inst in ("b1", "b2", "b.3/x")}
     assert before["b1"].messages and before["b1"].transactions
 
+    with pytest.raises(dbmgr.DbMgrError, match="is not a backup made by imqdbmgr backup"):
+        dbmgr.restore(alias, tmp_path)
     done = dbmgr.backup(alias, tmp_path / "bk")
+    with pytest.raises(dbmgr.DbMgrError, match="is not an empty directory"):
+        dbmgr.backup(alias, tmp_path / "bk")
     assert done["b1"] == {"destinations": 2, "durables": 2, "messages": 3, "transactions": 2}
     assert dbmgr.read_backup(tmp_path / "bk") == before
 

@@ -55,6 +55,18 @@ class StoreInUse(DbMgrError):
     """A broker holds the store (or held it and did not release it)."""
 
 
+def database_url(using: str = "default") -> str:
+    """The database as a URL without its password (for messages)."""
+    conn = connections[using]
+    cfg = conn.settings_dict
+    if conn.vendor == "sqlite":
+        return f"sqlite:///{cfg.get('NAME')}"
+    host = cfg.get("HOST") or "localhost"
+    port = f":{cfg['PORT']}" if cfg.get("PORT") else ""
+    user = f"{cfg['USER']}@" if cfg.get("USER") else ""
+    return f"{conn.vendor}://{user}{host}{port}/{cfg.get('NAME')}"
+
+
 # -- who holds the store ----------------------------------------------------------------
 
 
@@ -294,7 +306,7 @@ class StoreReport:
     """``query``: the database, the store's tables and what each instance holds."""
 
     vendor: str
-    database: str
+    database: str  # its URL, without a password
     exists: int  # 1 all tables, 0 none, -1 some missing
     tables: dict[str, int | None]  # table -> rows (None: missing)
     instances: list[InstanceReport]
@@ -326,7 +338,7 @@ def query(using: str = "default") -> StoreReport:
                 report.address, report.age, report.stale = holder.address, holder.age, holder.stale
             report.counts = instance_counts(using, name)
             reports.append(report)
-    return StoreReport(conn.vendor, str(conn.settings_dict.get("NAME")), exists, tables, reports)
+    return StoreReport(conn.vendor, database_url(using), exists, tables, reports)
 
 
 # -- backup and restore ---------------------------------------------------------------
@@ -420,6 +432,7 @@ __all__ = [
     "backup",
     "create_all",
     "create_tables",
+    "database_url",
     "delete_tables",
     "holders",
     "instance_counts",

@@ -84,6 +84,13 @@ NOT_HERE = {
     "restore sharecc_tbl": "the master broker's change record is restored with"
     " `manage.py runbroker -restore FILE`",
 }
+# OpenMQ's first line when these fail (BrokerResources B3073, B3075, B3076).
+FAILED = {
+    "create all": "Failed to create database table(s)",
+    "create tbl": "Failed to create database table(s)",
+    "delete tbl": "Failed to delete all database tables",
+    "recreate tbl": "Failed to recreate all database tables",
+}
 PASSWORD_KEYS = ("imq.persist.jdbc.password", "imq.persist.jdbc.postgresql.password")
 
 
@@ -289,6 +296,9 @@ class Command(BaseCommand):
             else:  # parse_args knows no other
                 raise DbMgrFailed(f"Unrecognized subcommand: {args.command}\n{HELP_HINT}")
         except dbmgr.DbMgrError as exc:
+            failed = FAILED.get(args.command)
+            if failed:  # OpenMQ says what failed on which database, then why
+                raise DbMgrFailed(f"{failed} - {dbmgr.database_url()}:\n{exc}") from exc
             raise DbMgrFailed(str(exc)) from exc
         except Exception as exc:  # the database is away, a file cannot be written...
             from django.db import DatabaseError
@@ -350,7 +360,7 @@ class Command(BaseCommand):
             )
         else:
             say("Running in standalone mode.")
-        say(f"Database: {report.vendor} {report.database}")
+        say(f"Database: {report.database}")
         say(report.status)
         for table, rows in report.tables.items():
             say(f"  {table}: {'missing' if rows is None else f'{rows} rows'}")
