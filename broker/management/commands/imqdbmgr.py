@@ -7,8 +7,9 @@ tbl``, ``reset lck``, ``remove bkr -n ID``, ``query``, ``backup -dir D``, ``rest
 D``, ``upgrade store``.  Options: ``-b`` instance, ``-varhome``, ``-D name=value`` (the
 broker configuration they name: its HA broker id), ``-n`` broker id, ``-u`` and
 ``-passfile`` (the database user and password, over ``DATABASE_URL``'s), ``-h``,
-``-v``.  The work is done by :mod:`broker.admin.store_actions`; this module parses
-OpenMQ's command line and prints OpenMQ's messages.
+``-v``.  The work is done by :mod:`broker.store.dbmgr` on the database (no broker is
+asked: the tool is for a store no broker holds); this module parses OpenMQ's command
+line, prints OpenMQ's messages and records each change in the audit log.
 """
 
 from __future__ import annotations
@@ -240,8 +241,6 @@ class Command(BaseCommand):
         return 0
 
     def run(self, args: DbMgrArgs) -> None:
-        from broker.admin import store_actions as act
-        from broker.admin.security_actions import command_line_actor
         from broker.store import dbmgr
 
         if args.command in NOT_HERE:
@@ -249,7 +248,6 @@ class Command(BaseCommand):
                 f"imqdbmgr {args.command}: not supported here: {NOT_HERE[args.command]}"
             )
         self.use_credentials(args)
-        actor = command_line_actor("imqdbmgr")
         say = self.stdout.write
         try:
             if args.command == "upgrade store":
@@ -263,33 +261,47 @@ class Command(BaseCommand):
                     " brokers of an HA cluster, keep their rows in the same tables."
                 )
             elif args.command == "create all":
-                act.create_all(actor)
+                dbmgr.create_all()
+                self.record("created the database and the store's tables", "create")
                 say("Database tables created.")
             elif args.command == "create tbl":
-                act.create_tables(actor)
+                tables = dbmgr.create_tables()
+                self.record(f"created the store's tables {', '.join(tables)}", "create")
                 say("Database tables created.")
             elif args.command == "delete tbl":
-                act.delete_tables(actor)
+                tables = dbmgr.delete_tables()
+                self.record(f"deleted the store's tables {', '.join(tables)}", "delete")
                 say("Database tables deleted.")
             elif args.command == "recreate tbl":
-                act.recreate_tables(actor)
+                dbmgr.recreate_tables()
+                self.record("deleted and created the store's tables", "recreate")
                 say("Database tables created.")
             elif args.command == "reset lck":
-                say(act.reset_lock(actor, args.broker_id or self.store_instance(args)))
+                instance = args.broker_id or self.store_instance(args)
+                text = dbmgr.reset_lock("default", instance)
+                if "has been reset" in text:
+                    self.record(f"reset the store lock of broker instance {instance}", "reset_lock")
+                say(text)
             elif args.command == "remove bkr":
                 if not args.broker_id:
                     raise DbMgrFailed(f"Option -n was expected.\n{HELP_HINT}")
-                counts = act.remove_broker(actor, args.broker_id)
+                counts = dbmgr.remove_broker("default", args.broker_id)
+                self.record(
+                    f"removed broker {args.broker_id} from the store ({said(counts)})",
+                    "remove_broker",
+                )
                 say(f"Broker {args.broker_id} has been removed from the store ({said(counts)}).")
             elif args.command == "query":
                 self.query(args, dbmgr.query())
             elif args.command == "backup":
-                done = act.backup(actor, Path(args.directory or ""))
+                done = dbmgr.backup("default", Path(args.directory or ""))
+                self.record(f"backed the store up to {args.directory}", "backup")
                 for name, counts in done.items():
                     say(f"Backed up broker instance {name}: {said(counts)}.")
                 say(f"Persistent store backed up to {args.directory}.")
             elif args.command == "restore":
-                done = act.restore(actor, Path(args.directory or ""))
+                done = dbmgr.restore("default", Path(args.directory or ""))
+                self.record(f"restored the store from {args.directory}", "restore")
                 for name, counts in done.items():
                     say(f"Restored broker instance {name}: {said(counts)}.")
                 say(f"Persistent store restored from {args.directory}.")
@@ -306,6 +318,13 @@ class Command(BaseCommand):
             if not isinstance(exc, DatabaseError | OSError):
                 raise
             raise DbMgrFailed(f"imqdbmgr {args.command} failed: {exc}") from exc
+
+    def record(self, what: str, op: str) -> None:
+        """The change in the audit log, with the operating-system user who made it."""
+        from broker.admin.actions import record_change
+        from broker.admin.security_actions import command_line_actor
+
+        record_change(command_line_actor("imqdbmgr"), what, {"type": "store", "op": op})
 
     def use_credentials(self, args: DbMgrArgs) -> None:
         """-u / -passfile: the database user and password instead of DATABASE_URL's."""
