@@ -1,7 +1,9 @@
 """Broker configuration properties (docs/operators/running.md).
 
 Layering, lowest to highest priority: :data:`DEFAULTS` (what OpenMQ's shipped
-``default.properties`` gives; each property is declared once in :mod:`broker.props`), the instance file
+``default.properties`` gives; each property is declared once in :mod:`broker.props`), the
+cluster configuration file ``imq.cluster.url`` names (read by the broker process only,
+:meth:`BrokerConfig.load_cluster_file`), the instance file
 ``<varhome>/instances/<instance>/props/config.properties``, then command-line
 overrides (``-D name=value``).  Values are strings, as in Java; typed getters parse
 them on demand and ``${imq.x}`` variables expand at lookup, so an override of
@@ -18,14 +20,18 @@ from collections.abc import Iterator, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TypeVar, overload
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 from broker import props as imq
 from broker.props import DEFAULT_INSTANCE, Prop, parse_count, parse_size
 
 __all__ = [
+    "CLUSTER_URL_TIMEOUT",
     "DEFAULTS",
     "DEFAULT_INSTANCE",
     "BrokerConfig",
+    "ClusterFileError",
     "ConfigError",
     "format_properties",
     "parse_properties",
@@ -34,6 +40,10 @@ __all__ = [
 
 class ConfigError(ValueError):
     """A property file or property value that cannot be used."""
+
+
+class ClusterFileError(ConfigError):
+    """The cluster configuration file (``imq.cluster.url``) cannot be read."""
 
 
 # --------------------------------------------------------------------------------------
@@ -177,6 +187,43 @@ def _decode_file(data: bytes) -> str:
         return data.decode("latin-1")
 
 
+# How long a cluster configuration file on a web server may take to arrive.
+CLUSTER_URL_TIMEOUT = 10.0
+
+
+def read_cluster_file(url: str, timeout: float = CLUSTER_URL_TIMEOUT) -> dict[str, str]:
+    """The properties of the cluster configuration file at ``url``: a ``file:`` URL (or
+    a plain path), or an ``http:``/``https:`` URL on a web server, as OpenMQ's guide
+    describes.  Raises :class:`ClusterFileError` saying why it cannot be read."""
+    parsed = urlparse(url)
+    scheme = parsed.scheme.lower()
+    try:
+        if scheme in ("http", "https"):
+            from urllib.request import urlopen
+
+            with urlopen(url, timeout=timeout) as resp:  # noqa: S310 - scheme checked
+                data = resp.read()
+        elif scheme == "file":
+            if parsed.netloc not in ("", "localhost"):
+                raise ClusterFileError(
+                    f"imq.cluster.url={url}: a file: URL names a local path"
+                    f" (file:///path), not host {parsed.netloc!r}"
+                )
+            data = Path(url2pathname(parsed.path)).read_bytes()
+        elif not scheme:
+            data = Path(url).read_bytes()
+        else:
+            raise ClusterFileError(
+                f"imq.cluster.url={url}: scheme {scheme!r} is not supported"
+                " (file:, http: or https:)"
+            )
+        return parse_properties(_decode_file(data))
+    except ClusterFileError:
+        raise
+    except (OSError, ValueError) as exc:  # URLError and HTTPError are OSErrors
+        raise ClusterFileError(f"imq.cluster.url={url}: cannot read it: {exc}") from None
+
+
 # The defaults OpenMQ's default.properties lists, from the declarations (broker/props.py).
 DEFAULTS: dict[str, str] = imq.listed_defaults()
 
@@ -205,6 +252,9 @@ class BrokerConfig:
     def __init__(self, props: Mapping[str, str] | None = None) -> None:
         self._file: dict[str, str] = dict(props or {})
         self._overrides: dict[str, str] = {}
+        # The cluster configuration file's properties, once load_cluster_file read them.
+        self._cluster: dict[str, str] = {}
+        self._cluster_read = False
         self._computed: dict[str, str] = {}
         instance = self._file.get(imq.INSTANCE_NAME.name) or DEFAULT_INSTANCE
         varhome = Path(self._file.get(imq.VARHOME.name) or "var")
@@ -249,16 +299,51 @@ class BrokerConfig:
 
     def reread(self) -> BrokerConfig:
         """This instance's properties read again from its ``config.properties`` (an
-        administrator may have edited it) with the same command-line overrides, as a new
-        object; this one is unchanged."""
-        return BrokerConfig.load(self.instance, self.varhome, self._overrides)
+        administrator may have edited it) with the same command-line overrides, and the
+        cluster configuration file again if this one read it, as a new object; this one
+        is unchanged.  Raises :class:`ClusterFileError` when that file cannot be read."""
+        again = BrokerConfig.load(self.instance, self.varhome, self._overrides)
+        if self._cluster_read:
+            again.load_cluster_file()
+        return again
+
+    def load_cluster_file(self) -> str | None:
+        """Read the cluster configuration file ``imq.cluster.url`` names (as given on the
+        command line or in ``config.properties``) as the layer between the defaults and
+        the instance's own file: every property in it applies to this broker unless the
+        broker's own configuration sets it.  Returns the URL (None when there is none);
+        raises :class:`ClusterFileError` when it cannot be read, leaving the layer empty."""
+        self._cluster_read = True
+        self._cluster = {}
+        url = self._lookup(imq.CLUSTER_URL.name, with_cluster=False)
+        url = self._expand(imq.CLUSTER_URL.name, url).strip() if url else None
+        if not url:
+            return None
+        self._cluster = read_cluster_file(url)
+        return url
+
+    @property
+    def cluster_file_properties(self) -> dict[str, str]:
+        """What the cluster configuration file gave (empty when none was read)."""
+        return dict(self._cluster)
+
+    def cluster_file_shadowed(self) -> list[str]:
+        """The cluster configuration file's properties this broker sets itself (on its
+        command line or in its ``config.properties``): its own value is the one used."""
+        own = (self._computed, self._overrides, self._file)
+        return sorted(n for n in self._cluster if any(n in layer for layer in own))
 
     # -- lookup -------------------------------------------------------------------------
 
     def _raw(self, name: str) -> str | None:
+        return self._lookup(name, with_cluster=True)
+
+    def _lookup(self, name: str, *, with_cluster: bool) -> str | None:
         for layer in (self._computed, self._overrides, self._file):
             if name in layer:
                 return layer[name]
+        if with_cluster and name in self._cluster:
+            return self._cluster[name]
         return DEFAULTS.get(name)
 
     def _expand(self, name: str, value: str, depth: int = 0) -> str:
@@ -401,7 +486,7 @@ class BrokerConfig:
     def names(self) -> Iterator[str]:
         """Iterate over every property name that has a value."""
         seen = dict.fromkeys(DEFAULTS)
-        for layer in (self._file, self._overrides, self._computed):
+        for layer in (self._cluster, self._file, self._overrides, self._computed):
             seen.update(dict.fromkeys(layer))
         return iter(seen)
 

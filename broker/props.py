@@ -303,6 +303,8 @@ PERSIST_FILE_SYNC = Bool("imq.persist.file.sync.enabled", "false")
 PERSIST_FILE_DIRPATH = OptionalText("imq.persist.file.dirpath")  # unset: <instance>/filestore
 PERSIST_FILE_PREALLOCATE = OptionalBool("imq.persist.file.preallocate")  # unset: with sync
 PERSIST_FILE_SYNC_INLINE = Bool("imq.persist.file.sync.inline", "true", listed=False)
+# The database store creates its tables at start when none exists (else it refuses).
+PERSIST_STORE_CREATE_ALL = Bool("imq.persist.storecreate.all", "true")
 PERSIST_JDBC_HEARTBEAT = Int("imq.persist.jdbc.heartbeat.interval", "5", listed=False)
 _FILE_STORE_TUNING = [
     Text("imq.persist.file.message.max_record_size", "1m"),
@@ -314,7 +316,6 @@ _FILE_STORE_TUNING = [
     Text("imq.persist.file.transaction.memorymappedfile.enabled", "true"),
     Text("imq.persist.file.txnLog.nonTransactedMsgSend.enabled", "false"),
     Text("imq.persist.file.txnLog.file.size", "10m"),
-    Text("imq.persist.storecreate.all", "true"),
 ]
 
 # --- security

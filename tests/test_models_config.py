@@ -477,3 +477,55 @@ def test_healthz(client) -> None:  # type: ignore[no-untyped-def]
     response = client.get("/healthz")
     assert response.status_code == 200
     assert response.content == b"ok"
+
+
+def test_cluster_file_layer_sits_under_the_brokers_own_properties(tmp_path: Path) -> None:
+    """imq.cluster.url: every property of the shared file applies unless the broker's
+    config.properties or command line sets it; reread() reads the file again."""
+    from broker.config import ClusterFileError
+
+    shared = tmp_path / "cluster.properties"
+    shared.write_text(
+        "imq.cluster.brokerlist=h1:7676,h2:7676\nimq.cluster.masterbroker=h1:7676\n"
+        "imq.system.max_count=500\nimq.ping.interval=40\nimq.custom=${imq.instancename}\n"
+        "imq.cluster.url=file:///elsewhere\n"
+    )
+    props_dir = tmp_path / "instances" / "b1" / "props"
+    props_dir.mkdir(parents=True)
+    (props_dir / "config.properties").write_text(
+        f"imq.cluster.url=file://{shared}\nimq.system.max_count=20\n"
+    )
+    cfg = BrokerConfig.load("b1", tmp_path, {"imq.ping.interval": "10"})
+    assert cfg.get("imq.cluster.brokerlist") is None  # not read until asked
+    assert cfg.load_cluster_file() == f"file://{shared}"
+    assert cfg.get("imq.cluster.brokerlist") == "h1:7676,h2:7676"
+    assert cfg.get("imq.cluster.masterbroker") == "h1:7676"
+    assert cfg.get_int("imq.system.max_count", 0) == 20  # config.properties wins
+    assert cfg.get_int("imq.ping.interval", 0) == 10  # the command line wins
+    assert cfg.get("imq.custom") == "b1"
+    assert cfg.get("imq.cluster.url") == f"file://{shared}"
+    assert cfg.cluster_file_shadowed() == [
+        "imq.cluster.url",
+        "imq.ping.interval",
+        "imq.system.max_count",
+    ]
+    assert cfg.as_dict()["imq.cluster.masterbroker"] == "h1:7676"
+
+    shared.write_text("imq.cluster.brokerlist=h1:7676,h2:7676,h3:7676\n")
+    assert cfg.reread().get("imq.cluster.brokerlist") == "h1:7676,h2:7676,h3:7676"
+    shared.unlink()
+    with pytest.raises(ClusterFileError, match="cannot read it"):
+        cfg.reread()
+    with pytest.raises(ClusterFileError, match="cannot read it"):
+        cfg.load_cluster_file()
+    assert cfg.get("imq.cluster.brokerlist") is None  # the layer is empty again
+
+    # A plain path works too; other schemes are refused, naming the ones that work.
+    shared.write_text("imq.cluster.transport=ssl\n")
+    plain = BrokerConfig.load("b2", tmp_path, {"imq.cluster.url": str(shared)})
+    plain.load_cluster_file()
+    assert plain.get("imq.cluster.transport") == "ssl"
+    ftp = BrokerConfig.load("b2", tmp_path, {"imq.cluster.url": "ftp://h/c.properties"})
+    with pytest.raises(ClusterFileError, match="file:, http: or https:"):
+        ftp.load_cluster_file()
+    assert BrokerConfig.load("b3", tmp_path).load_cluster_file() is None

@@ -1,16 +1,16 @@
 """The cluster's configuration, read from the imq.cluster.* properties.
 
-``imq.cluster.brokerlist`` (or the properties file named by ``imq.cluster.url``) lists the
-brokers as ``host:portmapperPort``; this broker finds itself in the list by its own
-host and port-mapper port and links to the others.
+``imq.cluster.brokerlist`` lists the brokers as ``host:portmapperPort`` (given to the
+broker itself, or in the cluster configuration file ``imq.cluster.url`` names, which
+:meth:`broker.config.BrokerConfig.load_cluster_file` layers under the broker's own
+properties); this broker finds itself in the list by its own host and port-mapper port
+and links to the others.
 """
 
 from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from pathlib import Path
-from urllib.parse import urlparse
 
 from broker import props
 from broker.protocol.gpacket import BrokerAddress
@@ -38,31 +38,6 @@ def parse_address(text: str, default_port: int = 7676) -> tuple[str, int]:
         return host or "localhost", int(port)
     except ValueError:
         raise ClusterConfigError(f"bad port in broker address {text!r}") from None
-
-
-# How long a cluster configuration file on a web server may take to arrive.
-URL_TIMEOUT = 10.0
-
-
-def _read_url(url: str) -> str | None:
-    """The brokerlist of a cluster configuration file (``imq.cluster.url``): a path, a
-    ``file:`` URL or, as OpenMQ allows, an ``http:``/``https:`` URL on a web server."""
-    parsed = urlparse(url)
-    try:
-        if parsed.scheme in ("http", "https"):
-            from urllib.request import urlopen
-
-            with urlopen(url, timeout=URL_TIMEOUT) as resp:  # noqa: S310 - scheme checked
-                text = resp.read().decode("iso-8859-1")
-        else:
-            text = Path(parsed.path if parsed.scheme == "file" else url).read_text()
-    except (OSError, ValueError) as exc:
-        raise ClusterConfigError(f"imq.cluster.url {url}: {exc}") from None
-    for line in text.splitlines():
-        name, sep, value = line.partition("=")
-        if sep and name.strip() == props.CLUSTER_BROKERLIST.name:
-            return value.strip()
-    return None
 
 
 def same_host(a: str, b: str) -> bool:
@@ -96,12 +71,9 @@ class ClusterConfig:
 
     @staticmethod
     def read_peers(config, me: BrokerAddress) -> list[tuple[str, int]]:
-        """The other brokers named by ``imq.cluster.brokerlist`` (or the file of
-        ``imq.cluster.url`` when the list is not set), this broker left out."""
+        """The other brokers named by ``imq.cluster.brokerlist`` (the broker's own or the
+        cluster configuration file's), this broker left out."""
         brokerlist = config.get(props.CLUSTER_BROKERLIST)
-        url = config.get(props.CLUSTER_URL)
-        if not brokerlist and url:
-            brokerlist = _read_url(url)
         peers: list[tuple[str, int]] = []
         for item in (brokerlist or "").split(","):
             if not item.strip():

@@ -9,8 +9,10 @@ import asyncio
 import logging
 import ssl
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from broker.config import BrokerConfig, ConfigError
 from broker.protocol import gpacket as gp
 from broker.protocol.jtypes import JLong
 from broker.protocol.portmapper import PortMapperError, encode_request, parse_table
@@ -79,9 +81,7 @@ class LinkRules(ClusterState):
         reread = self.reread_config
         loop = asyncio.get_running_loop()
         # A cluster file may be on a web server: read it off the event loop.
-        peers = await loop.run_in_executor(
-            None, lambda: ClusterConfig.read_peers(reread(), self.cfg.me)
-        )
+        peers = await loop.run_in_executor(None, lambda: self._reread_peers(reread))
         if propagate:
             self._broadcast(gp.GPacket(gp.G_RELOAD_CLUSTER, {}, flags=gp.A_BIT))
         added = [p for p in peers if p not in self.cfg.peers]
@@ -99,6 +99,14 @@ class LinkRules(ClusterState):
             "; removed " + ", ".join(f"{h}:{p}" for h, p in removed) if removed else "",
         )
         return added, removed
+
+    def _reread_peers(self, reread: Callable[[], BrokerConfig]) -> list[tuple[str, int]]:
+        """The broker list of the configuration read again (a thread of its own)."""
+        try:
+            config = reread()
+        except ConfigError as exc:  # the cluster file cannot be read: nothing changes
+            raise ClusterConfigError(str(exc)) from None
+        return ClusterConfig.read_peers(config, self.cfg.me)
 
     def _reload_requested(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         """G_RELOAD_CLUSTER from a peer whose administrator ran ``reload cls``."""

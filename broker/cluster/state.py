@@ -10,6 +10,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from broker.config import BrokerConfig
 from broker.protocol import gpacket as gp
 from broker.protocol.jtypes import JLong
 
@@ -78,7 +79,7 @@ class ClusterState:
         self.loop: asyncio.AbstractEventLoop | None = None
         # Where RELOAD_CLUSTER reads the configuration again (set by the broker): a fresh
         # BrokerConfig from the instance's files and command line.
-        self.reread_config: Callable[[], object] | None = None
+        self.reread_config: Callable[[], BrokerConfig] | None = None
 
     # -- reaching the other brokers ---------------------------------------------------
 

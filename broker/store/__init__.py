@@ -46,6 +46,7 @@ def open_store(config: BrokerConfig) -> Store:
             f"{config.get(props.HOSTNAME) or socket.gethostname()}:"
             f"{config.get(props.PORTMAPPER_PORT)}"
         )
+        create = config.get(props.PERSIST_STORE_CREATE_ALL)
         ha = ha_settings(config)
         if ha is not None:
             # An HA cluster member: its rows are its broker id's, it beats at the
@@ -59,12 +60,14 @@ def open_store(config: BrokerConfig) -> Store:
                 cluster_id=ha.cluster_id,
                 stale_beats=ha.threshold,
                 claim_wait=ha.interval * ha.threshold * 2,
+                create_tables=create,
             )
         return DatabaseStore(
             config.instance,
             sync=True,
             heartbeat_interval=float(config.get(props.PERSIST_JDBC_HEARTBEAT)),
             address=address,
+            create_tables=create,
         )
     raise ConfigError(f"imq.persist.store: unknown store {kind!r} (file or jdbc)")
 

@@ -163,6 +163,20 @@ class RecoveredState:
     repairs: list[str] = field(default_factory=list)
 
 
+def records_of(state: RecoveredState) -> list[Record]:
+    """The records that rebuild ``state`` in an empty store, in its order (imqdbmgr's
+    backup and restore move a store's content this way)."""
+    out: list[Record] = [*state.destinations, *state.durables]
+    for msg in state.messages:
+        out.append(MsgAdd(msg.key, msg.destination, msg.dest_type, msg.raw, tuple(msg.interests)))
+        out.extend(MsgDelivered(msg.key, i, n) for i, n in msg.interests.items() if n)
+    for txn in state.transactions:
+        out.append(TxnState(txn.txn_id, txn.state, txn.info))
+        out.extend(txn.sends)
+        out.extend(txn.acks)
+    return out
+
+
 class Store:
     """Base class: batching, the writer thread and the callbacks; subclasses persist.
 
@@ -255,6 +269,13 @@ class Store:
     def reset(self) -> None:
         """Delete everything stored (``-reset store``)."""
         raise NotImplementedError
+
+    def write_now(self, records: Iterable[Record]) -> None:
+        """Write ``records`` at once on this thread, outside a broker (tools: after
+        ``load()``, without ``start()``)."""
+        if self._thread is not None:
+            raise RuntimeError("write_now is for a store no broker runs")
+        self._write_batch(list(records))
 
     # -- event-loop side ------------------------------------------------------------
 

@@ -47,7 +47,7 @@ from broker import models as m
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
 
-from . import ownership
+from . import dbtables, ownership
 from .base import (
     DestAdd,
     DestRemove,
@@ -65,6 +65,7 @@ from .base import (
     TxnRemove,
     TxnSend,
     TxnState,
+    records_of,
 )
 
 log = logging.getLogger("broker.store")
@@ -216,8 +217,11 @@ class DatabaseStore(Store):
         ha: bool = False,
         cluster_id: str = "",
         stale_beats: float = ownership.DEFAULT_STALE_BEATS,
+        create_tables: bool = True,
     ) -> None:
         super().__init__(sync=sync)
+        # imq.persist.storecreate.all: create the store's tables at load if none exists.
+        self.create_tables = create_tables
         self.broker_instance = broker_instance
         self.using = using
         # The writer thread's own Django connection, once it runs.
@@ -247,6 +251,9 @@ class DatabaseStore(Store):
         it stored, in the order it was written."""
         inst = self.broker_instance
         db = self.using
+        created = dbtables.ensure(db, create=self.create_tables)
+        if created:
+            log.info("database store: created its tables (%s)", ", ".join(created))
         self.epoch = ownership.claim(
             inst,
             using=db,
@@ -262,11 +269,19 @@ class DatabaseStore(Store):
 
     def reset(self) -> None:
         """Delete every row of this broker instance (``-reset store``)."""
+        dbtables.ensure(self.using, create=self.create_tables)
         with transaction.atomic(using=self.using):
-            for model in _MODELS:
-                model.objects.using(self.using).filter(
-                    broker_instance=self.broker_instance
-                ).delete()
+            self._delete_rows()
+
+    def _delete_rows(self) -> None:
+        for model in _MODELS:
+            model.objects.using(self.using).filter(broker_instance=self.broker_instance).delete()
+
+    def replace_rows(self, state: RecoveredState) -> None:
+        """Make this instance's rows hold ``state`` and nothing else, in the caller's
+        transaction (``imqdbmgr restore``; the store is not loaded nor started)."""
+        self._delete_rows()
+        self._apply(records_of(state), replacing=False)
 
     # -- ownership: heartbeat and release ---------------------------------------------
 

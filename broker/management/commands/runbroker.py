@@ -9,7 +9,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from broker import props
-from broker.config import BrokerConfig, ConfigError
+from broker.config import BrokerConfig, ClusterFileError, ConfigError
 from broker.loglevels import LOGLEVEL_CHOICES
 from broker.logsetup import configure_logging
 
@@ -85,6 +85,7 @@ class Command(BaseCommand):
             config = BrokerConfig.load(instance, varhome, overrides)
         except ConfigError as exc:
             raise CommandError(str(exc)) from exc
+        cluster_file = read_cluster_file(config)
         for what in opts["reset"] or []:
             reset(config, what)
         if opts["backup"] or opts["restore"]:
@@ -94,6 +95,7 @@ class Command(BaseCommand):
             configure_logging(config, opts["loglevel"], opts["tty"])
         except ConfigError as exc:
             raise CommandError(f"bad broker configuration: {exc}") from exc
+        cluster_file()
 
         from django.core.management import call_command
 
@@ -129,6 +131,42 @@ class Command(BaseCommand):
                 self.stdout.write(f"restored {n} change record(s) from {restore}")
         except (changerecord.ChangeRecordError, OSError) as exc:
             raise CommandError(str(exc)) from exc
+
+
+def read_cluster_file(config: BrokerConfig):
+    """Layer the cluster configuration file (``imq.cluster.url``) under the broker's own
+    properties; returns what to log about it once logging is set up.  As OpenMQ's broker,
+    a file that cannot be read is said once and the broker starts without it."""
+    import logging
+
+    log = logging.getLogger("broker.config")
+    try:
+        url = config.load_cluster_file()
+    except ClusterFileError as exc:
+        reason = str(exc)
+        return lambda: log.warning(
+            "%s; starting without the cluster configuration file's properties", reason
+        )
+    if url is None:
+        return lambda: None
+    given = config.cluster_file_properties
+    own = config.cluster_file_shadowed()
+
+    def say() -> None:
+        log.info(
+            "cluster configuration file %s: %d properties%s",
+            url,
+            len(given),
+            f" (this broker's own value kept for {', '.join(own)})" if own else "",
+        )
+        if url.lower().startswith("http:"):
+            log.warning(
+                "imq.cluster.url %s is read over plain HTTP: whoever can change it on the way"
+                " configures this broker; prefer a file: or https: URL",
+                url,
+            )
+
+    return say
 
 
 def reset(config: BrokerConfig, what: str) -> None:
