@@ -158,6 +158,27 @@ SERVICE_ACTIVELIST = List("imq.service.activelist", "jms,admin")
 # Per service, BrokerConfig.service_prop(service, suffix) reads imq.<service>.<suffix>:
 # protocoltype, servicetype, <protocol>.port / .hostname / .backlog, max_connections,
 # authentication.type, authentication.<type>.user_repository, accesscontrol.enabled.
+# The HTTP tunnel services (broker/server/tunnel.py): per service, the pull period told
+# to clients (seconds between pulls when idle; -1: a pull always waiting) and the
+# connection timeout (seconds without any request before the client is taken for gone).
+# servletHost/servletPort are OpenMQ's link to its tunnel servlet, which this broker
+# does not need (it serves the tunnel itself); they are listed, and not read.
+TUNNEL_PROPS: dict[str, tuple[Int, Int]] = {
+    "httpjms": (
+        Int("imq.httpjms.http.pullPeriod", "-1"),
+        Int("imq.httpjms.http.connectionTimeout", "300"),
+    ),
+    "httpsjms": (
+        Int("imq.httpsjms.https.pullPeriod", "-1"),
+        Int("imq.httpsjms.https.connectionTimeout", "300"),
+    ),
+}
+TUNNEL_SERVLET_PROPS = (
+    Text("imq.httpjms.http.servletHost", "localhost"),
+    Int("imq.httpjms.http.servletPort", "7675"),
+    Text("imq.httpsjms.https.servletHost", "localhost"),
+    Int("imq.httpsjms.https.servletPort", "7674"),
+)
 PORTMAPPER_PORT = Int("imq.portmapper.port", "7676")
 PORTMAPPER_HOSTNAME = OptionalText("imq.portmapper.hostname")  # unset: imq.hostname
 PORTMAPPER_BACKLOG = Int("imq.portmapper.backlog", "50")
