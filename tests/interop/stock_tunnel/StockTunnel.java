@@ -1,6 +1,7 @@
 import org.glassfish.grizzly.http.server.HttpServer;
 import org.glassfish.grizzly.servlet.ServletRegistration;
 import org.glassfish.grizzly.servlet.WebappContext;
+import org.glassfish.grizzly.threadpool.ThreadPoolConfig;
 
 /**
  * OpenMQ's own tunnel servlet (imq.jar's HttpTunnelServlet, what imqhttp.war deploys) in
@@ -18,6 +19,10 @@ public class StockTunnel {
         reg.setInitParameter("servletPort", a[1]);
         reg.setLoadOnStartup(1);
         HttpServer server = HttpServer.createSimpleServer(null, "127.0.0.1", Integer.parseInt(a[0]));
+        // A pull holds a servlet thread for up to 60 s: give each client one, as a web
+        // container's request pool (Grizzly's default is a few per core) would.
+        server.getListener("grizzly").getTransport().setWorkerThreadPoolConfig(
+                ThreadPoolConfig.defaultConfig().setCorePoolSize(64).setMaxPoolSize(512));
         ctx.deploy(server);
         server.start();
         System.out.println("ready");
