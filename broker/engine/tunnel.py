@@ -273,7 +273,8 @@ class TunnelConnection:
         while q and self._in_window(q[0].seq) and (not out or size < budget):
             p = q.popleft()
             self._inflight.append(_Sent(p, now))
-            self.bytes_out += len(p.body)
+            if p.type == TunnelType.DATA:
+                self.bytes_out += len(p.body)
             out.append(p)
             size += 24 + len(p.body)
         if self._ack_due:
