@@ -120,6 +120,7 @@ def main() -> int:
     ap.add_argument("--messages", type=int, default=50, help="round trips per client")
     ap.add_argument("--size", type=int, default=1024, help="message body bytes")
     ap.add_argument("--stock", action="store_true", help="also the stock broker and servlet")
+    ap.add_argument("-D", dest="props", action="append", default=[], help="a property for ours")
     args = ap.parse_args()
     rows: list[tuple[str, dict]] = []
     with tempfile.TemporaryDirectory(prefix="bench-tunnel-") as d:
@@ -127,7 +128,7 @@ def main() -> int:
         classes = tmp / "classes"
         compile_java(classes)
         (tmp / "ours").mkdir()
-        b = start_broker(tmp / "ours", "imq.service.activelist=jms,admin,httpjms")
+        b = start_broker(tmp / "ours", "imq.service.activelist=jms,admin,httpjms", *args.props)
         try:
             table = parse_table(read_portmapper(b.host, b.portmapper_port))
             http = {s.name: s for s in table.services}["httpjms"]
