@@ -56,6 +56,9 @@ MAX_BODY = 1024 * 1024
 HIGH_WATER = 1024 * 1024
 LOW_WATER = 256 * 1024
 REAP_EVERY = 1.0
+# An HTTP connection with no request in progress is closed after this long (longer than a
+# held pull, so a client's kept-alive connections are not cut under it).
+HTTP_IDLE = 90.0
 
 
 def tunnel_settings(svc_name: str, config) -> tuple[int, int]:
@@ -451,6 +454,8 @@ class HttpConnection(asyncio.Protocol):
         self.pending: deque[HttpRequest] = deque()
         self.current: HttpRequest | None = None
         self.holding: TunnelSession | None = None
+        self._idle: asyncio.TimerHandle | None = None
+        self._last_read = time.monotonic()
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]
@@ -460,8 +465,25 @@ class HttpConnection(asyncio.Protocol):
             self.peer = (host, peer[1])
             self.peer_text = f"{host}:{peer[1]}"
         self.service.http.add(self)
+        self._arm_idle()
+
+    def _arm_idle(self, delay: float = HTTP_IDLE) -> None:
+        self._idle = asyncio.get_running_loop().call_later(delay, self._idle_expired)
+
+    def _idle_expired(self) -> None:
+        self._idle = None
+        if self.transport is None:
+            return
+        quiet = time.monotonic() - self._last_read
+        if self.current is None and quiet >= HTTP_IDLE:
+            self.transport.close()
+        else:
+            self._arm_idle(max(HTTP_IDLE - quiet, 1.0))
 
     def connection_lost(self, exc: Exception | None) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+            self._idle = None
         self.service.http.discard(self)
         if self.holding is not None:
             self.holding.pull_lost(self)
@@ -469,6 +491,7 @@ class HttpConnection(asyncio.Protocol):
         self.transport = None
 
     def data_received(self, data: bytes) -> None:
+        self._last_read = time.monotonic()
         try:
             requests = self.reader.feed(data)
         except HttpError as exc:

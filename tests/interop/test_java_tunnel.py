@@ -9,7 +9,9 @@ tests/interop/stock_tunnel/StockTunnel.java), which is how OpenMQ deploys the tu
 
 from __future__ import annotations
 
+import http.client
 import signal
+import socket
 import subprocess
 import time
 import urllib.request
@@ -21,6 +23,13 @@ import pytest
 
 from broker.admin.remote import BrokerAdmin
 from broker.launcher import REALBROKER, free_port, read_portmapper, terminate
+from broker.protocol.httptunnel import (
+    ConnOption,
+    TunnelPacket,
+    TunnelType,
+    decode_option,
+    decode_packets,
+)
 from broker.protocol.portmapper import parse_table
 
 from .jvm import broker_kind, classpath, require_java, start_either
@@ -214,3 +223,78 @@ def test_tunnel_client_vanishes(tunnel: Any, java_programs: Any) -> None:
         assert "tunnel connection" in log and "aborted" in log, log[-2000:]
     r = java_programs.run("TunnelClient", b, "after", url, queue)
     assert r.checks == {"redelivered_after_vanish": "ok"}, r.explain()
+
+
+def _exchange(port: int, raw: bytes) -> bytes:
+    """Send ``raw`` on a new connection; what comes back until the broker closes or
+    5 s pass."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(raw)
+        out = b""
+        try:
+            while chunk := s.recv(65536):
+                out += chunk
+                if b"\r\n\r\n" in out:
+                    head, _, body = out.partition(b"\r\n\r\n")
+                    length = int(head.lower().split(b"content-length:")[1].split(b"\r\n")[0])
+                    if len(body) >= length:
+                        return out
+        except TimeoutError:
+            pass
+        return out
+
+
+def test_tunnel_bad_requests(tunnel: Any) -> None:
+    """Each bad request is answered with an HTTP status (or CONN_ABORT for a connection
+    that does not exist) and logged; the tunnel goes on serving."""
+    kind, b, url, _surl, _trust = tunnel
+    if kind == "stock":
+        pytest.skip("ours: the stock servlet answers bad requests its own way (200, no body)")
+    port = int(url.split(":")[2].split("/")[0])
+    q = "/imq/tunnel?"
+    cases = [
+        (b"HELLO\r\n\r\n", b"HTTP/1.1 400"),
+        (b"GET /nowhere HTTP/1.1\r\n\r\n", b"HTTP/1.1 404"),
+        (f"GET {q}Type=teleport HTTP/1.1\r\n\r\n".encode(), b"HTTP/1.1 400"),
+        (f"GET {q}Type=pull&ConnId=x HTTP/1.1\r\n\r\n".encode(), b"HTTP/1.1 400"),
+        (
+            f"POST {q}Type=push HTTP/1.1\r\nContent-Length: 5\r\n\r\n".encode() + b"\x00\x07abc",
+            b"HTTP/1.1 400",
+        ),
+        (
+            f"POST {q}Type=push HTTP/1.1\r\nContent-Length: 24\r\n\r\n".encode()
+            + b"\x00\x07"  # tunnel packet version 7
+            + bytes(22),
+            b"HTTP/1.1 400",
+        ),
+        (f"POST {q}Type=push HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n".encode(), b" 411 "),
+    ]
+    for raw, want in cases:
+        got = _exchange(port, raw)
+        assert want in got.split(b"\r\n")[0] + b" ", (raw, got)
+    # A pull for a connection that does not exist: CONN_ABORT, as the servlet answers.
+    got = _exchange(port, f"GET {q}Type=pull&ConnId=12345 HTTP/1.1\r\n\r\n".encode())
+    assert decode_packets(got.partition(b"\r\n\r\n")[2]) == [
+        TunnelPacket(TunnelType.CONN_ABORT, 12345)
+    ]
+    page = _exchange(port, b"GET /imq/tunnel HTTP/1.1\r\n\r\n")
+    assert b"200 OK" in page and b"HTTP tunneling service httpjms" in page
+    # Still serving: a connection goes through connect, CONN_INIT_ACK and the options.
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
+    try:
+        conn.request("POST", q + "Type=connect", TunnelPacket(TunnelType.CONN_INIT).encode())
+        (echo,) = decode_packets(conn.getresponse().read())
+        assert echo.type == TunnelType.CONN_INIT and echo.body.startswith(b"ServerName=")
+        pull = f"{q}Type=pull&ConnId={echo.conn_id}&{echo.body.decode()}"
+        conn.request("GET", pull)
+        assert decode_packets(conn.getresponse().read()) == [
+            TunnelPacket(TunnelType.CONN_INIT_ACK, echo.conn_id)
+        ]
+        conn.request("GET", pull)
+        (option,) = decode_packets(conn.getresponse().read())
+        assert (option.type, option.seq) == (TunnelType.CONN_OPTION, 0)
+        assert decode_option(option.body) == (ConnOption.CONNECTION_TIMEOUT, TIMEOUT)
+    finally:
+        conn.close()
+    log = b.log_text()
+    assert "bad tunnel request" in log and "unreadable HTTP request" in log, log[-3000:]
