@@ -98,9 +98,11 @@ class TunnelService:
         close every HTTP connection."""
         if self._reaper is not None:
             self._reaper.cancel()
+        # The engines' GOODBYEs and closes are written on the next loop turn; a held pull
+        # is answered as they arrive, and the clients get a moment to pull the rest.
+        await asyncio.sleep(0.3)
         for s in list(self.sessions.values()):
             s.flush_pull()
-        await asyncio.sleep(0.2)
         for h in list(self.http):
             if h.transport is not None:
                 h.transport.close()
