@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import html
 import logging
-import random
+import secrets
 import socket
 import time
 from collections import deque
@@ -81,9 +81,6 @@ class TunnelService:
         self.server_name = f"{socket.gethostname()}:{broker.config.instance}"
         self.sessions: dict[int, TunnelSession] = {}
         self.http: set[HttpConnection] = set()
-        # Connection ids are positive Java ints; a random start keeps a restarted broker
-        # from taking a stale client's pulls for a new connection's.
-        self._next_id = random.randint(1, 1 << 30)
         self._reaper: asyncio.Task | None = None
         self.started = time.time()
 
@@ -150,8 +147,7 @@ class TunnelService:
         packets = decode_packets(req.body)
         if packets[0].type != TunnelType.CONN_INIT:
             raise ProtocolError(f"connect request carries packet type {packets[0].type}")
-        conn_id = self._next_id
-        self._next_id = self._next_id + 1 if self._next_id < (1 << 31) - 1 else 1
+        conn_id = self._new_id()
         session = TunnelSession(self, conn_id, http.peer)
         self.sessions[conn_id] = session
         # The client takes its connection id and the ServerName for its later URLs from
@@ -162,6 +158,14 @@ class TunnelService:
         http.answer_packets([reply])
         log.debug("%s: tunnel connection %s from %s", self.svc.name, conn_id, http.peer_text)
         session.open()
+
+    def _new_id(self) -> int:
+        # A connection id is all a pull or push names, so it is not guessable (the
+        # servlet counts up from the clock): a random positive Java int.
+        while True:
+            conn_id = secrets.randbelow((1 << 31) - 1) + 1
+            if conn_id not in self.sessions:
+                return conn_id
 
     def _push(self, http: HttpConnection, req: HttpRequest) -> None:
         packets = decode_packets(req.body)
