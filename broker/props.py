@@ -425,8 +425,8 @@ SERVICES = (
     ("admin", "tcp", "ADMIN", "5", "4", "10"),
     ("ssljms", "tls", "NORMAL", "100", "10", "1000"),
     ("ssladmin", "tls", "ADMIN", "5", "4", "10"),
-    ("httpjms", "http", "NORMAL", None, "10", "1000"),
-    ("httpsjms", "https", "NORMAL", None, "10", "1000"),
+    ("httpjms", "http", "NORMAL", None, "10", "500"),
+    ("httpsjms", "https", "NORMAL", None, "10", "500"),
     ("wsjms", "ws", "NORMAL", None, "10", "1000"),
     ("wssjms", "wss", "NORMAL", None, "10", "1000"),
 )
@@ -445,7 +445,9 @@ def _service_defaults() -> Iterator[tuple[str, str]]:
         yield f"imq.{svc}.max_threads", tmax
         yield f"imq.{svc}.threadpool_model", "dedicated"
         if backlog is not None:
-            # Socket services only; the HTTP/WebSocket ones ride on a web container.
+            # Socket services only: OpenMQ's HTTP/WebSocket services ride on a web
+            # container, so its default.properties has no port for them (this broker's
+            # tunnel reads imq.httpjms.http.port all the same, 0 when unset).
             yield service_port(svc, proto), "0"
             yield f"imq.{svc}.{proto}.backlog", backlog
     for proto in ("tcp", "tls"):
