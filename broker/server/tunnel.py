@@ -48,6 +48,10 @@ log = logging.getLogger("broker.tunnel")
 PATHS = ("/imq/tunnel", "/imqhttp/tunnel", "/imqhttps/tunnel")
 # A continuous-mode pull is held at most this long (the servlet's MAX_PULL_BLOCK_PERIOD).
 MAX_PULL_HOLD = 60.0
+# A polling client's pull (pullPeriod > 0) is held this long for an answer on its way
+# (the servlet answers it empty at once, and the client then sleeps a whole period even
+# when the reply to what it just pushed comes a millisecond later).
+POLL_GRACE = 0.2
 # About this many bytes of packets per pull response.
 PULL_BUDGET = 128 * 1024
 # A request body: one packet (at most 8 KB of data from the stock client), with room.
@@ -314,13 +318,14 @@ class TunnelSession:
         if st.has_output():
             self._answer(http, st.take_pull(now, PULL_BUDGET))
             return True
-        if st.pull_period > 0 or st.finished:
-            # A polling client is not kept waiting (it comes back after its period).
+        if st.finished:
             self._answer(http, [TunnelPacket(TunnelType.NO_OP)])
             return True
+        # A polling client is kept only a moment (it comes back after its period).
+        hold = POLL_GRACE if st.pull_period > 0 else MAX_PULL_HOLD
         self.held = http
         http.holding = self
-        self._hold_timer = asyncio.get_running_loop().call_later(MAX_PULL_HOLD, self._hold_expired)
+        self._hold_timer = asyncio.get_running_loop().call_later(hold, self._hold_expired)
         return False
 
     def _hold_expired(self) -> None:

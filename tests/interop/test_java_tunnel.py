@@ -119,6 +119,8 @@ def tunnel(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequ
         tmp,
         "imq.service.activelist=jms,admin,httpjms,httpsjms",
         f"imq.httpjms.http.connectionTimeout={TIMEOUT}",
+        # The HTTPS service has its clients poll (a pull each second when idle).
+        "imq.httpsjms.https.pullPeriod=1",
         *key_props,
     )
     try:

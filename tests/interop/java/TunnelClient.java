@@ -13,7 +13,8 @@ import java.util.concurrent.TimeUnit;
  * Usage: TunnelClient HOST PORTMAPPER MODE URL [QUEUE].
  * MODE "full": both ways of naming the tunnel, send and receive, transactions, a 1 MB
  * message, many clients at once, a tunnelled consumer of a TCP producer.
- * MODE "short": connect both ways, send and receive, 1 MB (the HTTPS run).
+ * MODE "short": connect both ways, send and receive, 1 MB (the HTTPS run, whose clients
+ * poll).
  * MODE "vanish": a CLIENT_ACKNOWLEDGE consumer on QUEUE receives the message a TCP
  * producer sent, prints "ready", and waits without acknowledging (the test SIGKILLs it).
  * MODE "after": the message on QUEUE comes again, flagged redelivered.
