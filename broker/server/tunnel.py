@@ -101,7 +101,8 @@ class TunnelService:
             self._reaper.cancel()
         # The engines' GOODBYEs and closes are written on the next loop turn; a held pull
         # is answered as they arrive, and the clients get a moment to pull the rest.
-        await asyncio.sleep(0.3)
+        if self.sessions:
+            await asyncio.sleep(0.3)
         for s in list(self.sessions.values()):
             s.flush_pull()
         for h in list(self.http):
