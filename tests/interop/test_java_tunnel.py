@@ -251,7 +251,7 @@ def test_tunnel_bad_requests(tunnel: Any) -> None:
     that does not exist) and logged; the tunnel goes on serving."""
     kind, b, url, _surl, _trust = tunnel
     if kind == "stock":
-        pytest.skip("ours: the stock servlet answers bad requests its own way (200, no body)")
+        pytest.skip("ours: the stock servlet answers bad tunnel requests 200 (a NO_OP or its page)")
     port = int(url.split(":")[2].split("/")[0])
     q = "/imq/tunnel?"
     cases = [
