@@ -323,7 +323,10 @@ class TunnelConnection:
 
     def tick(self, now: float) -> bool:
         """The retransmission timer: True when the oldest unacknowledged packet is due
-        again (it is then in the next pull)."""
+        again; then every unacknowledged packet is in the next pull.  (The client resends
+        only the oldest; but a pull answer carries many packets, and when it is lost they
+        are all lost: one at a time, each would wait a timeout of its own.  The client
+        takes repeats it already has as duplicates.)"""
         if not self._inflight:
             return False
         first = self._inflight[0]
@@ -331,7 +334,13 @@ class TunnelConnection:
             return False
         if first.retransmitted:
             self.rto = min(self.rto * 2, MAX_RTO)
-        self._retransmit_first(now)
+        self.retransmits += 1
+        resend = self._resend
+        for sent in self._inflight:
+            sent.retransmitted = True
+            sent.sent_at = now
+            if sent.packet not in resend:
+                resend.append(sent.packet)
         return True
 
     # -- liveness --------------------------------------------------------------------
