@@ -217,6 +217,27 @@ SERVICE_ACTIVELIST = List("imq.service.activelist", "jms,admin")
 # Per service, BrokerConfig.service_prop(service, suffix) reads imq.<service>.<suffix>:
 # protocoltype, servicetype, <protocol>.port / .hostname / .backlog, max_connections,
 # authentication.type, authentication.<type>.user_repository, accesscontrol.enabled.
+# The HTTP tunnel services (broker/server/tunnel.py): per service, the pull period told
+# to clients (seconds between pulls when idle; -1: a pull always waiting) and the
+# connection timeout (seconds without any request before the client is taken for gone).
+# servletHost/servletPort are OpenMQ's link to its tunnel servlet, which this broker
+# does not need (it serves the tunnel itself); they are listed, and not read.
+TUNNEL_PROPS: dict[str, tuple[Int, Int]] = {
+    "httpjms": (
+        Int("imq.httpjms.http.pullPeriod", "-1"),
+        Int("imq.httpjms.http.connectionTimeout", "300"),
+    ),
+    "httpsjms": (
+        Int("imq.httpsjms.https.pullPeriod", "-1"),
+        Int("imq.httpsjms.https.connectionTimeout", "300"),
+    ),
+}
+TUNNEL_SERVLET_PROPS = (
+    Text("imq.httpjms.http.servletHost", "localhost"),
+    Int("imq.httpjms.http.servletPort", "7675"),
+    Text("imq.httpsjms.https.servletHost", "localhost"),
+    Int("imq.httpsjms.https.servletPort", "7674"),
+)
 PORTMAPPER_PORT = Int("imq.portmapper.port", "7676")
 PORTMAPPER_HOSTNAME = OptionalText("imq.portmapper.hostname")  # unset: imq.hostname
 PORTMAPPER_BACKLOG = Int("imq.portmapper.backlog", "50")
@@ -474,8 +495,8 @@ SERVICES = (
     ("admin", "tcp", "ADMIN", "5", "4", "10"),
     ("ssljms", "tls", "NORMAL", "100", "10", "1000"),
     ("ssladmin", "tls", "ADMIN", "5", "4", "10"),
-    ("httpjms", "http", "NORMAL", None, "10", "1000"),
-    ("httpsjms", "https", "NORMAL", None, "10", "1000"),
+    ("httpjms", "http", "NORMAL", None, "10", "500"),
+    ("httpsjms", "https", "NORMAL", None, "10", "500"),
     ("wsjms", "ws", "NORMAL", None, "10", "1000"),
     ("wssjms", "wss", "NORMAL", None, "10", "1000"),
 )
@@ -494,7 +515,9 @@ def _service_defaults() -> Iterator[tuple[str, str]]:
         yield f"imq.{svc}.max_threads", tmax
         yield f"imq.{svc}.threadpool_model", "dedicated"
         if backlog is not None:
-            # Socket services only; the HTTP/WebSocket ones ride on a web container.
+            # Socket services only: OpenMQ's HTTP/WebSocket services ride on a web
+            # container, so its default.properties has no port for them (this broker's
+            # tunnel reads imq.httpjms.http.port all the same, 0 when unset).
             yield service_port(svc, proto), "0"
             yield f"imq.{svc}.{proto}.backlog", backlog
     for proto in ("tcp", "tls"):

@@ -23,6 +23,16 @@ from hypothesis import strategies as st
 import broker.protocol
 from broker.protocol.auth import AuthBodyError, decode_auth_body, decode_basic_password
 from broker.protocol.errors import ProtocolError
+from broker.protocol.http1 import HttpError, RequestReader
+from broker.protocol.httptunnel import (
+    ConnOption,
+    TunnelPacket,
+    TunnelType,
+    decode_option,
+    decode_packets,
+    encode_option,
+    parse_request,
+)
 from broker.protocol.javaser import (
     STREAM_MAGIC,
     JavaSerializationError,
@@ -132,7 +142,39 @@ VECTOR = encode_vector(["a", 1, None])
 XIDS = Xid(1, b"global", b"branch").encode() + Xid.null().encode()
 PORTMAPPER = tuple(read_all(vector_files("**/portmapper-reply.hex")))
 
+TUNNEL_PACKETS = (
+    TunnelPacket(TunnelType.CONN_INIT).encode(),
+    TunnelPacket(TunnelType.DATA, 7, 3, 0, b"x" * 300).encode()
+    + TunnelPacket(TunnelType.ACK, 7, 2, 63).encode(),
+    TunnelPacket(
+        TunnelType.CONN_OPTION, 7, 0, 0, encode_option(ConnOption.PULL_PERIOD, 5)
+    ).encode(),
+)
+HTTP_REQUESTS = (
+    b"GET /imq/tunnel?Type=pull&ConnId=12&ServerName=h:b HTTP/1.1\r\nHost: x\r\n\r\n",
+    b"POST /imq/tunnel?Type=push HTTP/1.1\r\nContent-Length: 24\r\n\r\n" + TUNNEL_PACKETS[0],
+)
+
+
+def _http_stream(data: bytes) -> None:
+    for cut in (1, 20, len(data) // 2):
+        reader = RequestReader(max_body=1 << 16)
+        for part in (data[:cut], data[cut:]):
+            for req in reader.feed(part):
+                parse_request(req.query)
+                if req.body:
+                    decode_packets(req.body)
+
+
 DECODERS = [
+    Decoder("httptunnel.decode_packets", decode_packets, TUNNEL_PACKETS),
+    Decoder("httptunnel.decode_option", decode_option, (TUNNEL_PACKETS[2][24:],)),
+    Decoder(
+        "httptunnel.parse_request",
+        lambda d: parse_request(d.decode("latin-1")),
+        (b"Type=pull&ConnId=12&ServerName=h:b", b"Type=connect", b""),
+    ),
+    Decoder("http1.RequestReader.feed (+ tunnel)", _http_stream, HTTP_REQUESTS),
     Decoder("PacketReader.feed", _stream, tuple(PACKETS)),
     Decoder("parse_packet (all parts)", _whole_packet, tuple(PACKETS)),
     Decoder("Packet", Packet, tuple(PACKETS)),
@@ -163,6 +205,7 @@ DECODERS = [
 
 # The codec's error classes: all one family.
 ERROR_TYPES = [
+    HttpError,
     PacketError,
     PropertyError,
     JavaSerializationError,

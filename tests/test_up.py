@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+from broker import props
 from broker.launcher import free_port
 from broker.management.commands.up import portmapper_answers, redis_answers
 
@@ -160,6 +161,9 @@ def test_up_serves_and_stops_everything_on_sigterm(up):
     # Loopback by default (no imq.hostname given), and the broker says where it listens.
     assert f"port mapper listening on 127.0.0.1:{up.pm}" in out
     assert "service jms (tcp NORMAL) listening on 127.0.0.1:" in out
+    # The HTTP tunnel as well, and up prints its URL.
+    assert "service httpjms (http NORMAL) listening on 127.0.0.1:" in out
+    assert "HTTP tunnel http://127.0.0.1:" in out
     assert f"celery worker on redis://127.0.0.1:{up.redis_port()}/0" in out
     assert "celery beat on redis://" in out
     assert redis_answers(up.redis_port())
@@ -218,6 +222,10 @@ def test_up_binds_loopback_unless_told_otherwise(tmp_path):
 
     config, args = broker_config()
     assert config.get("imq.hostname") == "127.0.0.1" and "-Dimq.hostname=127.0.0.1" in args
+    assert config.get(props.SERVICE_ACTIVELIST) == ["jms", "admin", "httpjms"]
     config, args = broker_config("imq.hostname=0.0.0.0")
     assert config.get("imq.hostname") == "0.0.0.0"
     assert not [a for a in args if a.startswith("-Dimq.hostname=127")]
+    # Services chosen by the administrator are left as they are.
+    config, args = broker_config("imq.service.activelist=jms,admin,ssljms")
+    assert config.get(props.SERVICE_ACTIVELIST) == ["jms", "admin", "ssljms"]

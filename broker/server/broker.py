@@ -11,6 +11,7 @@ import signal
 import socket
 import ssl
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -44,6 +45,7 @@ from .events import EventPublisher
 from .looplag import FullCollections, LoopLagMonitor, freeze_startup_heap
 from .metrics_topics import MetricsReport, MetricsTopics, report_interval
 from .reporting import attach_reports
+from .tunnel import TunnelService
 
 log = logging.getLogger("broker")
 
@@ -56,11 +58,13 @@ DELIVERY_POLICIES = {"single": (1, 0), "failover": (1, -1), "round-robin": (-1, 
 
 @dataclass
 class Service:
-    """A connection service (jms, admin, ssljms, ssladmin) and its listener."""
+    """A connection service (jms, admin, ssljms, ssladmin, httpjms, httpsjms) and its
+    listener."""
 
     name: str
     type: str  # NORMAL or ADMIN
-    protocol: str  # tcp, or tls (the same packets inside TLS)
+    # tcp, tls (the same packets inside TLS), http or https (inside the HTTP tunnel)
+    protocol: str
     host: str | None
     port: int
     auth_type: str
@@ -73,6 +77,15 @@ class Service:
     paused: bool = False
     # Traffic of all its connections (GET_METRICS' MetricCounters; core/metrics.py).
     metrics: ServiceCounters = field(default_factory=ServiceCounters)
+    # The HTTP tunnel's connections (http and https services; server/tunnel.py).
+    tunnel: TunnelService | None = None
+
+    def protocol_factory(self, broker: Broker) -> Callable[[], asyncio.Protocol]:
+        """What the listener makes for each accepted socket."""
+        tunnel = self.tunnel
+        if tunnel is not None:
+            return tunnel.protocol
+        return lambda: ClientConnection(broker, self)
 
     @property
     def bound_port(self) -> int:
@@ -283,13 +296,13 @@ class Broker:
         tls_context: ssl.SSLContext | None = None
         for name in c.get(props.SERVICE_ACTIVELIST):
             svc = self._service(name)
-            if svc.protocol == "tls":
+            if svc.protocol in ("tls", "https"):
                 if tls_context is None:
                     from broker.security.tls import server_context
 
                     tls_context = server_context(c)
                 svc.ssl_context = tls_context
-            elif svc.protocol != "tcp":
+            elif svc.protocol not in ("tcp", "http"):
                 log.warning(
                     "service %s: protocol %s is not available yet, not started", name, svc.protocol
                 )
@@ -305,8 +318,11 @@ class Broker:
         await loop.run_in_executor(self.executor, self.access.load)
         self.metrics_topics = MetricsTopics(self)
         for svc in services:
+            if svc.protocol in ("http", "https"):
+                svc.tunnel = TunnelService(self, svc)
+                svc.tunnel.start()
             svc.server = await loop.create_server(
-                lambda s=svc: ClientConnection(self, s),
+                svc.protocol_factory(self),
                 sock=_listen(svc.host, svc.port, svc.backlog),
                 ssl=svc.ssl_context,
             )
@@ -437,7 +453,7 @@ class Broker:
         sock = _listen(svc.host, port, svc.backlog)
         try:
             server = await loop.create_server(
-                lambda s=svc: ClientConnection(self, s), sock=sock, ssl=svc.ssl_context
+                svc.protocol_factory(self), sock=sock, ssl=svc.ssl_context
             )
         except BaseException:
             sock.close()
@@ -544,6 +560,9 @@ class Broker:
             else:
                 conn.send_goodbye(GoodbyeReason.SHUTDOWN_BKR, "broker is shutting down")
             conn.close()
+        for svc in self.services:
+            if svc.tunnel is not None:
+                await svc.tunnel.close()
         for s in servers:
             try:
                 await asyncio.wait_for(s.wait_closed(), 5)

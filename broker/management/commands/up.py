@@ -44,8 +44,10 @@ from broker.commandlines import (
     ums_gateway_command,
 )
 from broker.config import BrokerConfig, ConfigError
-from broker.launcher import portmapper_answers
+from broker.launcher import portmapper_answers, read_portmapper
 from broker.loglevels import LOGLEVEL_CHOICES
+from broker.protocol.errors import ProtocolError
+from broker.protocol.portmapper import parse_table
 
 from .runbroker import parse_defines
 
@@ -56,6 +58,21 @@ GRACE = 10.0  # seconds a child gets between SIGTERM and SIGKILL
 BROKER_RESTARTS = 5
 BROKER_RESTART_WINDOW = 600.0
 BROKER_BACKOFF = (1.0, 2.0, 4.0, 8.0, 16.0)  # seconds before the 1st, 2nd, ... restart
+DEFAULT_ACTIVE = [s.strip() for s in (props.SERVICE_ACTIVELIST.default or "").split(",")]
+
+
+def tunnel_where(host: str, port: int) -> str:
+    """The HTTP tunnel's URL, as the broker's port mapper lists its httpjms service."""
+    try:
+        table = parse_table(read_portmapper(host, port))
+    except (OSError, ProtocolError):
+        return ""
+    for svc in table.services:
+        if svc.name in ("httpjms", "httpsjms") and svc.port:
+            scheme = "http" if svc.name == "httpjms" else "https"
+            return f"; HTTP tunnel {scheme}://{host}:{svc.port}/imq/tunnel"
+    return ""
+
 
 HELP = """\
 Bring the system up on this machine: migrate the database, start a private redis-server
@@ -428,6 +445,14 @@ class Command(BaseCommand):
                 args.append(f"-D{props.HOSTNAME.name}={LOOPBACK}")
                 overrides[props.HOSTNAME.name] = LOOPBACK
                 config = BrokerConfig.load(instance, varhome, overrides)
+            active = config.get(props.SERVICE_ACTIVELIST)
+            if active == DEFAULT_ACTIVE:
+                # The HTTP tunnel too (on the same address as the rest), unless the
+                # administrator chose the services.
+                active = [*active, "httpjms"]
+                args.append(f"-D{props.SERVICE_ACTIVELIST.name}={','.join(active)}")
+                overrides[props.SERVICE_ACTIVELIST.name] = ",".join(active)
+                config = BrokerConfig.load(instance, varhome, overrides)
             return config, args
         except ConfigError as exc:
             raise CommandError(str(exc)) from exc
@@ -452,6 +477,7 @@ class Command(BaseCommand):
             f"(mq://{host}:{port}/jms, instance {config.instance})"
         )
         self._wait(child, lambda: portmapper_answers(host, port), f"serve port {port}")
+        child.where += tunnel_where(host, port)
 
     def _start_portal(self, env: dict[str, str]) -> None:
         port = self.opts["portal_port"]
