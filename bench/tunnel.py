@@ -32,7 +32,7 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from broker.launcher import (  # noqa: E402
-    REALBROKER,
+    STOCK_SERVLET_JARS,
     free_port,
     read_portmapper,
     start_broker,
@@ -43,18 +43,6 @@ from broker.protocol.portmapper import parse_table  # noqa: E402
 
 CLIENT = Path(os.environ.get("OPENMQ_JAVA_CLIENT", ROOT.parent / "shared" / "realclient" / "java"))
 JARS = [CLIENT / "imq.jar", CLIENT / "jakarta.jms-api-3.1.0.jar"]
-STOCK_LIB = REALBROKER / "mq" / "lib"
-SERVLET_JARS = [
-    STOCK_LIB / f"{j}.jar"
-    for j in (
-        "grizzly-http-servlet",
-        "grizzly-http-server",
-        "grizzly-http",
-        "grizzly-framework",
-        "jakarta.servlet-api",
-        "imq",
-    )
-]
 
 
 def compile_java(out: Path) -> None:
@@ -92,7 +80,7 @@ def stock_pair(tmp: Path) -> tuple[object, subprocess.Popen, str]:
         f"imq.httpjms.http.servletPort={servlet_port}",
     )
     out = tmp / "servlet-classes"
-    cp = ":".join(map(str, SERVLET_JARS))
+    cp = ":".join(map(str, STOCK_SERVLET_JARS))
     src = ROOT / "tests" / "interop" / "stock_tunnel" / "StockTunnel.java"
     subprocess.run(["javac", "-nowarn", "-cp", cp, "-d", str(out), str(src)], check=True)
     log = open(tmp / "servlet.txt", "wb")  # noqa: SIM115 - lives with the process

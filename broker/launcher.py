@@ -202,6 +202,19 @@ def _runbroker(*args: str) -> list[str]:
 # The stock OpenMQ 6.9 broker, the reference every behaviour and benchmark is compared with
 # (../shared/realbroker; OPENMQ_REALBROKER names another copy).
 REALBROKER = Path(os.environ.get("OPENMQ_REALBROKER", ROOT.parent / "shared" / "realbroker"))
+# What hosts OpenMQ's own HTTP tunnel servlet (imq.jar) in the Grizzly the stock broker
+# ships: the stock side of the tunnel tests and benchmark.
+STOCK_SERVLET_JARS = [
+    REALBROKER / "mq" / "lib" / f"{j}.jar"
+    for j in (
+        "grizzly-http-servlet",
+        "grizzly-http-server",
+        "grizzly-http",
+        "grizzly-framework",
+        "jakarta.servlet-api",
+        "imq",
+    )
+]
 
 
 @dataclass

@@ -22,7 +22,12 @@ from typing import Any
 import pytest
 
 from broker.admin.remote import BrokerAdmin
-from broker.launcher import REALBROKER, free_port, read_portmapper, terminate
+from broker.launcher import (
+    STOCK_SERVLET_JARS,
+    free_port,
+    read_portmapper,
+    terminate,
+)
 from broker.protocol.httptunnel import (
     ConnOption,
     TunnelPacket,
@@ -45,18 +50,7 @@ TIMEOUT = 3
 def stock_servlet(tmp: Path, servlet_port: int) -> tuple[subprocess.Popen, int]:
     """The stock tunnel servlet in Grizzly, linked to by the stock broker."""
     require_java()
-    lib = REALBROKER / "mq" / "lib"
-    jars = [
-        lib / f"{j}.jar"
-        for j in (
-            "grizzly-http-servlet",
-            "grizzly-http-server",
-            "grizzly-http",
-            "grizzly-framework",
-            "jakarta.servlet-api",
-            "imq",
-        )
-    ]
+    jars = STOCK_SERVLET_JARS
     missing = [str(j) for j in jars if not j.is_file()]
     if missing:
         pytest.fail("the stock tunnel servlet needs " + ", ".join(missing), pytrace=False)
