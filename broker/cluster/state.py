@@ -68,7 +68,6 @@ class ClusterState:
         self._acks_scheduled = False
         self._pending: set[InboundOrigin] = set()
         self._pending_timer: asyncio.TimerHandle | None = None
-        self.extra_info: dict[str, object] = {}
         self.locks = ClusterLocks(self)
         self.locks.timeout = cfg.lock_timeout
         self.stopping = False

@@ -1,0 +1,257 @@
+"""Mixed clusters of stock OpenMQ brokers and ours, inside a private network namespace.
+
+The stock broker refuses a loopback address for a cluster (B3168), so its brokers need
+other addresses: :func:`run_scenario` runs ``python -m tests.stock_cluster SCENARIO TMP``
+under ``unshare -n`` (a network namespace of its own: nothing it sends can leave it).
+There the module brings ``lo`` up, adds 198.18.0.1, 198.18.0.2, ... (the benchmarking
+range, 198.18.0.0/15) to it, starts the brokers with ``imq.hostname`` one of them, runs
+the scenario's checks and prints one ``ok NAME`` / ``fail NAME: why`` line each (the
+house style of tests/interop); every process it started is stopped before it exits.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script under unshare
+    sys.path.insert(0, str(ROOT))
+
+from broker.launcher import (  # noqa: E402
+    BrokerProcess,
+    StockBrokerProcess,
+    start_broker,
+    start_stock_broker,
+)
+
+NETWORK = ipaddress.ip_network("198.18.0.0/15")
+
+
+def address(n: int) -> str:
+    """The n-th broker's address (1-based) in the benchmarking range."""
+    addr = NETWORK.network_address + n
+    assert addr in NETWORK
+    return str(addr)
+
+
+def missing_tools() -> list[str]:
+    """What running a namespace scenario needs and this machine lacks."""
+    import shutil
+
+    out = [t for t in ("unshare", "ip") if shutil.which(t) is None]
+    if os.geteuid() != 0:
+        out.append("root (unshare -n needs it)")
+    return out
+
+
+def run_scenario(tmp: Path, scenario: str, timeout: float = 600) -> list[str]:
+    """Run a scenario in a fresh network namespace; its output lines."""
+    missing = missing_tools()
+    if missing:
+        raise RuntimeError("cannot make a network namespace; missing: " + ", ".join(missing))
+    cmd = ["unshare", "-n", sys.executable, "-m", "tests.stock_cluster", scenario, str(tmp)]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        out += f"\nfail timeout: the scenario ran over {timeout:g} s\n"
+    (tmp / f"{scenario}-output.txt").write_text(out)
+    return out.splitlines()
+
+
+# -- inside the namespace ------------------------------------------------------------------
+
+
+def _setup_namespace(n: int) -> None:
+    # /sys/class/net still shows the namespace sysfs was mounted in: ask the kernel.
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True)
+    nics = sorted(line.split(":")[1].strip() for line in links.stdout.splitlines())
+    if nics != ["lo"]:
+        raise SystemExit(f"not in a fresh network namespace (interfaces {nics}): refusing")
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    for i in range(1, n + 1):
+        subprocess.run(["ip", "addr", "add", f"{address(i)}/32", "dev", "lo"], check=True)
+
+
+def wait_for(pred: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out ({timeout:g} s) waiting for {what}")
+
+
+class Scenario:
+    """Starts brokers, records check results, stops everything at the end."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.procs: list[BrokerProcess | StockBrokerProcess] = []
+        self.failed = 0
+
+    def check(self, name: str, fn: Callable[[], object]) -> None:
+        try:
+            fn()
+        except Exception as exc:  # one line per check, whatever went wrong
+            self.failed += 1
+            why = str(exc).replace("\n", " | ")[:2000]
+            print(f"fail {name}: {why}", flush=True)
+            traceback.print_exc(file=sys.stdout)
+        else:
+            print(f"ok {name}", flush=True)
+
+    def stock(self, n: int, pm: int, brokerlist: str, name: str, *props: str) -> StockBrokerProcess:
+        b = start_stock_broker(
+            self.tmp / name,
+            f"imq.cluster.brokerlist={brokerlist}",
+            *props,
+            instance=name,
+            portmapper_port=pm,
+            host=address(n),
+        )
+        self.procs.append(b)
+        return b
+
+    def ours(self, n: int, pm: int, brokerlist: str, name: str, *props: str) -> BrokerProcess:
+        (self.tmp / name).mkdir(parents=True, exist_ok=True)
+        b = start_broker(
+            self.tmp / name,
+            f"imq.cluster.brokerlist={brokerlist}",
+            *props,
+            instance=name,
+            portmapper_port=pm,
+            host=address(n),
+        )
+        self.procs.append(b)
+        return b
+
+    def stop_all(self) -> None:
+        for p in self.procs:
+            try:
+                p.stop()
+            except Exception:  # noqa: BLE001 - the others still get stopped
+                p.proc.kill()
+
+
+def stock_link_count(b: StockBrokerProcess, instance: str) -> int:
+    """Links to ``instance`` the stock broker's console says it established, minus closed."""
+    text = b.log_text()
+    tag = f"instName={instance}&"
+    up = sum(1 for line in text.splitlines() if "[B1071]" in line and tag in line)
+    down = sum(1 for line in text.splitlines() if "[B1072]" in line and tag in line)
+    return up - down
+
+
+def our_link_count(b: BrokerProcess) -> int:
+    text = b.log_text()
+    return (
+        text.count(" up (dialled)")
+        + text.count(" up (accepted)")
+        - text.count(" lost: ")
+        - text.count("left the cluster")
+    )
+
+
+def scenario_handshake(sc: Scenario) -> None:
+    """One stock broker and one of ours: the link comes up with either started first,
+    stays up across pings, and each side's GOODBYE is understood by the other."""
+    from tests.interop.imqcmd_stock import StockImqcmd
+
+    s_pm, o_pm = 27676, 27677
+    brokerlist = f"{address(1)}:{s_pm},{address(2)}:{o_pm}"
+    ping = "imq.cluster.ping.interval=2"
+
+    # Round 1: the stock broker first.
+    stock = sc.stock(1, s_pm, brokerlist, "stock1")
+    ours = sc.ours(2, o_pm, brokerlist, "ours", ping)
+    sc.check(
+        "stock_first_link_up_on_ours",
+        lambda: wait_for(lambda: our_link_count(ours) == 1, 60, "our link up"),
+    )
+    sc.check(
+        "stock_first_link_up_on_stock",
+        lambda: wait_for(lambda: stock_link_count(stock, "ours") == 1, 60, "stock B1071"),
+    )
+
+    def stays_up() -> None:
+        time.sleep(8)  # four of our ping intervals: pings and their replies cross
+        assert our_link_count(ours) == 1, ours.log_text()[-3000:]
+        assert stock_link_count(stock, "ours") == 1, stock.log_text()[-3000:]
+
+    sc.check("link_stays_up", stays_up)
+
+    def list_bkr() -> None:
+        r = StockImqcmd(sc.tmp).run(f"{address(1)}:{s_pm}", "list", "bkr")
+        assert r.returncode == 0, str(r)
+        assert f"{address(2)}:{o_pm}" in r.output, str(r)
+        assert f"{address(1)}:{s_pm}" in r.output, str(r)
+
+    sc.check("stock_imqcmd_list_bkr_lists_ours", list_bkr)
+
+    def ours_leaves() -> None:
+        ours.stop()
+        wait_for(lambda: stock_link_count(stock, "ours") == 0, 30, "stock B1072 after GOODBYE")
+        assert "dropped" not in ours.log_text(), ours.log_text()[-3000:]
+
+    sc.check("our_goodbye_closes_the_stock_link", ours_leaves)
+    stock.stop()
+
+    # Round 2: ours first, then the stock broker; the stock broker leaves.
+    ours = sc.ours(2, o_pm, brokerlist, "ours2", ping)
+    stock = sc.stock(1, s_pm, brokerlist, "stock2")
+    sc.check(
+        "ours_first_link_up_on_ours",
+        lambda: wait_for(lambda: our_link_count(ours) == 1, 60, "our link up"),
+    )
+    sc.check(
+        "ours_first_link_up_on_stock",
+        lambda: wait_for(lambda: stock_link_count(stock, "ours2") == 1, 60, "stock B1071"),
+    )
+
+    def stock_leaves() -> None:
+        stock.stop()
+        wait_for(lambda: "left the cluster (GOODBYE)" in ours.log_text(), 30, "GOODBYE heard")
+        assert "dropped" not in ours.log_text(), ours.log_text()[-3000:]
+
+    sc.check("stock_goodbye_heard_by_ours", stock_leaves)
+
+
+SCENARIOS = {"handshake": (2, scenario_handshake)}
+
+
+def main(argv: list[str]) -> int:
+    name, tmp = argv[0], Path(argv[1])
+    n, fn = SCENARIOS[name]
+    _setup_namespace(n)
+    sc = Scenario(tmp)
+    try:
+        fn(sc)
+    except Exception as exc:  # a broker that does not start ends the scenario
+        print(f"fail {name}: {exc}".replace("\n", " | ")[:3000], flush=True)
+        traceback.print_exc(file=sys.stdout)
+        sc.failed += 1
+    finally:
+        sc.stop_all()
+    return 1 if sc.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
