@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -28,9 +29,29 @@ if str(ROOT) not in sys.path:  # run as a script under unshare
 from broker.launcher import (  # noqa: E402
     BrokerProcess,
     StockBrokerProcess,
+    read_portmapper,
     start_broker,
     start_stock_broker,
 )
+from broker.protocol import gpacket as gp  # noqa: E402
+
+# The match properties of a stock broker with default settings (ours sends the same).
+STOCK_MATCH = {
+    "imq.persist.file.newTxnLog.enabled": "true",
+    "imq.useFileLockForLockFile.enabled": "true",
+    "imq.autocreate.queue": "true",
+    "imq.autocreate.topic": "true",
+}
+
+
+def cluster_port(b: BrokerProcess) -> int:
+    """The broker's cluster port, from its port mapper's ``cluster tcp CLUSTER`` line."""
+    for line in read_portmapper(b.host, b.portmapper_port).decode().splitlines():
+        parts = line.split()
+        if parts[:3] == ["cluster", "tcp", "CLUSTER"]:
+            return int(parts[3])
+    raise AssertionError(f"no cluster service in the port mapper of {b.host}:{b.portmapper_port}")
+
 
 NETWORK = ipaddress.ip_network("198.18.0.0/15")
 
@@ -232,6 +253,44 @@ def scenario_handshake(sc: Scenario) -> None:
         assert "dropped" not in ours.log_text(), ours.log_text()[-3000:]
 
     sc.check("stock_goodbye_heard_by_ours", stock_leaves)
+
+    # Bad handshakes from a peer claiming the stock broker's place: each link is closed
+    # with its reason logged once, and the real stock broker links again afterwards.
+    init = gp.LinkInit(
+        gp.CLUSTER_VERSION, address(1), "stock3", s_pm, match=dict(STOCK_MATCH), session_uid=7
+    ).encode()
+    bad = {
+        "truncated_link_init": (
+            gp.encode_link(gp.LinkPacket(gp.LINK_INIT, init[:12])),
+            "bad LINK_INIT: ",
+        ),
+        "broker_info_not_deserialisable": (
+            gp.encode_link(gp.LinkPacket(gp.LINK_INIT, init))
+            + gp.encode_link(gp.LinkPacket(gp.LINK_BROKER_INFO, b"\xac\xed\x00\x05junk")),
+            "BROKER_INFO body does not deserialise",
+        ),
+    }
+    for name, (payload, reason) in bad.items():
+
+        def refused(payload: bytes = payload, reason: str = reason) -> None:
+            port = cluster_port(ours)
+            with socket.create_connection((ours.host, port), timeout=10) as s:
+                s.sendall(payload)
+                s.settimeout(10)
+                while s.recv(65536):  # its own LINK_INIT and BROKER_INFO, then EOF
+                    pass
+            wait_for(lambda: reason in ours.log_text(), 10, reason)
+            time.sleep(0.5)
+            assert ours.log_text().count(reason) == 1, ours.log_text()[-3000:]
+            assert ours.proc.poll() is None
+
+        sc.check(f"bad_handshake_{name}_closes_the_link", refused)
+
+    stock = sc.stock(1, s_pm, brokerlist, "stock3")
+    sc.check(
+        "stock_links_again_after_bad_input",
+        lambda: wait_for(lambda: stock_link_count(stock, "ours2") == 1, 60, "stock B1071"),
+    )
 
 
 SCENARIOS = {"handshake": (2, scenario_handshake)}

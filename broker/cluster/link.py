@@ -192,7 +192,7 @@ class BrokerLink(asyncio.Protocol):
         self.engine.close()
 
     def leave(self) -> None:
-        self.engine.leave()
+        self.engine.leave(self.service.address_props())
 
     def heard_goodbye(self) -> None:
         self.engine.heard_goodbye()

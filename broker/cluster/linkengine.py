@@ -267,12 +267,14 @@ class LinkEngine:
             self.state = next_state(self.state, LinkEvent.GOODBYE)
             self._left = True
 
-    def leave(self) -> None:
-        """Say GOODBYE and close once it has gone (a clean leave, not a crash, for the peer)."""
+    def leave(self, props: dict[str, object] | None = None) -> None:
+        """Say GOODBYE (``props``: the sender's address, as OpenMQ sends them) and close
+        once it has gone: a clean leave, not a crash, for the peer."""
         if self.state is UP or self.state is LEAVING:
             self.state = next_state(self.state, LinkEvent.GOODBYE)
             self._left = True
-            self.send(gp.GPacket(gp.G_GOODBYE, {}, b""))
+            # OpenMQ asks for a G_GOODBYE_REPLY (A bit); the close does not wait for it.
+            self.send(gp.GPacket(gp.G_GOODBYE, dict(props or {}), b"", flags=gp.A_BIT))
         self.close()
 
     def close(self) -> None:

@@ -116,7 +116,8 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
             return
         del self.links[addr]
         if link.goodbye:
-            log.info("broker %s left the cluster (GOODBYE)", addr)
+            if not self.stopping:  # a stock peer answers our GOODBYE with its own
+                log.info("broker %s left the cluster (GOODBYE)", addr)
         elif not self.stopping:
             log.warning("cluster link to broker %s lost: %s", addr, link.reason)
 
@@ -188,6 +189,17 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
             dict(self.cfg.match),
             session_uid=self.session_id,
         )
+
+    def address_props(self) -> dict[str, object]:
+        """This broker's address as OpenMQ attaches it to G_GOODBYE and other packets."""
+        me = self.cfg.me
+        return {
+            "instanceName": me.instance,
+            "HA": False,
+            "port": me.port,
+            "brokerSession": JLong(self.session_id),
+            "host": me.host,
+        }
 
     def broker_info(self) -> bytes:
         me = self.cfg.me
