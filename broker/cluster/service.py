@@ -190,17 +190,6 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
             session_uid=self.session_id,
         )
 
-    def address_props(self) -> dict[str, object]:
-        """This broker's address as OpenMQ attaches it to G_GOODBYE and other packets."""
-        me = self.cfg.me
-        return {
-            "instanceName": me.instance,
-            "HA": False,
-            "port": me.port,
-            "brokerSession": JLong(self.session_id),
-            "host": me.host,
-        }
-
     def broker_info(self) -> bytes:
         me = self.cfg.me
         return BrokerInfo(me.host, me.instance, me.port, self.session_id, self.start_ms).encode()

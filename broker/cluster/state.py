@@ -82,6 +82,17 @@ class ClusterState:
 
     # -- reaching the other brokers ---------------------------------------------------
 
+    def address_props(self) -> dict[str, object]:
+        """This broker's address as OpenMQ attaches it to G_GOODBYE and other packets."""
+        me = self.cfg.me
+        return {
+            "instanceName": me.instance,
+            "HA": False,
+            "port": me.port,
+            "brokerSession": JLong(self.session_id),
+            "host": me.host,
+        }
+
     def _broadcast(self, pkt: gp.GPacket) -> None:
         for link in self.links.values():
             link.send(pkt)
