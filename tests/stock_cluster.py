@@ -54,6 +54,38 @@ def cluster_port(b: BrokerProcess) -> int:
 
 
 NETWORK = ipaddress.ip_network("198.18.0.0/15")
+JAVA_CLIENT = ROOT.parent / "shared" / "realclient" / "java"
+JARS = [JAVA_CLIENT / "imq.jar", JAVA_CLIENT / "jakarta.jms-api-3.1.0.jar"]
+
+QUEUE_HOP = """\
+import jakarta.jms.*;
+
+/** send HOST PORT QUEUE TEXT | recv HOST PORT QUEUE MILLIS, with the stock client;
+ *  prints "sent", "got TEXT" or "none". */
+public class QueueHop {
+    public static void main(String[] a) throws Exception {
+        com.sun.messaging.ConnectionFactory cf = new com.sun.messaging.ConnectionFactory();
+        cf.setProperty(com.sun.messaging.ConnectionConfiguration.imqAddressList,
+                "mq://" + a[1] + ":" + a[2] + "/jms");
+        Connection c = cf.createConnection("guest", "guest");
+        try {
+            c.start();
+            Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Queue q = s.createQueue(a[3]);
+            if (a[0].equals("send")) {
+                s.createProducer(q).send(s.createTextMessage(a[4]));
+                System.out.println("sent");
+            } else {
+                MessageConsumer mc = s.createConsumer(q);
+                Message m = mc.receive(Long.parseLong(a[4]));
+                System.out.println(m == null ? "none" : "got " + ((TextMessage) m).getText());
+            }
+        } finally {
+            c.close();
+        }
+    }
+}
+"""
 
 
 def address(n: int) -> str:
@@ -67,7 +99,8 @@ def missing_tools() -> list[str]:
     """What running a namespace scenario needs and this machine lacks."""
     import shutil
 
-    out = [t for t in ("unshare", "ip") if shutil.which(t) is None]
+    out = [t for t in ("unshare", "ip", "java", "javac") if shutil.which(t) is None]
+    out += [f"the stock Java client jar {j}" for j in JARS if not j.is_file()]
     if os.geteuid() != 0:
         out.append("root (unshare -n needs it)")
     return out
@@ -191,9 +224,29 @@ def our_link_count(b: BrokerProcess) -> int:
     )
 
 
+def compile_queue_hop(tmp: Path) -> Path:
+    out = tmp / "java"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "QueueHop.java").write_text(QUEUE_HOP)
+    cp = ":".join(str(j) for j in JARS)
+    subprocess.run(["javac", "-cp", cp, "-d", str(out), str(out / "QueueHop.java")], check=True)
+    return out
+
+
+def java_hop(classes: Path, *args: object) -> subprocess.Popen:
+    cp = ":".join([str(classes), *(str(j) for j in JARS)])
+    return subprocess.Popen(
+        ["java", "-cp", cp, "QueueHop", *(str(a) for a in args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
 def scenario_handshake(sc: Scenario) -> None:
     """One stock broker and one of ours: the link comes up with either started first,
-    stays up across pings, and each side's GOODBYE is understood by the other."""
+    stays up across pings, a queue message crosses it both ways, each side's GOODBYE is
+    understood by the other, and bad handshakes close only their own link."""
     from tests.interop.imqcmd_stock import StockImqcmd
 
     s_pm, o_pm = 27676, 27677
@@ -218,6 +271,27 @@ def scenario_handshake(sc: Scenario) -> None:
         assert stock_link_count(stock, "ours") == 1, stock.log_text()[-3000:]
 
     sc.check("link_stays_up", stays_up)
+
+    # A queue message produced on one broker, consumed on the other, both ways (the
+    # consumer waits first, so the message crosses the link to it).
+    classes = compile_queue_hop(sc.tmp)
+
+    def hop(dest: str, src_host: str, src_pm: int, dst_host: str, dst_pm: int) -> None:
+        recv = java_hop(classes, "recv", dst_host, dst_pm, dest, "30000")
+        time.sleep(4)  # the consumer's interest reaches the other broker
+        sent = java_hop(classes, "send", src_host, src_pm, dest, f"via {dest}")
+        assert sent.communicate(timeout=60)[0].strip() == "sent"
+        out = recv.communicate(timeout=60)[0].strip()
+        assert out == f"got via {dest}", out
+
+    sc.check(
+        "queue_message_stock_to_ours",
+        lambda: hop("mixed.q1", address(1), s_pm, address(2), o_pm),
+    )
+    sc.check(
+        "queue_message_ours_to_stock",
+        lambda: hop("mixed.q2", address(2), o_pm, address(1), s_pm),
+    )
 
     def list_bkr() -> None:
         r = StockImqcmd(sc.tmp).run(f"{address(1)}:{s_pm}", "list", "bkr")
