@@ -107,7 +107,9 @@ def _migrated_sqlite(python: str, env: dict[str, str]) -> Path:
     return template
 
 
-def _wait_serving(proc: subprocess.Popen, jms: int, pm: int, timeout: float = 60) -> bool:
+def _wait_serving(
+    proc: subprocess.Popen, jms: int, pm: int, timeout: float = 60, host: str = "127.0.0.1"
+) -> bool:
     """True once the broker accepts on its JMS port and its port mapper; False when it
     exits first or the time runs out."""
     deadline = time.monotonic() + timeout
@@ -115,9 +117,9 @@ def _wait_serving(proc: subprocess.Popen, jms: int, pm: int, timeout: float = 60
         if proc.poll() is not None:
             return False
         try:
-            with socket.create_connection(("127.0.0.1", jms), timeout=0.5):
+            with socket.create_connection((host, jms), timeout=0.5):
                 pass
-            with socket.create_connection(("127.0.0.1", pm), timeout=0.5):
+            with socket.create_connection((host, pm), timeout=0.5):
                 pass
             return True
         except OSError:
@@ -134,6 +136,7 @@ def start_broker(
     env: dict[str, str] | None = None,
     portmapper_port: int | None = None,
     tty: bool = True,
+    host: str = "127.0.0.1",
 ) -> BrokerProcess:
     """Start a broker child process with ``-Dname=value`` overrides and wait until it serves.
 
@@ -141,7 +144,8 @@ def start_broker(
     ``env`` adds to (or overrides) the environment it inherits, e.g. ``REDIS_URL``.
     With ``tty`` (``-tty``: every log category on the console) its stdout and stderr go to
     ``tmp/broker-stdout.txt``; without, as the console properties say, stderr to
-    ``tmp/broker-stderr.txt`` apart.
+    ``tmp/broker-stderr.txt`` apart.  ``host`` is its ``imq.hostname`` (another loopback
+    address only inside a private network namespace, see tests/stock_cluster.py).
     """
     varhome = tmp / "var"
     env = {**os.environ, **(env or {})}
@@ -169,7 +173,7 @@ def start_broker(
             str(varhome),
             f"-Dimq.jms.tcp.port={jms}",
             f"-Dimq.admin.tcp.port={admin}",
-            "-Dimq.hostname=127.0.0.1",
+            f"-Dimq.hostname={host}",
             *(f"-D{p}" for p in props),
         )
         # A restart in the same directory starts a new log; a retry adds to it.
@@ -177,7 +181,7 @@ def start_broker(
         out = open(log_path, "ab" if attempt else "wb")  # noqa: SIM115 - as long as the process
         err = subprocess.STDOUT if tty else open(err_path, "ab" if attempt else "wb")  # noqa: SIM115
         proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=err)
-        if _wait_serving(proc, jms, pm):
+        if _wait_serving(proc, jms, pm, host=host):
             break
         with open(log_path if tty else err_path, "rb") as f:
             f.seek(start if tty else 0)
@@ -189,9 +193,7 @@ def start_broker(
             proc.wait(10)
             apart = "" if tty else said
             raise RuntimeError(f"broker {how}:\n{log_path.read_text(errors='replace')}{apart}")
-    return BrokerProcess(
-        "127.0.0.1", pm, jms, admin, varhome, instance, proc, log_path, {"env": env}
-    )
+    return BrokerProcess(host, pm, jms, admin, varhome, instance, proc, log_path, {"env": env})
 
 
 def _runbroker(*args: str) -> list[str]:
@@ -262,6 +264,7 @@ def start_stock_broker(
     portmapper_port: int | None = None,
     args: tuple[str, ...] = (),
     timeout: float = 90.0,
+    host: str = "127.0.0.1",
 ) -> StockBrokerProcess:
     """Start ``../shared/realbroker/run.sh`` with ``-Dname=value`` overrides; wait for ready.
 
@@ -273,8 +276,11 @@ def start_stock_broker(
         raise RuntimeError("cannot start the stock OpenMQ broker; missing: " + "; ".join(missing))
     pm = portmapper_port or free_port()
     varhome = tmp / "stock-var"
+    tmp.mkdir(parents=True, exist_ok=True)
     log_path = tmp / f"stock-{instance}-stdout.txt"
     cmd = [str(REALBROKER / "run.sh"), str(pm), str(varhome), "-name", instance, *args]
+    if host != "127.0.0.1":
+        cmd.append(f"-Dimq.hostname={host}")
     cmd += [f"-D{p}" for p in props]
     out = open(log_path, "wb")  # noqa: SIM115 - lives as long as the process
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
@@ -291,4 +297,4 @@ def start_stock_broker(
     else:
         proc.kill()
         raise RuntimeError(f"stock broker did not start:\n{log_path.read_text(errors='replace')}")
-    return StockBrokerProcess("127.0.0.1", pm, varhome, instance, proc, log_path)
+    return StockBrokerProcess(host, pm, varhome, instance, proc, log_path)

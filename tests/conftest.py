@@ -79,6 +79,7 @@ LONGEST_FIRST = [
     "tests/test_filestore.py",
     "tests/test_filestore_crash.py",
     "tests/interop/test_imqcmd_stock.py",
+    "tests/interop/test_stock_cluster.py",
     "tests/test_commit_crash.py",
 ]
 

@@ -16,9 +16,9 @@ import pytest
 
 from broker.client import AckMode, JMSException, Queue, TextMessage, Topic
 from broker.client.sync import connect
-from broker.cluster.link import broker_info_body
 from broker.launcher import ROOT
 from broker.protocol import gpacket as gp
+from broker.protocol.brokerinfo import BrokerInfo
 from broker.protocol.packet import Packet
 from broker.protocol.types import PacketType
 from tests.cluster_procs import links_up, portmapper_table, start_cluster, start_member, wait_for
@@ -181,13 +181,22 @@ def test_hello_reply_lists_the_cluster_brokers(cluster):
 # -- bad input on the cluster port ------------------------------------------------------
 
 
+# The match properties a stock broker with default settings sends (and ours too).
+STOCK_MATCH = {
+    "imq.persist.file.newTxnLog.enabled": "true",
+    "imq.useFileLockForLockFile.enabled": "true",
+    "imq.autocreate.queue": "true",
+    "imq.autocreate.topic": "true",
+}
+
+
 def _link_init(host: str, instance: str, port: int, version: int = 500) -> bytes:
     body = gp.LinkInit(
         version,
         host,
         instance,
         port,
-        match={"imq.autocreate.queue": "true", "imq.autocreate.topic": "true"},
+        match=dict(STOCK_MATCH),
         session_uid=12345,
     ).encode()
     return gp.encode_link(gp.LinkPacket(gp.LINK_INIT, body))
@@ -575,15 +584,15 @@ class FakePeer:
             host,
             instance,
             port,
-            match={"imq.autocreate.queue": "true", "imq.autocreate.topic": "true"},
+            match=dict(STOCK_MATCH),
             session_uid=4242,
         )
-        body = broker_info_body(instance, host, port, 0, {})
+        body = BrokerInfo(host, instance, port, 4242, 0).encode()
         info = gp.encode_link(gp.LinkPacket(gp.LINK_BROKER_INFO, body))
         self.sock.sendall(gp.encode_link(gp.LinkPacket(gp.LINK_INIT, init.encode())) + info)
         assert isinstance(self.recv(), gp.LinkPacket)  # its LINK_INIT
         assert isinstance(self.recv(), gp.LinkPacket)  # its BROKER_INFO
-        self.send(gp.GPacket(gp.G_BROKER_INFO_REPLY, {"S": 200}))
+        self.send(gp.GPacket(gp.G_BROKER_INFO_REPLY, {"S": 0}))
         assert self.recv().type == gp.G_BROKER_INFO_REPLY
 
     def send(self, pkt: gp.GPacket) -> None:

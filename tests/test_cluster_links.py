@@ -10,7 +10,7 @@ from broker.cluster.link import BrokerLink
 from broker.cluster.service import ClusterService
 from broker.core.router import MessageRouter
 from broker.protocol import gpacket as gp
-from broker.protocol.properties import encode_properties
+from broker.protocol.brokerinfo import BrokerInfo
 from broker.protocol.types import DEST_TOPIC
 
 pytestmark = pytest.mark.fast
@@ -31,8 +31,12 @@ def _up_link(svc: ClusterService) -> BrokerLink:
     init = gp.LinkInit(gp.CLUSTER_VERSION, PEER.host, PEER.instance, PEER.port)
     link.engine.receive_data(
         gp.encode_link(gp.LinkPacket(gp.LINK_INIT, init.encode()))
-        + gp.encode_link(gp.LinkPacket(gp.LINK_BROKER_INFO, encode_properties({"instance": "B"})))
-        + gp.encode(gp.GPacket(gp.G_BROKER_INFO_REPLY, {"S": 200}, b""))
+        + gp.encode_link(
+            gp.LinkPacket(
+                gp.LINK_BROKER_INFO, BrokerInfo(PEER.host, PEER.instance, PEER.port, 2, 0).encode()
+            )
+        )
+        + gp.encode(gp.GPacket(gp.G_BROKER_INFO_REPLY, {"S": 0}, b""))
     )
     assert link.up and svc.links[PEER] is link
     return link

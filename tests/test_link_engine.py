@@ -26,12 +26,13 @@ from broker.cluster.linkengine import (
 )
 from broker.engine.effects import CancelTimer, Close, StartTimer
 from broker.protocol import gpacket as gp
-from broker.protocol.properties import encode_properties
+from broker.protocol.brokerinfo import BrokerInfo
 
 pytestmark = pytest.mark.fast
 
 PEER = gp.LinkInit(gp.CLUSTER_VERSION, "10.0.0.2", "B", 7677)
-MY_INFO = encode_properties({"instance": "A"})
+MY_INFO = BrokerInfo("10.0.0.1", "A", 7676, 1, 0).encode()
+PEER_INFO = BrokerInfo("10.0.0.2", "B", 7677, 2, 0)
 
 
 class Host:
@@ -87,12 +88,12 @@ def _init(init: gp.LinkInit = PEER) -> bytes:
     return gp.encode_link(gp.LinkPacket(gp.LINK_INIT, init.encode()))
 
 
-def _info(props: dict | None = None) -> bytes:
-    body = encode_properties(props if props is not None else {"instance": "B", "port": 7677})
+def _info(body: bytes | None = None) -> bytes:
+    body = PEER_INFO.encode() if body is None else body
     return gp.encode_link(gp.LinkPacket(gp.LINK_BROKER_INFO, body))
 
 
-def _reply(status: int = 200) -> bytes:
+def _reply(status: int = 0) -> bytes:
     return gp.encode(gp.GPacket(gp.G_BROKER_INFO_REPLY, {"S": status}, b""))
 
 
@@ -115,9 +116,9 @@ def test_handshake_both_ways_then_gpackets_reach_the_host() -> None:
     assert e.receive_data(_init()) == ()
     assert e.state is LinkState.INIT and h.checked == [PEER] and e.address == PEER.address
     e.receive_data(_info())
-    assert e.state is LinkState.INFO_EXCHANGED and e.peer_info == {"instance": "B", "port": 7677}
+    assert e.state is LinkState.INFO_EXCHANGED and e.peer_info == PEER_INFO
     (reply,) = _written(e)
-    assert (reply.type, reply.props["S"], reply.payload) == (gp.G_BROKER_INFO_REPLY, 200, MY_INFO)
+    assert (reply.type, reply.props["S"], reply.payload) == (gp.G_BROKER_INFO_REPLY, 0, MY_INFO)
     assert h.ups == 0
 
     effects = e.receive_data(_reply())
@@ -152,6 +153,20 @@ _BAD = [
     ("", gp.encode_link(gp.LinkPacket(9, b"")), "unexpected link packet type 9"),
     ("", os.urandom(64).replace(b"\x00", b"\x01"), "unknown packet version"),
     ("", struct.pack(">hh", 351, 1) + b"\0" * 40, "unknown packet version"),
+    # A LINK_INIT cut short (its size says so) and BROKER_INFO bodies that are no BrokerInfo.
+    (
+        "",
+        gp.encode_link(gp.LinkPacket(gp.LINK_INIT, PEER.encode()[:9])),
+        "bad LINK_INIT: bad string",
+    ),
+    ("init", _info(b"\xac\xed\x00\x05\x70"), "BROKER_INFO body does not deserialise"),
+    ("init", _info(PEER.encode()), "BROKER_INFO body does not deserialise"),
+    ("init", _info(PEER_INFO.encode()[:-3]), "BROKER_INFO body does not deserialise"),
+    (
+        "init",
+        _info(BrokerInfo("10.0.0.2", "C", 7677, 2, 0).encode()),
+        "BROKER_INFO names C@10.0.0.2:7677, LINK_INIT B@10.0.0.2:7677",
+    ),
 ]
 
 

@@ -13,7 +13,6 @@ The public names, stable for the other parts of the broker (and the HA helper's
   line); ``links`` {BrokerAddress: BrokerLink} of the links that are up;
   ``brokers()`` [{address, instance, state, self}] for administration;
   ``broker_list()`` for HELLO_REPLY's JMQBrokerList; ``locks`` (below);
-  ``extra_info`` (dict added to this broker's BROKER_INFO, e.g. HA fields);
   ``on_packet(link, gpacket)`` the switch every up link feeds.
 * :class:`broker.cluster.link.BrokerLink` -- one link (asyncio protocol): ``send(gp)``,
   ``drop(reason)``, ``address``, ``up``, ``goodbye`` (peer left cleanly).

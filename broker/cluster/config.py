@@ -95,6 +95,10 @@ class ClusterConfig:
         port = config.get(props.CLUSTER_PORT)
         ping = float(config.get(props.CLUSTER_PING_INTERVAL))
         match = {
+            # The stock broker sends these two for its file store (defaults true) and
+            # refuses a peer whose set differs; this broker behaves as both say.
+            "imq.persist.file.newTxnLog.enabled": "true",
+            "imq.useFileLockForLockFile.enabled": "true",
             props.AUTOCREATE_QUEUE.name: str(config.get(props.AUTOCREATE_QUEUE)).lower(),
             props.AUTOCREATE_TOPIC.name: str(config.get(props.AUTOCREATE_TOPIC)).lower(),
         }

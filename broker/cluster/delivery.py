@@ -37,6 +37,12 @@ _DEAD_REASONS = frozenset(
 )
 
 
+# What a G_MESSAGE_ACK_REPLY repeats of the acknowledgement it answers.
+_ACK_REPLY_ECHO = frozenset(
+    {"X", "T", "C", "messageBrokerSession", "messageStoreSession", "transactionID", "ackackAsync"}
+)
+
+
 class DeliveryRules(ClusterState):
     """The interests and remote-delivery part of
     :class:`~broker.cluster.service.ClusterService` (a mixin)."""
@@ -215,8 +221,13 @@ class DeliveryRules(ClusterState):
         count = pkt.props.get("C", 0)
         if not isinstance(count, int) or count < 0 or count > 100000:
             raise gp.GPacketError(f"G_INTEREST_UPDATE count {count!r}")
+        kind = pkt.props.get("T", gp.INTEREST_REM)
         for _ in range(count):
             uid = gp.ConsumerUID.read(r)
+            if kind == gp.INTEREST_NEW_PRIMARY:
+                # OpenMQ announces a queue consumer, then says it is the active one: it
+                # stays (this broker delivers to every consumer a G_NEW_INTEREST named).
+                continue
             rc = self.remotes.pop((link, uid.consumer_id), None)
             if rc is not None:
                 self._remove_remote(rc)
@@ -241,8 +252,8 @@ class DeliveryRules(ClusterState):
             if origin is None:
                 origin = self.inbound[key] = InboundOrigin(self, link, uid, dest)
             entry = Entry(msg, origin, origin)
-            dct = pkt.props.get(f"CUID-DCT:{uid.consumer_id}", 1)
-            entry.count = max((dct if isinstance(dct, int) else 1) - 1, 0)
+            dct = pkt.props.get(f"CUID-DCT:{uid.consumer_id}", 0)  # deliveries before
+            entry.count = max(dct if isinstance(dct, int) else 0, 0)
             entry.redelivered = redelivered
             origin.offer(entry)
             if origin.pending:
@@ -339,6 +350,11 @@ class DeliveryRules(ClusterState):
         t = now_ms()
         for rc in touched.values():
             rc.queue.dispatch(t)
+        if pkt.wants_reply:
+            # OpenMQ's consumer broker waits for this before it answers its client.
+            reply = {k: v for k, v in pkt.props.items() if k in _ACK_REPLY_ECHO}
+            reply["S"] = 200
+            link.send(gp.GPacket(gp.G_MESSAGE_ACK_REPLY, reply))
 
     def _forget_link(self, link: BrokerLink) -> None:
         """What came over ``link`` goes: its remote consumers (their messages back to

@@ -16,15 +16,14 @@ from typing import TYPE_CHECKING
 
 from broker.engine.effects import CancelTimer, Close, Effects, StartTimer
 from broker.protocol import gpacket as gp
-from broker.protocol.jtypes import JLong
-from broker.protocol.properties import encode_properties
+from broker.protocol.brokerinfo import BrokerInfo
 
 from .linkengine import HANDSHAKE_TIMEOUT, LinkEngine, LinkHost, LinkRefused
 
 if TYPE_CHECKING:
     from .service import ClusterService
 
-__all__ = ["HANDSHAKE_TIMEOUT", "BrokerLink", "LinkRefused", "broker_info_body"]
+__all__ = ["HANDSHAKE_TIMEOUT", "BrokerLink", "LinkRefused"]
 
 
 class BrokerLink(asyncio.Protocol):
@@ -137,7 +136,7 @@ class BrokerLink(asyncio.Protocol):
         return self.engine.peer
 
     @property
-    def peer_info(self) -> dict:
+    def peer_info(self) -> BrokerInfo | None:
         return self.engine.peer_info
 
     @property
@@ -193,23 +192,10 @@ class BrokerLink(asyncio.Protocol):
         self.engine.close()
 
     def leave(self) -> None:
-        self.engine.leave()
+        self.engine.leave(self.service.address_props())
 
     def heard_goodbye(self) -> None:
         self.engine.heard_goodbye()
 
     def describe(self) -> str:
         return self.engine.describe()
-
-
-def broker_info_body(instance: str, host: str, port: int, start_ms: int, extra: dict) -> bytes:
-    """This broker's BROKER_INFO body: a property table (see the module docstring)."""
-    props = {
-        "instance": instance,
-        "host": host,
-        "port": port,
-        "startTime": JLong(start_ms),
-        "clusterProtocolVersion": gp.CLUSTER_VERSION,
-    }
-    props.update(extra)
-    return encode_properties(props)

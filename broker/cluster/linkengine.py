@@ -35,8 +35,8 @@ from enum import Enum, auto
 from broker.engine.effects import NO_EFFECTS, CancelTimer, Close, Effect, Effects, StartTimer
 from broker.engine.states import InvalidTransition
 from broker.protocol import gpacket as gp
+from broker.protocol.brokerinfo import BrokerInfo
 from broker.protocol.errors import ProtocolError
-from broker.protocol.properties import decode_properties
 
 log = logging.getLogger("broker.cluster")
 
@@ -145,7 +145,7 @@ class LinkHost:
     """What the engine needs from the cluster service (callbacks bound to one link)."""
 
     init_body: Callable[[], bytes]  # this broker's LINK_INIT body
-    info_body: Callable[[], bytes]  # this broker's BROKER_INFO body
+    info_body: Callable[[], bytes]  # this broker's BROKER_INFO body (a BrokerInfo stream)
     check_peer: Callable[[gp.LinkInit], None]  # raises LinkRefused
     up: Callable[[], None]
     packet: Callable[[gp.GPacket], None]  # a GPacket once the link is up
@@ -175,7 +175,7 @@ class LinkEngine:
         self.state = NEW
         self.reader = gp.GPacketReader()
         self.peer: gp.LinkInit | None = None
-        self.peer_info: dict = {}
+        self.peer_info: BrokerInfo | None = None
         self.reason: str | None = None
         # Whether the reason it closed was logged already (drop() logs it).
         self.logged = False
@@ -267,12 +267,14 @@ class LinkEngine:
             self.state = next_state(self.state, LinkEvent.GOODBYE)
             self._left = True
 
-    def leave(self) -> None:
-        """Say GOODBYE and close once it has gone (a clean leave, not a crash, for the peer)."""
+    def leave(self, props: dict[str, object] | None = None) -> None:
+        """Say GOODBYE (``props``: the sender's address, as OpenMQ sends them) and close
+        once it has gone: a clean leave, not a crash, for the peer."""
         if self.state is UP or self.state is LEAVING:
             self.state = next_state(self.state, LinkEvent.GOODBYE)
             self._left = True
-            self.send(gp.GPacket(gp.G_GOODBYE, {}, b""))
+            # OpenMQ asks for a G_GOODBYE_REPLY (A bit); the close does not wait for it.
+            self.send(gp.GPacket(gp.G_GOODBYE, dict(props or {}), b"", flags=gp.A_BIT))
         self.close()
 
     def close(self) -> None:
@@ -312,15 +314,28 @@ class LinkEngine:
         if rule is Rule.IGNORE:
             return
         if what == _PEER_INIT:
-            init = gp.LinkInit.decode(pkt.body)
+            try:
+                init = gp.LinkInit.decode(pkt.body)
+            except ProtocolError as exc:
+                raise LinkRefused(f"bad LINK_INIT: {exc}") from None
             self.host.check_peer(init)
             self.peer = init
             self.state = next_state(self.state, LinkEvent.PEER_INIT)
         else:  # _PEER_INFO
             assert self.peer is not None
-            self.peer_info = decode_properties(pkt.body) or {"instance": self.peer.instance}
+            try:
+                info = BrokerInfo.decode(pkt.body)
+            except ProtocolError as exc:
+                raise LinkRefused(f"BROKER_INFO body does not deserialise: {exc}") from None
+            if (info.instance, info.port) != (self.peer.instance, self.peer.port):
+                raise LinkRefused(
+                    f"BROKER_INFO names {info.instance}@{info.host}:{info.port}, "
+                    f"LINK_INIT {self.peer.address}"
+                )
+            self.peer_info = info
             self.state = next_state(self.state, LinkEvent.PEER_INFO)
-            self.send(gp.GPacket(gp.G_BROKER_INFO_REPLY, {"S": 200}, self.host.info_body()))
+            # OpenMQ answers with status 0 and its own BrokerInfo as the payload.
+            self.send(gp.GPacket(gp.G_BROKER_INFO_REPLY, {"S": 0}, self.host.info_body()))
 
     def _gpacket(self, pkt: gp.GPacket) -> None:
         default, exceptions = GPACKET_RULES[self.state]
@@ -331,7 +346,8 @@ class LinkEngine:
             self.host.packet(pkt)
             return
         status = pkt.props.get("S")  # _REPLY
-        if status != 200:
+        # OpenMQ's brokers answer 0; ours before the stock encoding said 200.
+        if status not in (0, 200):
             shown = int(status) if isinstance(status, int) else repr(status)
             raise LinkRefused(f"peer refused the link (status {shown}, {pkt.props.get('reason')})")
         self.state = next_state(self.state, LinkEvent.REPLY_OK)

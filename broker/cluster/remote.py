@@ -116,7 +116,14 @@ class RemoteConsumer:
         w = gp.BodyWriter()
         self.uid.write(w)
         w.raw(bytes(msg.encode_delivery(self.uid.consumer_id, entry.redelivered, entry.count)))
-        props: dict[str, object] = {"C": 1, f"CUID-DCT:{self.uid.consumer_id}": entry.count}
+        # OpenMQ counts the deliveries before this one, and reads D (whether to send a
+        # "delivered" ack back) and the home broker's address as mandatory.
+        props: dict[str, object] = {
+            **self.service.address_props(),
+            "D": False,
+            "C": 1,
+            f"CUID-DCT:{self.uid.consumer_id}": entry.count - 1,
+        }
         if entry.redelivered:
             props["redelivered"] = True
         self.peer.send(gp.GPacket(gp.G_MESSAGE_DATA, props, w.bytes()))

@@ -26,12 +26,13 @@ from typing import TYPE_CHECKING
 from broker.core import queries
 from broker.core.errors import now_ms
 from broker.protocol import gpacket as gp
+from broker.protocol.brokerinfo import BrokerInfo
 from broker.protocol.jtypes import JLong
 
 from .changerecord import read_last_sync
 from .changes import ChangeRules
 from .delivery import DeliveryRules
-from .link import BrokerLink, broker_info_body
+from .link import BrokerLink
 from .links import LinkRules
 
 if TYPE_CHECKING:
@@ -115,7 +116,8 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
             return
         del self.links[addr]
         if link.goodbye:
-            log.info("broker %s left the cluster (GOODBYE)", addr)
+            if not self.stopping:  # a stock peer answers our GOODBYE with its own
+                log.info("broker %s left the cluster (GOODBYE)", addr)
         elif not self.stopping:
             log.warning("cluster link to broker %s lost: %s", addr, link.reason)
 
@@ -189,9 +191,8 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
         )
 
     def broker_info(self) -> bytes:
-        extra = {"clusterPort": self.port, **self.extra_info}
         me = self.cfg.me
-        return broker_info_body(me.instance, me.host, me.port, self.start_ms, extra)
+        return BrokerInfo(me.host, me.instance, me.port, self.session_id, self.start_ms).encode()
 
     # -- the packet switch ----------------------------------------------------------------
 

@@ -68,7 +68,6 @@ class ClusterState:
         self._acks_scheduled = False
         self._pending: set[InboundOrigin] = set()
         self._pending_timer: asyncio.TimerHandle | None = None
-        self.extra_info: dict[str, object] = {}
         self.locks = ClusterLocks(self)
         self.locks.timeout = cfg.lock_timeout
         self.stopping = False
@@ -80,8 +79,23 @@ class ClusterState:
         # Where RELOAD_CLUSTER reads the configuration again (set by the broker): a fresh
         # BrokerConfig from the instance's files and command line.
         self.reread_config: Callable[[], BrokerConfig] | None = None
+        self._address_props: dict[str, object] | None = None
 
     # -- reaching the other brokers ---------------------------------------------------
+
+    def address_props(self) -> dict[str, object]:
+        """This broker's address as OpenMQ attaches it to G_GOODBYE and other packets
+        (one dict, made once: callers copy it)."""
+        if self._address_props is None:
+            me = self.cfg.me
+            self._address_props = {
+                "instanceName": me.instance,
+                "HA": False,
+                "port": me.port,
+                "brokerSession": JLong(self.session_id),
+                "host": me.host,
+            }
+        return self._address_props
 
     def _broadcast(self, pkt: gp.GPacket) -> None:
         for link in self.links.values():

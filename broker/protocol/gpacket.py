@@ -107,12 +107,19 @@ G_NEW_MASTER_BROKER_REPLY = 54
 G_INFO_REQUEST = 73
 G_INFO = 74
 
-# Ack types of G_MESSAGE_ACK.
-ACK_DELIVERED = 0
-ACK_ACKNOWLEDGED = 1
-ACK_IGNORED = 5
-ACK_UNDELIVERABLE = 6
-ACK_DEAD = 7
+# Ack types of G_MESSAGE_ACK as they travel (OpenMQ's ClusterGlobals.MB_MSG_*; its
+# brokers map their own local numbering onto these before sending).
+ACK_SENT = 0
+ACK_IGNORED = 1
+ACK_DELIVERED = 2
+ACK_ACKNOWLEDGED = 3  # consumed
+ACK_UNDELIVERABLE = 4
+ACK_DEAD = 5
+ACK_TXN_ACK_RN = 6
+ACK_TXN_PREPARE_RN = 7
+ACK_TXN_ROLLEDBACK_RN = 8
+ACK_TXN_PREPARE = 9
+ACK_TXN_ROLLEDBACK = 10
 
 # Interest update subtypes.
 INTEREST_REM = 2

@@ -209,8 +209,8 @@ class JavaClass:
 
     ``fields`` are (type code, name, type signature or None) in declaration order; the
     stream order (primitives then objects, each sorted by name, as ObjectStreamClass
-    does) is derived.  Object fields take str, None, a Mapping (written as a Hashtable)
-    or a :class:`JavaObject`."""
+    does) is derived.  Object fields take str, None, a Mapping (written as a Hashtable,
+    or a Properties for a field of that type) or a :class:`JavaObject`."""
 
     name: str
     suid: int
@@ -1118,7 +1118,7 @@ class ObjectStreamWriter:
             self.out += code.encode("ascii")
             self.utf(name)
             if code in "L[":
-                self.string(_FIELD_TYPES[(cls.name, name)])
+                self._type_string(_FIELD_TYPES[(cls.name, name)])
         self.out.append(TC_ENDBLOCKDATA)  # annotateClass writes nothing
         self.classdesc(cls.superclass)
 
@@ -1264,10 +1264,10 @@ class ObjectStreamWriter:
             raise JavaSerializationError(f"{obj.cls.name} has no field {sorted(unknown)[0]}")
         for cls in reversed(chain):  # superclass data first
             objects = []
-            for code, name, _ in cls.stream_fields:
+            for code, name, signature in cls.stream_fields:
                 value = obj.values.get(name)
                 if code in "L[":
-                    objects.append(value)
+                    objects.append((value, signature))
                     continue
                 try:
                     self.out += struct.pack(_PRIMITIVES[code], value or 0)
@@ -1275,8 +1275,10 @@ class ObjectStreamWriter:
                     raise JavaSerializationError(
                         f"bad value for {cls.name}.{name}: {exc}"
                     ) from None
-            for value in objects:
-                if isinstance(value, Mapping):
+            for value, signature in objects:
+                if isinstance(value, Mapping) and signature == "Ljava/util/Properties;":
+                    self.properties(value)
+                elif isinstance(value, Mapping):
                     self.map(value, hashtable=True)
                 else:
                     self.value(value)

@@ -1,0 +1,390 @@
+"""Mixed clusters of stock OpenMQ brokers and ours, inside a private network namespace.
+
+The stock broker refuses a loopback address for a cluster (B3168), so its brokers need
+other addresses: :func:`run_scenario` runs ``python -m tests.stock_cluster SCENARIO TMP``
+under ``unshare -n`` (a network namespace of its own: nothing it sends can leave it).
+There the module brings ``lo`` up, adds 198.18.0.1, 198.18.0.2, ... (the benchmarking
+range, 198.18.0.0/15) to it, starts the brokers with ``imq.hostname`` one of them, runs
+the scenario's checks and prints one ``ok NAME`` / ``fail NAME: why`` line each (the
+house style of tests/interop); every process it started is stopped before it exits.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+if str(ROOT) not in sys.path:  # run as a script under unshare
+    sys.path.insert(0, str(ROOT))
+
+from broker.launcher import (  # noqa: E402
+    BrokerProcess,
+    StockBrokerProcess,
+    read_portmapper,
+    start_broker,
+    start_stock_broker,
+)
+from broker.protocol import gpacket as gp  # noqa: E402
+
+# The match properties of a stock broker with default settings (ours sends the same).
+STOCK_MATCH = {
+    "imq.persist.file.newTxnLog.enabled": "true",
+    "imq.useFileLockForLockFile.enabled": "true",
+    "imq.autocreate.queue": "true",
+    "imq.autocreate.topic": "true",
+}
+
+
+def cluster_port(b: BrokerProcess) -> int:
+    """The broker's cluster port, from its port mapper's ``cluster tcp CLUSTER`` line."""
+    for line in read_portmapper(b.host, b.portmapper_port).decode().splitlines():
+        parts = line.split()
+        if parts[:3] == ["cluster", "tcp", "CLUSTER"]:
+            return int(parts[3])
+    raise AssertionError(f"no cluster service in the port mapper of {b.host}:{b.portmapper_port}")
+
+
+NETWORK = ipaddress.ip_network("198.18.0.0/15")
+JAVA_CLIENT = ROOT.parent / "shared" / "realclient" / "java"
+JARS = [JAVA_CLIENT / "imq.jar", JAVA_CLIENT / "jakarta.jms-api-3.1.0.jar"]
+
+QUEUE_HOP = """\
+import jakarta.jms.*;
+
+/** send HOST PORT QUEUE TEXT | recv HOST PORT QUEUE MILLIS, with the stock client;
+ *  prints "sent", "got TEXT" or "none". */
+public class QueueHop {
+    public static void main(String[] a) throws Exception {
+        com.sun.messaging.ConnectionFactory cf = new com.sun.messaging.ConnectionFactory();
+        cf.setProperty(com.sun.messaging.ConnectionConfiguration.imqAddressList,
+                "mq://" + a[1] + ":" + a[2] + "/jms");
+        Connection c = cf.createConnection("guest", "guest");
+        try {
+            c.start();
+            Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            Queue q = s.createQueue(a[3]);
+            if (a[0].equals("send")) {
+                s.createProducer(q).send(s.createTextMessage(a[4]));
+                System.out.println("sent");
+            } else {
+                MessageConsumer mc = s.createConsumer(q);
+                Message m = mc.receive(Long.parseLong(a[4]));
+                System.out.println(m == null ? "none" : "got " + ((TextMessage) m).getText());
+            }
+        } finally {
+            c.close();
+        }
+    }
+}
+"""
+
+
+def address(n: int) -> str:
+    """The n-th broker's address (1-based) in the benchmarking range."""
+    addr = NETWORK.network_address + n
+    assert addr in NETWORK
+    return str(addr)
+
+
+def missing_tools() -> list[str]:
+    """What running a namespace scenario needs and this machine lacks."""
+    import shutil
+
+    out = [t for t in ("unshare", "ip", "java", "javac") if shutil.which(t) is None]
+    out += [f"the stock Java client jar {j}" for j in JARS if not j.is_file()]
+    if os.geteuid() != 0:
+        out.append("root (unshare -n needs it)")
+    return out
+
+
+def run_scenario(tmp: Path, scenario: str, timeout: float = 600) -> list[str]:
+    """Run a scenario in a fresh network namespace; its output lines."""
+    missing = missing_tools()
+    if missing:
+        raise RuntimeError("cannot make a network namespace; missing: " + ", ".join(missing))
+    cmd = ["unshare", "-n", sys.executable, "-m", "tests.stock_cluster", scenario, str(tmp)]
+    proc = subprocess.Popen(
+        cmd,
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        out += f"\nfail timeout: the scenario ran over {timeout:g} s\n"
+    (tmp / f"{scenario}-output.txt").write_text(out)
+    return out.splitlines()
+
+
+# -- inside the namespace ------------------------------------------------------------------
+
+
+def _setup_namespace(n: int) -> None:
+    # /sys/class/net still shows the namespace sysfs was mounted in: ask the kernel.
+    links = subprocess.run(["ip", "-o", "link"], capture_output=True, text=True, check=True)
+    nics = sorted(line.split(":")[1].strip() for line in links.stdout.splitlines())
+    if nics != ["lo"]:
+        raise SystemExit(f"not in a fresh network namespace (interfaces {nics}): refusing")
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    for i in range(1, n + 1):
+        subprocess.run(["ip", "addr", "add", f"{address(i)}/32", "dev", "lo"], check=True)
+
+
+def wait_for(pred: Callable[[], bool], timeout: float, what: str) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if pred():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out ({timeout:g} s) waiting for {what}")
+
+
+class Scenario:
+    """Starts brokers, records check results, stops everything at the end."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+        self.procs: list[BrokerProcess | StockBrokerProcess] = []
+        self.failed = 0
+
+    def check(self, name: str, fn: Callable[[], object]) -> None:
+        try:
+            fn()
+        except Exception as exc:  # one line per check, whatever went wrong
+            self.failed += 1
+            why = str(exc).replace("\n", " | ")[:2000]
+            print(f"fail {name}: {why}", flush=True)
+            traceback.print_exc(file=sys.stdout)
+        else:
+            print(f"ok {name}", flush=True)
+
+    def stock(self, n: int, pm: int, brokerlist: str, name: str, *props: str) -> StockBrokerProcess:
+        b = start_stock_broker(
+            self.tmp / name,
+            f"imq.cluster.brokerlist={brokerlist}",
+            *props,
+            instance=name,
+            portmapper_port=pm,
+            host=address(n),
+        )
+        self.procs.append(b)
+        return b
+
+    def ours(self, n: int, pm: int, brokerlist: str, name: str, *props: str) -> BrokerProcess:
+        (self.tmp / name).mkdir(parents=True, exist_ok=True)
+        b = start_broker(
+            self.tmp / name,
+            f"imq.cluster.brokerlist={brokerlist}",
+            *props,
+            instance=name,
+            portmapper_port=pm,
+            host=address(n),
+        )
+        self.procs.append(b)
+        return b
+
+    def stop_all(self) -> None:
+        for p in self.procs:
+            try:
+                p.stop()
+            except Exception:  # noqa: BLE001 - the others still get stopped
+                p.proc.kill()
+
+
+def stock_link_count(b: StockBrokerProcess, instance: str) -> int:
+    """Links to ``instance`` the stock broker's console says it established, minus closed."""
+    text = b.log_text()
+    tag = f"instName={instance}&"
+    up = sum(1 for line in text.splitlines() if "[B1071]" in line and tag in line)
+    down = sum(1 for line in text.splitlines() if "[B1072]" in line and tag in line)
+    return up - down
+
+
+def our_link_count(b: BrokerProcess) -> int:
+    text = b.log_text()
+    return (
+        text.count(" up (dialled)")
+        + text.count(" up (accepted)")
+        - text.count(" lost: ")
+        - text.count("left the cluster")
+    )
+
+
+def compile_queue_hop(tmp: Path) -> Path:
+    out = tmp / "java"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "QueueHop.java").write_text(QUEUE_HOP)
+    cp = ":".join(str(j) for j in JARS)
+    subprocess.run(["javac", "-cp", cp, "-d", str(out), str(out / "QueueHop.java")], check=True)
+    return out
+
+
+def java_hop(classes: Path, *args: object) -> subprocess.Popen:
+    cp = ":".join([str(classes), *(str(j) for j in JARS)])
+    return subprocess.Popen(
+        ["java", "-cp", cp, "QueueHop", *(str(a) for a in args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+
+
+def scenario_handshake(sc: Scenario) -> None:
+    """One stock broker and one of ours: the link comes up with either started first,
+    stays up across pings, a queue message crosses it both ways, each side's GOODBYE is
+    understood by the other, and bad handshakes close only their own link."""
+    from tests.interop.imqcmd_stock import StockImqcmd
+
+    s_pm, o_pm = 27676, 27677
+    brokerlist = f"{address(1)}:{s_pm},{address(2)}:{o_pm}"
+    ping = "imq.cluster.ping.interval=2"
+
+    # Round 1: the stock broker first.
+    stock = sc.stock(1, s_pm, brokerlist, "stock1")
+    ours = sc.ours(2, o_pm, brokerlist, "ours", ping)
+    sc.check(
+        "stock_first_link_up_on_ours",
+        lambda: wait_for(lambda: our_link_count(ours) == 1, 60, "our link up"),
+    )
+    sc.check(
+        "stock_first_link_up_on_stock",
+        lambda: wait_for(lambda: stock_link_count(stock, "ours") == 1, 60, "stock B1071"),
+    )
+
+    def stays_up() -> None:
+        time.sleep(8)  # four of our ping intervals: pings and their replies cross
+        assert our_link_count(ours) == 1, ours.log_text()[-3000:]
+        assert stock_link_count(stock, "ours") == 1, stock.log_text()[-3000:]
+
+    sc.check("link_stays_up", stays_up)
+
+    # A queue message produced on one broker, consumed on the other, both ways (the
+    # consumer waits first, so the message crosses the link to it).
+    classes = compile_queue_hop(sc.tmp)
+
+    def hop(dest: str, src_host: str, src_pm: int, dst_host: str, dst_pm: int) -> None:
+        recv = java_hop(classes, "recv", dst_host, dst_pm, dest, "30000")
+        time.sleep(4)  # the consumer's interest reaches the other broker
+        sent = java_hop(classes, "send", src_host, src_pm, dest, f"via {dest}")
+        assert sent.communicate(timeout=60)[0].strip() == "sent"
+        out = recv.communicate(timeout=60)[0].strip()
+        assert out == f"got via {dest}", out
+
+    sc.check(
+        "queue_message_stock_to_ours",
+        lambda: hop("mixed.q1", address(1), s_pm, address(2), o_pm),
+    )
+    sc.check(
+        "queue_message_ours_to_stock",
+        lambda: hop("mixed.q2", address(2), o_pm, address(1), s_pm),
+    )
+
+    def list_bkr() -> None:
+        r = StockImqcmd(sc.tmp).run(f"{address(1)}:{s_pm}", "list", "bkr")
+        assert r.returncode == 0, str(r)
+        assert f"{address(2)}:{o_pm}" in r.output, str(r)
+        assert f"{address(1)}:{s_pm}" in r.output, str(r)
+
+    sc.check("stock_imqcmd_list_bkr_lists_ours", list_bkr)
+
+    def ours_leaves() -> None:
+        ours.stop()
+        wait_for(lambda: stock_link_count(stock, "ours") == 0, 30, "stock B1072 after GOODBYE")
+        assert "dropped" not in ours.log_text(), ours.log_text()[-3000:]
+
+    sc.check("our_goodbye_closes_the_stock_link", ours_leaves)
+    stock.stop()
+
+    # Round 2: ours first, then the stock broker; the stock broker leaves.
+    ours = sc.ours(2, o_pm, brokerlist, "ours2", ping)
+    stock = sc.stock(1, s_pm, brokerlist, "stock2")
+    sc.check(
+        "ours_first_link_up_on_ours",
+        lambda: wait_for(lambda: our_link_count(ours) == 1, 60, "our link up"),
+    )
+    sc.check(
+        "ours_first_link_up_on_stock",
+        lambda: wait_for(lambda: stock_link_count(stock, "ours2") == 1, 60, "stock B1071"),
+    )
+
+    def stock_leaves() -> None:
+        stock.stop()
+        wait_for(lambda: "left the cluster (GOODBYE)" in ours.log_text(), 30, "GOODBYE heard")
+        assert "dropped" not in ours.log_text(), ours.log_text()[-3000:]
+
+    sc.check("stock_goodbye_heard_by_ours", stock_leaves)
+
+    # Bad handshakes from a peer claiming the stock broker's place: each link is closed
+    # with its reason logged once, and the real stock broker links again afterwards.
+    init = gp.LinkInit(
+        gp.CLUSTER_VERSION, address(1), "stock3", s_pm, match=dict(STOCK_MATCH), session_uid=7
+    ).encode()
+    bad = {
+        "truncated_link_init": (
+            gp.encode_link(gp.LinkPacket(gp.LINK_INIT, init[:12])),
+            "bad LINK_INIT: ",
+        ),
+        "broker_info_not_deserialisable": (
+            gp.encode_link(gp.LinkPacket(gp.LINK_INIT, init))
+            + gp.encode_link(gp.LinkPacket(gp.LINK_BROKER_INFO, b"\xac\xed\x00\x05junk")),
+            "BROKER_INFO body does not deserialise",
+        ),
+    }
+    for name, (payload, reason) in bad.items():
+
+        def refused(payload: bytes = payload, reason: str = reason) -> None:
+            port = cluster_port(ours)
+            with socket.create_connection((ours.host, port), timeout=10) as s:
+                s.sendall(payload)
+                s.settimeout(10)
+                while s.recv(65536):  # its own LINK_INIT and BROKER_INFO, then EOF
+                    pass
+            wait_for(lambda: reason in ours.log_text(), 10, reason)
+            time.sleep(0.5)
+            assert ours.log_text().count(reason) == 1, ours.log_text()[-3000:]
+            assert ours.proc.poll() is None
+
+        sc.check(f"bad_handshake_{name}_closes_the_link", refused)
+
+    stock = sc.stock(1, s_pm, brokerlist, "stock3")
+    sc.check(
+        "stock_links_again_after_bad_input",
+        lambda: wait_for(lambda: stock_link_count(stock, "ours2") == 1, 60, "stock B1071"),
+    )
+
+
+SCENARIOS = {"handshake": (2, scenario_handshake)}
+
+
+def main(argv: list[str]) -> int:
+    name, tmp = argv[0], Path(argv[1])
+    n, fn = SCENARIOS[name]
+    _setup_namespace(n)
+    sc = Scenario(tmp)
+    try:
+        fn(sc)
+    except Exception as exc:  # a broker that does not start ends the scenario
+        print(f"fail {name}: {exc}".replace("\n", " | ")[:3000], flush=True)
+        traceback.print_exc(file=sys.stdout)
+        sc.failed += 1
+    finally:
+        sc.stop_all()
+    return 1 if sc.failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
