@@ -1,5 +1,11 @@
 """Record TCP payloads on lo (run inside the namespace): flow -> {seq: bytes}."""
-import socket, struct, sys, time, json
+
+import json
+import socket
+import struct
+import sys
+import time
+
 ports = {int(p) for p in sys.argv[2].split(",")}
 out = sys.argv[1]
 dur = float(sys.argv[3])
@@ -11,7 +17,7 @@ end = time.time() + dur
 while time.time() < end:
     try:
         frame, addr = s.recvfrom(70000)
-    except socket.timeout:
+    except TimeoutError:
         continue
     if addr[2] == socket.PACKET_OUTGOING:
         continue
