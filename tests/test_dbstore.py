@@ -405,7 +405,7 @@ def _random(examples: int) -> settings:
     )
 
 
-@_random(300)
+@_random(200)
 @given(batches=_batches)
 def test_random_batches_match_replay_sqlite(sqlite_alias: str, batches) -> None:
     _check_against_replay(sqlite_alias, batches)
