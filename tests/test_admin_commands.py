@@ -64,6 +64,7 @@ from broker.client import (
     connect,
 )
 from broker.client.xa import Xid, create_xa_session
+from broker.props import parse_size
 from broker.protocol import dest_attributes as dattrs
 from broker.protocol.admin_info import (
     HashMap,
@@ -264,9 +265,9 @@ def test_consumer_and_message_maps_match_jdk17():
 
 
 def test_destination_attributes_conversion():
-    assert dattrs.parse_size("10k") == 10240 and dattrs.parse_size("5M") == 5 * 2**20
-    assert dattrs.parse_size("100b") == 100 and dattrs.parse_size(-5) == -1
-    assert dattrs.parse_size("512") == 512
+    assert parse_size("10k") == 10240 and parse_size("5M") == 5 * 2**20
+    assert parse_size("100b") == 100 and parse_size(-5) == -1
+    assert parse_size("512") == 512
     assert dattrs.convert("limitBehavior", "flow_control") == "FLOW_CONTROL"
     assert dattrs.convert("useDMQ", "false") is False
     assert dattrs.convert("maxNumMsgs", "-1") == -1 == dattrs.convert("maxNumMsgs", "-2")

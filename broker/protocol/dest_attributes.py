@@ -208,11 +208,6 @@ BY_NAME: dict[str, DestinationAttribute] = {a.name: a for a in DESTINATION_ATTRI
 EXTRA_PROPERTIES: dict[str, str] = {"maxDeliveryCount": "JMQMaxDeliveryCount"}
 
 
-def parse_size(value: object, name: str = "size") -> int:
-    """Bytes from an int or an OpenMQ SizeString (:func:`broker.props.parse_size`)."""
-    return props.parse_size(value, name)
-
-
 def parse_bool(value: object, name: str = "value") -> bool:
     if isinstance(value, bool):
         return value
@@ -387,6 +382,5 @@ __all__ = [
     "destination_info_fields",
     "destination_name_problem",
     "parse_bool",
-    "parse_size",
     "valid_destination_name",
 ]

@@ -18,6 +18,7 @@ from rest_framework import serializers
 from broker.admin import actions
 from broker.loglevels import RECORD_LEVELS
 from broker.models import LogRecord
+from broker.props import parse_size
 from broker.protocol import dest_attributes as attributes
 from broker.protocol.types import BROKER_PREFIX, TEMP_PREFIX
 
@@ -202,7 +203,7 @@ class SizeField(serializers.Field):
 
     def to_internal_value(self, data):
         try:
-            return attributes.parse_size(data, self.field_name or "size")
+            return parse_size(data, self.field_name or "size")
         except ValueError as exc:
             raise serializers.ValidationError(str(exc)) from None
 
