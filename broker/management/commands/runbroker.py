@@ -85,7 +85,7 @@ class Command(BaseCommand):
             config = BrokerConfig.load(instance, varhome, overrides)
         except ConfigError as exc:
             raise CommandError(str(exc)) from exc
-        cluster_file = read_cluster_file(config)
+        cluster_file = layer_cluster_file(config)
         for what in opts["reset"] or []:
             reset(config, what)
         if opts["backup"] or opts["restore"]:
@@ -133,7 +133,7 @@ class Command(BaseCommand):
             raise CommandError(str(exc)) from exc
 
 
-def read_cluster_file(config: BrokerConfig):
+def layer_cluster_file(config: BrokerConfig):
     """Layer the cluster configuration file (``imq.cluster.url``) under the broker's own
     properties; returns what to log about it once logging is set up.  As OpenMQ's broker,
     a file that cannot be read is said once and the broker starts without it."""
