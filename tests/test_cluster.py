@@ -789,6 +789,10 @@ def test_ssl_cluster_links(tmp_path: Path):
                 answer = b""
             assert not answer.startswith(b"\x00\x64")  # never a link packet
         assert links_up(a) == 1
+        # ... and the refusal is logged once, with the peer and the reason.
+        wait_for(lambda: "service cluster: TLS handshake with 127.0.0.1:" in a.log_text(), 10)
+        refused = [x for x in a.log_text().splitlines() if "TLS handshake with" in x]
+        assert len(refused) == 1 and "refused" in refused[0], refused
     finally:
         a.stop()
         b.stop()

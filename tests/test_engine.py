@@ -453,6 +453,52 @@ def test_producer_paused_at_a_full_destination_and_resumed(broker: Broker) -> No
     assert resume.type == PacketType.RESUME_FLOW and resume.properties["JMQProducerID"] == pid
 
 
+def test_a_message_over_the_frame_limit_still_answers_the_producers_flow(
+    broker: Broker,
+) -> None:
+    """The last message of a producer's credit (C flag) is refused for its size: the
+    client that sent it waits for RESUME_FLOW, so it gets one beside the 413."""
+    e = _login(broker)
+    sid = _session(e)
+    e.receive_data(
+        _request(
+            PacketType.ADD_PRODUCER,
+            JMQDestination="bigq",
+            JMQDestType=JInt(DEST_QUEUE),
+            JMQSessionID=JLong(sid),
+        )
+    )
+    (reply,) = _sent(e)
+    pid = int(reply.properties["JMQProducerID"])  # type: ignore[arg-type]
+    e.reader.max_packet_size = 4096
+    big = build_packet(
+        PacketType.BYTES_MESSAGE,
+        flags=FLAG_Q | FLAG_C | FLAG_A,
+        fields={1: "bigq", 9: pid},
+        body=bytes(3 * 4096),
+        consumer_id=12,
+    )
+    for i in range(0, len(big), 1000):  # in pieces, as a socket delivers it
+        e.receive_data(big[i : i + 1000])
+    refused, resume = _sent(e)
+    assert refused.type == PacketType.SEND_REPLY and refused.consumer_id == 12
+    assert _status(refused) == Status.ENTITY_TOO_LARGE
+    assert resume.type == PacketType.RESUME_FLOW
+    assert resume.properties["JMQProducerID"] == pid and resume.properties["JMQSize"] > 0
+    # Without the C flag there is nothing to resume: the 413 alone.
+    e.receive_data(
+        build_packet(
+            PacketType.BYTES_MESSAGE,
+            flags=FLAG_Q | FLAG_A,
+            fields={1: "bigq", 9: pid},
+            body=bytes(3 * 4096),
+            consumer_id=13,
+        )
+    )
+    (refused,) = _sent(e)
+    assert _status(refused) == Status.ENTITY_TOO_LARGE and e.state is ConnState.READY
+
+
 def test_a_reply_the_store_held_is_handed_to_the_driver_at_once(broker: Broker) -> None:
     # A persistent send's SEND_REPLY waits for the store; once released, the driver's
     # flush hook is called with it queued, so it is not left for the next loop turn

@@ -7,12 +7,16 @@ same with what the reader returns (tests/interop/test_java_restart.py runs the c
 
 from __future__ import annotations
 
+import struct
+
 import pytest
 
 from broker.protocol.errors import ProtocolError
 from broker.protocol.jtypes import JInt
 from broker.protocol.packet import (
     HEADER_SIZE,
+    MAX_KEPT_HEAD,
+    OFF_PROP_OFFSET,
     OversizedPacket,
     Packet,
     PacketReader,
@@ -63,3 +67,35 @@ def test_without_skip_an_oversized_packet_still_ends_the_stream() -> None:
     # A broken header is fatal either way.
     with pytest.raises(ProtocolError, match="bad magic"):
         PacketReader(LIMIT, skip_oversized=True).feed(b"\x00" * HEADER_SIZE)
+
+
+def test_the_variable_header_is_kept_so_the_producer_is_known() -> None:
+    big = build_packet(
+        PacketType.BYTES_MESSAGE,
+        fields={1: "q", 9: 4242},
+        body=bytes(3 * LIMIT),
+        consumer_id=5,
+    )
+    for chunk in (1, HEADER_SIZE + 3, 1 << 20):
+        r = PacketReader(LIMIT, skip_oversized=True)
+        got = [p for i in range(0, len(big), chunk) for p in r.feed(big[i : i + chunk])]
+        (over,) = got
+        assert isinstance(over, OversizedPacket)
+        assert over.producer_id == 4242 and over.size == len(big)
+        assert r.buffered == 0
+
+
+def test_an_unreadable_or_huge_variable_header_is_not_kept() -> None:
+    big = bytearray(
+        build_packet(PacketType.BYTES_MESSAGE, fields={9: 7}, body=bytes(MAX_KEPT_HEAD + 100))
+    )
+    # A property offset beyond what the reader keeps: only the fixed header.
+    struct.pack_into(">i", big, OFF_PROP_OFFSET, len(big) - 10)
+    (over,) = PacketReader(LIMIT, skip_oversized=True).feed(bytes(big))
+    assert isinstance(over, OversizedPacket) and len(over.raw) == HEADER_SIZE
+    assert over.producer_id == 0
+    # A variable header that does not decode: no producer, no error.
+    big = bytearray(build_packet(PacketType.BYTES_MESSAGE, fields={9: 7}, body=bytes(3 * LIMIT)))
+    big[HEADER_SIZE : HEADER_SIZE + 4] = b"\x00\x01\x7f\xff"  # a name of 32767 bytes
+    (over,) = PacketReader(LIMIT, skip_oversized=True).feed(bytes(big))
+    assert isinstance(over, OversizedPacket) and over.producer_id == 0

@@ -135,6 +135,19 @@ def test_tls_services(own_broker, tmp_path: Path) -> None:
                 break
     # ... and keeps serving TLS and TCP clients.
     assert b.proc.poll() is None
+    # Each refused handshake is logged once, with its peer and reason: the client that did
+    # not trust the certificate (it hangs up), plain TCP and the raw bytes (not TLS).
+    def refused_lines() -> list[str]:
+        return [x for x in b.log_text().splitlines() if "TLS handshake with 127.0.0.1:" in x]
+
+    deadline = time.monotonic() + 10
+    while len(refused_lines()) < 3 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    refused = refused_lines()
+    assert all("service ssljms" in x for x in refused), refused
+    assert sum("not completed: the peer closed" in x for x in refused) == 1, refused
+    assert sum("refused: WRONG_VERSION_NUMBER" in x for x in refused) == 2, refused
+    assert len(refused) == 3, refused
 
     async def again() -> None:
         for kw in ({"ssl": ctx}, {}):

@@ -28,6 +28,7 @@ from broker.core.errors import now_ms
 from broker.protocol import gpacket as gp
 from broker.protocol.brokerinfo import BrokerInfo
 from broker.protocol.jtypes import JLong
+from broker.security.tlsaccept import listening_socket, serve
 
 from .changerecord import read_last_sync
 from .changes import ChangeRules
@@ -37,6 +38,9 @@ from .links import LinkRules
 
 if TYPE_CHECKING:
     pass
+
+# asyncio's create_server default, which the cluster listener had before.
+CLUSTER_BACKLOG = 100
 
 log = logging.getLogger("broker.cluster")
 
@@ -124,14 +128,13 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
     # -- life cycle ------------------------------------------------------------------
 
     async def start(self) -> None:
-        loop = self.loop = asyncio.get_running_loop()
+        self.loop = asyncio.get_running_loop()
         host = self.cfg.cluster_host or None
-        self.server = await loop.create_server(
+        self.server = await serve(
             self.new_link,
-            host=host,
-            port=self.cfg.cluster_port,
-            reuse_address=True,
-            ssl=self.server_ssl,
+            listening_socket(host, self.cfg.cluster_port, CLUSTER_BACKLOG),
+            self.server_ssl,
+            "cluster",
         )
         log.info(
             "cluster service (%s CLUSTER) listening on %s:%s; brokers: %s",

@@ -95,6 +95,8 @@ class EngineBase:
 
     # MessageRules' handler of the message types, which _dispatch calls directly.
     on_message: Callable[[Packet], None]
+    # ... and of a message packet over the frame limit, already read past.
+    on_oversized_message: Callable[[OversizedPacket], None]
 
     def __init__(
         self,
@@ -278,9 +280,7 @@ class EngineBase:
         connection goes on; anything else ends it.  False when the connection ends."""
         name = packet_type_name(pkt.type)
         if self.state is READY and pkt.type in MESSAGE_TYPES:
-            reason = f"message of {pkt.size} bytes exceeds imq.message.max_size"
-            log.warning("refused a %s from %s: %s", name, self.peer, pkt.reason)
-            self._reply_error(pkt.type, pkt.flags, pkt.consumer_id, Status.ENTITY_TOO_LARGE, reason)
+            self.on_oversized_message(pkt)
             return True
         self._reply_error(pkt.type, pkt.flags, pkt.consumer_id, Status.BAD_REQUEST, pkt.reason)
         self.fatal(f"oversized {name} packet from {self.peer}: {pkt.reason}")

@@ -15,7 +15,7 @@ from broker.core.message import Message
 from broker.core.session import Session
 from broker.protocol.admin_types import ADMIN_QUEUE
 from broker.protocol.jtypes import JInt, JLong
-from broker.protocol.packet import OFF_CONSUMER_ID, Packet, build_packet
+from broker.protocol.packet import OFF_CONSUMER_ID, OversizedPacket, Packet, build_packet
 from broker.protocol.properties import as_int, optional_str
 from broker.protocol.types import (
     CURRENT_PACKET_VERSION,
@@ -31,6 +31,7 @@ from broker.protocol.types import (
     AckType,
     PacketType,
     Status,
+    packet_type_name,
 )
 
 from .access import AccessRules
@@ -89,12 +90,12 @@ class MessageRules(AccessRules):
                     self.write(_with_cid(_SEND_REPLY_OK, pkt.consumer_id))
                 self.admin(self, pkt)
                 if flags & (FLAG_C | FLAG_F):
-                    self._flow_after_send(pkt, flags)
+                    self._flow_after_send(pkt.producer_id, flags)
                 return
             msg = Message(pkt, name, self.id)
             dest_type = DEST_QUEUE if flags & FLAG_Q else DEST_TOPIC
             if not self._send_allowed(pkt, name, dest_type):
-                self._flow_after_send(pkt, flags)
+                self._flow_after_send(pkt.producer_id, flags)
                 return
             txn_id = pkt.transaction_id
             if txn_id:
@@ -109,7 +110,7 @@ class MessageRules(AccessRules):
                 log.info(
                     "message to %s from %s refused: %s", pkt.fields.get(1), self.peer, exc.reason
                 )
-            self._flow_after_send(pkt, flags)
+            self._flow_after_send(pkt.producer_id, flags)
             return
         if flags & FLAG_A:
             reply = _with_cid(_SEND_REPLY_OK, pkt.consumer_id)
@@ -120,17 +121,27 @@ class MessageRules(AccessRules):
                 self.write(reply)
         self.broker.check_memory()
         if flags & (FLAG_C | FLAG_F):
-            self._flow_after_send(pkt, flags)
+            self._flow_after_send(pkt.producer_id, flags)
 
     # -- flow control ------------------------------------------------------------------
 
-    def _flow_after_send(self, pkt: Packet, flags: int) -> None:
+    def on_oversized_message(self, pkt: OversizedPacket) -> None:
+        """A message over the frame limit, read past unseen: refused with ENTITY_TOO_LARGE
+        as OpenMQ's broker does (the stock client reports C4095), and, like any refused
+        message, it still answers the producer's flow control: the client that marked it
+        as the last of its credit waits for RESUME_FLOW before its next send."""
+        reason = f"message of {pkt.size} bytes exceeds imq.message.max_size"
+        log.warning("refused a %s from %s: %s", packet_type_name(pkt.type), self.peer, pkt.reason)
+        self._reply_error(pkt.type, pkt.flags, pkt.consumer_id, Status.ENTITY_TOO_LARGE, reason)
+        self._flow_after_send(pkt.producer_id, pkt.flags)
+
+    def _flow_after_send(self, producer_id: int, flags: int) -> None:
         # The client stops after a C (producer) or F (connection) flagged message until
         # we resume it; without this answer its send() blocks forever.
         if flags & FLAG_C:
             # Its next credit, or none yet: RESUME_FLOW follows when the destination
             # has drained (limits.producer_credit).
-            self.resume_producer(pkt.producer_id)
+            self.resume_producer(producer_id)
         if flags & FLAG_F:
             count = self.broker.memory.count
             if count == 0:

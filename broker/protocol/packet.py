@@ -361,14 +361,41 @@ class BadPacket:
 class OversizedPacket(BadPacket):
     """A sound packet header announcing more than the reader's limit; its bytes were skipped.
 
-    ``raw`` holds only the fixed header; ``size`` is the size it announced.
+    ``raw`` holds the fixed header and, when it is no larger than :data:`MAX_KEPT_HEAD`,
+    the variable header (a refused message's producer must still get its flow-control
+    answer); ``size`` is the size it announced.
     """
 
     __slots__ = ("size",)
 
-    def __init__(self, header: bytes, size: int, limit: int) -> None:
-        super().__init__(header, f"bad packet size {size} (limit {limit})")
+    def __init__(self, head: bytes, size: int, limit: int) -> None:
+        super().__init__(head, f"bad packet size {size} (limit {limit})")
         self.size = size
+
+    @property
+    def producer_id(self) -> int:
+        """The producer named in the kept variable header (0: none, or not kept)."""
+        if len(self.raw) <= HEADER_SIZE:
+            return 0
+        try:
+            pid = decode_fields(self.raw, HEADER_SIZE, len(self.raw)).get(VH_PRODUCERID, 0)
+        except ProtocolError:
+            return 0
+        return pid if isinstance(pid, int) else 0
+
+
+# The most of an oversized packet's variable header the reader keeps (destination, class,
+# producer and transaction: a few hundred bytes in practice).
+MAX_KEPT_HEAD = 64 * 1024
+
+
+def _kept_head(view: bytes | bytearray, pos: int, size: int) -> int:
+    """How many bytes of the oversized packet at ``pos`` to keep: the fixed header, and the
+    variable header when its offset is sound and it is small."""
+    prop_offset = _I32.unpack_from(view, pos + OFF_PROP_OFFSET)[0]
+    if HEADER_SIZE <= prop_offset <= min(size, HEADER_SIZE + MAX_KEPT_HEAD):
+        return prop_offset
+    return HEADER_SIZE
 
 
 class PacketReader:
@@ -421,10 +448,11 @@ class PacketReader:
                 self._buf = bytearray()
                 raise PacketError(f"unsupported packet version {version}")
             if size > self.max_packet_size and self.skip_oversized:
+                head = _kept_head(view, pos, size)
+                if n - pos < head:
+                    break  # the variable header is still to come
                 out.append(
-                    OversizedPacket(
-                        bytes(view[pos : pos + HEADER_SIZE]), size, self.max_packet_size
-                    )
+                    OversizedPacket(bytes(view[pos : pos + head]), size, self.max_packet_size)
                 )
                 have = min(n - pos, size)
                 pos += have

@@ -36,6 +36,7 @@ from broker.protocol.types import (
 )
 from broker.security.acl import AccessController
 from broker.security.repository import LoginThrottle, check_auth_repository
+from broker.security.tlsaccept import listening_socket, serve
 from broker.store import ha_settings, open_store
 from broker.store.base import Store
 
@@ -321,10 +322,11 @@ class Broker:
             if svc.protocol in ("http", "https"):
                 svc.tunnel = TunnelService(self, svc)
                 svc.tunnel.start()
-            svc.server = await loop.create_server(
+            svc.server = await serve(
                 svc.protocol_factory(self),
-                sock=_listen(svc.host, svc.port, svc.backlog),
-                ssl=svc.ssl_context,
+                listening_socket(svc.host, svc.port, svc.backlog),
+                svc.ssl_context,
+                svc.name,
             )
             self.services.append(svc)
             log.info(
@@ -339,7 +341,7 @@ class Broker:
         if c.get(props.PORTMAPPER_BIND):
             host = c.get(props.PORTMAPPER_HOSTNAME) or c.get(props.HOSTNAME) or None
             port = c.get(props.PORTMAPPER_PORT)
-            pm_sock = _listen(host, port, c.get(props.PORTMAPPER_BACKLOG))
+            pm_sock = listening_socket(host, port, c.get(props.PORTMAPPER_BACKLOG))
             self._pm_port = pm_sock.getsockname()[1]
         # The cluster service (which names this broker by its port mapper's port) starts
         # before the port mapper answers, so no one is given a table without it.
@@ -449,12 +451,9 @@ class Broker:
     async def rebind_service(self, svc: Service, port: int) -> None:
         """Listen on ``port`` instead (0: any free port); open connections carry on.
         Raises OSError when the port cannot be bound (the old listener stays)."""
-        loop = asyncio.get_running_loop()
-        sock = _listen(svc.host, port, svc.backlog)
+        sock = listening_socket(svc.host, port, svc.backlog)
         try:
-            server = await loop.create_server(
-                svc.protocol_factory(self), sock=sock, ssl=svc.ssl_context
-            )
+            server = await serve(svc.protocol_factory(self), sock, svc.ssl_context, svc.name)
         except BaseException:
             sock.close()
             raise
@@ -469,7 +468,7 @@ class Broker:
             return
         c = self.config
         host = c.get(props.PORTMAPPER_HOSTNAME) or c.get(props.HOSTNAME) or None
-        sock = _listen(host, port, c.get(props.PORTMAPPER_BACKLOG))
+        sock = listening_socket(host, port, c.get(props.PORTMAPPER_BACKLOG))
         try:
             server = await asyncio.get_running_loop().create_server(
                 lambda: PortMapperProtocol(self), sock=sock
@@ -845,28 +844,6 @@ def _memory_manager(c: BrokerConfig) -> MemoryManager:
         return MemoryManager(budget, thresholds, counts)
     except ValueError as exc:
         raise ConfigError(str(exc)) from exc
-
-
-def _listen(host: str | None, port: int, backlog: int) -> socket.socket:
-    """A listening socket; with no host, one dual-stack socket so IPv4 and IPv6 share the
-    port (two sockets would get two different ephemeral ports for port 0)."""
-    if host:
-        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
-        family, _t, _p, _c, addr = infos[0]
-        sock = socket.socket(family, socket.SOCK_STREAM)
-    else:
-        try:
-            sock = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
-            sock.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 0)
-            addr = ("::", port)
-        except OSError:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            addr = ("0.0.0.0", port)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind(addr)
-    sock.listen(backlog)
-    sock.setblocking(False)
-    return sock
 
 
 def _raise_fd_limit() -> None:

@@ -45,6 +45,51 @@ public class SizeLimit {
                     Checks.info("non_persistent", e.getClass().getName() + " " + e.getErrorCode());
                 }
             });
+            // imq.producer.maxBatch=4: a new producer's fourth send is the last of its
+            // credit (C flag) and it waits for RESUME_FLOW before a fifth. Here the fourth
+            // is over the limit: does the fifth go? (Its own connection: on OpenMQ's broker
+            // it waits for ever.) Prints "info fifth_send sent|waiting".
+            Checks.check("over_limit_at_end_of_credit", () -> {
+                Connection c2 = Checks.connect(host, port);
+                Session s2 = c2.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                Queue q2 = s2.createQueue("jcredit_" + sfx);
+                MessageProducer p2 = s2.createProducer(q2);
+                byte[] small = new byte[100];
+                for (int i = 0; i < 3; i++) {
+                    BytesMessage m = s2.createBytesMessage();
+                    m.writeBytes(small);
+                    p2.send(m, DeliveryMode.NON_PERSISTENT, 4, 0);
+                }
+                BytesMessage over = s2.createBytesMessage();
+                over.writeBytes(big);
+                p2.send(over, DeliveryMode.NON_PERSISTENT, 4, 0);
+                Thread fifth = new Thread(() -> {
+                    try {
+                        BytesMessage m = s2.createBytesMessage();
+                        m.writeBytes(small);
+                        p2.send(m, DeliveryMode.NON_PERSISTENT, 4, 0);
+                    } catch (JMSException e) {
+                        throw new RuntimeException(e);
+                    }
+                });
+                fifth.setDaemon(true);
+                fifth.start();
+                fifth.join(15000);
+                if (fifth.isAlive()) {
+                    Checks.info("fifth_send", "waiting");
+                    return;  // c2 is left to the JVM's exit: closing it would wait too
+                }
+                Checks.info("fifth_send", "sent");
+                MessageConsumer k2 = s2.createConsumer(q2);
+                c2.start();
+                for (int i = 0; i < 4; i++) {
+                    Message got = k2.receive(15000);
+                    Checks.expect(got instanceof BytesMessage, "small message " + i + ": " + got);
+                    Checks.expect(got.getBody(byte[].class).length == 100, "not a small message");
+                }
+                Checks.expect(k2.receive(300) == null, "the message over the limit arrived");
+                c2.close();
+            });
             Checks.check("connection_serves_after", () -> {
                 BytesMessage m = s.createBytesMessage();
                 m.writeBytes(fits);
