@@ -135,6 +135,7 @@ def test_tls_services(own_broker, tmp_path: Path) -> None:
                 break
     # ... and keeps serving TLS and TCP clients.
     assert b.proc.poll() is None
+
     # Each refused handshake is logged once, with its peer and reason: the client that did
     # not trust the certificate (it hangs up), plain TCP and the raw bytes (not TLS).
     def refused_lines() -> list[str]:
