@@ -23,7 +23,7 @@ from broker.protocol.jtypes import JByte, JFloat, JInt, JLong, JShort
 from portal.ums import soap, transformer
 
 from .interop.conftest import ProbeResult, c_build_dir, c_probe  # noqa: F401
-from .ums_stack import ums_stack_fixture  # noqa: F401
+from .ums_stack import jms_receive, ums_stack_fixture  # noqa: F401
 
 SOAP = "http://schemas.xmlsoap.org/soap/envelope/"
 UMS = "https://mq.java.net/ums"
@@ -250,9 +250,7 @@ def test_transformer_layout_for_jms(ums_stack):
     """What a JMS consumer gets from an XML send: a BytesMessage whose body is
     int32 + serialised Hashtable (the MIME headers) + int32 + the SOAP stream, and the
     properties of ums:JMSProperty; the Service element (with its password) is not in it."""
-    import asyncio
-
-    from broker.client import BytesMessage, Queue, connect
+    from broker.client import BytesMessage
 
     dest = q()
     env = envelope(
@@ -265,19 +263,7 @@ def test_transformer_layout_for_jms(ums_stack):
         multipart(env, ("a", "application/octet-stream", b"\x00\x01"), ("b", "text/plain", b"t")),
     ):
         assert service_of(call(ums_stack, data, ctype))["status"] == "200"
-    b = ums_stack.broker
-
-    async def get():
-        conn = await connect(b.host, b.portmapper_port)
-        try:
-            sess = await conn.create_session()
-            cons = await sess.create_consumer(Queue(dest))
-            await conn.start()
-            return [await cons.receive(10), await cons.receive(10)]
-        finally:
-            await conn.close()
-
-    plain, multi = asyncio.run(get())
+    plain, multi = jms_receive(ums_stack.broker, dest, 2)
     for m in (plain, multi):
         assert isinstance(m, BytesMessage) and m.properties["k"] == "v"
         n = int.from_bytes(m.data[:4], "big")
@@ -490,10 +476,6 @@ def test_ums_to_c_client(ums_stack, c_probe):  # noqa: F811
 
 def test_python_types_map(ums_stack):
     """The jtypes the SOAP property elements become (what a JMS client sees)."""
-    import asyncio
-
-    from broker.client import Queue, connect
-
     dest = q()
     props = (
         '<ums:IntProperty ums:pname="i" ums:pvalue="1"/><ums:LongProperty ums:pname="l" ums:pvalue="2"/>'
@@ -501,19 +483,7 @@ def test_python_types_map(ums_stack):
         '<ums:FloatProperty ums:pname="f" ums:pvalue="0.5"/>'
     )
     call(ums_stack, envelope({"service": "send", "destination": dest}, "typed", props))
-    b = ums_stack.broker
-
-    async def get():
-        conn = await connect(b.host, b.portmapper_port)
-        try:
-            sess = await conn.create_session()
-            cons = await sess.create_consumer(Queue(dest))
-            await conn.start()
-            return await cons.receive(10)
-        finally:
-            await conn.close()
-
-    m = asyncio.run(get())
+    (m,) = jms_receive(ums_stack.broker, dest)
     assert m is not None
     assert ET.fromstring(transformer.decode(m.data).envelope).findtext(f"{E}Body") == "typed"
     p = m.properties

@@ -12,6 +12,7 @@ idle for 4 s, so expiry is seen within a test.  Test modules take it with
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -66,6 +67,23 @@ class UmsStack:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def jms_receive(broker, dest: str, count: int = 1) -> list:
+    """What a JMS consumer of queue ``dest`` gets, ``count`` receives of up to 10 s each
+    (None for one that timed out): the other side of a UMS send."""
+    from broker.client import Queue, connect
+
+    async def receive() -> list:
+        conn = await connect(broker.host, broker.portmapper_port)
+        try:
+            cons = await (await conn.create_session()).create_consumer(Queue(dest))
+            await conn.start()
+            return [await cons.receive(10) for _ in range(count)]
+        finally:
+            await conn.close()
+
+    return asyncio.run(receive())
 
 
 def start_gateway(portal: PortalStack) -> UmsStack:
