@@ -51,9 +51,10 @@ def broker_command(*args: str, python: str | None = None) -> list[str]:
 
 def portal_command(port: int | str, host: str = LOOPBACK, *extra: str) -> list[str]:
     """The portal: daphne serving the ASGI application on ``host:port`` (``extra``:
-    more daphne options, before the application)."""
+    more daphne options, before the application), through portal/serve.py, which adds
+    the read timeout daphne lacks."""
     return [
-        sys.executable, "-m", "daphne",
+        sys.executable, "-m", "portal.serve",
         "-b", host,
         "-p", str(port),
         *extra,

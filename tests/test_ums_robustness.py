@@ -164,6 +164,19 @@ def test_a_body_cut_short_or_never_sent(stack):
         port, f"/ums/simple?service=receive&destination={dest}&timeout=500"
     )
     assert (headers["ums.status"], body) == ("404", b"")
+    # The same on the portal's /ums/: daphne reads the whole body before the application
+    # sees the request, so portal/serve.py gives it the read timeout and the 408.
+    reply = raw(stack.portal.port, head + b"1234567", close=False)
+    assert reply.startswith(b"HTTP/1.1 408 "), reply
+    assert b"connection: close" in reply and b"UMS_READ_TIMEOUT" in reply
+    assert b"ums.service: send_reply" in reply and b"ums.status: 408" in reply
+    # ... and a silent sender of the portal's own pages gets its 408 too.
+    reply = raw(stack.portal.port, b"GET /healthz HTTP/1.1\r\nHost: x\r\n", close=False)
+    assert reply.startswith(b"HTTP/1.1 408 "), reply
+    status, headers, body = call(
+        port, f"/ums/simple?service=receive&destination={dest}&timeout=500"
+    )
+    assert (headers["ums.status"], body) == ("404", b"")
     # A whole body sent in pieces is one message.
     with socket.create_connection(("127.0.0.1", port), timeout=30) as s:
         s.sendall(head.replace(b"1000", b"10") + b"12345")

@@ -122,7 +122,7 @@ class Up:
         kids = children_of(self.proc.pid)
         kinds = sorted(kind(c) for c in kids.values())
         assert kinds == ["beat", "broker", "portal", "redis", "ums", "worker"], kids
-        assert any("daphne" in c and "portal.asgi:application" in c for c in kids.values())
+        assert any("portal.serve" in c and "portal.asgi:application" in c for c in kids.values())
         assert any("uvicorn" in c and "portal.asgi:application" in c for c in kids.values())
         return kids
 

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 from broker.config import BrokerConfig
 from broker.protocol import gpacket as gp
 from broker.protocol.jtypes import JLong
+from broker.security.tlsaccept import TlsListener
 
 from .changerecord import ChangeRecord
 from .config import ClusterConfig, same_host
@@ -55,7 +56,7 @@ class ClusterState:
         self.router = router
         self.session_id = session_id
         self.start_ms = int(time.time() * 1000)
-        self.server: asyncio.Server | None = None
+        self.server: asyncio.Server | TlsListener | None = None
         self.links: dict[gp.BrokerAddress, BrokerLink] = {}
         self.all_links: set[BrokerLink] = set()
         self.remotes: dict[tuple[BrokerLink, int], RemoteConsumer] = {}

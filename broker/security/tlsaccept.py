@@ -60,7 +60,7 @@ async def serve(
     sock: socket.socket,
     context: ssl.SSLContext | None,
     service: str,
-) -> asyncio.AbstractServer:
+) -> asyncio.Server | TlsListener:
     """Serve ``factory``'s protocols on the listening ``sock``: plain, or over TLS with a
     refused handshake logged as refused by ``service``."""
     if context is None:

@@ -36,7 +36,7 @@ from broker.protocol.types import (
 )
 from broker.security.acl import AccessController
 from broker.security.repository import LoginThrottle, check_auth_repository
-from broker.security.tlsaccept import listening_socket, serve
+from broker.security.tlsaccept import TlsListener, listening_socket, serve
 from broker.store import ha_settings, open_store
 from broker.store.base import Store
 
@@ -72,7 +72,7 @@ class Service:
     max_connections: int  # -1 = unlimited
     backlog: int = 100
     ssl_context: ssl.SSLContext | None = None
-    server: asyncio.AbstractServer | None = None
+    server: asyncio.Server | TlsListener | None = None
     connections: set[ConnectionEngine] = field(default_factory=set)
     # Admin PAUSE of the service: new connections are refused (HELLO_REPLY 503) until RESUME.
     paused: bool = False
