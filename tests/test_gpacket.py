@@ -120,3 +120,20 @@ def test_round_trip_and_truncation(ptype: int, props: dict, payload: bytes, data
     with pytest.raises(gp.GPacketError):
         gp.decode(raw[:cut])
     assert gp.GPacketReader().feed(raw[:cut]) == []
+
+
+def test_message_data_properties_are_decoded_once_per_table() -> None:
+    """A G_MESSAGE_DATA's property table recurs (the sender's address, D, C, the delivery
+    count): the same bytes give the same decoded dict; another table its own."""
+    props = {"instanceName": "A", "port": 7676, "brokerSession": JLong(5), "D": False, "C": 1}
+    first = gp.decode(gp.encode(gp.GPacket(gp.G_MESSAGE_DATA, props, b"one")))
+    second = gp.decode(gp.encode(gp.GPacket(gp.G_MESSAGE_DATA, props, b"two")))
+    assert first.props == props and second.props is first.props
+    assert (first.payload, second.payload) == (b"one", b"two")
+    other = gp.decode(gp.encode(gp.GPacket(gp.G_MESSAGE_DATA, {**props, "C": 2}, b"")))
+    assert other.props["C"] == 2 and first.props["C"] == 1
+    # A bad table is still refused, cached type or not, and nothing is kept of it.
+    data = bytearray(gp.encode(gp.GPacket(gp.G_MESSAGE_DATA, {"k": "v"}, b"")))
+    data[gp.HEADER_SIZE + 4 : gp.HEADER_SIZE + 8] = b"\x7f\xff\xff\xff"
+    with pytest.raises(gp.GPacketError, match="GPacket properties"):
+        gp.decode(bytes(data))

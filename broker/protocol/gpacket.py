@@ -26,7 +26,14 @@ import time
 from dataclasses import dataclass, field
 
 from .errors import ProtocolError
-from .properties import PropertyError, decode_properties, encode_properties, read_utf, write_utf
+from .properties import (
+    PropertyError,
+    decode_properties,
+    encode_properties,
+    read_utf,
+    remember,
+    write_utf,
+)
 
 VERSION = 350
 MAGIC = 0x7FFFE3C2
@@ -143,7 +150,8 @@ _seq = itertools.count(1)
 
 @dataclass
 class GPacket:
-    """One broker-to-broker packet."""
+    """One broker-to-broker packet.  A decoded packet's ``props`` may be shared with
+    other packets of the same bytes: read them, never modify them."""
 
     type: int
     props: dict[str, object] = field(default_factory=dict)
@@ -195,12 +203,33 @@ def decode(data: bytes | memoryview) -> GPacket:
     if len(data) != size:
         raise GPacketError(f"GPacket announces {size} bytes but {len(data)} were given")
     _v, ptype, _size, _m, plen, ts, seq, flags = HEADER.unpack_from(data, 0)
-    try:
-        props = decode_properties(data, HEADER_SIZE, plen) if plen else {}
-    except PropertyError as exc:
-        raise GPacketError(f"GPacket properties: {exc}") from None
+    if not plen:
+        props: dict[str, object] = {}
+    elif ptype in _RECURRING_PROPS:
+        raw = bytes(data[HEADER_SIZE : HEADER_SIZE + plen])
+        cached = _PROPS.get(raw)
+        if cached is None:
+            cached = _decode_props(raw, 0, plen)
+            remember(_PROPS, raw, cached)
+        props = cached
+    else:
+        props = _decode_props(data, HEADER_SIZE, plen)
     payload = bytes(data[HEADER_SIZE + plen : size])
     return GPacket(ptype, props, payload, flags, ts, seq)
+
+
+def _decode_props(data: bytes | memoryview, start: int, plen: int) -> dict[str, object]:
+    try:
+        return decode_properties(data, start, plen)
+    except PropertyError as exc:
+        raise GPacketError(f"GPacket properties: {exc}") from None
+
+
+# A message's properties repeat from one G_MESSAGE_DATA to the next (the sender's address,
+# D, C, the consumer's delivery count), and an ack's too: their tables are decoded once
+# and shared, by their bytes (a decoded packet's props are never modified).
+_PROPS: dict[bytes, dict[str, object]] = {}
+_RECURRING_PROPS = frozenset({G_MESSAGE_DATA, G_MESSAGE_ACK})
 
 
 def split_concatenated(data: bytes) -> list[GPacket]:
