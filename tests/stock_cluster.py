@@ -243,6 +243,43 @@ def java_hop(classes: Path, *args: object) -> subprocess.Popen:
     )
 
 
+def many_hops(dest: str, src_host: str, src_pm: int, dst_host: str, dst_pm: int, n: int) -> None:
+    """``n`` messages produced on one broker, consumed on the other (our Python client on
+    both sides, fast enough to fill a window): each arrives once."""
+    import asyncio
+
+    from broker.client import Queue, TextMessage, connect
+
+    async def go() -> None:
+        cconn = await connect(dst_host, dst_pm)
+        pconn = await connect(src_host, src_pm)
+        try:
+            consumer = await (await cconn.create_session()).create_consumer(Queue(dest))
+            await cconn.start()
+            producer = await (await pconn.create_session()).create_producer(Queue(dest))
+            await producer.send(TextMessage("first"))
+            first = await consumer.receive(30)  # the interest has reached the producer's broker
+            assert first is not None and first.text == "first", first
+            for i in range(n):
+                await producer.send(TextMessage(str(i)))
+            got = []
+            while len(got) < n:
+                m = await consumer.receive(30)
+                assert m is not None, f"{len(got)} of {n} arrived, then nothing for 30 s"
+                got.append(int(m.text or ""))
+            assert sorted(got) == list(range(n)), "lost or doubled messages"
+        finally:
+            await pconn.close()
+            await cconn.close()
+
+    asyncio.run(go())
+
+
+def _no_refused_acks(b: StockBrokerProcess) -> None:
+    log = (b.varhome / "instances" / b.instance / "log" / "log.txt").read_text(errors="replace")
+    assert "B2136" not in log, log[log.index("B2136") - 200 :][:3000]
+
+
 def scenario_handshake(sc: Scenario) -> None:
     """One stock broker and one of ours: the link comes up with either started first,
     stays up across pings, a queue message crosses it both ways, each side's GOODBYE is
@@ -291,6 +328,22 @@ def scenario_handshake(sc: Scenario) -> None:
     sc.check(
         "queue_message_ours_to_stock",
         lambda: hop("mixed.q2", address(2), o_pm, address(1), s_pm),
+    )
+
+    # More messages than a consumer's window, both ways: the home broker goes on only
+    # when the other acknowledges each message as it expects (OpenMQ: one message a
+    # G_MESSAGE_ACK, naming its session; ACK_DELIVERED for a D=true message).
+    sc.check(
+        "queue_beyond_the_window_stock_to_ours",
+        lambda: many_hops("mixed.w1", address(1), s_pm, address(2), o_pm, 2500),
+    )
+    sc.check(
+        "queue_beyond_the_window_ours_to_stock",
+        lambda: many_hops("mixed.w2", address(2), o_pm, address(1), s_pm, 2500),
+    )
+    sc.check(
+        "stock_refused_no_acknowledgement",
+        lambda: _no_refused_acks(stock),
     )
 
     def list_bkr() -> None:

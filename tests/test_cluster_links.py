@@ -91,3 +91,42 @@ def test_remote_consumers_are_keyed_by_the_link_not_its_id():
     second = _up_link(svc)
     _durable_interest(svc, second, 5)
     assert list(svc.remotes) == [(second, 5)]
+
+
+def test_acks_go_home_one_message_a_packet_naming_the_home_session():
+    """OpenMQ's broker refuses a non-transacted G_MESSAGE_ACK of more than one message
+    (B2136, "Unexpected remote ack count") and one without ``messageBrokerSession``; a
+    refused ack leaves its window for the consumer full, and delivery stops."""
+    import asyncio
+
+    class Wire:
+        written: list[bytes] = []
+
+        def writelines(self, data: list[bytes]) -> None:
+            self.written.extend(data)
+
+        def is_closing(self) -> bool:
+            return False
+
+    svc = _service()
+    link = _up_link(svc)
+    link.engine.out.clear()
+    wire = link.transport = Wire()  # type: ignore[assignment]
+    uid = gp.ConsumerUID(5, 9, ME)
+    keys = [bytes([n]) * 32 for n in (1, 2, 3)]
+
+    async def ack() -> None:
+        svc.send_ack(link, uid, keys[:2], gp.ACK_ACKNOWLEDGED)
+        svc.send_ack(link, uid, keys[2:], gp.ACK_ACKNOWLEDGED)
+        await asyncio.sleep(0)  # the turn's acks are flushed together
+
+    asyncio.run(ack())
+    sent = gp.GPacketReader().feed(b"".join(wire.written))
+    assert [p.type for p in sent] == [gp.G_MESSAGE_ACK] * 3
+    for p, key in zip(sent, keys, strict=True):
+        assert isinstance(p, gp.GPacket)
+        assert p.props["C"] == 1 and p.props["T"] == gp.ACK_ACKNOWLEDGED
+        assert p.props["messageBrokerSession"] == 2  # the peer's BrokerInfo session
+        assert p.props["instanceName"] == ME.instance and p.props["port"] == ME.port
+        r = gp.BodyReader(p.payload)
+        assert r.raw(32) == key and gp.ConsumerUID.read(r) == uid

@@ -15,7 +15,9 @@ from broker.core.errors import RouterError, now_ms
 from broker.core.message import Entry, Message
 from broker.core.selector import SelectorError, compile_selector
 from broker.protocol import gpacket as gp
+from broker.protocol.jtypes import JLong
 from broker.protocol.packet import Packet
+from broker.protocol.properties import encode_properties
 from broker.protocol.sysmsgid import SYSMSGID_SIZE
 from broker.protocol.types import (
     DEST_QUEUE,
@@ -244,6 +246,7 @@ class DeliveryRules(ClusterState):
         dest = cpkt.destination or ""
         msg = Message(cpkt, dest, 0)
         redelivered = bool(pkt.props.get("redelivered"))
+        tell_delivered = pkt.props.get("D") is True
         for uid in uids:
             if uid.broker != self.cfg.me:
                 continue
@@ -255,6 +258,8 @@ class DeliveryRules(ClusterState):
             dct = pkt.props.get(f"CUID-DCT:{uid.consumer_id}", 0)  # deliveries before
             entry.count = max(dct if isinstance(dct, int) else 0, 0)
             entry.redelivered = redelivered
+            if tell_delivered:
+                origin.notify.add(msg.key)
             origin.offer(entry)
             if origin.pending:
                 self._pending.add(origin)
@@ -297,18 +302,27 @@ class DeliveryRules(ClusterState):
         self._acks_scheduled = False
         acks, self._acks = self._acks, {}
         for (_link, ack_type, redelivered, dead), (link, items) in acks.items():
-            w = gp.BodyWriter()
-            for key, uid in items:
-                w.raw(key)
-                uid.write(w)
-            props: dict[str, object] = {"T": ack_type, "C": len(items)}
+            # One message per G_MESSAGE_ACK: OpenMQ's broker refuses a non-transacted ack
+            # of more ("Unexpected remote ack count", B2136) and then never delivers past
+            # the consumer's prefetch.  The packets of a turn share one property table.
+            # OpenMQ also refuses an ack that does not name the session of the broker that
+            # sent the messages, and reads the acknowledging broker's address.
+            props: dict[str, object] = {**self.address_props(), "T": ack_type, "C": 1}
+            peer = link.peer_info
+            if peer is not None:
+                props["messageBrokerSession"] = JLong(peer.session_uid)
             if redelivered:
                 props["redelivered"] = True
             if dead[0] is not None:
                 props["deadReason"] = dead[0]
             if dead[1] is not None:
                 props["deadComment"] = dead[1]
-            link.send(gp.GPacket(gp.G_MESSAGE_ACK, props, w.bytes()))
+            table = encode_properties(props)
+            for key, uid in items:
+                w = gp.BodyWriter()
+                w.raw(key)
+                uid.write(w)
+                link.write(gp.encode_parts(gp.G_MESSAGE_ACK, table, w.bytes()))
 
     def _message_ack(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         r = gp.BodyReader(pkt.payload)
@@ -328,6 +342,8 @@ class DeliveryRules(ClusterState):
         for _ in range(count):
             key = r.raw(SYSMSGID_SIZE)
             uid = gp.ConsumerUID.read(r)
+            if ack_type in _NOTICES:
+                continue  # the message is still the consumer's: nothing to settle
             rc = self.remotes.get((link, uid.consumer_id))
             if rc is None:
                 continue
@@ -366,5 +382,10 @@ class DeliveryRules(ClusterState):
             origin.pending.clear()
             self._pending.discard(origin)
 
+
+# Acks that only tell: a message was sent to, or reached, the remote consumer (OpenMQ's
+# broker sends ACK_DELIVERED now and then, asked or not).  Taking one for a refusal would
+# deliver the message twice.
+_NOTICES = frozenset({gp.ACK_SENT, gp.ACK_DELIVERED})
 
 __all__ = ["DeliveryRules"]

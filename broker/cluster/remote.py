@@ -178,6 +178,10 @@ class InboundOrigin:
         self.uid = uid
         # For the log: the destination of the first message (the consumer's own).
         self.name = dest
+        # Messages whose home broker asked (G_MESSAGE_DATA D=true) to hear when they
+        # reach the consumer: OpenMQ's broker asks so of the last message its window for
+        # this consumer allows, and sends no more until the ACK_DELIVERED comes back.
+        self.notify: set[bytes] = set()
         self.stats = _Stats()
         # Entries the local consumer could not take yet (no credit, stopped connection).
         self.pending: deque[Entry] = deque()
@@ -206,6 +210,7 @@ class InboundOrigin:
 
     def put_back(self, entries) -> None:
         for e in entries:
+            self.notify.discard(e.msg.key)
             self.service.send_ack(
                 self.peer,
                 self.uid,
@@ -222,7 +227,11 @@ class InboundOrigin:
             self.pending.clear()
             return
         while self.pending and cons.ready():
-            cons.deliver(self.pending.popleft())
+            entry = self.pending.popleft()
+            cons.deliver(entry)
+            if self.notify and entry.msg.key in self.notify:
+                self.notify.discard(entry.msg.key)
+                self.service.send_ack(self.peer, self.uid, [entry.msg.key], gp.ACK_DELIVERED)
 
     def offer(self, entry: Entry) -> None:
         self.pending.append(entry)

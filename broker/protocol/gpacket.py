@@ -172,13 +172,30 @@ class GPacket:
 def encode(packet: GPacket, *, stamp: bool = True) -> bytes:
     """The packet's bytes; ``stamp`` fills timestamp and sequence as OpenMQ does at write."""
     props = encode_properties(packet.props) if packet.props else b""
-    size = HEADER_SIZE + len(props) + len(packet.payload)
     if stamp:
-        ts, seq = int(time.time() * 1000), next(_seq)
-    else:
-        ts, seq = packet.timestamp, packet.sequence
-    head = HEADER.pack(VERSION, packet.type, size, MAGIC, len(props), ts, seq, packet.flags)
+        return encode_parts(packet.type, props, packet.payload, packet.flags)
+    size = HEADER_SIZE + len(props) + len(packet.payload)
+    head = HEADER.pack(
+        VERSION,
+        packet.type,
+        size,
+        MAGIC,
+        len(props),
+        packet.timestamp,
+        packet.sequence,
+        packet.flags,
+    )
     return head + props + packet.payload
+
+
+def encode_parts(ptype: int, props: bytes, payload: bytes, flags: int = 0) -> bytes:
+    """A stamped packet from an already encoded property table (``encode_properties``):
+    for packets that share one table, encoded once."""
+    size = HEADER_SIZE + len(props) + len(payload)
+    head = HEADER.pack(
+        VERSION, ptype, size, MAGIC, len(props), int(time.time() * 1000), next(_seq), flags
+    )
+    return head + props + payload
 
 
 def peek_size(head: bytes | bytearray | memoryview) -> int:
