@@ -137,7 +137,7 @@ def changes_reply_entries(reply: gp.GPacket) -> list[gp.GPacket]:
     count = reply.props.get("C")
     if isinstance(count, int) and count != len(entries):
         raise gp.GPacketError(
-            f"G_GET_CONFIG_CHANGES_REPLY says {count} record(s) but carries {len(entries)}"
+            f"G_GET_CONFIG_CHANGES_REPLY says {int(count)} record(s) but carries {len(entries)}"
         )
     for e in entries:
         if e.type not in RECORDED:
