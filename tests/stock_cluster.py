@@ -420,7 +420,303 @@ def scenario_handshake(sc: Scenario) -> None:
     )
 
 
-SCENARIOS = {"handshake": (2, scenario_handshake)}
+# -- the master broker and administered configuration (scenario "master") ------------------
+
+DURABLE = """\
+import jakarta.jms.*;
+
+/** sub HOST PORT TOPIC CLIENTID NAME | unsub HOST PORT TOPIC CLIENTID NAME, with the stock
+ *  client: makes (and leaves inactive) or removes a durable subscription; prints
+ *  "subscribed", "unsubscribed" or "refused: WHY". */
+public class Durable {
+    public static void main(String[] a) throws Exception {
+        com.sun.messaging.ConnectionFactory cf = new com.sun.messaging.ConnectionFactory();
+        cf.setProperty(com.sun.messaging.ConnectionConfiguration.imqAddressList,
+                "mq://" + a[1] + ":" + a[2] + "/jms");
+        Connection c = cf.createConnection("guest", "guest");
+        try {
+            c.setClientID(a[4]);
+            Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            if (a[0].equals("sub")) {
+                s.createDurableSubscriber(s.createTopic(a[3]), a[5]).close();
+                System.out.println("subscribed");
+            } else {
+                s.unsubscribe(a[5]);
+                System.out.println("unsubscribed");
+            }
+        } catch (JMSException e) {
+            System.out.println("refused: " + e.getMessage());
+        } finally {
+            c.close();
+        }
+    }
+}
+"""
+
+
+class Admin:
+    """The stock imqcmd and the Durable program, against the brokers of a scenario."""
+
+    def __init__(self, tmp: Path) -> None:
+        from tests.interop.imqcmd_stock import StockImqcmd
+
+        self.imqcmd = StockImqcmd(tmp)
+        self.classes = tmp / "java"
+        self.classes.mkdir(parents=True, exist_ok=True)
+        (self.classes / "Durable.java").write_text(DURABLE)
+        cp = ":".join(str(j) for j in JARS)
+        subprocess.run(
+            ["javac", "-cp", cp, "-d", str(self.classes), str(self.classes / "Durable.java")],
+            check=True,
+        )
+
+    def run(self, b: BrokerProcess | StockBrokerProcess, *args: str) -> str:
+        r = self.imqcmd.run(f"{b.host}:{b.portmapper_port}", *args)
+        assert r.returncode == 0, str(r)
+        return r.output
+
+    def destinations(self, b: BrokerProcess | StockBrokerProcess) -> set[str]:
+        """The destination names ``imqcmd list dst`` shows on ``b``."""
+        out = self.run(b, "list", "dst")
+        names = set()
+        for line in out.splitlines():
+            parts = line.split()
+            if len(parts) > 2 and parts[1] in ("Queue", "Topic"):
+                names.add(parts[0])
+        return names
+
+    def durables(self, b: BrokerProcess | StockBrokerProcess, topic: str) -> str:
+        return self.run(b, "list", "dur", "-d", topic)
+
+    def durable(self, b: BrokerProcess | StockBrokerProcess, *args: str) -> str:
+        cp = ":".join([str(self.classes), *(str(j) for j in JARS)])
+        p = subprocess.run(
+            ["java", "-cp", cp, "Durable", args[0], b.host, str(b.portmapper_port), *args[1:]],
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        return (p.stdout + p.stderr).strip()
+
+
+def our_imqcmd_list_bkr(b: BrokerProcess) -> str:
+    """Our own ``manage.py imqcmd list bkr`` against ``b``."""
+    cmd = [sys.executable, "manage.py", "imqcmd", "list", "bkr"]
+    cmd += ["-b", f"{b.host}:{b.portmapper_port}", "-u", "admin", "-f"]
+    passfile = b.varhome.parent / "imqcmd-passfile"
+    passfile.write_text("imq.imqcmd.password=admin\n")
+    cmd += ["-passfile", str(passfile)]
+    p = subprocess.run(
+        cmd, cwd=ROOT, env=b.extra["env"], capture_output=True, text=True, timeout=90, input=""
+    )
+    assert p.returncode == 0, p.stdout + p.stderr
+    return p.stdout
+
+
+def bkr_rows(output: str) -> dict[str, str]:
+    """address -> state, from a ``list bkr`` table (either imqcmd's)."""
+    rows = {}
+    for line in output.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[0].count(".") == 3 and ":" in parts[0]:
+            rows[parts[0]] = parts[1]
+    return rows
+
+
+def our_record(b: BrokerProcess) -> list[gp.GPacket]:
+    """The entries of our master broker's change record file."""
+    files = list(b.varhome.glob("**/cluster/changerecord"))
+    assert files, f"no change record under {b.varhome}"
+    return gp.split_concatenated(files[0].read_bytes())
+
+
+def fake_peer(b: BrokerProcess, n: int, pm: int, instance: str, then: bytes) -> None:
+    """Link to ``b`` as the broker at address ``n`` (a full handshake), send ``then``, and
+    read until ``b`` closes the link."""
+    from broker.protocol.brokerinfo import BrokerInfo
+
+    init = gp.LinkInit(
+        gp.CLUSTER_VERSION, address(n), instance, pm, match=dict(STOCK_MATCH), session_uid=77
+    )
+    info = BrokerInfo(address(n), instance, pm, 77, int(time.time() * 1000)).encode()
+    port = cluster_port(b)
+    with socket.create_connection((b.host, port), timeout=10, source_address=(address(n), 0)) as s:
+        s.sendall(
+            gp.encode_link(gp.LinkPacket(gp.LINK_INIT, init.encode()))
+            + gp.encode_link(gp.LinkPacket(gp.LINK_BROKER_INFO, info))
+            + gp.encode(gp.GPacket(gp.G_BROKER_INFO_REPLY, {"S": 0}, info))
+        )
+        time.sleep(1)  # the link is up: what follows is a GPacket of an up link
+        s.sendall(then)
+        s.settimeout(10)
+        while s.recv(65536):
+            pass
+
+
+def scenario_master(sc: Scenario) -> None:
+    """Administered configuration across a stock broker and ours: destinations made and
+    destroyed with the stock imqcmd on either broker are on both; the master broker's
+    change record with either broker as master (each first to start); ``imqcmd list bkr``
+    on both; bad change-record input closes only its own link."""
+    s_pm, o_pm = 27676, 27677
+    s_addr, o_addr = f"{address(1)}:{s_pm}", f"{address(2)}:{o_pm}"
+    brokerlist = f"{s_addr},{o_addr}"
+    adm = Admin(sc.tmp)
+    # Fixed cluster ports, so STOCK_CLUSTER_CAPTURE can record the links (see main).
+    s_cp, o_cp = f"imq.cluster.port={CAPTURE_PORTS[0]}", f"imq.cluster.port={CAPTURE_PORTS[1]}"
+
+    def linked(stock: StockBrokerProcess, ours: BrokerProcess) -> None:
+        wait_for(lambda: our_link_count(ours) == 1, 60, "our link up")
+        wait_for(lambda: stock_link_count(stock, ours.instance) == 1, 60, "stock B1071")
+
+    def seen(b: BrokerProcess | StockBrokerProcess, name: str, present: bool = True) -> None:
+        def ok() -> bool:
+            return (name in adm.destinations(b)) is present
+
+        wait_for(ok, 20, f"{name} {'on' if present else 'gone from'} {b.instance}")
+
+    def list_bkr_both(stock: StockBrokerProcess, ours: BrokerProcess) -> None:
+        for b in (stock, ours):
+            rows = bkr_rows(adm.run(b, "list", "bkr"))
+            assert rows == {s_addr: "OPERATING", o_addr: "OPERATING"}, (b.instance, rows)
+        rows = bkr_rows(our_imqcmd_list_bkr(ours))
+        assert set(rows) == {s_addr, o_addr}, rows
+
+    # Round 1: the stock broker is the master and starts first, with a record already.
+    master = f"imq.cluster.masterbroker={s_addr}"
+    stock = sc.stock(1, s_pm, brokerlist, "smaster", master, s_cp)
+    adm.run(stock, "create", "dst", "-t", "q", "-n", "pre.q", "-f")
+    sub = adm.durable(stock, "sub", "pre.t", "cid0", "pre-dur")
+    assert sub == "subscribed", sub
+    ours = sc.ours(2, o_pm, brokerlist, "ours", master, "imq.cluster.ping.interval=5", o_cp)
+    sc.check("stock_master_link_up", lambda: linked(stock, ours))
+
+    def reads_stock_record() -> None:
+        wait_for(lambda: "synchronised with master broker" in ours.log_text(), 30, "record read")
+        seen(ours, "pre.q")
+        assert "pre-dur" in adm.durables(ours, "pre.t")
+
+    sc.check("ours_reads_the_stock_masters_record", reads_stock_record)
+    sc.check(
+        "dst_created_on_stock_seen_on_ours",
+        lambda: (
+            adm.run(stock, "create", "dst", "-t", "q", "-n", "s1.q", "-f"),
+            seen(ours, "s1.q"),
+        ),
+    )
+    sc.check(
+        "dst_created_on_ours_seen_on_stock",
+        lambda: (
+            adm.run(ours, "create", "dst", "-t", "t", "-n", "o1.t", "-f"),
+            seen(stock, "o1.t"),
+        ),
+    )
+
+    def durable_through_ours() -> None:
+        out = adm.durable(ours, "sub", "o1.t", "cid1", "o1-dur")
+        assert out == "subscribed", out
+        wait_for(lambda: "o1-dur" in adm.durables(stock, "o1.t"), 20, "o1-dur on stock")
+        assert "did not record" not in ours.log_text(), ours.log_text()[-3000:]
+
+    sc.check("durable_made_through_ours_recorded_by_stock_master", durable_through_ours)
+    sc.check(
+        "dst_destroyed_on_ours_gone_from_stock",
+        lambda: (
+            adm.run(ours, "destroy", "dst", "-t", "q", "-n", "s1.q", "-f"),
+            seen(stock, "s1.q", False),
+        ),
+    )
+    adm.run(stock, "create", "dst", "-t", "q", "-n", "s2.q", "-f")
+    seen(ours, "s2.q")
+    sc.check(
+        "dst_destroyed_on_stock_gone_from_ours",
+        lambda: (
+            adm.run(stock, "destroy", "dst", "-t", "q", "-n", "s2.q", "-f"),
+            seen(ours, "s2.q", False),
+        ),
+    )
+    sc.check("list_bkr_stock_master", lambda: list_bkr_both(stock, ours))
+
+    def fresh_member_gets_ours_changes() -> None:
+        # A broker that never saw ours' changes gets them from the stock master's record.
+        ours.stop()
+        fresh = sc.ours(2, o_pm, brokerlist, "fresh", master, o_cp)
+        linked(stock, fresh)
+        seen(fresh, "o1.t")
+        assert "s1.q" not in adm.destinations(fresh)
+        assert "o1-dur" in adm.durables(fresh, "o1.t")
+        fresh.stop()
+
+    sc.check("stock_master_recorded_ours_changes", fresh_member_gets_ours_changes)
+    stock.stop()
+
+    # Round 2: ours is the master and starts first, with a record already.
+    master = f"imq.cluster.masterbroker={o_addr}"
+    ours = sc.ours(2, o_pm, brokerlist, "omaster", master, o_cp)
+    adm.run(ours, "create", "dst", "-t", "q", "-n", "pre2.q", "-f")
+    sub = adm.durable(ours, "sub", "pre2.t", "cid2", "pre2-dur")
+    assert sub == "subscribed", sub
+    stock = sc.stock(1, s_pm, brokerlist, "smember", master, s_cp)
+    sc.check("ours_master_link_up", lambda: linked(stock, ours))
+
+    def stock_reads_our_record() -> None:
+        seen(stock, "pre2.q")
+        assert "pre2-dur" in adm.durables(stock, "pre2.t")
+
+    sc.check("stock_reads_our_masters_record", stock_reads_our_record)
+
+    def stock_changes_recorded_with_us() -> None:
+        adm.run(stock, "create", "dst", "-t", "q", "-n", "s3.q", "-f")
+        seen(ours, "s3.q")
+        out = adm.durable(stock, "sub", "s3.t", "cid3", "s3-dur")
+        assert out == "subscribed", out
+        names = [(r.name, r.props.get("N")) for r in our_record(ours)]
+        assert ("G_UPDATE_DESTINATION", "s3.q") in names, names
+        assert ("G_NEW_INTEREST", "s3-dur") in names, names
+        assert "s3-dur" in adm.durables(ours, "s3.t")
+
+    sc.check("stock_member_changes_recorded_by_our_master", stock_changes_recorded_with_us)
+    sc.check("list_bkr_our_master", lambda: list_bkr_both(stock, ours))
+    stock.stop()
+    wait_for(lambda: our_link_count(ours) == 0, 30, "stock gone")
+
+    # Bad input in the change-record exchange, from a peer claiming the stock's place.
+    bad = {
+        "unknown_gpacket_type": (
+            gp.encode(gp.GPacket(99, {"X": 1})),
+            "unknown GPacket type 99",
+        ),
+        "change_event_not_deserialisable": (
+            gp.encode(gp.GPacket(gp.G_CONFIG_CHANGE_EVENT, {"X": 1}, b"\x01\x5e\x00\x0djunk")),
+            "G_CONFIG_CHANGE_EVENT body does not deserialise",
+        ),
+    }
+    for name, (payload, reason) in bad.items():
+
+        def refused(payload: bytes = payload, reason: str = reason) -> None:
+            fake_peer(ours, 1, s_pm, "fake", payload)
+            wait_for(lambda: reason in ours.log_text(), 10, reason)
+            time.sleep(0.5)
+            assert ours.log_text().count(reason) == 1, ours.log_text()[-3000:]
+            assert ours.proc.poll() is None
+
+        sc.check(f"bad_{name}_closes_the_link", refused)
+
+    stock = sc.stock(1, s_pm, brokerlist, "smember2", master, s_cp)
+
+    def cluster_goes_on() -> None:
+        linked(stock, ours)
+        seen(stock, "s3.q")
+
+    sc.check("stock_links_again_after_bad_input", cluster_goes_on)
+
+
+SCENARIOS = {"handshake": (2, scenario_handshake), "master": (2, scenario_master)}
+
+
+# The cluster ports of scenario "master", and where STOCK_CLUSTER_CAPTURE=FILE records
+# their traffic (tests/vectors_cluster/capture.py, run inside the namespace).
+CAPTURE_PORTS = (27701, 27702)
 
 
 def main(argv: list[str]) -> int:
@@ -428,6 +724,18 @@ def main(argv: list[str]) -> int:
     n, fn = SCENARIOS[name]
     _setup_namespace(n)
     sc = Scenario(tmp)
+    capture = None
+    if os.environ.get("STOCK_CLUSTER_CAPTURE"):
+        capture = subprocess.Popen(
+            [
+                sys.executable,
+                str(ROOT / "tests" / "vectors_cluster" / "capture.py"),
+                os.environ["STOCK_CLUSTER_CAPTURE"],
+                ",".join(str(p) for p in CAPTURE_PORTS),
+                "3600",
+            ]
+        )
+        time.sleep(0.5)
     try:
         fn(sc)
     except Exception as exc:  # a broker that does not start ends the scenario
@@ -436,6 +744,9 @@ def main(argv: list[str]) -> int:
         sc.failed += 1
     finally:
         sc.stop_all()
+        if capture is not None:
+            capture.terminate()
+            capture.wait(30)
     return 1 if sc.failed else 0
 
 

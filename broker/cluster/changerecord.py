@@ -114,5 +114,38 @@ def restore(instance_dir: Path, source: Path) -> int:
     return len(records)
 
 
+def change_event_entry(event: gp.GPacket) -> gp.GPacket:
+    """The record entry a G_CONFIG_CHANGE_EVENT carries; GPacketError saying why not."""
+    try:
+        entry = gp.decode(event.payload)
+    except gp.GPacketError as exc:
+        raise gp.GPacketError(f"G_CONFIG_CHANGE_EVENT body does not deserialise: {exc}") from None
+    if entry.type not in RECORDED:
+        raise gp.GPacketError(f"G_CONFIG_CHANGE_EVENT carries {entry.name}, not a record entry")
+    return entry
+
+
+def changes_reply_entries(reply: gp.GPacket) -> list[gp.GPacket]:
+    """The record entries of a G_GET_CONFIG_CHANGES_REPLY (as many as its ``C`` says);
+    GPacketError saying why when the body is not that."""
+    try:
+        entries = gp.split_concatenated(reply.payload)
+    except gp.GPacketError as exc:
+        raise gp.GPacketError(
+            f"G_GET_CONFIG_CHANGES_REPLY body does not deserialise: {exc}"
+        ) from None
+    count = reply.props.get("C")
+    if isinstance(count, int) and count != len(entries):
+        raise gp.GPacketError(
+            f"G_GET_CONFIG_CHANGES_REPLY says {int(count)} record(s) but carries {len(entries)}"
+        )
+    for e in entries:
+        if e.type not in RECORDED:
+            raise gp.GPacketError(
+                f"G_GET_CONFIG_CHANGES_REPLY carries {e.name}, not a record entry"
+            )
+    return entries
+
+
 def now_ms() -> int:
     return int(time.time() * 1000)

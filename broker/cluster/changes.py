@@ -31,7 +31,8 @@ from broker.protocol.types import (
     Status,
 )
 
-from .changerecord import RECORDED, write_last_sync
+from .changerecord import change_event_entry, changes_reply_entries, write_last_sync
+from .destattrs import from_wire, to_wire
 from .link import BrokerLink
 from .state import ClusterState
 
@@ -61,9 +62,9 @@ class ChangeRules(ClusterState):
         props: dict[str, object] = {"N": dest.name, "DT": dest.dest_type}
         if sync:
             props["M"] = True
-        attrs = {k: v for k, v in dest.attributes.items() if v is not None}
+        table = to_wire(dest.name, dest.is_queue, dest.attributes)
         try:
-            body = encode_properties(attrs) or empty_properties()
+            body = encode_properties(table) or empty_properties()
         except PropertyError:
             body = empty_properties()
         return gp.GPacket(gp.G_UPDATE_DESTINATION, props, body)
@@ -105,16 +106,24 @@ class ChangeRules(ClusterState):
             )
 
     def _config_change_event(self, link: BrokerLink, pkt: gp.GPacket) -> None:
-        reply: dict[str, object] = {"X": pkt.props.get("X", 0)}
+        # OpenMQ answers with G_EVENT_LOG_SUCCESS (1) or _FAILURE (2), A bit or not.
+        reply: dict[str, object] = {"X": pkt.props.get("X", JLong(0))}
         if self.record is None:
-            reply.update(S=Status.BAD_REQUEST, reason="this broker is not the master broker")
+            reply.update(S=gp.EVENT_LOG_FAILURE, reason="this broker is not the master broker")
         else:
-            inner = gp.decode(pkt.payload)
-            if inner.type not in RECORDED:
-                raise gp.GPacketError(f"{inner.name} is not a change record entry")
-            self.record.append(inner)
-            reply["S"] = 200
+            self.record.append(change_event_entry(pkt))
+            reply["S"] = gp.EVENT_LOG_SUCCESS
         link.send(gp.GPacket(gp.G_CONFIG_CHANGE_EVENT_REPLY, reply))
+
+    def _config_change_event_reply(self, link: BrokerLink, pkt: gp.GPacket) -> None:
+        # 200: what our brokers answered before they answered as OpenMQ's do.
+        if pkt.props.get("S") not in (gp.EVENT_LOG_SUCCESS, 200):
+            log.warning(
+                "master broker %s did not record a change: %s (status %s)",
+                link.address,
+                pkt.props.get("reason"),
+                pkt.props.get("S"),
+            )
 
     def _config_changes_request(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         if self.record is None:
@@ -143,7 +152,7 @@ class ChangeRules(ClusterState):
                 pkt.props.get("reason"),
             )
             return
-        records = gp.split_concatenated(pkt.payload)
+        records = changes_reply_entries(pkt)
         for rec in records:
             if rec.type in (gp.G_UPDATE_DESTINATION, gp.G_REM_DESTINATION):
                 self._apply_destination(link, rec)
@@ -196,9 +205,19 @@ class ChangeRules(ClusterState):
                     router.destroy_destination(name, dtype)
                 return
             try:
-                attrs = decode_properties(pkt.payload) if pkt.payload else {}
+                table = decode_properties(pkt.payload) if pkt.payload else {}
             except PropertyError as exc:
-                raise gp.GPacketError(f"destination attributes: {exc}") from None
+                raise gp.GPacketError(
+                    f"{pkt.name} {name}: destination attributes do not deserialise: {exc}"
+                ) from None
+            attrs, problems = from_wire(table)
+            if problems:
+                log.warning(
+                    "destination %s from broker %s: attribute(s) not applied: %s",
+                    name,
+                    link.address,
+                    "; ".join(problems),
+                )
             if dest is None:
                 router.create_destination(name, dtype, auto=False, attributes=attrs)
             elif not pkt.props.get("M"):

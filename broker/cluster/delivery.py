@@ -111,7 +111,12 @@ class DeliveryRules(ClusterState):
             if sub.durable_key not in self._known_durables:
                 self._known_durables.add(sub.durable_key)
                 rec = self._interest_packet([cons])
-                rec.props.update(N=sub.durable_key[1], I=sub.durable_key[0] or "")
+                rec.props.update(
+                    N=sub.durable_key[1],
+                    I=sub.durable_key[0] or "",
+                    shared=sub.share is not None,
+                    jmsshared=sub.share == "jms",
+                )
                 self._record(rec)
         if not self.links:
             return

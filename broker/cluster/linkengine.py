@@ -19,9 +19,10 @@ BROKER_INFO, then the reply:
     UP --GOODBYE (either side)--> LEAVING;  any state --close--> CLOSED
 
 Anything wrong -- bytes that are not packets, a wrong version, a truncated packet, a
-packet out of its place, a peer that never finishes the handshake, a peer claiming an
-identity it cannot have -- drops this link with one WARNING naming the reason (the
-``Close`` effect); the broker goes on.
+packet out of its place, a GPacket type OpenMQ does not define, a body the service
+cannot decode (its handler raises a ProtocolError), a peer that never finishes the
+handshake, a peer claiming an identity it cannot have -- drops this link with one WARNING
+naming the reason (the ``Close`` effect); the broker goes on.
 """
 
 from __future__ import annotations
@@ -343,6 +344,9 @@ class LinkEngine:
         if rule is Rule.REFUSE:
             raise LinkRefused(f"{pkt.name} {what}")
         if what == _PACKET:
+            if pkt.type not in gp.KNOWN_TYPES:
+                # Not OpenMQ's protocol: whatever follows cannot be trusted either.
+                raise LinkRefused(f"unknown GPacket type {pkt.type}")
             self.host.packet(pkt)
             return
         status = pkt.props.get("S")  # _REPLY

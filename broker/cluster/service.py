@@ -46,7 +46,6 @@ log = logging.getLogger("broker.cluster")
 
 # Replies whose only use is to say (WARNING) that a peer could not do what we asked.
 _REFUSALS_LOGGED = {
-    gp.G_CONFIG_CHANGE_EVENT_REPLY: "master broker %s did not record a change: %s",
     gp.G_RELOAD_CLUSTER_REPLY: "broker %s could not reload the cluster configuration: %s",
 }
 
@@ -90,10 +89,9 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
         if self.flow_stopped:
             link.send(gp.GPacket(gp.G_STOP_MESSAGE_FLOW, {}))
         if self.record is None and link is self._master_link() and self.instance_dir is not None:
-            since = read_last_sync(self.instance_dir)
-            link.send(
-                gp.GPacket(gp.G_GET_CONFIG_CHANGES_REQUEST, {"TS": JLong(since)}, flags=gp.A_BIT)
-            )
+            # -1: never synchronised (OpenMQ's brokers ask so, without the A bit).
+            since = read_last_sync(self.instance_dir) or -1
+            link.send(gp.GPacket(gp.G_GET_CONFIG_CHANGES_REQUEST, {"TS": JLong(since)}))
 
     def link_closed(self, link: BrokerLink) -> None:
         self.all_links.discard(link)
@@ -123,7 +121,9 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
             if not self.stopping:  # a stock peer answers our GOODBYE with its own
                 log.info("broker %s left the cluster (GOODBYE)", addr)
         elif not self.stopping:
-            log.warning("cluster link to broker %s lost: %s", addr, link.reason)
+            # A link this broker dropped had its reason logged by the drop.
+            why = "dropped (reason above)" if link.logged else link.reason
+            log.warning("cluster link to broker %s lost: %s", addr, why)
 
     # -- life cycle ------------------------------------------------------------------
 
@@ -182,7 +182,10 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
         me = self.cfg.me
         master = None
         if self.cfg.master is not None:
-            master = gp.BrokerAddress(self.cfg.master[0], "", self.cfg.master[1])
+            # OpenMQ names the master's instance once it knows it: its own when it is
+            # the master, "???" otherwise.
+            instance = me.instance if self.record is not None else "???"
+            master = gp.BrokerAddress(self.cfg.master[0], instance, self.cfg.master[1])
         return gp.LinkInit(
             gp.CLUSTER_VERSION,
             me.host,
@@ -237,6 +240,8 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
             self._remove_durable(link, pkt)
         elif t == gp.G_CONFIG_CHANGE_EVENT:
             self._config_change_event(link, pkt)
+        elif t == gp.G_CONFIG_CHANGE_EVENT_REPLY:
+            self._config_change_event_reply(link, pkt)
         elif t == gp.G_GET_CONFIG_CHANGES_REQUEST:
             self._config_changes_request(link, pkt)
         elif t == gp.G_GET_CONFIG_CHANGES_REPLY:

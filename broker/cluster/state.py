@@ -112,11 +112,14 @@ class ClusterState:
         return None
 
     def _record(self, pkt: gp.GPacket) -> None:
-        """A local change goes into the master's change record."""
+        """A local change goes into the master's change record (as OpenMQ's brokers
+        record it: the packet marked ``M``, sent without the A bit; the master answers
+        anyway)."""
+        entry = gp.GPacket(pkt.type, {**pkt.props, "M": True}, pkt.payload)
         if self.record is not None:
-            self.record.append(pkt)
+            self.record.append(entry)
             return
         link = self._master_link()
         if link is not None:
             xid = JLong(int(time.time() * 1000))
-            link.send(gp.GPacket(gp.G_CONFIG_CHANGE_EVENT, {"X": xid}, gp.encode(pkt), gp.A_BIT))
+            link.send(gp.GPacket(gp.G_CONFIG_CHANGE_EVENT, {"X": xid}, gp.encode(entry)))

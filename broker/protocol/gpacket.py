@@ -111,8 +111,23 @@ G_NEW_MASTER_BROKER_PREPARE = 51
 G_NEW_MASTER_BROKER_PREPARE_REPLY = 52
 G_NEW_MASTER_BROKER = 53
 G_NEW_MASTER_BROKER_REPLY = 54
+G_REPLICATION_GROUP_INFO = 55
+G_TAKEOVER_ME_PREPARE = 57
+G_TAKEOVER_ME_PREPARE_REPLY = 58
+G_TAKEOVER_ME = 59
+G_TAKEOVER_ME_REPLY = 60
+G_TAKEOVER_ME_REPLY_ACK = 61
+G_TRANSFER_FILE_REQUEST = 63
+G_TRANSFER_FILE_REQUEST_REPLY = 64
+G_TRANSFER_FILE_LIST = 65
+G_TRANSFER_FILE_START = 67
+G_TRANSFER_FILE_END = 69
+G_TRANSFER_FILE_END_ACK = 70
+G_TRANSFER_FILE_END_ACK_ACK = 71
 G_INFO_REQUEST = 73
 G_INFO = 74
+G_NOTIFY_PARTITION_ARRIVAL = 75
+G_NOTIFY_PARTITION_ARRIVAL_REPLY = 76
 
 # Ack types of G_MESSAGE_ACK as they travel (OpenMQ's ClusterGlobals.MB_MSG_*; its
 # brokers map their own local numbering onto these before sending).
@@ -139,6 +154,12 @@ LOCK_FAILURE = 1
 LOCK_BACKOFF = 2
 
 TYPE_NAMES = {v: k for k, v in globals().items() if k.startswith("G_") and isinstance(v, int)}
+# Every type OpenMQ 6.9's brokers define: anything else on a link is not its protocol.
+KNOWN_TYPES = frozenset(TYPE_NAMES)
+
+# G_CONFIG_CHANGE_EVENT_REPLY statuses (OpenMQ's G_EVENT_LOG_*): not HTTP-style codes.
+EVENT_LOG_SUCCESS = 1
+EVENT_LOG_FAILURE = 2
 
 
 class GPacketError(ProtocolError):

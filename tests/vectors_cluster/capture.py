@@ -1,6 +1,10 @@
-"""Record TCP payloads on lo (run inside the namespace): flow -> {seq: bytes}."""
+"""Record TCP payloads on lo (run inside the namespace): flow -> {seq: bytes}.
+
+Stops after SECONDS, or at SIGTERM (what it has is written either way).
+"""
 
 import json
+import signal
 import socket
 import struct
 import sys
@@ -14,6 +18,14 @@ s.bind(("lo", 0))
 s.settimeout(0.5)
 rec = []
 end = time.time() + dur
+
+
+def _stop(*_: object) -> None:
+    global end
+    end = 0.0
+
+
+signal.signal(signal.SIGTERM, _stop)
 while time.time() < end:
     try:
         frame, addr = s.recvfrom(70000)
