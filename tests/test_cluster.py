@@ -636,7 +636,9 @@ def test_flow_control_acks_and_goodbye_seen_from_a_peer(tmp_path: Path):
 
     pms = [free_port(), free_port()]
     brokerlist = ",".join(f"127.0.0.1:{p}" for p in pms)
-    a = start_member(tmp_path / "A", brokerlist, pms[0], "A")
+    # The fake peer says nothing while imqcmd runs (seconds on a loaded machine): pings
+    # far apart, so A does not drop it for silence (3 intervals) before its GOODBYE.
+    a = start_member(tmp_path / "A", brokerlist, pms[0], "A", "imq.cluster.ping.interval=60")
     try:
         peer = FakePeer(a, "127.0.0.1", pms[1], "B")
         wait_for(lambda: links_up(a) == 1, 20, "link")
