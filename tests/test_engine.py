@@ -388,6 +388,19 @@ def _session(e: ConnectionEngine, ack_mode: int = AckMode.AUTO_ACKNOWLEDGE) -> i
     return int(reply.properties["JMQSessionID"])  # type: ignore[arg-type]
 
 
+def _producer(e: ConnectionEngine, sid: int, queue: str) -> int:
+    e.receive_data(
+        _request(
+            PacketType.ADD_PRODUCER,
+            JMQDestination=queue,
+            JMQDestType=JInt(DEST_QUEUE),
+            JMQSessionID=JLong(sid),
+        )
+    )
+    (reply,) = _sent(e)
+    return int(reply.properties["JMQProducerID"])  # type: ignore[arg-type]
+
+
 def _message(name: str, flags: int = 0, producer: int = 0, cid: int = 0) -> bytes:
     fields: dict[int, object] = {1: name}
     if producer:
@@ -403,17 +416,7 @@ def test_producer_paused_at_a_full_destination_and_resumed(broker: Broker) -> No
         attributes={"maxNumMsgs": 2, "limitBehavior": "FLOW_CONTROL"},
     )  # fmt: skip
     prod_conn = _login(broker)
-    sid = _session(prod_conn)
-    prod_conn.receive_data(
-        _request(
-            PacketType.ADD_PRODUCER,
-            JMQDestination="fq",
-            JMQDestType=JInt(DEST_QUEUE),
-            JMQSessionID=JLong(sid),
-        )
-    )
-    (reply,) = _sent(prod_conn)
-    pid = int(reply.properties["JMQProducerID"])  # type: ignore[arg-type]
+    pid = _producer(prod_conn, _session(prod_conn), "fq")
     # The end of the producer's window (C flag): room left, so RESUME_FLOW at once.
     assert prod_conn.receive_data(_message("fq", FLAG_C | FLAG_A, pid, 11)) is NO_EFFECTS
     send_reply, resume = _sent(prod_conn)
@@ -459,17 +462,7 @@ def test_a_message_over_the_frame_limit_still_answers_the_producers_flow(
     """The last message of a producer's credit (C flag) is refused for its size: the
     client that sent it waits for RESUME_FLOW, so it gets one beside the 413."""
     e = _login(broker)
-    sid = _session(e)
-    e.receive_data(
-        _request(
-            PacketType.ADD_PRODUCER,
-            JMQDestination="bigq",
-            JMQDestType=JInt(DEST_QUEUE),
-            JMQSessionID=JLong(sid),
-        )
-    )
-    (reply,) = _sent(e)
-    pid = int(reply.properties["JMQProducerID"])  # type: ignore[arg-type]
+    pid = _producer(e, _session(e), "bigq")
     e.reader.max_packet_size = 4096
     big = build_packet(
         PacketType.BYTES_MESSAGE,
