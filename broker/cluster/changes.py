@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker.core import queries
@@ -33,6 +34,7 @@ from broker.protocol.types import (
 
 from .changerecord import RECORDED, write_last_sync
 from .link import BrokerLink
+from .remote import RemoteConsumer
 from .state import ClusterState
 
 if TYPE_CHECKING:
@@ -46,6 +48,11 @@ PRIVATE_PREFIXES = (BROKER_PREFIX, DMQ_NAME, METRICS_PREFIX)
 class ChangeRules(ClusterState):
     """The destinations, durables and change-record part of
     :class:`~broker.cluster.service.ClusterService` (a mixin)."""
+
+    # The delivery rules' (delivery.py): a local client connection closed; a remote
+    # consumer goes.
+    _client_closed_out: Callable[[int], None]
+    _remove_remote: Callable[[RemoteConsumer], None]
 
     # -- destinations and durables --------------------------------------------------
 
@@ -70,6 +77,9 @@ class ChangeRules(ClusterState):
 
     def _router_event(self, kind: str, data: dict) -> None:
         if self._applying:
+            return
+        if kind == "connection.closed":
+            self._client_closed_out(data["id"])
             return
         router = self.router
         pkt = None
@@ -219,21 +229,35 @@ class ChangeRules(ClusterState):
 
     def _remove_durable(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         name, client_id = pkt.props.get("N"), pkt.props.get("I")
-        if not isinstance(name, str) or not isinstance(client_id, str):
-            raise gp.GPacketError("G_REM_DURABLE_INTEREST without N and I")
-        self._applying = True
-        try:
-            self.router.subs.unsubscribe(client_id or None, name)
-        except RouterError as exc:
-            if exc.status != 404:
-                log.warning(
-                    "unsubscribe of %s from broker %s not applied: %s",
-                    name,
-                    link.address,
-                    exc.reason,
-                )
-        finally:
-            self._applying = False
+        if isinstance(name, str) and isinstance(client_id, str):
+            pairs = [(name, client_id)]
+        else:
+            # OpenMQ's broadcast names them in the body only: C x (name, client ID).
+            count = pkt.props.get("C", 0)
+            if not isinstance(count, int) or not 0 < count <= 10000:
+                raise gp.GPacketError("G_REM_DURABLE_INTEREST without N and I or a count")
+            r = gp.BodyReader(pkt.payload)
+            pairs = [(r.utf(), r.utf()) for _ in range(count)]
+        for name, client_id in pairs:
+            # The sender's own interest in it (OpenMQ announces a durable subscription
+            # as one) goes first, or the subscription would be in use.
+            for key, rc in list(self.remotes.items()):
+                if key[0] is link and rc.durable_name == name:
+                    if (rc.link.client_id or "") == client_id:
+                        self._remove_remote(self.remotes.pop(key))
+            self._applying = True
+            try:
+                self.router.subs.unsubscribe(client_id or None, name)
+            except RouterError as exc:
+                if exc.status != 404:
+                    log.warning(
+                        "unsubscribe of %s from broker %s not applied: %s",
+                        name,
+                        link.address,
+                        exc.reason,
+                    )
+            finally:
+                self._applying = False
 
 
 __all__ = ["ChangeRules"]

@@ -15,6 +15,7 @@ from broker.core.errors import RouterError, now_ms
 from broker.core.message import Entry, Message
 from broker.core.selector import SelectorError, compile_selector
 from broker.protocol import gpacket as gp
+from broker.protocol.jtypes import JLong
 from broker.protocol.packet import Packet
 from broker.protocol.sysmsgid import SYSMSGID_SIZE
 from broker.protocol.types import (
@@ -89,8 +90,15 @@ class DeliveryRules(ClusterState):
             shared_name = None
             if share == "jms" and sub is not None and sub.shared_key is not None:
                 shared_name = sub.shared_key[2]
-            # No max active count, lock position 0; JMS 2.0 shared and its name.
-            w.boolean(False).int32(0).boolean(share == "jms").boolean(shared_name is not None)
+            # A subscription's consumer says how many may be active (OpenMQ reads -1 as
+            # shared, 1 as a plain durable); lock position 0; JMS 2.0 shared and its name.
+            if share is not None:
+                w.boolean(True).int32(-1)
+            elif durable is not None:
+                w.boolean(True).int32(1)
+            else:
+                w.boolean(False)
+            w.int32(0).boolean(share == "jms").boolean(shared_name is not None)
             if shared_name is not None:
                 w.utf(shared_name)
             if share == "mq":
@@ -137,8 +145,16 @@ class DeliveryRules(ClusterState):
                 pkt.props.get(f"{uid.consumer_id}:temporary")
             )
             rec["mq_share"] = uid is not None and bool(pkt.props.get(f"{uid.consumer_id}:mqshare"))
-            if uid is None or uid.broker != link.address:
-                raise gp.GPacketError("interest whose consumer is not the sending broker's")
+            if rec["max_active"] not in (None, 1) and not rec["jms_shared"]:
+                rec["mq_share"] = True
+            if uid is None:
+                raise gp.GPacketError("interest without a consumer")
+            if uid.broker != link.address:
+                # OpenMQ announces a subscription it knows under another broker's consumer
+                # (ours, when one of our consumers made it): that broker's own interest
+                # stands for it already.
+                log.debug("interest of %s relayed by %s not taken", uid.broker, link.address)
+                continue
             window = pkt.props.get(f"{uid.consumer_id}:prefetch", -1)
             try:
                 self._add_remote(link, uid, rec, window if isinstance(window, int) else -1)
@@ -162,6 +178,7 @@ class DeliveryRules(ClusterState):
         rc_probe = RemoteConsumer(
             self, link, uid, None, None, selector, window, rec["client_id"], rec["durable"]
         )
+        rc_probe.shared_name = rec["shared_name"]
         if dest is None:
             if rec["temporary"]:
                 dest = router.create_destination(rec["dest"], dtype | DEST_TEMP, rc_probe.link)
@@ -200,6 +217,42 @@ class DeliveryRules(ClusterState):
         self.remotes[key] = rc
         rc.queue.dispatch(now_ms())
 
+    def _durable_attach(self, link: BrokerLink, pkt: gp.GPacket) -> None:
+        """G_DURABLE_ATTACH: OpenMQ announces a durable or shared subscription as an
+        interest of its own (G_NEW_INTEREST), then each consumer that attaches to it
+        with this packet; its acknowledgements name the consumer, not the subscription."""
+        name = pkt.props.get("N") or pkt.props.get("NDN")
+        client_id = pkt.props.get("I") or None
+        rec = gp.read_interest(gp.BodyReader(pkt.payload))
+        uid = rec["uid"]
+        if not isinstance(name, str) or uid is None:
+            raise gp.GPacketError("G_DURABLE_ATTACH without a subscription name or consumer")
+        for key, rc in self.remotes.items():
+            if key[0] is link and name in (rc.durable_name, rc.shared_name):
+                if rc.durable_name is not None and rc.link.client_id != client_id:
+                    continue
+                self.attached[link, uid.consumer_id] = key
+                window = pkt.props.get(f"{uid.consumer_id}:prefetch")
+                if isinstance(window, int) and window > rc.window:
+                    rc.window = window
+                rc.queue.dispatch(now_ms())
+                return
+        log.warning(
+            "consumer of %s attached to subscription %s, which it never announced",
+            link.address,
+            name,
+        )
+
+    def _remote_for(self, link: BrokerLink, consumer_id: int) -> RemoteConsumer | None:
+        """The remote consumer a peer's acknowledgement names: one announced by its
+        interest, or the subscription an attached consumer of it belongs to."""
+        rc = self.remotes.get((link, consumer_id))
+        if rc is None:
+            key = self.attached.get((link, consumer_id))
+            if key is not None:
+                rc = self.remotes.get(key)
+        return rc
+
     def _remove_remote(self, rc: RemoteConsumer) -> None:
         rc.closed = True
         router = self.router
@@ -228,6 +281,10 @@ class DeliveryRules(ClusterState):
                 # OpenMQ announces a queue consumer, then says it is the active one: it
                 # stays (this broker delivers to every consumer a G_NEW_INTEREST named).
                 continue
+            if self.attached.pop((link, uid.consumer_id), None) is not None:
+                # A consumer left a subscription the peer announced: the subscription
+                # stays its interest (it keeps what it is sent for later consumers).
+                continue
             rc = self.remotes.pop((link, uid.consumer_id), None)
             if rc is not None:
                 self._remove_remote(rc)
@@ -244,6 +301,9 @@ class DeliveryRules(ClusterState):
         dest = cpkt.destination or ""
         msg = Message(cpkt, dest, 0)
         redelivered = bool(pkt.props.get("redelivered"))
+        # D: the home broker waits for a "delivered" ack before it sends this consumer
+        # more (OpenMQ asks for it on the last message of a consumer's prefetch window).
+        notify = pkt.props.get("D") is True
         for uid in uids:
             if uid.broker != self.cfg.me:
                 continue
@@ -255,6 +315,8 @@ class DeliveryRules(ClusterState):
             dct = pkt.props.get(f"CUID-DCT:{uid.consumer_id}", 0)  # deliveries before
             entry.count = max(dct if isinstance(dct, int) else 0, 0)
             entry.redelivered = redelivered
+            if notify:
+                origin.notify.add(msg.key)
             origin.offer(entry)
             if origin.pending:
                 self._pending.add(origin)
@@ -328,7 +390,7 @@ class DeliveryRules(ClusterState):
         for _ in range(count):
             key = r.raw(SYSMSGID_SIZE)
             uid = gp.ConsumerUID.read(r)
-            rc = self.remotes.get((link, uid.consumer_id))
+            rc = self._remote_for(link, uid.consumer_id)
             if rc is None:
                 continue
             entry = rc.inflight.pop(key, None)
@@ -356,11 +418,31 @@ class DeliveryRules(ClusterState):
             reply["S"] = 200
             link.send(gp.GPacket(gp.G_MESSAGE_ACK_REPLY, reply))
 
+    def _client_closed(self, link: BrokerLink, pkt: gp.GPacket) -> None:
+        """G_CLIENT_CLOSED: a client connection of the sending broker closed; its
+        consumers go (OpenMQ's receiver removes the remote consumers of that connection,
+        their unacknowledged messages going back to their queues)."""
+        conn = pkt.props.get("I")
+        if not isinstance(conn, int):
+            raise gp.GPacketError("G_CLIENT_CLOSED without a connection id (I)")
+        for key in [
+            k for k, rc in self.remotes.items() if k[0] is link and rc.uid.connection_id == conn
+        ]:
+            self._remove_remote(self.remotes.pop(key))
+
+    def _client_closed_out(self, conn_id: int) -> None:
+        """A local client connection closed: tell every broker (as OpenMQ's do, without
+        asking for a reply), so none keeps a consumer of it."""
+        if self.links:
+            self._broadcast(gp.GPacket(gp.G_CLIENT_CLOSED, {"I": JLong(conn_id)}))
+
     def _forget_link(self, link: BrokerLink) -> None:
         """What came over ``link`` goes: its remote consumers (their messages back to
         their queues) and the origins of what it delivered here."""
         for key in [k for k in self.remotes if k[0] is link]:
             self._remove_remote(self.remotes.pop(key))
+        for key in [k for k in self.attached if k[0] is link]:
+            del self.attached[key]
         for key in [k for k in self.inbound if k[0] is link]:
             origin = self.inbound.pop(key)
             origin.pending.clear()

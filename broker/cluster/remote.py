@@ -79,6 +79,8 @@ class RemoteConsumer:
         self.window = window if window > 0 else DEFAULT_WINDOW
         self.link: Link = RemoteLinkRef(client_id)
         self.durable_name = durable_name
+        # A JMS 2.0 shared subscription's name (OpenMQ's G_DURABLE_ATTACH names it).
+        self.shared_name: str | None = None
         self.subscription = subscription
         self.inflight: dict[bytes, Entry] = {}
         self.closed = False
@@ -181,6 +183,8 @@ class InboundOrigin:
         self.stats = _Stats()
         # Entries the local consumer could not take yet (no credit, stopped connection).
         self.pending: deque[Entry] = deque()
+        # Messages whose home broker asked to be told when they reach the client (D).
+        self.notify: set[bytes] = set()
 
     @property
     def active(self) -> bool:
@@ -220,9 +224,14 @@ class InboundOrigin:
         if cons is None or cons.closed:
             self.put_back(list(self.pending))
             self.pending.clear()
+            self.notify.clear()
             return
         while self.pending and cons.ready():
-            cons.deliver(self.pending.popleft())
+            entry = self.pending.popleft()
+            cons.deliver(entry)
+            if self.notify and entry.msg.key in self.notify:
+                self.notify.discard(entry.msg.key)
+                self.service.send_ack(self.peer, self.uid, [entry.msg.key], gp.ACK_DELIVERED)
 
     def offer(self, entry: Entry) -> None:
         self.pending.append(entry)

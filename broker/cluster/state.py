@@ -61,6 +61,9 @@ class ClusterState:
         self.all_links: set[BrokerLink] = set()
         self.remotes: dict[tuple[BrokerLink, int], RemoteConsumer] = {}
         self.inbound: dict[tuple[BrokerLink, int], InboundOrigin] = {}
+        # (link, consumer id) of a peer's consumer attached to a subscription the peer
+        # announced (G_DURABLE_ATTACH) -> that subscription's key in ``remotes``.
+        self.attached: dict[tuple[BrokerLink, int], tuple[BrokerLink, int]] = {}
         self._dialling: set[tuple[str, int]] = set()
         # The reason a link to a peer last closed before its handshake (logged once).
         self._unreachable: dict[tuple[str, int], str | None] = {}

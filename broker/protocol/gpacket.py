@@ -527,9 +527,12 @@ def read_interest(r: BodyReader) -> dict:
     rec["ready"] = r.boolean()
     rec["jms_shared"] = False
     rec["shared_name"] = None
+    # A subscription's record (durable or shared) has a maximum of active consumers:
+    # OpenMQ takes one other than 1 as "shared".
+    rec["max_active"] = None
     # Older brokers end a record after "ready" (read here when it is the last one).
     if not r.at_end and r.boolean():
-        r.int32()
+        rec["max_active"] = r.int32()
     if not r.at_end:
         r.int32()
         rec["jms_shared"] = r.boolean()

@@ -1,6 +1,7 @@
 """Record TCP payloads on lo (run inside the namespace): flow -> {seq: bytes}."""
 
 import json
+import signal
 import socket
 import struct
 import sys
@@ -14,6 +15,8 @@ s.bind(("lo", 0))
 s.settimeout(0.5)
 rec = []
 end = time.time() + dur
+# SIGTERM ends the recording early (the scenario that started it is done).
+signal.signal(signal.SIGTERM, lambda *_: globals().update(end=0))
 while time.time() < end:
     try:
         frame, addr = s.recvfrom(70000)
