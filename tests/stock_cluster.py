@@ -381,7 +381,9 @@ import java.io.*;
  *    drecv HOST PORT CID TOPIC NAME           a durable subscriber
  *    unsub HOST PORT CID NAME                 prints "unsubscribed"
  *    shared HOST PORT TOPIC SUB durable|nondurable   a JMS 2.0 shared consumer
- *    cid HOST PORT CID                        "held" or "refused CLASS", held until stdin closes */
+ *    cid HOST PORT CID                        "held" or "refused CLASS", held until stdin closes
+ *    qpub HOST PORT QUEUE PREFIX N            persistent queue messages, prints "sent"
+ *    qsub HOST PORT QUEUE ack|noack           a queue consumer (noack: never acknowledges) */
 public class TopicTool {
     static Connection connect(String host, String port, String cid, String flow) throws JMSException {
         com.sun.messaging.ConnectionFactory cf = new com.sun.messaging.ConnectionFactory();
@@ -474,6 +476,22 @@ public class TopicTool {
                     receiveLoop(c, a[5].equals("durable")
                             ? s.createSharedDurableConsumer(t, a[4])
                             : s.createSharedConsumer(t, a[4]));
+                    break;
+                }
+                case "qpub": {
+                    c = connect(host, port, null, null);
+                    Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                    MessageProducer p = s.createProducer(s.createQueue(a[3]));
+                    int n = Integer.parseInt(a[5]);
+                    for (int i = 1; i <= n; i++) p.send(s.createTextMessage(a[4] + "-" + i));
+                    System.out.println("sent");
+                    break;
+                }
+                case "qsub": {
+                    c = connect(host, port, null, null);
+                    Session s = c.createSession(false,
+                            a[4].equals("ack") ? Session.AUTO_ACKNOWLEDGE : Session.CLIENT_ACKNOWLEDGE);
+                    receiveLoop(c, s.createConsumer(s.createQueue(a[3])));
                     break;
                 }
                 case "cid": {
@@ -773,6 +791,29 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
         assert sorted(sub.got()) == sorted(f"f-{i}" for i in range(1, 41)), sub.lines
 
     sc.check("flow_limited_subscriber_on_ours_gets_all_from_stock", flow_limited)
+
+    # 6. A client killed with messages it never acknowledged: its broker tells the
+    # other (G_INTEREST_UPDATE, G_CLIENT_CLOSED), which delivers them again elsewhere.
+    def killed(tag: str, cons: tuple[str, int], home: tuple[str, int]) -> Callable[[], None]:
+        queue = f"mixed.kq.{tag}"
+
+        def check() -> None:
+            c = JavaProc(classes, "qsub", *cons, queue, "noack")
+            assert c.wait_line(("ready",)) == "ready", c.lines
+            time.sleep(settle)
+            assert topic_tool(classes, "qpub", *home, queue, tag, 3) == ["sent"]
+            wait_for(lambda: len(c.got()) == 3, 60, "3 messages to the doomed consumer")
+            c.proc.kill()
+            c.close()
+            r = JavaProc(classes, "qsub", *home, queue, "ack")
+            assert r.wait_line(("ready",)) == "ready", r.lines
+            receive_all([r], 3)
+            assert sorted(r.got()) == [f"{tag}-{i}" for i in (1, 2, 3)], r.lines
+
+        return check
+
+    sc.check("client_killed_on_ours_stock_delivers_again", killed("ko", on_ours, on_stock))
+    sc.check("client_killed_on_stock_ours_delivers_again", killed("ks", on_stock, on_ours))
 
     sc.check(
         "link_still_up",

@@ -232,12 +232,8 @@ class ChangeRules(ClusterState):
         if isinstance(name, str) and isinstance(client_id, str):
             pairs = [(name, client_id)]
         else:
-            # OpenMQ's broadcast names them in the body only: C x (name, client ID).
-            count = pkt.props.get("C", 0)
-            if not isinstance(count, int) or not 0 < count <= 10000:
-                raise gp.GPacketError("G_REM_DURABLE_INTEREST without N and I or a count")
-            r = gp.BodyReader(pkt.payload)
-            pairs = [(r.utf(), r.utf()) for _ in range(count)]
+            # OpenMQ's broadcast names them in the body only.
+            pairs = gp.read_durable_names(pkt.payload, pkt.props.get("C", 0))
         for name, client_id in pairs:
             # The sender's own interest in it (OpenMQ announces a durable subscription
             # as one) goes first, or the subscription would be in use.

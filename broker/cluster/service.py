@@ -98,7 +98,7 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
             link.send(self._destination_packet(dest, sync=True))
         cons = [c for c in self.router.local_consumers() if self._shared(c)]
         if cons:
-            link.send(self._interest_packet(cons))
+            self._announce(link, cons)
         self.locks.link_up(link)
         if self.flow_stopped:
             link.send(gp.GPacket(gp.G_STOP_MESSAGE_FLOW, {}))

@@ -541,6 +541,14 @@ def read_interest(r: BodyReader) -> dict:
     return rec
 
 
+def read_durable_names(payload: bytes, count: object) -> list[tuple[str, str]]:
+    """G_REM_DURABLE_INTEREST's body: ``count`` x (durable name, client ID or "")."""
+    if not isinstance(count, int) or not 0 < count <= 10000:
+        raise GPacketError(f"G_REM_DURABLE_INTEREST count {count!r}")
+    r = BodyReader(payload)
+    return [(r.utf(), r.utf()) for _ in range(count)]
+
+
 __all__ = [
     "A_BIT",
     "BodyReader",
@@ -556,6 +564,7 @@ __all__ = [
     "decode_link",
     "encode",
     "encode_link",
+    "read_durable_names",
     "read_interest",
     "split_concatenated",
 ]
