@@ -92,7 +92,12 @@ class ChangeRules(ClusterState):
             if not name.startswith(PRIVATE_PREFIXES) and not dtype & DEST_TEMP:
                 pkt = gp.GPacket(gp.G_REM_DESTINATION, {"N": name, "DT": dtype})
         elif kind == "durable.removed":
-            self._known_durables.discard((data["client_id"], data["name"]))
+            key = (data["client_id"], data["name"])
+            self._known_durables.discard(key)
+            # Its UID as an announced subscription goes with it.
+            for sub in [s for s in self.sub_uids if s.durable_key == key]:
+                uid = self.sub_uids.pop(sub)
+                self.uid_subs.pop(uid.consumer_id, None)
             w = gp.BodyWriter().utf(data["name"]).utf(data["client_id"] or "")
             props = {"C": 1, "N": data["name"], "I": data["client_id"] or ""}
             pkt = gp.GPacket(gp.G_REM_DURABLE_INTEREST, props, w.bytes())
