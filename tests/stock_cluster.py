@@ -17,6 +17,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import traceback
 from collections.abc import Callable
@@ -562,7 +563,7 @@ def scenario_master(sc: Scenario) -> None:
     s_addr, o_addr = f"{address(1)}:{s_pm}", f"{address(2)}:{o_pm}"
     brokerlist = f"{s_addr},{o_addr}"
     adm = Admin(sc.tmp)
-    # Fixed cluster ports, so STOCK_CLUSTER_CAPTURE can record the links (see main).
+    # Fixed cluster ports, so STOCK_CLUSTER_CAPTURE can record the links (start_capture).
     s_cp, o_cp = f"imq.cluster.port={CAPTURE_PORTS[0]}", f"imq.cluster.port={CAPTURE_PORTS[1]}"
 
     def linked(stock: StockBrokerProcess, ours: BrokerProcess) -> None:
@@ -711,11 +712,466 @@ def scenario_master(sc: Scenario) -> None:
     sc.check("stock_links_again_after_bad_input", cluster_goes_on)
 
 
-SCENARIOS = {"handshake": (2, scenario_handshake), "master": (2, scenario_master)}
+TOPIC_TOOL = r"""
+import jakarta.jms.*;
+import java.io.*;
+
+/** The stock client's side of the mixed-cluster topic scenario; each mode connects to
+ *  HOST PORT (a port mapper) as guest.  One-shot modes print one result line; the
+ *  long-lived ones print "ready", then one "got TEXT" per message, until stdin closes.
+ *    pub HOST PORT TOPIC np|p PREFIX N        sends PREFIX-1..N, prints "sent"
+ *    sub HOST PORT TOPIC [FLOWLIMIT]          a non-durable subscriber
+ *    dsub HOST PORT CID TOPIC NAME            makes a durable subscription, closes it
+ *    drecv HOST PORT CID TOPIC NAME           a durable subscriber
+ *    unsub HOST PORT CID NAME                 prints "unsubscribed"
+ *    shared HOST PORT TOPIC SUB durable|nondurable   a JMS 2.0 shared consumer
+ *    cid HOST PORT CID                        "held" or "refused CLASS", held until stdin closes
+ *    qpub HOST PORT QUEUE PREFIX N            persistent queue messages, prints "sent"
+ *    qsub HOST PORT QUEUE ack|noack           a queue consumer (noack: never acknowledges) */
+public class TopicTool {
+    static Connection connect(String host, String port, String cid, String flow) throws JMSException {
+        com.sun.messaging.ConnectionFactory cf = new com.sun.messaging.ConnectionFactory();
+        cf.setProperty(com.sun.messaging.ConnectionConfiguration.imqAddressList,
+                "mq://" + host + ":" + port + "/jms");
+        if (flow != null) {
+            cf.setProperty(com.sun.messaging.ConnectionConfiguration.imqConsumerFlowLimit, flow);
+        }
+        Connection c = cf.createConnection("guest", "guest");
+        try {
+            if (cid != null) c.setClientID(cid);
+        } catch (JMSException e) {
+            c.close();
+            throw e;
+        }
+        return c;
+    }
+
+    static void untilStdinCloses() throws IOException {
+        while (System.in.read() >= 0) { }
+    }
+
+    static void receiveLoop(Connection c, MessageConsumer mc) throws Exception {
+        Thread t = new Thread(() -> {
+            try {
+                while (true) {
+                    Message m = mc.receive();
+                    if (m == null) return;
+                    System.out.println("got " + ((TextMessage) m).getText());
+                    System.out.flush();
+                }
+            } catch (JMSException e) {
+                // the connection closed under receive()
+            }
+        });
+        t.setDaemon(true);
+        c.start();
+        System.out.println("ready");
+        System.out.flush();
+        t.start();
+        untilStdinCloses();
+        c.close();
+        System.out.println("closed");
+    }
+
+    public static void main(String[] a) throws Exception {
+        String mode = a[0], host = a[1], port = a[2];
+        Connection c = null;
+        try {
+            switch (mode) {
+                case "pub": {
+                    c = connect(host, port, null, null);
+                    Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                    MessageProducer p = s.createProducer(s.createTopic(a[3]));
+                    p.setDeliveryMode(a[4].equals("p") ? DeliveryMode.PERSISTENT : DeliveryMode.NON_PERSISTENT);
+                    int n = Integer.parseInt(a[6]);
+                    for (int i = 1; i <= n; i++) p.send(s.createTextMessage(a[5] + "-" + i));
+                    System.out.println("sent");
+                    break;
+                }
+                case "sub": {
+                    c = connect(host, port, null, a.length > 4 ? a[4] : null);
+                    Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                    receiveLoop(c, s.createConsumer(s.createTopic(a[3])));
+                    break;
+                }
+                case "dsub": {
+                    c = connect(host, port, a[3], null);
+                    Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                    s.createDurableSubscriber(s.createTopic(a[4]), a[5]).close();
+                    System.out.println("subscribed");
+                    break;
+                }
+                case "drecv": {
+                    c = connect(host, port, a[3], null);
+                    Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                    receiveLoop(c, s.createDurableSubscriber(s.createTopic(a[4]), a[5]));
+                    break;
+                }
+                case "unsub": {
+                    c = connect(host, port, a[3], null);
+                    c.createSession(false, Session.AUTO_ACKNOWLEDGE).unsubscribe(a[4]);
+                    System.out.println("unsubscribed");
+                    break;
+                }
+                case "shared": {
+                    c = connect(host, port, null, null);
+                    Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                    Topic t = s.createTopic(a[3]);
+                    receiveLoop(c, a[5].equals("durable")
+                            ? s.createSharedDurableConsumer(t, a[4])
+                            : s.createSharedConsumer(t, a[4]));
+                    break;
+                }
+                case "qpub": {
+                    c = connect(host, port, null, null);
+                    Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                    MessageProducer p = s.createProducer(s.createQueue(a[3]));
+                    int n = Integer.parseInt(a[5]);
+                    for (int i = 1; i <= n; i++) p.send(s.createTextMessage(a[4] + "-" + i));
+                    System.out.println("sent");
+                    break;
+                }
+                case "qsub": {
+                    c = connect(host, port, null, null);
+                    Session s = c.createSession(false,
+                            a[4].equals("ack") ? Session.AUTO_ACKNOWLEDGE : Session.CLIENT_ACKNOWLEDGE);
+                    receiveLoop(c, s.createConsumer(s.createQueue(a[3])));
+                    break;
+                }
+                case "cid": {
+                    try {
+                        c = connect(host, port, a[3], null);
+                    } catch (JMSException e) {
+                        System.out.println("refused " + e.getClass().getSimpleName() + ": " + e.getMessage());
+                        break;
+                    }
+                    System.out.println("held");
+                    System.out.flush();
+                    untilStdinCloses();
+                    break;
+                }
+                default:
+                    throw new IllegalArgumentException(mode);
+            }
+        } catch (Exception e) {
+            System.out.println("error " + e);
+        } finally {
+            if (c != null) c.close();
+        }
+    }
+}
+"""
 
 
-# The cluster ports of scenario "master", and where STOCK_CLUSTER_CAPTURE=FILE records
-# their traffic (tests/vectors_cluster/capture.py, run inside the namespace).
+class JavaProc:
+    """One run of TopicTool (the stock Java client): its output lines as they come."""
+
+    def __init__(self, classes: Path, *args: object, stdin: bool = True) -> None:
+        cp = ":".join([str(classes), *(str(j) for j in JARS)])
+        self.args = [str(a) for a in args]
+        self.proc = subprocess.Popen(
+            ["java", "-cp", cp, "TopicTool", *self.args],
+            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.lines.append(line.rstrip("\n"))
+
+    def got(self) -> list[str]:
+        return [ln[4:] for ln in list(self.lines) if ln.startswith("got ")]
+
+    def wait_line(self, prefixes: tuple[str, ...], timeout: float = 60) -> str:
+        """The first line starting with one of ``prefixes`` (or "error": the tool failed)."""
+
+        def seen() -> bool:
+            return any(ln.startswith((*prefixes, "error")) for ln in list(self.lines))
+
+        wait_for(
+            lambda: seen() or self.proc.poll() is not None, timeout, f"{prefixes} from {self.args}"
+        )
+        for ln in list(self.lines):
+            if ln.startswith((*prefixes, "error")):
+                return ln
+        raise AssertionError(f"TopicTool {self.args} ended without {prefixes}: {self.lines}")
+
+    def close(self) -> list[str]:
+        """Close its stdin (a long-lived mode ends) and wait for it."""
+        if self.proc.stdin is not None and not self.proc.stdin.closed:
+            self.proc.stdin.close()
+        try:
+            self.proc.wait(30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        self._reader.join(5)
+        return self.lines
+
+
+def topic_tool(classes: Path, *args: object) -> list[str]:
+    """A one-shot TopicTool mode to its end; its lines."""
+    p = JavaProc(classes, *args, stdin=False)
+    p.close()
+    return p.lines
+
+
+def compile_topic_tool(tmp: Path) -> Path:
+    out = tmp / "java-topics"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "TopicTool.java").write_text(TOPIC_TOOL)
+    cp = ":".join(str(j) for j in JARS)
+    subprocess.run(["javac", "-cp", cp, "-d", str(out), str(out / "TopicTool.java")], check=True)
+    return out
+
+
+def receive_all(procs: list[JavaProc], total: int, timeout: float = 60) -> None:
+    """Wait until ``procs`` got ``total`` messages between them, then a little longer
+    (a duplicate would show), and close them."""
+    try:
+        wait_for(lambda: sum(len(p.got()) for p in procs) >= total, timeout, f"{total} messages")
+        time.sleep(2)
+    finally:
+        for p in procs:
+            p.close()
+
+
+def start_capture(ports: list[int]) -> subprocess.Popen | None:
+    """With STOCK_CLUSTER_CAPTURE=FILE, record the links' packets (tests/vectors_cluster)."""
+    out = os.environ.get("STOCK_CLUSTER_CAPTURE")
+    if not out:
+        return None
+    script = ROOT / "tests" / "vectors_cluster" / "capture.py"
+    ports_arg = ",".join(str(p) for p in ports)
+    return subprocess.Popen([sys.executable, str(script), out, ports_arg, "3600"])
+
+
+def stop_capture(proc: subprocess.Popen | None) -> None:
+    if proc is not None:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(30)
+
+
+def scenario_topics(sc: Scenario) -> None:
+    """One stock broker and one of ours: topics, durable and shared subscriptions and
+    client IDs across the link, with stock Java clients on both brokers."""
+    s_pm, o_pm = 27676, 27677
+    s_cl, o_cl = CAPTURE_PORTS
+    brokerlist = f"{address(1)}:{s_pm},{address(2)}:{o_pm}"
+    _topics(sc, s_pm, o_pm, s_cl, o_cl, brokerlist)
+
+
+def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist: str) -> None:
+    stock = sc.stock(1, s_pm, brokerlist, "stock1", f"imq.cluster.port={s_cl}")
+    ours = sc.ours(
+        2, o_pm, brokerlist, "ours", "imq.cluster.ping.interval=5", f"imq.cluster.port={o_cl}"
+    )
+    classes = compile_topic_tool(sc.tmp)
+    wait_for(lambda: our_link_count(ours) == 1, 60, "our link up")
+    wait_for(lambda: stock_link_count(stock, "ours") == 1, 60, "stock B1071")
+    on_stock = (address(1), s_pm)
+    on_ours = (address(2), o_pm)
+    settle = 3  # seconds for a consumer's interest to reach the other broker
+
+    # 1. A topic with a subscriber on each broker; messages published on each.
+    fan: dict[str, list[str]] = {}
+
+    def fanout() -> None:
+        subs = {
+            "stock": JavaProc(classes, "sub", *on_stock, "mixed.t1"),
+            "ours": JavaProc(classes, "sub", *on_ours, "mixed.t1"),
+        }
+        for p in subs.values():
+            assert p.wait_line(("ready",)) == "ready", p.lines
+        time.sleep(settle)
+        for where, (host, pm) in (("s", on_stock), ("o", on_ours)):
+            for mode in ("np", "p"):
+                assert topic_tool(
+                    classes, "pub", host, pm, "mixed.t1", mode, f"{where}-{mode}", 2
+                ) == ["sent"]
+        receive_all(list(subs.values()), 16)
+        for name, p in subs.items():
+            fan[name] = sorted(p.got())
+
+    def reaches_both(where: str) -> Callable[[], None]:
+        def check() -> None:
+            if not fan:
+                fanout()
+            want = sorted(f"{where}-{m}-{i}" for m in ("np", "p") for i in (1, 2))
+            for name, got in fan.items():
+                mine = [g for g in got if g.startswith(f"{where}-")]
+                assert mine == want, f"subscriber on {name} got {got}"
+
+        return check
+
+    sc.check("topic_published_on_stock_reaches_subscribers_on_both", reaches_both("s"))
+    sc.check("topic_published_on_ours_reaches_subscribers_on_both", reaches_both("o"))
+
+    # 2. Durable subscriptions: made on one broker, fed on the other while away.
+    def durable(tag: str, sub: tuple[str, int], pub: tuple[str, int]) -> Callable[[], None]:
+        cid, name, topic = f"cid-{tag}", f"dur-{tag}", f"mixed.dt.{tag}"
+
+        def check() -> None:
+            assert topic_tool(classes, "dsub", *sub, cid, topic, name) == ["subscribed"]
+            time.sleep(settle)
+            assert topic_tool(classes, "pub", *pub, topic, "p", f"{tag}-p", 3) == ["sent"]
+            assert topic_tool(classes, "pub", *pub, topic, "np", f"{tag}-np", 2) == ["sent"]
+            r = JavaProc(classes, "drecv", *sub, cid, topic, name)
+            assert r.wait_line(("ready",)) == "ready", r.lines
+            receive_all([r], 5)
+            want = sorted([f"{tag}-p-{i}" for i in (1, 2, 3)] + [f"{tag}-np-{i}" for i in (1, 2)])
+            assert sorted(r.got()) == want, r.lines
+            again = JavaProc(classes, "drecv", *sub, cid, topic, name)
+            assert again.wait_line(("ready",)) == "ready", again.lines
+            time.sleep(settle)
+            again.close()
+            assert again.got() == [], f"delivered again: {again.lines}"
+
+        return check
+
+    def unsubscribe(tag: str, sub: tuple[str, int], pub: tuple[str, int]) -> Callable[[], None]:
+        cid, name, topic = f"cid-{tag}", f"dur-{tag}", f"mixed.dt.{tag}"
+
+        def check() -> None:
+            assert topic_tool(classes, "unsub", *sub, cid, name) == ["unsubscribed"]
+            time.sleep(settle)
+            # Published while no subscription exists: nobody gets it.
+            assert topic_tool(classes, "pub", *pub, topic, "p", f"{tag}-gone", 1) == ["sent"]
+            assert topic_tool(classes, "dsub", *sub, cid, topic, name) == ["subscribed"]
+            time.sleep(settle)
+            assert topic_tool(classes, "pub", *pub, topic, "p", f"{tag}-fresh", 1) == ["sent"]
+            r = JavaProc(classes, "drecv", *sub, cid, topic, name)
+            assert r.wait_line(("ready",)) == "ready", r.lines
+            receive_all([r], 1)
+            assert r.got() == [f"{tag}-fresh-1"], r.lines
+            assert topic_tool(classes, "unsub", *sub, cid, name) == ["unsubscribed"]
+
+        return check
+
+    sc.check("durable_on_stock_published_on_ours_exactly_once", durable("ds", on_stock, on_ours))
+    sc.check("durable_on_ours_published_on_stock_exactly_once", durable("do", on_ours, on_stock))
+    sc.check("durable_unsubscribed_on_stock_gone_on_ours", unsubscribe("ds", on_stock, on_ours))
+    sc.check("durable_unsubscribed_on_ours_gone_on_stock", unsubscribe("do", on_ours, on_stock))
+
+    # 3. JMS 2.0 shared subscriptions with a consumer on each broker.
+    def shared(kind: str) -> Callable[[], None]:
+        topic, subname = f"mixed.sh.{kind}", f"share-{kind}"
+        mode = "p" if kind == "durable" else "np"
+
+        def check() -> None:
+            cons = [
+                JavaProc(classes, "shared", *on_stock, topic, subname, kind),
+                JavaProc(classes, "shared", *on_ours, topic, subname, kind),
+            ]
+            for c in cons:
+                assert c.wait_line(("ready",)) == "ready", c.lines
+            time.sleep(settle)
+            assert topic_tool(classes, "pub", *on_stock, topic, mode, "s", 10) == ["sent"]
+            assert topic_tool(classes, "pub", *on_ours, topic, mode, "o", 10) == ["sent"]
+            receive_all(cons, 20)
+            got = [g for c in cons for g in c.got()]
+            want = sorted([f"s-{i}" for i in range(1, 11)] + [f"o-{i}" for i in range(1, 11)])
+            split = f"stock {sorted(cons[0].got())}, ours {sorted(cons[1].got())}"
+            assert sorted(got) == want, split
+
+        return check
+
+    sc.check("shared_nondurable_each_message_consumed_once", shared("nondurable"))
+    sc.check("shared_durable_each_message_consumed_once", shared("durable"))
+
+    # 4. Client IDs are unique across the cluster.
+    def client_id(
+        tag: str, holder: tuple[str, int], other: tuple[str, int]
+    ) -> tuple[Callable[[], None], Callable[[], None]]:
+        cid = f"unique-{tag}"
+        held: list[JavaProc] = []
+
+        def refused() -> None:
+            h = JavaProc(classes, "cid", *holder, cid)
+            held.append(h)
+            assert h.wait_line(("held", "refused")) == "held", h.lines
+            line = topic_tool(classes, "cid", *other, cid)
+            assert line and line[0].startswith("refused InvalidClientIDException"), line
+
+        def freed() -> None:
+            for h in held:
+                h.close()
+            deadline = time.monotonic() + 20
+            while True:
+                line = topic_tool(classes, "cid", *other, cid)
+                if line == ["held"] or time.monotonic() > deadline:
+                    break
+                time.sleep(1)
+            assert line == ["held"], line
+
+        return refused, freed
+
+    r1, f1 = client_id("s", on_stock, on_ours)
+    sc.check("client_id_in_use_on_stock_refused_on_ours", r1)
+    sc.check("client_id_freed_on_stock_taken_on_ours", f1)
+    r2, f2 = client_id("o", on_ours, on_stock)
+    sc.check("client_id_in_use_on_ours_refused_on_stock", r2)
+    sc.check("client_id_freed_on_ours_taken_on_stock", f2)
+
+    # 5. A subscriber on ours with a small prefetch: the stock broker waits for the
+    # "delivered" acknowledgement of every window's last message (D=true) to send more.
+    def flow_limited() -> None:
+        sub = JavaProc(classes, "sub", *on_ours, "mixed.flow", 5)
+        assert sub.wait_line(("ready",)) == "ready", sub.lines
+        time.sleep(settle)
+        assert topic_tool(classes, "pub", *on_stock, "mixed.flow", "np", "f", 40) == ["sent"]
+        receive_all([sub], 40)
+        assert sorted(sub.got()) == sorted(f"f-{i}" for i in range(1, 41)), sub.lines
+
+    sc.check("flow_limited_subscriber_on_ours_gets_all_from_stock", flow_limited)
+
+    # 6. A client killed with messages it never acknowledged: its broker tells the
+    # other (G_INTEREST_UPDATE, G_CLIENT_CLOSED), which delivers them again elsewhere.
+    def killed(tag: str, cons: tuple[str, int], home: tuple[str, int]) -> Callable[[], None]:
+        queue = f"mixed.kq.{tag}"
+
+        def check() -> None:
+            c = JavaProc(classes, "qsub", *cons, queue, "noack")
+            assert c.wait_line(("ready",)) == "ready", c.lines
+            time.sleep(settle)
+            assert topic_tool(classes, "qpub", *home, queue, tag, 3) == ["sent"]
+            wait_for(lambda: len(c.got()) == 3, 60, "3 messages to the doomed consumer")
+            c.proc.kill()
+            c.close()
+            r = JavaProc(classes, "qsub", *home, queue, "ack")
+            assert r.wait_line(("ready",)) == "ready", r.lines
+            receive_all([r], 3)
+            assert sorted(r.got()) == [f"{tag}-{i}" for i in (1, 2, 3)], r.lines
+
+        return check
+
+    sc.check("client_killed_on_ours_stock_delivers_again", killed("ko", on_ours, on_stock))
+    sc.check("client_killed_on_stock_ours_delivers_again", killed("ks", on_stock, on_ours))
+
+    sc.check(
+        "link_still_up",
+        lambda: (
+            wait_for(lambda: our_link_count(ours) == 1, 1, "our link"),
+            wait_for(lambda: stock_link_count(stock, "ours") == 1, 1, "stock link"),
+        ),
+    )
+
+
+SCENARIOS = {
+    "handshake": (2, scenario_handshake),
+    "master": (2, scenario_master),
+    "topics": (2, scenario_topics),
+}
+
+
+# The cluster ports of the scenarios, fixed so STOCK_CLUSTER_CAPTURE=FILE can record their
+# traffic (tests/vectors_cluster/capture.py, run inside the namespace: start_capture).
 CAPTURE_PORTS = (27701, 27702)
 
 
@@ -724,18 +1180,7 @@ def main(argv: list[str]) -> int:
     n, fn = SCENARIOS[name]
     _setup_namespace(n)
     sc = Scenario(tmp)
-    capture = None
-    if os.environ.get("STOCK_CLUSTER_CAPTURE"):
-        capture = subprocess.Popen(
-            [
-                sys.executable,
-                str(ROOT / "tests" / "vectors_cluster" / "capture.py"),
-                os.environ["STOCK_CLUSTER_CAPTURE"],
-                ",".join(str(p) for p in CAPTURE_PORTS),
-                "3600",
-            ]
-        )
-        time.sleep(0.5)
+    capture = start_capture(list(CAPTURE_PORTS))
     try:
         fn(sc)
     except Exception as exc:  # a broker that does not start ends the scenario
@@ -744,9 +1189,7 @@ def main(argv: list[str]) -> int:
         sc.failed += 1
     finally:
         sc.stop_all()
-        if capture is not None:
-            capture.terminate()
-            capture.wait(30)
+        stop_capture(capture)
     return 1 if sc.failed else 0
 
 

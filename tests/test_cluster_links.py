@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from broker.cluster.config import ClusterConfig
+from broker.cluster.delivery import _write_record
 from broker.cluster.link import BrokerLink
 from broker.cluster.service import ClusterService
 from broker.core.router import MessageRouter
@@ -17,6 +18,8 @@ pytestmark = pytest.mark.fast
 
 ME = gp.BrokerAddress("127.0.0.1", "A", 7676)
 PEER = gp.BrokerAddress("127.0.0.1", "B", 7677)
+# A consumer's record in G_DURABLE_ATTACH: no names, no selector, a topic, not noLocal.
+_PLAIN = (None, None, None, False, False, None, False, None)
 
 
 def _service() -> ClusterService:
@@ -54,8 +57,14 @@ def _durable_interest(svc: ClusterService, link: BrokerLink, consumer_id: int) -
         "jms_shared": False,
         "mq_share": False,
         "shared_name": None,
+        "max_active": 1,
     }
-    svc._add_remote(link, gp.ConsumerUID(consumer_id, 9, PEER), rec, 100)
+    # The subscription's own interest, then its consumer attaching (as OpenMQ does).
+    svc._add_remote(link, gp.ConsumerUID(consumer_id, 9, PEER), rec, 1)
+    w = gp.BodyWriter()
+    _write_record(w, "prices", gp.ConsumerUID(consumer_id + 1000, 9, PEER), *_PLAIN)
+    props = {"N": "d1", "I": "cid", f"{consumer_id + 1000}:prefetch": 100}
+    svc._durable_attach(link, gp.GPacket(gp.G_DURABLE_ATTACH, props, w.bytes()))
 
 
 def test_a_dropped_link_closing_after_the_redial_is_up_takes_its_consumers_along():

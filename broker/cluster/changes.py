@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker.core import queries
@@ -34,6 +35,7 @@ from broker.protocol.types import (
 from .changerecord import change_event_entry, changes_reply_entries, write_last_sync
 from .destattrs import from_wire, to_wire
 from .link import BrokerLink
+from .remote import RemoteConsumer
 from .state import ClusterState
 
 if TYPE_CHECKING:
@@ -47,6 +49,11 @@ PRIVATE_PREFIXES = (BROKER_PREFIX, DMQ_NAME, METRICS_PREFIX)
 class ChangeRules(ClusterState):
     """The destinations, durables and change-record part of
     :class:`~broker.cluster.service.ClusterService` (a mixin)."""
+
+    # The delivery rules' (delivery.py): a local client connection closed; a remote
+    # consumer goes.
+    _client_closed_out: Callable[[int], None]
+    _remove_remote: Callable[[RemoteConsumer], None]
 
     # -- destinations and durables --------------------------------------------------
 
@@ -72,6 +79,9 @@ class ChangeRules(ClusterState):
     def _router_event(self, kind: str, data: dict) -> None:
         if self._applying:
             return
+        if kind == "connection.closed":
+            self._client_closed_out(data["id"])
+            return
         router = self.router
         pkt = None
         if kind in ("destination.created", "destination.updated"):
@@ -83,7 +93,12 @@ class ChangeRules(ClusterState):
             if not name.startswith(PRIVATE_PREFIXES) and not dtype & DEST_TEMP:
                 pkt = gp.GPacket(gp.G_REM_DESTINATION, {"N": name, "DT": dtype})
         elif kind == "durable.removed":
-            self._known_durables.discard((data["client_id"], data["name"]))
+            key = (data["client_id"], data["name"])
+            self._known_durables.discard(key)
+            # Its UID as an announced subscription goes with it.
+            for sub in [s for s in self.sub_uids if s.durable_key == key]:
+                uid = self.sub_uids.pop(sub)
+                self.uid_subs.pop(uid.consumer_id, None)
             w = gp.BodyWriter().utf(data["name"]).utf(data["client_id"] or "")
             props = {"C": 1, "N": data["name"], "I": data["client_id"] or ""}
             pkt = gp.GPacket(gp.G_REM_DURABLE_INTEREST, props, w.bytes())
@@ -238,21 +253,31 @@ class ChangeRules(ClusterState):
 
     def _remove_durable(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         name, client_id = pkt.props.get("N"), pkt.props.get("I")
-        if not isinstance(name, str) or not isinstance(client_id, str):
-            raise gp.GPacketError("G_REM_DURABLE_INTEREST without N and I")
-        self._applying = True
-        try:
-            self.router.subs.unsubscribe(client_id or None, name)
-        except RouterError as exc:
-            if exc.status != 404:
-                log.warning(
-                    "unsubscribe of %s from broker %s not applied: %s",
-                    name,
-                    link.address,
-                    exc.reason,
-                )
-        finally:
-            self._applying = False
+        if isinstance(name, str) and isinstance(client_id, str):
+            pairs = [(name, client_id)]
+        else:
+            # OpenMQ's broadcast names them in the body only.
+            pairs = gp.read_durable_names(pkt.payload, pkt.props.get("C", 0))
+        for name, client_id in pairs:
+            # The sender's own interest in it (OpenMQ announces a durable subscription
+            # as one) goes first, or the subscription would be in use.
+            for key, rc in list(self.remotes.items()):
+                if key[0] is link and rc.durable_name == name:
+                    if (rc.link.client_id or "") == client_id:
+                        self._remove_remote(self.remotes.pop(key))
+            self._applying = True
+            try:
+                self.router.subs.unsubscribe(client_id or None, name)
+            except RouterError as exc:
+                if exc.status != 404:
+                    log.warning(
+                        "unsubscribe of %s from broker %s not applied: %s",
+                        name,
+                        link.address,
+                        exc.reason,
+                    )
+            finally:
+                self._applying = False
 
 
 __all__ = ["ChangeRules"]

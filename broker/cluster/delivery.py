@@ -31,6 +31,7 @@ from .remote import InboundOrigin, RemoteConsumer
 from .state import ClusterState
 
 if TYPE_CHECKING:
+    from broker.core.destination import Subscription
     from broker.core.session import Consumer
 
 log = logging.getLogger("broker.cluster")
@@ -91,8 +92,15 @@ class DeliveryRules(ClusterState):
             shared_name = None
             if share == "jms" and sub is not None and sub.shared_key is not None:
                 shared_name = sub.shared_key[2]
-            # No max active count, lock position 0; JMS 2.0 shared and its name.
-            w.boolean(False).int32(0).boolean(share == "jms").boolean(shared_name is not None)
+            # A subscription's consumer says how many may be active (OpenMQ reads -1 as
+            # shared, 1 as a plain durable); lock position 0; JMS 2.0 shared and its name.
+            if share is not None:
+                w.boolean(True).int32(-1)
+            elif durable is not None:
+                w.boolean(True).int32(1)
+            else:
+                w.boolean(False)
+            w.int32(0).boolean(share == "jms").boolean(shared_name is not None)
             if shared_name is not None:
                 w.utf(shared_name)
             if share == "mq":
@@ -102,6 +110,109 @@ class DeliveryRules(ClusterState):
                 # Ours: the receiver makes the temporary destination (so it can send to it).
                 props[f"{c.id}:temporary"] = True
         return gp.GPacket(gp.G_NEW_INTEREST, props, w.bytes())
+
+    # -- subscriptions as OpenMQ announces them ---------------------------------------
+    #
+    # A durable or JMS 2.0 shared subscription is an interest of its own (a record with
+    # the subscription's ConsumerUID, its names and a maximum of active consumers), and
+    # each consumer attaching to it follows in a G_DURABLE_ATTACH; the home broker
+    # delivers to the subscription and the consumer's broker acknowledges in the name of
+    # the consumer that got the message.  A consumer leaving is G_INTEREST_UPDATE T=2 of
+    # its UID; the subscription's own interest stays until it is unsubscribed (durable)
+    # or loses its last consumer (shared non-durable).
+
+    @staticmethod
+    def _announced_as_subscription(cons: Consumer) -> Subscription | None:
+        sub = cons.subscription
+        if sub is not None and (sub.durable_key is not None or sub.share == "jms"):
+            return sub
+        return None
+
+    def _sub_uid(self, sub: Subscription) -> gp.ConsumerUID:
+        """The subscription's ConsumerUID in the cluster (made the first time it is asked)."""
+        uid = self.sub_uids.get(sub)
+        if uid is None:
+            uid = gp.ConsumerUID(self.router.uids.next(), 0, self.cfg.me)
+            self.sub_uids[sub] = uid
+            self.uid_subs[uid.consumer_id] = sub
+        return uid
+
+    def _forget_sub(self, sub: Subscription) -> gp.ConsumerUID | None:
+        uid = self.sub_uids.pop(sub, None)
+        if uid is not None:
+            self.uid_subs.pop(uid.consumer_id, None)
+        return uid
+
+    def _subscription_packets(
+        self, sub: Subscription, consumers: list[Consumer]
+    ) -> list[gp.GPacket]:
+        """The subscription's interest, then one G_DURABLE_ATTACH per consumer."""
+        uid = self._sub_uid(sub)
+        durable = sub.durable_key[1] if sub.durable_key is not None else None
+        client_id = sub.durable_key[0] if sub.durable_key is not None else None
+        if client_id is None and consumers:
+            client_id = consumers[0].link.client_id or None
+        shared_name = sub.shared_key[2] if sub.share == "jms" and sub.shared_key else None
+        if durable is not None:
+            shared_name = None  # a shared durable is named by its durable name
+        w = gp.BodyWriter()
+        _write_record(
+            w,
+            sub.topic.name,
+            uid,
+            client_id,
+            durable,
+            sub.selector_text,
+            False,
+            sub.no_local,
+            -1 if sub.share is not None else 1,
+            sub.share == "jms",
+            shared_name,
+        )
+        out = [gp.GPacket(gp.G_NEW_INTEREST, {"C": 1, f"{uid.consumer_id}:prefetch": 1}, w.bytes())]
+        for c in consumers:
+            w = gp.BodyWriter()
+            _write_record(
+                w,
+                sub.topic.name,
+                self._uid(c),
+                None,
+                None,
+                None,
+                False,
+                c.no_local,
+                None,
+                False,
+                None,
+            )
+            props: dict[str, object] = {
+                "I": client_id or "",
+                "allowsNonDurable": True,
+                f"{c.id}:prefetch": c.prefetch if c.prefetch > 0 else -1,
+            }
+            if durable is not None:
+                props["N"] = durable
+            else:
+                props["NDN"] = shared_name or ""
+            out.append(gp.GPacket(gp.G_DURABLE_ATTACH, props, w.bytes()))
+        return out
+
+    def _announce(self, link: BrokerLink, consumers: list[Consumer]) -> None:
+        """Every consumer of ``consumers`` to ``link``: plain ones in one G_NEW_INTEREST,
+        subscriptions' consumers under their subscription."""
+        plain = []
+        by_sub: dict[Subscription, list[Consumer]] = {}
+        for c in consumers:
+            sub = self._announced_as_subscription(c)
+            if sub is None:
+                plain.append(c)
+            else:
+                by_sub.setdefault(sub, []).append(c)
+        if plain:
+            link.send(self._interest_packet(plain))
+        for sub, cons in by_sub.items():
+            for pkt in self._subscription_packets(sub, cons):
+                link.send(pkt)
 
     def _consumer_event(self, what: str, cons: Consumer) -> None:
         if not self._shared(cons):
@@ -118,19 +229,37 @@ class DeliveryRules(ClusterState):
                     jmsshared=sub.share == "jms",
                 )
                 self._record(rec)
+        announced = self._announced_as_subscription(cons)
+        if what == "added" and announced is not None:
+            # Messages its home brokers sent the subscription while it had no consumer.
+            sub_id = self._sub_uid(announced).consumer_id
+            for (_link, cid), origin in list(self.inbound.items()):
+                if cid == sub_id and origin.pending:
+                    origin.dispatch(now_ms())
         if not self.links:
+            if what != "added" and announced is not None and announced.durable_key is None:
+                if not announced.queue.consumers:
+                    self._forget_sub(announced)
             return
         if what == "added":
-            pkt = self._interest_packet([cons])
+            for link in self.links.values():
+                self._announce(link, [cons])
+            return
+        w = gp.BodyWriter()
+        self._uid(cons).write(w)
+        count = 1
+        if announced is not None:
+            kind = gp.INTEREST_REM
+            if announced.durable_key is None and not announced.queue.consumers:
+                # A shared non-durable subscription goes with its last consumer.
+                gone = self._forget_sub(announced)
+                if gone is not None:
+                    gone.write(w)
+                    count = 2
         else:
-            w = gp.BodyWriter()
-            self._uid(cons).write(w)
-            sub = cons.subscription
             detach = sub is not None and sub.durable_key is not None
             kind = gp.INTEREST_DURABLE_DETACH if detach else gp.INTEREST_REM
-            pkt = gp.GPacket(gp.G_INTEREST_UPDATE, {"C": 1, "T": kind}, w.bytes())
-        for link in self.links.values():
-            link.send(pkt)
+        self._broadcast(gp.GPacket(gp.G_INTEREST_UPDATE, {"C": count, "T": kind}, w.bytes()))
 
     def _new_interest(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         count = pkt.props.get("C", 0)
@@ -144,8 +273,16 @@ class DeliveryRules(ClusterState):
                 pkt.props.get(f"{uid.consumer_id}:temporary")
             )
             rec["mq_share"] = uid is not None and bool(pkt.props.get(f"{uid.consumer_id}:mqshare"))
-            if uid is None or uid.broker != link.address:
-                raise gp.GPacketError("interest whose consumer is not the sending broker's")
+            if rec["max_active"] not in (None, 1) and not rec["jms_shared"]:
+                rec["mq_share"] = True
+            if uid is None:
+                raise gp.GPacketError("interest without a consumer")
+            if uid.broker != link.address:
+                # OpenMQ announces a subscription it knows under another broker's consumer
+                # (ours, when one of our consumers made it): that broker's own interest
+                # stands for it already.
+                log.debug("interest of %s relayed by %s not taken", uid.broker, link.address)
+                continue
             window = pkt.props.get(f"{uid.consumer_id}:prefetch", -1)
             try:
                 self._add_remote(link, uid, rec, window if isinstance(window, int) else -1)
@@ -169,6 +306,7 @@ class DeliveryRules(ClusterState):
         rc_probe = RemoteConsumer(
             self, link, uid, None, None, selector, window, rec["client_id"], rec["durable"]
         )
+        rc_probe.shared_name = rec["shared_name"]
         if dest is None:
             if rec["temporary"]:
                 dest = router.create_destination(rec["dest"], dtype | DEST_TEMP, rc_probe.link)
@@ -203,9 +341,78 @@ class DeliveryRules(ClusterState):
             )
             rc.subscription = sub
             rc.queue = sub.queue
+            if (rec["durable"] is not None or rec["jms_shared"]) and not rec.get("attach"):
+                # The subscription's own interest: it takes messages only while a
+                # consumer is attached to it (G_DURABLE_ATTACH); meanwhile they wait here.
+                rc.announced = True
+                self.remotes[key] = rc
+                return
             sub.attach(rc)
         self.remotes[key] = rc
         rc.queue.dispatch(now_ms())
+
+    def _durable_attach(self, link: BrokerLink, pkt: gp.GPacket) -> None:
+        """G_DURABLE_ATTACH: OpenMQ announces a durable or shared subscription as an
+        interest of its own (G_NEW_INTEREST), then each consumer that attaches to it
+        with this packet; its acknowledgements name the consumer, not the subscription."""
+        name = pkt.props.get("N") or pkt.props.get("NDN")
+        cid = pkt.props.get("I")
+        client_id = cid if isinstance(cid, str) and cid else None
+        rec = gp.read_interest(gp.BodyReader(pkt.payload))
+        uid = rec["uid"]
+        if not isinstance(name, str) or uid is None:
+            raise gp.GPacketError("G_DURABLE_ATTACH without a subscription name or consumer")
+        for key, rc in self.remotes.items():
+            if key[0] is link and name in (rc.durable_name, rc.shared_name):
+                if rc.durable_name is not None and rc.link.client_id != client_id:
+                    continue
+                self.attached[link, uid.consumer_id] = key
+                window = pkt.props.get(f"{uid.consumer_id}:prefetch")
+                rc.set_attached(uid.consumer_id, window if isinstance(window, int) else -1)
+                sub = rc.subscription
+                if sub is not None and rc not in sub.queue.consumers:
+                    sub.attach(rc)
+                rc.queue.dispatch(now_ms())
+                return
+        # A subscription this broker announced first, which the peer relays under our
+        # UID: its consumer joins our subscription as a consumer of its own.
+        durable = pkt.props.get("N")
+        if isinstance(durable, str):
+            local = self.router.subs.find_durable((client_id, durable))
+        else:
+            local = self.router.subs.find_shared(("jms", client_id, name))
+        if local is None or local not in self.sub_uids:
+            log.warning(
+                "consumer of %s attached to subscription %s, which it never announced",
+                link.address,
+                name,
+            )
+            return
+        rec.update(
+            client_id=client_id,
+            durable=durable if isinstance(durable, str) else None,
+            selector=local.selector_text,
+            jms_shared=local.share == "jms",
+            mq_share=local.share == "mq",
+            shared_name=name if local.share == "jms" else None,
+            temporary=False,
+            attach=True,
+        )
+        window = pkt.props.get(f"{uid.consumer_id}:prefetch", -1)
+        try:
+            self._add_remote(link, uid, rec, window if isinstance(window, int) else -1)
+        except (RouterError, SelectorError) as exc:
+            log.warning("consumer of %s not attached to %s: %s", link.address, name, exc)
+
+    def _remote_for(self, link: BrokerLink, consumer_id: int) -> RemoteConsumer | None:
+        """The remote consumer a peer's acknowledgement names: one announced by its
+        interest, or the subscription an attached consumer of it belongs to."""
+        rc = self.remotes.get((link, consumer_id))
+        if rc is None:
+            key = self.attached.get((link, consumer_id))
+            if key is not None:
+                rc = self.remotes.get(key)
+        return rc
 
     def _remove_remote(self, rc: RemoteConsumer) -> None:
         rc.closed = True
@@ -235,6 +442,20 @@ class DeliveryRules(ClusterState):
                 # OpenMQ announces a queue consumer, then says it is the active one: it
                 # stays (this broker delivers to every consumer a G_NEW_INTEREST named).
                 continue
+            sub_key = self.attached.get((link, uid.consumer_id))
+            if sub_key is not None:
+                # A consumer left a subscription the peer announced: the subscription
+                # stays its interest (its broker keeps what it is sent for the next
+                # consumer), within its own window again.  The consumer's UID stays
+                # known: acknowledgements in its name may still come.
+                sub_rc = self.remotes.get(sub_key)
+                if sub_rc is not None:
+                    sub_rc.set_attached(uid.consumer_id, None)
+                    if not sub_rc.attached and sub_rc.subscription is not None:
+                        # No consumer left: what is published waits here again (what
+                        # it was sent and did not acknowledge is acknowledged later).
+                        sub_rc.subscription.detach(sub_rc)
+                continue
             rc = self.remotes.pop((link, uid.consumer_id), None)
             if rc is not None:
                 self._remove_remote(rc)
@@ -251,7 +472,9 @@ class DeliveryRules(ClusterState):
         dest = cpkt.destination or ""
         msg = Message(cpkt, dest, 0)
         redelivered = bool(pkt.props.get("redelivered"))
-        tell_delivered = pkt.props.get("D") is True
+        # D: the home broker waits for a "delivered" ack before it sends this consumer
+        # more (OpenMQ asks for it on the last message of a consumer's prefetch window).
+        notify = pkt.props.get("D") is True
         for uid in uids:
             if uid.broker != self.cfg.me:
                 continue
@@ -263,7 +486,7 @@ class DeliveryRules(ClusterState):
             dct = pkt.props.get(f"CUID-DCT:{uid.consumer_id}", 0)  # deliveries before
             entry.count = max(dct if isinstance(dct, int) else 0, 0)
             entry.redelivered = redelivered
-            if tell_delivered:
+            if notify:
                 origin.notify.add(msg.key)
             origin.offer(entry)
             if origin.pending:
@@ -275,7 +498,7 @@ class DeliveryRules(ClusterState):
         self._pending_timer = None
         for origin in list(self._pending):
             origin.dispatch(now_ms())
-            if not origin.pending:
+            if not origin.pending or origin.waiting:
                 self._pending.discard(origin)
         if self._pending:
             self._pending_timer = asyncio.get_running_loop().call_later(0.005, self._flush_pending)
@@ -347,10 +570,12 @@ class DeliveryRules(ClusterState):
         for _ in range(count):
             key = r.raw(SYSMSGID_SIZE)
             uid = gp.ConsumerUID.read(r)
-            if ack_type in _NOTICES:
-                continue  # the message is still the consumer's: nothing to settle
-            rc = self.remotes.get((link, uid.consumer_id))
+            rc = self._remote_for(link, uid.consumer_id)
             if rc is None:
+                continue
+            if ack_type in (gp.ACK_DELIVERED, gp.ACK_SENT):
+                # The message reached the client (OpenMQ says so for the last of a
+                # consumer's window, and of its own accord): it stays unacknowledged.
                 continue
             entry = rc.inflight.pop(key, None)
             if entry is None:
@@ -377,20 +602,67 @@ class DeliveryRules(ClusterState):
             reply["S"] = 200
             link.send(gp.GPacket(gp.G_MESSAGE_ACK_REPLY, reply))
 
+    def _client_closed(self, link: BrokerLink, pkt: gp.GPacket) -> None:
+        """G_CLIENT_CLOSED: a client connection of the sending broker closed; its
+        consumers go (OpenMQ's receiver removes the remote consumers of that connection,
+        their unacknowledged messages going back to their queues)."""
+        conn = pkt.props.get("I")
+        if not isinstance(conn, int):
+            raise gp.GPacketError("G_CLIENT_CLOSED without a connection id (I)")
+        # A subscription's own interest outlives the connection that made it.
+        for key in [
+            k
+            for k, rc in self.remotes.items()
+            if k[0] is link and rc.uid.connection_id == conn and not rc.announced
+        ]:
+            self._remove_remote(self.remotes.pop(key))
+
+    def _client_closed_out(self, conn_id: int) -> None:
+        """A local client connection closed: tell every broker (as OpenMQ's do, without
+        asking for a reply), so none keeps a consumer of it."""
+        if self.links:
+            self._broadcast(gp.GPacket(gp.G_CLIENT_CLOSED, {"I": JLong(conn_id)}))
+
     def _forget_link(self, link: BrokerLink) -> None:
         """What came over ``link`` goes: its remote consumers (their messages back to
         their queues) and the origins of what it delivered here."""
         for key in [k for k in self.remotes if k[0] is link]:
             self._remove_remote(self.remotes.pop(key))
+        for key in [k for k in self.attached if k[0] is link]:
+            del self.attached[key]
         for key in [k for k in self.inbound if k[0] is link]:
             origin = self.inbound.pop(key)
             origin.pending.clear()
             self._pending.discard(origin)
 
 
-# Acks that only tell: a message was sent to, or reached, the remote consumer (OpenMQ's
-# broker sends ACK_DELIVERED now and then, asked or not).  Taking one for a refusal would
-# deliver the message twice.
-_NOTICES = frozenset({gp.ACK_SENT, gp.ACK_DELIVERED})
+def _write_record(
+    w: gp.BodyWriter,
+    dest: str,
+    uid: gp.ConsumerUID,
+    client_id: str | None,
+    durable: str | None,
+    selector: str | None,
+    is_queue: bool,
+    no_local: bool,
+    max_active: int | None,
+    jms_shared: bool,
+    shared_name: str | None,
+) -> None:
+    """One interest record as OpenMQ writes it (lock position -1: none)."""
+    w.int64(gp.INTEREST_RECORD_VERSION).utf(dest).boolean(True)
+    uid.write(w)
+    for text in (client_id, durable, selector):
+        w.boolean(text is not None)
+        if text is not None:
+            w.utf(text)
+    w.boolean(is_queue).boolean(no_local).boolean(True)
+    w.boolean(max_active is not None)
+    if max_active is not None:
+        w.int32(max_active)
+    w.int32(-1).boolean(jms_shared).boolean(shared_name is not None)
+    if shared_name is not None:
+        w.utf(shared_name)
+
 
 __all__ = ["DeliveryRules"]

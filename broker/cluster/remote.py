@@ -77,8 +77,16 @@ class RemoteConsumer:
         self.queue = queue
         self.selector = selector
         self.window = window if window > 0 else DEFAULT_WINDOW
+        # A subscription the peer announced as its own interest: its window while no
+        # consumer is attached, and the prefetch of each attached one (G_DURABLE_ATTACH).
+        self.base_window = self.window
+        self.attached: dict[int, int] = {}
+        # Whether it stands for a subscription the peer announced (see delivery.py).
+        self.announced = False
         self.link: Link = RemoteLinkRef(client_id)
         self.durable_name = durable_name
+        # A JMS 2.0 shared subscription's name (OpenMQ's G_DURABLE_ATTACH names it).
+        self.shared_name: str | None = None
         self.subscription = subscription
         self.inflight: dict[bytes, Entry] = {}
         self.closed = False
@@ -127,6 +135,14 @@ class RemoteConsumer:
         if entry.redelivered:
             props["redelivered"] = True
         self.peer.send(gp.GPacket(gp.G_MESSAGE_DATA, props, w.bytes()))
+
+    def set_attached(self, consumer_id: int, prefetch: int | None) -> None:
+        """A consumer attached to (prefetch given) or left (None) this subscription."""
+        if prefetch is None:
+            self.attached.pop(consumer_id, None)
+        else:
+            self.attached[consumer_id] = prefetch if prefetch > 0 else DEFAULT_WINDOW
+        self.window = max(self.base_window, sum(self.attached.values()))
 
     def take_inflight(self) -> list[Entry]:
         out = list(self.inflight.values())
@@ -185,6 +201,10 @@ class InboundOrigin:
         self.stats = _Stats()
         # Entries the local consumer could not take yet (no credit, stopped connection).
         self.pending: deque[Entry] = deque()
+        # Set when the home broker delivers to a local subscription (its UID), not to
+        # one consumer: the subscription's consumers share what comes.
+        self.subscription: Subscription | None = service.uid_subs.get(uid.consumer_id)
+        self._turn = 0
 
     @property
     def active(self) -> bool:
@@ -194,15 +214,25 @@ class InboundOrigin:
         # maxDeliveryCount and the other limits are the home broker's to apply.
         return default
 
+    def _ack_uid(self, entry: Entry) -> gp.ConsumerUID:
+        """Whom an acknowledgement names: the consumer, also of a message the home broker
+        sent a subscription (as OpenMQ's brokers acknowledge)."""
+        if self.subscription is not None:
+            cons = entry.consumer
+            cid, link = getattr(cons, "id", None), getattr(cons, "link", None)
+            if isinstance(cid, int) and link is not None:
+                return gp.ConsumerUID(cid, link.id, self.uid.broker)
+        return self.uid
+
     def account_out(self, entry: Entry) -> None:
-        self.service.send_ack(self.peer, self.uid, [entry.msg.key], gp.ACK_ACKNOWLEDGED)
+        self.service.send_ack(self.peer, self._ack_uid(entry), [entry.msg.key], gp.ACK_ACKNOWLEDGED)
 
     def give_up(self, entry: Entry, reason: str, comment: str | None) -> None:
         """Expired here or given up by the local client: ACK_DEAD home with the reason,
         where the message goes to the DMQ and its reports are sent."""
         self.service.send_ack(
             self.peer,
-            self.uid,
+            self._ack_uid(entry),
             [entry.msg.key],
             gp.ACK_DEAD,
             {"deadReason": reason, "deadComment": comment},
@@ -213,7 +243,7 @@ class InboundOrigin:
             self.notify.discard(e.msg.key)
             self.service.send_ack(
                 self.peer,
-                self.uid,
+                self._ack_uid(e),
                 [e.msg.key],
                 gp.ACK_IGNORED,
                 {"redelivered": bool(e.redelivered)},
@@ -221,10 +251,14 @@ class InboundOrigin:
 
     def dispatch(self, _now: int | None = None) -> None:
         """Hand pending entries to the local consumer while it can take them."""
+        if self.subscription is not None:
+            self._dispatch_subscription()
+            return
         cons: Consumer | None = self.service.router.consumer(self.uid.consumer_id)
         if cons is None or cons.closed:
             self.put_back(list(self.pending))
             self.pending.clear()
+            self.notify.clear()
             return
         while self.pending and cons.ready():
             entry = self.pending.popleft()
@@ -232,6 +266,41 @@ class InboundOrigin:
             if self.notify and entry.msg.key in self.notify:
                 self.notify.discard(entry.msg.key)
                 self.service.send_ack(self.peer, self.uid, [entry.msg.key], gp.ACK_DELIVERED)
+
+    def _dispatch_subscription(self) -> None:
+        """Messages sent to a local subscription go to its consumers, round robin; with
+        none attached they wait here for the next (the home broker sends no more than
+        the subscription's window meanwhile)."""
+        sub = self.subscription
+        assert sub is not None
+        while self.pending:
+            ready = [
+                c
+                for c in sub.queue.consumers
+                if not getattr(c, "closed", False)
+                and hasattr(c, "session")
+                and c.ready()
+                and not isinstance(c, RemoteConsumer)
+            ]
+            if not ready:
+                return
+            cons = ready[self._turn % len(ready)]
+            self._turn += 1
+            entry = self.pending.popleft()
+            cons.deliver(entry)
+            if self.notify and entry.msg.key in self.notify:
+                self.notify.discard(entry.msg.key)
+                self.service.send_ack(
+                    self.peer, self._ack_uid(entry), [entry.msg.key], gp.ACK_DELIVERED
+                )
+
+    @property
+    def waiting(self) -> bool:
+        """Entries wait for a consumer to attach (nothing to retry until one does)."""
+        sub = self.subscription
+        return sub is not None and not any(
+            not isinstance(c, RemoteConsumer) for c in sub.queue.consumers
+        )
 
     def offer(self, entry: Entry) -> None:
         self.pending.append(entry)

@@ -50,6 +50,19 @@ _REFUSALS_LOGGED = {
 }
 
 
+# Requests answered with status 200 once handled, when the sender sets the A bit.
+_STATUS_REPLIES = frozenset(
+    {
+        gp.G_MESSAGE_DATA,
+        gp.G_NEW_INTEREST,
+        gp.G_REM_DURABLE_INTEREST,
+        gp.G_INTEREST_UPDATE,
+        gp.G_CLIENT_CLOSED,
+        gp.G_DURABLE_ATTACH,
+    }
+)
+
+
 class ClusterService(LinkRules, ChangeRules, DeliveryRules):
     """One broker's membership of a conventional cluster."""
 
@@ -84,7 +97,7 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
             link.send(self._destination_packet(dest, sync=True))
         cons = [c for c in self.router.local_consumers() if self._shared(c)]
         if cons:
-            link.send(self._interest_packet(cons))
+            self._announce(link, cons)
         self.locks.link_up(link)
         if self.flow_stopped:
             link.send(gp.GPacket(gp.G_STOP_MESSAGE_FLOW, {}))
@@ -204,6 +217,13 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
 
     def on_packet(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         t = pkt.type
+        self._switch(link, pkt)
+        if t in _STATUS_REPLIES and pkt.wants_reply and not link.closed:
+            # OpenMQ's reply to these is the next type with a status alone.
+            link.send(gp.GPacket(t + 1, {"S": 200}))
+
+    def _switch(self, link: BrokerLink, pkt: gp.GPacket) -> None:
+        t = pkt.type
         if t == gp.G_MESSAGE_DATA:
             self._message_data(link, pkt)
         elif t == gp.G_MESSAGE_ACK:
@@ -253,7 +273,11 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
             self.locks.on_packet(link, pkt)
         elif t == gp.G_RELOAD_CLUSTER:
             self._reload_requested(link, pkt)
-        elif t in (gp.G_PING_REPLY, gp.G_GOODBYE_REPLY):
+        elif t == gp.G_CLIENT_CLOSED:
+            self._client_closed(link, pkt)
+        elif t == gp.G_DURABLE_ATTACH:
+            self._durable_attach(link, pkt)
+        elif t in (gp.G_PING_REPLY, gp.G_GOODBYE_REPLY, gp.G_CLIENT_CLOSED_REPLY):
             pass
         elif pkt.wants_reply:
             link.send(gp.GPacket(t + 1, {"S": 501, "reason": f"{pkt.name} is not supported here"}))

@@ -22,6 +22,7 @@ from .locks import ClusterLocks
 from .remote import InboundOrigin, RemoteConsumer
 
 if TYPE_CHECKING:
+    from broker.core.destination import Subscription
     from broker.core.router import MessageRouter
 
 
@@ -61,6 +62,13 @@ class ClusterState:
         self.all_links: set[BrokerLink] = set()
         self.remotes: dict[tuple[BrokerLink, int], RemoteConsumer] = {}
         self.inbound: dict[tuple[BrokerLink, int], InboundOrigin] = {}
+        # (link, consumer id) of a peer's consumer attached to a subscription the peer
+        # announced (G_DURABLE_ATTACH) -> that subscription's key in ``remotes``.
+        self.attached: dict[tuple[BrokerLink, int], tuple[BrokerLink, int]] = {}
+        # Local durable and shared subscriptions' ConsumerUIDs (announced as interests of
+        # their own, see delivery.py) and the way back from a UID's id.
+        self.sub_uids: dict[Subscription, gp.ConsumerUID] = {}
+        self.uid_subs: dict[int, Subscription] = {}
         self._dialling: set[tuple[str, int]] = set()
         # The reason a link to a peer last closed before its handshake (logged once).
         self._unreachable: dict[tuple[str, int], str | None] = {}

@@ -641,6 +641,8 @@ class MessageRouter:
             if dest.temporary_owner == link.id:
                 self._remove_destination(dest)
         self.subs.release_client_id(link)
+        if self.listeners:
+            self._event("connection.closed", {"id": link.id})
 
     def redispatch(self, sessions: Iterable[Session]) -> None:
         """A connection or session can take deliveries again."""

@@ -594,15 +594,26 @@ def read_interest(r: BodyReader) -> dict:
     rec["ready"] = r.boolean()
     rec["jms_shared"] = False
     rec["shared_name"] = None
+    # A subscription's record (durable or shared) has a maximum of active consumers:
+    # OpenMQ takes one other than 1 as "shared".
+    rec["max_active"] = None
     # Older brokers end a record after "ready" (read here when it is the last one).
     if not r.at_end and r.boolean():
-        r.int32()
+        rec["max_active"] = r.int32()
     if not r.at_end:
         r.int32()
         rec["jms_shared"] = r.boolean()
         if r.boolean():
             rec["shared_name"] = r.utf()
     return rec
+
+
+def read_durable_names(payload: bytes, count: object) -> list[tuple[str, str]]:
+    """G_REM_DURABLE_INTEREST's body: ``count`` x (durable name, client ID or "")."""
+    if not isinstance(count, int) or not 0 < count <= 10000:
+        raise GPacketError(f"G_REM_DURABLE_INTEREST count {count!r}")
+    r = BodyReader(payload)
+    return [(r.utf(), r.utf()) for _ in range(count)]
 
 
 __all__ = [
@@ -620,6 +631,7 @@ __all__ = [
     "decode_link",
     "encode",
     "encode_link",
+    "read_durable_names",
     "read_interest",
     "split_concatenated",
 ]
