@@ -1163,10 +1163,257 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
     )
 
 
+# -- rolling replacement of stock brokers under load (scenario "rolling") ----------------------
+
+ROLLING_CLIENT = """\
+import jakarta.jms.*;
+import java.io.*;
+
+/** prod QUEUE RATE LIST | cons QUEUE LIST, with the stock client, reconnect enabled and
+ *  LIST (mq://a:p/jms,mq://b:q/jms) as imqAddressList; runs until stdin closes.
+ *  prod: prints "sent N" once send(N) returned (persistent), "retry N: WHY" when a send
+ *  failed (the same N goes again); cons (CLIENT_ACKNOWLEDGE): "got N R" per message, R
+ *  its JMSRedelivered. Both: "event CODE" per connection event, "exception WHY" from the
+ *  ExceptionListener, "done" at a clean end, "error WHY" when the program gives up. */
+public class Rolling {
+    static volatile boolean stop = false;
+
+    public static void main(String[] a) throws Exception {
+        Thread t = new Thread(() -> {
+            try { while (System.in.read() >= 0) { } } catch (IOException e) { }
+            stop = true;
+        });
+        t.setDaemon(true);
+        t.start();
+        com.sun.messaging.ConnectionFactory cf = new com.sun.messaging.ConnectionFactory();
+        String list = a[0].equals("prod") ? a[3] : a[2];
+        cf.setProperty(com.sun.messaging.ConnectionConfiguration.imqAddressList, list);
+        cf.setProperty(com.sun.messaging.ConnectionConfiguration.imqAddressListBehavior, "PRIORITY");
+        cf.setProperty(com.sun.messaging.ConnectionConfiguration.imqReconnectEnabled, "true");
+        cf.setProperty(com.sun.messaging.ConnectionConfiguration.imqReconnectAttempts, "3");
+        cf.setProperty(com.sun.messaging.ConnectionConfiguration.imqReconnectInterval, "1000");
+        cf.setProperty(com.sun.messaging.ConnectionConfiguration.imqAddressListIterations, "-1");
+        Connection c = null;
+        try {
+            c = cf.createConnection("guest", "guest");
+            c.setExceptionListener(e -> System.out.println("exception " + e));
+            ((com.sun.messaging.jms.Connection) c).setEventListener(
+                ev -> System.out.println("event " + ev.getEventCode()));
+            if (a[0].equals("prod")) {
+                Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                MessageProducer p = s.createProducer(s.createQueue(a[1]));
+                p.setDeliveryMode(DeliveryMode.PERSISTENT);
+                long gap = 1000 / Long.parseLong(a[2]);
+                int n = 1;
+                while (!stop) {
+                    try {
+                        TextMessage m = s.createTextMessage(Integer.toString(n));
+                        m.setIntProperty("n", n);
+                        p.send(m);
+                        System.out.println("sent " + n);
+                        n++;
+                    } catch (JMSException e) {
+                        System.out.println("retry " + n + ": " + e);
+                        Thread.sleep(500);
+                    }
+                    Thread.sleep(gap);
+                }
+            } else {
+                Session s = c.createSession(false, Session.CLIENT_ACKNOWLEDGE);
+                MessageConsumer mc = s.createConsumer(s.createQueue(a[1]));
+                c.start();
+                System.out.println("ready");
+                while (!stop) {
+                    try {
+                        Message m = mc.receive(500);
+                        if (m == null) continue;
+                        System.out.println("got " + m.getIntProperty("n") + " " + m.getJMSRedelivered());
+                        m.acknowledge();
+                    } catch (JMSException e) {
+                        // C4106 after a failover: the session must be recovered, and
+                        // what it had not acknowledged comes again, redelivered.
+                        System.out.println("recover " + e);
+                        s.recover();
+                    }
+                }
+            }
+            System.out.println("done");
+        } catch (Exception e) {
+            System.out.println("error " + e);
+            e.printStackTrace(System.out);
+        } finally {
+            System.out.flush();
+            if (c != null) c.close();
+        }
+    }
+}
+"""
+
+
+class RollingClient:
+    """One run of the Rolling program (the stock Java client): its lines as they come."""
+
+    def __init__(self, classes: Path, out: Path, *args: str) -> None:
+        cp = ":".join([str(classes), *(str(j) for j in JARS)])
+        self.out = out
+        self.proc = subprocess.Popen(
+            ["java", "-cp", cp, "Rolling", *args],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        assert self.proc.stdout is not None
+        with open(self.out, "w") as f:
+            for line in self.proc.stdout:
+                self.lines.append(line.rstrip("\n"))
+                f.write(line)
+                f.flush()
+
+    def numbers(self, prefix: str) -> list[str]:
+        return [ln[len(prefix) :] for ln in list(self.lines) if ln.startswith(prefix)]
+
+    def close(self) -> None:
+        """Close its stdin (it ends cleanly) and wait for it."""
+        assert self.proc.stdin is not None
+        self.proc.stdin.close()
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait(5)
+        self._reader.join(5)
+
+
+def scenario_rolling(sc: Scenario) -> None:
+    """Two stock brokers under a steady persistent load from stock Java clients (address
+    list naming both, reconnect on); each stock broker in turn is stopped and one of ours
+    started in its place: every message the producer was told was sent is received once,
+    or again only with JMSRedelivered, and neither client stops."""
+    pm1, pm2 = 27676, 27677
+    cl1, cl2 = CAPTURE_PORTS
+    brokerlist = f"{address(1)}:{pm1},{address(2)}:{pm2}"
+    ping = "imq.cluster.ping.interval=5"
+    started = time.monotonic()
+
+    def at(what: str) -> None:
+        print(f"# {time.monotonic() - started:6.1f} s {what}", flush=True)
+
+    stock1 = sc.stock(1, pm1, brokerlist, "stock1", f"imq.cluster.port={cl1}")
+    stock2 = sc.stock(2, pm2, brokerlist, "stock2", f"imq.cluster.port={cl2}")
+    wait_for(lambda: stock_link_count(stock1, "stock2") >= 1, 60, "stock1 B1071 to stock2")
+    wait_for(lambda: stock_link_count(stock2, "stock1") >= 1, 60, "stock2 B1071 to stock1")
+    at("two stock brokers linked")
+
+    classes = sc.tmp / "java-rolling"
+    classes.mkdir(parents=True, exist_ok=True)
+    (classes / "Rolling.java").write_text(ROLLING_CLIENT)
+    cp = ":".join(str(j) for j in JARS)
+    subprocess.run(
+        ["javac", "-cp", cp, "-d", str(classes), str(classes / "Rolling.java")], check=True
+    )
+    addresses = f"mq://{address(1)}:{pm1}/jms,mq://{address(2)}:{pm2}/jms"
+    queue = "rolling.q"
+    cons = RollingClient(classes, sc.tmp / "consumer.txt", "cons", queue, addresses)
+    wait_for(lambda: "ready" in cons.lines or cons.proc.poll() is not None, 60, "consumer ready")
+    prod = RollingClient(classes, sc.tmp / "producer.txt", "prod", queue, "20", addresses)
+    try:
+        wait_for(lambda: len(prod.numbers("sent ")) >= 60, 60, "60 messages sent")
+        at(f"load running: {len(prod.numbers('sent '))} sent")
+
+        def replace(old: StockBrokerProcess, n: int, pm: int, cl: int, name: str) -> BrokerProcess:
+            old.stop()
+            at(f"{old.instance} stopped")
+            new = sc.ours(n, pm, brokerlist, name, ping, f"imq.cluster.port={cl}")
+            at(f"{name} serving")
+            return new
+
+        ours1 = replace(stock1, 1, pm1, cl1, "ours1")
+        sc.check(
+            "ours_in_place_of_stock1_links_with_stock2",
+            lambda: (
+                wait_for(lambda: our_link_count(ours1) == 1, 60, "ours1 link up"),
+                wait_for(lambda: stock_link_count(stock2, "ours1") == 1, 60, "stock2 B1071"),
+            ),
+        )
+        at(f"ours1 linked: {len(prod.numbers('sent '))} sent")
+        time.sleep(5)  # load across the mixed cluster
+        ours2 = replace(stock2, 2, pm2, cl2, "ours2")
+        sc.check(
+            "ours_in_place_of_stock2_links_with_ours1",
+            lambda: wait_for(
+                lambda: our_link_count(ours2) == 1 and our_link_count(ours1) == 1,
+                60,
+                "ours1 and ours2 linked",
+            ),
+        )
+        at(f"ours2 linked: {len(prod.numbers('sent '))} sent")
+        time.sleep(5)
+    finally:
+        prod.close()
+        at(f"producer stopped: {len(prod.numbers('sent '))} sent")
+    sent = [int(x) for x in prod.numbers("sent ")]
+
+    def drained() -> bool:
+        got = {int(g.split()[0]) for g in cons.numbers("got ")}
+        return set(sent) <= got
+
+    try:
+        wait_for(drained, 60, "the consumer to get every sent message")
+    except AssertionError:
+        pass
+    time.sleep(2)  # a late duplicate would show
+    cons.close()
+    at("consumer stopped")
+
+    got = [g.split() for g in cons.numbers("got ")]
+    first: dict[int, int] = {}
+    bad_repeats = []
+    redelivered = 0
+    for num, flag in got:
+        n = int(num)
+        if flag == "true":
+            redelivered += 1
+        if n in first and flag != "true":
+            bad_repeats.append(n)
+        first[n] = first.get(n, 0) + 1
+    missing = sorted(set(sent) - set(first))
+    print(
+        f"# figures: sent {len(sent)}, received {len(got)} ({len(first)} distinct), "
+        f"redelivered {redelivered}, retries {len(prod.numbers('retry '))}, "
+        f"missing {len(missing)}",
+        flush=True,
+    )
+
+    def none_lost() -> None:
+        assert not missing, f"{len(missing)} sent but never received: {missing[:50]}"
+
+    def no_silent_duplicates() -> None:
+        assert not bad_repeats, f"received again without JMSRedelivered: {bad_repeats[:50]}"
+
+    def clients_went_on(c: RollingClient) -> Callable[[], None]:
+        def check() -> None:
+            bad = [ln for ln in c.lines if ln.startswith(("error", "exception"))]
+            assert not bad and c.lines[-1:] == ["done"], c.lines[-40:]
+
+        return check
+
+    sc.check("every_sent_message_received", none_lost)
+    sc.check("repeats_only_with_jmsredelivered", no_silent_duplicates)
+    sc.check("producer_went_on", clients_went_on(prod))
+    sc.check("consumer_went_on", clients_went_on(cons))
+
+
 SCENARIOS = {
     "handshake": (2, scenario_handshake),
     "master": (2, scenario_master),
     "topics": (2, scenario_topics),
+    "rolling": (2, scenario_rolling),
 }
 
 

@@ -668,6 +668,10 @@ def test_flow_control_acks_and_goodbye_seen_from_a_peer(tmp_path: Path):
             assert actual.split()[-1] == "1", out
         peer.send(gp.GPacket(gp.G_GOODBYE, {}))
         peer.until(gp.G_GOODBYE_REPLY)
+        # ... and closes the link, as a stock broker leaving waits for it to.
+        peer.sock.settimeout(20)
+        with pytest.raises(ConnectionError):
+            peer.recv()
         peer.sock.close()
         left = f"B@127.0.0.1:{pms[1]} left the cluster"
         wait_for(lambda: left in a.log_text(), 20, "bye")

@@ -238,6 +238,10 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
         elif t == gp.G_GOODBYE:
             link.heard_goodbye()
             link.send(gp.GPacket(gp.G_GOODBYE_REPLY, {"S": 200}))
+            # OpenMQ closes the link once its reply has gone, and a stock broker that
+            # is shutting down waits for every peer to do so (imq.cluster.shutdownTimeout,
+            # 30 s) before it exits.
+            link.close()
         elif t == gp.G_STOP_MESSAGE_FLOW:
             if not link.flow_stopped:
                 log.info("broker %s asked to stop message flow to it", link.address)
