@@ -3,7 +3,8 @@ two of ours, one broker at a time, under load (issue 26).
 
 One scenario run (tests/stock_cluster.py, ``rolling``, inside a private network
 namespace): two stock brokers, a stock Java producer sending numbered persistent
-messages to a queue (20 a second) and a stock Java consumer (CLIENT_ACKNOWLEDGE), both
+messages to a queue (each send followed by a 50 ms pause) and a stock Java consumer
+(CLIENT_ACKNOWLEDGE), both
 with an ``imqAddressList`` naming both brokers and reconnect enabled. Stock broker 1 is
 stopped (SIGTERM) and one of ours started at its address and port-mapper port; once it
 linked with stock broker 2, that one is replaced the same way. Then: every number the
