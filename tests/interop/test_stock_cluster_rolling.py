@@ -4,10 +4,10 @@ two of ours, one broker at a time, under load (issue 26).
 One scenario run (tests/stock_cluster.py, ``rolling``, inside a private network
 namespace): two stock brokers, a stock Java producer sending numbered persistent
 messages to a queue (each send followed by a 50 ms pause) and a stock Java consumer
-(CLIENT_ACKNOWLEDGE), both
-with an ``imqAddressList`` naming both brokers and reconnect enabled. Stock broker 1 is
-stopped (SIGTERM) and one of ours started at its address and port-mapper port; once it
-linked with stock broker 2, that one is replaced the same way. Then: every number the
+(CLIENT_ACKNOWLEDGE), both with an ``imqAddressList`` naming both brokers and reconnect
+enabled. Stock broker 1 is stopped (SIGTERM) and one of ours started at its address and
+port-mapper port; once it linked with stock broker 2, that one is replaced the same way.
+Then: every number the
 producer was told was sent was received, a number received again only with
 JMSRedelivered, and neither client program gave up or saw an exception from its
 connection (a send refused while a broker shut down is sent again; an acknowledgement
