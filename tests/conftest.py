@@ -64,6 +64,7 @@ LONGEST_FIRST = [
     "tests/interop/test_stock_cluster_master.py",
     "tests/interop/test_stock_cluster_topics.py",
     "tests/interop/test_stock_cluster.py",
+    "tests/interop/test_stock_cluster_rolling.py",
     "tests/test_reports_live.py",
     "tests/test_rest_schema.py",
     "tests/test_security_paths.py",
