@@ -139,3 +139,36 @@ def test_acks_go_home_one_message_a_packet_naming_the_home_session():
         assert p.props["instanceName"] == ME.instance and p.props["port"] == ME.port
         r = gp.BodyReader(p.payload)
         assert r.raw(32) == key and gp.ConsumerUID.read(r) == uid
+
+
+def test_only_an_administrators_destination_is_removed_cluster_wide():
+    """An auto-created destination reaped here may hold messages on another broker: its
+    removal is not broadcast (OpenMQ sends G_REM_DESTINATION for administered ones only)."""
+    import asyncio
+
+    from broker.protocol.types import DEST_QUEUE
+
+    class Wire:
+        written: list[bytes] = []
+
+        def writelines(self, data: list[bytes]) -> None:
+            self.written.extend(data)
+
+        def is_closing(self) -> bool:
+            return False
+
+    svc = _service()
+    link = _up_link(svc)
+    wire = link.transport = Wire()  # type: ignore[assignment]
+    svc.router.listeners.append(svc._router_event)
+
+    async def churn() -> None:
+        for name, auto in (("reaped.q", True), ("admin.q", False)):
+            svc.router.create_destination(name, DEST_QUEUE, auto=auto)
+            svc.router.destroy_destination(name, DEST_QUEUE)
+        await asyncio.sleep(0)
+
+    asyncio.run(churn())
+    sent = [p for p in gp.GPacketReader().feed(b"".join(wire.written)) if isinstance(p, gp.GPacket)]
+    removed = [p.props["N"] for p in sent if p.type == gp.G_REM_DESTINATION]
+    assert removed == ["admin.q"]

@@ -90,7 +90,15 @@ class ChangeRules(ClusterState):
                 pkt = self._destination_packet(dest)
         elif kind == "destination.destroyed":
             name, dtype = data["name"], data.get("type", DEST_QUEUE)
-            if not name.startswith(PRIVATE_PREFIXES) and not dtype & DEST_TEMP:
+            # Only an administrator's destination is the cluster's: an auto-created one
+            # reaped here (unused here for imq.autocreate.reaptime) may hold messages on
+            # another broker, which a G_REM_DESTINATION would destroy with them.  OpenMQ
+            # sends it for administered destinations only.
+            if (
+                not data.get("auto")
+                and not name.startswith(PRIVATE_PREFIXES)
+                and not dtype & DEST_TEMP
+            ):
                 pkt = gp.GPacket(gp.G_REM_DESTINATION, {"N": name, "DT": dtype})
         elif kind == "durable.removed":
             key = (data["client_id"], data["name"])

@@ -348,7 +348,9 @@ class MessageRouter:
         if dest.store is not None:
             dest.store.submit((DestRemove(dest.name, dest.dest_type),))
         log.info("destroyed %s %s", "queue" if dest.is_queue else "topic", dest.name)
-        self._event("destination.destroyed", {"name": dest.name, "type": dest.dest_type})
+        self._event(
+            "destination.destroyed", {"name": dest.name, "type": dest.dest_type, "auto": dest.auto}
+        )
 
     def reap_idle(self, now: float, reaptime: float) -> list[str]:
         """Destroy auto-created destinations that had no consumers, producers or
