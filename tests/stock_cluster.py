@@ -108,6 +108,21 @@ def missing_tools() -> list[str]:
     return out
 
 
+def assert_scenario(tmp: Path, scenario: str, expected: list[str]) -> None:
+    """A test's whole body: run ``scenario`` and require ``ok NAME`` for each expected
+    check, in order, and nothing else; fail (never skip) naming what the machine lacks."""
+    import pytest
+
+    from broker.launcher import missing_stock_broker
+
+    lacking = missing_stock_broker() + missing_tools()
+    if lacking:
+        pytest.fail("the mixed-cluster test cannot run; missing: " + "; ".join(lacking))
+    lines = run_scenario(tmp, scenario)
+    results = [ln for ln in lines if ln.startswith(("ok ", "fail "))]
+    assert results == [f"ok {name}" for name in expected], "\n".join(lines[-200:])
+
+
 def run_scenario(tmp: Path, scenario: str, timeout: float = 600) -> list[str]:
     """Run a scenario in a fresh network namespace; its output lines."""
     missing = missing_tools()

@@ -45,6 +45,19 @@ def _up_link(svc: ClusterService) -> BrokerLink:
     return link
 
 
+class _Wire:
+    """A link's transport that keeps what is written (no socket)."""
+
+    def __init__(self) -> None:
+        self.written: list[bytes] = []
+
+    def writelines(self, data: list[bytes]) -> None:
+        self.written.extend(data)
+
+    def is_closing(self) -> bool:
+        return False
+
+
 def _durable_interest(svc: ClusterService, link: BrokerLink, consumer_id: int) -> None:
     rec = {
         "dest": "prices",
@@ -108,19 +121,10 @@ def test_acks_go_home_one_message_a_packet_naming_the_home_session():
     refused ack leaves its window for the consumer full, and delivery stops."""
     import asyncio
 
-    class Wire:
-        written: list[bytes] = []
-
-        def writelines(self, data: list[bytes]) -> None:
-            self.written.extend(data)
-
-        def is_closing(self) -> bool:
-            return False
-
     svc = _service()
     link = _up_link(svc)
     link.engine.out.clear()
-    wire = link.transport = Wire()  # type: ignore[assignment]
+    wire = link.transport = _Wire()  # type: ignore[assignment]
     uid = gp.ConsumerUID(5, 9, ME)
     keys = [bytes([n]) * 32 for n in (1, 2, 3)]
 
@@ -148,18 +152,9 @@ def test_only_an_administrators_destination_is_removed_cluster_wide():
 
     from broker.protocol.types import DEST_QUEUE
 
-    class Wire:
-        written: list[bytes] = []
-
-        def writelines(self, data: list[bytes]) -> None:
-            self.written.extend(data)
-
-        def is_closing(self) -> bool:
-            return False
-
     svc = _service()
     link = _up_link(svc)
-    wire = link.transport = Wire()  # type: ignore[assignment]
+    wire = link.transport = _Wire()  # type: ignore[assignment]
     svc.router.listeners.append(svc._router_event)
 
     async def churn() -> None:
