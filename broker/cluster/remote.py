@@ -25,6 +25,7 @@ from broker.protocol import gpacket as gp
 
 if TYPE_CHECKING:
     from broker.core.destination import Subscription
+    from broker.core.dispatch import DeliveryTarget
     from broker.core.message import Entry
     from broker.core.selector import Selector
     from broker.core.session import Consumer, Link
@@ -261,11 +262,7 @@ class InboundOrigin:
             self.notify.clear()
             return
         while self.pending and cons.ready():
-            entry = self.pending.popleft()
-            cons.deliver(entry)
-            if self.notify and entry.msg.key in self.notify:
-                self.notify.discard(entry.msg.key)
-                self.service.send_ack(self.peer, self.uid, [entry.msg.key], gp.ACK_DELIVERED)
+            self._hand(cons, self.pending.popleft())
 
     def _dispatch_subscription(self) -> None:
         """Messages sent to a local subscription go to its consumers, round robin; with
@@ -286,13 +283,16 @@ class InboundOrigin:
                 return
             cons = ready[self._turn % len(ready)]
             self._turn += 1
-            entry = self.pending.popleft()
-            cons.deliver(entry)
-            if self.notify and entry.msg.key in self.notify:
-                self.notify.discard(entry.msg.key)
-                self.service.send_ack(
-                    self.peer, self._ack_uid(entry), [entry.msg.key], gp.ACK_DELIVERED
-                )
+            self._hand(cons, self.pending.popleft())
+
+    def _hand(self, cons: DeliveryTarget, entry: Entry) -> None:
+        """Deliver ``entry`` to ``cons``; tell its home broker when it asked (D=true)."""
+        cons.deliver(entry)
+        if self.notify and entry.msg.key in self.notify:
+            self.notify.discard(entry.msg.key)
+            self.service.send_ack(
+                self.peer, self._ack_uid(entry), [entry.msg.key], gp.ACK_DELIVERED
+            )
 
     @property
     def waiting(self) -> bool:
