@@ -15,6 +15,7 @@ import ipaddress
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -36,6 +37,7 @@ from broker.launcher import (  # noqa: E402
     start_stock_broker,
 )
 from broker.protocol import gpacket as gp  # noqa: E402
+from broker.server.clustering import cluster_client_context  # noqa: E402
 
 # The match properties of a stock broker with default settings (ours sends the same).
 STOCK_MATCH = {
@@ -46,13 +48,57 @@ STOCK_MATCH = {
 }
 
 
-def cluster_port(b: BrokerProcess) -> int:
-    """The broker's cluster port, from its port mapper's ``cluster tcp CLUSTER`` line."""
+def cluster_port(b: BrokerProcess | StockBrokerProcess) -> int:
+    """The broker's cluster port, from its port mapper's ``cluster tcp|ssl CLUSTER`` line."""
     for line in read_portmapper(b.host, b.portmapper_port).decode().splitlines():
         parts = line.split()
-        if parts[:3] == ["cluster", "tcp", "CLUSTER"]:
+        if len(parts) > 3 and parts[0] == "cluster" and parts[2] == "CLUSTER":
             return int(parts[3])
     raise AssertionError(f"no cluster service in the port mapper of {b.host}:{b.portmapper_port}")
+
+
+# The keystore password of the mixed ssl cluster's one key pair (shared_key_pair).
+KEYSTORE_PASSWORD = "mixed-cluster"
+
+
+def shared_key_pair(tmp: Path) -> Path:
+    """One key pair for every broker of a mixed ``imq.cluster.transport=ssl`` cluster, made
+    as docs/operators/clusters.md tells the administrator: ours with ``manage.py imqkeytool
+    -broker`` (``keystore.pem``, ``keystore.crt``), the stock broker's JKS ``keystore`` from
+    the same pair with openssl and keytool, all in one directory (every broker's
+    ``imq.keystore.file.dirpath``, see ssl_props)."""
+    env = {
+        **os.environ,
+        "DATABASE_URL": f"sqlite:///{tmp / 'keytool.sqlite3'}",
+        "IMQ_VARHOME": str(tmp / "keys"),
+    }
+    passfile = tmp / "keytool.pass"
+    passfile.write_text(f"imq.keystore.password={KEYSTORE_PASSWORD}\n")
+    pw = f"pass:{KEYSTORE_PASSWORD}"
+    keys = tmp / "keys" / "instances" / "keys" / "etc"
+    steps = [
+        [sys.executable, "manage.py", "imqkeytool", "-broker", "-name", "keys"]
+        + ["-dname", "CN=mqcluster", "-passfile", str(passfile)],
+        ["openssl", "pkcs12", "-export", "-in", str(keys / "keystore.pem"), "-passin", pw]
+        + ["-name", "imq", "-out", str(keys / "keystore.p12"), "-passout", pw],
+        ["keytool", "-importkeystore", "-noprompt", "-srckeystore", str(keys / "keystore.p12")]
+        + ["-srcstoretype", "PKCS12", "-srcstorepass", KEYSTORE_PASSWORD]
+        + ["-destkeystore", str(keys / "keystore"), "-deststoretype", "JKS"]
+        + ["-deststorepass", KEYSTORE_PASSWORD, "-destkeypass", KEYSTORE_PASSWORD],
+    ]
+    for cmd in steps:
+        r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, f"{cmd[0]}: {r.stdout}{r.stderr}"
+    return keys
+
+
+def ssl_props(keys: Path) -> tuple[str, ...]:
+    """What a broker, ours or stock, needs for the ssl cluster transport with those keys."""
+    return (
+        "imq.cluster.transport=ssl",
+        f"imq.keystore.file.dirpath={keys}",
+        f"imq.keystore.password={KEYSTORE_PASSWORD}",
+    )
 
 
 NETWORK = ipaddress.ip_network("198.18.0.0/15")
@@ -300,7 +346,9 @@ def _no_refused_acks(b: StockBrokerProcess) -> None:
 def scenario_handshake(sc: Scenario) -> None:
     """One stock broker and one of ours: the link comes up with either started first,
     stays up across pings, a queue message crosses it both ways, each side's GOODBYE is
-    understood by the other, and bad handshakes close only their own link."""
+    understood by the other, and bad handshakes close only their own link.  The second
+    round runs with ``imq.cluster.transport=ssl`` on both, one key pair (shared_key_pair):
+    a message crosses the TLS link both ways, and a peer speaking plain TCP is refused."""
     from tests.interop.imqcmd_stock import StockImqcmd
 
     s_pm, o_pm = 27676, 27677
@@ -379,9 +427,12 @@ def scenario_handshake(sc: Scenario) -> None:
     sc.check("our_goodbye_closes_the_stock_link", ours_leaves)
     stock.stop()
 
-    # Round 2: ours first, then the stock broker; the stock broker leaves.
-    ours = sc.ours(2, o_pm, brokerlist, "ours2", ping)
-    stock = sc.stock(1, s_pm, brokerlist, "stock2")
+    # Round 2, over TLS (imq.cluster.transport=ssl): ours first, then the stock broker,
+    # which dials (a stock broker dials every peer; ours only those of a higher port).
+    keys = shared_key_pair(sc.tmp)
+    tls = ssl_props(keys)
+    ours = sc.ours(2, o_pm, brokerlist, "ours2", ping, *tls)
+    stock = sc.stock(1, s_pm, brokerlist, "stock2", *tls)
     sc.check(
         "ours_first_link_up_on_ours",
         lambda: wait_for(lambda: our_link_count(ours) == 1, 60, "our link up"),
@@ -390,6 +441,7 @@ def scenario_handshake(sc: Scenario) -> None:
         "ours_first_link_up_on_stock",
         lambda: wait_for(lambda: stock_link_count(stock, "ours2") == 1, 60, "stock B1071"),
     )
+    _over_tls(sc, stock, ours, keys, hop)
 
     def stock_leaves() -> None:
         stock.stop()
@@ -418,11 +470,13 @@ def scenario_handshake(sc: Scenario) -> None:
 
         def refused(payload: bytes = payload, reason: str = reason) -> None:
             port = cluster_port(ours)
-            with socket.create_connection((ours.host, port), timeout=10) as s:
-                s.sendall(payload)
-                s.settimeout(10)
-                while s.recv(65536):  # its own LINK_INIT and BROKER_INFO, then EOF
-                    pass
+            context = cluster_client_context(keys / "keystore.crt")
+            with socket.create_connection((ours.host, port), timeout=10) as raw:
+                with context.wrap_socket(raw) as s:
+                    s.sendall(payload)
+                    s.settimeout(10)
+                    while s.recv(65536):  # its own LINK_INIT and BROKER_INFO, then EOF
+                        pass
             wait_for(lambda: reason in ours.log_text(), 10, reason)
             time.sleep(0.5)
             assert ours.log_text().count(reason) == 1, ours.log_text()[-3000:]
@@ -430,11 +484,63 @@ def scenario_handshake(sc: Scenario) -> None:
 
         sc.check(f"bad_handshake_{name}_closes_the_link", refused)
 
-    stock = sc.stock(1, s_pm, brokerlist, "stock3")
+    stock = sc.stock(1, s_pm, brokerlist, "stock3", *tls)
     sc.check(
         "stock_links_again_after_bad_input",
         lambda: wait_for(lambda: stock_link_count(stock, "ours2") == 1, 60, "stock B1071"),
     )
+
+
+def _over_tls(
+    sc: Scenario,
+    stock: StockBrokerProcess,
+    ours: BrokerProcess,
+    keys: Path,
+    hop: Callable[[str, str, int, str, int], None],
+) -> None:
+    """The checks of the handshake scenario's TLS round, the link up."""
+
+    def stock_presents_the_pair() -> None:
+        # What our dialling side would check (ours dials a stock broker of higher port):
+        # the stock broker's listener shows the certificate of our key pair.
+        context = cluster_client_context(keys / "keystore.crt")
+        with socket.create_connection((stock.host, cluster_port(stock)), timeout=10) as raw:
+            with context.wrap_socket(raw) as s:
+                der = s.getpeercert(binary_form=True)
+        assert der == ssl.PEM_cert_to_DER_cert((keys / "keystore.crt").read_text())
+
+    sc.check("ssl_stock_presents_the_shared_certificate", stock_presents_the_pair)
+    s_pm, o_pm = stock.portmapper_port, ours.portmapper_port
+    sc.check(
+        "ssl_queue_message_stock_to_ours",
+        lambda: hop("mixed.tls1", stock.host, s_pm, ours.host, o_pm),
+    )
+    sc.check(
+        "ssl_queue_message_ours_to_stock",
+        lambda: hop("mixed.tls2", ours.host, o_pm, stock.host, s_pm),
+    )
+
+    def plain_tcp_refused() -> None:
+        # From ours' own address: the stock broker dials from its own.
+        said = f"service cluster: TLS handshake with {ours.host}:"
+        init = gp.LinkInit(
+            gp.CLUSTER_VERSION, stock.host, "plain", s_pm, match=dict(STOCK_MATCH), session_uid=9
+        )
+        with socket.create_connection((ours.host, cluster_port(ours)), timeout=10) as s:
+            s.sendall(gp.encode_link(gp.LinkPacket(gp.LINK_INIT, init.encode())))
+            s.settimeout(10)
+            try:
+                while s.recv(65536):  # a TLS alert at most, then EOF
+                    pass
+            except ConnectionResetError:
+                pass
+        wait_for(lambda: said in ours.log_text(), 10, said)
+        time.sleep(0.5)
+        lines = [ln for ln in ours.log_text().splitlines() if said in ln]
+        assert len(lines) == 1, lines
+        assert our_link_count(ours) == 1, ours.log_text()[-3000:]
+
+    sc.check("ssl_plain_tcp_peer_refused_and_logged", plain_tcp_refused)
 
 
 # -- the master broker and administered configuration (scenario "master") ------------------

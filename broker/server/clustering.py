@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from broker.cluster.config import ClusterConfig
@@ -63,14 +64,19 @@ def ssl_contexts(config) -> tuple[ssl.SSLContext, ssl.SSLContext]:
     from broker.security.tls import keystore_paths, server_context
 
     paths = keystore_paths(config)
-    server = server_context(config)
+    return server_context(config), cluster_client_context(paths.certificate)
+
+
+def cluster_client_context(certificate: Path) -> ssl.SSLContext:
+    """The dialling side's TLS context: only a peer presenting ``certificate`` (or one it
+    signed) is accepted, whatever name the certificate carries."""
     client = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
     client.minimum_version = ssl.TLSVersion.TLSv1_2
     # Peers are named by address in the broker list, not by the certificate's name.
     client.check_hostname = False
     client.verify_mode = ssl.CERT_REQUIRED
-    client.load_verify_locations(str(paths.certificate))
-    return server, client
+    client.load_verify_locations(str(certificate))
+    return client
 
 
 def cluster_entry(service: ClusterService) -> ServiceEntry:

@@ -6,7 +6,11 @@ comes up on both sides with either broker started first and stays up across ping
 queue message produced on one broker (stock Java client) is consumed on the other, both
 ways, and 2,500 more than a consumer's window (the home broker's flow depends on the acks); the stock ``imqcmd list bkr`` lists ours; each side's GOODBYE is understood by the other; a
 truncated LINK_INIT and a BROKER_INFO body that does not deserialise each close that
-link with the reason logged once, and the stock broker links again afterwards.
+link with the reason logged once, and the stock broker links again afterwards.  The
+second round runs with ``imq.cluster.transport=ssl`` on both brokers and one key pair (ours
+from ``imqkeytool``, the stock broker's JKS keystore converted from it): the stock broker
+presents that certificate, a queue message crosses the TLS link both ways, and a peer
+speaking plain TCP to our TLS cluster port is refused with the refusal logged once.
 """
 
 from __future__ import annotations
@@ -28,6 +32,10 @@ EXPECTED = [
     "our_goodbye_closes_the_stock_link",
     "ours_first_link_up_on_ours",
     "ours_first_link_up_on_stock",
+    "ssl_stock_presents_the_shared_certificate",
+    "ssl_queue_message_stock_to_ours",
+    "ssl_queue_message_ours_to_stock",
+    "ssl_plain_tcp_peer_refused_and_logged",
     "stock_goodbye_heard_by_ours",
     "bad_handshake_truncated_link_init_closes_the_link",
     "bad_handshake_broker_info_not_deserialisable_closes_the_link",
