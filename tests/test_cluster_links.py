@@ -167,3 +167,70 @@ def test_only_an_administrators_destination_is_removed_cluster_wide():
     sent = [p for p in gp.GPacketReader().feed(b"".join(wire.written)) if isinstance(p, gp.GPacket)]
     removed = [p.props["N"] for p in sent if p.type == gp.G_REM_DESTINATION]
     assert removed == ["admin.q"]
+
+
+def _vector(label: str) -> bytes:
+    from pathlib import Path
+
+    path = Path(__file__).parent / "vectors_cluster" / "stock_flow.txt"
+    for line in path.read_text().splitlines():
+        name, _, hexed = line.partition(" ")
+        if name == label:
+            return bytes.fromhex(hexed)
+    raise AssertionError(f"no {label} in {path}")
+
+
+def test_the_stock_brokers_stop_message_flow_holds_message_data_until_resume():
+    """A stock broker whose memory goes RED sends G_STOP_MESSAGE_FLOW (no A bit, no
+    properties: the captured bytes), and G_RESUME_MESSAGE_FLOW alike when it leaves RED;
+    it waits for no reply.  Ours sends its consumers there no G_MESSAGE_DATA meanwhile,
+    then what waited; and when its own memory goes RED it sends the same packet."""
+    import asyncio
+
+    from tests.routerkit import Conn, send
+
+    stop = _vector("G_STOP_MESSAGE_FLOW")
+    # RaptorProtocol.sendFlowControlUpdate builds RESUME as STOP with the other type.
+    resume = stop[:2] + gp.G_RESUME_MESSAGE_FLOW.to_bytes(2, "big") + stop[4:]
+    svc = _service()
+    link = _up_link(svc)
+    link.engine.out.clear()
+    wire = link.transport = _Wire()  # type: ignore[assignment]
+    rec = {
+        "dest": "flow.q",
+        "client_id": None,
+        "durable": None,
+        "selector": None,
+        "queue": True,
+        "no_local": False,
+        "temporary": False,
+        "jms_shared": False,
+        "mq_share": False,
+        "shared_name": None,
+        "max_active": 1,
+    }
+
+    def sent() -> list[gp.GPacket]:
+        out = gp.GPacketReader().feed(b"".join(wire.written))
+        wire.written.clear()
+        return [p for p in out if isinstance(p, gp.GPacket)]
+
+    async def run() -> None:
+        svc._add_remote(link, gp.ConsumerUID(5, 9, PEER), rec, 100)
+        link.engine.receive_data(stop)
+        assert link.flow_stopped
+        send(svc.router, Conn(1), "flow.q", 1, 2, 3)
+        await asyncio.sleep(0)
+        assert sent() == []  # no G_MESSAGE_DATA, and no reply to the STOP
+        link.engine.receive_data(resume)
+        await asyncio.sleep(0)
+        assert [p.type for p in sent()] == [gp.G_MESSAGE_DATA] * 3
+        assert not link.flow_stopped
+
+        svc.set_flow_stopped(True, "memory state RED")
+        await asyncio.sleep(0)
+        (ours,) = sent()
+        theirs = gp.decode(stop)
+        assert (ours.type, ours.props, ours.wants_reply) == (theirs.type, {}, False)
+
+    asyncio.run(run())

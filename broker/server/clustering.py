@@ -57,7 +57,8 @@ async def _watch_memory(broker: Broker, service: ClusterService) -> None:
 def ssl_contexts(config) -> tuple[ssl.SSLContext, ssl.SSLContext]:
     """imq.cluster.transport=ssl: the dialling broker accepts only a peer whose certificate
     this broker's own certificate vouches for (the brokers of a cluster share one key
-    pair, made with imqkeytool and copied to each).  The accepting side does not ask for
+    pair, made with imqkeytool and copied to each; a stock OpenMQ broker holds the same
+    pair as a JKS keystore, docs/reference/security.md).  The accepting side does not ask for
     a client certificate: imqkeytool's certificates are for TLS servers only (extended
     key usage serverAuth), so a dialler cannot present one; it is checked by the link
     handshake's identity rules instead."""
