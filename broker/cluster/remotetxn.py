@@ -142,7 +142,7 @@ class RemoteTxnRules(ClusterState):
         for key, uid in items:
             rc = self._remote_for(link, uid.consumer_id)
             entry = rc.inflight.get(key) if rc is not None else None
-            if rc is None or entry is None:
+            if rc is None or entry is None or any(f[2] is entry for f in found):
                 missing.append((key, uid))
             else:
                 found.append((rc, key, entry))
