@@ -11,6 +11,7 @@ from broker.cluster.link import BrokerLink
 from broker.cluster.service import ClusterService
 from broker.core.message import Message
 from broker.core.router import MessageRouter
+from broker.core.transaction import Transaction
 from broker.protocol import gpacket as gp
 from broker.protocol.brokerinfo import BrokerInfo
 from broker.protocol.jtypes import JLong
@@ -287,3 +288,54 @@ def send_to(svc: ClusterService, dest: str, n: int) -> Message:
     msg = Message(parse_packet(raw), dest, 0)
     svc.router.route(msg, None, DEST_QUEUE)
     return msg
+
+
+def test_a_remote_transaction_prepared_before_a_restart_is_asked_about(tmp_path):
+    """The store keeps a prepared remote transaction's home and id: after a restart its
+    messages are held again (neither lost nor delivered) until its home broker, asked
+    when its link is up, says it committed."""
+    import asyncio
+
+    from broker.store.base import (
+        QUEUE_INTEREST,
+        RecoveredState,
+        StoredMessage,
+        StoredTransaction,
+        TxnAck,
+    )
+    from broker.store.filestore import FileStore
+
+    async def run() -> None:
+        svc = _service()
+        store = FileStore(tmp_path / "fs", sync=False)
+        store.load()
+        store.start(asyncio.get_running_loop())
+        svc.router.attach_store(store)
+        raw = build_packet(
+            PacketType.TEXT_MESSAGE, body=b"m", flags=FLAG_Q | 4, fields={1: "orders"}, sequence=1
+        )
+        key = parse_packet(raw).sysmsgid
+        info = Transaction(5, None, state=TransactionState.PREPARED).info()
+        info["remote"] = ["127.0.0.1:7677", 90]
+        state = RecoveredState(
+            messages=[StoredMessage(key, "orders", DEST_QUEUE, raw, {QUEUE_INTEREST: 1})],
+            transactions=[
+                StoredTransaction(5, TransactionState.PREPARED, info, [], [TxnAck(5, key, "")])
+            ],
+        )
+        svc.router.recover(state)
+        queue = svc.router.lookup("orders", DEST_QUEUE)
+        (txn,) = svc.router.txns.all_transactions()
+        assert txn.remote == ("127.0.0.1:7677", 90) and queue.dq.count == 0
+        link = _up_link(svc)
+        link.engine.out.clear()
+        wire = link.transport = _Wire()  # type: ignore[assignment]
+        svc.inquire_remote_txns(link)
+        (ask,) = await _sent(wire)
+        assert ask.type == gp.G_TRANSACTION_INQUIRY and ask.props["transactionID"] == 90
+        done = {"transactionID": JLong(90), "transactionState": int(TransactionState.COMMITTED)}
+        svc.on_packet(link, gp.GPacket(gp.G_TRANSACTION_INFO, done))
+        assert svc.router.txns.all_transactions() == [] and queue.dq.count == 0
+        store.close()
+
+    asyncio.run(run())
