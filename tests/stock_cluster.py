@@ -406,6 +406,7 @@ def scenario_handshake(sc: Scenario) -> None:
         "queue_beyond_the_window_ours_to_stock",
         lambda: many_hops("mixed.w2", address(2), o_pm, address(1), s_pm, 2500),
     )
+    transactions_across(sc, (address(1), s_pm), (address(2), o_pm))
     sc.check(
         "stock_refused_no_acknowledgement",
         lambda: _no_refused_acks(stock),
@@ -541,6 +542,191 @@ def _over_tls(
         assert our_link_count(ours) == 1, ours.log_text()[-3000:]
 
     sc.check("ssl_plain_tcp_peer_refused_and_logged", plain_tcp_refused)
+
+
+# -- transactions across the link (scenario "handshake", while both brokers are up) --------
+
+TXN_TOOL = r"""
+import jakarta.jms.*;
+import java.util.*;
+
+/** TxnTool HOST_A PORT_A NAME_A HOST_B PORT_B NAME_B QPREFIX SETTLE_MS, with the stock
+ *  client: queue messages homed on one broker consumed on the other, both ways, by a
+ *  transacted session (commit; rollback then commit) and a CLIENT_ACKNOWLEDGE session
+ *  (recover then acknowledge); prints one "ok NAME" / "fail NAME: why" line each, then
+ *  "ok txn_none_again" unless a message came again after its commit or acknowledgement
+ *  (on the consumer's session, or on either broker once the consumers closed). */
+public class TxnTool {
+    static final int N = 2;
+    static final String[] MODES = {"commit", "rollback", "recover"};
+
+    static Connection connect(String host, String port) throws JMSException {
+        com.sun.messaging.ConnectionFactory cf = new com.sun.messaging.ConnectionFactory();
+        cf.setProperty(com.sun.messaging.ConnectionConfiguration.imqAddressList,
+                "mq://" + host + ":" + port + "/jms");
+        Connection c = cf.createConnection("guest", "guest");
+        c.start();
+        return c;
+    }
+
+    /** The N messages of queue q, each with JMSRedelivered as given; null if not. */
+    static Message take(MessageConsumer mc, String q, boolean redelivered, List<String> why)
+            throws JMSException {
+        Message last = null;
+        for (int i = 0; i < N; i++) {
+            Message m = mc.receive(30000);
+            if (m == null) {
+                why.add("message " + i + " of " + N + " did not come in 30 s");
+                return null;
+            }
+            String t = ((TextMessage) m).getText();
+            if (!t.equals(q + "-" + i) || m.getJMSRedelivered() != redelivered) {
+                why.add("got " + t + " JMSRedelivered=" + m.getJMSRedelivered()
+                        + ", not " + q + "-" + i + " JMSRedelivered=" + redelivered);
+                return null;
+            }
+            last = m;
+        }
+        return last;
+    }
+
+    public static void main(String[] a) throws Exception {
+        String[][] brokers = {{a[0], a[1], a[2]}, {a[3], a[4], a[5]}};
+        String prefix = a[6];
+        Connection[] cons = {connect(a[0], a[1]), connect(a[3], a[4])};
+        // Direction d: messages produced (homed) on broker d, consumed on broker 1-d.
+        Map<String, Session> sessions = new LinkedHashMap<>();
+        Map<String, MessageConsumer> consumers = new LinkedHashMap<>();
+        Map<String, String> names = new LinkedHashMap<>();
+        for (int d = 0; d < 2; d++) {
+            for (String mode : MODES) {
+                String q = prefix + "." + brokers[d][2] + "." + mode;
+                Session s = mode.equals("recover")
+                        ? cons[1 - d].createSession(false, Session.CLIENT_ACKNOWLEDGE)
+                        : cons[1 - d].createSession(true, Session.SESSION_TRANSACTED);
+                sessions.put(q, s);
+                consumers.put(q, s.createConsumer(s.createQueue(q)));
+                names.put(q, "txn_" + mode + "_" + brokers[d][2] + "_to_" + brokers[1 - d][2]);
+            }
+        }
+        Thread.sleep(Long.parseLong(a[7]));  // the interests reach the home brokers
+        for (int d = 0; d < 2; d++) {
+            Session ps = cons[d].createSession(false, Session.AUTO_ACKNOWLEDGE);
+            for (String mode : MODES) {
+                String q = prefix + "." + brokers[d][2] + "." + mode;
+                MessageProducer p = ps.createProducer(ps.createQueue(q));
+                for (int i = 0; i < N; i++) p.send(ps.createTextMessage(q + "-" + i));
+            }
+            ps.close();
+        }
+        for (String q : consumers.keySet()) {
+            Session s = sessions.get(q);
+            MessageConsumer mc = consumers.get(q);
+            List<String> why = new ArrayList<>();
+            try {
+                Message last = take(mc, q, false, why);
+                if (last != null && q.endsWith(".commit")) {
+                    s.commit();
+                } else if (last != null && q.endsWith(".rollback")) {
+                    s.rollback();
+                    if (take(mc, q, true, why) != null) s.commit();
+                } else if (last != null) {
+                    s.recover();
+                    last = take(mc, q, true, why);
+                    if (last != null) last.acknowledge();
+                }
+            } catch (JMSException e) {
+                why.add(e.toString());
+            }
+            System.out.println(why.isEmpty() ? "ok " + names.get(q)
+                    : "fail " + names.get(q) + ": " + String.join("; ", why));
+        }
+        // Nothing committed or acknowledged comes again: not to the consumers that had
+        // it, nor, once they are closed, to a consumer on either broker.
+        List<String> again = new ArrayList<>();
+        Thread.sleep(1500);
+        for (String q : consumers.keySet()) {
+            Message m = consumers.get(q).receiveNoWait();
+            if (m != null) again.add(((TextMessage) m).getText() + " to its consumer");
+        }
+        for (Connection c : cons) c.close();
+        List<Connection> checks = new ArrayList<>();
+        for (String[] b : brokers) {
+            Connection c = connect(b[0], b[1]);
+            checks.add(c);
+            Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+            for (String q : consumers.keySet()) {
+                s.createConsumer(s.createQueue(q)).setMessageListener(m -> {
+                    try {
+                        synchronized (again) {
+                            again.add(((TextMessage) m).getText() + " on " + b[2]);
+                        }
+                    } catch (JMSException e) {
+                        synchronized (again) { again.add(e.toString()); }
+                    }
+                });
+            }
+        }
+        Thread.sleep(2500);
+        for (Connection c : checks) c.close();
+        synchronized (again) {
+            System.out.println(again.isEmpty() ? "ok txn_none_again"
+                    : "fail txn_none_again: " + again);
+        }
+    }
+}
+"""
+
+# TxnTool's checks, in the order it prints them (for a stock broker "stock" and ours).
+TXN_CHECKS = [
+    f"txn_{mode}_{home}_to_{other}"
+    for home, other in (("stock", "ours"), ("ours", "stock"))
+    for mode in ("commit", "rollback", "recover")
+] + ["txn_none_again"]
+
+
+def transactions_across(sc: Scenario, stock: tuple[str, int], ours: tuple[str, int]) -> None:
+    """Queue messages homed on one broker, consumed on the other in a transacted session
+    (commit; rollback, then commit) and a CLIENT_ACKNOWLEDGE one (recover, then
+    acknowledge), both ways, with the stock client: each message is received once, again
+    only after the rollback or recover and then with JMSRedelivered, and never after its
+    commit or acknowledgement (TXN_CHECKS, one line each)."""
+    out = sc.tmp / "java-txn"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "TxnTool.java").write_text(TXN_TOOL)
+    cp = ":".join(str(j) for j in JARS)
+    subprocess.run(["javac", "-cp", cp, "-d", str(out), str(out / "TxnTool.java")], check=True)
+    started = time.monotonic()
+    try:
+        run = subprocess.run(
+            [
+                "java",
+                "-cp",
+                f"{out}:{cp}",
+                "TxnTool",
+                *map(str, stock),
+                "stock",
+                *map(str, ours),
+                "ours",
+                "txn",
+                "3000",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=240,
+        )
+        lines = run.stdout.splitlines()
+        trouble = (run.stdout + run.stderr)[-3000:]
+    except subprocess.TimeoutExpired as exc:
+        lines, trouble = [], f"TxnTool ran over 240 s: {exc.stdout!r}"
+    print(f"TxnTool took {time.monotonic() - started:.1f} s", flush=True)
+    for name in TXN_CHECKS:
+
+        def check(name: str = name) -> None:
+            mine = [ln for ln in lines if ln.split(":")[0].split(" ")[-1] == name]
+            assert mine == [f"ok {name}"], mine or trouble
+
+        sc.check(name, check)
 
 
 # -- the master broker and administered configuration (scenario "master") ------------------

@@ -9,10 +9,14 @@ from broker.cluster.config import ClusterConfig
 from broker.cluster.delivery import _write_record
 from broker.cluster.link import BrokerLink
 from broker.cluster.service import ClusterService
+from broker.core.message import Message
 from broker.core.router import MessageRouter
+from broker.core.transaction import Transaction
 from broker.protocol import gpacket as gp
 from broker.protocol.brokerinfo import BrokerInfo
-from broker.protocol.types import DEST_TOPIC
+from broker.protocol.jtypes import JLong
+from broker.protocol.packet import build_packet, parse_packet
+from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, FLAG_Q, PacketType, TransactionState
 
 pytestmark = pytest.mark.fast
 
@@ -56,6 +60,9 @@ class _Wire:
 
     def is_closing(self) -> bool:
         return False
+
+    def close(self) -> None:
+        pass
 
 
 def _durable_interest(svc: ClusterService, link: BrokerLink, consumer_id: int) -> None:
@@ -232,5 +239,170 @@ def test_the_stock_brokers_stop_message_flow_holds_message_data_until_resume():
         (ours,) = sent()
         theirs = gp.decode(stop)
         assert (ours.type, ours.props, ours.wants_reply) == (theirs.type, {}, False)
+
+    asyncio.run(run())
+
+
+def _queue_interest(svc: ClusterService, link: BrokerLink, consumer_id: int) -> None:
+    w = gp.BodyWriter()
+    _write_record(
+        w,
+        "orders",
+        gp.ConsumerUID(consumer_id, 9, PEER),
+        *_PLAIN[:3],
+        True,
+        False,
+        None,
+        False,
+        None,
+    )
+    svc._new_interest(link, gp.GPacket(gp.G_NEW_INTEREST, {"C": 1}, w.bytes()))
+
+
+def _txn_ack(t: int, tid: int, keys: list[bytes], consumer_id: int) -> gp.GPacket:
+    w = gp.BodyWriter()
+    for k in keys:
+        w.raw(k)
+        gp.ConsumerUID(consumer_id, 9, PEER).write(w)
+    props = {"T": t, "C": len(keys), "transactionID": JLong(tid), "X": JLong(1)}
+    return gp.GPacket(gp.G_MESSAGE_ACK, props, w.bytes(), flags=gp.A_BIT)
+
+
+async def _sent(wire: _Wire) -> list[gp.GPacket]:
+    import asyncio
+
+    await asyncio.sleep(0.01)  # what a link sends goes out at the end of the loop's turn
+    out = [p for p in gp.GPacketReader().feed(b"".join(wire.written)) if isinstance(p, gp.GPacket)]
+    wire.written.clear()
+    return out
+
+
+def test_a_remote_transaction_is_held_from_prepare_to_commit_or_rollback():
+    """OpenMQ's consumer broker commits messages homed here in two phases (G_MESSAGE_ACK
+    T=ACK_TXN_PREPARE, then T=ACK_ACKNOWLEDGED, both with ``transactionID``): prepared, the
+    messages are neither delivered again nor removed; the commit removes them; a rollback
+    leaves them with the consumer that has them; a transaction in doubt when the link
+    came back is asked about (G_TRANSACTION_INQUIRY) and settled as G_TRANSACTION_INFO says."""
+    import asyncio
+
+    async def run() -> None:
+        svc = _service()
+        link = _up_link(svc)
+        link.engine.out.clear()
+        wire = link.transport = _Wire()  # type: ignore[assignment]
+        _queue_interest(svc, link, 5)
+        rc = svc.remotes[link, 5]
+        msgs = [send_to(svc, "orders", n) for n in range(4)]
+        keys = [m.key for m in msgs]
+        assert [p.type for p in await _sent(wire)] == [gp.G_MESSAGE_DATA] * 4
+        queue = svc.router.lookup("orders", DEST_QUEUE)
+
+        # Prepare two: held, answered S=200 with the ack's properties; nothing resent.
+        svc.on_packet(link, _txn_ack(gp.ACK_TXN_PREPARE, 77, keys[:2], 5))
+        (reply,) = await _sent(wire)
+        assert reply.type == gp.G_MESSAGE_ACK_REPLY and reply.props["S"] == 200
+        assert reply.props["transactionID"] == 77 and reply.props["T"] == gp.ACK_TXN_PREPARE
+        assert set(rc.inflight) == set(keys[2:])
+        (txn,) = svc.router.txns.all_transactions()
+        assert txn.state == TransactionState.PREPARED and txn.remote == ("127.0.0.1:7677", 77)
+        # The commit names one message; the whole transaction goes.
+        svc.on_packet(link, _txn_ack(gp.ACK_ACKNOWLEDGED, 77, keys[:1], 5))
+        assert [p.props["S"] for p in await _sent(wire)] == [200]
+        assert svc.router.txns.all_transactions() == [] and queue.dq.count == 0
+        # Preparing a message not delivered to that consumer is refused, nothing held.
+        svc.on_packet(link, _txn_ack(gp.ACK_TXN_PREPARE, 78, [keys[2], b"x" * 32], 5))
+        (refused,) = await _sent(wire)
+        assert refused.props["S"] == 404 and refused.props["notfound"] == 1
+        assert svc.router.txns.all_transactions() == []
+        # Rolled back after the prepare: back with the consumer that has them.
+        svc.on_packet(link, _txn_ack(gp.ACK_TXN_PREPARE, 79, keys[2:], 5))
+        svc.on_packet(link, _txn_ack(gp.ACK_TXN_ROLLEDBACK, 79, [], 5))
+        assert [p.props["S"] for p in await _sent(wire)] == [200, 200]
+        assert set(rc.inflight) == set(keys[2:]) and svc.router.txns.all_transactions() == []
+
+        # Prepared, then the link drops: held (not given back with the consumer); the
+        # redial's link asks about it and commits it when told it committed.
+        svc.on_packet(link, _txn_ack(gp.ACK_TXN_PREPARE, 80, keys[2:3], 5))
+        link.drop("gone")
+        svc.link_closed(link)
+        assert queue.dq.count == 1  # keys[3], given back with the consumer
+        again = _up_link(svc)
+        wire = again.transport = _Wire()  # type: ignore[assignment]
+        (ask,) = [p for p in await _sent(wire) if p.type == gp.G_TRANSACTION_INQUIRY]
+        assert ask.props["transactionID"] == 80 and ask.wants_reply
+        info = {"transactionID": JLong(80), "transactionState": int(TransactionState.COMMITTED)}
+        svc.on_packet(again, gp.GPacket(gp.G_TRANSACTION_INFO, info))
+        assert svc.router.txns.all_transactions() == [] and queue.dq.count == 1
+
+        # One its home broker rolled back (or no longer knows): back, marked redelivered.
+        _queue_interest(svc, again, 6)
+        await asyncio.sleep(0.01)
+        (entry,) = svc.remotes[again, 6].inflight.values()
+        svc.on_packet(again, _txn_ack(gp.ACK_TXN_PREPARE, 81, [entry.msg.key], 6))
+        svc._remove_remote(svc.remotes.pop((again, 6)))
+        info = {"transactionID": JLong(81), "transactionState": int(TransactionState.NULL)}
+        svc.on_packet(again, gp.GPacket(gp.G_TRANSACTION_INFO, info))
+        assert svc.router.txns.all_transactions() == [] and queue.dq.count == 1
+        assert entry.redelivered
+
+    asyncio.run(run())
+
+
+def send_to(svc: ClusterService, dest: str, n: int) -> Message:
+    raw = build_packet(
+        PacketType.TEXT_MESSAGE, body=b"m%d" % n, flags=FLAG_Q, fields={1: dest}, sequence=n + 1
+    )
+    msg = Message(parse_packet(raw), dest, 0)
+    svc.router.route(msg, None, DEST_QUEUE)
+    return msg
+
+
+def test_a_remote_transaction_prepared_before_a_restart_is_asked_about(tmp_path):
+    """The store keeps a prepared remote transaction's home and id: after a restart its
+    messages are held again (neither lost nor delivered) until its home broker, asked
+    when its link is up, says it committed."""
+    import asyncio
+
+    from broker.store.base import (
+        QUEUE_INTEREST,
+        RecoveredState,
+        StoredMessage,
+        StoredTransaction,
+        TxnAck,
+    )
+    from broker.store.filestore import FileStore
+
+    async def run() -> None:
+        svc = _service()
+        store = FileStore(tmp_path / "fs", sync=False)
+        store.load()
+        store.start(asyncio.get_running_loop())
+        svc.router.attach_store(store)
+        raw = build_packet(
+            PacketType.TEXT_MESSAGE, body=b"m", flags=FLAG_Q | 4, fields={1: "orders"}, sequence=1
+        )
+        key = parse_packet(raw).sysmsgid
+        info = Transaction(5, None, state=TransactionState.PREPARED).info()
+        info["remote"] = ["127.0.0.1:7677", 90]
+        state = RecoveredState(
+            messages=[StoredMessage(key, "orders", DEST_QUEUE, raw, {QUEUE_INTEREST: 1})],
+            transactions=[
+                StoredTransaction(5, TransactionState.PREPARED, info, [], [TxnAck(5, key, "")])
+            ],
+        )
+        svc.router.recover(state)
+        queue = svc.router.lookup("orders", DEST_QUEUE)
+        (txn,) = svc.router.txns.all_transactions()
+        assert txn.remote == ("127.0.0.1:7677", 90) and queue.dq.count == 0
+        link = _up_link(svc)
+        link.engine.out.clear()
+        wire = link.transport = _Wire()  # type: ignore[assignment]
+        svc.inquire_remote_txns(link)
+        (ask,) = await _sent(wire)
+        assert ask.type == gp.G_TRANSACTION_INQUIRY and ask.props["transactionID"] == 90
+        done = {"transactionID": JLong(90), "transactionState": int(TransactionState.COMMITTED)}
+        svc.on_packet(link, gp.GPacket(gp.G_TRANSACTION_INFO, done))
+        assert svc.router.txns.all_transactions() == [] and queue.dq.count == 0
+        store.close()
 
     asyncio.run(run())

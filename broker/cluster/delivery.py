@@ -28,7 +28,7 @@ from broker.protocol.types import (
 from .changes import PRIVATE_PREFIXES
 from .link import BrokerLink
 from .remote import InboundOrigin, RemoteConsumer
-from .state import ClusterState
+from .remotetxn import RemoteTxnRules
 
 if TYPE_CHECKING:
     from broker.core.destination import Subscription
@@ -39,14 +39,20 @@ _DEAD_REASONS = frozenset(
     (dmq.EXPIRED, dmq.UNDELIVERABLE, dmq.REMOVED_OLDEST, dmq.REMOVED_LOW_PRIORITY, dmq.ERROR)
 )
 
-
-# What a G_MESSAGE_ACK_REPLY repeats of the acknowledgement it answers.
-_ACK_REPLY_ECHO = frozenset(
-    {"X", "T", "C", "messageBrokerSession", "messageStoreSession", "transactionID", "ackackAsync"}
+# The acknowledgements that need no transaction.
+_PLAIN_ACKS = frozenset(
+    (
+        gp.ACK_SENT,
+        gp.ACK_IGNORED,
+        gp.ACK_DELIVERED,
+        gp.ACK_ACKNOWLEDGED,
+        gp.ACK_UNDELIVERABLE,
+        gp.ACK_DEAD,
+    )
 )
 
 
-class DeliveryRules(ClusterState):
+class DeliveryRules(RemoteTxnRules):
     """The interests and remote-delivery part of
     :class:`~broker.cluster.service.ClusterService` (a mixin)."""
 
@@ -494,6 +500,13 @@ class DeliveryRules(ClusterState):
         if self._pending and self._pending_timer is None:
             self._pending_timer = asyncio.get_running_loop().call_later(0.005, self._flush_pending)
 
+    def retry_pending(self, origin: InboundOrigin) -> None:
+        """Hand ``origin``'s pending entries to its consumer as soon as it can take them
+        (and home, if it goes first)."""
+        self._pending.add(origin)
+        if self._pending_timer is None:
+            self._pending_timer = asyncio.get_running_loop().call_later(0.005, self._flush_pending)
+
     def _flush_pending(self) -> None:
         self._pending_timer = None
         for origin in list(self._pending):
@@ -558,6 +571,16 @@ class DeliveryRules(ClusterState):
         ack_type = pkt.props.get("T")
         if not isinstance(count, int) or count < 0 or count > 1000000:
             raise gp.GPacketError(f"G_MESSAGE_ACK count {count!r}")
+        items = [(r.raw(SYSMSGID_SIZE), gp.ConsumerUID.read(r)) for _ in range(count)]
+        tid = pkt.props.get("transactionID")
+        if isinstance(tid, int) and isinstance(ack_type, int):
+            # A consumer's transaction at its broker, in two phases (remotetxn.py).
+            self.txn_ack(link, pkt, int(ack_type), int(tid), items)
+            return
+        if ack_type not in _PLAIN_ACKS:
+            log.warning("G_MESSAGE_ACK type %r from %s refused", ack_type, link.address)
+            self.ack_reply(link, pkt, 400, f"ack type {ack_type!r} without a transactionID")
+            return
         redelivered = bool(pkt.props.get("redelivered"))
         dead_reason = pkt.props.get("deadReason")
         if dead_reason not in _DEAD_REASONS:
@@ -567,9 +590,7 @@ class DeliveryRules(ClusterState):
         router = self.router
         back: list[Entry] = []
         touched: dict[int, RemoteConsumer] = {}
-        for _ in range(count):
-            key = r.raw(SYSMSGID_SIZE)
-            uid = gp.ConsumerUID.read(r)
+        for key, uid in items:
             rc = self._remote_for(link, uid.consumer_id)
             if rc is None:
                 continue
@@ -587,7 +608,7 @@ class DeliveryRules(ClusterState):
                 router.limits.dead(entry, dead_reason, dead_comment)
             elif ack_type in (gp.ACK_ACKNOWLEDGED, gp.ACK_UNDELIVERABLE):
                 router.acks.settle(entry)
-            else:
+            else:  # ACK_IGNORED: ours put it back (OpenMQ's brokers redeliver their copy)
                 if not redelivered:
                     entry.count = max(entry.count - 1, 0)
                 back.append(entry)
@@ -596,11 +617,8 @@ class DeliveryRules(ClusterState):
         t = now_ms()
         for rc in touched.values():
             rc.queue.dispatch(t)
-        if pkt.wants_reply:
-            # OpenMQ's consumer broker waits for this before it answers its client.
-            reply = {k: v for k, v in pkt.props.items() if k in _ACK_REPLY_ECHO}
-            reply["S"] = 200
-            link.send(gp.GPacket(gp.G_MESSAGE_ACK_REPLY, reply))
+        # OpenMQ's consumer broker waits for this before it answers its client.
+        self.ack_reply(link, pkt)
 
     def _client_closed(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         """G_CLIENT_CLOSED: a client connection of the sending broker closed; its

@@ -10,8 +10,9 @@ if that broker goes away they go back to their queue, marked redelivered.
 On the consumer's broker an :class:`InboundOrigin` is the ``owner`` and ``queue`` of the
 entries received for one local consumer: when the router settles such an entry
 (``account_out``) the acknowledgement goes home, and when it puts one back
-(``put_back``: session recover, consumer closed) the home broker is told to deliver it
-again.  Nothing in the router knows about either.
+(``put_back``: session recover, rollback) it is delivered again from here while its
+consumer lives, as OpenMQ's brokers do; once the consumer has gone the home broker is told
+(ACK_IGNORED) to deliver it again.  Nothing in the router knows about either.
 """
 
 from __future__ import annotations
@@ -240,6 +241,15 @@ class InboundOrigin:
         )
 
     def put_back(self, entries) -> None:
+        """Entries the local client did not keep (rollback, recover, consumer closed)."""
+        entries = list(entries)
+        if self._consumer_lives():
+            # Redelivered from here, as OpenMQ's brokers do: their home broker leaves an
+            # ACK_IGNORED of a consumer that is still attached unanswered (the consumer's
+            # broker has the copies), and gives them back only when the consumer goes.
+            self.pending.extendleft(reversed(entries))
+            self.service.retry_pending(self)
+            return
         for e in entries:
             self.notify.discard(e.msg.key)
             self.service.send_ack(
@@ -249,6 +259,14 @@ class InboundOrigin:
                 gp.ACK_IGNORED,
                 {"redelivered": bool(e.redelivered)},
             )
+
+    def _consumer_lives(self) -> bool:
+        if self.peer.closed:
+            return False
+        if self.subscription is not None:
+            return not self.waiting
+        cons = self.service.router.consumer(self.uid.consumer_id)
+        return cons is not None and not cons.closed
 
     def dispatch(self, _now: int | None = None) -> None:
         """Hand pending entries to the local consumer while it can take them."""

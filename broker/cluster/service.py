@@ -99,6 +99,7 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
         if cons:
             self._announce(link, cons)
         self.locks.link_up(link)
+        self.inquire_remote_txns(link)
         if self.flow_stopped:
             link.send(gp.GPacket(gp.G_STOP_MESSAGE_FLOW, {}))
         if self.record is None and link is self._master_link() and self.instance_dir is not None:
@@ -281,6 +282,10 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
             self._client_closed(link, pkt)
         elif t == gp.G_DURABLE_ATTACH:
             self._durable_attach(link, pkt)
+        elif t == gp.G_TRANSACTION_INFO:
+            self.transaction_info(link, pkt)
+        elif t == gp.G_TRANSACTION_INQUIRY:
+            self.transaction_inquiry(link, pkt)
         elif t in (gp.G_PING_REPLY, gp.G_GOODBYE_REPLY, gp.G_CLIENT_CLOSED_REPLY):
             pass
         elif pkt.wants_reply:

@@ -169,6 +169,10 @@ def _recover_transaction(router: MessageRouter, st: StoredTransaction) -> int:
         txn.created = info.get("created") or t
         txn.client_id = info.get("client_id")
         txn.user = info.get("user")
+        remote = info.get("remote")
+        if remote:
+            # Another broker's: it is asked what became of it when its link is up.
+            txn.remote = (str(remote[0]), int(remote[1]))
         txn.stored = True
         for send in st.sends:
             msg = Message(parse_packet(send.raw), send.destination, 0)
@@ -182,7 +186,7 @@ def _recover_transaction(router: MessageRouter, st: StoredTransaction) -> int:
         log.warning(
             "transaction %s (%s) is PREPARED and in doubt after restart",
             st.txn_id,
-            xid or "local",
+            xid or (f"remote {txn.remote[1]} of {txn.remote[0]}" if txn.remote else "local"),
         )
         return 1
     store.submit((TxnRemove(st.txn_id),))

@@ -93,6 +93,9 @@ class Transaction:
     timed_out_at: int = 0
     # Whether the message store holds it (PREPARED, or a commit being applied).
     stored: bool = False
+    # Another broker's transaction on messages homed here (broker/cluster/remotetxn.py):
+    # (its home broker "host:port", its transaction id there).
+    remote: tuple[str, int] | None = None
     # Told about every change of state (the router's dispatcher).
     on_change: Callable[[Transaction], None] | None = None
     # The broker's lifetime timer (anything with ``cancel()``), if any.
@@ -158,6 +161,7 @@ class Transaction:
             "client_id": self.client_id,
             "user": self.user,
             "one_phase_prepare": self.one_phase_prepare,
+            "remote": list(self.remote) if self.remote is not None else None,
         }
 
     # -- checks ------------------------------------------------------------------------
