@@ -84,3 +84,25 @@ def test_the_three_rules() -> None:
         "They cannot be created administratively."
     )
     assert admin_name_problem("orders.eu") is None and admin_name_problem("$x_1") is None
+
+
+def test_the_admin_queue_is_made_whatever_auto_creation_says() -> None:
+    """With imq.autocreate.queue=false an administration tool still opens the admin queue
+    (an idle one is reaped like any auto-created queue, and must come back)."""
+    from broker.core.errors import RouterError
+    from broker.core.router import MessageRouter, RouterSettings
+    from broker.protocol.admin_types import ADMIN_QUEUE
+    from broker.protocol.types import DEST_QUEUE, Status
+
+    from .routerkit import Conn, session
+
+    r = MessageRouter(RouterSettings(autocreate_topic=False, autocreate_queue=False))
+    s = session(r, Conn(1))
+    for _ in range(2):
+        prod = r.add_producer(s, ADMIN_QUEUE, DEST_QUEUE)
+        assert r.lookup(ADMIN_QUEUE, DEST_QUEUE) is not None
+        r.remove_producer(prod)
+        assert r.reap_idle(0, 60) == [] and r.reap_idle(60, 60) == [ADMIN_QUEUE]
+    with pytest.raises(RouterError) as refused:
+        r.add_producer(s, "orders", DEST_QUEUE)
+    assert refused.value.status == Status.NOT_FOUND

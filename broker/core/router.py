@@ -34,6 +34,7 @@ import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
+from broker.protocol.admin_types import ADMIN_QUEUE
 from broker.protocol.destname import (
     INTERNAL_PREFIX,
     name_problem,
@@ -262,7 +263,12 @@ class MessageRouter:
                 attributes = monitoring.internal_attributes(
                     name, is_topic, enabled=s.metrics_topics, may_watch=self._may_watch
                 )
-            elif not (s.autocreate_topic if is_topic else s.autocreate_queue):
+            elif not (s.autocreate_topic if is_topic else s.autocreate_queue) and not (
+                name == ADMIN_QUEUE and not is_topic
+            ):
+                # The admin queue is made on demand whatever auto-creation says (OpenMQ's
+                # always exists): with imq.autocreate.queue=false, imqcmd would otherwise
+                # be locked out once an idle admin queue was reaped.
                 raise RouterError(
                     Status.NOT_FOUND, f"{name} does not exist and auto-creation is disabled"
                 )
