@@ -107,6 +107,15 @@ def _migrated_sqlite(python: str, env: dict[str, str]) -> Path:
     return template
 
 
+def fresh_sqlite(
+    db_file: Path, env: dict[str, str] | None = None, python: str | None = None
+) -> None:
+    """Make ``db_file`` a migrated SQLite database: a copy of one migrated once per
+    interpreter (a ``manage.py migrate`` costs seconds of CPU, and tests make hundreds)."""
+    env = {**os.environ, **(env or {})}
+    shutil.copyfile(_migrated_sqlite(python or sys.executable, env), db_file)
+
+
 def _wait_serving(
     proc: subprocess.Popen, jms: int, pm: int, timeout: float = 60, host: str = "127.0.0.1"
 ) -> bool:
@@ -154,9 +163,7 @@ def start_broker(
     url = env["DATABASE_URL"]
     db_file = Path(url[len("sqlite:///") :]) if url.startswith("sqlite:///") else None
     if db_file is not None and not db_file.exists():
-        # A fresh SQLite database is a copy of one migrated once per interpreter: a
-        # `manage.py migrate` costs seconds of CPU, and tests start hundreds of brokers.
-        shutil.copyfile(_migrated_sqlite(python or sys.executable, env), db_file)
+        fresh_sqlite(db_file, env, python)
     else:
         migrate(env, python)
     log_path = tmp / "broker-stdout.txt"

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.launcher import fresh_sqlite
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import build_packet
 from broker.protocol.types import FLAG_A, FLAG_Q, PacketType
@@ -277,12 +278,14 @@ def _manage(env: dict, *args: str, check: bool = True) -> subprocess.CompletedPr
     )
 
 
-def _env(tmp: Path) -> dict:
+def _env(tmp: Path, migrated: bool = False) -> dict:
     import os
 
     env = dict(os.environ)
     env["DATABASE_URL"] = f"sqlite:///{tmp / 'db.sqlite3'}"
     env["IMQ_VARHOME"] = str(tmp / "var")
+    if migrated:
+        fresh_sqlite(tmp / "db.sqlite3", env)
     return env
 
 
@@ -294,8 +297,7 @@ def _users(env: dict, *users: tuple[str, str, list[str]]) -> None:
 
 
 def test_command_import_export_round_trip(tmp_path):
-    env = _env(tmp_path)
-    _manage(env, "migrate", "--noinput", "-v", "0")
+    env = _env(tmp_path, migrated=True)
     # First use seeds the shipped default rules.
     listed = _manage(env, "imqacl", "list").stdout.splitlines()
     assert sorted(listed) == sorted(f"{k}={v}" for k, v in DEFAULT_RULES.items())
@@ -414,8 +416,7 @@ topic.create.allow.user=*
 
 
 def test_access_rules_over_tcp(own_broker, tmp_path):
-    env = _env(tmp_path)
-    _manage(env, "migrate", "--noinput", "-v", "0")
+    env = _env(tmp_path, migrated=True)
     _users(
         env,
         ("alice", "alicepw", ["user"]),
@@ -527,8 +528,7 @@ def test_rules_from_file(own_broker, tmp_path):
 
 
 def test_access_control_disabled(own_broker, tmp_path):
-    env = _env(tmp_path)
-    _manage(env, "migrate", "--noinput", "-v", "0")
+    env = _env(tmp_path, migrated=True)
     deny_all = tmp_path / "deny.properties"
     deny_all.write_text(
         f"version={VERSION}\nconnection.*.deny.user=*\nqueue.*.produce.deny.user=*\n"
@@ -549,8 +549,7 @@ def test_access_control_disabled(own_broker, tmp_path):
 def test_per_service_enabled_and_admin_queue(own_broker, tmp_path):
     """imq.<svc>.accesscontrol.enabled overrides the broker-wide setting; __JMQAdmin is
     for ADMIN services only; temporary destinations are never checked."""
-    env = _env(tmp_path)
-    _manage(env, "migrate", "--noinput", "-v", "0")
+    env = _env(tmp_path, migrated=True)
     rules = tmp_path / "r.properties"
     rules.write_text(
         f"version={VERSION}\nconnection.*.allow.user=*\nqueue.*.produce.allow.user=*\n"

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.launcher import fresh_sqlite
 from broker.logsetup import BACKUP_COUNT, RolloverFileHandler
 from portal.jobs.logroll import ARCHIVE_RE, PAUSE_ENV, read_archive
 
@@ -113,7 +114,7 @@ def test_log_table_rolls_over_and_survives_a_killed_worker(redis_url, tmp_path: 
     db = tmp_path / "db.sqlite3"
     archive = tmp_path / "archives"
     env = env_for(f"sqlite:///{db}", redis_url, LOG_ARCHIVE_DIR=str(archive))
-    manage(env, "migrate", "--noinput", "-v", "0")
+    fresh_sqlite(db, env)
     insert_records(db, 10, 300, "old")
     insert_records(db, 1, 50, "recent")
     all_ids = {r[0] for r in query(db, "SELECT id FROM broker_logrecord")}

@@ -26,6 +26,7 @@ import requests
 from django.core.management import call_command
 from django.core.management.base import CommandError
 
+from broker.launcher import fresh_sqlite
 from broker.security.acl import DEFAULT_RULES, VERSION
 from broker.security.digest import md5str
 
@@ -338,7 +339,7 @@ def test_last_admin_guard_applies_to_imqusermgr(tmp_path: Path) -> None:
     env = dict(os.environ)
     env["DATABASE_URL"] = f"sqlite:///{tmp_path / 'db.sqlite3'}"
     env["IMQ_VARHOME"] = str(tmp_path / "var")
-    assert manage(env, "migrate", "--noinput", "-v", "0").returncode == 0
+    fresh_sqlite(tmp_path / "db.sqlite3", env)
     # The first use creates admin/admin (the only administrator) and guest/guest.
     manage(env, "shell", "-c", "from broker.security.users import ensure_default_users as e; e()")
 
