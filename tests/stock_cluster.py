@@ -1035,8 +1035,16 @@ import java.io.*;
  *    shared HOST PORT TOPIC SUB durable|nondurable   a JMS 2.0 shared consumer
  *    cid HOST PORT CID                        "held" or "refused CLASS", held until stdin closes
  *    qpub HOST PORT QUEUE PREFIX N            persistent queue messages, prints "sent"
- *    qsub HOST PORT QUEUE ack|noack           a queue consumer (noack: never acknowledges) */
+ *    qsub HOST PORT QUEUE ack|noack           a queue consumer (noack: never acknowledges)
+ *    mqshare HOST PORT CID TOPIC NAME|-       OpenMQ's JMQShare subscriber: durable NAME
+ *                                             (factory with imqEnableSharedClientID), or "-"
+ *                                             a non-durable one (imqEnableSharedSubscriptions,
+ *                                             which the 6.9 client takes only with a
+ *                                             namespace, as its resource adapter sets) */
 public class TopicTool {
+    static boolean mqShare = false;
+    static String namespace = null;
+
     static Connection connect(String host, String port, String cid, String flow) throws JMSException {
         com.sun.messaging.ConnectionFactory cf = new com.sun.messaging.ConnectionFactory();
         cf.setProperty(com.sun.messaging.ConnectionConfiguration.imqAddressList,
@@ -1044,8 +1052,12 @@ public class TopicTool {
         if (flow != null) {
             cf.setProperty(com.sun.messaging.ConnectionConfiguration.imqConsumerFlowLimit, flow);
         }
+        if (mqShare) cf.setProperty("imqEnableSharedClientID", "true");
         Connection c = cf.createConnection("guest", "guest");
         try {
+            if (namespace != null) {
+                ((com.sun.messaging.jmq.jmsclient.ConnectionImpl) c).setRANamespaceUID(namespace);
+            }
             if (cid != null) c.setClientID(cid);
         } catch (JMSException e) {
             c.close();
@@ -1144,6 +1156,17 @@ public class TopicTool {
                     Session s = c.createSession(false,
                             a[4].equals("ack") ? Session.AUTO_ACKNOWLEDGE : Session.CLIENT_ACKNOWLEDGE);
                     receiveLoop(c, s.createConsumer(s.createQueue(a[3])));
+                    break;
+                }
+                case "mqshare": {
+                    mqShare = true;
+                    if (a[5].equals("-")) namespace = "ns-" + ProcessHandle.current().pid();
+                    c = connect(host, port, a[3], null);
+                    Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                    Topic t = s.createTopic(a[4]);
+                    receiveLoop(c, a[5].equals("-")
+                            ? s.createConsumer(t)
+                            : s.createDurableSubscriber(t, a[5]));
                     break;
                 }
                 case "cid": {
@@ -1462,6 +1485,9 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
     sc.check("client_killed_on_ours_stock_delivers_again", killed("ko", on_ours, on_stock))
     sc.check("client_killed_on_stock_ours_delivers_again", killed("ks", on_stock, on_ours))
 
+    # 7. OpenMQ's own shared subscriptions (JMQShare), a subscriber on each broker.
+    jmq_shared(sc, classes, on_stock, on_ours, settle)
+
     sc.check(
         "link_still_up",
         lambda: (
@@ -1469,6 +1495,69 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
             wait_for(lambda: stock_link_count(stock, "ours") == 1, 1, "stock link"),
         ),
     )
+
+
+# JMQShare checks (scenario "topics"), in the order jmq_shared makes them.
+JMQSHARE_CHECKS = [
+    "jmqshare_nondurable_each_message_consumed_once",
+    "jmqshare_durable_each_message_consumed_once",
+    "jmqshare_durable_published_while_away_received_once_swapped",
+]
+
+
+def jmq_shared(
+    sc: Scenario, classes: Path, one: tuple[str, int], two: tuple[str, int], settle: float
+) -> None:
+    """OpenMQ's JMQShare subscriptions (connection factories with imqEnableSharedClientID
+    and imqEnableSharedSubscriptions), one subscriber on each broker under the same client
+    ID: a message published on either broker is received once between the two, for a
+    shared non-durable and a shared durable subscription; and what is published while both
+    durable subscribers are away is received once when they come back, each on the broker
+    the other was on (JMQSHARE_CHECKS)."""
+
+    def once(cons: list[JavaProc], want: list[str]) -> None:
+        receive_all(cons, len(want))
+        got = [g for c in cons for g in c.got()]
+        split = f"first {sorted(cons[0].got())}, second {sorted(cons[1].got())}"
+        assert sorted(got) == sorted(want), split
+
+    def shared(kind: str) -> Callable[[], None]:
+        topic, cid = f"mixed.mqs.{kind}", f"mqs-{kind}"
+        name = "mqs-dur" if kind == "durable" else "-"
+        mode = "p" if kind == "durable" else "np"
+
+        def check() -> None:
+            cons = [
+                JavaProc(classes, "mqshare", *one, cid, topic, name),
+                JavaProc(classes, "mqshare", *two, cid, topic, name),
+            ]
+            for c in cons:
+                assert c.wait_line(("ready",)) == "ready", c.lines
+            time.sleep(settle)
+            assert topic_tool(classes, "pub", *one, topic, mode, "a", 10) == ["sent"]
+            assert topic_tool(classes, "pub", *two, topic, mode, "b", 10) == ["sent"]
+            once(cons, [f"{w}-{i}" for w in "ab" for i in range(1, 11)])
+
+        return check
+
+    def away() -> None:
+        topic, cid = "mixed.mqs.durable", "mqs-durable"
+        time.sleep(settle)  # the consumers' departure reaches the other broker
+        assert topic_tool(classes, "pub", *one, topic, "p", "c", 5) == ["sent"]
+        assert topic_tool(classes, "pub", *two, topic, "p", "d", 5) == ["sent"]
+        cons = [
+            JavaProc(classes, "mqshare", *two, cid, topic, "mqs-dur"),
+            JavaProc(classes, "mqshare", *one, cid, topic, "mqs-dur"),
+        ]
+        for c in cons:
+            assert c.wait_line(("ready",)) == "ready", c.lines
+        once(cons, [f"{w}-{i}" for w in "cd" for i in range(1, 6)])
+
+    started = time.monotonic()
+    sc.check(JMQSHARE_CHECKS[0], shared("nondurable"))
+    sc.check(JMQSHARE_CHECKS[1], shared("durable"))
+    sc.check(JMQSHARE_CHECKS[2], away)
+    print(f"# JMQShare checks took {time.monotonic() - started:.1f} s", flush=True)
 
 
 # -- rolling replacement of stock brokers under load (scenario "rolling") ----------------------
