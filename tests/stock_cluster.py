@@ -552,13 +552,60 @@ import java.util.*;
 
 /** TxnTool HOST_A PORT_A NAME_A HOST_B PORT_B NAME_B QPREFIX SETTLE_MS, with the stock
  *  client: queue messages homed on one broker consumed on the other, both ways, by a
- *  transacted session (commit; rollback then commit) and a CLIENT_ACKNOWLEDGE session
- *  (recover then acknowledge); prints one "ok NAME" / "fail NAME: why" line each, then
- *  "ok txn_none_again" unless a message came again after its commit or acknowledgement
- *  (on the consumer's session, or on either broker once the consumers closed). */
+ *  transacted session (commit; rollback then commit), a CLIENT_ACKNOWLEDGE session
+ *  (recover then acknowledge) and an XASession (XA start/end/prepare/commit; start/end/
+ *  rollback, then again to a commit); prints one "ok NAME" / "fail NAME: why" line each,
+ *  then "ok txn_none_again" unless a message came again after its commit or
+ *  acknowledgement (on the consumer's session, or on either broker once the consumers
+ *  closed). */
 public class TxnTool {
     static final int N = 2;
-    static final String[] MODES = {"commit", "rollback", "recover"};
+    static final String[] MODES = {"commit", "rollback", "recover", "xacommit", "xarollback"};
+
+    /** A transaction branch's name, as a transaction manager would make it. */
+    static class TestXid implements javax.transaction.xa.Xid {
+        final byte[] gtrid;
+        final byte[] bqual = {1};
+
+        TestXid(String name) {
+            gtrid = (name + "-" + System.nanoTime()).getBytes();
+        }
+
+        public int getFormatId() { return 0x4d51; }
+        public byte[] getGlobalTransactionId() { return gtrid; }
+        public byte[] getBranchQualifier() { return bqual; }
+    }
+
+    static XAConnection connectXA(String host, String port) throws JMSException {
+        com.sun.messaging.XAConnectionFactory cf = new com.sun.messaging.XAConnectionFactory();
+        cf.setProperty(com.sun.messaging.ConnectionConfiguration.imqAddressList,
+                "mq://" + host + ":" + port + "/jms");
+        XAConnection c = cf.createXAConnection("guest", "guest");
+        c.start();
+        return c;
+    }
+
+    /** One XA transaction branch around receiving queue q's N messages: committed in two
+     *  phases, or rolled back (then the caller takes them again). */
+    static boolean xaTake(javax.transaction.xa.XAResource xa, MessageConsumer mc, String q,
+            boolean redelivered, boolean commit, List<String> why) throws Exception {
+        javax.transaction.xa.Xid xid = new TestXid(q);
+        xa.start(xid, javax.transaction.xa.XAResource.TMNOFLAGS);
+        Message last = take(mc, q, redelivered, why);
+        xa.end(xid, last != null ? javax.transaction.xa.XAResource.TMSUCCESS
+                : javax.transaction.xa.XAResource.TMFAIL);
+        if (last == null || !commit) {
+            xa.rollback(xid);
+            return last != null;
+        }
+        int vote = xa.prepare(xid);
+        if (vote != javax.transaction.xa.XAResource.XA_OK) {
+            why.add("prepare voted " + vote);
+            return false;
+        }
+        xa.commit(xid, false);
+        return true;
+    }
 
     static Connection connect(String host, String port) throws JMSException {
         com.sun.messaging.ConnectionFactory cf = new com.sun.messaging.ConnectionFactory();
@@ -594,6 +641,8 @@ public class TxnTool {
         String[][] brokers = {{a[0], a[1], a[2]}, {a[3], a[4], a[5]}};
         String prefix = a[6];
         Connection[] cons = {connect(a[0], a[1]), connect(a[3], a[4])};
+        XAConnection[] xcons = {connectXA(a[0], a[1]), connectXA(a[3], a[4])};
+        Map<String, javax.transaction.xa.XAResource> xas = new LinkedHashMap<>();
         // Direction d: messages produced (homed) on broker d, consumed on broker 1-d.
         Map<String, Session> sessions = new LinkedHashMap<>();
         Map<String, MessageConsumer> consumers = new LinkedHashMap<>();
@@ -601,12 +650,20 @@ public class TxnTool {
         for (int d = 0; d < 2; d++) {
             for (String mode : MODES) {
                 String q = prefix + "." + brokers[d][2] + "." + mode;
-                Session s = mode.equals("recover")
-                        ? cons[1 - d].createSession(false, Session.CLIENT_ACKNOWLEDGE)
-                        : cons[1 - d].createSession(true, Session.SESSION_TRANSACTED);
+                Session s;
+                if (mode.startsWith("xa")) {
+                    XASession xs = xcons[1 - d].createXASession();
+                    xas.put(q, xs.getXAResource());
+                    s = xs.getSession();
+                } else {
+                    s = mode.equals("recover")
+                            ? cons[1 - d].createSession(false, Session.CLIENT_ACKNOWLEDGE)
+                            : cons[1 - d].createSession(true, Session.SESSION_TRANSACTED);
+                }
                 sessions.put(q, s);
                 consumers.put(q, s.createConsumer(s.createQueue(q)));
-                names.put(q, "txn_" + mode + "_" + brokers[d][2] + "_to_" + brokers[1 - d][2]);
+                String kind = mode.startsWith("xa") ? "xa_" + mode.substring(2) : "txn_" + mode;
+                names.put(q, kind + "_" + brokers[d][2] + "_to_" + brokers[1 - d][2]);
             }
         }
         Thread.sleep(Long.parseLong(a[7]));  // the interests reach the home brokers
@@ -624,6 +681,18 @@ public class TxnTool {
             MessageConsumer mc = consumers.get(q);
             List<String> why = new ArrayList<>();
             try {
+                javax.transaction.xa.XAResource xa = xas.get(q);
+                if (xa != null) {
+                    // xacommit: one branch, committed; xarollback: one rolled back, then
+                    // the same messages, redelivered, in one committed.
+                    boolean commit = q.endsWith(".xacommit");
+                    if (xaTake(xa, mc, q, false, commit, why) && !commit) {
+                        xaTake(xa, mc, q, true, true, why);
+                    }
+                    System.out.println(why.isEmpty() ? "ok " + names.get(q)
+                            : "fail " + names.get(q) + ": " + String.join("; ", why));
+                    continue;
+                }
                 Message last = take(mc, q, false, why);
                 if (last != null && q.endsWith(".commit")) {
                     s.commit();
@@ -635,7 +704,7 @@ public class TxnTool {
                     last = take(mc, q, true, why);
                     if (last != null) last.acknowledge();
                 }
-            } catch (JMSException e) {
+            } catch (Exception e) {
                 why.add(e.toString());
             }
             System.out.println(why.isEmpty() ? "ok " + names.get(q)
@@ -650,6 +719,7 @@ public class TxnTool {
             if (m != null) again.add(((TextMessage) m).getText() + " to its consumer");
         }
         for (Connection c : cons) c.close();
+        for (Connection c : xcons) c.close();
         List<Connection> checks = new ArrayList<>();
         for (String[] b : brokers) {
             Connection c = connect(b[0], b[1]);
@@ -679,18 +749,19 @@ public class TxnTool {
 
 # TxnTool's checks, in the order it prints them (for a stock broker "stock" and ours).
 TXN_CHECKS = [
-    f"txn_{mode}_{home}_to_{other}"
+    f"{mode}_{home}_to_{other}"
     for home, other in (("stock", "ours"), ("ours", "stock"))
-    for mode in ("commit", "rollback", "recover")
+    for mode in ("txn_commit", "txn_rollback", "txn_recover", "xa_commit", "xa_rollback")
 ] + ["txn_none_again"]
 
 
 def transactions_across(sc: Scenario, stock: tuple[str, int], ours: tuple[str, int]) -> None:
     """Queue messages homed on one broker, consumed on the other in a transacted session
-    (commit; rollback, then commit) and a CLIENT_ACKNOWLEDGE one (recover, then
-    acknowledge), both ways, with the stock client: each message is received once, again
-    only after the rollback or recover and then with JMSRedelivered, and never after its
-    commit or acknowledgement (TXN_CHECKS, one line each)."""
+    (commit; rollback, then commit), a CLIENT_ACKNOWLEDGE one (recover, then acknowledge)
+    and an XASession (XA prepare and commit; rollback, then prepare and commit), both
+    ways, with the stock client: each message is received once, again only after the
+    rollback or recover and then with JMSRedelivered, and never after its commit or
+    acknowledgement (TXN_CHECKS, one line each)."""
     out = sc.tmp / "java-txn"
     out.mkdir(parents=True, exist_ok=True)
     (out / "TxnTool.java").write_text(TXN_TOOL)
@@ -1035,8 +1106,16 @@ import java.io.*;
  *    shared HOST PORT TOPIC SUB durable|nondurable   a JMS 2.0 shared consumer
  *    cid HOST PORT CID                        "held" or "refused CLASS", held until stdin closes
  *    qpub HOST PORT QUEUE PREFIX N            persistent queue messages, prints "sent"
- *    qsub HOST PORT QUEUE ack|noack           a queue consumer (noack: never acknowledges) */
+ *    qsub HOST PORT QUEUE ack|noack           a queue consumer (noack: never acknowledges)
+ *    mqshare HOST PORT CID TOPIC NAME|-       OpenMQ's JMQShare subscriber: durable NAME
+ *                                             (factory with imqEnableSharedClientID), or "-"
+ *                                             a non-durable one (imqEnableSharedSubscriptions,
+ *                                             which the 6.9 client takes only with a
+ *                                             namespace, as its resource adapter sets) */
 public class TopicTool {
+    static boolean mqShare = false;
+    static String namespace = null;
+
     static Connection connect(String host, String port, String cid, String flow) throws JMSException {
         com.sun.messaging.ConnectionFactory cf = new com.sun.messaging.ConnectionFactory();
         cf.setProperty(com.sun.messaging.ConnectionConfiguration.imqAddressList,
@@ -1044,8 +1123,12 @@ public class TopicTool {
         if (flow != null) {
             cf.setProperty(com.sun.messaging.ConnectionConfiguration.imqConsumerFlowLimit, flow);
         }
+        if (mqShare) cf.setProperty("imqEnableSharedClientID", "true");
         Connection c = cf.createConnection("guest", "guest");
         try {
+            if (namespace != null) {
+                ((com.sun.messaging.jmq.jmsclient.ConnectionImpl) c).setRANamespaceUID(namespace);
+            }
             if (cid != null) c.setClientID(cid);
         } catch (JMSException e) {
             c.close();
@@ -1144,6 +1227,17 @@ public class TopicTool {
                     Session s = c.createSession(false,
                             a[4].equals("ack") ? Session.AUTO_ACKNOWLEDGE : Session.CLIENT_ACKNOWLEDGE);
                     receiveLoop(c, s.createConsumer(s.createQueue(a[3])));
+                    break;
+                }
+                case "mqshare": {
+                    mqShare = true;
+                    if (a[5].equals("-")) namespace = "ns-" + ProcessHandle.current().pid();
+                    c = connect(host, port, a[3], null);
+                    Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
+                    Topic t = s.createTopic(a[4]);
+                    receiveLoop(c, a[5].equals("-")
+                            ? s.createConsumer(t)
+                            : s.createDurableSubscriber(t, a[5]));
                     break;
                 }
                 case "cid": {
@@ -1462,6 +1556,9 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
     sc.check("client_killed_on_ours_stock_delivers_again", killed("ko", on_ours, on_stock))
     sc.check("client_killed_on_stock_ours_delivers_again", killed("ks", on_stock, on_ours))
 
+    # 7. OpenMQ's own shared subscriptions (JMQShare), a subscriber on each broker.
+    jmq_shared(sc, classes, on_stock, on_ours, settle)
+
     sc.check(
         "link_still_up",
         lambda: (
@@ -1469,6 +1566,69 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
             wait_for(lambda: stock_link_count(stock, "ours") == 1, 1, "stock link"),
         ),
     )
+
+
+# JMQShare checks (scenario "topics"), in the order jmq_shared makes them.
+JMQSHARE_CHECKS = [
+    "jmqshare_nondurable_each_message_consumed_once",
+    "jmqshare_durable_each_message_consumed_once",
+    "jmqshare_durable_published_while_away_received_once_swapped",
+]
+
+
+def jmq_shared(
+    sc: Scenario, classes: Path, one: tuple[str, int], two: tuple[str, int], settle: float
+) -> None:
+    """OpenMQ's JMQShare subscriptions (connection factories with imqEnableSharedClientID
+    and imqEnableSharedSubscriptions), one subscriber on each broker under the same client
+    ID: a message published on either broker is received once between the two, for a
+    shared non-durable and a shared durable subscription; and what is published while both
+    durable subscribers are away is received once when they come back, each on the broker
+    the other was on (JMQSHARE_CHECKS)."""
+
+    def once(cons: list[JavaProc], want: list[str]) -> None:
+        receive_all(cons, len(want))
+        got = [g for c in cons for g in c.got()]
+        split = f"first {sorted(cons[0].got())}, second {sorted(cons[1].got())}"
+        assert sorted(got) == sorted(want), split
+
+    def shared(kind: str) -> Callable[[], None]:
+        topic, cid = f"mixed.mqs.{kind}", f"mqs-{kind}"
+        name = "mqs-dur" if kind == "durable" else "-"
+        mode = "p" if kind == "durable" else "np"
+
+        def check() -> None:
+            cons = [
+                JavaProc(classes, "mqshare", *one, cid, topic, name),
+                JavaProc(classes, "mqshare", *two, cid, topic, name),
+            ]
+            for c in cons:
+                assert c.wait_line(("ready",)) == "ready", c.lines
+            time.sleep(settle)
+            assert topic_tool(classes, "pub", *one, topic, mode, "a", 10) == ["sent"]
+            assert topic_tool(classes, "pub", *two, topic, mode, "b", 10) == ["sent"]
+            once(cons, [f"{w}-{i}" for w in "ab" for i in range(1, 11)])
+
+        return check
+
+    def away() -> None:
+        topic, cid = "mixed.mqs.durable", "mqs-durable"
+        time.sleep(settle)  # the consumers' departure reaches the other broker
+        assert topic_tool(classes, "pub", *one, topic, "p", "c", 5) == ["sent"]
+        assert topic_tool(classes, "pub", *two, topic, "p", "d", 5) == ["sent"]
+        cons = [
+            JavaProc(classes, "mqshare", *two, cid, topic, "mqs-dur"),
+            JavaProc(classes, "mqshare", *one, cid, topic, "mqs-dur"),
+        ]
+        for c in cons:
+            assert c.wait_line(("ready",)) == "ready", c.lines
+        once(cons, [f"{w}-{i}" for w in "cd" for i in range(1, 6)])
+
+    started = time.monotonic()
+    sc.check(JMQSHARE_CHECKS[0], shared("nondurable"))
+    sc.check(JMQSHARE_CHECKS[1], shared("durable"))
+    sc.check(JMQSHARE_CHECKS[2], away)
+    print(f"# JMQShare checks took {time.monotonic() - started:.1f} s", flush=True)
 
 
 # -- rolling replacement of stock brokers under load (scenario "rolling") ----------------------

@@ -701,13 +701,27 @@ def test_local_delivery_preferred_keeps_messages_on_the_producers_broker(cluster
         assert remote.receive(1) is None
 
 
-def test_shared_subscription_spans_brokers_each_message_once(cluster):
-    a, b, _c = cluster
+@pytest.mark.parametrize("kind", ["jms", "jmqshare"])
+def test_shared_subscription_spans_brokers_each_message_once(cluster, kind):
+    """A JMS 2.0 shared subscription, or OpenMQ's JMQShare one (one client ID shared by
+    connections on two brokers, which a third broker refuses to an unshared one)."""
+    a, b, c = cluster
     t = Topic(name("st"))
     shared = name("shr")
-    with conn(a) as ca, conn(b) as cb:
-        on_a = ca.create_session().create_shared_consumer(t, shared)
-        on_b = cb.create_session().create_shared_consumer(t, shared)
+    opts: dict = {}
+    if kind == "jmqshare":
+        opts = dict(
+            client_id=shared, enable_shared_client_id=True, enable_shared_subscriptions=True
+        )
+    with conn(a, **opts) as ca, conn(b, **opts) as cb:
+        if kind == "jms":
+            on_a = ca.create_session().create_shared_consumer(t, shared)
+            on_b = cb.create_session().create_shared_consumer(t, shared)
+        else:
+            on_a = ca.create_session().create_consumer(t)
+            on_b = cb.create_session().create_consumer(t)
+            with pytest.raises(JMSException):
+                conn(c, client_id=shared)
         ca.start()
         cb.start()
         p = ca.create_session().create_producer(t)

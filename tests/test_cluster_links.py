@@ -11,6 +11,7 @@ from broker.cluster.link import BrokerLink
 from broker.cluster.service import ClusterService
 from broker.core.message import Message
 from broker.core.router import MessageRouter
+from broker.core.subscriptions import ClientIDClaim
 from broker.core.transaction import Transaction
 from broker.protocol import gpacket as gp
 from broker.protocol.brokerinfo import BrokerInfo
@@ -406,3 +407,35 @@ def test_a_remote_transaction_prepared_before_a_restart_is_asked_about(tmp_path)
         store.close()
 
     asyncio.run(run())
+
+
+def test_jmqshare_subscription_and_client_id_lock_as_a_stock_broker_sends_them():
+    """OpenMQ announces a JMQShare non-durable subscription (one client ID shared by
+    connections on several brokers) as an interest of its own (maximum of active
+    consumers -1) and its consumer in a G_DURABLE_ATTACH naming only the client ID; the
+    client ID lock comes with SH=true, and first, with a namespace, the pair unshared."""
+    svc = _service()
+    link = _up_link(svc)
+    w = gp.BodyWriter()
+    _write_record(
+        w, "prices", gp.ConsumerUID(7, 0, PEER), "cid", None, None, False, False, -1, False, None
+    )
+    svc._new_interest(link, gp.GPacket(gp.G_NEW_INTEREST, {"C": 1, "7:prefetch": 1}, w.bytes()))
+    topic = svc.router.lookup("prices", DEST_TOPIC)
+    sub = topic.shared[("mq", "cid", "prices", None)]
+    assert sub.queue.consumers == []  # nobody attached yet: what is published waits
+    w = gp.BodyWriter()
+    _write_record(w, "prices", gp.ConsumerUID(8, 9, PEER), *_PLAIN)
+    props = {"I": "cid", "allowsNonDurable": True, "8:prefetch": 2}
+    svc._durable_attach(link, gp.GPacket(gp.G_DURABLE_ATTACH, props, w.bytes()))
+    assert len(sub.queue.consumers) == 1
+
+    # A connection here holds the client ID shared, with a namespace of its own.
+    svc.router.subs.client_ids["cid"] = [ClientIDClaim(1, True, "ns1")]
+    answer = svc.locks._answer
+    assert answer("clientid:cid", 0, True) == gp.LOCK_SUCCESS
+    assert answer("clientid:cid", 0, False) == gp.LOCK_FAILURE
+    assert answer("clientid:ns1${%%}cid", 0, False) == gp.LOCK_FAILURE
+    assert answer("clientid:ns2${%%}cid", 0, False) == gp.LOCK_SUCCESS
+    svc.router.subs.client_ids["cid"] = [ClientIDClaim(1, False, None)]
+    assert answer("clientid:cid", 0, True) == gp.LOCK_FAILURE

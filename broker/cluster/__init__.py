@@ -16,9 +16,11 @@ The public names, stable for the other parts of the broker (and the HA helper's
   ``on_packet(link, gpacket)`` the switch every up link feeds.
 * :class:`broker.cluster.link.BrokerLink` -- one link (asyncio protocol): ``send(gp)``,
   ``drop(reason)``, ``address``, ``up``, ``goodbye`` (peer left cleanly).
-* :class:`broker.cluster.locks.ClusterLocks` -- ``await acquire(resource)`` ->
-  LOCK_SUCCESS / LOCK_FAILURE / LOCK_BACKOFF; ``acquire_blocking(loop, resource)`` from a
-  worker thread; ``holders`` (callables ``resource -> bool`` saying this broker holds it).
+* :class:`broker.cluster.locks.ClusterLocks` -- ``await acquire(resource, shared)`` ->
+  LOCK_SUCCESS / LOCK_FAILURE / LOCK_BACKOFF; ``acquire_blocking(resource)`` and
+  ``acquire_client_id_blocking(cid, shared, namespace)`` from a worker thread; ``holders``
+  (callables ``(resource, shared) -> bool`` saying this broker holds it so that such a
+  request is refused).
 * :mod:`broker.cluster.remote` -- ``RemoteConsumer`` (a DeliveryTarget on the home
   broker) and ``InboundOrigin`` (owner of entries received for a local consumer).
 * :mod:`broker.cluster.changerecord` -- the master broker's change record

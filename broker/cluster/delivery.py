@@ -119,9 +119,11 @@ class DeliveryRules(RemoteTxnRules):
 
     # -- subscriptions as OpenMQ announces them ---------------------------------------
     #
-    # A durable or JMS 2.0 shared subscription is an interest of its own (a record with
-    # the subscription's ConsumerUID, its names and a maximum of active consumers), and
-    # each consumer attaching to it follows in a G_DURABLE_ATTACH; the home broker
+    # A durable or shared subscription (JMS 2.0, or OpenMQ's JMQShare) is an interest of
+    # its own (a record with the subscription's ConsumerUID, its names and a maximum of
+    # active consumers: -1 when shared), and each consumer attaching to it follows in a
+    # G_DURABLE_ATTACH (naming a JMQShare non-durable one by client ID and topic alone,
+    # without ``N`` or ``NDN``); the home broker
     # delivers to the subscription and the consumer's broker acknowledges in the name of
     # the consumer that got the message.  A consumer leaving is G_INTEREST_UPDATE T=2 of
     # its UID; the subscription's own interest stays until it is unsubscribed (durable)
@@ -130,7 +132,7 @@ class DeliveryRules(RemoteTxnRules):
     @staticmethod
     def _announced_as_subscription(cons: Consumer) -> Subscription | None:
         sub = cons.subscription
-        if sub is not None and (sub.durable_key is not None or sub.share == "jms"):
+        if sub is not None and (sub.durable_key is not None or sub.share is not None):
             return sub
         return None
 
@@ -198,7 +200,7 @@ class DeliveryRules(RemoteTxnRules):
             }
             if durable is not None:
                 props["N"] = durable
-            else:
+            elif sub.share == "jms":
                 props["NDN"] = shared_name or ""
             out.append(gp.GPacket(gp.G_DURABLE_ATTACH, props, w.bytes()))
         return out
@@ -347,7 +349,7 @@ class DeliveryRules(RemoteTxnRules):
             )
             rc.subscription = sub
             rc.queue = sub.queue
-            if (rec["durable"] is not None or rec["jms_shared"]) and not rec.get("attach"):
+            if (rec["durable"] is not None or mode is not None) and not rec.get("attach"):
                 # The subscription's own interest: it takes messages only while a
                 # consumer is attached to it (G_DURABLE_ATTACH); meanwhile they wait here.
                 rc.announced = True
@@ -366,8 +368,13 @@ class DeliveryRules(RemoteTxnRules):
         client_id = cid if isinstance(cid, str) and cid else None
         rec = gp.read_interest(gp.BodyReader(pkt.payload))
         uid = rec["uid"]
-        if not isinstance(name, str) or uid is None:
-            raise gp.GPacketError("G_DURABLE_ATTACH without a subscription name or consumer")
+        if uid is None:
+            raise gp.GPacketError("G_DURABLE_ATTACH without a consumer")
+        if not isinstance(name, str):
+            if client_id is None:
+                raise gp.GPacketError("G_DURABLE_ATTACH without a subscription name or client ID")
+            self._mq_share_attach(link, pkt, uid, rec, client_id)
+            return
         for key, rc in self.remotes.items():
             if key[0] is link and name in (rc.durable_name, rc.shared_name):
                 if rc.durable_name is not None and rc.link.client_id != client_id:
@@ -409,6 +416,67 @@ class DeliveryRules(RemoteTxnRules):
             self._add_remote(link, uid, rec, window if isinstance(window, int) else -1)
         except (RouterError, SelectorError) as exc:
             log.warning("consumer of %s not attached to %s: %s", link.address, name, exc)
+
+    def _mq_share_attach(
+        self, link: BrokerLink, pkt: gp.GPacket, uid: gp.ConsumerUID, rec: dict, client_id: str
+    ) -> None:
+        """A consumer attaching to a JMQShare non-durable subscription: known by client ID
+        and topic (the attach names no selector: the first such subscription is it)."""
+        topic = rec["dest"]
+        window = pkt.props.get(f"{uid.consumer_id}:prefetch", -1)
+        window = window if isinstance(window, int) else -1
+        for key, rc in self.remotes.items():
+            sub = rc.subscription
+            if (
+                key[0] is link
+                and rc.announced
+                and sub is not None
+                and sub.share == "mq"
+                and sub.durable_key is None
+                and rc.link.client_id == client_id
+                and sub.topic.name == topic
+            ):
+                self.attached[link, uid.consumer_id] = key
+                rc.set_attached(uid.consumer_id, window)
+                if rc not in sub.queue.consumers:
+                    sub.attach(rc)
+                rc.queue.dispatch(now_ms())
+                return
+        # Ours, relayed by the peer under our UID: its consumer joins as one of its own.
+        dest = self.router.lookup(topic, DEST_TOPIC)
+        local = None
+        if isinstance(dest, TopicDestination):
+            local = next(
+                (
+                    sub
+                    for key, sub in dest.shared.items()
+                    if key[:3] == ("mq", client_id, topic) and sub in self.sub_uids
+                ),
+                None,
+            )
+        if local is None:
+            log.warning(
+                "consumer of %s attached to the shared subscription of %s on %s, which it "
+                "never announced",
+                link.address,
+                client_id,
+                topic,
+            )
+            return
+        rec.update(
+            client_id=client_id,
+            durable=None,
+            selector=local.selector_text,
+            jms_shared=False,
+            mq_share=True,
+            shared_name=None,
+            temporary=False,
+            attach=True,
+        )
+        try:
+            self._add_remote(link, uid, rec, window)
+        except (RouterError, SelectorError) as exc:
+            log.warning("consumer of %s not attached to %s: %s", link.address, topic, exc)
 
     def _remote_for(self, link: BrokerLink, consumer_id: int) -> RemoteConsumer | None:
         """The remote consumer a peer's acknowledgement names: one announced by its

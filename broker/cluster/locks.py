@@ -6,6 +6,12 @@ answers FAILURE when it holds the resource itself, and while it is acquiring the
 resource the older attempt (smaller ``TS``) wins; equal times answer BACKOFF.  A peer
 that goes away is no longer waited for.  Locks live in memory: a broker's resources
 are free again when it leaves the cluster.
+
+A shared lock (``SH``=true: a client ID set with OpenMQ's JMQShare) is granted alongside
+other shared holders and attempts, and refused by an unshared one (and the other way
+round).  A client ID set with a namespace (JMQNamespace, OpenMQ's resource adapter) is
+first locked unshared as ``clientid:<namespace>${%%}<id>``, then ``clientid:<id>`` itself,
+as OpenMQ's brokers do.
 """
 
 from __future__ import annotations
@@ -30,14 +36,19 @@ LOCK_TIMEOUT = 60.0
 _ids = itertools.count(int(time.time() * 1000))
 
 
-class _Attempt:
-    __slots__ = ("resource", "ts", "xid", "waiting", "result", "done")
+# Between a namespace and a client ID in the name of their combined lock (OpenMQ's).
+NAMESPACE_SEPARATOR = "${%%}"
 
-    def __init__(self, resource: str, ts: int, xid: int, waiting: set[int]) -> None:
+
+class _Attempt:
+    __slots__ = ("resource", "ts", "xid", "waiting", "shared", "result", "done")
+
+    def __init__(self, resource: str, ts: int, xid: int, waiting: set[int], shared: bool) -> None:
         self.resource = resource
         self.ts = ts
         self.xid = xid
         self.waiting = waiting
+        self.shared = shared
         self.result: int | None = None
         self.done: asyncio.Future[int] = asyncio.get_running_loop().create_future()
 
@@ -48,27 +59,52 @@ class ClusterLocks:
     def __init__(self, service: ClusterState) -> None:
         self.service = service
         self.attempts: dict[str, _Attempt] = {}
-        # resource -> does this broker hold it (asked by the responder side).
-        self.holders: list[Callable[[str], bool]] = [self._holds_client_id]
+        # (resource, shared) -> does this broker hold it so that a request of that kind
+        # must be refused (asked by the responder side).
+        self.holders: list[Callable[[str, bool], bool]] = [self._holds_client_id]
         self.timeout = LOCK_TIMEOUT
 
-    def _holds_client_id(self, resource: str) -> bool:
+    def _holds_client_id(self, resource: str, shared: bool) -> bool:
         kind, _, name = resource.partition(":")
-        return kind == "clientid" and self.service.router.subs.client_id_in_use(name)
+        if kind != "clientid":
+            return False
+        claims = self.service.router.subs.client_ids
+        namespace, sep, cid = name.partition(NAMESPACE_SEPARATOR)
+        if sep:
+            return any(c.namespace == namespace for c in claims.get(cid, ()))
+        held = claims.get(name, ())
+        return bool(held) and not (shared and all(c.shared for c in held))
 
     def needed(self) -> bool:
         return bool(self.service.links)
 
-    async def acquire(self, resource: str) -> int:
+    async def acquire_client_id(self, cid: str, shared: bool, namespace: str | None) -> int:
+        """The cluster's locks for a connection's client ID (SET_CLIENTID)."""
+        if namespace is not None:
+            result = await self.acquire(f"clientid:{namespace}{NAMESPACE_SEPARATOR}{cid}")
+            if result != gp.LOCK_SUCCESS:
+                return result
+        return await self.acquire(f"clientid:{cid}", shared)
+
+    def acquire_client_id_blocking(self, cid: str, shared: bool, namespace: str | None) -> int:
+        """For a worker thread: :meth:`acquire_client_id` on the broker's loop."""
+        loop = self.service.loop
+        assert loop is not None
+        coro = self.acquire_client_id(cid, shared, namespace)
+        return asyncio.run_coroutine_threadsafe(coro, loop).result(2 * self.timeout + 5)
+
+    async def acquire(self, resource: str, shared: bool = False) -> int:
         """LOCK_SUCCESS, LOCK_FAILURE or LOCK_BACKOFF (TIMEOUT counts as FAILURE)."""
         links = list(self.service.links.values())
         if not links:
             return gp.LOCK_SUCCESS
-        attempt = _Attempt(resource, int(time.time() * 1000), next(_ids), {id(lk) for lk in links})
+        attempt = _Attempt(
+            resource, int(time.time() * 1000), next(_ids), {id(lk) for lk in links}, shared
+        )
         self.attempts[resource] = attempt
         pkt = gp.GPacket(
             gp.G_LOCK,
-            {"I": resource, "TS": JLong(attempt.ts), "X": JLong(attempt.xid), "SH": False},
+            {"I": resource, "TS": JLong(attempt.ts), "X": JLong(attempt.xid), "SH": shared},
             flags=gp.A_BIT,
         )
         for link in links:
@@ -102,13 +138,14 @@ class ClusterLocks:
             raise gp.GPacketError(f"{pkt.name} without a resource (I) or request id (X)")
         if pkt.type == gp.G_LOCK:
             ts = pkt.props.get("TS", 0)
+            shared = pkt.props.get("SH") is True
             link.send(
                 gp.GPacket(
                     gp.G_LOCK_REPLY,
                     {
                         "I": resource,
                         "X": xid,
-                        "S": self._answer(resource, ts if isinstance(ts, int) else 0),
+                        "S": self._answer(resource, ts if isinstance(ts, int) else 0, shared),
                     },
                 )
             )
@@ -126,14 +163,14 @@ class ClusterLocks:
         if not attempt.waiting:
             self._finish(attempt, gp.LOCK_SUCCESS)
 
-    def _answer(self, resource: str, ts: int) -> int:
+    def _answer(self, resource: str, ts: int, shared: bool = False) -> int:
         mine = self.attempts.get(resource)
-        if mine is not None and not mine.done.done():
+        if mine is not None and not mine.done.done() and not (shared and mine.shared):
             if ts < mine.ts:
                 self._finish(mine, gp.LOCK_FAILURE)
                 return gp.LOCK_SUCCESS
             return gp.LOCK_FAILURE if ts > mine.ts else gp.LOCK_BACKOFF
-        if any(h(resource) for h in self.holders):
+        if any(h(resource, shared) for h in self.holders):
             return gp.LOCK_FAILURE
         return gp.LOCK_SUCCESS
 
@@ -147,7 +184,7 @@ class ClusterLocks:
                 "I": attempt.resource,
                 "TS": JLong(attempt.ts),
                 "X": JLong(attempt.xid),
-                "SH": False,
+                "SH": attempt.shared,
             }
             link.send(gp.GPacket(gp.G_LOCK, props, flags=gp.A_BIT))
 

@@ -128,13 +128,16 @@ class ResourceRules(AccessRules):
             return
         cluster = getattr(self.broker, "cluster", None)
         if cid is not None and cluster is not None and cluster.locks.needed():
-            # Granted only when no other broker of the cluster holds the same ID.
-            if not props.get("JMQShare", False):
-                done = functools.partial(self._client_id_locked, pkt, str(cid))
-                self._effect(
-                    RunBlocking(cluster.locks.acquire_blocking, (f"clientid:{cid}",), done)
-                )
-                return
+            # Granted only when no other broker of the cluster holds the same ID (shared
+            # with JMQShare: then only an unshared holder refuses it).
+            done = functools.partial(self._client_id_locked, pkt, str(cid))
+            args = (
+                str(cid),
+                bool(props.get("JMQShare", False)),
+                optional_str(props.get("JMQNamespace")),
+            )
+            self._effect(RunBlocking(cluster.locks.acquire_client_id_blocking, args, done))
+            return
         self.reply(pkt, Status.OK)
 
     def _client_id_locked(

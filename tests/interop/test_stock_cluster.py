@@ -5,9 +5,10 @@ refuses loopback addresses for a cluster).  The scenario's checks, one line each
 comes up on both sides with either broker started first and stays up across pings; a
 queue message produced on one broker (stock Java client) is consumed on the other, both
 ways, and 2,500 more than a consumer's window (the home broker's flow depends on the acks);
-JMS transactions and CLIENT_ACKNOWLEDGE recover across the link, both ways (commit,
-rollback then commit, recover then acknowledge: each message once, again only marked
-redelivered, never after its commit); the stock ``imqcmd list bkr`` lists ours; each
+JMS transactions, CLIENT_ACKNOWLEDGE recover and XA transactions (an XASession of the
+stock client) across the link, both ways (commit, rollback then commit, recover then
+acknowledge, XA start/end/prepare/commit, XA start/end/rollback then again to a commit:
+each message once, again only marked redelivered, never after its commit); the stock ``imqcmd list bkr`` lists ours; each
 side's GOODBYE is understood by the other; a truncated LINK_INIT and a BROKER_INFO body that does not deserialise each close that
 link with the reason logged once, and the stock broker links again afterwards.  The
 second round runs with ``imq.cluster.transport=ssl`` on both brokers and one key pair (ours
@@ -20,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.stock_cluster import assert_scenario
+from tests.stock_cluster import TXN_CHECKS, assert_scenario
 
 EXPECTED = [
     "stock_first_link_up_on_ours",
@@ -30,13 +31,7 @@ EXPECTED = [
     "queue_message_ours_to_stock",
     "queue_beyond_the_window_stock_to_ours",
     "queue_beyond_the_window_ours_to_stock",
-    "txn_commit_stock_to_ours",
-    "txn_rollback_stock_to_ours",
-    "txn_recover_stock_to_ours",
-    "txn_commit_ours_to_stock",
-    "txn_rollback_ours_to_stock",
-    "txn_recover_ours_to_stock",
-    "txn_none_again",
+    *TXN_CHECKS,
     "stock_refused_no_acknowledgement",
     "stock_imqcmd_list_bkr_lists_ours",
     "our_goodbye_closes_the_stock_link",

@@ -8,8 +8,11 @@ durable subscription made on the stock broker gets, exactly once, what was publi
 ours while it was away, and its unsubscribe reaches ours; JMS 2.0 shared subscriptions
 with a consumer on each broker consume each message once; a client ID in use on either
 broker is refused on the other and free there once its connection closes; a subscriber
-on ours with a small prefetch gets everything the stock broker publishes; the link
-stays up throughout.
+on ours with a small prefetch gets everything the stock broker publishes; OpenMQ's own
+JMQShare subscriptions (one client ID shared by a subscriber on each broker), non-durable
+and durable, get each message once between the two, and the durable one, after both
+subscribers were away, what was published meanwhile, once, with each subscriber back on
+the other broker; the link stays up throughout.
 
 Not yet: a durable subscription whose consumer is on ours, fed by the stock broker
 (docs/operators/clusters.md, "With stock OpenMQ brokers")."""
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.stock_cluster import assert_scenario
+from tests.stock_cluster import JMQSHARE_CHECKS, assert_scenario
 
 EXPECTED = [
     "topic_published_on_stock_reaches_subscribers_on_both",
@@ -36,6 +39,7 @@ EXPECTED = [
     "flow_limited_subscriber_on_ours_gets_all_from_stock",
     "client_killed_on_ours_stock_delivers_again",
     "client_killed_on_stock_ours_delivers_again",
+    *JMQSHARE_CHECKS,
     "link_still_up",
 ]
 
