@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -12,6 +13,7 @@ import pytest
 from broker.launcher import BrokerProcess, free_port, start_broker
 
 from . import fasttier
+from .jvmflags import STOCK_BROKER_JVM
 
 # A real PostgreSQL for any test that asks, and database aliases of a test module's own.
 from .pg import db_access, pg_alias, postgres_url, sqlite_alias  # noqa: F401
@@ -21,6 +23,9 @@ from .vectors import missing_reason, placeholder_reason
 __all__ = ["BrokerProcess", "ROOT", "free_port", "start_broker"]
 
 ROOT = Path(__file__).resolve().parent.parent
+
+# Every stock broker a test starts (run.sh reads it; the benchmarks keep the defaults).
+os.environ.setdefault("IMQ_JVM_ARGS", STOCK_BROKER_JVM)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -38,6 +38,7 @@ from broker.launcher import (  # noqa: E402
 )
 from broker.protocol import gpacket as gp  # noqa: E402
 from broker.server.clustering import cluster_client_context  # noqa: E402
+from tests.jvmflags import JAVA, JAVAC, STOCK_BROKER_JVM  # noqa: E402
 
 # The match properties of a stock broker with default settings (ours sends the same).
 STOCK_MATCH = {
@@ -292,14 +293,14 @@ def compile_queue_hop(tmp: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / "QueueHop.java").write_text(QUEUE_HOP)
     cp = ":".join(str(j) for j in JARS)
-    subprocess.run(["javac", "-cp", cp, "-d", str(out), str(out / "QueueHop.java")], check=True)
+    subprocess.run([*JAVAC, "-cp", cp, "-d", str(out), str(out / "QueueHop.java")], check=True)
     return out
 
 
 def java_hop(classes: Path, *args: object) -> subprocess.Popen:
     cp = ":".join([str(classes), *(str(j) for j in JARS)])
     return subprocess.Popen(
-        ["java", "-cp", cp, "QueueHop", *(str(a) for a in args)],
+        [*JAVA, "-cp", cp, "QueueHop", *(str(a) for a in args)],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -766,12 +767,12 @@ def transactions_across(sc: Scenario, stock: tuple[str, int], ours: tuple[str, i
     out.mkdir(parents=True, exist_ok=True)
     (out / "TxnTool.java").write_text(TXN_TOOL)
     cp = ":".join(str(j) for j in JARS)
-    subprocess.run(["javac", "-cp", cp, "-d", str(out), str(out / "TxnTool.java")], check=True)
+    subprocess.run([*JAVAC, "-cp", cp, "-d", str(out), str(out / "TxnTool.java")], check=True)
     started = time.monotonic()
     try:
         run = subprocess.run(
             [
-                "java",
+                *JAVA,
                 "-cp",
                 f"{out}:{cp}",
                 "TxnTool",
@@ -846,7 +847,7 @@ class Admin:
         (self.classes / "Durable.java").write_text(DURABLE)
         cp = ":".join(str(j) for j in JARS)
         subprocess.run(
-            ["javac", "-cp", cp, "-d", str(self.classes), str(self.classes / "Durable.java")],
+            [*JAVAC, "-cp", cp, "-d", str(self.classes), str(self.classes / "Durable.java")],
             check=True,
         )
 
@@ -871,7 +872,7 @@ class Admin:
     def durable(self, b: BrokerProcess | StockBrokerProcess, *args: str) -> str:
         cp = ":".join([str(self.classes), *(str(j) for j in JARS)])
         p = subprocess.run(
-            ["java", "-cp", cp, "Durable", args[0], b.host, str(b.portmapper_port), *args[1:]],
+            [*JAVA, "-cp", cp, "Durable", args[0], b.host, str(b.portmapper_port), *args[1:]],
             capture_output=True,
             text=True,
             timeout=120,
@@ -1272,7 +1273,7 @@ class JavaProc:
         cp = ":".join([str(classes), *(str(j) for j in JARS)])
         self.args = [str(a) for a in args]
         self.proc = subprocess.Popen(
-            ["java", "-cp", cp, "TopicTool", *self.args],
+            [*JAVA, "-cp", cp, "TopicTool", *self.args],
             stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -1329,7 +1330,7 @@ def compile_topic_tool(tmp: Path) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     (out / "TopicTool.java").write_text(TOPIC_TOOL)
     cp = ":".join(str(j) for j in JARS)
-    subprocess.run(["javac", "-cp", cp, "-d", str(out), str(out / "TopicTool.java")], check=True)
+    subprocess.run([*JAVAC, "-cp", cp, "-d", str(out), str(out / "TopicTool.java")], check=True)
     return out
 
 
@@ -1739,7 +1740,7 @@ class RollingClient:
         cp = ":".join([str(classes), *(str(j) for j in JARS)])
         self.out = out
         self.proc = subprocess.Popen(
-            ["java", "-cp", cp, "Rolling", *args],
+            [*JAVA, "-cp", cp, "Rolling", *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -1807,7 +1808,7 @@ def _rolling(sc: Scenario, ours: bool) -> None:
     (classes / "Rolling.java").write_text(ROLLING_CLIENT)
     cp = ":".join(str(j) for j in JARS)
     subprocess.run(
-        ["javac", "-cp", cp, "-d", str(classes), str(classes / "Rolling.java")], check=True
+        [*JAVAC, "-cp", cp, "-d", str(classes), str(classes / "Rolling.java")], check=True
     )
     addresses = f"mq://{address(1)}:{pm1}/jms,mq://{address(2)}:{pm2}/jms"
     queue = "rolling.q"
@@ -1929,6 +1930,7 @@ CAPTURE_PORTS = (27701, 27702)
 def main(argv: list[str]) -> int:
     name, tmp = argv[0], Path(argv[1])
     n, fn = SCENARIOS[name]
+    os.environ.setdefault("IMQ_JVM_ARGS", STOCK_BROKER_JVM)
     _setup_namespace(n)
     sc = Scenario(tmp)
     capture = start_capture(list(CAPTURE_PORTS))

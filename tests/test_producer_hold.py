@@ -32,6 +32,7 @@ from broker.protocol.types import (
     PacketType,
 )
 from broker.server.broker import Broker
+from tests.jvmflags import JAVAC
 
 from .interop.jvm import classpath, require_java
 from .test_engine import _login, _request, _sent, _status
@@ -209,8 +210,7 @@ def _java_bench(tmp_path: Path) -> str:
     out = tmp_path / "classes"
     p = subprocess.run(
         [
-            "javac",
-            "-nowarn",
+            *JAVAC,
             "-cp",
             classpath(),
             "-d",

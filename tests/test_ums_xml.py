@@ -21,6 +21,7 @@ from broker.launcher import ROOT
 from broker.protocol.javaser import encode_hashtable
 from broker.protocol.jtypes import JByte, JFloat, JInt, JLong, JShort
 from portal.ums import soap, transformer
+from tests.jvmflags import JAVAC
 
 from .interop.conftest import ProbeResult, c_build_dir, c_probe  # noqa: F401
 from .ums_stack import jms_receive, ums_stack_fixture  # noqa: F401
@@ -520,7 +521,7 @@ def run_java(tmp_path: Path, broker, *args: str) -> ProbeResult:
     cp = os.pathsep.join(str(j) for j in JAVA_CP)
     src = Path(__file__).resolve().parent / "ums_java" / "UmsSoap.java"
     c = subprocess.run(
-        ["javac", "-nowarn", "-encoding", "UTF-8", "-cp", cp, "-d", str(tmp_path), str(src)],
+        [*JAVAC, "-encoding", "UTF-8", "-cp", cp, "-d", str(tmp_path), str(src)],
         capture_output=True, text=True, check=False,
     )  # fmt: skip
     assert c.returncode == 0, c.stderr

@@ -22,6 +22,8 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.jvmflags import JAVAC
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 JAVA_DIR = Path(
     os.environ.get("OPENMQ_JAVA_CLIENT", ROOT.parent / "shared" / "realclient" / "java")
@@ -167,7 +169,7 @@ def compile_java(tmp: Path) -> Path:
     (src / "ImqcmdBatch.java").write_text(BATCH_SOURCE)
     (src / "ImqcmdWorkload.java").write_text(WORKLOAD_SOURCE)
     done = subprocess.run(
-        ["javac", "-nowarn", "-cp", classpath(), "-d", str(out)]
+        [*JAVAC, "-cp", classpath(), "-d", str(out)]
         + [str(src / "ImqcmdBatch.java"), str(src / "ImqcmdWorkload.java")],
         capture_output=True,
         text=True,

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 import pytest
 
 from broker.launcher import ROOT, start_broker, start_stock_broker
+from tests.jvmflags import JAVAC
 
 from .conftest import ProbeResult
 
@@ -75,7 +76,7 @@ def compile_programs(out_dir: Path, sources: Path = JAVA_SOURCES) -> Path:
     require_java()
     files = sorted(str(p) for p in sources.glob("*.java"))
     p = subprocess.run(
-        ["javac", "-nowarn", "-encoding", "UTF-8", "-cp", classpath(), "-d", str(out_dir), *files],
+        [*JAVAC, "-encoding", "UTF-8", "-cp", classpath(), "-d", str(out_dir), *files],
         capture_output=True,
         text=True,
         check=False,

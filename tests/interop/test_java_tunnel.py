@@ -36,6 +36,7 @@ from broker.protocol.httptunnel import (
     decode_packets,
 )
 from broker.protocol.portmapper import parse_table
+from tests.jvmflags import JAVAC
 
 from .jvm import broker_kind, classpath, require_java, start_either
 from .test_java_tls import our_key_material, trust_args, truststore
@@ -57,7 +58,7 @@ def stock_servlet(tmp: Path, servlet_port: int) -> tuple[subprocess.Popen, int]:
     cp = ":".join(str(j) for j in jars)
     out = tmp / "stock-tunnel-classes"
     src = Path(__file__).parent / "stock_tunnel" / "StockTunnel.java"
-    subprocess.run(["javac", "-nowarn", "-cp", cp, "-d", str(out), str(src)], check=True)
+    subprocess.run([*JAVAC, "-cp", cp, "-d", str(out), str(src)], check=True)
     http_port = free_port()
     log = open(tmp / "stock-tunnel.txt", "wb")  # noqa: SIM115 - lives with the process
     proc = subprocess.Popen(

@@ -1,0 +1,12 @@
+"""How the tests start ``java`` and ``javac`` for the stock client's programs.
+
+C1 only and the serial collector: a JVM that lives seconds spends most of its CPU in the
+optimising compiler and the parallel collector's threads, and the suite shares two cores
+(javac of tests/interop/java: 6.4 s of CPU -> 2.9 s).  The benchmarks run their JVMs and
+the stock broker with the JVM's defaults.
+"""
+
+JAVA = ("java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
+JAVAC = ("javac", "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-nowarn")
+# run.sh's IMQ_JVM_ARGS for a stock broker in a test: its own heap settings, and the above.
+STOCK_BROKER_JVM = "-Xms192m -Xmx192m -Xss256k -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
