@@ -13,7 +13,7 @@ import pytest
 from broker.launcher import BrokerProcess, free_port, start_broker
 
 from . import fasttier
-from .jvmflags import STOCK_BROKER_JVM
+from .jvmflags import SPARK_DRIVER_JVM, STOCK_BROKER_JVM
 
 # A real PostgreSQL for any test that asks, and database aliases of a test module's own.
 from .pg import db_access, pg_alias, postgres_url, sqlite_alias  # noqa: F401
@@ -24,8 +24,10 @@ __all__ = ["BrokerProcess", "ROOT", "free_port", "start_broker"]
 
 ROOT = Path(__file__).resolve().parent.parent
 
-# Every stock broker a test starts (run.sh reads it; the benchmarks keep the defaults).
+# Every stock broker a test starts (run.sh reads it; the benchmarks keep the defaults),
+# and the Spark driver of the rollup tests: C1 only (tests/jvmflags.py says why).
 os.environ.setdefault("IMQ_JVM_ARGS", STOCK_BROKER_JVM)
+os.environ.setdefault("PYSPARK_SUBMIT_ARGS", SPARK_DRIVER_JVM)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

@@ -10,3 +10,5 @@ JAVA = ("java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 JAVAC = ("javac", "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-nowarn")
 # run.sh's IMQ_JVM_ARGS for a stock broker in a test: its own heap settings, and the above.
 STOCK_BROKER_JVM = "-Xms192m -Xmx192m -Xss256k -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# PYSPARK_SUBMIT_ARGS for a Spark driver a test starts (the rollup tests' local Spark).
+SPARK_DRIVER_JVM = "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell"
