@@ -1334,6 +1334,15 @@ def compile_topic_tool(tmp: Path) -> Path:
     return out
 
 
+def received_once(cons: list[JavaProc], want: list[str]) -> None:
+    """Every one of ``want`` received by exactly one of ``cons`` (a shared subscription's
+    consumers), nothing else."""
+    receive_all(cons, len(want))
+    got = [g for c in cons for g in c.got()]
+    split = f"first {sorted(cons[0].got())}, second {sorted(cons[1].got())}"
+    assert sorted(got) == sorted(want), split
+
+
 def receive_all(procs: list[JavaProc], total: int, timeout: float = 60) -> None:
     """Wait until ``procs`` got ``total`` messages between them, then a little longer
     (a duplicate would show), and close them."""
@@ -1477,11 +1486,7 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
             time.sleep(settle)
             assert topic_tool(classes, "pub", *on_stock, topic, mode, "s", 10) == ["sent"]
             assert topic_tool(classes, "pub", *on_ours, topic, mode, "o", 10) == ["sent"]
-            receive_all(cons, 20)
-            got = [g for c in cons for g in c.got()]
-            want = sorted([f"s-{i}" for i in range(1, 11)] + [f"o-{i}" for i in range(1, 11)])
-            split = f"stock {sorted(cons[0].got())}, ours {sorted(cons[1].got())}"
-            assert sorted(got) == want, split
+            received_once(cons, [f"{w}-{i}" for w in "so" for i in range(1, 11)])
 
         return check
 
@@ -1587,12 +1592,6 @@ def jmq_shared(
     durable subscribers are away is received once when they come back, each on the broker
     the other was on (JMQSHARE_CHECKS)."""
 
-    def once(cons: list[JavaProc], want: list[str]) -> None:
-        receive_all(cons, len(want))
-        got = [g for c in cons for g in c.got()]
-        split = f"first {sorted(cons[0].got())}, second {sorted(cons[1].got())}"
-        assert sorted(got) == sorted(want), split
-
     def shared(kind: str) -> Callable[[], None]:
         topic, cid = f"mixed.mqs.{kind}", f"mqs-{kind}"
         name = "mqs-dur" if kind == "durable" else "-"
@@ -1608,7 +1607,7 @@ def jmq_shared(
             time.sleep(settle)
             assert topic_tool(classes, "pub", *one, topic, mode, "a", 10) == ["sent"]
             assert topic_tool(classes, "pub", *two, topic, mode, "b", 10) == ["sent"]
-            once(cons, [f"{w}-{i}" for w in "ab" for i in range(1, 11)])
+            received_once(cons, [f"{w}-{i}" for w in "ab" for i in range(1, 11)])
 
         return check
 
@@ -1623,7 +1622,7 @@ def jmq_shared(
         ]
         for c in cons:
             assert c.wait_line(("ready",)) == "ready", c.lines
-        once(cons, [f"{w}-{i}" for w in "cd" for i in range(1, 6)])
+        received_once(cons, [f"{w}-{i}" for w in "cd" for i in range(1, 6)])
 
     started = time.monotonic()
     sc.check(JMQSHARE_CHECKS[0], shared("nondurable"))

@@ -27,6 +27,25 @@ PEER = gp.BrokerAddress("127.0.0.1", "B", 7677)
 _PLAIN = (None, None, None, False, False, None, False, None)
 
 
+def _interest(dest: str, **fields: object) -> dict:
+    """An interest record as the link's reader gives it (a plain queue consumer unless
+    ``fields`` say otherwise)."""
+    rec: dict = {
+        "dest": dest,
+        "client_id": None,
+        "durable": None,
+        "selector": None,
+        "queue": True,
+        "no_local": False,
+        "temporary": False,
+        "jms_shared": False,
+        "mq_share": False,
+        "shared_name": None,
+        "max_active": 1,
+    }
+    return {**rec, **fields}
+
+
 def _service() -> ClusterService:
     cfg = ClusterConfig(me=ME, peers=[(PEER.host, PEER.port)])
     return ClusterService(cfg, MessageRouter(), session_id=1)
@@ -67,19 +86,7 @@ class _Wire:
 
 
 def _durable_interest(svc: ClusterService, link: BrokerLink, consumer_id: int) -> None:
-    rec = {
-        "dest": "prices",
-        "client_id": "cid",
-        "durable": "d1",
-        "selector": None,
-        "queue": False,
-        "no_local": False,
-        "temporary": False,
-        "jms_shared": False,
-        "mq_share": False,
-        "shared_name": None,
-        "max_active": 1,
-    }
+    rec = _interest("prices", client_id="cid", durable="d1", queue=False)
     # The subscription's own interest, then its consumer attaching (as OpenMQ does).
     svc._add_remote(link, gp.ConsumerUID(consumer_id, 9, PEER), rec, 1)
     w = gp.BodyWriter()
@@ -204,19 +211,7 @@ def test_the_stock_brokers_stop_message_flow_holds_message_data_until_resume():
     link = _up_link(svc)
     link.engine.out.clear()
     wire = link.transport = _Wire()  # type: ignore[assignment]
-    rec = {
-        "dest": "flow.q",
-        "client_id": None,
-        "durable": None,
-        "selector": None,
-        "queue": True,
-        "no_local": False,
-        "temporary": False,
-        "jms_shared": False,
-        "mq_share": False,
-        "shared_name": None,
-        "max_active": 1,
-    }
+    rec = _interest("flow.q")
 
     def sent() -> list[gp.GPacket]:
         out = gp.GPacketReader().feed(b"".join(wire.written))
