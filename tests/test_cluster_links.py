@@ -563,3 +563,45 @@ def test_an_xa_prepare_here_asks_the_home_broker_first():
         assert info.props["transactionState"] == TransactionState.ROLLEDBACK
 
     asyncio.run(run())
+
+
+def test_an_xa_transaction_prepared_at_its_homes_outlives_a_restart_here(tmp_path):
+    """The store keeps which brokers prepared an XA transaction's messages: after a
+    restart, their inquiry is answered PREPARED, and the transaction manager's commit
+    is told them (G_TRANSACTION_INFO COMMITTED, as the transaction's owner)."""
+    import asyncio
+
+    from broker.store.base import RecoveredState, StoredTransaction
+    from broker.store.filestore import FileStore
+
+    async def run() -> None:
+        svc = _service()
+        svc.hook_transactions()
+        store = FileStore(tmp_path / "fs", sync=False)
+        store.load()
+        store.start(asyncio.get_running_loop())
+        svc.router.attach_store(store)
+        info = Transaction(5, None, state=TransactionState.PREPARED).info()
+        info["remote_homes"] = ["127.0.0.1:7677"]
+        svc.router.recover(
+            RecoveredState(
+                transactions=[StoredTransaction(5, TransactionState.PREPARED, info, [], [])]
+            )
+        )
+        (txn,) = svc.router.txns.all_transactions()
+        assert txn.remote_homes == ("127.0.0.1:7677",)
+        link = _up_link(svc)
+        link.engine.out.clear()
+        wire = link.transport = _Wire()  # type: ignore[assignment]
+        ask = {"transactionID": JLong(5), "X": JLong(3)}
+        svc.on_packet(link, gp.GPacket(gp.G_TRANSACTION_INQUIRY, ask))
+        (info_pkt,) = await _sent(wire)
+        assert info_pkt.props["transactionState"] == TransactionState.PREPARED
+        svc.router.txns.commit(txn, None)
+        (told,) = await _sent(wire)
+        assert told.type == gp.G_TRANSACTION_INFO and told.props["transactionID"] == 5
+        assert told.props["transactionState"] == TransactionState.COMMITTED
+        assert told.props["owner"] is True
+        store.close()
+
+    asyncio.run(run())
