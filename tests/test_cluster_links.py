@@ -526,6 +526,8 @@ def test_an_xa_prepare_here_asks_the_home_broker_first():
         assert (undo.props["T"], undo.props["C"]) == (gp.ACK_TXN_ROLLEDBACK, 0)
         assert undo.props["transactionID"] == txn.id
         assert len(conn.sent) == before + 1 and conn.deliveries()[-1].redelivered
+        # Given back, a message is acknowledged home the plain way again.
+        assert not svc._held and not svc._two_phase
 
         # The home refuses (404: redelivered elsewhere): the prepare fails, FAILED here.
         txn, answers, ask = await prepared(1, Xid(1, b"g", b"3"))
@@ -561,6 +563,7 @@ def test_an_xa_prepare_here_asks_the_home_broker_first():
         svc.on_packet(again, gp.GPacket(gp.G_TRANSACTION_INQUIRY, inquiry))
         (info,) = await _sent(wire)
         assert info.props["transactionState"] == TransactionState.ROLLEDBACK
+        assert not svc._held and not svc._two_phase and not svc._prepares
 
     asyncio.run(run())
 

@@ -364,8 +364,9 @@ class RemoteTxnRules(ClusterState):
             return False
         txn.remote_homes = tuple(sorted(homes))
         self.router.txns.restate(txn)  # a restart must still know whom to tell
-        self._two_phase[txn.id] = {h: items for h, (_link, items) in homes.items()}
-        self._held.update(id(e) for e in held)
+        held_ids = frozenset(id(e) for e in held)
+        self._two_phase[txn.id] = ({h: items for h, (_link, items) in homes.items()}, held_ids)
+        self._held |= held_ids
         rnd = _PrepareRound(txn, done)
         for home, (link, items) in homes.items():
             if link.closed:
@@ -435,10 +436,14 @@ class RemoteTxnRules(ClusterState):
             outcome = TransactionState.ROLLEDBACK
         else:
             return
-        items = self._two_phase.pop(txn.id, None)
-        if items is None and not txn.remote_homes:
+        record = self._two_phase.pop(txn.id, None)
+        if record is None and not txn.remote_homes:
             return
-        self._held.difference_update(id(e) for e in txn.entries.values())
+        items = None
+        if record is not None:
+            # (A rollback has emptied txn.entries by now: the record knows what it held.)
+            items, held_ids = record
+            self._held -= held_ids
         self._outcomes[txn.id] = int(outcome)
         if len(self._outcomes) > _OUTCOMES_KEPT:
             del self._outcomes[next(iter(self._outcomes))]
