@@ -891,3 +891,53 @@ def test_portal_cluster_page(cluster, settings, tmp_path):
     for x in (a, b, c):
         assert f"<td>127.0.0.1:{x.portmapper_port}</td><td>{x.instance}</td>" in html
     assert html.count("<td>OPERATING</td>") == 3
+
+
+def test_an_xa_prepare_prepares_messages_at_their_home_broker_first(cluster, tmp_path):
+    """Ours as both brokers: the XA PREPARE on B of messages homed on A is answered once
+    A prepared them too (A lists that transaction PREPARED until B's outcome); a
+    rollback after the prepare gives them again on B, marked redelivered; committed,
+    they come no more."""
+    import asyncio
+
+    from broker.client import connect as aconnect
+    from broker.client.xa import Xid, create_xa_session
+
+    a, b, _c = cluster
+    q = Queue(name("xaq"))
+    with conn(a) as ca:
+        prod = ca.create_session().create_producer(q)
+        for i in range(2):
+            prod.send(TextMessage(f"x{i}"))
+
+    async def run() -> str:
+        cb = await aconnect(b.host, b.portmapper_port, request_timeout=20)
+        sess, xa = await create_xa_session(cb)
+        cons = await sess.create_consumer(q)
+        await cb.start()
+        first = Xid(1, b"xa-" + uuid.uuid4().bytes, b"b1")
+        await xa.start(first)
+        got = [await cons.receive(10) for _ in range(2)]
+        assert [getattr(m, "text", None) for m in got] == ["x0", "x1"]
+        await xa.end(first)
+        await xa.prepare(first)
+        held = await asyncio.to_thread(_admin, a, tmp_path, "list", "txn")
+        await xa.rollback(first)
+        second = Xid(1, b"xa-" + uuid.uuid4().bytes, b"b2")
+        await xa.start(second)
+        again = [await cons.receive(10) for _ in range(2)]
+        assert [getattr(m, "text", None) for m in again] == ["x0", "x1"]
+        assert all(m is not None and m.redelivered for m in again)
+        await xa.end(second)
+        await xa.prepare(second)
+        await xa.commit(second)
+        assert await cons.receive(0.5) is None
+        await cb.close()
+        return held
+
+    held = asyncio.run(run())
+    assert "PREPARED" in held, held
+    with conn(a) as ca:
+        none = ca.create_session().create_consumer(q)
+        ca.start()
+        assert none.receive(0.5) is None

@@ -434,3 +434,172 @@ def test_jmqshare_subscription_and_client_id_lock_as_a_stock_broker_sends_them()
     assert answer("clientid:ns2${%%}cid", 0, False) == gp.LOCK_SUCCESS
     svc.router.subs.client_ids["cid"] = [ClientIDClaim(1, False, None)]
     assert answer("clientid:cid", 0, True) == gp.LOCK_FAILURE
+
+
+def test_an_xa_prepare_here_asks_the_home_broker_first():
+    """As a stock consumer's broker does: the XA PREPARE of a transaction holding
+    messages homed on another broker sends that broker one G_MESSAGE_ACK T=ACK_TXN_PREPARE
+    (A bit, ``transactionID``, X) naming them, and the client's reply waits for its 200;
+    the commit is T=ACK_ACKNOWLEDGED with the same ``transactionID`` (no plain acks), a
+    rollback T=ACK_TXN_ROLLEDBACK; a refusal or a lost link fails the prepare; an outcome
+    the home could not hear is told (G_TRANSACTION_INFO) when its link is up, and its
+    G_TRANSACTION_INQUIRY is answered with the transaction's state."""
+    import asyncio
+
+    from broker.protocol.types import XAFlag
+    from broker.protocol.xid import Xid
+    from tests.routerkit import Conn, session
+
+    async def run() -> None:
+        svc = _service()
+        svc.hook_transactions()
+        r = svc.router
+        link = _up_link(svc)
+        link.engine.out.clear()
+        wire = link.transport = _Wire()  # type: ignore[assignment]
+        conn = Conn(1)
+        sess = session(r, conn, ack_mode=0)
+        cons = r.add_consumer(sess, "orders", DEST_QUEUE)
+        uid = gp.ConsumerUID(cons.id, conn.id, ME)
+        seq = iter(range(1, 100))
+
+        def from_home(n: int) -> list[bytes]:
+            keys = []
+            for _ in range(n):
+                raw = build_packet(
+                    PacketType.TEXT_MESSAGE,
+                    body=b"m",
+                    flags=FLAG_Q,
+                    fields={1: "orders"},
+                    sequence=next(seq),
+                )
+                w = gp.BodyWriter()
+                uid.write(w)
+                w.raw(raw)
+                svc._message_data(link, gp.GPacket(gp.G_MESSAGE_DATA, {"C": 1}, w.bytes()))
+                keys.append(parse_packet(raw).sysmsgid)
+            return keys
+
+        async def prepared(n: int, xid: Xid) -> tuple[Transaction, list, gp.GPacket]:
+            keys = from_home(n)
+            txn = r.txns.xa_start(conn, sess, xid, XAFlag.TMNOFLAGS)
+            r.txns.transacted_ack(txn, sess, [k for k in sess.unacked if k[1] in keys])
+            r.txns.end_transaction(txn, XAFlag.TMSUCCESS)
+            r.txns.prepare(txn)
+            answers: list = []
+            assert r.remote_prepare is not None
+            assert r.remote_prepare(txn, lambda s, why: answers.append((s, why)))
+            (ask,) = await _sent(wire)
+            assert ask.type == gp.G_MESSAGE_ACK and ask.wants_reply and answers == []
+            assert ask.props["T"] == gp.ACK_TXN_PREPARE and ask.props["C"] == n
+            assert ask.props["transactionID"] == txn.id and ask.props["messageBrokerSession"] == 2
+            assert ask.props["instanceName"] == ME.instance
+            rd = gp.BodyReader(ask.payload)
+            assert [(rd.raw(32), gp.ConsumerUID.read(rd))[0] for _ in keys] == keys
+            assert txn.remote_homes == ("127.0.0.1:7677",)
+            return txn, answers, ask
+
+        def reply(ask: gp.GPacket, status: int) -> None:
+            props = {"X": ask.props["X"], "T": ask.props["T"], "S": status}
+            svc.on_packet(link, gp.GPacket(gp.G_MESSAGE_ACK_REPLY, props))
+
+        # Prepared once the home said 200; the commit: T=3 with the transaction's id.
+        txn, answers, ask = await prepared(2, Xid(1, b"g", b"1"))
+        reply(ask, 200)
+        assert answers == [(200, None)]
+        r.txns.commit(txn, conn)
+        (done,) = await _sent(wire)
+        assert done.props["T"] == gp.ACK_ACKNOWLEDGED and done.props["C"] == 2
+        assert done.props["transactionID"] == txn.id and done.wants_reply
+
+        # Rolled back after the prepare: T=10 (C=0), the messages come again here.
+        txn, answers, ask = await prepared(1, Xid(1, b"g", b"2"))
+        reply(ask, 200)
+        before = len(conn.sent)
+        r.txns.rollback(txn)
+        (undo,) = await _sent(wire)
+        assert (undo.props["T"], undo.props["C"]) == (gp.ACK_TXN_ROLLEDBACK, 0)
+        assert undo.props["transactionID"] == txn.id
+        assert len(conn.sent) == before + 1 and conn.deliveries()[-1].redelivered
+        # Given back, a message is acknowledged home the plain way again.
+        assert not svc._held and not svc._two_phase
+
+        # The home refuses (404: redelivered elsewhere): the prepare fails, FAILED here.
+        txn, answers, ask = await prepared(1, Xid(1, b"g", b"3"))
+        reply(ask, 404)
+        ((status, why),) = answers
+        assert status == 500 and "refused: 404" in why
+        r.txns.prepare_failed(txn, why)
+        assert txn.state == TransactionState.FAILED
+        r.txns.rollback(txn)
+        assert [p.props["T"] for p in await _sent(wire)] == [gp.ACK_TXN_ROLLEDBACK]
+
+        # The link goes before the home answered: the prepare fails; the rollback is
+        # told when the link is up again, and asked about, answered ROLLEDBACK.
+        txn, answers, ask = await prepared(1, Xid(1, b"g", b"4"))
+        inquiry = {"transactionID": JLong(txn.id), "X": JLong(7)}
+        svc.on_packet(link, gp.GPacket(gp.G_TRANSACTION_INQUIRY, inquiry))
+        (info,) = await _sent(wire)
+        assert info.props["transactionState"] == TransactionState.PREPARED
+        assert info.props["owner"] is True and info.props["X"] == 7
+        link.drop("gone")
+        svc.link_closed(link)
+        assert answers[0][0] == 500 and "lost" in answers[0][1]
+        r.txns.prepare_failed(txn, answers[0][1])
+        r.txns.rollback(txn)
+        again = _up_link(svc)
+        wire = again.transport = _Wire()  # type: ignore[assignment]
+        await asyncio.sleep(0)
+        told = [p for p in await _sent(wire) if p.type == gp.G_TRANSACTION_INFO]
+        assert [(p.props["transactionID"], p.props["transactionState"]) for p in told] == [
+            (txn.id, TransactionState.ROLLEDBACK)
+        ]
+        link = again
+        svc.on_packet(again, gp.GPacket(gp.G_TRANSACTION_INQUIRY, inquiry))
+        (info,) = await _sent(wire)
+        assert info.props["transactionState"] == TransactionState.ROLLEDBACK
+        assert not svc._held and not svc._two_phase and not svc._prepares
+
+    asyncio.run(run())
+
+
+def test_an_xa_transaction_prepared_at_its_homes_outlives_a_restart_here(tmp_path):
+    """The store keeps which brokers prepared an XA transaction's messages: after a
+    restart, their inquiry is answered PREPARED, and the transaction manager's commit
+    is told them (G_TRANSACTION_INFO COMMITTED, as the transaction's owner)."""
+    import asyncio
+
+    from broker.store.base import RecoveredState, StoredTransaction
+    from broker.store.filestore import FileStore
+
+    async def run() -> None:
+        svc = _service()
+        svc.hook_transactions()
+        store = FileStore(tmp_path / "fs", sync=False)
+        store.load()
+        store.start(asyncio.get_running_loop())
+        svc.router.attach_store(store)
+        info = Transaction(5, None, state=TransactionState.PREPARED).info()
+        info["remote_homes"] = ["127.0.0.1:7677"]
+        svc.router.recover(
+            RecoveredState(
+                transactions=[StoredTransaction(5, TransactionState.PREPARED, info, [], [])]
+            )
+        )
+        (txn,) = svc.router.txns.all_transactions()
+        assert txn.remote_homes == ("127.0.0.1:7677",)
+        link = _up_link(svc)
+        link.engine.out.clear()
+        wire = link.transport = _Wire()  # type: ignore[assignment]
+        ask = {"transactionID": JLong(5), "X": JLong(3)}
+        svc.on_packet(link, gp.GPacket(gp.G_TRANSACTION_INQUIRY, ask))
+        (info_pkt,) = await _sent(wire)
+        assert info_pkt.props["transactionState"] == TransactionState.PREPARED
+        svc.router.txns.commit(txn, None)
+        (told,) = await _sent(wire)
+        assert told.type == gp.G_TRANSACTION_INFO and told.props["transactionID"] == 5
+        assert told.props["transactionState"] == TransactionState.COMMITTED
+        assert told.props["owner"] is True
+        store.close()
+
+    asyncio.run(run())

@@ -227,6 +227,8 @@ class InboundOrigin:
         return self.uid
 
     def account_out(self, entry: Entry) -> None:
+        if self.service.held_two_phase(entry):
+            return  # its home broker hears the XA transaction's outcome (remotetxn.py)
         self.service.send_ack(self.peer, self._ack_uid(entry), [entry.msg.key], gp.ACK_ACKNOWLEDGED)
 
     def give_up(self, entry: Entry, reason: str, comment: str | None) -> None:

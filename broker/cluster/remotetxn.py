@@ -19,19 +19,35 @@ after a link dropped between prepare and commit), this broker asks that broker w
 of it (G_TRANSACTION_INQUIRY); the answer, or a G_TRANSACTION_INFO the home broker sends
 of its own accord, commits or rolls it back.  A home broker that no longer knows it gets
 it rolled back: its messages come again, marked redelivered, rather than being lost.
+
+This broker does the same as the consumer's broker, for its XA transactions (as OpenMQ's
+brokers do at an XA prepare): the PREPARE of a transaction holding messages homed on
+other brokers sends each of those brokers one G_MESSAGE_ACK T=ACK_TXN_PREPARE naming its
+messages, and the client hears "prepared" only once every one answered 200 (a refusal, a
+lost link or no answer within :data:`PREPARE_TIMEOUT` leaves the transaction FAILED and
+the client is refused: it rolls back).  The commit then sends T=ACK_ACKNOWLEDGED with the
+same ``transactionID`` instead of the plain acknowledgements, a rollback T=ACK_TXN_ROLLEDBACK.
+A home broker unreachable then is told with G_TRANSACTION_INFO when its link is up, and
+one that asks (G_TRANSACTION_INQUIRY) is answered with the transaction's real state.
+Local transactions commit their remote acknowledgements in one step after the local
+commit, as before.
 """
 
 from __future__ import annotations
 
+import asyncio
+import itertools
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker.core.errors import RouterError, now_ms
 from broker.core.transaction import Transaction
 from broker.protocol import gpacket as gp
 from broker.protocol.jtypes import JLong
-from broker.protocol.types import TransactionState
+from broker.protocol.types import Status, TransactionState
 
+from .remote import InboundOrigin
 from .state import ClusterState
 
 if TYPE_CHECKING:
@@ -47,6 +63,26 @@ log = logging.getLogger("broker.cluster")
 ACK_REPLY_ECHO = frozenset(
     {"X", "T", "C", "messageBrokerSession", "messageStoreSession", "transactionID", "ackackAsync"}
 )
+
+# Seconds an XA PREPARE waits for the home brokers of its messages to answer theirs.
+PREPARE_TIMEOUT = 60.0
+# Outcomes remembered for home brokers that ask about a transaction after it finished.
+_OUTCOMES_KEPT = 10000
+# The X of this broker's two-phase acknowledgements (their replies repeat it).
+_ack_xids = itertools.count(1)
+
+
+class _PrepareRound:
+    """One XA PREPARE waiting for its home brokers (X of each ack -> the home asked)."""
+
+    __slots__ = ("txn", "done", "waiting", "timer", "finished")
+
+    def __init__(self, txn: Transaction, done: Callable[[int, str | None], None]) -> None:
+        self.txn = txn
+        self.done = done
+        self.waiting: dict[int, tuple[str, BrokerLink]] = {}
+        self.timer: asyncio.TimerHandle | None = None
+        self.finished = False
 
 
 def home_of(link: BrokerLink) -> str:
@@ -240,19 +276,199 @@ class RemoteTxnRules(ClusterState):
             self._rollback(txn, keep_with_consumer=False)
 
     def transaction_inquiry(self, link: BrokerLink, pkt: gp.GPacket) -> None:
-        """G_TRANSACTION_INQUIRY: this broker never asks another to prepare (it commits its
-        consumers' remote acknowledgements after the local commit), so no transaction of
-        its own is in doubt anywhere: the answer is that it does not know it."""
+        """G_TRANSACTION_INQUIRY: a home broker holding messages of one of this broker's
+        XA transactions prepared asks what became of it: PREPARED while undecided, its
+        outcome once finished (remembered), else unknown (the home rolls its part back)."""
         tid = pkt.props.get("transactionID")
         if not isinstance(tid, int):
             raise gp.GPacketError("G_TRANSACTION_INQUIRY without transactionID")
+        tid = int(tid)
+        state = self._outcomes.get(tid)
+        txn = self.router.txns.by_id(tid)
+        if state is None and txn is not None and txn.remote is None:
+            # Not prepared (FAILED, or never asked to prepare): it can only roll back.
+            prepared = txn.state == TransactionState.PREPARED
+            state = int(TransactionState.PREPARED if prepared else TransactionState.ROLLEDBACK)
+        if state is None:
+            state = int(TransactionState.NULL)
+        owed = self._owed.get(home_of(link))
+        if owed is not None and state != TransactionState.PREPARED:
+            owed.pop(tid, None)
+        log.info("broker %s asked about transaction %s: %s", link.address, tid, _state_name(state))
+        self._send_info(link, tid, state, pkt.props.get("X"))
+
+    # -- this broker's XA transactions on messages homed elsewhere ------------------------
+
+    def _send_info(self, link: BrokerLink, tid: int, state: int, xid: object = None) -> None:
+        # As the transaction's owner (OpenMQ marks it so, with the owner's address).
         props: dict[str, object] = {
-            "transactionID": JLong(int(tid)),
-            "transactionState": int(TransactionState.NULL),
+            "transactionID": JLong(tid),
+            "transactionState": state,
+            "owner": True,
+            **self.address_props(),
         }
-        if "X" in pkt.props:
-            props["X"] = pkt.props["X"]
+        if xid is not None:
+            props["X"] = xid
         link.send(gp.GPacket(gp.G_TRANSACTION_INFO, props))
+
+    def _link_to_home(self, home: str) -> BrokerLink | None:
+        for link in self.links.values():
+            if not link.closed and home_of(link) == home:
+                return link
+        return None
+
+    def held_two_phase(self, entry: Entry) -> bool:
+        """Whether ``entry`` is in a transaction its home broker prepared: its home hears
+        the transaction's outcome, not a plain acknowledgement."""
+        return id(entry) in self._held
+
+    def _two_phase_ack(
+        self,
+        link: BrokerLink,
+        ack_type: int,
+        tid: int,
+        items: list[tuple[bytes, gp.ConsumerUID]],
+    ) -> int:
+        """One G_MESSAGE_ACK of a transaction, as OpenMQ's brokers send it; returns its X."""
+        x = next(_ack_xids)
+        props: dict[str, object] = {
+            **self.address_props(),
+            "T": ack_type,
+            "C": len(items),
+            "transactionID": JLong(tid),
+            "X": JLong(x),
+        }
+        peer = link.peer_info
+        if peer is not None:
+            props["messageBrokerSession"] = JLong(peer.session_uid)
+        w = gp.BodyWriter()
+        for key, uid in items:
+            w.raw(key)
+            uid.write(w)
+        link.send(gp.GPacket(gp.G_MESSAGE_ACK, props, w.bytes(), flags=gp.A_BIT))
+        return x
+
+    def prepare_remote(self, txn: Transaction, done: Callable[[int, str | None], None]) -> bool:
+        """The router's ``remote_prepare``: ask the home broker of each message ``txn``
+        consumed from another broker to prepare them; ``done(status, reason)`` once all
+        answered.  False (nothing asked) when every message is homed here."""
+        homes: dict[str, tuple[BrokerLink, list[tuple[bytes, gp.ConsumerUID]]]] = {}
+        held: list[Entry] = []
+        for entry in txn.entries.values():
+            origin = entry.owner
+            if isinstance(origin, InboundOrigin):
+                slot = homes.setdefault(home_of(origin.peer), (origin.peer, []))
+                slot[1].append((entry.msg.key, origin._ack_uid(entry)))
+                held.append(entry)
+        if not homes:
+            return False
+        txn.remote_homes = tuple(sorted(homes))
+        self.router.txns.restate(txn)  # a restart must still know whom to tell
+        held_ids = frozenset(id(e) for e in held)
+        self._two_phase[txn.id] = ({h: items for h, (_link, items) in homes.items()}, held_ids)
+        self._held |= held_ids
+        rnd = _PrepareRound(txn, done)
+        for home, (link, items) in homes.items():
+            if link.closed:
+                self._finish_prepare(rnd, Status.ERROR, f"broker {home} is not linked")
+                return True
+            x = self._two_phase_ack(link, gp.ACK_TXN_PREPARE, txn.id, items)
+            rnd.waiting[x] = (home, link)
+            self._prepares[x] = rnd
+        loop = self.loop or asyncio.get_running_loop()
+        rnd.timer = loop.call_later(PREPARE_TIMEOUT, self._prepare_timed_out, rnd)
+        return True
+
+    def _prepare_timed_out(self, rnd: _PrepareRound) -> None:
+        homes = ", ".join(sorted({home for home, _link in rnd.waiting.values()}))
+        self._finish_prepare(
+            rnd, Status.ERROR, f"broker {homes} did not answer within {PREPARE_TIMEOUT:g} s"
+        )
+
+    def _finish_prepare(self, rnd: _PrepareRound, status: int, reason: str | None) -> None:
+        if rnd.finished:
+            return
+        rnd.finished = True
+        if rnd.timer is not None:
+            rnd.timer.cancel()
+        for x in rnd.waiting:
+            self._prepares.pop(x, None)
+        if reason is not None:
+            reason = f"messages of transaction {rnd.txn.id} homed on another broker: {reason}"
+        rnd.done(status, reason)
+
+    def message_ack_reply(self, link: BrokerLink, pkt: gp.GPacket) -> None:
+        """G_MESSAGE_ACK_REPLY to one of this broker's two-phase acknowledgements."""
+        x = pkt.props.get("X")
+        status = pkt.props.get("S")
+        if not isinstance(x, int):
+            return
+        rnd = self._prepares.pop(x, None)
+        if rnd is None:
+            if status != 200 and pkt.props.get("T") in (gp.ACK_ACKNOWLEDGED, gp.ACK_TXN_ROLLEDBACK):
+                log.warning(
+                    "broker %s refused the outcome of transaction %s: %s %s",
+                    link.address,
+                    pkt.props.get("transactionID"),
+                    status,
+                    pkt.props.get("reason"),
+                )
+            return
+        home, _link = rnd.waiting.pop(x)
+        if status != 200:
+            why = pkt.props.get("reason")
+            self._finish_prepare(rnd, Status.ERROR, f"broker {home} refused: {status} {why}")
+        elif not rnd.waiting:
+            self._finish_prepare(rnd, Status.OK, None)
+
+    def prepares_link_down(self, link: BrokerLink) -> None:
+        """A link went: the prepares waiting for its broker fail."""
+        for rnd in {id(r): r for r in self._prepares.values()}.values():
+            if any(w is link for _home, w in rnd.waiting.values()):
+                self._finish_prepare(rnd, Status.ERROR, f"link to broker {home_of(link)} lost")
+
+    def txn_outcome(self, txn: Transaction) -> None:
+        """A transaction listener: one of this broker's transactions that other brokers
+        prepared committed or rolled back; tell them (now, or when their link is up)."""
+        if txn.state == TransactionState.COMMITTED:
+            outcome = TransactionState.COMMITTED
+        elif txn.state in (TransactionState.ROLLEDBACK, TransactionState.TIMED_OUT):
+            outcome = TransactionState.ROLLEDBACK
+        else:
+            return
+        record = self._two_phase.pop(txn.id, None)
+        if record is None and not txn.remote_homes:
+            return
+        items = None
+        if record is not None:
+            # (A rollback has emptied txn.entries by now: the record knows what it held.)
+            items, held_ids = record
+            self._held -= held_ids
+        self._outcomes[txn.id] = int(outcome)
+        if len(self._outcomes) > _OUTCOMES_KEPT:
+            del self._outcomes[next(iter(self._outcomes))]
+        for home in txn.remote_homes:
+            link = self._link_to_home(home)
+            mine = items.get(home) if items is not None else None
+            if link is None:
+                log.info(
+                    "transaction %s %s: broker %s is told when its link is up",
+                    txn.id,
+                    outcome.name,
+                    home,
+                )
+                self._owed.setdefault(home, {})[txn.id] = int(outcome)
+            elif mine is None:  # restarted since the prepare: the messages are not known
+                self._send_info(link, txn.id, int(outcome))
+            elif outcome == TransactionState.COMMITTED:
+                self._two_phase_ack(link, gp.ACK_ACKNOWLEDGED, txn.id, mine)
+            else:
+                self._two_phase_ack(link, gp.ACK_TXN_ROLLEDBACK, txn.id, [])
+
+    def tell_owed(self, link: BrokerLink) -> None:
+        """A link is up: the outcomes its broker has not heard yet."""
+        for tid, state in self._owed.pop(home_of(link), {}).items():
+            self._send_info(link, tid, state)
 
     if TYPE_CHECKING:  # provided by DeliveryRules
 

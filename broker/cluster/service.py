@@ -100,6 +100,7 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
             self._announce(link, cons)
         self.locks.link_up(link)
         self.inquire_remote_txns(link)
+        self.tell_owed(link)
         if self.flow_stopped:
             link.send(gp.GPacket(gp.G_STOP_MESSAGE_FLOW, {}))
         if self.record is None and link is self._master_link() and self.instance_dir is not None:
@@ -109,6 +110,7 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
 
     def link_closed(self, link: BrokerLink) -> None:
         self.all_links.discard(link)
+        self.prepares_link_down(link)
         # What came over this link goes with it even when a newer link to the same broker
         # already took its place (see link_up).
         self._forget_link(link)
@@ -159,6 +161,7 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
         )
         self.router.consumer_listeners.append(self._consumer_event)
         self.router.listeners.append(self._router_event)
+        self.hook_transactions()
         for _topic, sub in queries.subscriptions(self.router):
             if sub.durable_key is not None:
                 self._known_durables.add(sub.durable_key)
@@ -170,6 +173,12 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
             asyncio.create_task(self._dial_loop()),
             asyncio.create_task(self._ping_loop()),
         ]
+
+    def hook_transactions(self) -> None:
+        """XA prepares and outcomes of transactions on messages homed elsewhere go
+        through this service (remotetxn.py)."""
+        self.router.remote_prepare = self.prepare_remote
+        self.router.transaction_listeners.append(self.txn_outcome)
 
     @property
     def port(self) -> int:
@@ -286,6 +295,8 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
             self.transaction_info(link, pkt)
         elif t == gp.G_TRANSACTION_INQUIRY:
             self.transaction_inquiry(link, pkt)
+        elif t == gp.G_MESSAGE_ACK_REPLY:
+            self.message_ack_reply(link, pkt)
         elif t in (gp.G_PING_REPLY, gp.G_GOODBYE_REPLY, gp.G_CLIENT_CLOSED_REPLY):
             pass
         elif pkt.wants_reply:

@@ -8,7 +8,7 @@ import ssl
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker.config import BrokerConfig
 from broker.protocol import gpacket as gp
@@ -89,6 +89,14 @@ class ClusterState:
         # BrokerConfig from the instance's files and command line.
         self.reread_config: Callable[[], BrokerConfig] | None = None
         self._address_props: dict[str, object] | None = None
+        # This broker's XA transactions on messages homed on other brokers (remotetxn.py):
+        # prepares waiting for the home brokers' replies (by the acks' X), the entries
+        # each transaction holds of each home, and outcomes a home has not heard yet.
+        self._prepares: dict[int, Any] = {}
+        self._two_phase: dict[int, Any] = {}
+        self._owed: dict[str, dict[int, int]] = {}
+        self._outcomes: dict[int, int] = {}
+        self._held: set[int] = set()  # id() of the entries those transactions hold
 
     # -- reaching the other brokers ---------------------------------------------------
 

@@ -173,6 +173,7 @@ def _recover_transaction(router: MessageRouter, st: StoredTransaction) -> int:
         if remote:
             # Another broker's: it is asked what became of it when its link is up.
             txn.remote = (str(remote[0]), int(remote[1]))
+        txn.remote_homes = tuple(str(h) for h in info.get("remote_homes") or ())
         txn.stored = True
         for send in st.sends:
             msg = Message(parse_packet(send.raw), send.destination, 0)

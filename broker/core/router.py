@@ -120,6 +120,13 @@ class MessageRouter:
         self.on_transaction_change: Callable[[Transaction], None] | None = None
         self.transaction_listeners: list[Callable[[Transaction], None]] = []
         self.xa_autorollback_all = False
+        # Asked at an XA PREPARE (once the transaction is PREPARED here) whether other
+        # brokers must prepare part of it too (the cluster: messages homed there); True
+        # means it calls ``done(status, reason)`` once they all answered, and the reply
+        # to the client waits for that.
+        self.remote_prepare: (
+            Callable[[Transaction, Callable[[int, str | None], None]], bool] | None
+        ) = None
         # Messages with a JMS 2.0 delivery delay wait here until their time.
         self.delayed: list[tuple[int, int, Message, int]] = []
         self._delayed_seq = itertools.count()

@@ -96,6 +96,9 @@ class Transaction:
     # Another broker's transaction on messages homed here (broker/cluster/remotetxn.py):
     # (its home broker "host:port", its transaction id there).
     remote: tuple[str, int] | None = None
+    # The other brokers ("host:port") that prepared this transaction's messages homed
+    # there (broker/cluster/remotetxn.py): told its outcome, also after a restart.
+    remote_homes: tuple[str, ...] = ()
     # Told about every change of state (the router's dispatcher).
     on_change: Callable[[Transaction], None] | None = None
     # The broker's lifetime timer (anything with ``cancel()``), if any.
@@ -162,6 +165,7 @@ class Transaction:
             "user": self.user,
             "one_phase_prepare": self.one_phase_prepare,
             "remote": list(self.remote) if self.remote is not None else None,
+            "remote_homes": list(self.remote_homes),
         }
 
     # -- checks ------------------------------------------------------------------------

@@ -350,6 +350,21 @@ class TransactionManager:
         # A prepared transaction must survive a crash: its work and state go to the store.
         self._store_transaction(txn, TransactionState.PREPARED, always=True)
 
+    def restate(self, txn: Transaction) -> None:
+        """Write a stored transaction's state and description again (they changed)."""
+        if txn.stored:
+            self._store_transaction(txn, txn.state)
+
+    def prepare_failed(self, txn: Transaction, reason: str) -> None:
+        """Another broker could not prepare its part of ``txn`` (remote_prepare): FAILED,
+        as OpenMQ leaves it; only a rollback finishes it now (and a restart rolls it back)."""
+        if txn.state != TransactionState.PREPARED:
+            return
+        # The refusal the client gets says why (logged there, once).
+        log.debug("transaction %s not prepared: %s", txn.id, reason)
+        txn.set_state(TransactionState.FAILED)
+        self._store_transaction(txn, TransactionState.FAILED, always=True)
+
     def commit(
         self,
         txn: Transaction,

@@ -192,7 +192,24 @@ class TransactionRules(EngineBase):
         except RouterError as exc:
             self._txn_refused(pkt, exc, txn)
             return
+        remote = self.router.remote_prepare
+        if (
+            txn.is_xa
+            and remote is not None
+            and remote(txn, lambda s, r: self._prepared(pkt, txn, s, r))
+        ):
+            return  # other brokers prepare their part first
         # "Prepared" is a promise to survive a crash: say it once the store has it.
+        self.when_stored(lambda: self._txn_reply(pkt, txn))
+
+    def _prepared(self, pkt: Packet, txn: Transaction, status: int, reason: str | None) -> None:
+        """The other brokers holding part of ``txn`` answered its PREPARE (``status``): the
+        client hears it once this broker's own record of it is stored too."""
+        if status != Status.OK:
+            self.router.txns.prepare_failed(txn, reason or f"status {status}")
+            exc = RouterError(status, reason or "a broker of the cluster did not prepare")
+            self.when_stored(lambda: self._txn_refused(pkt, exc, txn))
+            return
         self.when_stored(lambda: self._txn_reply(pkt, txn))
 
     def _next_transaction(self, pkt: Packet, txn: Transaction, reply: dict[str, object]) -> None:
