@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from broker.core.errors import now_ms
 from broker.protocol import gpacket as gp
+from broker.protocol.types import DEST_QUEUE, DEST_TOPIC
 
 if TYPE_CHECKING:
     from broker.core.destination import Subscription
@@ -213,8 +214,15 @@ class InboundOrigin:
         return not self.peer.closed
 
     def limit(self, name: str, default: int = -1) -> int:
-        # maxDeliveryCount and the other limits are the home broker's to apply.
-        return default
+        if name != "maxDeliveryCount":
+            return default  # the other limits are the home broker's to apply
+        # A message the local client backs out (recover, rollback) is redelivered from
+        # here while its consumer lives, so this broker counts its deliveries and, over
+        # its own destination's maxDeliveryCount, gives it up to the home broker (ACK_DEAD,
+        # undeliverable: the DMQ and the reports are the home's), as OpenMQ's brokers do.
+        kind = DEST_TOPIC if self.subscription is not None else DEST_QUEUE
+        dest = self.service.router.lookup(self.name, kind)
+        return dest.limit(name, default) if dest is not None else default
 
     def _ack_uid(self, entry: Entry) -> gp.ConsumerUID:
         """Whom an acknowledgement names: the consumer, also of a message the home broker
