@@ -219,7 +219,7 @@ class InboundOrigin:
         # A message the local client backs out (recover, rollback) is redelivered from
         # here while its consumer lives, so this broker counts its deliveries and, over
         # its own destination's maxDeliveryCount, gives it up to the home broker (ACK_DEAD,
-        # undeliverable: the DMQ and the reports are the home's), as OpenMQ's brokers do.
+        # undeliverable: the DMQ and the reports are the home's).
         kind = DEST_TOPIC if self.subscription is not None else DEST_QUEUE
         dest = self.service.router.lookup(self.name, kind)
         return dest.limit(name, default) if dest is not None else default
