@@ -239,11 +239,13 @@ class DeliveryRules(RemoteTxnRules):
                 self._record(rec)
         announced = self._announced_as_subscription(cons)
         if what == "added" and announced is not None:
-            # Messages its home brokers sent the subscription while it had no consumer.
+            # Messages its home brokers sent the subscription while it had no consumer:
+            # on the next turn, after the consumer's ADD_CONSUMER_REPLY (a client drops a
+            # delivery for a consumer ID its reply has not told it yet).
             sub_id = self._sub_uid(announced).consumer_id
             for (_link, cid), origin in list(self.inbound.items()):
                 if cid == sub_id and origin.pending:
-                    origin.dispatch(now_ms())
+                    self.retry_pending(origin)
         if not self.links:
             if what != "added" and announced is not None and announced.durable_key is None:
                 if not announced.queue.consumers:
