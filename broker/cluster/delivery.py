@@ -28,7 +28,7 @@ from broker.protocol.types import (
 from .changes import PRIVATE_PREFIXES
 from .link import BrokerLink
 from .remote import InboundOrigin, RemoteConsumer
-from .remotetxn import RemoteTxnRules
+from .remotetxn import RemoteTxnRules, ack_payload
 
 if TYPE_CHECKING:
     from broker.core.destination import Subscription
@@ -616,12 +616,7 @@ class DeliveryRules(RemoteTxnRules):
             # One message per G_MESSAGE_ACK: OpenMQ's broker refuses a non-transacted ack
             # of more ("Unexpected remote ack count", B2136) and then never delivers past
             # the consumer's prefetch.  The packets of a turn share one property table.
-            # OpenMQ also refuses an ack that does not name the session of the broker that
-            # sent the messages, and reads the acknowledging broker's address.
-            props: dict[str, object] = {**self.address_props(), "T": ack_type, "C": 1}
-            peer = link.peer_info
-            if peer is not None:
-                props["messageBrokerSession"] = JLong(peer.session_uid)
+            props = self.ack_props(link, ack_type, 1)
             if redelivered:
                 props["redelivered"] = True
             if dead[0] is not None:
@@ -629,11 +624,8 @@ class DeliveryRules(RemoteTxnRules):
             if dead[1] is not None:
                 props["deadComment"] = dead[1]
             table = encode_properties(props)
-            for key, uid in items:
-                w = gp.BodyWriter()
-                w.raw(key)
-                uid.write(w)
-                link.write(gp.encode_parts(gp.G_MESSAGE_ACK, table, w.bytes()))
+            for item in items:
+                link.write(gp.encode_parts(gp.G_MESSAGE_ACK, table, ack_payload([item])))
 
     def _message_ack(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         r = gp.BodyReader(pkt.payload)

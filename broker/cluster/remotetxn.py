@@ -85,6 +85,15 @@ class _PrepareRound:
         self.finished = False
 
 
+def ack_payload(items: list[tuple[bytes, gp.ConsumerUID]]) -> bytes:
+    """A G_MESSAGE_ACK's (or its reply's) payload: each SysMessageID and ConsumerUID."""
+    w = gp.BodyWriter()
+    for key, uid in items:
+        w.raw(key)
+        uid.write(w)
+    return w.bytes()
+
+
 def home_of(link: BrokerLink) -> str:
     """How a remote transaction names its home broker (kept in the store across restarts)."""
     addr = link.address
@@ -94,6 +103,16 @@ def home_of(link: BrokerLink) -> str:
 class RemoteTxnRules(ClusterState):
     """The remote-transaction part of :class:`~broker.cluster.service.ClusterService`
     (a mixin)."""
+
+    def ack_props(self, link: BrokerLink, ack_type: int, count: int) -> dict[str, object]:
+        """A G_MESSAGE_ACK's properties to ``link``'s broker: OpenMQ's refuses an ack that
+        does not name the session of the broker that sent the messages, and reads the
+        acknowledging broker's address."""
+        props: dict[str, object] = {**self.address_props(), "T": ack_type, "C": count}
+        peer = link.peer_info
+        if peer is not None:
+            props["messageBrokerSession"] = JLong(peer.session_uid)
+        return props
 
     def ack_reply(
         self,
@@ -113,11 +132,7 @@ class RemoteTxnRules(ClusterState):
         payload = pkt.payload
         if missing:
             props["notfound"] = len(missing)
-            w = gp.BodyWriter()
-            for key, uid in missing:
-                w.raw(key)
-                uid.write(w)
-            payload = w.bytes()
+            payload = ack_payload(missing)
         link.send(gp.GPacket(gp.G_MESSAGE_ACK_REPLY, props, payload))
 
     def remote_txn(self, home: str, tid: int) -> Transaction | None:
@@ -331,21 +346,9 @@ class RemoteTxnRules(ClusterState):
     ) -> int:
         """One G_MESSAGE_ACK of a transaction, as OpenMQ's brokers send it; returns its X."""
         x = next(_ack_xids)
-        props: dict[str, object] = {
-            **self.address_props(),
-            "T": ack_type,
-            "C": len(items),
-            "transactionID": JLong(tid),
-            "X": JLong(x),
-        }
-        peer = link.peer_info
-        if peer is not None:
-            props["messageBrokerSession"] = JLong(peer.session_uid)
-        w = gp.BodyWriter()
-        for key, uid in items:
-            w.raw(key)
-            uid.write(w)
-        link.send(gp.GPacket(gp.G_MESSAGE_ACK, props, w.bytes(), flags=gp.A_BIT))
+        props = self.ack_props(link, ack_type, len(items))
+        props.update(transactionID=JLong(tid), X=JLong(x))
+        link.send(gp.GPacket(gp.G_MESSAGE_ACK, props, ack_payload(items), flags=gp.A_BIT))
         return x
 
     def prepare_remote(self, txn: Transaction, done: Callable[[int, str | None], None]) -> bool:
