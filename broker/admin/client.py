@@ -178,7 +178,8 @@ class AdminClient:
         timeout: float = 10,
     ) -> tuple[dict[str, object], bytes | None]:
         """Send one request; the reply's properties and body.  Raises AdminError on a
-        non-200 JMQStatus and TimeoutError when no reply comes within ``timeout``."""
+        non-200 JMQStatus, TimeoutError when no reply comes within ``timeout`` and
+        ConnectionError when the connection closes first."""
         from broker.client import ObjectMessage
 
         msg = ObjectMessage(
@@ -191,6 +192,10 @@ class AdminClient:
         while True:
             reply = await self.consumer.receive(timeout=loop_deadline)
             if reply is None:
+                if self.conn.is_closed:
+                    # receive() gives None at once when the connection goes: say so, not
+                    # that the broker was slow.
+                    raise ConnectionError("the connection closed before the broker replied")
                 raise TimeoutError(f"no reply from the broker within {timeout:g} s")
             await reply.acknowledge()
             rprops = reply.properties
@@ -300,13 +305,14 @@ class AdminClient:
         await self.request(RESUME)
 
     async def shutdown(self, timeout: float = 10, *, no_failover: bool = False) -> None:
-        """Ask the broker to shut down; a missing reply counts as success, as in imqcmd.
+        """Ask the broker to shut down; a missing reply or a closed connection counts as
+        success, as in imqcmd.
         ``no_failover``: in an HA cluster, no other broker is to take its data over."""
         try:
             await self.request(
                 SHUTDOWN, {"JMQNoFailover": True} if no_failover else None, timeout=timeout
             )
-        except TimeoutError:
+        except (TimeoutError, ConnectionError):
             pass
 
     async def takeover(self, broker_id: str, timeout: float = 120) -> None:
@@ -328,7 +334,7 @@ class AdminClient:
         starts again in the same process; this connection ends with it."""
         try:
             await self.request(SHUTDOWN, {"JMQRestart": True}, timeout=timeout)
-        except TimeoutError:
+        except (TimeoutError, ConnectionError):
             pass
 
     async def state(self) -> str:
