@@ -318,9 +318,13 @@ def many_hops(dest: str, src_host: str, src_pm: int, dst_host: str, dst_pm: int,
         cconn = await connect(dst_host, dst_pm)
         pconn = await connect(src_host, src_pm)
         try:
+            # The producer first: a stock broker that auto-creates the queue for a local
+            # producer while a remote interest in it arrives drops the interest ("B4063 the
+            # destination already exists (NEW_INTEREST)", its own race; two stock brokers
+            # meet it too), and the consumer would never get a message.
+            producer = await (await pconn.create_session()).create_producer(Queue(dest))
             consumer = await (await cconn.create_session()).create_consumer(Queue(dest))
             await cconn.start()
-            producer = await (await pconn.create_session()).create_producer(Queue(dest))
             await producer.send(TextMessage("first"))
             first = await consumer.receive(30)  # the interest has reached the producer's broker
             assert first is not None and first.text == "first", first
