@@ -312,6 +312,17 @@ MEMORY_COUNTS = {
 }
 MEMORY_OVERHEAD = Int("imq.memory.overhead", "10240")
 MEMORY_LIMIT = Size("imq.memory.limit", "-1", listed=False)  # ours: the memory budget
+# Ours (OpenMQ's broker swaps without settings): paging message bodies out of memory
+# (broker/core/paging.py).  The threshold is a percent of the memory budget; the swap
+# area holds what the message store cannot give back (unset: <instance>/swap).
+SWAP_ENABLED = Bool("imq.swap.enabled", "true", listed=False)
+SWAP_THRESHOLD = Int("imq.swap.threshold", "60", listed=False)
+SWAP_DIRPATH = OptionalText("imq.swap.dirpath")
+SWAP_READAHEAD = Int("imq.swap.readahead", "256", listed=False)
+# Producers are held while the swap area's or the message store's filesystem has less
+# free space than this (-1: never).
+SWAP_MIN_FREE = Size("imq.swap.minFreeSpace", "64m", listed=False)
+PERSIST_MIN_FREE = Size("imq.persist.minFreeSpace", "64m", listed=False)
 TRANSACTION_AUTOROLLBACK = Bool("imq.transaction.autorollback", "false")
 TRANSACTION_DETACHED_TIMEOUT = Int("imq.transaction.detachedTimeout", "0")
 TRANSACTION_PRODUCER_MAX = Int("imq.transaction.producer.maxNumMsgs", "1000")

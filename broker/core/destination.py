@@ -31,6 +31,7 @@ from .metrics import DestStats
 if TYPE_CHECKING:
     from broker.core.selector import Selector
 
+    from .paging import Pager
     from .session import Producer
 
 UNLIMITED = -1
@@ -104,6 +105,8 @@ class Destination:
         self.is_dmq = False
         # The message store, for destinations that outlive a restart (not temporary).
         self.store: Store | None = None
+        # Where waiting messages' bodies go when memory runs short (core/paging.py).
+        self._pager: Pager | None = None
         # Set by the router: where entries go that the destination gives up on
         # (expired, over the delivery count, removed by a limit), reason given.
         self.on_dead: Callable[[Entry, str], bool] | None = None
@@ -117,6 +120,16 @@ class Destination:
         self.resume_bytes = -1
         # When an auto-created destination was first seen unused (for reaping).
         self.idle_since: float | None = None
+
+    @property
+    def pager(self) -> Pager | None:
+        return self._pager
+
+    @pager.setter
+    def pager(self, pager: Pager | None) -> None:
+        self._pager = pager
+        for dq in self.delivery_queues():
+            dq.pager = pager
 
     @property
     def dest_type(self) -> int:
@@ -261,6 +274,7 @@ class QueueDestination(Destination):
         if msg.persistent and self.store is not None:
             # Recorded before dispatch, so a settle can never precede its message.
             entry.interest = QUEUE_INTEREST
+            msg.stored = True
             self.store.submit(
                 (MsgAdd(msg.store_key, self.name, self.dest_type, msg.raw, (QUEUE_INTEREST,)),)
             )
@@ -352,6 +366,8 @@ class TopicDestination(Destination):
         store = self.store if msg.persistent else None
         if store is not None:
             interests = tuple(s.sub_id for s in targets if s.durable_key is not None)
+            # Its bytes can come back from the store only if no copy is outside it.
+            msg.stored = len(interests) == len(targets)
             if interests:
                 store.submit(
                     (MsgAdd(msg.store_key, self.name, self.dest_type, msg.raw, interests),)
@@ -367,6 +383,7 @@ class TopicDestination(Destination):
         interest = None
         if msg.persistent and self.store is not None and sub.durable_key is not None:
             interest = sub.sub_id
+            msg.stored = True
             self.store.submit(
                 (MsgAdd(msg.store_key, self.name, self.dest_type, msg.raw, (interest,)),)
             )
@@ -375,6 +392,7 @@ class TopicDestination(Destination):
     def add_subscription(self, sub: Subscription, *, record: bool = True) -> None:
         """Attach a subscription (``record=False`` when it comes back from the store)."""
         sub.queue.on_drop = self.drop
+        sub.queue.pager = self._pager
         sub.queue.paused = self.state in (DestState.CONSUMERS_PAUSED, DestState.PAUSED)
         self.subscriptions.append(sub)
         if sub.durable_key is not None:

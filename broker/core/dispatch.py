@@ -19,11 +19,12 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Protocol
 
 from .dmq import EXPIRED
-from .message import Entry
+from .message import Entry, MessageLost
 
 if TYPE_CHECKING:
     from broker.store.base import Store
 
+    from .paging import Pager
     from .selector import Selector
     from .session import Link
 
@@ -140,6 +141,7 @@ class DeliveryQueue:
         "active",
         "selective",
         "paused",
+        "pager",
     )
 
     def __init__(self, on_drop: Callable[[Entry, str], object] | None = None) -> None:
@@ -157,14 +159,22 @@ class DeliveryQueue:
         # Set while an admin has paused the destination's consumers (PAUSE dst): entries
         # wait and nothing is dispatched until RESUME.
         self.paused = False
+        # Where bodies of entries that wait go when memory runs short (None: nowhere).
+        self.pager: Pager | None = None
 
     # -- content ------------------------------------------------------------
 
     def put(self, entry: Entry) -> None:
-        p = entry.msg.priority
+        msg = entry.msg
+        p = msg.priority
         self.buckets[p if 0 <= p <= 9 else 4].append(entry)
         self.count += 1
-        self.bytes += entry.msg.size
+        self.bytes += msg.size
+        pager = self.pager
+        if pager is not None and pager.over():
+            if self.selective and msg._selector_values is None and msg._raw is not None:
+                msg.selector_values()  # what a selector asks stays in memory
+            pager.page_out(msg)
 
     def offer(self, entry: Entry, now_ms: int) -> None:
         """A new entry: straight to the next ready consumer when nothing is pending
@@ -267,17 +277,30 @@ class DeliveryQueue:
         if self.selective:
             self._dispatch_selective(now_ms)
             return
+        pager = self.pager
         while self.count:
+            rr = self._rr
             c = self._next_ready()
             if c is None:
                 return
             entry = self.pop_next()
             assert entry is not None
-            if entry.msg.expiration and entry.msg.is_expired(now_ms):
+            msg = entry.msg
+            if msg.expiration and msg.is_expired(now_ms):
                 if self.on_drop:
                     self.on_drop(entry, EXPIRED)
                 continue
+            if msg._raw is None and pager is not None:
+                if pager.fetch(self):
+                    # Its bytes are being read back: it and the rest wait for them.
+                    self._rr = rr
+                    self._unpop(entry)
+                    return
+                if not self._read_now(entry):
+                    continue
             c.deliver(entry)
+            if pager is not None:
+                pager.delivered(msg)
 
     def _dispatch_selective(self, now_ms: int) -> None:
         # Messages a consumer's selector refuses stay queued for the others.
@@ -301,6 +324,15 @@ class DeliveryQueue:
                     if self.on_drop:
                         self.on_drop(entry, EXPIRED)
                     continue
+                if msg._selector_values is None and msg._raw is None:
+                    try:
+                        msg.selector_values()
+                    except MessageLost:
+                        self.count -= 1
+                        self.bytes -= msg.size
+                        if self.pager is not None:
+                            self.pager.lose(entry)
+                        continue
                 target = None
                 for i in range(n):
                     c = consumers[(self._rr + i) % n]
@@ -315,5 +347,28 @@ class DeliveryQueue:
                     continue
                 self.count -= 1
                 self.bytes -= msg.size
+                if msg._raw is None and not self._read_now(entry):
+                    continue
                 target.deliver(entry)
+                if self.pager is not None:
+                    self.pager.delivered(msg)
             self.buckets[pi] = keep
+
+    def _unpop(self, entry: Entry) -> None:
+        """Put back the entry ``pop_next`` just took."""
+        p = entry.msg.priority
+        self.buckets[p if 0 <= p <= 9 else 4].appendleft(entry)
+        self.count += 1
+        self.bytes += entry.msg.size
+
+    def _read_now(self, entry: Entry) -> bool:
+        """Read a paged-out entry's bytes back on this thread (no reader to wait for);
+        False when they cannot be: the entry is then skipped (taken out, reported)."""
+        msg = entry.msg
+        try:
+            msg.page_in(msg.raw)
+        except MessageLost:
+            if self.pager is not None:
+                self.pager.lose(entry)
+            return False
+        return True

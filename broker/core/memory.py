@@ -1,10 +1,12 @@
 """Memory states (green, yellow, orange, red) and what each allows producers.
 
-OpenMQ measures the JVM heap; here the measure is the bytes of messages the broker
-holds against a budget (``imq.memory.limit``, or ``imq.system.max_size`` when set).
+OpenMQ measures the JVM heap; here the measure is the bytes of message bodies the broker
+holds in memory (not those paged out to disk: broker/core/paging.py) against a budget
+(``imq.memory.limit``, or ``imq.system.max_size`` when set).
 Each state has a threshold (percent of the budget) and a connection flow count: how
 many messages a client may send before it must wait for RESUME_FLOW (JMQSize in
 HELLO_REPLY and RESUME_FLOW). Red's count is 0: producers wait until memory recovers.
+A hold (:meth:`MemoryManager.hold`: the disk is short of space) makes it 0 in any state.
 """
 
 from __future__ import annotations
@@ -47,6 +49,8 @@ class MemoryManager:
         self._set_levels(budget_bytes)
         self.index = 0
         self.used = 0
+        # Why producers are held whatever the state (None: they are not).
+        self.held: str | None = None
 
     def _set_levels(self, budget_bytes: int) -> None:
         self.budget = max(int(budget_bytes), 1)
@@ -70,7 +74,14 @@ class MemoryManager:
     @property
     def count(self) -> int:
         """The connection flow count clients get now (-1 would mean unlimited)."""
-        return self.level.count
+        return 0 if self.held is not None else self.level.count
+
+    def hold(self, reason: str | None) -> bool:
+        """Hold producers for ``reason`` (None: stop holding them); True when that
+        changed whether they are held."""
+        was = self.held is not None
+        self.held = reason
+        return was != (reason is not None)
 
     @property
     def percent(self) -> float:

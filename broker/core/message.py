@@ -4,13 +4,18 @@ A :class:`Message` is what a producer sent, kept as the received bytes (with a
 DELIVERY_COUNT slot added once) so each delivery is a copy plus a few patched bytes.
 An :class:`Entry` is one message's place in one delivery queue: a queue has one entry
 per message, a topic one per subscription, each with its own redelivery state.
+
+A message's bytes may be paged out (broker/core/paging.py): then ``_raw`` is None and
+``src`` can read them back; ``raw`` reads them for the caller without keeping them.
+:data:`BODIES` counts the bytes of message bodies held in memory, process-wide: the
+memory states and the pager measure that, not the backlog.
 """
 
 from __future__ import annotations
 
 import logging
 import struct
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from broker.protocol.errors import ProtocolError
 from broker.protocol.packet import (
@@ -40,11 +45,39 @@ _STRIP = ~(FLAG_F | FLAG_C | FLAG_L | FLAG_A) & 0xFFFF
 _DC_SLOT = 8
 
 
+class BodyMemory:
+    """Message bodies held in memory, process-wide: how many and their bytes."""
+
+    __slots__ = ("count", "bytes")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.bytes = 0
+
+
+BODIES = BodyMemory()
+
+
+class BodySource(Protocol):
+    """Where a paged-out message's bytes are (the pager, broker/core/paging.py)."""
+
+    def read_back(self, msg: Message) -> bytes | None:
+        """The message's bytes, read now (None: they cannot be read back)."""
+        ...
+
+    def released(self, msg: Message) -> None:
+        """The message is gone: its paged-out bytes are no longer needed."""
+        ...
+
+
 class Message:
     """A message held by the broker."""
 
     __slots__ = (
-        "raw",
+        "_raw",
+        "stored",
+        "src",
+        "pos",
         "dc_offset",
         "type",
         "base_flags",
@@ -65,7 +98,12 @@ class Message:
 
     def __init__(self, pkt: Packet, destination: str, origin_connection: int) -> None:
         raw, self.dc_offset = with_delivery_count_slot(pkt)
-        self.raw = raw
+        self._raw: bytes | None = raw
+        # True once every copy of it is in the message store (see Destination.publish):
+        # then the store can give its bytes back.
+        self.stored = False
+        self.src: BodySource | None = None
+        self.pos = -1
         self.type = pkt.type
         self.base_flags = pkt.flags & _STRIP
         self.priority = pkt.priority
@@ -76,6 +114,9 @@ class Message:
         self.is_queue = bool(pkt.flags & FLAG_Q)
         self.persistent = bool(pkt.flags & FLAG_P)
         self.size = len(raw) - _DC_SLOT
+        b = BODIES
+        b.count += 1
+        b.bytes += self.size
         self.origin_connection = origin_connection
         # JMS 2.0 delivery delay: not deliverable before this absolute time (ms).
         delivery_time = pkt.fields.get(VH_DELIVERY_TIME)
@@ -104,7 +145,10 @@ class Message:
         no expiration, delivery time or properties worth reading here, and its
         DELIVERY_COUNT value at ``dc_offset``; nothing is parsed back."""
         m = cls.__new__(cls)
-        m.raw = raw
+        m._raw = raw
+        m.stored = False
+        m.src = None
+        m.pos = -1
         m.dc_offset = dc_offset
         m.type = ptype
         m.base_flags = flags & _STRIP
@@ -116,11 +160,66 @@ class Message:
         m.is_queue = bool(flags & FLAG_Q)
         m.persistent = bool(flags & FLAG_P)
         m.size = len(raw) - _DC_SLOT
+        b = BODIES
+        b.count += 1
+        b.bytes += m.size
         m.origin_connection = 0
         m.delivery_time = 0
         m._selector_values = None
         m.report_info = None
         return m
+
+    def __del__(self) -> None:
+        if self._raw is not None:
+            b = BODIES
+            b.count -= 1
+            b.bytes -= self.size
+        if self.src is not None:
+            self.src.released(self)
+
+    @property
+    def raw(self) -> bytes:
+        """The message's bytes; read back for this caller only when paged out."""
+        raw = self._raw
+        if raw is None:
+            src = self.src
+            raw = src.read_back(self) if src is not None else None
+            if raw is None:
+                raise MessageLost(self)
+        return raw
+
+    @property
+    def resident(self) -> bool:
+        """Are its bytes in memory?"""
+        return self._raw is not None
+
+    def page_out(self, src: BodySource, pos: int = -1) -> None:
+        """Its bytes can be read back from ``src`` (at ``pos``): let them go."""
+        if self._raw is not None:
+            self._raw = None
+            b = BODIES
+            b.count -= 1
+            b.bytes -= self.size
+        if isinstance(self.report_info, Packet):  # it holds the arrival bytes
+            self.report_info = None
+        self.src = src
+        self.pos = pos
+
+    def drop_body(self) -> None:
+        """Let the bytes go again (they were read back and can be again)."""
+        if self._raw is not None and self.src is not None:
+            self._raw = None
+            b = BODIES
+            b.count -= 1
+            b.bytes -= self.size
+
+    def page_in(self, raw: bytes) -> None:
+        """Its bytes, read back ahead of delivery: kept until delivered."""
+        if self._raw is None:
+            self._raw = raw
+            b = BODIES
+            b.count += 1
+            b.bytes += self.size
 
     def is_expired(self, now_ms: int) -> bool:
         return 0 < self.expiration <= now_ms
@@ -133,7 +232,8 @@ class Message:
         self, consumer_id: int, redelivered: bool, count: int, extra_flags: int = 0
     ) -> bytearray:
         """The bytes to send to a consumer: the producer's packet with our header bits."""
-        buf = bytearray(self.raw)
+        raw = self._raw
+        buf = bytearray(raw if raw is not None else self.raw)
         flags = self.base_flags | extra_flags
         if redelivered:
             flags |= FLAG_R
@@ -166,6 +266,14 @@ class Message:
             vals["JMSType"] = fields.get(VH_TYPE)
             self._selector_values = vals
         return vals
+
+
+class MessageLost(Exception):
+    """A paged-out message's bytes could not be read back (logged where it was read)."""
+
+    def __init__(self, msg: Message) -> None:
+        super().__init__(f"message {msg.message_id}: its paged-out bytes cannot be read back")
+        self.msg = msg
 
 
 class Entry:

@@ -94,6 +94,7 @@ def recover(
         )
         msg = Message(parse_packet(sm.raw), sm.destination, 0)
         msg.store_key = sm.key
+        msg.stored = True  # every copy that outlives a restart is a stored one
         for interest, count in sm.interests.items():
             if interest == QUEUE_INTEREST and isinstance(dest, QueueDestination):
                 q = dest.dq

@@ -69,6 +69,7 @@ from .limits import Limits
 from .message import Entry, Message
 from .metrics import note_consumers
 from .observers import MessageEvents
+from .paging import Pager
 from .recovery import recover
 from .session import Consumer, Link, Producer, Session
 from .subscriptions import Subscriptions
@@ -134,6 +135,8 @@ class MessageRouter:
         # schedules a timer with it); None means someone polls release_due().
         self.on_delayed: Callable[[int], None] | None = None
         self.store: Store | None = None
+        # Pages waiting messages' bodies out when memory runs short (core/paging.py).
+        self.pager: Pager | None = None
         # Called with (link, producer id) when a FLOW_CONTROL destination has room again.
         self.on_producer_room: Callable[[object, int], None] | None = None
         # Destination lifecycle listeners (created / updated / destroyed).
@@ -211,6 +214,7 @@ class MessageRouter:
         dest.on_room = self.limits.room
         if temporary_owner is None:
             dest.store = self.store
+        dest.pager = self.pager
         if isinstance(dest, TopicDestination):
             self.topics[name] = dest
         else:
@@ -397,6 +401,17 @@ class MessageRouter:
         """Persist from now on (before any client connects)."""
         self.store = store
         self.dmq.store = store
+
+    def attach_pager(self, pager: Pager | None) -> None:
+        """Page waiting messages' bodies out with ``pager`` from now on (every
+        destination, subscription and the DMQ; None: never)."""
+        self.pager = pager
+        for dest in self.each_destination():
+            dest.pager = pager
+
+    def delivery_queues(self) -> list:
+        """Every delivery queue: each queue's, each topic subscription's."""
+        return [dq for dest in self.each_destination() for dq in dest.delivery_queues()]
 
     def recover(self, state: RecoveredState) -> dict[str, int]:
         """Rebuild destinations, durable subscriptions, messages and transactions from

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from broker import props
 from broker.config import DEFAULTS, BrokerConfig, ConfigError
 from broker.core.memory import MemoryManager
+from broker.core.message import BODIES
 from broker.core.metrics import ServiceCounters
 from broker.core.router import MessageRouter, RouterSettings
 from broker.engine import ConnectionEngine
@@ -45,6 +46,7 @@ from .connection import ClientConnection
 from .events import EventPublisher
 from .looplag import FullCollections, LoopLagMonitor, freeze_startup_heap
 from .metrics_topics import MetricsReport, MetricsTopics, report_interval
+from .paging import Paging, open_paging
 from .reporting import attach_reports
 from .tunnel import TunnelService
 
@@ -182,6 +184,8 @@ class Broker:
         self.metrics_topics: MetricsTopics | None = None
         self.metrics_report: MetricsReport | None = None
         self.store: Store | None = None
+        # Message bodies paged out to disk past a memory threshold (server/paging.py).
+        self.paging: Paging | None = None
         # Extra HELLO_REPLY properties (an HA cluster's JMQHA, JMQBrokerList...).
         self.hello_properties: dict[str, object] = {}
         self.ha = None  # broker.cluster.ha.HAMonitor in an HA cluster
@@ -315,6 +319,8 @@ class Broker:
         # back; only a started broker writes them (an in-process one in tests does not).
         self.txn_records.start()
         await self._open_store(loop)
+        self.paging = open_paging(c, self.router, self.store, self.memory.budget)
+        self.check_disk()
         self.access.prepare(svc.name for svc in services)
         await loop.run_in_executor(self.executor, self.access.load)
         self.metrics_topics = MetricsTopics(self)
@@ -357,6 +363,7 @@ class Broker:
             self._ping_task = asyncio.create_task(self._ping_loop())
         self._housekeeping_tasks = [
             asyncio.create_task(self._every(0.5, self.check_memory)),
+            asyncio.create_task(self._every(1, self.check_disk)),
             asyncio.create_task(self._every(5, self._reap)),
             asyncio.create_task(self._every(5, self.router.drops.flush)),
             asyncio.create_task(self._every(2, self._poll_access)),
@@ -522,6 +529,8 @@ class Broker:
             self.restart_expiry_job()
         if props.SYSTEM_MAX_SIZE.name in names:
             changed = self.memory.set_budget(_memory_budget(c))
+            if self.paging is not None:
+                self.paging.set_budget(self.memory.budget)
             if changed is not None:
                 self._memory_state_changed(changed)
             self.check_memory()
@@ -567,6 +576,8 @@ class Broker:
                 await asyncio.wait_for(s.wait_closed(), 5)
             except TimeoutError:
                 pass
+        if self.paging is not None:
+            self.paging.close()
         if self.store is not None:
             if self.ha is not None and self.failover_on_stop and not self.restart_requested:
                 self.store.failover_on_release = True  # type: ignore[attr-defined]
@@ -754,10 +765,24 @@ class Broker:
             log.info("auto-created destination %s removed: unused for %s s", name, reaptime)
 
     def check_memory(self) -> None:
-        """Move between memory states as messages come and go."""
-        changed = self.memory.update(self.router.totals.bytes)
+        """Move between memory states as message bodies come into memory and go."""
+        changed = self.memory.update(BODIES.bytes)
         if changed is not None:
             self._memory_state_changed(changed)
+
+    def check_disk(self) -> None:
+        """Hold producers while the swap area's or the store's disk is short of space
+        (said once in the log each way); resume them when there is room again."""
+        if self.paging is None:
+            return
+        reason = self.paging.disk_short()
+        if not self.memory.hold(reason):
+            return
+        if reason is not None:
+            log.error("producers are held: %s", reason)
+            return
+        log.info("producers resume: the disk has room again")
+        self._resume_flow_waiting()
 
     def _memory_state_changed(self, changed) -> None:
         m = self.memory
@@ -767,6 +792,10 @@ class Broker:
             log.info(msg, m.state.upper(), m.percent, m.budget, count)
         else:
             log.warning(msg, m.state.upper(), m.percent, m.budget, count)
+        self._resume_flow_waiting()
+
+    def _resume_flow_waiting(self) -> None:
+        m = self.memory
         if m.count != 0 and self.flow_waiting:
             waiting, self.flow_waiting = self.flow_waiting, set()
             for conn in waiting:

@@ -270,6 +270,21 @@ class Store:
         """Delete everything stored (``-reset store``)."""
         raise NotImplementedError
 
+    def data_directory(self):
+        """The directory the store writes into, for the free-space watch (None: not
+        a local directory, or not one of its own)."""
+        return None
+
+    # Whether ``read_bodies`` gives back stored messages' bytes (the pager then keeps
+    # only their keys in memory; without it, it swaps the bodies to its own area).
+    reads_bodies = False
+
+    def read_bodies(self, keys: list[bytes]) -> list[bytes | None]:
+        """The bytes of the stored messages ``keys`` (None for one that is not, or no
+        longer, stored or does not read back intact), from any thread, without waiting
+        for the writer.  Only for stores with ``reads_bodies``."""
+        raise NotImplementedError
+
     def write_now(self, records: Iterable[Record]) -> None:
         """Write ``records`` at once on this thread, outside a broker (tools: after
         ``load()``, without ``start()``)."""

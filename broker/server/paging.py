@@ -1,0 +1,92 @@
+"""The broker's side of paging: the swap area and the pager made from the properties,
+and the free-space watch that holds producers when the disk runs short.
+
+``imq.swap.enabled`` (true), ``imq.swap.threshold`` (60: percent of the memory budget),
+``imq.swap.dirpath`` (unset: ``<instance>/swap``), ``imq.swap.readahead`` (256 messages
+per queue), ``imq.swap.minFreeSpace`` and ``imq.persist.minFreeSpace`` (64m each).
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+from pathlib import Path
+
+from broker import props
+from broker.config import BrokerConfig
+from broker.core.paging import Pager
+from broker.core.router import MessageRouter
+from broker.store.base import Store
+from broker.store.swap import SwapArea
+
+log = logging.getLogger("broker.paging")
+
+
+class Paging:
+    """The pager, its swap area and the disks they and the message store write to."""
+
+    def __init__(self, pager: Pager, swap: SwapArea, store_dir: Path | None, c: BrokerConfig):
+        self.pager = pager
+        self.swap = swap
+        self.store_dir = store_dir
+        self.swap_min_free = c.get(props.SWAP_MIN_FREE)
+        self.store_min_free = c.get(props.PERSIST_MIN_FREE)
+        self.threshold_percent = c.get(props.SWAP_THRESHOLD)
+
+    def set_budget(self, budget: int) -> None:
+        """The memory budget changed: the threshold follows it."""
+        self.pager.threshold = budget * self.threshold_percent // 100
+
+    def disk_short(self) -> str | None:
+        """Why producers must be held for lack of disk space (None: there is room)."""
+        problems = []
+        checks = [(self.swap.directory, self.swap_min_free, "imq.swap.minFreeSpace")]
+        if self.store_dir is not None:
+            checks.append((self.store_dir, self.store_min_free, "imq.persist.minFreeSpace"))
+        for where, minimum, name in checks:
+            if minimum < 0:
+                continue
+            try:
+                free = shutil.disk_usage(where).free
+            except OSError as exc:
+                problems.append(f"{where}: {exc.strerror or exc}")
+                continue
+            if free < minimum:
+                problems.append(f"{where} has {free} bytes free, less than {name}={minimum}")
+        return "; ".join(problems) or None
+
+    def close(self) -> None:
+        self.pager.close()
+        self.swap.close()
+
+
+def open_paging(
+    c: BrokerConfig, router: MessageRouter, store: Store | None, budget: int
+) -> Paging | None:
+    """The pager the properties ask for, attached to ``router`` (None when disabled);
+    the recovered backlog over the threshold lets its bytes go."""
+    if not c.get(props.SWAP_ENABLED):
+        log.info("paging to disk is off (imq.swap.enabled=false): a backlog stays in memory")
+        return None
+    where = c.get(props.SWAP_DIRPATH)
+    swap = SwapArea(Path(where) if where else c.instance_dir / "swap")
+    removed = swap.open()
+    if removed:
+        log.info("swap area %s: %d file(s) of the previous run removed", swap.directory, removed)
+    percent = c.get(props.SWAP_THRESHOLD)
+    pager = Pager(
+        budget * percent // 100,
+        swap=swap,
+        store=store,
+        readahead=c.get(props.SWAP_READAHEAD),
+    )
+    router.attach_pager(pager)
+    n = pager.page_out_recovered(router.delivery_queues())
+    log.info(
+        "paging: message bodies leave memory past %d%% of the budget (%d bytes); swap area %s%s",
+        percent,
+        pager.threshold,
+        swap.directory,
+        f"; {n} recovered messages paged out" if n else "",
+    )
+    return Paging(pager, swap, store.data_directory() if store is not None else None, c)

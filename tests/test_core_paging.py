@@ -1,0 +1,196 @@
+"""Paging (broker/core/paging.py) on a real in-process router: message bodies that wait
+past the threshold leave memory (to the swap area, or nowhere when the file store can
+give them back) and come back for delivery in the same order, priority order and
+selection as from memory; the swap area's files go with their messages; a body that
+cannot be read back is reported and skipped, never delivered as something else."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+from pathlib import Path
+
+import pytest
+
+from broker.core.errors import now_ms
+from broker.core.message import BODIES
+from broker.core.paging import Pager
+from broker.core.router import MessageRouter
+from broker.core.selector import compile_selector
+from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, AckMode
+from broker.store.filestore import FileStore
+from broker.store.swap import SwapArea
+
+from .routerkit import Conn, body_of, pending, send, session
+
+pytestmark = pytest.mark.fast
+
+BODY = 2000
+
+
+def _body(i: int) -> bytes:
+    return i.to_bytes(4, "big") * (BODY // 4)
+
+
+def _number(body: bytes) -> int:
+    return int.from_bytes(body[:4], "big")
+
+
+def _consume(r: MessageRouter, sess, name: str, dest_type: int = DEST_QUEUE, **kw):
+    cons = r.add_consumer(sess, name, dest_type, **kw)
+    cons.queue.dispatch(now_ms())  # as the engine does once it has replied
+    return cons
+
+
+def _paging_router(tmp_path: Path, threshold: int = 0) -> tuple[MessageRouter, Pager, SwapArea]:
+    swap = SwapArea(tmp_path / "swap", segment_size=64 * 1024)
+    swap.open()
+    r = MessageRouter()
+    pager = Pager(threshold, swap=swap, store=None, readahead=8)
+    r.attach_pager(pager)
+    return r, pager, swap
+
+
+def test_a_waiting_backlog_leaves_memory_and_drains_in_order(tmp_path: Path) -> None:
+    r, pager, swap = _paging_router(tmp_path)
+    before = BODIES.bytes
+    conn = Conn(1)
+    send(r, conn, "q", *(_body(i) for i in range(100)))
+    q = r.queues["q"]
+    assert q.msg_count == 100
+    # Every body is in the swap area; memory holds none of them.
+    assert all(not e.msg.resident for e in q.dq)
+    assert BODIES.bytes - before < BODY
+    assert swap.files() > 1 and pager.stats.paged_out == 100
+    # Whatever reads one (a browser, an administrator) gets the bytes, memory keeps none.
+    assert [_number(b) for b in pending(r, "q")] == list(range(100))
+    assert BODIES.bytes - before < BODY
+    sess = session(r, conn, ack_mode=AckMode.NO_ACKNOWLEDGE)
+    _consume(r, sess, "q", DEST_QUEUE)
+    assert [_number(b) for b in conn.bodies()] == list(range(100))
+    del q
+    gc.collect()
+    # Consumed: their swap space went with them (the last segment is kept for appends).
+    assert r.queues["q"].msg_count == 0 and swap.live_bytes == 0 and swap.files() <= 1
+    assert BODIES.bytes - before < BODY
+
+
+def test_priority_order_and_selectors_are_as_from_memory(tmp_path: Path) -> None:
+    expected: dict[str, list[int]] = {}
+    for paged in (False, True):
+        r, _pager, _swap = _paging_router(tmp_path / str(paged), threshold=0 if paged else 1 << 40)
+        conn = Conn(1)
+        for i in range(60):
+            send(r, conn, "q", _body(i), priority=i % 10, props={"n": i, "m": i % 3})
+        assert all(e.msg.resident != paged for e in r.queues["q"].dq)
+        sess = session(r, conn, ack_mode=AckMode.NO_ACKNOWLEDGE)
+        _consume(r, sess, "q", DEST_QUEUE, selector=compile_selector("m = 0"))
+        picked = [_number(b) for b in conn.bodies()]
+        conn.sent.clear()
+        _consume(r, sess, "q", DEST_QUEUE)
+        rest = [_number(b) for b in conn.bodies()]
+        got = {"picked": picked, "rest": rest}
+        if not paged:
+            expected = got
+            assert picked == sorted(
+                (i for i in range(60) if i % 3 == 0), key=lambda i: (-(i % 10), i)
+            )
+        else:
+            assert got == expected
+
+
+def test_a_durable_subscriptions_backlog_pages_and_comes_back(tmp_path: Path) -> None:
+    r, _pager, _swap = _paging_router(tmp_path)
+    conn = Conn(1, client_id="c1")
+    sess = session(r, conn, ack_mode=AckMode.NO_ACKNOWLEDGE)
+    cons = _consume(r, sess, "t", DEST_TOPIC, durable_name="d1")
+    r.remove_consumer(cons, None)
+    send(r, conn, "t", *(_body(i) for i in range(40)), topic=True)
+    (sub,) = r.topics["t"].subscriptions
+    assert all(not e.msg.resident for e in sub.queue)
+    _consume(r, sess, "t", DEST_TOPIC, durable_name="d1")
+    assert [_number(b) for b in conn.bodies()] == list(range(40))
+
+
+def test_a_body_that_cannot_be_read_back_is_reported_and_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    r, pager, swap = _paging_router(tmp_path)
+    conn = Conn(1)
+    send(r, conn, "q", *(_body(i) for i in range(5)))
+    # Damage the third body's bytes in its swap file.
+    victim = list(r.queues["q"].dq)[2].msg
+    seg, off = victim.pos >> 40, victim.pos & ((1 << 40) - 1)
+    path = swap.directory / f"{seg:010d}.swp"
+    data = bytearray(path.read_bytes())
+    data[off + 20] ^= 0xFF
+    path.write_bytes(bytes(data))
+    del victim
+    sess = session(r, conn, ack_mode=AckMode.NO_ACKNOWLEDGE)
+    _consume(r, sess, "q", DEST_QUEUE)
+    assert [_number(b) for b in conn.bodies()] == [0, 1, 3, 4]
+    assert pager.stats.lost == 1 and r.queues["q"].msg_count == 0
+    assert "cannot be read back" in caplog.text
+
+
+def test_under_the_threshold_nothing_is_paged(tmp_path: Path) -> None:
+    r, pager, swap = _paging_router(tmp_path, threshold=1 << 40)
+    send(r, Conn(1), "q", *(_body(i) for i in range(10)))
+    assert all(e.msg.resident for e in r.queues["q"].dq)
+    assert pager.stats.paged_out == 0 and swap.files() == 0
+
+
+def test_stored_messages_are_read_back_from_the_file_store(tmp_path: Path) -> None:
+    """Persistent messages of a queue: once the store has written them, only their keys
+    stay; a consumer gets them read back by the pager's reader thread, in order; a
+    compaction that moved them in the meantime changes nothing."""
+
+    async def go() -> None:
+        store = FileStore(tmp_path / "fs", sync=False, segment_size=256 * 1024)
+        store.load()
+        store.start(asyncio.get_running_loop())
+        swap = SwapArea(tmp_path / "swap")
+        swap.open()
+        r = MessageRouter()
+        r.attach_store(store)
+        pager = Pager(0, swap=swap, store=store, readahead=16)
+        r.attach_pager(pager)
+        r.create_destination("pq", DEST_QUEUE, None)
+        conn = Conn(1)
+        send(r, conn, "pq", *(_body(i) for i in range(200)), persistent=True)
+        q = r.queues["pq"]
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if not any(e.msg.resident for e in q.dq):
+                break
+        assert not any(e.msg.resident for e in q.dq)
+        assert swap.files() == 0  # nothing went to the swap area: the store has them
+        store.compact()
+        assert body_of(next(iter(q.dq)).msg) == _body(0)
+        sess = session(r, conn, ack_mode=AckMode.NO_ACKNOWLEDGE)
+        _consume(r, sess, "pq", DEST_QUEUE)
+        for _ in range(500):
+            if len(conn.sent) == 200:
+                break
+            await asyncio.sleep(0.01)
+        assert [_number(b) for b in conn.bodies()] == list(range(200))
+        assert pager.stats.read_back >= 200 - 16
+        pager.close()
+        store.close()
+
+    asyncio.run(go())
+
+
+def test_the_swap_area_starts_empty_and_checks_what_it_reads(tmp_path: Path) -> None:
+    swap = SwapArea(tmp_path, segment_size=100)
+    (tmp_path / "0000000007.swp").write_bytes(b"left by a run that was killed")
+    assert swap.open() == 1
+    a = swap.put(b"a" * 60)
+    b = swap.put(b"b" * 60)  # does not fit: a new segment
+    assert swap.files() == 2 and a >> 40 != b >> 40
+    assert swap.read(a, 60) == b"a" * 60 and swap.read(b, 60) == b"b" * 60
+    assert swap.read(a, 59) is None  # the wrong size is refused, not cut
+    swap.release(a, 60)
+    assert swap.files() == 1
+    swap.close()
+    assert not list(tmp_path.glob("*.swp"))
