@@ -194,3 +194,48 @@ def test_the_swap_area_starts_empty_and_checks_what_it_reads(tmp_path: Path) -> 
     assert swap.files() == 1
     swap.close()
     assert not list(tmp_path.glob("*.swp"))
+
+
+def test_a_restart_loads_the_index_not_the_bodies(tmp_path: Path) -> None:
+    """With ``lazy_bodies`` the file store gives back each message's head and length
+    only; the router recovers them paged out and the pager reads them for delivery."""
+
+    async def fill() -> None:
+        store = FileStore(tmp_path / "fs", sync=False)
+        store.load()
+        store.start(asyncio.get_running_loop())
+        r = MessageRouter()
+        r.attach_store(store)
+        r.create_destination("rq", DEST_QUEUE, None)
+        send(r, Conn(1), "rq", *(_body(i) for i in range(50)), persistent=True, priority=4)
+        send(r, Conn(1), "rq", _body(99), persistent=True, priority=9)
+        store.close()
+
+    asyncio.run(fill())
+
+    async def restart() -> None:
+        store = FileStore(tmp_path / "fs", sync=False)
+        store.lazy_bodies = True
+        state = store.load()
+        assert all(m.raw is None and m.head and m.size > BODY for m in state.messages)
+        store.start(asyncio.get_running_loop())
+        before = BODIES.bytes
+        r = MessageRouter()
+        r.attach_store(store)
+        pager = Pager(1 << 40, swap=None, store=store, readahead=8)
+        r.attach_pager(pager)
+        r.recover(state)
+        q = r.queues["rq"]
+        assert q.msg_count == 51 and not any(e.msg.resident for e in q.dq)
+        assert BODIES.bytes == before
+        conn = Conn(1)
+        _consume(r, session(r, conn, ack_mode=AckMode.NO_ACKNOWLEDGE), "rq")
+        for _ in range(500):
+            if len(conn.sent) == 51:
+                break
+            await asyncio.sleep(0.01)
+        assert [_number(b) for b in conn.bodies()] == [99, *range(50)]
+        pager.close()
+        store.close()
+
+    asyncio.run(restart())

@@ -25,6 +25,7 @@ from broker.protocol.packet import (
     VH_DELIVERY_TIME,
     VH_TYPE,
     Packet,
+    head_packet,
     with_delivery_count_slot,
 )
 from broker.protocol.sysmsgid import sysmsgid_string
@@ -165,6 +166,38 @@ class Message:
         b.bytes += m.size
         m.origin_connection = 0
         m.delivery_time = 0
+        m._selector_values = None
+        m.report_info = None
+        return m
+
+    @classmethod
+    def paged(
+        cls, head: bytes, size: int, destination: str, src: BodySource, store_key: bytes
+    ) -> Message:
+        """A stored message recovered without its body: ``head`` is its packet (with
+        its DELIVERY_COUNT field) up to the properties, ``size`` the whole's length;
+        ``src`` reads the rest back from the store by ``store_key``."""
+        pkt = head_packet(head)
+        m = cls.__new__(cls)
+        m._raw = None
+        m.stored = True
+        m.src = src
+        m.pos = -1
+        _, m.dc_offset = with_delivery_count_slot(pkt)
+        m.type = pkt.type
+        m.base_flags = pkt.flags & _STRIP
+        m.priority = pkt.priority
+        m.expiration = pkt.expiration
+        m.timestamp = pkt.timestamp
+        m.key = pkt.sysmsgid
+        m.store_key = store_key
+        m.destination = destination
+        m.is_queue = bool(pkt.flags & FLAG_Q)
+        m.persistent = bool(pkt.flags & FLAG_P)
+        m.size = size - _DC_SLOT
+        m.origin_connection = 0
+        delivery_time = pkt.fields.get(VH_DELIVERY_TIME)
+        m.delivery_time = delivery_time if isinstance(delivery_time, int) else 0
         m._selector_values = None
         m.report_info = None
         return m

@@ -152,23 +152,26 @@ class Pager:
             msg.drop_body()
 
     def page_out_recovered(self, queues: list[DeliveryQueue]) -> int:
-        """After recovery: while memory is over the threshold, the stored messages
-        behind each queue's first read-ahead window let their bytes go (the store has
-        them).  Returns how many did."""
+        """After recovery from a store that loaded bodies: while memory is over the
+        threshold, the messages behind each queue's first read-ahead window let their
+        bytes go (to nowhere when the store gives them back, else to the swap area).
+        Returns how many did."""
         n = 0
         stats = self.stats
-        if self.store is None:
-            return 0
         for dq in queues:
             for i, e in enumerate(dq):
                 if not self.over():
                     return n
                 m = e.msg
-                if i >= self.readahead and m.stored and m._raw is not None and m.src is None:
+                if i < self.readahead or m._raw is None:
+                    continue
+                if m.stored and self.store is not None:
                     m.page_out(self, -1)
                     stats.paged_out += 1
                     stats.paged_out_bytes += m.size
-                    n += 1
+                else:
+                    self.page_out(m)
+                n += not m.resident
         return n
 
     # -- reading back -----------------------------------------------------------------

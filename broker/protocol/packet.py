@@ -538,6 +538,18 @@ def set_consumer_id_and_flags(buf: bytearray, consumer_id: int, flags: int) -> N
 _DC_FIELD = struct.pack(">hhi", VH_DELIVERY_COUNT, 4, 1)
 
 
+def head_packet(head: bytes) -> Packet:
+    """A packet read from its header and variable header alone (the bytes up to its
+    propOffset; properties and body left elsewhere): header fields and ``fields`` only.
+    PacketError when they do not make one."""
+    if len(head) < HEADER_SIZE:
+        raise PacketError(f"packet head of {len(head)} bytes is shorter than its header")
+    buf = bytearray(head)
+    _I32.pack_into(buf, OFF_SIZE, len(buf))
+    _I32.pack_into(buf, OFF_PROP_OFFSET + 4, 0)  # propSize
+    return Packet(bytes(buf))
+
+
 def with_delivery_count_slot(pkt: Packet) -> tuple[bytes, int]:
     """Return the packet's bytes with a DELIVERY_COUNT field, and that field's value offset.
 

@@ -319,7 +319,6 @@ class Broker:
         # back; only a started broker writes them (an in-process one in tests does not).
         self.txn_records.start()
         await self._open_store(loop)
-        self.paging = open_paging(c, self.router, self.store, self.memory.budget)
         self.check_disk()
         self.access.prepare(svc.name for svc in services)
         await loop.run_in_executor(self.executor, self.access.load)
@@ -681,12 +680,18 @@ class Broker:
     async def _open_store(self, loop: asyncio.AbstractEventLoop) -> None:
         store = open_store(self.config)
         started = time.monotonic()
+        # A broker that pages serves as soon as the store's index is loaded: the bodies
+        # stay on disk until read back for delivery.
+        store.lazy_bodies = self.config.get(props.SWAP_ENABLED) and store.reads_bodies
         # Off the loop: the database store uses the ORM, which refuses async contexts.
         state = await loop.run_in_executor(self.executor, store.load)
         for repair in state.repairs:
             log.warning("message store recovery: %s", repair)
         self.router.attach_store(store)
+        self.paging = open_paging(self.config, self.router, store, self.memory.budget)
         counts = self.router.recover(state)
+        if self.paging is not None:
+            self.paging.recovered(self.router)
         store.on_lost = self._store_lost
         store.start(loop)
         self.store = store

@@ -55,6 +55,13 @@ class Paging:
                 problems.append(f"{where} has {free} bytes free, less than {name}={minimum}")
         return "; ".join(problems) or None
 
+    def recovered(self, router: MessageRouter) -> None:
+        """After recovery: what a store that loads bodies brought into memory past the
+        threshold leaves it again."""
+        n = self.pager.page_out_recovered(router.delivery_queues())
+        if n:
+            log.info("paging: %d recovered messages paged out", n)
+
     def close(self) -> None:
         self.pager.close()
         self.swap.close()
@@ -63,8 +70,7 @@ class Paging:
 def open_paging(
     c: BrokerConfig, router: MessageRouter, store: Store | None, budget: int
 ) -> Paging | None:
-    """The pager the properties ask for, attached to ``router`` (None when disabled);
-    the recovered backlog over the threshold lets its bytes go."""
+    """The pager the properties ask for, attached to ``router`` (None when disabled)."""
     if not c.get(props.SWAP_ENABLED):
         log.info("paging to disk is off (imq.swap.enabled=false): a backlog stays in memory")
         return None
@@ -81,12 +87,10 @@ def open_paging(
         readahead=c.get(props.SWAP_READAHEAD),
     )
     router.attach_pager(pager)
-    n = pager.page_out_recovered(router.delivery_queues())
     log.info(
-        "paging: message bodies leave memory past %d%% of the budget (%d bytes); swap area %s%s",
+        "paging: message bodies leave memory past %d%% of the budget (%d bytes); swap area %s",
         percent,
         pager.threshold,
         swap.directory,
-        f"; {n} recovered messages paged out" if n else "",
     )
     return Paging(pager, swap, store.data_directory() if store is not None else None, c)

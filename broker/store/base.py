@@ -140,6 +140,11 @@ class StoredMessage:
     raw: bytes
     # interest -> delivery count so far (0 = never delivered); settled ones are absent.
     interests: dict[str, int]
+    # Loaded without its body (``Store.lazy_bodies``): ``raw`` is None, ``head`` is the
+    # packet up to its properties (the header fields routing needs) and ``size`` the
+    # length of the whole, which ``Store.read_bodies`` gives back.
+    head: bytes | None = None
+    size: int = 0
 
 
 @dataclass
@@ -168,6 +173,8 @@ def records_of(state: RecoveredState) -> list[Record]:
     backup and restore move a store's content this way)."""
     out: list[Record] = [*state.destinations, *state.durables]
     for msg in state.messages:
+        if msg.raw is None:
+            raise ValueError("records_of needs a state loaded with its message bodies")
         out.append(MsgAdd(msg.key, msg.destination, msg.dest_type, msg.raw, tuple(msg.interests)))
         out.extend(MsgDelivered(msg.key, i, n) for i, n in msg.interests.items() if n)
     for txn in state.transactions:
@@ -274,6 +281,11 @@ class Store:
         """The directory the store writes into, for the free-space watch (None: not
         a local directory, or not one of its own)."""
         return None
+
+    # Set before ``load`` (by a broker that pages): messages are recovered without their
+    # bodies (StoredMessage.head), which stay on disk until read back.  Only for stores
+    # with ``reads_bodies``.
+    lazy_bodies = False
 
     # Whether ``read_bodies`` gives back stored messages' bytes (the pager then keeps
     # only their keys in memory; without it, it swaps the bodies to its own area).

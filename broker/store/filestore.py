@@ -136,6 +136,7 @@ DAMAGED_SUFFIX = ".damaged"  # a damaged segment no longer needed, kept for insp
 
 _HDR = FRAME_HEADER
 _U32 = struct.Struct("<I")
+_PROP_OFFSET = struct.Struct(">i")  # the packet header's propOffset (big endian, at 52)
 MAX_RECORD = 1 << 31  # a length field beyond this is garbage, not a record
 
 _WRITE_CHUNK = 1 << 20
@@ -150,6 +151,14 @@ def _zero_fill(fd: int, start: int, end: int) -> None:
     while start < end:
         n = os.pwrite(fd, memoryview(_ZEROS)[: min(len(_ZEROS), end - start)], start)
         start += n
+
+
+def _head_end(raw: bytes) -> int:
+    """Where a message packet's properties start (its header and variable header end)."""
+    if len(raw) < _PROP_OFFSET.size + 52:
+        return len(raw)
+    end = _PROP_OFFSET.unpack_from(raw, 52)[0]
+    return end if 0 < end <= len(raw) else len(raw)
 
 
 def _zero_tail(buf: bytes, pos: int) -> bool:
@@ -232,8 +241,10 @@ class _Txn:
 class _Index:
     """The live state plus per-segment holds/refs; ``apply`` mirrors the replay rules."""
 
-    def __init__(self, keep_raw: bool = False) -> None:
+    def __init__(self, keep_raw: bool = False, heads_only: bool = False) -> None:
         self.keep_raw = keep_raw  # loading: keep message bytes for RecoveredState
+        # ... only their heads (the packet up to its properties) and lengths.
+        self.heads_only = heads_only
         self.segs: dict[int, _Seg] = {}
         # Destinations/durables: [latest add, its segment, segment of the first add].  The
         # first add is held too: it fixes the position in the recovered order.
@@ -412,7 +423,14 @@ class _Index:
                 il[i] = il.get(i, 0) + 1
             m.ints = ints
         m.extra = None
-        m.raw = r.raw if self.keep_raw else None
+        if not self.keep_raw:
+            m.raw = None
+        elif self.heads_only:
+            raw = r.raw
+            # The head and the whole's length, in one tuple (_Msg has no slot for it).
+            m.raw = (raw[: _head_end(raw)], len(raw))
+        else:
+            m.raw = r.raw
         seg.holds += 1
         seg.live_msgs += 1
         seg.live_bytes += size
@@ -740,7 +758,7 @@ class FileStore(Store):
                 " (a compaction was interrupted before deleting them)"
             )
         nums = nums[first:]
-        idx = _Index(keep_raw=True)
+        idx = _Index(keep_raw=True, heads_only=self.lazy_bodies)
         # Replay allocates millions of small acyclic objects: the cyclic GC would rescan
         # the growing index over and over (most of the load time), so pause it.
         gc_was_on = gc.isenabled()
@@ -765,7 +783,13 @@ class FileStore(Store):
         for key, m in idx.msgs.items():
             ints = m.ints
             interests = {ints[j]: ints[j + 1] for j in range(0, len(ints), 3)}
-            state.messages.append(StoredMessage(key, m.dest, m.dtype, m.raw, interests))
+            if type(m.raw) is tuple:
+                head, size = m.raw
+                state.messages.append(
+                    StoredMessage(key, m.dest, m.dtype, None, interests, head, size)
+                )
+            else:
+                state.messages.append(StoredMessage(key, m.dest, m.dtype, m.raw, interests))
             m.raw = None
         for t in idx.txns.values():
             sends = []
