@@ -137,6 +137,19 @@ class BrokerCollector(Collector):
             props.get(imq.CURRENT_SIZE),
         )
         yield _gauge("openmq_broker_destinations", "Destinations (not temporary)", total)
+        yield _gauge(
+            "openmq_broker_memory_message_bytes",
+            "Bytes of message bodies held in memory (what the memory state measures; the "
+            "rest of the backlog is paged out to disk)",
+            totals.get("bodiesInMemory"),
+        )
+        for suffix, field, text in (
+            ("paged_out", "pagedOut", "Messages whose bodies were paged out of memory to disk"),
+            ("read_back", "readBack", "Paged-out messages read back from disk for delivery"),
+        ):
+            family = CounterMetricFamily(f"openmq_broker_{suffix}", text)
+            family.add_metric([], _num(totals.get(field)))
+            yield family
         lag = GaugeMetricFamily(
             "openmq_broker_loop_lag_seconds",
             "The broker's event-loop wake-up lag over its last window (imq.loop.lag.window)",

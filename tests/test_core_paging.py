@@ -13,11 +13,12 @@ from pathlib import Path
 import pytest
 
 from broker.core.errors import now_ms
-from broker.core.message import BODIES
+from broker.core.message import BODIES, Message
 from broker.core.paging import Pager
 from broker.core.router import MessageRouter
 from broker.core.selector import compile_selector
-from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, AckMode
+from broker.protocol.packet import VH_DELIVERY_TIME, build_packet, parse_packet
+from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, FLAG_Q, AckMode, PacketType
 from broker.store.filestore import FileStore
 from broker.store.swap import SwapArea
 
@@ -239,3 +240,24 @@ def test_a_restart_loads_the_index_not_the_bodies(tmp_path: Path) -> None:
         store.close()
 
     asyncio.run(restart())
+
+
+def test_delayed_messages_wait_paged_out_and_arrive_whole(tmp_path: Path) -> None:
+    r, pager, _swap = _paging_router(tmp_path)
+    due = now_ms() + 60_000
+    for i in range(5):
+        raw = build_packet(
+            PacketType.BYTES_MESSAGE,
+            body=_body(i),
+            flags=FLAG_Q,
+            fields={1: "dq", VH_DELIVERY_TIME: due},
+            sequence=i + 1,
+            timestamp=now_ms(),
+        )
+        r.route(Message(parse_packet(raw), "dq", 0), None, DEST_QUEUE)
+    assert len(r.delayed) == 5 and not any(m.resident for _, _, m, _ in r.delayed)
+    conn = Conn(1)
+    _consume(r, session(r, conn, ack_mode=AckMode.NO_ACKNOWLEDGE), "dq")
+    r.release_due(due + 1)
+    assert [_number(b) for b in conn.bodies()] == list(range(5))
+    assert pager.stats.paged_out == 5

@@ -517,7 +517,12 @@ def query_destination(admin: BrokerAdmin, kind: str | int, name: str) -> dict[st
     found = admin.destinations(name, dest_type_code(kind))
     if not found:
         raise AdminError(404, f"{dest_kind(dest_type_code(kind))} {name} not found")
-    return _destination(found[0])
+    dest = _destination(found[0])
+    # What of it is paged out of memory: the destination's metrics say (one more request).
+    metrics = admin.metrics(destination=dest["name"], dest_type=dest_type_code(kind))
+    dest["paged"] = _int(metrics.get("pagedMessages"))
+    dest["paged_bytes"] = _int(metrics.get("pagedMessageBytes"))
+    return dest
 
 
 def _dest_event(op: str, code: int, name: str, **fields: Any) -> dict[str, Any]:

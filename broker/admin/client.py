@@ -526,9 +526,12 @@ class AdminClient:
         """GET_METRICS (52): the ``destination``'s DestMetricsCounters (numMsgsIn,
         msgBytesIn, numMsgs, peakNumMsgs, numConsumers, ... and timeStamp), else the
         ``service``'s MetricCounters (messagesIn, messageBytesIn, packetsIn, nConnections,
-        ...), else the broker's total MetricCounters (plus ``loopLagMax``/``loopLagP99``,
-        the event-loop lag, and ``gcPauseMax``, the longest garbage collection, in µs); a dict of the Java fields and map entries, ``__class__``
-        naming the class."""
+        ...; plus ``pagedMessages``/``pagedMessageBytes``, its copies paged out of
+        memory), else the broker's total MetricCounters (plus ``loopLagMax``/``loopLagP99``,
+        the event-loop lag, and ``gcPauseMax``, the longest garbage collection, in µs;
+        ``bodiesInMemory``, the bytes of message bodies in memory, and ``pagedOut``/
+        ``readBack``, messages paged out and read back so far); a dict of the Java fields
+        and map entries, ``__class__`` naming the class."""
         if destination:
             props: dict[str, object] | None = _dest(destination, dest_type)
         elif service:
@@ -546,6 +549,11 @@ class AdminClient:
             ("JMQLoopLagMax", "loopLagMax"),
             ("JMQLoopLagP99", "loopLagP99"),
             ("JMQGCPauseMax", "gcPauseMax"),
+            ("JMQBodiesInMemory", "bodiesInMemory"),
+            ("JMQPagedOut", "pagedOut"),
+            ("JMQReadBack", "readBack"),
+            ("JMQPagedMessages", "pagedMessages"),
+            ("JMQPagedMessageBytes", "pagedMessageBytes"),
         ):
             if key in reply:
                 value[name] = int(reply[key])

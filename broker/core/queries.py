@@ -69,6 +69,19 @@ def waiting_count(dest: Destination) -> int:
     return sum(q.count for q in dest.delivery_queues())
 
 
+def paged_out(dest: Destination) -> tuple[int, int]:
+    """(count, bytes) of the message copies waiting in ``dest`` whose bodies are paged
+    out of memory (broker/core/paging.py): one look at each, for administrators."""
+    n = size = 0
+    for q in dest.delivery_queues():
+        for e in q:
+            m = e.msg
+            if m._raw is None:
+                n += 1
+                size += m.size
+    return n, size
+
+
 def delayed_by_destination(router: MessageRouter) -> DestCounts:
     """[count, bytes] of the messages waiting for their delivery time (JMS 2.0 delivery
     delay), by (destination name, is a topic)."""

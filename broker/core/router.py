@@ -573,6 +573,9 @@ class MessageRouter:
             heapq.heappush(
                 self.delayed, (msg.delivery_time, next(self._delayed_seq), msg, dest_type)
             )
+            pager = self.pager
+            if pager is not None and pager.over():
+                pager.page_out(msg)  # it waits for its delivery time: its body need not
             if self.on_delayed is not None:
                 self.on_delayed(self.delayed[0][0])
             return dest

@@ -11,6 +11,8 @@ the channel layer group :func:`group_name` (``"broker.<instance>"``)::
      "messages": 42, "message_bytes": 43008,    # messages held now, and their bytes
      "connections": 3,
      "memory_state": "green", "memory_used": 43008, "memory_limit": 1073741824,
+                                                # memory_used: message bodies in memory
+     "paged_out": 0.0, "read_back": 0.0,        # messages paged out / read back per second
      "destinations": 10000,                     # how many there are (all of them)
      "loop_lag_max": 0.4, "loop_lag_p99": 0.2,  # event-loop lag, ms (looplag.py)
      "depths": [{"name": "orders", "type": "queue", "messages": 40, "bytes": 40960,
@@ -60,6 +62,7 @@ from typing import TYPE_CHECKING
 from broker import props
 from broker.channel_groups import group_name
 from broker.core import queries
+from broker.core.message import BODIES
 from broker.core.metrics import ServiceCounters, consumer_counts, sample_averages
 from broker.protocol.admin_types import ADMIN_QUEUE
 from broker.server.queuethread import STOP, QueueThread
@@ -128,6 +131,7 @@ class EventPublisher:
         counters = _snapshot(broker)
         self._prev = (now, counters)
         self._dest_prev: dict | None = None  # destination -> its counters at the last sample
+        self._paged_prev = (0, 0)  # the pager's paged-out and read-back counts then
         self._row_base = (now, counters)
         self._writer = (
             SampleWriter(self.instance, self.retention) if self.sample_interval > 0 else None
@@ -162,6 +166,11 @@ class EventPublisher:
         seconds = max(mono - prev_t, 0.001)
         self._prev = (mono, counters)
         msgs_in, msgs_out, bytes_in, bytes_out = _rates(counters, prev, seconds)
+        paging = broker.paging
+        paged = (paging.pager.stats.paged_out, paging.pager.stats.read_back) if paging else (0, 0)
+        before, self._paged_prev = self._paged_prev, paged
+        paged_out = max(paged[0] - before[0], 0) / seconds
+        read_back = max(paged[1] - before[1], 0) / seconds
         # The reply queues of admin tools' connections (the portal's own) are not counted.
         tools = {cid for cid, c in broker.connections.items() if c.service.type == "ADMIN"}
         dests = [
@@ -199,8 +208,10 @@ class EventPublisher:
             "message_bytes": totals.bytes,
             "connections": len(broker.connections),
             "memory_state": broker.memory.state,
-            "memory_used": totals.bytes,
+            "memory_used": BODIES.bytes,
             "memory_limit": broker.memory.budget,
+            "paged_out": round(paged_out, 3),
+            "read_back": round(read_back, 3),
             "destinations": len(dests),
             "loop_lag_max": _lag_ms(broker, "max"),
             "loop_lag_p99": _lag_ms(broker, "p99"),

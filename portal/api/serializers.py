@@ -274,6 +274,14 @@ class DestinationSerializer(serializers.Serializer):
     consumers = serializers.IntegerField()
     active_consumers = serializers.IntegerField()
     backup_consumers = serializers.IntegerField()
+    paged = serializers.IntegerField(
+        required=False,
+        help_text="Of its messages, how many wait with their bodies paged out of memory "
+        "to disk (one destination's details only).",
+    )
+    paged_bytes = serializers.IntegerField(
+        required=False, help_text="The bytes of those paged out (details only)."
+    )
     attributes = serializers.DictField(help_text="Attributes by their imqcmd names.")
 
     def to_representation(self, instance):

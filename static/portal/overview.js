@@ -58,6 +58,8 @@
       messages: num(pick(raw, ["messages"])),
       lagMax: num(pick(raw, ["loop_lag_max"])),
       lagP99: num(pick(raw, ["loop_lag_p99"])),
+      pagedOut: num(pick(raw, ["paged_out"])),
+      readBack: num(pick(raw, ["read_back"])),
       destinations: null,
       depths: depthRows(pick(raw, ["depths"]))
     };
@@ -133,6 +135,9 @@
     if (s.messages !== null) setText("fig-messages", fmt(s.messages));
     if (s.lagP99 !== null && s.lagMax !== null) {
       setText("fig-loop-lag", fmt(s.lagP99, 2) + " / " + fmt(s.lagMax, 2));
+    }
+    if (s.pagedOut !== null && s.readBack !== null) {
+      setText("fig-paging", fmt(s.pagedOut, 1) + " / " + fmt(s.readBack, 1));
     }
     if (s.memory) {
       var mem = $("fig-memory");

@@ -61,7 +61,7 @@ Physical destinations:
   destroy dst -t q|t -n NAME / purge dst -t q|t -n NAME
   pause dst -t q|t -n NAME [-pst CONSUMERS|PRODUCERS|ALL] / resume dst -t q|t -n NAME
   compact dst [-t q|t -n NAME]           reclaim message store space (all, or one)
-  metrics dst -t q|t -n NAME [-m ttl|rts|con] [-int SECONDS] [-msp COUNT]
+  metrics dst -t q|t -n NAME [-m ttl|rts|con|dsk] [-int SECONDS] [-msp COUNT]
   list cns -t q|t -n NAME                a destination's consumers (ours: not in OpenMQ)
   attributes (-o): {attributes}
 Durable subscriptions:
@@ -97,7 +97,7 @@ SERVICE_OPTIONS = {"port": "port", "minThreads": "min_threads", "maxThreads": "m
 METRIC_TYPES = {
     "bkr": ("ttl", "rts", "cxn"),
     "svc": ("ttl", "rts", "cxn"),
-    "dst": ("ttl", "rts", "con"),
+    "dst": ("ttl", "rts", "con", "dsk"),
 }
 SUCCESS = "Successfully performed the requested operation."
 
@@ -317,7 +317,7 @@ class Command(BaseCommand):
             "-tmp", dest="temporary", action="store_true", help="list dst: temporary ones too"
         )
         parser.add_argument(
-            "-m", dest="metric_type", help="metrics: ttl, rts, cxn (bkr, svc), con (dst)"
+            "-m", dest="metric_type", help="metrics: ttl, rts, cxn (bkr, svc), con, dsk (dst)"
         )
         parser.add_argument(
             "-int", dest="interval", type=int, default=5, help="metrics: seconds between samples"
@@ -870,6 +870,11 @@ class Command(BaseCommand):
 
     def _dest_metric_table(self) -> Table:
         kind = self.opts["metric_type"]
+        if kind == "dsk":
+            # OpenMQ's disk figures; here: all its bytes, those paged out of memory.
+            table = Table(3, center=True)
+            table.title(("Disk Reserved", "Disk Used", "Utilization Ratio"))
+            return table
         if kind == "con":
             queue = self.dest()[1] == "q"
             heads = (
@@ -904,6 +909,12 @@ class Command(BaseCommand):
 
     def _dest_metric_row(self, latest: dict, previous: dict | None, secs: float) -> list[str]:
         kind = self.opts["metric_type"]
+        if kind == "dsk":
+            return [
+                str(num(latest, "diskReserved")),
+                str(num(latest, "diskUsed")),
+                str(num(latest, "diskUtilizationRatio")),
+            ]
         # DestMetricsCounters' map keys (numMsgsIn, msgBytesIn, numMsgs, peakNumMsgs, ...).
         counts = [
             str(num(latest, "numMsgs")),
@@ -1243,8 +1254,10 @@ class Command(BaseCommand):
             ("   Held in Transaction", d["in_transaction"]),
             ("   In Delayed Delivery", d["in_delay"]),
             ("   Unacknowledged", d["unacked"]),
+            ("   Paged Out to Disk", d["paged"]),
             ("Current Message Bytes", ""),
             ("   Actual", d["bytes"]),
+            ("   Paged Out to Disk", d["paged_bytes"]),
             ("", ""),
             ("Current Number of Producers", d["producers"]),
             ("Current Number of Active Consumers", d["active_consumers"]),

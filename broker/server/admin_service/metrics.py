@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from broker.core import queries
 from broker.core.errors import RouterError
+from broker.core.message import BODIES
 from broker.core.metrics import (
     DEST_METRICS_KEYS,
     ServiceCounters,
@@ -166,7 +167,7 @@ def broker_counters(broker: Broker, services: list[Service] | None = None) -> di
     """``MetricCounters`` field values for ``services`` (default: all, the broker total).
 
     totalMemory/freeMemory are the broker's message memory budget and what of it is not
-    held by messages (OpenMQ reports the JVM heap)."""
+    held by message bodies in memory (OpenMQ reports the JVM heap)."""
     chosen = broker.services if services is None else services
     total = ServiceCounters.total(s.metrics for s in chosen)
     active = low = high = 0
@@ -176,7 +177,7 @@ def broker_counters(broker: Broker, services: list[Service] | None = None) -> di
         high += hi
         active += THREADS_PER_CONNECTION * len(svc.connections)
     budget = broker.memory.budget
-    used = broker.router.totals.bytes
+    used = BODIES.bytes
     return {
         "messagesIn": total.messages_in,
         "messagesOut": total.messages_out,
@@ -238,8 +239,20 @@ def get_metrics(conn: ClientConnection, props: dict) -> Result:
                 values[key] += add
             values["peakNumMsgs"] = max(values["peakNumMsgs"], values["numMsgs"])
             values["peakTotalMsgBytes"] = max(values["peakTotalMsgBytes"], values["totalMsgBytes"])
+        # OpenMQ's disk figures tell what of it is paged out (docs/reference/imqcmd.md):
+        # Disk Used the bytes only on disk, Disk Reserved all its bytes.
+        paged, paged_bytes = queries.paged_out(dest)
+        values["diskUsed"] = paged_bytes
+        values["diskReserved"] = values["totalMsgBytes"]
+        total = values["totalMsgBytes"]
+        values["diskUtilizationRatio"] = paged_bytes * 100 // total if total else 0
         body = encode_dest_metrics(values, int(time.time() * 1000))
-        return {"JMQBodyType": "DESTINATION"}, body
+        # Ours (OpenMQ's tools ignore unknown properties): the count too.
+        return {
+            "JMQBodyType": "DESTINATION",
+            "JMQPagedMessages": JInt(paged),
+            "JMQPagedMessageBytes": JLong(paged_bytes),
+        }, body
     service = props.get("JMQServiceName")
     if isinstance(service, str):
         chosen = [s for s in broker.services if s.name == service]
@@ -248,14 +261,18 @@ def get_metrics(conn: ClientConnection, props: dict) -> Result:
         return {"JMQBodyType": "SERVICE"}, encode_metric_counters(broker_counters(broker, chosen))
     # Ours, beside OpenMQ's MetricCounters (whose serialized shape is fixed): the last
     # window's event-loop lag in microseconds; OpenMQ's tools ignore unknown properties.
-    reply: dict[str, object] = {}
+    # And paging: bodies in memory, how many were paged out and read back so far.
+    reply: dict[str, object] = {"JMQBodiesInMemory": JLong(BODIES.bytes)}
     lag = broker.loop_lag
     if lag is not None:
-        reply = {
-            "JMQLoopLagMax": JLong(round(lag.lag.max * 1e6)),
-            "JMQLoopLagP99": JLong(round(lag.lag.p99 * 1e6)),
-            "JMQGCPauseMax": JLong(round(lag.gc_max * 1e6)),
-        }
+        reply.update(
+            JMQLoopLagMax=JLong(round(lag.lag.max * 1e6)),
+            JMQLoopLagP99=JLong(round(lag.lag.p99 * 1e6)),
+            JMQGCPauseMax=JLong(round(lag.gc_max * 1e6)),
+        )
+    if broker.paging is not None:
+        st = broker.paging.pager.stats
+        reply.update(JMQPagedOut=JLong(st.paged_out), JMQReadBack=JLong(st.read_back))
     return reply, encode_metric_counters(broker_counters(broker))
 
 
