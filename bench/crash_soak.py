@@ -4,6 +4,7 @@ that nothing a client was told is stored was lost or wrongly duplicated.
     .venv/bin/python bench/crash_soak.py                          # file store, 3 rounds x 4 kills
     .venv/bin/python bench/crash_soak.py --store jdbc --rounds 5  # database store on PostgreSQL
     .venv/bin/python bench/crash_soak.py --rounds 20 --kills 6 --seed 7 --sync
+    .venv/bin/python bench/crash_soak.py --prop imq.memory.limit=1m --size 2000   # paged
 
 Each round starts a broker on a fresh var home (``--store jdbc``: a fresh database on a
 private PostgreSQL server, as tests/pg.py runs one) and runs bench/c/soak.c, compiled
@@ -272,7 +273,7 @@ def run_round(args: argparse.Namespace, exe: Path, no: int, pg_url: str | None) 
     tmp = Path(tempfile.mkdtemp(prefix=f"imq-soak-{args.store}-{no}-"))
     outdir = tmp / "clients"
     outdir.mkdir()
-    props = ["imq.log.level=WARNING"]
+    props = ["imq.log.level=WARNING", *args.prop]
     if args.store == "jdbc":
         props.append("imq.persist.store=jdbc")
     if args.sync:
@@ -385,6 +386,13 @@ def main() -> int:
     ap.add_argument("--keep", action="store_true", help="keep every round's directory")
     ap.add_argument(
         "--size", type=int, default=0, help="bytes of padding per message (default 0: ~20 B)"
+    )
+    ap.add_argument(
+        "--prop",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a broker property, e.g. imq.memory.limit=1m (with --size 2000: a paged backlog)",
     )
     args = ap.parse_args()
     bin_dir = Path(tempfile.mkdtemp(prefix="imq-soak-bin-"))
