@@ -261,3 +261,47 @@ def test_delayed_messages_wait_paged_out_and_arrive_whole(tmp_path: Path) -> Non
     r.release_due(due + 1)
     assert [_number(b) for b in conn.bodies()] == list(range(5))
     assert pager.stats.paged_out == 5
+
+
+def test_a_stored_body_damaged_after_start_is_reported_and_skipped(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A record that loaded fine and was damaged on disk afterwards: its message is
+    reported and skipped when read back, the others are delivered."""
+
+    async def go() -> None:
+        store = FileStore(tmp_path / "fs", sync=False)
+        store.load()
+        store.start(asyncio.get_running_loop())
+        r = MessageRouter()
+        r.attach_store(store)
+        r.create_destination("cq", DEST_QUEUE, None)
+        send(r, Conn(1), "cq", *(_body(i) for i in range(6)), persistent=True)
+        store.close()
+        store = FileStore(tmp_path / "fs", sync=False)
+        store.lazy_bodies = True
+        state = store.load()
+        store.start(asyncio.get_running_loop())
+        (seg,) = (tmp_path / "fs").glob("*.seg")
+        data = bytearray(seg.read_bytes())
+        at = data.find(_body(3)[:BODY])
+        data[at + 100] ^= 0xFF
+        seg.write_bytes(bytes(data))
+        r = MessageRouter()
+        r.attach_store(store)
+        pager = Pager(1 << 40, swap=None, store=store, readahead=2)
+        r.attach_pager(pager)
+        r.recover(state)
+        conn = Conn(1)
+        _consume(r, session(r, conn, ack_mode=AckMode.NO_ACKNOWLEDGE), "cq")
+        for _ in range(500):
+            if r.queues["cq"].msg_count == 0:
+                break
+            await asyncio.sleep(0.01)
+        assert [_number(b) for b in conn.bodies()] == [0, 1, 2, 4, 5]
+        assert pager.stats.lost == 1
+        pager.close()
+        store.close()
+
+    asyncio.run(go())
+    assert "does not read back intact" in caplog.text and "is skipped" in caplog.text

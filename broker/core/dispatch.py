@@ -299,7 +299,7 @@ class DeliveryQueue:
                 if not self._read_now(entry):
                     continue
             c.deliver(entry)
-            if pager is not None:
+            if msg.src is not None and pager is not None:
                 pager.delivered(msg)
 
     def _dispatch_selective(self, now_ms: int) -> None:
@@ -350,7 +350,7 @@ class DeliveryQueue:
                 if msg._raw is None and not self._read_now(entry):
                     continue
                 target.deliver(entry)
-                if self.pager is not None:
+                if msg.src is not None and self.pager is not None:
                     self.pager.delivered(msg)
             self.buckets[pi] = keep
 
