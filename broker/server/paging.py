@@ -63,6 +63,16 @@ class Paging:
             log.info("paging: %d recovered messages paged out", n)
 
     def close(self) -> None:
+        st = self.pager.stats
+        if st.paged_out or st.read_back:
+            log.info(
+                "paging: %d messages (%d bytes) paged out, %d (%d bytes) read back, %d lost",
+                st.paged_out,
+                st.paged_out_bytes,
+                st.read_back,
+                st.read_back_bytes,
+                st.lost,
+            )
         self.pager.close()
         self.swap.close()
 
