@@ -305,3 +305,29 @@ def test_a_stored_body_damaged_after_start_is_reported_and_skipped(
 
     asyncio.run(go())
     assert "does not read back intact" in caplog.text and "is skipped" in caplog.text
+
+
+def test_a_selector_consumer_on_a_paged_backlog_reads_it_off_the_loop(tmp_path: Path) -> None:
+    """With an event loop, the selector scan waits for the reader thread (no read on the
+    loop) and gets what it would get from memory, in priority order; bodies it looked
+    at and left are let go again."""
+
+    async def go() -> None:
+        r, pager, _swap = _paging_router(tmp_path)
+        conn = Conn(1)
+        for i in range(60):
+            send(r, conn, "sq", _body(i), priority=i % 10, props={"n": i, "m": i % 3})
+        sess = session(r, conn, ack_mode=AckMode.NO_ACKNOWLEDGE)
+        _consume(r, sess, "sq", selector=compile_selector("m = 0"))
+        for _ in range(500):
+            if len(conn.sent) == 20:
+                break
+            await asyncio.sleep(0.01)
+        picked = [_number(b) for b in conn.bodies()]
+        assert picked == sorted((i for i in range(60) if i % 3 == 0), key=lambda i: (-(i % 10), i))
+        # The 40 it left wait paged out again (only what selectors ask stays in memory).
+        assert not any(e.msg.resident for e in r.queues["sq"].dq)
+        assert pager.stats.read_back >= 20
+        pager.close()
+
+    asyncio.run(go())

@@ -300,10 +300,11 @@ class DeliveryQueue:
                     continue
             c.deliver(entry)
             if msg.src is not None and pager is not None:
-                pager.delivered(msg)
+                pager.done_with(msg)
 
     def _dispatch_selective(self, now_ms: int) -> None:
         # Messages a consumer's selector refuses stay queued for the others.
+        pager = self.pager
         consumers = self.consumers
         n = len(consumers)
         for pi in range(9, -1, -1):
@@ -325,13 +326,20 @@ class DeliveryQueue:
                         self.on_drop(entry, EXPIRED)
                     continue
                 if msg._selector_values is None and msg._raw is None:
+                    if pager is not None and pager.fetch(self, msg, self._after(bucket, pi)):
+                        # Read back from here on, then the scan starts again.
+                        keep.append(entry)
+                        keep.extend(bucket)
+                        bucket.clear()
+                        self.buckets[pi] = keep
+                        return
                     try:
                         msg.selector_values()
                     except MessageLost:
                         self.count -= 1
                         self.bytes -= msg.size
-                        if self.pager is not None:
-                            self.pager.lose(entry)
+                        if pager is not None:
+                            pager.lose(entry)
                         continue
                 target = None
                 for i in range(n):
@@ -344,15 +352,34 @@ class DeliveryQueue:
                         break
                 if target is None:
                     keep.append(entry)
+                    if msg.src is not None and pager is not None:
+                        pager.done_with(msg)  # what a selector asks is kept apart
                     continue
+                if (
+                    msg._raw is None
+                    and pager is not None
+                    and pager.fetch(self, msg, self._after(bucket, pi))
+                ):
+                    keep.append(entry)
+                    keep.extend(bucket)
+                    bucket.clear()
+                    self.buckets[pi] = keep
+                    return
                 self.count -= 1
                 self.bytes -= msg.size
                 if msg._raw is None and not self._read_now(entry):
                     continue
                 target.deliver(entry)
-                if msg.src is not None and self.pager is not None:
-                    self.pager.delivered(msg)
+                if msg.src is not None and pager is not None:
+                    pager.done_with(msg)
             self.buckets[pi] = keep
+
+    def _after(self, rest: deque[Entry], priority: int) -> Iterator[Entry]:
+        """The entries a selector scan has still to look at: the rest of the bucket of
+        ``priority`` it is in, then the lower priorities'."""
+        yield from rest
+        for pi in range(priority - 1, -1, -1):
+            yield from self.buckets[pi]
 
     def _unpop(self, entry: Entry) -> None:
         """Put back the entry ``pop_next`` just took."""

@@ -202,9 +202,8 @@ class Message:
         m.report_info = None
         return m
 
-    def __del__(self) -> None:
+    def __del__(self, b: BodyMemory = BODIES) -> None:  # bound now: no global at exit
         if self._raw is not None:
-            b = BODIES
             b.count -= 1
             b.bytes -= self.size
         if self.src is not None:

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -146,8 +146,9 @@ class Pager:
                 stats.paged_out += 1
                 stats.paged_out_bytes += msg.size
 
-    def delivered(self, msg: Message) -> None:
-        """``msg`` was just sent to a consumer: over the threshold, its bytes go again."""
+    def done_with(self, msg: Message) -> None:
+        """``msg`` was just sent to a consumer (or looked at by selectors and left):
+        over the threshold, its bytes go again."""
         if msg.src is not None and BODIES.bytes > self.threshold:
             msg.drop_body()
 
@@ -206,14 +207,20 @@ class Pager:
                 out[i] = body
         return out
 
-    def fetch(self, dq: DeliveryQueue) -> bool:
-        """``dq``'s next message is paged out: read the next window of it back.  True
-        while a read for ``dq`` is under way (its dispatch waits for it); False when
-        nothing of ``dq`` is paged out (or there is no event loop: the caller reads
-        synchronously)."""
+    def fetch(
+        self,
+        dq: DeliveryQueue,
+        first: Message | None = None,
+        following: Iterable[Entry] | None = None,
+    ) -> bool:
+        """``dq``'s next message is paged out (or ``first``, which a selector scan
+        reached, with the entries ``following`` it): read the next window of ``dq`` back
+        from there.  True while a read for ``dq`` is under way (its dispatch waits for
+        it); False when nothing is paged out there (or there is no event loop: the
+        caller reads synchronously)."""
         if dq in self._reading:
             return True
-        msgs = self._window(dq)
+        msgs = self._window(dq if first is None else following or (), first)
         if not msgs:
             return False
         try:
@@ -227,11 +234,14 @@ class Pager:
         fut.add_done_callback(lambda f: self._arrived(dq, msgs, f))
         return True
 
-    def _window(self, dq: DeliveryQueue) -> list[Message]:
+    def _window(self, entries: Iterable[Entry], first: Message | None) -> list[Message]:
         msgs: list[Message] = []
         nbytes = 0
         limit = 4 * self.readahead  # entries looked at: resident ones are passed over
-        for n, e in enumerate(dq):
+        if first is not None:
+            msgs.append(first)
+            nbytes += first.size
+        for n, e in enumerate(entries):
             m = e.msg
             if m._raw is None:
                 msgs.append(m)
