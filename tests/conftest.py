@@ -86,6 +86,7 @@ LONGEST_FIRST = [
     "tests/test_workflow_pages.py",
     "tests/test_filestore.py",
     "tests/test_dmq_limits.py",
+    "tests/interop/test_java_backlog.py",
     "tests/interop/test_imqcmd_stock.py",
     "tests/test_vectors.py",
     "tests/interop/test_cclient.py",

@@ -331,3 +331,47 @@ def test_a_selector_consumer_on_a_paged_backlog_reads_it_off_the_loop(tmp_path: 
         pager.close()
 
     asyncio.run(go())
+
+
+def test_draining_a_paged_backlog_keeps_memory_under_the_threshold(tmp_path: Path) -> None:
+    """A consumer with a prefetch window drains a stored backlog: each read-back window
+    starts at the queue's head and what is delivered lets go, so the bodies in memory
+    never pass the paging threshold (the head's window and the one behind it fit)."""
+
+    async def go() -> None:
+        store = FileStore(tmp_path / "fs", sync=False)
+        store.load()
+        store.start(asyncio.get_running_loop())
+        swap = SwapArea(tmp_path / "swap")
+        swap.open()
+        r = MessageRouter()
+        r.attach_store(store)
+        base = BODIES.bytes
+        threshold = base + 100 * BODY
+        pager = Pager(threshold, swap=swap, store=store, readahead=64)
+        r.attach_pager(pager)
+        r.create_destination("wq", DEST_QUEUE, None)
+        conn = Conn(1)
+        for i in range(1000):
+            send(r, conn, "wq", _body(i), persistent=True)
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if pager.stats.paged_out >= 890:
+                break
+        sess = session(r, conn, ack_mode=AckMode.DUPS_OK_ACKNOWLEDGE)
+        cons = _consume(r, sess, "wq", prefetch=200)
+        peak = 0
+        for _ in range(2000):
+            if not r.queues["wq"].msg_count:
+                break
+            await asyncio.sleep(0.002)
+            peak = max(peak, BODIES.bytes)
+            r.acks.acknowledge(sess, list(sess.unacked)[:50])
+            cons.resume(200)
+            cons.queue.dispatch(now_ms())
+        assert [_number(b) for b in conn.bodies()] == list(range(1000))
+        assert peak <= threshold + 2 * BODY, (peak - base, threshold - base)
+        pager.close()
+        store.close()
+
+    asyncio.run(go())

@@ -291,11 +291,12 @@ class DeliveryQueue:
                     self.on_drop(entry, EXPIRED)
                 continue
             if msg._raw is None and pager is not None:
+                self._unpop(entry)  # the window read back starts with it
                 if pager.fetch(self):
                     # Its bytes are being read back: it and the rest wait for them.
                     self._rr = rr
-                    self._unpop(entry)
                     return
+                self.pop_next()  # no reader to wait for: read it here
                 if not self._read_now(entry):
                     continue
             c.deliver(entry)

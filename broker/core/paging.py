@@ -16,11 +16,11 @@ selector may ask, its property values.  Its bytes go:
 Reading back: when a queue's next message to deliver is paged out, dispatch stops and
 asks :meth:`Pager.fetch`, which reads the next ``readahead`` paged-out messages of that
 queue, in delivery order, on the pager's reader thread; when they are in, the queue is
-dispatched again, and, while memory is below the threshold, the next window is read
-behind it.  A message read back is delivered from memory and let go again once sent
-(over the threshold), since it can always be read again.  Everything else that needs a
-paged-out message's bytes (a browser, the DMQ, an administrator's listing) reads them
-for that use only (``Message.raw``).
+dispatched again, and, while memory stays below the threshold with it, the next window
+is read behind it (a window is at most a quarter of the threshold).  A message read back
+is delivered from memory and let go again once sent, since it can always be read again.
+Everything else that needs a paged-out message's bytes (a browser, the DMQ, an
+administrator's listing) reads them for that use only (``Message.raw``).
 
 The pager owns its state (what waits for the store, which queues are being read) and is
 reached by the delivery queues it is given to, and by the broker for its figures.
@@ -88,6 +88,13 @@ class Pager:
 
     # -- paging out (event loop) --------------------------------------------------------
 
+    @property
+    def window_bytes(self) -> int:
+        """The most bytes one read-back window brings in: ``readahead_bytes``, and no
+        more than a quarter of the threshold (the window being delivered and the one
+        read behind it then stay well under it)."""
+        return max(min(self.readahead_bytes, self.threshold // 4), 1)
+
     def over(self) -> bool:
         """Are more message bytes in memory than the threshold?"""
         return BODIES.bytes > self.threshold
@@ -147,9 +154,10 @@ class Pager:
                 stats.paged_out_bytes += msg.size
 
     def done_with(self, msg: Message) -> None:
-        """``msg`` was just sent to a consumer (or looked at by selectors and left):
-        over the threshold, its bytes go again."""
-        if msg.src is not None and BODIES.bytes > self.threshold:
+        """``msg`` was just sent to a consumer (or looked at by selectors and left): its
+        bytes go again (they can be read again; kept, a consumer's unacknowledged
+        window of read-back messages would fill memory past the threshold)."""
+        if msg.src is not None:
             msg.drop_body()
 
     def page_out_recovered(self, queues: list[DeliveryQueue]) -> int:
@@ -246,7 +254,7 @@ class Pager:
             if m._raw is None:
                 msgs.append(m)
                 nbytes += m.size
-                if len(msgs) >= self.readahead or nbytes >= self.readahead_bytes:
+                if len(msgs) >= self.readahead or nbytes >= self.window_bytes:
                     break
             if n >= limit:
                 break
@@ -279,7 +287,12 @@ class Pager:
             return
         dq.dispatch(self._now())
         # Read the next window behind it while memory allows.
-        if dq.count and dq.consumers and not self.over() and dq not in self._reading:
+        if (
+            dq.count
+            and dq.consumers
+            and dq not in self._reading
+            and BODIES.bytes + self.window_bytes <= self.threshold
+        ):
             self.fetch(dq)
 
     def lose(self, entry: Entry) -> None:

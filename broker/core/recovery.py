@@ -28,6 +28,7 @@ from broker.store.base import (
 from .destination import DEST_AUTO, Destination, QueueDestination, Subscription, TopicDestination
 from .errors import now_ms
 from .message import Entry, Message
+from .reports import note_no_report_options
 from .selector import compile_selector
 from .subscriptions import Subscriptions
 from .transaction import Transaction
@@ -95,6 +96,7 @@ def recover(
         if sm.raw is None and sm.head is not None and router.pager is not None:
             # Loaded without its body: the pager reads it back from the store.
             msg = Message.paged(sm.head, sm.size, sm.destination, router.pager, sm.key)
+            note_no_report_options(msg, sm.head)
         else:
             raw = sm.raw
             if raw is None:  # loaded without bodies, yet no pager: read it now

@@ -130,6 +130,16 @@ class _Info:
 
 _NO_IP = bytes(16)
 _NO_INFO = _Info(mq.NO_OPTIONS, None, None, None)
+
+
+def note_no_report_options(msg: Message, packet_bytes: bytes) -> None:
+    """``packet_bytes`` (a message's header and properties, its body left out) show that
+    ``msg`` asks for no report: say so on it, so no event has to read its body for that
+    (a message recovered without its body)."""
+    if _MARK not in packet_bytes:
+        msg.report_info = _NO_INFO
+
+
 _PROPERTIES: dict[int, bytes] = {}
 # A report's variable header starts with its DELIVERY_COUNT (so the slot's value is at
 # HEADER_SIZE + 4) and its destination and class, encoded once per reply-to; readers

@@ -539,9 +539,9 @@ _DC_FIELD = struct.pack(">hhi", VH_DELIVERY_COUNT, 4, 1)
 
 
 def head_packet(head: bytes) -> Packet:
-    """A packet read from its header and variable header alone (the bytes up to its
-    propOffset; properties and body left elsewhere): header fields and ``fields`` only.
-    PacketError when they do not make one."""
+    """A packet read from its first bytes (at least up to its propOffset; the body left
+    elsewhere): header fields and ``fields`` only, no properties.  PacketError when they
+    do not make one."""
     if len(head) < HEADER_SIZE:
         raise PacketError(f"packet head of {len(head)} bytes is shorter than its header")
     buf = bytearray(head)

@@ -141,8 +141,8 @@ class StoredMessage:
     # interest -> delivery count so far (0 = never delivered); settled ones are absent.
     interests: dict[str, int]
     # Loaded without its body (``Store.lazy_bodies``): ``raw`` is None, ``head`` is the
-    # packet up to its properties (the header fields routing needs) and ``size`` the
-    # length of the whole, which ``Store.read_bodies`` gives back.
+    # packet up to its body (the header fields routing needs, and the properties) and
+    # ``size`` the length of the whole, which ``Store.read_bodies`` gives back.
     head: bytes | None = None
     size: int = 0
 

@@ -136,7 +136,7 @@ DAMAGED_SUFFIX = ".damaged"  # a damaged segment no longer needed, kept for insp
 
 _HDR = FRAME_HEADER
 _U32 = struct.Struct("<I")
-_PROP_OFFSET = struct.Struct(">i")  # the packet header's propOffset (big endian, at 52)
+_PROP_RANGE = struct.Struct(">ii")  # the packet header's propOffset, propSize (at 52)
 MAX_RECORD = 1 << 31  # a length field beyond this is garbage, not a record
 
 _WRITE_CHUNK = 1 << 20
@@ -154,11 +154,13 @@ def _zero_fill(fd: int, start: int, end: int) -> None:
 
 
 def _head_end(raw: bytes) -> int:
-    """Where a message packet's properties start (its header and variable header end)."""
-    if len(raw) < _PROP_OFFSET.size + 52:
+    """Where a message packet's body starts (its header, variable header and properties
+    end)."""
+    if len(raw) < 60:
         return len(raw)
-    end = _PROP_OFFSET.unpack_from(raw, 52)[0]
-    return end if 0 < end <= len(raw) else len(raw)
+    offset, size = _PROP_RANGE.unpack_from(raw, 52)
+    end = offset + size
+    return end if 0 < offset <= end <= len(raw) else len(raw)
 
 
 def _zero_tail(buf: bytes, pos: int) -> bool:
