@@ -8,21 +8,27 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import logging
 from pathlib import Path
 
 import pytest
 
+from broker.config import BrokerConfig
 from broker.core.errors import now_ms
 from broker.core.message import BODIES, Message
 from broker.core.paging import Pager
 from broker.core.router import MessageRouter
 from broker.core.selector import compile_selector
 from broker.protocol.packet import VH_DELIVERY_TIME, build_packet, parse_packet
-from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, FLAG_Q, AckMode, PacketType
+from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, FLAG_F, FLAG_Q, AckMode, PacketType
+from broker.server.broker import Broker
+from broker.server.paging import Paging
 from broker.store.filestore import FileStore
 from broker.store.swap import SwapArea
 
 from .routerkit import Conn, body_of, pending, send, session
+from .test_engine import _login, _sent
+from .test_engine import broker as broker  # noqa: F401  (the fixture)
 
 pytestmark = pytest.mark.fast
 
@@ -375,3 +381,32 @@ def test_draining_a_paged_backlog_keeps_memory_under_the_threshold(tmp_path: Pat
         store.close()
 
     asyncio.run(go())
+
+
+def test_producers_are_held_while_the_disk_is_short_and_resume_when_it_has_room(
+    broker: Broker, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The broker's free-space watch: below imq.swap.minFreeSpace, a client's
+    connection flow count is 0 (HELLO_REPLY and after its allowance: it waits), logged
+    once; with room again (here: the setting lifted) it gets RESUME_FLOW, logged once."""
+    caplog.set_level(logging.INFO, logger="broker")
+    swap = SwapArea(tmp_path / "swap")
+    swap.open()
+    pager = Pager(1 << 40, swap=swap, store=None)
+    config = BrokerConfig({"imq.swap.minFreeSpace": "1000000m"})
+    broker.paging = Paging(pager, swap, None, config)
+    broker.check_disk()
+    broker.check_disk()
+    assert broker.memory.count == 0 and caplog.text.count("producers are held") == 1
+    e = _login(broker)
+    # The last message of its allowance (F): no RESUME_FLOW while held.
+    e.receive_data(
+        build_packet(PacketType.TEXT_MESSAGE, body=b"x", flags=FLAG_Q | FLAG_F, fields={1: "hq"})
+    )
+    assert not [p for p in _sent(e) if p.type == PacketType.RESUME_FLOW]
+    broker.paging.swap_min_free = -1
+    broker.check_disk()
+    broker.check_disk()
+    (resume,) = [p for p in _sent(e) if p.type == PacketType.RESUME_FLOW]
+    assert resume.properties["JMQSize"] == broker.memory.count > 0
+    assert caplog.text.count("producers resume") == 1
