@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING
 from broker import props
 from broker.core import monitoring
 from broker.core.errors import RouterError, now_ms
-from broker.core.message import Message
+from broker.core.message import BODIES, Message
 from broker.core.metrics import ServiceCounters
 from broker.protocol.sysmsgid import ip_field
 from broker.protocol.types import DEST_TOPIC
@@ -63,7 +63,7 @@ def process_memory(broker: Broker) -> monitoring.ProcessMemory:
     """The figures ``mq.metrics.jvm`` and the metrics report give (see
     :class:`~broker.core.monitoring.ProcessMemory`)."""
     total = resident_memory()
-    held = broker.router.totals.bytes
+    held = BODIES.bytes  # message bodies in memory (not those paged out)
     return monitoring.ProcessMemory(total, max(total - held, 0), broker.memory.budget)
 
 

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.core import queries
 from broker.core.memory import LEVELS
+from broker.core.message import BODIES
 from broker.core.metrics import consumer_counts
 from broker.protocol.admin_types import ADMIN_QUEUE
 from broker.rawmetrics import COLUMNS, partition_path, schema, write_table
@@ -108,7 +109,7 @@ def collect(broker: Broker) -> Snapshot:
         totals.bytes,
         len(broker.connections),
         LEVELS.index(state) if state in LEVELS else 0,
-        totals.bytes,
+        BODIES.bytes,  # memory: the bodies in memory, not the paged-out backlog
     )
     return (time.time(), time.monotonic(), figures, services, dests)
 
