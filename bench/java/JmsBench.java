@@ -14,6 +14,12 @@
 // without a delivery before the consumers give up)  user=guest  password=guest
 // producers=0: drain only (the queue was filled beforehand, or the server sends, as
 // bench/ack_floor.py's floor does); consumers=0: fill only (nothing is waited for or checked).
+// durable=SUB clientid=ID (dest=topic): each consumer is the durable subscription SUB on a
+// connection with client ID ID (ID-1, ID-2... for the second consumer on); closing it leaves
+// the subscription, so consumers=1 producers=0 count=0 creates an inactive one.
+// progress=1: also print "progress SENT RECEIVED" every second, "first delivery A ms after
+// its consumer attached" and, when messages are missing, "missing numbers: ..." (the first
+// 20), as bench/backlog.py reads them.  Without these options nothing changes.
 //
 // Every producer's connection and every consumer's connection is its own; the consumers
 // are subscribed before the first send.  Each body carries the send time (System.nanoTime,
@@ -38,6 +44,7 @@ import java.util.concurrent.locks.LockSupport;
 
 public class JmsBench {
     static Map<String, String> opts = new HashMap<>();
+    static final AtomicInteger clients = new AtomicInteger();
 
     static String opt(String k, String d) {
         return opts.getOrDefault(k, d);
@@ -90,15 +97,24 @@ public class JmsBench {
         volatile boolean stop;
         final AtomicInteger total, dups;
         static final AtomicInteger stray = new AtomicInteger();
+        final long attached; // System.nanoTime just before the consumer was created
 
         Receiver(ConnectionFactory f, String dest, String name, AtomicIntegerArray seen, int expected,
                  AtomicInteger total, AtomicInteger dups, long t0) throws JMSException {
             conn = connect(f);
+            String durable = opt("durable", "");
+            if (!durable.isEmpty()) {
+                int i = clients.getAndIncrement();
+                conn.setClientID(opt("clientid", "jmsbench") + (i == 0 ? "" : "-" + i));
+            }
             ack = opt("ack", "auto");
             int mode = ackMode(ack);
             session = conn.createSession(mode == Session.SESSION_TRANSACTED, mode);
             Destination d = dest.equals("topic") ? session.createTopic(name) : session.createQueue(name);
-            consumer = session.createConsumer(d);
+            attached = System.nanoTime();
+            // createDurableSubscriber: JMS 1.1, so ActiveMQ's javax.jms 1.1 client has it too.
+            consumer = durable.isEmpty() ? session.createConsumer(d)
+                    : session.createDurableSubscriber((Topic) d, durable);
             this.seen = seen;
             this.expected = expected;
             this.total = total;
@@ -181,6 +197,7 @@ public class JmsBench {
             rt[i].start();
         }
         int expected = topic ? count * consumers : count;
+        boolean progress = num("progress", 0) != 0;
 
         // Producers: message k of producer p is number p + k * producers.
         AtomicLong sendStart = new AtomicLong(Long.MAX_VALUE), sendEnd = new AtomicLong();
@@ -188,6 +205,22 @@ public class JmsBench {
         Thread[] pt = new Thread[producers];
         Connection[] pc = new Connection[producers];
         CountDownLatch ready = new CountDownLatch(1);
+        if (progress) {
+            // Read by bench/backlog.py as it goes: no progress for a while is a stall.
+            Thread pr = new Thread(() -> {
+                while (true) {
+                    System.out.printf("progress %d %d%n", sent.get(), total.get());
+                    System.out.flush();
+                    try {
+                        Thread.sleep(1000);
+                    } catch (InterruptedException e) {
+                        return;
+                    }
+                }
+            }, "progress");
+            pr.setDaemon(true);
+            pr.start();
+        }
         for (int p = 0; p < producers; p++) {
             final int me = p;
             pc[p] = connect(f);
@@ -273,6 +306,26 @@ public class JmsBench {
         double recvSecs = first == Long.MAX_VALUE ? 1e-9 : Math.max((last - first) / 1e9, 1e-9);
         System.out.printf("received %d of %d (missing %d, duplicates %d) in %.2f s: %.0f deliveries/s%n",
                 received, expected, missing, dups.get(), recvSecs, received / recvSecs);
+        if (progress) {
+            long firstAfter = Long.MAX_VALUE;
+            for (Receiver r : rs) if (r.first != 0) firstAfter = Math.min(firstAfter, r.first - r.attached);
+            if (firstAfter != Long.MAX_VALUE)
+                System.out.printf(Locale.ROOT, "first delivery %.3f ms after its consumer attached%n", firstAfter / 1e6);
+            if (missing > 0) {
+                StringBuilder sb = new StringBuilder("missing numbers:");
+                int shown = 0;
+                for (Receiver r : rs) {
+                    for (int i = 0; i < count && shown < 20; i++) {
+                        if (r.seen.get(i) == 0) {
+                            sb.append(' ').append(i);
+                            shown++;
+                        }
+                    }
+                    if (!topic) break;
+                }
+                System.out.println(sb);
+            }
+        }
 
         int nl = 0;
         for (Receiver r : rs) nl += Math.min(r.n, r.latencyUs.length);
