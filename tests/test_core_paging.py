@@ -19,8 +19,16 @@ from broker.core.message import BODIES, Message
 from broker.core.paging import Pager
 from broker.core.router import MessageRouter
 from broker.core.selector import compile_selector
-from broker.protocol.packet import VH_DELIVERY_TIME, build_packet, parse_packet
-from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, FLAG_F, FLAG_Q, AckMode, PacketType
+from broker.protocol.packet import VH_DELIVERY_TIME, build_packet, parse_packet, stored_head
+from broker.protocol.types import (
+    DEST_QUEUE,
+    DEST_TOPIC,
+    FLAG_F,
+    FLAG_P,
+    FLAG_Q,
+    AckMode,
+    PacketType,
+)
 from broker.server.broker import Broker
 from broker.server.paging import Paging
 from broker.store.filestore import FileStore
@@ -410,3 +418,30 @@ def test_producers_are_held_while_the_disk_is_short_and_resume_when_it_has_room(
     (resume,) = [p for p in _sent(e) if p.type == PacketType.RESUME_FLOW]
     assert resume.properties["JMQSize"] == broker.memory.count > 0
     assert caplog.text.count("producers resume") == 1
+
+
+def test_a_message_recovered_from_its_head_is_the_message_it_was() -> None:
+    """Message.paged reads a stored packet's head without a Packet (stored_head); every
+    field the router uses equals what Message() reads from the whole packet."""
+    raw = build_packet(
+        PacketType.TEXT_MESSAGE,
+        body=b"b" * 300,
+        props={"n": 7, "JMSXGroupID": "g"},
+        flags=FLAG_Q | FLAG_P,
+        fields={1: "hq", 3: "corr-1", VH_DELIVERY_TIME: 1_900_000_000_000},
+        priority=7,
+        sequence=11,
+        timestamp=1_800_000_000_000,
+        expiration=1_950_000_000_000,
+    )
+    whole = Message(parse_packet(raw), "hq", 0)
+    stored = whole.raw  # with its DELIVERY_COUNT slot, as the store holds it
+    head = stored[: len(stored) - 300]
+    assert stored_head(head) is not None
+    paged = Message.paged(head, len(stored), "hq", None, whole.store_key)  # type: ignore[arg-type]
+    fields = (
+        "dc_offset", "type", "base_flags", "priority", "expiration", "timestamp", "key",
+        "is_queue", "persistent", "size", "delivery_time",
+    )  # fmt: skip
+    assert {f: getattr(paged, f) for f in fields} == {f: getattr(whole, f) for f in fields}
+    assert not paged.resident and paged.delivery_time == 1_900_000_000_000

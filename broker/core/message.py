@@ -26,6 +26,7 @@ from broker.protocol.packet import (
     VH_TYPE,
     Packet,
     head_packet,
+    stored_head,
     with_delivery_count_slot,
 )
 from broker.protocol.sysmsgid import sysmsgid_string
@@ -177,27 +178,35 @@ class Message:
         """A stored message recovered without its body: ``head`` is its packet (with
         its DELIVERY_COUNT field) up to the properties, ``size`` the whole's length;
         ``src`` reads the rest back from the store by ``store_key``."""
-        pkt = head_packet(head)
         m = cls.__new__(cls)
         m._raw = None
         m.stored = True
         m.src = src
         m.pos = -1
-        _, m.dc_offset = with_delivery_count_slot(pkt)
-        m.type = pkt.type
-        m.base_flags = pkt.flags & _STRIP
-        m.priority = pkt.priority
-        m.expiration = pkt.expiration
-        m.timestamp = pkt.timestamp
-        m.key = pkt.sysmsgid
+        fast = stored_head(head)  # no Packet: a restart may recover millions
+        if fast is not None:
+            h, m.dc_offset, m.delivery_time = fast
+            m.type, m.expiration, m.timestamp, m.priority, flags = h[2], h[4], h[5], h[11], h[13]
+        else:
+            pkt = head_packet(head)
+            _, m.dc_offset = with_delivery_count_slot(pkt)
+            m.type, m.expiration, m.timestamp, m.priority = (
+                pkt.type,
+                pkt.expiration,
+                pkt.timestamp,
+                pkt.priority,
+            )
+            flags = pkt.flags
+            delivery_time = pkt.fields.get(VH_DELIVERY_TIME)
+            m.delivery_time = delivery_time if isinstance(delivery_time, int) else 0
+        m.base_flags = flags & _STRIP
+        m.key = head[OFF_SYSMSGID : OFF_SYSMSGID + 32]
         m.store_key = store_key
         m.destination = destination
-        m.is_queue = bool(pkt.flags & FLAG_Q)
-        m.persistent = bool(pkt.flags & FLAG_P)
+        m.is_queue = bool(flags & FLAG_Q)
+        m.persistent = bool(flags & FLAG_P)
         m.size = size - _DC_SLOT
         m.origin_connection = 0
-        delivery_time = pkt.fields.get(VH_DELIVERY_TIME)
-        m.delivery_time = delivery_time if isinstance(delivery_time, int) else 0
         m._selector_values = None
         m.report_info = None
         return m

@@ -59,6 +59,7 @@ _U16 = struct.Struct(">H")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _FLAGS = struct.Struct(">H")
+_TAG_LEN = struct.Struct(">hH")
 
 # Variable-header field tags.
 VH_NULL = 0
@@ -536,6 +537,37 @@ def set_consumer_id_and_flags(buf: bytearray, consumer_id: int, flags: int) -> N
 
 
 _DC_FIELD = struct.pack(">hhi", VH_DELIVERY_COUNT, 4, 1)
+
+
+def stored_head(head: bytes) -> tuple[tuple, int, int] | None:
+    """A stored message's first bytes read without building a Packet (recovering many):
+    (the header's fields as ``HEADER`` unpacks them, the DELIVERY_COUNT value's offset,
+    the DELIVERY_TIME or 0); None when it is not a current-version packet with a
+    DELIVERY_COUNT field (then ``head_packet`` reads it)."""
+    if len(head) < HEADER_SIZE:
+        return None
+    h = HEADER.unpack_from(head, 0)
+    if h[0] != MAGIC or h[1] != CURRENT_PACKET_VERSION:
+        return None
+    end = min(h[9], len(head))
+    pos = HEADER_SIZE
+    dc = -1
+    delivery_time = 0
+    unpack = _TAG_LEN.unpack_from
+    while pos + 4 <= end:
+        tag, length = unpack(head, pos)
+        if tag == VH_NULL:
+            break
+        if tag in _LONG_FIELDS:
+            if tag == VH_DELIVERY_TIME and pos + 12 <= end:
+                delivery_time = _I64.unpack_from(head, pos + 4)[0]
+            pos += 12
+        elif tag == VH_DELIVERY_COUNT:
+            dc = pos + 4
+            pos += 8
+        else:
+            pos += 4 + length
+    return (h, dc, delivery_time) if dc > 0 and dc + 4 <= end else None
 
 
 def head_packet(head: bytes) -> Packet:

@@ -130,7 +130,7 @@ Record = (
 )
 
 
-@dataclass
+@dataclass(slots=True)  # a restart may hold millions at once
 class StoredMessage:
     """A persistent message as recovered: its bytes and each open interest's count."""
 

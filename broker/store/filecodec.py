@@ -350,6 +350,28 @@ def decode(buf: bytes, p: int, end: int) -> Record | Checkpoint:
     return rec
 
 
+def decode_msg_add_in_place(data: bytes, view: memoryview, p: int, end: int) -> MsgAdd:
+    """The MsgAdd payload ``data[p:end]`` with its message bytes left in place: ``raw``
+    is a slice of ``view`` (over ``data``), not a copy (a store loading only the heads of
+    its messages).  CorruptRecord as ``decode``."""
+    try:
+        if data[p] != K_MSG_ADD:
+            raise CorruptRecord(f"not a message record (kind {data[p]})")
+        key, q = _read_bytes(data, p + 1)
+        destination, q = _read_name(data, q)
+        dest_type, q = _read_int(data, q)
+        interests, q = _read_names(data, q)
+        (n,) = _unpack_u32(data, q)
+    except (struct.error, IndexError, UnicodeDecodeError, ValueError) as exc:
+        if isinstance(exc, CorruptRecord):
+            raise
+        raise CorruptRecord(str(exc)) from exc
+    q += 4
+    if q + n != end:
+        raise CorruptRecord(f"record length mismatch ({q + n} != {end})")
+    return MsgAdd(key, destination, dest_type, view[q:end], interests)  # type: ignore[arg-type]
+
+
 def frame(payload: bytes) -> bytes:
     """``payload`` with its length + crc32 header."""
     return FRAME_HEADER.pack(len(payload), zlib.crc32(payload)) + payload

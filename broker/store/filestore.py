@@ -106,9 +106,11 @@ from .filecodec import (
     FRAME_HEADER,
     HEADER_SIZE,
     K_CHECKPOINT,
+    K_MSG_ADD,
     Checkpoint,
     CorruptRecord,
     decode,
+    decode_msg_add_in_place,
     encode,
     frame,
     frame_record,
@@ -428,9 +430,9 @@ class _Index:
         if not self.keep_raw:
             m.raw = None
         elif self.heads_only:
-            raw = r.raw
+            raw = r.raw  # (a view into the segment's bytes: copy the head only)
             # The head and the whole's length, in one tuple (_Msg has no slot for it).
-            m.raw = (raw[: _head_end(raw)], len(raw))
+            m.raw = (bytes(raw[: _head_end(raw)]), len(raw))
         else:
             m.raw = r.raw
         seg.holds += 1
@@ -858,6 +860,8 @@ class FileStore(Store):
         hdr = _HDR.unpack_from
         crc32 = zlib.crc32
         handlers = idx._apply
+        # Loading heads only, a message's bytes are not copied out of the segment's.
+        heads_only = idx.keep_raw and idx.heads_only
         while pos < n:
             problem = ""
             if pos + HEADER_SIZE > n:
@@ -872,7 +876,10 @@ class FileStore(Store):
                     problem = "a checksum mismatch"
                 else:
                     try:
-                        rec = decode(data, start, end)
+                        if heads_only and data[start] == K_MSG_ADD:
+                            rec = decode_msg_add_in_place(data, view, start, end)
+                        else:
+                            rec = decode(data, start, end)
                     except CorruptRecord as exc:
                         problem = f"an undecodable record ({exc})"
                     else:
