@@ -200,7 +200,9 @@ class Message:
             delivery_time = pkt.fields.get(VH_DELIVERY_TIME)
             m.delivery_time = delivery_time if isinstance(delivery_time, int) else 0
         m.base_flags = flags & _STRIP
-        m.key = head[OFF_SYSMSGID : OFF_SYSMSGID + 32]
+        key = head[OFF_SYSMSGID : OFF_SYSMSGID + 32]
+        # One bytes object for both when they are equal (not for a DMQ copy): 65 B each.
+        m.key = store_key if key == store_key else key
         m.store_key = store_key
         m.destination = destination
         m.is_queue = bool(flags & FLAG_Q)
