@@ -31,6 +31,7 @@ from broker.protocol.types import (
 )
 from broker.server.broker import Broker
 from broker.server.paging import Paging
+from broker.store.base import RecoveredState
 from broker.store.filestore import FileStore
 from broker.store.swap import SwapArea
 
@@ -64,6 +65,22 @@ def _paging_router(tmp_path: Path, threshold: int = 0) -> tuple[MessageRouter, P
     pager = Pager(threshold, swap=swap, store=None, readahead=8)
     r.attach_pager(pager)
     return r, pager, swap
+
+
+def _stored_router(
+    path: Path, queue: str, *, lazy: bool = False
+) -> tuple[MessageRouter, FileStore, RecoveredState]:
+    """A router on a started file store at ``path`` (on the running loop) with ``queue``
+    made; ``lazy``: the store loads heads only (the state is returned for ``recover``)."""
+    store = FileStore(path, sync=False)
+    store.lazy_bodies = lazy
+    state = store.load()
+    store.start(asyncio.get_running_loop())
+    r = MessageRouter()
+    r.attach_store(store)
+    if not lazy:
+        r.create_destination(queue, DEST_QUEUE, None)
+    return r, store, state
 
 
 def test_a_waiting_backlog_leaves_memory_and_drains_in_order(tmp_path: Path) -> None:
@@ -216,12 +233,7 @@ def test_a_restart_loads_the_index_not_the_bodies(tmp_path: Path) -> None:
     only; the router recovers them paged out and the pager reads them for delivery."""
 
     async def fill() -> None:
-        store = FileStore(tmp_path / "fs", sync=False)
-        store.load()
-        store.start(asyncio.get_running_loop())
-        r = MessageRouter()
-        r.attach_store(store)
-        r.create_destination("rq", DEST_QUEUE, None)
+        r, store, _ = _stored_router(tmp_path / "fs", "rq")
         send(r, Conn(1), "rq", *(_body(i) for i in range(50)), persistent=True, priority=4)
         send(r, Conn(1), "rq", _body(99), persistent=True, priority=9)
         store.close()
@@ -229,14 +241,9 @@ def test_a_restart_loads_the_index_not_the_bodies(tmp_path: Path) -> None:
     asyncio.run(fill())
 
     async def restart() -> None:
-        store = FileStore(tmp_path / "fs", sync=False)
-        store.lazy_bodies = True
-        state = store.load()
+        r, store, state = _stored_router(tmp_path / "fs", "rq", lazy=True)
         assert all(m.raw is None and m.head and m.size > BODY for m in state.messages)
-        store.start(asyncio.get_running_loop())
         before = BODIES.bytes
-        r = MessageRouter()
-        r.attach_store(store)
         pager = Pager(1 << 40, swap=None, store=store, readahead=8)
         r.attach_pager(pager)
         r.recover(state)
@@ -284,25 +291,15 @@ def test_a_stored_body_damaged_after_start_is_reported_and_skipped(
     reported and skipped when read back, the others are delivered."""
 
     async def go() -> None:
-        store = FileStore(tmp_path / "fs", sync=False)
-        store.load()
-        store.start(asyncio.get_running_loop())
-        r = MessageRouter()
-        r.attach_store(store)
-        r.create_destination("cq", DEST_QUEUE, None)
+        r, store, _ = _stored_router(tmp_path / "fs", "cq")
         send(r, Conn(1), "cq", *(_body(i) for i in range(6)), persistent=True)
         store.close()
-        store = FileStore(tmp_path / "fs", sync=False)
-        store.lazy_bodies = True
-        state = store.load()
-        store.start(asyncio.get_running_loop())
+        r, store, state = _stored_router(tmp_path / "fs", "cq", lazy=True)
         (seg,) = (tmp_path / "fs").glob("*.seg")
         data = bytearray(seg.read_bytes())
         at = data.find(_body(3)[:BODY])
         data[at + 100] ^= 0xFF
         seg.write_bytes(bytes(data))
-        r = MessageRouter()
-        r.attach_store(store)
         pager = Pager(1 << 40, swap=None, store=store, readahead=2)
         r.attach_pager(pager)
         r.recover(state)
@@ -353,18 +350,11 @@ def test_draining_a_paged_backlog_keeps_memory_under_the_threshold(tmp_path: Pat
     never pass the paging threshold (the head's window and the one behind it fit)."""
 
     async def go() -> None:
-        store = FileStore(tmp_path / "fs", sync=False)
-        store.load()
-        store.start(asyncio.get_running_loop())
-        swap = SwapArea(tmp_path / "swap")
-        swap.open()
-        r = MessageRouter()
-        r.attach_store(store)
+        r, store, _ = _stored_router(tmp_path / "fs", "wq")
         base = BODIES.bytes
         threshold = base + 100 * BODY
-        pager = Pager(threshold, swap=swap, store=store, readahead=64)
+        pager = Pager(threshold, swap=None, store=store, readahead=64)
         r.attach_pager(pager)
-        r.create_destination("wq", DEST_QUEUE, None)
         conn = Conn(1)
         for i in range(1000):
             send(r, conn, "wq", _body(i), persistent=True)

@@ -155,6 +155,31 @@ def run_backlog(kind: str, b: Any, java_programs: Any, *args: str) -> ProbeResul
     return r
 
 
+class Instance:
+    """A broker of the test's own with :data:`PROPS` (and ``extra``), in a directory of
+    its own, restartable on the same instance (and port mapper port, when given)."""
+
+    def __init__(self, kind: str, *extra: str, port: int | None = None) -> None:
+        self.kind = kind
+        self.port = port
+        self.tmp = Path(tempfile.mkdtemp(prefix="imq-java-backlog-"))
+        self.b = self._start(extra)
+
+    def _start(self, extra: tuple[str, ...]) -> Any:
+        if self.port is None:
+            return start_either(self.kind, self.tmp, *PROPS, *extra)
+        return start_either(self.kind, self.tmp, *PROPS, *extra, portmapper_port=self.port)
+
+    def restart(self, *extra: str) -> Any:
+        self.b.stop()
+        self.b = self._start(extra)
+        return self.b
+
+    def close(self) -> None:
+        self.b.stop()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+
+
 def ok_checks(r: ProbeResult, names: list[str]) -> None:
     assert r.checks == dict.fromkeys(names, "ok"), r.explain()
     assert r.returncode == 0, r.explain()
@@ -164,47 +189,39 @@ def test_java_queue_backlog_ten_times_the_budget(
     request: pytest.FixtureRequest, java_programs: Any
 ) -> None:
     kind = broker_kind(request.config)
-    tmp = Path(tempfile.mkdtemp(prefix="imq-java-backlog-"))
-    b = start_either(kind, tmp, *PROPS)
+    broker = Instance(kind)
     try:
-        r = run_backlog(kind, b, java_programs, "queue", uuid.uuid4().hex[:10], str(N))
+        r = run_backlog(kind, broker.b, java_programs, "queue", uuid.uuid4().hex[:10], str(N))
         ok_checks(r, ["queue_fill", "queue_selector", "queue_priority_order", "queue_fifo_order"])
     finally:
-        b.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        broker.close()
 
 
 def test_java_durable_backlog_ten_times_the_budget(
     request: pytest.FixtureRequest, java_programs: Any
 ) -> None:
     kind = broker_kind(request.config)
-    tmp = Path(tempfile.mkdtemp(prefix="imq-java-backlog-"))
-    b = start_either(kind, tmp, *PROPS)
+    broker = Instance(kind)
     try:
-        r = run_backlog(kind, b, java_programs, "durable", uuid.uuid4().hex[:10], str(N))
+        r = run_backlog(kind, broker.b, java_programs, "durable", uuid.uuid4().hex[:10], str(N))
         ok_checks(r, ["durable_fill", "durable_order", "durable_selector"])
     finally:
-        b.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        broker.close()
 
 
 def test_java_non_persistent_backlog_and_restart(
     request: pytest.FixtureRequest, java_programs: Any
 ) -> None:
     kind = broker_kind(request.config)
-    tmp = Path(tempfile.mkdtemp(prefix="imq-java-backlog-"))
     sfx = uuid.uuid4().hex[:10]
-    b = start_either(kind, tmp, *PROPS)
+    broker = Instance(kind)
     try:
-        r = run_backlog(kind, b, java_programs, "nonpersistent", sfx, str(N))
+        r = run_backlog(kind, broker.b, java_programs, "nonpersistent", sfx, str(N))
         ok_checks(r, ["nonpersistent_fill", "nonpersistent_order", "mixed_fill"])
-        b.stop()
-        b = start_either(kind, tmp, *PROPS)
-        r = java_programs.run("Backlog", b, "restarted", sfx, str(N))
+        r = java_programs.run("Backlog", broker.restart(), "restarted", sfx, str(N))
         ok_checks(r, ["restart_keeps_persistent_only"])
     finally:
-        b.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        broker.close()
 
 
 def test_java_producers_held_while_disk_short(
@@ -213,25 +230,21 @@ def test_java_producers_held_while_disk_short(
     kind = broker_kind(request.config)
     if kind == "stock":
         pytest.skip("imq.swap.minFreeSpace is our broker's: the stock broker has no such hold")
-    tmp = Path(tempfile.mkdtemp(prefix="imq-java-backlog-"))
-    pm = free_port()
     # Far above any disk's free space (1000000m: ~1 TB).
-    b = start_either(kind, tmp, *PROPS, "imq.swap.minFreeSpace=1000000m", portmapper_port=pm)
-    run = Paused(java_programs, "Backlog", b, "held", uuid.uuid4().hex[:10], "200")
+    broker = Instance(kind, "imq.swap.minFreeSpace=1000000m", port=free_port())
+    run = Paused(java_programs, "Backlog", broker.b, "held", uuid.uuid4().hex[:10], "200")
     try:
         paused = run.until_pause()
-        held_log = b.log_text()
+        held_log = broker.b.log_text()
         if paused:
-            b.stop()
-            b = start_either(kind, tmp, *PROPS, portmapper_port=pm)
+            broker.restart()
         r = run.finish()
         ok_checks(r, ["producer_held", "producer_resumed", "held_messages_kept", "reconnected"])
         # Held from the start: HELLO_REPLY's JMQSize was 0, so the first send waited.
         assert "info sent 0" in r.lines, r.explain()
         assert "producers are held: " in held_log, held_log
         assert "imq.swap.minFreeSpace=1048576000000" in held_log, held_log
-        assert "producers are held" not in b.log_text(), b.log_text()
+        assert "producers are held" not in broker.b.log_text(), broker.b.log_text()
     finally:
         run.kill()
-        b.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+        broker.close()
