@@ -2,7 +2,8 @@
 each scenario on a broker of its own started with ``imq.memory.limit=8m``:
 
 - a queue takes 8,000 persistent messages of 10 KB (80 MB) and a second queue 2,000 of mixed
-  priorities, with no consumer: no send stalls or fails; then a consumer drains the first in
+  priorities, with no consumer: no send stalls or fails; a QueueBrowser sees the second whole
+  and the first's head in order, bodies intact; then a consumer drains the first in
   order, a selector consumer (``r = 0``) and a plain one the second in priority order (FIFO
   within a priority), every message once with its body intact;
 - the same backlog for two inactive durable subscriptions (one with the selector), reattached
@@ -192,7 +193,16 @@ def test_java_queue_backlog_ten_times_the_budget(
     broker = Instance(kind)
     try:
         r = run_backlog(kind, broker.b, java_programs, "queue", uuid.uuid4().hex[:10], str(N))
-        ok_checks(r, ["queue_fill", "queue_selector", "queue_priority_order", "queue_fifo_order"])
+        ok_checks(
+            r,
+            [
+                "queue_fill",
+                "queue_browse",
+                "queue_selector",
+                "queue_priority_order",
+                "queue_fifo_order",
+            ],
+        )
     finally:
         broker.close()
 

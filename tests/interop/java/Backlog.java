@@ -5,7 +5,10 @@ import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collections;
 import java.util.Comparator;
+import java.util.Enumeration;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.function.IntPredicate;
@@ -259,6 +262,32 @@ public class Backlog {
             }
             pause("filled");
             c.start();
+            // A browser sees the paged-out backlog whole, bodies intact, the paged FIFO
+            // queue's head in order (the mixed one only as a set: browse order is the
+            // broker's own).
+            Checks.check("queue_browse", () -> {
+                Set<Integer> seen = new HashSet<>();
+                try (QueueBrowser br = s.createBrowser(pq)) {
+                    Enumeration<?> e = br.getEnumeration();
+                    while (e.hasMoreElements()) {
+                        BytesMessage m = (BytesMessage) e.nextElement();
+                        int got = m.getIntProperty("n");
+                        byte[] b = new byte[BODY];
+                        Checks.expectEquals((long) BODY, m.getBodyLength(), "browsed body length of n=" + got);
+                        m.readBytes(b);
+                        Checks.expect(Arrays.equals(body(got), b), "the browsed body of n=" + got + " differs");
+                        Checks.expect(seen.add(got), "n=" + got + " browsed twice");
+                    }
+                }
+                Checks.expectEquals(prio.size(), seen.size(), "messages browsed in " + pq.getQueueName());
+                try (QueueBrowser br = s.createBrowser(q)) {
+                    Enumeration<?> e = br.getEnumeration();
+                    for (int i = 0; i < 300; i++) {
+                        Checks.expect(e.hasMoreElements(), "only " + i + " browsed in " + q.getQueueName());
+                        Checks.expectEquals(i, ((Message) e.nextElement()).getIntProperty("n"), "browsed n");
+                    }
+                }
+            });
             Checks.check("queue_selector", () -> {
                 try (MessageConsumer k = s.createConsumer(pq, "r = 0")) {
                     drain("queue_selector", k, deliveryOrder(selected(prio)));
