@@ -465,6 +465,9 @@ class HAMonitor:
     def _adopt(self, taken: takeover.TakenOver) -> Takeover:
         """The taken rows are this broker's now: into the router."""
         counts = recover(self.broker.router, taken.state, takeover=True)
+        paging = self.broker.paging
+        if paging is not None:  # what it brought into memory past the threshold goes again
+            paging.recovered(self.broker.router)
         done = Takeover(
             taken.broker_id,
             taken.address,
