@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from broker.config import BrokerConfig
 from broker.core.errors import now_ms
 from broker.core.message import BODIES, Message
 from broker.core.paging import Pager
@@ -386,13 +385,14 @@ def test_producers_are_held_while_the_disk_is_short_and_resume_when_it_has_room(
 ) -> None:
     """The broker's free-space watch: below imq.swap.minFreeSpace, a client's
     connection flow count is 0 (HELLO_REPLY and after its allowance: it waits), logged
-    once; with room again (here: the setting lifted) it gets RESUME_FLOW, logged once."""
+    once; with room again (here: the setting lifted at run time) it gets RESUME_FLOW at
+    once, logged once."""
     caplog.set_level(logging.INFO, logger="broker")
     swap = SwapArea(tmp_path / "swap")
     swap.open()
     pager = Pager(1 << 40, swap=swap, store=None)
-    config = BrokerConfig({"imq.swap.minFreeSpace": "1000000m"})
-    broker.paging = Paging(pager, swap, None, config)
+    broker.config.set("imq.swap.minFreeSpace", "1000000m")
+    broker.paging = Paging(pager, swap, None, broker.config)
     broker.check_disk()
     broker.check_disk()
     assert broker.memory.count == 0 and caplog.text.count("producers are held") == 1
@@ -402,8 +402,9 @@ def test_producers_are_held_while_the_disk_is_short_and_resume_when_it_has_room(
         build_packet(PacketType.TEXT_MESSAGE, body=b"x", flags=FLAG_Q | FLAG_F, fields={1: "hq"})
     )
     assert not [p for p in _sent(e) if p.type == PacketType.RESUME_FLOW]
-    broker.paging.swap_min_free = -1
-    broker.check_disk()
+    # An administrator lifts it (imqcmd update bkr -o imq.swap.minFreeSpace=-1).
+    broker.config.set("imq.swap.minFreeSpace", "-1")
+    broker.apply_properties({"imq.swap.minFreeSpace"})
     broker.check_disk()
     (resume,) = [p for p in _sent(e) if p.type == PacketType.RESUME_FLOW]
     assert resume.properties["JMQSize"] == broker.memory.count > 0

@@ -535,6 +535,10 @@ class Broker:
             self.check_memory()
         if props.TRANSACTION_AUTOROLLBACK.name in names:
             self.router.xa_autorollback_all = c.get(props.TRANSACTION_AUTOROLLBACK)
+        paging_props = {props.SWAP_THRESHOLD.name, props.SWAP_MIN_FREE.name}
+        if self.paging is not None and names & {*paging_props, props.PERSIST_MIN_FREE.name}:
+            self.paging.configure(c, self.memory.budget)
+            self.check_disk()  # an administrator lifting a hold is obeyed at once
 
     async def shutdown(self) -> None:
         log.info("broker %s shutting down", self.config.instance)

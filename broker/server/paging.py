@@ -29,9 +29,16 @@ class Paging:
         self.pager = pager
         self.swap = swap
         self.store_dir = store_dir
+        self.configure(c)
+
+    def configure(self, c: BrokerConfig, budget: int | None = None) -> None:
+        """Read the properties that may change at run time (imqcmd update bkr): the
+        free-space minimums and, with the memory ``budget``, the threshold."""
         self.swap_min_free = c.get(props.SWAP_MIN_FREE)
         self.store_min_free = c.get(props.PERSIST_MIN_FREE)
         self.threshold_percent = c.get(props.SWAP_THRESHOLD)
+        if budget is not None:
+            self.set_budget(budget)
 
     def set_budget(self, budget: int) -> None:
         """The memory budget changed: the threshold follows it."""
