@@ -392,7 +392,7 @@ def test_producers_are_held_while_the_disk_is_short_and_resume_when_it_has_room(
     swap.open()
     pager = Pager(1 << 40, swap=swap, store=None)
     broker.config.set("imq.swap.minFreeSpace", "1000000m")
-    broker.paging = Paging(pager, swap, None, broker.config)
+    broker.paging = Paging(pager, swap, None, broker.config, broker.memory.budget)
     broker.check_disk()
     broker.check_disk()
     assert broker.memory.count == 0 and caplog.text.count("producers are held") == 1

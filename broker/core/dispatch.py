@@ -170,11 +170,8 @@ class DeliveryQueue:
         self.buckets[p if 0 <= p <= 9 else 4].append(entry)
         self.count += 1
         self.bytes += msg.size
-        pager = self.pager
-        if pager is not None and pager.over():
-            if self.selective and msg._selector_values is None and msg._raw is not None:
-                msg.selector_values()  # what a selector asks stays in memory
-            pager.page_out(msg)
+        if self.pager is not None:
+            self.pager.waiting(msg, self.selective)
 
     def offer(self, entry: Entry, now_ms: int) -> None:
         """A new entry: straight to the next ready consumer when nothing is pending
@@ -327,12 +324,7 @@ class DeliveryQueue:
                         self.on_drop(entry, EXPIRED)
                     continue
                 if msg._selector_values is None and msg._raw is None:
-                    if pager is not None and pager.fetch(self, msg, self._after(bucket, pi)):
-                        # Read back from here on, then the scan starts again.
-                        keep.append(entry)
-                        keep.extend(bucket)
-                        bucket.clear()
-                        self.buckets[pi] = keep
+                    if pager is not None and self._stop_for_read(pager, entry, keep, bucket, pi):
                         return
                     try:
                         msg.selector_values()
@@ -359,12 +351,8 @@ class DeliveryQueue:
                 if (
                     msg._raw is None
                     and pager is not None
-                    and pager.fetch(self, msg, self._after(bucket, pi))
+                    and self._stop_for_read(pager, entry, keep, bucket, pi)
                 ):
-                    keep.append(entry)
-                    keep.extend(bucket)
-                    bucket.clear()
-                    self.buckets[pi] = keep
                     return
                 self.count -= 1
                 self.bytes -= msg.size
@@ -374,6 +362,21 @@ class DeliveryQueue:
                 if msg.src is not None and pager is not None:
                     pager.done_with(msg)
             self.buckets[pi] = keep
+
+    def _stop_for_read(
+        self, pager: Pager, entry: Entry, keep: deque[Entry], rest: deque[Entry], priority: int
+    ) -> bool:
+        """A selector scan reached ``entry`` (taken out of its bucket), paged out: when
+        the pager reads it back with what follows, the bucket of ``priority`` is made
+        whole again (``keep``, it, ``rest``) and True says the scan stops; it starts
+        again once they are in."""
+        if not pager.fetch(self, entry.msg, self._after(rest, priority)):
+            return False
+        keep.append(entry)
+        keep.extend(rest)
+        rest.clear()
+        self.buckets[priority] = keep
+        return True
 
     def _after(self, rest: deque[Entry], priority: int) -> Iterator[Entry]:
         """The entries a selector scan has still to look at: the rest of the bucket of

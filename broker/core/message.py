@@ -48,12 +48,11 @@ _DC_SLOT = 8
 
 
 class BodyMemory:
-    """Message bodies held in memory, process-wide: how many and their bytes."""
+    """The bytes of message bodies held in memory, process-wide."""
 
-    __slots__ = ("count", "bytes")
+    __slots__ = ("bytes",)
 
     def __init__(self) -> None:
-        self.count = 0
         self.bytes = 0
 
 
@@ -116,9 +115,7 @@ class Message:
         self.is_queue = bool(pkt.flags & FLAG_Q)
         self.persistent = bool(pkt.flags & FLAG_P)
         self.size = len(raw) - _DC_SLOT
-        b = BODIES
-        b.count += 1
-        b.bytes += self.size
+        BODIES.bytes += self.size
         self.origin_connection = origin_connection
         # JMS 2.0 delivery delay: not deliverable before this absolute time (ms).
         delivery_time = pkt.fields.get(VH_DELIVERY_TIME)
@@ -162,9 +159,7 @@ class Message:
         m.is_queue = bool(flags & FLAG_Q)
         m.persistent = bool(flags & FLAG_P)
         m.size = len(raw) - _DC_SLOT
-        b = BODIES
-        b.count += 1
-        b.bytes += m.size
+        BODIES.bytes += m.size
         m.origin_connection = 0
         m.delivery_time = 0
         m._selector_values = None
@@ -215,7 +210,6 @@ class Message:
 
     def __del__(self, b: BodyMemory = BODIES) -> None:  # bound now: no global at exit
         if self._raw is not None:
-            b.count -= 1
             b.bytes -= self.size
         if self.src is not None:
             self.src.released(self)
@@ -240,9 +234,7 @@ class Message:
         """Its bytes can be read back from ``src`` (at ``pos``): let them go."""
         if self._raw is not None:
             self._raw = None
-            b = BODIES
-            b.count -= 1
-            b.bytes -= self.size
+            BODIES.bytes -= self.size
         if isinstance(self.report_info, Packet):  # it holds the arrival bytes
             self.report_info = None
         self.src = src
@@ -252,17 +244,13 @@ class Message:
         """Let the bytes go again (they were read back and can be again)."""
         if self._raw is not None and self.src is not None:
             self._raw = None
-            b = BODIES
-            b.count -= 1
-            b.bytes -= self.size
+            BODIES.bytes -= self.size
 
     def page_in(self, raw: bytes) -> None:
         """Its bytes, read back ahead of delivery: kept until delivered."""
         if self._raw is None:
             self._raw = raw
-            b = BODIES
-            b.count += 1
-            b.bytes += self.size
+            BODIES.bytes += self.size
 
     def is_expired(self, now_ms: int) -> bool:
         return 0 < self.expiration <= now_ms

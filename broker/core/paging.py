@@ -56,7 +56,6 @@ class PagingStats:
     read_back: int = 0
     read_back_bytes: int = 0
     lost: int = 0
-    swap_failures: int = 0
 
 
 class Pager:
@@ -99,8 +98,19 @@ class Pager:
         """Are more message bytes in memory than the threshold?"""
         return BODIES.bytes > self.threshold
 
-    def page_out(self, msg: Message) -> None:
-        """``msg`` waits in a queue while memory is over the threshold: let its bytes go."""
+    def waiting(self, msg: Message, selective: bool = False) -> None:
+        """``msg`` waits (in a queue, for its delivery time, for its transaction's
+        COMMIT): while memory is over the threshold, its bytes go.  ``selective``: a
+        selector will look at it, so its property values stay (decoded now)."""
+        if BODIES.bytes <= self.threshold:
+            return
+        if selective and msg._selector_values is None and msg._raw is not None:
+            msg.selector_values()
+        self._page_out(msg)
+
+    def _page_out(self, msg: Message) -> None:
+        """Let ``msg``'s bytes go: to nowhere when they can be read again, else once the
+        store has written them, else to the swap area."""
         if msg.src is not None:  # read back before: it can be read again
             msg.drop_body()
             return
@@ -119,7 +129,6 @@ class Pager:
         try:
             pos = swap.put(raw)
         except OSError as exc:
-            self.stats.swap_failures += 1
             reason = f"{swap.directory}: {exc.strerror or exc}"
             if reason != self._swap_error:
                 self._swap_error = reason
@@ -179,7 +188,7 @@ class Pager:
                     stats.paged_out += 1
                     stats.paged_out_bytes += m.size
                 else:
-                    self.page_out(m)
+                    self._page_out(m)
                 n += not m.resident
         return n
 
@@ -307,11 +316,6 @@ class Pager:
         entry.owner.account_out(entry)
 
     # -- figures and life -------------------------------------------------------------
-
-    @property
-    def reading(self) -> int:
-        """Queues with a read under way."""
-        return len(self._reading)
 
     def close(self) -> None:
         if self._reader is not None:

@@ -75,10 +75,9 @@ def paged_out(dest: Destination) -> tuple[int, int]:
     n = size = 0
     for q in dest.delivery_queues():
         for e in q:
-            m = e.msg
-            if m._raw is None:
+            if not e.msg.resident:
                 n += 1
-                size += m.size
+                size += e.msg.size
     return n, size
 
 

@@ -93,19 +93,14 @@ def recover(
             if known is not None
             else router.restore_destination(sm.destination, sm.dest_type, True, None)
         )
-        if sm.raw is None and sm.head is not None and router.pager is not None:
-            # Loaded without its body: the pager reads it back from the store.
+        if sm.raw is None:
+            # Loaded without its body (Store.lazy_bodies, set only by a broker that
+            # pages): the pager reads it back from the store.
+            assert sm.head is not None and router.pager is not None
             msg = Message.paged(sm.head, sm.size, sm.destination, router.pager, sm.key)
             note_no_report_options(msg, sm.head)
         else:
-            raw = sm.raw
-            if raw is None:  # loaded without bodies, yet no pager: read it now
-                assert store is not None
-                raw = store.read_bodies([sm.key])[0]
-                if raw is None:
-                    log.error("stored message %s cannot be read back: skipped", sm.key.hex())
-                    continue
-            msg = Message(parse_packet(raw), sm.destination, 0)
+            msg = Message(parse_packet(sm.raw), sm.destination, 0)
             msg.store_key = sm.key
         msg.stored = True  # every copy that outlives a restart is a stored one
         for interest, count in sm.interests.items():

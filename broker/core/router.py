@@ -61,6 +61,7 @@ from .destination import (
     TopicDestination,
     Totals,
 )
+from .dispatch import DeliveryQueue
 from .drops import DEFAULT_INTERVAL as DEFAULT_DROP_INTERVAL
 from .drops import DropLog, DropReporter
 from .errors import RouterError, now_ms
@@ -409,7 +410,7 @@ class MessageRouter:
         for dest in self.each_destination():
             dest.pager = pager
 
-    def delivery_queues(self) -> list:
+    def delivery_queues(self) -> list[DeliveryQueue]:
         """Every delivery queue: each queue's, each topic subscription's."""
         return [dq for dest in self.each_destination() for dq in dest.delivery_queues()]
 
@@ -573,9 +574,8 @@ class MessageRouter:
             heapq.heappush(
                 self.delayed, (msg.delivery_time, next(self._delayed_seq), msg, dest_type)
             )
-            pager = self.pager
-            if pager is not None and pager.over():
-                pager.page_out(msg)  # it waits for its delivery time: its body need not
+            if self.pager is not None:
+                self.pager.waiting(msg)
             if self.on_delayed is not None:
                 self.on_delayed(self.delayed[0][0])
             return dest

@@ -286,9 +286,8 @@ class TransactionManager:
         ):
             raise RouterError(Status.ENTITY_TOO_LARGE, f"message of {msg.size} bytes is too large")
         txn.sends.append((msg, dest_type))
-        pager = self.router.pager
-        if pager is not None and pager.over():
-            pager.page_out(msg)  # it waits for the COMMIT: its body need not
+        if self.router.pager is not None:
+            self.router.pager.waiting(msg)
 
     def transacted_ack(
         self, txn: Transaction, sess: Session, blocks: list[tuple[int, bytes]]

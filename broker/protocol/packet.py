@@ -60,6 +60,7 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _FLAGS = struct.Struct(">H")
 _TAG_LEN = struct.Struct(">hH")
+_PROP_RANGE = struct.Struct(">ii")  # propOffset, propSize
 
 # Variable-header field tags.
 VH_NULL = 0
@@ -568,6 +569,16 @@ def stored_head(head: bytes) -> tuple[tuple, int, int] | None:
         else:
             pos += 4 + length
     return (h, dc, delivery_time) if dc > 0 and dc + 4 <= end else None
+
+
+def body_offset(raw: bytes | memoryview) -> int:
+    """Where a packet's body starts (its header, variable header and properties end);
+    ``len(raw)`` when its header does not say so sensibly."""
+    if len(raw) < HEADER_SIZE:
+        return len(raw)
+    offset, size = _PROP_RANGE.unpack_from(raw, OFF_PROP_OFFSET)
+    end = offset + size
+    return end if 0 < offset <= end <= len(raw) else len(raw)
 
 
 def head_packet(head: bytes) -> Packet:

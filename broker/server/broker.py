@@ -46,6 +46,7 @@ from .connection import ClientConnection
 from .events import EventPublisher
 from .looplag import FullCollections, LoopLagMonitor, freeze_startup_heap
 from .metrics_topics import MetricsReport, MetricsTopics, report_interval
+from .paging import RUNTIME as PAGING_RUNTIME
 from .paging import Paging, open_paging
 from .reporting import attach_reports
 from .tunnel import TunnelService
@@ -535,8 +536,7 @@ class Broker:
             self.check_memory()
         if props.TRANSACTION_AUTOROLLBACK.name in names:
             self.router.xa_autorollback_all = c.get(props.TRANSACTION_AUTOROLLBACK)
-        paging_props = {props.SWAP_THRESHOLD.name, props.SWAP_MIN_FREE.name}
-        if self.paging is not None and names & {*paging_props, props.PERSIST_MIN_FREE.name}:
+        if self.paging is not None and names & PAGING_RUNTIME:
             self.paging.configure(c, self.memory.budget)
             self.check_disk()  # an administrator lifting a hold is obeyed at once
 

@@ -21,24 +21,30 @@ from broker.store.swap import SwapArea
 
 log = logging.getLogger("broker.paging")
 
+# What imqcmd update bkr may change at run time (Paging.configure reads them).
+RUNTIME = frozenset(
+    p.name for p in (props.SWAP_THRESHOLD, props.SWAP_MIN_FREE, props.PERSIST_MIN_FREE)
+)
+
 
 class Paging:
     """The pager, its swap area and the disks they and the message store write to."""
 
-    def __init__(self, pager: Pager, swap: SwapArea, store_dir: Path | None, c: BrokerConfig):
+    def __init__(
+        self, pager: Pager, swap: SwapArea, store_dir: Path | None, c: BrokerConfig, budget: int
+    ) -> None:
         self.pager = pager
         self.swap = swap
         self.store_dir = store_dir
-        self.configure(c)
+        self.configure(c, budget)
 
-    def configure(self, c: BrokerConfig, budget: int | None = None) -> None:
-        """Read the properties that may change at run time (imqcmd update bkr): the
-        free-space minimums and, with the memory ``budget``, the threshold."""
+    def configure(self, c: BrokerConfig, budget: int) -> None:
+        """Read the properties that may change at run time (:data:`RUNTIME`): the
+        free-space minimums and the threshold, a percent of the memory ``budget``."""
         self.swap_min_free = c.get(props.SWAP_MIN_FREE)
         self.store_min_free = c.get(props.PERSIST_MIN_FREE)
         self.threshold_percent = c.get(props.SWAP_THRESHOLD)
-        if budget is not None:
-            self.set_budget(budget)
+        self.set_budget(budget)
 
     def set_budget(self, budget: int) -> None:
         """The memory budget changed: the threshold follows it."""
@@ -47,9 +53,9 @@ class Paging:
     def disk_short(self) -> str | None:
         """Why producers must be held for lack of disk space (None: there is room)."""
         problems = []
-        checks = [(self.swap.directory, self.swap_min_free, "imq.swap.minFreeSpace")]
+        checks = [(self.swap.directory, self.swap_min_free, props.SWAP_MIN_FREE.name)]
         if self.store_dir is not None:
-            checks.append((self.store_dir, self.store_min_free, "imq.persist.minFreeSpace"))
+            checks.append((self.store_dir, self.store_min_free, props.PERSIST_MIN_FREE.name))
         for where, minimum, name in checks:
             if minimum < 0:
                 continue
@@ -96,18 +102,13 @@ def open_paging(
     removed = swap.open()
     if removed:
         log.info("swap area %s: %d file(s) of the previous run removed", swap.directory, removed)
-    percent = c.get(props.SWAP_THRESHOLD)
-    pager = Pager(
-        budget * percent // 100,
-        swap=swap,
-        store=store,
-        readahead=c.get(props.SWAP_READAHEAD),
-    )
+    pager = Pager(0, swap=swap, store=store, readahead=c.get(props.SWAP_READAHEAD))
+    paging = Paging(pager, swap, store.data_directory() if store is not None else None, c, budget)
     router.attach_pager(pager)
     log.info(
         "paging: message bodies leave memory past %d%% of the budget (%d bytes); swap area %s",
-        percent,
+        paging.threshold_percent,
         pager.threshold,
         swap.directory,
     )
-    return Paging(pager, swap, store.data_directory() if store is not None else None, c)
+    return paging

@@ -83,6 +83,8 @@ import zlib
 from collections.abc import Callable
 from pathlib import Path
 
+from broker.protocol.packet import body_offset
+
 from .base import (
     DestAdd,
     DestRemove,
@@ -138,7 +140,6 @@ DAMAGED_SUFFIX = ".damaged"  # a damaged segment no longer needed, kept for insp
 
 _HDR = FRAME_HEADER
 _U32 = struct.Struct("<I")
-_PROP_RANGE = struct.Struct(">ii")  # the packet header's propOffset, propSize (at 52)
 MAX_RECORD = 1 << 31  # a length field beyond this is garbage, not a record
 
 _WRITE_CHUNK = 1 << 20
@@ -153,16 +154,6 @@ def _zero_fill(fd: int, start: int, end: int) -> None:
     while start < end:
         n = os.pwrite(fd, memoryview(_ZEROS)[: min(len(_ZEROS), end - start)], start)
         start += n
-
-
-def _head_end(raw: bytes) -> int:
-    """Where a message packet's body starts (its header, variable header and properties
-    end)."""
-    if len(raw) < 60:
-        return len(raw)
-    offset, size = _PROP_RANGE.unpack_from(raw, 52)
-    end = offset + size
-    return end if 0 < offset <= end <= len(raw) else len(raw)
 
 
 def _zero_tail(buf: bytes, pos: int) -> bool:
@@ -432,7 +423,7 @@ class _Index:
         elif self.heads_only:
             raw = r.raw  # (a view into the segment's bytes: copy the head only)
             # The head and the whole's length, in one tuple (_Msg has no slot for it).
-            m.raw = (bytes(raw[: _head_end(raw)]), len(raw))
+            m.raw = (bytes(raw[: body_offset(raw)]), len(raw))
         else:
             m.raw = r.raw
         seg.holds += 1

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import struct
 import threading
 import zlib
@@ -47,8 +46,6 @@ class SwapArea:
         self._end = 0  # its logical end
         self._next = 1
         self.live_bytes = 0  # frame bytes of bodies not yet released
-        self.writes = 0
-        self.reads = 0
 
     def open(self) -> int:
         """Create the directory and delete what an earlier run left; returns how many
@@ -62,10 +59,6 @@ class SwapArea:
             except OSError as exc:
                 log.warning("swap area %s: cannot remove %s: %s", self.directory, p.name, exc)
         return removed
-
-    def free_bytes(self) -> int:
-        """Free space on the swap area's filesystem (for unprivileged users)."""
-        return shutil.disk_usage(self.directory).free
 
     def _path(self, num: int) -> Path:
         return self.directory / f"{num:010d}{SUFFIX}"
@@ -86,7 +79,6 @@ class SwapArea:
             self._end = off + n
             self._live[num] += 1
             self.live_bytes += n
-            self.writes += 1
         return (num << _OFF_BITS) | off
 
     def _roll(self) -> None:
@@ -113,7 +105,6 @@ class SwapArea:
             except OSError as exc:
                 log.error("swap area %s: reading %d:%d failed: %s", self.directory, num, off, exc)
                 return None
-            self.reads += 1
         if len(data) == _FRAME.size + size:
             length, crc = _FRAME.unpack_from(data)
             body = data[_FRAME.size :]

@@ -73,7 +73,7 @@ RUNTIME_PROPERTIES: dict[str, str] = {
     imq.LOG_ROLLOVER_BYTES.name: "size",
     imq.LOG_ROLLOVER_SIZE.name: "size",
     imq.PORTMAPPER_PORT.name: "port",
-    imq.SWAP_THRESHOLD.name: "int",
+    imq.SWAP_THRESHOLD.name: "int",  # (broker/server/paging.py RUNTIME)
     imq.SWAP_MIN_FREE.name: "size",
     imq.PERSIST_MIN_FREE.name: "size",
 }
