@@ -59,6 +59,11 @@ class ProbeResult:
             f"exit {self.returncode}\n--- stdout\n{self.stdout}\n--- stderr\n{self.stderr[-4000:]}"
         )
 
+    def assert_ok(self, names: list[str]) -> None:
+        """Exactly the checks ``names`` ran, each ``ok``, and the program exited 0."""
+        assert self.checks == dict.fromkeys(names, "ok"), self.explain()
+        assert self.returncode == 0, self.explain()
+
 
 @dataclass
 class CProbe:

@@ -94,18 +94,17 @@ class JavaPrograms:
 
     classes: Path
 
-    def run(
+    def command(
         self,
         main: str,
         b: Broker,
         *args: str,
         jvm_args: tuple[str, ...] = (),
         extra_classpath: tuple[Path | str, ...] = (),
-        timeout: float = 240,
-        env: dict[str, str] | None = None,
-    ) -> ProbeResult:
-        """Run ``main`` with the broker's host and port-mapper port, then ``args``."""
-        cmd = [
+    ) -> list[str]:
+        """The command line that runs ``main`` with the broker's host and port-mapper
+        port, then ``args``."""
+        return [
             "java",
             "-Xss512k",
             "-XX:+UseSerialGC",
@@ -118,6 +117,19 @@ class JavaPrograms:
             str(b.portmapper_port),
             *args,
         ]
+
+    def run(
+        self,
+        main: str,
+        b: Broker,
+        *args: str,
+        jvm_args: tuple[str, ...] = (),
+        extra_classpath: tuple[Path | str, ...] = (),
+        timeout: float = 240,
+        env: dict[str, str] | None = None,
+    ) -> ProbeResult:
+        """Run ``main`` with the broker's host and port-mapper port, then ``args``."""
+        cmd = self.command(main, b, *args, jvm_args=jvm_args, extra_classpath=extra_classpath)
         p = subprocess.run(
             cmd,
             capture_output=True,
@@ -128,6 +140,44 @@ class JavaPrograms:
         return ProbeResult(
             p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
         )
+
+
+class Paused:
+    """A program run (``JavaPrograms.command``) that stops at a line of its own and waits
+    for one on its standard input before it goes on (a broker restart, a memory reading
+    in between)."""
+
+    def __init__(self, cmd: list[str]) -> None:
+        self.proc = subprocess.Popen(
+            cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        )
+        self.before: list[str] = []
+
+    def until(self, prefix: str) -> bool:
+        """Reads its lines to the first starting with ``prefix``: False when it ended
+        first (a check failed)."""
+        assert self.proc.stdout is not None
+        for line in self.proc.stdout:
+            self.before.append(line.rstrip("\n"))
+            if line.startswith(prefix):
+                return True
+        return False
+
+    def finish(self, timeout: float = 300) -> ProbeResult:
+        """Lets it go on and waits for its end."""
+        assert self.proc.stdin is not None
+        try:
+            self.proc.stdin.write("go\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass
+        out, err = self.proc.communicate(timeout=timeout)
+        return ProbeResult(self.proc.returncode, "\n".join([*self.before, out]), err)
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
 
 
 def broker_kind(config: pytest.Config) -> str:

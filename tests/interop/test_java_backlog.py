@@ -30,7 +30,6 @@ holds the 80 MB backlog); the memory figures and the disk hold are ours only.
 from __future__ import annotations
 
 import shutil
-import subprocess
 import tempfile
 import uuid
 from pathlib import Path
@@ -41,7 +40,7 @@ import pytest
 from broker.launcher import free_port
 
 from .conftest import ProbeResult
-from .jvm import broker_kind, classpath, start_either
+from .jvm import Paused, broker_kind, start_either
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -58,56 +57,6 @@ N = 8000
 # 19-36 MB at the peak (during the drain). A broker that keeps every body grows by the
 # whole backlog (80 MB and more; 62 MB when the producer stalled at 5,000).
 SLACK = 40 << 20
-
-
-class Paused:
-    """A Java program run that stops at an ``info pause WHAT`` line until ``finish``."""
-
-    def __init__(self, java_programs: Any, main: str, b: Any, *args: str) -> None:
-        self.proc = subprocess.Popen(
-            [
-                "java",
-                "-Xss512k",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",
-                "-cp",
-                classpath(java_programs.classes),
-                main,
-                b.host,
-                str(b.portmapper_port),
-                *args,
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        self.before: list[str] = []
-
-    def until_pause(self) -> bool:
-        """Reads its lines to the pause: False when it ended first (a check failed)."""
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.before.append(line.rstrip("\n"))
-            if line.startswith("info pause "):
-                return True
-        return False
-
-    def finish(self, timeout: float = 300) -> ProbeResult:
-        """Lets it go on from the pause and waits for its end."""
-        assert self.proc.stdin is not None
-        try:
-            self.proc.stdin.write("go\n")
-            self.proc.stdin.flush()
-        except BrokenPipeError:
-            pass
-        out, err = self.proc.communicate(timeout=timeout)
-        return ProbeResult(self.proc.returncode, "\n".join([*self.before, out]), err)
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
 
 
 def memory(b: Any) -> dict[str, int]:
@@ -129,9 +78,9 @@ def run_backlog(kind: str, b: Any, java_programs: Any, *args: str) -> ProbeResul
     """Runs Backlog with ``args``; on our broker, checks its memory stayed within the
     budget and the slack over what it was before (printed: pytest shows it on failure)."""
     base = memory(b) if kind == "ours" else None
-    run = Paused(java_programs, "Backlog", b, *args)
+    run = Paused(java_programs.command("Backlog", b, *args))
     try:
-        paused = run.until_pause()
+        paused = run.until("info pause ")
         filled = memory(b) if kind == "ours" and paused else None
         r = run.finish()
     finally:
@@ -181,11 +130,6 @@ class Instance:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
 
-def ok_checks(r: ProbeResult, names: list[str]) -> None:
-    assert r.checks == dict.fromkeys(names, "ok"), r.explain()
-    assert r.returncode == 0, r.explain()
-
-
 def test_java_queue_backlog_ten_times_the_budget(
     request: pytest.FixtureRequest, java_programs: Any
 ) -> None:
@@ -193,8 +137,7 @@ def test_java_queue_backlog_ten_times_the_budget(
     broker = Instance(kind)
     try:
         r = run_backlog(kind, broker.b, java_programs, "queue", uuid.uuid4().hex[:10], str(N))
-        ok_checks(
-            r,
+        r.assert_ok(
             [
                 "queue_fill",
                 "queue_browse",
@@ -214,7 +157,7 @@ def test_java_durable_backlog_ten_times_the_budget(
     broker = Instance(kind)
     try:
         r = run_backlog(kind, broker.b, java_programs, "durable", uuid.uuid4().hex[:10], str(N))
-        ok_checks(r, ["durable_fill", "durable_order", "durable_selector"])
+        r.assert_ok(["durable_fill", "durable_order", "durable_selector"])
     finally:
         broker.close()
 
@@ -227,9 +170,9 @@ def test_java_non_persistent_backlog_and_restart(
     broker = Instance(kind)
     try:
         r = run_backlog(kind, broker.b, java_programs, "nonpersistent", sfx, str(N))
-        ok_checks(r, ["nonpersistent_fill", "nonpersistent_order", "mixed_fill"])
+        r.assert_ok(["nonpersistent_fill", "nonpersistent_order", "mixed_fill"])
         r = java_programs.run("Backlog", broker.restart(), "restarted", sfx, str(N))
-        ok_checks(r, ["restart_keeps_persistent_only"])
+        r.assert_ok(["restart_keeps_persistent_only"])
     finally:
         broker.close()
 
@@ -242,14 +185,14 @@ def test_java_producers_held_while_disk_short(
         pytest.skip("imq.swap.minFreeSpace is our broker's: the stock broker has no such hold")
     # Far above any disk's free space (1000000m: ~1 TB).
     broker = Instance(kind, "imq.swap.minFreeSpace=1000000m", port=free_port())
-    run = Paused(java_programs, "Backlog", broker.b, "held", uuid.uuid4().hex[:10], "200")
+    run = Paused(java_programs.command("Backlog", broker.b, "held", uuid.uuid4().hex[:10], "200"))
     try:
-        paused = run.until_pause()
+        paused = run.until("info pause ")
         held_log = broker.b.log_text()
         if paused:
             broker.restart()
         r = run.finish()
-        ok_checks(r, ["producer_held", "producer_resumed", "held_messages_kept", "reconnected"])
+        r.assert_ok(["producer_held", "producer_resumed", "held_messages_kept", "reconnected"])
         # Held from the start: HELLO_REPLY's JMQSize was 0, so the first send waited.
         assert "info sent 0" in r.lines, r.explain()
         assert "producers are held: " in held_log, held_log

@@ -15,7 +15,6 @@ again on the same port and store while programs wait:
 from __future__ import annotations
 
 import shutil
-import subprocess
 import tempfile
 import uuid
 from pathlib import Path
@@ -25,8 +24,7 @@ import pytest
 
 from broker.launcher import free_port, start_broker, start_stock_broker
 
-from .conftest import ProbeResult
-from .jvm import broker_kind, classpath
+from .jvm import Paused, broker_kind
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -48,11 +46,6 @@ def start(kind: str, tmp: Path, pm: int) -> Any:
     return start_broker(tmp, *PROPS, portmapper_port=pm)
 
 
-def ok_checks(r: ProbeResult, names: list[str]) -> None:
-    assert r.checks == dict.fromkeys(names, "ok"), r.explain()
-    assert r.returncode == 0, r.explain()
-
-
 def test_java_size_limit_xa_recovery_and_reconnect_across_restart(
     request: pytest.FixtureRequest, java_programs: Any
 ) -> None:
@@ -61,11 +54,10 @@ def test_java_size_limit_xa_recovery_and_reconnect_across_restart(
     pm = free_port()
     sfx = uuid.uuid4().hex[:10]
     b = start(kind, tmp, pm)
-    reconnect: subprocess.Popen[str] | None = None
+    reconnect: Paused | None = None
     try:
         r = java_programs.run("SizeLimit", b, sfx)
-        ok_checks(
-            r,
+        r.assert_ok(
             [
                 "persistent_over_limit_refused 2097152",
                 "persistent_over_limit_refused 1058816",
@@ -86,43 +78,17 @@ def test_java_size_limit_xa_recovery_and_reconnect_across_restart(
         assert f"info fifth_send {fifth}" in r.lines, r.explain()
 
         r = java_programs.run("Xa", b, "prepare", sfx)
-        ok_checks(r, ["prepare_c", "prepare_r", "prepared_not_visible", "recover_before_restart"])
+        r.assert_ok(["prepare_c", "prepare_r", "prepared_not_visible", "recover_before_restart"])
 
-        reconnect = subprocess.Popen(
-            [
-                "java",
-                "-Xss512k",
-                "-XX:+UseSerialGC",
-                "-XX:TieredStopAtLevel=1",
-                "-cp",
-                classpath(java_programs.classes),
-                "Reconnect",
-                b.host,
-                str(pm),
-                sfx,
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-        assert reconnect.stdout is not None and reconnect.stdin is not None
-        before = []
-        for line in reconnect.stdout:
-            before.append(line.rstrip("\n"))
-            if line.startswith("info ready"):
-                break
-        assert "ok before_restart" in before, before
+        reconnect = Paused(java_programs.command("Reconnect", b, sfx))
+        reconnect.until("info ready")
+        assert "ok before_restart" in reconnect.before, reconnect.before
 
         b.stop()
         b = start(kind, tmp, pm)
 
-        reconnect.stdin.write("go\n")
-        reconnect.stdin.flush()
-        out, err = reconnect.communicate(timeout=240)
-        rr = ProbeResult(reconnect.returncode, "\n".join(before) + "\n" + out, err)
-        ok_checks(
-            rr,
+        rr = reconnect.finish(timeout=240)
+        rr.assert_ok(
             [
                 "before_restart",
                 "send_receive_after_restart",
@@ -132,8 +98,7 @@ def test_java_size_limit_xa_recovery_and_reconnect_across_restart(
         )
 
         r = java_programs.run("Xa", b, "recover", sfx)
-        ok_checks(
-            r,
+        r.assert_ok(
             [
                 "recover_after_restart",
                 "commit_after_restart",
@@ -144,8 +109,7 @@ def test_java_size_limit_xa_recovery_and_reconnect_across_restart(
             ],
         )
     finally:
-        if reconnect is not None and reconnect.poll() is None:
+        if reconnect is not None:
             reconnect.kill()
-            reconnect.wait(10)
         b.stop()
         shutil.rmtree(tmp, ignore_errors=True)
