@@ -224,6 +224,23 @@ public class Backlog {
         }
     }
 
+    /**
+     * Runs the fill ``body`` as the check ``name``; when it passed, pauses for the test
+     * (a memory reading, a restart) and starts ``c``'s delivery.  False when it failed.
+     */
+    static boolean filledThenPaused(String name, Connection c, Checks.Body body) throws Exception {
+        boolean[] filled = {false};
+        Checks.check(name, () -> {
+            body.run();
+            filled[0] = true;
+        });
+        if (filled[0]) {
+            pause("filled");
+            c.start();
+        }
+        return filled[0];
+    }
+
     static void pause(String what) throws Exception {
         Checks.info("pause", what);
         new BufferedReader(new InputStreamReader(System.in)).readLine();
@@ -251,17 +268,12 @@ public class Backlog {
             Session s = c.createSession(false, Session.CLIENT_ACKNOWLEDGE);
             Queue q = s.createQueue("jbk_q_" + sfx);
             Queue pq = s.createQueue("jbk_p_" + sfx);
-            boolean[] filled = {false};
-            Checks.check("queue_fill", () -> {
+            if (!filledThenPaused("queue_fill", c, () -> {
                 fill("queue_fifo", s, q, fifo, i -> true, allowance(n));
                 fill("queue_prio", s, pq, prio, i -> true, allowance(n / 4));
-                filled[0] = true;
-            });
-            if (!filled[0]) {
+            })) {
                 return;
             }
-            pause("filled");
-            c.start();
             // A browser sees the paged-out backlog whole, bodies intact, the paged FIFO
             // queue's head in order (the mixed one only as a set: browse order is the
             // broker's own).
@@ -315,16 +327,11 @@ public class Backlog {
             Topic t = s.createTopic("jbk_t_" + sfx);
             s.createDurableSubscriber(t, "all").close();
             s.createDurableSubscriber(t, "sel", "r = 0", false).close();
-            boolean[] filled = {false};
-            Checks.check("durable_fill", () -> {
+            if (!filledThenPaused("durable_fill", c, () -> {
                 fill("durable", s, t, sent, i -> true, allowance(n));
-                filled[0] = true;
-            });
-            if (!filled[0]) {
+            })) {
                 return;
             }
-            pause("filled");
-            c.start();
             Checks.check("durable_order", () -> {
                 try (MessageConsumer k = s.createDurableSubscriber(t, "all")) {
                     drain("durable_all", k, deliveryOrder(sent));
@@ -356,16 +363,11 @@ public class Backlog {
         try (Connection c = Checks.connect(host, port)) {
             Session s = c.createSession(false, Session.CLIENT_ACKNOWLEDGE);
             Queue q = s.createQueue("jbk_n_" + sfx);
-            boolean[] filled = {false};
-            Checks.check("nonpersistent_fill", () -> {
+            if (!filledThenPaused("nonpersistent_fill", c, () -> {
                 fill("nonpersistent", s, q, sent, i -> false, allowance(n));
-                filled[0] = true;
-            });
-            if (!filled[0]) {
+            })) {
                 return;
             }
-            pause("filled");
-            c.start();
             Checks.check("nonpersistent_order", () -> {
                 try (MessageConsumer k = s.createConsumer(q)) {
                     drain("nonpersistent", k, sent);
