@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.core import runs
 from broker.core.errors import now_ms
 from broker.core.message import BODIES, Message
 from broker.core.paging import Pager
@@ -34,7 +35,7 @@ from broker.store.base import RecoveredState
 from broker.store.filestore import FileStore
 from broker.store.swap import SwapArea
 
-from .routerkit import Conn, body_of, pending, send, session
+from .routerkit import Conn, body_of, dmq_bodies, pending, send, session
 from .test_engine import _login, _sent
 from .test_engine import broker as broker  # noqa: F401  (the fixture)
 
@@ -436,3 +437,163 @@ def test_a_message_recovered_from_its_head_is_the_message_it_was() -> None:
     )  # fmt: skip
     assert {f: getattr(paged, f) for f in fields} == {f: getattr(whole, f) for f in fields}
     assert not paged.resident and paged.delivery_time == 1_900_000_000_000
+
+
+# -- deep backlogs: entries packed into runs (broker/core/runs.py) ---------------------
+
+
+def _deep_router(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, depth: int = 32, run: int = 50
+) -> tuple[MessageRouter, Pager, SwapArea]:
+    """A paging router whose queues pack entries behind ``depth`` in runs of ``run``."""
+    monkeypatch.setattr(runs, "RUN", run)
+    swap = SwapArea(tmp_path / "swap", segment_size=256 * 1024)
+    swap.open()
+    r = MessageRouter()
+    pager = Pager(0, swap=swap, store=None, readahead=8, depth=depth)
+    r.attach_pager(pager)
+    return r, pager, swap
+
+
+def _objects(dq) -> int:
+    """Entries of ``dq`` held as objects (not packed)."""
+    n = sum(len(b) for b in dq.buckets)
+    for deep in dq.deep or ():
+        if deep is not None:
+            n += len(deep.tail)
+    return n
+
+
+def test_a_deep_backlog_is_packed_and_drains_in_order(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r, pager, swap = _deep_router(tmp_path, monkeypatch)
+    conn = Conn(1)
+    send(r, conn, "q", *(_body(i) for i in range(1000)))
+    dq = r.queues["q"].dq
+    assert dq.count == 1000 and r.queues["q"].msg_count == 1000
+    # Beyond the bucket (32) and the tail's newest run (50), all of it is packed.
+    assert _objects(dq) < 32 + 2 * 50
+    assert dq.paged_out() == (1000, sum(e.msg.size for e in dq))
+    # A browser sees every one, in order; looking frees nothing.
+    assert [_number(b) for b in pending(r, "q")] == list(range(1000))
+    gc.collect()
+    live = swap.live_bytes
+    assert live > 1000 * BODY
+    sess = session(r, conn, ack_mode=AckMode.NO_ACKNOWLEDGE)
+    _consume(r, sess, "q", DEST_QUEUE)
+    assert [_number(b) for b in conn.bodies()] == list(range(1000))
+    assert dq.count == 0 and dq.deep is None
+    gc.collect()
+    assert swap.live_bytes == 0 and swap.files() <= 1
+    assert pager.stats.lost == 0
+
+
+def test_a_deep_backlog_keeps_priority_order_and_selectors(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def run(deep: bool) -> tuple[list[int], list[int]]:
+        if deep:
+            r, _pager, _swap = _deep_router(tmp_path / "deep", monkeypatch, depth=10, run=20)
+        else:
+            r = MessageRouter()
+        conn = Conn(1)
+        for i in range(1500):
+            send(r, conn, "q", _body(i), priority=(i * 7) % 10, props={"m": i % 3})
+        if deep:
+            assert _objects(r.queues["q"].dq) < 1500 // 2
+        sess = session(r, conn, ack_mode=AckMode.NO_ACKNOWLEDGE)
+        # A selector consumer first (its scan unpacks the runs), then everyone.
+        cons = _consume(r, sess, "q", DEST_QUEUE, selector=compile_selector("m = 1"))
+        picked = [_number(b) for b in conn.bodies()]
+        r.remove_consumer(cons, None)
+        conn.sent.clear()
+        _consume(r, sess, "q", DEST_QUEUE)
+        return picked, [_number(b) for b in conn.bodies()]
+
+    from_memory = run(False)
+    assert run(True) == from_memory
+    assert len(from_memory[0]) == 500 and len(from_memory[1]) == 1000
+
+
+def test_packed_entries_expire_and_are_removed_by_id(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r, _pager, swap = _deep_router(tmp_path, monkeypatch)
+    conn = Conn(1)
+    soon = now_ms() + 60_000
+    for i in range(400):
+        send(r, conn, "q", _body(i), expiration=soon if i % 4 == 0 else 0)
+    q = r.queues["q"]
+    victim = [e.msg.message_id for e in q.dq][301]
+    assert r.delete_message(q, victim) == 1
+    # Expired ones go to the DMQ whole, read back from the swap area.
+    assert r.limits.reclaim_expired_report(soon + 1) == [("q", False, 100, 0)]
+    assert q.msg_count == 299
+    assert [_number(b) for b in dmq_bodies(r)] == list(range(0, 400, 4))
+    r.purge(r.dmq)
+    sess = session(r, conn, ack_mode=AckMode.NO_ACKNOWLEDGE)
+    _consume(r, sess, "q", DEST_QUEUE)
+    expected = [i for i in range(400) if i % 4 and i != 301]
+    assert [_number(b) for b in conn.bodies()] == expected
+    gc.collect()
+    assert swap.live_bytes == 0
+
+
+def test_a_purged_or_dropped_deep_backlog_frees_its_swap_space(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    r, _pager, swap = _deep_router(tmp_path, monkeypatch)
+    send(r, Conn(1), "q", *(_body(i) for i in range(500)))
+    assert r.purge(r.queues["q"]) == 500
+    gc.collect()
+    assert swap.live_bytes == 0
+    # A queue dropped with its runs still packed: the runs free what they hold.
+    send(r, Conn(1), "q", *(_body(i) for i in range(500)))
+    dq = r.queues["q"].dq
+    assert any(d is not None and d.runs for d in dq.deep or ())
+    dq.deep = None
+    gc.collect()
+    left = sum(len(b) for b in dq.buckets)
+    assert 0 < swap.live_bytes <= left * (BODY + 200)
+
+
+def test_a_deep_stored_backlog_packs_after_the_store_wrote_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Persistent messages, queue and durable subscription: packed once written, read
+    back from the file store, drained in order; nothing goes to the swap area."""
+    monkeypatch.setattr(runs, "RUN", 40)
+
+    async def go() -> None:
+        r, store, _state = _stored_router(tmp_path / "fs", "pq")
+        swap = SwapArea(tmp_path / "swap")
+        swap.open()
+        pager = Pager(0, swap=swap, store=store, readahead=8, depth=20)
+        r.attach_pager(pager)
+        conn = Conn(1, client_id="c1")
+        sess = session(r, conn, ack_mode=AckMode.NO_ACKNOWLEDGE)
+        cons = _consume(r, sess, "t", DEST_TOPIC, durable_name="d1")
+        r.remove_consumer(cons, None)
+        for i in range(600):
+            send(r, conn, "pq", _body(i), persistent=True)
+            send(r, conn, "t", _body(i), persistent=True, topic=True)
+            if i % 50 == 0:
+                await asyncio.sleep(0.01)  # the store writes, the pager lets go
+        await asyncio.sleep(0.1)
+        (sub,) = r.topics["t"].subscriptions
+        for dq in (r.queues["pq"].dq, sub.queue):
+            assert _objects(dq) < 600 // 2
+        assert swap.files() == 0
+        for name, dtype, kw in (("pq", DEST_QUEUE, {}), ("t", DEST_TOPIC, {"durable_name": "d1"})):
+            conn.sent.clear()
+            _consume(r, sess, name, dtype, **kw)
+            for _ in range(500):
+                if len(conn.sent) == 600:
+                    break
+                await asyncio.sleep(0.01)
+            assert [_number(b) for b in conn.bodies()] == list(range(600))
+        pager.close()
+        store.close()
+
+    asyncio.run(go())

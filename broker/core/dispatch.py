@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from .dmq import EXPIRED
 from .message import Entry, MessageLost
+from .runs import Deep, Run
 
 if TYPE_CHECKING:
     from broker.store.base import Store
@@ -142,6 +143,7 @@ class DeliveryQueue:
         "selective",
         "paused",
         "pager",
+        "deep",
     )
 
     def __init__(self, on_drop: Callable[[Entry, str], object] | None = None) -> None:
@@ -161,17 +163,77 @@ class DeliveryQueue:
         self.paused = False
         # Where bodies of entries that wait go when memory runs short (None: nowhere).
         self.pager: Pager | None = None
+        # Per priority, the packed part behind a deep bucket (broker/core/runs.py).
+        self.deep: list[Deep | None] | None = None
 
     # -- content ------------------------------------------------------------
 
     def put(self, entry: Entry) -> None:
         msg = entry.msg
         p = msg.priority
-        self.buckets[p if 0 <= p <= 9 else 4].append(entry)
+        if not 0 <= p <= 9:
+            p = 4
         self.count += 1
         self.bytes += msg.size
-        if self.pager is not None:
-            self.pager.waiting(msg, self.selective)
+        pager = self.pager
+        if pager is None:
+            self.buckets[p].append(entry)
+            return
+        deep = self.deep[p] if self.deep is not None else None
+        if deep is None:
+            bucket = self.buckets[p]
+            if (
+                len(bucket) < pager.depth
+                or self.selective
+                or (msg._raw is not None and not pager.over())
+            ):
+                bucket.append(entry)
+                pager.waiting(msg, self.selective)
+                return
+            deep = self._deepen(p)
+        # Behind at least ``depth`` others: its body goes now, and it is packed later.
+        deep.tail.append(entry)
+        if self.selective:
+            pager.waiting(msg, True)
+            return
+        pager.let_go(msg)
+        if len(deep.tail) >= deep.retry:
+            deep.pack(pager)
+
+    def _deepen(self, p: int) -> Deep:
+        if self.deep is None:
+            self.deep = [None] * 10
+        deep = self.deep[p] = Deep()
+        return deep
+
+    def _refill(self, p: int) -> None:
+        """Priority ``p``'s bucket is empty: it takes the next run (unpacked), or the
+        tail when no run is left."""
+        assert self.deep is not None
+        deep = self.deep[p]
+        if deep is None:
+            return
+        if deep.runs:
+            self.buckets[p].extend(deep.runs.popleft().unpack(self))
+            if deep.runs or deep.tail:
+                return
+        else:
+            self.buckets[p] = deep.tail
+        self.deep[p] = None
+        if not any(self.deep):
+            self.deep = None
+
+    def _flatten(self) -> None:
+        """Unpack every run (a selector scan looks at each entry's properties)."""
+        if self.deep is None:
+            return
+        for p, deep in enumerate(self.deep):
+            if deep is not None:
+                bucket = self.buckets[p]
+                for run in deep.runs:
+                    bucket.extend(run.unpack(self))
+                bucket.extend(deep.tail)
+        self.deep = None
 
     def offer(self, entry: Entry, now_ms: int) -> None:
         """A new entry: straight to the next ready consumer when nothing is pending
@@ -199,27 +261,90 @@ class DeliveryQueue:
             self.bytes += entry.msg.size
 
     def __iter__(self) -> Iterator[Entry]:
-        for bucket in reversed(self.buckets):
-            yield from bucket
+        """Every pending entry in delivery order (packed ones unpacked for a look)."""
+        deeps = self.deep
+        for p in range(9, -1, -1):
+            yield from self.buckets[p]
+            deep = deeps[p] if deeps is not None else None
+            if deep is not None:
+                yield from deep.unpacked(self)
 
-    def remove_where(self, pred: Callable[[Entry], bool]) -> list[Entry]:
-        """Take out every pending entry matching ``pred``."""
+    def head(self) -> Iterator[Entry]:
+        """The pending entries in delivery order as far as they are objects (up to the
+        first packed run): what the pager reads ahead in."""
+        deeps = self.deep
+        for p in range(9, -1, -1):
+            yield from self.buckets[p]
+            if deeps is not None and deeps[p] is not None:
+                return
+
+    def paged_out(self) -> tuple[int, int]:
+        """(count, bytes) of the pending entries whose bodies are out of memory."""
+        n = size = 0
+        for bucket in self.buckets:
+            for e in bucket:
+                if e.msg._raw is None:
+                    n += 1
+                    size += e.msg.size
+        for deep in self.deep or ():
+            if deep is not None:
+                for run in deep.runs:
+                    n += run.n
+                    size += run.nbytes
+                for e in deep.tail:
+                    if e.msg._raw is None:
+                        n += 1
+                        size += e.msg.size
+        return n, size
+
+    def remove_where(
+        self, pred: Callable[[Entry], bool], packed: Callable[[Run], bool] | None = None
+    ) -> list[Entry]:
+        """Take out every pending entry matching ``pred``; ``packed`` says which runs
+        may hold one (default: all, each entry unpacked to be asked)."""
         removed: list[Entry] = []
         for i, bucket in enumerate(self.buckets):
-            if not bucket:
+            if bucket:
+                self.buckets[i] = self._filter(bucket, pred, removed)
+            deep = self.deep[i] if self.deep is not None else None
+            if deep is None:
                 continue
-            keep: deque[Entry] = deque()
-            for e in bucket:
-                (removed if pred(e) else keep).append(e)
-            self.buckets[i] = keep
+            runs: deque[Run] = deque()
+            for run in deep.runs:
+                if packed is not None and not packed(run):
+                    runs.append(run)
+                    continue
+                kept, taken = run.split(pred, self)
+                removed += taken
+                if kept is not None:
+                    runs.append(kept)
+            deep.runs = runs
+            deep.tail = self._filter(deep.tail, pred, removed)
         for e in removed:
             self.count -= 1
             self.bytes -= e.msg.size
+        for i in range(10):
+            if self.deep is None:
+                break
+            if not self.buckets[i]:
+                self._refill(i)
         return removed
+
+    @staticmethod
+    def _filter(
+        entries: deque[Entry], pred: Callable[[Entry], bool], removed: list[Entry]
+    ) -> deque[Entry]:
+        keep: deque[Entry] = deque()
+        for e in entries:
+            (removed if pred(e) else keep).append(e)
+        return keep
 
     def take_expired(self, now_ms: int) -> list[Entry]:
         """Take out the pending entries whose expiration has passed."""
-        return self.remove_where(lambda e: 0 < e.msg.expiration <= now_ms)
+        return self.remove_where(
+            lambda e: 0 < e.msg.expiration <= now_ms,
+            lambda run: 0 < run.min_exp <= now_ms,
+        )
 
     def clear(self) -> list[Entry]:
         return self.remove_where(lambda e: True)
@@ -252,18 +377,24 @@ class DeliveryQueue:
 
     def take_head(self, priority: int) -> Entry:
         """Take out the oldest pending entry of ``priority`` (there must be one)."""
-        e = self.buckets[priority].popleft()
+        bucket = self.buckets[priority]
+        e = bucket.popleft()
         self.count -= 1
         self.bytes -= e.msg.size
+        if not bucket and self.deep is not None:
+            self._refill(priority)
         return e
 
     def pop_next(self) -> Entry | None:
         """Take out the entry that would be delivered next (None when none is pending)."""
-        for bucket in reversed(self.buckets):
+        for p in range(9, -1, -1):
+            bucket = self.buckets[p]
             if bucket:
                 e = bucket.popleft()
                 self.count -= 1
                 self.bytes -= e.msg.size
+                if not bucket and self.deep is not None:
+                    self._refill(p)
                 return e
         return None
 
@@ -302,6 +433,7 @@ class DeliveryQueue:
 
     def _dispatch_selective(self, now_ms: int) -> None:
         # Messages a consumer's selector refuses stay queued for the others.
+        self._flatten()
         pager = self.pager
         consumers = self.consumers
         n = len(consumers)

@@ -69,6 +69,7 @@ class Pager:
         store: Store | None,
         readahead: int = 256,
         readahead_bytes: int = 4 << 20,
+        depth: int = 0,
         now_ms: Callable[[], int] | None = None,
     ) -> None:
         self.threshold = threshold
@@ -76,6 +77,7 @@ class Pager:
         self.store = store if store is not None and store.reads_bodies else None
         self.readahead = max(1, readahead)
         self.readahead_bytes = max(1, readahead_bytes)
+        self._depth = depth
         self.stats = PagingStats()
         # Messages waiting for the store to have written them before they let go.
         self._awaiting: list[Message] = []
@@ -94,6 +96,13 @@ class Pager:
         read behind it then stay well under it)."""
         return max(min(self.readahead_bytes, self.threshold // 4), 1)
 
+    @property
+    def depth(self) -> int:
+        """How many entries of one priority a delivery queue keeps as objects before it
+        packs the rest (runs.py): eight read-ahead windows, and at least 2,048 (unless
+        set when made)."""
+        return self._depth or max(2048, 8 * self.readahead)
+
     def over(self) -> bool:
         """Are more message bytes in memory than the threshold?"""
         return BODIES.bytes > self.threshold
@@ -106,6 +115,10 @@ class Pager:
             return
         if selective and msg._selector_values is None and msg._raw is not None:
             msg.selector_values()
+        self._page_out(msg)
+
+    def let_go(self, msg: Message) -> None:
+        """``msg`` waits far behind others (runs.py): its bytes go whatever the memory."""
         self._page_out(msg)
 
     def _page_out(self, msg: Message) -> None:
@@ -202,10 +215,10 @@ class Pager:
             self.stats.read_back_bytes += msg.size
         return body
 
-    def released(self, msg: Message) -> None:
-        """A paged-out message is gone (garbage): its swap space is free."""
-        if msg.pos >= 0 and self.swap is not None:
-            self.swap.release(msg.pos, msg.size + _DC_SLOT)
+    def released(self, pos: int, size: int) -> None:
+        """A message paged out to the swap area at ``pos`` is gone: its space is free."""
+        if pos >= 0 and self.swap is not None:
+            self.swap.release(pos, size + _DC_SLOT)
 
     def _read(self, msgs: list[Message]) -> list[bytes | None]:
         """Bodies of ``msgs`` (any thread): from the store by key, or from the swap area."""
@@ -237,7 +250,7 @@ class Pager:
         caller reads synchronously)."""
         if dq in self._reading:
             return True
-        msgs = self._window(dq if first is None else following or (), first)
+        msgs = self._window(dq.head() if first is None else following or (), first)
         if not msgs:
             return False
         try:
@@ -290,7 +303,8 @@ class Pager:
             stats.read_back += 1
             stats.read_back_bytes += m.size
         if lost:
-            for entry in dq.remove_where(lambda e: id(e.msg) in lost):
+            # Packed entries were not read: only objects can be the lost ones.
+            for entry in dq.remove_where(lambda e: id(e.msg) in lost, lambda run: False):
                 self.lose(entry)
         if not dq.active:
             return

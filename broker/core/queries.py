@@ -74,10 +74,9 @@ def paged_out(dest: Destination) -> tuple[int, int]:
     out of memory (broker/core/paging.py): one look at each, for administrators."""
     n = size = 0
     for q in dest.delivery_queues():
-        for e in q:
-            if not e.msg.resident:
-                n += 1
-                size += e.msg.size
+        qn, qsize = q.paged_out()
+        n += qn
+        size += qsize
     return n, size
 
 

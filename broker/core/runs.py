@@ -1,0 +1,199 @@
+"""Runs: the deep part of a delivery queue's backlog, packed.
+
+Paging (paging.py) takes a waiting message's body out of memory, but its Message and
+Entry objects stay, about 450 bytes each: a million waiting messages would still hold
+some 450 MB.  So once a priority of a delivery queue holds ``depth`` entries while
+messages are paged out, what arrives next at that priority goes to its :class:`Deep`
+part: a tail of entries whose bodies are let go at once, packed ``RUN`` at a time into
+:class:`Run` records of :data:`~broker.core.message.PACKED` size (88 bytes each).
+
+A priority's order is its bucket (entries, delivered from), then its runs, then its
+tail.  When the bucket is empty, the first run is unpacked into it (and the pager reads
+the bodies back, as for any paged-out entry), or, with no run left, the tail becomes the
+bucket.  Anything that looks at every waiting entry (browsing, an administrator's
+listing, purge, expiry) gets packed entries unpacked for it, one at a time.
+
+Only entries whose message is paged out are packed, and a message in the swap area only
+when it is its queue's alone (a queue's message): see ``message.packable``.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING
+
+from .message import PACKED, Entry, Message, pack_entry, packable, unpack_entry
+
+if TYPE_CHECKING:
+    from .dispatch import EntryOwner, EntryQueue
+    from .message import BodySource
+
+# Entries per run.  The newest RUN entries of a tail stay objects: a persistent message
+# lets its body go only once the store has written it, so the newest are not packable yet.
+RUN = 1024
+
+
+class Run:
+    """Up to ``RUN`` consecutive entries of one delivery queue, packed."""
+
+    __slots__ = (
+        "recs",
+        "n",
+        "nbytes",
+        "min_exp",
+        "store_keys",
+        "src",
+        "owner",
+        "interest",
+        "destination",
+    )
+
+    def __init__(
+        self, src: BodySource, owner: EntryOwner, interest: str | None, destination: str
+    ) -> None:
+        self.recs = bytearray()
+        self.n = 0
+        self.nbytes = 0
+        self.min_exp = 0  # the earliest expiration in it (0: none expires)
+        self.store_keys: dict[int, bytes] | None = None  # the store keys that are not keys
+        self.src = src
+        self.owner = owner
+        self.interest = interest
+        self.destination = destination
+
+    def holds(self, entry: Entry) -> bool:
+        """Can ``entry`` join this run (same owner, store interest and destination)?"""
+        return (
+            self.n < RUN
+            and entry.owner is self.owner
+            and entry.interest == self.interest
+            and entry.msg.destination == self.destination
+        )
+
+    def add(self, entry: Entry) -> None:
+        m = entry.msg
+        if m.store_key != m.key:
+            if self.store_keys is None:
+                self.store_keys = {}
+            self.store_keys[self.n] = m.store_key
+        self.recs += pack_entry(entry)
+        self.n += 1
+        self.nbytes += m.size
+        exp = m.expiration
+        if exp and (not self.min_exp or exp < self.min_exp):
+            self.min_exp = exp
+
+    def entry(self, i: int, queue: EntryQueue, src: BodySource | None = None) -> Entry:
+        """Record ``i`` unpacked (the run still owns it: see ``unpack``/``split``)."""
+        keys = self.store_keys
+        return unpack_entry(
+            self.recs,
+            i * PACKED.size,
+            keys.get(i) if keys is not None else None,
+            self.destination,
+            self.src if src is None else src,
+            self.owner,
+            queue,
+            self.interest,
+        )
+
+    def unpack(self, queue: EntryQueue) -> list[Entry]:
+        """Every entry, in order; the run is empty after (the entries own their messages)."""
+        out = [self.entry(i, queue) for i in range(self.n)]
+        self._forget()
+        return out
+
+    def split(
+        self, pred: Callable[[Entry], bool], queue: EntryQueue
+    ) -> tuple[Run | None, list[Entry]]:
+        """(the run of the entries ``pred`` leaves, or None when none; those it takes).
+        This run is empty after."""
+        kept: Run | None = None
+        taken: list[Entry] = []
+        for i in range(self.n):
+            e = self.entry(i, queue)
+            if pred(e):
+                taken.append(e)
+            else:
+                if kept is None:
+                    kept = Run(self.src, self.owner, self.interest, self.destination)
+                kept.add(e)
+        self._forget()
+        return kept, taken
+
+    def peek(self, queue: EntryQueue) -> Iterator[Entry]:
+        """Each entry unpacked for a look (a browser, a listing): the run keeps it, so
+        the copy reads its bytes but never frees their swap space."""
+        borrowed = _Borrowed(self.src)
+        for i in range(self.n):
+            yield self.entry(i, queue, borrowed)
+
+    def _forget(self) -> None:
+        self.recs = bytearray()
+        self.n = 0
+        self.nbytes = 0
+        self.store_keys = None
+
+    def __del__(self) -> None:
+        # Dropped with entries still packed (a queue that went away without being
+        # cleared): their swap space is freed here, as their messages would have.
+        if self.n:
+            src = self.src
+            for i in range(self.n):
+                rec = PACKED.unpack_from(self.recs, i * PACKED.size)
+                pos, size = rec[11], rec[6]
+                if pos >= 0:
+                    src.released(pos, size)
+
+
+class _Borrowed:
+    """A run's body source as seen by an entry unpacked for a look: it reads, the run
+    frees."""
+
+    __slots__ = ("src",)
+
+    def __init__(self, src: BodySource) -> None:
+        self.src = src
+
+    def read_back(self, msg: Message) -> bytes | None:
+        return self.src.read_back(msg)
+
+    def released(self, pos: int, size: int) -> None:
+        pass
+
+
+class Deep:
+    """The part of one priority of a delivery queue behind its bucket: runs, then a tail."""
+
+    __slots__ = ("runs", "tail", "retry")
+
+    def __init__(self) -> None:
+        self.runs: deque[Run] = deque()
+        self.tail: deque[Entry] = deque()
+        self.retry = 2 * RUN  # the tail length at which packing is tried next
+
+    def __len__(self) -> int:
+        return sum(r.n for r in self.runs) + len(self.tail)
+
+    def pack(self, src: BodySource) -> None:
+        """Pack the tail's oldest entries (all but the newest ``RUN``) while they can be."""
+        tail = self.tail
+        runs = self.runs
+        run = runs[-1] if runs else None
+        while len(tail) > RUN:
+            e = tail[0]
+            if not packable(e, src):
+                break
+            if run is None or not run.holds(e):
+                run = Run(src, e.owner, e.interest, e.msg.destination)
+                runs.append(run)
+            run.add(tail.popleft())
+        # Not packable yet (waiting for the store): tried again a little later.
+        self.retry = len(tail) + RUN // 4 if len(tail) > RUN else 2 * RUN
+
+    def unpacked(self, queue: EntryQueue) -> Iterator[Entry]:
+        """Every entry in order, packed ones unpacked for a look."""
+        for run in self.runs:
+            yield from run.peek(queue)
+        yield from self.tail
