@@ -346,10 +346,10 @@ def packable(entry: Entry, src: BodySource) -> bool:
     return m._raw is None and m.src is src and (m.pos < 0 or m.is_queue)
 
 
-def pack_entry(entry: Entry) -> bytes:
-    """``entry`` as a :data:`PACKED` record (``packable`` said it can be).  A message in
-    the swap area hands its space over to the record: the Message object let go now
-    must not free it."""
+def pack_entry(entry: Entry, buf: bytearray, off: int) -> None:
+    """Write ``entry`` as a :data:`PACKED` record at ``off`` (``packable`` said it can
+    be).  A message in the swap area hands its space over to the record: the Message
+    object let go now must not free it."""
     m = entry.msg
     bits = (
         (_P_STORED if m.stored else 0)
@@ -357,7 +357,9 @@ def pack_entry(entry: Entry) -> bytes:
         | (_P_PERSISTENT if m.persistent else 0)
         | (_P_REDELIVERED if entry.redelivered else 0)
     )
-    rec = PACKED.pack(
+    PACKED.pack_into(
+        buf,
+        off,
         m.key,
         m.priority,
         m.type,
@@ -375,7 +377,6 @@ def pack_entry(entry: Entry) -> bytes:
     if m.pos >= 0:
         m.src = None
         m.pos = -1
-    return rec
 
 
 def unpack_entry(

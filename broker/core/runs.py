@@ -52,7 +52,9 @@ class Run:
     def __init__(
         self, src: BodySource, owner: EntryOwner, interest: str | None, destination: str
     ) -> None:
-        self.recs = bytearray()
+        # Made whole at once: grown record by record, a run's buffer would be copied
+        # about RUN times over and leave holes in the heap between message bodies.
+        self.recs = bytearray(RUN * PACKED.size)
         self.n = 0
         self.nbytes = 0
         self.min_exp = 0  # the earliest expiration in it (0: none expires)
@@ -65,7 +67,7 @@ class Run:
     def holds(self, entry: Entry) -> bool:
         """Can ``entry`` join this run (same owner, store interest and destination)?"""
         return (
-            self.n < RUN
+            (self.n + 1) * PACKED.size <= len(self.recs)
             and entry.owner is self.owner
             and entry.interest == self.interest
             and entry.msg.destination == self.destination
@@ -77,7 +79,7 @@ class Run:
             if self.store_keys is None:
                 self.store_keys = {}
             self.store_keys[self.n] = m.store_key
-        self.recs += pack_entry(entry)
+        pack_entry(entry, self.recs, self.n * PACKED.size)
         self.n += 1
         self.nbytes += m.size
         exp = m.expiration
@@ -120,6 +122,8 @@ class Run:
                     kept = Run(self.src, self.owner, self.interest, self.destination)
                 kept.add(e)
         self._forget()
+        if kept is not None:
+            del kept.recs[kept.n * PACKED.size :]  # it takes no more (split runs are rare)
         return kept, taken
 
     def peek(self, queue: EntryQueue) -> Iterator[Entry]:
@@ -130,7 +134,9 @@ class Run:
             yield self.entry(i, queue, borrowed)
 
     def _forget(self) -> None:
-        self.recs = bytearray()
+        # Made whole at once: grown record by record, a run's buffer would be copied
+        # about RUN times over and leave holes in the heap between message bodies.
+        self.recs = bytearray(RUN * PACKED.size)
         self.n = 0
         self.nbytes = 0
         self.store_keys = None

@@ -210,7 +210,8 @@ class _Msg:
     """A live message: where its MsgAdd frame is, and its open interests.
 
     ``ints`` is flat ``[interest, delivery count, segment of the latest MsgDelivered or
-    -1, ...]`` (a list is much smaller than a dict per message); ``extra`` lists the
+    -1, ...]`` (a list is much smaller than a dict per message; a shared tuple while it
+    is one untouched interest: ``_Index.untouched``); ``extra`` lists the
     segments holding its partial settles; ``first`` is the segment of the first MsgAdd
     if the message was added again since (-1 if not): it fixes the recovered order.
     ``raw`` is only set while loading.
@@ -248,6 +249,9 @@ class _Index:
         self.durs: dict[str, list] = {}
         self.dur_segs: dict[str, set[int]] = {}
         self.msgs: dict[bytes, _Msg] = {}  # insertion order = message order
+        # The ``ints`` of a message with one interest never delivered: one tuple per
+        # interest, shared (a list per message costs ~90 bytes), a list once it changes.
+        self.untouched: dict[str, tuple] = {}
         self.txns: dict[int, _Txn] = {}
         self.dest_live: dict[tuple[str, int], int] = {}  # live messages per destination
         self.interest_live: dict[str, int] = {}  # live messages per open interest
@@ -409,7 +413,10 @@ class _Index:
         interests = r.interests
         if len(interests) == 1:  # a queue message: the common case, kept cheap
             i = interests[0]
-            m.ints = [i, 0, -1]
+            untouched = self.untouched.get(i)
+            if untouched is None:
+                untouched = self.untouched[i] = (i, 0, -1)
+            m.ints = untouched
             il[i] = il.get(i, 0) + 1
         else:
             ints: list = []
@@ -440,6 +447,8 @@ class _Index:
         ints = m.ints
         for j in range(0, len(ints), 3):
             if ints[j] == r.interest:
+                if type(ints) is tuple:
+                    ints = m.ints = list(ints)
                 ints[j + 1] = r.count
                 if ints[j + 2] >= 0:  # superseded
                     self._release(ints[j + 2])
@@ -460,6 +469,8 @@ class _Index:
     def _settle_at(self, key: bytes, m: _Msg, j: int, seg: _Seg) -> None:
         """Settle ``m.ints[j]`` by a record in ``seg``."""
         ints = m.ints
+        if type(ints) is tuple:
+            ints = m.ints = list(ints)
         self.interest_live[ints[j]] -= 1
         if ints[j + 2] >= 0:
             self._release(ints[j + 2])
