@@ -73,6 +73,7 @@ from __future__ import annotations
 
 import gc
 import logging
+import mmap
 import os
 import shutil
 import struct
@@ -156,9 +157,13 @@ def _zero_fill(fd: int, start: int, end: int) -> None:
         start += n
 
 
-def _zero_tail(buf: bytes, pos: int) -> bool:
+def _zero_tail(buf: bytes | mmap.mmap, pos: int) -> bool:
     """Is ``buf[pos:]`` all zero bytes?"""
-    return buf.count(0, pos) == len(buf) - pos
+    if isinstance(buf, bytes):
+        return buf.count(0, pos) == len(buf) - pos
+    n = len(buf)
+    step = 1 << 20  # (a mapping has no count: a chunk at a time)
+    return all(buf[i : min(i + step, n)].count(0) == min(step, n - i) for i in range(pos, n, step))
 
 
 def _frame_ok(buf: bytes, pos: int, n: int) -> int:
@@ -836,15 +841,27 @@ class FileStore(Store):
 
     def _replay(self, idx: _Index, num: int, *, last: bool, repairs: list[str]) -> None:
         path = self._path(num)
-        data = path.read_bytes()
-        n = len(data)
+        # Mapped rather than copied (a 2 GB backlog is read a second or two faster):
+        # nothing keeps a view into it (a record's bytes are copied out, loading heads
+        # only just the heads), so the mapping goes with this call.
+        heads_only = idx.keep_raw and idx.heads_only
+        n = path.stat().st_size
+        data: bytes | mmap.mmap
+        if n > len(MAGIC):
+            with open(path, "rb") as f:
+                data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            data.madvise(mmap.MADV_SEQUENTIAL)
+            n = len(data)
+        else:
+            data = path.read_bytes()
+            n = len(data)
         seg = _Seg(num)
         seg.size = seg.alloc = n
         idx.segs[num] = seg
         if n == 0:
             return
-        if n < len(MAGIC) or not data.startswith(MAGIC):
-            if last and MAGIC.startswith(data):  # crashed while creating it
+        if n < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
+            if last and MAGIC.startswith(data[:n]):  # crashed while creating it
                 if n:
                     os.truncate(path, 0)
                     seg.size = seg.alloc = 0
@@ -862,8 +879,6 @@ class FileStore(Store):
         hdr = _HDR.unpack_from
         crc32 = zlib.crc32
         handlers = idx._apply
-        # Loading heads only, a message's bytes are not copied out of the segment's.
-        heads_only = idx.keep_raw and idx.heads_only
         while pos < n:
             problem = ""
             if pos + HEADER_SIZE > n:
