@@ -407,6 +407,60 @@ class StoreContract:
         state = recover(store_factory, sync=False)
         assert [m.key for m in state.messages] == [key(i) for i in range(1, 3000, 2)]
 
+    # -- paging: bodies read back, heads-only loads (stores with reads_bodies) ----------
+
+    @staticmethod
+    def _packet(n: int, props: int = 2, body: int = 3000) -> bytes:
+        from broker.protocol.packet import build_packet
+        from broker.protocol.types import PacketType
+
+        return build_packet(
+            PacketType.BYTES_MESSAGE,
+            body=bytes([n % 256]) * body,
+            props={f"p{i}": "v" * 40 for i in range(props)},
+            fields={1: "q1"},
+        )
+
+    def test_bodies_read_back_by_key(self, store_factory: StoreFactory) -> None:
+        s = reopen(store_factory)
+        if not s.store.reads_bodies:
+            s.close()
+            pytest.skip("this store does not read bodies back")
+        raws = [self._packet(i) for i in range(3)]
+        s.write(*(qmsg(i, raw=raws[i]) for i in range(3)))
+        # From another thread, as the pager's reader does; an unknown key reads as None.
+        out: list = []
+        t = threading.Thread(
+            target=lambda: out.append(s.store.read_bodies([key(2), key(9), key(0)]))
+        )
+        t.start()
+        t.join()
+        assert out == [[raws[2], None, raws[0]]]
+        s.write(MsgSettle(key(2), ""))
+        assert s.store.read_bodies([key(2), key(1)]) == [None, raws[1]]
+        s.close()
+
+    def test_a_heads_only_load_gives_heads_and_lengths(self, store_factory: StoreFactory) -> None:
+        from broker.protocol.packet import body_offset
+
+        s = reopen(store_factory)
+        reads = s.store.reads_bodies
+        # The second one's properties run past any prefix a store might read first.
+        raws = [self._packet(1), self._packet(2, props=100), self._packet(3, body=0)]
+        s.write(*(qmsg(i, raw=raws[i]) for i in range(3)))
+        s.close()
+        if not reads:
+            pytest.skip("this store does not read bodies back")
+        lazy = store_factory()
+        lazy.lazy_bodies = True
+        s = Opened(lazy)
+        got = [(m.key, m.raw, m.head, m.size, m.interests) for m in s.state.messages]
+        assert got == [
+            (key(i), None, raws[i][: body_offset(raws[i])], len(raws[i]), {"": 0}) for i in range(3)
+        ]
+        assert s.store.read_bodies([key(1)]) == [raws[1]]
+        s.close()
+
     # -- transactions -----------------------------------------------------------------
 
     def test_transactions_recovered_until_removed(self, store_factory: StoreFactory) -> None:

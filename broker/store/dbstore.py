@@ -37,15 +37,20 @@ import logging
 import threading
 from collections import defaultdict
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from django.db import DataError, IntegrityError, connections, transaction
+from django.db import DatabaseError, DataError, IntegrityError, connections, transaction
+from django.db.models import BinaryField
+from django.db.models.functions import Length, Substr
 
 from broker import models as m
 
 if TYPE_CHECKING:
     from django.db.backends.base.base import BaseDatabaseWrapper
+
+from broker.protocol.packet import body_offset
 
 from . import dbtables, ownership
 from .base import (
@@ -127,9 +132,15 @@ class _Folded:
         )
 
 
-def read_state(inst: str, *, using: str) -> RecoveredState:
+# Loading heads only: the first bytes of each message read at load.  A head (header,
+# variable header, properties) longer than that is read whole, once.
+_HEAD_PREFIX = 1024
+
+
+def read_state(inst: str, *, using: str, heads_only: bool = False) -> RecoveredState:
     """Everything ``inst``'s rows hold, in the order it was written (the caller holds a
-    transaction, so it is one consistent snapshot)."""
+    transaction, so it is one consistent snapshot).  ``heads_only``: messages come back
+    without their bodies (``StoredMessage.head`` and ``size``; see Store.lazy_bodies)."""
     db = using
     state = RecoveredState()
     for name, dest_type, attributes in (
@@ -156,19 +167,19 @@ def read_state(inst: str, *, using: str) -> RecoveredState:
         .iterator(chunk_size=2000)
     ):
         interests[key][interest] = count
-    for key, destination, dest_type, raw in (
-        m.StoredMessage.objects.using(db)
-        .filter(broker_instance=inst)
-        .order_by("id")
-        .values_list("key", "destination", "dest_type", "raw")
-        .iterator(chunk_size=2000)
-    ):
-        open_ = interests.get(key)
-        if not open_:  # every interest settled: the message is gone
-            continue
-        state.messages.append(
-            StoredMessage(bytes.fromhex(key), destination, dest_type, bytes(raw), open_)
-        )
+    rows = m.StoredMessage.objects.using(db).filter(broker_instance=inst).order_by("id")
+    if heads_only:
+        _read_heads(rows, interests, state)
+    else:
+        for key, destination, dest_type, raw in rows.values_list(
+            "key", "destination", "dest_type", "raw"
+        ).iterator(chunk_size=2000):
+            open_ = interests.get(key)
+            if not open_:  # every interest settled: the message is gone
+                continue
+            state.messages.append(
+                StoredMessage(bytes.fromhex(key), destination, dest_type, bytes(raw), open_)
+            )
 
     txns: dict[int, StoredTransaction] = {}
     for txn_id, txn_state, info in (
@@ -196,6 +207,33 @@ def read_state(inst: str, *, using: str) -> RecoveredState:
             txn.acks.append(TxnAck(txn_id, bytes.fromhex(key), interest))
     state.transactions.extend(txns.values())
     return state
+
+
+def _read_heads(rows, interests: dict[str, dict[str, int]], state: RecoveredState) -> None:
+    """Messages of ``rows`` as their heads and lengths (the database cuts them)."""
+    long_heads: dict[str, int] = {}  # key -> index in state.messages
+    for key, destination, dest_type, prefix, size in rows.values_list(
+        "key",
+        "destination",
+        "dest_type",
+        Substr("raw", 1, _HEAD_PREFIX, output_field=BinaryField()),
+        Length("raw"),
+    ).iterator(chunk_size=2000):
+        open_ = interests.get(key)
+        if not open_:
+            continue
+        head = bytes(prefix)
+        off = body_offset(head)
+        if off == len(head) and len(head) < size:
+            long_heads[key] = len(state.messages)  # its head runs past the prefix
+        state.messages.append(
+            StoredMessage(bytes.fromhex(key), destination, dest_type, None, open_, head[:off], size)
+        )
+    keys = list(long_heads)
+    for chunk in _chunks(keys):
+        for key, raw in rows.filter(key__in=chunk).values_list("key", "raw"):
+            whole = bytes(raw)
+            state.messages[long_heads[key]].head = whole[: body_offset(whole)]
 
 
 class DatabaseStore(Store):
@@ -243,6 +281,8 @@ class DatabaseStore(Store):
         self.fenced_writes = 0  # batches refused because the epoch had moved on
         # Set by the broker before close(): an HA broker's rows go to another broker.
         self.failover_on_release = False
+        # Reads on behalf of the event loop (read_bodies), made when first needed.
+        self._loop_reader: ThreadPoolExecutor | None = None
 
     # -- reading ---------------------------------------------------------------------
 
@@ -265,7 +305,43 @@ class DatabaseStore(Store):
             stale_beats=self.stale_beats,
         )
         with transaction.atomic(using=db):  # one consistent snapshot
-            return read_state(inst, using=db)
+            return read_state(inst, using=db, heads_only=self.lazy_bodies)
+
+    # Bodies are read back by key from the database, on the pager's reader thread (its
+    # own connection): a paged backlog keeps no bodies in memory or in the swap area.
+    reads_bodies = True
+
+    def read_bodies(self, keys: list[bytes]) -> list[bytes | None]:
+        """The stored bytes of ``keys`` (see Store.read_bodies): a committed row is all
+        there is to read, so no writer is waited for."""
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:  # the pager's reader thread
+            return self._read_bodies(keys)
+        # On the event loop (a browser, an administrator's listing, the DMQ copy): the
+        # ORM refuses async contexts, so a thread of the store's own runs the query and
+        # the loop waits for it, as it waits for a file store's read.
+        if self._loop_reader is None:  # (only the loop's thread gets here)
+            self._loop_reader = ThreadPoolExecutor(1, thread_name_prefix="store-read")
+        return self._loop_reader.submit(self._read_bodies, keys).result()
+
+    def _read_bodies(self, keys: list[bytes]) -> list[bytes | None]:
+        hexes = [k.hex() for k in keys]
+        found: dict[str, bytes] = {}
+        rows = m.StoredMessage.objects.using(self.using).filter(
+            broker_instance=self.broker_instance
+        )
+        try:
+            for chunk in _chunks(hexes):
+                for key, raw in rows.filter(key__in=chunk).values_list("key", "raw"):
+                    found[key] = bytes(raw)
+        except DatabaseError as exc:
+            log.error("database store: reading %d message(s) back failed: %s", len(keys), exc)
+            return [None] * len(keys)
+        for h in hexes:
+            if h not in found:
+                log.error("database store: message %s is not stored (any more)", h)
+        return [found.get(h) for h in hexes]
 
     def reset(self) -> None:
         """Delete every row of this broker instance (``-reset store``)."""
@@ -347,6 +423,11 @@ class DatabaseStore(Store):
         if self._thread is not None:
             self.flush()
             self.run_in_writer(self._release)  # after every record, before the stop
+        if self._loop_reader is not None:
+            # Its thread's own connection is closed by that thread.
+            self._loop_reader.submit(connections[self.using].close).result()
+            self._loop_reader.shutdown()
+            self._loop_reader = None
         super().close()
 
     # -- writing (writer thread) -----------------------------------------------------------

@@ -38,6 +38,7 @@ from typing import Any
 import pytest
 
 from broker.launcher import free_port
+from tests.pg import fresh_database
 
 from .conftest import ProbeResult
 from .jvm import Paused, broker_kind, start_either
@@ -109,18 +110,22 @@ class Instance:
     """A broker of the test's own with :data:`PROPS` (and ``extra``), in a directory of
     its own, restartable on the same instance (and port mapper port, when given)."""
 
-    def __init__(self, kind: str, *extra: str, port: int | None = None) -> None:
+    def __init__(self, kind: str, *extra: str, port: int | None = None, **kw: Any) -> None:
         self.kind = kind
         self.port = port
+        self.kw = kw  # to our launcher (database_url=...)
         self.tmp = Path(tempfile.mkdtemp(prefix="imq-java-backlog-"))
         self.b = self._start(extra)
 
     def _start(self, extra: tuple[str, ...]) -> Any:
-        if self.port is None:
-            return start_either(self.kind, self.tmp, *PROPS, *extra)
-        return start_either(self.kind, self.tmp, *PROPS, *extra, portmapper_port=self.port)
+        kw = dict(self.kw)
+        if self.port is not None:
+            kw["portmapper_port"] = self.port
+        return start_either(self.kind, self.tmp, *PROPS, *extra, **kw)
 
     def restart(self, *extra: str) -> Any:
+        """The same instance again, with ``extra`` instead of the properties it was made
+        with (the launcher's keywords stay)."""
         self.b.stop()
         self.b = self._start(extra)
         return self.b
@@ -172,6 +177,41 @@ def test_java_non_persistent_backlog_and_restart(
         r = run_backlog(kind, broker.b, java_programs, "nonpersistent", sfx, str(N))
         r.assert_ok(["nonpersistent_fill", "nonpersistent_order", "mixed_fill"])
         r = java_programs.run("Backlog", broker.restart(), "restarted", sfx, str(N))
+        r.assert_ok(["restart_keeps_persistent_only"])
+    finally:
+        broker.close()
+
+
+def test_java_backlog_on_the_database_store(
+    request: pytest.FixtureRequest, java_programs: Any, postgres_url: str
+) -> None:
+    """The database store (PostgreSQL) gives paged-out bodies back by key as the file store
+    does: the queue backlog drains whole and in order with the broker's memory bounded, no
+    body goes to the swap area, and a restart recovers the persistent messages from their
+    heads (loaded without bodies) and delivers each once, whole."""
+    kind = broker_kind(request.config)
+    if kind == "stock":
+        pytest.skip("the stock broker's JDBC store is not set up here")
+    url = fresh_database(postgres_url, f"jb_{uuid.uuid4().hex[:10]}")
+    broker = Instance(kind, "imq.persist.store=jdbc", database_url=url)
+    n = str(N // 2)
+    try:
+        r = run_backlog(kind, broker.b, java_programs, "queue", uuid.uuid4().hex[:10], n)
+        r.assert_ok(
+            [
+                "queue_fill",
+                "queue_browse",
+                "queue_selector",
+                "queue_priority_order",
+                "queue_fifo_order",
+            ]
+        )
+        assert not list(broker.tmp.rglob("*.swp")), "bodies went to the swap area"
+        sfx = uuid.uuid4().hex[:10]
+        r = run_backlog(kind, broker.b, java_programs, "nonpersistent", sfx, n)
+        r.assert_ok(["nonpersistent_fill", "nonpersistent_order", "mixed_fill"])
+        restarted = broker.restart("imq.persist.store=jdbc")
+        r = java_programs.run("Backlog", restarted, "restarted", sfx, n)
         r.assert_ok(["restart_keeps_persistent_only"])
     finally:
         broker.close()
