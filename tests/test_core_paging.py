@@ -525,8 +525,15 @@ def test_packed_entries_expire_and_are_removed_by_id(
     for i in range(400):
         send(r, conn, "q", _body(i), expiration=soon if i % 4 == 0 else 0)
     q = r.queues["q"]
-    victim = [e.msg.message_id for e in q.dq][301]
+    assert any(d is not None and d.runs for d in q.dq.deep or ())
+    # Found by key (a browser's batch) and by id (an administrator) where they are packed.
+    listed = [e.msg for e in q.dq]
+    keys = [listed[i].key for i in (350, 101, 7)]
+    assert [m.key for m in r.find_messages(q, keys)] == keys
+    victim = listed[301].message_id
+    del listed
     assert r.delete_message(q, victim) == 1
+    assert r.delete_message(q, victim) == 0
     # Expired ones go to the DMQ whole, read back from the swap area.
     assert r.limits.reclaim_expired_report(soon + 1) == [("q", False, 100, 0)]
     assert q.msg_count == 299

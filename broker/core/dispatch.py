@@ -278,6 +278,22 @@ class DeliveryQueue:
             if deeps is not None and deeps[p] is not None:
                 return
 
+    def find(self, wanted: set[bytes]) -> Iterator[Entry]:
+        """The pending entries whose keys are in ``wanted`` (packed ones unpacked for a
+        look, only those)."""
+        deeps = self.deep
+        for p in range(9, -1, -1):
+            for e in self.buckets[p]:
+                if e.msg.key in wanted:
+                    yield e
+            deep = deeps[p] if deeps is not None else None
+            if deep is not None:
+                for run in deep.runs:
+                    yield from run.find(wanted, self)
+                for e in deep.tail:
+                    if e.msg.key in wanted:
+                        yield e
+
     def paged_out(self) -> tuple[int, int]:
         """(count, bytes) of the pending entries whose bodies are out of memory."""
         n = size = 0

@@ -139,7 +139,10 @@ def _take_stored(router: MessageRouter, key: bytes, interest: str) -> Entry | No
     for table in (router.queues, router.topics):
         for dest in table.values():
             for q in dest.delivery_queues():
-                found = q.remove_where(lambda e: e.msg.store_key == key and e.interest == interest)
+                found = q.remove_where(
+                    lambda e: e.msg.store_key == key and e.interest == interest,
+                    lambda run: run.interest == interest and run.may_have_store_key(key),
+                )
                 if found:
                     return found[0]
     return None

@@ -650,8 +650,17 @@ class MessageRouter:
         were removed; 0 when none waits (it may be delivered and unacknowledged, see
         :func:`broker.core.queries.held_messages`, or not there at all)."""
         removed: list[Entry] = []
+        # Packed entries (runs.py) are unpacked only in the runs holding a key with the
+        # id's timestamp (its last part): the others are not looked into.
+        try:
+            stamp: bytes | None = int(message_id.rsplit("-", 1)[1]).to_bytes(8, "big", signed=True)
+        except (IndexError, ValueError, OverflowError):
+            stamp = None
         for q in dest.delivery_queues():
-            removed += q.remove_where(lambda e: e.msg.message_id == message_id)
+            removed += q.remove_where(
+                lambda e: e.msg.message_id == message_id,
+                None if stamp is None else (lambda run: run.has_key(stamp)),
+            )
         for entry in removed:
             self.consumed(entry)
         return len(removed)
@@ -712,9 +721,8 @@ class MessageRouter:
             return []
         wanted = set(keys)
         found: dict[bytes, Message] = {}
-        for e in dest.dq:
-            if e.msg.key in wanted:
-                found[e.msg.key] = e.msg
+        for e in dest.dq.find(wanted):
+            found[e.msg.key] = e.msg
         if len(found) < len(wanted):
             for sess in self.sessions.values():
                 for e in sess.unacked.values():

@@ -133,6 +133,33 @@ class Run:
         for i in range(self.n):
             yield self.entry(i, queue, borrowed)
 
+    def has_key(self, prefix: bytes) -> bool:
+        """Does a record's key start with ``prefix`` (a whole key, or its first bytes)?
+        (A search of the packed bytes: nothing is unpacked.)"""
+        recs, size, end = self.recs, PACKED.size, self.n * PACKED.size
+        i = recs.find(prefix, 0, end)
+        while i >= 0:
+            if i % size == 0:
+                return True
+            i = recs.find(prefix, i + 1, end)
+        return False
+
+    def may_have_store_key(self, key: bytes) -> bool:
+        """Might a record be stored under ``key``?  (Its key is ``key``, or its store
+        key is: a DMQ copy's.)  A pre-filter: the entry is then asked exactly."""
+        keys = self.store_keys
+        return (keys is not None and key in keys.values()) or self.has_key(key)
+
+    def find(self, wanted: set[bytes], queue: EntryQueue) -> Iterator[Entry]:
+        """The entries whose keys are in ``wanted``, unpacked for a look."""
+        recs, size = self.recs, PACKED.size
+        borrowed: _Borrowed | None = None
+        for i in range(self.n):
+            if bytes(recs[i * size : i * size + 32]) in wanted:
+                if borrowed is None:
+                    borrowed = _Borrowed(self.src)
+                yield self.entry(i, queue, borrowed)
+
     def _forget(self) -> None:
         # Made whole at once: grown record by record, a run's buffer would be copied
         # about RUN times over and leave holes in the heap between message bodies.
@@ -178,9 +205,6 @@ class Deep:
         self.runs: deque[Run] = deque()
         self.tail: deque[Entry] = deque()
         self.retry = 2 * RUN  # the tail length at which packing is tried next
-
-    def __len__(self) -> int:
-        return sum(r.n for r in self.runs) + len(self.tail)
 
     def pack(self, src: BodySource) -> None:
         """Pack the tail's oldest entries (all but the newest ``RUN``) while they can be."""
