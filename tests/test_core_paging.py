@@ -604,3 +604,30 @@ def test_a_deep_stored_backlog_packs_after_the_store_wrote_it(
         store.close()
 
     asyncio.run(go())
+
+
+def test_a_deep_topic_backlog_shared_by_two_durables_is_packed_and_freed_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Non-persistent messages of two inactive durable subscriptions: both share each
+    body in the swap area; both pack their backlogs, each drains whole and in order, and
+    the swap space goes only once both have."""
+    r, pager, swap = _deep_router(tmp_path, monkeypatch)
+    conn = Conn(1, client_id="c1")
+    sess = session(r, conn, ack_mode=AckMode.NO_ACKNOWLEDGE)
+    for name in ("d1", "d2"):
+        r.remove_consumer(_consume(r, sess, "t", DEST_TOPIC, durable_name=name), None)
+    send(r, conn, "t", *(_body(i) for i in range(600)), topic=True)
+    subs = r.topics["t"].subscriptions
+    assert len(subs) == 2 and all(_objects(s.queue) < 300 for s in subs)
+    gc.collect()
+    assert swap.live_bytes >= 600 * BODY
+    for name in ("d1", "d2"):
+        conn.sent.clear()
+        cons = _consume(r, sess, "t", DEST_TOPIC, durable_name=name)
+        assert [_number(b) for b in conn.bodies()] == list(range(600))
+        r.remove_consumer(cons, None)
+        gc.collect()
+        if name == "d1":  # the other subscription still holds every body
+            assert swap.live_bytes >= 600 * BODY
+    assert swap.live_bytes == 0 and swap.files() <= 1 and pager.stats.lost == 0

@@ -66,9 +66,14 @@ class BodySource(Protocol):
         """The message's bytes, read now (None: they cannot be read back)."""
         ...
 
+    def retain(self, pos: int) -> None:
+        """One more holder of the bytes paged out at ``pos`` (a packed record): each
+        holder calls ``released`` once."""
+        ...
+
     def released(self, pos: int, size: int) -> None:
-        """A message paged out at ``pos`` (``size`` bytes) is gone: its paged-out bytes
-        are no longer needed (``pos`` -1: they are not the source's to free)."""
+        """A holder of the bytes paged out at ``pos`` (``size`` bytes) is gone: once the
+        last is, they are no longer needed."""
         ...
 
 
@@ -337,19 +342,17 @@ _P_STORED, _P_QUEUE, _P_PERSISTENT, _P_REDELIVERED = 1, 2, 4, 8
 
 
 def packable(entry: Entry, src: BodySource) -> bool:
-    """Can ``entry`` be packed (its message paged out to ``src``, nothing kept with it
-    that a record cannot hold)?  A message in the swap area must be this entry's alone
-    (a queue's): its swap space is freed by whichever copy of it goes last.  What was
-    decoded from it (selector values, report fields) is not kept: it is decoded again
-    if it is needed once the entry is unpacked."""
+    """Can ``entry`` be packed (its message paged out to ``src``)?  What was decoded
+    from it (selector values, report fields) is not kept: it is decoded again if it is
+    needed once the entry is unpacked."""
     m = entry.msg
-    return m._raw is None and m.src is src and (m.pos < 0 or m.is_queue)
+    return m._raw is None and m.src is src
 
 
 def pack_entry(entry: Entry, buf: bytearray, off: int) -> None:
     """Write ``entry`` as a :data:`PACKED` record at ``off`` (``packable`` said it can
-    be).  A message in the swap area hands its space over to the record: the Message
-    object let go now must not free it."""
+    be).  A message in the swap area: the record holds its body there too (the Message
+    may be another subscription's as well)."""
     m = entry.msg
     bits = (
         (_P_STORED if m.stored else 0)
@@ -374,9 +377,8 @@ def pack_entry(entry: Entry, buf: bytearray, off: int) -> None:
         m.pos,
         m.origin_connection,
     )
-    if m.pos >= 0:
-        m.src = None
-        m.pos = -1
+    if m.pos >= 0 and m.src is not None:
+        m.src.retain(m.pos)
 
 
 def unpack_entry(

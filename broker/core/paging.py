@@ -215,8 +215,13 @@ class Pager:
             self.stats.read_back_bytes += msg.size
         return body
 
+    def retain(self, pos: int) -> None:
+        """One more holder of the body at ``pos`` in the swap area (see BodySource)."""
+        if pos >= 0 and self.swap is not None:
+            self.swap.retain(pos)
+
     def released(self, pos: int, size: int) -> None:
-        """A message paged out to the swap area at ``pos`` is gone: its space is free."""
+        """A holder of the body at ``pos`` in the swap area is gone (see BodySource)."""
         if pos >= 0 and self.swap is not None:
             self.swap.release(pos, size + _DC_SLOT)
 

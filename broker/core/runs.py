@@ -5,7 +5,7 @@ Entry objects stay, about 450 bytes each: a million waiting messages would still
 some 450 MB.  So once a priority of a delivery queue holds ``depth`` entries while
 messages are paged out, what arrives next at that priority goes to its :class:`Deep`
 part: a tail of entries whose bodies are let go at once, packed ``RUN`` at a time into
-:class:`Run` records of :data:`~broker.core.message.PACKED` size (88 bytes each).
+:class:`Run` records of :data:`~broker.core.message.PACKED` size (91 bytes each).
 
 A priority's order is its bucket (entries, delivered from), then its runs, then its
 tail.  When the bucket is empty, the first run is unpacked into it (and the pager reads
@@ -13,8 +13,9 @@ the bodies back, as for any paged-out entry), or, with no run left, the tail bec
 bucket.  Anything that looks at every waiting entry (browsing, an administrator's
 listing, purge, expiry) gets packed entries unpacked for it, one at a time.
 
-Only entries whose message is paged out are packed, and a message in the swap area only
-when it is its queue's alone (a queue's message): see ``message.packable``.
+Only entries whose message is paged out are packed (``message.packable``).  A record of
+a message in the swap area holds a reference to its body there (SwapArea.retain), as
+the message does: the body goes when the last of them goes.
 """
 
 from __future__ import annotations
@@ -161,9 +162,7 @@ class Run:
                 yield self.entry(i, queue, borrowed)
 
     def _forget(self) -> None:
-        # Made whole at once: grown record by record, a run's buffer would be copied
-        # about RUN times over and leave holes in the heap between message bodies.
-        self.recs = bytearray(RUN * PACKED.size)
+        self.recs = bytearray()
         self.n = 0
         self.nbytes = 0
         self.store_keys = None
@@ -191,6 +190,9 @@ class _Borrowed:
 
     def read_back(self, msg: Message) -> bytes | None:
         return self.src.read_back(msg)
+
+    def retain(self, pos: int) -> None:
+        self.src.retain(pos)
 
     def released(self, pos: int, size: int) -> None:
         pass

@@ -42,6 +42,8 @@ class SwapArea:
         self._lock = threading.Lock()
         self._fds: dict[int, int] = {}  # segment number -> fd (read/write)
         self._live: dict[int, int] = {}  # segment number -> bodies not yet released
+        # Bodies with more than one holder (retain): position -> holders beyond the first.
+        self._extra: dict[int, int] = {}
         self._cur = 0  # the segment appended to (0: none yet)
         self._end = 0  # its logical end
         self._next = 1
@@ -115,10 +117,22 @@ class SwapArea:
         )
         return None
 
+    def retain(self, pos: int) -> None:
+        """One more holder of the body at ``pos``: it goes after one more ``release``."""
+        with self._lock:
+            self._extra[pos] = self._extra.get(pos, 0) + 1
+
     def release(self, pos: int, size: int) -> None:
-        """The body at ``pos`` is no longer needed."""
+        """A holder of the body at ``pos`` no longer needs it (the last: it goes)."""
         num = pos >> _OFF_BITS
         with self._lock:
+            extra = self._extra.get(pos)
+            if extra:
+                if extra == 1:
+                    del self._extra[pos]
+                else:
+                    self._extra[pos] = extra - 1
+                return
             live = self._live.get(num)
             if live is None:
                 return
@@ -146,4 +160,5 @@ class SwapArea:
         with self._lock:
             for num in list(self._fds):
                 self._drop(num)
+            self._extra.clear()
             self._cur = 0
