@@ -77,7 +77,9 @@ class Pager:
         self.store = store if store is not None and store.reads_bodies else None
         self.readahead = max(1, readahead)
         self.readahead_bytes = max(1, readahead_bytes)
-        self._depth = depth
+        # How many entries of one priority a delivery queue keeps as objects before it
+        # packs the rest (runs.py): eight read-ahead windows, and at least 2,048.
+        self.depth = depth or max(2048, 8 * self.readahead)
         self.stats = PagingStats()
         # Messages waiting for the store to have written them before they let go.
         self._awaiting: list[Message] = []
@@ -95,13 +97,6 @@ class Pager:
         more than a quarter of the threshold (the window being delivered and the one
         read behind it then stay well under it)."""
         return max(min(self.readahead_bytes, self.threshold // 4), 1)
-
-    @property
-    def depth(self) -> int:
-        """How many entries of one priority a delivery queue keeps as objects before it
-        packs the rest (runs.py): eight read-ahead windows, and at least 2,048 (unless
-        set when made)."""
-        return self._depth or max(2048, 8 * self.readahead)
 
     def over(self) -> bool:
         """Are more message bytes in memory than the threshold?"""
