@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 from datetime import UTC, datetime, tzinfo
-from logging.handlers import RotatingFileHandler
+from logging.handlers import RotatingFileHandler, SysLogHandler
 from pathlib import Path
 from typing import TYPE_CHECKING, TextIO
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -359,6 +359,110 @@ class DatabaseLogHandler(logging.Handler):
 
 
 # --------------------------------------------------------------------------------------
+# syslog
+# --------------------------------------------------------------------------------------
+
+# OpenMQ's categories as syslog severities (FORCE: the start-up banner, a notice).
+_SYSLOG_SEVERITY = {
+    "FORCE": "notice",
+    "ERROR": "err",
+    "WARNING": "warning",
+    "INFO": "info",
+    "DEBUG": "debug",
+    "DEBUGMED": "debug",
+    "DEBUGHIGH": "debug",
+}
+
+
+class OpenMQSysLogHandler(SysLogHandler):
+    """``imq.log.syslog.*``: one datagram per record, ``<PRI>identity[pid]: message``
+    as syslog(3) writes it; when the daemon cannot be reached and ``logconsole`` says
+    so, the record goes to the console instead."""
+
+    def __init__(
+        self, address: str | tuple[str, int], facility: int, ident: str, console: TextIO | None
+    ) -> None:
+        self._console = console
+        self._unreachable = False
+        super().__init__(address=address, facility=facility)
+        self.ident = ident
+
+    def mapPriority(self, levelName: str) -> str:  # noqa: N802 (logging's name)
+        return _SYSLOG_SEVERITY.get(levelName, "warning")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        # SysLogHandler takes the priority from levelName: OpenMQ's category instead.
+        record = logging.makeLogRecord(record.__dict__)
+        record.levelname = openmq_level_name(record.levelno)
+        super().emit(record)
+
+    def handleError(self, record: logging.LogRecord) -> None:  # noqa: N802
+        if self._console is not None:
+            self._console.write(self.format(record) + "\n")
+            return
+        if not self._unreachable:  # once, not for every record that follows
+            self._unreachable = True
+            print(
+                f"syslog at {self.address!r} cannot be reached: records for it are dropped",
+                file=sys.stderr,
+            )
+
+
+def _syslog_facility(name: str) -> int:
+    key = name.strip().upper().removeprefix("LOG_").lower()
+    code = SysLogHandler.facility_names.get(key)
+    if code is None:
+        raise ConfigError(
+            f"imq.log.syslog.facility: unknown facility {name!r} (LOG_USER, LOG_DAEMON,"
+            " LOG_LOCAL0 .. LOG_LOCAL7)"
+        )
+    return code
+
+
+def _syslog_address(text: str) -> str | tuple[str, int] | None:
+    text = text.strip()
+    if text.upper() == "NONE":
+        return None
+    if text.startswith("/"):
+        return text
+    host, sep, port = text.rpartition(":")
+    if not sep or not port.isdigit():
+        raise ConfigError(
+            f"imq.log.syslog.address: {text!r} is neither a socket path nor host:port (or NONE)"
+        )
+    return (host or "127.0.0.1", int(port))
+
+
+def _syslog_handler(config: BrokerConfig) -> logging.Handler | None:
+    """The syslog output, or None when it takes nothing or has nowhere to go (a machine
+    without a syslog daemon's socket: said once on stderr unless it falls back to the
+    console)."""
+    output = parse_output(config.get(props.LOG_SYSLOG_OUTPUT), props.LOG_SYSLOG_OUTPUT.name)
+    address = _syslog_address(config.get(props.LOG_SYSLOG_ADDRESS))
+    if not output or address is None:
+        return None
+    facility = _syslog_facility(config.get(props.LOG_SYSLOG_FACILITY))
+    ident = config.get(props.LOG_SYSLOG_IDENTITY)
+    ident += f"[{os.getpid()}]: " if config.get(props.LOG_SYSLOG_LOGPID) else ": "
+    console = _console_stream(config) if config.get(props.LOG_SYSLOG_LOGCONSOLE) else None
+    try:
+        handler: logging.Handler = OpenMQSysLogHandler(address, facility, ident, console)
+    except OSError as exc:
+        if console is None:
+            if config.configured(props.LOG_SYSLOG_ADDRESS.name):
+                print(
+                    f"imq.log.syslog.address: {address!r} cannot be reached ({exc})",
+                    file=sys.stderr,
+                )
+            return None
+        handler = logging.StreamHandler(console)  # imq.log.syslog.logconsole
+    # syslog stamps the time itself: the message alone, as OpenMQ's handler sends it.
+    handler.setFormatter(logging.Formatter("%(message)s"))
+    handler.addFilter(CategoryFilter(output))
+    return handler
+
+
+# --------------------------------------------------------------------------------------
 # configure_logging
 # --------------------------------------------------------------------------------------
 
@@ -426,6 +530,10 @@ def configure_logging(config: BrokerConfig, loglevel: str | None, tty: bool) -> 
         console.setFormatter(formatter)
         console.addFilter(CategoryFilter(console_output))
         handlers.append(console)
+
+    syslog = _syslog_handler(config)
+    if syslog is not None:
+        handlers.append(syslog)
 
     if config.get(props.LOG_DATABASE_ENABLED):
         db_level = parse_level(config.get(props.LOG_DATABASE_OUTPUT))

@@ -388,10 +388,16 @@ LOG_ROLLOVER_SIZE = Size("imq.log.file.rolloversize", "-1")
 LOG_ROLLOVER_BYTES = Size("imq.log.file.rolloverbytes", "-1", listed=False)  # older spelling
 LOG_ROLLOVER_SECS = Int("imq.log.file.rolloversecs", "604800")
 LOG_TIMEZONE = OptionalText("imq.log.timezone")  # unset: the machine's
+# Syslog (OpenMQ: Solaris only; here wherever there is a syslog daemon): the facility, the
+# process id after the identity, the console when syslog cannot be reached, the categories.
+LOG_SYSLOG_FACILITY = Text("imq.log.syslog.facility", "LOG_DAEMON")
+LOG_SYSLOG_LOGPID = Bool("imq.log.syslog.logpid", "true")
+LOG_SYSLOG_LOGCONSOLE = Bool("imq.log.syslog.logconsole", "false")
+LOG_SYSLOG_IDENTITY = Text("imq.log.syslog.identity", "imqbrokerd_${imq.instancename}")
+LOG_SYSLOG_OUTPUT = Text("imq.log.syslog.output", "ERROR")
+# Not OpenMQ: where syslog is (a local socket's path, or host:port for UDP); NONE: off.
+LOG_SYSLOG_ADDRESS = Text("imq.log.syslog.address", "/dev/log")
 _LOG_OUTPUTS = [
-    Text("imq.log.syslog.facility", "LOG_DAEMON"),
-    Text("imq.log.syslog.identity", "imqbrokerd_${imq.instancename}"),
-    Text("imq.log.syslog.output", "ERROR"),
     Text("imq.log.destination.output", "WARNING"),
     Text("imq.log.destination.timetolive", "300"),
     Text("imq.log.destination.persist", "false"),

@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import io
 import logging
+import os
 import re
 import socket
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,112 @@ def test_tty_and_each_output(tmp_path: Path, root_logging: None) -> None:
     assert not log.exists()
     with pytest.raises(ConfigError, match="imq.log.console.stream"):
         configure(tmp_path / "c", False, **{"imq.log.console.stream": "TTY"})
+
+
+# -- syslog (imq.log.syslog.*) ----------------------------------------------------------
+
+
+class SyslogReceiver:
+    """A syslog daemon's UDP side on loopback: the datagrams it got, decoded."""
+
+    def __init__(self) -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.settimeout(0.2)
+        self.address = f"127.0.0.1:{self.sock.getsockname()[1]}"
+        self.got: list[tuple[int, int, str]] = []  # (facility, severity, text)
+
+    def receive(self, until: Callable[[list[tuple[int, int, str]]], bool], wait: float) -> None:
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline and not until(self.got):
+            try:
+                data = self.sock.recv(65536)
+            except TimeoutError:
+                continue
+            m = re.match(rb"<(\d+)>(.*)", data, re.S)
+            assert m, data
+            pri = int(m.group(1))
+            self.got.append((pri >> 3, pri & 7, m.group(2).decode().rstrip("\x00")))
+
+    def close(self) -> None:
+        self.sock.close()
+
+
+@pytest.fixture
+def syslog() -> Iterator[SyslogReceiver]:
+    r = SyslogReceiver()
+    yield r
+    r.close()
+
+
+@pytest.mark.fast
+def test_syslog_takes_its_categories_with_facility_identity_and_pid(
+    tmp_path: Path, root_logging: None, syslog: SyslogReceiver
+) -> None:
+    configure(
+        tmp_path,
+        False,
+        **{
+            "imq.log.syslog.address": syslog.address,
+            "imq.log.syslog.output": "ERROR|INFO",
+            "imq.log.syslog.facility": "LOG_LOCAL3",
+            "imq.log.syslog.identity": "imqtest",
+        },
+    )
+    syslog.receive(lambda got: len(got) >= 3, 10)
+    # local3 is facility 19; err 3, info 6, notice 5 (FORCE: the start-up banner's).
+    assert [(f, s) for f, s, _ in syslog.got] == [(19, 3), (19, 6), (19, 5)]
+    texts = [t for _, _, t in syslog.got]
+    assert texts[0] == f"imqtest[{os.getpid()}]: line at ERROR", texts
+    assert levels("\n".join(texts)) == ["ERROR", "INFO", "FORCE"]
+
+
+def test_syslog_without_pid_falls_back_to_the_console_or_refuses_bad_settings(
+    tmp_path: Path, root_logging: None, syslog: SyslogReceiver
+) -> None:
+    configure(
+        tmp_path / "a",
+        False,
+        **{"imq.log.syslog.address": syslog.address, "imq.log.syslog.logpid": "false"},
+    )
+    syslog.receive(lambda got: len(got) >= 2, 10)
+    assert [t for _, _, t in syslog.got] == [
+        "imqbrokerd_logt: line at ERROR",
+        "imqbrokerd_logt: line at FORCE",
+    ]
+    assert {f for f, _, _ in syslog.got} == {3}  # LOG_DAEMON
+    # No daemon at that socket: logconsole sends its categories to the console instead.
+    out, err, _log = configure(
+        tmp_path / "b",
+        False,
+        **{
+            "imq.log.syslog.address": str(tmp_path / "no-such-socket"),
+            "imq.log.syslog.logconsole": "true",
+            "imq.log.syslog.output": "INFO",
+            "imq.log.console.output": "NONE",
+        },
+    )
+    assert levels(err.getvalue()) == ["INFO", "FORCE"] and out.getvalue() == ""
+    for bad in ({"imq.log.syslog.facility": "LOG_KITCHEN"}, {"imq.log.syslog.address": "x:y"}):
+        with pytest.raises(ConfigError, match="imq.log.syslog"):
+            configure(tmp_path / "c", False, **bad)
+
+
+def test_a_broker_logs_to_syslog(tmp_path: Path, syslog: SyslogReceiver) -> None:
+    """A real broker process: its start-up lines reach the syslog receiver under its
+    instance's identity and process id; a bad connection's WARNING too."""
+    b = start_broker(
+        tmp_path,
+        f"imq.log.syslog.address={syslog.address}",
+        "imq.log.syslog.output=WARNING|INFO",
+        tty=False,
+    )
+    try:
+        bad_input(b)
+        syslog.receive(lambda got: any("bad magic number" in t for _, _, t in got), 30)
+    finally:
+        b.stop()
+    ident = f"imqbrokerd_{b.instance}[{b.proc.pid}]: "
+    assert syslog.got and all(t.startswith(ident) for _, _, t in syslog.got), syslog.got[:3]
+    assert any(s == 6 and "ready" in t for _, s, t in syslog.got), syslog.got
+    assert any(s == 4 and "bad magic number" in t for _, s, t in syslog.got), syslog.got
