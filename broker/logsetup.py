@@ -439,17 +439,20 @@ def _syslog_handler(config: BrokerConfig) -> logging.Handler | None:
     console)."""
     output = parse_output(config.get(props.LOG_SYSLOG_OUTPUT), props.LOG_SYSLOG_OUTPUT.name)
     address = _syslog_address(config.get(props.LOG_SYSLOG_ADDRESS))
+    facility = _syslog_facility(config.get(props.LOG_SYSLOG_FACILITY))  # checked even if off
     if not output or address is None:
         return None
-    facility = _syslog_facility(config.get(props.LOG_SYSLOG_FACILITY))
     ident = config.get(props.LOG_SYSLOG_IDENTITY)
     ident += f"[{os.getpid()}]: " if config.get(props.LOG_SYSLOG_LOGPID) else ": "
     console = _console_stream(config) if config.get(props.LOG_SYSLOG_LOGCONSOLE) else None
+    explicit = config.configured(props.LOG_SYSLOG_ADDRESS.name)
+    if isinstance(address, str) and not explicit and console is None and not Path(address).exists():
+        return None  # no syslog daemon here (a container): nothing to say
     try:
         handler: logging.Handler = OpenMQSysLogHandler(address, facility, ident, console)
     except OSError as exc:
         if console is None:
-            if config.configured(props.LOG_SYSLOG_ADDRESS.name):
+            if explicit:
                 print(
                     f"imq.log.syslog.address: {address!r} cannot be reached ({exc})",
                     file=sys.stderr,

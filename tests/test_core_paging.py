@@ -17,6 +17,7 @@ from broker.core import runs
 from broker.core.errors import now_ms
 from broker.core.message import BODIES, Message
 from broker.core.paging import Pager
+from broker.core.reports import ReportGenerator
 from broker.core.router import MessageRouter
 from broker.core.selector import compile_selector
 from broker.protocol.packet import VH_DELIVERY_TIME, build_packet, parse_packet, stored_head
@@ -631,3 +632,22 @@ def test_a_deep_topic_backlog_shared_by_two_durables_is_packed_and_freed_once(
         if name == "d1":  # the other subscription still holds every body
             assert swap.live_bytes >= 600 * BODY
     assert swap.live_bytes == 0 and swap.files() <= 1 and pager.stats.lost == 0
+
+
+def test_acknowledging_unpacked_messages_reads_nothing_back(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the report generator learnt on arrival (no report asked) survives packing:
+    acknowledging a drained deep backlog reads no body back (each is read once, to be
+    delivered), whereas a lost note would read every one again on its acknowledgement."""
+    r, pager, _swap = _deep_router(tmp_path, monkeypatch)
+    r.events.add(ReportGenerator(r, schedule=lambda fn: None))
+    conn = Conn(1)
+    send(r, conn, "q", *(_body(i) for i in range(600)))
+    sess = session(r, conn, ack_mode=AckMode.CLIENT_ACKNOWLEDGE)
+    cons = _consume(r, sess, "q", DEST_QUEUE)
+    assert [_number(b) for b in conn.bodies()] == list(range(600))
+    assert pager.stats.read_back == 600
+    assert r.acks.acknowledge(sess, list(sess.unacked)) == 600
+    assert r.queues["q"].msg_count == 0 and cons.id
+    assert pager.stats.read_back == 600

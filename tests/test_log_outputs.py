@@ -103,7 +103,7 @@ def root_logging() -> Iterator[None]:
 
 def configure(tmp: Path, tty: bool, **props: str) -> tuple[io.StringIO, io.StringIO, Path]:
     out, err = io.StringIO(), io.StringIO()
-    overrides = {"imq.log.database.enabled": "false", **props}
+    overrides = {"imq.log.database.enabled": "false", "imq.log.syslog.address": "NONE", **props}
     config = BrokerConfig.load("logt", tmp, overrides)
     sys_out, sys_err = sys.stdout, sys.stderr
     sys.stdout, sys.stderr = out, err

@@ -392,7 +392,11 @@ def test_rollover_file_handler_names(tmp_path: Path) -> None:
 
 @pytest.mark.django_db(transaction=True)
 def test_configure_logging_writes_file(tmp_path: Path) -> None:
-    cfg = BrokerConfig.load("logtest", tmp_path, {"imq.log.database.enabled": "false"})
+    cfg = BrokerConfig.load(
+        "logtest",
+        tmp_path,
+        {"imq.log.database.enabled": "false", "imq.log.syslog.address": "NONE"},
+    )
     root = logging.getLogger()
     saved_level, saved_handlers = root.level, list(root.handlers)
     try:

@@ -207,21 +207,28 @@ class DeliveryQueue:
         return deep
 
     def _refill(self, p: int) -> None:
-        """Priority ``p``'s bucket is empty: it takes the next run (unpacked), or the
-        tail when no run is left."""
+        """Priority ``p``'s bucket is empty: it takes what is packed next."""
+        if self.deep is not None and self.deep[p] is not None:
+            self._unpack_next(p)
+
+    def _unpack_next(self, p: int) -> Iterable[Entry]:
+        """Move priority ``p``'s next packed part to the end of its bucket: its first run
+        unpacked, or, with no run left, its tail (the priority is then all objects
+        again).  Returns the entries moved."""
         assert self.deep is not None
         deep = self.deep[p]
-        if deep is None:
-            return
+        assert deep is not None
+        moved: Iterable[Entry]
         if deep.runs:
-            self.buckets[p].extend(deep.runs.popleft().unpack(self))
-            if deep.runs or deep.tail:
-                return
+            moved = deep.runs.popleft().unpack(self)
         else:
-            self.buckets[p] = deep.tail
-        self.deep[p] = None
-        if not any(self.deep):
-            self.deep = None
+            moved, deep.tail = deep.tail, deque()
+        self.buckets[p].extend(moved)
+        if not deep.runs and not deep.tail:
+            self.deep[p] = None
+            if not any(self.deep):
+                self.deep = None
+        return moved
 
     def _flatten(self) -> None:
         """Unpack every run (a selector scan looks at each entry's properties)."""
@@ -270,13 +277,13 @@ class DeliveryQueue:
                 yield from deep.unpacked(self)
 
     def head(self) -> Iterator[Entry]:
-        """The pending entries in delivery order as far as they are objects (up to the
-        first packed run): what the pager reads ahead in."""
-        deeps = self.deep
+        """The pending entries in delivery order, for the pager to read ahead in: a
+        priority's packed entries are unpacked behind its bucket as it gets to them (so
+        reading ahead goes on across runs; the caller stops after a window)."""
         for p in range(9, -1, -1):
             yield from self.buckets[p]
-            if deeps is not None and deeps[p] is not None:
-                return
+            while self.deep is not None and self.deep[p] is not None:
+                yield from self._unpack_next(p)
 
     def find(self, wanted: set[bytes]) -> Iterator[Entry]:
         """The pending entries whose keys are in ``wanted`` (packed ones unpacked for a

@@ -338,7 +338,7 @@ class Entry:
 # message and its delivery state, 88 bytes instead of about 450 in objects.  The store key
 # is not in it (a run keeps the few that differ from the key: DMQ copies).
 PACKED = struct.Struct("<32shHHBIIIqqqqq")
-_P_STORED, _P_QUEUE, _P_PERSISTENT, _P_REDELIVERED = 1, 2, 4, 8
+_P_STORED, _P_QUEUE, _P_PERSISTENT, _P_REDELIVERED, _P_REPORT = 1, 2, 4, 8, 16
 
 
 def packable(entry: Entry, src: BodySource) -> bool:
@@ -349,9 +349,10 @@ def packable(entry: Entry, src: BodySource) -> bool:
     return m._raw is None and m.src is src
 
 
-def pack_entry(entry: Entry, buf: bytearray, off: int) -> None:
+def pack_entry(entry: Entry, buf: bytearray, off: int, report: object = None) -> None:
     """Write ``entry`` as a :data:`PACKED` record at ``off`` (``packable`` said it can
-    be).  A message in the swap area: the record holds its body there too (the Message
+    be); ``report``: the report information its run keeps for the messages that share
+    it (the report generator's "asks for nothing", as a rule), marked when it is its.  A message in the swap area: the record holds its body there too (the Message
     may be another subscription's as well)."""
     m = entry.msg
     bits = (
@@ -359,6 +360,7 @@ def pack_entry(entry: Entry, buf: bytearray, off: int) -> None:
         | (_P_QUEUE if m.is_queue else 0)
         | (_P_PERSISTENT if m.persistent else 0)
         | (_P_REDELIVERED if entry.redelivered else 0)
+        | (_P_REPORT if report is not None and m.report_info is report else 0)
     )
     PACKED.pack_into(
         buf,
@@ -390,9 +392,11 @@ def unpack_entry(
     owner: EntryOwner,
     queue: EntryQueue,
     interest: str | None,
+    report: object = None,
 ) -> Entry:
     """The entry a :data:`PACKED` record at ``off`` holds, its message paged out to
-    ``src`` (``store_key``: when not its key)."""
+    ``src`` (``store_key``: when not its key; ``report``: its run's shared report
+    information, for a record marked with it)."""
     (
         key,
         priority,
@@ -428,7 +432,7 @@ def unpack_entry(
     m.origin_connection = origin
     m.delivery_time = delivery_time
     m._selector_values = None
-    m.report_info = None
+    m.report_info = report if bits & _P_REPORT else None
     e = Entry(m, owner, queue, interest)
     e.redelivered = bool(bits & _P_REDELIVERED)
     e.count = count

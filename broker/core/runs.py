@@ -48,6 +48,7 @@ class Run:
         "owner",
         "interest",
         "destination",
+        "report",
     )
 
     def __init__(
@@ -64,6 +65,10 @@ class Run:
         self.owner = owner
         self.interest = interest
         self.destination = destination
+        # What the report generator read from the messages (reports.py): the one object
+        # most share ("asks for no report"), kept once; without it, each acknowledgement
+        # of an unpacked message would read its body back to find out.
+        self.report: object = None
 
     def holds(self, entry: Entry) -> bool:
         """Can ``entry`` join this run (same owner, store interest and destination)?"""
@@ -80,7 +85,9 @@ class Run:
             if self.store_keys is None:
                 self.store_keys = {}
             self.store_keys[self.n] = m.store_key
-        pack_entry(entry, self.recs, self.n * PACKED.size)
+        if self.report is None and m.report_info is not None:
+            self.report = m.report_info
+        pack_entry(entry, self.recs, self.n * PACKED.size, self.report)
         self.n += 1
         self.nbytes += m.size
         exp = m.expiration
@@ -99,6 +106,7 @@ class Run:
             self.owner,
             queue,
             self.interest,
+            self.report,
         )
 
     def unpack(self, queue: EntryQueue) -> list[Entry]:

@@ -350,6 +350,12 @@ def decode(buf: bytes, p: int, end: int) -> Record | Checkpoint:
     return rec
 
 
+# The last MsgAdd's destination, type and interests as encoded, and decoded: a load reads
+# them again for each of a queue's messages, one after the other.
+# (One reference, read and replaced whole: loads on two threads cannot mix two records.)
+_LAST_MIDDLE: list[tuple[bytes, tuple]] = [(b"", ("", 0, ()))]
+
+
 def decode_msg_add_in_place(data: bytes, view: memoryview, p: int, end: int) -> MsgAdd:
     """The MsgAdd payload ``data[p:end]`` with its message bytes left in place: ``raw``
     is a slice of ``view`` (over ``data``), not a copy (a store loading only the heads of
@@ -358,9 +364,16 @@ def decode_msg_add_in_place(data: bytes, view: memoryview, p: int, end: int) -> 
         if data[p] != K_MSG_ADD:
             raise CorruptRecord(f"not a message record (kind {data[p]})")
         key, q = _read_bytes(data, p + 1)
-        destination, q = _read_name(data, q)
-        dest_type, q = _read_int(data, q)
-        interests, q = _read_names(data, q)
+        middle, decoded = _LAST_MIDDLE[0]
+        if middle and data[q : q + len(middle)] == middle:
+            destination, dest_type, interests = decoded
+            q += len(middle)
+        else:
+            start = q
+            destination, q = _read_name(data, q)
+            dest_type, q = _read_int(data, q)
+            interests, q = _read_names(data, q)
+            _LAST_MIDDLE[0] = (bytes(data[start:q]), (destination, dest_type, interests))
         (n,) = _unpack_u32(data, q)
     except (struct.error, IndexError, UnicodeDecodeError, ValueError) as exc:
         if isinstance(exc, CorruptRecord):

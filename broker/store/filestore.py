@@ -82,6 +82,7 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from broker.protocol.packet import body_offset
@@ -164,6 +165,41 @@ def _zero_tail(buf: bytes | mmap.mmap, pos: int) -> bool:
     n = len(buf)
     step = 1 << 20  # (a mapping has no count: a chunk at a time)
     return all(buf[i : min(i + step, n)].count(0) == min(step, n - i) for i in range(pos, n, step))
+
+
+def _map(path: Path) -> bytes | mmap.mmap:
+    """A segment's bytes: mapped rather than copied (a 2 GB backlog loads a second or
+    two faster); nothing keeps a view into them (a record's bytes are copied out, and
+    a heads-only load copies just the heads), so the mapping goes with its last use."""
+    with open(path, "rb") as f:
+        n = os.fstat(f.fileno()).st_size
+        if n <= len(MAGIC):
+            return f.read()
+        data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    data.madvise(mmap.MADV_SEQUENTIAL)
+    return data
+
+
+def _checked_frames(data: bytes | mmap.mmap) -> tuple[list[int], int]:
+    """(the end of each well-formed frame of a segment, crc checked, in order; where
+    they stop: the end, or the first that is not).  Runs on a thread of its own while
+    the segment before is replayed: crc32 lets go of the interpreter for big frames."""
+    ends: list[int] = []
+    n = len(data)
+    if n < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
+        return ends, 0
+    pos = len(MAGIC)
+    hdr = _HDR.unpack_from
+    crc32 = zlib.crc32
+    with memoryview(data) as view:
+        while pos + HEADER_SIZE <= n:
+            length, crc = hdr(data, pos)
+            end = pos + HEADER_SIZE + length
+            if length == 0 or end > n or crc32(view[pos + HEADER_SIZE : end]) != crc:
+                break
+            ends.append(end)
+            pos = end
+    return ends, pos
 
 
 def _frame_ok(buf: bytes, pos: int, n: int) -> int:
@@ -774,10 +810,25 @@ class FileStore(Store):
         # the growing index over and over (most of the load time), so pause it.
         gc_was_on = gc.isenabled()
         gc.disable()
+        # Each segment's frames are checked (crc) on a thread while the one before is
+        # replayed, so the two overlap.
+        checker = ThreadPoolExecutor(1, thread_name_prefix="store-load")
         try:
+            ahead = self._read_ahead(checker, nums, 0)
             for i, num in enumerate(nums):
-                self._replay(idx, num, last=i == len(nums) - 1, repairs=repairs)
+                data, checked = ahead
+                ahead = self._read_ahead(checker, nums, i + 1)
+                self._replay(
+                    idx,
+                    num,
+                    data,
+                    checked.result(),
+                    last=i == len(nums) - 1,
+                    repairs=repairs,
+                )
+                del data, checked
         finally:
+            checker.shutdown(wait=True, cancel_futures=True)
             if gc_was_on:
                 gc.enable()
         idx.keep_raw = False
@@ -839,22 +890,30 @@ class FileStore(Store):
         end = _frame_ok(head, pos, len(head))
         return end > 0 and head[pos + HEADER_SIZE] == K_CHECKPOINT
 
-    def _replay(self, idx: _Index, num: int, *, last: bool, repairs: list[str]) -> None:
+    def _read_ahead(
+        self, checker: ThreadPoolExecutor, nums: list[int], i: int
+    ) -> tuple[bytes | mmap.mmap, Future[tuple[list[int], int]]]:
+        """Segment ``nums[i]`` mapped, and its frames being checked on ``checker``."""
+        if i >= len(nums):
+            return b"", checker.submit(lambda: ([], 0))
+        data = _map(self._path(nums[i]))
+        return data, checker.submit(_checked_frames, data)
+
+    def _replay(
+        self,
+        idx: _Index,
+        num: int,
+        data: bytes | mmap.mmap,
+        checked: tuple[list[int], int],
+        *,
+        last: bool,
+        repairs: list[str],
+    ) -> None:
+        """Apply segment ``num``'s records (``data``; ``checked``: its well-formed
+        frames' ends and where they stop, see _checked_frames) to ``idx``."""
         path = self._path(num)
-        # Mapped rather than copied (a 2 GB backlog is read a second or two faster):
-        # nothing keeps a view into it (a record's bytes are copied out, loading heads
-        # only just the heads), so the mapping goes with this call.
         heads_only = idx.keep_raw and idx.heads_only
-        n = path.stat().st_size
-        data: bytes | mmap.mmap
-        if n > len(MAGIC):
-            with open(path, "rb") as f:
-                data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-            data.madvise(mmap.MADV_SEQUENTIAL)
-            n = len(data)
-        else:
-            data = path.read_bytes()
-            n = len(data)
+        n = len(data)
         seg = _Seg(num)
         seg.size = seg.alloc = n
         idx.segs[num] = seg
@@ -879,30 +938,35 @@ class FileStore(Store):
         hdr = _HDR.unpack_from
         crc32 = zlib.crc32
         handlers = idx._apply
+        ends, stop = checked
+        i = 0
         while pos < n:
             problem = ""
-            if pos + HEADER_SIZE > n:
+            if pos < stop:  # a frame the checker found well-formed, crc included
+                end = ends[i]
+                i += 1
+            elif pos + HEADER_SIZE > n:
                 problem = "a partial record header"
             else:
                 length, crc = hdr(data, pos)
-                start = pos + HEADER_SIZE
-                end = start + length
+                end = pos + HEADER_SIZE + length
                 if length == 0 or end > n:
                     problem = "a record length running past the end"
-                elif crc32(view[start:end]) != crc:
+                elif crc32(view[pos + HEADER_SIZE : end]) != crc:
                     problem = "a checksum mismatch"
-                else:
-                    try:
-                        if heads_only and data[start] == K_MSG_ADD:
-                            rec = decode_msg_add_in_place(data, view, start, end)
-                        else:
-                            rec = decode(data, start, end)
-                    except CorruptRecord as exc:
-                        problem = f"an undecodable record ({exc})"
+            if not problem:
+                start = pos + HEADER_SIZE
+                try:
+                    if heads_only and data[start] == K_MSG_ADD:
+                        rec = decode_msg_add_in_place(data, view, start, end)
                     else:
-                        handlers[type(rec)](rec, seg, pos, end - pos)
-                        pos = end
-                        continue
+                        rec = decode(data, start, end)
+                except CorruptRecord as exc:
+                    problem = f"an undecodable record ({exc})"
+                else:
+                    handlers[type(rec)](rec, seg, pos, end - pos)
+                    pos = end
+                    continue
             if _zero_tail(data, pos):
                 # Only zeros from here: the preallocated space after the last record (a
                 # write that never reached the disk leaves zeros too; nothing in it was
