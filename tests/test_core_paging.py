@@ -244,6 +244,7 @@ def test_a_restart_loads_the_index_not_the_bodies(tmp_path: Path) -> None:
     async def restart() -> None:
         r, store, state = _stored_router(tmp_path / "fs", "rq", lazy=True)
         assert all(m.raw is None and m.head and m.size > BODY for m in state.messages)
+        gc.collect()  # (BODIES is process-wide: earlier tests' garbage must not go now)
         before = BODIES.bytes
         pager = Pager(1 << 40, swap=None, store=store, readahead=8)
         r.attach_pager(pager)

@@ -139,6 +139,7 @@ class StoredMessage:
     dest_type: int
     raw: bytes
     # interest -> delivery count so far (0 = never delivered); settled ones are absent.
+    # Read only: a store may give many messages the same dict.
     interests: dict[str, int]
     # Loaded without its body (``Store.lazy_bodies``): ``raw`` is None, ``head`` is the
     # packet up to its body (the header fields routing needs, and the properties) and

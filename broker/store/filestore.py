@@ -82,7 +82,6 @@ import threading
 import time
 import zlib
 from collections.abc import Callable
-from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 
 from broker.protocol.packet import body_offset
@@ -178,28 +177,6 @@ def _map(path: Path) -> bytes | mmap.mmap:
         data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     data.madvise(mmap.MADV_SEQUENTIAL)
     return data
-
-
-def _checked_frames(data: bytes | mmap.mmap) -> tuple[list[int], int]:
-    """(the end of each well-formed frame of a segment, crc checked, in order; where
-    they stop: the end, or the first that is not).  Runs on a thread of its own while
-    the segment before is replayed: crc32 lets go of the interpreter for big frames."""
-    ends: list[int] = []
-    n = len(data)
-    if n < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
-        return ends, 0
-    pos = len(MAGIC)
-    hdr = _HDR.unpack_from
-    crc32 = zlib.crc32
-    with memoryview(data) as view:
-        while pos + HEADER_SIZE <= n:
-            length, crc = hdr(data, pos)
-            end = pos + HEADER_SIZE + length
-            if length == 0 or end > n or crc32(view[pos + HEADER_SIZE : end]) != crc:
-                break
-            ends.append(end)
-            pos = end
-    return ends, pos
 
 
 def _frame_ok(buf: bytes, pos: int, n: int) -> int:
@@ -810,25 +787,12 @@ class FileStore(Store):
         # the growing index over and over (most of the load time), so pause it.
         gc_was_on = gc.isenabled()
         gc.disable()
-        # Each segment's frames are checked (crc) on a thread while the one before is
-        # replayed, so the two overlap.
-        checker = ThreadPoolExecutor(1, thread_name_prefix="store-load")
         try:
-            ahead = self._read_ahead(checker, nums, 0)
             for i, num in enumerate(nums):
-                data, checked = ahead
-                ahead = self._read_ahead(checker, nums, i + 1)
-                self._replay(
-                    idx,
-                    num,
-                    data,
-                    checked.result(),
-                    last=i == len(nums) - 1,
-                    repairs=repairs,
-                )
-                del data, checked
+                data = _map(self._path(num))
+                self._replay(idx, num, data, last=i == len(nums) - 1, repairs=repairs)
+                del data
         finally:
-            checker.shutdown(wait=True, cancel_futures=True)
             if gc_was_on:
                 gc.enable()
         idx.keep_raw = False
@@ -842,9 +806,17 @@ class FileStore(Store):
             DestAdd(r.name, r.dest_type, dict(r.attributes)) for r, _, _ in idx.dests.values()
         ]
         state.durables = [r for r, _, _ in idx.durs.values()]
+        # A message with one interest never delivered shares its interests dict with
+        # every other such message of that interest (StoredMessage.interests is read only).
+        shared: dict[tuple, dict[str, int]] = {}
         for key, m in idx.msgs.items():
             ints = m.ints
-            interests = {ints[j]: ints[j + 1] for j in range(0, len(ints), 3)}
+            if type(ints) is tuple:
+                interests = shared.get(ints)
+                if interests is None:
+                    interests = shared[ints] = {ints[0]: ints[1]}
+            else:
+                interests = {ints[j]: ints[j + 1] for j in range(0, len(ints), 3)}
             if type(m.raw) is tuple:
                 head, size = m.raw
                 state.messages.append(
@@ -890,27 +862,16 @@ class FileStore(Store):
         end = _frame_ok(head, pos, len(head))
         return end > 0 and head[pos + HEADER_SIZE] == K_CHECKPOINT
 
-    def _read_ahead(
-        self, checker: ThreadPoolExecutor, nums: list[int], i: int
-    ) -> tuple[bytes | mmap.mmap, Future[tuple[list[int], int]]]:
-        """Segment ``nums[i]`` mapped, and its frames being checked on ``checker``."""
-        if i >= len(nums):
-            return b"", checker.submit(lambda: ([], 0))
-        data = _map(self._path(nums[i]))
-        return data, checker.submit(_checked_frames, data)
-
     def _replay(
         self,
         idx: _Index,
         num: int,
         data: bytes | mmap.mmap,
-        checked: tuple[list[int], int],
         *,
         last: bool,
         repairs: list[str],
     ) -> None:
-        """Apply segment ``num``'s records (``data``; ``checked``: its well-formed
-        frames' ends and where they stop, see _checked_frames) to ``idx``."""
+        """Apply segment ``num``'s records (``data``, its bytes) to ``idx``."""
         path = self._path(num)
         heads_only = idx.keep_raw and idx.heads_only
         n = len(data)
@@ -938,14 +899,9 @@ class FileStore(Store):
         hdr = _HDR.unpack_from
         crc32 = zlib.crc32
         handlers = idx._apply
-        ends, stop = checked
-        i = 0
         while pos < n:
             problem = ""
-            if pos < stop:  # a frame the checker found well-formed, crc included
-                end = ends[i]
-                i += 1
-            elif pos + HEADER_SIZE > n:
+            if pos + HEADER_SIZE > n:
                 problem = "a partial record header"
             else:
                 length, crc = hdr(data, pos)
