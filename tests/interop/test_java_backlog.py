@@ -58,6 +58,14 @@ N = 8000
 # 19-36 MB at the peak (during the drain). A broker that keeps every body grows by the
 # whole backlog (80 MB and more; 62 MB when the producer stalled at 5,000).
 SLACK = 40 << 20
+# What Backlog.java's "queue" scenario checks.
+QUEUE_CHECKS = [
+    "queue_fill",
+    "queue_browse",
+    "queue_selector",
+    "queue_priority_order",
+    "queue_fifo_order",
+]
 
 
 def memory(b: Any) -> dict[str, int]:
@@ -142,15 +150,7 @@ def test_java_queue_backlog_ten_times_the_budget(
     broker = Instance(kind)
     try:
         r = run_backlog(kind, broker.b, java_programs, "queue", uuid.uuid4().hex[:10], str(N))
-        r.assert_ok(
-            [
-                "queue_fill",
-                "queue_browse",
-                "queue_selector",
-                "queue_priority_order",
-                "queue_fifo_order",
-            ],
-        )
+        r.assert_ok(QUEUE_CHECKS)
     finally:
         broker.close()
 
@@ -197,15 +197,7 @@ def test_java_backlog_on_the_database_store(
     n = str(N // 2)
     try:
         r = run_backlog(kind, broker.b, java_programs, "queue", uuid.uuid4().hex[:10], n)
-        r.assert_ok(
-            [
-                "queue_fill",
-                "queue_browse",
-                "queue_selector",
-                "queue_priority_order",
-                "queue_fifo_order",
-            ]
-        )
+        r.assert_ok(QUEUE_CHECKS)
         assert not list(broker.tmp.rglob("*.swp")), "bodies went to the swap area"
         sfx = uuid.uuid4().hex[:10]
         r = run_backlog(kind, broker.b, java_programs, "nonpersistent", sfx, n)
