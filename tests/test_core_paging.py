@@ -652,3 +652,43 @@ def test_acknowledging_unpacked_messages_reads_nothing_back(
     assert r.acks.acknowledge(sess, list(sess.unacked)) == 600
     assert r.queues["q"].msg_count == 0 and cons.id
     assert pager.stats.read_back == 600
+
+
+def test_a_failing_read_is_tried_again_and_loses_nothing(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """The store failing to read (a database gone for a moment, an I/O error) is not a
+    damaged body: nothing is given up on, the read is tried again, every message comes."""
+
+    async def go() -> None:
+        r, store, _state = _stored_router(tmp_path / "fs", "pq")
+        pager = Pager(0, swap=None, store=store, readahead=8)
+        r.attach_pager(pager)
+        conn = Conn(1)
+        send(r, conn, "pq", *(_body(i) for i in range(30)), persistent=True)
+        for _ in range(200):
+            await asyncio.sleep(0.01)
+            if not any(e.msg.resident for e in r.queues["pq"].dq):
+                break
+        real = store.read_bodies
+        failures = [2]
+
+        def flaky(keys: list[bytes]) -> list[bytes | None]:
+            if failures[0]:
+                failures[0] -= 1
+                raise OSError(5, "Input/output error")
+            return real(keys)
+
+        store.read_bodies = flaky  # type: ignore[method-assign]
+        _consume(r, session(r, conn, ack_mode=AckMode.NO_ACKNOWLEDGE), "pq")
+        for _ in range(600):
+            if len(conn.sent) == 30:
+                break
+            await asyncio.sleep(0.01)
+        assert [_number(b) for b in conn.bodies()] == list(range(30))
+        assert pager.stats.lost == 0 and failures == [0]
+        assert "tried again in 1 s" in caplog.text
+        pager.close()
+        store.close()
+
+    asyncio.run(go())

@@ -288,10 +288,12 @@ class Pager:
             return
         exc = fut.exception()
         if exc is not None:
-            log.error("reading paged-out messages back failed: %s", exc)
-            bodies: list[bytes | None] = [None] * len(msgs)
-        else:
-            bodies = fut.result()
+            # The source failed (a database that went away, an I/O error), not a body
+            # found damaged: nothing is given up on; the queue tries again in a second.
+            log.error("reading paged-out messages back failed (tried again in 1 s): %s", exc)
+            asyncio.get_running_loop().call_later(1.0, self._retry, dq)
+            return
+        bodies: list[bytes | None] = fut.result()
         lost: set[int] = set()
         stats = self.stats
         for m, body in zip(msgs, bodies, strict=True):
@@ -317,6 +319,10 @@ class Pager:
             and BODIES.bytes + self.window_bytes <= self.threshold
         ):
             self.fetch(dq)
+
+    def _retry(self, dq: DeliveryQueue) -> None:
+        if dq.active:
+            dq.dispatch(self._now())
 
     def lose(self, entry: Entry) -> None:
         """A pending entry whose bytes cannot be read back: reported and skipped (it is

@@ -295,7 +295,8 @@ class Store:
     def read_bodies(self, keys: list[bytes]) -> list[bytes | None]:
         """The bytes of the stored messages ``keys`` (None for one that is not, or no
         longer, stored or does not read back intact), from any thread, without waiting
-        for the writer.  Only for stores with ``reads_bodies``."""
+        for the writer; raises when the store itself fails (the messages are then not
+        lost: the caller tries again).  Only for stores with ``reads_bodies``."""
         raise NotImplementedError
 
     def write_now(self, records: Iterable[Record]) -> None:

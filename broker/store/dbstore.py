@@ -41,7 +41,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from django.db import DatabaseError, DataError, IntegrityError, connections, transaction
+from django.db import DataError, IntegrityError, connections, transaction
 from django.db.models import BinaryField
 from django.db.models.functions import Length, Substr
 
@@ -331,13 +331,11 @@ class DatabaseStore(Store):
         rows = m.StoredMessage.objects.using(self.using).filter(
             broker_instance=self.broker_instance
         )
-        try:
-            for chunk in _chunks(hexes):
-                for key, raw in rows.filter(key__in=chunk).values_list("key", "raw"):
-                    found[key] = bytes(raw)
-        except DatabaseError as exc:
-            log.error("database store: reading %d message(s) back failed: %s", len(keys), exc)
-            return [None] * len(keys)
+        # A DatabaseError goes to the caller: the database failed, the messages are not
+        # lost (None would say they were: the pager then gives up on them).
+        for chunk in _chunks(hexes):
+            for key, raw in rows.filter(key__in=chunk).values_list("key", "raw"):
+                found[key] = bytes(raw)
         for h in hexes:
             if h not in found:
                 log.error("database store: message %s is not stored (any more)", h)
