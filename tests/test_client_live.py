@@ -195,6 +195,37 @@ async def test_persistent_headers_and_correlation(broker: Any) -> None:
 
 
 @run
+async def test_a_send_repeated_after_a_lost_reply_is_stored_once(broker: Any) -> None:
+    """A persistent send repeated with the R bit (what FailoverConnection does when the
+    SEND_REPLY never came) goes with the message's first id: the broker, which stored
+    the first, answers 304 and keeps one copy; the send returns as stored.  On another
+    connection (as after a failover) too.  A message it never stored is taken."""
+    conn = await open_conn(broker)
+    q = Queue(name("resend"))
+    sess = await conn.create_session()
+    prod = await sess.create_producer(q)
+    m = TextMessage("once")
+    await prod.send(m)
+    first = m.message_id
+    await prod.send(m, redelivered=True)
+    assert m.message_id == first
+    other = await open_conn(broker)
+    oprod = await (await other.create_session()).create_producer(q)
+    await oprod.send(m, redelivered=True)
+    assert m.message_id == first
+    fresh = TextMessage("never stored")
+    await oprod.send(fresh, redelivered=True)  # no first id: a new one, taken
+    cons = await sess.create_consumer(q)
+    await conn.start()
+    got = [await cons.receive(10) for _ in range(2)]
+    assert [g.text for g in got if g is not None] == ["once", "never stored"]  # type: ignore[attr-defined]
+    assert got[0] is not None and got[0].message_id == first
+    assert await cons.receive(0.5) is None
+    await other.close()
+    await conn.close()
+
+
+@run
 async def test_receive_timeout(broker: Any) -> None:
     conn = await open_conn(broker)
     sess = await conn.create_session()

@@ -428,6 +428,44 @@ async def test_clean_shutdown_fails_over_and_nofailover_keeps_the_rows(cluster: 
 
 
 @run
+async def test_a_message_sent_again_to_the_taker_is_kept_once(cluster: Cluster, rows):
+    """A persistent message stored by A whose reply was lost, sent again to B (with its
+    first id and the R bit, as FailoverConnection does) before B takes A over: B keeps
+    its own copy and drops A's at the takeover; the consumer gets it once."""
+    from broker.models import StoredMessage
+
+    a = cluster.start("brokerA")
+    b = cluster.start("brokerB")
+    q = Queue("ha_resend")
+    conn_a = await connect_any([addr(a)], request_timeout=20)
+    m = TextMessage("once")
+    await (await (await conn_a.create_session()).create_producer(q)).send(m)
+    await conn_a.close()
+    conn_b = await connect_any([addr(b)], request_timeout=20)
+    sess_b = await conn_b.create_session()
+    await (await sess_b.create_producer(q)).send(m, redelivered=True)
+    a.stop()  # SIGTERM: handed to B at once
+    wait_log(b, "took over broker brokerA")
+    wait_log(b, "1 message(s) were sent here again by their producers")
+
+    def stored() -> list[str]:
+        return list(
+            StoredMessage.objects.using(rows)
+            .filter(destination="ha_resend")
+            .values_list("broker_instance", flat=True)
+        )
+
+    assert await asyncio.to_thread(stored) == ["brokerB"]  # one row: B's own
+    key = m.message_id
+    cons = await sess_b.create_consumer(q)
+    await conn_b.start()
+    got = await cons.receive(10)
+    assert got is not None and got.text == "once" and got.message_id == key  # type: ignore[attr-defined]
+    assert await cons.receive(1) is None
+    await conn_b.close()
+
+
+@run
 async def test_durable_subscription_and_its_messages_move_to_the_taker(cluster: Cluster, rows):
     """A durable subscription on A, with messages it has not consumed: after A is killed
     and taken over, the subscriber (same client ID and name) finds it on B with every

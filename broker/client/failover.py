@@ -7,8 +7,9 @@ A broker of a cluster names the brokers operating with it in HELLO_REPLY's
 when its broker goes it connects to the next one of its list (and of the cluster's), and
 opens its sessions, producers and consumers again.  A persistent send whose SEND_REPLY
 never came is sent again with the R bit (JMSRedelivered overridden to true, protocol
-4.1's R bit), so nothing a producer was not told is stored is lost, and a copy the
-consumer may see twice is flagged.  Messages delivered but not acknowledged before the
+4.1's R bit) and its first SysMessageID, so nothing a producer was not told is stored is
+lost, and a broker that had stored the first send answers NOT_MODIFIED and keeps it: one
+copy.  Messages delivered but not acknowledged before the
 failover come again from the broker that has them, flagged redelivered too.  Only
 non-transacted sessions: a transaction open at the failover is lost with its broker.
 """

@@ -196,8 +196,11 @@ class MessageProducer:
         Afterwards the message's JMSMessageID, JMSTimestamp, JMSExpiration,
         JMSDestination, JMSPriority and JMSDeliveryMode reflect the send.
         ``redelivered`` sets the packet's R bit, the client overriding JMSRedelivered to
-        true: a send repeated after a failover, whose first SEND_REPLY never came, so
-        the consumer can tell it may be a second copy.
+        true: a send repeated after a failover, whose first SEND_REPLY never came.  It
+        goes with the message's first SysMessageID (JMSMessageID, JMSTimestamp): a broker
+        that stored the first send answers NOT_MODIFIED (304) and keeps that one, and
+        this returns as for a send it stored; otherwise the consumer can tell from the
+        R bit that it may be a second copy.
         """
         if self._closed:
             raise IllegalStateException("producer is closed")
@@ -239,7 +242,8 @@ class MessageProducer:
         aop = self.ack_on_produce if ack_on_produce is None else ack_on_produce
         want_reply = persistent if aop is None else aop
 
-        now = int(time.time() * 1000)
+        first = message._sysid if redelivered else None
+        now = first.timestamp if first is not None else int(time.time() * 1000)
         expiration = now + ttl_ms if ttl_ms > 0 else 0
         flags = t.qflag | FLAG_P if persistent else t.qflag
         if redelivered:
@@ -296,15 +300,16 @@ class MessageProducer:
             pr = b""
         body = message._encode_body()
 
-        seq = next_sequence()
+        if first is not None:  # the same message again: its first id
+            ip, port, seq = first.ip, first.port, first.sequence
+        else:
+            ip, port, seq = conn._ip, conn.local_port, next_sequence()
         cid = 0
         fut = None
         if want_reply:
             cid, fut = conn._register()
             flags |= FLAG_A
         prop_offset = HEADER_SIZE + len(vh)
-        ip = conn._ip
-        port = conn.local_port
         header = _pack_header(
             MAGIC,
             CURRENT_PACKET_VERSION,
@@ -338,6 +343,8 @@ class MessageProducer:
         if fut is not None:
             reply = await conn._await_reply(cid, fut, "SEND")
             status = _reply_status(reply)
+            if status == Status.NOT_MODIFIED and first is not None:
+                return  # the broker had stored the first send: it keeps that one
             if status != Status.OK:
                 raise status_error(
                     message.PACKET_TYPE,

@@ -46,6 +46,8 @@ from broker.protocol.types import (
     DEST_TEMP,
     DEST_TOPIC,
     DMQ_NAME,
+    FLAG_I,
+    FLAG_R,
     AckMode,
     Status,
 )
@@ -78,6 +80,9 @@ from .transaction import Transaction
 from .transactions import TransactionManager
 
 log = logging.getLogger("broker.router")
+
+# A send that says it is sent again: R (our client, after a failover) or I (OpenMQ's).
+_SENT_AGAIN = FLAG_R | FLAG_I
 
 
 @dataclass
@@ -568,6 +573,11 @@ class MessageRouter:
                         self.events.unroutable, msg.destination, dest_type, msg, exc.reason
                     )
                 raise
+        if msg.base_flags & _SENT_AGAIN and msg.persistent and self._stored(msg.key):
+            # OpenMQ's broker answers a message it already holds with 304 and keeps the
+            # one it has (a client resending after a failover, whose first send was
+            # stored but not confirmed).
+            raise RouterError(Status.NOT_MODIFIED, "Message already exists on the broker")
         self.limits.check_send(dest, msg, internal)
         t = now_ms()
         if msg.delivery_time > t:
@@ -584,6 +594,10 @@ class MessageRouter:
             self.events.notify(arrived, dest, msg)
         dest.publish(msg, t)
         return dest
+
+    def _stored(self, key: bytes) -> bool:
+        store = self.store
+        return store is not None and store.holds(key)
 
     def deliver_to(self, sub: Subscription, msg: Message) -> None:
         """Put a message the broker made in one subscription of its topic only (a

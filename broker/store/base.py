@@ -299,6 +299,11 @@ class Store:
         lost: the caller tries again).  Only for stores with ``reads_bodies``."""
         raise NotImplementedError
 
+    def holds(self, key: bytes) -> bool:
+        """Is a message stored under ``key`` now?  (Asked for a send that says it is
+        sent again, OpenMQ's R or I bit: a store that cannot tell answers False.)"""
+        return False
+
     def write_now(self, records: Iterable[Record]) -> None:
         """Write ``records`` at once on this thread, outside a broker (tools: after
         ``load()``, without ``start()``)."""

@@ -325,6 +325,24 @@ class DatabaseStore(Store):
             self._loop_reader = ThreadPoolExecutor(1, thread_name_prefix="store-read")
         return self._loop_reader.submit(self._read_bodies, keys).result()
 
+    def holds(self, key: bytes) -> bool:
+        """See Store.holds: one query (on the store's reader thread from the loop)."""
+
+        def ask() -> bool:
+            return (
+                m.StoredMessage.objects.using(self.using)
+                .filter(broker_instance=self.broker_instance, key=key.hex())
+                .exists()
+            )
+
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return ask()
+        if self._loop_reader is None:
+            self._loop_reader = ThreadPoolExecutor(1, thread_name_prefix="store-read")
+        return self._loop_reader.submit(ask).result()
+
     def _read_bodies(self, keys: list[bytes]) -> list[bytes | None]:
         hexes = [k.hex() for k in keys]
         found: dict[str, bytes] = {}

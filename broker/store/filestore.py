@@ -706,6 +706,11 @@ class FileStore(Store):
     def data_directory(self) -> Path:
         return self.directory
 
+    def holds(self, key: bytes) -> bool:
+        """See Store.holds: the index says (a dict read, as the writer left it)."""
+        idx = self._index
+        return idx is not None and key in idx.msgs
+
     def read_bodies(self, keys: list[bytes]) -> list[bytes | None]:
         """The stored bytes of ``keys`` (see Store.read_bodies), read in file order.
 

@@ -41,7 +41,7 @@ class TakenOver:
     address: str
     epoch: int  # the failed broker's epoch after the takeover (its writes fail below it)
     state: RecoveredState
-    left: int  # rows that stayed with the failed broker (a clash of keys, logged)
+    left: int  # transactions that stayed with the failed broker (a clash of ids, logged)
 
 
 def to_take_over(row: StoreOwner, *, threshold: float, now=None) -> bool:
@@ -124,15 +124,16 @@ def take_over(
         row.taken_over_by = me
         row.taken_over_at = now
         row.save(using=using)
-        return TakenOver(victim, row.address, row.epoch, state, len(clash_txns) + len(clash_keys))
+        return TakenOver(victim, row.address, row.epoch, state, len(clash_txns))
 
 
 def _clear_clashes(
     victim: str, me: str, state: RecoveredState, *, using: str
 ) -> tuple[set[int], set[str]]:
-    """Rows of ``victim`` that ``me`` has already: destinations and durable
-    subscriptions are the same thing in both (the victim's go); a transaction or message
-    with the same id/key is not, and stays with the victim (counted, logged)."""
+    """Rows of ``victim`` that ``me`` has already: destinations, durable subscriptions
+    and messages (one id, one message: sent here again by its producer) are the same
+    thing in both (the victim's go); a transaction with the same id is not, and stays
+    with the victim (counted, logged)."""
     db = using
     mine = set(
         m.StoredDestination.objects.using(db)
@@ -165,17 +166,31 @@ def _clear_clashes(
             .filter(broker_instance=me, key__in=keys[i : i + 500])
             .values_list("key", flat=True)
         )
-    if clash_txns or clash_keys:
+    if clash_keys:
+        # A message id is one message: its producer sent it here again after its broker
+        # went (a send whose reply was lost, repeated with its first id) before this
+        # takeover.  This broker's copy is the one kept; the failed broker's goes.
+        clash = sorted(clash_keys)
+        for i in range(0, len(clash), 500):
+            for model in (m.StoredInterest, m.StoredMessage):
+                model.objects.using(db).filter(
+                    broker_instance=victim, key__in=clash[i : i + 500]
+                ).delete()
+        log.info(
+            "takeover of %s: %d message(s) were sent here again by their producers before "
+            "it; this broker's copies are kept, one each",
+            victim,
+            len(clash_keys),
+        )
+        state.messages = [sm for sm in state.messages if sm.key.hex() not in clash_keys]
+    if clash_txns:
         log.error(
-            "takeover of %s: %d transactions and %d messages have ids this broker uses "
-            "already; they stay with %s",
+            "takeover of %s: %d transactions have ids this broker uses already; they stay with %s",
             victim,
             len(clash_txns),
-            len(clash_keys),
             victim,
         )
         state.transactions = [t for t in state.transactions if t.txn_id not in clash_txns]
-        state.messages = [sm for sm in state.messages if sm.key.hex() not in clash_keys]
     return clash_txns, clash_keys
 
 
