@@ -768,8 +768,9 @@ static void check_misc(MQConnectionHandle c)
         MQFreeProperties(h);
         h.handle = INVALID;
         /* libmqcrt's writeJMSMessage reads the clock (PR_Now) for the delivery time apart
-           from the timestamp's reading, so the two may be a few ms further apart. */
-        if (!(ts > 0 && dt >= ts + 3000 && dt <= ts + 4000)) {
+           from the timestamp's reading, before or after it: the two may be a few ms
+           closer or further apart (CI saw +2999 ms), hence "to 1 s" either way. */
+        if (!(ts > 0 && dt >= ts + 2000 && dt <= ts + 4000)) {
             char why[160];
             snprintf(why, sizeof why,
                      "MQDeliveryTime is not timestamp + 3000 (to 1 s): timestamp %lld, "
