@@ -285,39 +285,38 @@ class DeliveryQueue:
             while self.deep is not None and self.deep[p] is not None:
                 yield from self._unpack_next(p)
 
-    def find(self, wanted: set[bytes]) -> Iterator[Entry]:
-        """The pending entries whose keys are in ``wanted`` (packed ones unpacked for a
-        look, only those)."""
-        deeps = self.deep
-        for p in range(9, -1, -1):
-            for e in self.buckets[p]:
-                if e.msg.key in wanted:
-                    yield e
-            deep = deeps[p] if deeps is not None else None
+    def _objects(self) -> Iterator[Entry]:
+        """Every pending entry held as an object (buckets and tails), in no order."""
+        for bucket in self.buckets:
+            yield from bucket
+        for deep in self.deep or ():
             if deep is not None:
-                for run in deep.runs:
-                    yield from run.find(wanted, self)
-                for e in deep.tail:
-                    if e.msg.key in wanted:
-                        yield e
+                yield from deep.tail
+
+    def _runs(self) -> Iterator[Run]:
+        for deep in self.deep or ():
+            if deep is not None:
+                yield from deep.runs
+
+    def find(self, wanted: set[bytes]) -> Iterator[Entry]:
+        """The pending entries whose keys are in ``wanted``, in no order (packed ones
+        unpacked for a look, only those)."""
+        for e in self._objects():
+            if e.msg.key in wanted:
+                yield e
+        for run in self._runs():
+            yield from run.find(wanted, self)
 
     def paged_out(self) -> tuple[int, int]:
         """(count, bytes) of the pending entries whose bodies are out of memory."""
         n = size = 0
-        for bucket in self.buckets:
-            for e in bucket:
-                if e.msg._raw is None:
-                    n += 1
-                    size += e.msg.size
-        for deep in self.deep or ():
-            if deep is not None:
-                for run in deep.runs:
-                    n += run.n
-                    size += run.nbytes
-                for e in deep.tail:
-                    if e.msg._raw is None:
-                        n += 1
-                        size += e.msg.size
+        for e in self._objects():
+            if e.msg._raw is None:
+                n += 1
+                size += e.msg.size
+        for run in self._runs():
+            n += run.n
+            size += run.nbytes
         return n, size
 
     def remove_where(

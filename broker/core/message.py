@@ -334,8 +334,8 @@ class Entry:
         self.consumer: DeliveryTarget | None = None
 
 
-# A fresh-enough entry packed into a run (broker/core/runs.py): the fields of its paged-out
-# message and its delivery state, 88 bytes instead of about 450 in objects.  The store key
+# An entry packed into a run (broker/core/runs.py): the fields of its paged-out message
+# and its delivery state, 91 bytes instead of about 450 in objects.  The store key
 # is not in it (a run keeps the few that differ from the key: DMQ copies).
 PACKED = struct.Struct("<32shHHBIIIqqqqq")
 _P_STORED, _P_QUEUE, _P_PERSISTENT, _P_REDELIVERED, _P_REPORT = 1, 2, 4, 8, 16
@@ -351,9 +351,10 @@ def packable(entry: Entry, src: BodySource) -> bool:
 
 def pack_entry(entry: Entry, buf: bytearray, off: int, report: object = None) -> None:
     """Write ``entry`` as a :data:`PACKED` record at ``off`` (``packable`` said it can
-    be); ``report``: the report information its run keeps for the messages that share
-    it (the report generator's "asks for nothing", as a rule), marked when it is its.  A message in the swap area: the record holds its body there too (the Message
-    may be another subscription's as well)."""
+    be).  ``report``: the report information its run keeps once for the messages that
+    share it (the report generator's "asks for nothing", as a rule); the record is
+    marked when its message's is that one.  A message in the swap area: the record
+    holds its body there too (the Message may be another subscription's as well)."""
     m = entry.msg
     bits = (
         (_P_STORED if m.stored else 0)

@@ -110,15 +110,13 @@ class Pager:
             return
         if selective and msg._selector_values is None and msg._raw is not None:
             msg.selector_values()
-        self._page_out(msg)
+        self.let_go(msg)
 
     def let_go(self, msg: Message) -> None:
-        """``msg`` waits far behind others (runs.py): its bytes go whatever the memory."""
-        self._page_out(msg)
-
-    def _page_out(self, msg: Message) -> None:
-        """Let ``msg``'s bytes go: to nowhere when they can be read again, else once the
-        store has written them, else to the swap area."""
+        """Let ``msg``'s bytes go, whatever the memory (``waiting`` once over the
+        threshold; a delivery queue for one far behind others, runs.py): to nowhere when
+        they can be read again, else once the store has written them, else to the swap
+        area."""
         if msg.src is not None:  # read back before: it can be read again
             msg.drop_body()
             return
@@ -196,7 +194,7 @@ class Pager:
                     stats.paged_out += 1
                     stats.paged_out_bytes += m.size
                 else:
-                    self._page_out(m)
+                    self.let_go(m)
                 n += not m.resident
         return n
 

@@ -36,10 +36,10 @@ import asyncio
 import logging
 import threading
 from collections import defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 from django.db import DataError, IntegrityError, connections, transaction
 from django.db.models import BinaryField
@@ -74,6 +74,8 @@ from .base import (
 )
 
 log = logging.getLogger("broker.store")
+
+_T = TypeVar("_T")
 
 _MESSAGE_RECORDS = (MsgAdd, MsgSettle, MsgDelivered)
 
@@ -314,34 +316,30 @@ class DatabaseStore(Store):
     def read_bodies(self, keys: list[bytes]) -> list[bytes | None]:
         """The stored bytes of ``keys`` (see Store.read_bodies): a committed row is all
         there is to read, so no writer is waited for."""
-        try:
-            asyncio.get_running_loop()
-        except RuntimeError:  # the pager's reader thread
-            return self._read_bodies(keys)
-        # On the event loop (a browser, an administrator's listing, the DMQ copy): the
-        # ORM refuses async contexts, so a thread of the store's own runs the query and
-        # the loop waits for it, as it waits for a file store's read.
-        if self._loop_reader is None:  # (only the loop's thread gets here)
-            self._loop_reader = ThreadPoolExecutor(1, thread_name_prefix="store-read")
-        return self._loop_reader.submit(self._read_bodies, keys).result()
+        return self._off_loop(lambda: self._read_bodies(keys))
 
     def holds(self, key: bytes) -> bool:
-        """See Store.holds: one query (on the store's reader thread from the loop)."""
-
-        def ask() -> bool:
-            return (
+        """See Store.holds: one query."""
+        return self._off_loop(
+            lambda: (
                 m.StoredMessage.objects.using(self.using)
                 .filter(broker_instance=self.broker_instance, key=key.hex())
                 .exists()
             )
+        )
 
+    def _off_loop(self, query: Callable[[], _T]) -> _T:
+        """``query``'s result, run here, or, on the event loop (a browser, an
+        administrator's listing, the DMQ copy, a send checked for being a repeat), on a
+        thread of the store's own while the loop waits (the ORM refuses async contexts),
+        as it waits for a file store's read."""
         try:
             asyncio.get_running_loop()
-        except RuntimeError:
-            return ask()
-        if self._loop_reader is None:
+        except RuntimeError:  # the pager's reader thread
+            return query()
+        if self._loop_reader is None:  # (only the loop's thread gets here)
             self._loop_reader = ThreadPoolExecutor(1, thread_name_prefix="store-read")
-        return self._loop_reader.submit(ask).result()
+        return self._loop_reader.submit(query).result()
 
     def _read_bodies(self, keys: list[bytes]) -> list[bytes | None]:
         hexes = [k.hex() for k in keys]
