@@ -13,7 +13,6 @@ from typing import TYPE_CHECKING
 from broker.core import queries
 from broker.core.destination import TopicDestination
 from broker.core.errors import RouterError
-from broker.core.monitoring import METRICS_PREFIX
 from broker.core.selector import SelectorError, compile_selector
 from broker.protocol import gpacket as gp
 from broker.protocol.jtypes import JLong
@@ -24,15 +23,14 @@ from broker.protocol.properties import (
     encode_properties,
 )
 from broker.protocol.types import (
-    BROKER_PREFIX,
     DEST_QUEUE,
     DEST_TEMP,
     DEST_TOPIC,
-    DMQ_NAME,
     Status,
 )
 
 from .changerecord import change_event_entry, changes_reply_entries, write_last_sync
+from .config import PRIVATE_PREFIXES
 from .destattrs import from_wire, to_wire
 from .link import BrokerLink
 from .remote import RemoteConsumer
@@ -42,8 +40,6 @@ if TYPE_CHECKING:
     pass
 
 log = logging.getLogger("broker.cluster")
-# Destinations that never leave their broker (each broker's metrics topics are its own).
-PRIVATE_PREFIXES = (BROKER_PREFIX, DMQ_NAME, METRICS_PREFIX)
 
 
 class ChangeRules(ClusterState):

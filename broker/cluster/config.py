@@ -13,9 +13,13 @@ import logging
 from dataclasses import dataclass, field
 
 from broker import props
+from broker.core.monitoring import METRICS_PREFIX
 from broker.protocol.gpacket import BrokerAddress
+from broker.protocol.types import BROKER_PREFIX, DMQ_NAME
 
 log = logging.getLogger("broker.cluster")
+# Destinations that never leave their broker (each broker's metrics topics are its own).
+PRIVATE_PREFIXES = (BROKER_PREFIX, DMQ_NAME, METRICS_PREFIX)
 
 LOCAL_NAMES = {"localhost", "127.0.0.1", "::1"}
 

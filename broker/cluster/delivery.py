@@ -14,6 +14,7 @@ from broker.core.destination import QueueDestination, TopicDestination
 from broker.core.errors import RouterError, now_ms
 from broker.core.message import Entry, Message
 from broker.core.selector import SelectorError, compile_selector
+from broker.core.session import Consumer
 from broker.protocol import gpacket as gp
 from broker.protocol.jtypes import JLong
 from broker.protocol.packet import Packet
@@ -25,14 +26,14 @@ from broker.protocol.types import (
     DEST_TOPIC,
 )
 
-from .changes import PRIVATE_PREFIXES
+from .config import PRIVATE_PREFIXES
 from .link import BrokerLink
 from .remote import InboundOrigin, RemoteConsumer
 from .remotetxn import RemoteTxnRules, ack_payload
 
 if TYPE_CHECKING:
     from broker.core.destination import Subscription
-    from broker.core.session import Consumer
+    from broker.core.dispatch import DeliveryTarget
 
 log = logging.getLogger("broker.cluster")
 _DEAD_REASONS = frozenset(
@@ -99,14 +100,19 @@ class DeliveryRules(RemoteTxnRules):
             if share == "jms" and sub is not None and sub.shared_key is not None:
                 shared_name = sub.shared_key[2]
             # A subscription's consumer says how many may be active (OpenMQ reads -1 as
-            # shared, 1 as a plain durable); lock position 0; JMS 2.0 shared and its name.
+            # shared, 1 as a plain durable); a queue consumer's position (core/
+            # positions.py), 0 for a topic's; JMS 2.0 shared and its name.
             if share is not None:
                 w.boolean(True).int32(-1)
             elif durable is not None:
                 w.boolean(True).int32(1)
             else:
                 w.boolean(False)
-            w.int32(0).boolean(share == "jms").boolean(shared_name is not None)
+            position = 0
+            if isinstance(dest, QueueDestination):
+                position = dest.positions.get(c, 0)
+                props[f"{c.id}:positions"] = True  # ours: its moves up are announced
+            w.int32(position).boolean(share == "jms").boolean(shared_name is not None)
             if shared_name is not None:
                 w.utf(shared_name)
             if share == "mq":
@@ -222,6 +228,21 @@ class DeliveryRules(RemoteTxnRules):
             for pkt in self._subscription_packets(sub, cons):
                 link.send(pkt)
 
+    def _announce_position(
+        self, dest: QueueDestination, target: DeliveryTarget, position: int
+    ) -> None:
+        """A local backup moved up to ``position`` (its lock taken): tell every broker."""
+        if not isinstance(target, Consumer) or not self.links:
+            return
+        w = gp.BodyWriter()
+        self._uid(target).write(w)
+        props: dict[str, object] = {
+            "C": 1,
+            "T": gp.INTEREST_NEW_PRIMARY,
+            f"{target.id}:position": position,
+        }
+        self._broadcast(gp.GPacket(gp.G_INTEREST_UPDATE, props, w.bytes()))
+
     def _consumer_event(self, what: str, cons: Consumer) -> None:
         if not self._shared(cons):
             return
@@ -283,6 +304,7 @@ class DeliveryRules(RemoteTxnRules):
                 pkt.props.get(f"{uid.consumer_id}:temporary")
             )
             rec["mq_share"] = uid is not None and bool(pkt.props.get(f"{uid.consumer_id}:mqshare"))
+            rec["told"] = uid is not None and bool(pkt.props.get(f"{uid.consumer_id}:positions"))
             if rec["max_active"] not in (None, 1) and not rec["jms_shared"]:
                 rec["mq_share"] = True
             if uid is None:
@@ -333,7 +355,8 @@ class DeliveryRules(RemoteTxnRules):
         rc.destination = dest
         if isinstance(dest, QueueDestination):
             rc.queue = dest.dq
-            if not dest.attach(rc):
+            # At the position its broker locked for it (a stock broker's too).
+            if not dest.attach(rc, rec.get("position"), told=bool(rec.get("told"))):
                 raise RouterError(500, "queue has its maximum of active consumers")
         else:
             assert isinstance(dest, TopicDestination)
@@ -515,8 +538,18 @@ class DeliveryRules(RemoteTxnRules):
         for _ in range(count):
             uid = gp.ConsumerUID.read(r)
             if kind == gp.INTEREST_NEW_PRIMARY:
-                # OpenMQ announces a queue consumer, then says it is the active one: it
-                # stays (this broker delivers to every consumer a G_NEW_INTEREST named).
+                # OpenMQ announces every queue consumer, then says it is "primary" (it
+                # means nothing: its position says whether it is active).  Ours adds the
+                # position a backup moved up to, after taking its lock.
+                position = pkt.props.get(f"{uid.consumer_id}:position")
+                rc = self.remotes.get((link, uid.consumer_id))
+                if (
+                    isinstance(position, int)
+                    and rc is not None
+                    and isinstance(rc.destination, QueueDestination)
+                ):
+                    rc.destination.moved(rc, position)
+                    rc.queue.dispatch(now_ms())
                 continue
             sub_key = self.attached.get((link, uid.consumer_id))
             if sub_key is not None:

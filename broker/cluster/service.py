@@ -161,6 +161,9 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
         )
         self.router.consumer_listeners.append(self._consumer_event)
         self.router.listeners.append(self._router_event)
+        self.router.position_claims = self.positions
+        for queue in self.router.queues.values():
+            queue.claims = self.positions
         self.hook_transactions()
         for _topic, sub in queries.subscriptions(self.router):
             if sub.durable_key is not None:

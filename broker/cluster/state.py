@@ -19,10 +19,12 @@ from .changerecord import ChangeRecord
 from .config import ClusterConfig, same_host
 from .link import BrokerLink
 from .locks import ClusterLocks
+from .positions import QueuePositions
 from .remote import InboundOrigin, RemoteConsumer
 
 if TYPE_CHECKING:
-    from broker.core.destination import Subscription
+    from broker.core.destination import QueueDestination, Subscription
+    from broker.core.dispatch import DeliveryTarget
     from broker.core.router import MessageRouter
 
 
@@ -79,6 +81,7 @@ class ClusterState:
         self._pending_timer: asyncio.TimerHandle | None = None
         self.locks = ClusterLocks(self)
         self.locks.timeout = cfg.lock_timeout
+        self.positions = QueuePositions(router, self.locks, self._announce_position)
         self.stopping = False
         # Whether this broker asked the others to stop sending it messages (memory red).
         self.flow_stopped = False
@@ -113,6 +116,11 @@ class ClusterState:
                 "host": me.host,
             }
         return self._address_props
+
+    def _announce_position(
+        self, dest: QueueDestination, target: DeliveryTarget, position: int
+    ) -> None:
+        raise NotImplementedError  # DeliveryRules
 
     def _broadcast(self, pkt: gp.GPacket) -> None:
         for link in self.links.values():

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from broker.protocol.dest_attributes import DESTINATION_ATTRIBUTES
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from broker.core.selector import Selector
 
     from .paging import Pager
+    from .positions import PositionClaims
     from .session import Producer
 
 UNLIMITED = -1
@@ -220,11 +221,14 @@ class Destination:
 class QueueDestination(Destination):
     """A queue: each message goes to one consumer.
 
-    OpenMQ's consumer model: the first ``maxNumActiveConsumers`` (-1 = unlimited) are
-    active and share the messages round-robin (they are ``dq.consumers``); the next
-    ``maxNumBackupConsumers`` (-1 = unlimited) wait in ``backups`` and get nothing
-    until an active one goes, when the oldest backup takes its place.  The delivery
-    policies are presets: single = 1/0, failover = 1/-1, round-robin = -1/0.
+    OpenMQ's consumer model: every consumer has a position (core/positions.py); those
+    below ``maxNumActiveConsumers`` (-1 = unlimited) are active and share the messages
+    round-robin (they are ``dq.consumers``); the next ``maxNumBackupConsumers`` (-1 =
+    unlimited) wait in ``backups`` and get nothing until an active one goes, when the
+    first backup moves up into its place.  The delivery policies are presets: single =
+    1/0, failover = 1/-1, round-robin = -1/0.  In a cluster the positions are
+    cluster-wide: a local consumer takes its place through ``claims``, a remote one
+    comes with the place its broker gave it.
     """
 
     is_queue = True
@@ -233,6 +237,13 @@ class QueueDestination(Destination):
         super().__init__(name, **kw)
         self.dq = DeliveryQueue(on_drop=self.drop)
         self.backups: list[DeliveryTarget] = []
+        self.positions: dict[DeliveryTarget, int] = {}
+        # Remote consumers whose broker announces when they move up (ours do).
+        self.told: set[DeliveryTarget] = set()
+        # Local backups whose last claim failed: they wait for the next change.
+        self.refused: set[DeliveryTarget] = set()
+        self.claims: PositionClaims | None = None
+        self.claiming: DeliveryTarget | None = None
 
     def consumers(self) -> list[DeliveryTarget]:
         return [*self.dq.consumers, *self.backups]
@@ -240,33 +251,125 @@ class QueueDestination(Destination):
     def delivery_queues(self) -> list[DeliveryQueue]:
         return [self.dq]
 
-    def attach(self, cons: DeliveryTarget) -> bool:
-        """Add a consumer, active if there is room, else as a backup; False if neither."""
+    def max_positions(self) -> int:
+        """How many positions there are (-1: no end)."""
+        active = self.limit("maxNumActiveConsumers")
+        backup = self.limit("maxNumBackupConsumers", 0)
+        return UNLIMITED if active < 0 or backup < 0 else active + backup
+
+    def free_positions(self, taken: Collection[int] = ()) -> Iterator[int]:
+        """The positions nobody holds, lowest first (endless when the queue has no end)."""
+        held = set(self.positions.values())
+        held.update(taken)
+        size = self.max_positions()
+        n = 0
+        while size < 0 or n < size:
+            if n not in held:
+                yield n
+            n += 1
+
+    def _is_active_place(self, position: int) -> bool:
         max_active = self.limit("maxNumActiveConsumers")
-        if max_active < 0 or len(self.dq.consumers) < max_active:
+        return max_active < 0 or (position < max_active and len(self.dq.consumers) < max_active)
+
+    def attach(
+        self, cons: DeliveryTarget, position: int | None = None, *, told: bool = False
+    ) -> bool:
+        """Add a consumer at ``position`` (None: the first free one), active when the
+        position is, else as a backup; False if no position is free.  ``told``: a remote
+        consumer whose broker announces its moves (:meth:`moved`)."""
+        if position is None or position < 0:
+            position = next(self.free_positions(), None)
+            if position is None:
+                return False
+        self.positions[cons] = position
+        if told:
+            self.told.add(cons)
+        if self._is_active_place(position):
             self.dq.add_consumer(cons)
-            return True
-        max_backup = self.limit("maxNumBackupConsumers", 0)
-        if max_backup < 0 or len(self.backups) < max_backup:
-            self.backups.append(cons)
-            return True
-        return False
+        else:
+            self._add_backup(cons)
+        return True
+
+    def _add_backup(self, cons: DeliveryTarget) -> None:
+        positions = self.positions
+        at = positions[cons]
+        i = len(self.backups)
+        while i and positions.get(self.backups[i - 1], -1) > at:
+            i -= 1
+        self.backups.insert(i, cons)
 
     def detach(self, cons: DeliveryTarget) -> None:
-        """Remove a consumer; the oldest backups are promoted into the room it leaves."""
+        """Remove a consumer; backups move up into the room it leaves."""
+        self.positions.pop(cons, None)
+        self.told.discard(cons)
+        self.refused.clear()  # a place may have come free: every backup may try again
+        if self.claiming is cons:
+            self.claiming = None
         if cons in self.backups:
             self.backups.remove(cons)
-            return
-        self.dq.remove_consumer(cons)
+        else:
+            self.dq.remove_consumer(cons)
         self.promote_backups()
 
     def promote_backups(self) -> None:
-        """The oldest backups become active while there is room for active consumers."""
-        backups = self.backups
-        if backups:
-            max_active = self.limit("maxNumActiveConsumers")
-            while backups and (max_active < 0 or len(self.dq.consumers) < max_active):
-                self.dq.add_consumer(backups.pop(0))
+        """Backups move up, in position order, while there is room for active ones.
+
+        A backup already in an active place (``maxNumActiveConsumers`` was raised) just
+        starts; another takes the first free active place, through ``claims`` when it
+        must (one claim at a time); a remote one whose broker announces its moves waits
+        for that (:meth:`moved`).
+        """
+        max_active = self.limit("maxNumActiveConsumers")
+        for target in list(self.backups):
+            if max_active >= 0 and len(self.dq.consumers) >= max_active:
+                return
+            if self._is_active_place(self.positions[target]):
+                self._activate(target)
+                continue
+            if target in self.told or target in self.refused:
+                continue
+            free = next(self.free_positions(), None)
+            if free is None or not self._is_active_place(free):
+                return
+            claims = self.claims
+            if claims is not None and claims.needed(self, target):
+                if self.claiming is None:
+                    self.claiming = target
+                    claims.claim(self, target, free)
+                return
+            self.positions[target] = free
+            self._activate(target)
+
+    def _activate(self, target: DeliveryTarget) -> None:
+        self.backups.remove(target)
+        self.dq.add_consumer(target)
+
+    def claimed(self, target: DeliveryTarget, position: int, ok: bool) -> None:
+        """The answer to a claim: on success ``target`` moves up to ``position``."""
+        if self.claiming is target:
+            self.claiming = None
+        if target not in self.backups:
+            return  # gone meanwhile
+        holder = next((t for t, p in self.positions.items() if p == position), None)
+        if ok and holder is None and self._is_active_place(position):
+            self.positions[target] = position
+            self._activate(target)
+        else:
+            self.refused.add(target)
+        self.promote_backups()
+
+    def moved(self, target: DeliveryTarget, position: int) -> None:
+        """A remote consumer's broker moved it to ``position`` (it took the lock)."""
+        if target not in self.positions:
+            return
+        self.positions[target] = position
+        if target in self.backups:
+            if self._is_active_place(position):
+                self._activate(target)
+            else:
+                self.backups.remove(target)
+                self._add_backup(target)
 
     def publish(self, msg: Message, now_ms: int) -> None:
         self.account_in(1, msg.size)

@@ -73,6 +73,7 @@ from .message import Entry, Message
 from .metrics import note_consumers
 from .observers import MessageEvents
 from .paging import Pager
+from .positions import PositionClaims
 from .recovery import recover
 from .session import Consumer, Link, Producer, Session
 from .subscriptions import Subscriptions
@@ -143,6 +144,8 @@ class MessageRouter:
         self.store: Store | None = None
         # Pages waiting messages' bodies out when memory runs short (core/paging.py).
         self.pager: Pager | None = None
+        # The cluster's say over queue consumer positions (core/positions.py); None alone.
+        self.position_claims: PositionClaims | None = None
         # Called with (link, producer id) when a FLOW_CONTROL destination has room again.
         self.on_producer_room: Callable[[object, int], None] | None = None
         # Destination lifecycle listeners (created / updated / destroyed).
@@ -224,6 +227,7 @@ class MessageRouter:
         if isinstance(dest, TopicDestination):
             self.topics[name] = dest
         else:
+            dest.claims = self.position_claims
             self.queues[name] = dest
         return dest
 
@@ -483,10 +487,12 @@ class MessageRouter:
         share: bool = False,
         jms_share: bool = False,
         shared_name: str | None = None,
+        position: int | None = None,
     ) -> Consumer:
         """ADD_CONSUMER.  ``share`` is OpenMQ's JMQShare, ``jms_share`` + ``shared_name``
         a JMS 2.0 shared subscription (JMQJMSShare, JMQSharedSubscriptionName); both
-        only matter on topics."""
+        only matter on topics.  ``position``: a queue consumer's place, taken in the
+        cluster beforehand (core/positions.py); None: the first free one."""
         dest = self.lookup(name, dest_type)
         if dest is None:
             if dest_type & DEST_TEMP:
@@ -500,7 +506,7 @@ class MessageRouter:
         if isinstance(dest, QueueDestination):
             cid = self.uids.next()
             cons = Consumer(cid, sess, dest, dest.dq, selector, no_local, prefetch, self)
-            if not dest.attach(cons):
+            if not dest.attach(cons, position):
                 raise RouterError(
                     Status.CONFLICT,
                     f"queue {name} already has its maximum of "

@@ -8,6 +8,7 @@ import struct
 import time
 from typing import Any
 
+from broker.core.destination import QueueDestination
 from broker.core.errors import RouterError
 from broker.core.monitoring import METRICS_PREFIX
 from broker.core.selector import SelectorError, compile_selector
@@ -16,7 +17,7 @@ from broker.protocol.destname import queue_name_problem, topic_pattern_problem
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import Packet
 from broker.protocol.properties import as_int, optional_str
-from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, Status
+from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC, Status
 
 from .access import AccessRules
 from .effects import Effects, RunBlocking
@@ -249,6 +250,51 @@ class ResourceRules(AccessRules):
     # -- consumers ---------------------------------------------------------------------
 
     def on_add_consumer(self, pkt: Packet) -> None:
+        try:
+            name, dtype = dest_args(pkt)
+            self._require(name, dtype, "consume")
+            dest = None
+            if dtype & DEST_QUEUE and not dtype & DEST_TEMP:
+                dest = self.router.lookup(name, dtype) or self.router.ensure_destination(
+                    name, dtype, self
+                )
+        except RouterError as exc:
+            self.reply(pkt, exc.status, reason=exc.reason)
+            return
+        cluster = getattr(self.broker, "cluster", None)
+        if (
+            isinstance(dest, QueueDestination)
+            and cluster is not None
+            and cluster.positions.governs(dest)
+        ):
+            # A limited queue's place is cluster-wide: its lock first (core/positions.py),
+            # so two consumers attaching on two brokers never both become active.
+            done = functools.partial(self._position_locked, pkt, dest, cluster.positions)
+            self._effect(RunBlocking(cluster.positions.first_free_blocking, (dest,), done))
+            return
+        self._add_consumer(pkt, None)
+
+    def _position_locked(
+        self, pkt: Packet, dest: QueueDestination, positions: Any, result: Any, error: Any
+    ) -> Effects:
+        """The cluster's answer to a new queue consumer's position."""
+        if error is not None or not isinstance(result, int) or result < 0:
+            if self.state is not CLOSED:
+                why = "no answer from the cluster" if error is not None else "none is free"
+                self.reply(
+                    pkt,
+                    Status.CONFLICT,
+                    reason=f"queue {dest.name}: no consumer position in the cluster ({why})",
+                )
+            return self.take_effects()
+        try:
+            if self.state is not CLOSED:
+                self._add_consumer(pkt, result)
+        finally:
+            positions.settle(dest.name, result)
+        return self.take_effects()
+
+    def _add_consumer(self, pkt: Packet, position: int | None) -> None:
         props = pkt.properties
         try:
             name, dtype = dest_args(pkt)
@@ -260,7 +306,6 @@ class ResourceRules(AccessRules):
             prefetch = int(size) if isinstance(size, int) else -1  # absent: no consumer flow
             durable = props.get("JMQDurableName")
             shared_name = props.get("JMQSharedSubscriptionName")
-            self._require(name, dtype, "consume")
             cons = self.router.add_consumer(
                 sess,
                 name,
@@ -272,6 +317,7 @@ class ResourceRules(AccessRules):
                 share=props.get("JMQShare") is True,
                 jms_share=props.get("JMQJMSShare") is True,
                 shared_name=str(shared_name) if shared_name is not None else None,
+                position=position,
             )
         except RouterError as exc:
             self.reply(pkt, exc.status, reason=exc.reason)

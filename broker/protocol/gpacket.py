@@ -597,11 +597,13 @@ def read_interest(r: BodyReader) -> dict:
     # A subscription's record (durable or shared) has a maximum of active consumers:
     # OpenMQ takes one other than 1 as "shared".
     rec["max_active"] = None
+    # A queue consumer's position (-1: none given, core/positions.py).
+    rec["position"] = -1
     # Older brokers end a record after "ready" (read here when it is the last one).
     if not r.at_end and r.boolean():
         rec["max_active"] = r.int32()
     if not r.at_end:
-        r.int32()
+        rec["position"] = r.int32()
         rec["jms_shared"] = r.boolean()
         if r.boolean():
             rec["shared_name"] = r.utf()

@@ -1,0 +1,104 @@
+import jakarta.jms.Connection;
+import jakarta.jms.JMSException;
+import jakarta.jms.MessageConsumer;
+import jakarta.jms.MessageProducer;
+import jakarta.jms.Queue;
+import jakarta.jms.Session;
+import jakarta.jms.TextMessage;
+import java.util.concurrent.CyclicBarrier;
+
+/**
+ * Two consumers of one queue attach at the same moment, one on each of two brokers of a
+ * cluster (whose queues allow one active consumer), then each broker gets 10 messages:
+ * one consumer only may receive, and it receives all 20.  Arguments: hostA pmA hostB pmB
+ * rounds prefix.  A line per round: "ok race_N a=COUNT b=COUNT" (a refused consumer
+ * counts "refused"), or "fail race_N: why".
+ */
+public final class ExclusiveRace {
+    private static final int PER_BROKER = 10;
+
+    public static void main(String[] args) throws Exception {
+        Connection a = Checks.connect(args[0], args[1]);
+        Connection b = Checks.connect(args[2], args[3]);
+        int rounds = Integer.parseInt(args[4]);
+        String prefix = args[5];
+        a.start();
+        b.start();
+        for (int r = 0; r < rounds; r++) {
+            String name = prefix + r;
+            String[] line = new String[1];
+            Checks.check("race_" + r, () -> line[0] = round(a, b, name));
+            if (line[0] != null) {
+                Checks.info("round_" + r, line[0]);
+            }
+        }
+        a.close();
+        b.close();
+        Checks.done();
+    }
+
+    /** One race on queue ``name``: "a=COUNT b=COUNT". */
+    private static String round(Connection a, Connection b, String name) throws Exception {
+        Session sa = a.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        Session sb = b.createSession(false, Session.AUTO_ACKNOWLEDGE);
+        Queue qa = sa.createQueue(name);
+        Queue qb = sb.createQueue(name);
+        CyclicBarrier barrier = new CyclicBarrier(2);
+        MessageConsumer[] cons = new MessageConsumer[2];
+        Thread ta = attach(barrier, sa, qa, cons, 0);
+        Thread tb = attach(barrier, sb, qb, cons, 1);
+        ta.start();
+        tb.start();
+        ta.join();
+        tb.join();
+        Checks.expect(cons[0] != null || cons[1] != null, "both consumers refused");
+        send(sa, qa, "A");
+        send(sb, qb, "B");
+        int[] got = new int[2];
+        long deadline = System.currentTimeMillis() + 20000;
+        while (got[0] + got[1] < 2 * PER_BROKER && System.currentTimeMillis() < deadline) {
+            for (int i = 0; i < 2; i++) {
+                if (cons[i] != null && cons[i].receive(100) != null) {
+                    got[i]++;
+                }
+            }
+        }
+        // A little longer: a second active consumer would get its share now at the latest.
+        for (int k = 0; k < 5; k++) {
+            for (int i = 0; i < 2; i++) {
+                if (cons[i] != null && cons[i].receive(100) != null) {
+                    got[i]++;
+                }
+            }
+        }
+        String line = "a=" + (cons[0] == null ? "refused" : got[0]) + " b="
+                + (cons[1] == null ? "refused" : got[1]);
+        sa.close();
+        sb.close();
+        Checks.expect(got[0] == 0 || got[1] == 0, "both consumers received: " + line);
+        Checks.expectEquals(2 * PER_BROKER, got[0] + got[1], "messages received (" + line + ")");
+        return line;
+    }
+
+    private static Thread attach(CyclicBarrier barrier, Session s, Queue q, MessageConsumer[] out, int i) {
+        return new Thread(() -> {
+            try {
+                barrier.await();
+                out[i] = s.createConsumer(q);
+            } catch (JMSException e) {
+                out[i] = null; // refused: the queue has its consumers elsewhere
+            } catch (Exception e) {
+                throw new RuntimeException(e);
+            }
+        });
+    }
+
+    private static void send(Session s, Queue q, String from) throws JMSException {
+        MessageProducer p = s.createProducer(q);
+        for (int i = 0; i < PER_BROKER; i++) {
+            TextMessage m = s.createTextMessage(from + i);
+            p.send(m);
+        }
+        p.close();
+    }
+}
