@@ -1916,12 +1916,74 @@ def _rolling(sc: Scenario, ours: bool) -> None:
     sc.check("consumer_went_on", clients_went_on(cons))
 
 
+# -- exclusive queue consumers (issue 35: the G_LOCK race) --------------------------------
+
+EXCLUSIVE_PROPS = (
+    "imq.autocreate.queue.maxNumActiveConsumers=1",
+    "imq.autocreate.queue.maxNumBackupConsumers=0",
+)
+EXCLUSIVE_ROUNDS = 6
+
+
+def _race(sc: Scenario, label: str, a: Any, b: Any) -> None:
+    """ExclusiveRace.java (tests/interop/java) between ``a`` and ``b``: each round's line."""
+    from tests.interop.jvm import JavaPrograms, compile_programs
+
+    classes = sc.tmp / "java-programs"
+    if not classes.is_dir():
+        compile_programs(classes)
+    r = JavaPrograms(classes).run(
+        "ExclusiveRace",
+        a,
+        b.host,
+        str(b.portmapper_port),
+        str(EXCLUSIVE_ROUNDS),
+        f"{label}_",
+        "own",
+    )
+    for line in r.lines:
+        if line.startswith("ok race_"):
+            print(f"ok {label}_{line[3:]}", flush=True)
+        elif line.startswith("fail race_"):
+            sc.failed += 1
+            print(f"fail {label}_{line[5:]}", flush=True)
+        elif line.startswith("info "):
+            print(f"# {label} {line[5:]}", flush=True)
+    if r.returncode not in (0, 1):
+        raise AssertionError(f"ExclusiveRace ended with {r.returncode}: {r.stderr[-2000:]}")
+
+
+def scenario_exclusive(sc: Scenario) -> None:
+    """A stock Java consumer attaches on each of two brokers at the same moment (queues
+    with one active consumer, no backup): one is active, the other refused, between two
+    stock brokers and between a stock broker and ours.  ("own": a stock broker whose
+    consumer lost the race may keep its own messages from the winner -- measured in 6 of
+    6 rounds between two stock brokers, for 20 s at least -- so the winner is sure of its
+    own broker's messages only.)"""
+    pm1, pm2, pm3, pm4 = 27676, 27677, 27678, 27679
+    stock_list = f"{address(1)}:{pm1},{address(2)}:{pm2}"
+    s1 = sc.stock(1, pm1, stock_list, "stockA", *EXCLUSIVE_PROPS)
+    s2 = sc.stock(2, pm2, stock_list, "stockB", *EXCLUSIVE_PROPS)
+    wait_for(lambda: stock_link_count(s1, "stockB") == 1, 90, "the stock brokers linked")
+    _race(sc, "stock_stock", s1, s2)
+    s1.stop()
+    s2.stop()
+    mixed = f"{address(3)}:{pm3},{address(4)}:{pm4}"
+    s3 = sc.stock(3, pm3, mixed, "stockC", *EXCLUSIVE_PROPS)
+    o4 = sc.ours(4, pm4, mixed, "oursD", "imq.cluster.ping.interval=5", *EXCLUSIVE_PROPS)
+    wait_for(lambda: our_link_count(o4) == 1, 60, "our link up")
+    wait_for(lambda: stock_link_count(s3, "oursD") == 1, 60, "the stock broker linked to ours")
+    _race(sc, "stock_ours", s3, o4)
+    _race(sc, "ours_stock", o4, s3)
+
+
 SCENARIOS = {
     "handshake": (2, scenario_handshake),
     "master": (2, scenario_master),
     "topics": (2, scenario_topics),
     "rolling": (2, scenario_rolling),
     "rolling-stock": (2, scenario_rolling_stock),
+    "exclusive": (4, scenario_exclusive),
 }
 
 

@@ -603,3 +603,72 @@ def test_an_xa_transaction_prepared_at_its_homes_outlives_a_restart_here(tmp_pat
         store.close()
 
     asyncio.run(run())
+
+
+def _positioned_interest(queue: str, consumer_id: int, position: int, ours: bool) -> gp.GPacket:
+    w = gp.BodyWriter()
+    uid = gp.ConsumerUID(consumer_id, 9, PEER)
+    _write_record(w, queue, uid, None, None, None, True, False, None, False, None, position)
+    props: dict[str, object] = {"C": 1, f"{consumer_id}:prefetch": 10}
+    if ours:
+        props[f"{consumer_id}:positions"] = True
+    return gp.GPacket(gp.G_NEW_INTEREST, props, w.bytes())
+
+
+def test_a_remote_queue_consumer_takes_the_position_its_broker_locked():
+    """A peer's consumer comes with its position (OpenMQ's lock position): active below
+    maxNumActiveConsumers, a backup above; ours moves it up when its broker says so
+    (G_INTEREST_UPDATE NEW_PRIMARY with ``<id>:position``); a stock broker's
+    NEW_PRIMARY, sent for every consumer, changes nothing."""
+    svc = _service()
+    svc.router.settings.queue_attributes = {
+        "maxNumActiveConsumers": 1,
+        "maxNumBackupConsumers": -1,
+    }
+    link = _up_link(svc)
+    svc._new_interest(link, _positioned_interest("orders", 5, 1, ours=True))
+    svc._new_interest(link, _positioned_interest("orders", 6, 0, ours=False))
+    q = svc.router.lookup("orders", DEST_QUEUE)
+    (backup,) = q.backups
+    (active,) = q.dq.consumers
+    assert (backup.id, active.id) == (5, 6)
+    w = gp.BodyWriter()
+    gp.ConsumerUID(5, 9, PEER).write(w)
+    primary = {"C": 1, "T": gp.INTEREST_NEW_PRIMARY}
+    svc._interest_update(link, gp.GPacket(gp.G_INTEREST_UPDATE, primary, w.bytes()))
+    assert q.backups == [backup], "a NEW_PRIMARY without a position is OpenMQ's formality"
+    gone = gp.BodyWriter()
+    gp.ConsumerUID(6, 9, PEER).write(gone)
+    svc._interest_update(link, gp.GPacket(gp.G_INTEREST_UPDATE, {"C": 1}, gone.bytes()))
+    assert q.backups == [backup], "a backup of ours waits for its broker's word"
+    moved = {**primary, "5:position": 0}
+    svc._interest_update(link, gp.GPacket(gp.G_INTEREST_UPDATE, moved, w.bytes()))
+    assert q.dq.consumers == [backup] and q.positions[backup] == 0
+
+
+def test_a_queue_position_lock_is_refused_while_held_here_or_just_granted():
+    """``queue:<name>_<n>``: refused while a position is locked for a consumer about to
+    attach, or granted to this broker but not yet recorded by its taker (a race two
+    brokers both won before)."""
+    import asyncio
+
+    from broker.cluster.locks import _Attempt
+
+    svc = _service()
+    answer = svc.locks._answer
+    assert answer("queue:orders_0", 5, False) == gp.LOCK_SUCCESS
+    svc.positions.pending.add(("orders", 0))
+    assert answer("queue:orders_0", 5, False) == gp.LOCK_FAILURE
+    assert answer("queue:orders_1", 5, False) == gp.LOCK_SUCCESS
+    assert answer("queue:my_queue_0", 5, False) == gp.LOCK_SUCCESS  # "_" in the name
+
+    async def granted_not_yet_taken() -> None:
+        attempt = _Attempt("queue:orders_1", 10, 1, set(), False)
+        svc.locks.attempts["queue:orders_1"] = attempt
+        assert answer("queue:orders_1", 5, False) == gp.LOCK_SUCCESS  # older asker wins
+        attempt = _Attempt("queue:orders_1", 10, 2, set(), False)
+        svc.locks.attempts["queue:orders_1"] = attempt
+        attempt.done.set_result(gp.LOCK_SUCCESS)
+        assert answer("queue:orders_1", 5, False) == gp.LOCK_FAILURE
+
+    asyncio.run(granted_not_yet_taken())
