@@ -662,3 +662,41 @@ def test_transaction_lifetime_is_a_timer_effect(broker: Broker) -> None:
     (timer,) = effects
     assert type(timer) is TransactionTimer and timer.delay_ms == 5000
     assert _status(_sent(e)[0]) == Status.OK
+
+
+def test_acknowledgements_of_what_is_not_unacknowledged_here_are_refused(
+    broker: Broker,
+) -> None:
+    """As OpenMQ's broker answers them: 200 for a delivered message, 409 CONFLICT when
+    it is not delivered and unacknowledged here any more (acknowledged already), 404 for
+    a consumer the connection never had -- in the one-block fast path and in a batch."""
+    broker.router.create_destination("ackq", DEST_QUEUE, None, auto=False)
+    prod = _login(broker)
+    pid = _producer(prod, _session(prod), "ackq")
+    prod.receive_data(_message("ackq", 0, pid) + _message("ackq", 0, pid))
+    e = _login(broker)
+    sid = _session(e, AckMode.CLIENT_ACKNOWLEDGE)
+    e.receive_data(
+        _request(
+            PacketType.ADD_CONSUMER,
+            JMQDestination="ackq",
+            JMQDestType=JInt(DEST_QUEUE),
+            JMQSessionID=JLong(sid),
+        )
+    )
+    cid = int(_sent(e)[0].properties["JMQConsumerID"])  # type: ignore[arg-type]
+    e.receive_data(_request(PacketType.START))
+    _start, first, second = _sent(e)
+
+    def ack(*blocks: tuple[int, bytes]) -> int:
+        body = b"".join(struct.pack(">q", c) + key for c, key in blocks)
+        e.receive_data(build_packet(PacketType.ACKNOWLEDGE, body=body, flags=FLAG_A))
+        (reply,) = _sent(e)
+        assert reply.type == PacketType.ACKNOWLEDGE_REPLY
+        return _status(reply)
+
+    assert ack((cid, first.sysmsgid)) == Status.OK
+    assert ack((cid, first.sysmsgid)) == Status.CONFLICT  # the fast path
+    assert ack((cid, second.sysmsgid), (cid, first.sysmsgid)) == Status.CONFLICT
+    assert ack((cid, second.sysmsgid)) == Status.CONFLICT, "the batch acknowledged it"
+    assert ack((cid + 1000, second.sysmsgid)) == Status.NOT_FOUND

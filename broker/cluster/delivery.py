@@ -761,6 +761,7 @@ def _write_record(
     max_active: int | None,
     jms_shared: bool,
     shared_name: str | None,
+    position: int = -1,
 ) -> None:
     """One interest record as OpenMQ writes it (lock position -1: none)."""
     w.int64(gp.INTEREST_RECORD_VERSION).utf(dest).boolean(True)
@@ -773,7 +774,7 @@ def _write_record(
     w.boolean(max_active is not None)
     if max_active is not None:
         w.int32(max_active)
-    w.int32(-1).boolean(jms_shared).boolean(shared_name is not None)
+    w.int32(position).boolean(jms_shared).boolean(shared_name is not None)
     if shared_name is not None:
         w.utf(shared_name)
 

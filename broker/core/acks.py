@@ -35,11 +35,14 @@ class Acknowledgements:
         ack_type: int = 0,
         dead_reason: int = 0,
         comment: str | None = None,
+        home_gone: list[int] | None = None,
     ) -> int:
         """ACKNOWLEDGE: returns how many blocks named an unacknowledged message.
 
         JMQAckType 2 (DEAD) sends the messages to the DMQ; 1 (UNDELIVERABLE) removes
-        them without one, as OpenMQ does.
+        them without one, as OpenMQ does.  A message whose home broker has gone (its
+        copy here is inactive) is not acknowledged: its home delivers it again, and the
+        consumer's id goes into ``home_gone`` (OpenMQ answers GONE with JMQRemote).
         """
         found = 0
         unacked = sess.unacked
@@ -48,6 +51,10 @@ class Acknowledgements:
         for key in blocks:
             entry = unacked.pop(key, None)
             if entry is None:
+                continue
+            if not entry.queue.active and entry.owner.home_elsewhere:
+                if home_gone is not None:
+                    home_gone.append(key[0])
                 continue
             found += 1
             if ack_type == 2:

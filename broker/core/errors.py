@@ -17,10 +17,12 @@ def now_ms() -> int:
 class RouterError(Exception):
     """An operation refused with a protocol status and a reason for JMQReason."""
 
-    def __init__(self, status: int, reason: str) -> None:
+    def __init__(self, status: int, reason: str, props: dict[str, object] | None = None) -> None:
         super().__init__(reason)
         self.status = status
         self.reason = reason
+        # More reply properties (JMQRemote, JMQRemoteConsumerIDs for a remote failure).
+        self.props = props
 
 
 __all__ = ["RouterError", "now_ms"]

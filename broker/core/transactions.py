@@ -402,6 +402,8 @@ class TransactionManager:
                 Status.PRECONDITION_FAILED,
                 f"transaction {txn.id} is {st.name}: cannot commit it{hint}",
             )
+        if not txn.is_xa and st == TransactionState.STARTED:
+            self._check_homes(txn)
         txn.cancel_timer()
         self._forget_transaction(txn)
         # One COMMITTED record makes the commit atomic in the store: after a crash the
@@ -488,6 +490,30 @@ class TransactionManager:
         records.append(TxnState(txn.id, int(state), txn.info()))
         store.submit(records)
         txn.stored = True
+
+    def _check_homes(self, txn: Transaction) -> None:
+        """A local transaction that acknowledged messages whose home broker has gone
+        cannot commit them: its work is rolled back (the transaction stays open, empty)
+        and the commit refused with GONE and JMQRemote, as OpenMQ's broker refuses it
+        (the stock Java client makes its consumers again and throws
+        TransactionRolledBackException C4109).  The home delivers those messages again."""
+        gone = [
+            key[0]
+            for key, e in txn.entries.items()
+            if not e.queue.active and e.owner.home_elsewhere
+        ]
+        if not gone:
+            return
+        self._undo(txn, True)
+        txn.sends.clear()
+        txn.acks.clear()
+        ids = " ".join(str(c) for c in dict.fromkeys(gone))
+        raise RouterError(
+            Status.GONE,
+            f"transaction {txn.id} rolled back: it acknowledged {len(gone)} message(s) "
+            "of a broker that has left the cluster",
+            {"JMQRemote": True, "JMQRemoteConsumerIDs": ids},
+        )
 
     def _undo(self, txn: Transaction, set_redelivered: bool) -> None:
         entries = list(txn.entries.values())

@@ -226,9 +226,15 @@ class MessageRules(AccessRules):
             if sess is not None and sess.ack_mode != AckMode.NO_ACKNOWLEDGE:
                 store = self.router.store
                 mark = store.submitted if store is not None else 0
-                self.router.acks.acknowledge(sess, ((cid, key),))
+                home: list[int] = []
+                found = self.router.acks.acknowledge(sess, ((cid, key),), home_gone=home)
                 if pkt.flags & FLAG_A:
-                    self._ack_reply(pkt.consumer_id, store is not None and store.submitted != mark)
+                    if found:
+                        self._ack_reply(
+                            pkt.consumer_id, store is not None and store.submitted != mark
+                        )
+                    else:
+                        self._ack_failed(pkt, 1, home)
                 return
         groups = self._ack_blocks(pkt)
         if groups is None:
@@ -254,6 +260,8 @@ class MessageRules(AccessRules):
             except RouterError as exc:
                 self.reply(pkt, exc.status, reason=exc.reason)
                 return
+        found = 0
+        gone: list[int] = []
         for sess, blocks in groups.items():
             if not sess.acknowledges and txn is None:
                 self.reply(
@@ -266,8 +274,11 @@ class MessageRules(AccessRules):
                 except RouterError as exc:
                     self.reply(pkt, exc.status, reason=exc.reason)
                     return
+                found += len(blocks)
                 continue
-            self.router.acks.acknowledge(sess, blocks, ack_type, dead_reason, comment)
+            found += self.router.acks.acknowledge(
+                sess, blocks, ack_type, dead_reason, comment, home_gone=gone
+            )
             if ack_type in (AckType.UNDELIVERABLE, AckType.DEAD):
                 log.info(
                     "%d message(s) given up by the client (JMQAckType %s) removed",
@@ -275,7 +286,35 @@ class MessageRules(AccessRules):
                     ack_type,
                 )
         if pkt.flags & FLAG_A:
-            self._ack_reply(pkt.consumer_id, store is not None and store.submitted != mark)
+            asked = pkt.body_size // 40
+            if found == asked:
+                self._ack_reply(pkt.consumer_id, store is not None and store.submitted != mark)
+            else:
+                self._ack_failed(pkt, asked - found, gone, sum(map(len, groups.values())))
+
+    def _ack_failed(
+        self, pkt: Packet, missing: int, gone: list[int], known: int | None = None
+    ) -> None:
+        """An acknowledgement that named messages it could not acknowledge, answered as
+        OpenMQ's broker answers it: GONE with JMQRemote when their home broker went away
+        (the stock Java client throws C4110 and, for AUTO, makes its consumers again),
+        NOT_FOUND for a consumer this connection never had, CONFLICT for a message not
+        delivered and unacknowledged here (acknowledged already, put back, or delivered
+        by a broker that has since failed over)."""
+        if gone:
+            reason = f"{len(gone)} message(s) of a remote broker that is gone"
+            ids = " ".join(str(c) for c in dict.fromkeys(gone))
+            props = {"JMQRemote": True, "JMQRemoteConsumerIDs": ids}
+            log.info("acknowledgement not done: %s (consumers %s)", reason, ids)
+            self.reply(pkt, Status.GONE, props, reason=reason)
+        elif known is not None and known < pkt.body_size // 40:
+            reason = "acknowledgement names a consumer this connection does not have"
+            log.info("%s", reason)
+            self.reply(pkt, Status.NOT_FOUND, reason=reason)
+        else:
+            reason = f"{missing} message(s) not delivered and unacknowledged here"
+            log.info("acknowledgement not done: %s", reason)
+            self.reply(pkt, Status.CONFLICT, reason=reason)
 
     def _ack_reply(self, consumer_id: int, wait: bool) -> None:
         reply = _with_cid(_ACK_REPLY_OK, consumer_id)

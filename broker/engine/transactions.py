@@ -82,8 +82,12 @@ class TransactionRules(EngineBase):
             props["JMQTransactionID"] = JLong(txn.id)
             if txn.state == TransactionState.FAILED:
                 props["JMQPrepareStateFAILED"] = True
+        if exc.props:
+            props.update(exc.props)
         if exc.status == Status.ERROR or exc.status == Status.FORBIDDEN:
             log.warning("%s from %s refused: %s", pkt.type_name, self.peer, exc.reason)
+        elif exc.props:
+            log.info("%s from %s refused: %s", pkt.type_name, self.peer, exc.reason)
         self.reply(pkt, exc.status, props, reason=exc.reason)
 
     def on_start_transaction(self, pkt: Packet) -> None:
