@@ -215,7 +215,9 @@ def _read(pkt: Packet) -> tuple[_Info, list[str]]:
     try:
         opts, errors, needs = _options(pkt)
         if needs is None:
-            return _Info(opts, None, None, None), errors
+            # No report asked for (and no request): nothing for the broker to send, so
+            # its events skip it as they skip a plain message.
+            return _NO_INFO, errors
         fields = pkt.fields
     except ProtocolError:
         return _NO_INFO, []
