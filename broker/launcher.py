@@ -117,7 +117,12 @@ def fresh_sqlite(
 
 
 def _wait_serving(
-    proc: subprocess.Popen, jms: int, pm: int, timeout: float = 60, host: str = "127.0.0.1"
+    proc: subprocess.Popen,
+    jms: int,
+    pm: int,
+    timeout: float = 60,
+    host: str = "127.0.0.1",
+    jms_host: str | None = None,
 ) -> bool:
     """True once the broker accepts on its JMS port and its port mapper; False when it
     exits first or the time runs out."""
@@ -126,7 +131,7 @@ def _wait_serving(
         if proc.poll() is not None:
             return False
         try:
-            with socket.create_connection((host, jms), timeout=0.5):
+            with socket.create_connection((jms_host or host, jms), timeout=0.5):
                 pass
             with socket.create_connection((host, pm), timeout=0.5):
                 pass
@@ -146,6 +151,7 @@ def start_broker(
     portmapper_port: int | None = None,
     tty: bool = True,
     host: str = "127.0.0.1",
+    jms_host: str | None = None,
 ) -> BrokerProcess:
     """Start a broker child process with ``-Dname=value`` overrides and wait until it serves.
 
@@ -154,7 +160,9 @@ def start_broker(
     With ``tty`` (``-tty``: every log category on the console) its stdout and stderr go to
     ``tmp/broker-stdout.txt``; without, as the console properties say, stderr to
     ``tmp/broker-stderr.txt`` apart.  ``host`` is its ``imq.hostname`` (another loopback
-    address only inside a private network namespace, see tests/stock_cluster.py).
+    address only inside a private network namespace, see tests/stock_cluster.py);
+    ``jms_host`` is where its jms service listens when ``props`` bind it elsewhere
+    (``imq.jms.tcp.hostname``), so the start is waited for there.
     """
     varhome = tmp / "var"
     env = {**os.environ, **(env or {})}
@@ -188,7 +196,7 @@ def start_broker(
         out = open(log_path, "ab" if attempt else "wb")  # noqa: SIM115 - as long as the process
         err = subprocess.STDOUT if tty else open(err_path, "ab" if attempt else "wb")  # noqa: SIM115
         proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=err)
-        if _wait_serving(proc, jms, pm, host=host):
+        if _wait_serving(proc, jms, pm, host=host, jms_host=jms_host):
             break
         with open(log_path if tty else err_path, "rb") as f:
             f.seek(start if tty else 0)

@@ -19,6 +19,7 @@ import os
 import queue
 import re
 import sys
+import tempfile
 import threading
 import time
 from datetime import UTC, datetime, tzinfo
@@ -483,9 +484,39 @@ def _timezone(config: BrokerConfig) -> tzinfo | None:
 
 
 def _log_file(config: BrokerConfig) -> Path:
+    pattern = (config.get(props.LOG_FILE_PATTERN) or "").strip()
+    if pattern:
+        return Path(_jul_pattern(pattern))
     dirpath = config.get(props.LOG_FILE_DIRPATH) or str(config.instance_dir / "log")
     filename = config.get(props.LOG_FILE_NAME)
     return Path(dirpath) / filename
+
+
+_JUL_TOKEN = re.compile(r"%(.)?")
+
+
+def _jul_pattern(pattern: str) -> str:
+    """A java.util.logging FileHandler pattern as a path: %t the temporary directory, %h
+    the home directory, %% a percent sign; %g (generation) and %u (unique number) are 0,
+    what the stock broker's single log file gets (rollover names come from the file's
+    name here, log_1.txt...)."""
+
+    def token(m: re.Match[str]) -> str:
+        code = m.group(1)
+        if code == "t":
+            return tempfile.gettempdir()
+        if code == "h":
+            return str(Path.home())
+        if code in ("g", "u"):
+            return "0"
+        if code == "%":
+            return "%"
+        raise ConfigError(
+            f"{props.LOG_FILE_PATTERN.name}: {pattern!r}: unknown %{code or ''} "
+            "(%t, %h, %g, %u and %% are known)"
+        )
+
+    return _JUL_TOKEN.sub(token, pattern)
 
 
 def _console_stream(config: BrokerConfig) -> TextIO:

@@ -379,6 +379,9 @@ IMQCMD_PASSWORD = OptionalText("imq.imqcmd.password")  # a passfile line, never 
 LOG_LEVEL = Text("imq.log.level", "INFO")
 LOG_FILE_DIRPATH = Text("imq.log.file.dirpath", _INSTANCE_DIR + "${/}log")
 LOG_FILE_NAME = Text("imq.log.file.filename", "log.txt")
+# OpenMQ 6.9's own name for the log file's path (java.util.logging; %t, %h, %g, %u, %%):
+# set, it wins over the two above, which the stock 6.9 broker ignores.
+LOG_FILE_PATTERN = OptionalText("java.util.logging.FileHandler.pattern")
 # Which categories go to each output: ERROR|WARNING|INFO|... (| between), ALL or NONE
 # (broker/logsetup.py); the console's stream ERR (stderr) or OUT (stdout).
 LOG_FILE_OUTPUT = Text("imq.log.file.output", "ALL")

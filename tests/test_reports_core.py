@@ -7,13 +7,14 @@ import time
 
 import pytest
 
+from broker.core.errors import RouterError
 from broker.core.reports import ReportGenerator, reply_to_type
 from broker.core.router import MessageRouter
 from broker.core.session import Session
 from broker.protocol import mqreports as mq
 from broker.protocol.jtypes import JInt
 from broker.protocol.packet import build_packet, parse_packet
-from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC, FLAG_Q, PacketType
+from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC, FLAG_Q, PacketType, Status
 
 from .test_router_plugins import Link
 
@@ -92,3 +93,39 @@ def test_a_failed_scheduling_is_tried_again() -> None:
 )
 def test_reply_to_types(name, cls, expected) -> None:
     assert reply_to_type(name, cls) == expected
+
+
+def test_put_check_refuses_what_needs_a_reply_to_and_has_none() -> None:
+    """MQRC_MISSING_REPLY_TO_Q: reports (broker's or PAN/NAN) or a request without a
+    JMSReplyTo fail the send (400) before anything is queued or auto-created; Pass_Msg_ID
+    alone, a datagram and a plain message pass; the broker's own messages (no link) are
+    not checked."""
+    r = MessageRouter()
+    gen = ReportGenerator(r, schedule=lambda fn: None)
+    r.events.add(gen)
+    r.put_check = gen.check_put
+    link = Link(3)
+    for options in (
+        {mq.REPORT_COA: mq.MQRO_COA},
+        {mq.REPORT_NAN: mq.MQRO_NAN},
+        {mq.MSG_TYPE: mq.MQMT_REQUEST},
+    ):
+        with pytest.raises(RouterError) as exc:
+            r.route(request(1, options, reply_to=""), link, DEST_QUEUE)  # type: ignore[arg-type]
+        assert exc.value.status == Status.BAD_REQUEST
+        assert exc.value.reason.startswith("MQRC_MISSING_REPLY_TO_Q (2027): the message ")
+    assert "q" not in r.queues
+    with pytest.raises(RouterError, match=r"asks for reports \(COD, PAN\)"):
+        opts = {mq.REPORT_COD: mq.MQRO_COD, mq.REPORT_PAN: mq.MQRO_PAN}
+        r.route(request(2, opts, reply_to=""), link, DEST_QUEUE)  # type: ignore[arg-type]
+    for n, options in enumerate(
+        (
+            {mq.REPORT_PASS_MSG_ID: mq.MQRO_PASS_MSG_ID},
+            {mq.MSG_TYPE: mq.MQMT_DATAGRAM},
+            {},
+        )
+    ):
+        r.route(request(10 + n, options, reply_to=""), link, DEST_QUEUE)  # type: ignore[arg-type]
+    r.route(request(20, {mq.REPORT_COA: mq.MQRO_COA}), link, DEST_QUEUE)  # type: ignore[arg-type]
+    r.route(request(21, {mq.REPORT_COA: mq.MQRO_COA}, reply_to=""), None, DEST_QUEUE)  # type: ignore[arg-type]
+    assert len(list(r.queues["q"].dq)) == 5

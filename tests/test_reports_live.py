@@ -11,6 +11,7 @@ import pytest
 
 from broker.client import AckMode, BytesMessage, Queue, TextMessage, Topic
 from broker.client.destination import QUEUE_CLASS, TEMP_QUEUE_CLASS
+from broker.client.errors import JMSException
 from broker.client.message import Message
 from broker.protocol import mqreports as mq
 from broker.protocol.jtypes import JInt
@@ -22,7 +23,7 @@ from broker.protocol.packet import (
     build_packet,
 )
 from broker.protocol.sysmsgid import SysMessageID
-from broker.protocol.types import DMQ_NAME, FLAG_A, FLAG_Q, PacketType
+from broker.protocol.types import DMQ_NAME, FLAG_A, FLAG_Q, PacketType, Status
 
 from .test_client_live import name, open_conn, run
 from .wire import login
@@ -259,11 +260,10 @@ async def test_bad_options_still_deliver_and_are_logged_once(broker) -> None:
         "a", properties={mq.REPORT_COA: JInt(mq.MQRO_COA | 0x10)}, reply_to=replies
     )
     not_int = TextMessage("b", properties={mq.REPORT_COD: "2048"}, reply_to=replies)
-    no_reply_to = TextMessage("c", properties={mq.REPORT_COA: JInt(mq.MQRO_COA)})
-    for m in (unknown_bit, not_int, no_reply_to):
+    for m in (unknown_bit, not_int):
         await prod.send(m)
-    got = [await cons.receive(10) for _ in range(3)]
-    assert [m.text for m in got if m is not None] == ["a", "b", "c"]
+    got = [await cons.receive(10) for _ in range(2)]
+    assert [m.text for m in got if m is not None] == ["a", "b"]
     assert await rcons.receive(1.0) is None
     await conn.close()
     log = broker.log_text()
@@ -271,7 +271,55 @@ async def test_bad_options_still_deliver_and_are_logged_once(broker) -> None:
     assert "unknown bits 0x10" in log
     assert log.count(f"message {not_int.message_id} to {q.name}: report options ignored") == 1
     assert "str '2048' is not an integer" in log
-    assert log.count(f"message {no_reply_to.message_id} to {q.name} asks for reports") == 1
+
+
+@run
+async def test_a_send_needing_a_reply_to_without_one_fails(broker) -> None:
+    """IBM MQ fails the put of a message that asks for reports (the broker's or PAN/NAN)
+    or is a request, and names no reply-to queue: MQRC_MISSING_REPLY_TO_Q.  Here the send
+    is answered 400 with that reason (persistent, transacted, or ack_on_produce); a
+    non-persistent send nobody waits for is dropped as any refused one.  Pass_Msg_ID
+    alone asks for no report, and a datagram needs no reply-to."""
+    q = Queue(name("rpt_noreply"))
+    conn = await open_conn(broker)
+    sess = await conn.create_session()
+    tsess = await conn.create_session(transacted=True)
+    prod = await sess.create_producer(q)
+    tprod = await tsess.create_producer(q)
+    cons = await sess.create_consumer(q)
+    await conn.start()
+    refused = {
+        "coa": {mq.REPORT_COA: JInt(mq.MQRO_COA)},
+        "exception": {mq.REPORT_EXCEPTION: JInt(mq.MQRO_EXCEPTION_WITH_FULL_DATA)},
+        "pan": {mq.REPORT_PAN: JInt(mq.MQRO_PAN)},
+        "request": {mq.MSG_TYPE: JInt(mq.MQMT_REQUEST)},
+    }
+    for label, props in refused.items():
+        for send in (
+            lambda m: prod.send(m),
+            lambda m: prod.send(m, persistent=False, ack_on_produce=True),
+            lambda m: tprod.send(m),
+        ):
+            with pytest.raises(JMSException) as exc:
+                await send(TextMessage(label, properties=dict(props)))
+            assert exc.value.status == Status.BAD_REQUEST
+            assert "MQRC_MISSING_REPLY_TO_Q (2027)" in str(exc.value.reason)
+    await tsess.commit()
+    # Not waited for: the producer is not told; the message is dropped and logged.
+    dropped = TextMessage("dropped", properties={mq.REPORT_COD: JInt(mq.MQRO_COD)})
+    await prod.send(dropped, persistent=False)
+    fine = [
+        TextMessage("datagram", properties={mq.MSG_TYPE: JInt(mq.MQMT_DATAGRAM)}),
+        TextMessage("pass", properties={mq.REPORT_PASS_MSG_ID: JInt(mq.MQRO_PASS_MSG_ID)}),
+    ]
+    for m in fine:
+        await prod.send(m)
+    got = await all_of(cons)
+    assert [m.text for m in got] == ["datagram", "pass"]
+    await conn.close()
+    log = broker.log_text()
+    assert "MQRC_MISSING_REPLY_TO_Q (2027): the message asks for reports (COD)" in log
+    assert "asks for reports but has no JMSReplyTo: none are sent" not in log
 
 
 async def dmq_for(b: Any, queue: str, wait: float = 5.0) -> list[Message]:

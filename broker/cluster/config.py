@@ -89,7 +89,12 @@ class ClusterConfig:
 
     @classmethod
     def from_config(cls, config, portmapper_port: int) -> ClusterConfig:
-        host = config.get(props.CLUSTER_HOSTNAME) or config.get(props.HOSTNAME) or "127.0.0.1"
+        # A broker is known by its port mapper's address, imq.hostname (OpenMQ:
+        # BrokerAddressImpl() from Globals.getMQAddress()); imq.cluster.hostname is where
+        # the cluster service listens, published in the port mapper for the peers to
+        # dial, and names the broker only when imq.hostname is unset (where OpenMQ takes
+        # the machine's host name).
+        host = config.get(props.HOSTNAME) or config.get(props.CLUSTER_HOSTNAME) or "127.0.0.1"
         me = BrokerAddress(host, config.get(props.INSTANCE_NAME), portmapper_port)
         peers = cls.read_peers(config, me)
         transport = config.get(props.CLUSTER_TRANSPORT).lower()

@@ -58,6 +58,7 @@ from broker.protocol.types import (
     TEMP_PREFIX,
     TEMP_TOPIC_PREFIX,
     PacketType,
+    Status,
 )
 
 from . import dmq
@@ -73,8 +74,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("broker.reports")
 
 # Quick test before any property is decoded: a message without this in its bytes asks
-# for no reports, so plain messages cost one substring search.
-_MARK = b"JMS_IBM_Report_"
+# for no reports and is no request, so plain messages cost one substring search.
+_MARK = b"JMS_IBM_"
 
 # Why a copy was given up on (dmq.py's reasons) -> the exception report's feedback.
 _DEAD_FEEDBACK = {
@@ -104,6 +105,7 @@ class _Info:
 
     __slots__ = (
         "opts",
+        "needs_reply_to",
         "reply_to",
         "reply_class",
         "reply_type",
@@ -117,8 +119,11 @@ class _Info:
         reply_to: str | None,
         reply_class: str | None,
         correlation_id: str | None,
+        needs_reply_to: str | None = None,
     ) -> None:
         self.opts = opts
+        # Why the message needs a JMSReplyTo (mq.reply_to_needed), or None.
+        self.needs_reply_to = needs_reply_to
         self.reply_to = reply_to
         self.reply_class = reply_class
         self.reply_type = reply_to_type(reply_to, reply_class) if reply_to else 0
@@ -174,7 +179,7 @@ def _report_vh(name: str, class_name: str | None, correl_id: str | None) -> byte
 
 # Parsed options by property section: a producer sends the same properties again and
 # again, so most messages skip parse_options.  Bounded: cleared when full.
-_OPTIONS: dict[bytes, tuple[mq.ReportOptions, list[str]]] = {}
+_OPTIONS: dict[bytes, tuple[mq.ReportOptions, list[str], str | None]] = {}
 _OPTIONS_MAX = 1024
 
 
@@ -188,44 +193,47 @@ def _report_properties(feedback: int) -> bytes:
     return section
 
 
-def _options(pkt: Packet) -> tuple[mq.ReportOptions, list[str]]:
-    """The report options of ``pkt`` (and what was wrong with them), cached by its
-    property section's bytes."""
+def _options(pkt: Packet) -> tuple[mq.ReportOptions, list[str], str | None]:
+    """The report options of ``pkt``, what was wrong with them and why it needs a
+    JMSReplyTo (mq.reply_to_needed), cached by its property section's bytes."""
     section = pkt.raw[pkt.prop_offset : pkt.prop_offset + pkt.prop_size]
     found = _OPTIONS.get(section)
     if found is None:
-        found = mq.parse_options(pkt.properties)
+        props = pkt.properties
+        opts, errors = mq.parse_options(props)
+        found = (opts, errors, mq.reply_to_needed(opts, props))
         if len(_OPTIONS) >= _OPTIONS_MAX:
             _OPTIONS.clear()
         _OPTIONS[section] = found
     return found
 
 
-def _read(
-    pkt: Packet,
-) -> tuple[mq.ReportOptions, list[str], str | None, str | None, str | None]:
-    """The original's report options (and what was wrong with them), JMSReplyTo (name,
-    class) and JMSCorrelationID; the header fields only when the broker has reports to
-    send."""
+def _read(pkt: Packet) -> tuple[_Info, list[str]]:
+    """What the original asks for (and what was wrong with its options): its report
+    options, JMSReplyTo (name, class) and JMSCorrelationID; the header fields only when
+    it needs a reply-to."""
     try:
-        opts, errors = _options(pkt)
-        if not opts.wants_broker_reports:
-            return opts, errors, None, None, None
+        opts, errors, needs = _options(pkt)
+        if needs is None:
+            # No report asked for (and no request): nothing for the broker to send, so
+            # its events skip it as they skip a plain message.
+            return _NO_INFO, errors
         fields = pkt.fields
     except ProtocolError:
-        return mq.NO_OPTIONS, [], None, None, None
+        return _NO_INFO, []
     name = fields.get(VH_REPLYTO)
     if not isinstance(name, str) or not name:
         name = None
     cls = fields.get(VH_REPLYTO_CLASS)
     correl = fields.get(VH_CORRELATIONID)
-    return (
+    info = _Info(
         opts,
-        errors,
         name,
         cls if isinstance(cls, str) else None,
         correl if isinstance(correl, str) else None,
+        needs,
     )
+    return info, errors
 
 
 class _Pending:
@@ -278,26 +286,31 @@ class ReportGenerator(MessageObserver):
                 pkt = info if isinstance(info, Packet) else Packet(msg.raw)
             except ProtocolError:
                 pkt = None
-            opts, errors, name, class_name, correl = (
-                _read(pkt) if pkt is not None else (mq.NO_OPTIONS, [], None, None, None)
-            )
-            info = _Info(opts, name, class_name, correl)
-            if tell:
-                if errors:
-                    log.warning(
-                        "message %s to %s: report options ignored: %s",
-                        msg.message_id,
-                        msg.destination,
-                        "; ".join(errors),
-                    )
-                if opts.wants_broker_reports and name is None:
-                    log.warning(
-                        "message %s to %s asks for reports but has no JMSReplyTo: none are sent",
-                        msg.message_id,
-                        msg.destination,
-                    )
+            info, errors = _read(pkt) if pkt is not None else (_NO_INFO, [])
+            if tell and errors:
+                log.warning(
+                    "message %s to %s: report options ignored: %s",
+                    msg.message_id,
+                    msg.destination,
+                    "; ".join(errors),
+                )
         msg.report_info = info
         return info
+
+    def check_put(self, msg: Message) -> None:
+        """Refuse a producer's message that needs a JMSReplyTo and has none, as IBM MQ
+        fails such a put (MQRC_MISSING_REPLY_TO_Q): RouterError BAD_REQUEST, which the
+        producer sees on SEND_REPLY (the stock Java client throws a JMSException)."""
+        info = msg.report_info
+        if info is _NO_INFO:
+            return
+        info = self.info(msg, tell=True)
+        if info.needs_reply_to is not None and info.reply_to is None:
+            raise RouterError(
+                Status.BAD_REQUEST,
+                f"MQRC_MISSING_REPLY_TO_Q ({mq.MQRC_MISSING_REPLY_TO_Q}): the message "
+                f"{info.needs_reply_to} but has no JMSReplyTo",
+            )
 
     # -- events ----------------------------------------------------------------------
 
@@ -311,6 +324,14 @@ class ReportGenerator(MessageObserver):
         if dest.is_dmq:
             return
         info = self.info(msg, tell=True)
+        if info.opts.wants_broker_reports and info.reply_to is None:
+            # Only a message routed without check_put (which fails a producer's send):
+            # a router the check is not installed on.
+            log.warning(
+                "message %s to %s asks for reports but has no JMSReplyTo: none are sent",
+                msg.message_id,
+                msg.destination,
+            )
         if info.opts.coa is not None:
             self._queue(msg, info, mq.MQFB_COA, info.opts.coa, "")
 

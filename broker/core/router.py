@@ -157,6 +157,10 @@ class MessageRouter:
         # administrator's destination, a durable subscription made or removed); raises
         # RouterError to refuse it (the master is unreachable).  None: always allowed.
         self.change_guard: Callable[[str, str], None] | None = None
+        # Asked about each producer's message before it is accepted (routed or held in a
+        # transaction); raises RouterError to fail the send (the report generator: a
+        # message asking for reports without a JMSReplyTo).  None: no check.
+        self.put_check: Callable[[Message], None] | None = None
         # Message observers (broker/core/observers.py); the drop log is the first.
         self.events = MessageEvents()
         self.drops = DropLog(self.settings.drop_log_interval)
@@ -569,6 +573,8 @@ class MessageRouter:
         """Accept a producer's message; raises RouterError with the SEND_REPLY status.
         ``internal`` (the broker's own admin replies) passes the broker-wide limits, so an
         administrator can still work on a broker that is full."""
+        if link is not None and self.put_check is not None and not internal:
+            self.put_check(msg)
         dest = self.lookup(msg.destination, dest_type)
         if dest is None:
             try:

@@ -276,6 +276,8 @@ class TransactionManager:
     def transacted_send(self, txn: Transaction, msg: Message, dest_type: int, link: Link) -> None:
         """Check the message now (so SEND_REPLY tells the truth) and hold it until COMMIT."""
         txn.check_open()
+        if self.router.put_check is not None:
+            self.router.put_check(msg)
         dest = self.router.lookup(msg.destination, dest_type)
         if dest is None:
             dest = self.router.ensure_destination(msg.destination, dest_type, link)

@@ -98,6 +98,9 @@ MQRC_MSG_TOO_BIG_FOR_Q = 2030
 MQRC_Q_FULL = 2053
 MQRC_UNKNOWN_OBJECT_NAME = 2085
 MQRC_NOT_AUTHORIZED = 2035
+# Not a feedback code: why IBM MQ fails the put of a request, or of a message asking for
+# reports, that names no reply-to queue.
+MQRC_MISSING_REPLY_TO_Q = 2027
 
 FEEDBACK_NAMES = {
     MQFB_NONE: "none",
@@ -327,6 +330,30 @@ def describe_options(opts: ReportOptions) -> str:
     return ", ".join(parts)
 
 
+def reply_to_needed(opts: ReportOptions, props: Mapping[str, object]) -> str | None:
+    """What makes a message need a reply-to queue, as IBM MQ's MQPUT checks it (it fails
+    the put with MQRC_MISSING_REPLY_TO_Q when the message names none): the reports it
+    asks for (the broker's and PAN/NAN, which the receiving application sends), or being
+    a request (``JMS_IBM_MsgType`` 1).  None when it needs none."""
+    asked = [
+        label
+        for label, wanted in (
+            ("COA", opts.coa is not None),
+            ("COD", opts.cod is not None),
+            ("exception", opts.exception is not None),
+            ("expiration", opts.expiration is not None),
+            ("PAN", opts.pan),
+            ("NAN", opts.nan),
+        )
+        if wanted
+    ]
+    if asked:
+        return "asks for reports (" + ", ".join(asked) + ")"
+    if msg_type(props) == MQMT_REQUEST:
+        return f"is a request ({MSG_TYPE} {MQMT_REQUEST})"
+    return None
+
+
 def report_data(data: Data, body: bytes) -> bytes:
     """The part of the original's data a report carries."""
     if data == Data.FULL:
@@ -355,5 +382,6 @@ __all__ = [name for name in dir() if name.isupper() and not name.startswith("_")
     "parse_options",
     "report_correlation_id",
     "report_data",
+    "reply_to_needed",
     "valid_msg_type",
 ]

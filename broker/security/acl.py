@@ -355,17 +355,20 @@ class AccessController:
 
     def _file_for(self, service: str) -> Path | None:
         """The rule file of ``service``, or None for the database rules: the per-service
-        or broker-wide filename if set; the default name only if that file exists."""
+        (``imq.<service>.accesscontrol.file.filename`` / ``.dirpath``, as OpenMQ's
+        AccessController reads them) or broker-wide filename and directory if set; the
+        default name in the default directory only if that file exists."""
         c = self.config
         name = (c.service_prop(service, "accesscontrol.file.filename") or "").strip()
-        explicit = bool(name)
+        own_dir = (c.service_prop(service, "accesscontrol.file.dirpath") or "").strip()
+        explicit = bool(name or own_dir)
         if not name:
             # Set to nothing: no file (the database rules), so not read with its default.
             name = (c.get(props.ACCESSCONTROL_FILE_NAME.name) or "").strip()
-            explicit = bool(name) and name != props.ACCESSCONTROL_FILE_NAME.default
+            explicit |= bool(name) and name != props.ACCESSCONTROL_FILE_NAME.default
         if not name:
             return None
-        dirpath = Path(c.get(props.ACCESSCONTROL_FILE_DIRPATH) or c.instance_dir / "etc")
+        dirpath = Path(own_dir or c.get(props.ACCESSCONTROL_FILE_DIRPATH) or c.instance_dir / "etc")
         path = dirpath / name
         if not explicit and not path.exists():
             return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import socket
 import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +43,8 @@ async def start_cluster(broker: Broker) -> ClusterService | None:
     )
     service.reread_config = broker.config.reread
     await service.start()
+    if cfg.cluster_host:
+        await _resolve(cfg.cluster_host)
     service._tasks.append(asyncio.create_task(_watch_memory(broker, service)))
     return service
 
@@ -80,7 +83,32 @@ def cluster_client_context(certificate: Path) -> ssl.SSLContext:
     return client
 
 
+# The cluster service's host name -> its address (the port mapper's hostaddr), resolved
+# once at start so no port-mapper answer waits on a name lookup.
+_HOST_ADDRS: dict[str, str] = {}
+
+
+async def _resolve(host: str) -> None:
+    try:
+        infos = await asyncio.get_running_loop().getaddrinfo(
+            host, None, family=socket.AF_INET, type=socket.SOCK_STREAM
+        )
+    except OSError as exc:  # it listens there, so this is unlikely; the line goes without
+        log.warning("cluster host %s: no address for the port mapper's hostaddr: %s", host, exc)
+        return
+    if infos:
+        _HOST_ADDRS[host] = str(infos[0][4][0])
+
+
 def cluster_entry(service: ClusterService) -> ServiceEntry:
-    """The port mapper's line for the cluster service."""
-    extra = {"hostname": service.cfg.cluster_host} if service.cfg.cluster_host else {}
+    """The port mapper's line for the cluster service: with the host it listens on
+    (imq.cluster.hostname, else imq.hostname) as hostname and hostaddr, as the stock
+    broker writes it: ``cluster tcp CLUSTER 45225 [hostname=H,hostaddr=A]``."""
+    host = service.cfg.cluster_host
+    extra: dict[str, str] = {}
+    if host:
+        extra["hostname"] = host
+        addr = _HOST_ADDRS.get(host)
+        if addr:
+            extra["hostaddr"] = addr
     return ServiceEntry("cluster", service.cfg.transport, "CLUSTER", service.port, extra)

@@ -20,7 +20,8 @@ def _schedule(fn: Callable[[], None]) -> None:
 
 def attach_reports(broker: Broker) -> ReportGenerator:
     """Add a report generator to ``broker``'s router; reports to a destination the
-    original's producer may not send to (access control) go to the DMQ instead."""
+    original's producer may not send to (access control) go to the DMQ instead, and a
+    send that asks for reports without a JMSReplyTo fails (ReportGenerator.check_put)."""
 
     def may_send(connection_id: int, name: str, dest_type: int) -> str | None:
         conn = broker.connections.get(connection_id)
@@ -31,6 +32,7 @@ def attach_reports(broker: Broker) -> ReportGenerator:
 
     reports = ReportGenerator(broker.router, schedule=_schedule, may_send=may_send)
     broker.router.events.add(reports)
+    broker.router.put_check = reports.check_put
     return reports
 
 

@@ -46,6 +46,9 @@ FEATURES = [
 
 REPORTS = [
     "send_with_report_options",
+    "no_reply_to_send_fails",
+    "no_reply_to_transacted_send_fails",
+    "no_reply_to_not_delivered",
     "consume",
     "reports_arrive",
     "coa_no_data",
@@ -72,3 +75,8 @@ def test_java_ibm_mq_reports(
     r = java_programs.run("Reports", interop_broker, uuid.uuid4().hex[:10])
     assert r.checks == dict.fromkeys(REPORTS, "ok"), r.explain()
     assert r.returncode == 0, r.explain()
+    # A send asking for reports without a JMSReplyTo: answered 400, which the stock
+    # client throws as a plain JMSException, C4036 "A server error occurred", the reason
+    # in its text.
+    infos = dict(line[5:].split(" ", 1) for line in r.lines if line.startswith("info "))
+    assert infos["no_reply_to_exception"] == "com.sun.messaging.jms.JMSException C4036"

@@ -49,7 +49,40 @@ public class Reports {
                 sent[2] = e;
             });
 
+            // IBM MQ fails such a put (MQRC_MISSING_REPLY_TO_Q); so does our broker, on the
+            // SEND_REPLY of a persistent or transacted send: the client throws.
+            Queue noReply = s.createQueue("jr_noreply_" + sfx);
+            Checks.check("no_reply_to_send_fails", () -> {
+                TextMessage m = s.createTextMessage("reports to nowhere");
+                m.setIntProperty("JMS_IBM_Report_COA", COA);
+                try {
+                    p.send(noReply, m);
+                    throw new AssertionError("sent without a JMSReplyTo");
+                } catch (JMSException e) {
+                    Checks.info("no_reply_to_exception", e.getClass().getName() + " " + e.getErrorCode());
+                    Checks.expect(String.valueOf(e.getMessage()).contains("MQRC_MISSING_REPLY_TO_Q"),
+                            "reason not given: " + e.getMessage());
+                }
+            });
+            Checks.check("no_reply_to_transacted_send_fails", () -> {
+                Session t = c.createSession(true, Session.SESSION_TRANSACTED);
+                TextMessage m = t.createTextMessage("a request without a reply-to");
+                m.setIntProperty("JMS_IBM_MsgType", 1);
+                try {
+                    t.createProducer(noReply).send(m);
+                    throw new AssertionError("sent without a JMSReplyTo");
+                } catch (JMSException e) {
+                    Checks.expect(String.valueOf(e.getMessage()).contains("MQRC_MISSING_REPLY_TO_Q"),
+                            "reason not given: " + e.getMessage());
+                }
+                t.commit();
+                t.close();
+            });
+
             c.start();
+            Checks.check("no_reply_to_not_delivered", () -> {
+                Checks.expect(s.createConsumer(noReply).receive(500) == null, "a refused message came");
+            });
             Checks.check("consume", () -> {
                 MessageConsumer k = s.createConsumer(q);
                 for (int i = 0; i < 2; i++) {
