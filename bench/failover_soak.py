@@ -68,12 +68,13 @@ def wait_log(b: BrokerProcess, text: str, count: int, timeout: float = 90.0) -> 
 class Producer:
     """SoakProducer.java in a JVM; its lines gathered as they come."""
 
-    def __init__(self, cp: str, addresses: str, queue: str, pause_ms: int) -> None:
+    def __init__(self, cp: str, addresses: str, queue: str, pause_ms: int, err: Path) -> None:
+        self.err = err.open("w")
         self.proc = subprocess.Popen(
             ["java", "-cp", cp, "SoakProducer", addresses, queue, str(pause_ms)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            stderr=subprocess.DEVNULL,
+            stderr=self.err,
             text=True,
         )
         self.lines: list[str] = []
@@ -85,10 +86,21 @@ class Producer:
         for line in self.proc.stdout:
             self.lines.append(line.rstrip("\n"))
 
+    def wait_started(self, timeout: float = 60) -> None:
+        """Until its first message is sent (its connection, sessions and producers made)."""
+        deadline = time.monotonic() + timeout
+        while not any(line.startswith(("sent ", "commit ")) for line in self.lines):
+            if time.monotonic() > deadline or self.proc.poll() is not None:
+                raise RuntimeError(f"the producer did not start: {self.lines[-5:]}")
+            time.sleep(0.1)
+
     def stop(self, timeout: float = 180) -> None:
         assert self.proc.stdin is not None
-        self.proc.stdin.write("stop\n")
-        self.proc.stdin.flush()
+        try:
+            self.proc.stdin.write("stop\n")
+            self.proc.stdin.flush()
+        except BrokenPipeError:
+            pass  # it ended already (its standard error says why)
         try:
             self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
@@ -136,6 +148,8 @@ def judge(lines: list[str], got: Counter) -> tuple[dict[str, int], list[str]]:
             total = int(rest)
     confirmed = sent | committed
     problems = []
+    if not any(line.startswith("done ") for line in lines) or not confirmed:
+        problems.append("the producer did not run to its end (see producer-stderr.txt)")
     lost = sorted(confirmed - set(got))
     twice = sorted(n for n, c in got.items() if c > 1)
     back = sorted(rolled & set(got))
@@ -216,7 +230,8 @@ def run(args: argparse.Namespace, tmp: Path) -> int:
                 wait_log(brokers[other], f"took over broker {victim}", 1)
 
         addresses = ",".join(f"mq://{b.host}:{b.portmapper_port}/jms" for b in brokers.values())
-        producer = Producer(cp, addresses, queue, args.pause_ms)
+        producer = Producer(cp, addresses, queue, args.pause_ms, tmp / "producer-stderr.txt")
+        producer.wait_started()
         started = time.monotonic()
         for k in range(args.kills):
             time.sleep(rng.uniform(0.5, args.interval))
@@ -242,7 +257,7 @@ def run(args: argparse.Namespace, tmp: Path) -> int:
                 print("VIOLATION", p)
             (tmp / "producer.txt").write_text("\n".join(producer.lines))
             return 1
-        print("no violation")
+        print(f"no violation (the producer's last line: {producer.lines[-1]})")
         return 0
     finally:
         for b in brokers.values():
