@@ -8,6 +8,7 @@ import struct
 import time
 from typing import Any
 
+from broker.core.destination import Destination
 from broker.core.errors import RouterError
 from broker.core.monitoring import METRICS_PREFIX
 from broker.core.selector import SelectorError, compile_selector
@@ -16,7 +17,7 @@ from broker.protocol.destname import queue_name_problem, topic_pattern_problem
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import Packet
 from broker.protocol.properties import as_int, optional_str
-from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, Status
+from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, DestType, LimitBehavior, Status
 
 from .access import AccessRules
 from .effects import Effects, RunBlocking
@@ -37,6 +38,31 @@ def dest_args(pkt: Packet) -> tuple[str, int]:
     if not isinstance(dtype, int) or not dtype & (DEST_QUEUE | DEST_TOPIC):
         raise RouterError(Status.BAD_REQUEST, f"bad JMQDestType {dtype}")
     return name, int(dtype)
+
+
+def reply_dest_type(dest: Destination) -> int:
+    """A destination's JMQDestType as OpenMQ's broker reports it in VERIFY_DESTINATION_REPLY
+    (and ours in ADD_CONSUMER_REPLY): its type bits and, for one made on demand, the AUTO
+    flavour bit.  OpenMQ 6.9 never sets the single/round-robin/failover flavour bits."""
+    t = dest.dest_type
+    return t | DestType.AUTO if dest.auto else t
+
+
+def credit_bytes(dest: Destination, credit: int) -> int:
+    """JMQBytes beside a producer credit of ``credit`` messages: 0 when it must wait; -1
+    (no byte limit) unless, as with OpenMQ's broker, the destination holds producers back
+    at a byte limit (FLOW_CONTROL and maxTotalMsgBytes); then the credit at the
+    destination's average message size.  Neither stock client enforces it."""
+    if credit == 0:
+        return 0
+    if (
+        credit < 0
+        or dest.limit_behavior != LimitBehavior.FLOW_CONTROL
+        or dest.limit("maxTotalMsgBytes") < 0
+    ):
+        return -1
+    size = dest.msg_bytes_in // dest.msgs_in if dest.msgs_in else 1024
+    return credit * max(size, 1)
 
 
 def compile_or_400(text: object):
@@ -161,15 +187,17 @@ class ResourceRules(AccessRules):
         try:
             name, dtype = dest_args(pkt)
             self._require(name, dtype, "create")
-            dest = self.router.create_destination(name, dtype, self)
+            self.router.create_destination(name, dtype, self)
         except RouterError as exc:
             extra = None
             if exc.status == Status.CONFLICT:
+                # OpenMQ's broker answers 200 here; its clients take 409 as the same.
                 existing = self.router.lookup(*dest_args(pkt))
-                extra = {"JMQDestType": JInt(existing.dest_type)} if existing else None
+                extra = {"JMQDestType": JInt(reply_dest_type(existing))} if existing else None
             self.reply(pkt, exc.status, extra, reason=exc.reason)
             return
-        self.reply(pkt, Status.OK, {"JMQDestType": JInt(dest.dest_type)})
+        # The type asked for, flavour bits and all, as OpenMQ's broker answers it.
+        self.reply(pkt, Status.OK, {"JMQDestType": JInt(dtype)})
 
     def on_destroy_destination(self, pkt: Packet) -> None:
         try:
@@ -209,7 +237,7 @@ class ResourceRules(AccessRules):
                 reason=f"destination {name} not found",
             )
             return
-        self.reply(pkt, Status.OK, {"JMQDestType": JInt(dest.dest_type)})
+        self.reply(pkt, Status.OK, {"JMQDestType": JInt(reply_dest_type(dest))})
 
     # -- producers -----------------------------------------------------------------
 
@@ -232,7 +260,7 @@ class ResourceRules(AccessRules):
             {
                 "JMQProducerID": JLong(prod.id),
                 "JMQSize": JInt(batch),
-                "JMQBytes": JLong(-1),
+                "JMQBytes": JLong(credit_bytes(prod.destination, batch)),
                 "JMQDestinationID": name,
             },
         )
@@ -285,7 +313,10 @@ class ResourceRules(AccessRules):
         if limit > 0 and (cons.prefetch <= 0 or cons.prefetch > limit):
             cons.prefetch = cons.credit = limit
         self.consumer_sessions[cons.id] = sess
-        reply = {"JMQConsumerID": JLong(cons.id), "JMQDestType": JInt(cons.destination.dest_type)}
+        reply = {
+            "JMQConsumerID": JLong(cons.id),
+            "JMQDestType": JInt(reply_dest_type(cons.destination)),
+        }
         if cons.prefetch > 0:
             reply["JMQSize"] = JInt(cons.prefetch)
         self.reply(pkt, Status.OK, reply)
