@@ -235,9 +235,10 @@ def test_reply_dest_types_carry_the_auto_flavour_bit(broker: Broker) -> None:
     assert create("autot", DEST_TOPIC).properties["JMQDestType"] == DEST_TOPIC
     # An existing one: 409 (OpenMQ: 200), naming the destination's own type.
     again = create("autoq", DEST_QUEUE)
-    assert _status(again) == Status.CONFLICT and again.properties["JMQDestType"] == 0x21
-    # VERIFY_DESTINATION_REPLY: the destination's type; AUTO (0x20) when made on demand.
-    assert verify("autoq", DEST_QUEUE) == DEST_QUEUE | DestType.AUTO
+    assert _status(again) == Status.CONFLICT and again.properties["JMQDestType"] == 0x121
+    # VERIFY_DESTINATION_REPLY: the destination's type, the flavour bits it was made with,
+    # AUTO (0x20) when made on demand.
+    assert verify("autoq", DEST_QUEUE) == DEST_QUEUE | DestType.FLAVOR_SINGLE | DestType.AUTO
     assert verify("autot", DEST_TOPIC) == DEST_TOPIC | DestType.AUTO
     assert verify("adminq", DEST_QUEUE) == DEST_QUEUE
     assert verify("mq.sys.dmq", DEST_QUEUE) == DEST_QUEUE | DestType.DMQ
@@ -245,7 +246,7 @@ def test_reply_dest_types_carry_the_auto_flavour_bit(broker: Broker) -> None:
     assert _status(create(temp, DEST_QUEUE | DestType.TEMP)) == Status.OK
     assert verify(temp, DEST_QUEUE | DestType.TEMP) == DEST_QUEUE | DestType.TEMP
     # ADD_CONSUMER_REPLY (OpenMQ sends none) the same as VERIFY_DESTINATION_REPLY.
-    assert _consumer(e, sid, "autoq").properties["JMQDestType"] == 0x21
+    assert _consumer(e, sid, "autoq").properties["JMQDestType"] == 0x121
     assert _consumer(e, sid, "adminq").properties["JMQDestType"] == DEST_QUEUE
 
 

@@ -48,6 +48,7 @@ from broker.protocol.types import (
     DMQ_NAME,
     FLAG_I,
     FLAG_R,
+    FLAVOURS,
     AckMode,
     Status,
 )
@@ -298,6 +299,8 @@ class MessageRouter:
             temporary_owner=temp_owner,
             auto=auto and temp_owner is None,
         )
+        if dest_type & FLAVOURS:
+            dest.flavour = dest_type & FLAVOURS
         if dest.store is not None:
             dest.store.submit((DestAdd(name, self._stored_type(dest), dict(dest.attributes)),))
         log.info(

@@ -42,9 +42,9 @@ def dest_args(pkt: Packet) -> tuple[str, int]:
 
 def reply_dest_type(dest: Destination) -> int:
     """A destination's JMQDestType as OpenMQ's broker reports it in VERIFY_DESTINATION_REPLY
-    (and ours in ADD_CONSUMER_REPLY): its type bits and, for one made on demand, the AUTO
-    flavour bit.  OpenMQ 6.9 never sets the single/round-robin/failover flavour bits."""
-    t = dest.dest_type
+    (and ours in ADD_CONSUMER_REPLY): its type bits, the flavour bits of the request that
+    made it, and AUTO for one made on demand (an administrator's has neither)."""
+    t = dest.dest_type | dest.flavour
     return t | DestType.AUTO if dest.auto else t
 
 
