@@ -20,6 +20,7 @@ from broker.protocol.types import (
     FLAG_A,
     FLAG_C,
     FLAG_F,
+    DestState,
     DestType,
     PacketType,
     Status,
@@ -204,6 +205,31 @@ def test_producer_resume_flow_carries_jmqbytes(broker: Broker) -> None:
     assert resume.type == PacketType.RESUME_FLOW and resume.properties["JMQProducerID"] == pid
     size, nbytes = resume.properties["JMQSize"], resume.properties["JMQBytes"]
     assert size > 0 and type(nbytes) is JLong and 0 < nbytes <= 1024 * 1024
+
+
+def test_paused_producers_are_told_to_stop_and_resumed(broker: Broker) -> None:
+    dest = broker.router.create_destination("pauseq", DEST_QUEUE, None, auto=False)
+    e = _login(broker)
+    pid = _producer(e, _session(e), "pauseq")
+    limits = broker.router.limits
+    # Paused by an administrator: at once RESUME_FLOW with JMQSize 0 (its credit of 1000
+    # is withdrawn), as OpenMQ's broker sends it.
+    limits.set_dest_state(dest, DestState.PRODUCERS_PAUSED)
+    (stop,) = _sent(e)
+    assert stop.type == PacketType.RESUME_FLOW
+    assert stop.properties == {"JMQProducerID": pid, "JMQSize": 0, "JMQBytes": 0}
+    # Paused further (consumers too): it is not told twice.
+    limits.set_dest_state(dest, DestState.PAUSED)
+    assert _sent(e) == []
+    # A message already under way is taken; its C flag is not answered while paused.
+    e.receive_data(_message("pauseq", FLAG_C | FLAG_A, pid, 41))
+    assert [(p.type, _status(p)) for p in _sent(e)] == [(PacketType.SEND_REPLY, 200)]
+    # Resumed: one RESUME_FLOW with its credit.
+    limits.set_dest_state(dest, DestState.RUNNING)
+    (go,) = _sent(e)
+    assert go.type == PacketType.RESUME_FLOW and go.properties["JMQProducerID"] == pid
+    assert (go.properties["JMQSize"], go.properties["JMQBytes"]) == (1000, -1)
+    assert dest.waiting_producers == []
 
 
 # -- destination types in replies ----------------------------------------------------------

@@ -146,6 +146,9 @@ class MessageRouter:
         self.pager: Pager | None = None
         # Called with (link, producer id) when a FLOW_CONTROL destination has room again.
         self.on_producer_room: Callable[[object, int], None] | None = None
+        # ... and when an administrator pauses a destination's producers: told to stop
+        # now (RESUME_FLOW with JMQSize 0), they wait for on_producer_room.
+        self.on_producer_pause: Callable[[object, int], None] | None = None
         # Destination lifecycle listeners (created / updated / destroyed).
         self.listeners: list[Callable[[str, dict], None]] = []
         # Told ("added" | "removed", consumer) about every local consumer, so a cluster

@@ -188,6 +188,13 @@ class MessageRules(AccessRules):
             )
         )
 
+    def pause_producer(self, pid: int) -> None:
+        """RESUME_FLOW with JMQSize 0 for one producer: an administrator paused its
+        destination; it sends nothing more until resume_producer gives it a credit."""
+        if self.state is not CLOSED:
+            props = {"JMQProducerID": JLong(pid), "JMQSize": JInt(0), "JMQBytes": JLong(0)}
+            self.write(build_packet(PacketType.RESUME_FLOW, props=props))
+
     def on_resume_flow(self, pkt: Packet) -> None:
         # JMQSize as OpenMQ's broker reads it (FlowHandler), not as the seed words it:
         # 0 lifts the limit (the seed: "don't send any message"), and for the whole

@@ -13,6 +13,7 @@ Where the two brokers differ deliberately the test says which answers what
 from __future__ import annotations
 
 import itertools
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -25,6 +26,7 @@ from broker.protocol.portmapper import parse_table
 from broker.protocol.types import FLAG_A, FLAG_C, FLAG_F, FLAG_Q, PacketType
 
 from ..wire import Peer, control, login
+from .imqcmd_stock import StockImqcmd, missing
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -200,6 +202,34 @@ def test_consumer_resume_flow_jmqsize_zero(peer: Peer) -> None:
         )
     )
     assert [bool(p.flags & FLAG_C) for p in deliveries(peer, 3)] == [False] * 3
+
+
+def test_paused_producers_are_told_to_stop(interop_broker: Any, peer: Peer, tmp_path: Path) -> None:
+    """The stock imqcmd pauses a queue's producers: the producer gets RESUME_FLOW with
+    JMQSize 0 at once (a stock client's next send blocks), and its credit on resume."""
+    lacking = missing()
+    if lacking:
+        pytest.fail("the stock imqcmd cannot run; missing: " + "; ".join(lacking), pytrace=False)
+    sid = session(peer)
+    request(peer, PacketType.CREATE_DESTINATION, JMQDestination="wirePauseQ", JMQDestType=JInt(Q))
+    pid = request(
+        peer,
+        PacketType.ADD_PRODUCER,
+        JMQDestination="wirePauseQ",
+        JMQDestType=JInt(Q),
+        JMQSessionID=sid,
+    ).properties["JMQProducerID"]
+    imqcmd = StockImqcmd(tmp_path)
+    where = f"{interop_broker.host}:{interop_broker.portmapper_port}"
+    dst = ("dst", "-t", "q", "-n", "wirePauseQ")
+    done = imqcmd.run(where, "pause", *dst, "-pst", "PRODUCERS")
+    assert done.returncode == 0, done.output
+    stop = peer.expect(PacketType.RESUME_FLOW).properties
+    assert (stop["JMQProducerID"], stop["JMQSize"], stop["JMQBytes"]) == (pid, 0, 0)
+    done = imqcmd.run(where, "resume", *dst)
+    assert done.returncode == 0, done.output
+    go = peer.expect(PacketType.RESUME_FLOW).properties
+    assert (go["JMQProducerID"], go["JMQSize"], go["JMQBytes"]) == (pid, 1000, -1)
 
 
 def test_destination_types_in_replies(peer: Peer, broker_kind_name: str) -> None:
