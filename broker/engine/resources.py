@@ -261,7 +261,8 @@ class ResourceRules(AccessRules):
                 "JMQProducerID": JLong(prod.id),
                 "JMQSize": JInt(batch),
                 "JMQBytes": JLong(credit_bytes(prod.destination, batch)),
-                "JMQDestinationID": name,
+                # OpenMQ's DestinationUID string (no stock client reads it).
+                "JMQDestinationID": ("T:" if dtype & DEST_TOPIC else "Q:") + name,
             },
         )
 

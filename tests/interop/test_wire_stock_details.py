@@ -149,6 +149,7 @@ def test_hello_reply_and_add_producer_reply_carry_jmqbytes(interop_broker: Any) 
         ).properties
         assert reply["JMQSize"] == 1000 and type(reply["JMQSize"]) is JInt
         assert reply["JMQBytes"] == -1 and type(reply["JMQBytes"]) is JLong
+        assert reply["JMQDestinationID"] == "Q:wireBytesQ"
     finally:
         peer.close()
 
