@@ -26,6 +26,7 @@ from .states import CLOSED
 log = logging.getLogger("broker.connection")
 
 _I64 = struct.Struct(">q")
+_DEST_AUTO = int(DestType.AUTO)
 
 
 def dest_args(pkt: Packet) -> tuple[str, int]:
@@ -45,7 +46,7 @@ def reply_dest_type(dest: Destination) -> int:
     (and ours in ADD_CONSUMER_REPLY): its type bits, the flavour bits of the request that
     made it, and AUTO for one made on demand (an administrator's has neither)."""
     t = dest.dest_type | dest.flavour
-    return t | DestType.AUTO if dest.auto else t
+    return t | _DEST_AUTO if dest.auto else t
 
 
 def credit_bytes(dest: Destination, credit: int) -> int:
