@@ -149,6 +149,28 @@ def test_consumer_resume_flow_size_zero_lifts_its_prefetch(broker: Broker) -> No
     assert len(rest) == 3 and not any(p.flags & FLAG_C for p in rest)
 
 
+def test_add_consumer_jmqsize_against_the_flow_limit(broker: Broker) -> None:
+    for name in ("lim3", "unlim", "noflow"):
+        broker.router.create_destination(
+            name, DEST_QUEUE, None, auto=False, attributes={"consumerFlowLimit": 3}
+        )
+    e = _login(broker)
+    sid = _session(e)
+    assert _consumer(e, sid, "lim3", JMQSize=JInt(10)).properties["JMQSize"] == 3
+    assert _consumer(e, sid, "lim3", JMQSize=JInt(0)).properties["JMQSize"] == 3  # ours
+    # -1: no limit, the destination's not applied (the seed and OpenMQ's broker agree);
+    # none: a client without consumer flow control, never resumed: no limit either.
+    unlimited = _consumer(e, sid, "unlim", JMQSize=JInt(-1))
+    assert unlimited.properties["JMQSize"] == -1
+    no_flow = _consumer(e, sid, "noflow")
+    assert "JMQSize" not in no_flow.properties
+    _send(broker, "unlim", 5)
+    _send(broker, "noflow", 5)
+    e.receive_data(_request(PacketType.START))
+    got = [p for p in _sent(e) if p.type == PacketType.TEXT_MESSAGE]
+    assert len(got) == 10 and not any(p.flags & FLAG_C for p in got)
+
+
 def test_hello_reply_and_producer_replies_carry_jmqbytes(broker: Broker) -> None:
     e = _engine(broker)
     e.receive_data(_hello())

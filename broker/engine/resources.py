@@ -287,7 +287,7 @@ class ResourceRules(AccessRules):
                 raise RouterError(Status.NOT_FOUND, "unknown JMQSessionID")
             selector = compile_or_400(props.get("JMQSelector"))
             size = props.get("JMQSize")
-            prefetch = int(size) if isinstance(size, int) else -1  # absent: no consumer flow
+            prefetch = int(size) if isinstance(size, int) else -1
             durable = props.get("JMQDurableName")
             shared_name = props.get("JMQSharedSubscriptionName")
             self._require(name, dtype, "consume")
@@ -312,15 +312,19 @@ class ResourceRules(AccessRules):
             limit = cons.destination.limit("sharedConsumerFlowLimit", 5)
         else:
             limit = cons.destination.limit("consumerFlowLimit")
-        if limit > 0 and (cons.prefetch <= 0 or cons.prefetch > limit):
+        # JMQSize as OpenMQ's broker takes it: a prefetch above the limit is cut to it; -1
+        # is no limit (the seed says so too) and so is none (a client without consumer
+        # flow control, which would never resume the consumer).  0, which OpenMQ's broker
+        # answers with 0 and then stalls the consumer, is the destination's limit here.
+        if limit > 0 and (cons.prefetch == 0 or cons.prefetch > limit):
             cons.prefetch = cons.credit = limit
         self.consumer_sessions[cons.id] = sess
         reply = {
             "JMQConsumerID": JLong(cons.id),
             "JMQDestType": JInt(reply_dest_type(cons.destination)),
         }
-        if cons.prefetch > 0:
-            reply["JMQSize"] = JInt(cons.prefetch)
+        if isinstance(size, int):
+            reply["JMQSize"] = JInt(cons.prefetch if cons.prefetch > 0 else -1)
         self.reply(pkt, Status.OK, reply)
         # Only now: a delivery before the reply would name a consumer the client lacks.
         cons.queue.dispatch(int(time.time() * 1000))

@@ -28,7 +28,11 @@ from broker.protocol.types import FLAG_A, FLAG_C, FLAG_F, FLAG_Q, PacketType
 from ..wire import Peer, control, login
 from .imqcmd_stock import StockImqcmd, missing
 
-pytestmark = pytest.mark.timeout(300)
+# Auto-created queues let a consumer prefetch 3 messages at most (the default is 1000).
+pytestmark = [
+    pytest.mark.timeout(300),
+    pytest.mark.broker_props("imq.autocreate.queue.consumerFlowLimit=3"),
+]
 
 Q, T = 1, 2
 MAX_MSG = 70 * 1024 * 1024  # imq.message.max_size's default on both brokers
@@ -203,6 +207,43 @@ def test_consumer_resume_flow_jmqsize_zero(peer: Peer) -> None:
         )
     )
     assert [bool(p.flags & FLAG_C) for p in deliveries(peer, 3)] == [False] * 3
+
+
+def test_add_consumer_jmqsize(peer: Peer, broker_kind_name: str) -> None:
+    """The prefetch a consumer asks for, against a consumerFlowLimit of 3."""
+    sid = session(peer)
+
+    def add(queue: str, **size: object) -> dict:
+        return request(
+            peer,
+            PacketType.ADD_CONSUMER,
+            JMQDestination=queue,
+            JMQDestType=JInt(Q),
+            JMQSessionID=sid,
+            **size,
+        ).properties
+
+    request(
+        peer, PacketType.CREATE_DESTINATION, JMQDestination="wirePrefetchQ", JMQDestType=JInt(Q)
+    )
+    # More than the limit: cut to it.
+    assert add("wirePrefetchQ", JMQSize=JInt(10))["JMQSize"] == 3
+    # 0: the destination's limit here; OpenMQ's broker answers 0 (and then stalls).
+    zero = add("wirePrefetchQ", JMQSize=JInt(0))["JMQSize"]
+    assert zero == (0 if broker_kind_name == "stock" else 3)
+    # -1: no limit, the destination's not applied; none: no consumer flow control at all,
+    # nothing said.  Either way all 5 messages come, none with C.
+    send(peer, "wireUnlimitedQ", 5)
+    send(peer, "wireNoFlowQ", 5)
+    unlimited = add("wireUnlimitedQ", JMQSize=JInt(-1))
+    assert unlimited["JMQSize"] == -1
+    no_flow = add("wireNoFlowQ")
+    assert "JMQSize" not in no_flow
+    peer.send(build_packet(PacketType.START))
+    got = deliveries(peer, 10)
+    assert not any(p.flags & FLAG_C for p in got)
+    ids = (unlimited["JMQConsumerID"], no_flow["JMQConsumerID"])
+    assert sorted(p.consumer_id for p in got) == sorted([int(i) for i in ids] * 5)
 
 
 def test_paused_producers_are_told_to_stop(interop_broker: Any, peer: Peer, tmp_path: Path) -> None:
