@@ -75,6 +75,10 @@ class Destination:
     is_queue = True
     # Its messages' home is this broker (see EntryOwner).
     home_elsewhere = False
+    # The flavour bits (DestType.FLAVOR_*) of the JMQDestType it was made with: OpenMQ's
+    # broker keeps them and reports them back (VERIFY_DESTINATION_REPLY); nothing else
+    # reads them, and they are not stored.
+    flavour = 0
 
     def __init__(
         self,

@@ -209,8 +209,11 @@ class Limits:
     # limit; FLOW_CONTROL holds the producer there whether or not anyone consumes.
 
     def set_dest_state(self, dest: Destination, state: DestState) -> None:
-        """Admin PAUSE/RESUME: consumers-paused queues stop dispatching, producers-paused
-        producers get no RESUME_FLOW; what is resumed dispatches / is released now."""
+        """Admin PAUSE/RESUME: consumers-paused queues stop dispatching; producers-paused
+        producers are told to stop at once (RESUME_FLOW with JMQSize 0, as OpenMQ's broker
+        tells them, not only at the end of their credit) and wait; what is resumed
+        dispatches / is released now."""
+        was_paused = dest.state in (DestState.PRODUCERS_PAUSED, DestState.PAUSED)
         dest.state = state
         paused = state in (DestState.CONSUMERS_PAUSED, DestState.PAUSED)
         t = now_ms()
@@ -218,9 +221,24 @@ class Limits:
             q.paused = paused
             if not paused:
                 q.dispatch(t)
-        if state in (DestState.PRODUCERS_PAUSED, DestState.PAUSED) or not dest.waiting_producers:
+        if state in (DestState.PRODUCERS_PAUSED, DestState.PAUSED):
+            if not was_paused:
+                self._pause_producers(dest)
             return
-        self.room(dest)
+        if dest.waiting_producers:
+            self.room(dest)
+
+    def _pause_producers(self, dest: Destination) -> None:
+        hook = self.router.on_producer_pause
+        waiting = {pid for _link, pid in dest.waiting_producers}
+        for prod in list(dest.producers.values()):
+            if prod.id in waiting:
+                continue  # already told to wait (its credit was used up)
+            link = prod.session.link
+            dest.waiting_producers.append((link, prod.id))
+            prod.granted = 0
+            if hook is not None:
+                hook(link, prod.id)
 
     def room(self, dest: Destination) -> None:
         """Give the producers waiting on ``dest`` another look: each gets its credit
@@ -294,7 +312,8 @@ class Limits:
 
     @staticmethod
     def _wait(dest: Destination, link: object, prod: Producer, count_at: int, bytes_at: int) -> int:
-        dest.waiting_producers.append((link, prod.id))
+        if (link, prod.id) not in dest.waiting_producers:  # (a pause already put it there)
+            dest.waiting_producers.append((link, prod.id))
         if dest.resume_count < 0 or count_at < 0 or count_at > dest.resume_count:
             dest.resume_count = count_at
         if dest.resume_bytes < 0 or bytes_at < 0 or bytes_at > dest.resume_bytes:

@@ -76,6 +76,16 @@ class MemoryManager:
         """The connection flow count clients get now (-1 would mean unlimited)."""
         return 0 if self.held is not None else self.level.count
 
+    @property
+    def bytes(self) -> int:
+        """The connection flow bytes clients get now (JMQBytes beside JMQSize): as OpenMQ's
+        memory levels size it, half the memory still free below the budget (a quarter in
+        yellow and orange), 0 whenever the count is 0."""
+        if self.count == 0:
+            return 0
+        free = max(self.budget - self.used, 0)
+        return max(free // (2 if self.index == 0 else 4), 1)
+
     def hold(self, reason: str | None) -> bool:
         """Hold producers for ``reason`` (None: stop holding them); True when that
         changed whether they are held."""

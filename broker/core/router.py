@@ -48,6 +48,7 @@ from broker.protocol.types import (
     DMQ_NAME,
     FLAG_I,
     FLAG_R,
+    FLAVOURS,
     AckMode,
     Status,
 )
@@ -148,6 +149,9 @@ class MessageRouter:
         self.position_claims: PositionClaims | None = None
         # Called with (link, producer id) when a FLOW_CONTROL destination has room again.
         self.on_producer_room: Callable[[object, int], None] | None = None
+        # ... and when an administrator pauses a destination's producers: told to stop
+        # now (RESUME_FLOW with JMQSize 0), they wait for on_producer_room.
+        self.on_producer_pause: Callable[[object, int], None] | None = None
         # Destination lifecycle listeners (created / updated / destroyed).
         self.listeners: list[Callable[[str, dict], None]] = []
         # Told ("added" | "removed", consumer) about every local consumer, so a cluster
@@ -306,6 +310,8 @@ class MessageRouter:
             temporary_owner=temp_owner,
             auto=auto and temp_owner is None,
         )
+        if dest_type & FLAVOURS:
+            dest.flavour = dest_type & FLAVOURS
         if dest.store is not None:
             dest.store.submit((DestAdd(name, self._stored_type(dest), dict(dest.attributes)),))
         log.info(

@@ -98,6 +98,7 @@ class HandshakeRules(EngineBase):
             "JMQVersion": b.version,
             "JMQService": svc.name,
             "JMQSize": JInt(b.memory.count),
+            "JMQBytes": JLong(b.memory.bytes),
             "JMQMaxMsgBytes": JLong(b.router.settings.max_message_size),
             "JMQBrokerSessionID": JLong(b.session_id),
         }

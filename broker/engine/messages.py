@@ -12,8 +12,10 @@ import time
 
 from broker.core.errors import RouterError
 from broker.core.message import Message
+from broker.core.monitoring import destination_map
 from broker.core.session import Session
 from broker.protocol.admin_types import ADMIN_QUEUE
+from broker.protocol.dest_metrics import encode_dest_metrics_map
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import OFF_CONSUMER_ID, OversizedPacket, Packet, build_packet
 from broker.protocol.properties import as_int, optional_str
@@ -35,7 +37,7 @@ from broker.protocol.types import (
 )
 
 from .access import AccessRules
-from .resources import compile_or_400
+from .resources import compile_or_400, credit_bytes
 from .states import CLOSED
 
 log = logging.getLogger("broker.connection")
@@ -151,9 +153,16 @@ class MessageRules(AccessRules):
                 self.resume_connection_flow(count)
 
     def resume_connection_flow(self, count: int) -> None:
-        """RESUME_FLOW for the whole connection (no producer or consumer id)."""
+        """RESUME_FLOW for the whole connection (no producer or consumer id): the memory
+        state's count, bytes and the message size limit, as OpenMQ's broker sends it."""
         if self.state is not CLOSED:
-            self.write(build_packet(PacketType.RESUME_FLOW, props={"JMQSize": JInt(count)}))
+            b = self.broker
+            props = {
+                "JMQSize": JInt(count),
+                "JMQBytes": JLong(b.memory.bytes),
+                "JMQMaxMsgBytes": JLong(b.router.settings.max_message_size),
+            }
+            self.write(build_packet(PacketType.RESUME_FLOW, props=props))
 
     def resume_producer(self, pid: int) -> None:
         """RESUME_FLOW for one producer with its next credit, unless flow control holds
@@ -162,39 +171,65 @@ class MessageRules(AccessRules):
             return
         prod = self.router.producer(pid)
         if prod is None:
-            size = -1
+            size = nbytes = -1
         else:
             size = self.router.limits.producer_credit(prod, self)
             if size == 0:
                 return
+            nbytes = credit_bytes(prod.destination, size)
         self.write(
             build_packet(
                 PacketType.RESUME_FLOW,
-                props={"JMQProducerID": JLong(pid), "JMQSize": JInt(size), "JMQBytes": JLong(-1)},
+                props={
+                    "JMQProducerID": JLong(pid),
+                    "JMQSize": JInt(size),
+                    "JMQBytes": JLong(nbytes),
+                },
             )
         )
 
+    def pause_producer(self, pid: int) -> None:
+        """RESUME_FLOW with JMQSize 0 for one producer: an administrator paused its
+        destination; it sends nothing more until resume_producer gives it a credit."""
+        if self.state is not CLOSED:
+            props = {"JMQProducerID": JLong(pid), "JMQSize": JInt(0), "JMQBytes": JLong(0)}
+            self.write(build_packet(PacketType.RESUME_FLOW, props=props))
+
     def on_resume_flow(self, pkt: Packet) -> None:
+        # JMQSize as OpenMQ's broker reads it (FlowHandler), not as the seed words it:
+        # 0 lifts the limit (the seed: "don't send any message"), and for the whole
+        # connection -1 or none keeps the limit it had.  JMQBytes is not read, by OpenMQ
+        # either: flow towards the client is counted in messages only.
         props = pkt.properties
         size = props.get("JMQSize", props.get("JMQRBufferSize"))
         cid = props.get("JMQConsumerID")
         if cid is not None:
             cons = self.router.consumer(as_int(cid))
             if cons is not None and cons.link is self:
-                cons.resume(int(size) if isinstance(size, int) else None)
+                if isinstance(size, int):
+                    cons.resume(-1 if size == 0 else int(size))
+                else:
+                    cons.resume(None)
                 cons.queue.dispatch(int(time.time() * 1000))
             return
         if isinstance(size, int) and size > 0:
             self.flow_limit = int(size)
-        elif isinstance(size, int) and size < 0:
+        elif size == 0:
             self.flow_limit = -1
         self.flow_left = self.flow_limit
         self.flow_paused = False
         self.router.redispatch(self.all_sessions())
 
     def on_flow_paused(self, pkt: Packet) -> None:
-        # Informational: the client tells us it has paused itself.
-        log.debug("connection %s reports its flow paused", self.id)
+        """FLOW_PAUSED: the client has stopped sending until it gets a RESUME_FLOW (the
+        stock clients never send it).  Answered as OpenMQ's broker answers it, like a
+        message with the F bit: RESUME_FLOW now, or when memory leaves the red state.
+        Its JMQSize (the bytes the client means to send) is not needed for that."""
+        count = self.broker.memory.count
+        if count == 0:
+            self.broker.flow_waiting.add(self)
+        else:
+            self.resume_connection_flow(count)
 
     # -- acknowledgements -----------------------------------------------------------
 
@@ -348,6 +383,9 @@ class MessageRules(AccessRules):
                 raise RouterError(Status.BAD_REQUEST, "JMQDestination is missing")
             selector = compile_or_400(props.get("JMQSelector"))
             self._require(name, DEST_QUEUE, "browse")
+            if props.get("JMQMetrics") is True:
+                self._browse_metrics(pkt, name)
+                return
             bid, keys = self.router.browse(name, DEST_QUEUE, selector)
         except RouterError as exc:
             extra = None
@@ -357,6 +395,18 @@ class MessageRules(AccessRules):
             return
         self.browsers[bid] = name
         self.reply(pkt, Status.OK, {"JMQConsumerID": JLong(bid)}, body=b"".join(keys))
+
+    def _browse_metrics(self, pkt: Packet, name: str) -> None:
+        """BROWSE with JMQMetrics=true: the queue's counters instead of its messages, as
+        OpenMQ's broker answers it (no stock client asks): a serialised
+        ``DestMetricsCounters`` body, ``JMQMetrics`` true and a fresh ``JMQConsumerID``
+        that names no browser."""
+        dest = self.router.lookup(name, DEST_QUEUE)
+        if dest is None:
+            raise RouterError(Status.NOT_FOUND, f"destination {name} not found")
+        body = encode_dest_metrics_map(destination_map(dest), int(time.time() * 1000))
+        props = {"JMQConsumerID": JLong(self.router.uids.next()), "JMQMetrics": True}
+        self.reply(pkt, Status.OK, props, body=body)
 
     def on_deliver(self, pkt: Packet) -> None:
         bid = pkt.properties.get("JMQConsumerID")

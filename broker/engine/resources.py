@@ -8,7 +8,7 @@ import struct
 import time
 from typing import Any
 
-from broker.core.destination import QueueDestination
+from broker.core.destination import Destination, QueueDestination
 from broker.core.errors import RouterError
 from broker.core.monitoring import METRICS_PREFIX
 from broker.core.selector import SelectorError, compile_selector
@@ -17,7 +17,14 @@ from broker.protocol.destname import queue_name_problem, topic_pattern_problem
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import Packet
 from broker.protocol.properties import as_int, optional_str
-from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC, Status
+from broker.protocol.types import (
+    DEST_QUEUE,
+    DEST_TEMP,
+    DEST_TOPIC,
+    DestType,
+    LimitBehavior,
+    Status,
+)
 
 from .access import AccessRules
 from .effects import Effects, RunBlocking
@@ -26,6 +33,7 @@ from .states import CLOSED
 log = logging.getLogger("broker.connection")
 
 _I64 = struct.Struct(">q")
+_DEST_AUTO = int(DestType.AUTO)
 
 
 def dest_args(pkt: Packet) -> tuple[str, int]:
@@ -38,6 +46,31 @@ def dest_args(pkt: Packet) -> tuple[str, int]:
     if not isinstance(dtype, int) or not dtype & (DEST_QUEUE | DEST_TOPIC):
         raise RouterError(Status.BAD_REQUEST, f"bad JMQDestType {dtype}")
     return name, int(dtype)
+
+
+def reply_dest_type(dest: Destination) -> int:
+    """A destination's JMQDestType as OpenMQ's broker reports it in VERIFY_DESTINATION_REPLY
+    (and ours in ADD_CONSUMER_REPLY): its type bits, the flavour bits of the request that
+    made it, and AUTO for one made on demand (an administrator's has neither)."""
+    t = dest.dest_type | dest.flavour
+    return t | _DEST_AUTO if dest.auto else t
+
+
+def credit_bytes(dest: Destination, credit: int) -> int:
+    """JMQBytes beside a producer credit of ``credit`` messages: 0 when it must wait; -1
+    (no byte limit) unless, as with OpenMQ's broker, the destination holds producers back
+    at a byte limit (FLOW_CONTROL and maxTotalMsgBytes); then the credit at the
+    destination's average message size.  Neither stock client enforces it."""
+    if credit == 0:
+        return 0
+    if (
+        credit < 0
+        or dest.limit_behavior != LimitBehavior.FLOW_CONTROL
+        or dest.limit("maxTotalMsgBytes") < 0
+    ):
+        return -1
+    size = dest.msg_bytes_in // dest.msgs_in if dest.msgs_in else 1024
+    return credit * max(size, 1)
 
 
 def compile_or_400(text: object):
@@ -162,15 +195,17 @@ class ResourceRules(AccessRules):
         try:
             name, dtype = dest_args(pkt)
             self._require(name, dtype, "create")
-            dest = self.router.create_destination(name, dtype, self)
+            self.router.create_destination(name, dtype, self)
         except RouterError as exc:
             extra = None
             if exc.status == Status.CONFLICT:
+                # OpenMQ's broker answers 200 here; its clients take 409 as the same.
                 existing = self.router.lookup(*dest_args(pkt))
-                extra = {"JMQDestType": JInt(existing.dest_type)} if existing else None
+                extra = {"JMQDestType": JInt(reply_dest_type(existing))} if existing else None
             self.reply(pkt, exc.status, extra, reason=exc.reason)
             return
-        self.reply(pkt, Status.OK, {"JMQDestType": JInt(dest.dest_type)})
+        # The type asked for, flavour bits and all, as OpenMQ's broker answers it.
+        self.reply(pkt, Status.OK, {"JMQDestType": JInt(dtype)})
 
     def on_destroy_destination(self, pkt: Packet) -> None:
         try:
@@ -210,7 +245,7 @@ class ResourceRules(AccessRules):
                 reason=f"destination {name} not found",
             )
             return
-        self.reply(pkt, Status.OK, {"JMQDestType": JInt(dest.dest_type)})
+        self.reply(pkt, Status.OK, {"JMQDestType": JInt(reply_dest_type(dest))})
 
     # -- producers -----------------------------------------------------------------
 
@@ -233,8 +268,9 @@ class ResourceRules(AccessRules):
             {
                 "JMQProducerID": JLong(prod.id),
                 "JMQSize": JInt(batch),
-                "JMQBytes": JLong(-1),
-                "JMQDestinationID": name,
+                "JMQBytes": JLong(credit_bytes(prod.destination, batch)),
+                # OpenMQ's DestinationUID string (no stock client reads it).
+                "JMQDestinationID": ("T:" if dtype & DEST_TOPIC else "Q:") + name,
             },
         )
 
@@ -303,7 +339,7 @@ class ResourceRules(AccessRules):
                 raise RouterError(Status.NOT_FOUND, "unknown JMQSessionID")
             selector = compile_or_400(props.get("JMQSelector"))
             size = props.get("JMQSize")
-            prefetch = int(size) if isinstance(size, int) else -1  # absent: no consumer flow
+            prefetch = int(size) if isinstance(size, int) else -1
             durable = props.get("JMQDurableName")
             shared_name = props.get("JMQSharedSubscriptionName")
             cons = self.router.add_consumer(
@@ -328,12 +364,19 @@ class ResourceRules(AccessRules):
             limit = cons.destination.limit("sharedConsumerFlowLimit", 5)
         else:
             limit = cons.destination.limit("consumerFlowLimit")
-        if limit > 0 and (cons.prefetch <= 0 or cons.prefetch > limit):
+        # JMQSize as OpenMQ's broker takes it: a prefetch above the limit is cut to it; -1
+        # is no limit (the seed says so too) and so is none (a client without consumer
+        # flow control, which would never resume the consumer).  0, which OpenMQ's broker
+        # answers with 0 and then stalls the consumer, is the destination's limit here.
+        if limit > 0 and (cons.prefetch == 0 or cons.prefetch > limit):
             cons.prefetch = cons.credit = limit
         self.consumer_sessions[cons.id] = sess
-        reply = {"JMQConsumerID": JLong(cons.id), "JMQDestType": JInt(cons.destination.dest_type)}
-        if cons.prefetch > 0:
-            reply["JMQSize"] = JInt(cons.prefetch)
+        reply = {
+            "JMQConsumerID": JLong(cons.id),
+            "JMQDestType": JInt(reply_dest_type(cons.destination)),
+        }
+        if isinstance(size, int):
+            reply["JMQSize"] = JInt(cons.prefetch if cons.prefetch > 0 else -1)
         self.reply(pkt, Status.OK, reply)
         # Only now: a delivery before the reply would name a consumer the client lacks.
         cons.queue.dispatch(int(time.time() * 1000))

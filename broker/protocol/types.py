@@ -205,7 +205,7 @@ class DestType(IntFlag):
     AUTO = 0x0020
     INTERNAL = 0x0040
     ADMIN = 0x0080
-    # Legacy "flavor" bits old clients may still send; ignored.
+    # Legacy "flavor" bits (FLAVOURS below).
     FLAVOR_SINGLE = 0x0100
     FLAVOR_RROBIN = 0x0200
     FLAVOR_FAILOVER = 0x0400
@@ -217,6 +217,10 @@ DEST_QUEUE = 0x0001
 DEST_TOPIC = 0x0002
 DEST_TEMP = 0x0010
 DEST_DMQ = 0x1000
+# The delivery-policy flavour bits a client may add to JMQDestType (none of the stock
+# clients does); OpenMQ's broker keeps and reports them, and so do we, but neither acts
+# on them: a queue's delivery policy is its attributes'.
+FLAVOURS = int(DestType.FLAVOR_SINGLE | DestType.FLAVOR_RROBIN | DestType.FLAVOR_FAILOVER)
 
 # Destination names the protocol fixes.  A temporary destination's name starts with
 # TEMP_PREFIX (``temporary_destination://queue/<owner>/<port>/<n>``, as OpenMQ's client

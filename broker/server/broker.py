@@ -174,6 +174,7 @@ class Broker:
         # Connections told to wait (red memory state) until memory recovers.
         self.flow_waiting: set[ConnectionEngine] = set()
         self.router.on_producer_room = lambda link, pid: link.resume_producer(pid)
+        self.router.on_producer_pause = lambda link, pid: link.pause_producer(pid)
         self._housekeeping_tasks: list[asyncio.Task] = []
         self.full_collections: FullCollections | None = None
         # Live events on the channel layer and MetricSample rows (events.py), once started.

@@ -43,7 +43,7 @@ from broker.core.metrics import (
     destination_metrics,
     reset_destination,
 )
-from broker.protocol import javaser as _js
+from broker.protocol.dest_metrics import encode_dest_metrics_map
 from broker.protocol.javaser import JavaClass, JavaObject, encode_object
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, Status
@@ -82,9 +82,6 @@ METRIC_COUNTERS = JavaClass(
     ),
 )
 
-DEST_METRICS_COUNTERS = UTIL + "DestMetricsCounters"
-DEST_METRICS_UID = 8342915311065017568
-
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 
 
@@ -96,34 +93,6 @@ def metric_counters(**values: object) -> JavaObject:
 def encode_metric_counters(values: Mapping[str, object]) -> bytes:
     """A GET_METRICS SERVICE/broker reply body: one serialised ``MetricCounters``."""
     return encode_object(JavaObject(METRIC_COUNTERS, dict(values)))
-
-
-class _HashMapSubclassWriter(_js.ObjectStreamWriter):
-    """javaser's writer plus one shape it lacks: a HashMap subclass with its own fields
-    (ObjectOutputStream writes the HashMap's data first, then the subclass's)."""
-
-    def dest_metrics(self, values: Mapping[str, object], timestamp: int) -> None:
-        self.out.append(_js.TC_OBJECT)
-        self.out.append(_js.TC_CLASSDESC)
-        self._classes[DEST_METRICS_COUNTERS] = self._assign()
-        self.utf(DEST_METRICS_COUNTERS)
-        self.out += _js._I64.pack(DEST_METRICS_UID)
-        self.out.append(_js.SC_SERIALIZABLE)
-        self.out += _js._I16.pack(1)
-        self.out += b"J"
-        self.utf("timeStamp")
-        self.out.append(_js.TC_ENDBLOCKDATA)
-        self.classdesc(_js._HASHMAP)
-        self._assign()  # the object itself
-        capacity, threshold, order = _js._hashmap_layout(list(values))
-        self.out += _js._F32.pack(0.75) + _js._I32.pack(threshold)
-        self.out += bytes((_js.TC_BLOCKDATA, 8)) + _js._I32.pack(capacity)
-        self.out += _js._I32.pack(len(values))
-        for key in order:
-            self.key(key)
-            self.value(values[key])
-        self.out.append(_js.TC_ENDBLOCKDATA)
-        self.out += _js._I64.pack(timestamp)
 
 
 def encode_dest_metrics(values: Mapping[str, int], timestamp: int) -> bytes:
@@ -138,9 +107,7 @@ def encode_dest_metrics(values: Mapping[str, int], timestamp: int) -> bytes:
             boxed[key] = JInt(value)
         else:
             boxed[key] = JLong(value)
-    writer = _HashMapSubclassWriter()
-    writer.dest_metrics(boxed, timestamp)
-    return bytes(writer.out)
+    return encode_dest_metrics_map(boxed, timestamp)
 
 
 # --------------------------------------------------------------------------------------
