@@ -51,3 +51,38 @@ def test_a_persistent_message_sent_again_is_304_and_kept_once(interop_broker: An
         assert len(browse.body) == 32, f"the queue holds {len(browse.body) // 32} copies"
     finally:
         peer.close()
+
+
+def test_acknowledging_twice_or_for_an_unknown_consumer(interop_broker: Any) -> None:
+    """ACKNOWLEDGE_REPLY as both brokers answer it: 200 the first time, 409 CONFLICT for a
+    message acknowledged already, 404 for a consumer the connection never had."""
+    import struct
+
+    from .test_wire_stock_details import deliveries, send, session
+
+    peer: Peer = login(interop_broker.host, jms_port(interop_broker))
+    try:
+        queue = f"ackTwice{int(time.time() * 1000) % 10**8}"
+        send(peer, queue, 1)
+        sid = session(peer)
+        reply = request(
+            peer,
+            PacketType.ADD_CONSUMER,
+            JMQDestination=queue,
+            JMQDestType=JInt(1),
+            JMQSessionID=sid,
+        )
+        cid = int(reply.properties["JMQConsumerID"])  # type: ignore[arg-type]
+        peer.send(build_packet(PacketType.START))
+        (msg,) = deliveries(peer, 1)
+
+        def ack(consumer: int) -> int:
+            body = struct.pack(">q", consumer) + msg.sysmsgid
+            peer.send(build_packet(PacketType.ACKNOWLEDGE, body=body, flags=FLAG_A))
+            return int(peer.expect(PacketType.ACKNOWLEDGE_REPLY).properties["JMQStatus"])  # type: ignore[arg-type]
+
+        assert ack(cid) == 200
+        assert ack(cid) == 409
+        assert ack(cid + 987654) == 404
+    finally:
+        peer.close()
