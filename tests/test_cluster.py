@@ -941,3 +941,52 @@ def test_an_xa_prepare_prepares_messages_at_their_home_broker_first(cluster, tmp
         none = ca.create_session().create_consumer(q)
         ca.start()
         assert none.receive(0.5) is None
+
+
+def test_a_failover_queues_backup_on_another_broker_takes_over_cluster_wide(cluster):
+    """A failover queue (one active consumer, backups unlimited) made by an administrator
+    on A: the consumer on A is active, the one on B a backup; when A's goes, B's takes
+    its position (the cluster lock queue:<name>_0), tells the brokers, and gets what is
+    sent on A and on B."""
+    import asyncio
+
+    from broker.admin.client import AdminClient
+
+    a, b, _c = cluster
+    qname = name("failoverq")
+
+    async def make() -> None:
+        admin = await AdminClient.open(a.host, a.portmapper_port)
+        try:
+            attrs = {"maxNumActiveConsumers": 1, "maxNumBackupConsumers": -1}
+            await admin.create_destination(qname, 1, attrs)
+        finally:
+            await admin.close()
+
+    asyncio.run(make())
+    q = Queue(qname)
+    with conn(a) as ca, conn(b) as cb:
+        first = ca.create_session().create_consumer(q)
+        ca.start()
+        # B's consumer finds position 0 locked by A (A's interest known there or not).
+        backup = cb.create_session().create_consumer(q)
+        cb.start()
+        pa = ca.create_session().create_producer(q)
+        pb = cb.create_session().create_producer(q)
+        for i in range(4):
+            pa.send(TextMessage(f"a{i}"))
+            pb.send(TextMessage(f"b{i}"))
+        got = [first.receive(10) for _ in range(8)]
+        assert sorted(m.text for m in got if m is not None) == sorted(
+            [f"a{i}" for i in range(4)] + [f"b{i}" for i in range(4)]
+        )
+        assert backup.receive(0.5) is None, "a backup got a message"
+        first.close()
+        for i in range(4, 8):
+            pa.send(TextMessage(f"a{i}"))
+            pb.send(TextMessage(f"b{i}"))
+        got = [backup.receive(15) for _ in range(8)]
+        assert sorted(m.text for m in got if m is not None) == sorted(
+            [f"a{i}" for i in range(4, 8)] + [f"b{i}" for i in range(4, 8)]
+        )
+    assert "is active now" in b.log_text()
