@@ -32,6 +32,8 @@ install: $(BIN)/python
 	@# `manage.py up` (make run) starts a private redis-server (loopback, free port, no
 	@# persistence) when REDIS_URL is unset; the package's own service is unused.
 	test -x /usr/bin/redis-server || { $(APT) update -q && $(APT) install -y -q redis-server; }
+	@# Celery beat runs the hourly metrics rollup on PySpark, which needs a Java runtime.
+	command -v java >/dev/null || { $(APT) update -q && $(APT) install -y -q openjdk-17-jre-headless; }
 
 install-dev: $(BIN)/python
 	$(BIN)/pip install -q -r requirements-dev.lock

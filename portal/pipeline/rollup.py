@@ -120,6 +120,22 @@ def window_for(now: datetime | None = None, hours_back: int = 2) -> tuple[dateti
     return start, now
 
 
+def java_problem() -> str | None:
+    """Why Spark cannot start its JVM here (None: a Java runtime is found), in words an
+    operator acts on."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        if (Path(home) / "bin" / "java").exists():
+            return None
+        return f"JAVA_HOME={home} has no bin/java"
+    if shutil.which("java") is None:
+        return (
+            "Spark needs a Java runtime and none is on the PATH: apt-get install "
+            "openjdk-17-jre-headless (make install does it), or set JAVA_HOME"
+        )
+    return None
+
+
 def spark_session(master: str | None = None, app_name: str = "imq-rollup"):
     """A SparkSession for the job: UTC, no UI, few shuffle partitions in local mode."""
     from django.conf import settings
@@ -127,6 +143,10 @@ def spark_session(master: str | None = None, app_name: str = "imq-rollup"):
 
     master = master or getattr(settings, "SPARK_MASTER", "") or "local[*]"
     local = master.startswith("local")
+    problem = java_problem()
+    if problem is not None:
+        # Else PySpark fails with "Java gateway process exited", which says nothing.
+        raise RuntimeError(problem)
     shuffle = os.environ.get("SPARK_SHUFFLE_PARTITIONS") or ("4" if local else "64")
     builder = (
         SparkSession.builder.master(master)
