@@ -13,6 +13,8 @@ command runs ``sys.executable`` unless told another ``python``).
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
 from pathlib import Path
 
@@ -25,6 +27,7 @@ __all__ = [
     "celery_beat_command",
     "celery_command",
     "celery_worker_command",
+    "java_problem",
     "manage_command",
     "portal_command",
     "ums_gateway_command",
@@ -122,3 +125,19 @@ def celery_beat_command(
     if pidfile is not None:
         args += ["--pidfile", pidfile]
     return celery_command(*args, *extra)
+
+
+def java_problem() -> str | None:
+    """Why Spark cannot start its JVM here (None: a Java runtime is found), in words an
+    operator acts on."""
+    home = os.environ.get("JAVA_HOME")
+    if home:
+        if (Path(home) / "bin" / "java").exists():
+            return None
+        return f"JAVA_HOME={home} has no bin/java"
+    if shutil.which("java") is None:
+        return (
+            "Spark needs a Java runtime and none is on the PATH: apt-get install "
+            "openjdk-17-jre-headless (make install does it), or set JAVA_HOME"
+        )
+    return None

@@ -1,4 +1,4 @@
-"""The rollup's Java runtime check (portal/pipeline/rollup.py): a machine without one gets
+"""The rollup's Java runtime check (broker/commandlines.py, asked by portal/pipeline/rollup.py and manage.py up): a machine without one gets
 a message that says what to install, not PySpark's "Java gateway process exited"."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from portal.pipeline.rollup import java_problem
+from broker.commandlines import java_problem
 
 pytestmark = pytest.mark.fast
 

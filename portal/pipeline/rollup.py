@@ -34,6 +34,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+from broker.commandlines import java_problem
+
 log = logging.getLogger("portal.pipeline")
 
 __all__ = ["RollupError", "Window", "run_rollup", "spark_session", "window_for"]
@@ -118,22 +120,6 @@ def window_for(now: datetime | None = None, hours_back: int = 2) -> tuple[dateti
     now = _utc(now or datetime.now(UTC))
     start = now.replace(minute=0, second=0, microsecond=0) - timedelta(hours=hours_back)
     return start, now
-
-
-def java_problem() -> str | None:
-    """Why Spark cannot start its JVM here (None: a Java runtime is found), in words an
-    operator acts on."""
-    home = os.environ.get("JAVA_HOME")
-    if home:
-        if (Path(home) / "bin" / "java").exists():
-            return None
-        return f"JAVA_HOME={home} has no bin/java"
-    if shutil.which("java") is None:
-        return (
-            "Spark needs a Java runtime and none is on the PATH: apt-get install "
-            "openjdk-17-jre-headless (make install does it), or set JAVA_HOME"
-        )
-    return None
 
 
 def spark_session(master: str | None = None, app_name: str = "imq-rollup"):

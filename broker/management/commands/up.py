@@ -40,6 +40,7 @@ from broker.commandlines import (
     broker_command,
     celery_beat_command,
     celery_worker_command,
+    java_problem,
     portal_command,
     ums_gateway_command,
 )
@@ -500,6 +501,9 @@ class Command(BaseCommand):
         """A worker and beat as two processes, not ``worker -B``: Celery documents the
         embedded beat as for development, a second worker could then be added without a
         second scheduler, and a dead beat (no more schedules) shows on its own line."""
+        problem = java_problem() if not env.get("SPARK_MASTER") else None
+        if problem is not None:
+            self.stderr.write(f"up: warning: the hourly metrics rollup will fail: {problem}")
         workdir = Path(env.get("IMQ_VARHOME") or settings.IMQ_VARHOME) / "celery"
         workdir.mkdir(parents=True, exist_ok=True)
         for name in ("worker", "beat"):
