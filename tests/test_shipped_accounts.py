@@ -55,6 +55,11 @@ def broker(tmp_path: Path):
 
 def login(broker: Broker, peer: str, user: str, password: str) -> int:
     """The AUTHENTICATE_REPLY status of ``user``/``password`` from ``peer``."""
+    return reply_to(broker, peer, user, password)[0]
+
+
+def reply_to(broker: Broker, peer: str, user: str, password: str) -> tuple[int, dict]:
+    """The AUTHENTICATE_REPLY's status and properties."""
     svc = _service("basic")
     broker.service_repositories[svc.name] = broker.user_repository
     e = ConnectionEngine(broker, svc)
@@ -66,7 +71,7 @@ def login(broker: Broker, peer: str, user: str, password: str) -> int:
     (reply,) = _sent(e)
     assert reply.type == PacketType.AUTHENTICATE_REPLY
     assert (e.state is ConnState.READY) == (_status(reply) == Status.OK)
-    return _status(reply)
+    return _status(reply), dict(reply.properties)
 
 
 def test_shipped_accounts_are_the_default_users() -> None:
@@ -89,6 +94,10 @@ def test_off_loopback_the_shipped_accounts_are_refused_as_a_wrong_password(broke
         assert login(broker, "127.0.0.1:40000", user, user) == Status.OK
         assert login(broker, "[::1]:40000", user, user) == Status.OK
     assert login(broker, "10.0.0.5:40001", "alice", "alice") == Status.OK
+    # The client sees exactly what a wrong password gets (C4060 in the Java client).
+    refused = reply_to(broker, "10.0.0.5:40002", "guest", "guest")
+    wrong = reply_to(broker, "127.0.0.1:40003", "alice", "wrong")
+    assert refused == wrong and refused[0] == Status.INVALID_LOGIN
 
 
 def test_a_changed_password_is_accepted_from_anywhere(broker, tmp_path: Path) -> None:
