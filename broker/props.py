@@ -363,6 +363,10 @@ LDAP_PREFIX = (
     "imq.user_repository.ldap."  # server, base, uidattr, ... (broker/security/ldaprepo.py)
 )
 LDAP_TIMEOUT = Text(LDAP_PREFIX + "timeout", "180")
+# Ours (RabbitMQ's loopback_users idea): the shipped accounts (admin/admin, guest/guest)
+# still on their shipped passwords log in from loopback addresses only
+# (broker/security/shipped.py); false as in OpenMQ, true in the Docker stack.
+SHIPPED_LOOPBACK_ONLY = Bool("imq.user.shipped_passwords.loopback_only", "false", listed=False)
 ACCESSCONTROL_ENABLED = Bool("imq.accesscontrol.enabled", "true")
 ACCESSCONTROL_TYPE = Text("imq.accesscontrol.type", "file")
 ACCESSCONTROL_FILE_NAME = Text("imq.accesscontrol.file.filename", "accesscontrol.properties")
@@ -487,6 +491,9 @@ DMQ_CURRENT_SIZE = "imq.dmq.current_size"
 LOOP_LAG_MAX = "imq.loop.lag.max"
 LOOP_LAG_P99 = "imq.loop.lag.p99"
 CLUSTER_BROKERLIST_ACTIVE = "imq.cluster.brokerlist.active"
+# Ours: the shipped accounts still on their shipped passwords (comma-separated), reported
+# while a service listens beyond loopback (the portal's overview warns).
+SHIPPED_PASSWORDS_IN_USE = "imq.user.shipped_passwords.in_use"
 REPORTED: tuple[str, ...] = (
     PRODUCT_VERSION,
     PRODUCT_MAJOR,
@@ -506,6 +513,7 @@ REPORTED: tuple[str, ...] = (
     LOOP_LAG_MAX,
     LOOP_LAG_P99,
     CLUSTER_BROKERLIST_ACTIVE,
+    SHIPPED_PASSWORDS_IN_USE,
 )
 
 # --- per-service defaults

@@ -105,6 +105,9 @@ def command(service: str, args: list[str], env: dict[str, str]) -> list[str]:
             opts.append(f"-Dimq.cluster.brokerlist={env['IMQ_CLUSTER_BROKERLIST']}")
         if env.get("IMQ_CLUSTER_HOSTNAME"):
             opts.append(f"-Dimq.cluster.hostname={env['IMQ_CLUSTER_HOSTNAME']}")
+        if env.get("IMQ_SHIPPED_LOOPBACK_ONLY"):
+            loopback_only = env["IMQ_SHIPPED_LOOPBACK_ONLY"]
+            opts.append(f"-Dimq.user.shipped_passwords.loopback_only={loopback_only}")
         opts += shlex.split(env.get("IMQ_BROKER_OPTS", ""))
         return cl.broker_command(*opts, *args)
     if service == "portal":

@@ -195,6 +195,13 @@ def test_compose_services_are_production_shaped(config: dict, secrets_dir: Path)
         published = {(p["target"], int(p["published"])) for p in services[name]["ports"]}
         wanted = {int(env[k]) for k in ("IMQ_PORT", "IMQ_JMS_PORT", "IMQ_ADMIN_PORT")}
         assert published == {(port, port) for port in wanted}, name
+    # The shipped accounts on their shipped passwords: from inside the container only.
+    for name in ("broker", "broker-2"):
+        env = services[name]["environment"]
+        assert env["IMQ_SHIPPED_LOOPBACK_ONLY"] == "true"
+        assert "-Dimq.user.shipped_passwords.loopback_only=true" in entrypoint.command(
+            "broker", [], env
+        )
     # Scaling out: the brokers keep their stores apart and share the raw metrics store.
     data = {
         name: {m["source"]: m["target"] for m in services[name]["volumes"]}

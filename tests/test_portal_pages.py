@@ -10,13 +10,14 @@ from __future__ import annotations
 import dataclasses
 import re
 import threading
+import time
 from collections.abc import Iterator
 
 import pytest
 
 from broker.client import Queue, TextMessage
 from broker.client.sync import connect
-from broker.launcher import free_port
+from broker.launcher import free_port, start_broker
 
 from .ldap import ldap_server  # noqa: F401 - a real slapd for the LDAP login
 from .portal_server import (  # noqa: F401
@@ -348,6 +349,30 @@ def test_unreachable_broker_gives_a_banner(page, portal_server, tmp_path):  # no
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def test_overview_warns_of_shipped_passwords(page, portal_server, tmp_path):  # noqa: F811
+    """A broker whose jms service listens on every interface, admin and guest still on
+    their shipped passwords: the overview says so (the broker reports them)."""
+    redis_url = portal_server.redis.url
+    broker = start_broker(tmp_path, "imq.jms.tcp.hostname=0.0.0.0", env={"REDIS_URL": redis_url})
+    try:
+        deadline = time.monotonic() + 60  # its start's last line comes after the look-up
+        while f"broker {broker.instance} ready" not in broker.log_text():
+            assert broker.proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.1)
+        proc, port, _, _ = start_portal(tmp_path, broker, redis_url)
+        try:
+            login(page, f"http://127.0.0.1:{port}")
+            expect(page.get_by_role("alert")).to_contain_text(
+                "admin, guest still have their shipped passwords and the broker listens "
+                "beyond loopback: anyone who reaches it can log in as those users."
+            )
+        finally:
+            proc.terminate()
+            proc.wait(10)
+    finally:
+        broker.stop()
 
 
 @pytest.fixture(scope="module")

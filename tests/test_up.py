@@ -199,7 +199,24 @@ def _dead_broker_stops_the_others(up: Up) -> None:
     assert refuses(up.portal)
 
 
-def test_a_dead_celery_beat_stops_the_others(up):
+def test_a_dead_celery_beat_stops_the_others(tmp_path: Path):
+    # With --log-dir: each child's output in a file of its own, not in up's.
+    logs = tmp_path / "logs"
+    up = Up(tmp_path, "--log-dir", str(logs))
+    try:
+        _dead_beat_stops_the_others(up)
+    finally:
+        up.kill()
+    names = ["beat", "broker", "portal", "redis", "ums", "worker"]
+    assert sorted(p.stem for p in logs.iterdir()) == names
+    for name in names:
+        assert (logs / f"{name}.log").read_text().startswith(f"--- up: starting the {name} at ")
+    assert f"port mapper listening on 127.0.0.1:{up.pm}" in (logs / "broker.log").read_text()
+    assert "Ready to accept connections" in (logs / "redis.log").read_text()
+    assert "port mapper listening" not in up.output()
+
+
+def _dead_beat_stops_the_others(up: Up) -> None:
     kids = up.wait_running()
     beat = next(pid for pid, cmd in kids.items() if kind(cmd) == "beat")
     os.kill(beat, signal.SIGKILL)

@@ -167,6 +167,13 @@ def query_broker(admin: BrokerAdmin) -> dict[str, Any]:
         # The event-loop lag over the broker's last window, ms (None: not reported).
         "loop_lag_max": _float_prop(props, imq.LOOP_LAG_MAX),
         "loop_lag_p99": _float_prop(props, imq.LOOP_LAG_P99),
+        # The shipped accounts (admin, guest) still on their shipped passwords while a
+        # service listens beyond loopback, and whether they are held to loopback.
+        "shipped_passwords": [
+            u for u in props.get(imq.SHIPPED_PASSWORDS_IN_USE, "").split(",") if u
+        ],
+        "shipped_loopback_only": props.get(imq.SHIPPED_LOOPBACK_ONLY.name, "").strip().lower()
+        == "true",
         "properties": props,
     }
 

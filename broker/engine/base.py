@@ -69,6 +69,8 @@ class Host(Protocol):
     flow_waiting: set
     access: Any  # security.acl.AccessController
     login_throttle: Any  # security.repository.LoginThrottle
+    # imq.user.shipped_passwords.loopback_only (security/shipped.py)
+    shipped_loopback_only: bool
 
     def repository_for(self, service: Any) -> Any: ...
     def accepts_connection(self, service: Any) -> bool: ...

@@ -12,6 +12,7 @@ import logging
 import time
 from typing import Any
 
+from broker.props import SHIPPED_LOOPBACK_ONLY
 from broker.protocol.auth import (
     AUTH_BASIC,
     AUTH_DIGEST,
@@ -25,6 +26,7 @@ from broker.protocol.properties import as_int
 from broker.protocol.sysmsgid import SysMessageID
 from broker.protocol.types import CURRENT_PACKET_VERSION, PacketType, Status
 from broker.security.digest import constant_time_equals, digest_response, md5str
+from broker.security.shipped import refused_off_loopback
 
 from .base import EngineBase
 from .effects import CancelTimer, Effects, RunBlocking, StartTimer
@@ -215,6 +217,17 @@ class HandshakeRules(EngineBase):
             reason = "user is inactive"
         if not ok:
             self._auth_failed(pkt, user, reason)
+            return self.take_effects()
+        if refused_off_loopback(
+            self.broker.shipped_loopback_only, self.peer, user, record.password_digest
+        ):
+            # Answered as any failed login: the client learns nothing more.
+            self._auth_failed(
+                pkt,
+                user,
+                "the account is on its shipped password, accepted from loopback addresses "
+                f"only ({SHIPPED_LOOPBACK_ONLY.name})",
+            )
             return self.take_effects()
         svc = self.service
         allowed, why = self.broker.access.check_connection(svc.name, svc.type, user, record.groups)

@@ -49,6 +49,8 @@ from .metrics_topics import MetricsReport, MetricsTopics, report_interval
 from .paging import RUNTIME as PAGING_RUNTIME
 from .paging import Paging, open_paging
 from .reporting import attach_reports
+from .shipped_accounts import REFRESH as REFRESH_SHIPPED
+from .shipped_accounts import ShippedAccounts
 from .tunnel import TunnelService
 
 log = logging.getLogger("broker")
@@ -150,6 +152,9 @@ class Broker:
         self.user_repository = user_repository
         self.service_repositories: dict[str, object] = {}
         self.login_throttle = LoginThrottle()
+        # admin/admin and guest/guest from loopback only (security/shipped.py).
+        self.shipped_loopback_only = config.get(props.SHIPPED_LOOPBACK_ONLY)
+        self.shipped_accounts = ShippedAccounts(self)
         self.version = OPENMQ_VERSION  # clients display it
         self.product_name = PRODUCT_NAME
         self.session_id = random.randint(1, 2**62)
@@ -390,6 +395,10 @@ class Broker:
                 asyncio.create_task(self._every(report_every, self.metrics_report.report))
             )
         self.restart_expiry_job()
+        await self.shipped_accounts.start(loop)
+        self._housekeeping_tasks.append(
+            asyncio.create_task(self._every(REFRESH_SHIPPED, self.shipped_accounts.refresh))
+        )
         log.info("broker %s ready", c.instance)
 
     @property

@@ -12,7 +12,7 @@ non-zero exit) ``up`` says so and starts it again with the same options (less
 portal, the UMS gateway and Celery keep running; more than ``--broker-restarts``
 (``BROKER_RESTARTS``) restarts within ``BROKER_RESTART_WINDOW`` seconds, a broker that exits with status 0 (an
 administrator shut it down) or any other child dying stops the others and ``up`` exits
-non-zero.
+non-zero.  ``--log-dir`` sends each child's output to a file of its own.
 """
 
 from __future__ import annotations
@@ -86,7 +86,9 @@ where each runs, and stop them all on Ctrl-C or SIGTERM. If the broker dies (kil
 non-zero exit), it is started again (same options, less -reset) after 1, 2, 4, 8, 16 s
 while the others keep running, and each restart is reported; after 5 restarts within 10
 minutes (--broker-restarts; 0: never), or if anything else dies (or the broker exits with status 0), the others are
-stopped and the exit status is 1.
+stopped and the exit status is 1. With --log-dir DIR each child writes to DIR/NAME.log
+(broker, portal, ums, worker, beat, redis) and up's own lines stay on its output (the
+systemd unit deploy/systemd/openmq-py.service runs it so).
 """
 
 
@@ -187,6 +189,12 @@ class Command(BaseCommand):
             f"{BROKER_RESTART_WINDOW:g} s (default {BROKER_RESTARTS}; 0: a dead broker "
             "stops everything)",
         )
+        parser.add_argument(
+            "--log-dir",
+            metavar="DIR",
+            help="write each child's output to DIR/NAME.log (broker, portal, ums, worker, "
+            "beat, redis; appended to, created if missing) instead of up's own output",
+        )
         broker = parser.add_argument_group("broker options (passed to runbroker)")
         broker.add_argument("-name", dest="instance", help="broker instance name")
         broker.add_argument("-port", dest="pm_port", type=int, help="port mapper port")
@@ -223,6 +231,14 @@ class Command(BaseCommand):
 
     def _run(self) -> int:
         env = dict(os.environ)
+        self.log_dir: Path | None = None
+        if self.opts.get("log_dir"):
+            self.log_dir = Path(self.opts["log_dir"]).resolve()
+            try:
+                self.log_dir.mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise CommandError(f"--log-dir {self.log_dir}: {exc}") from exc
+            self.say(f"up: the children's output goes to {self.log_dir}/NAME.log")
         try:
             self._migrate()
             self._start_redis(env)
@@ -314,7 +330,7 @@ class Command(BaseCommand):
             restarts.append(time.monotonic())
             cmd, env, host, port = self._broker_spawn
             try:
-                proc = _popen("broker", cmd, env, stdin=subprocess.DEVNULL)
+                proc = self._popen_logged("broker", cmd, env)
             except StartupFailed as exc:
                 why = exc.__cause__ or exc
                 self.stderr.write(f"up: cannot restart the broker: {why}; stopping the others")
@@ -354,10 +370,29 @@ class Command(BaseCommand):
 
     # -- the children -------------------------------------------------------------------
 
-    def _spawn(self, name: str, args: list[str], env: dict[str, str], **kwargs) -> Child:
-        child = Child(name, _popen(name, args, env, **kwargs))
+    def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> Child:
+        child = Child(name, self._popen_logged(name, args, env))
         self.children.append(child)
         return child
+
+    def _popen_logged(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen:
+        """Start a child with no input; its output to ``--log-dir``/NAME.log (appended:
+        a restarted broker goes on in the same file, and ``logrotate``'s copytruncate
+        works) or, without --log-dir, to up's own output."""
+        if self.log_dir is None:
+            return _popen(name, args, env, stdin=subprocess.DEVNULL)
+        path = self.log_dir / f"{name}.log"
+        try:
+            log = open(path, "ab")  # closed here: the child holds its own copy
+        except OSError as exc:
+            raise StartupFailed(f"cannot open the {name}'s log {path}: {exc}") from exc
+        with log:
+            stamp = time.strftime("%Y-%m-%d %H:%M:%S %z")
+            log.write(f"--- up: starting the {name} at {stamp}\n".encode())
+            log.flush()
+            return _popen(
+                name, args, env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
+            )
 
     def _wait(self, child: Child, ready, what: str) -> None:
         deadline = time.monotonic() + self.opts["startup_timeout"]
@@ -406,9 +441,9 @@ class Command(BaseCommand):
             "--appendonly", "no",
             "--daemonize", "no",
             "--protected-mode", "yes",
-            "--logfile", str(workdir / "redis.log"),
+            "--logfile", str((self.log_dir or workdir) / "redis.log"),
         ]  # fmt: skip
-        child = self._spawn("redis", args, env, stdin=subprocess.DEVNULL)
+        child = self._spawn("redis", args, env)
         url = f"redis://127.0.0.1:{port}/0"
         child.where = url
         self._wait(child, lambda: redis_answers(port), f"answer PING on port {port}")
@@ -469,7 +504,7 @@ class Command(BaseCommand):
         env["IMQ_INSTANCE"] = config.instance
         env["IMQ_VARHOME"] = str(config.varhome)
         cmd = broker_command(*args)
-        child = self._spawn("broker", cmd, env, stdin=subprocess.DEVNULL)
+        child = self._spawn("broker", cmd, env)
         # A restart after a crash: the same command less -reset (the store is recovered,
         # not wiped again), the same environment.
         self._broker_spawn = (_without_reset(cmd), dict(env), host, port)
@@ -482,7 +517,7 @@ class Command(BaseCommand):
 
     def _start_portal(self, env: dict[str, str]) -> None:
         port = self.opts["portal_port"]
-        child = self._spawn("portal", portal_command(port), env, stdin=subprocess.DEVNULL)
+        child = self._spawn("portal", portal_command(port), env)
         child.where = f"http://127.0.0.1:{port}/"
         self._wait(child, lambda: portal_answers(port), f"answer /healthz on port {port}")
 
@@ -493,7 +528,7 @@ class Command(BaseCommand):
         port = self.opts["ums_port"]
         if not port:
             return
-        child = self._spawn("ums", ums_gateway_command(port), env, stdin=subprocess.DEVNULL)
+        child = self._spawn("ums", ums_gateway_command(port), env)
         child.where = f"http://127.0.0.1:{port}/ums/ (UMS gateway)"
         self._wait(child, lambda: portal_answers(port), f"answer /healthz on port {port}")
 
@@ -514,7 +549,7 @@ class Command(BaseCommand):
                 cmd = celery_worker_command(hostname, pidfile=str(pidfile))
             else:
                 cmd = celery_beat_command(pidfile=str(pidfile))
-            child = self._spawn(name, cmd, env, stdin=subprocess.DEVNULL)
+            child = self._spawn(name, cmd, env)
             child.where = f"celery {name} on {env.get('REDIS_URL', '')}" + (
                 " (DatabaseScheduler: the portal's Jobs page)" if name == "beat" else ""
             )

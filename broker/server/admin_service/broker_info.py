@@ -190,6 +190,9 @@ def get_broker_props(conn: ConnectionEngine, props: dict) -> Result:
     if lag is not None:  # the last window's event-loop lag, in milliseconds
         values[imq.LOOP_LAG_MAX] = f"{lag.max_ms:.3f}"
         values[imq.LOOP_LAG_P99] = f"{lag.p99_ms:.3f}"
+    # Ours: admin/guest still on their shipped passwords while a service listens beyond
+    # loopback (the portal's overview warns).
+    values.update(b.shipped_accounts.reported())
     return {}, encode_properties_object(values)
 
 
