@@ -53,7 +53,9 @@ def test_two_consumers_racing_on_two_brokers_one_is_active(
         else:
             assert not any("refused" in line for line in rounds), rounds
         for broker in brokers:
-            assert "Traceback" not in broker.log_text()
+            # Since its (last) start: a start the launcher retried on a taken port logs one.
+            text = broker.log_text()
+            assert "Traceback" not in text[text.rfind(" ready") :]
     finally:
         for broker in brokers:
             broker.stop()

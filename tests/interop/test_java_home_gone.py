@@ -55,7 +55,8 @@ def test_acknowledging_a_message_of_a_broker_that_is_gone(
             ]
         )
         text = here.log_text()
-        assert "Traceback" not in text
+        # Since its (last) start: a start the launcher retried on a taken port logs one.
+        assert "Traceback" not in text[text.rfind(" ready") :]
         assert "of a remote broker that is gone" in text
     finally:
         if run is not None:
