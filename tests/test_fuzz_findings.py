@@ -1,0 +1,59 @@
+"""What ``bench/fuzz.py`` found, each pinned down by the input's meaning (the input itself
+is replayed from tests/fuzz_corpus/ by tests/test_fuzz_targets.py)."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from broker.protocol.errors import ProtocolError
+from broker.protocol.jtypes import JFloat, JInt
+from broker.protocol.properties import NotAnInteger, as_int
+from broker.protocol.types import DEST_QUEUE, PacketType, Status
+from broker.server.broker import Broker
+from tests.test_engine import _login, _request, _sent, _status, broker  # noqa: F401 - fixture
+
+pytestmark = pytest.mark.fast
+
+
+@pytest.mark.parametrize(
+    "value", ["", "12x", b"", float("nan"), float("inf"), JFloat(float("inf"))]
+)
+def test_a_number_property_that_is_not_a_number_is_bad_input(value: object) -> None:
+    with pytest.raises(NotAnInteger) as caught:
+        as_int(value)
+    # Bad input by type (the engine answers 400), and still int()'s error for callers
+    # that catch TypeError or ValueError.
+    assert isinstance(caught.value, ProtocolError)
+    assert isinstance(caught.value, TypeError) and isinstance(caught.value, ValueError)
+    assert as_int("42") == 42 and as_int(JInt(7)) == 7
+
+
+def test_a_session_id_that_is_not_a_number_gets_400_not_an_internal_error(
+    broker: Broker,  # noqa: F811 - the engine tests' fixture
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Found by the jmq-engine target: ADD_PRODUCER whose JMQSessionID was an empty
+    String was answered 500 "internal error" with a traceback in the log."""
+    e = _login(broker)
+    with caplog.at_level(logging.WARNING):
+        e.receive_data(
+            _request(
+                PacketType.ADD_PRODUCER,
+                cid=21,
+                JMQDestination="q",
+                JMQDestType=JInt(DEST_QUEUE),
+                JMQSessionID="",
+            )
+        )
+    reply, goodbye = _sent(e)
+    assert (reply.type, _status(reply), reply.consumer_id) == (
+        PacketType.ADD_PRODUCER_REPLY,
+        Status.BAD_REQUEST,
+        21,
+    )
+    assert "is not an integer" in str(reply.properties["JMQReason"])
+    assert goodbye.type == PacketType.GOODBYE
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
+    assert any("malformed ADD_PRODUCER" in r.getMessage() for r in caplog.records)
