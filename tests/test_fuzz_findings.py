@@ -8,6 +8,7 @@ import logging
 import pytest
 
 from broker.protocol.errors import ProtocolError
+from broker.protocol.http1 import HttpError, RequestReader
 from broker.protocol.jtypes import JFloat, JInt
 from broker.protocol.properties import NotAnInteger, as_int
 from broker.protocol.types import DEST_QUEUE, PacketType, Status
@@ -57,3 +58,15 @@ def test_a_session_id_that_is_not_a_number_gets_400_not_an_internal_error(
     assert goodbye.type == PacketType.GOODBYE
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     assert any("malformed ADD_PRODUCER" in r.getMessage() for r in caplog.records)
+
+
+@pytest.mark.parametrize("length", [b"\xb24", b"\xb9", b"\xb3\xb3"])
+def test_a_content_length_of_superscript_digits_is_400(length: bytes) -> None:
+    """Found by the tunnel-http target: "²" (latin-1 0xB2) passes str.isdigit() and then
+    int() raised ValueError, which the tunnel service does not take for bad input."""
+    with pytest.raises(HttpError) as caught:
+        RequestReader(max_body=100).feed(
+            b"POST /imqTunnel?Type=push HTTP/1.1\r\nContent-Length: " + length + b"\r\n\r\n"
+        )
+    assert caught.value.status == 400
+    assert "bad Content-Length" in str(caught.value)
