@@ -1060,30 +1060,21 @@ class UmsTarget(Target):
         mode = c.byte() % 3
         if mode == 0:
             ctype = c.line().decode("latin-1")
-            body = c.rest()
             try:
-                parsed = soap.parse_request(ctype or "text/xml", body)
-                req = build_request(parsed.service)
-                http._check_destination(req)
-                stored = parsed.jms_body() if req.service == "send" else None
+                req = http.xml_request(ctype or None, c.rest())
             except (soap.SoapFault, UmsError):
                 return
-            if stored is not None:
+            if req.data is not None:
                 # What a send stores, a receive gives back as a SOAP message.
-                back = soap.transformed(stored, {"service": "receive_reply"}, parsed.properties)
+                back = soap.transformed(req.data, {"service": "receive_reply"}, req.properties)
                 _check(back is not None, "a stored SOAP message does not read back")
-                transformer.decode(stored)
+                transformer.decode(req.data)
         elif mode == 1:
             query = c.line()
             ctype = c.line().decode("latin-1") or None
-            body = c.rest()
             try:
-                fields = http.parse_query(query)
-                req = build_request(fields)
-                http._check_destination(req)
-                if req.service == "send":
-                    with contextlib.suppress(UnicodeDecodeError, LookupError):
-                        body.decode(http.charset_of(ctype))
+                req = build_request(http.parse_query(query))
+                http.read_simple_body(req, ctype, c.rest())
             except UmsError:
                 return
         else:

@@ -13,6 +13,8 @@ from broker.protocol.jtypes import JFloat, JInt
 from broker.protocol.properties import NotAnInteger, as_int
 from broker.protocol.types import DEST_QUEUE, PacketType, Status
 from broker.server.broker import Broker
+from portal.ums.http import read_simple_body
+from portal.ums.services import UmsError, build_request
 from tests.test_engine import _login, _request, _sent, _status, broker  # noqa: F401 - fixture
 
 pytestmark = pytest.mark.fast
@@ -70,3 +72,15 @@ def test_a_content_length_of_superscript_digits_is_400(length: bytes) -> None:
         )
     assert caught.value.status == 400
     assert "bad Content-Length" in str(caught.value)
+
+
+def test_a_simple_send_whose_charset_cannot_be_looked_up_is_400() -> None:
+    """Found by the ums target: a charset name with a NUL in it made bytes.decode raise
+    ValueError (not LookupError), which /simple answered 500 "internal error"."""
+    req = build_request({"service": "send", "destination": "q1"})
+    with pytest.raises(UmsError) as caught:
+        read_simple_body(req, "text/plain; charset=utf-8\x00x", b"hello")
+    assert caught.value.status == 400
+    assert "not text in its charset" in caught.value.reason
+    read_simple_body(req, "text/plain; charset=latin-1", b"caf\xe9")
+    assert req.text == "café"
