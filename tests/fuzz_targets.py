@@ -33,6 +33,10 @@ import struct
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from broker.protocol.brokerinfo import BrokerInfo
 
 __all__ = ["TARGETS", "Hang", "InvariantBroken", "Target", "hang_limit", "setup"]
 
@@ -614,7 +618,7 @@ class LinkTarget(Target):
     name = "link-engine"
     modules = ("broker.protocol", "broker.cluster", "broker.core")
     max_len = 8192
-    fresh_every = 500
+    fresh_every = 100
 
     def __init__(self) -> None:
         from broker.cluster.linkengine import TRANSITIONS
@@ -636,6 +640,21 @@ class LinkTarget(Target):
         )
         self._peer_init = gp.LinkInit.decode(pkts[0].body)
         del stream
+        # The captured BROKER_INFO (a Java-serialised object, most of a handshake's cost)
+        # decodes once per process: every input has a handshake, and the same bytes give
+        # the same (never modified) BrokerInfo.  Other bytes go to the real decoder.
+        from broker.cluster import linkengine
+
+        self._real_info = real = linkengine.BrokerInfo
+        known = {pkts[1].body: real.decode(pkts[1].body)}
+
+        class _KnownInfo(real):  # type: ignore[misc, valid-type]
+            @classmethod
+            def decode(cls, body: bytes) -> BrokerInfo:  # type: ignore[override]
+                hit = known.get(bytes(body))
+                return hit if hit is not None else real.decode(body)
+
+        linkengine.BrokerInfo = _KnownInfo  # type: ignore[misc]
 
     def seeds(self) -> list[bytes]:
         out = [b"\x00" + s for s in _cluster_streams()]
@@ -674,6 +693,9 @@ class LinkTarget(Target):
         return self._loop
 
     def close(self) -> None:
+        from broker.cluster import linkengine
+
+        linkengine.BrokerInfo = self._real_info  # type: ignore[misc]
         if self._loop is not None:
             self._loop.close()
             self._loop = None
