@@ -213,6 +213,28 @@ class Target:
 
     def close(self) -> None:
         """Let go of what the target holds (a broker, an event loop, a directory)."""
+        if self._loop is not None:
+            self._loop.close()
+            self._loop = None
+
+    # The broker around an engine schedules on the running loop (a delayed delivery, a
+    # cluster flush), as its drivers run there: inputs run on one loop of the target's.
+    _loop: asyncio.AbstractEventLoop | None = None
+    _loop_errors: list[dict]
+
+    def in_loop(self, one: Callable[[], object]) -> None:
+        """Run ``one()`` (a coroutine function) on the target's loop; what failed in a
+        callback of the loop's is a failure of this input."""
+        if self._loop is None:
+            self._loop = asyncio.new_event_loop()
+            self._loop_errors = []
+            self._loop.set_exception_handler(lambda _loop, ctx: self._loop_errors.append(ctx))
+        self._loop.run_until_complete(one())  # type: ignore[arg-type]
+        if self._loop_errors:
+            ctx = self._loop_errors[0]
+            self._loop_errors.clear()
+            exc = ctx.get("exception")
+            raise InvariantBroken(f"event loop error: {ctx.get('message')}: {exc!r}") from exc
 
 
 # -- JMQ packets ----------------------------------------------------------------------
@@ -370,8 +392,16 @@ class EngineTarget(Target):
             self._broker.executor.shutdown(wait=False)
             self._broker = None
         shutil.rmtree(self._tmp, ignore_errors=True)
+        super().close()
 
     def __call__(self, data: bytes) -> None:
+        async def one() -> None:
+            self._one(data)
+            await asyncio.sleep(0)
+
+        self.in_loop(one)
+
+    def _one(self, data: bytes) -> None:
         from broker.engine import Close, ConnectionEngine, ConnState, RunBlocking, StartTimer
         from broker.engine.effects import CancelTimer, TransactionTimer
         from broker.protocol.errors import ProtocolError
@@ -626,8 +656,6 @@ class LinkTarget(Target):
         self._reach = _reachable(TRANSITIONS)
         self._svc = None
         self._runs = 0
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._loop_errors: list[dict] = []
         stream = _cluster_streams()
         # The dialler's capture: LINK_INIT, BROKER_INFO, G_BROKER_INFO_REPLY, GOODBYE...
         from broker.protocol import gpacket as gp
@@ -686,28 +714,14 @@ class LinkTarget(Target):
         self._runs += 1
         return self._svc
 
-    def loop(self) -> asyncio.AbstractEventLoop:
-        if self._loop is None:
-            self._loop = asyncio.new_event_loop()
-            self._loop.set_exception_handler(lambda _loop, ctx: self._loop_errors.append(ctx))
-        return self._loop
-
     def close(self) -> None:
         from broker.cluster import linkengine
 
         linkengine.BrokerInfo = self._real_info  # type: ignore[misc]
-        if self._loop is not None:
-            self._loop.close()
-            self._loop = None
+        super().close()
 
     def __call__(self, data: bytes) -> None:
-        loop = self.loop()
-        loop.run_until_complete(self._one(data))
-        if self._loop_errors:
-            ctx = self._loop_errors[0]
-            self._loop_errors.clear()
-            exc = ctx.get("exception")
-            raise InvariantBroken(f"event loop error: {ctx.get('message')}: {exc!r}") from exc
+        self.in_loop(lambda: self._one(data))
 
     async def _one(self, data: bytes) -> None:
         from broker.cluster.link import BrokerLink
