@@ -598,10 +598,12 @@ class GPacketTarget(Target):
                 _check(gp.decode_link(gp.encode_link(pkt)) == pkt, "link packet round trip")
                 continue
             _check(isinstance(pkt, gp.GPacket), "the reader gave {!r}", pkt)
-            again = gp.decode(gp.encode(pkt, stamp=False))
+            # Re-encoding is stable, compared as bytes (a NaN property is not equal to
+            # itself).
+            first = gp.encode(pkt, stamp=False)
+            again = gp.decode(first)
             _check(
-                (again.type, again.props, again.payload, again.flags)
-                == (pkt.type, pkt.props, pkt.payload, pkt.flags),
+                again.type == pkt.type and gp.encode(again, stamp=False) == first,
                 "GPacket does not round-trip: {!r} -> {!r}",
                 pkt,
                 again,
