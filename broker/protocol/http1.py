@@ -109,7 +109,8 @@ class RequestReader:
         if "chunked" in headers.get("transfer-encoding", "").lower():
             raise HttpError(411, "chunked request bodies are not accepted; send Content-Length")
         length_text = headers.get("content-length", "0") or "0"
-        if not length_text.isdigit():
+        # ASCII digits only: str.isdigit() also takes "²" (latin-1 0xB2), which int() refuses.
+        if not (length_text.isascii() and length_text.isdigit()):
             raise HttpError(400, f"bad Content-Length {length_text[:40]!r}")
         length = int(length_text)
         if length > self.max_body:

@@ -280,17 +280,30 @@ def optional_str(value: object) -> str | None:
     return value if value is None or isinstance(value, str) else str(value)
 
 
+class NotAnInteger(PropertyError, TypeError):
+    """A property a client sent where a number belongs that is not one: bad input (a
+    ProtocolError, which is a ValueError), and a TypeError for callers that expect
+    ``int``'s errors."""
+
+
 def as_int(value: object) -> int:
     """``int(value)`` for a property or field value of any Java type, typed: the same
-    result, or the same TypeError or ValueError, as ``int`` gives."""
-    if isinstance(value, (int, float, str, bytes, bytearray)):
-        return int(value)
-    if isinstance(value, (SupportsInt, SupportsIndex)):
-        return int(value)
-    raise TypeError(
-        "int() argument must be a string, a bytes-like object or a real number, "
-        f"not '{type(value).__name__}'"
-    )
+    result as ``int`` gives, or :class:`NotAnInteger` where ``int`` raises (a String
+    that is not a number, NaN, an infinite float, a serialized object): the client's
+    mistake, not the broker's."""
+    try:
+        if isinstance(value, (int, float, str, bytes, bytearray)):
+            return int(value)
+        if isinstance(value, (SupportsInt, SupportsIndex)):
+            return int(value)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise NotAnInteger(f"{_shown_value(value)} is not an integer ({exc})") from None
+    raise NotAnInteger(f"a {type(value).__name__} value where an integer belongs")
+
+
+def _shown_value(value: object, limit: int = 40) -> str:
+    text = repr(value)
+    return text[:limit] + ("..." if len(text) > limit else "")
 
 
 def empty_properties() -> bytes:
@@ -302,6 +315,7 @@ __all__ = [
     "TEXTS",
     "JavaObjectBytes",
     "as_int",
+    "NotAnInteger",
     "optional_str",
     "PropertyError",
     "decode_java_utf",

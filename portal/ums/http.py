@@ -124,12 +124,7 @@ async def simple(
     req: UmsRequest | None = None
     try:
         req = build_request(fields)
-        _check_destination(req)
-        if req.service == "send":
-            try:
-                req.text = body.decode(charset_of(content_type))
-            except (UnicodeDecodeError, LookupError) as exc:
-                raise UmsError(400, f"the body is not text in its charset: {exc}") from exc
+        read_simple_body(req, content_type, body)
         reply = await perform(req)
     except UmsError as exc:
         if exc.status == 400:
@@ -143,6 +138,32 @@ async def simple(
             500, PLAIN, b"internal error of the UMS gateway", _ums_headers(reply_name, req, 500)
         )
     return _simple_reply(reply, req)
+
+
+def read_simple_body(req: UmsRequest, content_type: str | None, body: bytes) -> None:
+    """What a /simple POST asks beyond its query string: the destination checked, a
+    send's text read in its charset; UmsError 400 for what cannot be sent."""
+    _check_destination(req)
+    if req.service == "send":
+        try:
+            req.text = body.decode(charset_of(content_type))
+        except (ValueError, LookupError) as exc:
+            # ValueError: not text in that charset (UnicodeDecodeError), or a charset name
+            # Python cannot even look up (one with a NUL in it: found by bench/fuzz.py).
+            raise UmsError(400, f"the body is not text in its charset: {exc}") from exc
+
+
+def xml_request(content_type: str | None, body: bytes) -> UmsRequest:
+    """The request of one /xml POST (SoapFault or UmsError for what is not one): its
+    Service attributes, its JMS properties, and for a send the SOAP message in
+    MessageTransformer's BytesMessage layout."""
+    parsed = soap.parse_request(content_type or "text/xml", body)
+    req = build_request(parsed.service)
+    _check_destination(req)
+    req.properties = parsed.properties
+    if req.service == "send":
+        req.data = parsed.jms_body()
+    return req
 
 
 def _check_destination(req: UmsRequest) -> None:
@@ -186,13 +207,7 @@ async def xml(method: str, content_type: str | None, body: bytes) -> HttpReply:
     if method != "POST":
         return _fault("Client", "the XML messaging service takes SOAP requests by POST", 405)
     try:
-        parsed = soap.parse_request(content_type or "text/xml", body)
-        req = build_request(parsed.service)
-        _check_destination(req)
-        req.properties = parsed.properties
-        if req.service == "send":
-            # The SOAP message itself, in MessageTransformer's BytesMessage layout.
-            req.data = parsed.jms_body()
+        req = xml_request(content_type, body)
         reply = await perform(req)
     except soap.SoapFault as exc:
         return _fault(exc.code, exc.reason, exc.status)
