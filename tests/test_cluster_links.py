@@ -672,3 +672,25 @@ def test_a_queue_position_lock_is_refused_while_held_here_or_just_granted():
         assert answer("queue:orders_1", 5, False) == gp.LOCK_FAILURE
 
     asyncio.run(granted_not_yet_taken())
+
+
+def test_an_unsupported_request_is_answered_501_only_where_a_reply_type_exists():
+    """G_TAKEOVER_ME_PREPARE (57) has a reply type (58): 501.  G_REPLICATION_GROUP_INFO
+    (55) has none in OpenMQ's table -- 56 is no packet type -- so it gets no answer (the
+    link fuzzer found 56 written)."""
+    import asyncio
+
+    svc = _service()
+    link = _up_link(svc)
+    wire = link.transport = _Wire()  # type: ignore[assignment]
+
+    async def ask() -> None:
+        for t in (gp.G_TAKEOVER_ME_PREPARE, gp.G_REPLICATION_GROUP_INFO):
+            svc.on_packet(link, gp.GPacket(t, {}, b"", flags=gp.A_BIT))
+        await asyncio.sleep(0)
+
+    asyncio.run(ask())
+    sent = [p for p in gp.GPacketReader().feed(b"".join(wire.written)) if isinstance(p, gp.GPacket)]
+    replies = [(p.type, p.props.get("S")) for p in sent if p.props.get("S") == 501]
+    assert replies == [(gp.G_TAKEOVER_ME_PREPARE_REPLY, 501)]
+    assert all(p.type in gp.KNOWN_TYPES for p in sent)

@@ -302,9 +302,11 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
             self.message_ack_reply(link, pkt)
         elif t in (gp.G_PING_REPLY, gp.G_GOODBYE_REPLY, gp.G_CLIENT_CLOSED_REPLY):
             pass
-        elif pkt.wants_reply:
+        elif pkt.wants_reply and t + 1 in gp.KNOWN_TYPES:
             link.send(gp.GPacket(t + 1, {"S": 501, "reason": f"{pkt.name} is not supported here"}))
         else:
+            # (A request whose type has no reply type in OpenMQ's table, such as
+            # G_REPLICATION_GROUP_INFO 55, gets none: 56 is no packet type.)
             log.debug("cluster packet %s from %s ignored", pkt.name, link.describe())
 
     def set_flow_stopped(self, stopped: bool, why: str) -> None:
