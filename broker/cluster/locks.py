@@ -166,15 +166,14 @@ class ClusterLocks:
     def _answer(self, resource: str, ts: int, shared: bool = False) -> int:
         mine = self.attempts.get(resource)
         if mine is not None and not (shared and mine.shared):
-            if mine.done.done():
-                # Granted, and its taker has not run yet to record the holding.
-                if mine.done.result() == gp.LOCK_SUCCESS:
-                    return gp.LOCK_FAILURE
-            elif ts < mine.ts:
-                self._finish(mine, gp.LOCK_FAILURE)
-                return gp.LOCK_SUCCESS
-            else:
+            if not mine.done.done():
+                if ts < mine.ts:
+                    self._finish(mine, gp.LOCK_FAILURE)
+                    return gp.LOCK_SUCCESS
                 return gp.LOCK_FAILURE if ts > mine.ts else gp.LOCK_BACKOFF
+            if mine.done.result() == gp.LOCK_SUCCESS:
+                # Granted, and its taker has not run yet to record the holding.
+                return gp.LOCK_FAILURE
         if any(h(resource, shared) for h in self.holders):
             return gp.LOCK_FAILURE
         return gp.LOCK_SUCCESS

@@ -52,7 +52,7 @@ class Acknowledgements:
             entry = unacked.pop(key, None)
             if entry is None:
                 continue
-            if not entry.queue.active and entry.owner.home_elsewhere:
+            if entry.home_gone:
                 if home_gone is not None:
                     home_gone.append(key[0])
                 continue

@@ -25,4 +25,11 @@ class RouterError(Exception):
         self.props = props
 
 
-__all__ = ["RouterError", "now_ms"]
+def remote_failure(consumer_ids: list[int]) -> dict[str, object]:
+    """OpenMQ's reply properties for work that failed at a remote broker: JMQRemote and
+    the consumers' ids, once each, space-separated (the stock Java client reads them)."""
+    ids = " ".join(str(c) for c in dict.fromkeys(consumer_ids))
+    return {"JMQRemote": True, "JMQRemoteConsumerIDs": ids}
+
+
+__all__ = ["RouterError", "now_ms", "remote_failure"]

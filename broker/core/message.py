@@ -333,6 +333,12 @@ class Entry:
         # The consumer it was last handed to (DeliveryTarget.deliver sets it).
         self.consumer: DeliveryTarget | None = None
 
+    @property
+    def home_gone(self) -> bool:
+        """Its home is another broker, which has left the cluster: the copy here is
+        inactive, and an acknowledgement of it cannot count (the home delivers it again)."""
+        return not self.queue.active and self.owner.home_elsewhere
+
 
 # An entry packed into a run (broker/core/runs.py): the fields of its paged-out message
 # and its delivery state, 91 bytes instead of about 450 in objects.  The store key

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from broker.protocol.types import DEST_TOPIC, Status, TransactionState, XAFlag
 from broker.store.base import TxnAck, TxnRemove, TxnSend, TxnState
 
-from .errors import RouterError, now_ms
+from .errors import RouterError, now_ms, remote_failure
 from .transaction import Transaction
 
 if TYPE_CHECKING:
@@ -499,22 +499,17 @@ class TransactionManager:
         and the commit refused with GONE and JMQRemote, as OpenMQ's broker refuses it
         (the stock Java client makes its consumers again and throws
         TransactionRolledBackException C4109).  The home delivers those messages again."""
-        gone = [
-            key[0]
-            for key, e in txn.entries.items()
-            if not e.queue.active and e.owner.home_elsewhere
-        ]
+        gone = [key[0] for key, e in txn.entries.items() if e.home_gone]
         if not gone:
             return
         self._undo(txn, True)
         txn.sends.clear()
         txn.acks.clear()
-        ids = " ".join(str(c) for c in dict.fromkeys(gone))
         raise RouterError(
             Status.GONE,
             f"transaction {txn.id} rolled back: it acknowledged {len(gone)} message(s) "
             "of a broker that has left the cluster",
-            {"JMQRemote": True, "JMQRemoteConsumerIDs": ids},
+            remote_failure(gone),
         )
 
     def _undo(self, txn: Transaction, set_redelivered: bool) -> None:

@@ -10,7 +10,7 @@ import logging
 import struct
 import time
 
-from broker.core.errors import RouterError
+from broker.core.errors import RouterError, remote_failure
 from broker.core.message import Message
 from broker.core.monitoring import destination_map
 from broker.core.session import Session
@@ -338,9 +338,12 @@ class MessageRules(AccessRules):
         by a broker that has since failed over)."""
         if gone:
             reason = f"{len(gone)} message(s) of a remote broker that is gone"
-            ids = " ".join(str(c) for c in dict.fromkeys(gone))
-            props = {"JMQRemote": True, "JMQRemoteConsumerIDs": ids}
-            log.info("acknowledgement not done: %s (consumers %s)", reason, ids)
+            props = remote_failure(gone)
+            log.info(
+                "acknowledgement not done: %s (consumers %s)",
+                reason,
+                props["JMQRemoteConsumerIDs"],
+            )
             self.reply(pkt, Status.GONE, props, reason=reason)
         elif known is not None and known < pkt.body_size // 40:
             reason = "acknowledgement names a consumer this connection does not have"
