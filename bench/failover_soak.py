@@ -107,6 +107,7 @@ class Producer:
             self.proc.kill()
             self.proc.wait()
         self._reader.join(10)
+        self.err.close()
 
 
 async def drain(brokers: list[BrokerProcess], queue: str) -> Counter:

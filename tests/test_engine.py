@@ -676,15 +676,8 @@ def test_acknowledgements_of_what_is_not_unacknowledged_here_are_refused(
     prod.receive_data(_message("ackq", 0, pid) + _message("ackq", 0, pid))
     e = _login(broker)
     sid = _session(e, AckMode.CLIENT_ACKNOWLEDGE)
-    e.receive_data(
-        _request(
-            PacketType.ADD_CONSUMER,
-            JMQDestination="ackq",
-            JMQDestType=JInt(DEST_QUEUE),
-            JMQSessionID=JLong(sid),
-        )
-    )
-    cid = int(_sent(e)[0].properties["JMQConsumerID"])  # type: ignore[arg-type]
+    reply = _on_dest(e, PacketType.ADD_CONSUMER, "ackq", DEST_QUEUE, sid)
+    cid = int(reply.properties["JMQConsumerID"])  # type: ignore[arg-type]
     e.receive_data(_request(PacketType.START))
     _start, first, second = _sent(e)
 
