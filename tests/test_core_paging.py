@@ -297,14 +297,14 @@ def test_a_stored_body_damaged_after_start_is_reported_and_skipped(
         send(r, Conn(1), "cq", *(_body(i) for i in range(6)), persistent=True)
         store.close()
         r, store, state = _stored_router(tmp_path / "fs", "cq", lazy=True)
+        pager = Pager(1 << 40, swap=None, store=store, readahead=2)
+        r.attach_pager(pager)
+        r.recover(state)
         (seg,) = (tmp_path / "fs").glob("*.seg")
         data = bytearray(seg.read_bytes())
         at = data.find(_body(3)[:BODY])
         data[at + 100] ^= 0xFF
         seg.write_bytes(bytes(data))
-        pager = Pager(1 << 40, swap=None, store=store, readahead=2)
-        r.attach_pager(pager)
-        r.recover(state)
         conn = Conn(1)
         _consume(r, session(r, conn, ack_mode=AckMode.NO_ACKNOWLEDGE), "cq")
         for _ in range(500):

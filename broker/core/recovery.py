@@ -49,9 +49,10 @@ def recover(
     every message comes back marked redelivered, since the failed broker may have
     delivered it without its delivery count reaching the store."""
     store = router.store
-    wanted: set[tuple[str, bool]] = {
-        (m.destination, bool(m.dest_type & DEST_TOPIC)) for m in state.messages
-    }
+    held = state.message_destinations
+    if held is None:
+        held = {(m.destination, m.dest_type) for m in state.messages}
+    wanted: set[tuple[str, bool]] = {(name, bool(dtype & DEST_TOPIC)) for name, dtype in held}
     wanted |= {(d.topic, True) for d in state.durables}
     for d in state.destinations:
         is_topic = bool(d.dest_type & DEST_TOPIC)
