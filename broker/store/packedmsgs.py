@@ -185,8 +185,8 @@ class PackedMsgs:
         in the table already: then False and nothing changed."""
         if key in self.full:
             return False
-        if 3 * (self.used + 1) > 2 * len(self.slots):
-            self._rebuild()
+        if 3 * (self.used + 1) > 2 * len(self.slots) or self.n - self.live > self.live + 1024:
+            self._rebuild()  # (records of settled messages: at most as many as live ones)
         slots, recs = self.slots, self.recs
         mask = len(slots) - 1
         i = hash(key) & mask
@@ -244,7 +244,7 @@ class PackedMsgs:
 
     def put(self, key: bytes, m: Msg) -> None:
         """A new message (``key`` not in the table) kept as the Msg ``m``."""
-        if 3 * (self.used + 1) > 2 * len(self.slots):
+        if 3 * (self.used + 1) > 2 * len(self.slots) or self.n - self.live > self.live + 1024:
             self._rebuild()
         r = self.n
         if len(key) == KEY:
@@ -278,7 +278,7 @@ class PackedMsgs:
         """A new hash table (and, when most records are dead, new records without
         them), for about twice the live messages."""
         recs = self.recs
-        if self.n - self.live > self.live:  # mostly dead: copy the live records
+        if self.n - self.live > self.live // 2:  # many dead: copy the live records
             new = bytearray()
             odd: dict[int, bytes] = {}
             full = self.full
