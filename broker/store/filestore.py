@@ -589,41 +589,41 @@ class _Recovered(Sequence[StoredMessage]):
     def __iter__(self) -> Iterator[StoredMessage]:
         # Each segment is read in windows of _WINDOW bytes (records are met in file
         # order within a segment), so what is read stays small and out of the mapping.
+        # No crc this time (load checked every frame moments ago, nothing has written
+        # since): the record must decode and carry its key.
         shared: dict[tuple, dict[str, int]] = {}
         heads_only = self.heads_only
         fd, num = -1, -1
-        win, wstart = b"", 0
+        win, view, wstart = b"", memoryview(b""), 0
         try:
-            for key, m in self.idx.msgs.items():
-                ints = m.ints
+            for key, snum, off, size, dest, dtype, ints in self.idx.msgs.locations():
                 if type(ints) is tuple:
                     interests = shared.get(ints)
                     if interests is None:
                         interests = shared[ints] = {ints[0]: ints[1]}
                 else:
                     interests = {ints[j]: ints[j + 1] for j in range(0, len(ints), 3)}
-                if m.seg != num:
+                if snum != num:
                     if fd >= 0:
                         os.close(fd)
-                    fd, num, win, wstart = -1, m.seg, b"", 0
+                    fd, num, win, view, wstart = -1, snum, b"", memoryview(b""), 0
                     try:
                         fd = os.open(self.store._path(num), os.O_RDONLY)
                     except OSError as exc:
                         log.error("file store: segment %d does not open: %s", num, exc)
-                start, end = m.off - wstart, m.off + m.size - wstart
+                start = off - wstart
+                end = start + size
                 if start < 0 or end > len(win):
                     if fd < 0:
                         continue
-                    win = os.pread(fd, max(_WINDOW, m.size), m.off)
-                    wstart, start, end = m.off, 0, m.size
+                    win = os.pread(fd, max(_WINDOW, size), off)
+                    view = memoryview(win)
+                    wstart, start, end = off, 0, size
                 rec: MsgAdd | None = None
-                if _frame_ok(win, start, len(win)) == end:
-                    try:
-                        rec = decode_msg_add_in_place(
-                            win, memoryview(win), start + HEADER_SIZE, end
-                        )
-                    except CorruptRecord:
-                        rec = None
+                try:
+                    rec = decode_msg_add_in_place(win, view, start + HEADER_SIZE, end)
+                except CorruptRecord:
+                    pass
                 if rec is None or rec.key != key:
                     log.error(
                         "file store %s: message %s does not read back intact: skipped",
@@ -634,9 +634,9 @@ class _Recovered(Sequence[StoredMessage]):
                 raw = rec.raw
                 if heads_only:
                     head = bytes(raw[: body_offset(raw)])
-                    yield StoredMessage(key, m.dest, m.dtype, None, interests, head, len(raw))
+                    yield StoredMessage(key, dest, dtype, None, interests, head, len(raw))
                 else:
-                    yield StoredMessage(key, m.dest, m.dtype, bytes(raw), interests)
+                    yield StoredMessage(key, dest, dtype, bytes(raw), interests)
         finally:
             if fd >= 0:
                 os.close(fd)

@@ -176,6 +176,25 @@ class PackedMsgs:
                 dest, dtype, ints = groups[g]
                 yield key, Msg(seg, off, size, dest, dtype, ints)
 
+    def locations(self) -> Iterator[tuple[bytes, int, int, int, str, int, tuple | list]]:
+        """(key, segment, offset, frame size, destination, type, ints) of each live
+        message in order: ``items`` without making objects (recovery reads them all)."""
+        full, odd, groups = self.full, self.odd, self.groups
+        unpack = REC.unpack_from
+        for r in range(self.n):
+            recs = self.recs
+            key, seg, off, size, g = unpack(recs, r * W)
+            if g == DEAD:
+                continue
+            if g == FULL:
+                if odd:
+                    key = odd.get(r, key)
+                m = full[key]
+                yield key, m.seg, m.off, m.size, m.dest, m.dtype, m.ints
+            else:
+                dest, dtype, ints = groups[g]
+                yield key, seg, off, size, dest, dtype, ints
+
     # -- changes (the writer's thread) -----------------------------------------------
 
     def add(
