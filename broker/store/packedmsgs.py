@@ -180,10 +180,8 @@ class PackedMsgs:
         """(key, segment, offset, frame size, destination, type, ints) of each live
         message in order: ``items`` without making objects (recovery reads them all)."""
         full, odd, groups = self.full, self.odd, self.groups
-        unpack = REC.unpack_from
-        for r in range(self.n):
-            recs = self.recs
-            key, seg, off, size, g = unpack(recs, r * W)
+        # (iter_unpack holds the bytearray: nothing may add while this runs.)
+        for r, (key, seg, off, size, g) in enumerate(REC.iter_unpack(self.recs)):
             if g == DEAD:
                 continue
             if g == FULL:
@@ -325,12 +323,10 @@ class PackedMsgs:
         slots = array("I", bytes(4 * cap))
         mask = cap - 1
         used = 0
-        for r in range(self.n):
-            o = r * W
-            g = recs[o + _GRP] | recs[o + _GRP + 1] << 8
+        for r, (key, _seg, _off, _size, g) in enumerate(REC.iter_unpack(recs)):
             if g == DEAD or g == FULL:
                 continue
-            i = hash(bytes(recs[o : o + KEY])) & mask
+            i = hash(key) & mask
             while slots[i]:
                 i = (i + 1) & mask
             slots[i] = r + 1
