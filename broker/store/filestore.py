@@ -799,15 +799,16 @@ class FileStore(Store):
         return self.directory
 
     def holds(self, key: bytes) -> bool:
-        """See Store.holds: the index says (read without the lock, as the writer left it: see packedmsgs)."""
+        """See Store.holds: the index says (read without the lock, as the writer left
+        it: see packedmsgs)."""
         idx = self._index
         return idx is not None and idx.msgs.where(key) is not None
 
     def read_bodies(self, keys: list[bytes]) -> list[bytes | None]:
         """The stored bytes of ``keys`` (see Store.read_bodies), read in file order.
 
-        No lock: the index is looked up as the writer left it (see packedmsgs: safe without the lock)
-        and each frame is checked (crc, kind and key) after the read, so a message the
+        No lock: the index is looked up as the writer left it (see packedmsgs) and
+        each frame is checked (crc, kind and key) after the read, so a message the
         writer moved meanwhile (a compaction deletes the segments it copied) is looked
         up again, never mistaken for another."""
         out: list[bytes | None] = [None] * len(keys)
