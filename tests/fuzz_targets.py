@@ -16,7 +16,7 @@ connection -- and raises anything else:
 
 Every target's input starts with a mode byte the target reads its options from (how to
 cut the stream into reads, whether the harness logs in first, ...); ``seeds()`` gives
-inputs built from the captured vectors (../shared/vectors, tests/vectors_cluster).
+inputs built from the captured vectors (third_party/openmq/vectors, tests/vectors_cluster).
 """
 
 from __future__ import annotations
@@ -35,13 +35,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from broker.stock_paths import VECTORS
+
 if TYPE_CHECKING:
     from broker.protocol.brokerinfo import BrokerInfo
 
 __all__ = ["TARGETS", "Hang", "InvariantBroken", "Target", "hang_limit", "setup"]
 
 ROOT = Path(__file__).resolve().parent.parent
-VECTORS = Path(os.environ.get("IMQ_TEST_VECTORS") or ROOT.parent / "shared" / "vectors")
 CLUSTER_VECTORS = ROOT / "tests" / "vectors_cluster"
 
 

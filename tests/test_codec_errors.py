@@ -3,7 +3,7 @@
 The connection handler tells a client's garbage (400, or GOODBYE and close) from a
 broker bug (500 with a traceback) by exception type alone, so this is structural: each
 decoder below gets arbitrary bytes, and mutations of the packets and bodies the real
-OpenMQ Java and C clients wrote (../shared/vectors), and nothing but ProtocolError may
+OpenMQ Java and C clients wrote (third_party/openmq/vectors), and nothing but ProtocolError may
 come out.  A new decoder is one more entry in DECODERS.
 """
 

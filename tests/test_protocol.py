@@ -35,14 +35,12 @@ from broker.protocol.portmapper import parse_table
 from broker.protocol.properties import decode_properties, encode_java_utf, encode_properties
 from broker.protocol.sysmsgid import SysMessageID
 from broker.protocol.types import MAGIC, PacketType, Status, packet_type_name
+from broker.stock_paths import PROTOCOL_SEED as SEED
+from broker.stock_paths import SPEC
 
-from .vectors import SPEC, vector, vector_names
+from .vectors import vector, vector_names
 
 pytestmark = pytest.mark.fast
-
-SEED = (
-    Path(__file__).resolve().parent.parent.parent / "shared" / "seeds" / "000_a0e99a4fa8995b9b.txt"
-)
 
 
 def load(rel: str) -> bytes:
