@@ -53,7 +53,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "broker_props(*props): -D properties of a module's interop_broker"
     )
     config.addinivalue_line(
-        "markers", "needs_vectors: fails (never skips) without third_party/openmq/vectors (tests/vectors.py)"
+        "markers",
+        "needs_vectors: fails (never skips) without third_party/openmq/vectors (tests/vectors.py)",
     )
 
 

@@ -318,7 +318,9 @@ class Command(BaseCommand):
                     say(f"Restored broker instance {name}: {said(counts)}.")
                 say(f"Persistent store restored from {args.directory}.")
             else:  # parse_args knows no other
-                raise DbMgrFailed(f"Unrecognized subcommand: {args.command}\n{help_hint(self.name)}")
+                raise DbMgrFailed(
+                    f"Unrecognized subcommand: {args.command}\n{help_hint(self.name)}"
+                )
         except dbmgr.DbMgrError as exc:
             failed = FAILED.get(args.command)
             if failed:  # OpenMQ says what failed on which database, then why
