@@ -82,11 +82,6 @@ def parse_count(value: object, name: str = "count") -> int:
     return number
 
 
-def as_limit(number: int) -> int:
-    """A limit as OpenMQ applies it: 0 and negative values mean no limit (-1)."""
-    return number if number > 0 else UNLIMITED
-
-
 _DECLARED: dict[str, Prop] = {}
 
 
