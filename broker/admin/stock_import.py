@@ -156,7 +156,7 @@ def import_configuration(
     report = Report()
     to_set: dict[str, str] = {}
     _import_users(actor, stock, report, dry_run)
-    _import_rules(actor, stock, report, dry_run)
+    _import_rules(actor, stock, config, report, to_set, dry_run)
     _import_keystore(
         actor, stock, config, report, to_set, keystore, keystore_password, replace_keystore, dry_run
     )
@@ -179,6 +179,8 @@ def _import_properties(
     dry_run: bool,
 ) -> None:
     for name, value in sorted(stock.properties.items()):
+        if _SERVICE_RULE_FILE.fullmatch(name):
+            continue  # the rules step copied that file and reported it
         if name in _FILE_PROPS:
             # The user, rule and keystore steps read the stock files these name; ours
             # keeps its own copies in its instance's etc.
@@ -267,7 +269,14 @@ def _import_users(actor: str, stock: StockInstance, report: Report, dry_run: boo
             report.not_taken("user", name, f"the users were refused: {exc}")
 
 
-def _import_rules(actor: str, stock: StockInstance, report: Report, dry_run: bool) -> None:
+def _import_rules(
+    actor: str,
+    stock: StockInstance,
+    config: BrokerConfig,
+    report: Report,
+    to_set: dict[str, str],
+    dry_run: bool,
+) -> None:
     path = stock.etc_file(
         imq.ACCESSCONTROL_FILE_DIRPATH.name,
         imq.ACCESSCONTROL_FILE_NAME.name,
@@ -302,19 +311,48 @@ def _import_rules(actor: str, stock: StockInstance, report: Report, dry_run: boo
         else:
             good[key] = value
             report.taken("access rule", key, value)
-    for svc in sorted(
-        {n.split(".")[1] for n in stock.properties if n.endswith(".accesscontrol.file.filename")}
-        - {"accesscontrol"}
-    ):
-        report.not_taken(
-            "access rules",
-            f"service {svc}",
-            "its own rule file (imq.<service>.accesscontrol.file.filename) is not imported: "
-            "copy it into this instance's etc and set that property there",
-        )
+    _service_rule_files(stock, config, report, to_set, dry_run)
     if dry_run:
         return
     sec.import_rules_file(actor, acl.format_file(good), replace=True, instance="")
+
+
+_SERVICE_RULE_FILE = re.compile(r"imq\.(\w+)\.accesscontrol\.file\.(filename|dirpath)")
+
+
+def _service_rule_files(
+    stock: StockInstance,
+    config: BrokerConfig,
+    report: Report,
+    to_set: dict[str, str],
+    dry_run: bool,
+) -> None:
+    """A service's own rule file (``imq.<service>.accesscontrol.file.filename``), which
+    this broker reads as OpenMQ does: copied into our instance's etc, named there."""
+    services = sorted(
+        {m.group(1) for n in stock.properties if (m := _SERVICE_RULE_FILE.fullmatch(n))}
+    )
+    for svc in services:
+        name_prop = f"imq.{svc}.accesscontrol.file.filename"
+        path = stock.etc_file(f"imq.{svc}.accesscontrol.file.dirpath", name_prop, "")
+        if not stock.properties.get(name_prop) or not path.is_file():
+            report.not_taken(
+                "access rules",
+                f"service {svc}",
+                f"its own rule file {path} was not found: this broker uses the database "
+                "rules for it",
+            )
+            continue
+        target = config.instance_dir / "etc" / path.name
+        report.adapted(
+            "access rules",
+            f"service {svc}",
+            f"its own rule file {path} copied to {target} ({name_prop}={path.name})",
+        )
+        to_set[name_prop] = path.name
+        if not dry_run:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(path, target)
 
 
 # --------------------------------------------------------------------------------------

@@ -135,9 +135,11 @@ def _one_destination(
         if old is None:
             if not dry_run:
                 create_destination(dst, actor, kind, name, attrs)
-            how = "created" + (
-                " (auto-created there; it holds messages)" if d["auto_created"] else ""
-            )
+            how = "created"
+            if d["auto_created"]:
+                notes.append(
+                    "auto-created there: made here as an administered one (it holds messages)"
+                )
         else:
             diff = {k: v for k, v in attrs.items() if old["attributes"].get(k) != v}
             if diff and not dry_run:
