@@ -35,6 +35,7 @@ from broker.admin.client import AdminError
 from broker.admin.remote import BrokerUnavailable
 from broker.admin.security_actions import command_line_actor
 from broker.admin.stock_report import Report
+from broker.client.errors import JMSException
 from broker.config import BrokerConfig, ConfigError, parse_properties
 
 IMQCMD_PASSWORD = "imq.imqcmd.password"
@@ -104,7 +105,7 @@ class Command(BaseCommand):
         self.actor = command_line_actor("imqimport")
         try:
             report = getattr(self, f"do_{opts['subcommand']}")(opts)
-        except (ActionError, AdminError, BrokerUnavailable, ConfigError) as exc:
+        except (ActionError, AdminError, BrokerUnavailable, ConfigError, JMSException) as exc:
             raise CommandError(str(exc)) from exc
         for line in report.lines():
             self.stdout.write(line)
