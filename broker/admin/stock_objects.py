@@ -97,7 +97,14 @@ def import_destinations(
         for d in sorted(theirs, key=lambda d: (d["type"], d["name"])):
             _one_destination(actor, d, mine, dst, report, dry_run)
         have = {(x["client_id"], x["name"]) for x in list_durables(dst)}
+        # JMS 2.0 shared durables apart from OpenMQ's own sharing by client ID (JMQShare).
+        jms2 = {
+            (str(x.get("clientID") or ""), str(x.get("name") or ""))
+            for x in src.durables(None)
+            if x.get("isJMSShared")
+        }
         for sub in list_durables(src):
+            sub["jms2"] = (sub["client_id"], sub["name"]) in jms2
             _one_durable(actor, sub, have, ours, report, dry_run)
     finally:
         src.close()
@@ -213,12 +220,14 @@ def _one_durable(
     else:
         try:
             if not dry_run:
-                make_durable(actor, ours, topic, name, client_id, sub["selector"], sub["shared"])
+                make_durable(actor, ours, topic, name, client_id, sub["selector"], _sharing(sub))
         except Exception as exc:  # the client's JMSException and its subclasses
             report.not_taken("durable", label, f"this broker refused it: {exc}")
             return
         what = f"selector {sub['selector']!r}" if sub["selector"] else "no selector"
-        kind = "shared durable" if sub["shared"] else "durable"
+        kind = {"jms2": "JMS 2.0 shared durable", "jmq": "shared (JMQShare) durable"}.get(
+            _sharing(sub), "durable"
+        )
         report.adapted(
             "durable",
             label,
@@ -234,6 +243,13 @@ def _one_durable(
         )
 
 
+def _sharing(sub: dict[str, Any]) -> str:
+    """How a durable subscription is shared: "" (not), "jms2" or "jmq" (JMQShare)."""
+    if sub.get("jms2"):
+        return "jms2"
+    return "jmq" if sub["shared"] else ""
+
+
 def make_durable(
     actor: str,
     ours: Endpoint,
@@ -241,10 +257,11 @@ def make_durable(
     name: str,
     client_id: str,
     selector: str,
-    shared: bool,
+    sharing: str = "",
 ) -> None:
     """Create durable subscription ``name`` on ours as a JMS client does (it keeps its
-    messages from then on), then record it."""
+    messages from then on), then record it.  ``sharing``: "" (an ordinary one), "jms2"
+    (a JMS 2.0 shared durable subscription) or "jmq" (OpenMQ's imqEnableSharedSubscriptions)."""
     from broker.client import Topic, sync
 
     conn = sync.connect(
@@ -253,11 +270,11 @@ def make_durable(
         user=ours.user,
         password=ours.password,
         client_id=client_id or None,
-        enable_shared_subscriptions=shared,
+        enable_shared_subscriptions=sharing == "jmq",
     )
     try:
         session = conn.create_session()
-        if shared:
+        if sharing == "jms2":
             consumer = session.create_shared_durable_consumer(Topic(topic), name, selector or None)
         else:
             consumer = session.create_durable_subscriber(Topic(topic), name, selector or None)
