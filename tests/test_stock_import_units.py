@@ -115,3 +115,40 @@ def test_report_lines_and_counts() -> None:
     ]
     with pytest.raises(ValueError):
         r.add("maybe", "user", "bob")
+
+
+def test_dry_run_reports_without_secrets(tmp_path: Path) -> None:
+    """A dry run over an instance directory: users, rules and properties reported, and
+    no password value in the report (the keystore is absent here)."""
+    from broker.admin.stock_import import import_configuration
+    from broker.config import BrokerConfig
+
+    inst = tmp_path / "var" / "instances" / "prod"
+    (inst / "props").mkdir(parents=True)
+    (inst / "etc").mkdir()
+    (inst / "props" / "config.properties").write_text(
+        "imq.message.max_size=20m\n"
+        "imq.persist.jdbc.mysql.password=s3cret\n"
+        "imq.keystore.password=s3cret\n"
+        "imq.jms.min_threads=20\n"
+    )
+    (inst / "etc" / "passwd").write_text(
+        "admin:-2d5455c8583c24eec82c7a1e273ea02e:admin:1\nbad*name:abc:user:1\nbob:abc:user:0\n"
+    )
+    (inst / "etc" / "accesscontrol.properties").write_text(
+        "version=JMQFileAccessControlModel/100\nqueue.q.produce.allow.user=bob\nnot.a.rule=1\n"
+    )
+    config = BrokerConfig.load("ours", tmp_path / "ours")
+    report = import_configuration("test", StockInstance.open(inst), config, dry_run=True)
+    text = "\n".join(report.lines())
+    assert "s3cret" not in text
+    assert report.find("property", "imq.message.max_size").outcome == "taken"
+    assert report.find("property", "imq.jms.min_threads").outcome == "not taken"
+    assert report.find("user", "admin").outcome == "taken"
+    assert report.find("user", "bob").detail == "group user, disabled, password as is"
+    assert report.find("user", "bad*name").outcome == "not taken"
+    assert report.find("access rule", "queue.q.produce.allow.user").outcome == "taken"
+    assert report.find("access rule", "not.a.rule").outcome == "not taken"
+    missing = report.find("keystore", str(inst.resolve() / "etc" / "keystore"))
+    assert missing is not None and missing.outcome == "not taken" and "--keystore" in missing.detail
+    assert not config.instance_file.exists()

@@ -186,6 +186,14 @@ def _import_properties(
             # keeps its own copies in its instance's etc.
             if name in to_set:
                 report.taken("property", name, f"{to_set[name]}: the keystore's password")
+            elif name == imq.KEYSTORE_PASSWORD.name:
+                report.adapted(
+                    "property", name, "(hidden) used to open the keystore, kept in our passfile"
+                )
+            elif name == imq.PASSFILE_ENABLED.name:
+                report.adapted(
+                    "property", name, f"{value!r}: ours is set when the keystore is imported"
+                )
             else:
                 report.adapted(
                     "property",
@@ -204,7 +212,7 @@ def _import_properties(
             continue
         why = property_support(name)
         if why is not None:
-            report.not_taken("property", name, f"{value!r}: {why}")
+            report.not_taken("property", name, f"{_shown(name, value, True)}: {why}")
             continue
         if name.endswith(_PATH_SUFFIXES) or name in FIXED:
             expanded = stock.expand(value)
@@ -217,7 +225,7 @@ def _import_properties(
                 )
                 continue
         to_set[name] = value
-        report.taken("property", name, value)
+        report.taken("property", name, _shown(name, value))
     if not to_set or dry_run:
         return
     try:
@@ -233,6 +241,13 @@ def _import_properties(
         {"type": "broker", "op": "import", "properties": sorted(to_set)},
         instance=config.instance,
     )
+
+
+def _shown(name: str, value: str, quoted: bool = False) -> str:
+    """A property's value as the report shows it: never a password."""
+    if "password" in name.lower():
+        return "(hidden)"
+    return repr(value) if quoted else value
 
 
 # --------------------------------------------------------------------------------------
@@ -420,7 +435,9 @@ def _import_keystore(
             "and --etchome); no key material for ssljms/ssladmin was imported",
         )
         return
-    password = password or _stock_password(stock)
+    password = (
+        password or stock.properties.get(imq.KEYSTORE_PASSWORD.name) or _stock_password(stock)
+    )
     if not password:
         report.not_taken(
             "keystore",
