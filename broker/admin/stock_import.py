@@ -330,6 +330,17 @@ def _import_rules(
     if dry_run:
         return
     sec.import_rules_file(actor, acl.format_file(good), replace=True, instance="")
+    from broker.models import AccessRule
+
+    scoped = AccessRule.objects.exclude(broker_instance="").values_list("broker_instance")
+    for (instance,) in sorted(set(scoped)):
+        report.adapted(
+            "access rules",
+            f"instance {instance}",
+            "taken for all brokers; that broker's own rules, kept in the database, "
+            "override them there "
+            f"(imqacl list -name {instance})",
+        )
 
 
 _SERVICE_RULE_FILE = re.compile(r"imq\.(\w+)\.accesscontrol\.file\.(filename|dirpath)")
