@@ -83,6 +83,8 @@ LONGEST_FIRST = [
     "tests/test_acl.py",
     "tests/test_definitions.py",
     "tests/test_up.py",
+    "tests/test_up_rollup.py",
+    "tests/interop/test_stock_import.py",
     "tests/test_pipeline_rollup.py",
     "tests/test_workflow_pages.py",
     "tests/test_filestore.py",
