@@ -494,6 +494,20 @@ class BrokerConfig:
         """Return all effective properties, expanded (for imqcmd query / getConfiguration)."""
         return {name: self.get(name) or "" for name in self.names()}
 
+    def configured_names(self) -> dict[str, str]:
+        """Every property set above the defaults, with where it was set: the command line
+        (``-D``), the instance's ``config.properties`` or the cluster configuration file
+        (the highest layer that sets it)."""
+        out: dict[str, str] = {}
+        for where, layer in (
+            ("the command line", self._overrides),
+            ("config.properties", self._file),
+            ("the cluster configuration file", self._cluster),
+        ):
+            for name in layer:
+                out.setdefault(name, where)
+        return out
+
     def configured(self, name: str) -> bool:
         """Whether ``name`` is set above the defaults (the instance file, ``-D``)."""
         return any(name in layer for layer in (self._computed, self._overrides, self._file))

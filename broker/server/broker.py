@@ -244,6 +244,8 @@ class Broker:
             qattrs["maxNumActiveConsumers"] = active
             qattrs["maxNumBackupConsumers"] = backup
         qattrs["consumerFlowLimit"] = c.get(props.AUTOCREATE_QUEUE_FLOW_LIMIT)
+        if c.configured(props.AUTOCREATE_QUEUE_LOCAL_PREFERRED.name):
+            qattrs["localDeliveryPreferred"] = c.get(props.AUTOCREATE_QUEUE_LOCAL_PREFERRED)
         tattrs = dict(attrs)
         tattrs["consumerFlowLimit"] = c.get(props.AUTOCREATE_TOPIC_FLOW_LIMIT)
         tattrs["maxNumSharedConsumers"] = c.get(props.AUTOCREATE_TOPIC_MAX_SHARED)
