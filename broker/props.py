@@ -241,7 +241,9 @@ class Ignored(Prop[str]):
 
 _FAMILIES: list[Family] = []
 _FAMILY_TOKENS = {
-    "<service>": "(?:" + "|".join(["jms", "admin", "ssljms", "ssladmin", "httpjms", "httpsjms"]) + ")",
+    "<service>": "(?:"
+    + "|".join(["jms", "admin", "ssljms", "ssladmin", "httpjms", "httpsjms"])
+    + ")",
     "<proto>": "(?:tcp|tls|http|https|ws|wss)",
     "<any>": "[^.]+",
     "*": ".+",
@@ -681,9 +683,7 @@ CLUSTER_HOSTNAME = OptionalText("imq.cluster.hostname")  # unset: imq.hostname
 CLUSTER_MONITOR_INTERVAL = Text("imq.cluster.monitor.interval", "30")
 CLUSTER_MONITOR_THRESHOLD = Text("imq.cluster.monitor.threshold", "3")
 CLUSTER_LOCKTIMEOUT = Int("imq.cluster.locktimeout", "60")
-_HEARTBEAT = (
-    "the cluster links' liveness is imq.cluster.ping.interval (no separate UDP heartbeat)"
-)
+_HEARTBEAT = "the cluster links' liveness is imq.cluster.ping.interval (no separate UDP heartbeat)"
 _CLUSTER = [
     Ignored(
         "imq.cluster.nomasterbroker",
@@ -823,8 +823,7 @@ _UNSUPPORTED = [
     Ignored(
         "handlers",
         None,
-        "java.util.logging's handler list: the outputs are the imq.log.<output>.output "
-        "properties",
+        "java.util.logging's handler list: the outputs are the imq.log.<output>.output properties",
     ),
     Ignored(
         "imq.packet.read.override",
