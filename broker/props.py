@@ -582,6 +582,12 @@ ACCESSCONTROL_ENABLED = Bool("imq.accesscontrol.enabled", "true")
 ACCESSCONTROL_TYPE = Text("imq.accesscontrol.type", "file")
 ACCESSCONTROL_FILE_NAME = Text("imq.accesscontrol.file.filename", "accesscontrol.properties")
 ACCESSCONTROL_FILE_DIRPATH = Text("imq.accesscontrol.file.dirpath", _INSTANCE_DIR + "${/}etc")
+ACCESSCONTROL_FILE_URL = Ignored(
+    "imq.accesscontrol.file.url",
+    None,
+    "the access control file is read from imq.accesscontrol.file.dirpath and "
+    "imq.accesscontrol.file.filename, not from a URL",
+)
 KEYSTORE_DIRPATH = Text("imq.keystore.file.dirpath", "${imq.etchome}")
 KEYSTORE_NAME = Text("imq.keystore.file.name", "keystore")
 KEYSTORE_PASSWORD = OptionalText("imq.keystore.password")
@@ -831,6 +837,11 @@ _UNSUPPORTED = [
         "a debugging switch of OpenMQ's packet reader",
     ),
     Ignored("imq.diag.all", None, "OpenMQ's diagnostic dumps are not supported"),
+    Ignored(
+        ".level",
+        None,
+        "java.util.logging's root level: the broker's level is imq.log.level (or -loglevel)",
+    ),
     Ignored(
         "imq.adminkey",
         None,
