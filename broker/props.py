@@ -403,15 +403,15 @@ PRODUCER_MAX_BATCH = Int("imq.producer.maxBatch", "1000")
 EXPIRE_DELIVERED = Ignored(
     "imq.destination.expireDeliveredMessages",
     "false",
-    "a message delivered and not yet acknowledged is never expired or purged "
-    "(OpenMQ's default, kept)",
+    "no switch for expiring messages already delivered and not yet acknowledged: the "
+    "expiry sweep's own rules apply",
     listed=True,
 )
 PURGE_DELIVERED = Ignored(
     "imq.destination.purgeDeliveredMessages",
     "false",
-    "a message delivered and not yet acknowledged is never expired or purged "
-    "(OpenMQ's default, kept)",
+    "no switch for purging messages already delivered and not yet acknowledged: a "
+    "purge's own rules apply",
     listed=True,
 )
 DROP_LOG_INTERVAL = Int("imq.destination.limit.log.interval", "30", listed=False)  # ours
@@ -467,7 +467,8 @@ TRANSACTION_AUTOROLLBACK = Bool("imq.transaction.autorollback", "false")
 TRANSACTION_DETACHED_TIMEOUT = Ignored(
     "imq.transaction.detachedTimeout",
     "0",
-    "a detached XA transaction waits for its transaction manager without a time limit",
+    "no separate timeout for detached XA transactions (the lifetime a client gives a "
+    "transaction still applies)",
     listed=True,
 )
 _TXN_LIMIT = "a transaction may hold any number of messages (no per-transaction limit)"
@@ -480,7 +481,8 @@ TRANSACTION_CONSUMER_MAX = Ignored(
 FIX_JMS_MESSAGE_ID = Ignored(
     "imq.fix.JMSMessageID",
     "true",
-    "message ids are always made the fixed way (unique across broker restarts)",
+    "the message ids the broker reports (imqcmd, the portal) always start with ID:, as "
+    "OpenMQ's default true gives",
     listed=True,
 )
 

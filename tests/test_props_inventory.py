@@ -249,3 +249,12 @@ def test_the_reader_check_sees_an_unread_declaration() -> None:
     # The check itself: a name no code mentions is not taken for read.
     assert not _readers().reads("imq.nothing.reads.this", {"NOTHING_READS_THIS"})
     assert _readers().reads(props.PING_INTERVAL.name, {"PING_INTERVAL"})
+
+
+def test_the_properties_reference_names_what_is_not_honoured() -> None:
+    # docs/reference/properties.md lists every property honoured differently or not
+    # supported, by its declared name or pattern.
+    text = (ROOT / "docs" / "reference" / "properties.md").read_text(encoding="utf-8")
+    names = [p.name for p in props.declared().values() if p.status != props.HONOURED]
+    names += [f.pattern for f in props.families() if f.status != props.HONOURED]
+    assert [n for n in names if f"| `{n}` |" not in text] == []
