@@ -14,7 +14,6 @@
 
 from __future__ import annotations
 
-import ast
 import re
 from functools import cache
 
@@ -118,9 +117,16 @@ def test_the_shipped_defaults_are_classified() -> None:
 _MIN_LETTERS = 5
 
 
+_IDENTIFIER = re.compile(r"\b[A-Z][A-Z0-9_]*\b")  # props' bindings are upper case
+_STRING = re.compile(r"""(?<![A-Za-z0-9_])([fr]?)(["'])([^"'\n]*)\2""")
+_SERVICE_PROP = re.compile(r"""service_prop\(\s*[^,()]+,\s*(f?)(["'])([^"'\n]+)\2""")
+_COMMENT = re.compile(r"^\s*#.*$", re.MULTILINE)
+
+
 class _Readers:
-    """What broker/ (but props.py) refers to: identifiers, string constants, f-string
-    name patterns and service_prop suffixes."""
+    """What broker/ (but props.py) refers to: upper-case identifiers, string literals,
+    f-string name patterns and service_prop suffixes.  Read with regular expressions
+    (comment lines left out): parsing every module would cost seconds of the fast tier."""
 
     def __init__(self) -> None:
         self.identifiers: set[str] = set()
@@ -129,32 +135,20 @@ class _Readers:
         for path in sorted((ROOT / "broker").rglob("*.py")):
             if path == ROOT / "broker" / "props.py":
                 continue
-            self._scan(ast.parse(path.read_text(encoding="utf-8")))
+            self._scan(_COMMENT.sub("", path.read_text(encoding="utf-8")))
 
-    def _scan(self, tree: ast.AST) -> None:
-        for node in ast.walk(tree):
-            if isinstance(node, ast.Attribute):
-                self.identifiers.add(node.attr)
-            elif isinstance(node, ast.Name):
-                self.identifiers.add(node.id)
-            elif isinstance(node, ast.alias):
-                self.identifiers.add(node.asname or node.name)
-            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
-                self.strings.add(node.value)
-            elif isinstance(node, ast.JoinedStr):
-                regex, letters = _pattern(node)
-                if regex.startswith(r"imq\.") and letters >= _MIN_LETTERS:
-                    self.patterns.append(re.compile(regex))
-            elif isinstance(node, ast.Call) and _called(node) == "service_prop":
-                if len(node.args) >= 2:
-                    arg = node.args[1]
-                    if isinstance(arg, ast.Constant) and isinstance(arg.value, str):
-                        suffix = re.escape(arg.value)
-                    elif isinstance(arg, ast.JoinedStr):
-                        suffix = _pattern(arg)[0]
-                    else:
-                        continue
-                    self.patterns.append(re.compile(r"imq\.[^.]+\." + suffix))
+    def _scan(self, text: str) -> None:
+        self.identifiers.update(_IDENTIFIER.findall(text))
+        for prefix, _quote, body in _STRING.findall(text):
+            if prefix != "f":
+                self.strings.add(body)
+                continue
+            regex, letters = _pattern(body)
+            if regex.startswith(r"imq\.") and letters >= _MIN_LETTERS:
+                self.patterns.append(re.compile(regex))
+        for prefix, _quote, suffix in _SERVICE_PROP.findall(text):
+            pattern = _pattern(suffix)[0] if prefix else re.escape(suffix)
+            self.patterns.append(re.compile(r"imq\.[^.]+\." + pattern))
 
     def reads(self, name: str, bindings: set[str]) -> bool:
         return (
@@ -164,21 +158,13 @@ class _Readers:
         )
 
 
-def _called(node: ast.Call) -> str:
-    func = node.func
-    return func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", "")
-
-
-def _pattern(node: ast.JoinedStr) -> tuple[str, int]:
-    parts, letters = [], 0
-    for value in node.values:
-        if isinstance(value, ast.Constant) and isinstance(value.value, str):
-            parts.append(re.escape(value.value))
-            letters += sum(c.isalpha() for c in value.value)
-        else:
-            parts.append("[^.]+")
-    regex = "".join(parts)
-    return regex, letters - (3 if regex.startswith(r"imq\.") else 0)
+def _pattern(fstring: str) -> tuple[str, int]:
+    """An f-string's text as a pattern of the names it makes (each {...} one name part),
+    and how many letters it fixes besides a leading "imq"."""
+    parts = re.split(r"\{[^{}]*\}", fstring)
+    regex = "[^.]+".join(re.escape(part) for part in parts)
+    letters = sum(c.isalpha() for part in parts for c in part)
+    return regex, letters - (3 if fstring.startswith("imq.") else 0)
 
 
 @cache

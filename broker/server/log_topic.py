@@ -120,7 +120,9 @@ class LogTopic:
         dest = cons.destination
         if dest.is_queue or dest.name != monitoring.LOG_TOPIC:
             return
-        self.subscribed = bool(dest.subscriptions) if what == "removed" else True
+        # As OpenMQ's handler: only while the topic has a consumer (a durable
+        # subscription without one gets nothing).
+        self.subscribed = bool(dest.consumers()) if what == "removed" else True
 
     # -- any thread -------------------------------------------------------------------
 
@@ -153,7 +155,7 @@ class LogTopic:
             self._queue.clear()
             self._scheduled = False
         dest = self.router.lookup(monitoring.LOG_TOPIC, DEST_TOPIC)
-        if dest is None or not dest.subscriptions:
+        if dest is None or not dest.consumers():
             self.subscribed = False
             return
         if not self._broker_field:
