@@ -53,7 +53,7 @@ def warnings_reach_handlers():
 
 
 def test_records_at_the_level_reach_subscribers(broker: Broker) -> None:  # noqa: F811
-    broker.config.set("imq.hostname", "127.0.0.1")
+    broker.config.set("imq.hostname", "127.0.0.1")  # no name lookup
 
     async def run() -> None:
         topic = LogTopic(broker)
@@ -106,6 +106,7 @@ class _LogsOnArrival(MessageObserver):
 
 
 def test_what_publishing_logs_is_not_published_again(broker: Broker) -> None:  # noqa: F811
+    broker.config.set("imq.hostname", "127.0.0.1")  # no name lookup
     observer = _LogsOnArrival()
     broker.router.events.add(observer)
 
@@ -134,6 +135,8 @@ def test_what_publishing_logs_is_not_published_again(broker: Broker) -> None:  #
 
 
 def test_the_queue_is_bounded(broker: Broker) -> None:  # noqa: F811
+    broker.config.set("imq.hostname", "127.0.0.1")  # no name lookup
+
     async def run() -> None:
         topic = LogTopic(broker)
         try:
