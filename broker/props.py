@@ -606,6 +606,12 @@ LOG_FILE_NAME = Text("imq.log.file.filename", "log.txt").differs(_GUIDE_NAMES)
 # OpenMQ 6.9's own name for the log file's path (java.util.logging; %t, %h, %g, %u, %%):
 # set, it wins over the two above, which the stock 6.9 broker ignores.
 LOG_FILE_PATTERN = OptionalText("java.util.logging.FileHandler.pattern")
+# OpenMQ 6.9's name for rollover by size (bytes; 0: none), read when set and
+# imq.log.file.rolloversize is not: the stock file's 256 MiB is not this broker's default.
+LOG_FILE_LIMIT = Size("java.util.logging.FileHandler.limit", "0", listed=False).differs(
+    "read only when set (the stock default.properties' 268435456 is not this broker's "
+    "default: no rollover by size), and only while imq.log.file.rolloversize is unset"
+)
 # Which categories go to each output: ERROR|WARNING|INFO|... (| between), ALL or NONE
 # (broker/logsetup.py); the console's stream ERR (stderr) or OUT (stdout).
 LOG_FILE_OUTPUT = Text("imq.log.file.output", "ALL").differs(_GUIDE_NAMES)
@@ -814,7 +820,7 @@ UNSUPPORTED_FAMILIES = (
         "java.util.logging.*",
         IGNORED,
         "the log's outputs are set with imq.log.level and imq.log.<output>.output "
-        "(java.util.logging.FileHandler.pattern is read)",
+        "(java.util.logging.FileHandler.pattern and .limit are read)",
     ),
 )
 _UNSUPPORTED = [

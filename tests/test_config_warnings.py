@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -112,3 +113,19 @@ def test_restart_code_is_the_exit_status_when_set(tmp: Path) -> None:
         assert "exiting with imq.restart.code 77" in b.log_text()
     finally:
         b.stop()
+
+
+def test_the_stock_file_handler_limit_rolls_the_log(tmp: Path) -> None:
+    # OpenMQ 6.9's name for imq.log.file.rolloversize, in a stock config.properties.
+    b = start_broker(tmp, "java.util.logging.FileHandler.limit=600")
+    logdir = b.varhome / "instances" / b.instance / "log"
+    try:
+        deadline = time.monotonic() + 30
+        while not (logdir / "log_1.txt").exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        b.stop()
+    assert (logdir / "log_1.txt").exists(), sorted(p.name for p in logdir.iterdir())
+    for p in logdir.glob("log*.txt"):
+        assert p.stat().st_size <= 600 + 400, p  # one line may overshoot the limit
+    assert "java.util.logging.FileHandler.limit" not in b.log_text()  # honoured: no warning
