@@ -69,8 +69,12 @@ def this_start(log: str) -> list[str]:
     """The lines of the broker's last start: a start the launcher retried on another
     port left the first attempt's lines and its Traceback before them."""
     lines = log.splitlines()
-    tracebacks = [i for i, line in enumerate(lines) if line.startswith("Traceback")]
-    return lines[tracebacks[-1] + 1 :] if tracebacks else lines
+    ends = [
+        i
+        for i, line in enumerate(lines)
+        if line.startswith("Traceback") or "Address already in use" in line
+    ]
+    return lines[ends[-1] + 1 :] if ends else lines
 
 
 def test_unhonoured_properties_are_warned_once_each(tmp: Path) -> None:
@@ -79,6 +83,10 @@ def test_unhonoured_properties_are_warned_once_each(tmp: Path) -> None:
     (props_dir / "config.properties").write_text(CONFIG)
     b = start_broker(tmp, "imq.portunif.enabled=true", "imq.cluster.heartbeat.interval=5")
     try:
+        # It serves a moment before it says so.
+        deadline = time.monotonic() + 30
+        while " ready" not in b.log_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
         lines = this_start(b.log_text())
     finally:
         b.stop()
