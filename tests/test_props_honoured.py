@@ -18,7 +18,7 @@ def test_auto_created_queues_prefer_local_delivery_when_told(broker: Broker) -> 
     assert "localDeliveryPreferred" not in queue.attributes  # unset: as before
     name = "imq.autocreate.queue.localDeliveryPreferred"
     broker.config.set(name, "true")
-    broker.apply_properties({name})  # as after imqcmd update bkr
+    broker.apply_properties({name})  # how a changed property reaches the router
     queue = broker.router.ensure_destination("pref.after", DEST_QUEUE, None)
     assert queue.attributes["localDeliveryPreferred"] is True
 
