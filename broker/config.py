@@ -495,14 +495,14 @@ class BrokerConfig:
         return {name: self.get(name) or "" for name in self.names()}
 
     def configured_names(self) -> dict[str, str]:
-        """Every property set above the defaults, with where it was set: the command line
-        (``-D``), the instance's ``config.properties`` or the cluster configuration file
-        (the highest layer that sets it)."""
+        """Every property set above the defaults, with where it was set (the highest layer
+        that sets it): ``on the command line`` (``-D``), ``in config.properties`` (the
+        instance's file) or ``in the cluster configuration file``."""
         out: dict[str, str] = {}
         for where, layer in (
-            ("the command line", self._overrides),
-            ("config.properties", self._file),
-            ("the cluster configuration file", self._cluster),
+            ("on the command line", self._overrides),
+            ("in config.properties", self._file),
+            ("in the cluster configuration file", self._cluster),
         ):
             for name in layer:
                 out.setdefault(name, where)

@@ -32,7 +32,7 @@ class Finding(NamedTuple):
     why: str
 
     def __str__(self) -> str:
-        return f"{self.name} (set in {self.where}) is ignored: {self.why}"
+        return f"{self.name} (set {self.where}) is ignored: {self.why}"
 
 
 def _known_names() -> list[str]:

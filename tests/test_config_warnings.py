@@ -93,15 +93,15 @@ def test_unhonoured_properties_are_warned_once_each(tmp: Path) -> None:
     assert any(" ready" in line for line in lines), "\n".join(lines)
     warnings = [line for line in lines if "WARNING broker.config:" in line]
     for name, why in WARNED.items():
-        mine = [w for w in warnings if f"broker.config: {name} (set in " in w]
+        mine = [w for w in warnings if f"broker.config: {name} (set " in w]
         assert len(mine) == 1, (name, warnings)
         assert why in mine[0], mine
         where = (
-            "the command line"
+            "on the command line"
             if name in ("imq.portunif.enabled", "imq.cluster.heartbeat.interval")
-            else "config.properties"
+            else "in config.properties"
         )
-        assert f"(set in {where})" in mine[0], mine
+        assert f"(set {where})" in mine[0], mine
     for name in NOT_WARNED:
         assert not [w for w in warnings if f"broker.config: {name}" in w], (name, warnings)
     assert len(warnings) == len(WARNED), warnings

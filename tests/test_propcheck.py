@@ -56,11 +56,11 @@ def test_each_unhonoured_name_once_with_where_and_why(varhome: Path) -> None:
         "imq.wsjms.ws.port",
     ]
     # Set in both places: said once, where it wins.
-    assert found["imq.persist.file.message.cleanup"].where == "the command line"
-    assert found["imq.jms.threadpool_model"].where == "config.properties"
+    assert found["imq.persist.file.message.cleanup"].where == "on the command line"
+    assert found["imq.jms.threadpool_model"].where == "in config.properties"
     assert "WebSocket" in found["imq.wsjms.ws.port"].why
     assert str(found["imq.portunif.enabled"]).startswith(
-        "imq.portunif.enabled (set in the command line) is ignored: not supported: "
+        "imq.portunif.enabled (set on the command line) is ignored: not supported: "
     )
 
 
