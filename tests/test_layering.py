@@ -40,6 +40,8 @@ BASE = frozenset(
         "broker.migrations",
         "broker.models",
         "broker.props",
+        # What the configuration sets that the broker does not honour (props and config).
+        "broker.propcheck",
     }
 )
 PROTOCOL = "broker.protocol"

@@ -44,6 +44,7 @@ from broker.store.base import Store
 from .clustering import cluster_entry, start_cluster
 from .connection import ClientConnection
 from .events import EventPublisher
+from .log_topic import LogTopic
 from .looplag import FullCollections, LoopLagMonitor, freeze_startup_heap
 from .metrics_topics import MetricsReport, MetricsTopics, report_interval
 from .paging import RUNTIME as PAGING_RUNTIME
@@ -189,6 +190,8 @@ class Broker:
         # The mq.metrics.* topics' publisher and the log's metrics report
         # (metrics_topics.py), once started; the report only with imq.metrics.interval.
         self.metrics_topics: MetricsTopics | None = None
+        # The log on mq.log.broker for its subscribers (log_topic.py), once started.
+        self.log_topic: LogTopic | None = None
         self.metrics_report: MetricsReport | None = None
         self.store: Store | None = None
         # Message bodies paged out to disk past a memory threshold (server/paging.py).
@@ -244,6 +247,8 @@ class Broker:
             qattrs["maxNumActiveConsumers"] = active
             qattrs["maxNumBackupConsumers"] = backup
         qattrs["consumerFlowLimit"] = c.get(props.AUTOCREATE_QUEUE_FLOW_LIMIT)
+        if c.configured(props.AUTOCREATE_QUEUE_LOCAL_PREFERRED.name):
+            qattrs["localDeliveryPreferred"] = c.get(props.AUTOCREATE_QUEUE_LOCAL_PREFERRED)
         tattrs = dict(attrs)
         tattrs["consumerFlowLimit"] = c.get(props.AUTOCREATE_TOPIC_FLOW_LIMIT)
         tattrs["maxNumSharedConsumers"] = c.get(props.AUTOCREATE_TOPIC_MAX_SHARED)
@@ -263,6 +268,7 @@ class Broker:
             log_dead_messages=c.get(props.LOG_DEAD_MSGS),
             drop_log_interval=float(c.get(props.DROP_LOG_INTERVAL)),
             metrics_topics=c.get(props.METRICS_TOPIC_ENABLED),
+            log_topic_capacity=c.get(props.LOG_DESTINATION_CAPACITY),
         )
 
     def _service(self, name: str) -> Service:
@@ -330,6 +336,7 @@ class Broker:
         self.access.prepare(svc.name for svc in services)
         await loop.run_in_executor(self.executor, self.access.load)
         self.metrics_topics = MetricsTopics(self)
+        self.log_topic = LogTopic(self)
         for svc in services:
             if svc.protocol in ("http", "https"):
                 svc.tunnel = TunnelService(self, svc)
@@ -568,6 +575,8 @@ class Broker:
             self.events.close()
         if self.metrics_topics is not None:
             self.metrics_topics.close()
+        if self.log_topic is not None:
+            self.log_topic.close()
         if self._expiry_task is not None:
             self._expiry_task.cancel()
         servers = [s.server for s in self.services if s.server]
