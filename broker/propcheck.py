@@ -19,7 +19,7 @@ from typing import NamedTuple
 from broker import props
 from broker.config import DEFAULTS, BrokerConfig
 
-__all__ = ["Finding", "findings", "warn_unhonoured"]
+__all__ = ["Finding", "findings", "warn_unhonoured", "why_not_honoured"]
 
 log = logging.getLogger("broker.config")
 
@@ -39,24 +39,30 @@ def _known_names() -> list[str]:
     return sorted({*props.declared(), *DEFAULTS, *props.REPORTED})
 
 
+def why_not_honoured(name: str) -> str | None:
+    """None when this broker honours property ``name`` (perhaps differently: the
+    reference says how); otherwise why not, as the start-time warning words it."""
+    found = props.classify(name)
+    if found is not None:
+        return "not supported: " + found.why if found.status == props.IGNORED else None
+    if name in props.REPORTED:
+        return "the broker reports it; it is not configurable"
+    if not name.startswith("imq."):
+        return "not a property of this broker"
+    near = difflib.get_close_matches(name, _known_names(), n=1, cutoff=0.85)
+    return "unknown property" + (f" (did you mean {near[0]}?)" if near else "")
+
+
 def findings(config: BrokerConfig) -> list[Finding]:
-    """What ``config`` sets that this broker does not honour, by name (sorted)."""
+    """What ``config`` sets that this broker does not honour, by name (sorted); names
+    outside ``imq.*`` that nothing declares are left alone."""
     out: list[Finding] = []
-    known: list[str] | None = None
     for name, where in sorted(config.configured_names().items()):
-        found = props.classify(name)
-        if found is not None:
-            if found.status == props.IGNORED:
-                out.append(Finding(name, where, "not supported: " + found.why))
+        if props.classify(name) is None and not name.startswith("imq."):
             continue
-        if name in props.REPORTED:
-            out.append(Finding(name, where, "the broker reports it; it is not configurable"))
-        elif name.startswith("imq."):
-            if known is None:
-                known = _known_names()
-            near = difflib.get_close_matches(name, known, n=1, cutoff=0.85)
-            hint = f" (did you mean {near[0]}?)" if near else ""
-            out.append(Finding(name, where, "unknown property" + hint))
+        why = why_not_honoured(name)
+        if why is not None:
+            out.append(Finding(name, where, why))
     return out
 
 

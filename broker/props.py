@@ -811,6 +811,14 @@ UNSUPPORTED_FAMILIES = (
     ),
     Family("imq.jmx.*", IGNORED, "JMX is not supported"),
     Family("imq.bridge.*", IGNORED, "the JMS and STOMP bridges are not supported"),
+    Family("imq.user_repository.jaas.*", IGNORED, "JAAS user repositories are not supported"),
+    Family(
+        "imq.instanceconfig.*",
+        IGNORED,
+        "the stock broker's own bookkeeping of its configuration file",
+    ),
+    Family("imq.partitionmode.*", IGNORED, "the stock broker's partitioned store is not supported"),
+    Family("imq.storemigration.*", IGNORED, "the stock broker's store migration does not apply"),
     Family(
         "java.util.logging.*",
         IGNORED,

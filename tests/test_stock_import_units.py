@@ -41,11 +41,11 @@ def test_honoured_properties(name: str) -> None:
         ("imq.bridge.enabled", "bridge"),
         ("imq.persist.jdbc.dbVendor", "DATABASE_URL"),
         ("imq.persist.jdbc.mysql.user", "DATABASE_URL"),
-        ("imq.jms.min_threads", "thread"),
-        ("imq.admin.threadpool_model", "thread"),
+        ("imq.jms.threadpool_model", "thread pools"),
+        ("imq.admin.threadpool_model", "thread pools"),
         ("imq.instanceconfig.version", "bookkeeping"),
         ("imq.instancename", "fixed"),
-        ("imq.no.such.thing", "not a property"),
+        ("imq.no.such.thing", "unknown property"),
     ],
 )
 def test_properties_not_honoured_say_why(name: str, why: str) -> None:
@@ -130,7 +130,7 @@ def test_dry_run_reports_without_secrets(tmp_path: Path) -> None:
         "imq.message.max_size=20m\n"
         "imq.persist.jdbc.mysql.password=s3cret\n"
         "imq.keystore.password=s3cret\n"
-        "imq.jms.min_threads=20\n"
+        "imq.jms.threadpool_model=dedicated\n"
     )
     (inst / "etc" / "passwd").write_text(
         "admin:-2d5455c8583c24eec82c7a1e273ea02e:admin:1\nbad*name:abc:user:1\nbob:abc:user:0\n"
@@ -143,7 +143,7 @@ def test_dry_run_reports_without_secrets(tmp_path: Path) -> None:
     text = "\n".join(report.lines())
     assert "s3cret" not in text
     assert report.find("property", "imq.message.max_size").outcome == "taken"
-    assert report.find("property", "imq.jms.min_threads").outcome == "not taken"
+    assert report.find("property", "imq.jms.threadpool_model").outcome == "not taken"
     assert report.find("user", "admin").outcome == "taken"
     assert report.find("user", "bob").detail == "group user, disabled, password as is"
     assert report.find("user", "bad*name").outcome == "not taken"

@@ -39,7 +39,7 @@ imq.service.activelist=jms,admin,ssljms
 imq.passfile.enabled=true
 imq.passfile.dirpath={etc}
 imq.keystore.file.dirpath={etc}
-imq.jms.min_threads=20
+imq.jms.threadpool_model=dedicated
 imq.jmx.rmiregistry.port=1099
 """
 
@@ -164,7 +164,7 @@ def test_stock_instance_imported(tmp_path: Path, java_programs: Any) -> None:
         adapted = [x for x in lines if x.startswith("adapted    keystore")]
         assert len(adapted) == 1 and "JKS converted to" in adapted[0], config
         assert {
-            ("property", "imq.jms.min_threads"),
+            ("property", "imq.jms.threadpool_model"),
             ("property", "imq.jmx.rmiregistry.port"),
             ("access rule", "not.a.rule"),
             ("message store", str(inst / "fs370")),
