@@ -264,3 +264,14 @@ def test_bad_destination_and_header_values_are_errors(broker):
     assert err.command == "ERROR" and "id" in (err.get("message") or "")
     # Refused operations leave the connection up.
     assert not c.closed
+
+
+def test_frames_sent_with_connect_wait_for_the_login(broker):
+    c = Client(broker)
+    got = c.feed(
+        b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\n\n\x00"
+        b"SUBSCRIBE\nid:s\ndestination:/queue/pipe\nack:client\nreceipt:r\n\n\x00"
+        b"SEND\ndestination:/queue/pipe\n\nfirst\x00"
+    )
+    assert [f.command for f in got] == ["CONNECTED", "RECEIPT", "MESSAGE"]
+    assert got[2].body == b"first"

@@ -391,6 +391,14 @@ class StompEngine:
             self._collect_inner()
         finally:
             self._pumping = False
+        if self._backlog and self.state is CONNECTED:
+            # Frames that came with CONNECT, taken now that it is answered: here, not in
+            # the reply's callback, so their own requests are answered as they are made.
+            backlog, self._backlog = self._backlog, []
+            for frame in backlog:
+                if self.state is CLOSED:
+                    break
+                self._frame(frame)
 
     def _from_broker(self, pkt: Packet) -> None:
         ptype = pkt.type
@@ -516,11 +524,6 @@ class StompEngine:
             self._effect(StartTimer("stomp-hb-out", self.hb_out / 1000, self._beat_out))
         if self.hb_in:
             self._effect(StartTimer("stomp-hb-in", self.hb_in / 4000, self._check_in))
-        backlog, self._backlog = self._backlog, []
-        for frame in backlog:
-            if self.state is CLOSED:
-                break
-            self._frame(frame)
 
     # -- heart-beats -------------------------------------------------------------------
 
