@@ -279,8 +279,13 @@ def message_frame_headers(
 
 
 def _text(v: object) -> str:
+    """A property value as Java's String.valueOf writes it (the stock bridge's header)."""
     if isinstance(v, bool):
         return "true" if v else "false"
+    if isinstance(v, int):
+        return str(int(v))
+    if isinstance(v, float):
+        return repr(float(v))
     return str(v)
 
 
