@@ -275,3 +275,23 @@ def test_frames_sent_with_connect_wait_for_the_login(broker):
     )
     assert [f.command for f in got] == ["CONNECTED", "RECEIPT", "MESSAGE"]
     assert got[2].body == b"first"
+
+
+def test_a_subscriber_that_does_not_read_gets_no_more_than_its_credit(broker):
+    slow = Client(broker, StompSettings(prefetch=10))
+    slow.connect("1.2")
+    slow.frame("SUBSCRIBE", ("id", "s"), ("destination", "/queue/slow"))
+    producer = Client(broker)
+    producer.connect("1.2")
+    for i in range(100):
+        producer.frame("SEND", ("destination", "/queue/slow"), body=b"%d" % i)
+    # What the broker gave it before the driver wrote: its credit.  Then the transport's
+    # buffer is full (the client is not reading).
+    slow.e.write_paused = True
+    got = slow.frames()
+    # Its credit, and no more while the transport stays full.
+    assert [m.body for m in got] == [b"%d" % i for i in range(10)]
+    assert slow.frames() == []
+    slow.e.resume_writing()
+    more = slow.frames()
+    assert 0 < len(more) <= 10 and more[0].body == b"10"

@@ -449,6 +449,12 @@ class Broker:
         entries = [ServiceEntry("portmapper", "tcp", "PORTMAPPER", pm_port, pm_props)]
         for svc in self.services:
             extra = {"hostname": svc.host} if svc.host and svc.host not in ("0.0.0.0", "::") else {}
+            if svc.protocol == "stomp":
+                # As OpenMQ's broker lists its STOMP bridge's listener.
+                entries.append(
+                    ServiceEntry("stomp[bridge]", "stomp[TCP]", "stomp[bridge]", svc.bound_port)
+                )
+                continue
             entries.append(ServiceEntry(svc.name, svc.protocol, svc.type, svc.bound_port, extra))
         if self.cluster is not None:
             entries.append(cluster_entry(self.cluster))
