@@ -295,3 +295,18 @@ def test_a_subscriber_that_does_not_read_gets_no_more_than_its_credit(broker):
     slow.e.resume_writing()
     more = slow.frames()
     assert 0 < len(more) <= 10 and more[0].body == b"10"
+
+
+def test_the_brokers_ping_of_an_idle_connection_is_answered(broker):
+    from broker.protocol.packet import build_packet
+    from broker.protocol.types import FLAG_A, PacketType
+
+    c = Client(broker)
+    c.connect("1.2")
+    inner = c.e.inner
+    for _ in range(10):  # what the ping loop does to a connection it has not heard from
+        inner.ping_outstanding += 1
+        inner.write(build_packet(PacketType.PING, flags=FLAG_A))
+        c.frames()
+    assert inner.ping_outstanding == 0
+    assert not c.closed

@@ -193,7 +193,9 @@ class StompEngine:
     def receive_data(self, data: bytes) -> Effects:
         if self.state is CLOSED:
             return NO_EFFECTS
-        self.last_read = time.monotonic()
+        # The broker's ping loop reads the JMQ engine's idea of when the client was heard.
+        self.last_read = self.inner.last_read = time.monotonic()
+        self.inner.ping_outstanding = 0
         m = self.metrics
         m.packet_bytes_in += len(data)
         try:
@@ -415,7 +417,15 @@ class StompEngine:
             if self.state is not CLOSED:
                 self._error(str(why), None)
                 self._to(StompEvent.CLOSED)
-        # RESUME_FLOW (producers: sends carry no producer), PING: nothing to say.
+        elif ptype == PacketType.PING:
+            # The broker's ping of an idle connection (imq.ping.interval): STOMP has none
+            # to pass on, and a client that promised heart-beats is watched by them; the
+            # transport is alive, so answered here (1.1+: an end-of-line probes the socket).
+            if self.version != "1.0" and self.state is CONNECTED:
+                self.write(b"\n")
+            if pkt.flags & FLAG_A:
+                self._request(PacketType.PING_REPLY)
+        # RESUME_FLOW (producers: sends carry no producer): nothing to say.
 
     # -- CONNECT -----------------------------------------------------------------------
 
