@@ -310,3 +310,25 @@ def test_the_brokers_ping_of_an_idle_connection_is_answered(broker):
         c.frames()
     assert inner.ping_outstanding == 0
     assert not c.closed
+
+
+def test_temporary_queue_for_replies(broker):
+    asker = Client(broker)
+    asker.connect("1.2")
+    (r,) = asker.frame(
+        "SUBSCRIBE", ("id", "r"), ("destination", "/temp-queue/replies"), ("receipt", "x")
+    )
+    assert r.command == "RECEIPT"
+    server = Client(broker)
+    server.connect("1.2")
+    server.frame("SUBSCRIBE", ("id", "q"), ("destination", "/queue/requests"))
+    asker.frame(
+        "SEND", ("destination", "/queue/requests"), ("reply-to", "/temp-queue/replies"), body=b"?"
+    )
+    (req,) = server.frames()
+    back = req.get("reply-to") or ""
+    assert back.startswith("/temp-queue/temporary_destination://")
+    (ok,) = server.frame("SEND", ("destination", back), ("receipt", "y"), body=b"!")
+    assert ok.command == "RECEIPT"
+    (answer,) = asker.frames()
+    assert answer.body == b"!" and answer.get("destination") == "/temp-queue/replies"
