@@ -20,11 +20,16 @@ VERSIONS = ("1.0", "1.1", "1.2")
 
 
 @pytest.fixture(scope="module")
-def port() -> Iterator[int]:
+def stomp_b() -> Iterator[tuple[Any, int]]:
     # The server asks for heart-beats every 500 ms at the most (the drop test's client
     # offers 500).
-    with stomp_broker("imq.bridge.stomp.heartbeat.receive=500") as (_b, p):
-        yield p
+    with stomp_broker("imq.bridge.stomp.heartbeat.receive=500") as bp:
+        yield bp
+
+
+@pytest.fixture(scope="module")
+def port(stomp_b: tuple[Any, int]) -> int:
+    return stomp_b[1]
 
 
 @pytest.fixture
@@ -254,3 +259,19 @@ def test_silent_heart_beating_client_dropped_and_its_messages_redelivered(peers,
     m = b.next()
     assert (m.body, m.headers["redelivered"]) == ("held", "true")
     b.ack(m)
+
+
+def test_imqcmd_lists_the_service_and_its_connections(stomp_b, peers, tmp_path):
+    from .test_imqcmd import run_imqcmd
+
+    b, port = stomp_b
+    passfile = tmp_path / "passfile"
+    passfile.write_text("imq.imqcmd.password=admin\n")
+    peers("1.2")
+    svc = run_imqcmd(b, "list", "svc", passfile=passfile)
+    assert svc.returncode == 0, svc.stderr
+    row = next((line for line in svc.stdout.splitlines() if line.split()[:1] == ["stomp"]), "")
+    assert str(port) in row.split(), svc.stdout
+    cxn = run_imqcmd(b, "list", "cxn", "-svn", "stomp", passfile=passfile)
+    assert cxn.returncode == 0, cxn.stderr
+    assert any("guest" in line.split() for line in cxn.stdout.splitlines()), cxn.stdout
