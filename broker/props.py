@@ -337,6 +337,21 @@ TUNNEL_SERVLET_PROPS = (
     Ignored("imq.httpsjms.https.servletHost", "localhost", _SERVLET, listed=True),
     Ignored("imq.httpsjms.https.servletPort", "7674", _SERVLET, listed=True),
 )
+# OpenMQ's STOMP bridge (imq.bridge.*, the stock names; docs/reference/stomp.md): the STOMP
+# TCP listener runs when the bridge service is on and stomp is in its active list.
+BRIDGE_ENABLED = Bool("imq.bridge.enabled", "false", listed=False)
+BRIDGE_ACTIVELIST = List("imq.bridge.activelist", "", listed=False)
+STOMP_TCP_ENABLED = Bool("imq.bridge.stomp.tcp.enabled", "true", listed=False)
+STOMP_TCP_PORT = Int("imq.bridge.stomp.tcp.port", "7672", listed=False)
+# Ours (the stock bridge answers heart-beat:0,0 and has no such limits): what CONNECTED
+# offers (ms, 0 = none), the frame limits, and the deliveries in flight per subscription.
+STOMP_HEARTBEAT_SEND = Int("imq.bridge.stomp.heartbeat.send", "10000", listed=False)
+STOMP_HEARTBEAT_RECEIVE = Int("imq.bridge.stomp.heartbeat.receive", "10000", listed=False)
+STOMP_MAX_FRAME = Size("imq.bridge.stomp.frame.max_size", "70m", listed=False)
+STOMP_MAX_HEADERS = Int("imq.bridge.stomp.frame.max_headers", "1000", listed=False)
+STOMP_MAX_HEADER_LINE = Size("imq.bridge.stomp.frame.max_header_size", "64k", listed=False)
+STOMP_PREFETCH = Int("imq.bridge.stomp.consumer.prefetch", "1000", listed=False)
+
 PORTMAPPER_PORT = Int("imq.portmapper.port", "7676")
 PORTMAPPER_HOSTNAME = OptionalText("imq.portmapper.hostname")  # unset: imq.hostname
 PORTMAPPER_BACKLOG = Int("imq.portmapper.backlog", "50")

@@ -357,3 +357,20 @@ def test_properties_decoder_only_raises_value_error(data):
         decode_properties(data, 0, len(data))
     except ValueError:
         pass
+
+
+def test_portmapper_line_with_brackets_in_its_words() -> None:
+    # OpenMQ's broker lists its STOMP bridge so; the stock Java client reads it.
+    table = parse_table(
+        b"101 imqbroker 301\nportmapper tcp PORTMAPPER 7676 [sessionid=42]\n"
+        b"jms tcp NORMAL 40001\nstomp[bridge] stomp[TCP] stomp[bridge] 7672\n.\n"
+    )
+    stomp = table.services[2]
+    assert (stomp.name, stomp.protocol, stomp.type, stomp.port) == (
+        "stomp[bridge]",
+        "stomp[TCP]",
+        "stomp[bridge]",
+        7672,
+    )
+    assert table.services[0].properties == {"sessionid": "42"}
+    assert table.find("NORMAL").name == "jms"

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker import props
 from broker.config import DEFAULTS, BrokerConfig, ConfigError
@@ -52,6 +53,7 @@ from .paging import Paging, open_paging
 from .reporting import attach_reports
 from .shipped_accounts import REFRESH as REFRESH_SHIPPED
 from .shipped_accounts import ShippedAccounts
+from .stomp import StompConnection, stomp_settings
 from .tunnel import TunnelService
 
 log = logging.getLogger("broker")
@@ -86,12 +88,16 @@ class Service:
     metrics: ServiceCounters = field(default_factory=ServiceCounters)
     # The HTTP tunnel's connections (http and https services; server/tunnel.py).
     tunnel: TunnelService | None = None
+    # The STOMP service's settings (protocol stomp; server/stomp.py).
+    stomp: Any = None
 
     def protocol_factory(self, broker: Broker) -> Callable[[], asyncio.Protocol]:
         """What the listener makes for each accepted socket."""
         tunnel = self.tunnel
         if tunnel is not None:
             return tunnel.protocol
+        if self.protocol == "stomp":
+            return lambda: StompConnection(broker, self)
         return lambda: ClientConnection(broker, self)
 
     @property
@@ -288,6 +294,30 @@ class Broker:
             name, str(stype).upper(), proto, host, port, auth, _max_connections(c, name), backlog
         )
 
+    def _stomp_service(self) -> Service | None:
+        """OpenMQ's STOMP bridge listener (imq.bridge.enabled, stomp in
+        imq.bridge.activelist, imq.bridge.stomp.tcp.enabled), or None when it is off."""
+        c = self.config
+        if not (
+            c.get(props.BRIDGE_ENABLED)
+            and "stomp" in c.get(props.BRIDGE_ACTIVELIST)
+            and c.get(props.STOMP_TCP_ENABLED)
+        ):
+            return None
+        auth = (c.get(props.AUTH_TYPE) or AUTH_DIGEST).lower()
+        self.service_repositories["stomp"] = self._repository_for("stomp", auth)
+        svc = Service(
+            "stomp",
+            "NORMAL",
+            "stomp",
+            c.get(props.HOSTNAME) or None,
+            c.get(props.STOMP_TCP_PORT),
+            auth,
+            _max_connections(c, "stomp"),
+        )
+        svc.stomp = stomp_settings(c)
+        return svc
+
     def _repository_for(self, service: str, auth: str):
         """imq[.<service>].authentication.<auth>.user_repository (security/repository.py)."""
         repos = self.user_repository
@@ -326,6 +356,9 @@ class Broker:
                 )
                 continue
             services.append(svc)
+        stomp = self._stomp_service()
+        if stomp is not None:
+            services.append(stomp)
         if c.get(props.GC_FREEZE):
             freeze_startup_heap()  # before the store: recovered messages stay collectable
         # The previous run's transaction rows go before the store brings transactions
@@ -423,6 +456,12 @@ class Broker:
         entries = [ServiceEntry("portmapper", "tcp", "PORTMAPPER", pm_port, pm_props)]
         for svc in self.services:
             extra = {"hostname": svc.host} if svc.host and svc.host not in ("0.0.0.0", "::") else {}
+            if svc.protocol == "stomp":
+                # As OpenMQ's broker lists its STOMP bridge's listener.
+                entries.append(
+                    ServiceEntry("stomp[bridge]", "stomp[TCP]", "stomp[bridge]", svc.bound_port)
+                )
+                continue
             entries.append(ServiceEntry(svc.name, svc.protocol, svc.type, svc.bound_port, extra))
         if self.cluster is not None:
             entries.append(cluster_entry(self.cluster))

@@ -70,11 +70,16 @@ def tunnel_where(host: str, port: int) -> str:
         table = parse_table(read_portmapper(host, port))
     except (OSError, ProtocolError):
         return ""
+    where = ""
     for svc in table.services:
-        if svc.name in ("httpjms", "httpsjms") and svc.port:
+        if svc.name in ("httpjms", "httpsjms") and svc.port and not where:
             scheme = "http" if svc.name == "httpjms" else "https"
-            return f"; HTTP tunnel {scheme}://{host}:{svc.port}/imq/tunnel"
-    return ""
+            where = f"; HTTP tunnel {scheme}://{host}:{svc.port}/imq/tunnel"
+    for svc in table.services:
+        if svc.name == "stomp[bridge]" and svc.port:
+            # With -Dimq.bridge.enabled=true -Dimq.bridge.activelist=stomp.
+            where += f"; STOMP {host}:{svc.port}"
+    return where
 
 
 HELP = """\
