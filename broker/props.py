@@ -825,7 +825,12 @@ UNSUPPORTED_FAMILIES = (
         "(imq.cluster.masterbroker): no shared JDBC change record",
     ),
     Family("imq.jmx.*", IGNORED, "JMX is not supported"),
-    Family("imq.bridge.*", IGNORED, "the JMS and STOMP bridges are not supported"),
+    Family(
+        "imq.bridge.*",
+        IGNORED,
+        "the JMS bridge, and the STOMP bridge settings other than its TCP listener's "
+        "(docs/reference/stomp.md), are not supported",
+    ),
     Family("imq.user_repository.jaas.*", IGNORED, "JAAS user repositories are not supported"),
     Family(
         "imq.instanceconfig.*",
