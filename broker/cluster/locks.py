@@ -23,6 +23,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from broker.core.subscriptions import client_id_lock
 from broker.protocol import gpacket as gp
 from broker.protocol.jtypes import JLong
 
@@ -34,10 +35,6 @@ log = logging.getLogger("broker.cluster")
 
 LOCK_TIMEOUT = 60.0
 _ids = itertools.count(int(time.time() * 1000))
-
-
-# Between a namespace and a client ID in the name of their combined lock (OpenMQ's).
-NAMESPACE_SEPARATOR = "${%%}"
 
 
 class _Attempt:
@@ -65,15 +62,7 @@ class ClusterLocks:
         self.timeout = LOCK_TIMEOUT
 
     def _holds_client_id(self, resource: str, shared: bool) -> bool:
-        kind, _, name = resource.partition(":")
-        if kind != "clientid":
-            return False
-        claims = self.service.router.subs.client_ids
-        namespace, sep, cid = name.partition(NAMESPACE_SEPARATOR)
-        if sep:
-            return any(c.namespace == namespace for c in claims.get(cid, ()))
-        held = claims.get(name, ())
-        return bool(held) and not (shared and all(c.shared for c in held))
+        return self.service.router.subs.holds_client_id_lock(resource, shared)
 
     def needed(self) -> bool:
         return bool(self.service.links)
@@ -81,10 +70,10 @@ class ClusterLocks:
     async def acquire_client_id(self, cid: str, shared: bool, namespace: str | None) -> int:
         """The cluster's locks for a connection's client ID (SET_CLIENTID)."""
         if namespace is not None:
-            result = await self.acquire(f"clientid:{namespace}{NAMESPACE_SEPARATOR}{cid}")
+            result = await self.acquire(client_id_lock(cid, namespace))
             if result != gp.LOCK_SUCCESS:
                 return result
-        return await self.acquire(f"clientid:{cid}", shared)
+        return await self.acquire(client_id_lock(cid), shared)
 
     def acquire_client_id_blocking(self, cid: str, shared: bool, namespace: str | None) -> int:
         """For a worker thread: :meth:`acquire_client_id` on the broker's loop."""

@@ -21,7 +21,9 @@ import itertools
 from collections import deque
 from typing import TYPE_CHECKING
 
+from broker.core.dispatch import next_ready
 from broker.core.errors import now_ms
+from broker.core.session import Consumer
 from broker.protocol import gpacket as gp
 from broker.protocol.types import DEST_QUEUE, DEST_TOPIC
 
@@ -30,7 +32,7 @@ if TYPE_CHECKING:
     from broker.core.dispatch import DeliveryTarget
     from broker.core.message import Entry
     from broker.core.selector import Selector
-    from broker.core.session import Consumer, Link
+    from broker.core.session import Link
     from broker.store.base import Store
 
     from .delivery import DeliveryRules
@@ -229,9 +231,8 @@ class InboundOrigin:
         sent a subscription (as OpenMQ's brokers acknowledge)."""
         if self.subscription is not None:
             cons = entry.consumer
-            cid, link = getattr(cons, "id", None), getattr(cons, "link", None)
-            if isinstance(cid, int) and link is not None:
-                return gp.ConsumerUID(cid, link.id, self.uid.broker)
+            if isinstance(cons, Consumer):
+                return gp.ConsumerUID(cons.id, cons.link.id, self.uid.broker)
         return self.uid
 
     def account_out(self, entry: Entry) -> None:
@@ -298,20 +299,14 @@ class InboundOrigin:
         the subscription's window meanwhile)."""
         sub = self.subscription
         assert sub is not None
+        # Its local consumers only: what a home broker sent is not sent on to a third.
+        local = [c for c in sub.queue.consumers if isinstance(c, Consumer)]
         while self.pending:
-            ready = [
-                c
-                for c in sub.queue.consumers
-                if not getattr(c, "closed", False)
-                and hasattr(c, "session")
-                and c.ready()
-                and not isinstance(c, RemoteConsumer)
-            ]
-            if not ready:
+            i = next_ready(local, self._turn)
+            if i < 0:
                 return
-            cons = ready[self._turn % len(ready)]
-            self._turn += 1
-            self._hand(cons, self.pending.popleft())
+            self._turn = i + 1
+            self._hand(local[i], self.pending.popleft())
 
     def _hand(self, cons: DeliveryTarget, entry: Entry) -> None:
         """Deliver ``entry`` to ``cons``; tell its home broker when it asked (D=true)."""
