@@ -795,8 +795,11 @@ class LinkTarget(Target):
         ERRORS.check()
         _check(engine.state is LinkState.CLOSED, "the link is not closed")
         _check(link not in svc.links.values(), "a closed link is still listed as up")
-        _check(not any(k[0] is link for k in svc.remotes), "remote consumers outlived the link")
-        _check(not any(k[0] is link for k in svc.inbound), "inbound origins outlived the link")
+        remotes = svc.delivery.consumers.remotes
+        _check(not any(k[0] is link for k in remotes), "remote consumers outlived the link")
+        _check(
+            not any(k[0] is link for k in svc.delivery.inbound), "inbound origins outlived the link"
+        )
 
 
 # -- the HTTP tunnel ------------------------------------------------------------------

@@ -204,7 +204,7 @@ class Broker:
         self.paging: Paging | None = None
         # Extra HELLO_REPLY properties (an HA cluster's JMQHA, JMQBrokerList...).
         self.hello_properties: dict[str, object] = {}
-        self.ha = None  # broker.cluster.ha.HAMonitor in an HA cluster
+        self.ha = None  # broker.server.hamonitor.HAMonitor in an HA cluster
         # An HA broker that stops hands its rows to another broker (OpenMQ's default),
         # unless restarting or told -nofailover.
         self.failover_on_stop = True
@@ -668,7 +668,7 @@ class Broker:
 
     def hello_verdict(self, props: dict) -> tuple[int, dict[str, object], str | None]:
         """HELLO's status for a client naming the cluster and store session it was
-        connected to (an HA cluster's reconnecting client; broker.cluster.ha); OK otherwise."""
+        connected to (an HA cluster's reconnecting client; broker.server.hamonitor); OK otherwise."""
         if self.ha is None:
             return Status.OK, {}, None
         return self.ha.hello_verdict(props.get("JMQClusterID"), props.get("JMQStoreSession"))
@@ -759,7 +759,7 @@ class Broker:
         self.store = store
         ha = ha_settings(self.config)
         if ha is not None:
-            from broker.cluster.ha import HAMonitor
+            from broker.server.hamonitor import HAMonitor
 
             self.ha = HAMonitor(
                 self,

@@ -10,7 +10,8 @@ taker, the failed broker fenced).  The taken rows are then added to this broker'
 (broker/core/recovery.py, ``takeover=True``: every message comes back redelivered).
 
 The database work runs in the store's writer thread, in order with the store's batches,
-never on the event loop.
+never on the event loop.  (This monitor drives the store's takeover and the router's
+recovery, so it lives with the broker process's other services here, above both.)
 
 A broker that was stalled (SIGSTOP, a frozen VM) longer than a heartbeat interval may
 have been taken over meanwhile.  Its store cannot write over the taker (fencing), but it
