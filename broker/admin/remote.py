@@ -62,12 +62,15 @@ class BrokerAdmin:
         password: str = "admin",
         *,
         timeout: float = 10.0,
+        source: str = "",
     ) -> None:
         self.host = host
         self.port = port
         self.user = user
         self.password = password
         self.timeout = timeout
+        # Where the credential comes from, named when the login is refused.
+        self.source = source
         self._client: AdminClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
@@ -99,8 +102,9 @@ class BrokerAdmin:
         except (OSError, TimeoutError) as exc:
             raise BrokerUnavailable(f"broker at {self.address} is not reachable: {exc}") from exc
         except Exception as exc:  # refused login, bad service list, ...
+            who = f" as {self.user} ({self.source})" if self.source else ""
             raise BrokerUnavailable(
-                f"cannot open the admin service at {self.address}: {exc}"
+                f"cannot open the admin service at {self.address}{who}: {exc}"
             ) from exc
 
     # -- requests -----------------------------------------------------------------------
@@ -222,16 +226,20 @@ _default_lock = threading.Lock()
 
 def default_admin() -> BrokerAdmin:
     """The process-wide admin connection to the broker named by the settings
-    (IMQ_BROKER_HOST, IMQ_PORT, IMQ_ADMIN_USER, IMQ_ADMIN_PASSWORD)."""
+    (IMQ_BROKER_HOST, IMQ_PORT), logged in as :func:`~broker.admin.credentials.broker_credentials`
+    says now: a changed credential (a new secret) opens a new connection."""
     global _default
     from django.conf import settings
 
+    from .credentials import broker_credentials
+
     with _default_lock:
+        creds = broker_credentials()
         wanted = (
             settings.IMQ_BROKER_HOST,
             int(settings.IMQ_BROKER_PORT),
-            settings.IMQ_ADMIN_USER,
-            settings.IMQ_ADMIN_PASSWORD,
+            creds.user,
+            creds.password,
         )
         if (
             _default is None
@@ -245,5 +253,5 @@ def default_admin() -> BrokerAdmin:
         ):
             if _default is not None:
                 _default.close()
-            _default = BrokerAdmin(*wanted)
+            _default = BrokerAdmin(*wanted, source=creds.source)
         return _default

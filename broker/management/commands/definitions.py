@@ -24,6 +24,7 @@ from django.core.management.base import BaseCommand, CommandError
 from broker.admin import definitions
 from broker.admin.actions import ActionError
 from broker.admin.client import AdminError
+from broker.admin.credentials import broker_credentials
 from broker.admin.remote import BrokerAdmin, BrokerUnavailable
 from broker.admin.security_actions import command_line_actor
 
@@ -58,9 +59,16 @@ class Command(BaseCommand):
         if opts["address"]:
             h, _, p = opts["address"].rpartition(":")
             host, port = (h or "localhost"), int(p) if p.isdigit() else port
-        user = opts["user"] or settings.IMQ_ADMIN_USER
-        password = _password(opts["passfile"]) if opts["passfile"] else settings.IMQ_ADMIN_PASSWORD
-        admin = BrokerAdmin(host, port, user, password)
+        if opts["user"] or opts["passfile"]:
+            user = opts["user"] or "admin"
+            password = _password(opts["passfile"]) if opts["passfile"] else "admin"
+            admin = BrokerAdmin(host, port, user, password)
+        else:
+            try:
+                creds = broker_credentials()
+            except BrokerUnavailable as exc:
+                raise CommandError(str(exc)) from exc
+            admin = BrokerAdmin(host, port, creds.user, creds.password, source=creds.source)
         try:
             if opts["subcommand"] == "export":
                 self.export(admin, opts["file"])
