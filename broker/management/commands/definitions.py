@@ -5,8 +5,8 @@
 * ``definitions import FILE [--dry-run]``: validate the document (every error listed,
   nothing changed), then apply it all or nothing; ``--dry-run`` prints what would change.
 
-The broker is the one the portal administers (``IMQ_BROKER_HOST``/``IMQ_PORT``,
-``IMQ_ADMIN_USER``/``IMQ_ADMIN_PASSWORD``) unless ``-b host:port``, ``-u`` and
+The broker is the one the portal administers (``IMQ_BROKER_HOST``/``IMQ_PORT``, logged in
+as :func:`broker.admin.credentials.broker_credentials` says) unless ``-b host:port``, ``-u`` and
 ``-passfile`` (a line ``imq.imqcmd.password=...``) say otherwise.  Both are calls of
 :mod:`broker.admin.definitions`, as the portal and the REST API make them; an import is
 recorded in the log with the operating-system user who ran the command.
