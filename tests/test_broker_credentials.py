@@ -11,12 +11,8 @@ import pytest
 
 from broker.admin import definitions
 from broker.admin import security_actions as sec
-from broker.admin.credentials import (
-    PORTAL_ACCOUNT,
-    CredentialsError,
-    broker_credentials,
-    guarded_account,
-)
+from broker.admin.credentials import CredentialsError, broker_credentials
+from broker.admin.portal_account import PORTAL_ACCOUNT, guarded_account
 from broker.models import BrokerUser
 from broker.security.digest import password_digest
 from broker.security.users import ensure_default_users
@@ -61,6 +57,16 @@ def test_a_new_secret_is_read_again_and_the_account_follows(own_account: Path) -
     second = broker_credentials()
     assert second.password == "rotated-secret-value" != first.password
     assert _digest(PORTAL_ACCOUNT) == password_digest(PORTAL_ACCOUNT, "rotated-secret-value")
+
+
+def test_after_a_refused_login_the_account_is_set_from_the_secret_again(own_account) -> None:
+    creds = broker_credentials()
+    # A database restored from an older backup: the account's password is not the secret.
+    BrokerUser.objects.filter(username=PORTAL_ACCOUNT).update(password_digest="-1234")
+    assert broker_credentials() == creds  # the file did not change: nothing looked at
+    assert _digest(PORTAL_ACCOUNT) == "-1234"
+    assert broker_credentials(resync=True) == creds
+    assert _digest(PORTAL_ACCOUNT) == password_digest(PORTAL_ACCOUNT, creds.password)
 
 
 def test_an_empty_or_unreadable_secret_says_which_file(own_account: Path) -> None:
@@ -180,7 +186,7 @@ def test_half_given_settings_say_what_is_missing(
 def test_the_given_account_is_guarded_by_the_process_using_it(settings, own_account) -> None:
     settings.IMQ_ADMIN_USER = "admin"
     settings.IMQ_ADMIN_PASSWORD = "admin"
-    assert guarded_account()[0] == "admin"  # type: ignore[index]
+    assert guarded_account()[0] == "admin"
     with pytest.raises(sec.Conflict) as refused:
         sec.update_user("alice", "admin", password="changed")
     assert "log in to the broker as admin with the password from IMQ_ADMIN_PASSWORD" in str(

@@ -17,7 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.admin.credentials import PORTAL_ACCOUNT
+from broker.admin.portal_account import PORTAL_ACCOUNT
 
 from .portal_server import (  # noqa: F401
     ROOT,

@@ -9,7 +9,8 @@ Two ways, chosen by the environment (portal/settings.py):
   secret), as RabbitMQ keeps its cookie.  No person logs in with it, so a person changing
   a password (Users page, REST API, ``imqusermgr``) never touches what the portal uses;
   the action layer refuses the changes that would cut the portal off (its password,
-  groups, active flag, deletion) and says what to do instead.  The account in the
+  groups, active flag, deletion) and says what to do instead
+  (:mod:`broker.admin.portal_account`).  The account in the
   database follows the file: created at first use, set again whenever the file changes
   (a rotated secret).
 * **An account the operator gives**: ``IMQ_ADMIN_USER`` (default ``admin``) with
@@ -18,8 +19,12 @@ Two ways, chosen by the environment (portal/settings.py):
   portal does not manage it: the action layer refuses to change that account's password,
   groups or state from a process that uses it, naming the variable to change instead.
 
+:func:`default_admin` is the process-wide admin connection made with it (the portal's
+pages, the REST API, /metrics).
+
 Nothing is cached for the process's lifetime: each call looks at the file (one
-``stat``) and reads it again when it changed, so a new secret is used without a restart.
+``stat``) and reads it again when it changed, so a new secret is used without a restart;
+after the broker refused a login the account is set from the file again.
 """
 
 from __future__ import annotations
@@ -32,20 +37,19 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from .remote import BrokerUnavailable
+from .portal_account import PORTAL_ACCOUNT
+from .remote import BrokerAdmin, BrokerUnavailable
 
 __all__ = [
     "PORTAL_ACCOUNT",
     "BrokerCredentials",
     "CredentialsError",
     "broker_credentials",
-    "guarded_account",
+    "default_admin",
     "read_secret_file",
 ]
 
 log = logging.getLogger(__name__)
-
-PORTAL_ACCOUNT = "imq.portal"
 
 
 class CredentialsError(BrokerUnavailable):
@@ -121,7 +125,7 @@ def _create_secret(path: Path) -> None:
         os.unlink(tmp)
 
 
-def _own_account(path: Path) -> BrokerCredentials:
+def _own_account(path: Path, resync: bool) -> BrokerCredentials:
     if not path.exists():
         try:
             _create_secret(path)
@@ -134,7 +138,7 @@ def _own_account(path: Path) -> BrokerCredentials:
     key = str(path)
     with _lock:
         synced = _synced.get(key) == state
-    if not synced:
+    if resync or not synced:
         from .security_actions import ensure_portal_account
 
         ensure_portal_account(password, str(path))
@@ -163,9 +167,10 @@ def _given(user: str, password: str, password_file: str) -> BrokerCredentials:
     return BrokerCredentials(user, password, "IMQ_ADMIN_PASSWORD", False)
 
 
-def broker_credentials() -> BrokerCredentials:
+def broker_credentials(*, resync: bool = False) -> BrokerCredentials:
     """The user and password to log in to the broker's admin service with, as the
-    settings say now (see the module docstring)."""
+    settings say now (see the module docstring).  ``resync``: set the portal's own
+    account from its secret even if the file did not change (the broker refused it)."""
     from django.conf import settings
 
     user = getattr(settings, "IMQ_ADMIN_USER", "")
@@ -173,35 +178,41 @@ def broker_credentials() -> BrokerCredentials:
     password_file = getattr(settings, "IMQ_ADMIN_PASSWORD_FILE", "")
     if user or password or password_file:
         return _given(user, password, password_file)
-    return _own_account(Path(settings.IMQ_PORTAL_SECRET_FILE))
+    return _own_account(Path(settings.IMQ_PORTAL_SECRET_FILE), resync)
 
 
-def guarded_account() -> tuple[str, str] | None:
-    """The account this process's portal connection uses, which a person must not
-    change, and how to change what the portal uses instead; None when none is set.
-    Reads settings only: asking never creates the account or its secret."""
+_default: BrokerAdmin | None = None
+_default_lock = threading.Lock()
+
+
+def default_admin() -> BrokerAdmin:
+    """The process-wide admin connection to the broker named by the settings
+    (IMQ_BROKER_HOST, IMQ_PORT), logged in as :func:`broker_credentials`
+    says now: a changed credential (a new secret) opens a new connection."""
+    global _default
     from django.conf import settings
 
-    user = getattr(settings, "IMQ_ADMIN_USER", "")
-    password = getattr(settings, "IMQ_ADMIN_PASSWORD", "")
-    password_file = getattr(settings, "IMQ_ADMIN_PASSWORD_FILE", "")
-    if user or password or password_file:
-        where = (
-            f"IMQ_ADMIN_PASSWORD_FILE ({password_file})" if password_file else "IMQ_ADMIN_PASSWORD"
+    with _default_lock:
+        # After a refused login the broker's account is set from the secret again (a
+        # database restored from an older backup, say), not only when the secret changes.
+        creds = broker_credentials(resync=_default is not None and _default.refused)
+        wanted = (
+            settings.IMQ_BROKER_HOST,
+            int(settings.IMQ_BROKER_PORT),
+            creds.user,
+            creds.password,
         )
-        return (
-            user or "admin",
-            f"the portal, the REST API, /metrics and the jobs log in to the broker as "
-            f"{user or 'admin'} with the password from {where}. Change that account where "
-            "the broker's administrators manage it, then the variable; or unset "
-            "IMQ_ADMIN_USER and IMQ_ADMIN_PASSWORD(_FILE) and restart, so the portal uses "
-            f"its own account {PORTAL_ACCOUNT}",
-        )
-    path = settings.IMQ_PORTAL_SECRET_FILE
-    return (
-        PORTAL_ACCOUNT,
-        f"{PORTAL_ACCOUNT} is the portal's own broker account: the portal, the REST API, "
-        f"/metrics and the jobs log in with it. Its password is the secret in {path}; to "
-        "change it, replace that file's content (or delete the file: a new secret is "
-        "made at the portal's next request) and the account follows",
-    )
+        if (
+            _default is None
+            or (
+                _default.host,
+                _default.port,
+                _default.user,
+                _default.password,
+            )
+            != wanted
+        ):
+            if _default is not None:
+                _default.close()
+            _default = BrokerAdmin(*wanted, source=creds.source)
+        return _default

@@ -155,7 +155,7 @@ def _apply_groups(changes: list[Change], admin: BrokerAdmin, actor: str) -> None
 def _export_users(admin: BrokerAdmin) -> list[dict[str, Any]]:
     from broker.models import BrokerUser
 
-    from .credentials import PORTAL_ACCOUNT
+    from .portal_account import PORTAL_ACCOUNT
 
     # The portal's own account is this installation's (its secret stays here): another
     # installation importing it would lock its own portal out.
@@ -174,7 +174,7 @@ def _export_users(admin: BrokerAdmin) -> list[dict[str, Any]]:
 def _plan_users(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Change]:
     from broker.models import BrokerUser
 
-    from .credentials import PORTAL_ACCOUNT
+    from .portal_account import PORTAL_ACCOUNT
     from .security_actions import admin_lost_by, clean_group_name, clean_username
 
     existing = {

@@ -34,7 +34,7 @@ from broker.security.digest import password_digest
 from broker.security.users import ADMIN_GROUP, ANONYMOUS_GROUP, USER_GROUP
 
 from .actions import ActionError, record_change
-from .credentials import PORTAL_ACCOUNT, guarded_account
+from .portal_account import PORTAL_ACCOUNT, guarded_account
 
 __all__ = [
     "BUILTIN_GROUPS",
@@ -199,9 +199,11 @@ def _keep_the_portal(username: str, *, what: str, cuts_off: bool) -> None:
     broker: ``username`` is the account the portal logs in with (see
     :mod:`broker.admin.credentials`) and the change takes its password, its admin rights
     or the account away."""
-    guarded = guarded_account()
-    if cuts_off and guarded is not None and guarded[0] == username:
-        raise Conflict(f"refused to {what}: {guarded[1]}")
+    if not cuts_off:
+        return
+    account, why = guarded_account()
+    if account == username:
+        raise Conflict(f"refused to {what}: {why}")
 
 
 def _keep_an_admin(username: str, still_admin: bool) -> None:

@@ -24,7 +24,7 @@ from django.core.management.base import BaseCommand, CommandError
 from broker.admin import definitions
 from broker.admin.actions import ActionError
 from broker.admin.client import AdminError
-from broker.admin.credentials import broker_credentials
+from broker.admin.credentials import CredentialsError, broker_credentials
 from broker.admin.remote import BrokerAdmin, BrokerUnavailable
 from broker.admin.security_actions import command_line_actor
 
@@ -66,7 +66,7 @@ class Command(BaseCommand):
         else:
             try:
                 creds = broker_credentials()
-            except BrokerUnavailable as exc:
+            except CredentialsError as exc:
                 raise CommandError(str(exc)) from exc
             admin = BrokerAdmin(host, port, creds.user, creds.password, source=creds.source)
         try:

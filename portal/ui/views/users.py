@@ -10,7 +10,7 @@ from django.views.decorators.http import require_POST
 
 from broker.admin import security_actions as sec
 from broker.admin.actions import ActionError
-from broker.admin.credentials import guarded_account
+from broker.admin.portal_account import guarded_account
 
 from .. import forms
 from ..access import admin_required
