@@ -4,8 +4,10 @@
     entrypoint.py portal                       daphne serving portal.asgi on 0.0.0.0
     entrypoint.py ums                          the UMS HTTP gateway (uvicorn, as manage.py up)
     entrypoint.py worker | beat                Celery's worker / beat (``celery -A portal``)
-    entrypoint.py migrate                      migrate the database; admin's password from
-                                               IMQ_ADMIN_PASSWORD (a one-shot before the rest)
+    entrypoint.py migrate                      migrate the database; the first time, admin's
+                                               password from IMQ_INITIAL_ADMIN_PASSWORD; the
+                                               portal's broker account from its secret (a
+                                               one-shot before the rest)
     entrypoint.py spark-master | spark-worker  Spark's standalone master / worker, from the
                                                Spark that pyspark ships (same version as the
                                                rollup job's driver)
@@ -15,7 +17,9 @@
 
 Secrets: for each of SECRET_VARIABLES, ``NAME_FILE`` names a file (a Docker secret) whose
 content becomes ``NAME``.  ``DATABASE_PASSWORD`` is put into ``DATABASE_URL``, so the URL
-itself can sit in the compose file without its password.
+itself can sit in the compose file without its password.  ``IMQ_PORTAL_SECRET_FILE`` and
+``IMQ_ADMIN_PASSWORD_FILE`` stay files: the portal reads them itself, again when they
+change (broker/admin/credentials.py).
 
 The process is exec'd, not started as a child: it gets the container's signals itself.
 """
@@ -37,7 +41,7 @@ SECRET_VARIABLES = (
     "DATABASE_URL",
     "DATABASE_PASSWORD",
     "REDIS_URL",
-    "IMQ_ADMIN_PASSWORD",
+    "IMQ_INITIAL_ADMIN_PASSWORD",
     "METRICS_TOKEN",
 )
 SERVICES = ("broker", "portal", "ums", "worker", "beat", "migrate", "spark-master", "spark-worker")
@@ -159,8 +163,10 @@ def worker_name(env: dict[str, str]) -> str:
 
 
 def migrate() -> None:
-    """Bring the schema up and, when IMQ_ADMIN_PASSWORD is given, make it the broker
-    administrator's password (the secret is the source of truth at every start)."""
+    """Bring the schema up; the first time (admin still on its shipped password), make
+    IMQ_INITIAL_ADMIN_PASSWORD admin's password -- never again, so a password changed on
+    the Users page or with imqusermgr stays; and make the portal's own broker account
+    follow its secret (IMQ_PORTAL_SECRET_FILE)."""
     import django
 
     _project_importable()
@@ -168,22 +174,42 @@ def migrate() -> None:
     django.setup()
     from django.core.management import call_command
 
-    from broker.admin import security_actions
+    from broker.admin.credentials import broker_credentials
     from broker.security.users import ensure_default_users
 
     call_command("migrate", interactive=False, verbosity=1)
     created = ensure_default_users()
     if created:
         print(f"migrate: created default users: {', '.join(created)}", flush=True)
-    password = os.environ.get("IMQ_ADMIN_PASSWORD", "")
-    user = os.environ.get("IMQ_ADMIN_USER") or "admin"
+    password = os.environ.get("IMQ_INITIAL_ADMIN_PASSWORD", "")
     if password:
-        actor = security_actions.command_line_actor("docker migrate")
-        if any(u["username"] == user for u in security_actions.list_users()):
-            security_actions.update_user(actor, user, password=password)
-        else:
-            security_actions.create_user(actor, user, password, groups=["admin"])
-        print(f"migrate: {user}'s password set from IMQ_ADMIN_PASSWORD", flush=True)
+        print(f"migrate: {first_admin_password(password)}", flush=True)
+    creds = broker_credentials()  # creates or updates the portal's own account
+    print(f"migrate: the portal reaches the broker as {creds.user}, {creds.source}", flush=True)
+
+
+def first_admin_password(password: str) -> str:
+    """Give admin ``password`` while admin is still on its shipped one (a new database);
+    what was done, as a line for the log."""
+    from broker.admin import security_actions
+    from broker.models import BrokerUser
+    from broker.security.digest import password_digest
+    from broker.security.shipped import on_shipped_password
+
+    record = BrokerUser.objects.filter(username="admin").first()
+    if record is None:
+        return "no user admin: IMQ_INITIAL_ADMIN_PASSWORD not applied"
+    if record.password_digest == password_digest("admin", password):
+        return "admin's password is the one of IMQ_INITIAL_ADMIN_PASSWORD"
+    if not on_shipped_password("admin", record.password_digest):
+        return (
+            "admin's password was changed after the first start: IMQ_INITIAL_ADMIN_PASSWORD "
+            "(secret imq_admin_password) only sets the first one and is not applied again; "
+            "change passwords on the portal's Users page or with imqusermgr"
+        )
+    actor = security_actions.command_line_actor("docker migrate")
+    security_actions.update_user(actor, "admin", password=password)
+    return "admin's first password set from IMQ_INITIAL_ADMIN_PASSWORD"
 
 
 # -- health checks ------------------------------------------------------------------------

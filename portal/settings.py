@@ -15,8 +15,13 @@ IMQ_JMS_PORT        jms service port (default: 0, dynamic)
 IMQ_ADMIN_PORT      admin service port (default: 0, dynamic)
 IMQ_BROKER_HOST     host of the broker the portal administers (default: localhost; its
                     port mapper is IMQ_PORT, default 7676)
-IMQ_ADMIN_USER      the broker administrator the portal logs in as (default: admin)
-IMQ_ADMIN_PASSWORD  its password (default: admin, OpenMQ's shipped administrator)
+IMQ_PORTAL_SECRET_FILE  the password of the portal's own broker account imq.portal, which
+                    the portal, the REST API, /metrics and the jobs log in to the broker
+                    with (default: <IMQ_VARHOME>/portal.secret, made at first use, 0600;
+                    broker/admin/credentials.py)
+IMQ_ADMIN_USER      instead, an administrator the operator manages (LDAP, a passwd
+IMQ_ADMIN_PASSWORD  file, a broker on another database): its name (default admin) and
+IMQ_ADMIN_PASSWORD_FILE  its password, or a file holding it (read again when it changes)
 PORTAL_LDAP_RECHECK_SECONDS  with the LDAP user repository, how long the portal trusts
                     its last look at a logged-in user's groups (default: 30; 0: ask the
                     directory on every request)
@@ -91,8 +96,13 @@ IMQ_PORTS = {
 # The broker the portal, the REST API and imqcmd administer (through its admin service).
 IMQ_BROKER_HOST = os.environ.get("IMQ_BROKER_HOST") or "localhost"
 IMQ_BROKER_PORT = int(os.environ.get("IMQ_PORT") or imq.PORTMAPPER_PORT.default or 0)
-IMQ_ADMIN_USER = os.environ.get("IMQ_ADMIN_USER") or "admin"
-IMQ_ADMIN_PASSWORD = os.environ.get("IMQ_ADMIN_PASSWORD") or "admin"
+# Who the portal logs in to that broker as: broker.admin.credentials.broker_credentials().
+IMQ_PORTAL_SECRET_FILE = Path(
+    os.environ.get("IMQ_PORTAL_SECRET_FILE") or IMQ_VARHOME / "portal.secret"
+)
+IMQ_ADMIN_USER = os.environ.get("IMQ_ADMIN_USER", "")
+IMQ_ADMIN_PASSWORD = os.environ.get("IMQ_ADMIN_PASSWORD", "")
+IMQ_ADMIN_PASSWORD_FILE = os.environ.get("IMQ_ADMIN_PASSWORD_FILE", "")
 # portal/auth.py: an LDAP user's administrator rights are re-read at most this often.
 PORTAL_LDAP_RECHECK_SECONDS = float(os.environ.get("PORTAL_LDAP_RECHECK_SECONDS") or 30)
 

@@ -27,7 +27,7 @@ from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .client import AdminClient, AdminError
 
-__all__ = ["AdminError", "BrokerAdmin", "BrokerUnavailable", "default_admin"]
+__all__ = ["AdminError", "BrokerAdmin", "BrokerUnavailable"]
 
 
 P = ParamSpec("P")
@@ -62,12 +62,17 @@ class BrokerAdmin:
         password: str = "admin",
         *,
         timeout: float = 10.0,
+        source: str = "",
     ) -> None:
         self.host = host
         self.port = port
         self.user = user
         self.password = password
         self.timeout = timeout
+        # Where the credential comes from, named when the login is refused.
+        self.source = source
+        # The broker refused the last login: default_admin() checks the credential again.
+        self.refused = False
         self._client: AdminClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
@@ -93,15 +98,19 @@ class BrokerAdmin:
 
     async def _open(self) -> AdminClient:
         try:
-            return await AdminClient.open(
+            client = await AdminClient.open(
                 self.host, self.port, self.user, self.password, connect_timeout=self.timeout
             )
         except (OSError, TimeoutError) as exc:
             raise BrokerUnavailable(f"broker at {self.address} is not reachable: {exc}") from exc
         except Exception as exc:  # refused login, bad service list, ...
+            self.refused = True
+            who = f" as {self.user} ({self.source})" if self.source else ""
             raise BrokerUnavailable(
-                f"cannot open the admin service at {self.address}: {exc}"
+                f"cannot open the admin service at {self.address}{who}: {exc}"
             ) from exc
+        self.refused = False
+        return client
 
     # -- requests -----------------------------------------------------------------------
 
@@ -214,36 +223,3 @@ class BrokerAdmin:
             if self._loop is not None:
                 self._loop.call_soon_threadsafe(self._loop.stop)
                 self._loop = None
-
-
-_default: BrokerAdmin | None = None
-_default_lock = threading.Lock()
-
-
-def default_admin() -> BrokerAdmin:
-    """The process-wide admin connection to the broker named by the settings
-    (IMQ_BROKER_HOST, IMQ_PORT, IMQ_ADMIN_USER, IMQ_ADMIN_PASSWORD)."""
-    global _default
-    from django.conf import settings
-
-    with _default_lock:
-        wanted = (
-            settings.IMQ_BROKER_HOST,
-            int(settings.IMQ_BROKER_PORT),
-            settings.IMQ_ADMIN_USER,
-            settings.IMQ_ADMIN_PASSWORD,
-        )
-        if (
-            _default is None
-            or (
-                _default.host,
-                _default.port,
-                _default.user,
-                _default.password,
-            )
-            != wanted
-        ):
-            if _default is not None:
-                _default.close()
-            _default = BrokerAdmin(*wanted)
-        return _default
