@@ -8,6 +8,10 @@ gateway's read timeout, and a request cut off by it is answered 408 as the gatew
 answers (``connection: close``; on ``/ums/`` the UMS headers too) and logged once.
 Between requests the timeout closes an idle keep-alive connection, as uvicorn's does.
 
+With ``PORTAL_HTTPS_CERT`` and ``PORTAL_HTTPS_KEY`` in the environment (portal/https.py)
+the same ``-b``/``-p`` address serves HTTPS instead of HTTP: daphne's endpoint strings have
+no room for a key password, so its TCP endpoints are swapped for TLS ones here.
+
 Run as ``python -m portal.serve`` with daphne's arguments (``broker.commandlines
 .portal_command``).
 """
@@ -15,6 +19,9 @@ Run as ``python -m portal.serve`` with daphne's arguments (``broker.commandlines
 from __future__ import annotations
 
 import logging
+import os
+import re
+import sys
 
 from daphne import server as daphne_server
 from daphne.cli import CommandLineInterface
@@ -76,10 +83,35 @@ class PortalHTTPFactory(HTTPFactory):
         self.timeOut = ums_config().read_timeout_ms / 1000
 
 
+def tls_endpoints(options):
+    """daphne's ``serverFromString``, with every ``tcp:`` endpoint served over TLS with
+    ``options`` (a Twisted context factory)."""
+    from twisted.internet.endpoints import SSL4ServerEndpoint, serverFromString
+
+    def endpoint(reactor, description: str):
+        if not description.startswith("tcp:"):
+            return serverFromString(reactor, description)
+        parts = re.split(r"(?<!\\):", description[4:])  # "\:" escapes an IPv6 colon
+        fields = dict(part.split("=", 1) for part in parts if "=" in part)
+        interface = fields.get("interface", "").replace("\\:", ":")
+        return SSL4ServerEndpoint(reactor, int(fields["port"]), options, interface=interface)
+
+    return endpoint
+
+
 def main() -> None:
     # daphne's Server.run builds its factory from this module global; there is no option
     # for Twisted's timeout, so the factory is swapped here, before the CLI runs.
     daphne_server.HTTPFactory = PortalHTTPFactory  # type: ignore[misc]
+    from portal.https import HttpsError, HttpsKeys
+
+    try:
+        keys = HttpsKeys.from_env(os.environ)
+        options = keys.twisted_options() if keys is not None else None
+    except HttpsError as exc:
+        sys.exit(f"portal: {exc}")
+    if options is not None:
+        daphne_server.serverFromString = tls_endpoints(options)  # type: ignore[attr-defined]
     CommandLineInterface.entrypoint()
 
 

@@ -1,0 +1,116 @@
+"""HTTPS for the portal (daphne) and the UMS gateway (uvicorn): their key material.
+
+Both servers read it from the environment, set by ``manage.py up --https`` or, in the
+Docker stack, by docker/https.yaml:
+
+* ``PORTAL_HTTPS_CERT``: a PEM file with the server certificate, then any intermediate
+  certificates (its chain);
+* ``PORTAL_HTTPS_KEY``: a PEM file with the private key (may be the same file as the
+  certificate, as the broker's ``keystore.pem`` is);
+* ``PORTAL_HTTPS_KEY_PASSWORD``: the key's password when it is encrypted (the broker's
+  keystore password for its ``keystore.pem``).
+
+The password travels in the environment, never on a command line (``ps`` shows those).
+Standard library only at import: daphne's and uvicorn's TLS libraries are imported by the
+function that needs them.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CERT_ENV = "PORTAL_HTTPS_CERT"
+KEY_ENV = "PORTAL_HTTPS_KEY"
+PASSWORD_ENV = "PORTAL_HTTPS_KEY_PASSWORD"
+# uvicorn takes its key password only as an option or from this variable (click's
+# UVICORN_ prefix); the variable keeps it off the command line.
+UVICORN_PASSWORD_ENV = "UVICORN_SSL_KEYFILE_PASSWORD"
+
+
+class HttpsError(ValueError):
+    """Key material that cannot serve HTTPS (the message says which file and why)."""
+
+
+@dataclass(frozen=True)
+class HttpsKeys:
+    """Where the HTTPS server's certificate and key are, and the key's password."""
+
+    cert: Path
+    key: Path
+    password: str | None = None
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> HttpsKeys | None:
+        """The key material named by the environment; None when HTTPS is not asked for."""
+        cert = env.get(CERT_ENV, "").strip()
+        key = env.get(KEY_ENV, "").strip()
+        if not cert and not key:
+            return None
+        if not cert or not key:
+            missing = CERT_ENV if not cert else KEY_ENV
+            raise HttpsError(f"HTTPS needs {CERT_ENV} and {KEY_ENV}; {missing} is not set")
+        return cls(Path(cert), Path(key), env.get(PASSWORD_ENV) or None)
+
+    def environment(self) -> dict[str, str]:
+        """The variables a child serving HTTPS with these keys needs."""
+        env = {CERT_ENV: str(self.cert), KEY_ENV: str(self.key)}
+        if self.password is not None:
+            env[PASSWORD_ENV] = self.password
+            env[UVICORN_PASSWORD_ENV] = self.password
+        return env
+
+    def server_context(self) -> ssl.SSLContext:
+        """A server context (TLS 1.2 or later) with this key material loaded: what the
+        starters check before they start a server, so a wrong password or a missing file
+        is one clear line instead of a child's traceback."""
+        for what, path in (("certificate", self.cert), ("private key", self.key)):
+            if not path.is_file():
+                raise HttpsError(f"HTTPS {what} {path}: no such file")
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        password = self.password.encode("utf-8") if self.password is not None else None
+        try:
+            # A callable, not bytes: with no password OpenSSL would prompt on the terminal.
+            ctx.load_cert_chain(str(self.cert), str(self.key), lambda: password or b"")
+        except ssl.SSLError as exc:
+            detail = f" ({exc.reason})" if exc.reason else ""
+            raise HttpsError(
+                f"cannot load the HTTPS key material {self.cert} / {self.key}: wrong or "
+                f"missing password ({PASSWORD_ENV}), or not a PEM certificate and key{detail}"
+            ) from exc
+        except OSError as exc:
+            raise HttpsError(f"cannot read the HTTPS key material: {exc}") from exc
+        return ctx
+
+    def twisted_options(self) -> Any:
+        """The same key material as Twisted's context factory (daphne serves the portal
+        on Twisted, whose endpoint strings cannot carry a key password)."""
+        from cryptography import x509
+        from cryptography.hazmat.primitives.serialization import load_pem_private_key
+        from OpenSSL import crypto
+        from twisted.internet import ssl as tssl
+
+        self.server_context()  # the clear message for bad material
+        certs = x509.load_pem_x509_certificates(self.cert.read_bytes())
+        password = self.password.encode("utf-8") if self.password is not None else None
+        key = load_pem_private_key(self.key.read_bytes(), password)
+        return tssl.CertificateOptions(
+            privateKey=crypto.PKey.from_cryptography_key(key),  # type: ignore[arg-type]
+            certificate=crypto.X509.from_cryptography(certs[0]),
+            extraCertChain=[crypto.X509.from_cryptography(c) for c in certs[1:]],
+            raiseMinimumTo=tssl.TLSVersion.TLSv1_2,
+        )
+
+
+__all__ = [
+    "CERT_ENV",
+    "KEY_ENV",
+    "PASSWORD_ENV",
+    "UVICORN_PASSWORD_ENV",
+    "HttpsError",
+    "HttpsKeys",
+]
