@@ -17,6 +17,7 @@ function that needs them.
 
 from __future__ import annotations
 
+import re
 import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -86,24 +87,54 @@ class HttpsKeys:
             raise HttpsError(f"cannot read the HTTPS key material: {exc}") from exc
         return ctx
 
-    def twisted_options(self) -> Any:
-        """The same key material as Twisted's context factory (daphne serves the portal
+    def twisted_context_factory(self) -> Any:
+        """The same key material as a Twisted context factory (daphne serves the portal
         on Twisted, whose endpoint strings cannot carry a key password)."""
         from cryptography import x509
         from cryptography.hazmat.primitives.serialization import load_pem_private_key
-        from OpenSSL import crypto
-        from twisted.internet import ssl as tssl
+        from OpenSSL import SSL
 
         self.server_context()  # the clear message for bad material
         certs = x509.load_pem_x509_certificates(self.cert.read_bytes())
         password = self.password.encode("utf-8") if self.password is not None else None
         key = load_pem_private_key(self.key.read_bytes(), password)
-        return tssl.CertificateOptions(
-            privateKey=crypto.PKey.from_cryptography_key(key),  # type: ignore[arg-type]
-            certificate=crypto.X509.from_cryptography(certs[0]),
-            extraCertChain=[crypto.X509.from_cryptography(c) for c in certs[1:]],
-            raiseMinimumTo=tssl.TLSVersion.TLSv1_2,
+        ctx = SSL.Context(SSL.TLS_SERVER_METHOD)
+        ctx.set_min_proto_version(SSL.TLS1_2_VERSION)
+        ctx.set_options(SSL.OP_NO_COMPRESSION | SSL.OP_CIPHER_SERVER_PREFERENCE)
+        ctx.use_certificate(certs[0])
+        for extra in certs[1:]:
+            ctx.add_extra_chain_cert(extra)
+        ctx.use_privatekey(key)  # type: ignore[arg-type]
+        ctx.check_privatekey()
+        return _FixedContext(ctx)
+
+
+class _FixedContext:
+    """Twisted's ``IOpenSSLContextFactory``: one context for every connection."""
+
+    def __init__(self, context: Any) -> None:
+        self.context = context
+
+    def getContext(self) -> Any:  # noqa: N802 - Twisted's name
+        return self.context
+
+
+def tls_endpoints(context_factory: Any) -> Any:
+    """A ``serverFromString`` for daphne that serves each ``tcp:`` endpoint over TLS with
+    ``context_factory`` (other kinds of endpoint as they are)."""
+    from twisted.internet.endpoints import SSL4ServerEndpoint, serverFromString
+
+    def endpoint(reactor: Any, description: str) -> Any:
+        if not description.startswith("tcp:"):
+            return serverFromString(reactor, description)
+        parts = re.split(r"(?<!\\):", description[4:])  # "\:" escapes an IPv6 colon
+        fields = dict(part.split("=", 1) for part in parts if "=" in part)
+        interface = fields.get("interface", "").replace("\\:", ":")
+        return SSL4ServerEndpoint(
+            reactor, int(fields["port"]), context_factory, interface=interface
         )
+
+    return endpoint
 
 
 __all__ = [
@@ -113,4 +144,5 @@ __all__ = [
     "UVICORN_PASSWORD_ENV",
     "HttpsError",
     "HttpsKeys",
+    "tls_endpoints",
 ]

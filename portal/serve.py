@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import sys
 
 from daphne import server as daphne_server
@@ -83,35 +82,19 @@ class PortalHTTPFactory(HTTPFactory):
         self.timeOut = ums_config().read_timeout_ms / 1000
 
 
-def tls_endpoints(options):
-    """daphne's ``serverFromString``, with every ``tcp:`` endpoint served over TLS with
-    ``options`` (a Twisted context factory)."""
-    from twisted.internet.endpoints import SSL4ServerEndpoint, serverFromString
-
-    def endpoint(reactor, description: str):
-        if not description.startswith("tcp:"):
-            return serverFromString(reactor, description)
-        parts = re.split(r"(?<!\\):", description[4:])  # "\:" escapes an IPv6 colon
-        fields = dict(part.split("=", 1) for part in parts if "=" in part)
-        interface = fields.get("interface", "").replace("\\:", ":")
-        return SSL4ServerEndpoint(reactor, int(fields["port"]), options, interface=interface)
-
-    return endpoint
-
-
 def main() -> None:
     # daphne's Server.run builds its factory from this module global; there is no option
     # for Twisted's timeout, so the factory is swapped here, before the CLI runs.
     daphne_server.HTTPFactory = PortalHTTPFactory  # type: ignore[misc]
-    from portal.https import HttpsError, HttpsKeys
+    from portal.https import HttpsError, HttpsKeys, tls_endpoints
 
     try:
         keys = HttpsKeys.from_env(os.environ)
-        options = keys.twisted_options() if keys is not None else None
+        factory = keys.twisted_context_factory() if keys is not None else None
     except HttpsError as exc:
         sys.exit(f"portal: {exc}")
-    if options is not None:
-        daphne_server.serverFromString = tls_endpoints(options)  # type: ignore[attr-defined]
+    if factory is not None:
+        daphne_server.serverFromString = tls_endpoints(factory)  # type: ignore[attr-defined]
     CommandLineInterface.entrypoint()
 
 
