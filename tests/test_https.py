@@ -9,6 +9,8 @@ change) is tests/interop/test_java_tunnel.py's test_tunnel_https.
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import http.client
 import json
 import os
@@ -29,6 +31,8 @@ import pytest
 from broker.commandlines import portal_command
 from broker.launcher import ROOT, free_port
 from broker.management.commands.imqkeytool import generate
+
+from .portal_server import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -417,3 +421,46 @@ def test_up_https_refuses_bad_key_material_before_starting_anything(tmp_path: Pa
     assert done.returncode != 0
     assert "wrong or missing password" in done.stderr, done.stderr
     assert "up: migrating" not in done.stdout  # nothing was started
+
+
+# -- a real browser ---------------------------------------------------------------------
+
+
+def spki_pin(crt: Path) -> str:
+    """Chromium's pin of a certificate's key: base64(SHA-256(SubjectPublicKeyInfo))."""
+    from cryptography import x509
+    from cryptography.hazmat.primitives.serialization import Encoding, PublicFormat
+
+    cert = x509.load_pem_x509_certificate(crt.read_bytes())
+    spki = cert.public_key().public_bytes(Encoding.DER, PublicFormat.SubjectPublicKeyInfo)
+    return base64.b64encode(hashlib.sha256(spki).digest()).decode()
+
+
+def test_portal_login_in_a_real_browser_over_https(stack: Stack) -> None:
+    """Chromium trusting the broker's certificate (and only it) logs in to the portal;
+    one that does not trust it refuses the page."""
+    if not os.path.exists(CHROMIUM):
+        pytest.fail("Debian's chromium is not installed: run `make install-dev`", pytrace=False)
+    from playwright.sync_api import Error, expect, sync_playwright
+
+    base = f"https://localhost:{stack.portal}"
+    trusting = [*CHROMIUM_ARGS, f"--ignore-certificate-errors-spki-list={spki_pin(stack.crt)}"]
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=trusting)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(30_000)
+            page.goto(base + "/login/")
+            page.get_by_label("User name").fill("admin")
+            page.get_by_label("Password").fill("admin")
+            page.get_by_role("button", name="Log in").click()
+            expect(page.get_by_role("heading", name="Overview")).to_be_visible(timeout=30_000)
+            assert page.url == base + "/"
+        finally:
+            browser.close()
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            with pytest.raises(Error, match="ERR_CERT_AUTHORITY_INVALID"):
+                browser.new_page().goto(base + "/login/")
+        finally:
+            browser.close()
