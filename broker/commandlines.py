@@ -56,7 +56,7 @@ def portal_command(port: int | str, host: str = LOOPBACK, *extra: str) -> list[s
     """The portal: daphne serving the ASGI application on ``host:port`` (``extra``:
     more daphne options, before the application), through portal/serve.py, which adds
     the read timeout daphne lacks and serves HTTPS when its environment names key
-    material (portal/https.py)."""
+    material (broker/security/https.py)."""
     return [
         sys.executable, "-m", "portal.serve",
         "-b", host,
@@ -76,7 +76,7 @@ def ums_gateway_command(
     """The UMS gateway process: the portal's application under uvicorn (uvloop,
     httptools), whose /ums/simple and /ums/xml skip Django (portal/ums/asgi.py).
     ``certfile``/``keyfile``: serve HTTPS with them (the key's password, if any, in the
-    environment: portal/https.py)."""
+    environment: broker/security/https.py)."""
     tls = ["--ssl-certfile", certfile, "--ssl-keyfile", keyfile or certfile] if certfile else []
     return [
         sys.executable, "-m", "uvicorn",

@@ -172,7 +172,7 @@ def https_environment(env: dict[str, str]) -> dict[str, str]:
     """The portal's or the UMS gateway's environment with its HTTPS key material checked
     (EntryError saying what is wrong) and handed on as the servers take it."""
     _project_importable()
-    from portal.https import HttpsError, HttpsKeys
+    from broker.security.https import HttpsError, HttpsKeys
 
     try:
         keys = HttpsKeys.from_env(env)

@@ -8,9 +8,10 @@ gateway's read timeout, and a request cut off by it is answered 408 as the gatew
 answers (``connection: close``; on ``/ums/`` the UMS headers too) and logged once.
 Between requests the timeout closes an idle keep-alive connection, as uvicorn's does.
 
-With ``PORTAL_HTTPS_CERT`` and ``PORTAL_HTTPS_KEY`` in the environment (portal/https.py)
-the same ``-b``/``-p`` address serves HTTPS instead of HTTP: daphne's endpoint strings have
-no room for a key password, so its TCP endpoints are swapped for TLS ones here.
+With ``PORTAL_HTTPS_CERT`` and ``PORTAL_HTTPS_KEY`` in the environment
+(broker/security/https.py) the same ``-b``/``-p`` address serves HTTPS instead of HTTP:
+daphne's endpoint strings have no room for a key password, so its TCP endpoints are
+swapped for TLS ones here.
 
 Run as ``python -m portal.serve`` with daphne's arguments (``broker.commandlines
 .portal_command``).
@@ -86,7 +87,7 @@ def main() -> None:
     # daphne's Server.run builds its factory from this module global; there is no option
     # for Twisted's timeout, so the factory is swapped here, before the CLI runs.
     daphne_server.HTTPFactory = PortalHTTPFactory  # type: ignore[misc]
-    from portal.https import HttpsError, HttpsKeys, tls_endpoints
+    from broker.security.https import HttpsError, HttpsKeys, tls_endpoints
 
     try:
         keys = HttpsKeys.from_env(os.environ)

@@ -111,7 +111,7 @@ IMQ_ADMIN_PASSWORD = os.environ.get("IMQ_ADMIN_PASSWORD") or "admin"
 IMQ_ADMIN_SECURE = _env_bool("IMQ_ADMIN_SECURE")
 IMQ_ADMIN_TRUSTSTORE = os.environ.get("IMQ_ADMIN_TRUSTSTORE") or None
 
-# HTTPS: served here (portal/https.py) or terminated by a proxy in front.
+# HTTPS: served here (broker/security/https.py) or terminated by a proxy in front.
 CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", [])
 if _env_bool("TRUST_X_FORWARDED_PROTO"):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")

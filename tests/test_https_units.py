@@ -1,5 +1,6 @@
-"""HTTPS key material (portal/https.py), the servers' TLS endpoints and command lines, and
-the admin client's trust store, in process (the servers themselves: tests/test_https.py)."""
+"""HTTPS key material (broker/security/https.py), the servers' TLS endpoints and command
+lines, and the admin client's trust store, in process (the servers themselves:
+tests/test_https.py)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,8 @@ import pytest
 from broker.commandlines import ums_gateway_command
 from broker.config import ConfigError
 from broker.management.commands.imqkeytool import generate
+from broker.security.https import HttpsError, HttpsKeys, tls_endpoints
 from broker.security.tls import client_trust_context
-from portal.https import HttpsError, HttpsKeys, tls_endpoints
 
 pytestmark = pytest.mark.fast
 

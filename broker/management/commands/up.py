@@ -14,7 +14,7 @@ portal, the UMS gateway and Celery keep running; more than ``--broker-restarts``
 administrator shut it down) or any other child dying stops the others and ``up`` exits
 non-zero.  ``--log-dir`` sends each child's output to a file of its own.  ``--https``
 serves the portal and the UMS gateway over HTTPS with the broker's own key material
-(``imqkeytool -broker``) or ``--https-cert``/``--https-key`` (portal/https.py).
+(``imqkeytool -broker``) or ``--https-cert``/``--https-key`` (broker/security/https.py).
 """
 
 from __future__ import annotations
@@ -52,8 +52,8 @@ from broker.launcher import portmapper_answers, read_portmapper
 from broker.loglevels import LOGLEVEL_CHOICES
 from broker.protocol.errors import ProtocolError
 from broker.protocol.portmapper import parse_table
+from broker.security.https import CERT_ENV, KEY_ENV, PASSWORD_ENV, HttpsError, HttpsKeys
 from broker.security.tls import keystore_password, keystore_paths
-from portal.https import CERT_ENV, KEY_ENV, PASSWORD_ENV, HttpsError, HttpsKeys
 
 from .runbroker import parse_defines
 

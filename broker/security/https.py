@@ -10,7 +10,10 @@ Docker stack, by docker/https.yaml:
 * ``PORTAL_HTTPS_KEY_PASSWORD``: the key's password when it is encrypted (the broker's
   keystore password for its ``keystore.pem``).
 
-The password travels in the environment, never on a command line (``ps`` shows those).
+It lives beside the broker's own TLS key material (tls.py) because ``manage.py up``
+defaults to that material and the commands, the portal and the image's entry point all
+read this module; the broker itself does not.  The password travels in the environment,
+never on a command line (``ps`` shows those).
 Standard library only at import: daphne's and uvicorn's TLS libraries are imported by the
 function that needs them.
 """
