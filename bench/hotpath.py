@@ -15,7 +15,7 @@ subscribers, each acknowledging every message without asking for a reply, as the
 does for non-persistent topic messages), with a
 consumer RESUME_FLOW whenever a delivery carries the C flag (prefetch 1,000).  The
 messages are 1 KB BYTES messages shaped like the captured Java client's
-(../shared/vectors/send-messages: producer id, destination and class in the variable
+(third_party/openmq/vectors/send-messages: producer id, destination and class in the variable
 header, no properties).
 
 What it prints is the process CPU time per message sent (``time.process_time``),

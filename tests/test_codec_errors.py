@@ -3,7 +3,7 @@
 The connection handler tells a client's garbage (400, or GOODBYE and close) from a
 broker bug (500 with a traceback) by exception type alone, so this is structural: each
 decoder below gets arbitrary bytes, and mutations of the packets and bodies the real
-OpenMQ Java and C clients wrote (../shared/vectors), and nothing but ProtocolError may
+OpenMQ Java and C clients wrote (third_party/openmq/vectors), and nothing but ProtocolError may
 come out.  A new decoder is one more entry in DECODERS.
 """
 
@@ -65,6 +65,8 @@ from broker.protocol.properties import (
     encode_java_utf,
     read_utf,
 )
+from broker.protocol.stomp import FrameReader as StompReader
+from broker.protocol.stomp import StompError, encode_frame
 from broker.protocol.sysmsgid import (
     SysMessageID,
     SysMessageIDError,
@@ -166,7 +168,24 @@ def _http_stream(data: bytes) -> None:
                     decode_packets(req.body)
 
 
+STOMP_FRAMES = (
+    b"CONNECT\naccept-version:1.0,1.1,1.2\nlogin:guest\npasscode:guest\n\n\x00\n",
+    encode_frame("SEND", [("destination", "/queue/a"), ("k", "a:b\\c")], b"x\x00y", "1.2"),
+    b"SEND\r\ndestination:/topic/t\r\n\r\nhello\x00\r\n",
+)
+
+
+def _stomp_stream(data: bytes) -> None:
+    for version in ("1.0", "1.1", "1.2"):
+        for cut in (1, 9, len(data) // 2):
+            reader = StompReader(version, max_frame=1 << 16, max_headers=50)
+            for part in (data[:cut], data[cut:]):
+                for frame in reader.feed(part):
+                    frame.get("content-length")
+
+
 DECODERS = [
+    Decoder("stomp.FrameReader.feed", _stomp_stream, STOMP_FRAMES),
     Decoder("httptunnel.decode_packets", decode_packets, TUNNEL_PACKETS),
     Decoder("httptunnel.decode_option", decode_option, (TUNNEL_PACKETS[2][24:],)),
     Decoder(
@@ -213,6 +232,7 @@ ERROR_TYPES = [
     XidError,
     PortMapperError,
     SysMessageIDError,
+    StompError,
 ]
 
 

@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker import props
 from broker.config import DEFAULTS, BrokerConfig, ConfigError
@@ -44,6 +45,7 @@ from broker.store.base import Store
 from .clustering import cluster_entry, start_cluster
 from .connection import ClientConnection
 from .events import EventPublisher
+from .log_topic import LogTopic
 from .looplag import FullCollections, LoopLagMonitor, freeze_startup_heap
 from .metrics_topics import MetricsReport, MetricsTopics, report_interval
 from .paging import RUNTIME as PAGING_RUNTIME
@@ -51,6 +53,7 @@ from .paging import Paging, open_paging
 from .reporting import attach_reports
 from .shipped_accounts import REFRESH as REFRESH_SHIPPED
 from .shipped_accounts import ShippedAccounts
+from .stomp import StompConnection, stomp_settings
 from .tunnel import TunnelService
 
 log = logging.getLogger("broker")
@@ -85,12 +88,16 @@ class Service:
     metrics: ServiceCounters = field(default_factory=ServiceCounters)
     # The HTTP tunnel's connections (http and https services; server/tunnel.py).
     tunnel: TunnelService | None = None
+    # The STOMP service's settings (protocol stomp; server/stomp.py).
+    stomp: Any = None
 
     def protocol_factory(self, broker: Broker) -> Callable[[], asyncio.Protocol]:
         """What the listener makes for each accepted socket."""
         tunnel = self.tunnel
         if tunnel is not None:
             return tunnel.protocol
+        if self.protocol == "stomp":
+            return lambda: StompConnection(broker, self)
         return lambda: ClientConnection(broker, self)
 
     @property
@@ -189,6 +196,8 @@ class Broker:
         # The mq.metrics.* topics' publisher and the log's metrics report
         # (metrics_topics.py), once started; the report only with imq.metrics.interval.
         self.metrics_topics: MetricsTopics | None = None
+        # The log on mq.log.broker for its subscribers (log_topic.py), once started.
+        self.log_topic: LogTopic | None = None
         self.metrics_report: MetricsReport | None = None
         self.store: Store | None = None
         # Message bodies paged out to disk past a memory threshold (server/paging.py).
@@ -244,6 +253,8 @@ class Broker:
             qattrs["maxNumActiveConsumers"] = active
             qattrs["maxNumBackupConsumers"] = backup
         qattrs["consumerFlowLimit"] = c.get(props.AUTOCREATE_QUEUE_FLOW_LIMIT)
+        if c.configured(props.AUTOCREATE_QUEUE_LOCAL_PREFERRED.name):
+            qattrs["localDeliveryPreferred"] = c.get(props.AUTOCREATE_QUEUE_LOCAL_PREFERRED)
         tattrs = dict(attrs)
         tattrs["consumerFlowLimit"] = c.get(props.AUTOCREATE_TOPIC_FLOW_LIMIT)
         tattrs["maxNumSharedConsumers"] = c.get(props.AUTOCREATE_TOPIC_MAX_SHARED)
@@ -263,6 +274,7 @@ class Broker:
             log_dead_messages=c.get(props.LOG_DEAD_MSGS),
             drop_log_interval=float(c.get(props.DROP_LOG_INTERVAL)),
             metrics_topics=c.get(props.METRICS_TOPIC_ENABLED),
+            log_topic_capacity=c.get(props.LOG_DESTINATION_CAPACITY),
         )
 
     def _service(self, name: str) -> Service:
@@ -281,6 +293,30 @@ class Broker:
         return Service(
             name, str(stype).upper(), proto, host, port, auth, _max_connections(c, name), backlog
         )
+
+    def _stomp_service(self) -> Service | None:
+        """OpenMQ's STOMP bridge listener (imq.bridge.enabled, stomp in
+        imq.bridge.activelist, imq.bridge.stomp.tcp.enabled), or None when it is off."""
+        c = self.config
+        if not (
+            c.get(props.BRIDGE_ENABLED)
+            and "stomp" in c.get(props.BRIDGE_ACTIVELIST)
+            and c.get(props.STOMP_TCP_ENABLED)
+        ):
+            return None
+        auth = (c.get(props.AUTH_TYPE) or AUTH_DIGEST).lower()
+        self.service_repositories["stomp"] = self._repository_for("stomp", auth)
+        svc = Service(
+            "stomp",
+            "NORMAL",
+            "stomp",
+            c.get(props.HOSTNAME) or None,
+            c.get(props.STOMP_TCP_PORT),
+            auth,
+            _max_connections(c, "stomp"),
+        )
+        svc.stomp = stomp_settings(c)
+        return svc
 
     def _repository_for(self, service: str, auth: str):
         """imq[.<service>].authentication.<auth>.user_repository (security/repository.py)."""
@@ -320,6 +356,9 @@ class Broker:
                 )
                 continue
             services.append(svc)
+        stomp = self._stomp_service()
+        if stomp is not None:
+            services.append(stomp)
         if c.get(props.GC_FREEZE):
             freeze_startup_heap()  # before the store: recovered messages stay collectable
         # The previous run's transaction rows go before the store brings transactions
@@ -330,6 +369,7 @@ class Broker:
         self.access.prepare(svc.name for svc in services)
         await loop.run_in_executor(self.executor, self.access.load)
         self.metrics_topics = MetricsTopics(self)
+        self.log_topic = LogTopic(self)
         for svc in services:
             if svc.protocol in ("http", "https"):
                 svc.tunnel = TunnelService(self, svc)
@@ -416,6 +456,12 @@ class Broker:
         entries = [ServiceEntry("portmapper", "tcp", "PORTMAPPER", pm_port, pm_props)]
         for svc in self.services:
             extra = {"hostname": svc.host} if svc.host and svc.host not in ("0.0.0.0", "::") else {}
+            if svc.protocol == "stomp":
+                # As OpenMQ's broker lists its STOMP bridge's listener.
+                entries.append(
+                    ServiceEntry("stomp[bridge]", "stomp[TCP]", "stomp[bridge]", svc.bound_port)
+                )
+                continue
             entries.append(ServiceEntry(svc.name, svc.protocol, svc.type, svc.bound_port, extra))
         if self.cluster is not None:
             entries.append(cluster_entry(self.cluster))
@@ -568,6 +614,8 @@ class Broker:
             self.events.close()
         if self.metrics_topics is not None:
             self.metrics_topics.close()
+        if self.log_topic is not None:
+            self.log_topic.close()
         if self._expiry_task is not None:
             self._expiry_task.cancel()
         servers = [s.server for s in self.services if s.server]

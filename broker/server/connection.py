@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker.engine import (
     CancelTimer,
@@ -47,19 +47,23 @@ class ClientConnection(asyncio.Protocol):
     def __init__(self, broker: Broker, service: Service) -> None:
         self.broker = broker
         self.transport: asyncio.Transport | None = None
-        self.engine = ConnectionEngine(
-            broker,
-            service,
-            wake=self._wake,
-            flush=self._flush_now,
-            admin=admin.HANDLER.handle if service.type == "ADMIN" else None,
-        )
+        self.engine = self.make_engine(broker, service)
         self._timers: dict[str, asyncio.TimerHandle] = {}
         self._loop: asyncio.AbstractEventLoop | None = None
         # Inside data_received: output is written when it returns, not a callback later.
         self._receiving = False
         # The unread rest of a large read (see READ_SLICE), oldest first.
         self._rest: list[memoryview] = []
+
+    def make_engine(self, broker: Broker, service: Service) -> Any:
+        """The protocol engine this transport drives (the STOMP driver has its own)."""
+        return ConnectionEngine(
+            broker,
+            service,
+            wake=self._wake,
+            flush=self._flush_now,
+            admin=admin.HANDLER.handle if service.type == "ADMIN" else None,
+        )
 
     # -- asyncio callbacks ---------------------------------------------------
 

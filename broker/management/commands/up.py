@@ -12,13 +12,16 @@ non-zero exit) ``up`` says so and starts it again with the same options (less
 portal, the UMS gateway and Celery keep running; more than ``--broker-restarts``
 (``BROKER_RESTARTS``) restarts within ``BROKER_RESTART_WINDOW`` seconds, a broker that exits with status 0 (an
 administrator shut it down) or any other child dying stops the others and ``up`` exits
-non-zero.  ``--log-dir`` sends each child's output to a file of its own.  ``--https``
-serves the portal and the UMS gateway over HTTPS with the broker's own key material
-(``imqkeytool -broker``) or ``--https-cert``/``--https-key`` (broker/security/https.py).
+non-zero.  ``--log-dir`` sends each child's output to a file of its own; ``--daemon``
+(with it) detaches once everything answers, writes a pid file and logs to DIR/up.log.
+``--https`` serves the portal and the UMS gateway over HTTPS with the broker's own key
+material (``imqkeytool -broker``) or ``--https-cert``/``--https-key``
+(broker/security/https.py).
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import functools
 import os
@@ -73,11 +76,16 @@ def tunnel_where(host: str, port: int) -> str:
         table = parse_table(read_portmapper(host, port))
     except (OSError, ProtocolError):
         return ""
+    where = ""
     for svc in table.services:
-        if svc.name in ("httpjms", "httpsjms") and svc.port:
+        if svc.name in ("httpjms", "httpsjms") and svc.port and not where:
             scheme = "http" if svc.name == "httpjms" else "https"
-            return f"; HTTP tunnel {scheme}://{host}:{svc.port}/imq/tunnel"
-    return ""
+            where = f"; HTTP tunnel {scheme}://{host}:{svc.port}/imq/tunnel"
+    for svc in table.services:
+        if svc.name == "stomp[bridge]" and svc.port:
+            # With -Dimq.bridge.enabled=true -Dimq.bridge.activelist=stomp.
+            where += f"; STOMP {host}:{svc.port}"
+    return where
 
 
 HELP = """\
@@ -93,7 +101,9 @@ while the others keep running, and each restart is reported; after 5 restarts wi
 minutes (--broker-restarts; 0: never), or if anything else dies (or the broker exits with status 0), the others are
 stopped and the exit status is 1. With --log-dir DIR each child writes to DIR/NAME.log
 (broker, portal, ums, worker, beat, redis) and up's own lines stay on its output (the
-systemd unit deploy/systemd/openmq-py.service runs it so).
+systemd unit deploy/systemd/openmq-py.service runs it so). With --daemon as well, up goes
+to the background once everything answers: its own lines go to DIR/up.log, its pid to
+--pidfile (default DIR/up.pid), and `kill $(cat DIR/up.pid)` stops everything.
 
 HTTPS: --https serves the portal and the UMS gateway over HTTPS on the same ports, with
 the broker's own key material (its keystore.pem, made by manage.py imqkeytool -broker,
@@ -221,6 +231,17 @@ class Command(BaseCommand):
             "beat, redis; appended to, created if missing) instead of up's own output",
         )
         parser.add_argument(
+            "--daemon",
+            action="store_true",
+            help="detach once everything answers (needs --log-dir; up's own lines go to "
+            "DIR/up.log); exit 0 then, or 1 if something did not start",
+        )
+        parser.add_argument(
+            "--pidfile",
+            metavar="FILE",
+            help="with --daemon: where up writes its pid (default DIR/up.pid); removed at exit",
+        )
+        parser.add_argument(
             "--bind",
             metavar="ADDRESS",
             default=LOOPBACK,
@@ -264,6 +285,9 @@ class Command(BaseCommand):
         self.opts = opts
         self.children: list[Child] = []
         self.signalled: int | None = None
+        self.tell_parent: int | None = None  # --daemon: the pipe to the waiting parent
+        if opts.get("daemon"):
+            self._daemonize()
         previous = {
             sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
         }
@@ -274,6 +298,60 @@ class Command(BaseCommand):
                 signal.signal(sig, handler)
         if code:
             sys.exit(code)
+
+    def _daemonize(self) -> None:
+        """--daemon: fork; the parent waits for the child's word (everything answers, or
+        not) and exits with it, the child leaves the terminal's session and writes its
+        output to DIR/up.log and its pid to the pid file."""
+        if not self.opts.get("log_dir"):
+            raise CommandError("--daemon needs --log-dir DIR (where the logs go)")
+        log_dir = Path(self.opts["log_dir"]).resolve()
+        try:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            out = os.open(log_dir / "up.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError as exc:
+            raise CommandError(f"--log-dir {log_dir}: {exc}") from exc
+        pidfile = Path(self.opts.get("pidfile") or log_dir / "up.pid").resolve()
+        self.stdout.flush()
+        self.stderr.flush()
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid:
+            os.close(write_end)
+            os.close(out)
+            with os.fdopen(read_end, "rb") as word:
+                said = word.read().decode(errors="replace")
+            if said.startswith("ok"):
+                self.stdout.write(f"up: running in the background (pid {pid}, {pidfile})")
+                self.stdout.write(f"up: logs in {log_dir}; stop with: kill $(cat {pidfile})")
+                os._exit(0)
+            self.stderr.write(f"up: did not start; see {log_dir}/up.log")
+            os._exit(1)
+        os.close(read_end)
+        os.setsid()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.close(devnull)
+        os.close(out)
+        try:
+            pidfile.parent.mkdir(parents=True, exist_ok=True)
+            pidfile.write_text(f"{os.getpid()}\n")
+        except OSError as exc:
+            os.close(write_end)
+            raise CommandError(f"--pidfile {pidfile}: {exc}") from exc
+        atexit.register(_remove_pidfile, pidfile, os.getpid())
+        self.tell_parent = write_end
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S %z")
+        self.say(f"--- up: starting in the background at {stamp} (pid {os.getpid()})")
+
+    def _detached(self) -> None:
+        """--daemon: everything answers; the waiting parent may exit 0."""
+        if self.tell_parent is not None:
+            os.write(self.tell_parent, b"ok\n")
+            os.close(self.tell_parent)
+            self.tell_parent = None
 
     def _on_signal(self, signum: int, frame) -> None:
         self.signalled = signum
@@ -311,6 +389,7 @@ class Command(BaseCommand):
         for child in self.children:
             self.say(f"up: {child.name:<7} {child.where}  (pid {child.proc.pid})")
         self.say("up: running; Ctrl-C (or SIGTERM) stops everything")
+        self._detached()
         return self._supervise()
 
     def _supervise(self) -> int:
@@ -668,6 +747,15 @@ class Command(BaseCommand):
                 " (DatabaseScheduler: the portal's Jobs page)" if name == "beat" else ""
             )
             self._wait(child, pidfile.exists, "write its pid file")
+
+
+def _remove_pidfile(path: Path, pid: int) -> None:
+    """At exit of the daemon: its pid file, unless another up has written its own."""
+    try:
+        if path.read_text().strip() == str(pid):
+            path.unlink()
+    except OSError:
+        pass
 
 
 def _without_reset(cmd: list[str]) -> list[str]:
