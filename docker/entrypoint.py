@@ -15,6 +15,11 @@
     entrypoint.py health WHAT                  exit 0 when WHAT (one of the above) serves
     entrypoint.py COMMAND ARGS...              anything else is executed as given
 
+HTTPS: with ``PORTAL_HTTPS_CERT`` and ``PORTAL_HTTPS_KEY`` (paths, e.g. Docker secrets:
+docker/https.yaml) the portal and the UMS gateway serve HTTPS, and their health checks
+ask over HTTPS; an encrypted key's password is ``PORTAL_HTTPS_KEY_PASSWORD`` (or its
+``_FILE``).  Bad key material stops the container with one line (exit 2).
+
 Secrets: for each of SECRET_VARIABLES, ``NAME_FILE`` names a file (a Docker secret) whose
 content becomes ``NAME``.  ``DATABASE_PASSWORD`` is put into ``DATABASE_URL``, so the URL
 itself can sit in the compose file without its password.  ``IMQ_PORTAL_SECRET_FILE`` and
@@ -29,6 +34,7 @@ from __future__ import annotations
 import os
 import shlex
 import socket
+import ssl
 import sys
 import urllib.error
 import urllib.request
@@ -43,6 +49,7 @@ SECRET_VARIABLES = (
     "REDIS_URL",
     "IMQ_INITIAL_ADMIN_PASSWORD",
     "METRICS_TOKEN",
+    "PORTAL_HTTPS_KEY_PASSWORD",
 )
 SERVICES = ("broker", "portal", "ums", "worker", "beat", "migrate", "spark-master", "spark-worker")
 BEAT_PIDFILE = "/tmp/imq-celery-beat.pid"  # the container's own /tmp
@@ -120,7 +127,14 @@ def command(service: str, args: list[str], env: dict[str, str]) -> list[str]:
         return cl.portal_command(port, bind, *args)
     if service == "ums":
         bind = env.get("UMS_BIND") or "0.0.0.0"
-        return [*cl.ums_gateway_command(int(env.get("UMS_PORT") or 8001), bind), *args]
+        cert = env.get("PORTAL_HTTPS_CERT") or None
+        cmd = cl.ums_gateway_command(
+            int(env.get("UMS_PORT") or 8001),
+            bind,
+            certfile=cert,
+            keyfile=(env.get("PORTAL_HTTPS_KEY") or cert) if cert else None,
+        )
+        return [*cmd, *args]
     if service == "worker":
         return cl.celery_worker_command(
             worker_name(env),
@@ -156,6 +170,22 @@ def command(service: str, args: list[str], env: dict[str, str]) -> list[str]:
     if service == "manage":
         return cl.manage_command(*args)
     raise EntryError(f"unknown service {service!r}")
+
+
+def https_environment(env: dict[str, str]) -> dict[str, str]:
+    """The portal's or the UMS gateway's environment with its HTTPS key material checked
+    (EntryError saying what is wrong) and handed on as the servers take it."""
+    _project_importable()
+    from broker.security.https import HttpsError, HttpsKeys
+
+    try:
+        keys = HttpsKeys.from_env(env)
+        if keys is None:
+            return env
+        keys.server_context()
+    except HttpsError as exc:
+        raise EntryError(str(exc)) from None
+    return {**env, **keys.environment()}
 
 
 def worker_name(env: dict[str, str]) -> str:
@@ -216,8 +246,15 @@ def first_admin_password(password: str) -> str:
 
 
 def http_answers(url: str) -> bool:
+    context = None
+    if url.startswith("https:"):
+        # The container asks itself: its certificate names the host clients use, not
+        # 127.0.0.1, and may be signed by a CA the image does not carry.
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
     try:
-        with urllib.request.urlopen(url, timeout=5) as r:  # our own URL
+        with urllib.request.urlopen(url, timeout=5, context=context) as r:  # our own URL
             return r.status == 200
     except (OSError, urllib.error.URLError):
         return False
@@ -239,10 +276,11 @@ def healthy(what: str, env: dict[str, str]) -> bool:
         from broker.launcher import portmapper_answers
 
         return portmapper_answers("127.0.0.1", int(env.get("IMQ_PORT") or 7676), timeout=5)
+    scheme = "https" if env.get("PORTAL_HTTPS_CERT") else "http"
     if what == "portal":
-        return http_answers(f"http://127.0.0.1:{env.get('PORTAL_PORT') or 8000}/healthz")
+        return http_answers(f"{scheme}://127.0.0.1:{env.get('PORTAL_PORT') or 8000}/healthz")
     if what == "ums":
-        return http_answers(f"http://127.0.0.1:{env.get('UMS_PORT') or 8001}/healthz")
+        return http_answers(f"{scheme}://127.0.0.1:{env.get('UMS_PORT') or 8001}/healthz")
     if what == "worker":
         import subprocess
 
@@ -284,6 +322,8 @@ def main(argv: list[str]) -> int:
                 env.setdefault("SPARK_HOME", spark_home())
                 # Spark's default work dir is inside its (root-owned) installation.
                 env.setdefault("SPARK_WORKER_DIR", "/tmp/spark-worker")
+            if service in ("portal", "ums"):
+                env = https_environment(env)
             cmd = command(service, args, env)
         else:
             cmd = [service, *args]

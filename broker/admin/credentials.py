@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .portal_account import PORTAL_ACCOUNT
-from .remote import BrokerAdmin, BrokerUnavailable
+from .remote import BrokerAdmin, BrokerUnavailable, settings_ssl_context
 
 __all__ = [
     "PORTAL_ACCOUNT",
@@ -182,14 +182,17 @@ def broker_credentials(*, resync: bool = False) -> BrokerCredentials:
 
 
 _default: BrokerAdmin | None = None
+_default_tls: tuple[bool, str | None] = (False, None)
 _default_lock = threading.Lock()
 
 
 def default_admin() -> BrokerAdmin:
     """The process-wide admin connection to the broker named by the settings
-    (IMQ_BROKER_HOST, IMQ_PORT), logged in as :func:`broker_credentials`
-    says now: a changed credential (a new secret) opens a new connection."""
-    global _default
+    (IMQ_BROKER_HOST, IMQ_PORT), logged in as :func:`broker_credentials` says now, over
+    ``ssladmin`` with IMQ_ADMIN_SECURE (trusting IMQ_ADMIN_TRUSTSTORE: see
+    :func:`broker.admin.remote.admin_ssl_context`): a changed credential (a new secret) or
+    setting opens a new connection."""
+    global _default, _default_tls
     from django.conf import settings
 
     with _default_lock:
@@ -202,17 +205,18 @@ def default_admin() -> BrokerAdmin:
             creds.user,
             creds.password,
         )
+        tls = (
+            bool(getattr(settings, "IMQ_ADMIN_SECURE", False)),
+            getattr(settings, "IMQ_ADMIN_TRUSTSTORE", None) or None,
+        )
         if (
             _default is None
-            or (
-                _default.host,
-                _default.port,
-                _default.user,
-                _default.password,
-            )
-            != wanted
+            or (_default.host, _default.port, _default.user, _default.password) != wanted
+            or _default_tls != tls
         ):
+            context = settings_ssl_context()
             if _default is not None:
                 _default.close()
-            _default = BrokerAdmin(*wanted, source=creds.source)
+            _default = BrokerAdmin(*wanted, source=creds.source, ssl=context)
+            _default_tls = tls
         return _default

@@ -21,13 +21,20 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import ssl as _ssl
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .client import AdminClient, AdminError
 
-__all__ = ["AdminError", "BrokerAdmin", "BrokerUnavailable"]
+__all__ = [
+    "AdminError",
+    "BrokerAdmin",
+    "BrokerUnavailable",
+    "admin_ssl_context",
+    "settings_ssl_context",
+]
 
 
 P = ParamSpec("P")
@@ -51,8 +58,45 @@ def _blocking(
     return run
 
 
+def admin_ssl_context(truststore: str | None = None) -> _ssl.SSLContext:
+    """The client context for the ``ssladmin`` service: trusting ``truststore`` (a PEM
+    file) when given, else the system's CAs and this machine's broker certificate (the
+    ``keystore.crt`` of the instance IMQ_VARHOME/IMQ_INSTANCE name).  ConfigError when
+    the trust store cannot be read."""
+    from django.conf import settings
+
+    from broker.config import BrokerConfig, ConfigError
+    from broker.security.tls import client_trust_context, keystore_paths
+
+    local = None
+    if truststore is None:
+        try:
+            config = BrokerConfig.load(settings.IMQ_INSTANCE, settings.IMQ_VARHOME)
+            local = keystore_paths(config).certificate
+        except ConfigError:
+            local = None  # no readable local instance: the system's CAs alone
+    return client_trust_context(truststore, local)
+
+
+def settings_ssl_context() -> _ssl.SSLContext | None:
+    """The ``ssladmin`` context the settings ask for: None without IMQ_ADMIN_SECURE (the
+    plain admin service), else :func:`admin_ssl_context` of IMQ_ADMIN_TRUSTSTORE.
+    BrokerUnavailable when the trust store cannot be read."""
+    from django.conf import settings
+
+    from broker.config import ConfigError
+
+    if not getattr(settings, "IMQ_ADMIN_SECURE", False):
+        return None
+    try:
+        return admin_ssl_context(getattr(settings, "IMQ_ADMIN_TRUSTSTORE", None) or None)
+    except ConfigError as exc:
+        raise BrokerUnavailable(f"IMQ_ADMIN_TRUSTSTORE: {exc}") from exc
+
+
 class BrokerAdmin:
-    """One admin connection to the broker whose port mapper is at ``host:port``."""
+    """One admin connection to the broker whose port mapper is at ``host:port``; with
+    ``ssl`` (a client context, :func:`admin_ssl_context`), over its ``ssladmin`` service."""
 
     def __init__(
         self,
@@ -63,6 +107,7 @@ class BrokerAdmin:
         *,
         timeout: float = 10.0,
         source: str = "",
+        ssl: _ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
         self.port = port
@@ -73,6 +118,7 @@ class BrokerAdmin:
         self.source = source
         # The broker refused the last login: default_admin() checks the credential again.
         self.refused = False
+        self.ssl = ssl
         self._client: AdminClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
@@ -99,11 +145,24 @@ class BrokerAdmin:
     async def _open(self) -> AdminClient:
         try:
             client = await AdminClient.open(
-                self.host, self.port, self.user, self.password, connect_timeout=self.timeout
+                self.host,
+                self.port,
+                self.user,
+                self.password,
+                connect_timeout=self.timeout,
+                ssl=self.ssl,
             )
-        except (OSError, TimeoutError) as exc:
-            raise BrokerUnavailable(f"broker at {self.address} is not reachable: {exc}") from exc
-        except Exception as exc:  # refused login, bad service list, ...
+        except Exception as exc:
+            tls = _tls_failure(exc)
+            if tls is not None:
+                raise BrokerUnavailable(
+                    f"cannot open the ssladmin service of the broker at {self.address}: {tls}"
+                ) from exc
+            if isinstance(exc, (OSError, TimeoutError)):
+                raise BrokerUnavailable(
+                    f"broker at {self.address} is not reachable: {exc}"
+                ) from exc
+            # A refused login, a bad service list, ...
             self.refused = True
             who = f" as {self.user} ({self.source})" if self.source else ""
             raise BrokerUnavailable(
@@ -223,3 +282,19 @@ class BrokerAdmin:
             if self._loop is not None:
                 self._loop.call_soon_threadsafe(self._loop.stop)
                 self._loop = None
+
+
+def _tls_failure(exc: BaseException) -> str | None:
+    """What went wrong in the TLS handshake behind ``exc`` (the client wraps it), in
+    words that say what to do; None when TLS is not the cause."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, _ssl.SSLCertVerificationError):
+            return (
+                f"its certificate is not trusted ({seen.verify_message or seen.reason}): "
+                "trust the broker's keystore.crt (or the CA that signed it)"
+            )
+        if isinstance(seen, _ssl.SSLError):
+            return f"TLS failed: {seen.reason or seen}"
+        seen = seen.__cause__
+    return None

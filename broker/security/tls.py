@@ -107,10 +107,38 @@ def server_context(config: BrokerConfig) -> ssl.SSLContext:
     return ctx
 
 
+def client_trust_context(
+    truststore: str | Path | None = None, also_trust: Path | None = None
+) -> ssl.SSLContext:
+    """A client context (TLS 1.2 or later, the broker's certificate and host name
+    verified) trusting ``truststore``, a PEM file of certificates (e.g. the broker's
+    ``keystore.crt``), when given; otherwise the system's CAs and, when the file exists,
+    ``also_trust`` (the local instance's ``keystore.crt``: a self-signed broker on this
+    machine is trusted without a trust store being named).
+
+    Raises ConfigError when the trust store cannot be read."""
+    ctx = ssl.create_default_context()
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if truststore is not None:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            ctx.load_verify_locations(cafile=str(truststore))
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"cannot read the trust store {truststore}: {exc}") from exc
+    elif also_trust is not None and also_trust.is_file():
+        try:
+            ctx.load_verify_locations(cafile=str(also_trust))
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"cannot read the broker certificate {also_trust}: {exc}") from exc
+    return ctx
+
+
 __all__ = [
     "PASSWORD_PROP",
     "TLS_PROTOCOLS",
     "KeystorePaths",
+    "client_trust_context",
     "keystore_password",
     "keystore_paths",
     "passfile_path",

@@ -13,7 +13,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from broker.admin.credentials import broker_credentials
-from broker.admin.remote import BrokerAdmin
+from broker.admin.remote import BrokerAdmin, settings_ssl_context
 from broker.jobs.dbexpiry import reclaim_expired_rows
 from broker.store import ownership
 
@@ -36,7 +36,13 @@ def reclaim_on(address: str, *, timeout: float = 10.0) -> ExpiryRun:
     try:
         creds = broker_credentials()
         admin = BrokerAdmin(
-            host, port, creds.user, creds.password, timeout=timeout, source=creds.source
+            host,
+            port,
+            creds.user,
+            creds.password,
+            timeout=timeout,
+            source=creds.source,
+            ssl=settings_ssl_context(),
         )
         instance = admin.hello()
         rows = admin.reclaim_expired()

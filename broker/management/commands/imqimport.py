@@ -15,9 +15,9 @@
 
 Each prints a report, one line per thing looked at -- ``taken``, ``adapted`` (how) or
 ``not taken`` (why) -- and a count; ``--dry-run`` (config, destinations) changes nothing.
-Our broker is the one the portal administers (``IMQ_BROKER_HOST``/``IMQ_PORT``,
-``IMQ_ADMIN_USER``/``IMQ_ADMIN_PASSWORD``) unless ``-b``, ``-u`` and ``-passfile`` say
-otherwise; the stock broker's administrator is ``--from-user`` (admin) with the password of
+Our broker is the one the portal administers (``IMQ_BROKER_HOST``/``IMQ_PORT``), reached
+with the portal's own credential (``broker.admin.credentials``) unless ``-b``, ``-u`` and
+``-passfile`` say otherwise; the stock broker's administrator is ``--from-user`` (admin) with the password of
 ``--from-passfile`` (admin by default, as the stock broker ships).  A passfile holds a line
 ``imq.imqcmd.password=...``.  Every change goes through the action functions the portal and
 the other tools call and is recorded in the log.  See docs/operators/migrating.md.
@@ -32,6 +32,7 @@ from django.core.management.base import BaseCommand, CommandError
 
 from broker.admin.actions import ActionError
 from broker.admin.client import AdminError
+from broker.admin.credentials import broker_credentials
 from broker.admin.remote import BrokerUnavailable
 from broker.admin.security_actions import command_line_actor
 from broker.admin.stock_report import Report
@@ -153,14 +154,14 @@ class Command(BaseCommand):
         ours_host, ours_port = settings.IMQ_BROKER_HOST, int(settings.IMQ_BROKER_PORT)
         if opts["address"]:
             ours_host, ours_port = _address(opts["address"], ours_host)
-        ours_password = (
-            _passfile(opts["our_passfile"], IMQCMD_PASSWORD)
-            if opts["our_passfile"]
-            else settings.IMQ_ADMIN_PASSWORD
-        )
-        ours = Endpoint(
-            ours_host, ours_port, opts["user"] or settings.IMQ_ADMIN_USER, ours_password
-        )
+        if opts["our_passfile"]:
+            ours_user = opts["user"] or "admin"
+            ours_password = _passfile(opts["our_passfile"], IMQCMD_PASSWORD)
+        else:
+            # The account the portal reaches the broker with (its own, by default).
+            creds = broker_credentials()
+            ours_user, ours_password = creds.user, creds.password
+        ours = Endpoint(ours_host, ours_port, ours_user, ours_password)
         if (stock.host, stock.port) == (ours.host, ours.port):
             raise CommandError(
                 f"--from and -b both name {stock.address}: run this broker on another port "

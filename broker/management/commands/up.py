@@ -14,6 +14,9 @@ portal, the UMS gateway and Celery keep running; more than ``--broker-restarts``
 administrator shut it down) or any other child dying stops the others and ``up`` exits
 non-zero.  ``--log-dir`` sends each child's output to a file of its own; ``--daemon``
 (with it) detaches once everything answers, writes a pid file and logs to DIR/up.log.
+``--https`` serves the portal and the UMS gateway over HTTPS with the broker's own key
+material (``imqkeytool -broker``) or ``--https-cert``/``--https-key``
+(broker/security/https.py).
 """
 
 from __future__ import annotations
@@ -25,6 +28,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -51,6 +55,8 @@ from broker.launcher import portmapper_answers, read_portmapper
 from broker.loglevels import LOGLEVEL_CHOICES
 from broker.protocol.errors import ProtocolError
 from broker.protocol.portmapper import parse_table
+from broker.security.https import CERT_ENV, KEY_ENV, PASSWORD_ENV, HttpsError, HttpsKeys
+from broker.security.tls import keystore_password, keystore_paths
 
 from .runbroker import parse_defines
 
@@ -98,6 +104,12 @@ stopped and the exit status is 1. With --log-dir DIR each child writes to DIR/NA
 systemd unit deploy/systemd/openmq-py.service runs it so). With --daemon as well, up goes
 to the background once everything answers: its own lines go to DIR/up.log, its pid to
 --pidfile (default DIR/up.pid), and `kill $(cat DIR/up.pid)` stops everything.
+
+HTTPS: --https serves the portal and the UMS gateway over HTTPS on the same ports, with
+the broker's own key material (its keystore.pem, made by manage.py imqkeytool -broker,
+unlocked by imq.keystore.password or the broker's passfile) unless --https-cert and
+--https-key name other PEM files (an encrypted key's password in PORTAL_HTTPS_KEY_PASSWORD).
+--bind chooses the address the portal and the UMS gateway listen on (default 127.0.0.1).
 """
 
 
@@ -150,9 +162,23 @@ def redis_answers(port: int) -> bool:
         return False
 
 
-def portal_answers(port: int) -> bool:
+def portal_answers(port: int, https: bool = False, host: str = LOOPBACK) -> bool:
+    """Whether the portal (or the UMS gateway) on ``port`` answers /healthz."""
+    context = None
+    if https:
+        # Our own child on this machine, asked whether it is up: its certificate names
+        # the host clients use, which need not be this address.
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    scheme = "https" if https else "http"
+    where = f"[{host}]" if ":" in host else host
+    if where in ("0.0.0.0", "[::]"):
+        where = LOOPBACK
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+        with urllib.request.urlopen(
+            f"{scheme}://{where}:{port}/healthz", timeout=2, context=context
+        ) as r:
             return r.status == 200
     except (OSError, urllib.error.URLError):
         return False
@@ -214,6 +240,30 @@ class Command(BaseCommand):
             "--pidfile",
             metavar="FILE",
             help="with --daemon: where up writes its pid (default DIR/up.pid); removed at exit",
+        )
+        parser.add_argument(
+            "--bind",
+            metavar="ADDRESS",
+            default=LOOPBACK,
+            help=f"the address the portal and the UMS gateway listen on (default {LOOPBACK}; "
+            "0.0.0.0: every interface)",
+        )
+        parser.add_argument(
+            "--https",
+            action="store_true",
+            help="serve the portal and the UMS gateway over HTTPS, with the broker's key "
+            "material (imqkeytool -broker) unless --https-cert/--https-key are given",
+        )
+        parser.add_argument(
+            "--https-cert",
+            metavar="FILE",
+            help=f"PEM certificate (and chain) for HTTPS (implies --https; default: {CERT_ENV})",
+        )
+        parser.add_argument(
+            "--https-key",
+            metavar="FILE",
+            help=f"PEM private key for HTTPS (default: {KEY_ENV}, else the --https-cert "
+            f"file; its password, if encrypted, in {PASSWORD_ENV})",
         )
         broker = parser.add_argument_group("broker options (passed to runbroker)")
         broker.add_argument("-name", dest="instance", help="broker instance name")
@@ -316,6 +366,8 @@ class Command(BaseCommand):
             except OSError as exc:
                 raise CommandError(f"--log-dir {self.log_dir}: {exc}") from exc
             self.say(f"up: the children's output goes to {self.log_dir}/NAME.log")
+        # Before anything starts: bad key material stops up with one line.
+        self.https = self._https_keys(self._broker_config()[0])
         try:
             self._migrate()
             self._start_redis(env)
@@ -593,11 +645,62 @@ class Command(BaseCommand):
         self._wait(child, lambda: portmapper_answers(host, port), f"serve port {port}")
         child.where += tunnel_where(host, port)
 
+    def _https_keys(self, config: BrokerConfig) -> HttpsKeys | None:
+        """The HTTPS key material: --https-cert/--https-key, else the broker's own
+        keystore and password; checked here, so a bad file or password stops ``up``
+        with one line before anything serves."""
+        opts = self.opts
+        cert_file = opts["https_cert"] or os.environ.get(CERT_ENV)
+        key_file = opts["https_key"] or os.environ.get(KEY_ENV)
+        if key_file and not cert_file:
+            raise CommandError(f"--https-key ({KEY_ENV}) needs --https-cert ({CERT_ENV})")
+        if not (opts["https"] or cert_file):
+            return None
+        if cert_file:
+            cert = Path(cert_file).resolve()
+            key = Path(key_file).resolve() if key_file else cert
+            keys = HttpsKeys(cert, key, os.environ.get(PASSWORD_ENV) or None)
+        else:
+            paths = keystore_paths(config)
+            if not paths.keystore.is_file():
+                raise CommandError(
+                    f"--https: the broker has no key material at {paths.keystore}: create "
+                    f"it with 'manage.py imqkeytool -broker -name {config.instance}', or "
+                    "give --https-cert and --https-key"
+                )
+            try:
+                password = keystore_password(config)
+            except ConfigError as exc:
+                raise CommandError(f"--https with the broker's keystore: {exc}") from exc
+            keys = HttpsKeys(paths.keystore, paths.keystore, password)
+        try:
+            keys.server_context()
+        except HttpsError as exc:
+            raise CommandError(f"--https: {exc}") from exc
+        return keys
+
+    def _web_env(self, env: dict[str, str]) -> dict[str, str]:
+        """The environment of the portal and the UMS gateway: with HTTPS, its key
+        material (the other children do not get the key's password)."""
+        if self.https is None:
+            return env
+        return {**env, **self.https.environment()}
+
+    def _web_where(self, port: int, path: str = "/") -> str:
+        scheme = "https" if self.https is not None else "http"
+        host = self.opts["bind"]
+        shown = f"[{host}]" if ":" in host else host
+        return f"{scheme}://{shown}:{port}{path}"
+
     def _start_portal(self, env: dict[str, str]) -> None:
         port = self.opts["portal_port"]
-        child = self._spawn("portal", portal_command(port), env)
-        child.where = f"http://127.0.0.1:{port}/"
-        self._wait(child, lambda: portal_answers(port), f"answer /healthz on port {port}")
+        host = self.opts["bind"]
+        https = self.https is not None
+        child = self._spawn("portal", portal_command(port, host), self._web_env(env))
+        child.where = self._web_where(port)
+        self._wait(
+            child, lambda: portal_answers(port, https, host), f"answer /healthz on port {port}"
+        )
 
     def _start_ums(self, env: dict[str, str]) -> None:
         """The UMS gateway: the portal's application under uvicorn (uvloop, httptools),
@@ -606,9 +709,21 @@ class Command(BaseCommand):
         port = self.opts["ums_port"]
         if not port:
             return
-        child = self._spawn("ums", ums_gateway_command(port), env)
-        child.where = f"http://127.0.0.1:{port}/ums/ (UMS gateway)"
-        self._wait(child, lambda: portal_answers(port), f"answer /healthz on port {port}")
+        host = self.opts["bind"]
+        keys = self.https
+        cmd = ums_gateway_command(
+            port,
+            host,
+            certfile=str(keys.cert) if keys else None,
+            keyfile=str(keys.key) if keys else None,
+        )
+        child = self._spawn("ums", cmd, self._web_env(env))
+        child.where = self._web_where(port, "/ums/") + " (UMS gateway)"
+        self._wait(
+            child,
+            lambda: portal_answers(port, keys is not None, host),
+            f"answer /healthz on port {port}",
+        )
 
     def _start_celery(self, env: dict[str, str]) -> None:
         """A worker and beat as two processes, not ``worker -B``: Celery documents the
