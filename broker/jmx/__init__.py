@@ -1,0 +1,1 @@
+"""JMX over RMI (issue 39): OpenMQ's MBeans reached with the JDK's JMX remote client."""
