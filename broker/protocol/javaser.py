@@ -404,7 +404,9 @@ class _Reader:
         return len(self._data) - self._pos
 
     def _take(self, n: int) -> bytes:
-        if n < 0 or n > self.remaining():
+        if n < 0:
+            raise JavaSerializationError(f"negative length {n} at offset {self._pos}")
+        if n > self.remaining():
             raise JavaStreamTruncated(
                 f"truncated data: need {n} bytes at offset {self._pos}, have {self.remaining()}"
             )
@@ -706,7 +708,7 @@ class _Reader:
         if size < 0:
             raise JavaSerializationError(f"{class_name}: negative size {size}")
         if size > self.remaining() // 2:  # each key and value takes at least one byte
-            raise JavaSerializationError(f"{class_name}: size {size} exceeds the data")
+            raise JavaStreamTruncated(f"{class_name}: size {size} exceeds the data")
         is_hashtable = class_name == HASHTABLE
         result: dict[Any, object] = {}
         for _ in range(size):
@@ -739,8 +741,10 @@ class _Reader:
         self._check_desc(desc, _OBJECT_ARRAY)
         array_handle = self._reserve()
         length = self.i32()
-        if not 0 <= count <= length or length > self.remaining():
+        if not 0 <= count <= length:
             raise JavaSerializationError(f"{VECTOR}: bad element count {count} of {length}")
+        if length > self.remaining():
+            raise JavaStreamTruncated(f"{VECTOR}: {length} elements exceed the data")
         items = [self.content(frozenset(_MAPS_BY_NAME)) for _ in range(length)]
         if any(item is not None for item in items[count:]):
             raise JavaSerializationError(f"{VECTOR}: elements beyond elementCount")
@@ -837,8 +841,10 @@ class _Reader:
     def _array_list(self) -> list[object]:
         handle = self._reserve()
         size = self.i32()
-        if not 0 <= size <= self.remaining():
+        if size < 0:
             raise JavaSerializationError(f"{ARRAY_LIST}: bad size {size}")
+        if size > self.remaining():
+            raise JavaStreamTruncated(f"{ARRAY_LIST}: size {size} exceeds the data")
         self._block_data(4)  # capacity
         items = [self.content(_NO_MAPS) for _ in range(size)]
         if self.u8() != TC_ENDBLOCKDATA:
@@ -854,8 +860,10 @@ class _Reader:
         handle = self._reserve()
         length = self.i32()
         size = _FIELD_FORMATS[code].size if code in _FIELD_FORMATS else 1
-        if not 0 <= length <= self.remaining() // size:
+        if length < 0:
             raise JavaSerializationError(f"{desc.name}: bad array length {length}")
+        if length > self.remaining() // size:
+            raise JavaStreamTruncated(f"{desc.name}: array length {length} exceeds the data")
         items = [self._field(code) for _ in range(length)]
         self._handles[handle] = items
         self._depth -= 1
@@ -1415,6 +1423,8 @@ class ObjectStreamReader:
     :class:`JavaStreamTruncated` when the data ends early."""
 
     def __init__(self, data: bytes) -> None:
+        if len(data) < len(STREAM_MAGIC) and STREAM_MAGIC.startswith(bytes(data)):
+            raise JavaStreamTruncated("truncated stream header")
         self._r = _Reader(data, generic=True)
         self._r.magic()
         self._left = 0  # bytes left in the current block-data record

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 
 from broker.protocol.errors import ProtocolError
 from broker.protocol.javaser import (
-    JavaSerializationError,
     JavaStreamTruncated,
     ObjectStreamReader,
     ObjectStreamWriter,
@@ -259,8 +258,42 @@ def encode_return(
         w.block(head + primitive)
     else:
         w.block(head)
-        try:
-            w.value(value)
-        except JavaSerializationError:
-            raise
+        w.value(value)
     return bytes([RETURN_DATA]) + bytes(w.out)
+
+
+def encode_handshake(host: str = "", port: int = 0) -> bytes:
+    """What a client sends first: the StreamProtocol opening, then its endpoint."""
+    raw = encode_java_utf(host)
+    head = MAGIC + VERSION.to_bytes(2, "big") + bytes([STREAM_PROTOCOL])
+    return head + _UTF_LEN.pack(len(raw)) + raw + struct.pack(">i", port)
+
+
+def encode_call(target: ObjID, method_hash: int, args: list[object], op: int = -1) -> bytes:
+    """A Call as the JDK's client writes it (for tests and fuzz seeds): primitives of
+    consecutive primitive arguments share the header's block data, as
+    ObjectOutputStream's buffering makes them."""
+    if op == -1:
+        method = METHODS.get(method_hash)
+    else:
+        method = DGC_METHODS.get(op)
+    if method is None:
+        raise ProtocolError(f"unknown method {op}/{method_hash}")
+    kinds = method[1]
+    if len(kinds) != len(args):
+        raise ProtocolError(f"{method[0]} takes {len(kinds)} arguments")
+    w = ObjectStreamWriter(annotate=True)
+    pending = bytearray(target.pack() + struct.pack(">iq", op, method_hash))
+    for kind, arg in zip(kinds, args, strict=True):
+        if kind == "L":
+            if pending:
+                w.block(bytes(pending))
+                pending.clear()
+            w.value(arg)
+        elif kind == "Z":
+            pending += bytes([bool(arg)])
+        else:
+            pending += struct.pack(">q" if kind == "J" else ">i", arg)
+    if pending:
+        w.block(bytes(pending))
+    return bytes([CALL]) + bytes(w.out)
