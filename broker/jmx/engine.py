@@ -227,12 +227,12 @@ class JrmpSession:
                         f"The attribute {attr} is not a valid attribute for {target.canonical}",
                     )
                 return _ok(getter(srv.broker))
-            found = [
+            values = [
                 jmxser.attribute(a, mbean.attributes[a](srv.broker))
                 for a in jmxser.read_strings(args[1])
                 if a in mbean.attributes
             ]
-            return _ok(jmxser.attribute_list(found))
+            return _ok(jmxser.attribute_list(values))
         return _raise("UnmarshalException", f"{name} is not supported by this broker yet")
 
     def _dgc(self, call: Call) -> list[Effect]:

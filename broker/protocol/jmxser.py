@@ -35,7 +35,9 @@ _ATTRIBUTE = JavaClass(
     2484220110589082382,
     (("L", "name", "Ljava/lang/String;"), ("L", "value", "Ljava/lang/Object;")),
 )
-_ARRAY_LIST = JavaClass("java.util.ArrayList", 8683452581122892189, (("I", "size", None),), flags=_WM)
+_ARRAY_LIST = JavaClass(
+    "java.util.ArrayList", 8683452581122892189, (("I", "size", None),), flags=_WM
+)
 _ATTRIBUTE_LIST = JavaClass(
     "javax.management.AttributeList", -4077085769279709076, (), superclass=_ARRAY_LIST
 )
@@ -165,9 +167,7 @@ def _unicast_ref(host: str, port: int, objid: ObjID, result: bool) -> bytes:
         raw = encode_java_utf(text)
         return struct.pack(">H", len(raw)) + raw
 
-    return (
-        utf("UnicastRef") + utf(host) + struct.pack(">i", port) + objid.pack() + bytes([result])
-    )
+    return utf("UnicastRef") + utf(host) + struct.pack(">i", port) + objid.pack() + bytes([result])
 
 
 def connection_stub(host: str, port: int, objid: ObjID) -> JavaObject:

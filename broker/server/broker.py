@@ -45,6 +45,7 @@ from broker.store.base import Store
 from .clustering import cluster_entry, start_cluster
 from .connection import ClientConnection
 from .events import EventPublisher
+from .jmx import JmxConnector, start_jmx
 from .log_topic import LogTopic
 from .looplag import FullCollections, LoopLagMonitor, freeze_startup_heap
 from .metrics_topics import MetricsReport, MetricsTopics, report_interval
@@ -53,7 +54,6 @@ from .paging import Paging, open_paging
 from .reporting import attach_reports
 from .shipped_accounts import REFRESH as REFRESH_SHIPPED
 from .shipped_accounts import ShippedAccounts
-from .jmx import JmxConnector, start_jmx
 from .stomp import StompConnection, stomp_settings
 from .tunnel import TunnelService
 

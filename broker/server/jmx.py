@@ -121,7 +121,9 @@ class JrmpProtocol(asyncio.Protocol):
     async def _authenticate(self, req: Authenticate) -> None:
         assert self.session is not None
         try:
-            ok, why = await check_admin_login(self.broker, req.user, req.password, self.session.peer)
+            ok, why = await check_admin_login(
+                self.broker, req.user, req.password, self.session.peer
+            )
         except Exception as exc:  # the repository failed: refuse, say why in the log
             log.error("user repository failed for JMX login of %s: %s", req.user, exc)
             ok, why = False, "user repository unavailable"
