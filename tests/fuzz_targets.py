@@ -1175,12 +1175,12 @@ class StompFrameTarget(Target):
 
 
 class JmxRmiTarget(Target):
-    """The JMX RMI connector's engine (broker/jmx/engine.py over broker/protocol/jrmp.py):
+    """The JMX RMI connector's engine (broker/engine/jmx.py over broker/protocol/jrmp.py):
     the mode byte picks how reads are cut and whether logins succeed; bad input must
     close that connection (a Close effect, nothing after it), never raise."""
 
     name = "jmx-rmi"
-    modules = ("broker.protocol.jrmp", "broker.protocol.jmxser", "broker.jmx.engine")
+    modules = ("broker.protocol.jrmp", "broker.protocol.jmxser", "broker.engine.jmx")
 
     def seeds(self) -> list[bytes]:
         from broker.protocol import jmxser
@@ -1205,8 +1205,8 @@ class JmxRmiTarget(Target):
         from types import SimpleNamespace
 
         from broker.config import BrokerConfig
-        from broker.jmx.engine import JmxServer
-        from broker.jmx.mbeans import Registry, broker_mbeans
+        from broker.engine.jmx import JmxServer
+        from broker.engine.jmx_mbeans import Registry, broker_mbeans
         from broker.protocol.jrmp import ObjID
 
         if self._srv is None:
@@ -1217,7 +1217,7 @@ class JmxRmiTarget(Target):
         return self._srv
 
     def __call__(self, data: bytes) -> None:
-        from broker.jmx.engine import Authenticate, Close, JrmpSession
+        from broker.engine.jmx import Authenticate, Close, JrmpSession
 
         c = Cursor(data)
         mode = c.byte()

@@ -1,5 +1,5 @@
 """The JMX RMI connector in process: the JRMP codec (broker/protocol/jrmp.py), the JMX
-values (jmxser.py) and the engine (broker/jmx/engine.py), driven as the JDK's client
+values (jmxser.py) and the engine (broker/engine/jmx.py), driven as the JDK's client
 drives them.  The end-to-end check with the JDK's own client is
 tests/interop/test_java_jmx.py."""
 
@@ -12,9 +12,9 @@ from types import SimpleNamespace
 import pytest
 
 from broker.config import BrokerConfig
-from broker.jmx.engine import Authenticate, Close, JmxServer, JrmpSession, Send
-from broker.jmx.mbeans import Registry, broker_mbeans
-from broker.jmx.names import MalformedObjectName, ObjectName
+from broker.engine.jmx import Authenticate, Close, JmxServer, JrmpSession, Send
+from broker.engine.jmx_mbeans import Registry, broker_mbeans
+from broker.engine.jmx_names import MalformedObjectName, ObjectName
 from broker.protocol import jmxser
 from broker.protocol.errors import ProtocolError
 from broker.protocol.javaser import JBlock, ObjectStreamReader

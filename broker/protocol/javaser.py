@@ -863,7 +863,7 @@ class _Reader:
         if length < 0:
             raise JavaSerializationError(f"{desc.name}: bad array length {length}")
         if length > self.remaining() // size:
-            raise JavaStreamTruncated(f"{desc.name}: array length {length} exceeds the data")
+            raise JavaStreamTruncated(f"{desc.name}: bad array length {length} (beyond the data)")
         items = [self._field(code) for _ in range(length)]
         self._handles[handle] = items
         self._depth -= 1

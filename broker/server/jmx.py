@@ -1,4 +1,4 @@
-"""The JMX RMI connector's asyncio driver (engine: broker/jmx/engine.py).
+"""The JMX RMI connector's asyncio driver (engine: broker/engine/jmx.py).
 
 It listens on imq.jmx.connector.jmxrmi.port (0: any free port), names itself in the
 port mapper as OpenMQ's broker does (``jmxrmi rmi JMX 0 [url=service:jmx:rmi://HOST/
@@ -15,8 +15,8 @@ import socket
 from typing import Any, cast
 
 from broker import props
-from broker.jmx.engine import Authenticate, Close, Effect, JmxServer, JrmpSession, Send
-from broker.jmx.mbeans import Registry, broker_mbeans
+from broker.engine.jmx import Authenticate, Close, Effect, JmxServer, JrmpSession, Send
+from broker.engine.jmx_mbeans import Registry, broker_mbeans
 from broker.protocol.portmapper import ServiceEntry
 from broker.security.digest import constant_time_equals, md5str
 from broker.security.shipped import refused_off_loopback

@@ -14,8 +14,8 @@ import secrets
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.jmx.mbeans import DEFAULT_DOMAIN, Registry
-from broker.jmx.names import ObjectName
+from broker.engine.jmx_mbeans import DEFAULT_DOMAIN, Registry
+from broker.engine.jmx_names import ObjectName
 from broker.protocol import jmxser
 from broker.protocol.errors import ProtocolError
 from broker.protocol.jrmp import (

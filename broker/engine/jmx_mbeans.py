@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker import props
-from broker.jmx.names import ObjectName
+from broker.engine.jmx_names import ObjectName
 from broker.protocol.jtypes import JInt
 from broker.protocol.types import OPENMQ_VERSION
 

@@ -1,1 +1,0 @@
-"""JMX over RMI (issue 39): OpenMQ's MBeans reached with the JDK's JMX remote client."""
