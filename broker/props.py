@@ -343,6 +343,14 @@ BRIDGE_ENABLED = Bool("imq.bridge.enabled", "false", listed=False)
 BRIDGE_ACTIVELIST = List("imq.bridge.activelist", "", listed=False)
 STOMP_TCP_ENABLED = Bool("imq.bridge.stomp.tcp.enabled", "true", listed=False)
 STOMP_TCP_PORT = Int("imq.bridge.stomp.tcp.port", "7672", listed=False)
+# JMX over RMI (docs/reference/jmx.md): the stock names.  Off unless jmxrmi is listed (the
+# stock broker lists it by default): only the Broker MBeans are served so far.
+JMX_CONNECTOR_ACTIVELIST = List("imq.jmx.connector.activelist", "", listed=False).differs(
+    "empty by default (the stock default is jmxrmi): list jmxrmi to start the JMX RMI "
+    "connector, which serves the Broker MBeans only so far (docs/reference/jmx.md)"
+)
+JMX_HOSTNAME = OptionalText("imq.jmx.hostname")  # unset: imq.hostname, then all interfaces
+JMX_RMI_PORT = Int("imq.jmx.connector.jmxrmi.port", "0", listed=False)
 # Ours (the stock bridge answers heart-beat:0,0 and has no such limits): what CONNECTED
 # offers (ms, 0 = none), the frame limits, and the deliveries in flight per subscription.
 STOMP_HEARTBEAT_SEND = Int("imq.bridge.stomp.heartbeat.send", "10000", listed=False)
@@ -824,7 +832,12 @@ UNSUPPORTED_FAMILIES = (
         "the cluster's change record is kept by its master broker "
         "(imq.cluster.masterbroker): no shared JDBC change record",
     ),
-    Family("imq.jmx.*", IGNORED, "JMX is not supported"),
+    Family(
+        "imq.jmx.*",
+        IGNORED,
+        "of JMX only imq.jmx.connector.activelist (jmxrmi), imq.jmx.hostname and "
+        "imq.jmx.connector.jmxrmi.port are honoured (docs/reference/jmx.md)",
+    ),
     Family(
         "imq.bridge.*",
         IGNORED,

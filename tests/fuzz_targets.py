@@ -1177,6 +1177,67 @@ class StompFrameTarget(Target):
             pass
 
 
+class JmxRmiTarget(Target):
+    """The JMX RMI connector's engine (broker/engine/jmx.py over broker/protocol/jrmp.py):
+    the mode byte picks how reads are cut and whether logins succeed; bad input must
+    close that connection (a Close effect, nothing after it), never raise."""
+
+    name = "jmx-rmi"
+    modules = ("broker.protocol.jrmp", "broker.protocol.jmxser", "broker.engine.jmx")
+
+    def seeds(self) -> list[bytes]:
+        from broker.protocol import jmxser
+        from broker.protocol.jrmp import encode_call, encode_handshake
+
+        config = "com.sun.messaging.jms.server:type=Broker,subtype=Config"
+        srv = self._server()
+        calls = [
+            encode_call(srv.server_id, -1089742558549201240, [jmxser.string_array(["a", "b"])]),
+            encode_call(srv.server_id, -8081107751519807347, []),
+            encode_call(
+                srv.server_id, -1089783104982388203, [jmxser.object_name(config), "Port", None]
+            ),
+        ]
+        return [
+            bytes([m]) + encode_handshake("h", 0) + b"".join(calls) + b"\x52" for m in (0, 1, 7)
+        ]
+
+    _srv = None
+
+    def _server(self):  # type: ignore[no-untyped-def]
+        from types import SimpleNamespace
+
+        from broker.config import BrokerConfig
+        from broker.engine.jmx import JmxServer
+        from broker.engine.jmx_mbeans import Registry, broker_mbeans
+        from broker.protocol.jrmp import ObjID
+
+        if self._srv is None:
+            broker = SimpleNamespace(config=BrokerConfig({}), portmapper_port=7676)
+            self._srv = JmxServer(
+                Registry(broker_mbeans()), broker, "127.0.0.1", 1, server_id=ObjID(77, 1, 2, 3)
+            )
+        return self._srv
+
+    def __call__(self, data: bytes) -> None:
+        from broker.engine.jmx import Authenticate, Close, JrmpSession
+
+        c = Cursor(data)
+        mode = c.byte()
+        session = JrmpSession(self._server(), "127.0.0.1", 1)
+        closed = False
+        for chunk in _reads(c.rest(), mode // 2):
+            pending = session.feed(chunk)
+            while pending:
+                effect = pending.pop(0)
+                _check(not closed, "output after a close: {!r}", effect)
+                if isinstance(effect, Close):
+                    closed = True
+                elif isinstance(effect, Authenticate):
+                    pending += session.auth_result(effect, bool(mode & 1), "fuzz")
+        self._server().clients.clear()
+
+
 TARGETS: dict[str, type[Target]] = {
     t.name: t
     for t in (
@@ -1188,5 +1249,6 @@ TARGETS: dict[str, type[Target]] = {
         TunnelPacketTarget,
         UmsTarget,
         StompFrameTarget,
+        JmxRmiTarget,
     )
 }

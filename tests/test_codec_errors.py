@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import broker.protocol
+from broker.protocol import jmxser
 from broker.protocol.auth import AuthBodyError, decode_auth_body, decode_basic_password
 from broker.protocol.errors import ProtocolError
 from broker.protocol.http1 import HttpError, RequestReader
@@ -36,6 +37,7 @@ from broker.protocol.httptunnel import (
 from broker.protocol.javaser import (
     STREAM_MAGIC,
     JavaSerializationError,
+    JavaStreamTruncated,
     decode_hashtable,
     decode_map_body,
     decode_modified_utf8,
@@ -47,6 +49,7 @@ from broker.protocol.javaser import (
     encode_properties_object,
     encode_vector,
 )
+from broker.protocol.jrmp import JrmpDecoder, ObjID, encode_call, encode_handshake
 from broker.protocol.packet import (
     HEADER_SIZE,
     BadPacket,
@@ -184,7 +187,33 @@ def _stomp_stream(data: bytes) -> None:
                     frame.get("content-length")
 
 
+JRMP_SESSIONS = (
+    encode_handshake("127.0.0.1", 0)
+    + encode_call(ObjID(5), -1089742558549201240, [jmxser.string_array(["admin", "admin"])]),
+    encode_handshake()
+    + encode_call(
+        ObjID(6),
+        -1089783104982388203,
+        [
+            jmxser.object_name("com.sun.messaging.jms.server:type=Broker,subtype=Config"),
+            "Port",
+            None,
+        ],
+    )
+    + b"\x52"
+    + encode_call(ObjID(6), -5037523307973544478, [1, 2, 3]),
+)
+
+
+def _jrmp_stream(data: bytes) -> None:
+    for cut in (1, 13, len(data) // 2):
+        decoder = JrmpDecoder()
+        for part in (data[:cut], data[cut:]):
+            decoder.feed(part)
+
+
 DECODERS = [
+    Decoder("jrmp.JrmpDecoder.feed", _jrmp_stream, JRMP_SESSIONS),
     Decoder("stomp.FrameReader.feed", _stomp_stream, STOMP_FRAMES),
     Decoder("httptunnel.decode_packets", decode_packets, TUNNEL_PACKETS),
     Decoder("httptunnel.decode_option", decode_option, (TUNNEL_PACKETS[2][24:],)),
@@ -228,6 +257,7 @@ ERROR_TYPES = [
     PacketError,
     PropertyError,
     JavaSerializationError,
+    JavaStreamTruncated,
     AuthBodyError,
     XidError,
     PortMapperError,

@@ -45,6 +45,7 @@ from broker.store.base import Store
 from .clustering import cluster_entry, start_cluster
 from .connection import ClientConnection
 from .events import EventPublisher
+from .jmx import JmxConnector, start_jmx
 from .log_topic import LogTopic
 from .looplag import FullCollections, LoopLagMonitor, freeze_startup_heap
 from .metrics_topics import MetricsReport, MetricsTopics, report_interval
@@ -174,6 +175,7 @@ class Broker:
         self.services: list[Service] = []
         self.connections: dict[int, ConnectionEngine] = {}
         self.portmapper_server: asyncio.AbstractServer | None = None
+        self.jmx: JmxConnector | None = None  # imq.jmx.connector.activelist (server/jmx.py)
         # The port mapper's bound port (imq.portmapper.port may be 0), known from when
         # its socket is bound, before it serves; None while it does not listen.
         self._pm_port: int | None = None
@@ -389,6 +391,7 @@ class Broker:
                 svc.host or "*",
                 svc.bound_port,
             )
+        self.jmx = await start_jmx(self)
         pm_sock = None
         if c.get(props.PORTMAPPER_BIND):
             host = c.get(props.PORTMAPPER_HOSTNAME) or c.get(props.HOSTNAME) or None
@@ -466,6 +469,8 @@ class Broker:
         if self.cluster is not None:
             entries.append(cluster_entry(self.cluster))
         entries.append(ServiceEntry("cluster_discovery", "tcp", "CLUSTER_DISCOVERY", 0))
+        if self.jmx is not None:
+            entries.append(self.jmx.portmapper_entry())
         return PortMapperTable(self.config.instance, str(CURRENT_PACKET_VERSION), entries)
 
     async def run_until_stopped(self) -> None:
@@ -621,6 +626,8 @@ class Broker:
         servers = [s.server for s in self.services if s.server]
         if self.portmapper_server:
             servers.append(self.portmapper_server)
+        if self.jmx is not None:
+            servers.append(self.jmx.listener)
         for s in servers:
             s.close()
         for conn in list(self.connections.values()):
