@@ -187,7 +187,7 @@ class LinkEngine:
         self.flow_stopped = False
         self.last_heard = time.monotonic()
         self.last_sent = time.monotonic()  # the driver's, when it writes
-        # The driver's write batch, swapped out when it writes.
+        # The driver's write batch (data_to_send hands it over); _pending: wake was called.
         self._out: list[bytes] = []
         self._pending = False
         self._effects: list[Effect] = []

@@ -147,7 +147,7 @@ class EngineBase:
         self.flow_left = -1
         self.flow_paused = False
         self.write_paused = False
-        # The driver's write batch: swapped out by the driver when it writes.
+        # The driver's write batch (data_to_send hands it over); _pending: wake was called.
         self._out: list[bytes | bytearray] = []
         self._pending = False
         self._effects: list[Effect] = []
