@@ -162,7 +162,7 @@ def run_case(case: str, count: int, size: int, profile: cProfile.Profile | None)
             nonlocal client_time, delivered
             busy = False
             for c, cid in subs:
-                if not c.out:
+                if not c.flush_pending:
                     continue
                 busy = True
                 c0 = time.process_time()
@@ -193,8 +193,7 @@ def run_case(case: str, count: int, size: int, profile: cProfile.Profile | None)
 
         for data in reads:
             prod.receive_data(data)
-            prod.out = []
-            prod.output_pending = False
+            prod.data_to_send()
             serve()
         while serve():
             pass

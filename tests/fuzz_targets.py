@@ -447,9 +447,7 @@ class EngineTarget(Target):
                     raise InvariantBroken(f"unknown effect {eff!r}")
 
         def output() -> list[Packet]:
-            data = b"".join(e.out)
-            e.out = []
-            e.output_pending = False
+            data = b"".join(e.data_to_send())
             if not data:
                 return []
             reader = PacketReader(1 << 30)

@@ -138,7 +138,7 @@ def test_acks_go_home_one_message_a_packet_naming_the_home_session():
 
     svc = _service()
     link = _up_link(svc)
-    link.engine.out.clear()
+    link.engine.data_to_send()
     wire = link.transport = _Wire()  # type: ignore[assignment]
     uid = gp.ConsumerUID(5, 9, ME)
     keys = [bytes([n]) * 32 for n in (1, 2, 3)]
@@ -209,7 +209,7 @@ def test_the_stock_brokers_stop_message_flow_holds_message_data_until_resume():
     resume = stop[:2] + gp.G_RESUME_MESSAGE_FLOW.to_bytes(2, "big") + stop[4:]
     svc = _service()
     link = _up_link(svc)
-    link.engine.out.clear()
+    link.engine.data_to_send()
     wire = link.transport = _Wire()  # type: ignore[assignment]
     rec = _interest("flow.q")
 
@@ -284,7 +284,7 @@ def test_a_remote_transaction_is_held_from_prepare_to_commit_or_rollback():
     async def run() -> None:
         svc = _service()
         link = _up_link(svc)
-        link.engine.out.clear()
+        link.engine.data_to_send()
         wire = link.transport = _Wire()  # type: ignore[assignment]
         _queue_interest(svc, link, 5)
         rc = svc.delivery.consumers.remotes[link, 5]
@@ -391,7 +391,7 @@ def test_a_remote_transaction_prepared_before_a_restart_is_asked_about(tmp_path)
         (txn,) = svc.router.txns.all_transactions()
         assert txn.remote == ("127.0.0.1:7677", 90) and queue.dq.count == 0
         link = _up_link(svc)
-        link.engine.out.clear()
+        link.engine.data_to_send()
         wire = link.transport = _Wire()  # type: ignore[assignment]
         svc.txns.inquire_remote_txns(link)
         (ask,) = await _sent(wire)
@@ -455,7 +455,7 @@ def test_an_xa_prepare_here_asks_the_home_broker_first():
         svc.hook_transactions()
         r = svc.router
         link = _up_link(svc)
-        link.engine.out.clear()
+        link.engine.data_to_send()
         wire = link.transport = _Wire()  # type: ignore[assignment]
         conn = Conn(1)
         sess = session(r, conn, ack_mode=0)
@@ -589,7 +589,7 @@ def test_an_xa_transaction_prepared_at_its_homes_outlives_a_restart_here(tmp_pat
         (txn,) = svc.router.txns.all_transactions()
         assert txn.remote_homes == ("127.0.0.1:7677",)
         link = _up_link(svc)
-        link.engine.out.clear()
+        link.engine.data_to_send()
         wire = link.transport = _Wire()  # type: ignore[assignment]
         ask = {"transactionID": JLong(5), "X": JLong(3)}
         svc.on_packet(link, gp.GPacket(gp.G_TRANSACTION_INQUIRY, ask))

@@ -91,9 +91,7 @@ def _engine(broker: Broker, auth: str = "basic") -> ConnectionEngine:
 
 def _sent(e: ConnectionEngine) -> list[Packet]:
     """What the engine queued for the client since the last call (the driver's batch)."""
-    data = b"".join(e.out)
-    e.out = []
-    e.output_pending = False
+    data = b"".join(e.data_to_send())
     return PacketReader().feed(data) if data else []
 
 

@@ -50,6 +50,7 @@ BROKER_ROOMS = (
     "broker.store",
     "broker.core",
     "broker.engine",
+    "broker.driver",
     "broker.cluster",
     "broker.server",
 )
@@ -62,8 +63,17 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "broker.core": frozenset({PROTOCOL, "broker.store"}),
     "broker.engine": frozenset({PROTOCOL, "broker.security", "broker.store", "broker.core"}),
     # The cluster's link engine has the client engine's shape and returns its effects.
+    # The asyncio drivers' shared base: the engines' effects, nothing above them.
+    "broker.driver": frozenset({"broker.engine"}),
     "broker.cluster": frozenset(
-        {PROTOCOL, "broker.security", "broker.store", "broker.core", "broker.engine"}
+        {
+            PROTOCOL,
+            "broker.security",
+            "broker.store",
+            "broker.core",
+            "broker.engine",
+            "broker.driver",
+        }
     ),
     "broker.server": frozenset(
         {
@@ -72,6 +82,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
             "broker.store",
             "broker.core",
             "broker.engine",
+            "broker.driver",
             "broker.cluster",
         }
     ),

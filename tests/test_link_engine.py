@@ -78,9 +78,7 @@ def _engine(host: Host | None = None) -> tuple[LinkEngine, Host]:
 
 def _written(e: LinkEngine) -> list:
     """Decoded link packets and GPackets the engine queued since the last call."""
-    data = b"".join(e.out)
-    e.out = []
-    e.output_pending = False
+    data = b"".join(e.data_to_send())
     return gp.GPacketReader().feed(data) if data else []
 
 

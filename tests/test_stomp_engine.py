@@ -77,9 +77,7 @@ class Client:
     def frames(self) -> list[Frame]:
         self.e.pump()
         self.run(self.e.take_effects())
-        data = b"".join(self.e.out)
-        self.e.out = []
-        self.e.output_pending = False
+        data = b"".join(self.e.data_to_send())
         self.e.after_write()
         self.reader.version = self.e.version
         return self.reader.feed(data) if data else []
@@ -154,7 +152,7 @@ def test_heart_beats_negotiated_both_ways(broker):
     # Nothing written since: the out timer writes an EOL.
     c.e._wrote = False
     c.run(c.timers.pop("stomp-hb-out").callback())
-    assert c.e.out == [b"\n"]
+    assert c.e.data_to_send() == [b"\n"]
 
 
 def test_send_subscribe_message_and_receipt(broker):

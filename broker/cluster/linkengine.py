@@ -1,8 +1,9 @@
 """One cluster link's protocol, sans-IO: the handshake, then GPackets both ways.
 
 The shape of :mod:`broker.engine` for client connections: bytes in
-(:meth:`LinkEngine.receive_data`), bytes out (the ``out`` batch the driver writes once
-per loop turn after ``wake``), and the rest as effects from ``broker/engine/effects.py``
+(:meth:`LinkEngine.receive_data`), bytes out (:meth:`LinkEngine.data_to_send`, the
+batch the driver writes once per loop turn after ``wake``), and the rest as effects
+from ``broker/engine/effects.py``
 (``StartTimer``/``CancelTimer`` for the handshake deadline, ``Close``).  States move only
 through :data:`TRANSITIONS`; :data:`LINK_RULES` and :data:`GPACKET_RULES` say, per state,
 what a packet does.  The driver is :class:`broker.cluster.link.BrokerLink`; the cluster
@@ -186,9 +187,9 @@ class LinkEngine:
         self.flow_stopped = False
         self.last_heard = time.monotonic()
         self.last_sent = time.monotonic()  # the driver's, when it writes
-        # The driver's write batch, swapped out when it writes.
-        self.out: list[bytes] = []
-        self.output_pending = False
+        # The driver's write batch (data_to_send hands it over); _pending: wake was called.
+        self._out: list[bytes] = []
+        self._pending = False
         self._effects: list[Effect] = []
 
     # -- the driver's entry points ---------------------------------------------------
@@ -231,6 +232,20 @@ class LinkEngine:
                     self.reason = f"connection lost ({exc or 'closed by peer'})"
         self.host.closed()
 
+    def data_to_send(self) -> list[bytes]:
+        """The bytes queued since the last call, oldest first, for one ``writelines``;
+        clears :attr:`flush_pending` (the driver calls it, then :meth:`take_effects`)."""
+        self._pending = False
+        out = self._out
+        if out:
+            self._out = []
+        return out
+
+    @property
+    def flush_pending(self) -> bool:
+        """Bytes or effects queued since the driver last took them (``wake`` was called)."""
+        return self._pending
+
     def take_effects(self) -> Effects:
         effects, self._effects = self._effects, []
         return effects
@@ -254,9 +269,9 @@ class LinkEngine:
         """Queue bytes (nothing once closed); the driver writes the batch once per turn."""
         if self.state is CLOSED:
             return
-        self.out.append(data)
-        if not self.output_pending:
-            self.output_pending = True
+        self._out.append(data)
+        if not self._pending:
+            self._pending = True
             self.wake()
 
     def send(self, pkt: gp.GPacket) -> None:
@@ -365,8 +380,8 @@ class LinkEngine:
 
     def _effect(self, effect: Effect) -> None:
         self._effects.append(effect)
-        if not self.output_pending:
-            self.output_pending = True
+        if not self._pending:
+            self._pending = True
             self.wake()
 
 

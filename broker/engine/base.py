@@ -147,9 +147,9 @@ class EngineBase:
         self.flow_left = -1
         self.flow_paused = False
         self.write_paused = False
-        # The driver's write batch: swapped out by the driver when it writes.
-        self.out: list[bytes | bytearray] = []
-        self.output_pending = False
+        # The driver's write batch (data_to_send hands it over); _pending: wake was called.
+        self._out: list[bytes | bytearray] = []
+        self._pending = False
         self._effects: list[Effect] = []
         self._backlog: list[Packet | BadPacket] = []
         self.msgs_in = 0
@@ -231,6 +231,20 @@ class EngineBase:
         if self.state in BEFORE_LOGIN:
             self.fatal("authentication not completed in time")
         return self.take_effects()
+
+    def data_to_send(self) -> list[bytes | bytearray]:
+        """The bytes queued since the last call, oldest first, for one ``writelines``;
+        clears :attr:`flush_pending` (the driver calls it, then :meth:`take_effects`)."""
+        self._pending = False
+        out = self._out
+        if out:
+            self._out = []
+        return out
+
+    @property
+    def flush_pending(self) -> bool:
+        """Bytes or effects queued since the driver last took them (``wake`` was called)."""
+        return self._pending
 
     def take_effects(self) -> Effects:
         """The effects queued since the last call (also those of out-of-band calls)."""
@@ -328,9 +342,9 @@ class EngineBase:
 
     def write(self, data: bytes | bytearray) -> None:
         """Queue bytes for the client (the driver writes the batch once per loop turn)."""
-        self.out.append(data)
-        if not self.output_pending:
-            self.output_pending = True
+        self._out.append(data)
+        if not self._pending:
+            self._pending = True
             self.wake()
 
     def when_stored(self, answer: Callable[[], None]) -> None:
@@ -348,8 +362,8 @@ class EngineBase:
 
     def _effect(self, effect: Effect) -> None:
         self._effects.append(effect)
-        if not self.output_pending:
-            self.output_pending = True
+        if not self._pending:
+            self._pending = True
             self.wake()
 
     def reply(

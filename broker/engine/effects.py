@@ -1,9 +1,10 @@
 """What the engine asks its driver to do: everything that needs a loop, a thread or a socket.
 
-Bytes to send are not effects: the engine appends them to its ``out`` list (the driver's
-write batch) and calls ``wake`` once per batch.  Effects are the rarer rest, returned by
-the engine's entry points (or left for the driver's next ``take_effects`` when the engine
-was called by someone else: the router, the broker, the admin service).
+Bytes to send are not effects: the engine queues them in its write batch (the driver
+takes it with ``data_to_send()``) and calls ``wake`` once per batch.  Effects are the
+rarer rest, returned by the engine's entry points (or left for the driver's next
+``take_effects`` when the engine was called by someone else: the router, the broker, the
+admin service).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ Effects = Sequence["Effect"]
 
 @dataclass(slots=True)
 class Close:
-    """Send what ``out`` holds, then close the transport (the engine is already CLOSED)."""
+    """Send what the write batch holds, then close the transport (the engine is already
+    CLOSED)."""
 
     reason: str
 

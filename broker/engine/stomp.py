@@ -16,9 +16,9 @@ Layout:
 - stomp_frames.py   SEND, SUBSCRIBE, UNSUBSCRIBE, ACK, NACK, BEGIN, COMMIT, ABORT, DISCONNECT
 - stomp_mapping.py  STOMP frames <-> JMQ message packets, as OpenMQ's bridge maps them
 
-Bytes come in through ``receive_data``; frames for the client go to ``out`` (the
-driver's write batch, ``wake`` called once per batch); effects (the JMQ engine's, and
-the heart-beat timers) are returned or left for ``take_effects``, as in engine.py.
+Bytes come in through ``receive_data``; frames for the client go to the write batch
+the driver takes with ``data_to_send()`` (``wake`` called once per batch); effects
+(the JMQ engine's, and the heart-beat timers) are returned or left for ``take_effects``, as in engine.py.
 The driver (broker/server/stomp.py) calls ``pump`` before it writes and ``after_write``
 after, which is where a subscription gets its next delivery credit: a subscriber that
 does not read stops its deliveries once the transport pauses writing.

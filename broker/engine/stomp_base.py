@@ -116,8 +116,8 @@ class StompEngineBase:
             max_headers=s.max_headers,
             max_header_line=s.max_header_line,
         )
-        self.out: list[bytes | bytearray] = []
-        self.output_pending = False
+        self._out: list[bytes | bytearray] = []
+        self._pending = False
         self._effects: list[Effect] = []
         self._backlog: list[Frame] = []
         self._waiting: dict[int, Reply] = {}
@@ -204,6 +204,20 @@ class StompEngineBase:
         self.inner.resume_writing()
         self.after_write()
 
+    def data_to_send(self) -> list[bytes | bytearray]:
+        """The bytes queued since the last call, oldest first, for one ``writelines``;
+        clears :attr:`flush_pending` (the driver calls it, then :meth:`take_effects`)."""
+        self._pending = False
+        out = self._out
+        if out:
+            self._out = []
+        return out
+
+    @property
+    def flush_pending(self) -> bool:
+        """Bytes or effects queued since the driver last took them (``wake`` was called)."""
+        return self._pending
+
     def take_effects(self) -> Effects:
         effects = self._effects
         if not effects:
@@ -230,9 +244,9 @@ class StompEngineBase:
 
     def write(self, data: bytes) -> None:
         self._wrote = True
-        self.out.append(data)
-        if not self.output_pending:
-            self.output_pending = True
+        self._out.append(data)
+        if not self._pending:
+            self._pending = True
             self.wake()
 
     def send(self, command: str, headers: list[tuple[str, str]], body: bytes = b"") -> None:
@@ -240,8 +254,8 @@ class StompEngineBase:
 
     def _effect(self, eff: Effect) -> None:
         self._effects.append(eff)
-        if not self.output_pending:
-            self.output_pending = True
+        if not self._pending:
+            self._pending = True
             self.wake()
 
     def _receipt(self, frame: Frame) -> None:
@@ -309,8 +323,8 @@ class StompEngineBase:
     # -- the JMQ engine underneath ----------------------------------------------------
 
     def _inner_wake(self) -> None:
-        if not self.output_pending:
-            self.output_pending = True
+        if not self._pending:
+            self._pending = True
             self.wake()
 
     def _inner_flush(self) -> None:
@@ -361,9 +375,9 @@ class StompEngineBase:
         self._pumping = True
         try:
             inner = self.inner
-            while inner.out:
-                out, inner.out = inner.out, []
-                inner.output_pending = False
+            # Until the engine queues nothing more (a delivery's frame can cause a reply);
+            # the last, empty, call also clears its flush_pending when only effects were.
+            while out := inner.data_to_send():
                 for buf in out:
                     off = 0
                     n = len(buf)
@@ -371,7 +385,6 @@ class StompEngineBase:
                         size = _SIZE.unpack_from(buf, OFF_SIZE + off)[0]
                         self._from_broker(Packet(bytes(buf[off : off + size])))
                         off += size
-            inner.output_pending = False
             self._collect_inner()
         finally:
             self._pumping = False

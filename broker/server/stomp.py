@@ -37,9 +37,9 @@ class StompConnection(ClientConnection):
     def make_engine(self, broker: Broker, service: Service) -> Any:
         return StompEngine(broker, service, wake=self._wake, flush=self._flush_now)
 
-    def _flush(self) -> None:
+    def flush(self) -> None:
         # What the JMQ engine underneath wrote becomes frames first; after the write,
         # subscriptions get their next credit unless the transport is full.
         self.engine.pump()
-        super()._flush()
+        super().flush()
         self.engine.after_write()
