@@ -343,6 +343,9 @@ BRIDGE_ENABLED = Bool("imq.bridge.enabled", "false", listed=False)
 BRIDGE_ACTIVELIST = List("imq.bridge.activelist", "", listed=False)
 STOMP_TCP_ENABLED = Bool("imq.bridge.stomp.tcp.enabled", "true", listed=False)
 STOMP_TCP_PORT = Int("imq.bridge.stomp.tcp.port", "7672", listed=False)
+# The TLS listener (off by default, as OpenMQ's), with the broker's key material (security/tls.py).
+STOMP_TLS_ENABLED = Bool("imq.bridge.stomp.tls.enabled", "false", listed=False)
+STOMP_TLS_PORT = Int("imq.bridge.stomp.tls.port", "7673", listed=False)
 # Ours (the stock bridge answers heart-beat:0,0 and has no such limits): what CONNECTED
 # offers (ms, 0 = none), the frame limits, and the deliveries in flight per subscription.
 STOMP_HEARTBEAT_SEND = Int("imq.bridge.stomp.heartbeat.send", "10000", listed=False)
@@ -828,7 +831,7 @@ UNSUPPORTED_FAMILIES = (
     Family(
         "imq.bridge.*",
         IGNORED,
-        "the JMS bridge, and the STOMP bridge settings other than its TCP listener's "
+        "the JMS bridge, and the STOMP bridge settings other than its TCP and TLS listeners' "
         "(docs/reference/stomp.md), are not supported",
     ),
     Family("imq.user_repository.jaas.*", IGNORED, "JAAS user repositories are not supported"),

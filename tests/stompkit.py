@@ -50,6 +50,7 @@ class Peer(stomp.ConnectionListener):
         login: str = "guest",
         passcode: str = "guest",
         connect: bool = True,
+        cafile: str | None = None,
         **kw: Any,
     ) -> None:
         self.messages: queue.Queue = queue.Queue()
@@ -58,6 +59,9 @@ class Peer(stomp.ConnectionListener):
         self.disconnects: queue.Queue = queue.Queue()
         self.version = version
         self.conn = CONNECTIONS[version]([("127.0.0.1", port)], **kw)
+        if cafile is not None:
+            # TLS, verifying the broker's certificate (and its name) against ``cafile``.
+            self.conn.set_ssl([("127.0.0.1", port)], ca_certs=cafile)
         self.conn.set_listener("peer", self)
         if connect:
             self.connect(login, passcode)
