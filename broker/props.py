@@ -237,7 +237,7 @@ class Ignored(Prop[str]):
 _FAMILIES: list[Family] = []
 _FAMILY_TOKENS = {
     "<service>": "(?:"
-    + "|".join(["jms", "admin", "ssljms", "ssladmin", "httpjms", "httpsjms"])
+    + "|".join(["jms", "admin", "ssljms", "ssladmin", "httpjms", "httpsjms", "wsjms", "wssjms"])
     + ")",
     "<proto>": "(?:tcp|tls|http|https|ws|wss)",
     "<any>": "[^.]+",
@@ -764,6 +764,8 @@ CLUSTER_BROKERLIST = OptionalText("imq.cluster.brokerlist")
 CLUSTER_MASTERBROKER = OptionalText("imq.cluster.masterbroker")
 
 # --- per-service and per-protocol properties (read with BrokerConfig.service_prop)
+_WS_ORIGINS = "any origin may open a WebSocket connection (no Origin check)"
+_WS_SUBSERVICES = "the WebSocket services serve STOMP (mqstomp) only, not mqjms or mqjsonstomp"
 SERVICE_PROPS = (
     Family("imq.<service>.protocoltype"),
     Family("imq.<service>.servicetype"),
@@ -792,8 +794,12 @@ SERVICE_PROPS = (
         IGNORED,
         "one event loop serves every connection (no thread pools)",
     ),
-    Family("imq.wsjms.*", IGNORED, "the WebSocket services are not supported"),
-    Family("imq.wssjms.*", IGNORED, "the WebSocket services are not supported"),
+    # The WebSocket services carry STOMP only (docs/reference/stomp.md): no origin check,
+    # no choice of sub-services.
+    Family("imq.wsjms.allowedOrigins", IGNORED, _WS_ORIGINS),
+    Family("imq.wssjms.allowedOrigins", IGNORED, _WS_ORIGINS),
+    Family("imq.wsjms.services", IGNORED, _WS_SUBSERVICES),
+    Family("imq.wssjms.services", IGNORED, _WS_SUBSERVICES),
     Family(
         "imq.protocol.<proto>.nodelay",
         IGNORED,
@@ -937,9 +943,11 @@ SERVICES = (
     ("ssladmin", "tls", "ADMIN", "5", "4", "10"),
     ("httpjms", "http", "NORMAL", None, "10", "500"),
     ("httpsjms", "https", "NORMAL", None, "10", "500"),
-    ("wsjms", "ws", "NORMAL", None, "10", "1000"),
-    ("wssjms", "wss", "NORMAL", None, "10", "1000"),
+    ("wsjms", "ws", "NORMAL", "100", "10", "1000"),
+    ("wssjms", "wss", "NORMAL", "100", "10", "1000"),
 )
+# A browser cannot ask the port mapper: OpenMQ's WebSocket services have fixed ports.
+FIXED_PORTS = {"ws": "7670", "wss": "7671"}
 
 
 def service_port(service: str, protocol: str) -> str:
@@ -955,10 +963,10 @@ def _service_defaults() -> Iterator[tuple[str, str]]:
         yield f"imq.{svc}.max_threads", tmax
         yield f"imq.{svc}.threadpool_model", "dedicated"
         if backlog is not None:
-            # Socket services only: OpenMQ's HTTP/WebSocket services ride on a web
-            # container, so its default.properties has no port for them (this broker's
-            # tunnel reads imq.httpjms.http.port all the same, 0 when unset).
-            yield service_port(svc, proto), "0"
+            # Socket services only: OpenMQ's HTTP services ride on a web container, so
+            # its default.properties has no port for them (this broker's tunnel reads
+            # imq.httpjms.http.port all the same, 0 when unset).
+            yield service_port(svc, proto), FIXED_PORTS.get(proto, "0")
             yield f"imq.{svc}.{proto}.backlog", backlog
     for proto in ("tcp", "tls"):
         yield f"imq.protocol.{proto}.nodelay", "true"

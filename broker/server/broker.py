@@ -55,6 +55,7 @@ from .shipped_accounts import REFRESH as REFRESH_SHIPPED
 from .shipped_accounts import ShippedAccounts
 from .stomp import StompConnection, stomp_settings
 from .tunnel import TunnelService
+from .websocket import WebSocketStompConnection
 
 log = logging.getLogger("broker")
 
@@ -72,7 +73,8 @@ class Service:
 
     name: str
     type: str  # NORMAL or ADMIN
-    # tcp, tls (the same packets inside TLS), http or https (inside the HTTP tunnel)
+    # tcp, tls (the same packets inside TLS), http or https (inside the HTTP tunnel),
+    # stomp (the STOMP bridge's listeners), ws or wss (STOMP over WebSocket)
     protocol: str
     host: str | None
     port: int
@@ -98,6 +100,8 @@ class Service:
             return tunnel.protocol
         if self.protocol == "stomp":
             return lambda: StompConnection(broker, self)
+        if self.protocol in ("ws", "wss"):
+            return lambda: WebSocketStompConnection(broker, self)
         return lambda: ClientConnection(broker, self)
 
     @property
@@ -350,13 +354,16 @@ class Broker:
         tls_context: ssl.SSLContext | None = None
         for name in c.get(props.SERVICE_ACTIVELIST):
             svc = self._service(name)
-            if svc.protocol in ("tls", "https"):
+            if svc.protocol in ("ws", "wss"):
+                # OpenMQ's WebSocket services; here they carry STOMP (server/websocket.py).
+                svc.stomp = stomp_settings(c)
+            if svc.protocol in ("tls", "https", "wss"):
                 if tls_context is None:
                     from broker.security.tls import server_context
 
                     tls_context = server_context(c)
                 svc.ssl_context = tls_context
-            elif svc.protocol not in ("tcp", "http"):
+            elif svc.protocol not in ("tcp", "http", "ws"):
                 log.warning(
                     "service %s: protocol %s is not available yet, not started", name, svc.protocol
                 )

@@ -166,7 +166,7 @@ class ClientConnection(asyncio.Protocol):
             e.out = []
             t = self.transport
             if t is not None and not t.is_closing():
-                t.writelines(out)
+                self._write(t, out)
                 m = e.metrics
                 m.packets_out += len(out)
                 m.packet_bytes_out += sum(map(len, out))
@@ -174,13 +174,21 @@ class ClientConnection(asyncio.Protocol):
         if effects:
             self._run(effects)
 
+    def _write(self, t: asyncio.Transport, out: list[bytes]) -> None:
+        """Put what the engine wrote on the wire (the WebSocket driver frames it first)."""
+        t.writelines(out)
+
+    def _close_transport(self) -> None:
+        """The engine ends the connection (the WebSocket driver says goodbye first)."""
+        if self.transport is not None:
+            self.transport.close()
+
     def _run(self, effects: Effects) -> None:
         for eff in effects:
             kind = type(eff)
             if kind is Close:
                 self._flush()
-                if self.transport is not None:
-                    self.transport.close()
+                self._close_transport()
             elif kind is RunBlocking:
                 self._run_blocking(eff)  # type: ignore[arg-type]
             elif kind is StartTimer:
