@@ -38,7 +38,7 @@ def test_honoured_properties(name: str) -> None:
     ("name", "why"),
     [
         ("imq.jmx.rmiregistry.port", "JMX"),
-        ("imq.bridge.enabled", "bridge"),
+        ("imq.bridge.admin.user", "bridge"),
         ("imq.persist.jdbc.dbVendor", "DATABASE_URL"),
         ("imq.persist.jdbc.mysql.user", "DATABASE_URL"),
         ("imq.jms.threadpool_model", "thread pools"),
