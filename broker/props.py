@@ -237,7 +237,7 @@ class Ignored(Prop[str]):
 _FAMILIES: list[Family] = []
 _FAMILY_TOKENS = {
     "<service>": "(?:"
-    + "|".join(["jms", "admin", "ssljms", "ssladmin", "httpjms", "httpsjms"])
+    + "|".join(["jms", "admin", "ssljms", "ssladmin", "httpjms", "httpsjms", "wsjms", "wssjms"])
     + ")",
     "<proto>": "(?:tcp|tls|http|https|ws|wss)",
     "<any>": "[^.]+",
@@ -351,6 +351,9 @@ JMX_CONNECTOR_ACTIVELIST = List("imq.jmx.connector.activelist", "", listed=False
 )
 JMX_HOSTNAME = OptionalText("imq.jmx.hostname")  # unset: imq.hostname, then all interfaces
 JMX_RMI_PORT = Int("imq.jmx.connector.jmxrmi.port", "0", listed=False)
+# The TLS listener (off by default, as OpenMQ's), with the broker's key material (security/tls.py).
+STOMP_TLS_ENABLED = Bool("imq.bridge.stomp.tls.enabled", "false", listed=False)
+STOMP_TLS_PORT = Int("imq.bridge.stomp.tls.port", "7673", listed=False)
 # Ours (the stock bridge answers heart-beat:0,0 and has no such limits): what CONNECTED
 # offers (ms, 0 = none), the frame limits, and the deliveries in flight per subscription.
 STOMP_HEARTBEAT_SEND = Int("imq.bridge.stomp.heartbeat.send", "10000", listed=False)
@@ -769,6 +772,8 @@ CLUSTER_BROKERLIST = OptionalText("imq.cluster.brokerlist")
 CLUSTER_MASTERBROKER = OptionalText("imq.cluster.masterbroker")
 
 # --- per-service and per-protocol properties (read with BrokerConfig.service_prop)
+_WS_ORIGINS = "any origin may open a WebSocket connection (no Origin check)"
+_WS_SUBSERVICES = "the WebSocket services serve STOMP (mqstomp) only, not mqjms or mqjsonstomp"
 SERVICE_PROPS = (
     Family("imq.<service>.protocoltype"),
     Family("imq.<service>.servicetype"),
@@ -797,8 +802,12 @@ SERVICE_PROPS = (
         IGNORED,
         "one event loop serves every connection (no thread pools)",
     ),
-    Family("imq.wsjms.*", IGNORED, "the WebSocket services are not supported"),
-    Family("imq.wssjms.*", IGNORED, "the WebSocket services are not supported"),
+    # The WebSocket services carry STOMP only (docs/reference/stomp.md): no origin check,
+    # no choice of sub-services.
+    Family("imq.wsjms.allowedOrigins", IGNORED, _WS_ORIGINS),
+    Family("imq.wssjms.allowedOrigins", IGNORED, _WS_ORIGINS),
+    Family("imq.wsjms.services", IGNORED, _WS_SUBSERVICES),
+    Family("imq.wssjms.services", IGNORED, _WS_SUBSERVICES),
     Family(
         "imq.protocol.<proto>.nodelay",
         IGNORED,
@@ -841,7 +850,7 @@ UNSUPPORTED_FAMILIES = (
     Family(
         "imq.bridge.*",
         IGNORED,
-        "the JMS bridge, and the STOMP bridge settings other than its TCP listener's "
+        "the JMS bridge, and the STOMP bridge settings other than its TCP and TLS listeners' "
         "(docs/reference/stomp.md), are not supported",
     ),
     Family("imq.user_repository.jaas.*", IGNORED, "JAAS user repositories are not supported"),
@@ -947,9 +956,11 @@ SERVICES = (
     ("ssladmin", "tls", "ADMIN", "5", "4", "10"),
     ("httpjms", "http", "NORMAL", None, "10", "500"),
     ("httpsjms", "https", "NORMAL", None, "10", "500"),
-    ("wsjms", "ws", "NORMAL", None, "10", "1000"),
-    ("wssjms", "wss", "NORMAL", None, "10", "1000"),
+    ("wsjms", "ws", "NORMAL", "100", "10", "1000"),
+    ("wssjms", "wss", "NORMAL", "100", "10", "1000"),
 )
+# A browser cannot ask the port mapper: OpenMQ's WebSocket services have fixed ports.
+FIXED_PORTS = {"ws": "7670", "wss": "7671"}
 
 
 def service_port(service: str, protocol: str) -> str:
@@ -965,10 +976,10 @@ def _service_defaults() -> Iterator[tuple[str, str]]:
         yield f"imq.{svc}.max_threads", tmax
         yield f"imq.{svc}.threadpool_model", "dedicated"
         if backlog is not None:
-            # Socket services only: OpenMQ's HTTP/WebSocket services ride on a web
-            # container, so its default.properties has no port for them (this broker's
-            # tunnel reads imq.httpjms.http.port all the same, 0 when unset).
-            yield service_port(svc, proto), "0"
+            # Socket services only: OpenMQ's HTTP services ride on a web container, so
+            # its default.properties has no port for them (this broker's tunnel reads
+            # imq.httpjms.http.port all the same, 0 when unset).
+            yield service_port(svc, proto), FIXED_PORTS.get(proto, "0")
             yield f"imq.{svc}.{proto}.backlog", backlog
     for proto in ("tcp", "tls"):
         yield f"imq.protocol.{proto}.nodelay", "true"

@@ -1236,6 +1236,43 @@ class JmxRmiTarget(Target):
         self._server().clients.clear()
 
 
+class WebSocketTarget(Target):
+    """The WebSocket codec of the wsjms/wssjms services (broker/protocol/websocket.py):
+    the mode byte cuts the reads; the upgrade, frames and whatever follows may raise only
+    WebSocketError, and a refused connection gets an answer to send."""
+
+    name = "websocket"
+    modules = ("broker.protocol.websocket",)
+
+    def seeds(self) -> list[bytes]:
+        from wsproto import ConnectionType, WSConnection
+        from wsproto.events import Ping, Request, TextMessage
+
+        from broker.protocol.websocket import WebSocketServer
+
+        c = WSConnection(ConnectionType.CLIENT)
+        upgrade = c.send(Request(host="h", target="/wsjms/mqstomp", subprotocols=["v12.stomp"]))
+        server = WebSocketServer("wsjms", 1 << 14)
+        server.receive(upgrade)
+        c.receive_data(server.take_outgoing())
+        list(c.events())
+        frames = c.send(TextMessage("CONNECT\n\n\x00")) + c.send(Ping(b"p"))
+        return [bytes([m]) + upgrade + frames for m in (0, 1, 7)]
+
+    def __call__(self, data: bytes) -> None:
+        from broker.protocol.websocket import WebSocketError, WebSocketServer
+
+        c = Cursor(data)
+        mode = c.byte()
+        server = WebSocketServer("wsjms", 1 << 14)
+        try:
+            for chunk in _reads(c.rest(), mode):
+                server.receive(chunk)
+                server.take_outgoing()
+        except WebSocketError:
+            _check(server.closed or not server.open, "an error left the connection open")
+
+
 TARGETS: dict[str, type[Target]] = {
     t.name: t
     for t in (
@@ -1248,5 +1285,6 @@ TARGETS: dict[str, type[Target]] = {
         UmsTarget,
         StompFrameTarget,
         JmxRmiTarget,
+        WebSocketTarget,
     )
 }

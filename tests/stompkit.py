@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import queue
 import shutil
+import socket
 import tempfile
+import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,7 +16,13 @@ from typing import Any
 
 import stomp
 
-from broker.launcher import BrokerProcess, free_port, start_broker
+from broker.launcher import (
+    BrokerProcess,
+    StockBrokerProcess,
+    free_port,
+    start_broker,
+    start_stock_broker,
+)
 
 WAIT = 20.0  # seconds a test waits for something it expects (never a timing assertion)
 CONNECTIONS = {"1.0": stomp.Connection10, "1.1": stomp.Connection11, "1.2": stomp.Connection12}
@@ -39,6 +47,38 @@ def stomp_broker(*props: str) -> Iterator[tuple[BrokerProcess, int]]:
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+@contextmanager
+def stock_stomp_broker() -> Iterator[tuple[StockBrokerProcess, int]]:
+    """The stock OpenMQ broker with its STOMP bridge on a free port (the -D options of
+    third_party/openmq/realbroker/README.md)."""
+    tmp = Path(tempfile.mkdtemp(prefix="imq-stock-stomp-"))
+    port = free_port()
+    b = start_stock_broker(
+        tmp,
+        "imq.bridge.enabled=true",
+        "imq.bridge.activelist=stomp",
+        "imq.bridge.stomp.tcp.enabled=true",
+        f"imq.bridge.stomp.tcp.port={port}",
+        "imq.bridge.admin.user=admin",
+        "imq.bridge.admin.password=admin",
+    )
+    try:
+        # Its bridge starts listening a moment after the broker says it is ready.
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=5).close()
+                break
+            except OSError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        yield b, port
+    finally:
+        b.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 class Peer(stomp.ConnectionListener):
     """One stomp.py connection: MESSAGE, RECEIPT and ERROR frames queued as they come."""
 
@@ -50,6 +90,7 @@ class Peer(stomp.ConnectionListener):
         login: str = "guest",
         passcode: str = "guest",
         connect: bool = True,
+        cafile: str | None = None,
         **kw: Any,
     ) -> None:
         self.messages: queue.Queue = queue.Queue()
@@ -58,6 +99,9 @@ class Peer(stomp.ConnectionListener):
         self.disconnects: queue.Queue = queue.Queue()
         self.version = version
         self.conn = CONNECTIONS[version]([("127.0.0.1", port)], **kw)
+        if cafile is not None:
+            # TLS, verifying the broker's certificate (and its name) against ``cafile``.
+            self.conn.set_ssl([("127.0.0.1", port)], ca_certs=cafile)
         self.conn.set_listener("peer", self)
         if connect:
             self.connect(login, passcode)
@@ -123,7 +167,13 @@ class Peer(stomp.ConnectionListener):
         elif self.version == "1.1":
             self.receipt(self.conn.ack, h["message-id"], h["subscription"])
         else:
-            self.receipt(self.conn.ack, h["message-id"])
+            # 1.0 names the message only; the stock bridge also wants its subscription
+            # (BSS4008 without it), which this broker reads too.
+            self.receipt(
+                self.conn.send_frame,
+                "ACK",
+                headers={"message-id": h["message-id"], "subscription": h["subscription"]},
+            )
 
     def nack(self, frame: Any) -> None:
         h = frame.headers

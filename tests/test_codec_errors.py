@@ -76,6 +76,7 @@ from broker.protocol.sysmsgid import (
     ip_to_string,
     sysmsgid_string,
 )
+from broker.protocol.websocket import WebSocketServer
 from broker.protocol.xid import Xid, XidError
 
 from .vectors import NEEDS_VECTORS, read_all, vector_files
@@ -212,9 +213,32 @@ def _jrmp_stream(data: bytes) -> None:
             decoder.feed(part)
 
 
+def _ws_client_bytes() -> tuple[bytes, ...]:
+    """A browser's upgrade for /wsjms/mqstomp and two masked text messages after it."""
+    from wsproto import ConnectionType, WSConnection
+    from wsproto.events import AcceptConnection, Request, TextMessage
+
+    c = WSConnection(ConnectionType.CLIENT)
+    upgrade = c.send(Request(host="h", target="/wsjms/mqstomp", subprotocols=["v12.stomp"]))
+    server = WebSocketServer("wsjms", max_message=1 << 16)
+    server.receive(upgrade)
+    c.receive_data(server.take_outgoing())
+    assert any(isinstance(e, AcceptConnection) for e in c.events())
+    frames = c.send(TextMessage("CONNECT\n\n\x00")) + c.send(TextMessage("\n"))
+    return (upgrade, upgrade + frames)
+
+
+def _ws_stream(data: bytes) -> None:
+    for cut in (1, 9, len(data) // 2):
+        server = WebSocketServer("wsjms", max_message=1 << 16)
+        for part in (data[:cut], data[cut:]):
+            server.receive(part)
+
+
 DECODERS = [
     Decoder("jrmp.JrmpDecoder.feed", _jrmp_stream, JRMP_SESSIONS),
     Decoder("stomp.FrameReader.feed", _stomp_stream, STOMP_FRAMES),
+    Decoder("websocket.WebSocketServer.receive", _ws_stream, _ws_client_bytes()),
     Decoder("httptunnel.decode_packets", decode_packets, TUNNEL_PACKETS),
     Decoder("httptunnel.decode_option", decode_option, (TUNNEL_PACKETS[2][24:],)),
     Decoder(

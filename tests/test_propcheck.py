@@ -37,7 +37,7 @@ def test_each_unhonoured_name_once_with_where_and_why(varhome: Path) -> None:
             "imq.persist.file.message.cleanup": "true",
             "imq.jms.threadpool_model": "shared",
             "imq.persist.jdbc.postgresql.user": "mq",
-            "imq.wsjms.ws.port": "7670",
+            "imq.wsjms.allowedOrigins": "*",
             "imq.ping.interval": "60",
             "imq.jms.tcp.port": "7677",
             "imq.admin.max_threads": "20",
@@ -53,12 +53,12 @@ def test_each_unhonoured_name_once_with_where_and_why(varhome: Path) -> None:
         "imq.persist.file.message.cleanup",
         "imq.persist.jdbc.postgresql.user",
         "imq.portunif.enabled",
-        "imq.wsjms.ws.port",
+        "imq.wsjms.allowedOrigins",
     ]
     # Set in both places: said once, where it wins.
     assert found["imq.persist.file.message.cleanup"].where == "on the command line"
     assert found["imq.jms.threadpool_model"].where == "in config.properties"
-    assert "WebSocket" in found["imq.wsjms.ws.port"].why
+    assert "WebSocket" in found["imq.wsjms.allowedOrigins"].why
     assert str(found["imq.portunif.enabled"]).startswith(
         "imq.portunif.enabled (set on the command line) is ignored: not supported: "
     )

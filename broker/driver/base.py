@@ -46,11 +46,20 @@ class EngineDriver(asyncio.Protocol):
         if out:
             t = self.transport
             if t is not None and not t.is_closing():
-                t.writelines(out)
+                self.write_batch(t, out)
                 self.wrote(out)
         effects = e.take_effects()
         if effects:
             self.run(effects)
+
+    def write_batch(self, t: asyncio.Transport, out: Sequence[bytes | bytearray]) -> None:
+        """Put the engine's batch on the wire (a WebSocket driver frames it first)."""
+        t.writelines(out)
+
+    def close_transport(self) -> None:
+        """The engine ends the connection (a WebSocket driver says goodbye first)."""
+        if self.transport is not None:
+            self.transport.close()
 
     def wrote(self, out: Sequence[bytes | bytearray]) -> None:
         """Called after ``out`` was handed to the transport (counters, a link's clock)."""
@@ -61,8 +70,7 @@ class EngineDriver(asyncio.Protocol):
             kind = type(eff)
             if kind is Close:
                 self.flush()
-                if self.transport is not None:
-                    self.transport.close()
+                self.close_transport()
             elif kind is StartTimer:
                 self._start_timer(eff)  # type: ignore[arg-type]
             elif kind is CancelTimer:

@@ -56,6 +56,7 @@ from .shipped_accounts import REFRESH as REFRESH_SHIPPED
 from .shipped_accounts import ShippedAccounts
 from .stomp import StompConnection, stomp_settings
 from .tunnel import TunnelService
+from .websocket import WebSocketStompConnection
 
 log = logging.getLogger("broker")
 
@@ -73,7 +74,8 @@ class Service:
 
     name: str
     type: str  # NORMAL or ADMIN
-    # tcp, tls (the same packets inside TLS), http or https (inside the HTTP tunnel)
+    # tcp, tls (the same packets inside TLS), http or https (inside the HTTP tunnel),
+    # stomp (the STOMP bridge's listeners), ws or wss (STOMP over WebSocket)
     protocol: str
     host: str | None
     port: int
@@ -99,6 +101,8 @@ class Service:
             return tunnel.protocol
         if self.protocol == "stomp":
             return lambda: StompConnection(broker, self)
+        if self.protocol in ("ws", "wss"):
+            return lambda: WebSocketStompConnection(broker, self)
         return lambda: ClientConnection(broker, self)
 
     @property
@@ -296,29 +300,35 @@ class Broker:
             name, str(stype).upper(), proto, host, port, auth, _max_connections(c, name), backlog
         )
 
-    def _stomp_service(self) -> Service | None:
-        """OpenMQ's STOMP bridge listener (imq.bridge.enabled, stomp in
-        imq.bridge.activelist, imq.bridge.stomp.tcp.enabled), or None when it is off."""
+    def _stomp_services(self) -> list[Service]:
+        """OpenMQ's STOMP bridge listeners (imq.bridge.enabled, stomp in
+        imq.bridge.activelist): ``stomp`` when imq.bridge.stomp.tcp.enabled, ``sslstomp``
+        (the same frames inside TLS, the broker's key material) when
+        imq.bridge.stomp.tls.enabled."""
         c = self.config
-        if not (
-            c.get(props.BRIDGE_ENABLED)
-            and "stomp" in c.get(props.BRIDGE_ACTIVELIST)
-            and c.get(props.STOMP_TCP_ENABLED)
-        ):
-            return None
+        if not (c.get(props.BRIDGE_ENABLED) and "stomp" in c.get(props.BRIDGE_ACTIVELIST)):
+            return []
         auth = (c.get(props.AUTH_TYPE) or AUTH_DIGEST).lower()
-        self.service_repositories["stomp"] = self._repository_for("stomp", auth)
-        svc = Service(
-            "stomp",
-            "NORMAL",
-            "stomp",
-            c.get(props.HOSTNAME) or None,
-            c.get(props.STOMP_TCP_PORT),
-            auth,
-            _max_connections(c, "stomp"),
-        )
-        svc.stomp = stomp_settings(c)
-        return svc
+        wanted = []
+        if c.get(props.STOMP_TCP_ENABLED):
+            wanted.append(("stomp", c.get(props.STOMP_TCP_PORT)))
+        if c.get(props.STOMP_TLS_ENABLED):
+            wanted.append(("sslstomp", c.get(props.STOMP_TLS_PORT)))
+        services = []
+        for name, port in wanted:
+            self.service_repositories[name] = self._repository_for(name, auth)
+            svc = Service(
+                name,
+                "NORMAL",
+                "stomp",
+                c.get(props.HOSTNAME) or None,
+                port,
+                auth,
+                _max_connections(c, name),
+            )
+            svc.stomp = stomp_settings(c)
+            services.append(svc)
+        return services
 
     def _repository_for(self, service: str, auth: str):
         """imq[.<service>].authentication.<auth>.user_repository (security/repository.py)."""
@@ -346,21 +356,29 @@ class Broker:
         tls_context: ssl.SSLContext | None = None
         for name in c.get(props.SERVICE_ACTIVELIST):
             svc = self._service(name)
-            if svc.protocol in ("tls", "https"):
+            if svc.protocol in ("ws", "wss"):
+                # OpenMQ's WebSocket services; here they carry STOMP (server/websocket.py).
+                svc.stomp = stomp_settings(c)
+            if svc.protocol in ("tls", "https", "wss"):
                 if tls_context is None:
                     from broker.security.tls import server_context
 
                     tls_context = server_context(c)
                 svc.ssl_context = tls_context
-            elif svc.protocol not in ("tcp", "http"):
+            elif svc.protocol not in ("tcp", "http", "ws"):
                 log.warning(
                     "service %s: protocol %s is not available yet, not started", name, svc.protocol
                 )
                 continue
             services.append(svc)
-        stomp = self._stomp_service()
-        if stomp is not None:
-            services.append(stomp)
+        for svc in self._stomp_services():
+            if svc.name == "sslstomp":
+                if tls_context is None:
+                    from broker.security.tls import server_context
+
+                    tls_context = server_context(c)
+                svc.ssl_context = tls_context
+            services.append(svc)
         if c.get(props.GC_FREEZE):
             freeze_startup_heap()  # before the store: recovered messages stay collectable
         # The previous run's transaction rows go before the store brings transactions
@@ -461,9 +479,8 @@ class Broker:
             extra = {"hostname": svc.host} if svc.host and svc.host not in ("0.0.0.0", "::") else {}
             if svc.protocol == "stomp":
                 # As OpenMQ's broker lists its STOMP bridge's listener.
-                entries.append(
-                    ServiceEntry("stomp[bridge]", "stomp[TCP]", "stomp[bridge]", svc.bound_port)
-                )
+                kind = "stomp[TCP]" if svc.ssl_context is None else "stomp[SSL/TLS]"
+                entries.append(ServiceEntry("stomp[bridge]", kind, "stomp[bridge]", svc.bound_port))
                 continue
             entries.append(ServiceEntry(svc.name, svc.protocol, svc.type, svc.bound_port, extra))
         if self.cluster is not None:
