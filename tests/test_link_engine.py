@@ -212,7 +212,7 @@ def test_no_complete_handshake_in_time_drops_the_link() -> None:
     e = LinkEngine(Host().link_host())
     (start,) = e.start()
     _up(e)
-    assert start.callback() == [] and e.state is LinkState.UP
+    assert start.callback() == () and e.state is LinkState.UP
 
 
 def test_goodbye_either_way_is_a_leave_not_a_crash() -> None:

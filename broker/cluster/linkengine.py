@@ -34,7 +34,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, auto
 
-from broker.engine.effects import NO_EFFECTS, CancelTimer, Close, Effect, Effects, StartTimer
+from broker.engine.effects import (
+    NO_EFFECTS,
+    CancelTimer,
+    Close,
+    Effect,
+    Effects,
+    Outbox,
+    StartTimer,
+)
 from broker.engine.states import InvalidTransition
 from broker.protocol import gpacket as gp
 from broker.protocol.brokerinfo import BrokerInfo
@@ -158,7 +166,7 @@ def _noop() -> None:
     pass
 
 
-class LinkEngine:
+class LinkEngine(Outbox):
     """One link's state, input and output (see the module docstring)."""
 
     def __init__(
@@ -187,10 +195,7 @@ class LinkEngine:
         self.flow_stopped = False
         self.last_heard = time.monotonic()
         self.last_sent = time.monotonic()  # the driver's, when it writes
-        # The driver's write batch (data_to_send hands it over); _pending: wake was called.
-        self._out: list[bytes] = []
-        self._pending = False
-        self._effects: list[Effect] = []
+        Outbox.__init__(self)  # the write batch and effects the driver takes
 
     # -- the driver's entry points ---------------------------------------------------
 
@@ -216,7 +221,7 @@ class LinkEngine:
                     self._gpacket(pkt)
         except (ProtocolError, LinkRefused) as exc:
             self.drop(str(exc))
-        return self.take_effects() if self._effects else NO_EFFECTS
+        return self.take_effects()
 
     def connection_lost(self, exc: Exception | None) -> None:
         """The transport is gone (after a drop, a GOODBYE, or the peer's doing)."""
@@ -231,24 +236,6 @@ class LinkEngine:
                 else:
                     self.reason = f"connection lost ({exc or 'closed by peer'})"
         self.host.closed()
-
-    def data_to_send(self) -> list[bytes]:
-        """The bytes queued since the last call, oldest first, for one ``writelines``;
-        clears :attr:`flush_pending` (the driver calls it, then :meth:`take_effects`)."""
-        self._pending = False
-        out = self._out
-        if out:
-            self._out = []
-        return out
-
-    @property
-    def flush_pending(self) -> bool:
-        """Bytes or effects queued since the driver last took them (``wake`` was called)."""
-        return self._pending
-
-    def take_effects(self) -> Effects:
-        effects, self._effects = self._effects, []
-        return effects
 
     # -- what the service does with a link -------------------------------------------
 

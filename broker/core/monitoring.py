@@ -299,20 +299,8 @@ def metrics_message(
         "brokerHost": address.host,
         "brokerPort": JInt(address.port),
     }
-    raw = build_packet(
-        PacketType.MAP_MESSAGE,
-        props=properties,
-        body=encode_hashtable(values, nested=True),
-        flags=FLAG_P if persistent else 0,
-        fields={VH_DESTINATION: name, VH_DESTINATION_CLASS: TOPIC_CLASS},
-        priority=PRIORITY,
-        expiration=now + ttl_ms if ttl_ms > 0 else 0,
-        timestamp=now,
-        ip=ip_field,
-        port=0,
-        sequence=sequence & 0x7FFFFFFF,
-    )
-    return Message(Packet(raw), name, 0)
+    body = encode_hashtable(values, nested=True)
+    return _topic_map_message(name, properties, body, now, sequence, ip_field, persistent, ttl_ms)
 
 
 def log_message(
@@ -337,12 +325,31 @@ def log_message(
         "type": LOG_TOPIC,
         "timestamp": JLong(now),
     }
+    body = encode_hashtable({"level": level, "text": text})
+    return _topic_map_message(
+        LOG_TOPIC, properties, body, now, sequence, ip_field, persistent, ttl_ms
+    )
+
+
+def _topic_map_message(
+    topic: str,
+    properties: dict[str, object],
+    body: bytes,
+    now: int,
+    sequence: int,
+    ip_field: bytes,
+    persistent: bool,
+    ttl_ms: int,
+) -> Message:
+    """A MapMessage the broker publishes on ``topic`` itself (metrics, log): priority 5,
+    expiring ``ttl_ms`` after ``now`` (0: never); its JMSMessageID made of ``now``,
+    ``ip_field``, port 0 and ``sequence``."""
     raw = build_packet(
         PacketType.MAP_MESSAGE,
         props=properties,
-        body=encode_hashtable({"level": level, "text": text}),
+        body=body,
         flags=FLAG_P if persistent else 0,
-        fields={VH_DESTINATION: LOG_TOPIC, VH_DESTINATION_CLASS: TOPIC_CLASS},
+        fields={VH_DESTINATION: topic, VH_DESTINATION_CLASS: TOPIC_CLASS},
         priority=PRIORITY,
         expiration=now + ttl_ms if ttl_ms > 0 else 0,
         timestamp=now,
@@ -350,7 +357,7 @@ def log_message(
         port=0,
         sequence=sequence & 0x7FFFFFFF,
     )
-    return Message(Packet(raw), LOG_TOPIC, 0)
+    return Message(Packet(raw), topic, 0)
 
 
 # -- the periodic report in the broker log (imq.metrics.interval) -----------------------

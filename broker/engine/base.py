@@ -36,7 +36,7 @@ from broker.protocol.types import (
     reply_type,
 )
 
-from .effects import NO_EFFECTS, Close, Effect, Effects, StartTimer
+from .effects import NO_EFFECTS, Close, Effect, Effects, Outbox, StartTimer
 from .states import (
     BEFORE_LOGIN,
     CLOSED,
@@ -92,7 +92,7 @@ def _noop() -> None:
     pass
 
 
-class EngineBase:
+class EngineBase(Outbox):
     """State, input, output and closing; the rule sets add the packet handlers."""
 
     # MessageRules' handler of the message types, which _dispatch calls directly.
@@ -147,10 +147,7 @@ class EngineBase:
         self.flow_left = -1
         self.flow_paused = False
         self.write_paused = False
-        # The driver's write batch (data_to_send hands it over); _pending: wake was called.
-        self._out: list[bytes | bytearray] = []
-        self._pending = False
-        self._effects: list[Effect] = []
+        Outbox.__init__(self)  # the write batch and effects the driver takes
         self._backlog: list[Packet | BadPacket] = []
         self.msgs_in = 0
         self.msgs_out = 0
@@ -231,28 +228,6 @@ class EngineBase:
         if self.state in BEFORE_LOGIN:
             self.fatal("authentication not completed in time")
         return self.take_effects()
-
-    def data_to_send(self) -> list[bytes | bytearray]:
-        """The bytes queued since the last call, oldest first, for one ``writelines``;
-        clears :attr:`flush_pending` (the driver calls it, then :meth:`take_effects`)."""
-        self._pending = False
-        out = self._out
-        if out:
-            self._out = []
-        return out
-
-    @property
-    def flush_pending(self) -> bool:
-        """Bytes or effects queued since the driver last took them (``wake`` was called)."""
-        return self._pending
-
-    def take_effects(self) -> Effects:
-        """The effects queued since the last call (also those of out-of-band calls)."""
-        effects = self._effects
-        if not effects:
-            return NO_EFFECTS
-        self._effects = []
-        return effects
 
     # -- packet processing -------------------------------------------------------
 

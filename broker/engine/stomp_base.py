@@ -25,7 +25,7 @@ from broker.protocol.types import (
 )
 from broker.security.digest import md5str
 
-from .effects import NO_EFFECTS, CancelTimer, Close, Effect, Effects, StartTimer
+from .effects import NO_EFFECTS, CancelTimer, Close, Effect, Effects, Outbox, StartTimer
 from .engine import ConnectionEngine
 from .stomp_mapping import (
     MappingError,
@@ -85,7 +85,7 @@ Reply = Callable[[Packet], None]
 FRAME_HANDLERS: dict[str, Callable[[Any, Frame], None]] = {}
 
 
-class StompEngineBase:
+class StompEngineBase(Outbox):
     """State, input, output, the JMQ engine underneath, CONNECT, heart-beats and
     deliveries; the frame rules (stomp_frames.py) add the rest."""
 
@@ -116,9 +116,7 @@ class StompEngineBase:
             max_headers=s.max_headers,
             max_header_line=s.max_header_line,
         )
-        self._out: list[bytes | bytearray] = []
-        self._pending = False
-        self._effects: list[Effect] = []
+        Outbox.__init__(self)  # the write batch and effects the driver takes
         self._backlog: list[Frame] = []
         self._waiting: dict[int, Reply] = {}
         self._next_cid = 0
@@ -203,27 +201,6 @@ class StompEngineBase:
     def resume_writing(self) -> None:
         self.inner.resume_writing()
         self.after_write()
-
-    def data_to_send(self) -> list[bytes | bytearray]:
-        """The bytes queued since the last call, oldest first, for one ``writelines``;
-        clears :attr:`flush_pending` (the driver calls it, then :meth:`take_effects`)."""
-        self._pending = False
-        out = self._out
-        if out:
-            self._out = []
-        return out
-
-    @property
-    def flush_pending(self) -> bool:
-        """Bytes or effects queued since the driver last took them (``wake`` was called)."""
-        return self._pending
-
-    def take_effects(self) -> Effects:
-        effects = self._effects
-        if not effects:
-            return NO_EFFECTS
-        self._effects = []
-        return effects
 
     def after_write(self) -> None:
         """The driver wrote a batch: subscriptions that used half their credit get the
