@@ -202,12 +202,14 @@ def compile_bench(out: Path) -> tuple[str, str | None]:
     return f"{cp}:{omq}", amq_cp
 
 
-def start_activemq(tmp: Path) -> tuple[int, subprocess.Popen]:
-    """A private ActiveMQ listening on a free 127.0.0.1 port (openwire only)."""
+def start_activemq(tmp: Path, config: str = AMQ_CONFIG) -> tuple[int, subprocess.Popen]:
+    """A private ActiveMQ listening on a free 127.0.0.1 port: openwire only, or the one
+    transport connector ``config`` (an activemq.xml with ``{data}`` and ``{port}``)
+    names (bench/stomp.py's STOMP)."""
     port = free_port()
     tmp.mkdir(parents=True)
     conf = tmp / "activemq.xml"
-    conf.write_text(AMQ_CONFIG.format(data=tmp / "data", port=port))
+    conf.write_text(config.format(data=tmp / "data", port=port))
     log = open(tmp / "activemq.log", "wb")  # noqa: SIM115 - lives as long as the process
     proc = subprocess.Popen(
         [

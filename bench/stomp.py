@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
 import threading
@@ -39,24 +38,13 @@ sys.path.insert(0, str(ROOT))
 
 import stomp  # noqa: E402
 
+# (bench/ is off the path here, where "stomp" must be stomp.py's package.)
+from bench.jms import AMQ_HOME, start_activemq, stop_proc  # noqa: E402
 from broker.launcher import free_port, missing_stock_broker, start_broker  # noqa: E402
 from tests.stompkit import stock_stomp_broker  # noqa: E402
 
-AMQ_HOME = Path("/usr/share/activemq")
-
-
-def stop_proc(proc: subprocess.Popen) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
-
-
 BODY = "x" * 1024
-AMQ_CONFIG = """<beans xmlns="http://www.springframework.org/schema/beans"
+AMQ_STOMP_CONFIG = """<beans xmlns="http://www.springframework.org/schema/beans"
   xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
   xsi:schemaLocation="http://www.springframework.org/schema/beans
     http://www.springframework.org/schema/beans/spring-beans-2.0.xsd
@@ -183,44 +171,6 @@ def activemq_installed() -> bool:
     ).is_file()
 
 
-def start_activemq_stomp(tmp: Path) -> tuple[int, subprocess.Popen]:
-    import socket
-
-    port = free_port()
-    tmp.mkdir(parents=True)
-    conf = tmp / "activemq.xml"
-    conf.write_text(AMQ_CONFIG.format(data=tmp / "data", port=port))
-    log = open(tmp / "activemq.log", "wb")  # noqa: SIM115 - lives as long as the process
-    proc = subprocess.Popen(
-        [
-            "java",
-            "-Xms512M",
-            "-Xmx512M",
-            f"-Dactivemq.home={AMQ_HOME}",
-            f"-Dactivemq.base={tmp}",
-            f"-Dactivemq.conf={tmp}",
-            f"-Dactivemq.data={tmp / 'data'}",
-            "-jar",
-            str(AMQ_HOME / "bin" / "activemq.jar"),
-            "start",
-            f"xbean:file:{conf}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"ActiveMQ exited:\n{(tmp / 'activemq.log').read_text()}")
-        try:
-            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
-                return port, proc
-        except OSError:
-            time.sleep(0.2)
-    proc.kill()
-    raise RuntimeError("ActiveMQ did not start listening within 90 s")
-
-
 def run_one(name: str, tmp: Path, scale: float) -> list[float]:
     if name == "ours":
         port = free_port()
@@ -239,7 +189,7 @@ def run_one(name: str, tmp: Path, scale: float) -> list[float]:
     if name == "stock":
         with stock_stomp_broker() as (_, port):
             return [fn(port) for _, fn in workloads(scale)]
-    port, proc = start_activemq_stomp(tmp / "activemq")
+    port, proc = start_activemq(tmp / "activemq", AMQ_STOMP_CONFIG)
     try:
         return [fn(port) for _, fn in workloads(scale)]
     finally:

@@ -33,7 +33,7 @@ from broker import props as imq
 from broker.config import BrokerConfig, ConfigError, format_properties, parse_properties
 from broker.security import acl
 from broker.security.filerepo import parse_passwd
-from broker.security.tls import PASSWORD_PROP, keystore_paths, passfile_path
+from broker.security.tls import PASSWORD_PROP, keystore_paths, passfile_path, write_key_file
 
 from . import security_actions as sec
 from .actions import ActionError, record_change
@@ -479,8 +479,8 @@ def _import_keystore(
     if dry_run:
         return
     ours.directory.mkdir(parents=True, exist_ok=True)
-    _write(ours.keystore, pem, 0o600)
-    _write(ours.certificate, cert, 0o644)
+    write_key_file(ours.keystore, pem, 0o600)
+    write_key_file(ours.certificate, cert, 0o644)
     passfile = passfile_path(config)
     lines: dict[str, str] = {}
     if passfile.is_file():
@@ -490,7 +490,7 @@ def _import_keystore(
             lines = {}
     lines[PASSWORD_PROP] = password
     passfile.parent.mkdir(parents=True, exist_ok=True)
-    _write(passfile, format_properties(lines).encode("latin-1"), 0o600)
+    write_key_file(passfile, format_properties(lines).encode("latin-1"), 0o600)
     record_change(
         actor,
         f"imported the keystore {found} of a stock instance into {ours.keystore}",
@@ -554,15 +554,6 @@ def convert_keystore(path: Path, password: str) -> tuple[bytes, bytes]:
         serialization.BestAvailableEncryption(password.encode("utf-8")),
     )
     return chain + key_pem, cert.public_bytes(serialization.Encoding.PEM)
-
-
-def _write(path: Path, data: bytes, mode: int) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
 
 
 # --------------------------------------------------------------------------------------

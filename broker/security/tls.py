@@ -21,6 +21,7 @@ properties syntax), which takes precedence.
 
 from __future__ import annotations
 
+import os
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,17 @@ def keystore_paths(config: BrokerConfig) -> KeystorePaths:
 def passfile_path(config: BrokerConfig) -> Path:
     directory = Path(config.get(props.PASSFILE_DIRPATH) or config.instance_dir / "etc")
     return directory / config.get(props.PASSFILE_NAME)
+
+
+def write_key_file(path: Path, data: bytes, mode: int) -> None:
+    """Write key material (a keystore, a certificate, a passfile) whole or not at all,
+    readable as ``mode`` says from its first byte."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
 
 
 def read_passfile(path: Path, key: str = PASSWORD_PROP) -> str | None:
@@ -144,4 +156,5 @@ __all__ = [
     "passfile_path",
     "read_passfile",
     "server_context",
+    "write_key_file",
 ]
