@@ -52,7 +52,7 @@ install-dev: $(BIN)/python
 	@# download: tests/portal_server.py launches /usr/bin/chromium).
 	test -x /usr/bin/chromium || { $(APT) update -q && $(APT) install -y -q chromium; }
 	@# The interoperability tests (tests/interop) compile C probes against the stock OpenMQ C
-	@# client (../shared/realclient/c, built against Debian's NSPR and NSS) and, once the stock
+	@# client (third_party/openmq/realclient/c, built against Debian's NSPR and NSS) and, once the stock
 	@# Java client jars are there, Java probes with javac.
 	command -v gcc >/dev/null || { $(APT) update -q && $(APT) install -y -q gcc libc6-dev; }
 	{ ls /usr/lib/*/libnspr4.so >/dev/null 2>&1 && ls /usr/lib/*/libnss3.so >/dev/null 2>&1; } || { $(APT) update -q && $(APT) install -y -q libnspr4 libnss3; }

@@ -19,7 +19,7 @@ with the same consumer against, alternately in each round:
   beforehand.  No broker can answer faster than this on the same machine.
 - **broker**: our broker (a fresh process, file store, defaults) with the queue filled
   beforehand by a producer of the same client, drained by the same consumer.
-- **stock** (``--stock``): the stock OpenMQ 6.9 broker (../shared/realbroker), likewise.
+- **stock** (``--stock``): the stock OpenMQ 6.9 broker (third_party/openmq/realbroker), likewise.
 - **baseline** (``--baseline DIR``): our broker from another checkout, likewise (before/after:
   ``git archive OLD | tar -x -C DIR``).
 
@@ -72,10 +72,8 @@ from broker.protocol.packet import (  # noqa: E402
 )
 from broker.protocol.portmapper import PortMapperTable, ServiceEntry  # noqa: E402
 from broker.protocol.types import FLAG_A, FLAG_C, FLAG_F, FLAG_Q, PacketType  # noqa: E402
+from broker.stock_paths import JAVA_CLIENT  # noqa: E402
 
-JAVA_CLIENT = Path(
-    os.environ.get("OPENMQ_JAVA_CLIENT", ROOT.parent / "shared" / "realclient" / "java")
-)
 JARS = [JAVA_CLIENT / "imq.jar", JAVA_CLIENT / "jakarta.jms-api-3.1.0.jar"]
 
 _SEQ = struct.Struct(">i")

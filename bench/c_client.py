@@ -3,7 +3,7 @@
     .venv/bin/python bench/c_client.py                  # 50,000 messages
     .venv/bin/python bench/c_client.py --count 20000 --host 127.0.0.1 --port 7676
 
-Compiles bench/c/cbench.c against ../shared/realclient/c (or $OPENMQ_CCLIENT) and runs,
+Compiles bench/c/cbench.c against third_party/openmq/realclient/c (or $OPENMQ_CCLIENT) and runs,
 on a queue each: a producer alone (the queue fills), a consumer alone (it drains that
 queue), then a consumer and a producer together (end to end, the consumer's rate). Each
 C process is one connection and one AUTO_ACKNOWLEDGE session.
@@ -12,7 +12,6 @@ C process is one connection and one AUTO_ACKNOWLEDGE session.
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -21,8 +20,9 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-CCLIENT = Path(os.environ.get("OPENMQ_CCLIENT", ROOT.parent / "shared" / "realclient" / "c"))
 sys.path.insert(0, str(ROOT))
+
+from broker.stock_paths import C_CLIENT as CCLIENT  # noqa: E402
 
 
 def build(out: Path) -> Path:

@@ -8,7 +8,7 @@ that nothing a client was told is stored was lost or wrongly duplicated.
 
 Each round starts a broker on a fresh var home (``--store jdbc``: a fresh database on a
 private PostgreSQL server, as tests/pg.py runs one) and runs bench/c/soak.c, compiled
-against libmqcrt (../shared/realclient/c or $OPENMQ_CCLIENT), on one queue: two producers
+against libmqcrt (third_party/openmq/realclient/c or $OPENMQ_CCLIENT), on one queue: two producers
 of PERSISTENT messages, one transacted producer (5 messages per transaction, some rolled
 back on purpose), and consumers in AUTO_ACKNOWLEDGE, CLIENT_ACKNOWLEDGE (ack every 5, now
 and then a recover) and transacted (commit every 4, now and then a rollback) sessions, and
@@ -54,10 +54,10 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
-CCLIENT = Path(os.environ.get("OPENMQ_CCLIENT", ROOT.parent / "shared" / "realclient" / "c"))
 sys.path.insert(0, str(ROOT))
 
 from broker.launcher import BrokerProcess, free_port, start_broker  # noqa: E402
+from broker.stock_paths import C_CLIENT as CCLIENT  # noqa: E402
 
 QUEUE = "soak.q"
 TXN_SIZE = 5

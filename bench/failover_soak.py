@@ -37,11 +37,9 @@ ROOT = HERE.parent
 sys.path.insert(0, str(ROOT))
 
 from broker.launcher import BrokerProcess, start_broker  # noqa: E402
+from broker.stock_paths import JAVA_CLIENT  # noqa: E402
 from tests.cluster_procs import start_cluster, start_member, wait_linked  # noqa: E402
 
-JAVA_CLIENT = Path(
-    os.environ.get("OPENMQ_JAVA_CLIENT", ROOT.parent / "shared" / "realclient" / "java")
-)
 JARS = [JAVA_CLIENT / "imq.jar", JAVA_CLIENT / "jakarta.jms-api-3.1.0.jar"]
 
 

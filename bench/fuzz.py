@@ -9,7 +9,7 @@ The targets are tests/fuzz_targets.py's (the fast tier runs each briefly:
 tests/test_fuzz_targets.py): JMQ packets and the connection engine from HELLO on,
 GPackets and a cluster link on a real ClusterService, the tunnel's HTTP reader and its
 packet stream, the UMS gateway's bodies.  Each is seeded with the captured vectors
-(../shared/vectors, tests/vectors_cluster) and the inputs kept from earlier runs
+(third_party/openmq/vectors, tests/vectors_cluster) and the inputs kept from earlier runs
 (``var/fuzz/corpus/TARGET``), and the broker's modules it exercises are instrumented
 for coverage.
 

@@ -15,7 +15,7 @@ subscribers, each acknowledging every message without asking for a reply, as the
 does for non-persistent topic messages), with a
 consumer RESUME_FLOW whenever a delivery carries the C flag (prefetch 1,000).  The
 messages are 1 KB BYTES messages shaped like the captured Java client's
-(../shared/vectors/send-messages: producer id, destination and class in the variable
+(third_party/openmq/vectors/send-messages: producer id, destination and class in the variable
 header, no properties).
 
 What it prints is the process CPU time per message sent (``time.process_time``),
@@ -162,7 +162,7 @@ def run_case(case: str, count: int, size: int, profile: cProfile.Profile | None)
             nonlocal client_time, delivered
             busy = False
             for c, cid in subs:
-                if not c.out:
+                if not c.flush_pending:
                     continue
                 busy = True
                 c0 = time.process_time()
@@ -193,8 +193,7 @@ def run_case(case: str, count: int, size: int, profile: cProfile.Profile | None)
 
         for data in reads:
             prod.receive_data(data)
-            prod.out = []
-            prod.output_pending = False
+            prod.data_to_send()
             serve()
         while serve():
             pass

@@ -1,6 +1,6 @@
 """The stock imqcmd against the stock OpenMQ broker and against ours, side by side.
 
-Starts the stock OpenMQ 6.9 broker (../shared/realbroker/run.sh) and ours
+Starts the stock OpenMQ 6.9 broker (third_party/openmq/realbroker/run.sh) and ours
 (broker.launcher.start_broker), gives each the same workload through the stock Java client
 (tests/interop/imqcmd_stock.py: a queue with messages, a topic with an inactive durable
 subscription, an open connection, an open transaction), runs the same imqcmd sequence

@@ -6,8 +6,8 @@
     .venv/bin/python bench/jms.py --brokers ours,stock --count 20000
 
 The program is bench/java/JmsBench.java: the stock OpenMQ Java client
-(../shared/realclient/java) against our broker (broker.launcher.start_broker) and the stock
-OpenMQ 6.9 broker (../shared/realbroker/run.sh), and, when Debian's ``activemq`` package is
+(third_party/openmq/realclient/java) against our broker (broker.launcher.start_broker) and the stock
+OpenMQ 6.9 broker (third_party/openmq/realbroker/run.sh), and, when Debian's ``activemq`` package is
 installed, the same source with javax.jms against ActiveMQ with its own client (a private
 instance on a free loopback port, KahaDB in a temporary directory).  Every broker runs on its
 defaults (the persistent sync-on rows: ``imq.persist.file.sync.enabled=true`` for both
@@ -29,7 +29,6 @@ The table shows each figure's range over the rounds and ours as a ratio to each 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import signal
 import socket
@@ -50,8 +49,8 @@ from broker.launcher import (  # noqa: E402
     start_broker,
     start_stock_broker,
 )
+from broker.stock_paths import JAVA_CLIENT as CLIENT  # noqa: E402
 
-CLIENT = Path(os.environ.get("OPENMQ_JAVA_CLIENT", ROOT.parent / "shared" / "realclient" / "java"))
 OPENMQ_JARS = [CLIENT / "imq.jar", CLIENT / "jakarta.jms-api-3.1.0.jar"]
 AMQ_HOME = Path("/usr/share/activemq")
 AMQ_JARS = [
@@ -203,12 +202,14 @@ def compile_bench(out: Path) -> tuple[str, str | None]:
     return f"{cp}:{omq}", amq_cp
 
 
-def start_activemq(tmp: Path) -> tuple[int, subprocess.Popen]:
-    """A private ActiveMQ listening on a free 127.0.0.1 port (openwire only)."""
+def start_activemq(tmp: Path, config: str = AMQ_CONFIG) -> tuple[int, subprocess.Popen]:
+    """A private ActiveMQ listening on a free 127.0.0.1 port: openwire only, or the one
+    transport connector ``config`` (an activemq.xml with ``{data}`` and ``{port}``)
+    names (bench/stomp.py's STOMP)."""
     port = free_port()
     tmp.mkdir(parents=True)
     conf = tmp / "activemq.xml"
-    conf.write_text(AMQ_CONFIG.format(data=tmp / "data", port=port))
+    conf.write_text(config.format(data=tmp / "data", port=port))
     log = open(tmp / "activemq.log", "wb")  # noqa: SIM115 - lives as long as the process
     proc = subprocess.Popen(
         [

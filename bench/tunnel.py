@@ -6,7 +6,7 @@
                                                         # OpenMQ's tunnel servlet
 
 The program is bench/java/TunnelBench.java on the stock OpenMQ Java client
-(../shared/realclient/java): CLIENTS connections in one JVM, each a producer and a
+(third_party/openmq/realclient/java): CLIENTS connections in one JVM, each a producer and a
 consumer on a queue of its own, sending a non-persistent 1 KB message and waiting for it
 to come back before the next (one message in flight per client).  It prints the rate of
 all clients together and the round trips' percentiles, first over TCP
@@ -19,7 +19,6 @@ Grizzly server the stock broker ships (tests/interop/stock_tunnel/StockTunnel.ja
 from __future__ import annotations
 
 import argparse
-import os
 import subprocess
 import sys
 import tempfile
@@ -40,8 +39,8 @@ from broker.launcher import (  # noqa: E402
     terminate,
 )
 from broker.protocol.portmapper import parse_table  # noqa: E402
+from broker.stock_paths import JAVA_CLIENT as CLIENT  # noqa: E402
 
-CLIENT = Path(os.environ.get("OPENMQ_JAVA_CLIENT", ROOT.parent / "shared" / "realclient" / "java"))
 JARS = [CLIENT / "imq.jar", CLIENT / "jakarta.jms-api-3.1.0.jar"]
 
 

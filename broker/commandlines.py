@@ -55,7 +55,8 @@ def broker_command(*args: str, python: str | None = None) -> list[str]:
 def portal_command(port: int | str, host: str = LOOPBACK, *extra: str) -> list[str]:
     """The portal: daphne serving the ASGI application on ``host:port`` (``extra``:
     more daphne options, before the application), through portal/serve.py, which adds
-    the read timeout daphne lacks."""
+    the read timeout daphne lacks and serves HTTPS when its environment names key
+    material (broker/security/https.py)."""
     return [
         sys.executable, "-m", "portal.serve",
         "-b", host,
@@ -65,9 +66,18 @@ def portal_command(port: int | str, host: str = LOOPBACK, *extra: str) -> list[s
     ]  # fmt: skip
 
 
-def ums_gateway_command(port: int | str, host: str = LOOPBACK) -> list[str]:
+def ums_gateway_command(
+    port: int | str,
+    host: str = LOOPBACK,
+    *,
+    certfile: str | None = None,
+    keyfile: str | None = None,
+) -> list[str]:
     """The UMS gateway process: the portal's application under uvicorn (uvloop,
-    httptools), whose /ums/simple and /ums/xml skip Django (portal/ums/asgi.py)."""
+    httptools), whose /ums/simple and /ums/xml skip Django (portal/ums/asgi.py).
+    ``certfile``/``keyfile``: serve HTTPS with them (the key's password, if any, in the
+    environment: broker/security/https.py)."""
+    tls = ["--ssl-certfile", certfile, "--ssl-keyfile", keyfile or certfile] if certfile else []
     return [
         sys.executable, "-m", "uvicorn",
         "--host", host,
@@ -79,6 +89,7 @@ def ums_gateway_command(port: int | str, host: str = LOOPBACK) -> list[str]:
         "--no-access-log",
         # Waiting receives get 5 s to be answered, then the process stops regardless.
         "--timeout-graceful-shutdown", "5",
+        *tls,
         ASGI_APPLICATION,
     ]  # fmt: skip
 

@@ -494,6 +494,20 @@ class BrokerConfig:
         """Return all effective properties, expanded (for imqcmd query / getConfiguration)."""
         return {name: self.get(name) or "" for name in self.names()}
 
+    def configured_names(self) -> dict[str, str]:
+        """Every property set above the defaults, with where it was set (the highest layer
+        that sets it): ``on the command line`` (``-D``), ``in config.properties`` (the
+        instance's file) or ``in the cluster configuration file``."""
+        out: dict[str, str] = {}
+        for where, layer in (
+            ("on the command line", self._overrides),
+            ("in config.properties", self._file),
+            ("in the cluster configuration file", self._cluster),
+        ):
+            for name in layer:
+                out.setdefault(name, where)
+        return out
+
     def configured(self, name: str) -> bool:
         """Whether ``name`` is set above the defaults (the instance file, ``-D``)."""
         return any(name in layer for layer in (self._computed, self._overrides, self._file))

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.commandlines import broker_command, manage_command
+from broker.stock_paths import REALBROKER
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -217,8 +218,7 @@ def _runbroker(*args: str) -> list[str]:
 
 
 # The stock OpenMQ 6.9 broker, the reference every behaviour and benchmark is compared with
-# (../shared/realbroker; OPENMQ_REALBROKER names another copy).
-REALBROKER = Path(os.environ.get("OPENMQ_REALBROKER", ROOT.parent / "shared" / "realbroker"))
+# (third_party/openmq/realbroker; OPENMQ_REALBROKER names another copy).
 # What hosts OpenMQ's own HTTP tunnel servlet (imq.jar) in the Grizzly the stock broker
 # ships: the stock side of the tunnel tests and benchmark.
 STOCK_SERVLET_JARS = [
@@ -281,7 +281,7 @@ def start_stock_broker(
     timeout: float = 90.0,
     host: str = "127.0.0.1",
 ) -> StockBrokerProcess:
-    """Start ``../shared/realbroker/run.sh`` with ``-Dname=value`` overrides; wait for ready.
+    """Start ``third_party/openmq/realbroker/run.sh`` with ``-Dname=value`` overrides; wait for ready.
 
     Its jms and admin services take dynamic ports, found through the port mapper as every
     client finds them. Raises RuntimeError naming what is missing or what it printed.

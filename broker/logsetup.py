@@ -542,6 +542,8 @@ def configure_logging(config: BrokerConfig, loglevel: str | None, tty: bool) -> 
     max_bytes = config.get(props.LOG_ROLLOVER_SIZE)
     if max_bytes <= 0:
         max_bytes = config.get(props.LOG_ROLLOVER_BYTES)
+    if max_bytes <= 0:
+        max_bytes = config.get(props.LOG_FILE_LIMIT)  # OpenMQ 6.9's name
     rollover_secs = config.get(props.LOG_ROLLOVER_SECS)
 
     handlers: list[logging.Handler] = []

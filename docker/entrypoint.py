@@ -4,8 +4,10 @@
     entrypoint.py portal                       daphne serving portal.asgi on 0.0.0.0
     entrypoint.py ums                          the UMS HTTP gateway (uvicorn, as manage.py up)
     entrypoint.py worker | beat                Celery's worker / beat (``celery -A portal``)
-    entrypoint.py migrate                      migrate the database; admin's password from
-                                               IMQ_ADMIN_PASSWORD (a one-shot before the rest)
+    entrypoint.py migrate                      migrate the database; the first time, admin's
+                                               password from IMQ_INITIAL_ADMIN_PASSWORD; the
+                                               portal's broker account from its secret (a
+                                               one-shot before the rest)
     entrypoint.py spark-master | spark-worker  Spark's standalone master / worker, from the
                                                Spark that pyspark ships (same version as the
                                                rollup job's driver)
@@ -13,9 +15,16 @@
     entrypoint.py health WHAT                  exit 0 when WHAT (one of the above) serves
     entrypoint.py COMMAND ARGS...              anything else is executed as given
 
+HTTPS: with ``PORTAL_HTTPS_CERT`` and ``PORTAL_HTTPS_KEY`` (paths, e.g. Docker secrets:
+docker/https.yaml) the portal and the UMS gateway serve HTTPS, and their health checks
+ask over HTTPS; an encrypted key's password is ``PORTAL_HTTPS_KEY_PASSWORD`` (or its
+``_FILE``).  Bad key material stops the container with one line (exit 2).
+
 Secrets: for each of SECRET_VARIABLES, ``NAME_FILE`` names a file (a Docker secret) whose
 content becomes ``NAME``.  ``DATABASE_PASSWORD`` is put into ``DATABASE_URL``, so the URL
-itself can sit in the compose file without its password.
+itself can sit in the compose file without its password.  ``IMQ_PORTAL_SECRET_FILE`` and
+``IMQ_ADMIN_PASSWORD_FILE`` stay files: the portal reads them itself, again when they
+change (broker/admin/credentials.py).
 
 The process is exec'd, not started as a child: it gets the container's signals itself.
 """
@@ -25,6 +34,7 @@ from __future__ import annotations
 import os
 import shlex
 import socket
+import ssl
 import sys
 import urllib.error
 import urllib.request
@@ -37,8 +47,9 @@ SECRET_VARIABLES = (
     "DATABASE_URL",
     "DATABASE_PASSWORD",
     "REDIS_URL",
-    "IMQ_ADMIN_PASSWORD",
+    "IMQ_INITIAL_ADMIN_PASSWORD",
     "METRICS_TOKEN",
+    "PORTAL_HTTPS_KEY_PASSWORD",
 )
 SERVICES = ("broker", "portal", "ums", "worker", "beat", "migrate", "spark-master", "spark-worker")
 BEAT_PIDFILE = "/tmp/imq-celery-beat.pid"  # the container's own /tmp
@@ -116,7 +127,14 @@ def command(service: str, args: list[str], env: dict[str, str]) -> list[str]:
         return cl.portal_command(port, bind, *args)
     if service == "ums":
         bind = env.get("UMS_BIND") or "0.0.0.0"
-        return [*cl.ums_gateway_command(int(env.get("UMS_PORT") or 8001), bind), *args]
+        cert = env.get("PORTAL_HTTPS_CERT") or None
+        cmd = cl.ums_gateway_command(
+            int(env.get("UMS_PORT") or 8001),
+            bind,
+            certfile=cert,
+            keyfile=(env.get("PORTAL_HTTPS_KEY") or cert) if cert else None,
+        )
+        return [*cmd, *args]
     if service == "worker":
         return cl.celery_worker_command(
             worker_name(env),
@@ -154,13 +172,31 @@ def command(service: str, args: list[str], env: dict[str, str]) -> list[str]:
     raise EntryError(f"unknown service {service!r}")
 
 
+def https_environment(env: dict[str, str]) -> dict[str, str]:
+    """The portal's or the UMS gateway's environment with its HTTPS key material checked
+    (EntryError saying what is wrong) and handed on as the servers take it."""
+    _project_importable()
+    from broker.security.https import HttpsError, HttpsKeys
+
+    try:
+        keys = HttpsKeys.from_env(env)
+        if keys is None:
+            return env
+        keys.server_context()
+    except HttpsError as exc:
+        raise EntryError(str(exc)) from None
+    return {**env, **keys.environment()}
+
+
 def worker_name(env: dict[str, str]) -> str:
     return f"imq-worker@{env.get('HOSTNAME') or socket.gethostname()}"
 
 
 def migrate() -> None:
-    """Bring the schema up and, when IMQ_ADMIN_PASSWORD is given, make it the broker
-    administrator's password (the secret is the source of truth at every start)."""
+    """Bring the schema up; the first time (admin still on its shipped password), make
+    IMQ_INITIAL_ADMIN_PASSWORD admin's password -- never again, so a password changed on
+    the Users page or with imqusermgr stays; and make the portal's own broker account
+    follow its secret (IMQ_PORTAL_SECRET_FILE)."""
     import django
 
     _project_importable()
@@ -168,30 +204,57 @@ def migrate() -> None:
     django.setup()
     from django.core.management import call_command
 
-    from broker.admin import security_actions
+    from broker.admin.credentials import broker_credentials
     from broker.security.users import ensure_default_users
 
     call_command("migrate", interactive=False, verbosity=1)
     created = ensure_default_users()
     if created:
         print(f"migrate: created default users: {', '.join(created)}", flush=True)
-    password = os.environ.get("IMQ_ADMIN_PASSWORD", "")
-    user = os.environ.get("IMQ_ADMIN_USER") or "admin"
+    password = os.environ.get("IMQ_INITIAL_ADMIN_PASSWORD", "")
     if password:
-        actor = security_actions.command_line_actor("docker migrate")
-        if any(u["username"] == user for u in security_actions.list_users()):
-            security_actions.update_user(actor, user, password=password)
-        else:
-            security_actions.create_user(actor, user, password, groups=["admin"])
-        print(f"migrate: {user}'s password set from IMQ_ADMIN_PASSWORD", flush=True)
+        print(f"migrate: {first_admin_password(password)}", flush=True)
+    creds = broker_credentials()  # creates or updates the portal's own account
+    print(f"migrate: the portal reaches the broker as {creds.user}, {creds.source}", flush=True)
+
+
+def first_admin_password(password: str) -> str:
+    """Give admin ``password`` while admin is still on its shipped one (a new database);
+    what was done, as a line for the log."""
+    from broker.admin import security_actions
+    from broker.models import BrokerUser
+    from broker.security.digest import password_digest
+    from broker.security.shipped import on_shipped_password
+
+    record = BrokerUser.objects.filter(username="admin").first()
+    if record is None:
+        return "no user admin: IMQ_INITIAL_ADMIN_PASSWORD not applied"
+    if record.password_digest == password_digest("admin", password):
+        return "admin's password is the one of IMQ_INITIAL_ADMIN_PASSWORD"
+    if not on_shipped_password("admin", record.password_digest):
+        return (
+            "admin's password was changed after the first start: IMQ_INITIAL_ADMIN_PASSWORD "
+            "(secret imq_admin_password) only sets the first one and is not applied again; "
+            "change passwords on the portal's Users page or with imqusermgr"
+        )
+    actor = security_actions.command_line_actor("docker migrate")
+    security_actions.update_user(actor, "admin", password=password)
+    return "admin's first password set from IMQ_INITIAL_ADMIN_PASSWORD"
 
 
 # -- health checks ------------------------------------------------------------------------
 
 
 def http_answers(url: str) -> bool:
+    context = None
+    if url.startswith("https:"):
+        # The container asks itself: its certificate names the host clients use, not
+        # 127.0.0.1, and may be signed by a CA the image does not carry.
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
     try:
-        with urllib.request.urlopen(url, timeout=5) as r:  # our own URL
+        with urllib.request.urlopen(url, timeout=5, context=context) as r:  # our own URL
             return r.status == 200
     except (OSError, urllib.error.URLError):
         return False
@@ -213,10 +276,11 @@ def healthy(what: str, env: dict[str, str]) -> bool:
         from broker.launcher import portmapper_answers
 
         return portmapper_answers("127.0.0.1", int(env.get("IMQ_PORT") or 7676), timeout=5)
+    scheme = "https" if env.get("PORTAL_HTTPS_CERT") else "http"
     if what == "portal":
-        return http_answers(f"http://127.0.0.1:{env.get('PORTAL_PORT') or 8000}/healthz")
+        return http_answers(f"{scheme}://127.0.0.1:{env.get('PORTAL_PORT') or 8000}/healthz")
     if what == "ums":
-        return http_answers(f"http://127.0.0.1:{env.get('UMS_PORT') or 8001}/healthz")
+        return http_answers(f"{scheme}://127.0.0.1:{env.get('UMS_PORT') or 8001}/healthz")
     if what == "worker":
         import subprocess
 
@@ -258,6 +322,8 @@ def main(argv: list[str]) -> int:
                 env.setdefault("SPARK_HOME", spark_home())
                 # Spark's default work dir is inside its (root-owned) installation.
                 env.setdefault("SPARK_WORKER_DIR", "/tmp/spark-worker")
+            if service in ("portal", "ums"):
+                env = https_environment(env)
             cmd = command(service, args, env)
         else:
             cmd = [service, *args]

@@ -8,6 +8,11 @@ gateway's read timeout, and a request cut off by it is answered 408 as the gatew
 answers (``connection: close``; on ``/ums/`` the UMS headers too) and logged once.
 Between requests the timeout closes an idle keep-alive connection, as uvicorn's does.
 
+With ``PORTAL_HTTPS_CERT`` and ``PORTAL_HTTPS_KEY`` in the environment
+(broker/security/https.py) the same ``-b``/``-p`` address serves HTTPS instead of HTTP:
+daphne's endpoint strings have no room for a key password, so its TCP endpoints are
+swapped for TLS ones here.
+
 Run as ``python -m portal.serve`` with daphne's arguments (``broker.commandlines
 .portal_command``).
 """
@@ -15,6 +20,8 @@ Run as ``python -m portal.serve`` with daphne's arguments (``broker.commandlines
 from __future__ import annotations
 
 import logging
+import os
+import sys
 
 from daphne import server as daphne_server
 from daphne.cli import CommandLineInterface
@@ -80,6 +87,15 @@ def main() -> None:
     # daphne's Server.run builds its factory from this module global; there is no option
     # for Twisted's timeout, so the factory is swapped here, before the CLI runs.
     daphne_server.HTTPFactory = PortalHTTPFactory  # type: ignore[misc]
+    from broker.security.https import HttpsError, HttpsKeys, tls_endpoints
+
+    try:
+        keys = HttpsKeys.from_env(os.environ)
+        factory = keys.twisted_context_factory() if keys is not None else None
+    except HttpsError as exc:
+        sys.exit(f"portal: {exc}")
+    if factory is not None:
+        daphne_server.serverFromString = tls_endpoints(factory)  # type: ignore[attr-defined]
     CommandLineInterface.entrypoint()
 
 

@@ -15,8 +15,28 @@ IMQ_JMS_PORT        jms service port (default: 0, dynamic)
 IMQ_ADMIN_PORT      admin service port (default: 0, dynamic)
 IMQ_BROKER_HOST     host of the broker the portal administers (default: localhost; its
                     port mapper is IMQ_PORT, default 7676)
-IMQ_ADMIN_USER      the broker administrator the portal logs in as (default: admin)
-IMQ_ADMIN_PASSWORD  its password (default: admin, OpenMQ's shipped administrator)
+IMQ_PORTAL_SECRET_FILE  the password of the portal's own broker account imq.portal, which
+                    the portal, the REST API, /metrics and the jobs log in to the broker
+                    with (default: <IMQ_VARHOME>/portal.secret, made at first use, 0600;
+                    broker/admin/credentials.py)
+IMQ_ADMIN_USER      instead, an administrator the operator manages (LDAP, a passwd
+IMQ_ADMIN_PASSWORD  file, a broker on another database): its name (default admin) and
+IMQ_ADMIN_PASSWORD_FILE  its password, or a file holding it (read again when it changes)
+IMQ_ADMIN_SECURE    "true": the portal, REST API, /metrics and the jobs reach the broker
+                    over its TLS admin service (ssladmin) instead of admin
+IMQ_ADMIN_TRUSTSTORE  with IMQ_ADMIN_SECURE, a PEM file of the certificates to trust
+                    (default: the system's CAs and the local instance's keystore.crt)
+
+Behind a TLS-terminating proxy (docs/operators/running.md, "HTTPS"):
+CSRF_TRUSTED_ORIGINS  comma-separated origins the browser sees, e.g.
+                    https://mq.example.com (Django refuses a login form posted from
+                    another origin than its own)
+TRUST_X_FORWARDED_PROTO  "true": a request with X-Forwarded-Proto: https counts as
+                    HTTPS (SECURE_PROXY_SSL_HEADER); only behind a proxy that sets it
+USE_X_FORWARDED_HOST  "true": the host is the proxy's X-Forwarded-Host
+SECURE_COOKIES      "true": session and CSRF cookies only over HTTPS (default: true when
+                    the portal serves HTTPS itself, PORTAL_HTTPS_CERT, or
+                    TRUST_X_FORWARDED_PROTO is on)
 PORTAL_LDAP_RECHECK_SECONDS  with the LDAP user repository, how long the portal trusts
                     its last look at a logged-in user's groups (default: 30; 0: ask the
                     directory on every request)
@@ -91,8 +111,25 @@ IMQ_PORTS = {
 # The broker the portal, the REST API and imqcmd administer (through its admin service).
 IMQ_BROKER_HOST = os.environ.get("IMQ_BROKER_HOST") or "localhost"
 IMQ_BROKER_PORT = int(os.environ.get("IMQ_PORT") or imq.PORTMAPPER_PORT.default or 0)
-IMQ_ADMIN_USER = os.environ.get("IMQ_ADMIN_USER") or "admin"
-IMQ_ADMIN_PASSWORD = os.environ.get("IMQ_ADMIN_PASSWORD") or "admin"
+# Who the portal logs in to that broker as: broker.admin.credentials.broker_credentials().
+IMQ_PORTAL_SECRET_FILE = Path(
+    os.environ.get("IMQ_PORTAL_SECRET_FILE") or IMQ_VARHOME / "portal.secret"
+)
+IMQ_ADMIN_USER = os.environ.get("IMQ_ADMIN_USER", "")
+IMQ_ADMIN_PASSWORD = os.environ.get("IMQ_ADMIN_PASSWORD", "")
+IMQ_ADMIN_PASSWORD_FILE = os.environ.get("IMQ_ADMIN_PASSWORD_FILE", "")
+IMQ_ADMIN_SECURE = _env_bool("IMQ_ADMIN_SECURE")
+IMQ_ADMIN_TRUSTSTORE = os.environ.get("IMQ_ADMIN_TRUSTSTORE") or None
+
+# HTTPS: served here (broker/security/https.py) or terminated by a proxy in front.
+CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", [])
+if _env_bool("TRUST_X_FORWARDED_PROTO"):
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+USE_X_FORWARDED_HOST = _env_bool("USE_X_FORWARDED_HOST")
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = _env_bool(
+    "SECURE_COOKIES",
+    bool(os.environ.get("PORTAL_HTTPS_CERT")) or _env_bool("TRUST_X_FORWARDED_PROTO"),
+)
 # portal/auth.py: an LDAP user's administrator rights are re-read at most this often.
 PORTAL_LDAP_RECHECK_SECONDS = float(os.environ.get("PORTAL_LDAP_RECHECK_SECONDS") or 30)
 

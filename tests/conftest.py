@@ -37,7 +37,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         choices=("ours", "stock"),
         default=None,
         help="run the Java-client programs of tests/interop against our broker (default) or the "
-        "stock OpenMQ 6.9 broker of ../shared/realbroker (also INTEROP_BROKER=stock)",
+        "stock OpenMQ 6.9 broker of third_party/openmq/realbroker (also INTEROP_BROKER=stock)",
     )
 
 
@@ -53,7 +53,8 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers", "broker_props(*props): -D properties of a module's interop_broker"
     )
     config.addinivalue_line(
-        "markers", "needs_vectors: fails (never skips) without ../shared/vectors (tests/vectors.py)"
+        "markers",
+        "needs_vectors: fails (never skips) without third_party/openmq/vectors (tests/vectors.py)",
     )
 
 
@@ -82,6 +83,8 @@ LONGEST_FIRST = [
     "tests/test_acl.py",
     "tests/test_definitions.py",
     "tests/test_up.py",
+    "tests/test_up_rollup.py",
+    "tests/interop/test_stock_import.py",
     "tests/test_pipeline_rollup.py",
     "tests/test_workflow_pages.py",
     "tests/test_filestore.py",

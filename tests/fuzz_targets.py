@@ -16,7 +16,7 @@ connection -- and raises anything else:
 
 Every target's input starts with a mode byte the target reads its options from (how to
 cut the stream into reads, whether the harness logs in first, ...); ``seeds()`` gives
-inputs built from the captured vectors (../shared/vectors, tests/vectors_cluster).
+inputs built from the captured vectors (third_party/openmq/vectors, tests/vectors_cluster).
 """
 
 from __future__ import annotations
@@ -35,13 +35,14 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from broker.stock_paths import VECTORS
+
 if TYPE_CHECKING:
     from broker.protocol.brokerinfo import BrokerInfo
 
 __all__ = ["TARGETS", "Hang", "InvariantBroken", "Target", "hang_limit", "setup"]
 
 ROOT = Path(__file__).resolve().parent.parent
-VECTORS = Path(os.environ.get("IMQ_TEST_VECTORS") or ROOT.parent / "shared" / "vectors")
 CLUSTER_VECTORS = ROOT / "tests" / "vectors_cluster"
 
 
@@ -446,9 +447,7 @@ class EngineTarget(Target):
                     raise InvariantBroken(f"unknown effect {eff!r}")
 
         def output() -> list[Packet]:
-            data = b"".join(e.out)
-            e.out = []
-            e.output_pending = False
+            data = b"".join(e.data_to_send())
             if not data:
                 return []
             reader = PacketReader(1 << 30)
@@ -794,8 +793,11 @@ class LinkTarget(Target):
         ERRORS.check()
         _check(engine.state is LinkState.CLOSED, "the link is not closed")
         _check(link not in svc.links.values(), "a closed link is still listed as up")
-        _check(not any(k[0] is link for k in svc.remotes), "remote consumers outlived the link")
-        _check(not any(k[0] is link for k in svc.inbound), "inbound origins outlived the link")
+        remotes = svc.delivery.consumers.remotes
+        _check(not any(k[0] is link for k in remotes), "remote consumers outlived the link")
+        _check(
+            not any(k[0] is link for k in svc.delivery.inbound), "inbound origins outlived the link"
+        )
 
 
 # -- the HTTP tunnel ------------------------------------------------------------------
@@ -1119,6 +1121,158 @@ class UmsTarget(Target):
             soap.transformed(c.rest(), {"service": "receive_reply", "destination": "q"})
 
 
+class StompFrameTarget(Target):
+    """The STOMP frame reader (broker/protocol/stomp.py): the mode byte picks the version
+    and how reads are cut; each frame read is encoded again and must read back the same,
+    and nothing but StompError may come out."""
+
+    name = "stomp-frames"
+    modules = ("broker.protocol.stomp",)
+
+    def seeds(self) -> list[bytes]:
+        from broker.protocol.stomp import encode_frame
+
+        frames = [
+            b"CONNECT\naccept-version:1.0,1.1,1.2\nhost:/\nheart-beat:1000,1000\n\n\x00",
+            encode_frame("SEND", [("destination", "/queue/a"), ("k", "a:b\\c")], b"x\x00y"),
+            b"SEND\r\ndestination:/topic/t\r\nreceipt:7\r\n\r\nhello\x00\r\n\n",
+            b"SUBSCRIBE\nid:0\ndestination:/queue/a\nack:client-individual\n\n\x00",
+            b"ACK\nid:m-1\ntransaction:t\n\n\x00DISCONNECT\nreceipt:9\n\n\x00",
+        ]
+        return [bytes([m]) + f for m in (0, 1, 2, 5) for f in frames]
+
+    def __call__(self, data: bytes) -> None:
+        from broker.protocol.stomp import VERSIONS, FrameReader, StompError, encode_frame
+
+        c = Cursor(data)
+        mode = c.byte()
+        version = VERSIONS[mode % 3]
+        stream = c.rest()
+        reader = FrameReader(version, max_frame=1 << 14, max_headers=64, max_header_line=1024)
+        try:
+            for chunk in _reads(stream, mode // 3):
+                for f in reader.feed(chunk):
+                    again = FrameReader(version).feed(
+                        encode_frame(f.command, f.headers, f.body, version, content_length=False)
+                    )
+                    if version == "1.0" or f.command in ("CONNECT", "CONNECTED"):
+                        # Unescaped versions cannot carry every value: the body is the check.
+                        _check(
+                            len(again) == 1 and again[0].body == f.body,
+                            "{!r} does not round-trip",
+                            f,
+                        )
+                    else:
+                        want = f
+                        if version == "1.1":
+                            # 1.1 has no escape for CR: the writer makes it a space.
+                            cr = [
+                                (k.replace("\r", " "), v.replace("\r", " ")) for k, v in f.headers
+                            ]
+                            want = type(f)(f.command, cr, f.body)
+                        _check(again == [want], "{!r} does not round-trip: {!r}", f, again)
+        except StompError:
+            pass
+
+
+class JmxRmiTarget(Target):
+    """The JMX RMI connector's engine (broker/engine/jmx.py over broker/protocol/jrmp.py):
+    the mode byte picks how reads are cut and whether logins succeed; bad input must
+    close that connection (a Close effect, nothing after it), never raise."""
+
+    name = "jmx-rmi"
+    modules = ("broker.protocol.jrmp", "broker.protocol.jmxser", "broker.engine.jmx")
+
+    def seeds(self) -> list[bytes]:
+        from broker.protocol import jmxser
+        from broker.protocol.jrmp import encode_call, encode_handshake
+
+        config = "com.sun.messaging.jms.server:type=Broker,subtype=Config"
+        srv = self._server()
+        calls = [
+            encode_call(srv.server_id, -1089742558549201240, [jmxser.string_array(["a", "b"])]),
+            encode_call(srv.server_id, -8081107751519807347, []),
+            encode_call(
+                srv.server_id, -1089783104982388203, [jmxser.object_name(config), "Port", None]
+            ),
+        ]
+        return [
+            bytes([m]) + encode_handshake("h", 0) + b"".join(calls) + b"\x52" for m in (0, 1, 7)
+        ]
+
+    _srv = None
+
+    def _server(self):  # type: ignore[no-untyped-def]
+        from types import SimpleNamespace
+
+        from broker.config import BrokerConfig
+        from broker.engine.jmx import JmxServer
+        from broker.engine.jmx_mbeans import Registry, broker_mbeans
+        from broker.protocol.jrmp import ObjID
+
+        if self._srv is None:
+            broker = SimpleNamespace(config=BrokerConfig({}), portmapper_port=7676)
+            self._srv = JmxServer(
+                Registry(broker_mbeans()), broker, "127.0.0.1", 1, server_id=ObjID(77, 1, 2, 3)
+            )
+        return self._srv
+
+    def __call__(self, data: bytes) -> None:
+        from broker.engine.jmx import Authenticate, Close, JrmpSession
+
+        c = Cursor(data)
+        mode = c.byte()
+        session = JrmpSession(self._server(), "127.0.0.1", 1)
+        closed = False
+        for chunk in _reads(c.rest(), mode // 2):
+            pending = session.feed(chunk)
+            while pending:
+                effect = pending.pop(0)
+                _check(not closed, "output after a close: {!r}", effect)
+                if isinstance(effect, Close):
+                    closed = True
+                elif isinstance(effect, Authenticate):
+                    pending += session.auth_result(effect, bool(mode & 1), "fuzz")
+        self._server().clients.clear()
+
+
+class WebSocketTarget(Target):
+    """The WebSocket codec of the wsjms/wssjms services (broker/protocol/websocket.py):
+    the mode byte cuts the reads; the upgrade, frames and whatever follows may raise only
+    WebSocketError, and a refused connection gets an answer to send."""
+
+    name = "websocket"
+    modules = ("broker.protocol.websocket",)
+
+    def seeds(self) -> list[bytes]:
+        from wsproto import ConnectionType, WSConnection
+        from wsproto.events import Ping, Request, TextMessage
+
+        from broker.protocol.websocket import WebSocketServer
+
+        c = WSConnection(ConnectionType.CLIENT)
+        upgrade = c.send(Request(host="h", target="/wsjms/mqstomp", subprotocols=["v12.stomp"]))
+        server = WebSocketServer("wsjms", 1 << 14)
+        server.receive(upgrade)
+        c.receive_data(server.take_outgoing())
+        list(c.events())
+        frames = c.send(TextMessage("CONNECT\n\n\x00")) + c.send(Ping(b"p"))
+        return [bytes([m]) + upgrade + frames for m in (0, 1, 7)]
+
+    def __call__(self, data: bytes) -> None:
+        from broker.protocol.websocket import WebSocketError, WebSocketServer
+
+        c = Cursor(data)
+        mode = c.byte()
+        server = WebSocketServer("wsjms", 1 << 14)
+        try:
+            for chunk in _reads(c.rest(), mode):
+                server.receive(chunk)
+                server.take_outgoing()
+        except WebSocketError:
+            _check(server.closed or not server.open, "an error left the connection open")
+
+
 TARGETS: dict[str, type[Target]] = {
     t.name: t
     for t in (
@@ -1129,5 +1283,8 @@ TARGETS: dict[str, type[Target]] = {
         TunnelHttpTarget,
         TunnelPacketTarget,
         UmsTarget,
+        StompFrameTarget,
+        JmxRmiTarget,
+        WebSocketTarget,
     )
 }

@@ -149,12 +149,19 @@ def start_portal(
     broker: BrokerProcess,
     redis_url: str,
     *,
-    admin_user: str = "admin",
+    admin_user: str | None = "admin",
     admin_password: str = "admin",
     extra_env: dict[str, str] | None = None,
 ) -> tuple[subprocess.Popen, int, dict[str, str], Path]:
-    """Start daphne serving portal.asgi for ``broker``; (process, port, env, log path)."""
+    """Start daphne serving portal.asgi for ``broker``; (process, port, env, log path).
+    ``admin_user`` None: the portal logs in to the broker with its own account
+    (broker/admin/credentials.py), as it does unless told otherwise."""
     env = dict(broker.extra["env"])
+    if admin_user is not None:
+        env.update({"IMQ_ADMIN_USER": admin_user, "IMQ_ADMIN_PASSWORD": admin_password})
+    else:
+        for name in ("IMQ_ADMIN_USER", "IMQ_ADMIN_PASSWORD", "IMQ_ADMIN_PASSWORD_FILE"):
+            env.pop(name, None)
     env.update(
         {
             "REDIS_URL": redis_url,
@@ -162,8 +169,6 @@ def start_portal(
             "IMQ_INSTANCE": broker.instance,
             "IMQ_BROKER_HOST": broker.host,
             "IMQ_PORT": str(broker.portmapper_port),
-            "IMQ_ADMIN_USER": admin_user,
-            "IMQ_ADMIN_PASSWORD": admin_password,
             "ALLOWED_HOSTS": "127.0.0.1,localhost",
             "DJANGO_SETTINGS_MODULE": "portal.settings",
             "PYTHONUNBUFFERED": "1",
@@ -198,7 +203,7 @@ def start_stack(
     tmp: Path | None = None,
     *broker_props: str,
     config_props: dict[str, str] | None = None,
-    admin_user: str = "admin",
+    admin_user: str | None = "admin",
     admin_password: str = "admin",
     instance: str = "testbroker",
 ) -> PortalStack:

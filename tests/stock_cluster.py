@@ -38,6 +38,7 @@ from broker.launcher import (  # noqa: E402
 )
 from broker.protocol import gpacket as gp  # noqa: E402
 from broker.server.clustering import cluster_client_context  # noqa: E402
+from broker.stock_paths import JAVA_CLIENT  # noqa: E402
 from tests.jvmflags import JAVA, JAVAC, STOCK_BROKER_JVM  # noqa: E402
 
 # The match properties of a stock broker with default settings (ours sends the same).
@@ -103,7 +104,6 @@ def ssl_props(keys: Path) -> tuple[str, ...]:
 
 
 NETWORK = ipaddress.ip_network("198.18.0.0/15")
-JAVA_CLIENT = ROOT.parent / "shared" / "realclient" / "java"
 JARS = [JAVA_CLIENT / "imq.jar", JAVA_CLIENT / "jakarta.jms-api-3.1.0.jar"]
 
 QUEUE_HOP = """\

@@ -27,6 +27,8 @@ def api(broker, settings, tmp_path) -> APIClient:
     settings.IMQ_BROKER_HOST = broker.host
     settings.IMQ_BROKER_PORT = broker.portmapper_port
     settings.IMQ_VARHOME = tmp_path / "portal-var"
+    # The broker has a database of its own: the portal logs in as its admin/admin.
+    settings.IMQ_ADMIN_USER, settings.IMQ_ADMIN_PASSWORD = "admin", "admin"
     security_actions.create_user("setup", ADMIN, ADMIN_PW, ["admin", "user"])
     client = APIClient()
     r = client.post("/api/token/", {"username": ADMIN, "password": ADMIN_PW}, format="json")

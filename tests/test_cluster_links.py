@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from broker.cluster.config import ClusterConfig
-from broker.cluster.delivery import _write_record
+from broker.cluster.interests import write_record
 from broker.cluster.link import BrokerLink
 from broker.cluster.service import ClusterService
 from broker.core.message import Message
@@ -88,11 +88,11 @@ class _Wire:
 def _durable_interest(svc: ClusterService, link: BrokerLink, consumer_id: int) -> None:
     rec = _interest("prices", client_id="cid", durable="d1", queue=False)
     # The subscription's own interest, then its consumer attaching (as OpenMQ does).
-    svc._add_remote(link, gp.ConsumerUID(consumer_id, 9, PEER), rec, 1)
+    svc.delivery._add_remote(link, gp.ConsumerUID(consumer_id, 9, PEER), rec, 1)
     w = gp.BodyWriter()
-    _write_record(w, "prices", gp.ConsumerUID(consumer_id + 1000, 9, PEER), *_PLAIN)
+    write_record(w, "prices", gp.ConsumerUID(consumer_id + 1000, 9, PEER), *_PLAIN)
     props = {"N": "d1", "I": "cid", f"{consumer_id + 1000}:prefetch": 100}
-    svc._durable_attach(link, gp.GPacket(gp.G_DURABLE_ATTACH, props, w.bytes()))
+    svc.on_packet(link, gp.GPacket(gp.G_DURABLE_ATTACH, props, w.bytes()))
 
 
 def test_a_dropped_link_closing_after_the_redial_is_up_takes_its_consumers_along():
@@ -112,9 +112,9 @@ def test_a_dropped_link_closing_after_the_redial_is_up_takes_its_consumers_along
 
     assert svc.links[PEER] is new
     assert len(sub.queue.consumers) == 1
-    assert all(k[0] is new for k in svc.remotes)
+    assert all(k[0] is new for k in svc.delivery.consumers.remotes)
     # The peer's consumer goes away and its unsubscribe is applied, not refused as in use.
-    svc._remove_remote(svc.remotes.pop((new, 6)))
+    svc.delivery._remove_remote(svc.delivery.consumers.remotes.pop((new, 6)))
     svc.router.subs.unsubscribe("cid", "d1")
     assert ("cid", "d1") not in topic.durables
 
@@ -124,10 +124,10 @@ def test_remote_consumers_are_keyed_by_the_link_not_its_id():
     first = _up_link(svc)
     _durable_interest(svc, first, 5)
     svc.link_closed(first)
-    assert svc.remotes == {}
+    assert svc.delivery.consumers.remotes == {}
     second = _up_link(svc)
     _durable_interest(svc, second, 5)
-    assert list(svc.remotes) == [(second, 5)]
+    assert list(svc.delivery.consumers.remotes) == [(second, 5)]
 
 
 def test_acks_go_home_one_message_a_packet_naming_the_home_session():
@@ -138,14 +138,14 @@ def test_acks_go_home_one_message_a_packet_naming_the_home_session():
 
     svc = _service()
     link = _up_link(svc)
-    link.engine.out.clear()
+    link.engine.data_to_send()
     wire = link.transport = _Wire()  # type: ignore[assignment]
     uid = gp.ConsumerUID(5, 9, ME)
     keys = [bytes([n]) * 32 for n in (1, 2, 3)]
 
     async def ack() -> None:
-        svc.send_ack(link, uid, keys[:2], gp.ACK_ACKNOWLEDGED)
-        svc.send_ack(link, uid, keys[2:], gp.ACK_ACKNOWLEDGED)
+        svc.delivery.send_ack(link, uid, keys[:2], gp.ACK_ACKNOWLEDGED)
+        svc.delivery.send_ack(link, uid, keys[2:], gp.ACK_ACKNOWLEDGED)
         await asyncio.sleep(0)  # the turn's acks are flushed together
 
     asyncio.run(ack())
@@ -170,7 +170,7 @@ def test_only_an_administrators_destination_is_removed_cluster_wide():
     svc = _service()
     link = _up_link(svc)
     wire = link.transport = _Wire()  # type: ignore[assignment]
-    svc.router.listeners.append(svc._router_event)
+    svc.router.listeners.append(svc.changes.router_event)
 
     async def churn() -> None:
         for name, auto in (("reaped.q", True), ("admin.q", False)):
@@ -209,7 +209,7 @@ def test_the_stock_brokers_stop_message_flow_holds_message_data_until_resume():
     resume = stop[:2] + gp.G_RESUME_MESSAGE_FLOW.to_bytes(2, "big") + stop[4:]
     svc = _service()
     link = _up_link(svc)
-    link.engine.out.clear()
+    link.engine.data_to_send()
     wire = link.transport = _Wire()  # type: ignore[assignment]
     rec = _interest("flow.q")
 
@@ -219,7 +219,7 @@ def test_the_stock_brokers_stop_message_flow_holds_message_data_until_resume():
         return [p for p in out if isinstance(p, gp.GPacket)]
 
     async def run() -> None:
-        svc._add_remote(link, gp.ConsumerUID(5, 9, PEER), rec, 100)
+        svc.delivery._add_remote(link, gp.ConsumerUID(5, 9, PEER), rec, 100)
         link.engine.receive_data(stop)
         assert link.flow_stopped
         send(svc.router, Conn(1), "flow.q", 1, 2, 3)
@@ -241,7 +241,7 @@ def test_the_stock_brokers_stop_message_flow_holds_message_data_until_resume():
 
 def _queue_interest(svc: ClusterService, link: BrokerLink, consumer_id: int) -> None:
     w = gp.BodyWriter()
-    _write_record(
+    write_record(
         w,
         "orders",
         gp.ConsumerUID(consumer_id, 9, PEER),
@@ -252,7 +252,7 @@ def _queue_interest(svc: ClusterService, link: BrokerLink, consumer_id: int) -> 
         False,
         None,
     )
-    svc._new_interest(link, gp.GPacket(gp.G_NEW_INTEREST, {"C": 1}, w.bytes()))
+    svc.on_packet(link, gp.GPacket(gp.G_NEW_INTEREST, {"C": 1}, w.bytes()))
 
 
 def _txn_ack(t: int, tid: int, keys: list[bytes], consumer_id: int) -> gp.GPacket:
@@ -284,10 +284,10 @@ def test_a_remote_transaction_is_held_from_prepare_to_commit_or_rollback():
     async def run() -> None:
         svc = _service()
         link = _up_link(svc)
-        link.engine.out.clear()
+        link.engine.data_to_send()
         wire = link.transport = _Wire()  # type: ignore[assignment]
         _queue_interest(svc, link, 5)
-        rc = svc.remotes[link, 5]
+        rc = svc.delivery.consumers.remotes[link, 5]
         msgs = [send_to(svc, "orders", n) for n in range(4)]
         keys = [m.key for m in msgs]
         assert [p.type for p in await _sent(wire)] == [gp.G_MESSAGE_DATA] * 4
@@ -333,9 +333,9 @@ def test_a_remote_transaction_is_held_from_prepare_to_commit_or_rollback():
         # One its home broker rolled back (or no longer knows): back, marked redelivered.
         _queue_interest(svc, again, 6)
         await asyncio.sleep(0.01)
-        (entry,) = svc.remotes[again, 6].inflight.values()
+        (entry,) = svc.delivery.consumers.remotes[again, 6].inflight.values()
         svc.on_packet(again, _txn_ack(gp.ACK_TXN_PREPARE, 81, [entry.msg.key], 6))
-        svc._remove_remote(svc.remotes.pop((again, 6)))
+        svc.delivery._remove_remote(svc.delivery.consumers.remotes.pop((again, 6)))
         info = {"transactionID": JLong(81), "transactionState": int(TransactionState.NULL)}
         svc.on_packet(again, gp.GPacket(gp.G_TRANSACTION_INFO, info))
         assert svc.router.txns.all_transactions() == [] and queue.dq.count == 1
@@ -391,9 +391,9 @@ def test_a_remote_transaction_prepared_before_a_restart_is_asked_about(tmp_path)
         (txn,) = svc.router.txns.all_transactions()
         assert txn.remote == ("127.0.0.1:7677", 90) and queue.dq.count == 0
         link = _up_link(svc)
-        link.engine.out.clear()
+        link.engine.data_to_send()
         wire = link.transport = _Wire()  # type: ignore[assignment]
-        svc.inquire_remote_txns(link)
+        svc.txns.inquire_remote_txns(link)
         (ask,) = await _sent(wire)
         assert ask.type == gp.G_TRANSACTION_INQUIRY and ask.props["transactionID"] == 90
         done = {"transactionID": JLong(90), "transactionState": int(TransactionState.COMMITTED)}
@@ -412,17 +412,17 @@ def test_jmqshare_subscription_and_client_id_lock_as_a_stock_broker_sends_them()
     svc = _service()
     link = _up_link(svc)
     w = gp.BodyWriter()
-    _write_record(
+    write_record(
         w, "prices", gp.ConsumerUID(7, 0, PEER), "cid", None, None, False, False, -1, False, None
     )
-    svc._new_interest(link, gp.GPacket(gp.G_NEW_INTEREST, {"C": 1, "7:prefetch": 1}, w.bytes()))
+    svc.on_packet(link, gp.GPacket(gp.G_NEW_INTEREST, {"C": 1, "7:prefetch": 1}, w.bytes()))
     topic = svc.router.lookup("prices", DEST_TOPIC)
     sub = topic.shared[("mq", "cid", "prices", None)]
     assert sub.queue.consumers == []  # nobody attached yet: what is published waits
     w = gp.BodyWriter()
-    _write_record(w, "prices", gp.ConsumerUID(8, 9, PEER), *_PLAIN)
+    write_record(w, "prices", gp.ConsumerUID(8, 9, PEER), *_PLAIN)
     props = {"I": "cid", "allowsNonDurable": True, "8:prefetch": 2}
-    svc._durable_attach(link, gp.GPacket(gp.G_DURABLE_ATTACH, props, w.bytes()))
+    svc.on_packet(link, gp.GPacket(gp.G_DURABLE_ATTACH, props, w.bytes()))
     assert len(sub.queue.consumers) == 1
 
     # A connection here holds the client ID shared, with a namespace of its own.
@@ -455,7 +455,7 @@ def test_an_xa_prepare_here_asks_the_home_broker_first():
         svc.hook_transactions()
         r = svc.router
         link = _up_link(svc)
-        link.engine.out.clear()
+        link.engine.data_to_send()
         wire = link.transport = _Wire()  # type: ignore[assignment]
         conn = Conn(1)
         sess = session(r, conn, ack_mode=0)
@@ -476,7 +476,7 @@ def test_an_xa_prepare_here_asks_the_home_broker_first():
                 w = gp.BodyWriter()
                 uid.write(w)
                 w.raw(raw)
-                svc._message_data(link, gp.GPacket(gp.G_MESSAGE_DATA, {"C": 1}, w.bytes()))
+                svc.on_packet(link, gp.GPacket(gp.G_MESSAGE_DATA, {"C": 1}, w.bytes()))
                 keys.append(parse_packet(raw).sysmsgid)
             return keys
 
@@ -522,7 +522,7 @@ def test_an_xa_prepare_here_asks_the_home_broker_first():
         assert undo.props["transactionID"] == txn.id
         assert len(conn.sent) == before + 1 and conn.deliveries()[-1].redelivered
         # Given back, a message is acknowledged home the plain way again.
-        assert not svc._held and not svc._two_phase
+        assert not svc.txns._held and not svc.txns._two_phase
 
         # The home refuses (404: redelivered elsewhere): the prepare fails, FAILED here.
         txn, answers, ask = await prepared(1, Xid(1, b"g", b"3"))
@@ -558,7 +558,7 @@ def test_an_xa_prepare_here_asks_the_home_broker_first():
         svc.on_packet(again, gp.GPacket(gp.G_TRANSACTION_INQUIRY, inquiry))
         (info,) = await _sent(wire)
         assert info.props["transactionState"] == TransactionState.ROLLEDBACK
-        assert not svc._held and not svc._two_phase and not svc._prepares
+        assert not svc.txns._held and not svc.txns._two_phase and not svc.txns._prepares
 
     asyncio.run(run())
 
@@ -589,7 +589,7 @@ def test_an_xa_transaction_prepared_at_its_homes_outlives_a_restart_here(tmp_pat
         (txn,) = svc.router.txns.all_transactions()
         assert txn.remote_homes == ("127.0.0.1:7677",)
         link = _up_link(svc)
-        link.engine.out.clear()
+        link.engine.data_to_send()
         wire = link.transport = _Wire()  # type: ignore[assignment]
         ask = {"transactionID": JLong(5), "X": JLong(3)}
         svc.on_packet(link, gp.GPacket(gp.G_TRANSACTION_INQUIRY, ask))
@@ -608,7 +608,7 @@ def test_an_xa_transaction_prepared_at_its_homes_outlives_a_restart_here(tmp_pat
 def _positioned_interest(queue: str, consumer_id: int, position: int, ours: bool) -> gp.GPacket:
     w = gp.BodyWriter()
     uid = gp.ConsumerUID(consumer_id, 9, PEER)
-    _write_record(w, queue, uid, None, None, None, True, False, None, False, None, position)
+    write_record(w, queue, uid, None, None, None, True, False, None, False, None, position)
     props: dict[str, object] = {"C": 1, f"{consumer_id}:prefetch": 10}
     if ours:
         props[f"{consumer_id}:positions"] = True
@@ -626,8 +626,8 @@ def test_a_remote_queue_consumer_takes_the_position_its_broker_locked():
         "maxNumBackupConsumers": -1,
     }
     link = _up_link(svc)
-    svc._new_interest(link, _positioned_interest("orders", 5, 1, ours=True))
-    svc._new_interest(link, _positioned_interest("orders", 6, 0, ours=False))
+    svc.on_packet(link, _positioned_interest("orders", 5, 1, ours=True))
+    svc.on_packet(link, _positioned_interest("orders", 6, 0, ours=False))
     q = svc.router.lookup("orders", DEST_QUEUE)
     (backup,) = q.backups
     (active,) = q.dq.consumers
@@ -635,14 +635,14 @@ def test_a_remote_queue_consumer_takes_the_position_its_broker_locked():
     w = gp.BodyWriter()
     gp.ConsumerUID(5, 9, PEER).write(w)
     primary = {"C": 1, "T": gp.INTEREST_NEW_PRIMARY}
-    svc._interest_update(link, gp.GPacket(gp.G_INTEREST_UPDATE, primary, w.bytes()))
+    svc.on_packet(link, gp.GPacket(gp.G_INTEREST_UPDATE, primary, w.bytes()))
     assert q.backups == [backup], "a NEW_PRIMARY without a position is OpenMQ's formality"
     gone = gp.BodyWriter()
     gp.ConsumerUID(6, 9, PEER).write(gone)
-    svc._interest_update(link, gp.GPacket(gp.G_INTEREST_UPDATE, {"C": 1}, gone.bytes()))
+    svc.on_packet(link, gp.GPacket(gp.G_INTEREST_UPDATE, {"C": 1}, gone.bytes()))
     assert q.backups == [backup], "a backup of ours waits for its broker's word"
     moved = {**primary, "5:position": 0}
-    svc._interest_update(link, gp.GPacket(gp.G_INTEREST_UPDATE, moved, w.bytes()))
+    svc.on_packet(link, gp.GPacket(gp.G_INTEREST_UPDATE, moved, w.bytes()))
     assert q.dq.consumers == [backup] and q.positions[backup] == 0
 
 

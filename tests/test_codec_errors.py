@@ -3,7 +3,7 @@
 The connection handler tells a client's garbage (400, or GOODBYE and close) from a
 broker bug (500 with a traceback) by exception type alone, so this is structural: each
 decoder below gets arbitrary bytes, and mutations of the packets and bodies the real
-OpenMQ Java and C clients wrote (../shared/vectors), and nothing but ProtocolError may
+OpenMQ Java and C clients wrote (third_party/openmq/vectors), and nothing but ProtocolError may
 come out.  A new decoder is one more entry in DECODERS.
 """
 
@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import broker.protocol
+from broker.protocol import jmxser
 from broker.protocol.auth import AuthBodyError, decode_auth_body, decode_basic_password
 from broker.protocol.errors import ProtocolError
 from broker.protocol.http1 import HttpError, RequestReader
@@ -36,6 +37,7 @@ from broker.protocol.httptunnel import (
 from broker.protocol.javaser import (
     STREAM_MAGIC,
     JavaSerializationError,
+    JavaStreamTruncated,
     decode_hashtable,
     decode_map_body,
     decode_modified_utf8,
@@ -47,6 +49,7 @@ from broker.protocol.javaser import (
     encode_properties_object,
     encode_vector,
 )
+from broker.protocol.jrmp import JrmpDecoder, ObjID, encode_call, encode_handshake
 from broker.protocol.packet import (
     HEADER_SIZE,
     BadPacket,
@@ -65,12 +68,15 @@ from broker.protocol.properties import (
     encode_java_utf,
     read_utf,
 )
+from broker.protocol.stomp import FrameReader as StompReader
+from broker.protocol.stomp import StompError, encode_frame
 from broker.protocol.sysmsgid import (
     SysMessageID,
     SysMessageIDError,
     ip_to_string,
     sysmsgid_string,
 )
+from broker.protocol.websocket import WebSocketServer
 from broker.protocol.xid import Xid, XidError
 
 from .vectors import NEEDS_VECTORS, read_all, vector_files
@@ -166,7 +172,73 @@ def _http_stream(data: bytes) -> None:
                     decode_packets(req.body)
 
 
+STOMP_FRAMES = (
+    b"CONNECT\naccept-version:1.0,1.1,1.2\nlogin:guest\npasscode:guest\n\n\x00\n",
+    encode_frame("SEND", [("destination", "/queue/a"), ("k", "a:b\\c")], b"x\x00y", "1.2"),
+    b"SEND\r\ndestination:/topic/t\r\n\r\nhello\x00\r\n",
+)
+
+
+def _stomp_stream(data: bytes) -> None:
+    for version in ("1.0", "1.1", "1.2"):
+        for cut in (1, 9, len(data) // 2):
+            reader = StompReader(version, max_frame=1 << 16, max_headers=50)
+            for part in (data[:cut], data[cut:]):
+                for frame in reader.feed(part):
+                    frame.get("content-length")
+
+
+JRMP_SESSIONS = (
+    encode_handshake("127.0.0.1", 0)
+    + encode_call(ObjID(5), -1089742558549201240, [jmxser.string_array(["admin", "admin"])]),
+    encode_handshake()
+    + encode_call(
+        ObjID(6),
+        -1089783104982388203,
+        [
+            jmxser.object_name("com.sun.messaging.jms.server:type=Broker,subtype=Config"),
+            "Port",
+            None,
+        ],
+    )
+    + b"\x52"
+    + encode_call(ObjID(6), -5037523307973544478, [1, 2, 3]),
+)
+
+
+def _jrmp_stream(data: bytes) -> None:
+    for cut in (1, 13, len(data) // 2):
+        decoder = JrmpDecoder()
+        for part in (data[:cut], data[cut:]):
+            decoder.feed(part)
+
+
+def _ws_client_bytes() -> tuple[bytes, ...]:
+    """A browser's upgrade for /wsjms/mqstomp and two masked text messages after it."""
+    from wsproto import ConnectionType, WSConnection
+    from wsproto.events import AcceptConnection, Request, TextMessage
+
+    c = WSConnection(ConnectionType.CLIENT)
+    upgrade = c.send(Request(host="h", target="/wsjms/mqstomp", subprotocols=["v12.stomp"]))
+    server = WebSocketServer("wsjms", max_message=1 << 16)
+    server.receive(upgrade)
+    c.receive_data(server.take_outgoing())
+    assert any(isinstance(e, AcceptConnection) for e in c.events())
+    frames = c.send(TextMessage("CONNECT\n\n\x00")) + c.send(TextMessage("\n"))
+    return (upgrade, upgrade + frames)
+
+
+def _ws_stream(data: bytes) -> None:
+    for cut in (1, 9, len(data) // 2):
+        server = WebSocketServer("wsjms", max_message=1 << 16)
+        for part in (data[:cut], data[cut:]):
+            server.receive(part)
+
+
 DECODERS = [
+    Decoder("jrmp.JrmpDecoder.feed", _jrmp_stream, JRMP_SESSIONS),
+    Decoder("stomp.FrameReader.feed", _stomp_stream, STOMP_FRAMES),
+    Decoder("websocket.WebSocketServer.receive", _ws_stream, _ws_client_bytes()),
     Decoder("httptunnel.decode_packets", decode_packets, TUNNEL_PACKETS),
     Decoder("httptunnel.decode_option", decode_option, (TUNNEL_PACKETS[2][24:],)),
     Decoder(
@@ -209,10 +281,12 @@ ERROR_TYPES = [
     PacketError,
     PropertyError,
     JavaSerializationError,
+    JavaStreamTruncated,
     AuthBodyError,
     XidError,
     PortMapperError,
     SysMessageIDError,
+    StompError,
 ]
 
 

@@ -52,6 +52,17 @@ def test_help_from_another_directory(tmp_path: Path) -> None:
     r = run("imqbrokerd", "-h", cwd=tmp_path)
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith("usage: imqbrokerd [-h] [-name INSTANCE] [-port PM_PORT]")
+    # imqdbmgr prints OpenMQ's own usage text, naming the command it was run as.
+    r = run("imqdbmgr", "-h", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert "\nimqdbmgr <subcommand> <argument> [<options>]\n" in r.stdout
+    assert "manage.py" not in r.stdout
+    r = run("imqdbmgr", "-bogus", cwd=tmp_path)
+    assert r.returncode == 1
+    assert r.stderr.splitlines() == [
+        "Unrecognized command line option: -bogus",
+        'Please type "imqdbmgr -h" for help.',
+    ]
 
 
 def test_imqcmd_list_dst_against_a_broker(broker, tmp_path: Path) -> None:

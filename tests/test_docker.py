@@ -55,6 +55,7 @@ SECRETS = {
     "db_password": "p@ss/w:rd %1",
     "django_secret_key": "docker-test-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
     "imq_admin_password": "Adm1n-from-secret",
+    "imq_portal_secret": "P0rtal-from-secret-0123456789",
 }
 
 
@@ -175,9 +176,12 @@ def test_compose_services_are_production_shaped(config: dict, secrets_dir: Path)
             if key.endswith("_FILE"):
                 assert value.startswith("/run/secrets/"), (name, key)
                 assert value.removeprefix("/run/secrets/") in own, (name, key)
-            assert key not in ("DJANGO_SECRET_KEY", "IMQ_ADMIN_PASSWORD", "DATABASE_PASSWORD"), (
-                f"{name}: {key} in plain text"
-            )
+            assert key not in (
+                "DJANGO_SECRET_KEY",
+                "IMQ_ADMIN_PASSWORD",
+                "IMQ_INITIAL_ADMIN_PASSWORD",
+                "DATABASE_PASSWORD",
+            ), f"{name}: {key} in plain text"
         url = (svc.get("environment") or {}).get("DATABASE_URL")
         if url:
             assert "@" in url and ":" not in url.split("//", 1)[1].split("@", 1)[0], (
@@ -499,7 +503,8 @@ def stack(config: dict, tmp_path_factory, secrets_dir: Path, postgres_url: str,
 def test_every_service_runs_from_its_entry_command(stack: Stack) -> None:
     done = stack.run("migrate")
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "admin's password set from IMQ_ADMIN_PASSWORD" in done.stdout
+    assert "admin's first password set from IMQ_INITIAL_ADMIN_PASSWORD" in done.stdout
+    assert "the portal reaches the broker as imq.portal" in done.stdout
     for service in ("broker", "portal", "ums", "worker", "beat", "spark-master"):
         stack.start(service)
     stack.wait_healthy("spark-master")
@@ -521,8 +526,8 @@ def test_every_service_runs_from_its_entry_command(stack: Stack) -> None:
         conn.close()
     assert "imqbroker ready" in stack.output("broker")
 
-    # The portal: the administrator's password is the secret, and the portal reaches the
-    # broker's admin service with it (IMQ_ADMIN_PASSWORD_FILE).
+    # The portal: the administrator's first password is the secret; the portal reaches the
+    # broker's admin service with its own account (IMQ_PORTAL_SECRET_FILE).
     base = f"http://127.0.0.1:{stack.ports['portal']}"
     token = post_json(
         base + "/api/token/", {"username": "admin", "password": SECRETS["imq_admin_password"]}
@@ -534,6 +539,29 @@ def test_every_service_runs_from_its_entry_command(stack: Stack) -> None:
     with pytest.raises(urllib.error.HTTPError) as refused:
         post_json(base + "/api/token/", {"username": "admin", "password": "admin"})
     assert refused.value.code == 400
+
+    # admin's password changed through the REST API, then the next `docker compose up`
+    # (migrate again): the secret is not applied again, and the portal still reaches the
+    # broker.
+    patch = urllib.request.Request(
+        base + "/api/users/admin/",
+        data=json.dumps({"password": "Adm1n-changed-later"}).encode(),
+        headers={"Authorization": f"Token {token}", "Content-Type": "application/json"},
+        method="PATCH",
+    )
+    with urllib.request.urlopen(patch, timeout=60) as r:
+        assert r.status == 200
+    again = stack.run("migrate")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert "IMQ_INITIAL_ADMIN_PASSWORD (secret imq_admin_password) only sets" in again.stdout
+    later = post_json(
+        base + "/api/token/", {"username": "admin", "password": "Adm1n-changed-later"}
+    )
+    req = urllib.request.Request(
+        base + "/api/broker/", headers={"Authorization": f"Token {later['token']}"}
+    )
+    with urllib.request.urlopen(req, timeout=60) as r:
+        assert r.status == 200 and json.loads(r.read())["instance"]
 
     # Celery: the worker consumes (its health check pinged it), beat schedules.
     assert "ready." in stack.output("worker")

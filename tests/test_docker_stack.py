@@ -48,6 +48,7 @@ SECRETS = {
     "db_password": "p@ss/w:rd %1",
     "django_secret_key": "docker-stack-secret-key-0123456789-abcdefghijklmnopqrstuvwxyz",
     "imq_admin_password": "Adm1n-from-secret",
+    "imq_portal_secret": "P0rtal-from-secret-0123456789",
 }
 
 pytestmark = [

@@ -1,6 +1,6 @@
 """The sans-IO connection engine (broker/engine), driven with bytes: no broker process,
 no socket, no event loop.  Each test feeds the real client's captured packets
-(../shared/vectors) or packets built with ``build_packet`` and asserts the replies the
+(third_party/openmq/vectors) or packets built with ``build_packet`` and asserts the replies the
 engine queued, the effects it asked for and its state transitions.
 
 The engine sits on a real :class:`~broker.server.broker.Broker` (router, access rules,
@@ -44,10 +44,9 @@ from broker.protocol.types import (
 from broker.security.digest import md5str
 from broker.security.filerepo import FileUserRepository
 from broker.server.broker import Broker, Service
+from broker.stock_paths import VECTORS
 
 pytestmark = pytest.mark.fast
-
-VECTORS = Path(__file__).resolve().parents[2] / "shared" / "vectors"
 
 
 def vector(name: str) -> bytes:
@@ -92,9 +91,7 @@ def _engine(broker: Broker, auth: str = "basic") -> ConnectionEngine:
 
 def _sent(e: ConnectionEngine) -> list[Packet]:
     """What the engine queued for the client since the last call (the driver's batch)."""
-    data = b"".join(e.out)
-    e.out = []
-    e.output_pending = False
+    data = b"".join(e.data_to_send())
     return PacketReader().feed(data) if data else []
 
 

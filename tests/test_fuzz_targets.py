@@ -29,6 +29,9 @@ RUNS = {
     "tunnel-http": 1500,
     "tunnel-packets": 1500,
     "ums": 1000,
+    "stomp-frames": 1500,
+    "jmx-rmi": 1500,
+    "websocket": 1500,
 }
 
 _INTERESTING = (b"\x00", b"\xff", b"\x7f", b"\x80", b"\x00\x00", b"\xff\xff", b"\x7f\xff\xff\xff")

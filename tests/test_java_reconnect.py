@@ -34,7 +34,6 @@ from types import SimpleNamespace
 
 import pytest
 
-from broker.cluster.ha import HAMonitor, Member, store_session
 from broker.engine import Close, ConnectionEngine
 from broker.models import BrokerState, StoreOwner
 from broker.protocol.javaser import decode_hashtable
@@ -51,6 +50,7 @@ from broker.protocol.types import (
     Status,
 )
 from broker.server.broker import Broker
+from broker.server.hamonitor import HAMonitor, Member, store_session
 
 from .test_engine import _auth_basic, _drive, _engine, _request, _sent, _status
 

@@ -40,6 +40,8 @@ BASE = frozenset(
         "broker.migrations",
         "broker.models",
         "broker.props",
+        # What the configuration sets that the broker does not honour (props and config).
+        "broker.propcheck",
     }
 )
 PROTOCOL = "broker.protocol"
@@ -48,6 +50,7 @@ BROKER_ROOMS = (
     "broker.store",
     "broker.core",
     "broker.engine",
+    "broker.driver",
     "broker.cluster",
     "broker.server",
 )
@@ -60,8 +63,17 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "broker.core": frozenset({PROTOCOL, "broker.store"}),
     "broker.engine": frozenset({PROTOCOL, "broker.security", "broker.store", "broker.core"}),
     # The cluster's link engine has the client engine's shape and returns its effects.
+    # The asyncio drivers' shared base: the engines' effects, nothing above them.
+    "broker.driver": frozenset({"broker.engine"}),
     "broker.cluster": frozenset(
-        {PROTOCOL, "broker.security", "broker.store", "broker.core", "broker.engine"}
+        {
+            PROTOCOL,
+            "broker.security",
+            "broker.store",
+            "broker.core",
+            "broker.engine",
+            "broker.driver",
+        }
     ),
     "broker.server": frozenset(
         {
@@ -70,6 +82,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
             "broker.store",
             "broker.core",
             "broker.engine",
+            "broker.driver",
             "broker.cluster",
         }
     ),
@@ -80,8 +93,11 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     "broker.client": frozenset({PROTOCOL, "broker.security"}),
     # The tools: the broker through the client and the admin protocol.
     "broker.admin": frozenset({PROTOCOL, "broker.security", "broker.client"}),
-    # A development helper that starts broker processes (tests, manage.py up).
-    "broker.launcher": frozenset(),
+    # Where the stock OpenMQ client and broker the tests compare with are (third_party).
+    "broker.stock_paths": frozenset(),
+    # A development helper that starts broker processes (tests, manage.py up), ours and
+    # the stock one.
+    "broker.launcher": frozenset({"broker.stock_paths"}),
     # The commands (runbroker, up, imqcmd, ...): entry points, anything of the broker.
     "broker.management": frozenset(
         {

@@ -78,9 +78,7 @@ def _engine(host: Host | None = None) -> tuple[LinkEngine, Host]:
 
 def _written(e: LinkEngine) -> list:
     """Decoded link packets and GPackets the engine queued since the last call."""
-    data = b"".join(e.out)
-    e.out = []
-    e.output_pending = False
+    data = b"".join(e.data_to_send())
     return gp.GPacketReader().feed(data) if data else []
 
 
@@ -214,7 +212,7 @@ def test_no_complete_handshake_in_time_drops_the_link() -> None:
     e = LinkEngine(Host().link_host())
     (start,) = e.start()
     _up(e)
-    assert start.callback() == [] and e.state is LinkState.UP
+    assert start.callback() == () and e.state is LinkState.UP
 
 
 def test_goodbye_either_way_is_a_leave_not_a_crash() -> None:

@@ -35,14 +35,12 @@ from broker.protocol.portmapper import parse_table
 from broker.protocol.properties import decode_properties, encode_java_utf, encode_properties
 from broker.protocol.sysmsgid import SysMessageID
 from broker.protocol.types import MAGIC, PacketType, Status, packet_type_name
+from broker.stock_paths import PROTOCOL_SEED as SEED
+from broker.stock_paths import SPEC
 
-from .vectors import SPEC, vector, vector_names
+from .vectors import vector, vector_names
 
 pytestmark = pytest.mark.fast
-
-SEED = (
-    Path(__file__).resolve().parent.parent.parent / "shared" / "seeds" / "000_a0e99a4fa8995b9b.txt"
-)
 
 
 def load(rel: str) -> bytes:
@@ -359,3 +357,20 @@ def test_properties_decoder_only_raises_value_error(data):
         decode_properties(data, 0, len(data))
     except ValueError:
         pass
+
+
+def test_portmapper_line_with_brackets_in_its_words() -> None:
+    # OpenMQ's broker lists its STOMP bridge so; the stock Java client reads it.
+    table = parse_table(
+        b"101 imqbroker 301\nportmapper tcp PORTMAPPER 7676 [sessionid=42]\n"
+        b"jms tcp NORMAL 40001\nstomp[bridge] stomp[TCP] stomp[bridge] 7672\n.\n"
+    )
+    stomp = table.services[2]
+    assert (stomp.name, stomp.protocol, stomp.type, stomp.port) == (
+        "stomp[bridge]",
+        "stomp[TCP]",
+        "stomp[bridge]",
+        7672,
+    )
+    assert table.services[0].properties == {"sessionid": "42"}
+    assert table.find("NORMAL").name == "jms"

@@ -90,6 +90,8 @@ def test_schemathesis_finds_no_server_error(own_broker, settings, tmp_path):
     settings.IMQ_BROKER_HOST = b.host
     settings.IMQ_BROKER_PORT = b.portmapper_port
     settings.IMQ_VARHOME = tmp_path / "portal-var"
+    # The broker has a database of its own: the portal logs in as its admin/admin.
+    settings.IMQ_ADMIN_USER, settings.IMQ_ADMIN_PASSWORD = "admin", "admin"
     security_actions.create_user("setup", "root", "root-pw", ["admin"])
     r = APIClient().post("/api/token/", {"username": "root", "password": "root-pw"}, format="json")
     headers = {"Authorization": f"Token {r.json()['token']}"}

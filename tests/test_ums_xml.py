@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 import requests
 
-from broker.launcher import ROOT
 from broker.protocol.javaser import encode_hashtable
 from broker.protocol.jtypes import JByte, JFloat, JInt, JLong, JShort
+from broker.stock_paths import JAVA_CLIENT
 from portal.ums import soap, transformer
 from tests.jvmflags import JAVAC
 
@@ -494,9 +494,6 @@ def test_python_types_map(ums_stack):
 
 # -- a JMS program on the stock Java client with a real SAAJ ----------------------------
 
-JAVA_CLIENT = Path(
-    os.environ.get("OPENMQ_JAVA_CLIENT", ROOT.parent / "shared" / "realclient" / "java")
-)
 # Debian's SAAJ reference implementation (libsaaj-ri-java; `make install-dev` installs it):
 # the JDK has had no javax.xml.soap since 11, and the stock client ships none.
 SAAJ = [

@@ -246,3 +246,44 @@ def test_up_binds_loopback_unless_told_otherwise(tmp_path):
     # Services chosen by the administrator are left as they are.
     config, args = broker_config("imq.service.activelist=jms,admin,ssljms")
     assert config.get(props.SERVICE_ACTIVELIST) == ["jms", "admin", "ssljms"]
+
+
+def test_up_daemon_detaches_and_stops_on_sigterm(tmp_path: Path):
+    logs = tmp_path / "logs"
+    up = Up(tmp_path, "--daemon", "--log-dir", str(logs))
+    daemon = None
+    try:
+        # The command returns once everything answers, leaving up in the background.
+        assert up.wait_exit() == 0, up.output()
+        pidfile = logs / "up.pid"
+        daemon = int(pidfile.read_text())
+        assert f"running in the background (pid {daemon}" in up.output()
+        assert alive(daemon) and portal_answers(up.portal) and portal_answers(up.ums)
+        assert portmapper_answers("127.0.0.1", up.pm)
+        kids = children_of(daemon)
+        assert sorted(kind(c) for c in kids.values()) == [
+            "beat", "broker", "portal", "redis", "ums", "worker"
+        ]  # fmt: skip
+        # It left the terminal's session: a Ctrl-C there does not reach it.
+        assert os.getsid(daemon) == daemon
+        assert "up: running; Ctrl-C (or SIGTERM) stops everything" in (logs / "up.log").read_text()
+        os.kill(daemon, signal.SIGTERM)
+        deadline = time.monotonic() + 60
+        while alive(daemon) or [pid for pid in kids if alive(pid)]:
+            assert time.monotonic() < deadline, (logs / "up.log").read_text()
+            time.sleep(0.2)
+        assert not pidfile.exists()
+        assert "up: stopped" in (logs / "up.log").read_text()
+        assert refuses(up.portal) and refuses(up.pm)
+    finally:
+        up.kill()
+        if daemon is not None and alive(daemon):
+            for pid in children_of(daemon):
+                os.kill(pid, signal.SIGKILL)
+            os.kill(daemon, signal.SIGKILL)
+
+
+def test_up_daemon_needs_a_log_dir(tmp_path: Path):
+    up = Up(tmp_path, "--daemon")
+    assert up.wait_exit() == 1
+    assert "--daemon needs --log-dir DIR" in up.output()

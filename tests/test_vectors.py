@@ -1,4 +1,4 @@
-"""The vector-driven tests fail, never skip or check nothing, without ../shared/vectors
+"""The vector-driven tests fail, never skip or check nothing, without third_party/openmq/vectors
 (tests/vectors.py)."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The broker answering the stock OpenMQ Java and C clients' own packets, replayed.
 
-Each test sends the bytes captured from the real client (../shared/vectors), only
+Each test sends the bytes captured from the real client (third_party/openmq/vectors), only
 substituting the session/producer ids our broker handed out, and checks every reply
 the client would read.
 """

@@ -1,4 +1,4 @@
-"""The captured packets of the real OpenMQ clients (``../shared/vectors``), for every
+"""The captured packets of the real OpenMQ clients (``third_party/openmq/vectors``), for every
 vector-driven test.
 
 Those tests must fail, never skip or pass with nothing to check, when the vectors are
@@ -19,11 +19,12 @@ empty one).
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
+
+from broker.stock_paths import VECTORS
 
 __all__ = [
     "NEEDS_VECTORS",
@@ -38,11 +39,6 @@ __all__ = [
     "vector_text",
 ]
 
-VECTORS = Path(
-    os.environ.get("IMQ_TEST_VECTORS")
-    or Path(__file__).resolve().parent.parent.parent / "shared" / "vectors"
-)
-SPEC = VECTORS.parent / "spec"
 
 # Marks a module (``pytestmark = NEEDS_VECTORS``) or a parameter that needs the vectors.
 NEEDS_VECTORS = pytest.mark.needs_vectors
@@ -54,7 +50,7 @@ def missing_reason(directory: Path | None = None) -> str | None:
     if not directory.is_dir():
         return (
             f"the captured client packets are missing: {directory} is not a directory "
-            "(the vector-driven tests need ../shared/vectors beside the repository, or "
+            "(the vector-driven tests need the repository's third_party/openmq/vectors, or "
             "IMQ_TEST_VECTORS naming a copy)"
         )
     if not any(directory.rglob("*.hex")):
@@ -73,12 +69,12 @@ def _path(rel: str) -> Path:
 
 
 def vector_text(rel: str) -> str:
-    """The text of ``../shared/vectors/<rel>``; fails the test when it is not there."""
+    """The text of ``third_party/openmq/vectors/<rel>``; fails the test when it is not there."""
     return _path(rel).read_text()
 
 
 def vector(rel: str) -> bytes:
-    """The packet bytes of the hex file ``../shared/vectors/<rel>``."""
+    """The packet bytes of the hex file ``third_party/openmq/vectors/<rel>``."""
     return bytes.fromhex(vector_text(rel).strip())
 
 
@@ -98,7 +94,7 @@ class MissingVector(type(Path())):  # type: ignore[misc]
 def vector_files(
     pattern: str, under: str = "", where: Callable[[Path], bool] | None = None
 ) -> list[Path]:
-    """Sorted files under ``../shared/vectors/<under>`` matching the glob ``pattern``
+    """Sorted files under ``third_party/openmq/vectors/<under>`` matching the glob ``pattern``
     (``**/`` to recurse) and ``where``, or one :class:`MissingVector` placeholder when
     there are none."""
     base = VECTORS / under if under else VECTORS
@@ -115,7 +111,7 @@ def vector_files(
 
 
 def one_vector(pattern: str, under: str = "") -> Path:
-    """The first file under ``../shared/vectors/<under>`` matching ``pattern``; fails the
+    """The first file under ``third_party/openmq/vectors/<under>`` matching ``pattern``; fails the
     test when there is none."""
     (first, *_) = files = vector_files(pattern, under)
     if isinstance(first, MissingVector):

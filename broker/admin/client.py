@@ -17,6 +17,7 @@ dict of its fields (``__class__`` names the class).
 
 from __future__ import annotations
 
+import ssl as _ssl
 from typing import Any
 
 from broker.protocol import dest_attributes as dattrs
@@ -136,8 +137,11 @@ class AdminClient:
         password: str = "admin",
         *,
         connect_timeout: float = 30.0,
+        ssl: _ssl.SSLContext | None = None,
     ) -> AdminClient:
-        """Connect to the ADMIN service found through the port mapper at host:port."""
+        """Connect to the ADMIN service found through the port mapper at host:port; with
+        ``ssl``, to its TLS admin service (``ssladmin``), verifying the broker with that
+        client context."""
         from broker.client import AckMode, Queue, connect
 
         conn = await connect(
@@ -148,6 +152,7 @@ class AdminClient:
             service_type="ADMIN",
             connect_timeout=connect_timeout,
             ping_interval=None,
+            ssl=ssl or False,
         )
         try:
             await conn.start()

@@ -155,6 +155,10 @@ def _apply_groups(changes: list[Change], admin: BrokerAdmin, actor: str) -> None
 def _export_users(admin: BrokerAdmin) -> list[dict[str, Any]]:
     from broker.models import BrokerUser
 
+    from .portal_account import PORTAL_ACCOUNT
+
+    # The portal's own account is this installation's (its secret stays here): another
+    # installation importing it would lock its own portal out.
     return [
         {
             "username": u.username,
@@ -163,12 +167,14 @@ def _export_users(admin: BrokerAdmin) -> list[dict[str, Any]]:
             "groups": sorted(g.name for g in u.groups.all()),
         }
         for u in BrokerUser.objects.prefetch_related("groups").order_by("username")
+        if u.username != PORTAL_ACCOUNT
     ]
 
 
 def _plan_users(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Change]:
     from broker.models import BrokerUser
 
+    from .portal_account import PORTAL_ACCOUNT
     from .security_actions import admin_lost_by, clean_group_name, clean_username
 
     existing = {
@@ -185,6 +191,12 @@ def _plan_users(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Chang
             name = clean_username(item.get("username"))
         except ActionError as exc:
             errors.append(f"{where}: {exc}")
+            continue
+        if name == PORTAL_ACCOUNT:
+            errors.append(
+                f"{where} {name}: the portal's own broker account is each installation's "
+                "own (its password is that installation's secret); leave it out"
+            )
             continue
         digest = item.get("password_digest")
         if not isinstance(digest, str) or not _DIGEST.fullmatch(digest):

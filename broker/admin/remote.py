@@ -21,13 +21,20 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import ssl as _ssl
 import threading
 from collections.abc import Awaitable, Callable
 from typing import Any, Concatenate, ParamSpec, TypeVar
 
 from .client import AdminClient, AdminError
 
-__all__ = ["AdminError", "BrokerAdmin", "BrokerUnavailable", "default_admin"]
+__all__ = [
+    "AdminError",
+    "BrokerAdmin",
+    "BrokerUnavailable",
+    "admin_ssl_context",
+    "settings_ssl_context",
+]
 
 
 P = ParamSpec("P")
@@ -51,8 +58,45 @@ def _blocking(
     return run
 
 
+def admin_ssl_context(truststore: str | None = None) -> _ssl.SSLContext:
+    """The client context for the ``ssladmin`` service: trusting ``truststore`` (a PEM
+    file) when given, else the system's CAs and this machine's broker certificate (the
+    ``keystore.crt`` of the instance IMQ_VARHOME/IMQ_INSTANCE name).  ConfigError when
+    the trust store cannot be read."""
+    from django.conf import settings
+
+    from broker.config import BrokerConfig, ConfigError
+    from broker.security.tls import client_trust_context, keystore_paths
+
+    local = None
+    if truststore is None:
+        try:
+            config = BrokerConfig.load(settings.IMQ_INSTANCE, settings.IMQ_VARHOME)
+            local = keystore_paths(config).certificate
+        except ConfigError:
+            local = None  # no readable local instance: the system's CAs alone
+    return client_trust_context(truststore, local)
+
+
+def settings_ssl_context() -> _ssl.SSLContext | None:
+    """The ``ssladmin`` context the settings ask for: None without IMQ_ADMIN_SECURE (the
+    plain admin service), else :func:`admin_ssl_context` of IMQ_ADMIN_TRUSTSTORE.
+    BrokerUnavailable when the trust store cannot be read."""
+    from django.conf import settings
+
+    from broker.config import ConfigError
+
+    if not getattr(settings, "IMQ_ADMIN_SECURE", False):
+        return None
+    try:
+        return admin_ssl_context(getattr(settings, "IMQ_ADMIN_TRUSTSTORE", None) or None)
+    except ConfigError as exc:
+        raise BrokerUnavailable(f"IMQ_ADMIN_TRUSTSTORE: {exc}") from exc
+
+
 class BrokerAdmin:
-    """One admin connection to the broker whose port mapper is at ``host:port``."""
+    """One admin connection to the broker whose port mapper is at ``host:port``; with
+    ``ssl`` (a client context, :func:`admin_ssl_context`), over its ``ssladmin`` service."""
 
     def __init__(
         self,
@@ -62,12 +106,19 @@ class BrokerAdmin:
         password: str = "admin",
         *,
         timeout: float = 10.0,
+        source: str = "",
+        ssl: _ssl.SSLContext | None = None,
     ) -> None:
         self.host = host
         self.port = port
         self.user = user
         self.password = password
         self.timeout = timeout
+        # Where the credential comes from, named when the login is refused.
+        self.source = source
+        # The broker refused the last login: default_admin() checks the credential again.
+        self.refused = False
+        self.ssl = ssl
         self._client: AdminClient | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._lock = threading.Lock()
@@ -93,15 +144,32 @@ class BrokerAdmin:
 
     async def _open(self) -> AdminClient:
         try:
-            return await AdminClient.open(
-                self.host, self.port, self.user, self.password, connect_timeout=self.timeout
+            client = await AdminClient.open(
+                self.host,
+                self.port,
+                self.user,
+                self.password,
+                connect_timeout=self.timeout,
+                ssl=self.ssl,
             )
-        except (OSError, TimeoutError) as exc:
-            raise BrokerUnavailable(f"broker at {self.address} is not reachable: {exc}") from exc
-        except Exception as exc:  # refused login, bad service list, ...
+        except Exception as exc:
+            tls = _tls_failure(exc)
+            if tls is not None:
+                raise BrokerUnavailable(
+                    f"cannot open the ssladmin service of the broker at {self.address}: {tls}"
+                ) from exc
+            if isinstance(exc, (OSError, TimeoutError)):
+                raise BrokerUnavailable(
+                    f"broker at {self.address} is not reachable: {exc}"
+                ) from exc
+            # A refused login, a bad service list, ...
+            self.refused = True
+            who = f" as {self.user} ({self.source})" if self.source else ""
             raise BrokerUnavailable(
-                f"cannot open the admin service at {self.address}: {exc}"
+                f"cannot open the admin service at {self.address}{who}: {exc}"
             ) from exc
+        self.refused = False
+        return client
 
     # -- requests -----------------------------------------------------------------------
 
@@ -216,34 +284,17 @@ class BrokerAdmin:
                 self._loop = None
 
 
-_default: BrokerAdmin | None = None
-_default_lock = threading.Lock()
-
-
-def default_admin() -> BrokerAdmin:
-    """The process-wide admin connection to the broker named by the settings
-    (IMQ_BROKER_HOST, IMQ_PORT, IMQ_ADMIN_USER, IMQ_ADMIN_PASSWORD)."""
-    global _default
-    from django.conf import settings
-
-    with _default_lock:
-        wanted = (
-            settings.IMQ_BROKER_HOST,
-            int(settings.IMQ_BROKER_PORT),
-            settings.IMQ_ADMIN_USER,
-            settings.IMQ_ADMIN_PASSWORD,
-        )
-        if (
-            _default is None
-            or (
-                _default.host,
-                _default.port,
-                _default.user,
-                _default.password,
+def _tls_failure(exc: BaseException) -> str | None:
+    """What went wrong in the TLS handshake behind ``exc`` (the client wraps it), in
+    words that say what to do; None when TLS is not the cause."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, _ssl.SSLCertVerificationError):
+            return (
+                f"its certificate is not trusted ({seen.verify_message or seen.reason}): "
+                "trust the broker's keystore.crt (or the CA that signed it)"
             )
-            != wanted
-        ):
-            if _default is not None:
-                _default.close()
-            _default = BrokerAdmin(*wanted)
-        return _default
+        if isinstance(seen, _ssl.SSLError):
+            return f"TLS failed: {seen.reason or seen}"
+        seen = seen.__cause__
+    return None

@@ -30,9 +30,11 @@ from django.db import transaction
 
 from broker.models import AccessRule, BrokerGroup, BrokerUser, validate_broker_username
 from broker.security import acl, users
+from broker.security.digest import password_digest
 from broker.security.users import ADMIN_GROUP, ANONYMOUS_GROUP, USER_GROUP
 
 from .actions import ActionError, record_change
+from .portal_account import PORTAL_ACCOUNT, guarded_account
 
 __all__ = [
     "BUILTIN_GROUPS",
@@ -43,6 +45,7 @@ __all__ = [
     "delete_group",
     "delete_rule",
     "delete_user",
+    "ensure_portal_account",
     "export_rules_file",
     "get_group",
     "get_rule",
@@ -182,12 +185,25 @@ def _clean_groups(groups: Iterable[str]) -> list[str]:
 
 
 def _active_admins_without(username: str) -> int:
+    # The portal's own account is no person: it cannot be the administrator who is left.
     return (
         BrokerUser.objects.filter(active=True, groups__name=ADMIN_GROUP)
-        .exclude(username=username)
+        .exclude(username__in=(username, PORTAL_ACCOUNT))
         .distinct()
         .count()
     )
+
+
+def _keep_the_portal(username: str, *, what: str, cuts_off: bool) -> None:
+    """Refuse ``what`` (a change to ``username``) when it would cut the portal off the
+    broker: ``username`` is the account the portal logs in with (see
+    :mod:`broker.admin.credentials`) and the change takes its password, its admin rights
+    or the account away."""
+    if not cuts_off:
+        return
+    account, why = guarded_account()
+    if account == username:
+        raise Conflict(f"refused to {what}: {why}")
 
 
 def _keep_an_admin(username: str, still_admin: bool) -> None:
@@ -285,6 +301,12 @@ def update_user(
         else any(g.name == ADMIN_GROUP for g in user.groups.all())
     )
     _keep_an_admin(username, will_be_active and will_be_admin)
+    _keep_the_portal(
+        username,
+        what=f"change user {username}'s "
+        + ("password" if password is not None else "groups or state"),
+        cuts_off=password is not None or not (will_be_active and will_be_admin),
+    )
     changes = []
     with transaction.atomic():
         if password is not None:
@@ -309,6 +331,7 @@ def update_user(
 def delete_user(actor: str, username: str) -> None:
     _user(username)
     _keep_an_admin(username, False)
+    _keep_the_portal(username, what=f"delete user {username}", cuts_off=True)
     try:
         users.delete_user(username)
     except users.UnknownUserError as exc:
@@ -317,6 +340,48 @@ def delete_user(actor: str, username: str) -> None:
     record_change(
         actor, f"deleted user {username}", {"type": "user", "op": "delete", "name": username}
     )
+
+
+def ensure_portal_account(password: str, secret_path: str) -> str | None:
+    """Make the portal's own broker account (:data:`PORTAL_ACCOUNT`) an active member of
+    group admin whose password is ``password`` (the secret in ``secret_path``), creating
+    it if missing; recorded when anything changed.  Returns "created", "updated" or None
+    (it was so already).  Safe to race with another process reading the same secret."""
+    user = BrokerUser.objects.prefetch_related("groups").filter(username=PORTAL_ACCOUNT).first()
+    actor = "portal"
+    if user is None:
+        try:
+            users.create_user(PORTAL_ACCOUNT, password, [ADMIN_GROUP])
+        except users.DuplicateUserError:
+            return ensure_portal_account(password, secret_path)  # another process's
+        record_change(
+            actor,
+            f"created user {PORTAL_ACCOUNT} (groups: {ADMIN_GROUP}), the portal's own "
+            f"broker account, with the secret in {secret_path}",
+            {"type": "user", "op": "create", "name": PORTAL_ACCOUNT, "groups": [ADMIN_GROUP]},
+        )
+        return "created"
+    changes = []
+    with transaction.atomic():
+        if user.password_digest != password_digest(PORTAL_ACCOUNT, password):
+            users.set_password(PORTAL_ACCOUNT, password)
+            changes.append("password")
+        groups = {g.name for g in user.groups.all()}
+        if ADMIN_GROUP not in groups:
+            users.set_groups(PORTAL_ACCOUNT, sorted(groups | {ADMIN_GROUP}))
+            changes.append(f"groups={','.join(sorted(groups | {ADMIN_GROUP}))}")
+        if not user.active:
+            users.set_active(PORTAL_ACCOUNT, True)
+            changes.append("enabled")
+    if not changes:
+        return None
+    sync_portal_user(PORTAL_ACCOUNT)
+    record_change(
+        actor,
+        f"updated user {PORTAL_ACCOUNT}: {', '.join(changes)} (from the secret in {secret_path})",
+        {"type": "user", "op": "update", "name": PORTAL_ACCOUNT, "changes": changes},
+    )
+    return "updated"
 
 
 def import_users_passwd(actor: str, text: str) -> tuple[list[str], list[str]]:
@@ -342,12 +407,14 @@ def admin_lost_by(changes: dict[str, tuple[bool, Iterable[str]]]) -> str | None:
     """Why applying ``changes`` (user -> (active, groups) after the change) would leave
     no active member of group admin, or None when one remains (or there was none)."""
     admins_before = set(
-        BrokerUser.objects.filter(active=True, groups__name=ADMIN_GROUP).values_list(
-            "username", flat=True
-        )
+        BrokerUser.objects.filter(active=True, groups__name=ADMIN_GROUP)
+        .exclude(username=PORTAL_ACCOUNT)
+        .values_list("username", flat=True)
     )
     admins_after = {n for n in admins_before if n not in changes} | {
-        n for n, (active, groups) in changes.items() if active and ADMIN_GROUP in set(groups)
+        n
+        for n, (active, groups) in changes.items()
+        if active and ADMIN_GROUP in set(groups) and n != PORTAL_ACCOUNT
     }
     if admins_before and not admins_after:
         return (
@@ -375,6 +442,14 @@ def load_users(
     lost = admin_lost_by({n: (active, groups) for n, _d, active, groups in entries})
     if lost is not None:
         raise Conflict(f"{source} leaves {lost}")
+    for name, digest, active, groups in entries:
+        current = BrokerUser.objects.filter(username=name).first()
+        _keep_the_portal(
+            name,
+            what=f"load {name} from {source}",
+            cuts_off=current is not None
+            and (digest != current.password_digest or not active or ADMIN_GROUP not in groups),
+        )
     try:
         created, updated = users.put_stored_users(entries)
     except users.UserError as exc:

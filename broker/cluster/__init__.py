@@ -1,7 +1,6 @@
 """Conventional multi-broker clusters (OpenMQ's cluster protocol, docs/developers/protocol.md).
 
-The public names, stable for the other parts of the broker (and the HA helper's
-``ha*.py`` / ``takeover*.py`` beside these modules):
+The public names, stable for the other parts of the broker:
 
 * :class:`broker.cluster.config.ClusterConfig` -- ``ClusterConfig.from_config(config,
   portmapper_port)``: ``me`` (a :class:`~broker.protocol.gpacket.BrokerAddress`),
@@ -12,8 +11,12 @@ The public names, stable for the other parts of the broker (and the HA helper's
   ``port`` (the bound cluster port, for the port mapper's ``cluster tcp CLUSTER``
   line); ``links`` {BrokerAddress: BrokerLink} of the links that are up;
   ``brokers()`` [{address, instance, state, self}] for administration;
-  ``broker_list()`` for HELLO_REPLY's JMQBrokerList; ``locks`` (below);
-  ``on_packet(link, gpacket)`` the switch every up link feeds.
+  ``broker_list()`` for HELLO_REPLY's JMQBrokerList; ``reload(propagate=...)``;
+  ``locks`` and ``positions`` (below); ``spawn(coro)`` a task that stops with it;
+  ``on_packet(link, gpacket)`` the table every up link feeds.  Its parts, each owning
+  its state and registering its packets (handlers.py): ``peers`` (peers.py),
+  ``interests`` (interests.py), ``delivery`` (delivery.py), ``changes`` (changes.py),
+  ``txns`` (remotetxn.py).
 * :class:`broker.cluster.link.BrokerLink` -- one link (asyncio protocol): ``send(gp)``,
   ``drop(reason)``, ``address``, ``up``, ``goodbye`` (peer left cleanly).
 * :class:`broker.cluster.locks.ClusterLocks` -- ``await acquire(resource, shared)`` ->
@@ -25,11 +28,12 @@ The public names, stable for the other parts of the broker (and the HA helper's
   broker) and ``InboundOrigin`` (owner of entries received for a local consumer).
 * :mod:`broker.cluster.changerecord` -- the master broker's change record
   (``ChangeRecord(instance_dir)``, ``backup(instance_dir, file)``, ``restore(...)``);
-  ``ClusterService.record`` is set on the master.
+  ``ClusterService.changes.record`` is set on the master.
 * ``ClusterService.set_flow_stopped(stopped, why)`` -- cluster flow control
   (broker/server/clustering.py calls it from the memory state).
 * Router hooks the service uses (broker/core/router.py): ``consumer_listeners``,
-  ``listeners`` (destination and durable events), ``change_guard``.
+  ``listeners`` (destination, durable and connection events), ``change_guard``,
+  ``position_claims``, ``remote_prepare``, ``transaction_listeners``.
 
 Bytes: broker/protocol/gpacket.py (sans-IO).  Wiring: broker/server/broker.py starts the
 service when ``imq.cluster.brokerlist`` (or ``imq.cluster.url``) names other brokers.

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker.core import queries
@@ -29,27 +28,129 @@ from broker.protocol.types import (
     Status,
 )
 
-from .changerecord import change_event_entry, changes_reply_entries, write_last_sync
-from .config import PRIVATE_PREFIXES
+from .changerecord import (
+    ChangeRecord,
+    change_event_entry,
+    changes_reply_entries,
+    read_last_sync,
+    write_last_sync,
+)
+from .config import PRIVATE_PREFIXES, ClusterConfig
 from .destattrs import from_wire, to_wire
-from .link import BrokerLink
-from .remote import RemoteConsumer
-from .state import ClusterState
+from .handlers import Handlers
+from .interests import interest_packet, shared
 
 if TYPE_CHECKING:
-    pass
+    from pathlib import Path
+
+    from broker.core.router import MessageRouter
+    from broker.core.session import Consumer
+
+    from .delivery import RemoteDelivery
+    from .interests import LocalInterests
+    from .link import BrokerLink
+    from .peers import Peers
 
 log = logging.getLogger("broker.cluster")
 
 
-class ChangeRules(ClusterState):
-    """The destinations, durables and change-record part of
-    :class:`~broker.cluster.service.ClusterService` (a mixin)."""
+class ConfigChanges:
+    """What the brokers of a cluster share of their configuration, and the master
+    broker's change record (a part of :class:`~broker.cluster.service.ClusterService`)."""
 
-    # The delivery rules' (delivery.py): a local client connection closed; a remote
-    # consumer goes.
-    _client_closed_out: Callable[[int], None]
-    _remove_remote: Callable[[RemoteConsumer], None]
+    def __init__(
+        self,
+        cfg: ClusterConfig,
+        router: MessageRouter,
+        peers: Peers,
+        interests: LocalInterests,
+        delivery: RemoteDelivery,
+        instance_dir: Path | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.router = router
+        self.peers = peers
+        self.interests = interests
+        self.delivery = delivery
+        self.instance_dir = instance_dir
+        # The configuration change record, when this broker is the master broker.
+        self.record: ChangeRecord | None = None
+        if cfg.is_master() and instance_dir is not None:
+            self.record = ChangeRecord(instance_dir)
+        # The durable subscriptions the change record has (or this broker sent it).
+        self._known_durables: set[tuple[str | None, str]] = set()
+        # Set while applying a peer's change, so it is not sent back out.
+        self._applying = False
+
+    def handlers(self) -> Handlers:
+        return {
+            gp.G_UPDATE_DESTINATION: self._apply_destination,
+            gp.G_REM_DESTINATION: self._apply_destination,
+            gp.G_REM_DURABLE_INTEREST: self._remove_durable,
+            gp.G_CONFIG_CHANGE_EVENT: self._config_change_event,
+            gp.G_CONFIG_CHANGE_EVENT_REPLY: self._config_change_event_reply,
+            gp.G_GET_CONFIG_CHANGES_REQUEST: self._config_changes_request,
+            gp.G_GET_CONFIG_CHANGES_REPLY: self._config_changes_reply,
+        }
+
+    def start(self) -> None:
+        """Know the durable subscriptions there are, and guard changes while the master
+        broker is away."""
+        for _topic, sub in queries.subscriptions(self.router):
+            if sub.durable_key is not None:
+                self._known_durables.add(sub.durable_key)
+        if self.cfg.master is not None:
+            self.router.change_guard = self._guard
+            role = "this broker" if self.record is not None else "{}:{}".format(*self.cfg.master)
+            log.info("master broker: %s", role)
+
+    # -- a link comes up ----------------------------------------------------------------
+
+    def send_destinations(self, link: BrokerLink) -> None:
+        """The administrators' destinations, to a broker that just linked."""
+        for dest in self._admin_destinations():
+            link.send(self._destination_packet(dest, sync=True))
+
+    def ask_master(self, link: BrokerLink) -> None:
+        """The master broker's link is up: ask for the changes made since the last time."""
+        if (
+            self.record is None
+            and link is self.peers.master_link()
+            and self.instance_dir is not None
+        ):
+            # -1: never synchronised (OpenMQ's brokers ask so, without the A bit).
+            since = read_last_sync(self.instance_dir) or -1
+            link.send(gp.GPacket(gp.G_GET_CONFIG_CHANGES_REQUEST, {"TS": JLong(since)}))
+
+    def _record(self, pkt: gp.GPacket) -> None:
+        """A local change goes into the master's change record (as OpenMQ's brokers
+        record it: the packet marked ``M``, sent without the A bit; the master answers
+        anyway)."""
+        entry = gp.GPacket(pkt.type, {**pkt.props, "M": True}, pkt.payload)
+        if self.record is not None:
+            self.record.append(entry)
+            return
+        link = self.peers.master_link()
+        if link is not None:
+            xid = JLong(int(time.time() * 1000))
+            link.send(gp.GPacket(gp.G_CONFIG_CHANGE_EVENT, {"X": xid}, gp.encode(entry)))
+
+    def consumer_event(self, what: str, cons: Consumer) -> None:
+        """A router consumer listener: a new durable subscription goes into the change
+        record (announced as OpenMQ's brokers record it: its consumer's interest)."""
+        sub = cons.subscription
+        if what != "added" or sub is None or sub.durable_key is None or not shared(cons):
+            return
+        if sub.durable_key not in self._known_durables:
+            self._known_durables.add(sub.durable_key)
+            rec = interest_packet(self.cfg.me, [cons])
+            rec.props.update(
+                N=sub.durable_key[1],
+                I=sub.durable_key[0] or "",
+                shared=sub.share is not None,
+                jmsshared=sub.share == "jms",
+            )
+            self._record(rec)
 
     # -- destinations and durables --------------------------------------------------
 
@@ -72,11 +173,9 @@ class ChangeRules(ClusterState):
             body = empty_properties()
         return gp.GPacket(gp.G_UPDATE_DESTINATION, props, body)
 
-    def _router_event(self, kind: str, data: dict) -> None:
+    def router_event(self, kind: str, data: dict) -> None:
+        """A router listener: an administrator's change here goes to every broker."""
         if self._applying:
-            return
-        if kind == "connection.closed":
-            self._client_closed_out(data["id"])
             return
         router = self.router
         pkt = None
@@ -100,15 +199,13 @@ class ChangeRules(ClusterState):
             key = (data["client_id"], data["name"])
             self._known_durables.discard(key)
             # Its UID as an announced subscription goes with it.
-            for sub in [s for s in self.sub_uids if s.durable_key == key]:
-                uid = self.sub_uids.pop(sub)
-                self.uid_subs.pop(uid.consumer_id, None)
+            self.interests.forget_durable(key)
             w = gp.BodyWriter().utf(data["name"]).utf(data["client_id"] or "")
             props = {"C": 1, "N": data["name"], "I": data["client_id"] or ""}
             pkt = gp.GPacket(gp.G_REM_DURABLE_INTEREST, props, w.bytes())
         if pkt is not None:
             self._record(pkt)
-            self._broadcast(pkt)
+            self.peers.broadcast(pkt)
 
     # -- the master broker's change record -----------------------------------------------
 
@@ -116,7 +213,7 @@ class ChangeRules(ClusterState):
         """Refuse a recorded change while the master broker cannot record it."""
         if self._applying or self.record is not None or self.cfg.master is None:
             return
-        if self._master_link() is None:
+        if self.peers.master_link() is None:
             host, port = self.cfg.master
             raise RouterError(
                 Status.UNAVAILABLE,
@@ -265,10 +362,7 @@ class ChangeRules(ClusterState):
         for name, client_id in pairs:
             # The sender's own interest in it (OpenMQ announces a durable subscription
             # as one) goes first, or the subscription would be in use.
-            for key, rc in list(self.remotes.items()):
-                if key[0] is link and rc.durable_name == name:
-                    if (rc.link.client_id or "") == client_id:
-                        self._remove_remote(self.remotes.pop(key))
+            self.delivery.drop_durable_interest(link, name, client_id)
             self._applying = True
             try:
                 self.router.subs.unsubscribe(client_id or None, name)
@@ -284,4 +378,4 @@ class ChangeRules(ClusterState):
                 self._applying = False
 
 
-__all__ = ["ChangeRules"]
+__all__ = ["ConfigChanges"]

@@ -1,6 +1,7 @@
 """The cluster service's remote delivery: local consumers announced to the peers
-(interests), remote consumers attached here (remote.py), messages forwarded to them,
-messages received for local consumers, and the acknowledgements going home.
+(interests.py), remote consumers attached here (remote.py), messages forwarded to them,
+messages received for local consumers, the acknowledgements going home, and message flow
+control between brokers.
 """
 
 from __future__ import annotations
@@ -26,14 +27,18 @@ from broker.protocol.types import (
     DEST_TOPIC,
 )
 
-from .config import PRIVATE_PREFIXES
-from .link import BrokerLink
-from .remote import InboundOrigin, RemoteConsumer
-from .remotetxn import RemoteTxnRules, ack_payload
+from .handlers import Handlers, ignore
+from .interests import announced_as_subscription, shared
+from .remote import InboundOrigin, RemoteConsumer, RemoteConsumers
+from .remotetxn import ack_payload, ack_props, ack_reply
 
 if TYPE_CHECKING:
-    from broker.core.destination import Subscription
-    from broker.core.dispatch import DeliveryTarget
+    from broker.core.router import MessageRouter
+
+    from .interests import LocalInterests
+    from .link import BrokerLink
+    from .peers import Peers
+    from .remotetxn import RemoteTransactions
 
 log = logging.getLogger("broker.cluster")
 _DEAD_REASONS = frozenset(
@@ -53,244 +58,66 @@ _PLAIN_ACKS = frozenset(
 )
 
 
-class DeliveryRules(RemoteTxnRules):
-    """The interests and remote-delivery part of
-    :class:`~broker.cluster.service.ClusterService` (a mixin)."""
+class RemoteDelivery:
+    """Messages between this broker's consumers and the other brokers (a part of
+    :class:`~broker.cluster.service.ClusterService`)."""
 
-    # Its state, made in ClusterService.__init__ (declared here for the type checker).
-    _acks: dict[tuple, tuple[BrokerLink, list]]
-    _acks_scheduled: bool
-    _pending_timer: asyncio.TimerHandle | None
-
-    # -- interests -------------------------------------------------------------------
-
-    @staticmethod
-    def _shared(cons: Consumer) -> bool:
-        dest = cons.destination
-        return not dest.name.startswith(PRIVATE_PREFIXES) and not dest.attributes.get("isLocalOnly")
-
-    def _uid(self, cons: Consumer) -> gp.ConsumerUID:
-        return gp.ConsumerUID(cons.id, cons.link.id, self.cfg.me)
-
-    def _interest_packet(self, consumers: list[Consumer]) -> gp.GPacket:
-        w = gp.BodyWriter()
-        props: dict[str, object] = {"C": len(consumers)}
-        for c in consumers:
-            dest = c.destination
-            sub = c.subscription
-            durable = sub.durable_key[1] if sub is not None and sub.durable_key else None
-            w.int64(gp.INTEREST_RECORD_VERSION).utf(dest.name)
-            w.boolean(True)
-            self._uid(c).write(w)
-            client_id = c.link.client_id or None
-            w.boolean(client_id is not None)
-            if client_id is not None:
-                w.utf(client_id)
-            w.boolean(durable is not None)
-            if durable is not None:
-                w.utf(durable)
-            selector = c.selector if sub is None else sub.selector
-            text = selector.text if selector is not None else None
-            w.boolean(text is not None)
-            if text is not None:
-                w.utf(text)
-            w.boolean(dest.is_queue).boolean(c.no_local).boolean(True)
-            share = sub.share if sub is not None else None
-            shared_name = None
-            if share == "jms" and sub is not None and sub.shared_key is not None:
-                shared_name = sub.shared_key[2]
-            # A subscription's consumer says how many may be active (OpenMQ reads -1 as
-            # shared, 1 as a plain durable); a queue consumer's position (core/
-            # positions.py), 0 for a topic's; JMS 2.0 shared and its name.
-            if share is not None:
-                w.boolean(True).int32(-1)
-            elif durable is not None:
-                w.boolean(True).int32(1)
-            else:
-                w.boolean(False)
-            position = 0
-            if isinstance(dest, QueueDestination):
-                position = dest.positions.get(c, 0)
-                props[f"{c.id}:positions"] = True  # ours: its moves up are announced
-            w.int32(position).boolean(share == "jms").boolean(shared_name is not None)
-            if shared_name is not None:
-                w.utf(shared_name)
-            if share == "mq":
-                props[f"{c.id}:mqshare"] = True  # ours: OpenMQ's JMQShare
-            props[f"{c.id}:prefetch"] = c.prefetch if c.prefetch > 0 else -1
-            if dest.is_temporary:
-                # Ours: the receiver makes the temporary destination (so it can send to it).
-                props[f"{c.id}:temporary"] = True
-        return gp.GPacket(gp.G_NEW_INTEREST, props, w.bytes())
-
-    # -- subscriptions as OpenMQ announces them ---------------------------------------
-    #
-    # A durable or shared subscription (JMS 2.0, or OpenMQ's JMQShare) is an interest of
-    # its own (a record with the subscription's ConsumerUID, its names and a maximum of
-    # active consumers: -1 when shared), and each consumer attaching to it follows in a
-    # G_DURABLE_ATTACH (naming a JMQShare non-durable one by client ID and topic alone,
-    # without ``N`` or ``NDN``); the home broker
-    # delivers to the subscription and the consumer's broker acknowledges in the name of
-    # the consumer that got the message.  A consumer leaving is G_INTEREST_UPDATE T=2 of
-    # its UID; the subscription's own interest stays until it is unsubscribed (durable)
-    # or loses its last consumer (shared non-durable).
-
-    @staticmethod
-    def _announced_as_subscription(cons: Consumer) -> Subscription | None:
-        sub = cons.subscription
-        if sub is not None and (sub.durable_key is not None or sub.share is not None):
-            return sub
-        return None
-
-    def _sub_uid(self, sub: Subscription) -> gp.ConsumerUID:
-        """The subscription's ConsumerUID in the cluster (made the first time it is asked)."""
-        uid = self.sub_uids.get(sub)
-        if uid is None:
-            uid = gp.ConsumerUID(self.router.uids.next(), 0, self.cfg.me)
-            self.sub_uids[sub] = uid
-            self.uid_subs[uid.consumer_id] = sub
-        return uid
-
-    def _forget_sub(self, sub: Subscription) -> gp.ConsumerUID | None:
-        uid = self.sub_uids.pop(sub, None)
-        if uid is not None:
-            self.uid_subs.pop(uid.consumer_id, None)
-        return uid
-
-    def _subscription_packets(
-        self, sub: Subscription, consumers: list[Consumer]
-    ) -> list[gp.GPacket]:
-        """The subscription's interest, then one G_DURABLE_ATTACH per consumer."""
-        uid = self._sub_uid(sub)
-        durable = sub.durable_key[1] if sub.durable_key is not None else None
-        client_id = sub.durable_key[0] if sub.durable_key is not None else None
-        if client_id is None and consumers:
-            client_id = consumers[0].link.client_id or None
-        shared_name = sub.shared_key[2] if sub.share == "jms" and sub.shared_key else None
-        if durable is not None:
-            shared_name = None  # a shared durable is named by its durable name
-        w = gp.BodyWriter()
-        _write_record(
-            w,
-            sub.topic.name,
-            uid,
-            client_id,
-            durable,
-            sub.selector_text,
-            False,
-            sub.no_local,
-            -1 if sub.share is not None else 1,
-            sub.share == "jms",
-            shared_name,
-        )
-        out = [gp.GPacket(gp.G_NEW_INTEREST, {"C": 1, f"{uid.consumer_id}:prefetch": 1}, w.bytes())]
-        for c in consumers:
-            w = gp.BodyWriter()
-            _write_record(
-                w,
-                sub.topic.name,
-                self._uid(c),
-                None,
-                None,
-                None,
-                False,
-                c.no_local,
-                None,
-                False,
-                None,
-            )
-            props: dict[str, object] = {
-                "I": client_id or "",
-                "allowsNonDurable": True,
-                f"{c.id}:prefetch": c.prefetch if c.prefetch > 0 else -1,
-            }
-            if durable is not None:
-                props["N"] = durable
-            elif sub.share == "jms":
-                props["NDN"] = shared_name or ""
-            out.append(gp.GPacket(gp.G_DURABLE_ATTACH, props, w.bytes()))
-        return out
-
-    def _announce(self, link: BrokerLink, consumers: list[Consumer]) -> None:
-        """Every consumer of ``consumers`` to ``link``: plain ones in one G_NEW_INTEREST,
-        subscriptions' consumers under their subscription."""
-        plain = []
-        by_sub: dict[Subscription, list[Consumer]] = {}
-        for c in consumers:
-            sub = self._announced_as_subscription(c)
-            if sub is None:
-                plain.append(c)
-            else:
-                by_sub.setdefault(sub, []).append(c)
-        if plain:
-            link.send(self._interest_packet(plain))
-        for sub, cons in by_sub.items():
-            for pkt in self._subscription_packets(sub, cons):
-                link.send(pkt)
-
-    def _announce_position(
-        self, dest: QueueDestination, target: DeliveryTarget, position: int
+    def __init__(
+        self,
+        router: MessageRouter,
+        peers: Peers,
+        interests: LocalInterests,
+        consumers: RemoteConsumers,
+        txns: RemoteTransactions,
     ) -> None:
-        """A local backup moved up to ``position`` (its lock taken): tell every broker."""
-        if not isinstance(target, Consumer) or not self.links:
-            return
-        w = gp.BodyWriter()
-        self._uid(target).write(w)
-        props: dict[str, object] = {
-            "C": 1,
-            "T": gp.INTEREST_NEW_PRIMARY,
-            f"{target.id}:position": position,
-        }
-        self._broadcast(gp.GPacket(gp.G_INTEREST_UPDATE, props, w.bytes()))
+        self.router = router
+        self.peers = peers
+        self.me = peers.cfg.me
+        # The local consumers as the peers know them (the subscriptions' UIDs).
+        self.interests = interests
+        # The peers' consumers attached here (the remote transactions read them too).
+        self.consumers = consumers
+        self.txns = txns
+        # The origins of what home brokers sent for local consumers, by (link, the
+        # consumer's or subscription's id).
+        self.inbound: dict[tuple[BrokerLink, int], InboundOrigin] = {}
+        # Acknowledgements going home this loop turn, by (link, kind, redelivered, dead).
+        self._acks: dict[tuple, tuple[BrokerLink, list]] = {}
+        self._acks_scheduled = False
+        # Origins whose entries wait for their consumer, retried on a short timer.
+        self._pending: set[InboundOrigin] = set()
+        self._pending_timer: asyncio.TimerHandle | None = None
+        # Whether this broker asked the others to stop sending it messages (memory red).
+        self.flow_stopped = False
 
-    def _consumer_event(self, what: str, cons: Consumer) -> None:
-        if not self._shared(cons):
+    def handlers(self) -> Handlers:
+        return {
+            gp.G_NEW_INTEREST: self._new_interest,
+            gp.G_INTEREST_UPDATE: self._interest_update,
+            gp.G_DURABLE_ATTACH: self._durable_attach,
+            gp.G_MESSAGE_DATA: self._message_data,
+            gp.G_MESSAGE_ACK: self._message_ack,
+            gp.G_CLIENT_CLOSED: self._client_closed,
+            gp.G_CLIENT_CLOSED_REPLY: ignore,
+            gp.G_STOP_MESSAGE_FLOW: self._stop_flow,
+            gp.G_RESUME_MESSAGE_FLOW: self._resume_flow,
+        }
+
+    def consumer_event(self, what: str, cons: Consumer) -> None:
+        """A router consumer listener: messages home brokers sent a subscription while
+        it had no consumer go to the one that joined, on the next turn, after its
+        ADD_CONSUMER_REPLY (a client drops a delivery for a consumer ID its reply has
+        not told it yet)."""
+        if what != "added" or not shared(cons):
             return
-        sub = cons.subscription
-        if what == "added" and sub is not None and sub.durable_key is not None:
-            if sub.durable_key not in self._known_durables:
-                self._known_durables.add(sub.durable_key)
-                rec = self._interest_packet([cons])
-                rec.props.update(
-                    N=sub.durable_key[1],
-                    I=sub.durable_key[0] or "",
-                    shared=sub.share is not None,
-                    jmsshared=sub.share == "jms",
-                )
-                self._record(rec)
-        announced = self._announced_as_subscription(cons)
-        if what == "added" and announced is not None:
-            # Messages its home brokers sent the subscription while it had no consumer:
-            # on the next turn, after the consumer's ADD_CONSUMER_REPLY (a client drops a
-            # delivery for a consumer ID its reply has not told it yet).
-            sub_id = self._sub_uid(announced).consumer_id
+        announced = announced_as_subscription(cons)
+        if announced is not None:
+            sub_id = self.interests.sub_uid(announced).consumer_id
             for (_link, cid), origin in list(self.inbound.items()):
                 if cid == sub_id and origin.pending:
                     self.retry_pending(origin)
-        if not self.links:
-            if what != "added" and announced is not None and announced.durable_key is None:
-                if not announced.queue.consumers:
-                    self._forget_sub(announced)
-            return
-        if what == "added":
-            for link in self.links.values():
-                self._announce(link, [cons])
-            return
-        w = gp.BodyWriter()
-        self._uid(cons).write(w)
-        count = 1
-        if announced is not None:
-            kind = gp.INTEREST_REM
-            if announced.durable_key is None and not announced.queue.consumers:
-                # A shared non-durable subscription goes with its last consumer.
-                gone = self._forget_sub(announced)
-                if gone is not None:
-                    gone.write(w)
-                    count = 2
-        else:
-            detach = sub is not None and sub.durable_key is not None
-            kind = gp.INTEREST_DURABLE_DETACH if detach else gp.INTEREST_REM
-        self._broadcast(gp.GPacket(gp.G_INTEREST_UPDATE, {"C": count, "T": kind}, w.bytes()))
+
+    # -- the peers' interests -------------------------------------------------------
 
     def _new_interest(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         count = pkt.props.get("C", 0)
@@ -329,7 +156,7 @@ class DeliveryRules(RemoteTxnRules):
 
     def _add_remote(self, link: BrokerLink, uid: gp.ConsumerUID, rec: dict, window: int) -> None:
         key = (link, uid.consumer_id)
-        if key in self.remotes:
+        if key in self.consumers.remotes:
             return
         router = self.router
         dtype = DEST_QUEUE if rec["queue"] else DEST_TOPIC
@@ -378,10 +205,10 @@ class DeliveryRules(RemoteTxnRules):
                 # The subscription's own interest: it takes messages only while a
                 # consumer is attached to it (G_DURABLE_ATTACH); meanwhile they wait here.
                 rc.announced = True
-                self.remotes[key] = rc
+                self.consumers.remotes[key] = rc
                 return
             sub.attach(rc)
-        self.remotes[key] = rc
+        self.consumers.remotes[key] = rc
         rc.queue.dispatch(now_ms())
 
     def _durable_attach(self, link: BrokerLink, pkt: gp.GPacket) -> None:
@@ -400,11 +227,11 @@ class DeliveryRules(RemoteTxnRules):
                 raise gp.GPacketError("G_DURABLE_ATTACH without a subscription name or client ID")
             self._mq_share_attach(link, pkt, uid, rec, client_id)
             return
-        for key, rc in self.remotes.items():
+        for key, rc in self.consumers.remotes.items():
             if key[0] is link and name in (rc.durable_name, rc.shared_name):
                 if rc.durable_name is not None and rc.link.client_id != client_id:
                     continue
-                self.attached[link, uid.consumer_id] = key
+                self.consumers.attached[link, uid.consumer_id] = key
                 window = pkt.props.get(f"{uid.consumer_id}:prefetch")
                 rc.set_attached(uid.consumer_id, window if isinstance(window, int) else -1)
                 sub = rc.subscription
@@ -419,7 +246,7 @@ class DeliveryRules(RemoteTxnRules):
             local = self.router.subs.find_durable((client_id, durable))
         else:
             local = self.router.subs.find_shared(("jms", client_id, name))
-        if local is None or local not in self.sub_uids:
+        if local is None or local not in self.interests.sub_uids:
             log.warning(
                 "consumer of %s attached to subscription %s, which it never announced",
                 link.address,
@@ -450,7 +277,7 @@ class DeliveryRules(RemoteTxnRules):
         topic = rec["dest"]
         window = pkt.props.get(f"{uid.consumer_id}:prefetch", -1)
         window = window if isinstance(window, int) else -1
-        for key, rc in self.remotes.items():
+        for key, rc in self.consumers.remotes.items():
             sub = rc.subscription
             if (
                 key[0] is link
@@ -461,7 +288,7 @@ class DeliveryRules(RemoteTxnRules):
                 and rc.link.client_id == client_id
                 and sub.topic.name == topic
             ):
-                self.attached[link, uid.consumer_id] = key
+                self.consumers.attached[link, uid.consumer_id] = key
                 rc.set_attached(uid.consumer_id, window)
                 if rc not in sub.queue.consumers:
                     sub.attach(rc)
@@ -475,7 +302,7 @@ class DeliveryRules(RemoteTxnRules):
                 (
                     sub
                     for key, sub in dest.shared.items()
-                    if key[:3] == ("mq", client_id, topic) and sub in self.sub_uids
+                    if key[:3] == ("mq", client_id, topic) and sub in self.interests.sub_uids
                 ),
                 None,
             )
@@ -502,16 +329,6 @@ class DeliveryRules(RemoteTxnRules):
             self._add_remote(link, uid, rec, window)
         except (RouterError, SelectorError) as exc:
             log.warning("consumer of %s not attached to %s: %s", link.address, topic, exc)
-
-    def _remote_for(self, link: BrokerLink, consumer_id: int) -> RemoteConsumer | None:
-        """The remote consumer a peer's acknowledgement names: one announced by its
-        interest, or the subscription an attached consumer of it belongs to."""
-        rc = self.remotes.get((link, consumer_id))
-        if rc is None:
-            key = self.attached.get((link, consumer_id))
-            if key is not None:
-                rc = self.remotes.get(key)
-        return rc
 
     def _remove_remote(self, rc: RemoteConsumer) -> None:
         rc.closed = True
@@ -542,7 +359,7 @@ class DeliveryRules(RemoteTxnRules):
                 # means nothing: its position says whether it is active).  Ours adds the
                 # position a backup moved up to, after taking its lock.
                 position = pkt.props.get(f"{uid.consumer_id}:position")
-                rc = self.remotes.get((link, uid.consumer_id))
+                rc = self.consumers.remotes.get((link, uid.consumer_id))
                 if (
                     isinstance(position, int)
                     and rc is not None
@@ -551,13 +368,13 @@ class DeliveryRules(RemoteTxnRules):
                     rc.destination.moved(rc, position)
                     rc.queue.dispatch(now_ms())
                 continue
-            sub_key = self.attached.get((link, uid.consumer_id))
+            sub_key = self.consumers.attached.get((link, uid.consumer_id))
             if sub_key is not None:
                 # A consumer left a subscription the peer announced: the subscription
                 # stays its interest (its broker keeps what it is sent for the next
                 # consumer), within its own window again.  The consumer's UID stays
                 # known: acknowledgements in its name may still come.
-                sub_rc = self.remotes.get(sub_key)
+                sub_rc = self.consumers.remotes.get(sub_key)
                 if sub_rc is not None:
                     sub_rc.set_attached(uid.consumer_id, None)
                     if not sub_rc.attached and sub_rc.subscription is not None:
@@ -565,7 +382,7 @@ class DeliveryRules(RemoteTxnRules):
                         # it was sent and did not acknowledge is acknowledged later).
                         sub_rc.subscription.detach(sub_rc)
                 continue
-            rc = self.remotes.pop((link, uid.consumer_id), None)
+            rc = self.consumers.remotes.pop((link, uid.consumer_id), None)
             if rc is not None:
                 self._remove_remote(rc)
 
@@ -585,7 +402,7 @@ class DeliveryRules(RemoteTxnRules):
         # more (OpenMQ asks for it on the last message of a consumer's prefetch window).
         notify = pkt.props.get("D") is True
         for uid in uids:
-            if uid.broker != self.cfg.me:
+            if uid.broker != self.me:
                 continue
             key = (link, uid.consumer_id)
             origin = self.inbound.get(key)
@@ -649,7 +466,7 @@ class DeliveryRules(RemoteTxnRules):
             # One message per G_MESSAGE_ACK: OpenMQ's broker refuses a non-transacted ack
             # of more ("Unexpected remote ack count", B2136) and then never delivers past
             # the consumer's prefetch.  The packets of a turn share one property table.
-            props = self.ack_props(link, ack_type, 1)
+            props = ack_props(self.peers.address_props(), link, ack_type, 1)
             if redelivered:
                 props["redelivered"] = True
             if dead[0] is not None:
@@ -670,11 +487,11 @@ class DeliveryRules(RemoteTxnRules):
         tid = pkt.props.get("transactionID")
         if isinstance(tid, int) and isinstance(ack_type, int):
             # A consumer's transaction at its broker, in two phases (remotetxn.py).
-            self.txn_ack(link, pkt, int(ack_type), int(tid), items)
+            self.txns.txn_ack(link, pkt, int(ack_type), int(tid), items)
             return
         if ack_type not in _PLAIN_ACKS:
             log.warning("G_MESSAGE_ACK type %r from %s refused", ack_type, link.address)
-            self.ack_reply(link, pkt, 400, f"ack type {ack_type!r} without a transactionID")
+            ack_reply(link, pkt, 400, f"ack type {ack_type!r} without a transactionID")
             return
         redelivered = bool(pkt.props.get("redelivered"))
         dead_reason = pkt.props.get("deadReason")
@@ -686,7 +503,7 @@ class DeliveryRules(RemoteTxnRules):
         back: list[Entry] = []
         touched: dict[int, RemoteConsumer] = {}
         for key, uid in items:
-            rc = self._remote_for(link, uid.consumer_id)
+            rc = self.consumers.remote_for(link, uid.consumer_id)
             if rc is None:
                 continue
             if ack_type in (gp.ACK_DELIVERED, gp.ACK_SENT):
@@ -713,7 +530,7 @@ class DeliveryRules(RemoteTxnRules):
         for rc in touched.values():
             rc.queue.dispatch(t)
         # OpenMQ's consumer broker waits for this before it answers its client.
-        self.ack_reply(link, pkt)
+        ack_reply(link, pkt)
 
     def _client_closed(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         """G_CLIENT_CLOSED: a client connection of the sending broker closed; its
@@ -725,58 +542,74 @@ class DeliveryRules(RemoteTxnRules):
         # A subscription's own interest outlives the connection that made it.
         for key in [
             k
-            for k, rc in self.remotes.items()
+            for k, rc in self.consumers.remotes.items()
             if k[0] is link and rc.uid.connection_id == conn and not rc.announced
         ]:
-            self._remove_remote(self.remotes.pop(key))
+            self._remove_remote(self.consumers.remotes.pop(key))
 
-    def _client_closed_out(self, conn_id: int) -> None:
-        """A local client connection closed: tell every broker (as OpenMQ's do, without
-        asking for a reply), so none keeps a consumer of it."""
-        if self.links:
-            self._broadcast(gp.GPacket(gp.G_CLIENT_CLOSED, {"I": JLong(conn_id)}))
+    def router_event(self, kind: str, data: dict) -> None:
+        """A router listener: a local client connection closed; tell every broker (as
+        OpenMQ's do, without asking for a reply), so none keeps a consumer of it."""
+        if kind == "connection.closed" and self.peers.links:
+            self.peers.broadcast(gp.GPacket(gp.G_CLIENT_CLOSED, {"I": JLong(data["id"])}))
 
-    def _forget_link(self, link: BrokerLink) -> None:
+    def drop_durable_interest(self, link: BrokerLink, name: str, client_id: str) -> None:
+        """The peer's own interest in its durable subscription ``name`` goes (before the
+        subscription is removed: OpenMQ announces a durable subscription as one)."""
+        for key, rc in list(self.consumers.remotes.items()):
+            if key[0] is link and rc.durable_name == name:
+                if (rc.link.client_id or "") == client_id:
+                    self._remove_remote(self.consumers.remotes.pop(key))
+
+    # -- flow control ----------------------------------------------------------------
+
+    def set_flow_stopped(self, stopped: bool, why: str) -> None:
+        """Cluster flow control: ask every broker to stop (or resume) sending us messages."""
+        if stopped == self.flow_stopped:
+            return
+        self.flow_stopped = stopped
+        log.warning(
+            "cluster message flow to this broker %s (%s)", "stopped" if stopped else "resumed", why
+        )
+        kind = gp.G_STOP_MESSAGE_FLOW if stopped else gp.G_RESUME_MESSAGE_FLOW
+        self.peers.broadcast(gp.GPacket(kind, {}))
+
+    def tell_flow(self, link: BrokerLink) -> None:
+        """A broker that just linked hears that this one stopped its message flow."""
+        if self.flow_stopped:
+            link.send(gp.GPacket(gp.G_STOP_MESSAGE_FLOW, {}))
+
+    def _stop_flow(self, link: BrokerLink, pkt: gp.GPacket) -> None:
+        if not link.flow_stopped:
+            log.info("broker %s asked to stop message flow to it", link.address)
+        link.flow_stopped = True
+        if pkt.wants_reply:
+            link.send(gp.GPacket(gp.G_STOP_MESSAGE_FLOW_REPLY, {"S": 200}))
+
+    def _resume_flow(self, link: BrokerLink, pkt: gp.GPacket) -> None:
+        if link.flow_stopped:
+            log.info("broker %s resumed message flow to it", link.address)
+        link.flow_stopped = False
+        if pkt.wants_reply:
+            link.send(gp.GPacket(gp.G_RESUME_MESSAGE_FLOW_REPLY, {"S": 200}))
+        stamp = now_ms()
+        for (rlink, _cid), rc in list(self.consumers.remotes.items()):
+            if rlink is link:
+                rc.queue.dispatch(stamp)
+
+    # -- a link goes -------------------------------------------------------------------
+
+    def forget_link(self, link: BrokerLink) -> None:
         """What came over ``link`` goes: its remote consumers (their messages back to
         their queues) and the origins of what it delivered here."""
-        for key in [k for k in self.remotes if k[0] is link]:
-            self._remove_remote(self.remotes.pop(key))
-        for key in [k for k in self.attached if k[0] is link]:
-            del self.attached[key]
+        for key in [k for k in self.consumers.remotes if k[0] is link]:
+            self._remove_remote(self.consumers.remotes.pop(key))
+        for key in [k for k in self.consumers.attached if k[0] is link]:
+            del self.consumers.attached[key]
         for key in [k for k in self.inbound if k[0] is link]:
             origin = self.inbound.pop(key)
             origin.pending.clear()
             self._pending.discard(origin)
 
 
-def _write_record(
-    w: gp.BodyWriter,
-    dest: str,
-    uid: gp.ConsumerUID,
-    client_id: str | None,
-    durable: str | None,
-    selector: str | None,
-    is_queue: bool,
-    no_local: bool,
-    max_active: int | None,
-    jms_shared: bool,
-    shared_name: str | None,
-    position: int = -1,
-) -> None:
-    """One interest record as OpenMQ writes it (lock position -1: none)."""
-    w.int64(gp.INTEREST_RECORD_VERSION).utf(dest).boolean(True)
-    uid.write(w)
-    for text in (client_id, durable, selector):
-        w.boolean(text is not None)
-        if text is not None:
-            w.utf(text)
-    w.boolean(is_queue).boolean(no_local).boolean(True)
-    w.boolean(max_active is not None)
-    if max_active is not None:
-        w.int32(max_active)
-    w.int32(position).boolean(jms_shared).boolean(shared_name is not None)
-    if shared_name is not None:
-        w.utf(shared_name)
-
-
-__all__ = ["DeliveryRules"]
+__all__ = ["RemoteDelivery"]

@@ -2,19 +2,20 @@
 
 The protocol -- the handshake, the per-state rules, what drops a link -- is
 :mod:`broker.cluster.linkengine`'s (sans-IO, tested by feeding it bytes).  This class
-owns the transport and the loop's timers, writes the engine's output once per loop
-turn and carries out its effects, as ``broker/server/connection.py`` does for a
-client's ``ConnectionEngine``.  The cluster service knows a link by this object: its
-attributes and methods are the engine's.
+feeds it the transport's callbacks; writing the engine's output once per loop turn and
+carrying out its effects is :class:`broker.driver.EngineDriver`'s, as for a client's
+``ConnectionEngine`` (``broker/server/connection.py``).  The cluster service knows a
+link by this object: its attributes and methods are the engine's.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from broker.engine.effects import CancelTimer, Close, Effects, StartTimer
+from broker.driver import EngineDriver
 from broker.protocol import gpacket as gp
 from broker.protocol.brokerinfo import BrokerInfo
 
@@ -26,8 +27,10 @@ if TYPE_CHECKING:
 __all__ = ["HANDSHAKE_TIMEOUT", "BrokerLink", "LinkRefused"]
 
 
-class BrokerLink(asyncio.Protocol):
+class BrokerLink(EngineDriver):
     """The transport side of one broker-to-broker link."""
+
+    engine: LinkEngine
 
     def __init__(
         self,
@@ -35,10 +38,9 @@ class BrokerLink(asyncio.Protocol):
         expected: tuple[str, int] | None = None,
         expected_instance: str | None = None,
     ) -> None:
+        super().__init__()
         self.service = service
-        self.transport: asyncio.Transport | None = None
         self.connected_at = time.time()
-        self._timers: dict[str, asyncio.TimerHandle] = {}
         self.engine = LinkEngine(
             LinkHost(
                 init_body=lambda: service.link_init().encode(),
@@ -60,62 +62,25 @@ class BrokerLink(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.engine.remote_addr = f"{peer[0]}:{peer[1]}" if peer else "?"
-        self._run(self.engine.start())
+        self.run(self.engine.start())
 
     def data_received(self, data: bytes) -> None:
-        self._run(self.engine.receive_data(data))
+        self.run(self.engine.receive_data(data))
 
     def connection_lost(self, exc: Exception | None) -> None:
-        for handle in self._timers.values():
-            handle.cancel()
-        self._timers.clear()
+        self.cancel_timers()
         self.engine.connection_lost(exc)
 
-    # -- output and effects -------------------------------------------------------
+    # -- output ---------------------------------------------------------------------
 
     def _wake(self) -> None:
         try:
-            asyncio.get_running_loop().call_soon(self._flush)
+            asyncio.get_running_loop().call_soon(self.flush)
         except RuntimeError:  # no loop: a link made in process (tests) writes nowhere
-            self.engine.output_pending = False
+            self.engine.data_to_send()
 
-    def _flush(self) -> None:
-        e = self.engine
-        e.output_pending = False
-        out = e.out
-        if out:
-            e.out = []
-            t = self.transport
-            if t is not None and not t.is_closing():
-                t.writelines(out)
-                e.last_sent = time.monotonic()
-        effects = e.take_effects()
-        if effects:
-            self._run(effects)
-
-    def _run(self, effects: Effects) -> None:
-        for eff in effects:
-            if type(eff) is Close:
-                self._flush()
-                if self.transport is not None:
-                    self.transport.close()
-            elif type(eff) is StartTimer:
-                self._start_timer(eff)
-            elif type(eff) is CancelTimer:
-                handle = self._timers.pop(eff.name, None)
-                if handle is not None:
-                    handle.cancel()
-
-    def _start_timer(self, eff: StartTimer) -> None:
-        old = self._timers.pop(eff.name, None)
-        if old is not None:
-            old.cancel()
-
-        def fire() -> None:
-            self._timers.pop(eff.name, None)
-            self._run(eff.callback())
-
-        self._timers[eff.name] = asyncio.get_running_loop().call_later(eff.delay, fire)
+    def wrote(self, out: Sequence[bytes | bytearray]) -> None:
+        self.engine.last_sent = time.monotonic()
 
     # -- the engine, as the cluster service uses a link ---------------------------------
 

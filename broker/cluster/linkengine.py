@@ -1,8 +1,9 @@
 """One cluster link's protocol, sans-IO: the handshake, then GPackets both ways.
 
 The shape of :mod:`broker.engine` for client connections: bytes in
-(:meth:`LinkEngine.receive_data`), bytes out (the ``out`` batch the driver writes once
-per loop turn after ``wake``), and the rest as effects from ``broker/engine/effects.py``
+(:meth:`LinkEngine.receive_data`), bytes out (:meth:`LinkEngine.data_to_send`, the
+batch the driver writes once per loop turn after ``wake``), and the rest as effects
+from ``broker/engine/effects.py``
 (``StartTimer``/``CancelTimer`` for the handshake deadline, ``Close``).  States move only
 through :data:`TRANSITIONS`; :data:`LINK_RULES` and :data:`GPACKET_RULES` say, per state,
 what a packet does.  The driver is :class:`broker.cluster.link.BrokerLink`; the cluster
@@ -33,7 +34,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from enum import Enum, auto
 
-from broker.engine.effects import NO_EFFECTS, CancelTimer, Close, Effect, Effects, StartTimer
+from broker.engine.effects import (
+    NO_EFFECTS,
+    CancelTimer,
+    Close,
+    Effect,
+    Effects,
+    Outbox,
+    StartTimer,
+)
 from broker.engine.states import InvalidTransition
 from broker.protocol import gpacket as gp
 from broker.protocol.brokerinfo import BrokerInfo
@@ -157,7 +166,7 @@ def _noop() -> None:
     pass
 
 
-class LinkEngine:
+class LinkEngine(Outbox):
     """One link's state, input and output (see the module docstring)."""
 
     def __init__(
@@ -186,10 +195,7 @@ class LinkEngine:
         self.flow_stopped = False
         self.last_heard = time.monotonic()
         self.last_sent = time.monotonic()  # the driver's, when it writes
-        # The driver's write batch, swapped out when it writes.
-        self.out: list[bytes] = []
-        self.output_pending = False
-        self._effects: list[Effect] = []
+        Outbox.__init__(self)  # the write batch and effects the driver takes
 
     # -- the driver's entry points ---------------------------------------------------
 
@@ -215,7 +221,7 @@ class LinkEngine:
                     self._gpacket(pkt)
         except (ProtocolError, LinkRefused) as exc:
             self.drop(str(exc))
-        return self.take_effects() if self._effects else NO_EFFECTS
+        return self.take_effects()
 
     def connection_lost(self, exc: Exception | None) -> None:
         """The transport is gone (after a drop, a GOODBYE, or the peer's doing)."""
@@ -230,10 +236,6 @@ class LinkEngine:
                 else:
                     self.reason = f"connection lost ({exc or 'closed by peer'})"
         self.host.closed()
-
-    def take_effects(self) -> Effects:
-        effects, self._effects = self._effects, []
-        return effects
 
     # -- what the service does with a link -------------------------------------------
 
@@ -254,9 +256,9 @@ class LinkEngine:
         """Queue bytes (nothing once closed); the driver writes the batch once per turn."""
         if self.state is CLOSED:
             return
-        self.out.append(data)
-        if not self.output_pending:
-            self.output_pending = True
+        self._out.append(data)
+        if not self._pending:
+            self._pending = True
             self.wake()
 
     def send(self, pkt: gp.GPacket) -> None:
@@ -365,8 +367,8 @@ class LinkEngine:
 
     def _effect(self, effect: Effect) -> None:
         self._effects.append(effect)
-        if not self.output_pending:
-            self.output_pending = True
+        if not self._pending:
+            self._pending = True
             self.wake()
 
 

@@ -23,21 +23,22 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from broker.core.subscriptions import client_id_lock
 from broker.protocol import gpacket as gp
 from broker.protocol.jtypes import JLong
 
+from .handlers import Handlers
+
 if TYPE_CHECKING:
+    from broker.core.subscriptions import Subscriptions
+
     from .link import BrokerLink
-    from .state import ClusterState
+    from .peers import Peers
 
 log = logging.getLogger("broker.cluster")
 
 LOCK_TIMEOUT = 60.0
 _ids = itertools.count(int(time.time() * 1000))
-
-
-# Between a namespace and a client ID in the name of their combined lock (OpenMQ's).
-NAMESPACE_SEPARATOR = "${%%}"
 
 
 class _Attempt:
@@ -56,46 +57,38 @@ class _Attempt:
 class ClusterLocks:
     """The lock requester and responder of one broker."""
 
-    def __init__(self, service: ClusterState) -> None:
-        self.service = service
+    def __init__(self, peers: Peers, subs: Subscriptions, timeout: float = LOCK_TIMEOUT) -> None:
+        self.peers = peers
         self.attempts: dict[str, _Attempt] = {}
         # (resource, shared) -> does this broker hold it so that a request of that kind
-        # must be refused (asked by the responder side).
-        self.holders: list[Callable[[str, bool], bool]] = [self._holds_client_id]
-        self.timeout = LOCK_TIMEOUT
+        # must be refused (asked by the responder side): client IDs by core's rule.
+        self.holders: list[Callable[[str, bool], bool]] = [subs.holds_client_id_lock]
+        self.timeout = timeout
 
-    def _holds_client_id(self, resource: str, shared: bool) -> bool:
-        kind, _, name = resource.partition(":")
-        if kind != "clientid":
-            return False
-        claims = self.service.router.subs.client_ids
-        namespace, sep, cid = name.partition(NAMESPACE_SEPARATOR)
-        if sep:
-            return any(c.namespace == namespace for c in claims.get(cid, ()))
-        held = claims.get(name, ())
-        return bool(held) and not (shared and all(c.shared for c in held))
+    def handlers(self) -> Handlers:
+        return {gp.G_LOCK: self.on_packet, gp.G_LOCK_REPLY: self.on_packet}
 
     def needed(self) -> bool:
-        return bool(self.service.links)
+        return bool(self.peers.links)
 
     async def acquire_client_id(self, cid: str, shared: bool, namespace: str | None) -> int:
         """The cluster's locks for a connection's client ID (SET_CLIENTID)."""
         if namespace is not None:
-            result = await self.acquire(f"clientid:{namespace}{NAMESPACE_SEPARATOR}{cid}")
+            result = await self.acquire(client_id_lock(cid, namespace))
             if result != gp.LOCK_SUCCESS:
                 return result
-        return await self.acquire(f"clientid:{cid}", shared)
+        return await self.acquire(client_id_lock(cid), shared)
 
     def acquire_client_id_blocking(self, cid: str, shared: bool, namespace: str | None) -> int:
         """For a worker thread: :meth:`acquire_client_id` on the broker's loop."""
-        loop = self.service.loop
+        loop = self.peers.loop
         assert loop is not None
         coro = self.acquire_client_id(cid, shared, namespace)
         return asyncio.run_coroutine_threadsafe(coro, loop).result(2 * self.timeout + 5)
 
     async def acquire(self, resource: str, shared: bool = False) -> int:
         """LOCK_SUCCESS, LOCK_FAILURE or LOCK_BACKOFF (TIMEOUT counts as FAILURE)."""
-        links = list(self.service.links.values())
+        links = list(self.peers.links.values())
         if not links:
             return gp.LOCK_SUCCESS
         attempt = _Attempt(
@@ -122,7 +115,7 @@ class ClusterLocks:
 
     def acquire_blocking(self, resource: str) -> int:
         """For a worker thread: wait for :meth:`acquire` running on the broker's loop."""
-        loop = self.service.loop
+        loop = self.peers.loop
         assert loop is not None
         fut = asyncio.run_coroutine_threadsafe(self.acquire(resource), loop)
         return fut.result(self.timeout + 5)

@@ -125,7 +125,7 @@ class QueuePositions:
 
     def first_free_blocking(self, dest: QueueDestination) -> int:
         """For a worker thread: :meth:`first_free` on the broker's loop."""
-        loop = self.locks.service.loop
+        loop = self.locks.peers.loop
         assert loop is not None
         fut = asyncio.run_coroutine_threadsafe(self.first_free(dest), loop)
         return fut.result(BACKOFF_TRIES * (self.locks.timeout + BACKOFF_S) + 5)

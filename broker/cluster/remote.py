@@ -21,7 +21,9 @@ import itertools
 from collections import deque
 from typing import TYPE_CHECKING
 
+from broker.core.dispatch import next_ready
 from broker.core.errors import now_ms
+from broker.core.session import Consumer
 from broker.protocol import gpacket as gp
 from broker.protocol.types import DEST_QUEUE, DEST_TOPIC
 
@@ -30,10 +32,10 @@ if TYPE_CHECKING:
     from broker.core.dispatch import DeliveryTarget
     from broker.core.message import Entry
     from broker.core.selector import Selector
-    from broker.core.session import Consumer, Link
+    from broker.core.session import Link
     from broker.store.base import Store
 
-    from .delivery import DeliveryRules
+    from .delivery import RemoteDelivery
     from .link import BrokerLink
 
 DEFAULT_WINDOW = 1000
@@ -62,7 +64,7 @@ class RemoteConsumer:
 
     def __init__(
         self,
-        service: DeliveryRules,
+        service: RemoteDelivery,
         link: BrokerLink,
         uid: gp.ConsumerUID,
         destination,
@@ -130,7 +132,7 @@ class RemoteConsumer:
         # OpenMQ counts the deliveries before this one, and reads D (whether to send a
         # "delivered" ack back) and the home broker's address as mandatory.
         props: dict[str, object] = {
-            **self.service.address_props(),
+            **self.service.peers.address_props(),
             "D": False,
             "C": 1,
             f"CUID-DCT:{self.uid.consumer_id}": entry.count - 1,
@@ -151,6 +153,27 @@ class RemoteConsumer:
         out = list(self.inflight.values())
         self.inflight.clear()
         return out
+
+
+class RemoteConsumers:
+    """The other brokers' consumers attached here (remote delivery's, read by the remote
+    transactions): by (link, consumer id) as their interests announced them, and the
+    consumers attached to a subscription a peer announced (G_DURABLE_ATTACH), by
+    (link, their id), to that subscription's key."""
+
+    def __init__(self) -> None:
+        self.remotes: dict[tuple[BrokerLink, int], RemoteConsumer] = {}
+        self.attached: dict[tuple[BrokerLink, int], tuple[BrokerLink, int]] = {}
+
+    def remote_for(self, link: BrokerLink, consumer_id: int) -> RemoteConsumer | None:
+        """The remote consumer a peer's acknowledgement names: one announced by its
+        interest, or the subscription an attached consumer of it belongs to."""
+        rc = self.remotes.get((link, consumer_id))
+        if rc is None:
+            key = self.attached.get((link, consumer_id))
+            if key is not None:
+                rc = self.remotes.get(key)
+        return rc
 
 
 class _RemoteSession:
@@ -190,7 +213,7 @@ class InboundOrigin:
     home_elsewhere = True
 
     def __init__(
-        self, service: DeliveryRules, link: BrokerLink, uid: gp.ConsumerUID, dest: str
+        self, service: RemoteDelivery, link: BrokerLink, uid: gp.ConsumerUID, dest: str
     ) -> None:
         self.service = service
         self.peer = link
@@ -206,7 +229,7 @@ class InboundOrigin:
         self.pending: deque[Entry] = deque()
         # Set when the home broker delivers to a local subscription (its UID), not to
         # one consumer: the subscription's consumers share what comes.
-        self.subscription: Subscription | None = service.uid_subs.get(uid.consumer_id)
+        self.subscription: Subscription | None = service.interests.uid_subs.get(uid.consumer_id)
         self._turn = 0
 
     @property
@@ -229,13 +252,12 @@ class InboundOrigin:
         sent a subscription (as OpenMQ's brokers acknowledge)."""
         if self.subscription is not None:
             cons = entry.consumer
-            cid, link = getattr(cons, "id", None), getattr(cons, "link", None)
-            if isinstance(cid, int) and link is not None:
-                return gp.ConsumerUID(cid, link.id, self.uid.broker)
+            if isinstance(cons, Consumer):
+                return gp.ConsumerUID(cons.id, cons.link.id, self.uid.broker)
         return self.uid
 
     def account_out(self, entry: Entry) -> None:
-        if self.service.held_two_phase(entry):
+        if self.service.txns.held_two_phase(entry):
             return  # its home broker hears the XA transaction's outcome (remotetxn.py)
         self.service.send_ack(self.peer, self._ack_uid(entry), [entry.msg.key], gp.ACK_ACKNOWLEDGED)
 
@@ -298,20 +320,14 @@ class InboundOrigin:
         the subscription's window meanwhile)."""
         sub = self.subscription
         assert sub is not None
+        # Its local consumers only: what a home broker sent is not sent on to a third.
+        local = [c for c in sub.queue.consumers if isinstance(c, Consumer)]
         while self.pending:
-            ready = [
-                c
-                for c in sub.queue.consumers
-                if not getattr(c, "closed", False)
-                and hasattr(c, "session")
-                and c.ready()
-                and not isinstance(c, RemoteConsumer)
-            ]
-            if not ready:
+            i = next_ready(local, self._turn)
+            if i < 0:
                 return
-            cons = ready[self._turn % len(ready)]
-            self._turn += 1
-            self._hand(cons, self.pending.popleft())
+            self._turn = i + 1
+            self._hand(local[i], self.pending.popleft())
 
     def _hand(self, cons: DeliveryTarget, entry: Entry) -> None:
         """Deliver ``entry`` to ``cons``; tell its home broker when it asked (D=true)."""

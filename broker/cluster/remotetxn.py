@@ -39,6 +39,7 @@ import asyncio
 import itertools
 import logging
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from broker.core.errors import RouterError, now_ms
@@ -47,14 +48,16 @@ from broker.protocol import gpacket as gp
 from broker.protocol.jtypes import JLong
 from broker.protocol.types import Status, TransactionState
 
+from .handlers import Handlers
 from .remote import InboundOrigin
-from .state import ClusterState
 
 if TYPE_CHECKING:
     from broker.core.message import Entry
+    from broker.core.router import MessageRouter
 
     from .link import BrokerLink
-    from .remote import RemoteConsumer
+    from .peers import Peers
+    from .remote import RemoteConsumer, RemoteConsumers
 
 log = logging.getLogger("broker.cluster")
 
@@ -85,6 +88,15 @@ class _PrepareRound:
         self.finished = False
 
 
+@dataclass(frozen=True)
+class _TwoPhase:
+    """What an XA transaction of this broker asked its home brokers to prepare: the
+    messages by home, and the id() of the entries it holds meanwhile."""
+
+    items: dict[str, list[tuple[bytes, gp.ConsumerUID]]]
+    held: frozenset[int]
+
+
 def ack_payload(items: list[tuple[bytes, gp.ConsumerUID]]) -> bytes:
     """A G_MESSAGE_ACK's (or its reply's) payload: each SysMessageID and ConsumerUID."""
     w = gp.BodyWriter()
@@ -100,40 +112,78 @@ def home_of(link: BrokerLink) -> str:
     return f"{addr.host}:{addr.port}" if addr is not None else "?"
 
 
-class RemoteTxnRules(ClusterState):
-    """The remote-transaction part of :class:`~broker.cluster.service.ClusterService`
-    (a mixin)."""
+def ack_props(
+    address: dict[str, object], link: BrokerLink, ack_type: int, count: int
+) -> dict[str, object]:
+    """A G_MESSAGE_ACK's properties to ``link``'s broker, from this broker's
+    ``address`` (Peers.address_props): OpenMQ's refuses an ack that does not name the
+    session of the broker that sent the messages, and reads the acknowledging broker's
+    address."""
+    props: dict[str, object] = {**address, "T": ack_type, "C": count}
+    peer = link.peer_info
+    if peer is not None:
+        props["messageBrokerSession"] = JLong(peer.session_uid)
+    return props
 
-    def ack_props(self, link: BrokerLink, ack_type: int, count: int) -> dict[str, object]:
-        """A G_MESSAGE_ACK's properties to ``link``'s broker: OpenMQ's refuses an ack that
-        does not name the session of the broker that sent the messages, and reads the
-        acknowledging broker's address."""
-        props: dict[str, object] = {**self.address_props(), "T": ack_type, "C": count}
-        peer = link.peer_info
-        if peer is not None:
-            props["messageBrokerSession"] = JLong(peer.session_uid)
-        return props
 
-    def ack_reply(
-        self,
-        link: BrokerLink,
-        pkt: gp.GPacket,
-        status: int = 200,
-        reason: str | None = None,
-        missing: list[tuple[bytes, gp.ConsumerUID]] | None = None,
-    ) -> None:
-        """G_MESSAGE_ACK_REPLY, if the acknowledgement asked for one (the A bit)."""
-        if not pkt.wants_reply or link.closed:
-            return
-        props = {k: v for k, v in pkt.props.items() if k in ACK_REPLY_ECHO}
-        props["S"] = status
-        if reason is not None:
-            props["reason"] = reason
-        payload = pkt.payload
-        if missing:
-            props["notfound"] = len(missing)
-            payload = ack_payload(missing)
-        link.send(gp.GPacket(gp.G_MESSAGE_ACK_REPLY, props, payload))
+def ack_reply(
+    link: BrokerLink,
+    pkt: gp.GPacket,
+    status: int = 200,
+    reason: str | None = None,
+    missing: list[tuple[bytes, gp.ConsumerUID]] | None = None,
+) -> None:
+    """G_MESSAGE_ACK_REPLY, if the acknowledgement asked for one (the A bit)."""
+    if not pkt.wants_reply or link.closed:
+        return
+    props = {k: v for k, v in pkt.props.items() if k in ACK_REPLY_ECHO}
+    props["S"] = status
+    if reason is not None:
+        props["reason"] = reason
+    payload = pkt.payload
+    if missing:
+        props["notfound"] = len(missing)
+        payload = ack_payload(missing)
+    link.send(gp.GPacket(gp.G_MESSAGE_ACK_REPLY, props, payload))
+
+
+class RemoteTransactions:
+    """Two-phase acknowledgements both ways: other brokers' transactions on messages
+    homed here, and this broker's XA transactions on messages homed elsewhere (a part
+    of :class:`~broker.cluster.service.ClusterService`)."""
+
+    def __init__(self, router: MessageRouter, peers: Peers, consumers: RemoteConsumers) -> None:
+        self.router = router
+        self.peers = peers
+        # The peers' consumers attached here: what a prepare names is in their hands.
+        self.consumers = consumers
+        # This broker's XA transactions on messages homed on other brokers: prepares
+        # waiting for the home brokers' replies (by the acks' X), what each transaction
+        # holds of each home, outcomes a home has not heard yet (home -> transaction ->
+        # state), the outcomes told (for inquiries after the fact), and the entries
+        # those transactions hold.
+        self._prepares: dict[int, _PrepareRound] = {}
+        self._two_phase: dict[int, _TwoPhase] = {}
+        self._owed: dict[str, dict[int, int]] = {}
+        self._outcomes: dict[int, int] = {}
+        self._held: set[int] = set()  # id() of the entries
+
+    def handlers(self) -> Handlers:
+        return {
+            gp.G_TRANSACTION_INFO: self.transaction_info,
+            gp.G_TRANSACTION_INQUIRY: self.transaction_inquiry,
+            gp.G_MESSAGE_ACK_REPLY: self.message_ack_reply,
+        }
+
+    def hook(self) -> None:
+        """XA prepares and outcomes of transactions on messages homed elsewhere go
+        through this part."""
+        self.router.remote_prepare = self.prepare_remote
+        self.router.transaction_listeners.append(self.txn_outcome)
+
+    def link_up(self, link: BrokerLink) -> None:
+        self.inquire_remote_txns(link)
+        self.tell_owed(link)
 
     def remote_txn(self, home: str, tid: int) -> Transaction | None:
         for txn in self.router.txns.all_transactions():
@@ -160,13 +210,13 @@ class RemoteTxnRules(ClusterState):
                 log.info("remote transaction %s of %s rolled back: nothing held here", tid, home)
             else:
                 self._rollback(txn, keep_with_consumer=True)
-            self.ack_reply(link, pkt)
+            ack_reply(link, pkt)
             return
         if ack_type != gp.ACK_ACKNOWLEDGED:
-            self.ack_reply(link, pkt, 400, f"ack type {ack_type} with a transaction")
+            ack_reply(link, pkt, 400, f"ack type {ack_type} with a transaction")
             return
         if txn is None:
-            self.ack_reply(link, pkt, 404, f"committing remote transaction {tid}: not found")
+            ack_reply(link, pkt, 404, f"committing remote transaction {tid}: not found")
             return
         self._commit(txn)
         self._reply_when_stored(link, pkt)
@@ -176,9 +226,9 @@ class RemoteTxnRules(ClusterState):
         it as the promise that this broker will do as it was told, even after a crash."""
         store = self.router.store
         if store is None:
-            self.ack_reply(link, pkt)
+            ack_reply(link, pkt)
         else:
-            store.after_durable(lambda: self.ack_reply(link, pkt))
+            store.after_durable(lambda: ack_reply(link, pkt))
 
     def _prepare(
         self,
@@ -191,7 +241,7 @@ class RemoteTxnRules(ClusterState):
         found: list[tuple[RemoteConsumer, bytes, Entry]] = []
         missing: list[tuple[bytes, gp.ConsumerUID]] = []
         for key, uid in items:
-            rc = self._remote_for(link, uid.consumer_id)
+            rc = self.consumers.remote_for(link, uid.consumer_id)
             entry = rc.inflight.get(key) if rc is not None else None
             if rc is None or entry is None or any(f[2] is entry for f in found):
                 missing.append((key, uid))
@@ -208,7 +258,7 @@ class RemoteTxnRules(ClusterState):
                 len(missing),
                 why,
             )
-            self.ack_reply(link, pkt, 404, f"remote transaction {tid}: {why}", missing)
+            ack_reply(link, pkt, 404, f"remote transaction {tid}: {why}", missing)
             return
         txn = Transaction(self.router.uids.next(), None, session_less=True)
         txn.remote = (home, tid)
@@ -219,7 +269,7 @@ class RemoteTxnRules(ClusterState):
         try:
             self.router.txns.prepare(txn)
         except RouterError as exc:  # pragma: no cover - a fresh STARTED one always prepares
-            self.ack_reply(link, pkt, exc.status, exc.reason)
+            ack_reply(link, pkt, exc.status, exc.reason)
             return
         self._reply_when_stored(link, pkt)
         t = now_ms()
@@ -234,7 +284,7 @@ class RemoteTxnRules(ClusterState):
         still attached (its broker redelivers them to its client, as OpenMQ's home broker
         leaves them), else to their queues, marked redelivered."""
         if keep_with_consumer:
-            live = {id(rc): rc for rc in self.remotes.values() if not rc.closed}
+            live = {id(rc): rc for rc in self.consumers.remotes.values() if not rc.closed}
             for k, entry in list(txn.entries.items()):
                 rc = entry.consumer
                 if rc is not None and id(rc) in live:
@@ -320,14 +370,14 @@ class RemoteTxnRules(ClusterState):
             "transactionID": JLong(tid),
             "transactionState": state,
             "owner": True,
-            **self.address_props(),
+            **self.peers.address_props(),
         }
         if xid is not None:
             props["X"] = xid
         link.send(gp.GPacket(gp.G_TRANSACTION_INFO, props))
 
     def _link_to_home(self, home: str) -> BrokerLink | None:
-        for link in self.links.values():
+        for link in self.peers.links.values():
             if not link.closed and home_of(link) == home:
                 return link
         return None
@@ -346,7 +396,7 @@ class RemoteTxnRules(ClusterState):
     ) -> int:
         """One G_MESSAGE_ACK of a transaction, as OpenMQ's brokers send it; returns its X."""
         x = next(_ack_xids)
-        props = self.ack_props(link, ack_type, len(items))
+        props = ack_props(self.peers.address_props(), link, ack_type, len(items))
         props.update(transactionID=JLong(tid), X=JLong(x))
         link.send(gp.GPacket(gp.G_MESSAGE_ACK, props, ack_payload(items), flags=gp.A_BIT))
         return x
@@ -368,7 +418,9 @@ class RemoteTxnRules(ClusterState):
         txn.remote_homes = tuple(sorted(homes))
         self.router.txns.restate(txn)  # a restart must still know whom to tell
         held_ids = frozenset(id(e) for e in held)
-        self._two_phase[txn.id] = ({h: items for h, (_link, items) in homes.items()}, held_ids)
+        self._two_phase[txn.id] = _TwoPhase(
+            {h: items for h, (_link, items) in homes.items()}, held_ids
+        )
         self._held |= held_ids
         rnd = _PrepareRound(txn, done)
         for home, (link, items) in homes.items():
@@ -378,7 +430,7 @@ class RemoteTxnRules(ClusterState):
             x = self._two_phase_ack(link, gp.ACK_TXN_PREPARE, txn.id, items)
             rnd.waiting[x] = (home, link)
             self._prepares[x] = rnd
-        loop = self.loop or asyncio.get_running_loop()
+        loop = self.peers.loop or asyncio.get_running_loop()
         rnd.timer = loop.call_later(PREPARE_TIMEOUT, self._prepare_timed_out, rnd)
         return True
 
@@ -445,8 +497,8 @@ class RemoteTxnRules(ClusterState):
         items = None
         if record is not None:
             # (A rollback has emptied txn.entries by now: the record knows what it held.)
-            items, held_ids = record
-            self._held -= held_ids
+            items = record.items
+            self._held -= record.held
         self._outcomes[txn.id] = int(outcome)
         if len(self._outcomes) > _OUTCOMES_KEPT:
             del self._outcomes[next(iter(self._outcomes))]
@@ -473,10 +525,6 @@ class RemoteTxnRules(ClusterState):
         for tid, state in self._owed.pop(home_of(link), {}).items():
             self._send_info(link, tid, state)
 
-    if TYPE_CHECKING:  # provided by DeliveryRules
-
-        def _remote_for(self, link: BrokerLink, consumer_id: int) -> RemoteConsumer | None: ...
-
 
 def _state_name(state: int) -> str:
     try:
@@ -485,4 +533,11 @@ def _state_name(state: int) -> str:
         return f"state {state}"
 
 
-__all__ = ["ACK_REPLY_ECHO", "RemoteTxnRules", "home_of"]
+__all__ = [
+    "ACK_REPLY_ECHO",
+    "RemoteTransactions",
+    "ack_payload",
+    "ack_props",
+    "ack_reply",
+    "home_of",
+]

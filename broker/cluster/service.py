@@ -10,47 +10,47 @@ forwards messages to remote consumers (G_MESSAGE_DATA, see remote.py), carries t
 acknowledgements home (G_MESSAGE_ACK), answers PING, says GOODBYE when it stops, and
 tells a peer that left cleanly from one that crashed.
 
-The service is one class made of rule sets by subject, as the connection engine is:
-:mod:`.links` (who may link, dialling, keeping links alive), :mod:`.changes`
-(destinations, durables and the master broker's change record) and :mod:`.delivery`
-(interests, remote delivery, acknowledgements); this module holds its state, its life
-cycle and the packet switch.  A link's own protocol is :mod:`.linkengine`'s.
+The service is assembled from parts that each own their state and register the packets
+they handle (handlers.py): :class:`~.peers.Peers` (who may link, dialling, keeping links
+alive, broadcast, the master broker's link, reload), :class:`~.interests.LocalInterests`
+(what the others hear of local consumers), :class:`~.delivery.RemoteDelivery` (the
+peers' consumers here, messages both ways, acknowledgements, flow control),
+:class:`~.changes.ConfigChanges` (destinations, durables and the master broker's change
+record), :class:`~.remotetxn.RemoteTransactions` (two-phase acknowledgements) and
+:class:`~.locks.ClusterLocks` with the queue positions it guards.  This module builds
+them, joins their packet tables, and says in which order they hear of a link coming up
+or going.  A link's own protocol is :mod:`.linkengine`'s.
 """
 
 from __future__ import annotations
 
-import asyncio
 import logging
+import ssl
+from collections.abc import Coroutine
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from broker.core import queries
-from broker.core.errors import now_ms
 from broker.protocol import gpacket as gp
-from broker.protocol.brokerinfo import BrokerInfo
-from broker.protocol.jtypes import JLong
-from broker.security.tlsaccept import listening_socket, serve
 
-from .changerecord import read_last_sync
-from .changes import ChangeRules
-from .delivery import DeliveryRules
+from .changes import ConfigChanges
+from .config import ClusterConfig
+from .delivery import RemoteDelivery
+from .handlers import Handler, Handlers, join
+from .interests import LocalInterests
 from .link import BrokerLink
-from .links import LinkRules
+from .locks import ClusterLocks
+from .peers import Peers
+from .positions import QueuePositions
+from .remote import RemoteConsumers
+from .remotetxn import RemoteTransactions
 
 if TYPE_CHECKING:
-    pass
-
-# asyncio's create_server default, which the cluster listener had before.
-CLUSTER_BACKLOG = 100
+    from broker.core.router import MessageRouter
 
 log = logging.getLogger("broker.cluster")
 
-# Replies whose only use is to say (WARNING) that a peer could not do what we asked.
-_REFUSALS_LOGGED = {
-    gp.G_RELOAD_CLUSTER_REPLY: "broker %s could not reload the cluster configuration: %s",
-}
-
-
-# Requests answered with status 200 once handled, when the sender sets the A bit.
+# Requests answered with status 200 once handled, when the sender sets the A bit
+# (OpenMQ's reply to these is the next type with a status alone).
 _STATUS_REPLIES = frozenset(
     {
         gp.G_MESSAGE_DATA,
@@ -63,8 +63,53 @@ _STATUS_REPLIES = frozenset(
 )
 
 
-class ClusterService(LinkRules, ChangeRules, DeliveryRules):
+def _answered(handler: Handler) -> Handler:
+    def handle(link: BrokerLink, pkt: gp.GPacket) -> None:
+        handler(link, pkt)
+        if pkt.wants_reply and not link.closed:
+            link.send(gp.GPacket(pkt.type + 1, {"S": 200}))
+
+    return handle
+
+
+class ClusterService:
     """One broker's membership of a conventional cluster."""
+
+    def __init__(
+        self,
+        cfg: ClusterConfig,
+        router: MessageRouter,
+        session_id: int,
+        instance_dir: Path | None = None,
+        *,
+        server_ssl: ssl.SSLContext | None = None,
+        client_ssl: ssl.SSLContext | None = None,
+    ) -> None:
+        self.cfg = cfg
+        self.router = router
+        self.peers = Peers(
+            cfg, session_id, self.new_link, server_ssl=server_ssl, client_ssl=client_ssl
+        )
+        self.locks = ClusterLocks(self.peers, router.subs, cfg.lock_timeout)
+        self.interests = LocalInterests(router, self.peers)
+        consumers = RemoteConsumers()
+        self.txns = RemoteTransactions(router, self.peers, consumers)
+        self.delivery = RemoteDelivery(router, self.peers, self.interests, consumers, self.txns)
+        self.changes = ConfigChanges(
+            cfg, router, self.peers, self.interests, self.delivery, instance_dir
+        )
+        self.positions = QueuePositions(router, self.locks, self.interests.announce_position)
+        tables: list[Handlers] = [
+            self.peers.handlers(),
+            self.delivery.handlers(),
+            self.changes.handlers(),
+            self.txns.handlers(),
+            self.locks.handlers(),
+        ]
+        self._handlers = {
+            t: _answered(h) if t in _STATUS_REPLIES else h for t, h in join(*tables).items()
+        }
+        assert _STATUS_REPLIES <= self._handlers.keys()
 
     # -- a link comes and goes ----------------------------------------------------------
 
@@ -75,279 +120,119 @@ class ClusterService(LinkRules, ChangeRules, DeliveryRules):
         return BrokerLink(self, expected, expected_instance)
 
     def link_up(self, link: BrokerLink) -> None:
-        addr = link.address
-        assert addr is not None
-        old = self.links.get(addr)
-        if old is not None and old is not link:
+        old = self.peers.replaced(link)
+        if old is not None:
             # A dropped link is closed at once, but its connection_lost can come after
             # the peer's redial is up: what it brought goes now, before the new link's
             # interests arrive.  A remote consumer left attached would hold its durable
             # subscription "in use" (refusing the peer's consumer as it comes back) and
             # draw messages into a dead link.
-            self._forget_link(old)
-        self.links[addr] = link
-        self.all_links.add(link)
-        self._unreachable.pop((addr.host, addr.port), None)
-        log.info(
-            "cluster link to broker %s up (%s)",
-            addr,
-            "dialled" if link.expected else "accepted",
-        )
-        for dest in self._admin_destinations():
-            link.send(self._destination_packet(dest, sync=True))
-        cons = [c for c in self.router.local_consumers() if self._shared(c)]
-        if cons:
-            self._announce(link, cons)
+            self.delivery.forget_link(old)
+        self.peers.add(link)
+        self.changes.send_destinations(link)
+        self.interests.announce_all(link)
         self.locks.link_up(link)
-        self.inquire_remote_txns(link)
-        self.tell_owed(link)
-        if self.flow_stopped:
-            link.send(gp.GPacket(gp.G_STOP_MESSAGE_FLOW, {}))
-        if self.record is None and link is self._master_link() and self.instance_dir is not None:
-            # -1: never synchronised (OpenMQ's brokers ask so, without the A bit).
-            since = read_last_sync(self.instance_dir) or -1
-            link.send(gp.GPacket(gp.G_GET_CONFIG_CHANGES_REQUEST, {"TS": JLong(since)}))
+        self.txns.link_up(link)
+        self.delivery.tell_flow(link)
+        self.changes.ask_master(link)
 
     def link_closed(self, link: BrokerLink) -> None:
-        self.all_links.discard(link)
-        self.prepares_link_down(link)
+        self.txns.prepares_link_down(link)
         # What came over this link goes with it even when a newer link to the same broker
         # already took its place (see link_up).
-        self._forget_link(link)
+        self.delivery.forget_link(link)
         self.locks.link_down(link)
-        addr = link.address
-        if addr is None or self.links.get(addr) is not link:
-            if not link.logged and not self.stopping:
-                # A peer that keeps refusing us (e.g. one whose list no longer names this
-                # broker) is re-dialled every few seconds: said once per reason.
-                peer = link.expected
-                if peer is not None and self._unreachable.get(peer) == link.reason:
-                    log.debug("cluster link %s closed again: %s", link.describe(), link.reason)
-                    return
-                if peer is not None:
-                    self._unreachable[peer] = link.reason
-                log.warning(
-                    "cluster link %s closed before the handshake finished: %s",
-                    link.describe(),
-                    link.reason,
-                )
-            return
-        del self.links[addr]
-        if link.goodbye:
-            if not self.stopping:  # a stock peer answers our GOODBYE with its own
-                log.info("broker %s left the cluster (GOODBYE)", addr)
-        elif not self.stopping:
-            # A link this broker dropped had its reason logged by the drop.
-            why = "dropped (reason above)" if link.logged else link.reason
-            log.warning("cluster link to broker %s lost: %s", addr, why)
-
-    # -- life cycle ------------------------------------------------------------------
-
-    async def start(self) -> None:
-        self.loop = asyncio.get_running_loop()
-        host = self.cfg.cluster_host or None
-        self.server = await serve(
-            self.new_link,
-            listening_socket(host, self.cfg.cluster_port, CLUSTER_BACKLOG),
-            self.server_ssl,
-            "cluster",
-        )
-        log.info(
-            "cluster service (%s CLUSTER) listening on %s:%s; brokers: %s",
-            self.cfg.transport,
-            host or "*",
-            self.port,
-            ", ".join(f"{h}:{p}" for h, p in self.cfg.peers),
-        )
-        self.router.consumer_listeners.append(self._consumer_event)
-        self.router.listeners.append(self._router_event)
-        self.router.position_claims = self.positions
-        for queue in self.router.queues.values():
-            queue.claims = self.positions
-        self.hook_transactions()
-        for _topic, sub in queries.subscriptions(self.router):
-            if sub.durable_key is not None:
-                self._known_durables.add(sub.durable_key)
-        if self.cfg.master is not None:
-            self.router.change_guard = self._guard
-            role = "this broker" if self.record is not None else "{}:{}".format(*self.cfg.master)
-            log.info("master broker: %s", role)
-        self._tasks = [
-            asyncio.create_task(self._dial_loop()),
-            asyncio.create_task(self._ping_loop()),
-        ]
-
-    def hook_transactions(self) -> None:
-        """XA prepares and outcomes of transactions on messages homed elsewhere go
-        through this service (remotetxn.py)."""
-        self.router.remote_prepare = self.prepare_remote
-        self.router.transaction_listeners.append(self.txn_outcome)
-
-    @property
-    def port(self) -> int:
-        if self.server is not None and self.server.sockets:
-            return self.server.sockets[0].getsockname()[1]
-        return self.cfg.cluster_port
-
-    async def stop(self) -> None:
-        """Leave the cluster cleanly: GOODBYE on every link, then close."""
-        self.stopping = True
-        for t in self._tasks:
-            t.cancel()
-        for link in list(self.links.values()):
-            link.leave()
-        if self.server is not None:
-            self.server.close()
-        for link in list(self.all_links):
-            link.close()
-        await asyncio.sleep(0)
-
-    # -- identity and handshake -----------------------------------------------------
-
-    def link_init(self) -> gp.LinkInit:
-        me = self.cfg.me
-        master = None
-        if self.cfg.master is not None:
-            # OpenMQ names the master's instance once it knows it: its own when it is
-            # the master, "???" otherwise.
-            instance = me.instance if self.record is not None else "???"
-            master = gp.BrokerAddress(self.cfg.master[0], instance, self.cfg.master[1])
-        return gp.LinkInit(
-            gp.CLUSTER_VERSION,
-            me.host,
-            me.instance,
-            me.port,
-            master,
-            dict(self.cfg.match),
-            session_uid=self.session_id,
-        )
-
-    def broker_info(self) -> bytes:
-        me = self.cfg.me
-        return BrokerInfo(me.host, me.instance, me.port, self.session_id, self.start_ms).encode()
-
-    # -- the packet switch ----------------------------------------------------------------
+        self.peers.closed(link)
 
     def on_packet(self, link: BrokerLink, pkt: gp.GPacket) -> None:
-        t = pkt.type
-        self._switch(link, pkt)
-        if t in _STATUS_REPLIES and pkt.wants_reply and not link.closed:
-            # OpenMQ's reply to these is the next type with a status alone.
-            link.send(gp.GPacket(t + 1, {"S": 200}))
-
-    def _switch(self, link: BrokerLink, pkt: gp.GPacket) -> None:
-        t = pkt.type
-        if t == gp.G_MESSAGE_DATA:
-            self._message_data(link, pkt)
-        elif t == gp.G_MESSAGE_ACK:
-            self._message_ack(link, pkt)
-        elif t == gp.G_NEW_INTEREST:
-            self._new_interest(link, pkt)
-        elif t == gp.G_INTEREST_UPDATE:
-            self._interest_update(link, pkt)
-        elif t == gp.G_PING:
-            if pkt.wants_reply:
-                link.send(gp.GPacket(gp.G_PING_REPLY, {"S": 200, "X": pkt.props.get("X", 0)}))
-        elif t == gp.G_GOODBYE:
-            link.heard_goodbye()
-            link.send(gp.GPacket(gp.G_GOODBYE_REPLY, {"S": 200}))
-            # OpenMQ closes the link once its reply has gone, and a stock broker that
-            # is shutting down waits for every peer to do so (imq.cluster.shutdownTimeout,
-            # 30 s) before it exits.
-            link.close()
-        elif t == gp.G_STOP_MESSAGE_FLOW:
-            if not link.flow_stopped:
-                log.info("broker %s asked to stop message flow to it", link.address)
-            link.flow_stopped = True
-            if pkt.wants_reply:
-                link.send(gp.GPacket(gp.G_STOP_MESSAGE_FLOW_REPLY, {"S": 200}))
-        elif t == gp.G_RESUME_MESSAGE_FLOW:
-            if link.flow_stopped:
-                log.info("broker %s resumed message flow to it", link.address)
-            link.flow_stopped = False
-            if pkt.wants_reply:
-                link.send(gp.GPacket(gp.G_RESUME_MESSAGE_FLOW_REPLY, {"S": 200}))
-            stamp = now_ms()
-            for (rlink, _cid), rc in list(self.remotes.items()):
-                if rlink is link:
-                    rc.queue.dispatch(stamp)
-        elif t in (gp.G_UPDATE_DESTINATION, gp.G_REM_DESTINATION):
-            self._apply_destination(link, pkt)
-        elif t == gp.G_REM_DURABLE_INTEREST:
-            self._remove_durable(link, pkt)
-        elif t == gp.G_CONFIG_CHANGE_EVENT:
-            self._config_change_event(link, pkt)
-        elif t == gp.G_CONFIG_CHANGE_EVENT_REPLY:
-            self._config_change_event_reply(link, pkt)
-        elif t == gp.G_GET_CONFIG_CHANGES_REQUEST:
-            self._config_changes_request(link, pkt)
-        elif t == gp.G_GET_CONFIG_CHANGES_REPLY:
-            self._config_changes_reply(link, pkt)
-        elif t in _REFUSALS_LOGGED:
-            if pkt.props.get("S") != 200:
-                log.warning(_REFUSALS_LOGGED[t], link.address, pkt.props.get("reason"))
-        elif t in (gp.G_LOCK, gp.G_LOCK_REPLY):
-            self.locks.on_packet(link, pkt)
-        elif t == gp.G_RELOAD_CLUSTER:
-            self._reload_requested(link, pkt)
-        elif t == gp.G_CLIENT_CLOSED:
-            self._client_closed(link, pkt)
-        elif t == gp.G_DURABLE_ATTACH:
-            self._durable_attach(link, pkt)
-        elif t == gp.G_TRANSACTION_INFO:
-            self.transaction_info(link, pkt)
-        elif t == gp.G_TRANSACTION_INQUIRY:
-            self.transaction_inquiry(link, pkt)
-        elif t == gp.G_MESSAGE_ACK_REPLY:
-            self.message_ack_reply(link, pkt)
-        elif t in (gp.G_PING_REPLY, gp.G_GOODBYE_REPLY, gp.G_CLIENT_CLOSED_REPLY):
-            pass
-        elif pkt.wants_reply and t + 1 in gp.KNOWN_TYPES:
-            link.send(gp.GPacket(t + 1, {"S": 501, "reason": f"{pkt.name} is not supported here"}))
+        """A GPacket from an up link, to the part that handles its type."""
+        handler = self._handlers.get(pkt.type)
+        if handler is not None:
+            handler(link, pkt)
+        elif pkt.wants_reply and pkt.type + 1 in gp.KNOWN_TYPES:
+            link.send(
+                gp.GPacket(pkt.type + 1, {"S": 501, "reason": f"{pkt.name} is not supported here"})
+            )
         else:
             # (A request whose type has no reply type in OpenMQ's table, such as
             # G_REPLICATION_GROUP_INFO 55, gets none: 56 is no packet type.)
             log.debug("cluster packet %s from %s ignored", pkt.name, link.describe())
 
-    def set_flow_stopped(self, stopped: bool, why: str) -> None:
-        """Cluster flow control: ask every broker to stop (or resume) sending us messages."""
-        if stopped == self.flow_stopped:
-            return
-        self.flow_stopped = stopped
-        log.warning(
-            "cluster message flow to this broker %s (%s)", "stopped" if stopped else "resumed", why
-        )
-        kind = gp.G_STOP_MESSAGE_FLOW if stopped else gp.G_RESUME_MESSAGE_FLOW
-        self._broadcast(gp.GPacket(kind, {}))
+    # -- what a link asks of the service (link.py) ---------------------------------------
 
-    # -- what others ask about the cluster --------------------------------------------
+    def link_init(self) -> gp.LinkInit:
+        return self.peers.link_init(master_here=self.changes.record is not None)
+
+    def broker_info(self) -> bytes:
+        return self.peers.broker_info()
+
+    def check_peer(self, link: BrokerLink, init: gp.LinkInit) -> None:
+        self.peers.check_peer(link, init)
+
+    def address_props(self) -> dict[str, object]:
+        return self.peers.address_props()
+
+    # -- life cycle ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        await self.peers.listen()
+        router = self.router
+        # (In this order: a new durable subscription is recorded before the others
+        # hear of its consumer.)
+        router.consumer_listeners.append(self.changes.consumer_event)
+        router.consumer_listeners.append(self.delivery.consumer_event)
+        router.consumer_listeners.append(self.interests.consumer_event)
+        router.listeners.append(self.changes.router_event)
+        router.listeners.append(self.delivery.router_event)
+        router.position_claims = self.positions
+        for queue in router.queues.values():
+            queue.claims = self.positions
+        self.hook_transactions()
+        self.changes.start()
+        self.peers.keep_linked()
+
+    def hook_transactions(self) -> None:
+        """XA prepares and outcomes of transactions on messages homed elsewhere go
+        through the cluster (remotetxn.py)."""
+        self.txns.hook()
+
+    async def stop(self) -> None:
+        """Leave the cluster cleanly: GOODBYE on every link, then close."""
+        await self.peers.stop()
+
+    def spawn(self, coro: Coroutine[object, object, None]) -> None:
+        """Run ``coro`` for as long as the service runs."""
+        self.peers.spawn(coro)
+
+    # -- what the rest of the broker asks of the cluster --------------------------------
+
+    @property
+    def port(self) -> int:
+        """The bound cluster port (the port mapper's ``cluster tcp CLUSTER`` line)."""
+        return self.peers.port
+
+    @property
+    def links(self) -> dict[gp.BrokerAddress, BrokerLink]:
+        """The links up, by the peer's address."""
+        return self.peers.links
 
     def brokers(self) -> list[dict]:
         """Every broker of the cluster with its state (this one first)."""
-        me = self.cfg.me
-        out = [
-            {
-                "address": f"{me.host}:{me.port}",
-                "instance": me.instance,
-                "state": "RUNNING",
-                "self": True,
-            }
-        ]
-        for host, port in self.cfg.peers:
-            link = self._link_to(host, port)
-            out.append(
-                {
-                    "address": f"{host}:{port}",
-                    "instance": link.address.instance if link and link.address else "",
-                    "state": "RUNNING" if link is not None else "UNREACHABLE",
-                    "self": False,
-                }
-            )
-        return out
+        return self.peers.brokers()
 
     def broker_list(self) -> str:
         """HELLO_REPLY's JMQBrokerList: the URLs of the brokers running in the cluster."""
-        return ",".join(f"mq://{b['address']}/" for b in self.brokers() if b["state"] == "RUNNING")
+        return self.peers.broker_list()
+
+    async def reload(
+        self, *, propagate: bool
+    ) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+        """``imqcmd reload cls`` (Peers.reload)."""
+        return await self.peers.reload(propagate=propagate)
+
+    def set_flow_stopped(self, stopped: bool, why: str) -> None:
+        """Cluster flow control: ask every broker to stop (or resume) sending us messages."""
+        self.delivery.set_flow_stopped(stopped, why)
 
 
 __all__ = ["ClusterService"]

@@ -165,6 +165,23 @@ class Destination:
     def limit(self, name: str, default: int = UNLIMITED) -> int:
         return attribute_limit(self.attributes, name, default)
 
+    def xml_schema(self) -> dict[str, object]:
+        """What the stock broker's CREATE_DESTINATION reply says of XML schema validation
+        (the stock Java client then validates each TextMessage it sends here)."""
+
+        def on(name: str) -> bool:
+            value = self.attributes.get(name)
+            return value if isinstance(value, bool) else str(value).strip().lower() == "true"
+
+        out: dict[str, object] = {
+            "JMQValidateXMLSchema": on("validateXMLSchemaEnabled"),
+            "JMQReloadXMLSchemaOnFailure": on("reloadXMLSchemaOnFailure"),
+        }
+        uris = self.attributes.get("XMLSchemaURIList")
+        if uris:
+            out["JMQXMLSchemaURIList"] = str(uris)
+        return out
+
     @property
     def limit_behavior(self) -> LimitBehavior:
         value = self.attributes.get("limitBehavior", "REJECT_NEWEST")

@@ -15,7 +15,7 @@ another broker delivered), and where it goes back to is an :class:`EntryQueue` (
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
 from .dmq import EXPIRED
@@ -127,6 +127,17 @@ class DeliveryTarget(Protocol):
         (``entry.count``), and send it on; acknowledgement comes back through the
         router like a local consumer's."""
         ...
+
+
+def next_ready(targets: Sequence[DeliveryTarget], start: int) -> int:
+    """Round-robin: the index of the first ready target from ``start`` on (wrapping
+    round), or -1 when none is ready.  The caller starts the next choice after it."""
+    n = len(targets)
+    for i in range(n):
+        j = (start + i) % n
+        if targets[j].ready():
+            return j
+    return -1
 
 
 class DeliveryQueue:
@@ -388,14 +399,11 @@ class DeliveryQueue:
         """Round-robin: the first ready consumer after the one that got the last
         message (which it becomes), or None when none is ready."""
         consumers = self.consumers
-        n = len(consumers)
-        rr = self._rr
-        for i in range(n):
-            c = consumers[(rr + i) % n]
-            if c.ready():
-                self._rr = (rr + i + 1) % n
-                return c
-        return None
+        j = next_ready(consumers, self._rr)
+        if j < 0:
+            return None
+        self._rr = (j + 1) % len(consumers)
+        return consumers[j]
 
     def take_head(self, priority: int) -> Entry:
         """Take out the oldest pending entry of ``priority`` (there must be one)."""

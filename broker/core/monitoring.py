@@ -65,6 +65,15 @@ TOPIC_ATTRIBUTES = {"isLocalOnly": True, "maxNumProducers": 0, "useDMQ": False}
 # The map messages' priority, as OpenMQ's broker sends them.
 PRIORITY = 5
 
+# The broker's log as messages (imq.log.destination.*, broker/server/log_topic.py).
+LOG_TOPIC = "mq.log.broker"
+
+
+def log_topic_attributes(capacity: int) -> dict[str, object]:
+    """What ``mq.log.broker`` is made with, as OpenMQ's log handler sets it: the metrics
+    topics' attributes, holding ``capacity`` messages at most (the oldest dropped)."""
+    return {**TOPIC_ATTRIBUTES, "maxNumMsgs": capacity, "limitBehavior": "REMOVE_OLDEST"}
+
 
 class MetricsTopic(NamedTuple):
     """What a metrics topic's name asks for: ``kind`` is ``broker``, ``jvm``,
@@ -290,12 +299,57 @@ def metrics_message(
         "brokerHost": address.host,
         "brokerPort": JInt(address.port),
     }
+    body = encode_hashtable(values, nested=True)
+    return _topic_map_message(name, properties, body, now, sequence, ip_field, persistent, ttl_ms)
+
+
+def log_message(
+    level: str,
+    text: str,
+    broker: str,
+    instance: str,
+    *,
+    now: int,
+    sequence: int,
+    ip_field: bytes,
+    persistent: bool = False,
+    ttl_ms: int = 300_000,
+) -> Message:
+    """The MapMessage of one log record on ``mq.log.broker``, shaped as OpenMQ's
+    broker sends it: ``level`` (its OpenMQ name) and ``text`` in the map; ``broker``
+    (host:port), ``brokerInstance``, ``type`` (the topic) and ``timestamp`` properties;
+    priority 5, expiring ``ttl_ms`` after ``now`` (0: never)."""
+    properties = {
+        "broker": broker,
+        "brokerInstance": instance,
+        "type": LOG_TOPIC,
+        "timestamp": JLong(now),
+    }
+    body = encode_hashtable({"level": level, "text": text})
+    return _topic_map_message(
+        LOG_TOPIC, properties, body, now, sequence, ip_field, persistent, ttl_ms
+    )
+
+
+def _topic_map_message(
+    topic: str,
+    properties: dict[str, object],
+    body: bytes,
+    now: int,
+    sequence: int,
+    ip_field: bytes,
+    persistent: bool,
+    ttl_ms: int,
+) -> Message:
+    """A MapMessage the broker publishes on ``topic`` itself (metrics, log): priority 5,
+    expiring ``ttl_ms`` after ``now`` (0: never); its JMSMessageID made of ``now``,
+    ``ip_field``, port 0 and ``sequence``."""
     raw = build_packet(
         PacketType.MAP_MESSAGE,
         props=properties,
-        body=encode_hashtable(values, nested=True),
+        body=body,
         flags=FLAG_P if persistent else 0,
-        fields={VH_DESTINATION: name, VH_DESTINATION_CLASS: TOPIC_CLASS},
+        fields={VH_DESTINATION: topic, VH_DESTINATION_CLASS: TOPIC_CLASS},
         priority=PRIORITY,
         expiration=now + ttl_ms if ttl_ms > 0 else 0,
         timestamp=now,
@@ -303,7 +357,7 @@ def metrics_message(
         port=0,
         sequence=sequence & 0x7FFFFFFF,
     )
-    return Message(Packet(raw), name, 0)
+    return Message(Packet(raw), topic, 0)
 
 
 # -- the periodic report in the broker log (imq.metrics.interval) -----------------------
@@ -350,6 +404,7 @@ __all__ = [
     "BROKER_TOPIC",
     "DESTINATION_LIST_TOPIC",
     "JVM_TOPIC",
+    "LOG_TOPIC",
     "METRICS_PREFIX",
     "QUEUE_PREFIX",
     "TOPIC_ATTRIBUTES",
@@ -364,6 +419,8 @@ __all__ = [
     "is_metrics_topic",
     "jvm_map",
     "listed_destinations",
+    "log_message",
+    "log_topic_attributes",
     "metrics_message",
     "parse_topic",
     "report_text",

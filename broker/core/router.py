@@ -107,6 +107,8 @@ class RouterSettings:
     drop_log_interval: float = DEFAULT_DROP_INTERVAL
     # imq.metrics.topic.enabled: subscribers may make the metrics topics (monitoring.py).
     metrics_topics: bool = True
+    # imq.log.destination.capacity: the messages mq.log.broker holds at most.
+    log_topic_capacity: int = 100
 
 
 class MessageRouter:
@@ -286,7 +288,10 @@ class MessageRouter:
             temp_owner = link.id
         elif auto:
             s = self.settings
-            if name.startswith(INTERNAL_PREFIX) and name != DMQ_NAME:
+            if name == monitoring.LOG_TOPIC and is_topic:
+                # The broker's log topic, made for its subscribers as the metrics topics.
+                attributes = monitoring.log_topic_attributes(s.log_topic_capacity)
+            elif name.startswith(INTERNAL_PREFIX) and name != DMQ_NAME:
                 # Only the metrics topics, made (whatever auto-creation allows) with
                 # attributes of their own.
                 attributes = monitoring.internal_attributes(

@@ -21,11 +21,31 @@ if TYPE_CHECKING:
     from .session import Link, Session
 
 
+# Between a namespace and a client ID in the name of their combined cluster lock (OpenMQ's).
+NAMESPACE_SEPARATOR = "${%%}"
+
+
+def client_id_lock(client_id: str, namespace: str | None = None) -> str:
+    """The cluster lock of a client ID (``clientid:<id>``), or of the pair a namespace
+    makes with it (``clientid:<namespace>${%%}<id>``, taken unshared first, as OpenMQ's
+    brokers do for its resource adapter's JMQNamespace)."""
+    if namespace is None:
+        return f"clientid:{client_id}"
+    return f"clientid:{namespace}{NAMESPACE_SEPARATOR}{client_id}"
+
+
 @dataclass
 class ClientIDClaim:
+    """One connection's SET_CLIENTID."""
+
     link_id: int
     shared: bool
     namespace: str | None
+
+    def excludes(self, shared: bool) -> bool:
+        """Whether this claim refuses another claim of its client ID, ``shared`` or not,
+        here or on another broker: unless both are shared (JMQShare)."""
+        return not (self.shared and shared)
 
 
 class Subscriptions:
@@ -278,14 +298,29 @@ class Subscriptions:
         for c in claims:
             if c.link_id == link.id:
                 continue
-            if not c.shared or not shared:
+            if c.excludes(shared):
                 raise RouterError(Status.CONFLICT, f"client ID {client_id} is already in use")
+            # Here a claim made without a namespace refuses one naming a namespace too;
+            # another broker asks only for the namespace's own lock (holds_client_id_lock).
             if namespace is not None and (c.namespace is None or c.namespace == namespace):
                 raise RouterError(
                     Status.CONFLICT, f"client ID {client_id} is already in use in this namespace"
                 )
         claims.append(ClientIDClaim(link.id, shared, namespace))
         link.client_id = client_id
+
+    def holds_client_id_lock(self, resource: str, shared: bool) -> bool:
+        """Whether this broker's claims hold the cluster lock ``resource`` (a
+        :func:`client_id_lock` name) so that another broker asking for it, ``shared`` or
+        not, is refused: a client ID's by a claim that excludes the request, a namespace's
+        by a claim made in that namespace.  False for any other resource."""
+        kind, _, name = resource.partition(":")
+        if kind != "clientid":
+            return False
+        namespace, sep, cid = name.partition(NAMESPACE_SEPARATOR)
+        if sep:
+            return any(c.namespace == namespace for c in self.client_ids.get(cid, ()))
+        return any(c.excludes(shared) for c in self.client_ids.get(name, ()))
 
     def client_id_in_use(self, client_id: str) -> bool:
         """Whether a connection of this broker has claimed ``client_id``."""
@@ -303,4 +338,4 @@ class Subscriptions:
             table.pop(cid, None)
 
 
-__all__ = ["ClientIDClaim", "Subscriptions"]
+__all__ = ["NAMESPACE_SEPARATOR", "ClientIDClaim", "Subscriptions", "client_id_lock"]

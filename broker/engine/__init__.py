@@ -4,8 +4,10 @@ Packets (or bytes, through the engine's ``PacketReader``) go in; what the broker
 back comes out.  The engine drives the router (broker/core) synchronously and knows
 nothing of sockets, event loops or threads:
 
-- bytes for the peer are appended to ``engine.out`` (the driver's write batch) and
-  ``engine.wake()`` is called once when the batch goes from empty to pending;
+- bytes for the peer are queued in the engine's write batch and ``engine.wake()`` is
+  called once when the batch goes from empty to pending; the driver takes the batch with
+  ``data_to_send()`` (as h11's connection does; ``flush_pending`` says whether ``wake``
+  was called since);
 - everything else the driver must do is an *effect* (effects.py): ``Close`` the
   transport, ``RunBlocking`` (the user repository look-up, in a thread pool today),
   ``StartTimer`` / ``CancelTimer`` (login deadline, delayed refusal, refusal linger) and
@@ -27,18 +29,19 @@ Layout:
 
 Drivers:
 
-- TCP/TLS: ``broker.server.connection.ClientConnection`` (asyncio Protocol) feeds
-  ``receive_data``, writes ``out`` once per loop turn, runs effects with the loop's timers
+- TCP/TLS: ``broker.server.connection.ClientConnection`` (an asyncio Protocol over
+  ``broker.driver.EngineDriver``) feeds ``receive_data``, writes ``data_to_send()`` once
+  per loop turn, runs effects with the loop's timers
   and the broker's executor.
 - A UMS (HTTP) session would keep one engine per UMS session id: build the JMQ packets
   its HTTP calls mean with ``broker.protocol.packet.build_packet`` and pass them to
   ``receive_packets`` (HELLO and AUTHENTICATE first, as a client would), read replies
-  and deliveries back out of ``out`` (``PacketReader`` decodes them) to answer the HTTP
-  request, and run the same effects; ``wake`` tells it a long-poll can return.
+  and deliveries back out of ``data_to_send()`` (``PacketReader`` decodes them) to
+  answer the HTTP request, and run the same effects; ``wake`` tells it a long-poll can return.
 - A cluster link would drive one engine per remote broker's client-facing traffic the
   same way (its GPacket decoder turning remote sends and acks into JMQ packets), or use
-  the rule modules' handlers on the packets it forwards; ``out`` carries the deliveries
-  to encode into GPackets.
+  the rule modules' handlers on the packets it forwards; ``data_to_send()`` carries the
+  deliveries to encode into GPackets.
 """
 
 from .base import HANDLERS, Host

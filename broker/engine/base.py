@@ -36,7 +36,7 @@ from broker.protocol.types import (
     reply_type,
 )
 
-from .effects import NO_EFFECTS, Close, Effect, Effects, StartTimer
+from .effects import NO_EFFECTS, Close, Effect, Effects, Outbox, StartTimer
 from .states import (
     BEFORE_LOGIN,
     CLOSED,
@@ -92,7 +92,7 @@ def _noop() -> None:
     pass
 
 
-class EngineBase:
+class EngineBase(Outbox):
     """State, input, output and closing; the rule sets add the packet handlers."""
 
     # MessageRules' handler of the message types, which _dispatch calls directly.
@@ -147,10 +147,7 @@ class EngineBase:
         self.flow_left = -1
         self.flow_paused = False
         self.write_paused = False
-        # The driver's write batch: swapped out by the driver when it writes.
-        self.out: list[bytes | bytearray] = []
-        self.output_pending = False
-        self._effects: list[Effect] = []
+        Outbox.__init__(self)  # the write batch and effects the driver takes
         self._backlog: list[Packet | BadPacket] = []
         self.msgs_in = 0
         self.msgs_out = 0
@@ -231,14 +228,6 @@ class EngineBase:
         if self.state in BEFORE_LOGIN:
             self.fatal("authentication not completed in time")
         return self.take_effects()
-
-    def take_effects(self) -> Effects:
-        """The effects queued since the last call (also those of out-of-band calls)."""
-        effects = self._effects
-        if not effects:
-            return NO_EFFECTS
-        self._effects = []
-        return effects
 
     # -- packet processing -------------------------------------------------------
 
@@ -328,9 +317,9 @@ class EngineBase:
 
     def write(self, data: bytes | bytearray) -> None:
         """Queue bytes for the client (the driver writes the batch once per loop turn)."""
-        self.out.append(data)
-        if not self.output_pending:
-            self.output_pending = True
+        self._out.append(data)
+        if not self._pending:
+            self._pending = True
             self.wake()
 
     def when_stored(self, answer: Callable[[], None]) -> None:
@@ -348,8 +337,8 @@ class EngineBase:
 
     def _effect(self, effect: Effect) -> None:
         self._effects.append(effect)
-        if not self.output_pending:
-            self.output_pending = True
+        if not self._pending:
+            self._pending = True
             self.wake()
 
     def reply(

@@ -1,9 +1,10 @@
 """What the engine asks its driver to do: everything that needs a loop, a thread or a socket.
 
-Bytes to send are not effects: the engine appends them to its ``out`` list (the driver's
-write batch) and calls ``wake`` once per batch.  Effects are the rarer rest, returned by
-the engine's entry points (or left for the driver's next ``take_effects`` when the engine
-was called by someone else: the router, the broker, the admin service).
+Bytes to send are not effects: the engine queues them in its write batch (the driver
+takes it with ``data_to_send()``) and calls ``wake`` once per batch.  Effects are the
+rarer rest, returned by the engine's entry points (or left for the driver's next
+``take_effects`` when the engine was called by someone else: the router, the broker, the
+admin service).
 """
 
 from __future__ import annotations
@@ -20,7 +21,8 @@ Effects = Sequence["Effect"]
 
 @dataclass(slots=True)
 class Close:
-    """Send what ``out`` holds, then close the transport (the engine is already CLOSED)."""
+    """Send what the write batch holds, then close the transport (the engine is already
+    CLOSED)."""
 
     reason: str
 
@@ -60,3 +62,37 @@ class TransactionTimer:
 
 
 Effect = Close | RunBlocking | StartTimer | CancelTimer | TransactionTimer
+
+
+class Outbox:
+    """An engine's side of the driver contract: the write batch (bytes, handed over by
+    :meth:`data_to_send` for one ``writelines``), whether ``wake`` was called since the
+    driver last looked (:attr:`flush_pending`), and the queued effects
+    (:meth:`take_effects`).  The client, STOMP and cluster-link engines share it."""
+
+    def __init__(self) -> None:
+        self._out: list[bytes | bytearray] = []
+        self._pending = False
+        self._effects: list[Effect] = []
+
+    def data_to_send(self) -> list[bytes | bytearray]:
+        """The bytes queued since the last call, oldest first, for one ``writelines``;
+        clears :attr:`flush_pending` (the driver calls it, then :meth:`take_effects`)."""
+        self._pending = False
+        out = self._out
+        if out:
+            self._out = []
+        return out
+
+    @property
+    def flush_pending(self) -> bool:
+        """Bytes or effects queued since the driver last took them (``wake`` was called)."""
+        return self._pending
+
+    def take_effects(self) -> Effects:
+        """The effects queued since the last call (also those of out-of-band calls)."""
+        effects = self._effects
+        if not effects:
+            return NO_EFFECTS
+        self._effects = []
+        return effects

@@ -197,15 +197,22 @@ class ResourceRules(AccessRules):
             self._require(name, dtype, "create")
             self.router.create_destination(name, dtype, self)
         except RouterError as exc:
-            extra = None
+            extra: dict[str, object] | None = None
             if exc.status == Status.CONFLICT:
                 # OpenMQ's broker answers 200 here; its clients take 409 as the same.
                 existing = self.router.lookup(*dest_args(pkt))
-                extra = {"JMQDestType": JInt(reply_dest_type(existing))} if existing else None
+                if existing is not None:
+                    extra = {"JMQDestType": JInt(reply_dest_type(existing))}
+                    extra |= existing.xml_schema()
             self.reply(pkt, exc.status, extra, reason=exc.reason)
             return
-        # The type asked for, flavour bits and all, as OpenMQ's broker answers it.
-        self.reply(pkt, Status.OK, {"JMQDestType": JInt(dtype)})
+        # The type asked for, flavour bits and all, as OpenMQ's broker answers it, and
+        # whether the client is to validate XML (a wildcard topic names no destination).
+        props: dict[str, object] = {"JMQDestType": JInt(dtype)}
+        dest = self.router.lookup(name, dtype)
+        if dest is not None:
+            props.update(dest.xml_schema())
+        self.reply(pkt, Status.OK, props)
 
     def on_destroy_destination(self, pkt: Packet) -> None:
         try:

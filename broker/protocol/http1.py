@@ -4,6 +4,10 @@ sends (GET, and POST with a Content-Length body, on kept-alive connections).
 
 Chunked request bodies are refused (the stock client never sends them); every decoding
 error raises :class:`ProtocolError`, whose ``status`` is the HTTP status to answer.
+
+Not h11 (installed as uvicorn's dependency): reading and answering a tunnel request
+costs 7-9 CPU us here against 111-117 us through ``h11.Connection``, and every JMQ
+packet through the tunnel is a request of its own (bench/http1_reader.py).
 """
 
 from __future__ import annotations

@@ -59,6 +59,11 @@ from broker.protocol.jtypes import (
 from broker.protocol.properties import encode_java_utf
 
 __all__ = [
+    "JBlock",
+    "JavaArray",
+    "JavaStreamTruncated",
+    "ObjectStreamReader",
+    "SELF",
     "JavaClass",
     "JavaObject",
     "JavaSerializationError",
@@ -81,6 +86,10 @@ __all__ = [
 
 class JavaSerializationError(ProtocolError):
     """The data is not (or not a supported subset of) a Java serialisation stream."""
+
+
+class JavaStreamTruncated(JavaSerializationError):
+    """The data ends inside a value: on a stream transport, more bytes may complete it."""
 
 
 STREAM_MAGIC = b"\xac\xed\x00\x05"
@@ -216,6 +225,7 @@ class JavaClass:
     suid: int
     fields: tuple[tuple[str, str, str | None], ...]
     superclass: JavaClass | None = None
+    flags: int = SC_SERIALIZABLE  # | SC_WRITE_METHOD: a writeObject class (see JavaObject.custom)
 
     @property
     def stream_fields(self) -> list[tuple[str, str, str | None]]:
@@ -224,10 +234,37 @@ class JavaClass:
 
 @dataclass(frozen=True, slots=True)
 class JavaObject:
-    """An instance of a :class:`JavaClass`: field values by name (missing: 0/false/null)."""
+    """An instance of a :class:`JavaClass`: field values by name (missing: 0/false/null).
+
+    ``custom`` holds, by class name, what a writeObject class writes after its fields
+    (values, :class:`JBlock` block data, :data:`SELF` for the object itself)."""
 
     cls: JavaClass
     values: Mapping[str, object]
+    custom: Mapping[str, Sequence[object]] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class JBlock:
+    """Primitive data written with writeInt/writeUTF & co (a block-data record)."""
+
+    data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class JavaArray:
+    """An array of objects of class ``cls`` (e.g. ``[Ljava.lang.String;``)."""
+
+    cls: JavaClass
+    items: Sequence[object]
+
+
+class _Self:
+    def __repr__(self) -> str:
+        return "SELF"
+
+
+SELF = _Self()  # a field or custom value that refers back to the object being written
 
 
 _PRIMITIVES = {
@@ -367,8 +404,10 @@ class _Reader:
         return len(self._data) - self._pos
 
     def _take(self, n: int) -> bytes:
-        if n < 0 or n > self.remaining():
-            raise JavaSerializationError(
+        if n < 0:
+            raise JavaSerializationError(f"negative length {n} at offset {self._pos}")
+        if n > self.remaining():
+            raise JavaStreamTruncated(
                 f"truncated data: need {n} bytes at offset {self._pos}, have {self.remaining()}"
             )
         start = self._pos
@@ -377,21 +416,21 @@ class _Reader:
 
     def _unpack(self, fmt: struct.Struct) -> Any:
         if fmt.size > self.remaining():
-            raise JavaSerializationError(f"truncated data at offset {self._pos}")
+            raise JavaStreamTruncated(f"truncated data at offset {self._pos}")
         (value,) = fmt.unpack_from(self._data, self._pos)
         self._pos += fmt.size
         return value
 
     def u8(self) -> int:
         if self._pos >= len(self._data):
-            raise JavaSerializationError(f"truncated data at offset {self._pos}")
+            raise JavaStreamTruncated(f"truncated data at offset {self._pos}")
         value = self._data[self._pos]
         self._pos += 1
         return value
 
     def peek(self) -> int:
         if self._pos >= len(self._data):
-            raise JavaSerializationError(f"truncated data at offset {self._pos}")
+            raise JavaStreamTruncated(f"truncated data at offset {self._pos}")
         return self._data[self._pos]
 
     def i8(self) -> int:
@@ -538,18 +577,20 @@ class _Reader:
         elif tc != TC_NULL:
             raise JavaSerializationError(f"bad field type name token 0x{tc:02x}")
 
-    def _skip_annotation(self) -> None:
-        """Skip class annotation contents (ObjectOutputStream writes none) up to TC_ENDBLOCKDATA."""
+    def _skip_annotation(self) -> list[object]:
+        """Read class annotation or custom data up to TC_ENDBLOCKDATA: its objects, and
+        its block data as :class:`JBlock` (RMI streams annotate each class with a null)."""
+        items: list[object] = []
         while True:
             tc = self.peek()
             if tc == TC_ENDBLOCKDATA:
                 self._pos += 1
-                return
+                return items
             if tc in (TC_BLOCKDATA, TC_BLOCKDATALONG):
                 self._pos += 1
-                self._take(self.u8() if tc == TC_BLOCKDATA else self.i32())
+                items.append(JBlock(self._take(self.u8() if tc == TC_BLOCKDATA else self.i32())))
             else:
-                self.content(_NO_MAPS)
+                items.append(self.content(_NO_MAPS))
 
     def _block_data(self, size: int) -> bytes:
         """Exactly ``size`` bytes of custom data, which Java may split over several blocks."""
@@ -667,7 +708,7 @@ class _Reader:
         if size < 0:
             raise JavaSerializationError(f"{class_name}: negative size {size}")
         if size > self.remaining() // 2:  # each key and value takes at least one byte
-            raise JavaSerializationError(f"{class_name}: size {size} exceeds the data")
+            raise JavaStreamTruncated(f"{class_name}: size {size} exceeds the data")
         is_hashtable = class_name == HASHTABLE
         result: dict[Any, object] = {}
         for _ in range(size):
@@ -700,8 +741,10 @@ class _Reader:
         self._check_desc(desc, _OBJECT_ARRAY)
         array_handle = self._reserve()
         length = self.i32()
-        if not 0 <= count <= length or length > self.remaining():
+        if not 0 <= count <= length:
             raise JavaSerializationError(f"{VECTOR}: bad element count {count} of {length}")
+        if length > self.remaining():
+            raise JavaStreamTruncated(f"{VECTOR}: {length} elements exceed the data")
         items = [self.content(frozenset(_MAPS_BY_NAME)) for _ in range(length)]
         if any(item is not None for item in items[count:]):
             raise JavaSerializationError(f"{VECTOR}: elements beyond elementCount")
@@ -779,8 +822,10 @@ class _Reader:
             for code, field_name in cls.fields:
                 fields[field_name] = self._field(code)
             if cls.flags & SC_WRITE_METHOD:
-                # Custom data of a class we know nothing about cannot be interpreted.
-                self._skip_annotation()
+                # Custom data (ObjectName's name string): kept raw for the caller to read.
+                custom = self._skip_annotation()
+                if custom:
+                    fields[f"__custom__{cls.name}"] = custom
         fields.update(entries)
         self._handles[handle] = fields
         return fields
@@ -796,8 +841,10 @@ class _Reader:
     def _array_list(self) -> list[object]:
         handle = self._reserve()
         size = self.i32()
-        if not 0 <= size <= self.remaining():
+        if size < 0:
             raise JavaSerializationError(f"{ARRAY_LIST}: bad size {size}")
+        if size > self.remaining():
+            raise JavaStreamTruncated(f"{ARRAY_LIST}: size {size} exceeds the data")
         self._block_data(4)  # capacity
         items = [self.content(_NO_MAPS) for _ in range(size)]
         if self.u8() != TC_ENDBLOCKDATA:
@@ -813,8 +860,10 @@ class _Reader:
         handle = self._reserve()
         length = self.i32()
         size = _FIELD_FORMATS[code].size if code in _FIELD_FORMATS else 1
-        if not 0 <= length <= self.remaining() // size:
+        if length < 0:
             raise JavaSerializationError(f"{desc.name}: bad array length {length}")
+        if length > self.remaining() // size:
+            raise JavaStreamTruncated(f"{desc.name}: bad array length {length} (beyond the data)")
         items = [self._field(code) for _ in range(length)]
         self._handles[handle] = items
         self._depth -= 1
@@ -1075,7 +1124,10 @@ def _classify(value: object) -> tuple[_KnownClass, bytes, bool]:
 class ObjectStreamWriter:
     """Emits one stream, numbering handles exactly as ObjectOutputStream does."""
 
-    def __init__(self) -> None:
+    def __init__(self, annotate: bool = False) -> None:
+        # ``annotate``: RMI's MarshalOutputStream, which writes a codebase (null) per class.
+        self.annotate = annotate
+        self._current: list[int] = []
         self.out = bytearray(STREAM_MAGIC)
         self._next_handle = BASE_HANDLE
         self._classes: dict[str, int] = {}
@@ -1119,6 +1171,8 @@ class ObjectStreamWriter:
             self.utf(name)
             if code in "L[":
                 self._type_string(_FIELD_TYPES[(cls.name, name)])
+        if self.annotate:
+            self.out.append(TC_NULL)
         self.out.append(TC_ENDBLOCKDATA)  # annotateClass writes nothing
         self.classdesc(cls.superclass)
 
@@ -1194,6 +1248,12 @@ class ObjectStreamWriter:
             self.string(value)
         elif isinstance(value, JavaObject):
             self.java_object(value)
+        elif isinstance(value, JavaArray):
+            self.java_array(value)
+        elif value is SELF:
+            if not self._current:
+                raise JavaSerializationError("SELF outside an object")
+            self._reference(self._current[-1])
         elif isinstance(value, bytes | bytearray | memoryview):
             data = bytes(value)
             self.out.append(TC_ARRAY)
@@ -1236,7 +1296,7 @@ class ObjectStreamWriter:
         self._classes[cls.name] = self._assign()
         self.utf(cls.name)
         self.out += _I64.pack(cls.suid)
-        self.out.append(SC_SERIALIZABLE)
+        self.out.append(cls.flags)
         fields = cls.stream_fields
         self.out += _I16.pack(len(fields))
         for code, name, signature in fields:
@@ -1246,13 +1306,40 @@ class ObjectStreamWriter:
                 if not signature:
                     raise JavaSerializationError(f"{cls.name}.{name} needs a type signature")
                 self._type_string(signature)
+        if self.annotate:
+            self.out.append(TC_NULL)
         self.out.append(TC_ENDBLOCKDATA)
         self.java_classdesc(cls.superclass)
+
+    def block(self, data: bytes) -> None:
+        """Primitive data as block-data records (at most 255 bytes in a short record)."""
+        for start in range(0, len(data), 1024):
+            chunk = data[start : start + 1024]
+            if len(chunk) <= 0xFF:
+                self.out += bytes((TC_BLOCKDATA, len(chunk)))
+            else:
+                self.out.append(TC_BLOCKDATALONG)
+                self.out += _I32.pack(len(chunk))
+            self.out += chunk
+
+    def java_array(self, arr: JavaArray) -> None:
+        self.out.append(TC_ARRAY)
+        self.java_classdesc(arr.cls)
+        self._assign()
+        self.out += _I32.pack(len(arr.items))
+        for item in arr.items:
+            self.value(item)
 
     def java_object(self, obj: JavaObject) -> None:
         self.out.append(TC_OBJECT)
         self.java_classdesc(obj.cls)
-        self._assign()
+        self._current.append(self._assign())
+        try:
+            self._object_data(obj)
+        finally:
+            self._current.pop()
+
+    def _object_data(self, obj: JavaObject) -> None:
         chain: list[JavaClass] = []
         cls: JavaClass | None = obj.cls
         while cls is not None:
@@ -1282,6 +1369,13 @@ class ObjectStreamWriter:
                     self.map(value, hashtable=True)
                 else:
                     self.value(value)
+            if cls.flags & SC_WRITE_METHOD:
+                for item in (obj.custom or {}).get(cls.name, ()):
+                    if isinstance(item, JBlock):
+                        self.block(item.data)
+                    else:
+                        self.value(item)
+                self.out.append(TC_ENDBLOCKDATA)
 
     def map(self, values: Mapping[str, object], hashtable: bool, linked: bool = False) -> None:
         """A Hashtable, a HashMap or (``linked``) a LinkedHashMap in insertion order."""
@@ -1320,6 +1414,53 @@ class ObjectStreamWriter:
                 self.map(entry, hashtable=True)
                 continue
             self.value(entry)
+
+
+class ObjectStreamReader:
+    """One stream read as ObjectInputStream reads it: primitives from block data
+    (``primitive``), objects (``read_object``, the generic policy of
+    ``decode_object(generic=True)``) in the order they were written.  Raises
+    :class:`JavaStreamTruncated` when the data ends early."""
+
+    def __init__(self, data: bytes) -> None:
+        if len(data) < len(STREAM_MAGIC) and STREAM_MAGIC.startswith(bytes(data)):
+            raise JavaStreamTruncated("truncated stream header")
+        self._r = _Reader(data, generic=True)
+        self._r.magic()
+        self._left = 0  # bytes left in the current block-data record
+
+    @property
+    def offset(self) -> int:
+        return self._r._pos
+
+    def primitive(self, n: int) -> bytes:
+        out = bytearray()
+        while len(out) < n:
+            if self._left == 0:
+                tc = self._r.u8()
+                if tc == TC_BLOCKDATA:
+                    self._left = self._r.u8()
+                elif tc == TC_BLOCKDATALONG:
+                    self._left = self._r.i32()
+                    if self._left < 0:
+                        raise JavaSerializationError(f"negative block length {self._left}")
+                else:
+                    raise JavaSerializationError(
+                        f"expected primitive data, found {_TC_NAMES.get(tc, hex(tc))}"
+                    )
+                continue
+            take = min(self._left, n - len(out))
+            out += self._r._take(take)
+            self._left -= take
+        return bytes(out)
+
+    def read_object(self) -> object:
+        if self._left:
+            raise JavaSerializationError("an object where primitive data remains")
+        return self._r.content(_NO_MAPS)
+
+    def at_end(self) -> bool:
+        return self._left == 0 and self._r.at_end()
 
 
 def encode_map_body(values: Mapping[str, object]) -> bytes:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 
 from .errors import ProtocolError
 from .properties import (
@@ -531,12 +531,6 @@ def build_packet(
     return b"".join((header, vh, pr, body))
 
 
-def set_consumer_id_and_flags(buf: bytearray, consumer_id: int, flags: int) -> None:
-    """Patch the consumer id and flags of an encoded packet in place."""
-    _FLAGS.pack_into(buf, OFF_FLAGS, flags)
-    _I64.pack_into(buf, OFF_CONSUMER_ID, consumer_id)
-
-
 _DC_FIELD = struct.pack(">hhi", VH_DELIVERY_COUNT, 4, 1)
 
 
@@ -617,9 +611,3 @@ def with_delivery_count_slot(pkt: Packet) -> tuple[bytes, int]:
     _I32.pack_into(head, OFF_PROP_OFFSET, pkt.prop_offset + len(insert))
     # One copy of the message: the rest is joined straight from the received bytes.
     return b"".join((head, insert, memoryview(raw)[HEADER_SIZE : pkt.size])), HEADER_SIZE + 4
-
-
-def iter_blocks(body: bytes, size: int) -> Iterator[bytes]:
-    """Split a body into ``size``-byte blocks (caller checks divisibility)."""
-    for i in range(0, len(body), size):
-        yield body[i : i + size]

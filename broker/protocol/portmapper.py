@@ -81,15 +81,16 @@ def parse_table(data: bytes) -> PortMapperTable:
         if not line:
             continue
         props: dict[str, str] = {}
-        if "[" in line:
-            line, _, rest = line.partition("[")
-            for item in rest.rstrip("]").split(","):
+        # Four words, then the properties in brackets: a word may hold brackets itself
+        # (OpenMQ's STOMP bridge: "stomp[bridge] stomp[TCP] stomp[bridge] 7672").
+        parts = line.split(None, 4)
+        if len(parts) < 4:
+            raise PortMapperError(f"bad service line {line!r}")
+        if len(parts) == 5 and parts[4].startswith("["):
+            for item in parts[4].strip()[1:].rstrip("]").split(","):
                 if "=" in item:
                     k, _, v = item.partition("=")
                     props[k.strip()] = v.strip()
-        parts = line.split()
-        if len(parts) < 4:
-            raise PortMapperError(f"bad service line {line!r}")
         try:
             port = int(parts[3])
         except ValueError as exc:

@@ -373,10 +373,3 @@ class ServiceState(IntEnum):
     STOPPED = 6
     DESTROYED = 7
     QUIESCED = 8
-
-
-class DeadReason(IntEnum):
-    """``JMQDeadReason``."""
-
-    UNDELIVERABLE = 0
-    EXPIRED = 1

@@ -21,6 +21,7 @@ properties syntax), which takes precedence.
 
 from __future__ import annotations
 
+import os
 import ssl
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,6 +52,17 @@ def keystore_paths(config: BrokerConfig) -> KeystorePaths:
 def passfile_path(config: BrokerConfig) -> Path:
     directory = Path(config.get(props.PASSFILE_DIRPATH) or config.instance_dir / "etc")
     return directory / config.get(props.PASSFILE_NAME)
+
+
+def write_key_file(path: Path, data: bytes, mode: int) -> None:
+    """Write key material (a keystore, a certificate, a passfile) whole or not at all,
+    readable as ``mode`` says from its first byte."""
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    with os.fdopen(fd, "wb") as f:
+        f.write(data)
+    os.chmod(tmp, mode)
+    os.replace(tmp, path)
 
 
 def read_passfile(path: Path, key: str = PASSWORD_PROP) -> str | None:
@@ -107,13 +119,42 @@ def server_context(config: BrokerConfig) -> ssl.SSLContext:
     return ctx
 
 
+def client_trust_context(
+    truststore: str | Path | None = None, also_trust: Path | None = None
+) -> ssl.SSLContext:
+    """A client context (TLS 1.2 or later, the broker's certificate and host name
+    verified) trusting ``truststore``, a PEM file of certificates (e.g. the broker's
+    ``keystore.crt``), when given; otherwise the system's CAs and, when the file exists,
+    ``also_trust`` (the local instance's ``keystore.crt``: a self-signed broker on this
+    machine is trusted without a trust store being named).
+
+    Raises ConfigError when the trust store cannot be read."""
+    ctx = ssl.create_default_context()
+    ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+    if truststore is not None:
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+        ctx.minimum_version = ssl.TLSVersion.TLSv1_2
+        try:
+            ctx.load_verify_locations(cafile=str(truststore))
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"cannot read the trust store {truststore}: {exc}") from exc
+    elif also_trust is not None and also_trust.is_file():
+        try:
+            ctx.load_verify_locations(cafile=str(also_trust))
+        except (OSError, ssl.SSLError) as exc:
+            raise ConfigError(f"cannot read the broker certificate {also_trust}: {exc}") from exc
+    return ctx
+
+
 __all__ = [
     "PASSWORD_PROP",
     "TLS_PROTOCOLS",
     "KeystorePaths",
+    "client_trust_context",
     "keystore_password",
     "keystore_paths",
     "passfile_path",
     "read_passfile",
     "server_context",
+    "write_key_file",
 ]

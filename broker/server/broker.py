@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 from broker import props
 from broker.config import DEFAULTS, BrokerConfig, ConfigError
@@ -44,6 +45,8 @@ from broker.store.base import Store
 from .clustering import cluster_entry, start_cluster
 from .connection import ClientConnection
 from .events import EventPublisher
+from .jmx import JmxConnector, start_jmx
+from .log_topic import LogTopic
 from .looplag import FullCollections, LoopLagMonitor, freeze_startup_heap
 from .metrics_topics import MetricsReport, MetricsTopics, report_interval
 from .paging import RUNTIME as PAGING_RUNTIME
@@ -51,7 +54,9 @@ from .paging import Paging, open_paging
 from .reporting import attach_reports
 from .shipped_accounts import REFRESH as REFRESH_SHIPPED
 from .shipped_accounts import ShippedAccounts
+from .stomp import StompConnection, stomp_settings
 from .tunnel import TunnelService
+from .websocket import WebSocketStompConnection
 
 log = logging.getLogger("broker")
 
@@ -69,7 +74,8 @@ class Service:
 
     name: str
     type: str  # NORMAL or ADMIN
-    # tcp, tls (the same packets inside TLS), http or https (inside the HTTP tunnel)
+    # tcp, tls (the same packets inside TLS), http or https (inside the HTTP tunnel),
+    # stomp (the STOMP bridge's listeners), ws or wss (STOMP over WebSocket)
     protocol: str
     host: str | None
     port: int
@@ -85,12 +91,18 @@ class Service:
     metrics: ServiceCounters = field(default_factory=ServiceCounters)
     # The HTTP tunnel's connections (http and https services; server/tunnel.py).
     tunnel: TunnelService | None = None
+    # The STOMP service's settings (protocol stomp; server/stomp.py).
+    stomp: Any = None
 
     def protocol_factory(self, broker: Broker) -> Callable[[], asyncio.Protocol]:
         """What the listener makes for each accepted socket."""
         tunnel = self.tunnel
         if tunnel is not None:
             return tunnel.protocol
+        if self.protocol == "stomp":
+            return lambda: StompConnection(broker, self)
+        if self.protocol in ("ws", "wss"):
+            return lambda: WebSocketStompConnection(broker, self)
         return lambda: ClientConnection(broker, self)
 
     @property
@@ -167,6 +179,7 @@ class Broker:
         self.services: list[Service] = []
         self.connections: dict[int, ConnectionEngine] = {}
         self.portmapper_server: asyncio.AbstractServer | None = None
+        self.jmx: JmxConnector | None = None  # imq.jmx.connector.activelist (server/jmx.py)
         # The port mapper's bound port (imq.portmapper.port may be 0), known from when
         # its socket is bound, before it serves; None while it does not listen.
         self._pm_port: int | None = None
@@ -189,13 +202,15 @@ class Broker:
         # The mq.metrics.* topics' publisher and the log's metrics report
         # (metrics_topics.py), once started; the report only with imq.metrics.interval.
         self.metrics_topics: MetricsTopics | None = None
+        # The log on mq.log.broker for its subscribers (log_topic.py), once started.
+        self.log_topic: LogTopic | None = None
         self.metrics_report: MetricsReport | None = None
         self.store: Store | None = None
         # Message bodies paged out to disk past a memory threshold (server/paging.py).
         self.paging: Paging | None = None
         # Extra HELLO_REPLY properties (an HA cluster's JMQHA, JMQBrokerList...).
         self.hello_properties: dict[str, object] = {}
-        self.ha = None  # broker.cluster.ha.HAMonitor in an HA cluster
+        self.ha = None  # broker.server.hamonitor.HAMonitor in an HA cluster
         # An HA broker that stops hands its rows to another broker (OpenMQ's default),
         # unless restarting or told -nofailover.
         self.failover_on_stop = True
@@ -244,6 +259,8 @@ class Broker:
             qattrs["maxNumActiveConsumers"] = active
             qattrs["maxNumBackupConsumers"] = backup
         qattrs["consumerFlowLimit"] = c.get(props.AUTOCREATE_QUEUE_FLOW_LIMIT)
+        if c.configured(props.AUTOCREATE_QUEUE_LOCAL_PREFERRED.name):
+            qattrs["localDeliveryPreferred"] = c.get(props.AUTOCREATE_QUEUE_LOCAL_PREFERRED)
         tattrs = dict(attrs)
         tattrs["consumerFlowLimit"] = c.get(props.AUTOCREATE_TOPIC_FLOW_LIMIT)
         tattrs["maxNumSharedConsumers"] = c.get(props.AUTOCREATE_TOPIC_MAX_SHARED)
@@ -263,6 +280,7 @@ class Broker:
             log_dead_messages=c.get(props.LOG_DEAD_MSGS),
             drop_log_interval=float(c.get(props.DROP_LOG_INTERVAL)),
             metrics_topics=c.get(props.METRICS_TOPIC_ENABLED),
+            log_topic_capacity=c.get(props.LOG_DESTINATION_CAPACITY),
         )
 
     def _service(self, name: str) -> Service:
@@ -281,6 +299,36 @@ class Broker:
         return Service(
             name, str(stype).upper(), proto, host, port, auth, _max_connections(c, name), backlog
         )
+
+    def _stomp_services(self) -> list[Service]:
+        """OpenMQ's STOMP bridge listeners (imq.bridge.enabled, stomp in
+        imq.bridge.activelist): ``stomp`` when imq.bridge.stomp.tcp.enabled, ``sslstomp``
+        (the same frames inside TLS, the broker's key material) when
+        imq.bridge.stomp.tls.enabled."""
+        c = self.config
+        if not (c.get(props.BRIDGE_ENABLED) and "stomp" in c.get(props.BRIDGE_ACTIVELIST)):
+            return []
+        auth = (c.get(props.AUTH_TYPE) or AUTH_DIGEST).lower()
+        wanted = []
+        if c.get(props.STOMP_TCP_ENABLED):
+            wanted.append(("stomp", c.get(props.STOMP_TCP_PORT)))
+        if c.get(props.STOMP_TLS_ENABLED):
+            wanted.append(("sslstomp", c.get(props.STOMP_TLS_PORT)))
+        services = []
+        for name, port in wanted:
+            self.service_repositories[name] = self._repository_for(name, auth)
+            svc = Service(
+                name,
+                "NORMAL",
+                "stomp",
+                c.get(props.HOSTNAME) or None,
+                port,
+                auth,
+                _max_connections(c, name),
+            )
+            svc.stomp = stomp_settings(c)
+            services.append(svc)
+        return services
 
     def _repository_for(self, service: str, auth: str):
         """imq[.<service>].authentication.<auth>.user_repository (security/repository.py)."""
@@ -308,17 +356,28 @@ class Broker:
         tls_context: ssl.SSLContext | None = None
         for name in c.get(props.SERVICE_ACTIVELIST):
             svc = self._service(name)
-            if svc.protocol in ("tls", "https"):
+            if svc.protocol in ("ws", "wss"):
+                # OpenMQ's WebSocket services; here they carry STOMP (server/websocket.py).
+                svc.stomp = stomp_settings(c)
+            if svc.protocol in ("tls", "https", "wss"):
                 if tls_context is None:
                     from broker.security.tls import server_context
 
                     tls_context = server_context(c)
                 svc.ssl_context = tls_context
-            elif svc.protocol not in ("tcp", "http"):
+            elif svc.protocol not in ("tcp", "http", "ws"):
                 log.warning(
                     "service %s: protocol %s is not available yet, not started", name, svc.protocol
                 )
                 continue
+            services.append(svc)
+        for svc in self._stomp_services():
+            if svc.name == "sslstomp":
+                if tls_context is None:
+                    from broker.security.tls import server_context
+
+                    tls_context = server_context(c)
+                svc.ssl_context = tls_context
             services.append(svc)
         if c.get(props.GC_FREEZE):
             freeze_startup_heap()  # before the store: recovered messages stay collectable
@@ -330,6 +389,7 @@ class Broker:
         self.access.prepare(svc.name for svc in services)
         await loop.run_in_executor(self.executor, self.access.load)
         self.metrics_topics = MetricsTopics(self)
+        self.log_topic = LogTopic(self)
         for svc in services:
             if svc.protocol in ("http", "https"):
                 svc.tunnel = TunnelService(self, svc)
@@ -349,6 +409,7 @@ class Broker:
                 svc.host or "*",
                 svc.bound_port,
             )
+        self.jmx = await start_jmx(self)
         pm_sock = None
         if c.get(props.PORTMAPPER_BIND):
             host = c.get(props.PORTMAPPER_HOSTNAME) or c.get(props.HOSTNAME) or None
@@ -416,10 +477,17 @@ class Broker:
         entries = [ServiceEntry("portmapper", "tcp", "PORTMAPPER", pm_port, pm_props)]
         for svc in self.services:
             extra = {"hostname": svc.host} if svc.host and svc.host not in ("0.0.0.0", "::") else {}
+            if svc.protocol == "stomp":
+                # As OpenMQ's broker lists its STOMP bridge's listener.
+                kind = "stomp[TCP]" if svc.ssl_context is None else "stomp[SSL/TLS]"
+                entries.append(ServiceEntry("stomp[bridge]", kind, "stomp[bridge]", svc.bound_port))
+                continue
             entries.append(ServiceEntry(svc.name, svc.protocol, svc.type, svc.bound_port, extra))
         if self.cluster is not None:
             entries.append(cluster_entry(self.cluster))
         entries.append(ServiceEntry("cluster_discovery", "tcp", "CLUSTER_DISCOVERY", 0))
+        if self.jmx is not None:
+            entries.append(self.jmx.portmapper_entry())
         return PortMapperTable(self.config.instance, str(CURRENT_PACKET_VERSION), entries)
 
     async def run_until_stopped(self) -> None:
@@ -568,11 +636,15 @@ class Broker:
             self.events.close()
         if self.metrics_topics is not None:
             self.metrics_topics.close()
+        if self.log_topic is not None:
+            self.log_topic.close()
         if self._expiry_task is not None:
             self._expiry_task.cancel()
         servers = [s.server for s in self.services if s.server]
         if self.portmapper_server:
             servers.append(self.portmapper_server)
+        if self.jmx is not None:
+            servers.append(self.jmx.listener)
         for s in servers:
             s.close()
         for conn in list(self.connections.values()):
@@ -620,7 +692,7 @@ class Broker:
 
     def hello_verdict(self, props: dict) -> tuple[int, dict[str, object], str | None]:
         """HELLO's status for a client naming the cluster and store session it was
-        connected to (an HA cluster's reconnecting client; broker.cluster.ha); OK otherwise."""
+        connected to (an HA cluster's reconnecting client; broker.server.hamonitor); OK otherwise."""
         if self.ha is None:
             return Status.OK, {}, None
         return self.ha.hello_verdict(props.get("JMQClusterID"), props.get("JMQStoreSession"))
@@ -711,7 +783,7 @@ class Broker:
         self.store = store
         ha = ha_settings(self.config)
         if ha is not None:
-            from broker.cluster.ha import HAMonitor
+            from broker.server.hamonitor import HAMonitor
 
             self.ha = HAMonitor(
                 self,

@@ -41,11 +41,11 @@ async def start_cluster(broker: Broker) -> ClusterService | None:
         server_ssl=server_ssl,
         client_ssl=client_ssl,
     )
-    service.reread_config = broker.config.reread
+    service.peers.reread_config = broker.config.reread
     await service.start()
     if cfg.cluster_host:
         await _resolve(cfg.cluster_host)
-    service._tasks.append(asyncio.create_task(_watch_memory(broker, service)))
+    service.spawn(_watch_memory(broker, service))
     return service
 
 

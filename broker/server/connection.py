@@ -2,26 +2,20 @@
 
 An ``asyncio.Protocol`` (not streams) so each read is decoded and answered in one
 callback, and everything written during one event-loop turn leaves in one
-``writelines`` call.  The protocol rules are the engine's; this class owns the
-transport, the loop's timers and the broker's thread pool, and carries out the
-engine's effects.
+``writelines`` call.  The protocol rules are the engine's; the write and effects loop is
+:class:`broker.driver.EngineDriver`'s; this class adds the read slicing, the flush
+rules of a client connection, the broker's thread pool and transaction timers.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
-from broker.engine import (
-    CancelTimer,
-    Close,
-    ConnectionEngine,
-    Effects,
-    RunBlocking,
-    StartTimer,
-    TransactionTimer,
-)
+from broker.driver import EngineDriver
+from broker.engine import ConnectionEngine, Effect, RunBlocking, TransactionTimer
 from broker.engine.handshake import REFUSED_LOGIN_LINGER
 
 from .admin_service import handler as admin
@@ -40,26 +34,30 @@ READ_SLICE = 32 * 1024
 __all__ = ["REFUSED_LOGIN_LINGER", "ClientConnection"]
 
 
-class ClientConnection(asyncio.Protocol):
+class ClientConnection(EngineDriver):
     """The transport side of one client connection; ``engine`` is what the broker,
     the router and the admin service know as the connection."""
 
+    engine: ConnectionEngine
+
     def __init__(self, broker: Broker, service: Service) -> None:
+        super().__init__()
         self.broker = broker
-        self.transport: asyncio.Transport | None = None
-        self.engine = ConnectionEngine(
+        self.engine = self.make_engine(broker, service)
+        # Inside data_received: output is written when it returns, not a callback later.
+        self._receiving = False
+        # The unread rest of a large read (see READ_SLICE), oldest first.
+        self._rest: list[memoryview] = []
+
+    def make_engine(self, broker: Broker, service: Service) -> Any:
+        """The protocol engine this transport drives (the STOMP driver has its own)."""
+        return ConnectionEngine(
             broker,
             service,
             wake=self._wake,
             flush=self._flush_now,
             admin=admin.HANDLER.handle if service.type == "ADMIN" else None,
         )
-        self._timers: dict[str, asyncio.TimerHandle] = {}
-        self._loop: asyncio.AbstractEventLoop | None = None
-        # Inside data_received: output is written when it returns, not a callback later.
-        self._receiving = False
-        # The unread rest of a large read (see READ_SLICE), oldest first.
-        self._rest: list[memoryview] = []
 
     # -- asyncio callbacks ---------------------------------------------------
 
@@ -73,13 +71,11 @@ class ClientConnection(asyncio.Protocol):
             host = peer[0][7:] if peer[0].startswith("::ffff:") else peer[0]
             e.peer = f"{host}:{peer[1]}"
         e.sockname = transport.get_extra_info("sockname")
-        self._run(e.start())
+        self.run(e.start())
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.engine.connection_lost()
-        for handle in self._timers.values():
-            handle.cancel()
-        self._timers.clear()
+        self.cancel_timers()
 
     def pause_writing(self) -> None:
         # The client is not reading: stop pushing messages until the socket drains.
@@ -99,7 +95,7 @@ class ClientConnection(asyncio.Protocol):
             data = bytes(view[:READ_SLICE])
             if self.transport is not None:
                 self.transport.pause_reading()
-            (self._loop or asyncio.get_running_loop()).call_soon(self._next_slice)
+            self.loop.call_soon(self._next_slice)
         self._receive(data)
 
     def _next_slice(self) -> None:
@@ -117,7 +113,7 @@ class ClientConnection(asyncio.Protocol):
         else:
             rest.pop(0)
         if rest:
-            (self._loop or asyncio.get_running_loop()).call_soon(self._next_slice)
+            self.loop.call_soon(self._next_slice)
         else:
             t.resume_reading()
         self._receive(bytes(view))
@@ -131,11 +127,11 @@ class ClientConnection(asyncio.Protocol):
         try:
             effects = self.engine.receive_data(data)
             if effects:
-                self._run(effects)
+                self.run(effects)
         finally:
             self._receiving = False
-            if self.engine.output_pending:
-                self._flush()
+            if self.engine.flush_pending:
+                self.flush()
 
     # -- output and effects ---------------------------------------------------------
 
@@ -144,52 +140,29 @@ class ClientConnection(asyncio.Protocol):
         # (or of data_received, when that is running).
         if self._receiving:
             return
-        loop = self._loop or asyncio.get_running_loop()
-        loop.call_soon(self._flush)
+        self.loop.call_soon(self.flush)
 
     def _flush_now(self) -> None:
         # An answer the store released (a callback of its own, not a read): written now
         # rather than after the next loop turn's reads.  Inside data_received it leaves
         # when that returns anyway.
-        if not self._receiving and self.engine.output_pending:
-            self._flush()
+        if not self._receiving and self.engine.flush_pending:
+            self.flush()
 
-    def _flush(self) -> None:
-        e = self.engine
-        e.output_pending = False
-        out = e.out
-        if out:
-            e.out = []
-            t = self.transport
-            if t is not None and not t.is_closing():
-                t.writelines(out)
-                m = e.metrics
-                m.packets_out += len(out)
-                m.packet_bytes_out += sum(map(len, out))
-        effects = e.take_effects()
-        if effects:
-            self._run(effects)
+    def wrote(self, out: Sequence[bytes | bytearray]) -> None:
+        m = self.engine.metrics
+        m.packets_out += len(out)
+        m.packet_bytes_out += sum(map(len, out))
 
-    def _run(self, effects: Effects) -> None:
-        for eff in effects:
-            kind = type(eff)
-            if kind is Close:
-                self._flush()
-                if self.transport is not None:
-                    self.transport.close()
-            elif kind is RunBlocking:
-                self._run_blocking(eff)  # type: ignore[arg-type]
-            elif kind is StartTimer:
-                self._start_timer(eff)  # type: ignore[arg-type]
-            elif kind is CancelTimer:
-                handle = self._timers.pop(eff.name, None)  # type: ignore[union-attr]
-                if handle is not None:
-                    handle.cancel()
-            elif kind is TransactionTimer:
-                self._arm_txn_timer(eff.txn, eff.delay_ms)  # type: ignore[union-attr]
+    def run_effect(self, eff: Effect) -> None:
+        kind = type(eff)
+        if kind is RunBlocking:
+            self._run_blocking(eff)  # type: ignore[arg-type]
+        elif kind is TransactionTimer:
+            self._arm_txn_timer(eff.txn, eff.delay_ms)  # type: ignore[union-attr]
 
     def _run_blocking(self, eff: RunBlocking) -> None:
-        loop = self._loop or asyncio.get_running_loop()
+        loop = self.loop
         fut = loop.run_in_executor(self.broker.executor, eff.fn, *eff.args)
 
         def done(f: asyncio.Future) -> None:
@@ -197,27 +170,14 @@ class ClientConnection(asyncio.Protocol):
                 result, error = f.result(), None
             except Exception as exc:
                 result, error = None, exc
-            self._run(eff.done(result, error))
+            self.run(eff.done(result, error))
 
         fut.add_done_callback(done)
-
-    def _start_timer(self, eff: StartTimer) -> None:
-        old = self._timers.pop(eff.name, None)
-        if old is not None:
-            old.cancel()
-        name, callback = eff.name, eff.callback
-
-        def fire() -> None:
-            self._timers.pop(name, None)
-            self._run(callback())
-
-        loop = self._loop or asyncio.get_running_loop()
-        self._timers[name] = loop.call_later(eff.delay, fire)
 
     def _arm_txn_timer(self, txn, delay_ms: int) -> None:
         """Roll ``txn`` back when its JMQLifetime is over (the router decides)."""
         router = self.engine.router
-        loop = self._loop or asyncio.get_running_loop()
+        loop = self.loop
 
         def fire() -> None:
             txn.timer = None

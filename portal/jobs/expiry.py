@@ -12,7 +12,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from broker.admin.remote import BrokerAdmin
+from broker.admin.credentials import broker_credentials
+from broker.admin.remote import BrokerAdmin, settings_ssl_context
 from broker.jobs.dbexpiry import reclaim_expired_rows
 from broker.store import ownership
 
@@ -31,10 +32,18 @@ def reclaim_on(address: str, *, timeout: float = 10.0) -> ExpiryRun:
     run recorded, ``failed`` with the error when the broker could not be asked."""
     run = ExpiryRun.objects.create(broker=address, started=timezone.now())
     host, port = _host_port(address)
-    admin = BrokerAdmin(
-        host, port, settings.IMQ_ADMIN_USER, settings.IMQ_ADMIN_PASSWORD, timeout=timeout
-    )
+    admin: BrokerAdmin | None = None
     try:
+        creds = broker_credentials()
+        admin = BrokerAdmin(
+            host,
+            port,
+            creds.user,
+            creds.password,
+            timeout=timeout,
+            source=creds.source,
+            ssl=settings_ssl_context(),
+        )
         instance = admin.hello()
         rows = admin.reclaim_expired()
     except Exception as exc:
@@ -43,7 +52,8 @@ def reclaim_on(address: str, *, timeout: float = 10.0) -> ExpiryRun:
         run.save(update_fields=["status", "error", "finished"])
         return run
     finally:
-        admin.close()
+        if admin is not None:
+            admin.close()
     with transaction.atomic():
         ExpiryRunItem.objects.bulk_create(
             ExpiryRunItem(

@@ -2,7 +2,7 @@
 
 The tests fail (never skip) when the compiler or the library is missing, saying what is
 missing: `make test` installs gcc, libnspr4 and libnss3; the library itself is the one in
-``../shared/realclient/c`` (or the directory ``OPENMQ_CCLIENT`` names).
+``third_party/openmq/realclient/c`` (or the directory ``OPENMQ_CCLIENT`` names).
 """
 
 from __future__ import annotations
@@ -19,12 +19,12 @@ from typing import Any
 import pytest
 
 from broker.launcher import BrokerProcess
+from broker.stock_paths import C_CLIENT as CCLIENT
 
 HERE = Path(__file__).resolve().parent
 C_SOURCES = HERE / "c"
 ROOT = HERE.parent.parent
-CCLIENT = Path(os.environ.get("OPENMQ_CCLIENT", ROOT.parent / "shared" / "realclient" / "c"))
-# libmqcrt.so in the shared folder is a flattened symlink (a short text file), so the
+# libmqcrt.so there is a flattened symlink (a short text file), so the
 # probe links the real file, libmqcrt.so.1, by path.
 LIBRARY = CCLIENT / "lib" / "libmqcrt.so.1"
 HEADER = CCLIENT / "include" / "mqcrt.h"

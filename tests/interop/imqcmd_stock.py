@@ -22,12 +22,10 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from broker.stock_paths import JAVA_CLIENT as JAVA_DIR
 from tests.jvmflags import JAVAC
 
 ROOT = Path(__file__).resolve().parent.parent.parent
-JAVA_DIR = Path(
-    os.environ.get("OPENMQ_JAVA_CLIENT", ROOT.parent / "shared" / "realclient" / "java")
-)
 JARS = [JAVA_DIR / n for n in ("imqadmin.jar", "imq.jar", "jakarta.jms-api-3.1.0.jar")]
 BROKER_CMD = "com.sun.messaging.jmq.admin.apps.broker.BrokerCmd"
 EXIT_MARK = "##imqcmd-exit "

@@ -7,7 +7,7 @@ prints one line per check (``ok NAME`` or ``fail NAME: why``; see ``Checks.java`
 JVM start covers many checks.
 
 ``--interop-broker=stock`` (or ``INTEROP_BROKER=stock``) runs the same programs against
-the stock OpenMQ 6.9 broker (``../shared/realbroker``), so every expectation in them is
+the stock OpenMQ 6.9 broker (``third_party/openmq/realbroker``), so every expectation in them is
 known to hold for OpenMQ itself. The tests fail (never skip) naming what is missing: a JDK
 (``make install-dev`` installs one), the jars, or the stock broker.
 """
@@ -23,15 +23,13 @@ from typing import Any, Protocol
 
 import pytest
 
-from broker.launcher import ROOT, start_broker, start_stock_broker
+from broker.launcher import start_broker, start_stock_broker
+from broker.stock_paths import JAVA_CLIENT
 from tests.jvmflags import JAVAC
 
 from .conftest import ProbeResult
 
 JAVA_SOURCES = Path(__file__).resolve().parent / "java"
-JAVA_CLIENT = Path(
-    os.environ.get("OPENMQ_JAVA_CLIENT", ROOT.parent / "shared" / "realclient" / "java")
-)
 JARS = [JAVA_CLIENT / "imq.jar", JAVA_CLIENT / "jakarta.jms-api-3.1.0.jar"]
 ADMIN_JAR = JAVA_CLIENT / "imqadmin.jar"
 

@@ -1,6 +1,6 @@
 """What the stock C client writes, relayed to a real broker and recorded on the way.
 
-The C client differs from the Java one on the wire (../shared/vectors/cclient/README.md):
+The C client differs from the Java one on the wire (third_party/openmq/vectors/cclient/README.md):
 a variable header on every packet (property offset 76 when it has no fields, padding
 0-3 bytes), correlation IDs from 0x8000000000000001, HELLO with JMQSize, START_TRANSACTION
 as soon as a transacted session exists. Here the probe's whole `checks` run goes through

@@ -11,7 +11,7 @@ tests/interop/java/FailoverClient.java; the packet-level tests stay in tests/tes
   SIGKILLed; its producer goes on, and its open transaction is completed there.
 
 These run against our brokers: the stock broker's clusters need non-loopback addresses in
-a private network namespace (../shared/realbroker/README.md).
+a private network namespace (third_party/openmq/realbroker/README.md).
 """
 
 from __future__ import annotations

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.timeout(300)
 INTERVAL = 1
 
 # Printed by MetricsTopics.java against the stock OpenMQ 6.9 broker (imqbrokerd,
-# ../shared/realbroker): each map's keys with the Java class of their values.
+# third_party/openmq/realbroker): each map's keys with the Java class of their values.
 STOCK_BROKER_MAP = {
     "msgBytesIn": "Long",
     "msgBytesOut": "Long",

@@ -5,8 +5,8 @@
 * ``definitions import FILE [--dry-run]``: validate the document (every error listed,
   nothing changed), then apply it all or nothing; ``--dry-run`` prints what would change.
 
-The broker is the one the portal administers (``IMQ_BROKER_HOST``/``IMQ_PORT``,
-``IMQ_ADMIN_USER``/``IMQ_ADMIN_PASSWORD``) unless ``-b host:port``, ``-u`` and
+The broker is the one the portal administers (``IMQ_BROKER_HOST``/``IMQ_PORT``, logged in
+as :func:`broker.admin.credentials.broker_credentials` says) unless ``-b host:port``, ``-u`` and
 ``-passfile`` (a line ``imq.imqcmd.password=...``) say otherwise.  Both are calls of
 :mod:`broker.admin.definitions`, as the portal and the REST API make them; an import is
 recorded in the log with the operating-system user who ran the command.
@@ -24,6 +24,7 @@ from django.core.management.base import BaseCommand, CommandError
 from broker.admin import definitions
 from broker.admin.actions import ActionError
 from broker.admin.client import AdminError
+from broker.admin.credentials import CredentialsError, broker_credentials
 from broker.admin.remote import BrokerAdmin, BrokerUnavailable
 from broker.admin.security_actions import command_line_actor
 
@@ -58,9 +59,16 @@ class Command(BaseCommand):
         if opts["address"]:
             h, _, p = opts["address"].rpartition(":")
             host, port = (h or "localhost"), int(p) if p.isdigit() else port
-        user = opts["user"] or settings.IMQ_ADMIN_USER
-        password = _password(opts["passfile"]) if opts["passfile"] else settings.IMQ_ADMIN_PASSWORD
-        admin = BrokerAdmin(host, port, user, password)
+        if opts["user"] or opts["passfile"]:
+            user = opts["user"] or "admin"
+            password = _password(opts["passfile"]) if opts["passfile"] else "admin"
+            admin = BrokerAdmin(host, port, user, password)
+        else:
+            try:
+                creds = broker_credentials()
+            except CredentialsError as exc:
+                raise CommandError(str(exc)) from exc
+            admin = BrokerAdmin(host, port, creds.user, creds.password, source=creds.source)
         try:
             if opts["subcommand"] == "export":
                 self.export(admin, opts["file"])

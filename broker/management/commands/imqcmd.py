@@ -77,6 +77,10 @@ Options:
   -f             do not ask "Are you sure ...?" before a change
   -s             silent: no output but errors (and the question, without -f)
   -rtm SECONDS   how long to wait for each reply (default 10)
+  -secure        over the broker's TLS admin service (ssladmin), its certificate verified
+  -truststore FILE  with -secure, a PEM file of the certificates to trust, e.g. the broker's
+                 keystore.crt (ours; default: the system's CAs and this machine's broker
+                 certificate, IMQ_VARHOME/IMQ_INSTANCE's keystore.crt)
   -rtr N, -javahome DIR   accepted for compatibility and ignored
 """
 
@@ -337,6 +341,18 @@ class Command(BaseCommand):
         parser.add_argument(
             "-rtm", dest="timeout", type=float, default=10.0, help="seconds to wait for each reply"
         )
+        parser.add_argument(
+            "-secure",
+            dest="secure",
+            action="store_true",
+            help="use the broker's TLS admin service (ssladmin)",
+        )
+        parser.add_argument(
+            "-truststore",
+            dest="truststore",
+            metavar="FILE",
+            help="with -secure: PEM certificates to trust (e.g. the broker's keystore.crt)",
+        )
         parser.add_argument("-rtr", dest="retries", type=int, help=argparse.SUPPRESS)
         parser.add_argument("-javahome", dest="javahome", help=argparse.SUPPRESS)
 
@@ -358,7 +374,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts) -> None:
         from broker.admin.actions import ActionError, AdminError, BrokerUnavailable
-        from broker.admin.remote import BrokerAdmin
+        from broker.admin.remote import BrokerAdmin, admin_ssl_context
+        from broker.config import ConfigError
 
         self.opts = opts
         # The client library's warnings (a connection lost after a refused login, ...) would
@@ -372,6 +389,12 @@ class Command(BaseCommand):
         self.what = f"{key[0]} {key[1]}"
         self._check(key, spec)
         self.host, self.port = parse_broker(opts["broker"])
+        if opts["truststore"] and not opts["secure"]:
+            raise CommandError("Error: -truststore goes with -secure (the ssladmin service)")
+        try:
+            context = admin_ssl_context(opts["truststore"]) if opts["secure"] else None
+        except ConfigError as exc:
+            raise CommandError(f"Error: {exc}") from exc
         if opts["passfile"]:
             password = read_passfile(opts["passfile"])
         else:
@@ -379,7 +402,9 @@ class Command(BaseCommand):
                 password = getpass.getpass(f"Password for {opts['user']}: ")
             except (EOFError, KeyboardInterrupt):
                 raise CommandError("Error: no password given (use -passfile FILE)") from None
-        admin = BrokerAdmin(self.host, self.port, opts["user"], password, timeout=opts["timeout"])
+        admin = BrokerAdmin(
+            self.host, self.port, opts["user"], password, timeout=opts["timeout"], ssl=context
+        )
         try:
             getattr(self, spec.handler)(admin)
         except Cancelled:

@@ -14,23 +14,31 @@ line, prints OpenMQ's messages and records each change in the audit log.
 
 from __future__ import annotations
 
+import os
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from django.conf import settings
-from django.core.management.base import BaseCommand
+from django.core.management.base import BaseCommand, CommandError
 
 from broker.config import parse_properties
 
-HELP_HINT = 'Please type "manage.py imqdbmgr -h" for help.'
+# How the usage text names the command: "imqdbmgr" run as the console command
+# (broker/management/console.py), "manage.py imqdbmgr" run through manage.py.
+MANAGE_NAME = "manage.py imqdbmgr"
+
+
+def help_hint(name: str = MANAGE_NAME) -> str:
+    return f'Please type "{name} -h" for help.'
+
 
 USAGE = """\
 imqdbmgr usage:
 
-manage.py imqdbmgr <subcommand> <argument> [<options>]
-manage.py imqdbmgr -h|-help
-manage.py imqdbmgr -v|-version
+{name} <subcommand> <argument> [<options>]
+{name} -h|-help
+{name} -v|-version
 
 imqdbmgr subcommands and arguments:
     create all      : Create database and tables for the persist store.
@@ -96,10 +104,7 @@ PASSWORD_KEYS = ("imq.persist.jdbc.password", "imq.persist.jdbc.postgresql.passw
 
 
 class UsageError(Exception):
-    """A command line imqdbmgr cannot take (OpenMQ's message)."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(f"{message}\n{HELP_HINT}")
+    """A command line imqdbmgr cannot take (OpenMQ's message, without the help hint)."""
 
 
 @dataclass
@@ -205,19 +210,26 @@ class DbMgrFailed(Exception):
 class Command(BaseCommand):
     help = "OpenMQ's imqdbmgr for the database store: create, delete, query, back up, restore."
     requires_system_checks: list[str] = []
+    name = MANAGE_NAME
 
     def run_from_argv(self, argv: list[str]) -> None:
         """OpenMQ's own command-line grammar (``-v`` is the version, ``-dir`` goes with
         its subcommand), not Django's: the options are parsed here."""
+        if os.path.basename(argv[0]) == "imqdbmgr":
+            self.name = "imqdbmgr"
         try:
             args = parse_args(argv[2:])
         except UsageError as exc:
-            self.stderr.write(str(exc))
+            self.stderr.write(f"{exc}\n{help_hint(self.name)}")
             sys.exit(1)
         sys.exit(self.main(args))
 
     def handle(self, *args: str, **options: object) -> None:
-        code = self.main(parse_args(list(args)))
+        try:
+            parsed = parse_args(list(args))
+        except UsageError as exc:
+            raise CommandError(f"{exc}\n{help_hint(self.name)}") from None
+        code = self.main(parsed)
         if code:
             sys.exit(code)
 
@@ -228,7 +240,7 @@ class Command(BaseCommand):
 
     def main(self, args: DbMgrArgs) -> int:
         if args.help:
-            self.stdout.write(USAGE, ending="")
+            self.stdout.write(USAGE.format(name=self.name), ending="")
             return 0
         if args.version:
             self.stdout.write(version_text())
@@ -284,7 +296,7 @@ class Command(BaseCommand):
                 say(text)
             elif args.command == "remove bkr":
                 if not args.broker_id:
-                    raise DbMgrFailed(f"Option -n was expected.\n{HELP_HINT}")
+                    raise DbMgrFailed(f"Option -n was expected.\n{help_hint(self.name)}")
                 counts = dbmgr.remove_broker("default", args.broker_id)
                 self.record(
                     f"removed broker {args.broker_id} from the store ({said(counts)})",
@@ -306,7 +318,9 @@ class Command(BaseCommand):
                     say(f"Restored broker instance {name}: {said(counts)}.")
                 say(f"Persistent store restored from {args.directory}.")
             else:  # parse_args knows no other
-                raise DbMgrFailed(f"Unrecognized subcommand: {args.command}\n{HELP_HINT}")
+                raise DbMgrFailed(
+                    f"Unrecognized subcommand: {args.command}\n{help_hint(self.name)}"
+                )
         except dbmgr.DbMgrError as exc:
             failed = FAILED.get(args.command)
             if failed:  # OpenMQ says what failed on which database, then why

@@ -19,7 +19,6 @@ from __future__ import annotations
 import datetime
 import getpass
 import ipaddress
-import os
 import re
 import socket
 from pathlib import Path
@@ -28,7 +27,7 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from broker.config import BrokerConfig, ConfigError
-from broker.security.tls import PASSWORD_PROP, keystore_paths, read_passfile
+from broker.security.tls import PASSWORD_PROP, keystore_paths, read_passfile, write_key_file
 
 MIN_PASSWORD = 6  # Java keytool refuses shorter keystore passwords
 
@@ -142,15 +141,6 @@ def generate(
     return cert_pem + key_pem, cert_pem
 
 
-def _write(path: Path, data: bytes, mode: int) -> None:
-    tmp = path.with_name(path.name + ".tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-    os.chmod(tmp, mode)
-    os.replace(tmp, path)
-
-
 class Command(BaseCommand):
     help = "Create the key pair and self-signed certificate of a broker's TLS services."
     # A command-line tool: the portal's URL checks are not its business.
@@ -201,8 +191,8 @@ class Command(BaseCommand):
         dname = opts["dname"] or f"CN={socket.getfqdn() or 'localhost'}"
         keystore, cert = generate(dname, opts["validity"], password, opts["keyalg"])
         paths.directory.mkdir(parents=True, exist_ok=True)
-        _write(paths.keystore, keystore, 0o600)
-        _write(paths.certificate, cert, 0o644)
+        write_key_file(paths.keystore, keystore, 0o600)
+        write_key_file(paths.certificate, cert, 0o644)
         self.stdout.write(f"keystore (certificate + encrypted private key): {paths.keystore}")
         self.stdout.write(f"certificate for clients: {paths.certificate}")
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from pathlib import Path
 
 from django.conf import settings
@@ -12,6 +13,7 @@ from broker import props
 from broker.config import BrokerConfig, ClusterFileError, ConfigError
 from broker.loglevels import LOGLEVEL_CHOICES
 from broker.logsetup import configure_logging
+from broker.propcheck import warn_unhonoured
 
 
 def parse_defines(values: list[str] | None) -> dict[str, str]:
@@ -96,6 +98,7 @@ class Command(BaseCommand):
         except ConfigError as exc:
             raise CommandError(f"bad broker configuration: {exc}") from exc
         cluster_file()
+        warn_unhonoured(config)
 
         from django.core.management import call_command
 
@@ -137,7 +140,6 @@ def layer_cluster_file(config: BrokerConfig):
     """Layer the cluster configuration file (``imq.cluster.url``) under the broker's own
     properties; returns what to log about it once logging is set up.  As OpenMQ's broker,
     a file that cannot be read is said once and the broker starts without it."""
-    import logging
 
     log = logging.getLogger("broker.config")
     try:
@@ -201,13 +203,21 @@ def run(config: BrokerConfig, repository) -> None:
     else:
         asyncio.run(main())
     if restart:
+        if config.configured(props.RESTART_CODE.name):
+            # imqbrokerd's way: the exit status asks whatever supervises the broker
+            # (systemd's RestartForceExitStatus=, a wrapper script) to start it again.
+            code = config.get(props.RESTART_CODE)
+            logging.getLogger("broker").info(
+                "restart requested: exiting with imq.restart.code %d for the supervisor", code
+            )
+            logging.shutdown()
+            raise SystemExit(code)
         restart_process()
 
 
 def restart_process() -> None:
     """Start the broker again in this process (admin RESTART): the same command line,
     less ``-reset`` (a restart keeps the store and the properties)."""
-    import logging
     import os
     import sys
 

@@ -12,17 +12,23 @@ non-zero exit) ``up`` says so and starts it again with the same options (less
 portal, the UMS gateway and Celery keep running; more than ``--broker-restarts``
 (``BROKER_RESTARTS``) restarts within ``BROKER_RESTART_WINDOW`` seconds, a broker that exits with status 0 (an
 administrator shut it down) or any other child dying stops the others and ``up`` exits
-non-zero.  ``--log-dir`` sends each child's output to a file of its own.
+non-zero.  ``--log-dir`` sends each child's output to a file of its own; ``--daemon``
+(with it) detaches once everything answers, writes a pid file and logs to DIR/up.log.
+``--https`` serves the portal and the UMS gateway over HTTPS with the broker's own key
+material (``imqkeytool -broker``) or ``--https-cert``/``--https-key``
+(broker/security/https.py).
 """
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import functools
 import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -49,6 +55,8 @@ from broker.launcher import portmapper_answers, read_portmapper
 from broker.loglevels import LOGLEVEL_CHOICES
 from broker.protocol.errors import ProtocolError
 from broker.protocol.portmapper import parse_table
+from broker.security.https import CERT_ENV, KEY_ENV, PASSWORD_ENV, HttpsError, HttpsKeys
+from broker.security.tls import keystore_password, keystore_paths
 
 from .runbroker import parse_defines
 
@@ -68,11 +76,16 @@ def tunnel_where(host: str, port: int) -> str:
         table = parse_table(read_portmapper(host, port))
     except (OSError, ProtocolError):
         return ""
+    where = ""
     for svc in table.services:
-        if svc.name in ("httpjms", "httpsjms") and svc.port:
+        if svc.name in ("httpjms", "httpsjms") and svc.port and not where:
             scheme = "http" if svc.name == "httpjms" else "https"
-            return f"; HTTP tunnel {scheme}://{host}:{svc.port}/imq/tunnel"
-    return ""
+            where = f"; HTTP tunnel {scheme}://{host}:{svc.port}/imq/tunnel"
+    for svc in table.services:
+        if svc.name == "stomp[bridge]" and svc.port:
+            # With -Dimq.bridge.enabled=true -Dimq.bridge.activelist=stomp.
+            where += f"; STOMP {host}:{svc.port}"
+    return where
 
 
 HELP = """\
@@ -88,7 +101,15 @@ while the others keep running, and each restart is reported; after 5 restarts wi
 minutes (--broker-restarts; 0: never), or if anything else dies (or the broker exits with status 0), the others are
 stopped and the exit status is 1. With --log-dir DIR each child writes to DIR/NAME.log
 (broker, portal, ums, worker, beat, redis) and up's own lines stay on its output (the
-systemd unit deploy/systemd/openmq-py.service runs it so).
+systemd unit deploy/systemd/openmq-py.service runs it so). With --daemon as well, up goes
+to the background once everything answers: its own lines go to DIR/up.log, its pid to
+--pidfile (default DIR/up.pid), and `kill $(cat DIR/up.pid)` stops everything.
+
+HTTPS: --https serves the portal and the UMS gateway over HTTPS on the same ports, with
+the broker's own key material (its keystore.pem, made by manage.py imqkeytool -broker,
+unlocked by imq.keystore.password or the broker's passfile) unless --https-cert and
+--https-key name other PEM files (an encrypted key's password in PORTAL_HTTPS_KEY_PASSWORD).
+--bind chooses the address the portal and the UMS gateway listen on (default 127.0.0.1).
 """
 
 
@@ -141,9 +162,23 @@ def redis_answers(port: int) -> bool:
         return False
 
 
-def portal_answers(port: int) -> bool:
+def portal_answers(port: int, https: bool = False, host: str = LOOPBACK) -> bool:
+    """Whether the portal (or the UMS gateway) on ``port`` answers /healthz."""
+    context = None
+    if https:
+        # Our own child on this machine, asked whether it is up: its certificate names
+        # the host clients use, which need not be this address.
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    scheme = "https" if https else "http"
+    where = f"[{host}]" if ":" in host else host
+    if where in ("0.0.0.0", "[::]"):
+        where = LOOPBACK
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/healthz", timeout=2) as r:
+        with urllib.request.urlopen(
+            f"{scheme}://{where}:{port}/healthz", timeout=2, context=context
+        ) as r:
             return r.status == 200
     except (OSError, urllib.error.URLError):
         return False
@@ -195,6 +230,41 @@ class Command(BaseCommand):
             help="write each child's output to DIR/NAME.log (broker, portal, ums, worker, "
             "beat, redis; appended to, created if missing) instead of up's own output",
         )
+        parser.add_argument(
+            "--daemon",
+            action="store_true",
+            help="detach once everything answers (needs --log-dir; up's own lines go to "
+            "DIR/up.log); exit 0 then, or 1 if something did not start",
+        )
+        parser.add_argument(
+            "--pidfile",
+            metavar="FILE",
+            help="with --daemon: where up writes its pid (default DIR/up.pid); removed at exit",
+        )
+        parser.add_argument(
+            "--bind",
+            metavar="ADDRESS",
+            default=LOOPBACK,
+            help=f"the address the portal and the UMS gateway listen on (default {LOOPBACK}; "
+            "0.0.0.0: every interface)",
+        )
+        parser.add_argument(
+            "--https",
+            action="store_true",
+            help="serve the portal and the UMS gateway over HTTPS, with the broker's key "
+            "material (imqkeytool -broker) unless --https-cert/--https-key are given",
+        )
+        parser.add_argument(
+            "--https-cert",
+            metavar="FILE",
+            help=f"PEM certificate (and chain) for HTTPS (implies --https; default: {CERT_ENV})",
+        )
+        parser.add_argument(
+            "--https-key",
+            metavar="FILE",
+            help=f"PEM private key for HTTPS (default: {KEY_ENV}, else the --https-cert "
+            f"file; its password, if encrypted, in {PASSWORD_ENV})",
+        )
         broker = parser.add_argument_group("broker options (passed to runbroker)")
         broker.add_argument("-name", dest="instance", help="broker instance name")
         broker.add_argument("-port", dest="pm_port", type=int, help="port mapper port")
@@ -215,6 +285,9 @@ class Command(BaseCommand):
         self.opts = opts
         self.children: list[Child] = []
         self.signalled: int | None = None
+        self.tell_parent: int | None = None  # --daemon: the pipe to the waiting parent
+        if opts.get("daemon"):
+            self._daemonize()
         previous = {
             sig: signal.signal(sig, self._on_signal) for sig in (signal.SIGINT, signal.SIGTERM)
         }
@@ -225,6 +298,60 @@ class Command(BaseCommand):
                 signal.signal(sig, handler)
         if code:
             sys.exit(code)
+
+    def _daemonize(self) -> None:
+        """--daemon: fork; the parent waits for the child's word (everything answers, or
+        not) and exits with it, the child leaves the terminal's session and writes its
+        output to DIR/up.log and its pid to the pid file."""
+        if not self.opts.get("log_dir"):
+            raise CommandError("--daemon needs --log-dir DIR (where the logs go)")
+        log_dir = Path(self.opts["log_dir"]).resolve()
+        try:
+            log_dir.mkdir(parents=True, exist_ok=True)
+            out = os.open(log_dir / "up.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        except OSError as exc:
+            raise CommandError(f"--log-dir {log_dir}: {exc}") from exc
+        pidfile = Path(self.opts.get("pidfile") or log_dir / "up.pid").resolve()
+        self.stdout.flush()
+        self.stderr.flush()
+        read_end, write_end = os.pipe()
+        pid = os.fork()
+        if pid:
+            os.close(write_end)
+            os.close(out)
+            with os.fdopen(read_end, "rb") as word:
+                said = word.read().decode(errors="replace")
+            if said.startswith("ok"):
+                self.stdout.write(f"up: running in the background (pid {pid}, {pidfile})")
+                self.stdout.write(f"up: logs in {log_dir}; stop with: kill $(cat {pidfile})")
+                os._exit(0)
+            self.stderr.write(f"up: did not start; see {log_dir}/up.log")
+            os._exit(1)
+        os.close(read_end)
+        os.setsid()
+        devnull = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(devnull, 0)
+        os.dup2(out, 1)
+        os.dup2(out, 2)
+        os.close(devnull)
+        os.close(out)
+        try:
+            pidfile.parent.mkdir(parents=True, exist_ok=True)
+            pidfile.write_text(f"{os.getpid()}\n")
+        except OSError as exc:
+            os.close(write_end)
+            raise CommandError(f"--pidfile {pidfile}: {exc}") from exc
+        atexit.register(_remove_pidfile, pidfile, os.getpid())
+        self.tell_parent = write_end
+        stamp = time.strftime("%Y-%m-%d %H:%M:%S %z")
+        self.say(f"--- up: starting in the background at {stamp} (pid {os.getpid()})")
+
+    def _detached(self) -> None:
+        """--daemon: everything answers; the waiting parent may exit 0."""
+        if self.tell_parent is not None:
+            os.write(self.tell_parent, b"ok\n")
+            os.close(self.tell_parent)
+            self.tell_parent = None
 
     def _on_signal(self, signum: int, frame) -> None:
         self.signalled = signum
@@ -239,6 +366,8 @@ class Command(BaseCommand):
             except OSError as exc:
                 raise CommandError(f"--log-dir {self.log_dir}: {exc}") from exc
             self.say(f"up: the children's output goes to {self.log_dir}/NAME.log")
+        # Before anything starts: bad key material stops up with one line.
+        self.https = self._https_keys(self._broker_config()[0])
         try:
             self._migrate()
             self._start_redis(env)
@@ -260,6 +389,7 @@ class Command(BaseCommand):
         for child in self.children:
             self.say(f"up: {child.name:<7} {child.where}  (pid {child.proc.pid})")
         self.say("up: running; Ctrl-C (or SIGTERM) stops everything")
+        self._detached()
         return self._supervise()
 
     def _supervise(self) -> int:
@@ -515,11 +645,62 @@ class Command(BaseCommand):
         self._wait(child, lambda: portmapper_answers(host, port), f"serve port {port}")
         child.where += tunnel_where(host, port)
 
+    def _https_keys(self, config: BrokerConfig) -> HttpsKeys | None:
+        """The HTTPS key material: --https-cert/--https-key, else the broker's own
+        keystore and password; checked here, so a bad file or password stops ``up``
+        with one line before anything serves."""
+        opts = self.opts
+        cert_file = opts["https_cert"] or os.environ.get(CERT_ENV)
+        key_file = opts["https_key"] or os.environ.get(KEY_ENV)
+        if key_file and not cert_file:
+            raise CommandError(f"--https-key ({KEY_ENV}) needs --https-cert ({CERT_ENV})")
+        if not (opts["https"] or cert_file):
+            return None
+        if cert_file:
+            cert = Path(cert_file).resolve()
+            key = Path(key_file).resolve() if key_file else cert
+            keys = HttpsKeys(cert, key, os.environ.get(PASSWORD_ENV) or None)
+        else:
+            paths = keystore_paths(config)
+            if not paths.keystore.is_file():
+                raise CommandError(
+                    f"--https: the broker has no key material at {paths.keystore}: create "
+                    f"it with 'manage.py imqkeytool -broker -name {config.instance}', or "
+                    "give --https-cert and --https-key"
+                )
+            try:
+                password = keystore_password(config)
+            except ConfigError as exc:
+                raise CommandError(f"--https with the broker's keystore: {exc}") from exc
+            keys = HttpsKeys(paths.keystore, paths.keystore, password)
+        try:
+            keys.server_context()
+        except HttpsError as exc:
+            raise CommandError(f"--https: {exc}") from exc
+        return keys
+
+    def _web_env(self, env: dict[str, str]) -> dict[str, str]:
+        """The environment of the portal and the UMS gateway: with HTTPS, its key
+        material (the other children do not get the key's password)."""
+        if self.https is None:
+            return env
+        return {**env, **self.https.environment()}
+
+    def _web_where(self, port: int, path: str = "/") -> str:
+        scheme = "https" if self.https is not None else "http"
+        host = self.opts["bind"]
+        shown = f"[{host}]" if ":" in host else host
+        return f"{scheme}://{shown}:{port}{path}"
+
     def _start_portal(self, env: dict[str, str]) -> None:
         port = self.opts["portal_port"]
-        child = self._spawn("portal", portal_command(port), env)
-        child.where = f"http://127.0.0.1:{port}/"
-        self._wait(child, lambda: portal_answers(port), f"answer /healthz on port {port}")
+        host = self.opts["bind"]
+        https = self.https is not None
+        child = self._spawn("portal", portal_command(port, host), self._web_env(env))
+        child.where = self._web_where(port)
+        self._wait(
+            child, lambda: portal_answers(port, https, host), f"answer /healthz on port {port}"
+        )
 
     def _start_ums(self, env: dict[str, str]) -> None:
         """The UMS gateway: the portal's application under uvicorn (uvloop, httptools),
@@ -528,9 +709,21 @@ class Command(BaseCommand):
         port = self.opts["ums_port"]
         if not port:
             return
-        child = self._spawn("ums", ums_gateway_command(port), env)
-        child.where = f"http://127.0.0.1:{port}/ums/ (UMS gateway)"
-        self._wait(child, lambda: portal_answers(port), f"answer /healthz on port {port}")
+        host = self.opts["bind"]
+        keys = self.https
+        cmd = ums_gateway_command(
+            port,
+            host,
+            certfile=str(keys.cert) if keys else None,
+            keyfile=str(keys.key) if keys else None,
+        )
+        child = self._spawn("ums", cmd, self._web_env(env))
+        child.where = self._web_where(port, "/ums/") + " (UMS gateway)"
+        self._wait(
+            child,
+            lambda: portal_answers(port, keys is not None, host),
+            f"answer /healthz on port {port}",
+        )
 
     def _start_celery(self, env: dict[str, str]) -> None:
         """A worker and beat as two processes, not ``worker -B``: Celery documents the
@@ -554,6 +747,15 @@ class Command(BaseCommand):
                 " (DatabaseScheduler: the portal's Jobs page)" if name == "beat" else ""
             )
             self._wait(child, pidfile.exists, "write its pid file")
+
+
+def _remove_pidfile(path: Path, pid: int) -> None:
+    """At exit of the daemon: its pid file, unless another up has written its own."""
+    try:
+        if path.read_text().strip() == str(pid):
+            path.unlink()
+    except OSError:
+        pass
 
 
 def _without_reset(cmd: list[str]) -> list[str]:

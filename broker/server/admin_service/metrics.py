@@ -85,11 +85,6 @@ METRIC_COUNTERS = JavaClass(
 _INT_MIN, _INT_MAX = -(2**31), 2**31 - 1
 
 
-def metric_counters(**values: object) -> JavaObject:
-    """A ``MetricCounters`` (fields by their Java names; missing ones are 0)."""
-    return JavaObject(METRIC_COUNTERS, values)
-
-
 def encode_metric_counters(values: Mapping[str, object]) -> bytes:
     """A GET_METRICS SERVICE/broker reply body: one serialised ``MetricCounters``."""
     return encode_object(JavaObject(METRIC_COUNTERS, dict(values)))

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.props import STOMP_TCP_PORT
 from broker.protocol.admin_info import (
     SERVICE_MAX_THREADS,
     SERVICE_MIN_THREADS,
@@ -108,7 +109,13 @@ def update_service(conn: ConnectionEngine, props: dict, body: bytes):
                 raise AdminError(
                     Status.CONFLICT, f"service {name} cannot listen on port {port}: {exc}"
                 ) from None
-            config.set(f"imq.{name}.{svc.protocol}.port", str(port))
+            # The STOMP listener's port has OpenMQ's bridge name.
+            key = (
+                STOMP_TCP_PORT.name
+                if svc.protocol == "stomp"
+                else f"imq.{name}.{svc.protocol}.port"
+            )
+            config.set(key, str(port))
         if low is not None:
             config.set(f"imq.{name}.min_threads", str(low))
         if high is not None:

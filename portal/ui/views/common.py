@@ -17,7 +17,7 @@ from django.utils.http import url_has_allowed_host_and_scheme
 
 from broker.admin import actions
 from broker.admin.actions import ActionError, AdminError, BrokerUnavailable
-from broker.admin.remote import default_admin
+from broker.admin.credentials import default_admin
 
 PER_PAGE = 50
 DEEPEST = 20

@@ -10,6 +10,7 @@ from django.views.decorators.http import require_POST
 
 from broker.admin import security_actions as sec
 from broker.admin.actions import ActionError
+from broker.admin.portal_account import guarded_account
 
 from .. import forms
 from ..access import admin_required
@@ -37,6 +38,7 @@ def users(request: HttpRequest) -> HttpResponse:
             "q": q,
             "groups": sec.list_groups(),
             "group_form": forms.GroupCreateForm(),
+            "portal_account": guarded_account(),
             "nav": "users",
         },
     )
@@ -97,7 +99,13 @@ def user_edit(request: HttpRequest, username: str) -> HttpResponse:
     return render(
         request,
         "portal/user_form.html",
-        {"form": form, "create": False, "record": record, "nav": "users"},
+        {
+            "form": form,
+            "create": False,
+            "record": record,
+            "portal_account": guarded_account(),
+            "nav": "users",
+        },
     )
 
 

@@ -1,0 +1,560 @@
+"""The STOMP engine's shared part: state, input, output, the JMQ engine underneath (each
+frame becomes JMQ requests, each JMQ reply, delivery or GOODBYE becomes frames), CONNECT
+and the login, heart-beats, and deliveries.  stomp.py says how the parts fit."""
+
+from __future__ import annotations
+
+import logging
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from broker.protocol.auth import encode_auth_body, encode_basic_password
+from broker.protocol.errors import ProtocolError
+from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.packet import OFF_SIZE, Packet, build_packet
+from broker.protocol.stomp import VERSIONS, Frame, FrameReader, encode_frame
+from broker.protocol.sysmsgid import sysmsgid_string
+from broker.protocol.types import (
+    FLAG_A,
+    MESSAGE_TYPES,
+    PacketType,
+    Status,
+)
+from broker.security.digest import md5str
+
+from .effects import NO_EFFECTS, CancelTimer, Close, Effect, Effects, Outbox, StartTimer
+from .engine import ConnectionEngine
+from .stomp_mapping import (
+    MappingError,
+    StompDest,
+    message_frame_headers,
+)
+from .stomp_states import (
+    CLOSED,
+    CONNECTED,
+    FRAME_RULES,
+    NEW,
+    FrameRule,
+    StompEvent,
+    next_state,
+)
+
+log = logging.getLogger("broker.stomp")
+
+_SIZE = struct.Struct(">i")
+# The JMQ protocol level the STOMP side speaks to the JMQ engine.
+_PROTOCOL_LEVEL = 500
+
+
+@dataclass(slots=True)
+class StompSettings:
+    """A STOMP service's settings (broker/props.py's STOMP_* properties)."""
+
+    # What the server offers in CONNECTED's heart-beat: (sx, sy) in ms; 0 = none.
+    heartbeat_send: int = 10000
+    heartbeat_receive: int = 10000
+    max_frame: int = 70 * 1024 * 1024
+    max_headers: int = 1000
+    max_header_line: int = 64 * 1024
+    # Deliveries in flight per subscription before the next credit (after a write).
+    prefetch: int = 1000
+
+
+class Subscription:
+    """One SUBSCRIBE: its id, destination, ack mode and the messages not acked yet."""
+
+    __slots__ = ("id", "dest", "ack", "cid", "unacked", "delivered", "durable")
+
+    def __init__(self, sid: str, dest: StompDest, ack: str, durable: str | None) -> None:
+        self.id = sid
+        self.dest = dest
+        self.ack = ack
+        self.cid = 0  # the JMQ consumer id, once ADD_CONSUMER is answered
+        # message-id -> sysmsgid, in delivery order (client acks are cumulative).
+        self.unacked: dict[str, bytes] = {}
+        self.delivered = 0  # since the last credit
+        self.durable = durable
+
+
+Reply = Callable[[Packet], None]
+
+# Command -> handler, filled in by stomp.py once the rule sets are assembled.
+FRAME_HANDLERS: dict[str, Callable[[Any, Frame], None]] = {}
+
+
+class StompEngineBase(Outbox):
+    """State, input, output, the JMQ engine underneath, CONNECT, heart-beats and
+    deliveries; the frame rules (stomp_frames.py) add the rest."""
+
+    def __init__(
+        self,
+        broker: Any,
+        service: Any,
+        *,
+        wake: Callable[[], None],
+        flush: Callable[[], None],
+        settings: StompSettings | None = None,
+    ) -> None:
+        self.settings = s = settings or getattr(service, "stomp", None) or StompSettings()
+        self.wake = wake
+        self.flush = flush
+        self.inner = ConnectionEngine(
+            broker, service, wake=self._inner_wake, flush=self._inner_flush
+        )
+        self.router = self.inner.router
+        self.metrics = self.inner.metrics
+        self.id = self.inner.id
+        self.state = NEW
+        self._rules, self._default = FRAME_RULES[NEW]
+        self.version = "1.0"
+        self.reader = FrameReader(
+            "1.0",
+            max_frame=s.max_frame,
+            max_headers=s.max_headers,
+            max_header_line=s.max_header_line,
+        )
+        Outbox.__init__(self)  # the write batch and effects the driver takes
+        self._backlog: list[Frame] = []
+        self._waiting: dict[int, Reply] = {}
+        self._next_cid = 0
+        self._pumping = False
+        self.subs: dict[str, Subscription] = {}
+        self._by_cid: dict[int, Subscription] = {}
+        self._txns: dict[str, int] = {}
+        self._temps: set[str] = set()
+        self._sessions: dict[int, int] = {}  # ack mode -> JMQ session id
+        self._login: tuple[str, str] = ("guest", "guest")
+        self._connect: Frame | None = None
+        self._client_beats = (0, 0)
+        self._disconnect: Frame | None = None
+        self.last_read = time.monotonic()
+        self._wrote = False
+        self.hb_in = 0  # ms: the client beats at least this often (0: not watched)
+        self.hb_out = 0  # ms: we beat this often (0: never)
+
+    # -- what the driver and the broker read -----------------------------------------
+
+    @property
+    def peer(self) -> str:
+        return self.inner.peer
+
+    @peer.setter
+    def peer(self, value: str) -> None:
+        self.inner.peer = value
+
+    @property
+    def sockname(self) -> Any:
+        return self.inner.sockname
+
+    @sockname.setter
+    def sockname(self, value: Any) -> None:
+        self.inner.sockname = value
+
+    @property
+    def write_paused(self) -> bool:
+        return self.inner.write_paused
+
+    @write_paused.setter
+    def write_paused(self, value: bool) -> None:
+        self.inner.write_paused = value
+
+    # -- entry points ------------------------------------------------------------------
+
+    def start(self) -> Effects:
+        """The transport is up: the JMQ engine registers and arms its login deadline
+        (a client that never sends CONNECT is closed when it passes)."""
+        self._effects.extend(self.inner.start())
+        self.pump()
+        return self.take_effects()
+
+    def receive_data(self, data: bytes) -> Effects:
+        if self.state is CLOSED:
+            return NO_EFFECTS
+        # The broker's ping loop reads the JMQ engine's idea of when the client was heard.
+        self.last_read = self.inner.last_read = time.monotonic()
+        self.inner.ping_outstanding = 0
+        m = self.metrics
+        m.packet_bytes_in += len(data)
+        try:
+            frames = self.reader.feed(data)
+        except ProtocolError as exc:
+            self._fatal(f"unreadable STOMP data: {exc}", None)
+            return self.take_effects()
+        m.packets_in += len(frames)
+        for f in frames:
+            if self.state is CLOSED:
+                break
+            self._frame(f)
+        self.pump()
+        return self.take_effects()
+
+    def connection_lost(self) -> None:
+        """The transport is gone: the JMQ engine releases everything (unacked messages
+        go back, open transactions roll back, temporary destinations go)."""
+        if self.state is not CLOSED:
+            self._to(StompEvent.CLOSED)
+        self.inner.connection_lost()
+
+    def resume_writing(self) -> None:
+        self.inner.resume_writing()
+        self.after_write()
+
+    def after_write(self) -> None:
+        """The driver wrote a batch: subscriptions that used half their credit get the
+        next (not while the transport holds a full buffer: then resume_writing will)."""
+        if self.state is not CONNECTED or self.inner.write_paused:
+            return
+        half = max(1, self.settings.prefetch // 2)
+        for sub in list(self.subs.values()):
+            if sub.delivered >= half and sub.cid:
+                sub.delivered = 0
+                self._request(
+                    PacketType.RESUME_FLOW,
+                    {"JMQConsumerID": JLong(sub.cid), "JMQSize": JInt(self.settings.prefetch)},
+                )
+        self.pump()
+
+    # -- output ------------------------------------------------------------------------
+
+    def write(self, data: bytes) -> None:
+        self._wrote = True
+        self._out.append(data)
+        if not self._pending:
+            self._pending = True
+            self.wake()
+
+    def send(self, command: str, headers: list[tuple[str, str]], body: bytes = b"") -> None:
+        self.write(encode_frame(command, headers, body, self.version))
+
+    def _effect(self, eff: Effect) -> None:
+        self._effects.append(eff)
+        if not self._pending:
+            self._pending = True
+            self.wake()
+
+    def _receipt(self, frame: Frame) -> None:
+        rid = frame.get("receipt")
+        if rid is not None:
+            self.send("RECEIPT", [("receipt-id", rid)])
+
+    def _error(self, message: str, frame: Frame | None, detail: str = "") -> None:
+        """An ERROR frame (the connection goes on: a refused operation)."""
+        headers = [("message", message), ("content-type", "text/plain")]
+        if frame is not None:
+            rid = frame.get("receipt")
+            if rid is not None:
+                headers.append(("receipt-id", rid))
+        self.send("ERROR", headers, (detail or message).encode("utf-8"))
+
+    def _fatal(self, reason: str, frame: Frame | None) -> None:
+        """ERROR, log once, close this connection only."""
+        if self.state is CLOSED:
+            return
+        log.warning("closing STOMP connection %s from %s: %s", self.id, self.peer, reason)
+        self._error(reason, frame)
+        self._close(reason)
+
+    def _close(self, reason: str) -> None:
+        if self.state is CLOSED:
+            return
+        self._to(StompEvent.CLOSED)
+        self._effect(CancelTimer("stomp-hb-in"))
+        self._effect(CancelTimer("stomp-hb-out"))
+        # The JMQ engine releases the connection's resources and asks the driver to close.
+        self.inner.close(reason)
+        self._collect_inner()
+        if not any(type(e) is Close for e in self._effects):
+            self._effect(Close(reason))
+
+    # -- states --------------------------------------------------------------------------
+
+    def _to(self, event: StompEvent) -> None:
+        self.state = next_state(self.state, event)
+        self._rules, self._default = FRAME_RULES[self.state]
+
+    def _frame(self, f: Frame) -> None:
+        if self._disconnect is not None:
+            return  # after DISCONNECT: nothing more is taken
+        rule = self._rules.get(f.command, self._default)
+        if rule is FrameRule.HANDLE:
+            handler = FRAME_HANDLERS.get(f.command)
+            if handler is None:
+                self._fatal(f"{f.command} is not a client frame", f)
+                return
+            try:
+                handler(self, f)
+            except MappingError as exc:
+                self._error(str(exc), f)
+            except ProtocolError as exc:
+                self._fatal(str(exc), f)
+        elif rule is FrameRule.HOLD:
+            self._backlog.append(f)
+        elif rule is FrameRule.NOT_CONNECTED:
+            self._fatal(f"{f.command} before CONNECT", f)
+        elif rule is FrameRule.ALREADY_CONNECTED:
+            self._fatal(f"{f.command} on a connection that is already connected", f)
+
+    # -- the JMQ engine underneath ----------------------------------------------------
+
+    def _inner_wake(self) -> None:
+        if not self._pending:
+            self._pending = True
+            self.wake()
+
+    def _inner_flush(self) -> None:
+        # An answer the store released (a persistent send's reply): out now.
+        self.pump()
+        self.flush()
+
+    def _collect_inner(self) -> None:
+        eff = self.inner.take_effects()
+        if eff:
+            self._effects.extend(eff)
+
+    def _request(
+        self,
+        ptype: int,
+        props: dict[str, object] | None = None,
+        on_reply: Reply | None = None,
+        *,
+        body: bytes = b"",
+        fields: dict[int, object] | None = None,
+    ) -> None:
+        """A JMQ request to the engine underneath; ``on_reply`` gets its reply."""
+        cid = 0
+        flags = 0
+        if on_reply is not None:
+            cid = self._cid()
+            self._waiting[cid] = on_reply
+            flags = FLAG_A
+        raw = build_packet(
+            ptype, props=props, body=body, flags=flags, consumer_id=cid, fields=fields
+        )
+        self._feed(raw)
+
+    def _cid(self) -> int:
+        self._next_cid += 1
+        return self._next_cid
+
+    def _feed(self, raw: bytes) -> None:
+        eff = self.inner.receive_packets([Packet(raw)])
+        if eff:
+            self._effects.extend(eff)
+        self.pump()
+
+    def pump(self) -> None:
+        """Turn what the JMQ engine wrote (replies, deliveries, GOODBYE) into frames."""
+        if self._pumping:
+            return
+        self._pumping = True
+        try:
+            inner = self.inner
+            # Until the engine queues nothing more (a delivery's frame can cause a reply);
+            # the last, empty, call also clears its flush_pending when only effects were.
+            while out := inner.data_to_send():
+                for buf in out:
+                    off = 0
+                    n = len(buf)
+                    while off + 12 <= n:
+                        size = _SIZE.unpack_from(buf, OFF_SIZE + off)[0]
+                        self._from_broker(Packet(bytes(buf[off : off + size])))
+                        off += size
+            self._collect_inner()
+        finally:
+            self._pumping = False
+        if self._backlog and self.state is CONNECTED:
+            # Frames that came with CONNECT, taken now that it is answered: here, not in
+            # the reply's callback, so their own requests are answered as they are made.
+            backlog, self._backlog = self._backlog, []
+            for frame in backlog:
+                if self.state is CLOSED:
+                    break
+                self._frame(frame)
+
+    def _from_broker(self, pkt: Packet) -> None:
+        ptype = pkt.type
+        if ptype in MESSAGE_TYPES:
+            self._deliver(pkt)
+            return
+        cb = self._waiting.pop(pkt.consumer_id, None) if pkt.consumer_id else None
+        if cb is not None:
+            cb(pkt)
+        elif ptype == PacketType.AUTHENTICATE_REQUEST:
+            self._authenticate(pkt)
+        elif ptype == PacketType.GOODBYE:
+            why = pkt.properties.get("JMQGoodbyeReasonString") or "the broker closed the connection"
+            if self.state is not CLOSED:
+                self._error(str(why), None)
+                self._to(StompEvent.CLOSED)
+        elif ptype == PacketType.PING:
+            # The broker's ping of an idle connection (imq.ping.interval): STOMP has none
+            # to pass on, and a client that promised heart-beats is watched by them; the
+            # transport is alive, so answered here (1.1+: an end-of-line probes the socket).
+            if self.version != "1.0" and self.state is CONNECTED:
+                self.write(b"\n")
+            if pkt.flags & FLAG_A:
+                self._request(PacketType.PING_REPLY)
+        # RESUME_FLOW (producers: sends carry no producer): nothing to say.
+
+    # -- CONNECT -----------------------------------------------------------------------
+
+    def on_connect(self, f: Frame) -> None:
+        accept = f.get("accept-version")
+        if accept is None:
+            version = "1.0"
+        else:
+            offered = {v.strip() for v in accept.split(",")}
+            common = [v for v in VERSIONS if v in offered]
+            if not common:
+                self.send(
+                    "ERROR",
+                    [("version", ",".join(VERSIONS)), ("message", "no supported version")],
+                    f"Supported protocol versions are {' '.join(VERSIONS)}".encode(),
+                )
+                self._close(f"STOMP versions {accept} not supported")
+                return
+            version = common[-1]
+        self._client_beats = _heartbeat(f.get("heart-beat")) if version != "1.0" else (0, 0)
+        self.version = self.reader.version = version
+        login = f.get("login")
+        self._login = (login, f.get("passcode") or "") if login is not None else ("guest", "guest")
+        self._connect = f
+        self._to(StompEvent.CONNECT)
+        self._request(
+            PacketType.HELLO,
+            {
+                "JMQProtocolLevel": JInt(_PROTOCOL_LEVEL),
+                "JMQUserAgent": f"STOMP {version}",
+                "JMQVersion": version,
+            },
+            self._hello_answered,
+        )
+
+    def _hello_answered(self, pkt: Packet) -> None:
+        status = pkt.properties.get("JMQStatus")
+        if status != Status.OK:
+            reason = pkt.properties.get("JMQReason") or f"connection refused ({status})"
+            self._fatal(str(reason), self._connect)
+
+    def _authenticate(self, pkt: Packet) -> None:
+        user, password = self._login
+        auth_type = str(pkt.properties.get("JMQAuthType", "basic"))
+        if auth_type == "basic":
+            credential = encode_basic_password(password)
+        else:
+            nonce = pkt.body.decode("ascii", "replace")
+            credential = md5str(md5str(f"{user}:{password}") + ":" + nonce)
+        self._request(
+            PacketType.AUTHENTICATE,
+            {"JMQAuthType": auth_type},
+            self._authenticated,
+            body=encode_auth_body(user, credential),
+        )
+
+    def _authenticated(self, pkt: Packet) -> None:
+        status = pkt.properties.get("JMQStatus")
+        f = self._connect
+        if status != Status.OK:
+            why = (
+                "access denied"
+                if status == Status.FORBIDDEN
+                else "authentication failed: unknown user or wrong passcode"
+            )
+            reason = pkt.properties.get("JMQReason")
+            self._fatal(f"{why} ({reason})" if reason and status == Status.FORBIDDEN else why, f)
+            return
+        assert f is not None
+        cid = f.get("client-id")
+        if cid:
+            self._request(PacketType.SET_CLIENTID, {"JMQClientID": cid}, self._client_id_set)
+        else:
+            self._logged_in()
+
+    def _client_id_set(self, pkt: Packet) -> None:
+        if pkt.properties.get("JMQStatus") != Status.OK:
+            reason = pkt.properties.get("JMQReason") or "client-id refused"
+            self._fatal(f"client-id refused: {reason}", self._connect)
+            return
+        self._logged_in()
+
+    def _logged_in(self) -> None:
+        f = self._connect
+        assert f is not None
+        self._request(PacketType.START)
+        headers = [("version", self.version)]
+        if self.version != "1.0":
+            cx, cy = self._client_beats
+            sx, sy = self.settings.heartbeat_send, self.settings.heartbeat_receive
+            self.hb_out = max(sx, cy) if sx and cy else 0
+            self.hb_in = max(cx, sy) if cx and sy else 0
+            headers.append(("heart-beat", f"{sx},{sy}"))
+        headers.append(("session", str(self.id)))
+        headers.append(("server", f"openmq-py/{self.inner.broker.version}"))
+        self._to(StompEvent.LOGGED_IN)
+        log.info(
+            "STOMP connection %s: %s connected from %s (STOMP %s)",
+            self.id,
+            self._login[0],
+            self.peer,
+            self.version,
+        )
+        self.send("CONNECTED", headers)
+        if self.hb_out:
+            self._effect(StartTimer("stomp-hb-out", self.hb_out / 1000, self._beat_out))
+        if self.hb_in:
+            self._effect(StartTimer("stomp-hb-in", self.hb_in / 4000, self._check_in))
+
+    # -- heart-beats -------------------------------------------------------------------
+
+    def _beat_out(self) -> Effects:
+        if self.state is CONNECTED:
+            if not self._wrote:
+                self.write(b"\n")
+            self._wrote = False
+            self._effect(StartTimer("stomp-hb-out", self.hb_out / 1000, self._beat_out))
+        return self.take_effects()
+
+    def _check_in(self) -> Effects:
+        if self.state is CONNECTED:
+            silent = (time.monotonic() - self.last_read) * 1000
+            # Dropped once silent for 1.5 intervals, checked every quarter: within twice.
+            if silent > self.hb_in * 1.5:
+                self._fatal(
+                    f"no heart-beat or frame for {silent / 1000:.1f} s "
+                    f"(the client promised one every {self.hb_in / 1000:g} s)",
+                    None,
+                )
+            else:
+                self._effect(StartTimer("stomp-hb-in", self.hb_in / 4000, self._check_in))
+        return self.take_effects()
+
+    # -- deliveries --------------------------------------------------------------------
+
+    def _deliver(self, pkt: Packet) -> None:
+        sub = self._by_cid.get(pkt.consumer_id)
+        if sub is None:
+            return  # a consumer just unsubscribed: the broker takes it back
+        msg_id = "ID:" + sysmsgid_string(pkt.sysmsgid)
+        ack = None
+        if sub.ack != "auto":
+            sub.unacked[msg_id] = pkt.sysmsgid
+            ack = f"{sub.cid}:{msg_id}"
+        sub.delivered += 1
+        headers, body = message_frame_headers(pkt, sub.id, sub.dest.stomp, ack, self.id)
+        self.write(encode_frame("MESSAGE", headers, body, self.version))
+
+
+def _heartbeat(value: str | None) -> tuple[int, int]:
+    if not value:
+        return 0, 0
+    try:
+        a, _, b = value.partition(",")
+        cx, cy = int(a.strip()), int(b.strip())
+    except ValueError:
+        raise ProtocolError(f"bad heart-beat header {value!r}") from None
+    if cx < 0 or cy < 0:
+        raise ProtocolError(f"bad heart-beat header {value!r}")
+    return cx, cy

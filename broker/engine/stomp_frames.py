@@ -1,0 +1,289 @@
+"""The STOMP engine's frame rules: SEND, SUBSCRIBE, UNSUBSCRIBE, ACK, NACK, BEGIN, COMMIT,
+ABORT and DISCONNECT, each turned into the JMQ requests it means (stomp_base.py)."""
+
+from __future__ import annotations
+
+import logging
+import struct
+from collections.abc import Callable
+
+from broker.protocol.errors import ProtocolError
+from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.packet import VH_TRANSACTIONID, Packet
+from broker.protocol.stomp import Frame
+from broker.protocol.types import DEST_TEMP, DEST_TOPIC, FLAG_A, AckMode, PacketType, Status
+
+from .stomp_base import Reply, StompEngineBase, Subscription
+from .stomp_mapping import MappingError, StompDest, message_packet, parse_destination
+from .stomp_states import CLOSED
+
+log = logging.getLogger("broker.stomp")
+
+_ACK_BLOCK = struct.Struct(">q32s")
+_ACK_MODES = {
+    "auto": AckMode.NO_ACKNOWLEDGE,
+    "client": AckMode.CLIENT_ACKNOWLEDGE,
+    "client-individual": AckMode.CLIENT_ACKNOWLEDGE,
+}
+
+
+class StompFrameRules(StompEngineBase):
+    """The client frames after CONNECT."""
+
+    def _status_reply(self, f: Frame, what: str, then: Callable[[], None] | None = None) -> Reply:
+        def answered(pkt: Packet) -> None:
+            status = pkt.properties.get("JMQStatus")
+            if status == Status.OK:
+                if then is not None:
+                    then()
+                self._receipt(f)
+            else:
+                reason = pkt.properties.get("JMQReason") or f"status {status}"
+                log.info("STOMP connection %s: %s refused: %s", self.id, what, reason)
+                self._error(f"{what} refused: {reason}", f)
+
+        return answered
+
+    def _ensure_temp(self, dest: StompDest) -> None:
+        if dest.dtype & DEST_TEMP and dest.name not in self._temps:
+            own = f"stomp/{self.id}/"
+            if own not in dest.name:
+                return  # another connection's: it exists or it does not
+            self._temps.add(dest.name)
+            self._request(
+                PacketType.CREATE_DESTINATION,
+                {"JMQDestination": dest.name, "JMQDestType": JInt(dest.dtype)},
+                lambda _pkt: None,
+            )
+
+    def _session(self, ack_mode: int) -> int:
+        sid = self._sessions.get(ack_mode)
+        if sid is None:
+
+            def made(pkt: Packet) -> None:
+                got = pkt.properties.get("JMQSessionID")
+                if isinstance(got, int):
+                    self._sessions[ack_mode] = int(got)
+
+            self._request(PacketType.CREATE_SESSION, {"JMQAckMode": JInt(ack_mode)}, made)
+            sid = self._sessions.get(ack_mode)
+            if sid is None:
+                raise MappingError("could not create a session")
+        return sid
+
+    def on_send(self, f: Frame) -> None:
+        dest = parse_destination(f.get("destination"), self.id)
+        rt = f.get("reply-to")
+        reply_to = parse_destination(rt, self.id) if rt else None
+        txn = 0
+        tname = f.get("transaction")
+        if tname is not None:
+            txn = self._txns.get(tname, 0)
+            if not txn:
+                raise MappingError(f"SEND in transaction {tname!r}, which is not begun")
+        self._ensure_temp(dest)
+        if reply_to is not None:
+            self._ensure_temp(reply_to)
+        cid = self._cid()
+        self._waiting[cid] = self._status_reply(f, f"SEND to {dest.stomp}")
+        raw = message_packet(
+            f.headers, f.body, dest, reply_to, txn, self.id, self.id, want_reply=cid, flags=FLAG_A
+        )
+        self._feed(raw)
+
+    def on_subscribe(self, f: Frame) -> None:
+        dest = parse_destination(f.get("destination"), self.id)
+        sid = f.get("id")
+        if sid is None:
+            if self.version != "1.0":
+                raise MappingError("SUBSCRIBE without an id header")
+            sid = "/subscription-to/" + dest.stomp  # as the stock bridge names it
+        if sid in self.subs:
+            raise MappingError(f"subscription {sid!r} exists already on this connection")
+        ack = f.get("ack", "auto") or "auto"
+        mode = _ACK_MODES.get(ack)
+        if mode is None:
+            raise MappingError(f"ack:{ack} is not auto, client or client-individual")
+        durable = f.get("durable-subscriber-name") or f.get("persistent-subscription-name")
+        if durable and not dest.dtype & DEST_TOPIC:
+            durable = None  # a queue's subscription is durable anyway (the stock bridge too)
+        sub = Subscription(sid, dest, ack, durable)
+        self._ensure_temp(dest)
+        props: dict[str, object] = {
+            "JMQDestination": dest.name,
+            "JMQDestType": JInt(dest.dtype),
+            "JMQSessionID": JLong(self._session(mode)),
+            "JMQSize": JInt(self.settings.prefetch),
+        }
+        selector = f.get("selector")
+        if selector:
+            props["JMQSelector"] = selector
+        if durable:
+            props["JMQDurableName"] = durable
+        if (f.get("no-local") or "").lower() == "true":
+            props["JMQNoLocal"] = True
+        self.subs[sid] = sub
+
+        def added(pkt: Packet) -> None:
+            p = pkt.properties
+            cons = p.get("JMQConsumerID")
+            if p.get("JMQStatus") != Status.OK or not isinstance(cons, int):
+                self.subs.pop(sid, None)
+                reason = p.get("JMQReason") or f"status {p.get('JMQStatus')}"
+                log.info("STOMP connection %s: SUBSCRIBE %s refused: %s", self.id, sid, reason)
+                self._error(f"SUBSCRIBE to {dest.stomp} refused: {reason}", f)
+                return
+            sub.cid = int(cons)
+            self._by_cid[sub.cid] = sub
+            self._receipt(f)
+
+        self._request(PacketType.ADD_CONSUMER, props, added)
+
+    def on_unsubscribe(self, f: Frame) -> None:
+        sid = f.get("id")
+        durable = f.get("durable-subscriber-name") or f.get("persistent-subscription-name")
+        sub = self.subs.get(sid) if sid is not None else None
+        if sub is None and sid is None and self.version == "1.0":
+            d = f.get("destination")
+            sub = next((s for s in self.subs.values() if s.dest.stomp == d), None)
+        if sub is None and not durable:
+            raise MappingError(f"no subscription {sid!r} on this connection")
+        if sub is not None:
+            del self.subs[sub.id]
+            self._by_cid.pop(sub.cid, None)
+            if sub.cid:
+                # Its unacked messages go back to be delivered again.
+                self._request(
+                    PacketType.DELETE_CONSUMER,
+                    {"JMQConsumerID": JLong(sub.cid), "JMQRedeliverAll": True},
+                    (lambda _p: None) if durable else self._status_reply(f, "UNSUBSCRIBE"),
+                )
+        if durable:
+            props: dict[str, object] = {"JMQDurableName": durable}
+            if self.inner.client_id:
+                props["JMQClientID"] = self.inner.client_id
+            self._request(
+                PacketType.DELETE_CONSUMER, props, self._status_reply(f, f"UNSUBSCRIBE {durable}")
+            )
+
+    def _acked(self, f: Frame) -> tuple[Subscription, list[tuple[str, bytes]]]:
+        """The subscription and messages an ACK or NACK names (cumulative for client)."""
+        if self.version == "1.2":
+            ack_id = f.get("id")
+            if ack_id is None:
+                raise MappingError(f"{f.command} without an id header")
+            sub_cid, _, msg_id = ack_id.partition(":")
+            sub = self._by_cid.get(int(sub_cid)) if sub_cid.isdigit() else None
+        else:
+            msg_id = f.get("message-id") or ""
+            if not msg_id:
+                raise MappingError(f"{f.command} without a message-id header")
+            sname = f.get("subscription")
+            if sname is not None:
+                sub = self.subs.get(sname)
+            else:
+                sub = next((s for s in self.subs.values() if msg_id in s.unacked), None)
+        if sub is None or msg_id not in sub.unacked:
+            raise MappingError(f"{f.command} of message {msg_id!r}, which is not waiting for one")
+        if sub.ack == "client":
+            taken = []
+            for mid, key in sub.unacked.items():
+                taken.append((mid, key))
+                if mid == msg_id:
+                    break
+        else:
+            taken = [(msg_id, sub.unacked[msg_id])]
+        for mid, _ in taken:
+            del sub.unacked[mid]
+        return sub, taken
+
+    def on_ack(self, f: Frame) -> None:
+        sub, taken = self._acked(f)
+        body = b"".join(_ACK_BLOCK.pack(sub.cid, key) for _, key in taken)
+        fields: dict[int, object] | None = None
+        tname = f.get("transaction")
+        if tname is not None:
+            txn = self._txns.get(tname)
+            if not txn:
+                raise MappingError(f"ACK in transaction {tname!r}, which is not begun")
+            fields = {VH_TRANSACTIONID: txn}
+        self._request(
+            PacketType.ACKNOWLEDGE, None, self._status_reply(f, "ACK"), body=body, fields=fields
+        )
+
+    def on_nack(self, f: Frame) -> None:
+        if self.version == "1.0":
+            raise ProtocolError("NACK is not a STOMP 1.0 frame")
+        sub, taken = self._acked(f)
+        body = b"".join(_ACK_BLOCK.pack(sub.cid, key) for _, key in taken)
+        # Back to the destination, marked redelivered (and counted towards the DMQ).
+        self._request(PacketType.REDELIVER, {"JMQSetRedelivered": True}, body=body)
+        self._receipt(f)
+
+    def on_begin(self, f: Frame) -> None:
+        name = f.get("transaction")
+        if not name:
+            raise MappingError("BEGIN without a transaction header")
+        if name in self._txns:
+            raise MappingError(f"transaction {name!r} is already begun")
+
+        def started(pkt: Packet) -> None:
+            p = pkt.properties
+            tid = p.get("JMQTransactionID")
+            if p.get("JMQStatus") != Status.OK or not isinstance(tid, int):
+                self._error(f"BEGIN {name} refused: {p.get('JMQReason')}", f)
+                return
+            self._txns[name] = int(tid)
+            self._receipt(f)
+
+        self._request(
+            PacketType.START_TRANSACTION,
+            {"JMQSessionID": JLong(self._session(AckMode.NONE))},
+            started,
+        )
+
+    def _end(self, f: Frame, ptype: int, what: str) -> None:
+        name = f.get("transaction") or ""
+        tid = self._txns.pop(name, None)
+        if tid is None:
+            raise MappingError(f"{what} of transaction {name!r}, which is not begun")
+        props: dict[str, object] = {"JMQTransactionID": JLong(tid)}
+        if ptype == PacketType.ROLLBACK_TRANSACTION:
+            # What was acked in it comes again, marked redelivered.
+            props["JMQRedeliver"] = True
+        self._request(ptype, props, self._status_reply(f, f"{what} {name}"))
+
+    def on_commit(self, f: Frame) -> None:
+        self._end(f, PacketType.COMMIT_TRANSACTION, "COMMIT")
+
+    def on_abort(self, f: Frame) -> None:
+        self._end(f, PacketType.ROLLBACK_TRANSACTION, "ABORT")
+
+    def on_disconnect(self, f: Frame) -> None:
+        # Everything before it has been answered (the JMQ engine answers in order, a
+        # persistent send once stored): the receipt waits for those still outstanding.
+        if self._waiting:
+            self._disconnect = f
+            self._waiting_done(lambda: self._disconnected(f))
+            return
+        self._disconnected(f)
+
+    def _waiting_done(self, then: Callable[[], None]) -> None:
+        pending = dict(self._waiting)
+        left = set(pending)
+
+        for cid, cb in pending.items():
+
+            def wrapped(pkt: Packet, cid: int = cid, cb: Reply = cb) -> None:
+                cb(pkt)
+                left.discard(cid)
+                if not left:
+                    then()
+
+            self._waiting[cid] = wrapped
+
+    def _disconnected(self, f: Frame) -> None:
+        if self.state is CLOSED:
+            return
+        self._receipt(f)
+        self._close("DISCONNECT from the client")

@@ -1,0 +1,321 @@
+"""STOMP 1.0, 1.1 and 1.2 frames, sans-IO: bytes in, :class:`Frame` objects out, and back.
+
+A frame is a command line, header lines ``name:value``, an empty line, a body and a
+NUL byte.  What differs by version (https://stomp.github.io):
+
+- header escaping: none in 1.0; ``\\n`` ``\\c`` ``\\\\`` in 1.1; 1.2 adds ``\\r``.
+  CONNECT and CONNECTED are never escaped (the version is not agreed yet);
+- line ends: 1.2 allows CRLF.  The reader takes CRLF in every version (a client that
+  sends it gains nothing from a refusal), the writer writes LF;
+- a repeated header: the first occurrence counts (1.2 says so; 1.0/1.1 say nothing).
+
+The body runs to the first NUL, or for ``content-length`` bytes, then a NUL.  Between
+frames a peer may send end-of-lines: 1.1's heart-beats, counted in ``heartbeats``.
+Limits (frame size, header count, header line length) are the caller's; bad input
+raises :class:`StompError` (a :class:`ProtocolError`) and nothing else.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from .errors import ProtocolError
+
+__all__ = [
+    "CLIENT_COMMANDS",
+    "SERVER_COMMANDS",
+    "VERSIONS",
+    "Frame",
+    "FrameReader",
+    "StompError",
+    "encode_frame",
+    "escape",
+    "unescape",
+]
+
+VERSIONS = ("1.0", "1.1", "1.2")
+CLIENT_COMMANDS = frozenset(
+    {
+        "CONNECT",
+        "STOMP",
+        "SEND",
+        "SUBSCRIBE",
+        "UNSUBSCRIBE",
+        "ACK",
+        "NACK",
+        "BEGIN",
+        "COMMIT",
+        "ABORT",
+        "DISCONNECT",
+    }
+)
+SERVER_COMMANDS = frozenset({"CONNECTED", "MESSAGE", "RECEIPT", "ERROR"})
+_UNESCAPED = frozenset({"CONNECT", "CONNECTED"})
+# The end of a frame's headers: an empty line, LF or CRLF either side.
+_EMPTY_LINE = re.compile(rb"\r?\n\r?\n")
+
+DEFAULT_MAX_FRAME = 70 * 1024 * 1024
+DEFAULT_MAX_HEADERS = 1000
+DEFAULT_MAX_HEADER_LINE = 64 * 1024
+
+
+class StompError(ProtocolError):
+    """A STOMP frame the codec cannot read."""
+
+
+class Frame:
+    """One STOMP frame: the command, its headers in order (first occurrence wins on
+    look-up) and the body bytes."""
+
+    __slots__ = ("command", "headers", "body", "_map")
+
+    def __init__(
+        self, command: str, headers: list[tuple[str, str]] | None = None, body: bytes = b""
+    ) -> None:
+        self.command = command
+        self.headers = headers if headers is not None else []
+        self.body = body
+        self._map: dict[str, str] | None = None
+
+    def get(self, name: str, default: str | None = None) -> str | None:
+        m = self._map
+        if m is None:
+            m = {}
+            for k, v in self.headers:
+                m.setdefault(k, v)
+            self._map = m
+        return m.get(name, default)
+
+    def __contains__(self, name: str) -> bool:
+        return self.get(name) is not None
+
+    def __eq__(self, other: object) -> bool:
+        return (
+            isinstance(other, Frame)
+            and other.command == self.command
+            and other.headers == self.headers
+            and other.body == self.body
+        )
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"<Frame {self.command} {self.headers!r} body={len(self.body)}>"
+
+
+_ESC_11 = {"n": "\n", "c": ":", "\\": "\\"}
+_ESC_12 = {**_ESC_11, "r": "\r"}
+
+
+def unescape(text: str, version: str) -> str:
+    """A header name or value as sent, its escapes resolved (StompError for one the
+    version does not define, as 1.1 and 1.2 say)."""
+    if version == "1.0" or "\\" not in text:
+        return text
+    table = _ESC_12 if version == "1.2" else _ESC_11
+    out: list[str] = []
+    i = 0
+    n = len(text)
+    while i < n:
+        j = text.find("\\", i)
+        if j < 0:
+            out.append(text[i:])
+            break
+        out.append(text[i:j])
+        if j + 1 >= n:
+            raise StompError("header ends in a lone backslash")
+        c = text[j + 1]
+        rep = table.get(c)
+        if rep is None:
+            raise StompError(f"undefined escape \\{c} in a STOMP {version} header")
+        out.append(rep)
+        i = j + 2
+    return "".join(out)
+
+
+def escape(text: str, version: str) -> str:
+    """A header name or value made safe to write in ``version``."""
+    if version == "1.0":
+        # Nothing to escape with: a line end or colon would break the frame.
+        return text.replace("\n", " ").replace("\r", " ")
+    if not any(c in text for c in "\\\n:\r"):
+        return text
+    text = text.replace("\\", "\\\\").replace("\n", "\\n").replace(":", "\\c")
+    if version == "1.2":
+        return text.replace("\r", "\\r")
+    return text.replace("\r", " ")
+
+
+def encode_frame(
+    command: str,
+    headers: Iterable[tuple[str, str]] = (),
+    body: bytes = b"",
+    version: str = "1.2",
+    *,
+    content_length: bool = True,
+) -> bytes:
+    """One frame's bytes; ``content-length`` is added when ``content_length`` (and the
+    body is not empty), unless the headers already have it."""
+    lines = [command]
+    have_length = False
+    plain = command in _UNESCAPED
+    for k, v in headers:
+        if k == "content-length":
+            have_length = True
+        if plain:
+            lines.append(f"{k}:{v}")
+        else:
+            lines.append(f"{escape(k, version)}:{escape(v, version)}")
+    if content_length and body and not have_length:
+        lines.append(f"content-length:{len(body)}")
+    lines.append("")
+    lines.append("")
+    return "\n".join(lines).encode("utf-8") + body + b"\x00"
+
+
+class FrameReader:
+    """Reads frames from a byte stream fed in pieces.
+
+    ``version`` decides the header escaping (set it once CONNECT has agreed one).
+    ``max_frame``: the most bytes a frame may have (headers and body);
+    ``max_headers``: the most header lines; ``max_header_line``: the longest line."""
+
+    def __init__(
+        self,
+        version: str = "1.0",
+        *,
+        max_frame: int = DEFAULT_MAX_FRAME,
+        max_headers: int = DEFAULT_MAX_HEADERS,
+        max_header_line: int = DEFAULT_MAX_HEADER_LINE,
+    ) -> None:
+        self.version = version
+        self.max_frame = max_frame
+        self.max_headers = max_headers
+        self.max_header_line = max_header_line
+        self.heartbeats = 0  # end-of-lines read between frames
+        self._buf = bytearray()
+        # The frame being read: its head, once whole, and how long its body is (-1: to NUL).
+        self._head: tuple[str, list[tuple[str, str]]] | None = None
+        self._head_len = 0
+        self._body_len = -1
+        self._scanned = 0
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buf)
+
+    def feed(self, data: bytes) -> list[Frame]:
+        """The frames ``data`` completes (StompError on bad input: the stream is lost)."""
+        buf = self._buf
+        buf += data
+        frames: list[Frame] = []
+        while True:
+            if self._head is None:
+                # Heart-beats (and the EOLs 1.x allows after a frame's NUL).
+                i = 0
+                n = len(buf)
+                while i < n and buf[i] in (10, 13):
+                    if buf[i] == 10:
+                        self.heartbeats += 1
+                    i += 1
+                if i:
+                    del buf[:i]
+                if not buf:
+                    return frames
+                m = _EMPTY_LINE.search(buf)
+                if m is None:
+                    self._check_partial_head(buf)
+                    return frames
+                head_end, sep = m.start(), m.end() - m.start()
+                if head_end + sep > self.max_frame:
+                    raise StompError(f"frame headers exceed {self.max_frame} bytes")
+                self._head = self._parse_head(bytes(buf[:head_end]))
+                self._head_len = head_end + sep
+                length = self._head[1]
+                cl = None
+                for k, v in length:
+                    if k == "content-length":
+                        cl = v
+                        break
+                self._body_len = -1
+                if cl is not None:
+                    try:
+                        self._body_len = int(cl.strip())
+                    except ValueError:
+                        raise StompError(f"bad content-length {cl!r}") from None
+                    if self._body_len < 0:
+                        raise StompError(f"bad content-length {cl!r}")
+                    if self._head_len + self._body_len + 1 > self.max_frame:
+                        raise StompError(
+                            f"frame of {self._head_len + self._body_len + 1} bytes exceeds "
+                            f"the limit of {self.max_frame}"
+                        )
+            start = self._head_len
+            if self._body_len >= 0:
+                end = start + self._body_len
+                if len(buf) <= end:
+                    return frames
+                if buf[end] != 0:
+                    raise StompError("frame body is not followed by NUL (content-length wrong)")
+            else:
+                end = buf.find(b"\x00", max(start, self._scanned))
+                if end < 0:
+                    # Not again over the same bytes: a large body comes in many reads.
+                    self._scanned = len(buf)
+                    if len(buf) > self.max_frame:
+                        raise StompError(f"frame exceeds the limit of {self.max_frame} bytes")
+                    return frames
+                if end + 1 > self.max_frame:
+                    raise StompError(f"frame exceeds the limit of {self.max_frame} bytes")
+            command, headers = self._head
+            frames.append(Frame(command, headers, bytes(buf[start:end])))
+            del buf[: end + 1]
+            self._head = None
+            self._scanned = 0
+
+    def _check_partial_head(self, buf: bytearray) -> None:
+        if len(buf) > self.max_frame:
+            raise StompError(f"frame headers exceed {self.max_frame} bytes")
+        # A NUL before the head's end: a frame without the empty line.
+        if b"\x00" in buf:
+            raise StompError("frame ends (NUL) before the end of its headers")
+        last = buf.rfind(b"\n")
+        if len(buf) - last - 1 > self.max_header_line:
+            raise StompError(f"header line longer than {self.max_header_line} bytes")
+        if buf.count(b"\n") > self.max_headers + 1:
+            raise StompError(f"more than {self.max_headers} headers")
+
+    def _parse_head(self, head: bytes) -> tuple[str, list[tuple[str, str]]]:
+        if b"\x00" in head:
+            raise StompError("NUL in a frame's command or headers")
+        try:
+            text = head.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise StompError(f"headers are not UTF-8: {exc}") from None
+        lines = text.split("\n")
+        command = lines[0].removesuffix("\r")
+        if not command:
+            raise StompError("frame without a command")
+        if command not in CLIENT_COMMANDS and command not in SERVER_COMMANDS:
+            raise StompError(f"unknown command {command[:40]!r}")
+        if len(lines) - 1 > self.max_headers:
+            raise StompError(f"more than {self.max_headers} headers")
+        version = "1.0" if command in _UNESCAPED else self.version
+        headers: list[tuple[str, str]] = []
+        for line in lines[1:]:
+            line = line.removesuffix("\r")
+            if len(line) > self.max_header_line:
+                raise StompError(f"header line longer than {self.max_header_line} bytes")
+            name, colon, value = line.partition(":")
+            if not colon:
+                raise StompError(f"header without a colon: {line[:60]!r}")
+            if version == "1.0":
+                # 1.0 clients write "name: value"; the 1.0 spec is silent on spaces.
+                name, value = name.strip(), value.strip()
+            else:
+                name, value = unescape(name, version), unescape(value, version)
+            if not name:
+                raise StompError("header with an empty name")
+            headers.append((name, value))
+        return command, headers

@@ -1,0 +1,157 @@
+"""The JMX RMI connector's asyncio driver (engine: broker/engine/jmx.py).
+
+It listens on imq.jmx.connector.jmxrmi.port (0: any free port), names itself in the
+port mapper as OpenMQ's broker does (``jmxrmi rmi JMX 0 [url=service:jmx:rmi://HOST/
+stub/...]``), and checks newClient's credentials as the admin service checks a login:
+the same user repository, the shipped-account rule and the ADMIN access rules.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import socket
+from typing import Any, cast
+
+from broker import props
+from broker.engine.jmx import Authenticate, Close, Effect, JmxServer, JrmpSession, Send
+from broker.engine.jmx_mbeans import Registry, broker_mbeans
+from broker.protocol.portmapper import ServiceEntry
+from broker.security.digest import constant_time_equals, md5str
+from broker.security.shipped import refused_off_loopback
+from broker.security.tlsaccept import listening_socket
+
+log = logging.getLogger(__name__)
+
+SERVICE = "jmxrmi"
+# A connection that sends nothing for this long is closed (the JDK's client pools idle
+# connections for 15 s and pings before reusing an older one).
+IDLE_TIMEOUT = 120.0
+
+
+class JmxConnector:
+    """The jmxrmi connector of one broker: its listener and shared server state."""
+
+    def __init__(self, broker: Any, server: JmxServer, listener: asyncio.AbstractServer) -> None:
+        self.broker = broker
+        self.server = server
+        self.listener = listener
+
+    @property
+    def url(self) -> str:
+        stub = base64.b64encode(self.server.stub_bytes()).decode("ascii")
+        return f"service:jmx:rmi://{self.server.host}/stub/{stub}"
+
+    def portmapper_entry(self) -> ServiceEntry:
+        return ServiceEntry(SERVICE, "rmi", "JMX", 0, {"url": self.url})
+
+    def close(self) -> None:
+        self.listener.close()
+
+
+async def start_jmx(broker: Any) -> JmxConnector | None:
+    """Start the jmxrmi connector when imq.jmx.connector.activelist lists it."""
+    c = broker.config
+    active = [n for n in c.get(props.JMX_CONNECTOR_ACTIVELIST) if n]
+    for name in active:
+        if name != SERVICE:
+            log.warning("JMX connector %s is not available yet, not started", name)
+    if SERVICE not in active:
+        return None
+    bind = c.get(props.JMX_HOSTNAME) or c.get(props.HOSTNAME) or None
+    sock = listening_socket(bind, c.get(props.JMX_RMI_PORT), 50)
+    port = sock.getsockname()[1]
+    # The address written into the stubs: what clients connect to.
+    host = bind if bind and bind not in ("0.0.0.0", "::") else socket.gethostname()
+    server = JmxServer(Registry(broker_mbeans()), broker, host, port)
+    loop = asyncio.get_running_loop()
+    listener = await loop.create_server(lambda: JrmpProtocol(broker, server), sock=sock)
+    log.info("JMX connector %s listening on %s:%s", SERVICE, bind or "*", port)
+    return JmxConnector(broker, server, listener)
+
+
+class JrmpProtocol(asyncio.Protocol):
+    """One JRMP connection: bytes to the session, its effects to the socket."""
+
+    def __init__(self, broker: Any, server: JmxServer) -> None:
+        self.broker = broker
+        self.server = server
+        self.transport: asyncio.Transport | None = None
+        self.session: JrmpSession | None = None
+        self._idle: asyncio.TimerHandle | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        self.session = JrmpSession(self.server, str(peer[0]), int(peer[1]))
+        self._arm()
+
+    def _arm(self) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+        self._idle = asyncio.get_running_loop().call_later(IDLE_TIMEOUT, self._timeout)
+
+    def _timeout(self) -> None:
+        if self.transport is not None:
+            self.transport.close()
+
+    def data_received(self, data: bytes) -> None:
+        assert self.session is not None
+        self._arm()
+        self._apply(self.session.feed(data))
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self._idle is not None:
+            self._idle.cancel()
+        if self.session is not None:
+            self.session.closed = True
+
+    def _apply(self, effects: list[Effect]) -> None:
+        for effect in effects:
+            if self.transport is None or self.transport.is_closing():
+                return
+            if isinstance(effect, Send):
+                self.transport.write(effect.data)
+            elif isinstance(effect, Close):
+                self.transport.close()
+            elif isinstance(effect, Authenticate):
+                asyncio.get_running_loop().create_task(self._authenticate(effect))
+
+    async def _authenticate(self, req: Authenticate) -> None:
+        assert self.session is not None
+        try:
+            ok, why = await check_admin_login(
+                self.broker, req.user, req.password, self.session.peer
+            )
+        except Exception as exc:  # the repository failed: refuse, say why in the log
+            log.error("user repository failed for JMX login of %s: %s", req.user, exc)
+            ok, why = False, "user repository unavailable"
+        self._apply(self.session.auth_result(req, ok, why))
+
+
+async def check_admin_login(broker: Any, user: str, password: str, peer: str) -> tuple[bool, str]:
+    """Whether ``user``/``password`` may use the admin service: (ok, why not)."""
+    repo = broker.service_repositories.get("admin")
+    if repo is None:
+        repo = broker._repository_for("admin", "basic")
+    loop = asyncio.get_running_loop()
+    verify = getattr(repo, "verify_basic", None)
+    if verify is not None:  # LDAP: the directory checks the password
+        record = await loop.run_in_executor(broker.executor, verify, user, password)
+        ok = record is not None
+    else:
+        record = await loop.run_in_executor(broker.executor, repo.lookup, user)
+        ok = (
+            record is not None
+            and record.active
+            and constant_time_equals(md5str(f"{user}:{password}"), record.password_digest)
+        )
+    if not ok:
+        return False, f"unknown user or wrong password: {user}"
+    if refused_off_loopback(broker.shipped_loopback_only, peer, user, record.password_digest):
+        return False, f"shipped password accepted from loopback addresses only: {user}"
+    allowed, why = broker.access.check_connection("admin", "ADMIN", user, record.groups)
+    if not allowed:
+        return False, f"access denied to ADMIN service: {user}: {why}"
+    return True, ""

@@ -1,0 +1,332 @@
+"""The sans-IO STOMP engine (broker/engine/stomp.py) driven with bytes on a real, never
+started :class:`~broker.server.broker.Broker` with a passwd-file user repository, as
+test_engine.py drives the JMQ engine: the tests play the driver (look-ups run inline,
+timers fired by hand) and read the frames the engine queued."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+
+from broker.config import BrokerConfig
+from broker.engine import Close, RunBlocking, StartTimer
+from broker.engine.stomp import StompEngine, StompSettings
+from broker.engine.stomp_states import (
+    CLOSED,
+    CONNECTED,
+    InvalidStompTransition,
+    StompEvent,
+    StompState,
+    next_state,
+)
+from broker.protocol.stomp import Frame, FrameReader, encode_frame
+from broker.security.digest import md5str
+from broker.security.filerepo import FileUserRepository
+from broker.server.broker import Broker, Service
+
+pytestmark = pytest.mark.fast
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Broker:
+    passwd = tmp_path / "passwd"
+    passwd.write_text(
+        f"guest:{md5str('guest:guest')}:anonymous:1\nadmin:{md5str('admin:admin')}:admin:1\n"
+    )
+    config = BrokerConfig(
+        {"imq.varhome": str(tmp_path / "var"), "imq.accesscontrol.enabled": "false"}
+    )
+    b = Broker(config, FileUserRepository(passwd))
+    b.router.transaction_listeners.remove(b.txn_records.changed)
+    yield b
+    b.executor.shutdown(wait=False)
+
+
+class Client:
+    """One STOMP connection's engine and what it said."""
+
+    def __init__(self, broker: Broker, settings: StompSettings | None = None) -> None:
+        svc = Service("stomp", "NORMAL", "stomp", None, 0, "digest", -1)
+        broker.service_repositories[svc.name] = broker.user_repository
+        self.e = StompEngine(broker, svc, wake=lambda: None, flush=lambda: None, settings=settings)
+        self.e.peer = "127.0.0.1:40000"
+        self.reader = FrameReader("1.2")
+        self.timers: dict[str, StartTimer] = {}
+        self.closed = False
+        self.run(self.e.start())
+
+    def run(self, effects) -> None:
+        for eff in effects:
+            if type(eff) is RunBlocking:
+                try:
+                    result, error = eff.fn(*eff.args), None
+                except Exception as exc:
+                    result, error = None, exc
+                self.run(eff.done(result, error))
+            elif type(eff) is StartTimer:
+                self.timers[eff.name] = eff
+            elif type(eff) is Close:
+                self.closed = True
+
+    def feed(self, data: bytes) -> list[Frame]:
+        self.run(self.e.receive_data(data))
+        return self.frames()
+
+    def frames(self) -> list[Frame]:
+        self.e.pump()
+        self.run(self.e.take_effects())
+        data = b"".join(self.e.data_to_send())
+        self.e.after_write()
+        self.reader.version = self.e.version
+        return self.reader.feed(data) if data else []
+
+    def frame(self, command: str, *headers: tuple[str, str], body: bytes = b"") -> list[Frame]:
+        return self.feed(encode_frame(command, list(headers), body, self.e.version))
+
+    def connect(self, version: str = "1.2", **headers: str) -> Frame:
+        h = {"accept-version": version, "login": "guest", "passcode": "guest", **headers}
+        got = self.feed(encode_frame("CONNECT", list(h.items()), b"", version))
+        assert [f.command for f in got] == ["CONNECTED"], got
+        return got[0]
+
+
+def test_transition_table():
+    assert next_state(StompState.NEW, StompEvent.CONNECT) is StompState.CONNECTING
+    assert next_state(StompState.CONNECTING, StompEvent.LOGGED_IN) is CONNECTED
+    with pytest.raises(InvalidStompTransition):
+        next_state(StompState.NEW, StompEvent.LOGGED_IN)
+
+
+def test_frame_before_connect_is_an_error_and_closes(broker):
+    c = Client(broker)
+    (err,) = c.feed(b"SEND\ndestination:/queue/a\n\nx\x00")
+    assert err.command == "ERROR"
+    assert "before CONNECT" in (err.get("message") or "")
+    assert c.closed and c.e.state is CLOSED
+    assert c.feed(b"SEND\ndestination:/queue/a\n\nx\x00") == []
+
+
+def test_garbage_is_an_error_and_closes(broker):
+    c = Client(broker)
+    (err,) = c.feed(b"\x16\x03\x01garbage\n\n\x00")
+    assert err.command == "ERROR" and "unknown command" in (err.get("message") or "")
+    assert c.closed
+
+
+def test_wrong_passcode_refused(broker):
+    c = Client(broker)
+    (err,) = c.feed(b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:nope\n\n\x00")
+    assert err.command == "ERROR"
+    assert "authentication failed" in (err.get("message") or "")
+    assert c.closed
+
+
+@pytest.mark.parametrize(
+    ("offered", "agreed"), [(None, "1.0"), ("1.0,1.1", "1.1"), ("1.1,1.2", "1.2")]
+)
+def test_version_negotiation(broker, offered, agreed):
+    c = Client(broker)
+    h = [("login", "guest"), ("passcode", "guest")]
+    if offered:
+        h.append(("accept-version", offered))
+    (f,) = c.feed(encode_frame("CONNECT", h))
+    assert f.command == "CONNECTED" and f.get("version") == agreed
+
+
+def test_unsupported_version(broker):
+    c = Client(broker)
+    (err,) = c.feed(b"CONNECT\naccept-version:2.0\n\n\x00")
+    assert err.command == "ERROR" and err.get("version") == "1.0,1.1,1.2"
+    assert c.closed
+
+
+def test_heart_beats_negotiated_both_ways(broker):
+    c = Client(broker, StompSettings(heartbeat_send=2000, heartbeat_receive=3000))
+    f = c.connect("1.2", **{"heart-beat": "5000,1000"})
+    assert f.get("heart-beat") == "2000,3000"
+    assert c.e.hb_out == 2000  # max(our 2000, the 1000 it asked for)
+    assert c.e.hb_in == 5000  # max(its 5000, our 3000)
+    assert {"stomp-hb-out", "stomp-hb-in"} <= set(c.timers)
+    # Nothing written since: the out timer writes an EOL.
+    c.e._wrote = False
+    c.run(c.timers.pop("stomp-hb-out").callback())
+    assert c.e.data_to_send() == [b"\n"]
+
+
+def test_send_subscribe_message_and_receipt(broker):
+    c = Client(broker)
+    c.connect("1.2")
+    (r,) = c.frame("SUBSCRIBE", ("id", "s1"), ("destination", "/queue/q"), ("receipt", "r1"))
+    assert r.command == "RECEIPT" and r.get("receipt-id") == "r1"
+    got = c.frame(
+        "SEND",
+        ("destination", "/queue/q"),
+        ("priority", "7"),
+        ("correlation-id", "c-1"),
+        ("type", "t"),
+        ("reply-to", "/topic/back"),
+        ("persistent", "false"),
+        ("colour", "blue:ish"),
+        ("receipt", "r2"),
+        body=b"hello",
+    )
+    cmds = {f.command: f for f in got}
+    assert set(cmds) == {"RECEIPT", "MESSAGE"}
+    m = cmds["MESSAGE"]
+    assert m.body == b"hello"
+    assert m.get("subscription") == "s1"
+    assert m.get("destination") == "/queue/q"
+    assert m.get("priority") == "7"
+    assert m.get("correlation-id") == "c-1"
+    assert m.get("type") == "t"
+    assert m.get("reply-to") == "/topic/back"
+    assert m.get("persistent") == "false"
+    assert m.get("colour") == "blue:ish"
+    assert m.get("message-id", "").startswith("ID:")
+    assert m.get("ack") is None  # ack:auto
+
+
+def test_client_ack_is_cumulative_and_unacked_go_to_another_subscriber(broker):
+    a = Client(broker)
+    a.connect("1.1")
+    a.frame("SUBSCRIBE", ("id", "s"), ("destination", "/queue/w"), ("ack", "client"))
+    msgs = []
+    for i in range(3):
+        msgs += [f for f in a.frame("SEND", ("destination", "/queue/w"), body=b"%d" % i)]
+    assert [m.body for m in msgs] == [b"0", b"1", b"2"]
+    (r,) = a.frame(
+        "ACK",
+        ("message-id", msgs[1].get("message-id")),
+        ("subscription", "s"),
+        ("receipt", "k"),
+    )
+    assert r.command == "RECEIPT"
+    b = Client(broker)
+    b.connect("1.2")
+    b.frame("SUBSCRIBE", ("id", "t"), ("destination", "/queue/w"), ("ack", "client-individual"))
+    a.run(a.e.receive_data(b"DISCONNECT\n\n\x00"))
+    a.e.connection_lost()
+    got = b.frames()
+    # Only the one not acknowledged comes again, marked so.
+    assert [(m.body, m.get("redelivered")) for m in got] == [(b"2", "true")]
+
+
+def test_silent_heart_beating_client_dropped_and_its_messages_redelivered(broker):
+    a = Client(broker, StompSettings(heartbeat_send=0, heartbeat_receive=1000))
+    a.connect("1.2", **{"heart-beat": "1000,0"})
+    a.frame("SUBSCRIBE", ("id", "s"), ("destination", "/queue/hb"), ("ack", "client-individual"))
+    (m,) = a.frame("SEND", ("destination", "/queue/hb"), body=b"x")
+    assert m.command == "MESSAGE"
+    check = a.timers.pop("stomp-hb-in")
+    assert check.delay == 0.25
+    a.run(check.callback())  # heard from it just now: still connected
+    assert not a.closed
+    a.e.last_read = time.monotonic() - 1.6  # silent for 1.6 intervals
+    a.run(a.timers.pop("stomp-hb-in").callback())
+    (err,) = a.frames()
+    assert err.command == "ERROR" and "heart-beat" in (err.get("message") or "")
+    assert a.closed
+    a.e.connection_lost()
+    b = Client(broker)
+    b.connect("1.2")
+    (again,) = b.frame("SUBSCRIBE", ("id", "t"), ("destination", "/queue/hb"))
+    assert again.body == b"x" and again.get("redelivered") == "true"
+
+
+def test_transaction_commit_and_abort(broker):
+    c = Client(broker)
+    c.connect("1.2")
+    c.frame("SUBSCRIBE", ("id", "s"), ("destination", "/queue/tx"))
+    assert c.frame("BEGIN", ("transaction", "t1")) == []
+    assert c.frame("SEND", ("destination", "/queue/tx"), ("transaction", "t1"), body=b"a") == []
+    (m,) = c.frame("COMMIT", ("transaction", "t1"))
+    assert m.command == "MESSAGE" and m.body == b"a"
+    c.frame("BEGIN", ("transaction", "t2"))
+    c.frame("SEND", ("destination", "/queue/tx"), ("transaction", "t2"), body=b"b")
+    (r,) = c.frame("ABORT", ("transaction", "t2"), ("receipt", "ab"))
+    assert r.command == "RECEIPT"
+    (err,) = c.frame("COMMIT", ("transaction", "t2"))
+    assert err.command == "ERROR" and "not begun" in (err.get("message") or "")
+
+
+def test_bad_destination_and_header_values_are_errors(broker):
+    c = Client(broker)
+    c.connect("1.2")
+    (err,) = c.frame("SEND", ("destination", "nowhere"), body=b"x")
+    assert err.command == "ERROR" and "/queue/NAME" in (err.get("message") or "")
+    (err,) = c.frame("SEND", ("destination", "/queue/a"), ("priority", "12"), body=b"x")
+    assert err.command == "ERROR" and "priority" in (err.get("message") or "")
+    (err,) = c.frame("SUBSCRIBE", ("destination", "/queue/a"))
+    assert err.command == "ERROR" and "id" in (err.get("message") or "")
+    # Refused operations leave the connection up.
+    assert not c.closed
+
+
+def test_frames_sent_with_connect_wait_for_the_login(broker):
+    c = Client(broker)
+    got = c.feed(
+        b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\n\n\x00"
+        b"SUBSCRIBE\nid:s\ndestination:/queue/pipe\nack:client\nreceipt:r\n\n\x00"
+        b"SEND\ndestination:/queue/pipe\n\nfirst\x00"
+    )
+    assert [f.command for f in got] == ["CONNECTED", "RECEIPT", "MESSAGE"]
+    assert got[2].body == b"first"
+
+
+def test_a_subscriber_that_does_not_read_gets_no_more_than_its_credit(broker):
+    slow = Client(broker, StompSettings(prefetch=10))
+    slow.connect("1.2")
+    slow.frame("SUBSCRIBE", ("id", "s"), ("destination", "/queue/slow"))
+    producer = Client(broker)
+    producer.connect("1.2")
+    for i in range(100):
+        producer.frame("SEND", ("destination", "/queue/slow"), body=b"%d" % i)
+    # What the broker gave it before the driver wrote: its credit.  Then the transport's
+    # buffer is full (the client is not reading).
+    slow.e.write_paused = True
+    got = slow.frames()
+    # Its credit, and no more while the transport stays full.
+    assert [m.body for m in got] == [b"%d" % i for i in range(10)]
+    assert slow.frames() == []
+    slow.e.resume_writing()
+    more = slow.frames()
+    assert 0 < len(more) <= 10 and more[0].body == b"10"
+
+
+def test_the_brokers_ping_of_an_idle_connection_is_answered(broker):
+    from broker.protocol.packet import build_packet
+    from broker.protocol.types import FLAG_A, PacketType
+
+    c = Client(broker)
+    c.connect("1.2")
+    inner = c.e.inner
+    for _ in range(10):  # what the ping loop does to a connection it has not heard from
+        inner.ping_outstanding += 1
+        inner.write(build_packet(PacketType.PING, flags=FLAG_A))
+        c.frames()
+    assert inner.ping_outstanding == 0
+    assert not c.closed
+
+
+def test_temporary_queue_for_replies(broker):
+    asker = Client(broker)
+    asker.connect("1.2")
+    (r,) = asker.frame(
+        "SUBSCRIBE", ("id", "r"), ("destination", "/temp-queue/replies"), ("receipt", "x")
+    )
+    assert r.command == "RECEIPT"
+    server = Client(broker)
+    server.connect("1.2")
+    server.frame("SUBSCRIBE", ("id", "q"), ("destination", "/queue/requests"))
+    asker.frame(
+        "SEND", ("destination", "/queue/requests"), ("reply-to", "/temp-queue/replies"), body=b"?"
+    )
+    (req,) = server.frames()
+    back = req.get("reply-to") or ""
+    assert back.startswith("/temp-queue/temporary_destination://")
+    (ok,) = server.frame("SEND", ("destination", back), ("receipt", "y"), body=b"!")
+    assert ok.command == "RECEIPT"
+    (answer,) = asker.frames()
+    assert answer.body == b"!" and answer.get("destination") == "/temp-queue/replies"
