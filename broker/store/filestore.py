@@ -391,25 +391,31 @@ class _Index:
         key = r.key
         interests = r.interests
         il = self.interest_live
-        if len(interests) == 1 and msgs.add(
-            key, seg.num, off, size, r.destination, r.dest_type, interests[0]
-        ):  # a new queue message, never delivered: kept packed (the common case)
+        if len(interests) == 1:
             i = interests[0]
-            il[i] = il.get(i, 0) + 1
-            m = None
-        else:
-            m = msgs.get(key)
-        if m is None:
-            if len(interests) == 1:
-                pass  # added above
-            elif not interests:
+            dest = r.destination
+            dtype = r.dest_type
+            if msgs.add(key, seg.num, off, size, dest, dtype, i):
+                # A new queue message, never delivered: kept packed (the common case,
+                # on the hot path of every persistent send).
+                il[i] = il.get(i, 0) + 1
+                seg.holds += 1
+                seg.live_msgs += 1
+                seg.live_bytes += size
+                self.live_bytes += size
+                k = (dest, dtype)
+                dl = self.dest_live
+                dl[k] = dl.get(k, 0) + 1
                 return
-            else:
-                ints: list = []
-                for i in dict.fromkeys(interests):
-                    ints += (i, 0, -1)
-                    il[i] = il.get(i, 0) + 1
-                msgs.put(key, _Msg(seg.num, off, size, r.destination, r.dest_type, ints))
+        m = msgs.get(key)
+        if m is None:
+            if not interests:
+                return
+            ints: list = []
+            for i in dict.fromkeys(interests):
+                ints += (i, 0, -1)
+                il[i] = il.get(i, 0) + 1
+            msgs.put(key, _Msg(seg.num, off, size, r.destination, r.dest_type, ints))
         else:  # re-added: replaces the old one, keeping its place
             seg.refs.add(m.seg)
             seg.refs.discard(seg.num)

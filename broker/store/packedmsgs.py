@@ -38,6 +38,7 @@ _DEAD = DEAD.to_bytes(2, "little")
 _MAX_GROUPS = FULL - 1
 EMPTY = 0  # a hash slot never used
 TOMB = 0xFFFFFFFF  # a hash slot whose record went
+NOT = 0x80000000  # the hash kept for a record that is not packed (a key's: below)
 _U32_MAX = 0xFFFFFFFF
 
 
@@ -80,9 +81,17 @@ class PackedMsgs:
         # group -> (destination, type, the shared ints of one untouched interest)
         self.groups: list[tuple[str, int, tuple]] = [("", 0, ())]
         self.group_ids: dict[tuple[str, int, str], int] = {}
-        self._last: tuple[str | None, int, str | None, int] = (None, 0, None, 0)
+        # The group of the latest add: interest, destination, type, number.
+        self._li: str | None = None
+        self._ld: str | None = None
+        self._lt = 0
+        self._lg = 0
         self.slots = array("I", bytes(4 * 8))  # record number + 1, EMPTY or TOMB
+        # Per record: the low 31 bits of its key's hash, or NOT when it is not packed
+        # (settled, or a Msg in ``full``): what a rebuild places it by.
+        self.hs = array("I")
         self.used = 0  # slots not EMPTY
+        self.limit = 5  # ``used`` that calls for a rebuild (2/3 of the slots)
         # What a reader on another thread takes at once (replaced by a rebuild).
         self._t: tuple[array, bytearray] = (self.slots, self.recs)
 
@@ -147,6 +156,7 @@ class PackedMsgs:
         self.full[key] = m  # before the slot goes: see where()
         o = r * W
         self.recs[o + _GRP : o + W] = _FULL
+        self.hs[r] = NOT
         self.slots[s] = TOMB
         return m
 
@@ -200,68 +210,94 @@ class PackedMsgs:
     ) -> bool:
         """A message with one open, never delivered interest, packed, unless ``key`` is
         in the table already: then False and nothing changed."""
-        if key in self.full:
+        # On the hot path of every persistent send: kept to few Python-level steps.
+        full = self.full
+        if full and key in full:
             return False
-        if 3 * (self.used + 1) > 2 * len(self.slots) or self.n - self.live > self.live + 1024:
+        r = self.n
+        if self.used >= self.limit or not r & 1023 and r - self.live > self.live + 1024:
             self._rebuild()  # (records of settled messages: at most as many as live ones)
+            r = self.n
         slots, recs = self.slots, self.recs
         mask = len(slots) - 1
-        i = hash(key) & mask
-        free = -1
-        while True:
-            v = slots[i]
-            if v == EMPTY:
-                break
-            if v == TOMB:
-                if free < 0:
-                    free = i
-            elif recs.startswith(key, (v - 1) * W):
-                return False
-            i = (i + 1) & mask
-        last = self._last  # (most messages go where the one before went)
-        if dest is last[0] and dtype == last[1] and interest is last[2]:
-            g: int | None = last[3]
+        h = hash(key)
+        i = h & mask
+        v = slots[i]
+        if v:
+            free = -1
+            while v:
+                if v == TOMB:
+                    if free < 0:
+                        free = i
+                elif recs.startswith(key, (v - 1) * W):
+                    return False
+                i = (i + 1) & mask
+                v = slots[i]
+            if free >= 0:
+                i = free  # a settled message's slot: ``used`` stays
+                v = TOMB
+        if interest is self._li and dest is self._ld and dtype == self._lt:
+            g = self._lg  # (most messages go where the one before went)
         else:
-            gk = (dest, dtype, interest)
-            g = self.group_ids.get(gk)
-            if g is None and len(self.groups) <= _MAX_GROUPS:
-                g = len(self.groups)
-                self.groups.append((dest, dtype, (interest, 0, -1)))
-                self.group_ids[gk] = g
-            if g is not None:
-                self._last = (dest, dtype, interest, g)
-        if g is None or len(key) != KEY or max(seg, off, size) > _U32_MAX:
+            g = self._group(dest, dtype, interest)
+        if g < 0 or len(key) != KEY:
             self.put(key, Msg(seg, off, size, dest, dtype, (interest, 0, -1)))
             return True
-        r = self.n
-        recs += REC.pack(key, seg, off, size, g)
+        try:
+            recs += REC.pack(key, seg, off, size, g)
+        except struct.error:  # a location past 32 bits
+            self.put(key, Msg(seg, off, size, dest, dtype, (interest, 0, -1)))
+            return True
+        self.hs.append(h & 0x7FFFFFFF)
         self.n = r + 1
         self.live += 1
-        if free < 0:
-            free = i
+        if not v:
             self.used += 1
-        slots[free] = r + 1
+        slots[i] = r + 1
         return True
+
+    def _group(self, dest: str, dtype: int, interest: str) -> int:
+        """The group number of (destination, type, interest), or -1 when there are too
+        many groups to number."""
+        gk = (dest, dtype, interest)
+        g = self.group_ids.get(gk)
+        if g is None:
+            if len(self.groups) > _MAX_GROUPS:
+                return -1
+            g = len(self.groups)
+            self.groups.append((dest, dtype, (interest, 0, -1)))
+            self.group_ids[gk] = g
+        self._li, self._ld, self._lt, self._lg = interest, dest, dtype, g
+        return g
 
     def take(self, key: bytes, interest: str) -> tuple[int, int, str, int] | None:
         """Remove the packed message ``key`` if its one interest is ``interest``:
         (segment, frame size, destination, type); else None and nothing changed."""
-        s, r = self._lookup(key)
-        if r < 0:
+        slots, recs = self.slots, self.recs
+        mask = len(slots) - 1
+        i = hash(key) & mask
+        v = slots[i]
+        while v:
+            if v != TOMB and recs.startswith(key, (v - 1) * W):
+                break
+            i = (i + 1) & mask
+            v = slots[i]
+        else:
             return None
-        o = r * W
-        _key, seg, _off, size, g = REC.unpack_from(self.recs, o)
+        o = (v - 1) * W
+        seg, _off, size, g = _LOC.unpack_from(recs, o + KEY)
         dest, dtype, ints = self.groups[g]
         if ints[0] != interest:
             return None
-        self.recs[o + _GRP : o + W] = _DEAD
-        self.slots[s] = TOMB
+        recs[o + _GRP : o + W] = _DEAD
+        self.hs[v - 1] = NOT
+        slots[i] = TOMB
         self.live -= 1
         return seg, size, dest, dtype
 
     def put(self, key: bytes, m: Msg) -> None:
         """A new message (``key`` not in the table) kept as the Msg ``m``."""
-        if 3 * (self.used + 1) > 2 * len(self.slots) or self.n - self.live > self.live + 1024:
+        if self.used >= self.limit or self.n - self.live > self.live + 1024:
             self._rebuild()
         r = self.n
         if len(key) == KEY:
@@ -269,6 +305,7 @@ class PackedMsgs:
         else:
             self.odd[r] = key
             self.recs += REC.pack(b"", 0, 0, 0, FULL)
+        self.hs.append(NOT)
         self.n += 1
         self.live += 1
         m.pos = r
@@ -288,50 +325,61 @@ class PackedMsgs:
                 raise KeyError(key)
             o = r * W
             self.recs[o + _GRP : o + W] = _DEAD
+            self.hs[r] = NOT
             self.slots[s] = TOMB
         self.live -= 1
 
     def _rebuild(self) -> None:
         """A new hash table (and, when most records are dead, new records without
         them), for about twice the live messages."""
-        recs = self.recs
-        if self.n - self.live > self.live // 2:  # many dead: copy the live records
-            new = bytearray()
-            odd: dict[int, bytes] = {}
-            full = self.full
-            r2 = 0
-            for r in range(self.n):
-                o = r * W
-                g = recs[o + _GRP] | recs[o + _GRP + 1] << 8
-                if g == DEAD:
-                    continue
-                new += recs[o : o + W]
-                if g == FULL:
-                    key = self.odd.get(r)
-                    if key is not None:
-                        odd[r2] = key
-                    else:
-                        key = bytes(recs[o : o + KEY])
-                    full[key].pos = r2
-                r2 += 1
-            recs = new
-            self.odd = odd
-            self.n = r2
+        recs, hs = self.recs, self.hs
         cap = 8
         while cap < 2 * (self.live + 1):
             cap *= 2
         slots = array("I", bytes(4 * cap))
         mask = cap - 1
         used = 0
-        for r, (key, _seg, _off, _size, g) in enumerate(REC.iter_unpack(recs)):
-            if g == DEAD or g == FULL:
-                continue
-            i = hash(key) & mask
-            while slots[i]:
-                i = (i + 1) & mask
-            slots[i] = r + 1
-            used += 1
+        if self.n - self.live > self.live // 2:  # many dead: copy the live records
+            new = bytearray()
+            hs2 = array("I")
+            odd: dict[int, bytes] = {}
+            full = self.full
+            r2 = 0
+            for r, h in enumerate(hs):
+                o = r * W
+                if h == NOT:  # dead, or a Msg in ``full``
+                    if recs[o + _GRP] | recs[o + _GRP + 1] << 8 != FULL:
+                        continue
+                    key = self.odd.get(r)
+                    if key is not None:
+                        odd[r2] = key
+                    else:
+                        key = bytes(recs[o : o + KEY])
+                    full[key].pos = r2
+                else:
+                    i = h & mask
+                    while slots[i]:
+                        i = (i + 1) & mask
+                    slots[i] = r2 + 1
+                    used += 1
+                new += recs[o : o + W]
+                hs2.append(h)
+                r2 += 1
+            recs, hs = new, hs2
+            self.odd = odd
+            self.n = r2
+        else:
+            # (Each record's hash is kept: the table is rebuilt without a key object.)
+            for r, h in enumerate(hs, 1):
+                if h < NOT:
+                    i = h & mask
+                    while slots[i]:
+                        i = (i + 1) & mask
+                    slots[i] = r
+            used = self.live - len(self.full)
         self.recs = recs
+        self.hs = hs
         self.slots = slots
         self.used = used
+        self.limit = 2 * cap // 3
         self._t = (slots, recs)
