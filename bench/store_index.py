@@ -25,7 +25,7 @@ from pathlib import Path
 
 from broker.core.paging import Pager
 from broker.core.router import MessageRouter
-from broker.protocol.packet import OFF_SYSMSGID, build_packet
+from broker.protocol.packet import OFF_SYSMSGID, Packet, build_packet, with_delivery_count_slot
 from broker.protocol.types import DEST_QUEUE, PacketType
 from broker.store import filestore as fs
 from broker.store.base import QUEUE_INTEREST, DestAdd, MsgAdd, MsgSettle
@@ -74,6 +74,7 @@ def make(d: Path, n: int, size: int) -> None:
     batch: list = []
     for i in range(n):
         raw = build_packet(PacketType.BYTES_MESSAGE, body=body, sequence=i, port=7676)
+        raw = with_delivery_count_slot(Packet(raw))[0]  # as the broker stores a message
         key = raw[OFF_SYSMSGID : OFF_SYSMSGID + 32]
         batch.append(MsgAdd(key, "q", DEST_QUEUE, raw, (QUEUE_INTEREST,)))
         if len(batch) == 1000:

@@ -118,6 +118,8 @@ from .filecodec import (
     encode,
     frame,
     frame_record,
+    msg_add_middle,
+    msg_add_raw_at,
 )
 from .packedmsgs import Msg as _Msg
 from .packedmsgs import PackedMsgs
@@ -598,6 +600,7 @@ class _Recovered(Sequence[StoredMessage]):
         # No crc this time (load checked every frame moments ago, nothing has written
         # since): the record must decode and carry its key.
         shared: dict[tuple, dict[str, int]] = {}
+        middles: dict[tuple, bytes] = {}
         heads_only = self.heads_only
         fd, num = -1, -1
         win, view, wstart = b"", memoryview(b""), 0
@@ -625,19 +628,33 @@ class _Recovered(Sequence[StoredMessage]):
                     win = os.pread(fd, max(_WINDOW, size), off)
                     view = memoryview(win)
                     wstart, start, end = off, 0, size
-                rec: MsgAdd | None = None
-                try:
-                    rec = decode_msg_add_in_place(win, view, start + HEADER_SIZE, end)
-                except CorruptRecord:
-                    pass
-                if rec is None or rec.key != key:
-                    log.error(
-                        "file store %s: message %s does not read back intact: skipped",
-                        self.store.directory,
-                        key.hex(),
-                    )
-                    continue
-                raw = rec.raw
+                p = start + HEADER_SIZE
+                # (A packed message's record is checked, not decoded: its middle bytes
+                # are those of its one interest, as written.)
+                q = -1
+                if type(ints) is tuple and len(key) == 32:
+                    middle = middles.get((dest, dtype, ints))
+                    if middle is None:
+                        middle = middles[(dest, dtype, ints)] = msg_add_middle(
+                            dest, dtype, (ints[0],)
+                        )
+                    q = msg_add_raw_at(win, p, end, key, middle)
+                if q >= 0:
+                    raw: bytes | memoryview = view[q:end]
+                else:
+                    rec: MsgAdd | None = None
+                    try:
+                        rec = decode_msg_add_in_place(win, view, p, end)
+                    except CorruptRecord:
+                        pass
+                    if rec is None or rec.key != key:
+                        log.error(
+                            "file store %s: message %s does not read back intact: skipped",
+                            self.store.directory,
+                            key.hex(),
+                        )
+                        continue
+                    raw = rec.raw
                 if heads_only:
                     head = bytes(raw[: body_offset(raw)])
                     yield StoredMessage(key, dest, dtype, None, interests, head, len(raw))
