@@ -102,11 +102,21 @@ def restart(d: Path) -> None:
     del state
     gc.collect()
     after = rss_mb()
+    msgs = store._index.msgs if store._index is not None else None
+    index_mb = (
+        (len(msgs.recs) + 4 * (len(msgs.slots) + len(msgs.hs))) / (1 << 20) if msgs else 0.0
+    )
+    runs_mb = 0.0
+    for q in router.queues.values():
+        for deep in q.dq.deep or ():
+            if deep is not None:
+                runs_mb += sum(len(run.recs) for run in deep.runs) / (1 << 20)
     print(
         f"{n:,} messages: load {c1 - c0:.1f} s CPU ({t1 - t0:.1f} s wall), recovery"
         f" {c2 - c1:.1f} s CPU ({t2 - t1:.1f} s wall); RSS {before:.0f} MB before,"
         f" {after:.0f} MB after ({(after - before) * 1024 * 1024 / max(n, 1):.0f} bytes a"
-        f" message), peak {rss_mb('VmHWM'):.0f} MB"
+        f" message), peak {rss_mb('VmHWM'):.0f} MB; the store's packed table {index_mb:.0f} MB,"
+        f" the queue's runs {runs_mb:.0f} MB"
     )
 
 
