@@ -103,9 +103,11 @@ def restart(d: Path) -> None:
     gc.collect()
     after = rss_mb()
     msgs = store._index.msgs if store._index is not None else None
-    index_mb = (
-        (len(msgs.recs) + 4 * (len(msgs.slots) + len(msgs.hs))) / (1 << 20) if msgs else 0.0
-    )
+    index_mb = 0.0
+    if hasattr(msgs, "recs"):  # (a version with the packed table)
+        index_mb = (len(msgs.recs) + 4 * (len(msgs.slots) + len(getattr(msgs, "hs", ())))) / (
+            1 << 20
+        )
     runs_mb = 0.0
     for q in router.queues.values():
         for deep in q.dq.deep or ():
