@@ -1,4 +1,4 @@
-"""The file store's table of live messages, packed: about 55 bytes each, not 250.
+"""The file store's table of live messages, packed: under 60 bytes each, not 250.
 
 The file store's index (``filestore._Index``) knows, for each live message, where its
 MsgAdd frame is and which interests are still open.  A backlog is mostly messages added
