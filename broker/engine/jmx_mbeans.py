@@ -190,7 +190,7 @@ def _local_address(b: Any) -> str:
 
 
 def _local_info(b: Any, monitor: bool) -> object:
-    items: list[tuple[str, str, str, object]] = [
+    items: list[jmxser.Item] = [
         ("Address", "Address", STRING, _local_address(b)),
         ("ID", "ID", STRING, _broker_id(b)),
     ]
@@ -209,7 +209,7 @@ def _master_info(b: Any, monitor: bool) -> object:
     master = b.config.get(props.CLUSTER_MASTERBROKER)
     if not master:
         return None
-    items: list[tuple[str, str, str, object]] = [
+    items: list[jmxser.Item] = [
         ("Address", "Address", STRING, master),
         ("ID", "ID", STRING, None),
     ]
