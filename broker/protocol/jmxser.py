@@ -10,7 +10,7 @@ shape raises ProtocolError.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from broker.protocol.errors import ProtocolError
 from broker.protocol.javaser import (
@@ -43,6 +43,9 @@ _ATTRIBUTE_LIST = JavaClass(
 )
 _HASH_SET = JavaClass("java.util.HashSet", -5024744406713321676, (), flags=_WM)
 _STRING_ARRAY = JavaClass("[Ljava.lang.String;", -5921575005990323385, ())
+_COMPOSITE_ARRAY = JavaClass(
+    "[Ljavax.management.openmbean.CompositeData;", -1529710412985667102, ()
+)
 
 _REMOTE_OBJECT = JavaClass("java.rmi.server.RemoteObject", -3215090123894869218, (), flags=_WM)
 _REMOTE_STUB = JavaClass(
@@ -149,6 +152,123 @@ def hash_set(items: list[object]) -> JavaObject:
         capacity *= 2
     head = struct.pack(">ifi", capacity, 0.75, len(items))
     return JavaObject(_HASH_SET, {}, {_HASH_SET.name: (JBlock(head), *items)})
+
+
+_OPEN_TYPE = JavaClass(
+    "javax.management.openmbean.OpenType",
+    -9195195325186646468,
+    (
+        ("L", "className", "Ljava/lang/String;"),
+        ("L", "description", "Ljava/lang/String;"),
+        ("L", "typeName", "Ljava/lang/String;"),
+    ),
+)
+_SIMPLE_TYPE = JavaClass(
+    "javax.management.openmbean.SimpleType", 2215577471957694503, (), superclass=_OPEN_TYPE
+)
+_TREE_MAP = JavaClass(
+    "java.util.TreeMap",
+    919286545866124006,
+    (("L", "comparator", "Ljava/util/Comparator;"),),
+    flags=_WM,
+)
+_ARRAY_TYPE = JavaClass(
+    "javax.management.openmbean.ArrayType",
+    720504429830309770,
+    (
+        ("I", "dimension", None),
+        ("L", "elementType", "Ljavax/management/openmbean/OpenType;"),
+        ("Z", "primitiveArray", None),
+    ),
+    superclass=_OPEN_TYPE,
+)
+_COMPOSITE_TYPE = JavaClass(
+    "javax.management.openmbean.CompositeType",
+    -5366242454346948798,
+    (
+        ("L", "nameToDescription", "Ljava/util/TreeMap;"),
+        ("L", "nameToType", "Ljava/util/TreeMap;"),
+    ),
+    superclass=_OPEN_TYPE,
+)
+_COMPOSITE_DATA = JavaClass(
+    "javax.management.openmbean.CompositeDataSupport",
+    8003518976613702244,
+    (
+        ("L", "compositeType", "Ljavax/management/openmbean/CompositeType;"),
+        ("L", "contents", "Ljava/util/SortedMap;"),
+    ),
+)
+COMPOSITE_DATA = "javax.management.openmbean.CompositeData"
+
+
+def _tree_map(entries: dict[str, object]) -> JavaObject:
+    """A TreeMap with natural ordering: its size, then the entries in key order."""
+    items: list[object] = []
+    for key in sorted(entries):
+        items += [key, entries[key]]
+    return JavaObject(
+        _TREE_MAP,
+        {"comparator": None},
+        {_TREE_MAP.name: (JBlock(struct.pack(">i", len(entries))), *items)},
+    )
+
+
+def simple_type(java_class: str) -> JavaObject:
+    """A javax.management.openmbean.SimpleType (SimpleType.STRING & co: all three names
+    are the class name; Java's readResolve makes it the canonical instance)."""
+    return JavaObject(
+        _SIMPLE_TYPE,
+        {"className": java_class, "description": java_class, "typeName": java_class},
+    )
+
+
+def string_array_type() -> JavaObject:
+    """``new ArrayType(1, SimpleType.STRING)`` (a String[] item of a CompositeData)."""
+    name = "[Ljava.lang.String;"
+    return JavaObject(
+        _ARRAY_TYPE,
+        {
+            "className": name,
+            "description": "1-dimension array of java.lang.String",
+            "typeName": name,
+            "dimension": 1,
+            "elementType": simple_type("java.lang.String"),
+            "primitiveArray": False,
+        },
+    )
+
+
+# One CompositeData item: name, description, open type (a SimpleType's class name or an
+# open type object), value.
+Item = tuple[str, str, "str | JavaObject", object]
+
+
+def composite(type_name: str, description: str, items: Sequence[Item]) -> JavaObject:
+    """A CompositeDataSupport of ``items``: (name, description, open type, value) each;
+    the open type is a SimpleType's Java class name or an open type object
+    (:func:`string_array_type`)."""
+    ctype = JavaObject(
+        _COMPOSITE_TYPE,
+        {
+            "className": COMPOSITE_DATA,
+            "description": description,
+            "typeName": type_name,
+            "nameToDescription": _tree_map({n: d for n, d, _t, _v in items}),
+            "nameToType": _tree_map(
+                {n: t if isinstance(t, JavaObject) else simple_type(t) for n, _d, t, _v in items}
+            ),
+        },
+    )
+    return JavaObject(
+        _COMPOSITE_DATA,
+        {"compositeType": ctype, "contents": _tree_map({n: v for n, _d, _t, v in items})},
+    )
+
+
+def composite_array(items: list[JavaObject]) -> JavaArray:
+    """A ``CompositeData[]`` (what getConsumerInfo & co return)."""
+    return JavaArray(_COMPOSITE_ARRAY, items)
 
 
 def string_array(items: Iterable[str]) -> JavaArray:

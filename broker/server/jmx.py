@@ -16,7 +16,7 @@ from typing import Any, cast
 
 from broker import props
 from broker.engine.jmx import Authenticate, Close, Effect, JmxServer, JrmpSession, Send
-from broker.engine.jmx_mbeans import Registry, broker_mbeans
+from broker.engine.jmx_mbeans import Registry, attach_tally
 from broker.protocol.portmapper import ServiceEntry
 from broker.security.digest import constant_time_equals, md5str
 from broker.security.shipped import refused_off_loopback
@@ -64,7 +64,8 @@ async def start_jmx(broker: Any) -> JmxConnector | None:
     port = sock.getsockname()[1]
     # The address written into the stubs: what clients connect to.
     host = bind if bind and bind not in ("0.0.0.0", "::") else socket.gethostname()
-    server = JmxServer(Registry(broker_mbeans()), broker, host, port)
+    server = JmxServer(Registry(broker), broker, host, port)
+    attach_tally(broker)
     loop = asyncio.get_running_loop()
     listener = await loop.create_server(lambda: JrmpProtocol(broker, server), sock=sock)
     log.info("JMX connector %s listening on %s:%s", SERVICE, bind or "*", port)
