@@ -33,6 +33,8 @@ from .stomp_frames import StompFrameRules
 class StompEngine(StompFrameRules):
     """The broker's side of one STOMP connection, without I/O."""
 
+    __slots__ = ()
+
 
 FRAME_HANDLERS.update(
     {

@@ -30,6 +30,8 @@ _ACK_MODES = {
 class StompFrameRules(StompEngineBase):
     """The client frames after CONNECT."""
 
+    __slots__ = ()
+
     def _status_reply(self, f: Frame, what: str, then: Callable[[], None] | None = None) -> Reply:
         def answered(pkt: Packet) -> None:
             status = pkt.properties.get("JMQStatus")

@@ -183,6 +183,19 @@ class FrameReader:
     ``max_frame``: the most bytes a frame may have (headers and body);
     ``max_headers``: the most header lines; ``max_header_line``: the longest line."""
 
+    __slots__ = (
+        "version",
+        "max_frame",
+        "max_headers",
+        "max_header_line",
+        "heartbeats",
+        "_buf",
+        "_head",
+        "_head_len",
+        "_body_len",
+        "_scanned",
+    )
+
     def __init__(
         self,
         version: str = "1.0",
