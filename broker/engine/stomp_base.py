@@ -125,6 +125,7 @@ class StompEngineBase(Outbox):
         "_by_cid",
         "_txns",
         "_temps",
+        "_dests",
         "_sessions",
         "_login",
         "_connect",
@@ -178,6 +179,7 @@ class StompEngineBase(Outbox):
         self._by_cid: dict[int, Subscription] = {}
         self._txns: dict[str, int] = {}
         self._temps: set[str] = set()
+        self._dests: dict[str, StompDest] = {}  # destination header -> its parse
         self._sessions: dict[int, int] = {}  # ack mode -> JMQ session id
         self._login: tuple[str, str] = ("guest", "guest")
         self._connect: Frame | None = None

@@ -46,6 +46,17 @@ class StompFrameRules(StompEngineBase):
 
         return answered
 
+    def _dest(self, text: str | None) -> StompDest:
+        """The destination a header names, parsed once per connection and name."""
+        dests = self._dests
+        d = dests.get(text) if text else None
+        if d is None:
+            d = parse_destination(text, self.id)
+            if len(dests) >= 64:
+                dests.clear()  # a connection that sends to ever new names
+            dests[d.stomp] = d
+        return d
+
     def _ensure_temp(self, dest: StompDest) -> None:
         if dest.dtype & DEST_TEMP and dest.name not in self._temps:
             own = f"stomp/{self.id}/"
@@ -74,9 +85,9 @@ class StompFrameRules(StompEngineBase):
         return sid
 
     def on_send(self, f: Frame) -> None:
-        dest = parse_destination(f.get("destination"), self.id)
+        dest = self._dest(f.get("destination"))
         rt = f.get("reply-to")
-        reply_to = parse_destination(rt, self.id) if rt else None
+        reply_to = self._dest(rt) if rt else None
         txn = 0
         tname = f.get("transaction")
         if tname is not None:

@@ -41,6 +41,7 @@ from broker.protocol.packet import (
     VH_TYPE,
     Packet,
     build_packet,
+    encode_fields,
 )
 from broker.protocol.stomp import VERSIONS, escape
 from broker.protocol.types import (
@@ -100,12 +101,22 @@ class MappingError(ProtocolError):
 class StompDest:
     """A destination as STOMP names it and as the broker does."""
 
-    __slots__ = ("stomp", "name", "dtype")
+    __slots__ = ("stomp", "name", "dtype", "_fields")
 
     def __init__(self, stomp: str, name: str, dtype: int) -> None:
         self.stomp = stomp
         self.name = name
         self.dtype = dtype
+        self._fields: bytes | None = None
+
+    def fields(self) -> bytes:
+        """A message's variable header naming only this destination (most SENDs')."""
+        vh = self._fields
+        if vh is None:
+            vh = self._fields = encode_fields(
+                {VH_DESTINATION: self.name, VH_DESTINATION_CLASS: self.java_class}
+            )
+        return vh
 
     @property
     def java_class(self) -> str:
@@ -223,6 +234,7 @@ def message_packet(
         flags=flags,
         consumer_id=want_reply,
         fields=fields,
+        raw_fields=dest.fields() if len(fields) == 2 else None,
         priority=priority,
         expiration=expiration,
         port=port & 0xFFFF,
