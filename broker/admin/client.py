@@ -413,7 +413,7 @@ class AdminClient:
         """Create a destination as an administrator (kept across restarts).  ``attrs``
         by their imqcmd names (broker.protocol.dest_attributes); values may be strings.
         ValueError for a bad attribute, AdminError 409 if it exists, 400 if refused."""
-        info, props = _destination_request(name, dest_type, attrs or {})
+        info, props = destination_request(name, dest_type, attrs or {})
         await self.request(CREATE_DESTINATION, props, body=info)
 
     async def update_destination(self, name: str, dest_type: int, attrs: dict[str, object]) -> None:
@@ -421,7 +421,7 @@ class AdminClient:
         does not exist."""
         if not attrs:
             raise ValueError("update_destination: no attribute to change")
-        info, props = _destination_request(name, dest_type, attrs)
+        info, props = destination_request(name, dest_type, attrs)
         await self.request(UPDATE_DESTINATION, props, body=info)
 
     async def destination_attributes(
@@ -586,7 +586,7 @@ def _prop_text(value: object) -> str:
     return str(value)
 
 
-def _destination_request(
+def destination_request(
     name: str, dest_type: int, attrs: dict[str, object]
 ) -> tuple[bytes, dict[str, object]]:
     """A CREATE/UPDATE_DESTINATION body (DestinationInfo with its update mask) and the

@@ -12,15 +12,28 @@ import asyncio
 import base64
 import logging
 import socket
+import time
 from typing import Any, cast
 
 from broker import props
-from broker.engine.jmx import Authenticate, Close, Effect, JmxServer, JrmpSession, Send
-from broker.engine.jmx_mbeans import Registry, broker_mbeans
+from broker.engine.jmx import (
+    Authenticate,
+    Close,
+    Effect,
+    JmxServer,
+    JrmpSession,
+    Run,
+    Send,
+    Wait,
+)
+from broker.engine.jmx_mbeans import DOMAIN, Registry, broker_mbeans
+from broker.engine.jmx_names import ObjectName
 from broker.protocol.portmapper import ServiceEntry
+from broker.protocol.types import DEST_TOPIC
 from broker.security.digest import constant_time_equals, md5str
 from broker.security.shipped import refused_off_loopback
 from broker.security.tlsaccept import listening_socket
+from broker.server.jmx_admin import JmxAdminPort
 
 log = logging.getLogger(__name__)
 
@@ -28,6 +41,11 @@ SERVICE = "jmxrmi"
 # A connection that sends nothing for this long is closed (the JDK's client pools idle
 # connections for 15 s and pings before reusing an older one).
 IDLE_TIMEOUT = 120.0
+DESTINATION_MANAGER = f"{DOMAIN}:subtype=Monitor,type=DestinationManager"
+LOG_MONITOR = f"{DOMAIN}:subtype=Monitor,type=Log"
+# Log records become notifications from this level up (OpenMQ's types: INFO, WARNING
+# and ERROR).
+_LOG_TYPES = ((logging.ERROR, "ERROR"), (logging.WARNING, "WARNING"), (logging.INFO, "INFO"))
 
 
 class JmxConnector:
@@ -37,6 +55,7 @@ class JmxConnector:
         self.broker = broker
         self.server = server
         self.listener = listener
+        self.log_handler: JmxLogHandler | None = None
 
     @property
     def url(self) -> str:
@@ -48,6 +67,8 @@ class JmxConnector:
 
     def close(self) -> None:
         self.listener.close()
+        if self.log_handler is not None:
+            logging.getLogger().removeHandler(self.log_handler)
 
 
 async def start_jmx(broker: Any) -> JmxConnector | None:
@@ -68,7 +89,79 @@ async def start_jmx(broker: Any) -> JmxConnector | None:
     loop = asyncio.get_running_loop()
     listener = await loop.create_server(lambda: JrmpProtocol(broker, server), sock=sock)
     log.info("JMX connector %s listening on %s:%s", SERVICE, bind or "*", port)
-    return JmxConnector(broker, server, listener)
+    connector = JmxConnector(broker, server, listener)
+    broker.router.listeners.append(lambda kind, data: _router_event(server, kind, data))
+    connector.log_handler = JmxLogHandler(server, loop)
+    logging.getLogger().addHandler(connector.log_handler)
+    return connector
+
+
+# -- notifications -------------------------------------------------------------------
+
+_PROTOCOLS: dict[JrmpSession, JrmpProtocol] = {}
+
+
+def publish(
+    server: JmxServer,
+    source: str,
+    notif_type: str,
+    kind: str,
+    message: str | None,
+    **fields: object,
+) -> None:
+    """Send a notification to the clients listening to ``source`` (event loop only)."""
+    now = int(time.time() * 1000)
+    for session in server.publish(source, notif_type, kind, message, now, **fields):
+        proto = _PROTOCOLS.get(session)
+        if proto is not None:
+            proto.apply(session.wake())
+
+
+def _router_event(server: JmxServer, kind: str, data: dict) -> None:
+    """The router's destination events as DestinationManager notifications."""
+    if kind not in ("destination.created", "destination.destroyed"):
+        return
+    name = str(data.get("name", ""))
+    is_topic = bool(int(data.get("type", 0)) & DEST_TOPIC)
+    what = "create" if kind == "destination.created" else "destroy"
+    fields = {"destName": name, "destType": "t" if is_topic else "q", "createdByAdmin": False}
+    if what == "create":
+        fields["createdByAdmin"] = not bool(data.get("auto", False))
+    publish(server, DESTINATION_MANAGER, f"mq.destination.{what}", "destination", None, **fields)
+
+
+def publish_operation(server: JmxServer, note: tuple[str, str, str, dict[str, object]]) -> None:
+    source, notif_type, kind, fields = note
+    publish(server, source, notif_type, kind, None, **fields)
+    if kind == "destination":  # the DestinationManager tells of every destination
+        publish(server, DESTINATION_MANAGER, notif_type, kind, None, **fields)
+
+
+class JmxLogHandler(logging.Handler):
+    """The broker's log records (INFO and up) as Log Monitor notifications."""
+
+    def __init__(self, server: JmxServer, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(logging.INFO)
+        self.server = server
+        self.loop = loop
+        self._source = ObjectName.parse(LOG_MONITOR)
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if not self.server.listened(self._source):
+            return
+        level = next((name for lvl, name in _LOG_TYPES if record.levelno >= lvl), "INFO")
+        try:
+            text = record.getMessage()
+        except Exception:  # a bad format string: the record's own text
+            text = str(record.msg)
+        try:
+            self.loop.call_soon_threadsafe(
+                lambda: publish(
+                    self.server, LOG_MONITOR, f"mq.log.level.{level}", "log", text, level=level
+                )
+            )
+        except RuntimeError:  # the loop is closed: the broker is stopping
+            pass
 
 
 class JrmpProtocol(asyncio.Protocol):
@@ -85,6 +178,8 @@ class JrmpProtocol(asyncio.Protocol):
         self.transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.session = JrmpSession(self.server, str(peer[0]), int(peer[1]))
+        _PROTOCOLS[self.session] = self
+        self._wait: asyncio.TimerHandle | None = None
         self._arm()
 
     def _arm(self) -> None:
@@ -104,19 +199,52 @@ class JrmpProtocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         if self._idle is not None:
             self._idle.cancel()
+        if self._wait is not None:
+            self._wait.cancel()
         if self.session is not None:
-            self.session.closed = True
+            self.session.lost()
+            _PROTOCOLS.pop(self.session, None)
+
+    def apply(self, effects: list[Effect]) -> None:
+        self._apply(effects)
 
     def _apply(self, effects: list[Effect]) -> None:
         for effect in effects:
             if self.transport is None or self.transport.is_closing():
                 return
             if isinstance(effect, Send):
+                if self._wait is not None:  # a waiting fetch is answered
+                    self._wait.cancel()
+                    self._wait = None
                 self.transport.write(effect.data)
             elif isinstance(effect, Close):
                 self.transport.close()
             elif isinstance(effect, Authenticate):
                 asyncio.get_running_loop().create_task(self._authenticate(effect))
+            elif isinstance(effect, Run):
+                asyncio.get_running_loop().create_task(self._run(effect))
+            elif isinstance(effect, Wait):
+                self._wait = asyncio.get_running_loop().call_later(
+                    effect.seconds, self._fetch_timeout
+                )
+
+    def _fetch_timeout(self) -> None:
+        self._wait = None
+        if self.session is not None:
+            self._apply(self.session.fetch_timeout())
+
+    async def _run(self, req: Run) -> None:
+        assert self.session is not None
+        port = JmxAdminPort(self.broker, req.user, self.session.peer)
+        value: object = None
+        error: BaseException | None = None
+        try:
+            value = await req.job(port)
+        except Exception as exc:  # the engine words the refusal; a bug is logged there
+            error = exc
+        self._apply(self.session.run_result(req, value, error))
+        if error is None and req.notify is not None:
+            publish_operation(self.server, req.notify)
 
     async def _authenticate(self, req: Authenticate) -> None:
         assert self.session is not None
