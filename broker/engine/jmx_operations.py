@@ -17,6 +17,7 @@ from typing import Any, Protocol
 
 from broker import props as imq
 from broker.admin.client import PAUSE_ALL, PAUSE_CONSUMERS, PAUSE_PRODUCERS, destination_request
+from broker.engine import jmx_mbeans
 from broker.engine.jmx_names import ObjectName
 from broker.protocol.admin_info import (
     SERVICE_MAX_THREADS,
@@ -44,7 +45,7 @@ from broker.protocol.javaser import encode_properties_object
 from broker.protocol.jtypes import JInt
 from broker.protocol.types import DEST_QUEUE, DEST_TOPIC
 
-DOMAIN = "com.sun.messaging.jms.server"
+DOMAIN = jmx_mbeans.DOMAIN
 
 
 class OperationError(Exception):
@@ -88,31 +89,14 @@ Setter = Callable[[AdminPort, ObjectName, object], Awaitable[None]]
 
 
 def unquote(value: str) -> str:
-    """An ObjectName value as written (quoted values lose their quotes and escapes)."""
-    if len(value) >= 2 and value[0] == value[-1] == '"':
-        out = []
-        chars = iter(value[1:-1])
-        for c in chars:
-            if c == "\\":
-                nxt = next(chars, "")
-                out.append("\n" if nxt == "n" else nxt)
-            else:
-                out.append(c)
-        return "".join(out)
-    return value
-
-
-def quote(value: str) -> str:
-    """ObjectName.quote: the destination names in OpenMQ's MBean names are quoted."""
-    escaped = (
-        value.replace("\\", "\\\\").replace('"', '\\"').replace("*", "\\*").replace("?", "\\?")
-    )
-    return '"' + escaped.replace("\n", "\\n") + '"'
+    """An ObjectName value as written (a quoted one without its quotes and escapes)."""
+    plain = jmx_mbeans.unquote(value)
+    return value if plain is None else plain
 
 
 def destination_name(name: str, is_topic: bool, subtype: str = "Config") -> str:
     kind = "t" if is_topic else "q"
-    return f"{DOMAIN}:desttype={kind},name={quote(name)},subtype={subtype},type=Destination"
+    return f"{DOMAIN}:desttype={kind},name={jmx_mbeans.quote(name)},subtype={subtype},type=Destination"
 
 
 def _dest_type(text: object) -> int:

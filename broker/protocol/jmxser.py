@@ -208,6 +208,86 @@ def hash_set(items: list[object]) -> JavaObject:
     return JavaObject(_HASH_SET, {}, {_HASH_SET.name: (JBlock(head), *items)})
 
 
+_OPEN_TYPE = JavaClass(
+    "javax.management.openmbean.OpenType",
+    -9195195325186646468,
+    (
+        ("L", "className", "Ljava/lang/String;"),
+        ("L", "description", "Ljava/lang/String;"),
+        ("L", "typeName", "Ljava/lang/String;"),
+    ),
+)
+_SIMPLE_TYPE = JavaClass(
+    "javax.management.openmbean.SimpleType", 2215577471957694503, (), superclass=_OPEN_TYPE
+)
+_TREE_MAP = JavaClass(
+    "java.util.TreeMap",
+    919286545866124006,
+    (("L", "comparator", "Ljava/util/Comparator;"),),
+    flags=_WM,
+)
+_COMPOSITE_TYPE = JavaClass(
+    "javax.management.openmbean.CompositeType",
+    -5366242454346948798,
+    (
+        ("L", "nameToDescription", "Ljava/util/TreeMap;"),
+        ("L", "nameToType", "Ljava/util/TreeMap;"),
+    ),
+    superclass=_OPEN_TYPE,
+)
+_COMPOSITE_DATA = JavaClass(
+    "javax.management.openmbean.CompositeDataSupport",
+    8003518976613702244,
+    (
+        ("L", "compositeType", "Ljavax/management/openmbean/CompositeType;"),
+        ("L", "contents", "Ljava/util/SortedMap;"),
+    ),
+)
+COMPOSITE_DATA = "javax.management.openmbean.CompositeData"
+
+
+def _tree_map(entries: dict[str, object]) -> JavaObject:
+    """A TreeMap with natural ordering: its size, then the entries in key order."""
+    items: list[object] = []
+    for key in sorted(entries):
+        items += [key, entries[key]]
+    return JavaObject(
+        _TREE_MAP,
+        {"comparator": None},
+        {_TREE_MAP.name: (JBlock(struct.pack(">i", len(entries))), *items)},
+    )
+
+
+def simple_type(java_class: str) -> JavaObject:
+    """A javax.management.openmbean.SimpleType (SimpleType.STRING & co: all three names
+    are the class name; Java's readResolve makes it the canonical instance)."""
+    return JavaObject(
+        _SIMPLE_TYPE,
+        {"className": java_class, "description": java_class, "typeName": java_class},
+    )
+
+
+def composite(
+    type_name: str, description: str, items: list[tuple[str, str, str, object]]
+) -> JavaObject:
+    """A CompositeDataSupport of ``items``: (name, description, Java class of a
+    SimpleType, value) each."""
+    ctype = JavaObject(
+        _COMPOSITE_TYPE,
+        {
+            "className": COMPOSITE_DATA,
+            "description": description,
+            "typeName": type_name,
+            "nameToDescription": _tree_map({n: d for n, d, _t, _v in items}),
+            "nameToType": _tree_map({n: simple_type(t) for n, _d, t, _v in items}),
+        },
+    )
+    return JavaObject(
+        _COMPOSITE_DATA,
+        {"compositeType": ctype, "contents": _tree_map({n: v for n, _d, _t, v in items})},
+    )
+
+
 def string_array(items: Iterable[str]) -> JavaArray:
     return JavaArray(_STRING_ARRAY, list(items))
 

@@ -89,6 +89,10 @@ class Service:
     paused: bool = False
     # Traffic of all its connections (GET_METRICS' MetricCounters; core/metrics.py).
     metrics: ServiceCounters = field(default_factory=ServiceCounters)
+    # Connections accepted and refused (paused, quiesced, over the limit) since the start
+    # (JMX's NumConnectionsOpened / NumConnectionsRejected).
+    connections_opened: int = 0
+    connections_rejected: int = 0
     # The HTTP tunnel's connections (http and https services; server/tunnel.py).
     tunnel: TunnelService | None = None
     # The STOMP service's settings (protocol stomp; server/stomp.py).
@@ -675,6 +679,7 @@ class Broker:
     def connection_opened(self, conn: ConnectionEngine) -> None:
         self.connections[conn.id] = conn
         conn.service.connections.add(conn)
+        conn.service.connections_opened += 1
 
     def connection_closed(self, conn: ConnectionEngine) -> None:
         self.connections.pop(conn.id, None)

@@ -26,7 +26,7 @@ from broker.engine.jmx import (
     Send,
     Wait,
 )
-from broker.engine.jmx_mbeans import DOMAIN, Registry, broker_mbeans
+from broker.engine.jmx_mbeans import DOMAIN, Registry, attach_tally
 from broker.engine.jmx_names import ObjectName
 from broker.protocol.portmapper import ServiceEntry
 from broker.protocol.types import DEST_TOPIC
@@ -85,7 +85,8 @@ async def start_jmx(broker: Any) -> JmxConnector | None:
     port = sock.getsockname()[1]
     # The address written into the stubs: what clients connect to.
     host = bind if bind and bind not in ("0.0.0.0", "::") else socket.gethostname()
-    server = JmxServer(Registry(broker_mbeans()), broker, host, port)
+    server = JmxServer(Registry(broker), broker, host, port)
+    attach_tally(broker)
     loop = asyncio.get_running_loop()
     listener = await loop.create_server(lambda: JrmpProtocol(broker, server), sock=sock)
     log.info("JMX connector %s listening on %s:%s", SERVICE, bind or "*", port)

@@ -85,6 +85,23 @@ def _destination_info(dest, delayed: list[int], held: list[int]) -> Any:
     )
 
 
+def listed_destinations(router) -> list:
+    """The destinations imqcmd's ``list dst`` (and JMX's DestinationManager) show."""
+    # The metrics topics are the broker's: OpenMQ lists them neither (a query by name
+    # shows one).
+    return [
+        d for d in queries.destinations(router) if d.name != ADMIN_QUEUE and not is_metrics_topic(d)
+    ]
+
+
+def destination_info_values(router, dest) -> dict[str, object]:
+    """The ``DestinationInfo`` fields of one destination, as GET_DESTINATIONS sends them."""
+    key = (dest.name, not dest.is_queue)
+    delayed = queries.delayed_by_destination(router).get(key, [0, 0])
+    held = queries.held_in_transactions(router).get(key, [0, 0])
+    return dict(_destination_info(dest, delayed, held).values)
+
+
 def admin_defaults(settings, is_topic: bool, dest_type: int) -> dict[str, object]:
     """The attributes an admin-created destination starts from (OpenMQ's
     defaults): unlimited counts and sizes, REJECT_NEWEST, 100 producers, the auto-creation
@@ -170,13 +187,7 @@ def get_destinations(conn: ConnectionEngine, props: dict) -> Result:
     if isinstance(props.get("JMQDestination"), str):
         dests = [lookup(conn, props)]
     else:
-        # The metrics topics are the broker's: OpenMQ lists them neither (a query by
-        # name shows one).
-        dests = [
-            d
-            for d in queries.destinations(router)
-            if d.name != ADMIN_QUEUE and not is_metrics_topic(d)
-        ]
+        dests = listed_destinations(router)
         if any(p in props for p in LIST_PROPS):
             if flag(props.get("JMQHideAdminTemporary"), False):
                 # The portal's pages: the reply queues of admin tools' connections

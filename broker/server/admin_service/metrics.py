@@ -171,6 +171,33 @@ def reset_metrics(broker: Broker) -> None:
         events.counters_reset()
 
 
+def destination_metric_values(router, dest) -> tuple[dict[str, int], int, int]:
+    """A destination's ``DestMetricsCounters`` values (by OpenMQ key), with the messages
+    held in open transactions counted and the disk figures; and (paged-out count, bytes).
+    What imqcmd's ``metrics dst`` and the JMX Destination Monitor MBean read."""
+    is_queue = dest.is_queue
+    values = destination_metrics(dest)
+    n, size = queries.held_in_transactions(router).get((dest.name, not is_queue), (0, 0))
+    if n:  # counted from the send on, as OpenMQ's (see queries.held_in_transactions)
+        for key, add in (
+            ("numMsgsIn", n),
+            ("numMsgs", n),
+            ("msgBytesIn", size),
+            ("totalMsgBytes", size),
+        ):
+            values[key] += add
+        values["peakNumMsgs"] = max(values["peakNumMsgs"], values["numMsgs"])
+        values["peakTotalMsgBytes"] = max(values["peakTotalMsgBytes"], values["totalMsgBytes"])
+    # OpenMQ's disk figures tell what of it is paged out (docs/reference/imqcmd.md):
+    # Disk Used the bytes only on disk, Disk Reserved all its bytes.
+    paged, paged_bytes = queries.paged_out(dest)
+    values["diskUsed"] = paged_bytes
+    values["diskReserved"] = values["totalMsgBytes"]
+    total = values["totalMsgBytes"]
+    values["diskUtilizationRatio"] = paged_bytes * 100 // total if total else 0
+    return values, paged, paged_bytes
+
+
 # --------------------------------------------------------------------------------------
 # The admin commands
 # --------------------------------------------------------------------------------------
@@ -189,25 +216,7 @@ def get_metrics(conn: ClientConnection, props: dict) -> Result:
         if dest is None:
             kind = "queue" if is_queue else "topic"
             raise RouterError(Status.NOT_FOUND, f"{kind} {name} not found")
-        values = destination_metrics(dest)
-        n, size = queries.held_in_transactions(conn.router).get((dest.name, not is_queue), (0, 0))
-        if n:  # counted from the send on, as OpenMQ's (see queries.held_in_transactions)
-            for key, add in (
-                ("numMsgsIn", n),
-                ("numMsgs", n),
-                ("msgBytesIn", size),
-                ("totalMsgBytes", size),
-            ):
-                values[key] += add
-            values["peakNumMsgs"] = max(values["peakNumMsgs"], values["numMsgs"])
-            values["peakTotalMsgBytes"] = max(values["peakTotalMsgBytes"], values["totalMsgBytes"])
-        # OpenMQ's disk figures tell what of it is paged out (docs/reference/imqcmd.md):
-        # Disk Used the bytes only on disk, Disk Reserved all its bytes.
-        paged, paged_bytes = queries.paged_out(dest)
-        values["diskUsed"] = paged_bytes
-        values["diskReserved"] = values["totalMsgBytes"]
-        total = values["totalMsgBytes"]
-        values["diskUtilizationRatio"] = paged_bytes * 100 // total if total else 0
+        values, paged, paged_bytes = destination_metric_values(conn.router, dest)
         body = encode_dest_metrics(values, int(time.time() * 1000))
         # Ours (OpenMQ's tools ignore unknown properties): the count too.
         return {
