@@ -151,7 +151,7 @@ class JmxServer:
             name,
             notif_type,
             lambda seq: jmxser.notification(
-                kind, notif_type, name.canonical, seq, timestamp_ms, message, **fields
+                kind, notif_type, source, seq, timestamp_ms, message, **fields
             ),
         )
         return list(self.waiting)
@@ -418,11 +418,21 @@ class JrmpSession:
         known = kind.signatures(operation) if kind is not None else []
         matching = [s for s in known if (s == sig if sig is not None else len(s) == len(values))]
         run = jmx_operations.OPERATIONS.get(kind.key if kind else "", {}).get(operation)
-        if not matching or run is None or len(values) != len(matching[0]):
+        if not matching or len(values) != len(matching[0]):
+            # The stock MBeans' words for an operation they do not have.
             what = f"{operation}({', '.join(sig or ())})"
-            why = "not supported by this broker" if matching else "no such operation"
             return _wrapped_raise(
-                "ReflectionException", "NoSuchMethodException", f"{what}: {why}", outer=what
+                "RuntimeOperationsException",
+                "IllegalArgumentException",
+                f"Unsupported operation: {what}",
+            )
+        if run is None:
+            what = f"{operation}({', '.join(sig or ())})"
+            return _wrapped_raise(
+                "ReflectionException",
+                "NoSuchMethodException",
+                f"{what}: not supported by this broker yet",
+                outer=what,
             )
         for value, java_type in zip(values, matching[0], strict=True):
             if not _is_type(value, java_type):
@@ -459,13 +469,12 @@ class JrmpSession:
             return _ok(_java_value(value))
         if isinstance(error, OperationError):
             log.warning("JMX %s by %s refused: %s", req.what, req.user, error.message)
-            if error.kind == "MBeanException":
-                return _wrapped_raise("MBeanException", "Exception", error.message)
-            if error.kind in ("IllegalArgumentException", "UnsupportedOperationException"):
-                return _wrapped_raise("RuntimeOperationsException", error.kind, error.message)
+            if error.kind in ("MBeanException", "IllegalArgumentException"):
+                # As OpenMQ's MBeans: the refusal inside an InvocationTargetException.
+                return _mbean_exception(error.message)
             return _raise(error.kind, error.message)
         log.error("JMX %s by %s failed", req.what, req.user, exc_info=error)
-        return _wrapped_raise("MBeanException", "Exception", f"{req.what} failed: {error}")
+        return _mbean_exception(f"{req.what} failed: {error}")
 
     # -- notifications -----------------------------------------------------------
 
@@ -565,6 +574,11 @@ def _wrapped_raise(wrapper: str, kind: str, message: str, outer: str | None = No
     return [Send(encode_return(_uid(), exc, exceptional=True))]
 
 
+def _mbean_exception(message: str) -> list[Effect]:
+    exc = jmxser.wrapped("MBeanException", message, jmxser.invocation_target(message))
+    return [Send(encode_return(_uid(), exc, exceptional=True))]
+
+
 class _Void:
     pass
 
@@ -655,7 +669,7 @@ def _operation_notification(
     """(source, type, kind, fields) of the notification a successful operation sends."""
     keys = dict(target.keys)
     if keys.get("type") == "Service":
-        source = f"{jmx_operations.DOMAIN}:subtype=Monitor,type=ServiceManager"
+        source = f"{jmx_operations.DOMAIN}:type=ServiceManager,subtype=Monitor"
         return source, notif_type, "service", {"name": jmx_operations.unquote(keys.get("name", ""))}
     fields: dict[str, object] = {
         "destName": jmx_operations.unquote(keys.get("name", "")),
@@ -664,5 +678,6 @@ def _operation_notification(
     }
     if notif_type == "mq.destination.pause":
         fields["pauseType"] = str(values[0]).upper() if values and values[0] else "ALL"
-    monitor = target.canonical.replace("subtype=Config", "subtype=Monitor")
+    dest = jmx_operations.unquote(keys.get("name", ""))
+    monitor = jmx_operations.destination_name(dest, keys.get("desttype") == "t", "Monitor")
     return monitor, notif_type, "destination", fields

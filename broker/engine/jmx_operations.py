@@ -96,7 +96,10 @@ def unquote(value: str) -> str:
 
 def destination_name(name: str, is_topic: bool, subtype: str = "Config") -> str:
     kind = "t" if is_topic else "q"
-    return f"{DOMAIN}:desttype={kind},name={jmx_mbeans.quote(name)},subtype={subtype},type=Destination"
+    # In OpenMQ's key order (MQObjectName), which a notification's source keeps.
+    return (
+        f"{DOMAIN}:type=Destination,subtype={subtype},desttype={kind},name={jmx_mbeans.quote(name)}"
+    )
 
 
 def _dest_type(text: object) -> int:
@@ -293,7 +296,7 @@ async def _get_destinations(port: AdminPort, target: ObjectName, args: list[Any]
 
 async def _get_services(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
     subtype = dict(target.keys).get("subtype", "Config")
-    names = [f"{DOMAIN}:name={s},subtype={subtype},type=Service" for s in port.services()]
+    names = [f"{DOMAIN}:type=Service,subtype={subtype},name={s}" for s in jmx_mbeans.SERVICE_NAMES]
     return ("ObjectName[]", names)
 
 

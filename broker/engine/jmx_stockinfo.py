@@ -64,10 +64,7 @@ def kinds() -> dict[str, MBeanKind]:
             v["class"],
             v["description"],
             tuple(tuple(a) for a in v["attributes"]),
-            tuple(
-                (o[0], o[1], o[2], o[3], [tuple(p) for p in o[4]])
-                for o in v["operations"]
-            ),
+            tuple((o[0], o[1], o[2], o[3], [tuple(p) for p in o[4]]) for o in v["operations"]),
             tuple((n[0], n[1], list(n[2])) for n in v["notifications"]),
         )
     return out

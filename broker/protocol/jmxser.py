@@ -151,13 +151,17 @@ _RUNTIME_OPERATIONS = JavaClass(
     (("L", "runtimeException", "Ljava/lang/RuntimeException;"),),
     superclass=_JM_RUNTIME,
 )
+_REFLECTIVE = JavaClass(
+    "java.lang.ReflectiveOperationException", 123456789, (), superclass=_EXCEPTION
+)
 _NO_SUCH_METHOD = JavaClass(
-    "java.lang.NoSuchMethodException",
-    5034388446362600923,
-    (),
-    superclass=JavaClass(
-        "java.lang.ReflectiveOperationException", 123456789, (), superclass=_EXCEPTION
-    ),
+    "java.lang.NoSuchMethodException", 5034388446362600923, (), superclass=_REFLECTIVE
+)
+_INVOCATION_TARGET = JavaClass(
+    "java.lang.reflect.InvocationTargetException",
+    4085088731926701167,
+    (("L", "target", "Ljava/lang/Throwable;"),),
+    superclass=_REFLECTIVE,
 )
 
 EXCEPTIONS = {
@@ -297,6 +301,13 @@ def exception(kind: str, message: str) -> JavaObject:
     null stack trace as an empty one)."""
     values: dict[str, object] = {"cause": SELF, "detailMessage": message}
     return JavaObject(EXCEPTIONS[kind], values)
+
+
+def invocation_target(message: str) -> JavaObject:
+    """What OpenMQ's MBeans throw when the broker refuses an operation (reflection's
+    InvocationTargetException), its target a java.lang.Exception with ``message``."""
+    target = exception("Exception", message)
+    return JavaObject(_INVOCATION_TARGET, {"cause": SELF, "detailMessage": None, "target": target})
 
 
 def wrapped(kind: str, message: str, inner: JavaObject) -> JavaObject:

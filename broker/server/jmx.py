@@ -41,8 +41,10 @@ SERVICE = "jmxrmi"
 # A connection that sends nothing for this long is closed (the JDK's client pools idle
 # connections for 15 s and pings before reusing an older one).
 IDLE_TIMEOUT = 120.0
-DESTINATION_MANAGER = f"{DOMAIN}:subtype=Monitor,type=DestinationManager"
-LOG_MONITOR = f"{DOMAIN}:subtype=Monitor,type=Log"
+# Notification sources as OpenMQ's MQObjectName writes them (a notification's source
+# keeps its key order).
+DESTINATION_MANAGER = f"{DOMAIN}:type=DestinationManager,subtype=Monitor"
+LOG_MONITOR = f"{DOMAIN}:type=Log,subtype=Monitor"
 # Log records become notifications from this level up (OpenMQ's types: INFO, WARNING
 # and ERROR).
 _LOG_TYPES = ((logging.ERROR, "ERROR"), (logging.WARNING, "WARNING"), (logging.INFO, "INFO"))
