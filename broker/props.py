@@ -351,6 +351,12 @@ JMX_CONNECTOR_ACTIVELIST = List("imq.jmx.connector.activelist", "", listed=False
 )
 JMX_HOSTNAME = OptionalText("imq.jmx.hostname")  # unset: imq.hostname, then all interfaces
 JMX_RMI_PORT = Int("imq.jmx.connector.jmxrmi.port", "0", listed=False)
+JMX_SSL_PORT = Int("imq.jmx.connector.ssljmxrmi.port", "0", listed=False)
+# An RMI registry in the broker process, and the service URLs naming it (the stock form
+# service:jmx:rmi://HOST/jndi/rmi://HOST:PORT/BROKERHOST/PORTMAPPERPORT/CONNECTOR).
+JMX_REGISTRY_START = Bool("imq.jmx.rmiregistry.start", "false", listed=False)
+JMX_REGISTRY_USE = Bool("imq.jmx.rmiregistry.use", "false", listed=False)
+JMX_REGISTRY_PORT = Int("imq.jmx.rmiregistry.port", "1099", listed=False)
 # The TLS listener (off by default, as OpenMQ's), with the broker's key material (security/tls.py).
 STOMP_TLS_ENABLED = Bool("imq.bridge.stomp.tls.enabled", "false", listed=False)
 STOMP_TLS_PORT = Int("imq.bridge.stomp.tls.port", "7673", listed=False)
@@ -844,8 +850,9 @@ UNSUPPORTED_FAMILIES = (
     Family(
         "imq.jmx.*",
         IGNORED,
-        "of JMX only imq.jmx.connector.activelist (jmxrmi), imq.jmx.hostname and "
-        "imq.jmx.connector.jmxrmi.port are honoured (docs/reference/jmx.md)",
+        "of JMX only imq.jmx.connector.activelist (jmxrmi, ssljmxrmi), imq.jmx.hostname, "
+        "imq.jmx.connector.<name>.port and imq.jmx.rmiregistry.start/use/port are "
+        "honoured (docs/reference/jmx.md)",
     ),
     Family(
         "imq.bridge.*",

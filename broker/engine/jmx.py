@@ -29,6 +29,7 @@ from broker.protocol.errors import ProtocolError
 from broker.protocol.javaser import JavaObject
 from broker.protocol.jrmp import (
     DGC_OBJNUM,
+    REGISTRY_OBJNUM,
     Call,
     ClientEndpoint,
     DgcAck,
@@ -120,6 +121,9 @@ class JmxServer:
     waiting: dict[JrmpSession, None] = field(default_factory=dict)
     # Whether the stubs name a TLS endpoint (the ssljmxrmi connector).
     tls: bool = False
+    # What an RMI registry served on this server's sessions binds: name -> the server
+    # whose RMIServer stub a lookup of it returns (imq.jmx.rmiregistry.start).
+    bound: dict[str, JmxServer] = field(default_factory=dict)
 
     def stub_bytes(self) -> bytes:
         return jmxser.server_stub_bytes(self.host, self.port, self.server_id, tls=self.tls)
@@ -227,6 +231,8 @@ class JrmpSession:
         srv = self.server
         if call.target == ObjID(DGC_OBJNUM):
             return self._dgc(call)
+        if call.target == ObjID(REGISTRY_OBJNUM) and call.method_hash != -1:
+            return self._registry(call)
         if call.target == srv.server_id:
             if call.name == "getVersion":
                 return _ok(f"1.0 openmq-py {srv.service}")
@@ -542,6 +548,22 @@ class JrmpSession:
         self._pending = None
         self.server.waiting.pop(self, None)
         return _ok(jmxser.notification_result(earliest, nxt, found))
+
+    def _registry(self, call: Call) -> list[Effect]:
+        """The RMI registry's calls: lookup and list; the rest are refused, as a
+        registry refuses them from another host."""
+        bound = self.server.bound
+        if call.name == "list":
+            return _ok(jmxser.string_array(sorted(bound)))
+        if call.name == "lookup":
+            name = call.args[0]
+            if not isinstance(name, str):
+                raise ProtocolError("registry lookup of a non-String name")
+            target = bound.get(name)
+            if target is None:
+                return _raise("NotBoundException", name)
+            return _ok(jmxser.server_stub(target.host, target.port, target.server_id, target.tls))
+        return _raise("AccessException", f"Registry.{call.name} disallowed: the broker's registry")
 
     def _dgc(self, call: Call) -> list[Effect]:
         if call.name == "dirty":

@@ -164,7 +164,16 @@ _INVOCATION_TARGET = JavaClass(
     superclass=_REFLECTIVE,
 )
 
+_NOT_BOUND = JavaClass(
+    "java.rmi.NotBoundException", -1857741824849069317, (), superclass=_EXCEPTION
+)
+_ACCESS = JavaClass(
+    "java.rmi.AccessException", 6314925228044966088, (), superclass=_NO_SUCH_OBJECT.superclass
+)
+
 EXCEPTIONS = {
+    "NotBoundException": _NOT_BOUND,
+    "AccessException": _ACCESS,
     "SecurityException": _SECURITY,
     "IllegalArgumentException": _ILLEGAL_ARGUMENT,
     "InstanceNotFoundException": _INSTANCE_NOT_FOUND,

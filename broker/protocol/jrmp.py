@@ -86,6 +86,18 @@ METHODS: dict[int, tuple[str, str]] = {
     4867822117947806114: ("createMBean", "LLLLL"),
     -6604955182088909937: ("createMBean", "LLLLLL"),
 }
+# The RMI registry (ObjID 0, sun.rmi.registry.RegistryImpl_Stub's interface hash and op
+# numbers): bind(String, Remote), list(), lookup(String), rebind(String, Remote),
+# unbind(String).
+REGISTRY_OBJNUM = 0
+REGISTRY_INTERFACE_HASH = 4905912898345647071
+REGISTRY_METHODS = {
+    0: ("bind", "LL"),
+    1: ("list", ""),
+    2: ("lookup", "L"),
+    3: ("rebind", "LL"),
+    4: ("unbind", "L"),
+}
 # DGC (op numbers of the interface-hash protocol): dirty(ObjID[], long, Lease),
 # clean(ObjID[], long, VMID, boolean).
 DGC_METHODS = {DGC_DIRTY: ("dirty", "LJL"), DGC_CLEAN: ("clean", "LJLZ")}
@@ -232,6 +244,10 @@ def _decode_call(data: bytes) -> tuple[Call, int]:
         method = DGC_METHODS.get(op)
         if method is None:
             raise ProtocolError(f"unknown DGC operation {op}")
+    elif target == ObjID(REGISTRY_OBJNUM) and method_hash == REGISTRY_INTERFACE_HASH:
+        method = REGISTRY_METHODS.get(op)
+        if method is None:
+            raise ProtocolError(f"unknown registry operation {op}")
     else:
         raise ProtocolError(f"operation {op} with interface hash {method_hash} is not served")
     name, kinds = method
@@ -289,6 +305,8 @@ def encode_call(target: ObjID, method_hash: int, args: list[object], op: int = -
     ObjectOutputStream's buffering makes them."""
     if op == -1:
         method = METHODS.get(method_hash)
+    elif method_hash == REGISTRY_INTERFACE_HASH:
+        method = REGISTRY_METHODS.get(op)
     else:
         method = DGC_METHODS.get(op)
     if method is None:

@@ -32,12 +32,14 @@ from broker.protocol.portmapper import ServiceEntry
 from broker.protocol.types import DEST_TOPIC
 from broker.security.digest import constant_time_equals, md5str
 from broker.security.shipped import refused_off_loopback
-from broker.security.tlsaccept import listening_socket
+from broker.security.tlsaccept import listening_socket, serve
 from broker.server.jmx_admin import JmxAdminPort
 
 log = logging.getLogger(__name__)
 
 SERVICE = "jmxrmi"
+SSL_SERVICE = "ssljmxrmi"
+CONNECTORS = (SERVICE, SSL_SERVICE)
 # A connection that sends nothing for this long is closed (the JDK's client pools idle
 # connections for 15 s and pings before reusing an older one).
 IDLE_TIMEOUT = 120.0
@@ -51,52 +53,111 @@ _LOG_TYPES = ((logging.ERROR, "ERROR"), (logging.WARNING, "WARNING"), (logging.I
 
 
 class JmxConnector:
-    """The jmxrmi connector of one broker: its listener and shared server state."""
+    """The JMX connectors of one broker (jmxrmi, ssljmxrmi): one listener and exported
+    RMIServer each, the MBeans shared."""
 
-    def __init__(self, broker: Any, server: JmxServer, listener: asyncio.AbstractServer) -> None:
+    def __init__(self, broker: Any) -> None:
         self.broker = broker
-        self.server = server
-        self.listener = listener
+        # Connector name -> (its exported objects and sessions, its listener).
+        self.servers: dict[str, tuple[JmxServer, asyncio.AbstractServer]] = {}
         self.log_handler: JmxLogHandler | None = None
+        # With the RMI registry (imq.jmx.rmiregistry.start): its listener and the
+        # connectors' registry URLs.
+        self.registry: asyncio.AbstractServer | None = None
+        self.urls: dict[str, str] = {}
+
+    def url(self, name: str = SERVICE) -> str:
+        if name in self.urls:
+            return self.urls[name]
+        server = self.servers[name][0]
+        stub = base64.b64encode(server.stub_bytes()).decode("ascii")
+        return f"service:jmx:rmi://{server.host}/stub/{stub}"
+
+    def portmapper_entries(self) -> list[ServiceEntry]:
+        return [ServiceEntry(n, "rmi", "JMX", 0, {"url": self.url(n)}) for n in self.servers]
 
     @property
-    def url(self) -> str:
-        stub = base64.b64encode(self.server.stub_bytes()).decode("ascii")
-        return f"service:jmx:rmi://{self.server.host}/stub/{stub}"
-
-    def portmapper_entry(self) -> ServiceEntry:
-        return ServiceEntry(SERVICE, "rmi", "JMX", 0, {"url": self.url})
+    def listeners(self) -> list[asyncio.AbstractServer]:
+        extra = [self.registry] if self.registry is not None else []
+        return [listener for _s, listener in self.servers.values()] + extra
 
     def close(self) -> None:
-        self.listener.close()
+        """Stop listening (sessions carry on until the broker closes them)."""
+        for listener in self.listeners:
+            listener.close()
         if self.log_handler is not None:
             logging.getLogger().removeHandler(self.log_handler)
+            self.log_handler = None
 
 
 async def start_jmx(broker: Any) -> JmxConnector | None:
-    """Start the jmxrmi connector when imq.jmx.connector.activelist lists it."""
+    """Start the connectors imq.jmx.connector.activelist lists (jmxrmi, ssljmxrmi)."""
     c = broker.config
     active = [n for n in c.get(props.JMX_CONNECTOR_ACTIVELIST) if n]
     for name in active:
-        if name != SERVICE:
-            log.warning("JMX connector %s is not available yet, not started", name)
-    if SERVICE not in active:
+        if name not in CONNECTORS:
+            log.warning("JMX connector %s is not available, not started", name)
+    names = [n for n in CONNECTORS if n in active]
+    if not names:
         return None
     bind = c.get(props.JMX_HOSTNAME) or c.get(props.HOSTNAME) or None
-    sock = listening_socket(bind, c.get(props.JMX_RMI_PORT), 50)
-    port = sock.getsockname()[1]
     # The address written into the stubs: what clients connect to.
     host = bind if bind and bind not in ("0.0.0.0", "::") else socket.gethostname()
-    server = JmxServer(Registry(broker), broker, host, port)
+    registry = Registry(broker)
     attach_tally(broker)
     loop = asyncio.get_running_loop()
-    listener = await loop.create_server(lambda: JrmpProtocol(broker, server), sock=sock)
-    log.info("JMX connector %s listening on %s:%s", SERVICE, bind or "*", port)
-    connector = JmxConnector(broker, server, listener)
-    broker.router.listeners.append(lambda kind, data: _router_event(server, kind, data))
-    connector.log_handler = JmxLogHandler(server, loop)
+    connector = JmxConnector(broker)
+    for name in names:
+        context = None
+        if name == SSL_SERVICE:
+            from broker.security.tls import server_context
+
+            context = server_context(c)  # ConfigError without key material: start fails
+        port_prop = props.JMX_SSL_PORT if name == SSL_SERVICE else props.JMX_RMI_PORT
+        sock = listening_socket(bind, c.get(port_prop), 50)
+        port = sock.getsockname()[1]
+        server = JmxServer(registry, broker, host, port, service=name, tls=context is not None)
+
+        def factory(server: JmxServer = server) -> asyncio.Protocol:
+            return JrmpProtocol(broker, server)
+
+        listener = await serve(factory, sock, context, name)
+        connector.servers[name] = (server, listener)
+        log.info("JMX connector %s listening on %s:%s", name, bind or "*", port)
+    if c.get(props.JMX_REGISTRY_START):
+        await _start_registry(broker, connector, bind)
+    elif c.get(props.JMX_REGISTRY_USE):
+        log.warning(
+            "imq.jmx.rmiregistry.use without imq.jmx.rmiregistry.start: binding in an outside "
+            "RMI registry is not supported; the service URLs carry the stubs"
+        )
+    servers = [s for s, _l in connector.servers.values()]
+    broker.router.listeners.append(
+        lambda kind, data: [_router_event(s, kind, data) for s in servers]
+    )
+    connector.log_handler = JmxLogHandler(servers, loop)
     logging.getLogger().addHandler(connector.log_handler)
     return connector
+
+
+async def _start_registry(broker: Any, connector: JmxConnector, bind: str | None) -> None:
+    """An RMI registry on imq.jmx.rmiregistry.port binding each connector's RMIServer
+    as BROKERHOST/PORTMAPPERPORT/CONNECTOR (the stock broker's names)."""
+    c = broker.config
+    port = c.get(props.JMX_REGISTRY_PORT)
+    sock = listening_socket(bind, port, 50)
+    reg_host = c.get(props.JMX_HOSTNAME) or c.get(props.HOSTNAME) or "localhost"
+    first = next(iter(connector.servers.values()))[0]
+    registry = JmxServer(first.registry, broker, first.host, sock.getsockname()[1])
+    for name, (server, _listener) in connector.servers.items():
+        path = f"{reg_host}/{c.get(props.PORTMAPPER_PORT)}/{name}"
+        registry.bound[path] = server
+        connector.urls[name] = (
+            f"service:jmx:rmi://{server.host}/jndi/rmi://{reg_host}:{port}/{path}"
+        )
+    listener = await serve(lambda: JrmpProtocol(broker, registry), sock, None, "rmiregistry")
+    connector.registry = listener
+    log.info("RMI registry for JMX listening on %s:%s", bind or "*", port)
 
 
 # -- notifications -------------------------------------------------------------------
@@ -143,14 +204,15 @@ def publish_operation(server: JmxServer, note: tuple[str, str, str, dict[str, ob
 class JmxLogHandler(logging.Handler):
     """The broker's log records (INFO and up) as Log Monitor notifications."""
 
-    def __init__(self, server: JmxServer, loop: asyncio.AbstractEventLoop) -> None:
+    def __init__(self, servers: list[JmxServer], loop: asyncio.AbstractEventLoop) -> None:
         super().__init__(logging.INFO)
-        self.server = server
+        self.servers = servers
         self.loop = loop
         self._source = ObjectName.parse(LOG_MONITOR)
 
     def emit(self, record: logging.LogRecord) -> None:
-        if not self.server.listened(self._source):
+        listening = [s for s in self.servers if s.listened(self._source)]
+        if not listening:
             return
         level = next((name for lvl, name in _LOG_TYPES if record.levelno >= lvl), "INFO")
         try:
@@ -158,11 +220,12 @@ class JmxLogHandler(logging.Handler):
         except Exception:  # a bad format string: the record's own text
             text = str(record.msg)
         try:
-            self.loop.call_soon_threadsafe(
-                lambda: publish(
-                    self.server, LOG_MONITOR, f"mq.log.level.{level}", "log", text, level=level
+            for server in listening:
+                self.loop.call_soon_threadsafe(
+                    lambda s=server: publish(
+                        s, LOG_MONITOR, f"mq.log.level.{level}", "log", text, level=level
+                    )
                 )
-            )
         except RuntimeError:  # the loop is closed: the broker is stopping
             pass
 
