@@ -344,10 +344,10 @@ BRIDGE_ACTIVELIST = List("imq.bridge.activelist", "", listed=False)
 STOMP_TCP_ENABLED = Bool("imq.bridge.stomp.tcp.enabled", "true", listed=False)
 STOMP_TCP_PORT = Int("imq.bridge.stomp.tcp.port", "7672", listed=False)
 # JMX over RMI (docs/reference/jmx.md): the stock names.  Off unless jmxrmi is listed (the
-# stock broker lists it by default): only the Broker MBeans are served so far.
+# stock broker lists it by default): not every stock operation is served yet.
 JMX_CONNECTOR_ACTIVELIST = List("imq.jmx.connector.activelist", "", listed=False).differs(
-    "empty by default (the stock default is jmxrmi): list jmxrmi to start the JMX RMI "
-    "connector, which serves the Broker MBeans only so far (docs/reference/jmx.md)"
+    "empty by default (the stock default is jmxrmi): list jmxrmi (and ssljmxrmi) to start "
+    "the JMX RMI connectors; docs/reference/jmx.md lists what is served"
 )
 JMX_HOSTNAME = OptionalText("imq.jmx.hostname")  # unset: imq.hostname, then all interfaces
 JMX_RMI_PORT = Int("imq.jmx.connector.jmxrmi.port", "0", listed=False)
