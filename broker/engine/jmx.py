@@ -405,6 +405,12 @@ class JrmpSession:
             what = f"set {', '.join(a for a, _, _ in accepted)} of {target.canonical}"
             return [Run(set_many, what, client.user)]
         if name == "invoke":
+            read = getattr(mbean.kind, "operations", {}).get(args[1])
+            if read is not None and (args[1], kind and kind.key) not in _OWN:
+                # A read-only operation of the catalogue (jmx_mbeans.MBeanKind.operations):
+                # a function of (broker, the MBean's key, arguments), like a getter.
+                params = jmxser.read_list(jmxser.read_marshalled(args[2]))
+                return _ok(_java_value(read(srv.broker, mbean.key, params)))
             return self._invoke(client, target, kind, args[1], args[2], args[3])
         return _raise("UnmarshalException", f"{name} is not supported by this broker yet")
 
@@ -599,6 +605,11 @@ def _wrapped_raise(wrapper: str, kind: str, message: str, outer: str | None = No
 def _mbean_exception(message: str) -> list[Effect]:
     exc = jmxser.wrapped("MBeanException", message, jmxser.invocation_target(message))
     return [Send(encode_return(_uid(), exc, exceptional=True))]
+
+
+# Operations this module runs (jmx_operations.OPERATIONS), which the catalogue's
+# read-only ones do not shadow.
+_OWN = {(op, k) for k, ops in jmx_operations.OPERATIONS.items() for op in ops}
 
 
 class _Void:

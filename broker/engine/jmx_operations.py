@@ -8,6 +8,11 @@ broker's (jmx_info.json); a kind or operation missing here is answered with
 ReflectionException(NoSuchMethodException), as an MBean without that method would.
 Functions are coroutines: the engine hands them to the driver and answers the call
 with what they return (None for void) or raise (:class:`OperationError`).
+
+Operations that only read the broker's state (the managers' ``getConsumerInfo`` & co.)
+may instead sit in the catalogue, ``jmx_mbeans.MBeanKind.operations``: name ->
+function of (broker, the MBean's key, arguments), called in place like a getter; an
+operation named here wins.
 """
 
 from __future__ import annotations
