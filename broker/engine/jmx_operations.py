@@ -21,7 +21,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any, Protocol
 
 from broker import props as imq
-from broker.admin.client import PAUSE_ALL, PAUSE_CONSUMERS, PAUSE_PRODUCERS, destination_request
 from broker.engine import jmx_mbeans
 from broker.engine.jmx_names import ObjectName
 from broker.protocol.admin_info import (
@@ -46,9 +45,10 @@ from broker.protocol.admin_types import (
     UPDATE_DESTINATION,
     UPDATE_SERVICE,
 )
+from broker.protocol.dest_attributes import destination_request
 from broker.protocol.javaser import encode_properties_object
 from broker.protocol.jtypes import JInt
-from broker.protocol.types import DEST_QUEUE, DEST_TOPIC
+from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, DestState
 
 DOMAIN = jmx_mbeans.DOMAIN
 
@@ -305,7 +305,11 @@ async def _get_services(port: AdminPort, target: ObjectName, args: list[Any]) ->
     return ("ObjectName[]", names)
 
 
-_PAUSE_TYPES = {"ALL": PAUSE_ALL, "CONSUMERS": PAUSE_CONSUMERS, "PRODUCERS": PAUSE_PRODUCERS}
+_PAUSE_TYPES = {
+    "ALL": DestState.PAUSED.value,
+    "CONSUMERS": DestState.CONSUMERS_PAUSED.value,
+    "PRODUCERS": DestState.PRODUCERS_PAUSED.value,
+}
 
 
 def _pause_type(args: list[Any]) -> int:
