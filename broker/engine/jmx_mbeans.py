@@ -20,6 +20,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from broker import props
+from broker.core import queries
+from broker.core.admin_views import (
+    broker_counters,
+    destination_info_values,
+    destination_metric_values,
+    listed_by_admin,
+    service_threads,
+)
 from broker.engine.jmx_names import ObjectName
 from broker.protocol import jmxser
 from broker.protocol.jtypes import JInt, JLong
@@ -105,14 +113,10 @@ def _services(b: Any) -> list[Any]:
 
 
 def _counters(b: Any, services: list[Any] | None = None) -> dict[str, int]:
-    from broker.server.admin_service.metrics import broker_counters
-
     return broker_counters(b, _services(b) if services is None else services)
 
 
 def _consumers(b: Any) -> int:
-    from broker.core import queries
-
     return sum(queries.consumer_count(c.all_sessions()) for c in b.connections.values())
 
 
@@ -144,14 +148,10 @@ def _dest_name(p: Any) -> str:
 
 
 def _destinations(b: Any) -> list[Any]:
-    from broker.server.admin_service.destinations import listed_destinations
-
-    return listed_destinations(b.router)
+    return listed_by_admin(b.router)
 
 
 def _transactions(b: Any) -> int:
-    from broker.core import queries
-
     return len(queries.transactions(b.router))
 
 
@@ -190,7 +190,7 @@ def _local_address(b: Any) -> str:
 
 
 def _local_info(b: Any, monitor: bool) -> object:
-    items: list[tuple[str, str, str, object]] = [
+    items: list[jmxser.Item] = [
         ("Address", "Address", STRING, _local_address(b)),
         ("ID", "ID", STRING, _broker_id(b)),
     ]
@@ -209,7 +209,7 @@ def _master_info(b: Any, monitor: bool) -> object:
     master = b.config.get(props.CLUSTER_MASTERBROKER)
     if not master:
         return None
-    items: list[tuple[str, str, str, object]] = [
+    items: list[jmxser.Item] = [
         ("Address", "Address", STRING, master),
         ("ID", "ID", STRING, None),
     ]
@@ -337,8 +337,6 @@ DESTINATION_MANAGER_MONITOR = MBeanKind(
 
 
 def _threads(b: Any, which: str) -> int:
-    from broker.server.admin_service.metrics import _threads as service_threads
-
     total = 0
     for s in _services(b):
         low, high = service_threads(b, s)
@@ -553,8 +551,6 @@ def _service_count(b: Any, name: str, what: str) -> int:
         return 0
     if what == "connections":
         return len(s.connections)
-    from broker.core import queries
-
     if what == "consumers":
         return sum(queries.consumer_count(c.all_sessions()) for c in s.connections)
     ids = {c.id for c in s.connections}
@@ -623,14 +619,10 @@ _LIMIT_BEHAVIORS = ("FLOW_CONTROL", "REMOVE_OLDEST", "REJECT_NEWEST", "REMOVE_LO
 
 
 def _info(b: Any, d: Any) -> dict[str, Any]:
-    from broker.server.admin_service.destinations import destination_info_values
-
     return destination_info_values(b.router, d)
 
 
 def _metrics(b: Any, d: Any) -> dict[str, int]:
-    from broker.server.admin_service.metrics import destination_metric_values
-
     return destination_metric_values(b.router, d)[0]
 
 
@@ -762,14 +754,10 @@ def _peer(b: Any, cid: int) -> tuple[str, int]:
 
 
 def _conn_producers(b: Any, cid: int) -> int:
-    from broker.core import queries
-
     return queries.producers_per_connection(b.router).get(cid, 0)
 
 
 def _conn_consumers(b: Any, cid: int) -> int:
-    from broker.core import queries
-
     return queries.consumer_count(_conn(b, cid).all_sessions())
 
 

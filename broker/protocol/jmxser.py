@@ -11,7 +11,7 @@ shape raises ProtocolError.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from broker.protocol.errors import ProtocolError
 from broker.protocol.javaser import (
@@ -47,6 +47,9 @@ _ATTRIBUTE_LIST = JavaClass(
 )
 _HASH_SET = JavaClass("java.util.HashSet", -5024744406713321676, (), flags=_WM)
 _STRING_ARRAY = JavaClass("[Ljava.lang.String;", -5921575005990323385, ())
+_COMPOSITE_ARRAY = JavaClass(
+    "[Ljavax.management.openmbean.CompositeData;", -1529710412985667102, ()
+)
 
 _REMOTE_OBJECT = JavaClass("java.rmi.server.RemoteObject", -3215090123894869218, (), flags=_WM)
 _REMOTE_STUB = JavaClass(
@@ -239,6 +242,16 @@ _TREE_MAP = JavaClass(
     (("L", "comparator", "Ljava/util/Comparator;"),),
     flags=_WM,
 )
+_ARRAY_TYPE = JavaClass(
+    "javax.management.openmbean.ArrayType",
+    720504429830309770,
+    (
+        ("I", "dimension", None),
+        ("L", "elementType", "Ljavax/management/openmbean/OpenType;"),
+        ("Z", "primitiveArray", None),
+    ),
+    superclass=_OPEN_TYPE,
+)
 _COMPOSITE_TYPE = JavaClass(
     "javax.management.openmbean.CompositeType",
     -5366242454346948798,
@@ -280,11 +293,31 @@ def simple_type(java_class: str) -> JavaObject:
     )
 
 
-def composite(
-    type_name: str, description: str, items: list[tuple[str, str, str, object]]
-) -> JavaObject:
-    """A CompositeDataSupport of ``items``: (name, description, Java class of a
-    SimpleType, value) each."""
+def string_array_type() -> JavaObject:
+    """``new ArrayType(1, SimpleType.STRING)`` (a String[] item of a CompositeData)."""
+    name = "[Ljava.lang.String;"
+    return JavaObject(
+        _ARRAY_TYPE,
+        {
+            "className": name,
+            "description": "1-dimension array of java.lang.String",
+            "typeName": name,
+            "dimension": 1,
+            "elementType": simple_type("java.lang.String"),
+            "primitiveArray": False,
+        },
+    )
+
+
+# One CompositeData item: name, description, open type (a SimpleType's class name or an
+# open type object), value.
+Item = tuple[str, str, "str | JavaObject", object]
+
+
+def composite(type_name: str, description: str, items: Sequence[Item]) -> JavaObject:
+    """A CompositeDataSupport of ``items``: (name, description, open type, value) each;
+    the open type is a SimpleType's Java class name or an open type object
+    (:func:`string_array_type`)."""
     ctype = JavaObject(
         _COMPOSITE_TYPE,
         {
@@ -292,13 +325,20 @@ def composite(
             "description": description,
             "typeName": type_name,
             "nameToDescription": _tree_map({n: d for n, d, _t, _v in items}),
-            "nameToType": _tree_map({n: simple_type(t) for n, _d, t, _v in items}),
+            "nameToType": _tree_map(
+                {n: t if isinstance(t, JavaObject) else simple_type(t) for n, _d, t, _v in items}
+            ),
         },
     )
     return JavaObject(
         _COMPOSITE_DATA,
         {"compositeType": ctype, "contents": _tree_map({n: v for n, _d, _t, v in items})},
     )
+
+
+def composite_array(items: list[JavaObject]) -> JavaArray:
+    """A ``CompositeData[]`` (what getConsumerInfo & co return)."""
+    return JavaArray(_COMPOSITE_ARRAY, items)
 
 
 def string_array(items: Iterable[str]) -> JavaArray:
