@@ -491,7 +491,7 @@ class Broker:
             entries.append(cluster_entry(self.cluster))
         entries.append(ServiceEntry("cluster_discovery", "tcp", "CLUSTER_DISCOVERY", 0))
         if self.jmx is not None:
-            entries.append(self.jmx.portmapper_entry())
+            entries += self.jmx.portmapper_entries()
         return PortMapperTable(self.config.instance, str(CURRENT_PACKET_VERSION), entries)
 
     async def run_until_stopped(self) -> None:
@@ -648,7 +648,8 @@ class Broker:
         if self.portmapper_server:
             servers.append(self.portmapper_server)
         if self.jmx is not None:
-            servers.append(self.jmx.listener)
+            servers += self.jmx.listeners
+            self.jmx.close()
         for s in servers:
             s.close()
         for conn in list(self.connections.values()):
