@@ -1,9 +1,10 @@
 """STOMP throughput (issue 38): stomp.py as the client of every broker, in one sitting.
 
 Brokers: ours (the STOMP listener), the stock OpenMQ 6.9 broker's STOMP bridge
-(third_party/openmq/realbroker), and ActiveMQ's STOMP connector when Debian's ``activemq``
-is installed (bench/jms.py's private instance with a stomp:// connector); all on
-127.0.0.1. Every connection speaks STOMP 1.0, the one version the stock bridge knows.
+(third_party/openmq/realbroker), ActiveMQ's STOMP connector when Debian's ``activemq``
+is installed (bench/jms.py's private instance with a stomp:// connector), and RabbitMQ's
+STOMP plugin when Debian's ``rabbitmq-server`` is (a private node, see start_rabbitmq);
+all on 127.0.0.1. Every connection speaks STOMP 1.0, the one version the stock bridge knows.
 
 Workloads, 1 KB bodies:
 
@@ -14,13 +15,23 @@ Workloads, 1 KB bodies:
 
     .venv/bin/python bench/stomp.py                  # all brokers
     .venv/bin/python bench/stomp.py --brokers ours --scale 0.2
+    .venv/bin/python bench/stomp.py --idle 10000     # our RSS with 10,000 idle connections
+
+``--idle N`` instead opens N STOMP 1.2 connections to our broker (CONNECT with login,
+``heart-beat:0,0``, CONNECTED awaited; raw asyncio sockets, not stomp.py, whose reader
+thread per connection would not scale), leaves them idle and prints the broker's resident
+memory (VmRSS) before and after.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import os
+import resource
 import shutil
+import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -44,6 +55,10 @@ from broker.launcher import free_port, missing_stock_broker, start_broker  # noq
 from tests.stompkit import stock_stomp_broker  # noqa: E402
 
 BODY = "x" * 1024
+# A non-persistent SEND's headers.  RabbitMQ's plugin sends transient messages unless told
+# otherwise, and its SEND with ``persistent:false`` to a /queue/ another connection
+# subscribed to is refused (RESOURCE_LOCKED, connection closed): for it, none.
+NON_PERSISTENT = {"persistent": "false"}
 AMQ_STOMP_CONFIG = """<beans xmlns="http://www.springframework.org/schema/beans"
   xmlns:xsi="http://www.w3.org/2001/XMLSchema-instance"
   xsi:schemaLocation="http://www.springframework.org/schema/beans
@@ -109,7 +124,7 @@ def flow(port: int, n: int, dest: str, subscribers: int, ack: str) -> float:
     prod, plst = connect(port)
     start = time.perf_counter()
     for _ in range(n):
-        prod.send(dest, BODY, headers={"persistent": "false"})
+        prod.send(dest, BODY, headers=dict(NON_PERSISTENT))
     for _, lst in subs:
         if not lst.done.wait(600):
             raise RuntimeError(f"{dest}: {lst.got} of {n} arrived")
@@ -165,6 +180,67 @@ def workloads(scale: float) -> list[tuple[str, Callable[[int], float]]]:
     ]
 
 
+RABBIT_BIN = Path("/usr/lib/rabbitmq/bin")
+
+
+def rabbitmq_installed() -> bool:
+    return (RABBIT_BIN / "rabbitmq-server").is_file()
+
+
+def rabbitmq_env(tmp: Path, amqp: int, stomp_port: int) -> dict[str, str]:
+    """A private RabbitMQ node on 127.0.0.1 only (AMQP, STOMP, epmd and the Erlang
+    distribution port), its files in ``tmp``; the stomp plugin its one plugin."""
+    tmp.mkdir(parents=True, exist_ok=True)
+    (tmp / "enabled_plugins").write_text("[rabbitmq_stomp].\n")
+    (tmp / "rabbitmq.conf").write_text(
+        f"listeners.tcp.default = 127.0.0.1:{amqp}\n"
+        f"stomp.listeners.tcp.1 = 127.0.0.1:{stomp_port}\n"
+        "loopback_users.guest = true\n"
+    )
+    return {
+        **os.environ,
+        "HOME": str(tmp),
+        "RABBITMQ_NODENAME": f"benchstomp{stomp_port}@localhost",
+        "RABBITMQ_NODE_IP_ADDRESS": "127.0.0.1",
+        "ERL_EPMD_ADDRESS": "127.0.0.1",
+        "RABBITMQ_DIST_PORT": str(free_port()),
+        "RABBITMQ_CONFIG_FILE": str(tmp / "rabbitmq.conf"),
+        "RABBITMQ_ENABLED_PLUGINS_FILE": str(tmp / "enabled_plugins"),
+        "RABBITMQ_MNESIA_BASE": str(tmp / "mnesia"),
+        "RABBITMQ_LOG_BASE": str(tmp / "log"),
+        "RABBITMQ_SERVER_ADDITIONAL_ERL_ARGS": "-kernel inet_dist_use_interface {127,0,0,1}",
+    }
+
+
+def start_rabbitmq(tmp: Path) -> tuple[int, dict[str, str], subprocess.Popen]:
+    """Debian's rabbitmq-server with its STOMP plugin, waited for (a loaded machine
+    takes minutes to boot Erlang and the plugin)."""
+    port = free_port()
+    env = rabbitmq_env(tmp, free_port(), port)
+    log = (tmp / "server.txt").open("wb")
+    proc = subprocess.Popen(
+        [str(RABBIT_BIN / "rabbitmq-server")], env=env, stdout=log, stderr=subprocess.STDOUT
+    )
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"rabbitmq-server exited: {(tmp / 'server.txt').read_text()}")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                return port, env, proc
+        except OSError:
+            time.sleep(1)
+    stop_rabbitmq(env, proc)
+    raise RuntimeError("rabbitmq-server's STOMP listener did not come up in 600 s")
+
+
+def stop_rabbitmq(env: dict[str, str], proc: subprocess.Popen) -> None:
+    subprocess.run(
+        [str(RABBIT_BIN / "rabbitmqctl"), "stop"], env=env, capture_output=True, timeout=120
+    )
+    stop_proc(proc)
+
+
 def activemq_installed() -> bool:
     return (AMQ_HOME / "bin" / "activemq.jar").is_file() and Path(
         "/usr/share/java/activemq-stomp.jar"
@@ -189,6 +265,14 @@ def run_one(name: str, tmp: Path, scale: float) -> list[float]:
     if name == "stock":
         with stock_stomp_broker() as (_, port):
             return [fn(port) for _, fn in workloads(scale)]
+    if name == "rabbitmq":
+        port, env, rproc = start_rabbitmq(tmp / "rabbitmq")
+        NON_PERSISTENT.clear()
+        try:
+            return [fn(port) for _, fn in workloads(scale)]
+        finally:
+            NON_PERSISTENT["persistent"] = "false"
+            stop_rabbitmq(env, rproc)
     port, proc = start_activemq(tmp / "activemq", AMQ_STOMP_CONFIG)
     try:
         return [fn(port) for _, fn in workloads(scale)]
@@ -196,11 +280,92 @@ def run_one(name: str, tmp: Path, scale: float) -> list[float]:
         stop_proc(proc)
 
 
+def rss_mb(pid: int) -> float:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) / 1024
+    return float("nan")
+
+
+CONNECT_FRAME = (
+    b"CONNECT\naccept-version:1.2\nhost:localhost\nlogin:guest\npasscode:guest\n"
+    b"heart-beat:0,0\n\n\x00"
+)
+
+
+async def open_idle(port: int, count: int, parallel: int = 200) -> tuple[list, list]:
+    """``count`` connected STOMP connections (their writers) and the errors."""
+    keep: list = []
+    sem = asyncio.Semaphore(parallel)
+
+    async def one() -> None:
+        async with sem:
+            reader, writer = await asyncio.open_connection("127.0.0.1", port)
+            writer.write(CONNECT_FRAME)
+            got = b""
+            while b"\x00" not in got:
+                data = await reader.read(4096)
+                if not data:
+                    raise ConnectionError(f"closed after {got!r}")
+                got += data
+            if not got.startswith(b"CONNECTED"):
+                raise ConnectionError(got.decode(errors="replace"))
+            keep.append(writer)
+
+    results = await asyncio.gather(*(one() for _ in range(count)), return_exceptions=True)
+    return keep, [r for r in results if isinstance(r, BaseException)]
+
+
+def idle(count: int) -> None:
+    """Our broker's RSS with ``count`` idle STOMP connections."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))  # the broker inherits it
+    tmp = Path(tempfile.mkdtemp(prefix="bench-stomp-idle-"))
+    port = free_port()
+    b = start_broker(
+        tmp,
+        "imq.bridge.enabled=true",
+        "imq.bridge.activelist=stomp",
+        f"imq.bridge.stomp.tcp.port={port}",
+        "imq.log.level=WARNING",
+        tty=False,
+    )
+    try:
+        pid = b.proc.pid
+
+        async def run() -> None:
+            base = rss_mb(pid)
+            t0 = time.perf_counter()
+            keep, errors = await open_idle(port, count)
+            elapsed = time.perf_counter() - t0
+            await asyncio.sleep(2)
+            rss = rss_mb(pid)
+            print(
+                f"{len(keep)} idle STOMP connections ({len(errors)} failed) in {elapsed:.1f} s; "
+                f"broker RSS {rss:.0f} MB (was {base:.0f} MB before: "
+                f"{(rss - base) * 1024 / max(len(keep), 1):.1f} KB per connection); "
+                f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}"
+            )
+            if errors:
+                print("first error:", repr(errors[0]))
+            for w in keep:
+                w.close()
+
+        asyncio.run(run())
+    finally:
+        b.stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--brokers", default="ours,stock,activemq")
+    ap.add_argument("--brokers", default="ours,stock,activemq,rabbitmq")
     ap.add_argument("--scale", type=float, default=1.0, help="message counts times this")
+    ap.add_argument("--idle", type=int, default=0, help="only: RSS with this many idle conns")
     args = ap.parse_args()
+    if args.idle:
+        idle(args.idle)
+        return
     names = [n for n in args.brokers.split(",") if n]
     if "stock" in names and missing_stock_broker():
         print("stock broker missing:", missing_stock_broker(), file=sys.stderr)
@@ -208,6 +373,9 @@ def main() -> None:
     if "activemq" in names and not activemq_installed():
         print("ActiveMQ (Debian's activemq) not installed: left out", file=sys.stderr)
         names.remove("activemq")
+    if "rabbitmq" in names and not rabbitmq_installed():
+        print("RabbitMQ (Debian's rabbitmq-server) not installed: left out", file=sys.stderr)
+        names.remove("rabbitmq")
     print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     tmp = Path(tempfile.mkdtemp(prefix="bench-stomp-"))
     results: dict[str, list[float]] = {}

@@ -344,13 +344,19 @@ BRIDGE_ACTIVELIST = List("imq.bridge.activelist", "", listed=False)
 STOMP_TCP_ENABLED = Bool("imq.bridge.stomp.tcp.enabled", "true", listed=False)
 STOMP_TCP_PORT = Int("imq.bridge.stomp.tcp.port", "7672", listed=False)
 # JMX over RMI (docs/reference/jmx.md): the stock names.  Off unless jmxrmi is listed (the
-# stock broker lists it by default): only the Broker MBeans are served so far.
+# stock broker lists it by default): not every stock operation is served yet.
 JMX_CONNECTOR_ACTIVELIST = List("imq.jmx.connector.activelist", "", listed=False).differs(
-    "empty by default (the stock default is jmxrmi): list jmxrmi to start the JMX RMI "
-    "connector, which serves the Broker MBeans only so far (docs/reference/jmx.md)"
+    "empty by default (the stock default is jmxrmi): list jmxrmi (and ssljmxrmi) to start "
+    "the JMX RMI connectors; docs/reference/jmx.md lists what is served"
 )
 JMX_HOSTNAME = OptionalText("imq.jmx.hostname")  # unset: imq.hostname, then all interfaces
 JMX_RMI_PORT = Int("imq.jmx.connector.jmxrmi.port", "0", listed=False)
+JMX_SSL_PORT = Int("imq.jmx.connector.ssljmxrmi.port", "0", listed=False)
+# An RMI registry in the broker process, and the service URLs naming it (the stock form
+# service:jmx:rmi://HOST/jndi/rmi://HOST:PORT/BROKERHOST/PORTMAPPERPORT/CONNECTOR).
+JMX_REGISTRY_START = Bool("imq.jmx.rmiregistry.start", "false", listed=False)
+JMX_REGISTRY_USE = Bool("imq.jmx.rmiregistry.use", "false", listed=False)
+JMX_REGISTRY_PORT = Int("imq.jmx.rmiregistry.port", "1099", listed=False)
 # The TLS listener (off by default, as OpenMQ's), with the broker's key material (security/tls.py).
 STOMP_TLS_ENABLED = Bool("imq.bridge.stomp.tls.enabled", "false", listed=False)
 STOMP_TLS_PORT = Int("imq.bridge.stomp.tls.port", "7673", listed=False)
@@ -844,8 +850,9 @@ UNSUPPORTED_FAMILIES = (
     Family(
         "imq.jmx.*",
         IGNORED,
-        "of JMX only imq.jmx.connector.activelist (jmxrmi), imq.jmx.hostname and "
-        "imq.jmx.connector.jmxrmi.port are honoured (docs/reference/jmx.md)",
+        "of JMX only imq.jmx.connector.activelist (jmxrmi, ssljmxrmi), imq.jmx.hostname, "
+        "imq.jmx.connector.<name>.port and imq.jmx.rmiregistry.start/use/port are "
+        "honoured (docs/reference/jmx.md)",
     ),
     Family(
         "imq.bridge.*",

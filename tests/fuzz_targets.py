@@ -1203,17 +1203,18 @@ class JmxRmiTarget(Target):
     _srv = None
 
     def _server(self):  # type: ignore[no-untyped-def]
-        from types import SimpleNamespace
+        import tempfile
+        from pathlib import Path
 
-        from broker.config import BrokerConfig
         from broker.engine.jmx import JmxServer
-        from broker.engine.jmx_mbeans import Registry, broker_mbeans
+        from broker.engine.jmx_mbeans import Registry
         from broker.protocol.jrmp import ObjID
+        from tests.test_jmx_rmi import in_process_broker
 
         if self._srv is None:
-            broker = SimpleNamespace(config=BrokerConfig({}), portmapper_port=7676)
+            broker = in_process_broker(Path(tempfile.mkdtemp(prefix="fuzz-jmx-")))
             self._srv = JmxServer(
-                Registry(broker_mbeans()), broker, "127.0.0.1", 1, server_id=ObjID(77, 1, 2, 3)
+                Registry(broker), broker, "127.0.0.1", 1, server_id=ObjID(77, 1, 2, 3)
             )
         return self._srv
 

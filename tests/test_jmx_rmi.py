@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import base64
 import struct
-from types import SimpleNamespace
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from broker.config import BrokerConfig
 from broker.engine.jmx import Authenticate, Close, JmxServer, JrmpSession, Send
-from broker.engine.jmx_mbeans import Registry, broker_mbeans
+from broker.engine.jmx_mbeans import Registry
 from broker.engine.jmx_names import MalformedObjectName, ObjectName
 from broker.protocol import jmxser
 from broker.protocol.errors import ProtocolError
@@ -33,6 +35,9 @@ from broker.protocol.jrmp import (
     encode_handshake,
 )
 
+if TYPE_CHECKING:
+    from broker.server.broker import Broker
+
 pytestmark = pytest.mark.fast
 
 NEW_CLIENT = -1089742558549201240
@@ -50,9 +55,32 @@ STOCK_STUB = base64.b64decode(
 )
 
 
-def _server() -> JmxServer:
-    broker = SimpleNamespace(config=BrokerConfig({}), portmapper_port=7676)
-    return JmxServer(Registry(broker_mbeans()), broker, "127.0.0.1", 9999)
+def in_process_broker(var: Path) -> Broker:
+    """A broker that is not started: its router, services list and configuration are
+    what the MBeans read."""
+    from broker.security.filerepo import FileUserRepository
+    from broker.server.broker import Broker
+
+    passwd = var / "passwd"
+    passwd.parent.mkdir(parents=True, exist_ok=True)
+    passwd.write_text("")
+    return Broker(
+        BrokerConfig({"imq.varhome": str(var), "imq.accesscontrol.enabled": "false"}),
+        FileUserRepository(passwd),
+    )
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    b = in_process_broker(tmp_path / "var")
+    try:
+        yield b
+    finally:
+        b.executor.shutdown(wait=False)
+
+
+def _server(broker: Broker) -> JmxServer:
+    return JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
 
 
 def _returned(data: bytes) -> tuple[int, object]:
@@ -123,8 +151,8 @@ def test_decoder_refuses(data: bytes) -> None:
         JrmpDecoder().feed(data)
 
 
-def test_session_login_refused_then_accepted() -> None:
-    srv = _server()
+def test_session_login_refused_then_accepted(broker: Broker) -> None:
+    srv = _server(broker)
     s = JrmpSession(srv, "127.0.0.1", 4000)
     (ack,) = s.feed(encode_handshake("127.0.0.1", 0))
     assert isinstance(ack, Send) and ack.data[0] == PROTOCOL_ACK
@@ -165,8 +193,8 @@ def test_session_login_refused_then_accepted() -> None:
     assert _returned(gone.data) == (2, "java.rmi.NoSuchObjectException")
 
 
-def test_bad_input_closes_the_connection_only() -> None:
-    srv = _server()
+def test_bad_input_closes_the_connection_only(broker: Broker) -> None:
+    srv = _server(broker)
     s = JrmpSession(srv, "127.0.0.1", 4000)
     s.feed(encode_handshake())
     (close,) = s.feed(encode_call(srv.server_id, NEW_CLIENT, [42]))
@@ -176,14 +204,14 @@ def test_bad_input_closes_the_connection_only() -> None:
     assert other.feed(encode_handshake())
 
 
-def test_object_names() -> None:
+def test_object_names(broker: Broker) -> None:
     pattern = ObjectName.parse("com.sun.messaging.jms.server:type=Broker,*")
     config = ObjectName.parse(CONFIG)
     assert config.canonical == "com.sun.messaging.jms.server:subtype=Config,type=Broker"
     assert pattern.is_pattern and pattern.matches(config)
     assert not ObjectName.parse("com.sun.messaging.jms.server:type=Broker").matches(config)
     assert ObjectName.parse("*:*").matches(config)
-    assert [n.canonical for n in Registry(broker_mbeans()).query(pattern)] == [
+    assert [n.canonical for n in Registry(broker).query(pattern)] == [
         config.canonical,
         "com.sun.messaging.jms.server:subtype=Monitor,type=Broker",
     ]

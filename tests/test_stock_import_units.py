@@ -37,7 +37,7 @@ def test_honoured_properties(name: str) -> None:
 @pytest.mark.parametrize(
     ("name", "why"),
     [
-        ("imq.jmx.rmiregistry.port", "JMX"),
+        ("imq.jmx.usePlatformMBeanServer", "JMX"),
         ("imq.bridge.admin.user", "bridge"),
         ("imq.persist.jdbc.dbVendor", "DATABASE_URL"),
         ("imq.persist.jdbc.mysql.user", "DATABASE_URL"),

@@ -188,6 +188,38 @@ def test_send_subscribe_message_and_receipt(broker):
     assert m.get("ack") is None  # ack:auto
 
 
+def test_messages_waiting_for_a_new_subscription_come_after_its_receipt(broker):
+    p = Client(broker)
+    p.connect("1.2")
+    for i in range(3):
+        p.frame("SEND", ("destination", "/queue/wait"), body=b"%d" % i)
+    c = Client(broker)
+    c.connect("1.2")
+    got = c.frame(
+        "SUBSCRIBE",
+        ("id", "s"),
+        ("destination", "/queue/wait"),
+        ("ack", "client"),
+        ("receipt", "r"),
+    )
+    assert [f.command for f in got] == ["RECEIPT", "MESSAGE", "MESSAGE", "MESSAGE"]
+    assert [f.body for f in got[1:]] == [b"0", b"1", b"2"]
+    assert all(f.get("subscription") == "s" and f.get("ack") for f in got[1:])
+
+
+def test_ack_of_a_message_acknowledged_already_is_an_error(broker):
+    c = Client(broker)
+    c.connect("1.2")
+    c.frame("SUBSCRIBE", ("id", "s"), ("destination", "/queue/twice"), ("ack", "client-individual"))
+    (m,) = c.frame("SEND", ("destination", "/queue/twice"), body=b"x")
+    (r,) = c.frame("ACK", ("id", m.get("ack")), ("receipt", "a1"))
+    assert r.command == "RECEIPT" and r.get("receipt-id") == "a1"
+    (err,) = c.frame("ACK", ("id", m.get("ack")), ("receipt", "a2"))
+    assert err.command == "ERROR" and err.get("receipt-id") == "a2"
+    assert "not waiting for one" in (err.get("message") or "")
+    assert c.e.state is CONNECTED  # a refused ACK, not a broken connection
+
+
 def test_client_ack_is_cumulative_and_unacked_go_to_another_subscriber(broker):
     a = Client(broker)
     a.connect("1.1")

@@ -2,18 +2,40 @@
 
 from __future__ import annotations
 
+import zlib
+
 import pytest
 
+from broker.core.message import Message
 from broker.engine.stomp_mapping import (
+    FrameParts,
     MappingError,
-    message_frame_headers,
+    frame_parts,
     message_packet,
     parse_destination,
     stomp_name,
+    subscription_head,
 )
 from broker.protocol.jtypes import JInt
-from broker.protocol.packet import Packet, build_packet
-from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC, FLAG_P, FLAG_Q, PacketType
+from broker.protocol.packet import (
+    VH_CORRELATIONID,
+    VH_DESTINATION,
+    VH_REPLYTO,
+    VH_REPLYTO_CLASS,
+    VH_TYPE,
+    Packet,
+    build_packet,
+)
+from broker.protocol.stomp import VERSIONS, FrameReader
+from broker.protocol.types import (
+    DEST_QUEUE,
+    DEST_TEMP,
+    DEST_TOPIC,
+    FLAG_P,
+    FLAG_Q,
+    FLAG_Z,
+    PacketType,
+)
 
 pytestmark = pytest.mark.fast
 
@@ -57,16 +79,98 @@ def test_content_length_makes_a_bytes_message():
         message_packet([], b"\xff", d, None, 0, 1, 1)
 
 
+def _message(ptype=PacketType.TEXT_MESSAGE, **kw) -> Message:
+    kw.setdefault("fields", {VH_DESTINATION: "q"})
+    return Message(Packet(build_packet(ptype, **kw)), "q", 1)
+
+
+def _read(msg: Message, version: str, *, ack: int = 0, redelivered=False, count=1, conn=1):
+    head = subscription_head("s:1", "/queue/q", version)
+    raw = frame_parts(msg, version, conn).frame(head, ack, redelivered, count)
+    (f,) = FrameReader(version).feed(raw)
+    assert f.command == "MESSAGE"
+    return f
+
+
 def test_typed_properties_as_java_writes_them():
-    pkt = Packet(
-        build_packet(
-            PacketType.TEXT_MESSAGE,
-            props={"n": JInt(5), "b": True, "f": 1.5, "JMQInternal": 1},
-            body=b"x",
-            fields={1: "q"},
-        )
+    msg = _message(props={"n": JInt(5), "b": True, "f": 1.5, "JMQInternal": 1}, body=b"x")
+    f = _read(msg, "1.2")
+    assert (f.get("n"), f.get("b"), f.get("f")) == ("5", "true", "1.5")
+    assert "JMQInternal" not in f and f.body == b"x"
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+def test_message_frame_headers_in_the_stock_bridges_order(version):
+    tmp = parse_destination("/temp-queue/r", 7)
+    msg = _message(
+        props={"colon:and\nline": "a:b\\c", "content-type": "text/plain"},
+        body=b"hello",
+        fields={
+            VH_DESTINATION: "q",
+            VH_REPLYTO: tmp.name,
+            VH_REPLYTO_CLASS: tmp.java_class,
+            VH_CORRELATIONID: "corr:1",
+            VH_TYPE: "kind",
+        },
+        flags=FLAG_P,
+        priority=7,
+        expiration=123,
+        timestamp=456,
     )
-    headers, body = message_frame_headers(pkt, "s", "/queue/q", None, 1)
-    h = dict(headers)
-    assert (h["n"], h["b"], h["f"]) == ("5", "true", "1.5")
-    assert "JMQInternal" not in h and body == b"x"
+    f = _read(msg, version, ack=42, redelivered=True, count=3, conn=7)
+    names = [k for k, _ in f.headers]
+    assert names[:13] == [
+        "subscription",
+        "destination",
+        "message-id",
+        "ack",
+        "reply-to",
+        "correlation-id",
+        "expires",
+        "redelivered",
+        "priority",
+        "timestamp",
+        "type",
+        "persistent",
+        "JMSXDeliveryCount",
+    ]
+    assert names[-1] == "content-length" and f.get("content-length") == "5"
+    mid = msg.message_id
+    assert f.get("subscription") == "s:1"
+    assert (f.get("message-id"), f.get("ack")) == (mid, f"42:{mid}")
+    assert f.get("reply-to") == "/temp-queue/r"  # the connection's own: its short name
+    assert (f.get("correlation-id"), f.get("type")) == ("corr:1", "kind")
+    assert (f.get("expires"), f.get("priority"), f.get("timestamp")) == ("123", "7", "456")
+    assert (f.get("redelivered"), f.get("persistent"), f.get("JMSXDeliveryCount")) == (
+        "true",
+        "true",
+        "3",
+    )
+    if version != "1.0":
+        # Escaped on the wire, read back as they were.
+        assert f.get("colon:and\nline") == "a:b\\c"
+    assert f.body == b"hello"
+    # Another connection gets the full name of the temporary queue (not the cached frame).
+    assert _read(msg, version, conn=8).get("reply-to") == "/temp-queue/" + tmp.name
+
+
+def test_message_frame_without_body_ack_or_reply_to():
+    msg = _message(PacketType.MAP_MESSAGE, body=b"")
+    f = _read(msg, "1.1")
+    assert "ack" not in f and "reply-to" not in f and "content-length" not in f
+    assert (f.get("redelivered"), f.get("persistent")) == ("false", "false")
+    assert f.get("jms-message-type") == "map" and f.body == b""
+
+
+def test_compressed_body_is_inflated():
+    msg = _message(PacketType.BYTES_MESSAGE, body=zlib.compress(b"z" * 100), flags=FLAG_Z)
+    f = _read(msg, "1.2")
+    assert f.body == b"z" * 100 and f.get("content-length") == "100"
+
+
+def test_frame_parts_are_kept_for_the_next_subscriber():
+    msg = _message(body=b"x")
+    p = frame_parts(msg, "1.2", 1)
+    assert frame_parts(msg, "1.2", 2) is p  # no own temporary reply-to: any connection
+    assert frame_parts(msg, "1.0", 1) is not p
+    assert isinstance(p, FrameParts)

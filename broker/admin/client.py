@@ -22,12 +22,9 @@ from typing import Any
 
 from broker.protocol import dest_attributes as dattrs
 from broker.protocol.admin_info import (
-    DEST_NAME,
-    DEST_TYPE,
     SERVICE_MAX_THREADS,
     SERVICE_MIN_THREADS,
     SERVICE_PORT,
-    destination_info,
     encode_admin_object,
     service_info,
 )
@@ -74,7 +71,6 @@ from broker.protocol.javaser import (
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.types import (
     DEST_QUEUE,
-    DEST_TOPIC,
     MESSAGE_KIND_NAMES,
     DestState,
     PacketType,
@@ -413,7 +409,7 @@ class AdminClient:
         """Create a destination as an administrator (kept across restarts).  ``attrs``
         by their imqcmd names (broker.protocol.dest_attributes); values may be strings.
         ValueError for a bad attribute, AdminError 409 if it exists, 400 if refused."""
-        info, props = _destination_request(name, dest_type, attrs or {})
+        info, props = dattrs.destination_request(name, dest_type, attrs or {})
         await self.request(CREATE_DESTINATION, props, body=info)
 
     async def update_destination(self, name: str, dest_type: int, attrs: dict[str, object]) -> None:
@@ -421,7 +417,7 @@ class AdminClient:
         does not exist."""
         if not attrs:
             raise ValueError("update_destination: no attribute to change")
-        info, props = _destination_request(name, dest_type, attrs)
+        info, props = dattrs.destination_request(name, dest_type, attrs)
         await self.request(UPDATE_DESTINATION, props, body=info)
 
     async def destination_attributes(
@@ -584,26 +580,6 @@ def _prop_text(value: object) -> str:
     if isinstance(value, bool):
         return "true" if value else "false"
     return str(value)
-
-
-def _destination_request(
-    name: str, dest_type: int, attrs: dict[str, object]
-) -> tuple[bytes, dict[str, object]]:
-    """A CREATE/UPDATE_DESTINATION body (DestinationInfo with its update mask) and the
-    request properties for attributes it has no field for."""
-    if not name:
-        raise ValueError("a destination name is needed")
-    if not dest_type & (DEST_QUEUE | DEST_TOPIC):
-        raise ValueError(f"dest_type {dest_type} is neither a queue (1) nor a topic (2)")
-    values = dattrs.convert_all(attrs, is_topic=bool(dest_type & DEST_TOPIC))
-    fields, mask, extra = dattrs.destination_info_fields(values)
-    info = destination_info(
-        updateMask=DEST_NAME | DEST_TYPE | mask, name=name, type=int(dest_type), **fields
-    )
-    props: dict[str, object] = {}
-    for attr, value in extra.items():
-        props[dattrs.EXTRA_PROPERTIES[attr]] = JInt(int(value))  # type: ignore[call-overload]
-    return encode_admin_object(info), props
 
 
 __all__ = ["ADMIN_QUEUE", "AdminClient", "AdminError", "read_vector"]

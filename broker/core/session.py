@@ -22,7 +22,11 @@ if TYPE_CHECKING:
 
 
 class Link(Protocol):
-    """What the router needs from a client connection."""
+    """What the router needs from a client connection.
+
+    A link whose protocol is not JMQ (STOMP) may also have ``render_delivery(consumer_id,
+    msg, redelivered, count) -> bytes``: then a consumer hands it the message, and
+    ``send_delivery`` the bytes it made, instead of the JMQ packet (encode_delivery)."""
 
     id: int
     client_id: str | None
@@ -82,6 +86,7 @@ class Consumer:
         "closed",
         "delivered",
         "router",
+        "render",
     )
 
     def __init__(
@@ -110,6 +115,8 @@ class Consumer:
         self.closed = False
         self.delivered = 0
         self.router = router
+        # The link's own encoding of a delivery (see Link), looked up once.
+        self.render = getattr(self.link, "render_delivery", None)
 
     def ready(self) -> bool:
         return (
@@ -129,7 +136,11 @@ class Consumer:
                 # Tell the client we stop here until its RESUME_FLOW.
                 extra = FLAG_C
         msg = entry.msg
-        buf = msg.encode_delivery(self.id, entry.redelivered, entry.count, extra)
+        render = self.render
+        if render is None:
+            buf = msg.encode_delivery(self.id, entry.redelivered, entry.count, extra)
+        else:
+            buf = render(self.id, msg, entry.redelivered, entry.count)
         if entry.interest is not None:
             # So a restart knows this copy was delivered (and marks it redelivered).
             store = entry.owner.store

@@ -70,6 +70,8 @@ class Outbox:
     driver last looked (:attr:`flush_pending`), and the queued effects
     (:meth:`take_effects`).  The client, STOMP and cluster-link engines share it."""
 
+    __slots__ = ("_out", "_pending", "_effects")
+
     def __init__(self) -> None:
         self._out: list[bytes | bytearray] = []
         self._pending = False

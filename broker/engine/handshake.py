@@ -82,6 +82,7 @@ class HandshakeRules(EngineBase):
         elif b.over_connection_limit(svc):
             refusal = f"service {svc.name} has reached its connection limit"
         if refusal is not None:
+            svc.connections_rejected += 1
             self.reply(pkt, Status.UNAVAILABLE, reason=refusal)
             self.close(refusal)
             return

@@ -1,79 +1,921 @@
-"""The MBeans served over JMX: OpenMQ's names (com.sun.messaging.jms.server) and
-attributes, read from the running broker each time a client asks.
+"""The MBeans served over JMX: OpenMQ's names (com.sun.messaging.jms.server), attribute
+names and Java types, read from the running broker each time a client asks.
 
-Only the Broker Config and Monitor MBeans exist so far (docs/reference/jmx.md); their
-attribute names and Java types are the stock broker's (MBeanBrokerConfig /
-MBeanBrokerMonitor, read from OpenMQ 6.9 with getMBeanInfo).
+The catalogue is declarative: one :class:`MBeanKind` per (type, subtype) with its
+attributes (:class:`Attr`: name, Java type, reader).  Readers take ``(broker, key)``:
+``key`` is what names the instance (a service name, a Destination, a connection id;
+None for the broker-wide MBeans).  They read through the same queries as imqcmd's
+admin handlers (broker/server/admin_service) so JMX, imqcmd, the portal and REST agree.
+Operations (invoke) are kept beside the attributes of the same kind.
+
+Names, attributes and types are the stock OpenMQ 6.9 broker's, captured with
+tests/interop/java/JmxCatalog.java (getMBeanInfo and getAttribute of every MBean);
+docs/reference/jmx.md lists where values differ.
 """
 
 from __future__ import annotations
 
-import socket
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 from broker import props
+from broker.core import queries
+from broker.core.admin_views import (
+    broker_counters,
+    destination_info_values,
+    destination_metric_values,
+    listed_by_admin,
+    service_threads,
+)
 from broker.engine.jmx_names import ObjectName
-from broker.protocol.jtypes import JInt
-from broker.protocol.types import OPENMQ_VERSION
+from broker.protocol import jmxser
+from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.types import OPENMQ_VERSION, TransactionState
 
 DOMAIN = "com.sun.messaging.jms.server"
 # What javax.management's MBeanServer answers when created without a domain.
 DEFAULT_DOMAIN = "DefaultDomain"
 
 Getter = Callable[[Any], object]
+Reader = Callable[[Any, Any], object]  # (broker, key) -> value
+
+STRING = "java.lang.String"
+INTEGER = "java.lang.Integer"
+LONG = "java.lang.Long"
+BOOLEAN = "java.lang.Boolean"
+COMPOSITE = jmxser.COMPOSITE_DATA
+
+
+@dataclass(frozen=True)
+class Attr:
+    """One attribute: its name, the Java type MBeanInfo declares, and its reader."""
+
+    name: str
+    type: str
+    read: Reader
+
+
+@dataclass(frozen=True)
+class MBeanKind:
+    """The MBeans of one ``type``/``subtype``: their attributes in OpenMQ's names."""
+
+    type: str
+    subtype: str
+    attrs: tuple[Attr, ...]
+    # Operations for invoke, by name (filled by the operations' module; none here).
+    operations: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    def attribute(self, name: str) -> Attr | None:
+        for a in self.attrs:
+            if a.name == name:
+                return a
+        return None
 
 
 @dataclass(frozen=True)
 class MBean:
-    """One MBean: its name and its attributes (name -> getter of the broker)."""
+    """One MBean instance: its name, kind and key; ``attributes`` are bound getters
+    (name -> getter of the broker), what the RMI engine calls."""
 
     name: ObjectName
+    kind: MBeanKind
+    key: Any
     attributes: dict[str, Getter]
 
 
-def _host(b: Any) -> str:
-    return b.config.get(props.HOSTNAME) or socket.gethostname()
+def _bind(kind: MBeanKind, key: Any) -> dict[str, Getter]:
+    def getter(attr: Attr) -> Getter:
+        return lambda b: attr.read(b, key)
+
+    return {a.name: getter(a) for a in kind.attrs}
 
 
-def _broker_id(b: Any) -> str | None:
+# -- readers shared by several kinds ---------------------------------------------------
+
+
+def _cfg_int(b: Any, name: str, default: int) -> int:
+    return b.config.get_int(name, default)
+
+
+def _host(b: Any, _key: Any = None) -> str:
+    # The stock broker names itself "localhost" when imq.hostname is unset.
+    return b.config.get(props.HOSTNAME) or "localhost"
+
+
+def _broker_id(b: Any, _key: Any = None) -> str | None:
     return b.config.get(props.BROKER_ID) or None
 
 
-_COMMON: dict[str, Getter] = {
-    "BrokerID": _broker_id,
-    "Version": lambda b: OPENMQ_VERSION,
-    "InstanceName": lambda b: b.config.instance,
-    "Port": lambda b: JInt(b.portmapper_port),
-    "Host": _host,
+def _services(b: Any) -> list[Any]:
+    """The running JMQ services (not the STOMP bridge's listeners)."""
+    return [s for s in b.services if s.protocol != "stomp"]
+
+
+def _counters(b: Any, services: list[Any] | None = None) -> dict[str, int]:
+    return broker_counters(b, _services(b) if services is None else services)
+
+
+def _consumers(b: Any) -> int:
+    return sum(queries.consumer_count(c.all_sessions()) for c in b.connections.values())
+
+
+def _wildcard_consumers(b: Any) -> int:
+    return sum(
+        1
+        for c in b.connections.values()
+        for s in c.all_sessions()
+        for cons in s.consumers.values()
+        if _is_wildcard(getattr(getattr(cons, "destination", None), "name", ""))
+    )
+
+
+def _is_wildcard(name: str) -> bool:
+    return "*" in name or ">" in name
+
+
+def _producers(b: Any) -> int:
+    return len(b.router.producers)
+
+
+def _wildcard_producers(b: Any) -> int:
+    return sum(1 for p in b.router.producers.values() if _is_wildcard(_dest_name(p)))
+
+
+def _dest_name(p: Any) -> str:
+    d = getattr(p, "destination", None)
+    return str(getattr(d, "name", d or ""))
+
+
+def _destinations(b: Any) -> list[Any]:
+    return listed_by_admin(b.router)
+
+
+def _transactions(b: Any) -> int:
+    return len(queries.transactions(b.router))
+
+
+# Every service the stock broker knows (imq.service.list), listed whether it runs or not.
+SERVICE_NAMES = ("admin", "httpjms", "httpsjms", "jms", "ssladmin", "ssljms", "wsjms", "wssjms")
+
+
+# -- Broker ----------------------------------------------------------------------------
+
+_BROKER = (
+    Attr("BrokerID", STRING, _broker_id),
+    Attr("Host", STRING, _host),
+    Attr("InstanceName", STRING, lambda b, k: b.config.instance),
+    Attr("Port", INTEGER, lambda b, k: JInt(b.portmapper_port)),
+    Attr("Version", STRING, lambda b, k: OPENMQ_VERSION),
+)
+BROKER_CONFIG = MBeanKind("Broker", "Config", _BROKER)
+BROKER_MONITOR = MBeanKind(
+    "Broker",
+    "Monitor",
+    (
+        *_BROKER,
+        Attr("Embedded", BOOLEAN, lambda b, k: False),
+        # The stock broker pads its memory state label ("GREEN ").
+        Attr("ResourceState", STRING, lambda b, k: f"{b.memory.state.upper():<6}"),
+    ),
+)
+
+# -- Cluster ---------------------------------------------------------------------------
+
+OPERATING = 0
+
+
+def _local_address(b: Any) -> str:
+    return f"{b.config.get(props.HOSTNAME) or '127.0.0.1'}:{b.portmapper_port}"
+
+
+def _local_info(b: Any, monitor: bool) -> object:
+    items: list[jmxser.Item] = [
+        ("Address", "Address", STRING, _local_address(b)),
+        ("ID", "ID", STRING, _broker_id(b)),
+    ]
+    if monitor:
+        items += [
+            ("NumMsgs", "NumMsgs", LONG, None),
+            ("State", "State", INTEGER, JInt(OPERATING)),
+            ("StateLabel", "StateLabel", STRING, "OPERATING"),
+            ("StatusTimestamp", "StatusTimestamp", LONG, None),
+            ("TakeoverBrokerID", "TakeoverBrokerID", STRING, None),
+        ]
+    return jmxser.composite("BrokerClusterInfo", "BrokerClusterInfo", items)
+
+
+def _master_info(b: Any, monitor: bool) -> object:
+    master = b.config.get(props.CLUSTER_MASTERBROKER)
+    if not master:
+        return None
+    items: list[jmxser.Item] = [
+        ("Address", "Address", STRING, master),
+        ("ID", "ID", STRING, None),
+    ]
+    return jmxser.composite("BrokerClusterInfo", "BrokerClusterInfo", items)
+
+
+def _cluster(monitor: bool, config_url_default: str | None) -> tuple[Attr, ...]:
+    return (
+        Attr("ClusterID", STRING, lambda b, k: b.config.get(props.CLUSTER_ID) or None),
+        Attr(
+            "ConfigFileURL",
+            STRING,
+            lambda b, k: b.config.get(props.CLUSTER_URL) or config_url_default,
+        ),
+        Attr(
+            "HighlyAvailable",
+            BOOLEAN,
+            lambda b, k: str(b.config.get(props.CLUSTER_HA)).lower() == "true",
+        ),
+        Attr("LocalBrokerInfo", COMPOSITE, lambda b, k: _local_info(b, monitor)),
+        Attr("MasterBrokerInfo", COMPOSITE, lambda b, k: _master_info(b, monitor)),
+        Attr(
+            "UseSharedDatabaseForConfigRecord",
+            BOOLEAN,
+            lambda b, k: b.config.get_bool("imq.cluster.nomasterbroker", False),
+        ),
+    )
+
+
+# The stock broker answers null for an unset cluster URL in Config, "" in Monitor.
+CLUSTER_CONFIG = MBeanKind("Cluster", "Config", _cluster(False, None))
+CLUSTER_MONITOR = MBeanKind("Cluster", "Monitor", _cluster(True, ""))
+
+# -- managers --------------------------------------------------------------------------
+
+
+def _opened(b: Any) -> int:
+    return sum(getattr(s, "connections_opened", 0) for s in _services(b))
+
+
+def _rejected(b: Any) -> int:
+    return sum(getattr(s, "connections_rejected", 0) for s in _services(b))
+
+
+_NUM_CONNECTIONS = Attr("NumConnections", INTEGER, lambda b, k: JInt(len(b.connections)))
+CONNECTION_MANAGER_CONFIG = MBeanKind("ConnectionManager", "Config", (_NUM_CONNECTIONS,))
+CONNECTION_MANAGER_MONITOR = MBeanKind(
+    "ConnectionManager",
+    "Monitor",
+    (
+        _NUM_CONNECTIONS,
+        Attr("NumConnectionsOpened", LONG, lambda b, k: JLong(_opened(b))),
+        Attr("NumConnectionsRejected", LONG, lambda b, k: JLong(_rejected(b))),
+    ),
+)
+
+_NUM_CONSUMERS = Attr("NumConsumers", INTEGER, lambda b, k: JInt(_consumers(b)))
+CONSUMER_MANAGER_CONFIG = MBeanKind("ConsumerManager", "Config", (_NUM_CONSUMERS,))
+CONSUMER_MANAGER_MONITOR = MBeanKind(
+    "ConsumerManager",
+    "Monitor",
+    (
+        _NUM_CONSUMERS,
+        Attr("NumWildcardConsumers", INTEGER, lambda b, k: JInt(_wildcard_consumers(b))),
+    ),
+)
+
+_NUM_PRODUCERS = Attr("NumProducers", INTEGER, lambda b, k: JInt(_producers(b)))
+PRODUCER_MANAGER_CONFIG = MBeanKind("ProducerManager", "Config", (_NUM_PRODUCERS,))
+PRODUCER_MANAGER_MONITOR = MBeanKind(
+    "ProducerManager",
+    "Monitor",
+    (
+        _NUM_PRODUCERS,
+        Attr("NumWildcardProducers", INTEGER, lambda b, k: JInt(_wildcard_producers(b))),
+    ),
+)
+
+
+def _dest_totals(b: Any, dmq: bool) -> tuple[int, int]:
+    count = size = 0
+    for d in _destinations(b):
+        if d.is_dmq == dmq or not dmq:
+            count += d.msg_count
+            size += d.msg_bytes
+    return count, size
+
+
+_NUM_DESTINATIONS = Attr("NumDestinations", INTEGER, lambda b, k: JInt(len(_destinations(b))))
+DESTINATION_MANAGER_CONFIG = MBeanKind(
+    "DestinationManager",
+    "Config",
+    (
+        Attr(
+            "AutoCreateQueueMaxNumActiveConsumers",
+            INTEGER,
+            lambda b, k: JInt(b.config.get(props.AUTOCREATE_QUEUE_MAX_ACTIVE)),
+        ),
+        Attr(
+            "AutoCreateQueueMaxNumBackupConsumers",
+            INTEGER,
+            lambda b, k: JInt(b.config.get(props.AUTOCREATE_QUEUE_MAX_BACKUP)),
+        ),
+        Attr("AutoCreateQueues", BOOLEAN, lambda b, k: b.config.get(props.AUTOCREATE_QUEUE)),
+        Attr("AutoCreateTopics", BOOLEAN, lambda b, k: b.config.get(props.AUTOCREATE_TOPIC)),
+        Attr("DMQTruncateBody", BOOLEAN, lambda b, k: b.config.get(props.DMQ_TRUNCATE_BODY)),
+        Attr("LogDeadMsgs", BOOLEAN, lambda b, k: b.config.get(props.LOG_DEAD_MSGS)),
+        Attr("MaxBytesPerMsg", LONG, lambda b, k: JLong(b.config.get(props.MESSAGE_MAX_SIZE))),
+        Attr("MaxNumMsgs", LONG, lambda b, k: JLong(b.config.get(props.SYSTEM_MAX_COUNT))),
+        Attr("MaxTotalMsgBytes", LONG, lambda b, k: JLong(b.config.get(props.SYSTEM_MAX_SIZE))),
+        _NUM_DESTINATIONS,
+    ),
+)
+DESTINATION_MANAGER_MONITOR = MBeanKind(
+    "DestinationManager",
+    "Monitor",
+    (
+        _NUM_DESTINATIONS,
+        Attr("NumMsgs", LONG, lambda b, k: JLong(_dest_totals(b, False)[0])),
+        Attr("NumMsgsInDMQ", LONG, lambda b, k: JLong(_dest_totals(b, True)[0])),
+        Attr("TotalMsgBytes", LONG, lambda b, k: JLong(_dest_totals(b, False)[1])),
+        Attr("TotalMsgBytesInDMQ", LONG, lambda b, k: JLong(_dest_totals(b, True)[1])),
+    ),
+)
+
+
+def _threads(b: Any, which: str) -> int:
+    total = 0
+    for s in _services(b):
+        low, high = service_threads(b, s)
+        total += low if which == "min" else high
+    return total
+
+
+# The sums of the traffic counters: MetricCounters' fields as imqcmd's "metrics svc".
+_TRAFFIC = (
+    ("MsgBytesIn", "messageBytesIn"),
+    ("MsgBytesOut", "messageBytesOut"),
+    ("NumMsgsIn", "messagesIn"),
+    ("NumMsgsOut", "messagesOut"),
+    ("NumPktsIn", "packetsIn"),
+    ("NumPktsOut", "packetsOut"),
+    ("PktBytesIn", "packetBytesIn"),
+    ("PktBytesOut", "packetBytesOut"),
+)
+
+
+def _traffic(select: Callable[[Any, Any], list[Any] | None], inactive: int) -> tuple[Attr, ...]:
+    """The traffic attributes over the services ``select(broker, key)`` gives (None: the
+    service is not running: ``inactive``, as the stock broker's -1)."""
+
+    def reader(field_name: str) -> Reader:
+        def read(b: Any, k: Any) -> object:
+            chosen = select(b, k)
+            if chosen is None:
+                return JLong(inactive)
+            return JLong(_counters(b, chosen)[field_name])
+
+        return read
+
+    return tuple(Attr(name, LONG, reader(f)) for name, f in _TRAFFIC)
+
+
+SERVICE_MANAGER_CONFIG = MBeanKind(
+    "ServiceManager",
+    "Config",
+    (
+        Attr("MaxThreads", INTEGER, lambda b, k: JInt(_threads(b, "max"))),
+        Attr("MinThreads", INTEGER, lambda b, k: JInt(_threads(b, "min"))),
+    ),
+)
+SERVICE_MANAGER_MONITOR = MBeanKind(
+    "ServiceManager",
+    "Monitor",
+    (
+        *_traffic(lambda b, k: _services(b), -1),
+        Attr("NumActiveThreads", INTEGER, lambda b, k: JInt(_counters(b)["threadsActive"])),
+        Attr("NumServices", INTEGER, lambda b, k: JInt(len(SERVICE_NAMES))),
+    ),
+)
+
+
+class TransactionTally:
+    """Transactions committed and rolled back since the JMX connector started (a
+    transaction listener of the router: called once per state change)."""
+
+    def __init__(self) -> None:
+        self.committed = 0
+        self.rolled_back = 0
+
+    def __call__(self, txn: Any) -> None:
+        if txn.state == TransactionState.COMMITTED:
+            self.committed += 1
+        elif txn.state == TransactionState.ROLLEDBACK:
+            self.rolled_back += 1
+
+
+def _tally(b: Any) -> TransactionTally | None:
+    for listener in b.router.transaction_listeners:
+        if isinstance(listener, TransactionTally):
+            return listener
+    return None
+
+
+def attach_tally(broker: Any) -> None:
+    """Count transactions from now on (the JMX connector's start)."""
+    if _tally(broker) is None:
+        broker.router.transaction_listeners.append(TransactionTally())
+
+
+def _tally_value(b: Any, which: str) -> JLong:
+    t = _tally(b)
+    return JLong(0 if t is None else getattr(t, which))
+
+
+_NUM_TRANSACTIONS = Attr("NumTransactions", INTEGER, lambda b, k: JInt(_transactions(b)))
+TRANSACTION_MANAGER_CONFIG = MBeanKind("TransactionManager", "Config", (_NUM_TRANSACTIONS,))
+TRANSACTION_MANAGER_MONITOR = MBeanKind(
+    "TransactionManager",
+    "Monitor",
+    (
+        _NUM_TRANSACTIONS,
+        Attr("NumTransactionsCommitted", LONG, lambda b, k: _tally_value(b, "committed")),
+        Attr("NumTransactionsRollback", LONG, lambda b, k: _tally_value(b, "rolled_back")),
+    ),
+)
+
+# -- Log, JVM --------------------------------------------------------------------------
+
+LOG_CONFIG = MBeanKind(
+    "Log",
+    "Config",
+    (
+        Attr("Level", STRING, lambda b, k: str(b.config.get(props.LOG_LEVEL)).upper()),
+        Attr("LogDirectory", STRING, lambda b, k: b.config.get(props.LOG_FILE_DIRPATH)),
+        Attr("LogFileName", STRING, lambda b, k: b.config.get(props.LOG_FILE_NAME)),
+        Attr(
+            "RolloverBytes",
+            LONG,
+            lambda b, k: JLong(
+                b.config.get(props.LOG_ROLLOVER_SIZE)
+                if b.config.configured(props.LOG_ROLLOVER_SIZE.name)
+                or not b.config.configured(props.LOG_ROLLOVER_BYTES.name)
+                else b.config.get(props.LOG_ROLLOVER_BYTES)
+            ),
+        ),
+        Attr("RolloverSecs", LONG, lambda b, k: JLong(b.config.get(props.LOG_ROLLOVER_SECS))),
+    ),
+)
+# The Log Monitor MBean has no attributes, only the log notifications.
+LOG_MONITOR = MBeanKind("Log", "Monitor", ())
+
+
+def _memory(b: Any) -> dict[str, int]:
+    c = _counters(b)
+    return {"total": c["totalMemory"], "free": c["freeMemory"]}
+
+
+# A Python process has no JVM heap: the figures are the broker's message memory budget
+# and what of it message bodies leave free (what imqcmd's "metrics bkr" shows as memory).
+JVM_MONITOR = MBeanKind(
+    "JVM",
+    "Monitor",
+    (
+        Attr("FreeMemory", LONG, lambda b, k: JLong(_memory(b)["free"])),
+        Attr("InitMemory", LONG, lambda b, k: JLong(0)),
+        Attr("MaxMemory", LONG, lambda b, k: JLong(b.memory.budget)),
+        Attr("TotalMemory", LONG, lambda b, k: JLong(_memory(b)["total"])),
+    ),
+)
+
+# -- Service ---------------------------------------------------------------------------
+
+_PROTOCOL = {
+    "jms": "tcp",
+    "admin": "tcp",
+    "ssljms": "tls",
+    "ssladmin": "tls",
+    "httpjms": "http",
+    "httpsjms": "https",
+    "wsjms": "ws",
+    "wssjms": "wss",
+}
+# imq.<service>.max_threads / min_threads defaults of the stock broker.
+_THREAD_DEFAULTS = {
+    "jms": (10, 1000),
+    "admin": (4, 10),
+    "ssljms": (10, 500),
+    "ssladmin": (4, 10),
+    "httpjms": (10, 500),
+    "httpsjms": (10, 500),
+    "wsjms": (10, 1000),
+    "wssjms": (10, 1000),
+}
+# The WebSocket services' default ports (OpenMQ's Grizzly listeners).
+_WS_PORTS = {"wsjms": 7670, "wssjms": 7671}
+SERVICE_RUNNING, SERVICE_PAUSED, SERVICE_UNKNOWN = 0, 1, -1
+_SERVICE_LABELS = {SERVICE_RUNNING: "RUNNING", SERVICE_PAUSED: "PAUSED", SERVICE_UNKNOWN: "UNKNOWN"}
+
+
+def _service(b: Any, name: str) -> Any | None:
+    for s in _services(b):
+        if s.name == name:
+            return s
+    return None
+
+
+def _service_threads(b: Any, name: str) -> tuple[int, int]:
+    low, high = _THREAD_DEFAULTS.get(name, (10, 1000))
+    return _cfg_int(b, f"imq.{name}.min_threads", low), _cfg_int(b, f"imq.{name}.max_threads", high)
+
+
+def _configured_port(b: Any, name: str) -> JInt | None:
+    proto = _PROTOCOL.get(name, "tcp")
+    if proto in ("http", "https"):
+        return None  # the tunnel has no port of its own in the stock broker
+    default = _WS_PORTS.get(name, 0)
+    return JInt(_cfg_int(b, f"imq.{name}.{proto}.port", default))
+
+
+def _service_state(b: Any, name: str) -> int:
+    s = _service(b, name)
+    if s is None or s.server is None:
+        return SERVICE_UNKNOWN
+    return SERVICE_PAUSED if s.paused else SERVICE_RUNNING
+
+
+def _service_port(b: Any, name: str) -> JInt:
+    s = _service(b, name)
+    if s is not None and s.bound_port:
+        return JInt(s.bound_port)
+    configured = _configured_port(b, name)
+    return JInt(-1) if configured is None else configured
+
+
+def _service_count(b: Any, name: str, what: str) -> int:
+    s = _service(b, name)
+    if s is None:
+        return 0
+    if what == "connections":
+        return len(s.connections)
+    if what == "consumers":
+        return sum(queries.consumer_count(c.all_sessions()) for c in s.connections)
+    ids = {c.id for c in s.connections}
+    return sum(n for cid, n in queries.producers_per_connection(b.router).items() if cid in ids)
+
+
+def _one_service(b: Any, name: str) -> list[Any] | None:
+    s = _service(b, name)
+    return None if s is None else [s]
+
+
+SERVICE_CONFIG = MBeanKind(
+    "Service",
+    "Config",
+    (
+        Attr("MaxThreads", INTEGER, lambda b, k: JInt(_service_threads(b, k)[1])),
+        Attr("MinThreads", INTEGER, lambda b, k: JInt(_service_threads(b, k)[0])),
+        Attr("Name", STRING, lambda b, k: k),
+        Attr("Port", INTEGER, lambda b, k: _configured_port(b, k)),
+        # The stock WebSocket services run on Grizzly's pool and answer null.
+        Attr(
+            "ThreadPoolModel",
+            STRING,
+            lambda b, k: (
+                None if k in _WS_PORTS else b.config.get(f"imq.{k}.threadpool_model", "dedicated")
+            ),
+        ),
+    ),
+)
+SERVICE_MONITOR = MBeanKind(
+    "Service",
+    "Monitor",
+    (
+        *_traffic(_one_service, -1),
+        Attr("Name", STRING, lambda b, k: k),
+        Attr(
+            "NumActiveThreads",
+            INTEGER,
+            lambda b, k: JInt(
+                -1 if _service(b, k) is None else _counters(b, _one_service(b, k))["threadsActive"]
+            ),
+        ),
+        Attr("NumConnections", INTEGER, lambda b, k: JInt(_service_count(b, k, "connections"))),
+        Attr(
+            "NumConnectionsOpened",
+            LONG,
+            lambda b, k: JLong(getattr(_service(b, k), "connections_opened", 0)),
+        ),
+        Attr(
+            "NumConnectionsRejected",
+            LONG,
+            lambda b, k: JLong(getattr(_service(b, k), "connections_rejected", 0)),
+        ),
+        Attr("NumConsumers", INTEGER, lambda b, k: JInt(_service_count(b, k, "consumers"))),
+        Attr("NumProducers", INTEGER, lambda b, k: JInt(_service_count(b, k, "producers"))),
+        Attr("Port", INTEGER, lambda b, k: _service_port(b, k)),
+        Attr("State", INTEGER, lambda b, k: JInt(_service_state(b, k))),
+        Attr("StateLabel", STRING, lambda b, k: _SERVICE_LABELS[_service_state(b, k)]),
+    ),
+)
+
+# -- Destination -----------------------------------------------------------------------
+
+_DEST_STATE_LABELS = {0: "Running", 1: "Consumers Paused", 2: "Producers Paused", 3: "Paused"}
+_LIMIT_BEHAVIORS = ("FLOW_CONTROL", "REMOVE_OLDEST", "REJECT_NEWEST", "REMOVE_LOW_PRIORITY")
+
+
+def _info(b: Any, d: Any) -> dict[str, Any]:
+    return destination_info_values(b.router, d)
+
+
+def _metrics(b: Any, d: Any) -> dict[str, int]:
+    return destination_metric_values(b.router, d)[0]
+
+
+def _unlimited(value: Any) -> JLong:
+    # OpenMQ's checkLongUnlimitedZero: 0 (unlimited in a DestinationInfo) reads -1.
+    v = int(value)
+    return JLong(-1 if v == 0 else v)
+
+
+def _info_attr(name: str, jtype: str, convert: Callable[[dict[str, Any]], object]) -> Attr:
+    return Attr(name, jtype, lambda b, d: convert(_info(b, d)))
+
+
+def _metric_attr(name: str, jtype: str, key: str) -> Attr:
+    box = JInt if jtype == INTEGER else JLong
+    return Attr(name, jtype, lambda b, d: box(int(_metrics(b, d).get(key, 0))))
+
+
+def _dest_type(d: Any) -> str:
+    return "q" if d.is_queue else "t"
+
+
+DESTINATION_CONFIG = MBeanKind(
+    "Destination",
+    "Config",
+    (
+        _info_attr("ConsumerFlowLimit", LONG, lambda i: JLong(int(i["maxPrefetch"]))),
+        _info_attr(
+            "LimitBehavior", STRING, lambda i: _LIMIT_BEHAVIORS[int(i["destLimitBehavior"])]
+        ),
+        _info_attr("LocalDeliveryPreferred", BOOLEAN, lambda i: i["destCDP"] == 1),
+        _info_attr("LocalOnly", BOOLEAN, lambda i: i["destScope"] == 0),
+        _info_attr("MaxBytesPerMsg", LONG, lambda i: _unlimited(i["maxMessageSize"])),
+        _info_attr("MaxNumActiveConsumers", INTEGER, lambda i: JInt(int(i["maxActiveConsumers"]))),
+        _info_attr(
+            "MaxNumBackupConsumers", INTEGER, lambda i: JInt(int(i["maxFailoverConsumers"]))
+        ),
+        _info_attr("MaxNumMsgs", LONG, lambda i: _unlimited(i["maxMessages"])),
+        _info_attr("MaxNumProducers", INTEGER, lambda i: JInt(int(i["maxProducers"]))),
+        _info_attr("MaxTotalMsgBytes", LONG, lambda i: _unlimited(i["maxMessageBytes"])),
+        Attr("Name", STRING, lambda b, d: d.name),
+        _info_attr(
+            "ReloadXMLSchemaOnFailure", BOOLEAN, lambda i: bool(i["reloadXMLSchemaOnFailure"])
+        ),
+        Attr("Type", STRING, lambda b, d: _dest_type(d)),
+        _info_attr("UseDMQ", BOOLEAN, lambda i: bool(i["useDMQ"])),
+        _info_attr(
+            "ValidateXMLSchemaEnabled", BOOLEAN, lambda i: bool(i["validateXMLSchemaEnabled"])
+        ),
+        _info_attr("XMLSchemaURIList", STRING, lambda i: i.get("XMLSchemaUriList")),
+    ),
+)
+
+
+def _created_by_admin(d: Any) -> bool:
+    return not (d.auto or d.is_dmq or d.is_temporary)
+
+
+def _temp_connection(d: Any) -> str | None:
+    return None if d.temporary_owner is None else str(d.temporary_owner)
+
+
+def _dest_state(d: Any) -> int:
+    return int(d.state)
+
+
+DESTINATION_MONITOR = MBeanKind(
+    "Destination",
+    "Monitor",
+    (
+        _metric_attr("AvgNumActiveConsumers", INTEGER, "avgNumActiveConsumers"),
+        _metric_attr("AvgNumBackupConsumers", INTEGER, "avgNumBackupConsumers"),
+        _metric_attr("AvgNumConsumers", INTEGER, "avgNumConsumers"),
+        _metric_attr("AvgNumMsgs", LONG, "avgNumMsgs"),
+        _metric_attr("AvgTotalMsgBytes", LONG, "avgTotalMsgBytes"),
+        Attr("ConnectionID", STRING, lambda b, d: _temp_connection(d)),
+        Attr("CreatedByAdmin", BOOLEAN, lambda b, d: _created_by_admin(d)),
+        _metric_attr("DiskReserved", LONG, "diskReserved"),
+        _metric_attr("DiskUsed", LONG, "diskUsed"),
+        _metric_attr("DiskUtilizationRatio", INTEGER, "diskUtilizationRatio"),
+        _metric_attr("MsgBytesIn", LONG, "msgBytesIn"),
+        _metric_attr("MsgBytesOut", LONG, "msgBytesOut"),
+        Attr("Name", STRING, lambda b, d: d.name),
+        # The stock broker answers "" (it does not look the next message up here).
+        Attr("NextMessageID", STRING, lambda b, d: ""),
+        _metric_attr("NumActiveConsumers", INTEGER, "numActiveConsumers"),
+        _metric_attr("NumBackupConsumers", INTEGER, "numBackupConsumers"),
+        _metric_attr("NumConsumers", INTEGER, "numConsumers"),
+        _metric_attr("NumMsgs", LONG, "numMsgs"),
+        _info_attr("NumMsgsHeldInTransaction", LONG, lambda i: JLong(int(i["nTxnMessages"]))),
+        _metric_attr("NumMsgsIn", LONG, "numMsgsIn"),
+        _info_attr("NumMsgsInDelayDelivery", LONG, lambda i: JLong(int(i["nInDelayMessages"]))),
+        _metric_attr("NumMsgsOut", LONG, "numMsgsOut"),
+        _info_attr("NumMsgsPendingAcks", LONG, lambda i: JLong(int(i["nUnackMessages"]))),
+        # Remote messages exist in a cluster only; ours holds none of another broker's.
+        Attr("NumMsgsRemote", LONG, lambda b, d: JLong(0)),
+        _info_attr("NumProducers", INTEGER, lambda i: JInt(int(i["nProducers"]))),
+        Attr("NumWildcardConsumers", INTEGER, lambda b, d: JInt(0)),
+        Attr("NumWildcardProducers", INTEGER, lambda b, d: JInt(0)),
+        Attr("NumWildcards", INTEGER, lambda b, d: JInt(0)),
+        _metric_attr("PeakMsgBytes", LONG, "peakMsgBytes"),
+        _metric_attr("PeakNumActiveConsumers", INTEGER, "peakNumActiveConsumers"),
+        _metric_attr("PeakNumBackupConsumers", INTEGER, "peakNumBackupConsumers"),
+        _metric_attr("PeakNumConsumers", INTEGER, "peakNumConsumers"),
+        _metric_attr("PeakNumMsgs", LONG, "peakNumMsgs"),
+        _metric_attr("PeakTotalMsgBytes", LONG, "peakTotalMsgBytes"),
+        Attr("State", INTEGER, lambda b, d: JInt(_dest_state(d))),
+        Attr("StateLabel", STRING, lambda b, d: _DEST_STATE_LABELS.get(_dest_state(d), "unknown")),
+        Attr("Temporary", BOOLEAN, lambda b, d: bool(d.is_temporary)),
+        _metric_attr("TotalMsgBytes", LONG, "totalMsgBytes"),
+        _info_attr(
+            "TotalMsgBytesHeldInTransaction", LONG, lambda i: JLong(int(i["nTxnMessageBytes"]))
+        ),
+        Attr("TotalMsgBytesRemote", LONG, lambda b, d: JLong(0)),
+        Attr("Type", STRING, lambda b, d: _dest_type(d)),
+    ),
+)
+
+# -- Connection ------------------------------------------------------------------------
+
+
+def _conn(b: Any, cid: int) -> Any:
+    return b.connections[cid]
+
+
+def _peer(b: Any, cid: int) -> tuple[str, int]:
+    host, _, port = str(_conn(b, cid).peer).rpartition(":")
+    return host, int(port) if port.isdigit() else 0
+
+
+def _conn_producers(b: Any, cid: int) -> int:
+    return queries.producers_per_connection(b.router).get(cid, 0)
+
+
+def _conn_consumers(b: Any, cid: int) -> int:
+    return queries.consumer_count(_conn(b, cid).all_sessions())
+
+
+_CONNECTION_ID = Attr("ConnectionID", STRING, lambda b, k: str(k))
+CONNECTION_CONFIG = MBeanKind("Connection", "Config", (_CONNECTION_ID,))
+CONNECTION_MONITOR = MBeanKind(
+    "Connection",
+    "Monitor",
+    (
+        Attr("ClientID", STRING, lambda b, k: _conn(b, k).client_id),
+        Attr("ClientPlatform", STRING, lambda b, k: _conn(b, k).user_agent),
+        _CONNECTION_ID,
+        Attr("CreationTime", LONG, lambda b, k: JLong(int(_conn(b, k).connected_at * 1000))),
+        Attr("Host", STRING, lambda b, k: _peer(b, k)[0]),
+        Attr("NumConsumers", INTEGER, lambda b, k: JInt(_conn_consumers(b, k))),
+        Attr("NumProducers", INTEGER, lambda b, k: JInt(_conn_producers(b, k))),
+        Attr("Port", INTEGER, lambda b, k: JInt(_peer(b, k)[1])),
+        Attr("ServiceName", STRING, lambda b, k: _conn(b, k).service.name),
+        Attr("User", STRING, lambda b, k: _conn(b, k).user),
+    ),
+)
+
+# -- the catalogue ---------------------------------------------------------------------
+
+# The MBeans of which the broker has exactly one, in the stock broker's order of names.
+SINGLETONS: tuple[MBeanKind, ...] = (
+    BROKER_CONFIG,
+    BROKER_MONITOR,
+    CLUSTER_CONFIG,
+    CLUSTER_MONITOR,
+    CONNECTION_MANAGER_CONFIG,
+    CONNECTION_MANAGER_MONITOR,
+    CONSUMER_MANAGER_CONFIG,
+    CONSUMER_MANAGER_MONITOR,
+    DESTINATION_MANAGER_CONFIG,
+    DESTINATION_MANAGER_MONITOR,
+    JVM_MONITOR,
+    LOG_CONFIG,
+    LOG_MONITOR,
+    PRODUCER_MANAGER_CONFIG,
+    PRODUCER_MANAGER_MONITOR,
+    SERVICE_MANAGER_CONFIG,
+    SERVICE_MANAGER_MONITOR,
+    TRANSACTION_MANAGER_CONFIG,
+    TRANSACTION_MANAGER_MONITOR,
+)
+PER_SERVICE = (SERVICE_CONFIG, SERVICE_MONITOR)
+PER_DESTINATION = (DESTINATION_CONFIG, DESTINATION_MONITOR)
+PER_CONNECTION = (CONNECTION_CONFIG, CONNECTION_MONITOR)
+KINDS: dict[tuple[str, str], MBeanKind] = {
+    (k.type, k.subtype): k for k in (*SINGLETONS, *PER_SERVICE, *PER_DESTINATION, *PER_CONNECTION)
 }
 
 
-def broker_mbeans() -> list[MBean]:
-    """The MBeans of one broker, in OpenMQ's names."""
-    config = ObjectName.parse(f"{DOMAIN}:type=Broker,subtype=Config")
-    monitor = ObjectName.parse(f"{DOMAIN}:type=Broker,subtype=Monitor")
-    return [
-        MBean(config, dict(_COMMON)),
-        MBean(monitor, {**_COMMON, "Embedded": lambda b: False}),
-    ]
+def quote(value: str) -> str:
+    """javax.management.ObjectName.quote."""
+    out = ['"']
+    for ch in value:
+        if ch == "\n":
+            out.append("\\n")
+        elif ch in '\\"*?':
+            out.append("\\" + ch)
+        else:
+            out.append(ch)
+    out.append('"')
+    return "".join(out)
+
+
+def unquote(value: str) -> str | None:
+    """javax.management.ObjectName.unquote (None: not a quoted value)."""
+    if len(value) < 2 or value[0] != '"' or value[-1] != '"':
+        return None
+    out: list[str] = []
+    i = 1
+    while i < len(value) - 1:
+        ch = value[i]
+        if ch == "\\":
+            i += 1
+            nxt = value[i] if i < len(value) - 1 else ""
+            out.append("\n" if nxt == "n" else nxt)
+        else:
+            out.append(ch)
+        i += 1
+    return "".join(out)
+
+
+def _name(kind: MBeanKind, **keys: str) -> ObjectName:
+    all_keys = {"type": kind.type, "subtype": kind.subtype, **keys}
+    return ObjectName(DOMAIN, tuple(sorted(all_keys.items())))
+
+
+def _dest_keys(d: Any) -> dict[str, str]:
+    return {"desttype": _dest_type(d), "name": quote(d.name)}
 
 
 class Registry:
-    """The MBeans by canonical name, and the queries the RMI connection answers."""
+    """The broker's MBeans, enumerated from its state at each call (destinations and
+    connections come and go), and the queries the RMI connection answers."""
 
-    def __init__(self, mbeans: list[MBean]) -> None:
-        self._by_name = {m.name.canonical: m for m in mbeans}
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+
+    def mbeans(self) -> Iterator[tuple[ObjectName, MBeanKind, Any]]:
+        b = self.broker
+        for kind in SINGLETONS:
+            yield _name(kind), kind, None
+        for svc in SERVICE_NAMES:
+            for kind in PER_SERVICE:
+                yield _name(kind, name=svc), kind, svc
+        for d in _destinations(b):
+            keys = _dest_keys(d)
+            for kind in PER_DESTINATION:
+                yield _name(kind, **keys), kind, d
+        for cid in list(b.connections):
+            for kind in PER_CONNECTION:
+                yield _name(kind, id=str(cid)), kind, cid
 
     def __len__(self) -> int:
-        return len(self._by_name)
+        return sum(1 for _ in self.mbeans())
 
     def get(self, name: ObjectName) -> MBean | None:
-        return None if name.is_pattern else self._by_name.get(name.canonical)
+        if name.is_pattern or name.domain != DOMAIN:
+            return None
+        keys = dict(name.keys)
+        kind = KINDS.get((keys.get("type", ""), keys.get("subtype", "")))
+        if kind is None:
+            return None
+        key = self._resolve(kind, keys)
+        if key is _MISSING:
+            return None
+        return MBean(name, kind, key, _bind(kind, key))
+
+    def _resolve(self, kind: MBeanKind, keys: dict[str, str]) -> Any:
+        b = self.broker
+        extra = set(keys) - {"type", "subtype"}
+        if kind in SINGLETONS:
+            return None if not extra else _MISSING
+        if kind in PER_SERVICE:
+            svc = keys.get("name")
+            return svc if extra == {"name"} and svc in SERVICE_NAMES else _MISSING
+        if kind in PER_CONNECTION:
+            cid = keys.get("id", "")
+            if extra == {"id"} and cid.isdigit() and int(cid) in b.connections:
+                return int(cid)
+            return _MISSING
+        if extra != {"desttype", "name"}:
+            return _MISSING
+        dest_name = unquote(keys["name"])
+        for d in _destinations(b):
+            if d.name == dest_name and _dest_type(d) == keys["desttype"]:
+                return d
+        return _MISSING
 
     def query(self, pattern: ObjectName | None) -> list[ObjectName]:
-        names = [m.name for m in self._by_name.values()]
+        names = [n for n, _k, _key in self.mbeans()]
         if pattern is None:
             return names
         return [n for n in names if pattern.matches(n)]
+
+
+_MISSING = object()

@@ -52,7 +52,7 @@ def _reply_template(ptype: int, status: int) -> bytes:
 
 
 # The commonest replies are fixed bytes; only the correlation id changes.
-_SEND_REPLY_OK = _reply_template(PacketType.SEND_REPLY, Status.OK)
+SEND_REPLY_OK = _reply_template(PacketType.SEND_REPLY, Status.OK)
 _ACK_REPLY_OK = _reply_template(PacketType.ACKNOWLEDGE_REPLY, Status.OK)
 
 
@@ -89,7 +89,7 @@ class MessageRules(AccessRules):
             ):
                 # Admin requests are not stored: answered on the JMSReplyTo queue (admin.md).
                 if flags & FLAG_A:
-                    self.write(_with_cid(_SEND_REPLY_OK, pkt.consumer_id))
+                    self.write(_with_cid(SEND_REPLY_OK, pkt.consumer_id))
                 self.admin(self, pkt)
                 if flags & (FLAG_C | FLAG_F):
                     self._flow_after_send(pkt.producer_id, flags)
@@ -115,7 +115,7 @@ class MessageRules(AccessRules):
             self._flow_after_send(pkt.producer_id, flags)
             return
         if flags & FLAG_A:
-            reply = _with_cid(_SEND_REPLY_OK, pkt.consumer_id)
+            reply = _with_cid(SEND_REPLY_OK, pkt.consumer_id)
             if msg.persistent and not txn_id:
                 # With sync on, "stored" is said only once the record is on disk.
                 self.when_stored(lambda: self.write(reply))

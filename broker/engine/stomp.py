@@ -15,6 +15,8 @@ Layout:
                     deliveries
 - stomp_frames.py   SEND, SUBSCRIBE, UNSUBSCRIBE, ACK, NACK, BEGIN, COMMIT, ABORT, DISCONNECT
 - stomp_mapping.py  STOMP frames <-> JMQ message packets, as OpenMQ's bridge maps them
+- stomp_link.py     the JMQ engine underneath, whose deliveries the router hands over as
+                    messages, made into MESSAGE frames here (no JMQ packet each way)
 
 Bytes come in through ``receive_data``; frames for the client go to the write batch
 the driver takes with ``data_to_send()`` (``wake`` called once per batch); effects
@@ -32,6 +34,8 @@ from .stomp_frames import StompFrameRules
 
 class StompEngine(StompFrameRules):
     """The broker's side of one STOMP connection, without I/O."""
+
+    __slots__ = ()
 
 
 FRAME_HANDLERS.update(

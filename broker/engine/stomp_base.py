@@ -9,16 +9,16 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.protocol.auth import encode_auth_body, encode_basic_password
 from broker.protocol.errors import ProtocolError
 from broker.protocol.jtypes import JInt, JLong
-from broker.protocol.packet import OFF_SIZE, Packet, build_packet
+from broker.protocol.packet import OFF_CONSUMER_ID, OFF_SIZE, Packet, build_packet
 from broker.protocol.stomp import VERSIONS, Frame, FrameReader, encode_frame
-from broker.protocol.sysmsgid import sysmsgid_string
 from broker.protocol.types import (
     FLAG_A,
+    FLAG_R,
     MESSAGE_TYPES,
     PacketType,
     Status,
@@ -26,11 +26,13 @@ from broker.protocol.types import (
 from broker.security.digest import md5str
 
 from .effects import NO_EFFECTS, CancelTimer, Close, Effect, Effects, Outbox, StartTimer
-from .engine import ConnectionEngine
+from .messages import SEND_REPLY_OK
+from .stomp_link import StompLink
 from .stomp_mapping import (
     MappingError,
     StompDest,
-    message_frame_headers,
+    frame_parts,
+    subscription_head,
 )
 from .stomp_states import (
     CLOSED,
@@ -42,9 +44,17 @@ from .stomp_states import (
     next_state,
 )
 
+if TYPE_CHECKING:
+    from broker.core.message import Message
+
 log = logging.getLogger("broker.stomp")
 
 _SIZE = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+# A SEND's OK reply, whatever its correlation id: the bytes either side of that id.
+_SEND_OK_LEN = len(SEND_REPLY_OK)
+_SEND_OK_HEAD = SEND_REPLY_OK[:OFF_CONSUMER_ID]
+_SEND_OK_REST = SEND_REPLY_OK[OFF_CONSUMER_ID + 8 :]
 # The JMQ protocol level the STOMP side speaks to the JMQ engine.
 _PROTOCOL_LEVEL = 500
 
@@ -66,7 +76,7 @@ class StompSettings:
 class Subscription:
     """One SUBSCRIBE: its id, destination, ack mode and the messages not acked yet."""
 
-    __slots__ = ("id", "dest", "ack", "cid", "unacked", "delivered", "durable")
+    __slots__ = ("id", "dest", "ack", "cid", "unacked", "delivered", "durable", "head")
 
     def __init__(self, sid: str, dest: StompDest, ack: str, durable: str | None) -> None:
         self.id = sid
@@ -77,6 +87,7 @@ class Subscription:
         self.unacked: dict[str, bytes] = {}
         self.delivered = 0  # since the last credit
         self.durable = durable
+        self.head: bytes | None = None  # its MESSAGE frames' first lines
 
 
 Reply = Callable[[Packet], None]
@@ -88,6 +99,43 @@ FRAME_HANDLERS: dict[str, Callable[[Any, Frame], None]] = {}
 class StompEngineBase(Outbox):
     """State, input, output, the JMQ engine underneath, CONNECT, heart-beats and
     deliveries; the frame rules (stomp_frames.py) add the rest."""
+
+    # Slots: ten thousand idle connections are ten thousand of these (bench/stomp.py
+    # --idle), and a dict per instance is most of an idle one's memory.
+    __slots__ = (
+        "settings",
+        "wake",
+        "flush",
+        "inner",
+        "router",
+        "metrics",
+        "id",
+        "state",
+        "_rules",
+        "_default",
+        "version",
+        "reader",
+        "_backlog",
+        "_waiting",
+        "_adding",
+        "_held",
+        "_next_cid",
+        "_pumping",
+        "subs",
+        "_by_cid",
+        "_txns",
+        "_temps",
+        "_dests",
+        "_sessions",
+        "_login",
+        "_connect",
+        "_client_beats",
+        "_disconnect",
+        "last_read",
+        "_wrote",
+        "hb_in",
+        "hb_out",
+    )
 
     def __init__(
         self,
@@ -101,8 +149,8 @@ class StompEngineBase(Outbox):
         self.settings = s = settings or getattr(service, "stomp", None) or StompSettings()
         self.wake = wake
         self.flush = flush
-        self.inner = ConnectionEngine(
-            broker, service, wake=self._inner_wake, flush=self._inner_flush
+        self.inner = StompLink(
+            broker, service, self, wake=self._inner_wake, flush=self._inner_flush
         )
         self.router = self.inner.router
         self.metrics = self.inner.metrics
@@ -118,13 +166,20 @@ class StompEngineBase(Outbox):
         )
         Outbox.__init__(self)  # the write batch and effects the driver takes
         self._backlog: list[Frame] = []
-        self._waiting: dict[int, Reply] = {}
+        # Correlation id -> what takes the reply: a callback, or the SEND frame whose
+        # OK reply means its receipt (no closure per SEND).
+        self._waiting: dict[int, Reply | Frame] = {}
+        # The subscription whose ADD_CONSUMER is being answered, and the deliveries
+        # made meanwhile, written after its receipt (see on_subscribe).
+        self._adding: Subscription | None = None
+        self._held: list[bytes] | None = None
         self._next_cid = 0
         self._pumping = False
         self.subs: dict[str, Subscription] = {}
         self._by_cid: dict[int, Subscription] = {}
         self._txns: dict[str, int] = {}
         self._temps: set[str] = set()
+        self._dests: dict[str, StompDest] = {}  # destination header -> its parse
         self._sessions: dict[int, int] = {}  # ack mode -> JMQ session id
         self._login: tuple[str, str] = ("guest", "guest")
         self._connect: Frame | None = None
@@ -360,6 +415,9 @@ class StompEngineBase(Outbox):
                     n = len(buf)
                     while off + 12 <= n:
                         size = _SIZE.unpack_from(buf, OFF_SIZE + off)[0]
+                        if size == _SEND_OK_LEN and self._send_ok(buf, off):
+                            off += size
+                            continue
                         self._from_broker(Packet(bytes(buf[off : off + size])))
                         off += size
             self._collect_inner()
@@ -374,14 +432,26 @@ class StompEngineBase(Outbox):
                     break
                 self._frame(frame)
 
+    def _send_ok(self, buf: bytes | bytearray, off: int) -> bool:
+        """A SEND's OK reply, taken without decoding it: its receipt, if it asked."""
+        cut = off + OFF_CONSUMER_ID
+        if buf[off:cut] != _SEND_OK_HEAD or buf[cut + 8 : off + _SEND_OK_LEN] != _SEND_OK_REST:
+            return False
+        f = self._waiting.pop(_I64.unpack_from(buf, cut)[0], None)
+        if type(f) is Frame:
+            self._receipt(f)
+            return True
+        if f is not None:
+            f(Packet(bytes(buf[off : off + _SEND_OK_LEN])))  # type: ignore[operator]
+        return True
+
     def _from_broker(self, pkt: Packet) -> None:
         ptype = pkt.type
         if ptype in MESSAGE_TYPES:
-            self._deliver(pkt)
-            return
+            return  # never: StompLink delivers through render (a browse is not STOMP's)
         cb = self._waiting.pop(pkt.consumer_id, None) if pkt.consumer_id else None
         if cb is not None:
-            cb(pkt)
+            self._answered(cb, pkt)
         elif ptype == PacketType.AUTHENTICATE_REQUEST:
             self._authenticate(pkt)
         elif ptype == PacketType.GOODBYE:
@@ -481,8 +551,6 @@ class StompEngineBase(Outbox):
         self._logged_in()
 
     def _logged_in(self) -> None:
-        f = self._connect
-        assert f is not None
         self._request(PacketType.START)
         headers = [("version", self.version)]
         if self.version != "1.0":
@@ -502,6 +570,9 @@ class StompEngineBase(Outbox):
             self.version,
         )
         self.send("CONNECTED", headers)
+        # Neither the CONNECT frame nor the passcode is kept past the login.
+        self._connect = None
+        self._login = ("", "")
         if self.hb_out:
             self._effect(StartTimer("stomp-hb-out", self.hb_out / 1000, self._beat_out))
         if self.hb_in:
@@ -531,20 +602,58 @@ class StompEngineBase(Outbox):
                 self._effect(StartTimer("stomp-hb-in", self.hb_in / 4000, self._check_in))
         return self.take_effects()
 
-    # -- deliveries --------------------------------------------------------------------
+    def _answered(self, cb: Reply | Frame, pkt: Packet) -> None:
+        if type(cb) is Frame:
+            self._send_answered(cb, pkt)
+        else:
+            cb(pkt)  # type: ignore[operator]
 
-    def _deliver(self, pkt: Packet) -> None:
-        sub = self._by_cid.get(pkt.consumer_id)
+    def _send_answered(self, f: Frame, pkt: Packet) -> None:
+        status = pkt.properties.get("JMQStatus")
+        if status == Status.OK:
+            self._receipt(f)
+            return
+        reason = pkt.properties.get("JMQReason") or f"status {status}"
+        what = f"SEND to {f.get('destination')}"
+        log.info("STOMP connection %s: %s refused: %s", self.id, what, reason)
+        self._error(f"{what} refused: {reason}", f)
+
+    # -- deliveries (StompLink calls these from the router) --------------------------
+
+    def render(self, consumer_id: int, msg: Message, redelivered: bool, count: int) -> bytes:
+        sub = self._by_cid.get(consumer_id)
         if sub is None:
-            return  # a consumer just unsubscribed: the broker takes it back
-        msg_id = "ID:" + sysmsgid_string(pkt.sysmsgid)
-        ack = None
+            sub = self._adding
+            if sub is None:
+                return b""  # not a subscription of ours (cannot be: see on_unsubscribe)
+            # A new subscription's first deliveries, made as its consumer is added.
+            sub.cid = consumer_id
+            self._by_cid[consumer_id] = sub
+        parts = frame_parts(msg, self.version, self.id)
+        ack = 0
         if sub.ack != "auto":
-            sub.unacked[msg_id] = pkt.sysmsgid
-            ack = f"{sub.cid}:{msg_id}"
+            sub.unacked[parts.msg_id] = msg.key
+            ack = consumer_id
         sub.delivered += 1
-        headers, body = message_frame_headers(pkt, sub.id, sub.dest.stomp, ack, self.id)
-        self.write(encode_frame("MESSAGE", headers, body, self.version))
+        head = sub.head
+        if head is None:
+            head = sub.head = subscription_head(sub.id, sub.dest.stomp, self.version)
+        return parts.frame(head, ack, redelivered or bool(msg.base_flags & FLAG_R), count)
+
+    def write_delivery(self, frame: bytes) -> None:
+        held = self._held
+        if held is not None:
+            held.append(frame)
+        else:
+            self.write(frame)
+
+    def release_held(self) -> None:
+        """Write the deliveries held while a subscription was being added."""
+        self._adding = None
+        held, self._held = self._held, None
+        if held:
+            for frame in held:
+                self.write(frame)
 
 
 def _heartbeat(value: str | None) -> tuple[int, int]:

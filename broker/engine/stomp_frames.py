@@ -30,6 +30,8 @@ _ACK_MODES = {
 class StompFrameRules(StompEngineBase):
     """The client frames after CONNECT."""
 
+    __slots__ = ()
+
     def _status_reply(self, f: Frame, what: str, then: Callable[[], None] | None = None) -> Reply:
         def answered(pkt: Packet) -> None:
             status = pkt.properties.get("JMQStatus")
@@ -43,6 +45,17 @@ class StompFrameRules(StompEngineBase):
                 self._error(f"{what} refused: {reason}", f)
 
         return answered
+
+    def _dest(self, text: str | None) -> StompDest:
+        """The destination a header names, parsed once per connection and name."""
+        dests = self._dests
+        d = dests.get(text) if text else None
+        if d is None:
+            d = parse_destination(text, self.id)
+            if len(dests) >= 64:
+                dests.clear()  # a connection that sends to ever new names
+            dests[d.stomp] = d
+        return d
 
     def _ensure_temp(self, dest: StompDest) -> None:
         if dest.dtype & DEST_TEMP and dest.name not in self._temps:
@@ -72,9 +85,9 @@ class StompFrameRules(StompEngineBase):
         return sid
 
     def on_send(self, f: Frame) -> None:
-        dest = parse_destination(f.get("destination"), self.id)
+        dest = self._dest(f.get("destination"))
         rt = f.get("reply-to")
-        reply_to = parse_destination(rt, self.id) if rt else None
+        reply_to = self._dest(rt) if rt else None
         txn = 0
         tname = f.get("transaction")
         if tname is not None:
@@ -85,7 +98,7 @@ class StompFrameRules(StompEngineBase):
         if reply_to is not None:
             self._ensure_temp(reply_to)
         cid = self._cid()
-        self._waiting[cid] = self._status_reply(f, f"SEND to {dest.stomp}")
+        self._waiting[cid] = f  # its reply: the receipt, or an ERROR (_send_answered)
         raw = message_packet(
             f.headers, f.body, dest, reply_to, txn, self.id, self.id, want_reply=cid, flags=FLAG_A
         )
@@ -132,11 +145,16 @@ class StompFrameRules(StompEngineBase):
                 reason = p.get("JMQReason") or f"status {p.get('JMQStatus')}"
                 log.info("STOMP connection %s: SUBSCRIBE %s refused: %s", self.id, sid, reason)
                 self._error(f"SUBSCRIBE to {dest.stomp} refused: {reason}", f)
+                self.release_held()
                 return
             sub.cid = int(cons)
             self._by_cid[sub.cid] = sub
             self._receipt(f)
+            self.release_held()
 
+        # The engine answers ADD_CONSUMER, then delivers what waits at once (render):
+        # those frames are held until the receipt is written, so they come after it.
+        self._adding, self._held = sub, []
         self._request(PacketType.ADD_CONSUMER, props, added)
 
     def on_unsubscribe(self, f: Frame) -> None:
@@ -199,17 +217,43 @@ class StompFrameRules(StompEngineBase):
 
     def on_ack(self, f: Frame) -> None:
         sub, taken = self._acked(f)
-        body = b"".join(_ACK_BLOCK.pack(sub.cid, key) for _, key in taken)
-        fields: dict[int, object] | None = None
         tname = f.get("transaction")
-        if tname is not None:
-            txn = self._txns.get(tname)
-            if not txn:
-                raise MappingError(f"ACK in transaction {tname!r}, which is not begun")
-            fields = {VH_TRANSACTIONID: txn}
+        if tname is None:
+            self._ack_now(f, sub, taken)
+            return
+        txn = self._txns.get(tname)
+        if not txn:
+            raise MappingError(f"ACK in transaction {tname!r}, which is not begun")
+        body = b"".join(_ACK_BLOCK.pack(sub.cid, key) for _, key in taken)
         self._request(
-            PacketType.ACKNOWLEDGE, None, self._status_reply(f, "ACK"), body=body, fields=fields
+            PacketType.ACKNOWLEDGE,
+            None,
+            self._status_reply(f, "ACK"),
+            body=body,
+            fields={VH_TRANSACTIONID: txn},
         )
+
+    def _ack_now(self, f: Frame, sub: Subscription, taken: list[tuple[str, bytes]]) -> None:
+        """An ACK outside a transaction, straight to the router's acknowledgements (what
+        the JMQ engine's ACKNOWLEDGE does for it, without a packet each way)."""
+        sess = self.inner.consumer_sessions.get(sub.cid)
+        store = self.router.store
+        mark = store.submitted if store is not None else 0
+        found = 0
+        if sess is not None:
+            cid = sub.cid
+            found = self.router.acks.acknowledge(sess, [(cid, key) for _, key in taken])
+        if found != len(taken):
+            reason = f"{len(taken) - found} message(s) not delivered and unacknowledged here"
+            log.info("STOMP connection %s: ACK refused: %s", self.id, reason)
+            self._error(f"ACK refused: {reason}", f)
+        elif f.get("receipt") is not None:
+            if store is not None and store.submitted != mark:
+                # Persistent messages were settled: the receipt waits until that is
+                # written (synced with sync on), as the JMQ engine's reply does.
+                self.inner.when_stored(lambda: self._receipt(f))
+            else:
+                self._receipt(f)
 
     def on_nack(self, f: Frame) -> None:
         if self.version == "1.0":
@@ -274,8 +318,8 @@ class StompFrameRules(StompEngineBase):
 
         for cid, cb in pending.items():
 
-            def wrapped(pkt: Packet, cid: int = cid, cb: Reply = cb) -> None:
-                cb(pkt)
+            def wrapped(pkt: Packet, cid: int = cid, cb: Reply | Frame = cb) -> None:
+                self._answered(cb, pkt)
                 left.discard(cid)
                 if not left:
                     then()

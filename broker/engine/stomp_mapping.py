@@ -11,7 +11,7 @@ Checked against the stock bridge (OpenMQ 6.9, ``imq.bridge.activelist=stomp``):
   other header a String property;
 - a MESSAGE carries subscription, destination, message-id, ack, reply-to,
   correlation-id, expires, redelivered, priority, timestamp, type, JMSXDeliveryCount,
-  the properties, and always content-length.
+  the properties, and content-length (:class:`FrameParts`).
 
 Where ours differs (docs/reference/stomp.md): ``expires`` is an absolute time in ms
 since the epoch both ways (the stock bridge adds it to the time of the send as a time
@@ -23,14 +23,16 @@ header instead of closing the connection.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import time
 import zlib
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from broker.protocol.errors import ProtocolError
 from broker.protocol.packet import (
     VH_CORRELATIONID,
-    VH_DELIVERY_COUNT,
     VH_DESTINATION,
     VH_DESTINATION_CLASS,
     VH_REPLYTO,
@@ -39,15 +41,15 @@ from broker.protocol.packet import (
     VH_TYPE,
     Packet,
     build_packet,
+    encode_fields,
 )
-from broker.protocol.sysmsgid import sysmsgid_string
+from broker.protocol.stomp import VERSIONS, escape
 from broker.protocol.types import (
     DEST_QUEUE,
     DEST_TEMP,
     DEST_TOPIC,
     FLAG_P,
     FLAG_Q,
-    FLAG_R,
     FLAG_Z,
     QUEUE_CLASS,
     TEMP_PREFIX,
@@ -58,6 +60,9 @@ from broker.protocol.types import (
     TOPIC_CLASS,
     PacketType,
 )
+
+if TYPE_CHECKING:
+    from broker.core.message import Message
 
 # Headers with a meaning of their own on SEND: never properties.
 SEND_HEADERS = frozenset(
@@ -96,12 +101,22 @@ class MappingError(ProtocolError):
 class StompDest:
     """A destination as STOMP names it and as the broker does."""
 
-    __slots__ = ("stomp", "name", "dtype")
+    __slots__ = ("stomp", "name", "dtype", "_fields")
 
     def __init__(self, stomp: str, name: str, dtype: int) -> None:
         self.stomp = stomp
         self.name = name
         self.dtype = dtype
+        self._fields: bytes | None = None
+
+    def fields(self) -> bytes:
+        """A message's variable header naming only this destination (most SENDs')."""
+        vh = self._fields
+        if vh is None:
+            vh = self._fields = encode_fields(
+                {VH_DESTINATION: self.name, VH_DESTINATION_CLASS: self.java_class}
+            )
+        return vh
 
     @property
     def java_class(self) -> str:
@@ -219,6 +234,7 @@ def message_packet(
         flags=flags,
         consumer_id=want_reply,
         fields=fields,
+        raw_fields=dest.fields() if len(fields) == 2 else None,
         priority=priority,
         expiration=expiration,
         port=port & 0xFFFF,
@@ -226,56 +242,125 @@ def message_packet(
     )
 
 
-def message_frame_headers(
-    pkt: Packet, subscription: str, dest_stomp: str, ack: str | None, conn_id: int
-) -> tuple[list[tuple[str, str]], bytes]:
-    """A delivery's MESSAGE headers (in the stock bridge's order) and body."""
-    f = pkt.fields
-    msg_id = "ID:" + sysmsgid_string(pkt.sysmsgid)
-    h: list[tuple[str, str]] = [
-        ("subscription", subscription),
-        ("destination", dest_stomp),
-        ("message-id", msg_id),
-    ]
-    if ack is not None:
-        h.append(("ack", ack))
-    rt = f.get(VH_REPLYTO)
-    if isinstance(rt, str) and rt:
-        rc = f.get(VH_REPLYTO_CLASS)
-        h.append(("reply-to", stomp_name(rt, rc if isinstance(rc, str) else None, True, conn_id)))
-    corr = f.get(VH_CORRELATIONID)
-    if isinstance(corr, str):
-        h.append(("correlation-id", corr))
-    h.append(("expires", str(pkt.expiration)))
-    h.append(("redelivered", "true" if pkt.flags & FLAG_R else "false"))
-    h.append(("priority", str(pkt.priority)))
-    h.append(("timestamp", str(pkt.timestamp)))
-    jtype = f.get(VH_TYPE)
-    if isinstance(jtype, str):
-        h.append(("type", jtype))
-    h.append(("persistent", "true" if pkt.flags & FLAG_P else "false"))
-    count = f.get(VH_DELIVERY_COUNT)
-    h.append(
-        (
-            "JMSXDeliveryCount",
-            str(count if isinstance(count, int) else 2 if pkt.flags & FLAG_R else 1),
-        )
+class FrameParts:
+    """A message's MESSAGE frame, as bytes ready to join, but for what each subscription
+    and delivery says itself (subscription, destination, ack, redelivered,
+    JMSXDeliveryCount).  Headers in the stock bridge's order: subscription, destination,
+    message-id, ack, reply-to, correlation-id, expires, redelivered, priority,
+    timestamp, type, persistent, JMSXDeliveryCount, the properties (as Java's
+    String.valueOf writes them, the broker's own JMQ* left out), ``jms-message-type``
+    for a Map, Stream or Object message, and content-length when there is a body."""
+
+    __slots__ = (
+        "msg",
+        "version",
+        "conn_id",
+        "msg_id",
+        "mid_line",
+        "ack_rest",
+        "before",
+        "middle",
+        "tail",
     )
-    if pkt.prop_size:
-        for k, v in pkt.properties.items():
-            if k.startswith("JMQ") or k == "JMSXDeliveryCount":
-                continue  # the broker's own
-            h.append((k, _text(v)))
-    kind = _BODY_TYPES.get(pkt.type)
-    if kind is not None:
-        h.append(("jms-message-type", kind))
-    body = pkt.body
-    if pkt.flags & FLAG_Z and body:
-        try:
-            body = zlib.decompress(body)
-        except zlib.error:
-            pass
-    return h, body
+
+    def __init__(self, msg: Message, version: str, conn_id: int) -> None:
+        self.msg = msg
+        self.version = version
+        esc = _ESCAPERS[version]
+        pkt = Packet(msg.raw)
+        f = pkt.fields
+        self.msg_id = msg_id = msg.message_id
+        self.mid_line = f"message-id:{esc(msg_id)}\n".encode()
+        self.ack_rest = f"{esc(':' + msg_id)}\n".encode()
+        before = []
+        # A reply-to among a connection's own temporary destinations is named for that
+        # connection only; any other frame is the same for every connection.
+        self.conn_id: int | None = None
+        rt = f.get(VH_REPLYTO)
+        if isinstance(rt, str) and rt:
+            if rt.startswith(TEMP_PREFIX):
+                self.conn_id = conn_id
+            rc = f.get(VH_REPLYTO_CLASS)
+            name = stomp_name(rt, rc if isinstance(rc, str) else None, True, conn_id)
+            before.append(f"reply-to:{esc(name)}\n")
+        corr = f.get(VH_CORRELATIONID)
+        if isinstance(corr, str):
+            before.append(f"correlation-id:{esc(corr)}\n")
+        before.append(f"expires:{msg.expiration}\n")
+        self.before = "".join(before).encode()
+        middle = f"priority:{msg.priority}\ntimestamp:{msg.timestamp}\n"
+        jtype = f.get(VH_TYPE)
+        if isinstance(jtype, str):
+            middle += f"type:{esc(jtype)}\n"
+        middle += "persistent:true\n" if msg.persistent else "persistent:false\n"
+        self.middle = middle.encode()
+        tail = []
+        have_length = False
+        if pkt.prop_size:
+            for k, v in pkt.properties.items():
+                if k.startswith("JMQ") or k == "JMSXDeliveryCount":
+                    continue  # the broker's own
+                have_length = have_length or k == "content-length"
+                tail.append(f"{esc(k)}:{esc(_text(v))}\n")
+        kind = _BODY_TYPES.get(msg.type)
+        if kind is not None:
+            tail.append(f"jms-message-type:{kind}\n")
+        body = pkt.body
+        if msg.base_flags & FLAG_Z and body:
+            try:
+                body = zlib.decompress(body)
+            except zlib.error:
+                pass
+        if body and not have_length:
+            tail.append(f"content-length:{len(body)}\n")
+        tail.append("\n")
+        self.tail = "".join(tail).encode("utf-8") + body + b"\x00"
+
+    def frame(self, head: bytes, ack: int, redelivered: bool, count: int) -> bytes:
+        """The MESSAGE frame for a subscription (``head``: subscription_head) whose JMQ
+        consumer is ``ack`` (0: an ``ack:auto`` one, so no ack header)."""
+        return b"".join(
+            (
+                head,
+                self.mid_line,
+                b"ack:%d%s" % (ack, self.ack_rest) if ack else b"",
+                self.before,
+                _REDELIVERED if redelivered else _NOT_REDELIVERED,
+                self.middle,
+                b"JMSXDeliveryCount:%d\n" % count,
+                self.tail,
+            )
+        )
+
+
+_REDELIVERED = b"redelivered:true\n"
+_NOT_REDELIVERED = b"redelivered:false\n"
+_ESCAPERS: dict[str, Callable[[str], str]] = {
+    v: functools.partial(escape, version=v) for v in VERSIONS
+}
+# The last message's parts: the subscribers of a topic get the same message one after
+# another, so one entry saves all but the first the decoding and encoding.
+_last: FrameParts | None = None
+
+
+def frame_parts(msg: Message, version: str, conn_id: int) -> FrameParts:
+    """``msg``'s parts for a connection of ``version`` (kept for the next subscriber)."""
+    global _last
+    p = _last
+    if (
+        p is None
+        or p.msg is not msg
+        or p.version != version
+        or (p.conn_id is not None and p.conn_id != conn_id)
+    ):
+        p = _last = FrameParts(msg, version, conn_id)
+    return p
+
+
+def subscription_head(subscription: str, dest_stomp: str, version: str) -> bytes:
+    """A MESSAGE frame's command and first two lines, the same for all of a subscription's."""
+    esc = _ESCAPERS[version]
+    return f"MESSAGE\nsubscription:{esc(subscription)}\ndestination:{esc(dest_stomp)}\n".encode()
 
 
 def _text(v: object) -> str:
@@ -295,10 +380,12 @@ def now_ms() -> int:
 
 __all__ = [
     "DEFAULT_PRIORITY",
+    "FrameParts",
     "MappingError",
     "StompDest",
-    "message_frame_headers",
+    "frame_parts",
     "message_packet",
     "parse_destination",
     "stomp_name",
+    "subscription_head",
 ]

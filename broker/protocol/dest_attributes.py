@@ -22,8 +22,9 @@ from dataclasses import dataclass
 from broker import props
 from broker.protocol import admin_info as ai
 from broker.protocol.destname import ADMIN_NAME_RULE, admin_name_problem, valid_admin_name
+from broker.protocol.jtypes import JInt
 from broker.protocol.properties import as_int
-from broker.protocol.types import LimitBehavior
+from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, LimitBehavior
 
 # Value types.
 INT = "int"  # a count; -1 = unlimited
@@ -353,6 +354,26 @@ def attributes_of_info(info: dict[str, object], extra: dict[str, object] | None 
     return out
 
 
+def destination_request(
+    name: str, dest_type: int, attrs: dict[str, object]
+) -> tuple[bytes, dict[str, object]]:
+    """A CREATE/UPDATE_DESTINATION body (DestinationInfo with its update mask) and the
+    request properties for attributes it has no field for."""
+    if not name:
+        raise ValueError("a destination name is needed")
+    if not dest_type & (DEST_QUEUE | DEST_TOPIC):
+        raise ValueError(f"dest_type {dest_type} is neither a queue (1) nor a topic (2)")
+    values = convert_all(attrs, is_topic=bool(dest_type & DEST_TOPIC))
+    fields, mask, extra = destination_info_fields(values)
+    info = ai.destination_info(
+        updateMask=ai.DEST_NAME | ai.DEST_TYPE | mask, name=name, type=int(dest_type), **fields
+    )
+    props: dict[str, object] = {}
+    for attr, value in extra.items():
+        props[EXTRA_PROPERTIES[attr]] = JInt(int(value))
+    return ai.encode_admin_object(info), props
+
+
 def describe() -> list[dict[str, object]]:
     """The table as plain data (forms, the REST API)."""
     return [
@@ -380,6 +401,7 @@ __all__ = [
     "convert_each",
     "describe",
     "destination_info_fields",
+    "destination_request",
     "destination_name_problem",
     "parse_bool",
     "valid_destination_name",

@@ -71,6 +71,32 @@ METHODS: dict[int, tuple[str, str]] = {
     -7404813916326233354: ("getMBeanInfo", "LL"),
     -2147516868461740814: ("isInstanceOf", "LLL"),
     -5037523307973544478: ("fetchNotifications", "JIJ"),
+    6950095694996159938: ("getObjectInstance", "LL"),
+    1434350937885235744: ("invoke", "LLLLL"),
+    6738606893952597516: ("setAttribute", "LLL"),
+    -230470228399681820: ("setAttributes", "LLL"),
+    -5321691879380783377: ("addNotificationListeners", "LLL"),
+    2549120024456183446: ("removeNotificationListeners", "LLL"),
+    -8578317696269497109: ("addNotificationListener", "LLLLL"),
+    6604721169198089513: ("removeNotificationListener", "LLL"),
+    2578029900065214857: ("removeNotificationListener", "LLLLL"),
+    -159498580868721452: ("unregisterMBean", "LL"),
+    2510753813974665446: ("createMBean", "LLL"),
+    -8679469989872508324: ("createMBean", "LLLL"),
+    4867822117947806114: ("createMBean", "LLLLL"),
+    -6604955182088909937: ("createMBean", "LLLLLL"),
+}
+# The RMI registry (ObjID 0, sun.rmi.registry.RegistryImpl_Stub's interface hash and op
+# numbers): bind(String, Remote), list(), lookup(String), rebind(String, Remote),
+# unbind(String).
+REGISTRY_OBJNUM = 0
+REGISTRY_INTERFACE_HASH = 4905912898345647071
+REGISTRY_METHODS = {
+    0: ("bind", "LL"),
+    1: ("list", ""),
+    2: ("lookup", "L"),
+    3: ("rebind", "LL"),
+    4: ("unbind", "L"),
 }
 # DGC (op numbers of the interface-hash protocol): dirty(ObjID[], long, Lease),
 # clean(ObjID[], long, VMID, boolean).
@@ -218,6 +244,10 @@ def _decode_call(data: bytes) -> tuple[Call, int]:
         method = DGC_METHODS.get(op)
         if method is None:
             raise ProtocolError(f"unknown DGC operation {op}")
+    elif target == ObjID(REGISTRY_OBJNUM) and method_hash == REGISTRY_INTERFACE_HASH:
+        method = REGISTRY_METHODS.get(op)
+        if method is None:
+            raise ProtocolError(f"unknown registry operation {op}")
     else:
         raise ProtocolError(f"operation {op} with interface hash {method_hash} is not served")
     name, kinds = method
@@ -275,6 +305,8 @@ def encode_call(target: ObjID, method_hash: int, args: list[object], op: int = -
     ObjectOutputStream's buffering makes them."""
     if op == -1:
         method = METHODS.get(method_hash)
+    elif method_hash == REGISTRY_INTERFACE_HASH:
+        method = REGISTRY_METHODS.get(op)
     else:
         method = DGC_METHODS.get(op)
     if method is None:

@@ -502,12 +502,14 @@ def build_packet(
     sequence: int = 0,
     java_padding: bool = True,
     raw_props: bytes | None = None,
+    raw_fields: bytes | None = None,
 ) -> bytes:
     """Encode a version-301 packet.
 
-    ``raw_props`` passes an already encoded property section (used when forwarding).
+    ``raw_props`` passes an already encoded property section (used when forwarding),
+    ``raw_fields`` an already encoded variable header (``encode_fields``' bytes).
     """
-    vh = encode_fields(fields, java_padding=java_padding)
+    vh = raw_fields if raw_fields is not None else encode_fields(fields, java_padding=java_padding)
     pr = raw_props if raw_props is not None else encode_properties(props)
     prop_offset = HEADER_SIZE + len(vh)
     size = prop_offset + len(pr) + len(body)

@@ -138,8 +138,10 @@ def escape(text: str, version: str) -> str:
     """A header name or value made safe to write in ``version``."""
     if version == "1.0":
         # Nothing to escape with: a line end or colon would break the frame.
+        if "\n" not in text and "\r" not in text:
+            return text
         return text.replace("\n", " ").replace("\r", " ")
-    if not any(c in text for c in "\\\n:\r"):
+    if "\\" not in text and "\n" not in text and ":" not in text and "\r" not in text:
         return text
     text = text.replace("\\", "\\\\").replace("\n", "\\n").replace(":", "\\c")
     if version == "1.2":
@@ -180,6 +182,19 @@ class FrameReader:
     ``version`` decides the header escaping (set it once CONNECT has agreed one).
     ``max_frame``: the most bytes a frame may have (headers and body);
     ``max_headers``: the most header lines; ``max_header_line``: the longest line."""
+
+    __slots__ = (
+        "version",
+        "max_frame",
+        "max_headers",
+        "max_header_line",
+        "heartbeats",
+        "_buf",
+        "_head",
+        "_head_len",
+        "_body_len",
+        "_scanned",
+    )
 
     def __init__(
         self,

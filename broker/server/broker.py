@@ -89,6 +89,10 @@ class Service:
     paused: bool = False
     # Traffic of all its connections (GET_METRICS' MetricCounters; core/metrics.py).
     metrics: ServiceCounters = field(default_factory=ServiceCounters)
+    # Connections accepted and refused (paused, quiesced, over the limit) since the start
+    # (JMX's NumConnectionsOpened / NumConnectionsRejected).
+    connections_opened: int = 0
+    connections_rejected: int = 0
     # The HTTP tunnel's connections (http and https services; server/tunnel.py).
     tunnel: TunnelService | None = None
     # The STOMP service's settings (protocol stomp; server/stomp.py).
@@ -487,7 +491,7 @@ class Broker:
             entries.append(cluster_entry(self.cluster))
         entries.append(ServiceEntry("cluster_discovery", "tcp", "CLUSTER_DISCOVERY", 0))
         if self.jmx is not None:
-            entries.append(self.jmx.portmapper_entry())
+            entries += self.jmx.portmapper_entries()
         return PortMapperTable(self.config.instance, str(CURRENT_PACKET_VERSION), entries)
 
     async def run_until_stopped(self) -> None:
@@ -644,7 +648,8 @@ class Broker:
         if self.portmapper_server:
             servers.append(self.portmapper_server)
         if self.jmx is not None:
-            servers.append(self.jmx.listener)
+            servers += self.jmx.listeners
+            self.jmx.close()
         for s in servers:
             s.close()
         for conn in list(self.connections.values()):
@@ -675,6 +680,7 @@ class Broker:
     def connection_opened(self, conn: ConnectionEngine) -> None:
         self.connections[conn.id] = conn
         conn.service.connections.add(conn)
+        conn.service.connections_opened += 1
 
     def connection_closed(self, conn: ConnectionEngine) -> None:
         self.connections.pop(conn.id, None)

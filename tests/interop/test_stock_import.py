@@ -40,7 +40,7 @@ imq.passfile.enabled=true
 imq.passfile.dirpath={etc}
 imq.keystore.file.dirpath={etc}
 imq.jms.threadpool_model=dedicated
-imq.jmx.rmiregistry.port=1099
+imq.jmx.usePlatformMBeanServer=false
 """
 
 
@@ -165,7 +165,7 @@ def test_stock_instance_imported(tmp_path: Path, java_programs: Any) -> None:
         assert len(adapted) == 1 and "JKS converted to" in adapted[0], config
         assert {
             ("property", "imq.jms.threadpool_model"),
-            ("property", "imq.jmx.rmiregistry.port"),
+            ("property", "imq.jmx.usePlatformMBeanServer"),
             ("access rule", "not.a.rule"),
             ("message store", str(inst / "fs370")),
         } <= not_taken(lines), config

@@ -10,6 +10,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Any
 
+from broker.core.admin_views import flag  # noqa: F401 - the handlers' name for it
 from broker.protocol.javaser import JavaSerializationError, decode_object
 from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, Status
 
@@ -44,14 +45,6 @@ def request_dest_name(props: dict) -> str:
     if not isinstance(name, str) or not name:
         raise AdminError(Status.BAD_REQUEST, "JMQDestination is missing")
     return name
-
-
-def flag(value: object, default: bool) -> bool:
-    if isinstance(value, bool):
-        return value
-    if value is None:
-        return default
-    return str(value).strip().lower() == "true"
 
 
 def is_openmq4(conn: ConnectionEngine) -> bool:

@@ -7,13 +7,13 @@ PURGE_DESTINATION, DESTROY_DESTINATION and COMPACT_DESTINATION."""
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from broker.core import queries
-from broker.core.metrics import consumer_counts
-from broker.core.monitoring import is_metrics_topic
+from broker.core.admin_views import destination_info as _destination_info
+from broker.core.admin_views import listed_by_admin
 from broker.protocol import dest_attributes as dattrs
-from broker.protocol.admin_info import DEST_NAME, DEST_TYPE, destination_info, encode_infos
+from broker.protocol.admin_info import DEST_NAME, DEST_TYPE, encode_infos
 from broker.protocol.admin_types import ADMIN_QUEUE
 from broker.protocol.destname import admin_name_problem
 from broker.protocol.jtypes import JInt
@@ -24,65 +24,6 @@ from .connections import admin_connection_ids
 
 if TYPE_CHECKING:
     from broker.engine import ConnectionEngine
-
-
-# DestinationInfo.type is the full type less these (GetDestinationsHandler): TEMP, DMQ and
-# the queue/topic bits stay, so imqcmd can hide temporaries and skip the DMQ.
-_DEST_PRIVATE_BITS = int(DestType.INTERNAL | DestType.AUTO | DestType.ADMIN)
-
-
-def _destination_info(dest, delayed: list[int], held: list[int]) -> Any:
-    """A ``DestinationInfo`` for GET_DESTINATIONS (sizes in bytes, -1 = unlimited).
-
-    ``held``: [count, bytes] of the messages sent to it in open transactions, which
-    OpenMQ counts in the destination already (nMessages, nTxnMessages and UnAck: imqcmd
-    shows Count = nMessages - nTxnMessages), and ``delayed`` those in delivery delay."""
-    pending = queries.waiting_count(dest)
-    _all, active, backups = consumer_counts(dest)
-    if dest.is_queue:
-        cdp = (
-            dattrs.CDP_LOCAL_PREFERRED
-            if flag(dest.attributes.get("localDeliveryPreferred"), False)
-            else dattrs.CDP_DISTRIBUTED
-        )
-    else:
-        cdp = dattrs.CDP_NA
-    uris = dest.attributes.get("XMLSchemaURIList")
-    full = dest.dest_type | (int(DestType.AUTO) if dest.auto else 0)
-    return destination_info(
-        nMessages=dest.msg_count + held[0],
-        nMessageBytes=dest.msg_bytes + held[1],
-        nTxnMessages=held[0],
-        nTxnMessageBytes=held[1],
-        nConsumers=active + backups,
-        nProducers=len(dest.producers),
-        naConsumers=active,
-        nfConsumers=backups,
-        autocreated=bool(dest.auto or dest.is_dmq or dest.is_temporary),
-        destState=int(dest.state),
-        name=dest.name,
-        type=full & ~_DEST_PRIVATE_BITS,
-        fulltype=full,
-        maxMessages=dest.limit("maxNumMsgs"),
-        maxMessageBytes=dest.limit("maxTotalMsgBytes"),
-        maxMessageSize=dest.limit("maxBytesPerMsg"),
-        destScope=0 if flag(dest.attributes.get("isLocalOnly"), False) else 1,
-        destLimitBehavior=int(dest.limit_behavior),
-        maxPrefetch=dest.limit("consumerFlowLimit"),
-        destCDP=cdp,
-        maxActiveConsumers=dest.limit("maxNumActiveConsumers") if dest.is_queue else -1,
-        maxFailoverConsumers=dest.limit("maxNumBackupConsumers", 0) if dest.is_queue else 0,
-        maxProducers=dest.limit("maxNumProducers"),
-        maxNumSharedConsumers=dest.limit("maxNumSharedConsumers"),
-        sharedConsumerFlowLimit=dest.limit("sharedConsumerFlowLimit", 5),
-        useDMQ=False if dest.is_dmq else flag(dest.attributes.get("useDMQ"), True),
-        nUnackMessages=max(0, dest.msg_count - pending - delayed[0]) + held[0],
-        nInDelayMessages=delayed[0],
-        nInDelayMessageBytes=delayed[1],
-        validateXMLSchemaEnabled=flag(dest.attributes.get("validateXMLSchemaEnabled"), False),
-        XMLSchemaUriList=str(uris) if uris else None,
-        reloadXMLSchemaOnFailure=flag(dest.attributes.get("reloadXMLSchemaOnFailure"), False),
-    )
 
 
 def admin_defaults(settings, is_topic: bool, dest_type: int) -> dict[str, object]:
@@ -170,13 +111,7 @@ def get_destinations(conn: ConnectionEngine, props: dict) -> Result:
     if isinstance(props.get("JMQDestination"), str):
         dests = [lookup(conn, props)]
     else:
-        # The metrics topics are the broker's: OpenMQ lists them neither (a query by
-        # name shows one).
-        dests = [
-            d
-            for d in queries.destinations(router)
-            if d.name != ADMIN_QUEUE and not is_metrics_topic(d)
-        ]
+        dests = listed_by_admin(router)
         if any(p in props for p in LIST_PROPS):
             if flag(props.get("JMQHideAdminTemporary"), False):
                 # The portal's pages: the reply queues of admin tools' connections

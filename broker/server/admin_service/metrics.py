@@ -35,12 +35,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from broker.core import queries
+from broker.core.admin_views import broker_counters, destination_metric_values
 from broker.core.errors import RouterError
 from broker.core.message import BODIES
 from broker.core.metrics import (
     DEST_METRICS_KEYS,
-    ServiceCounters,
-    destination_metrics,
     reset_destination,
 )
 from broker.protocol.dest_metrics import encode_dest_metrics_map
@@ -49,7 +48,7 @@ from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, Status
 
 if TYPE_CHECKING:
-    from ..broker import Broker, Service
+    from ..broker import Broker
     from ..connection import ClientConnection
 
 log = logging.getLogger("broker.admin")
@@ -110,55 +109,6 @@ def encode_dest_metrics(values: Mapping[str, int], timestamp: int) -> bytes:
 # --------------------------------------------------------------------------------------
 
 
-# OpenMQ's dedicated thread model (its default) gives each connection a reader and a
-# writer thread; an asyncio broker has none, and reports the threads OpenMQ would use.
-THREADS_PER_CONNECTION = 2
-
-
-def _threads(broker: Broker, svc: Service) -> tuple[int, int]:
-    """(low, high) water of a service's "thread pool": its configured min/max_threads
-    (the same defaults GET_SERVICES shows); active: THREADS_PER_CONNECTION each."""
-    admin = svc.type == "ADMIN"
-    c = broker.config
-    low = c.get_int(f"imq.{svc.name}.min_threads", 4 if admin else 10)
-    high = c.get_int(f"imq.{svc.name}.max_threads", 10 if admin else 1000)
-    return low, high
-
-
-def broker_counters(broker: Broker, services: list[Service] | None = None) -> dict[str, int]:
-    """``MetricCounters`` field values for ``services`` (default: all, the broker total).
-
-    totalMemory/freeMemory are the broker's message memory budget and what of it is not
-    held by message bodies in memory (OpenMQ reports the JVM heap)."""
-    chosen = broker.services if services is None else services
-    total = ServiceCounters.total(s.metrics for s in chosen)
-    active = low = high = 0
-    for svc in chosen:
-        lo, hi = _threads(broker, svc)
-        low += lo
-        high += hi
-        active += THREADS_PER_CONNECTION * len(svc.connections)
-    budget = broker.memory.budget
-    used = BODIES.bytes
-    return {
-        "messagesIn": total.messages_in,
-        "messagesOut": total.messages_out,
-        "messageBytesIn": total.message_bytes_in,
-        "messageBytesOut": total.message_bytes_out,
-        "packetsIn": total.packets_in,
-        "packetsOut": total.packets_out,
-        "packetBytesIn": total.packet_bytes_in,
-        "packetBytesOut": total.packet_bytes_out,
-        "totalMemory": budget,
-        "freeMemory": max(budget - used, 0),
-        "threadsActive": active,
-        "threadsHighWater": high,
-        "threadsLowWater": low,
-        "timeStamp": int(time.time() * 1000),
-        "nConnections": sum(len(s.connections) for s in chosen),
-    }
-
-
 def reset_metrics(broker: Broker) -> None:
     """Zero every service's and destination's counters (RESET_BROKER metrics)."""
     for svc in broker.services:
@@ -189,25 +139,7 @@ def get_metrics(conn: ClientConnection, props: dict) -> Result:
         if dest is None:
             kind = "queue" if is_queue else "topic"
             raise RouterError(Status.NOT_FOUND, f"{kind} {name} not found")
-        values = destination_metrics(dest)
-        n, size = queries.held_in_transactions(conn.router).get((dest.name, not is_queue), (0, 0))
-        if n:  # counted from the send on, as OpenMQ's (see queries.held_in_transactions)
-            for key, add in (
-                ("numMsgsIn", n),
-                ("numMsgs", n),
-                ("msgBytesIn", size),
-                ("totalMsgBytes", size),
-            ):
-                values[key] += add
-            values["peakNumMsgs"] = max(values["peakNumMsgs"], values["numMsgs"])
-            values["peakTotalMsgBytes"] = max(values["peakTotalMsgBytes"], values["totalMsgBytes"])
-        # OpenMQ's disk figures tell what of it is paged out (docs/reference/imqcmd.md):
-        # Disk Used the bytes only on disk, Disk Reserved all its bytes.
-        paged, paged_bytes = queries.paged_out(dest)
-        values["diskUsed"] = paged_bytes
-        values["diskReserved"] = values["totalMsgBytes"]
-        total = values["totalMsgBytes"]
-        values["diskUtilizationRatio"] = paged_bytes * 100 // total if total else 0
+        values, paged, paged_bytes = destination_metric_values(conn.router, dest)
         body = encode_dest_metrics(values, int(time.time() * 1000))
         # Ours (OpenMQ's tools ignore unknown properties): the count too.
         return {

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from broker.core.admin_views import THREADS_PER_CONNECTION
 from broker.props import STOMP_TCP_PORT
 from broker.protocol.admin_info import (
     SERVICE_MAX_THREADS,
@@ -23,7 +24,6 @@ from broker.protocol.admin_info import (
 )
 from broker.protocol.types import DestState, Status
 
-from . import metrics as admin_metrics
 from .common import AdminError, Result, log, lookup, read_info, save_config
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def get_services(conn: ConnectionEngine, props: dict) -> Result:
                 type=1 if admin else 0,
                 state=state,
                 nConnections=len(svc.connections),
-                currentThreads=admin_metrics.THREADS_PER_CONNECTION * len(svc.connections),
+                currentThreads=THREADS_PER_CONNECTION * len(svc.connections),
                 dynamicPort=svc.port == 0,
                 port=svc.bound_port or svc.port,
                 minThreads=config.get_int(f"imq.{svc.name}.min_threads", 4 if admin else 10),

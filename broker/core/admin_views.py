@@ -1,0 +1,186 @@
+"""What the administration tools read of the broker: the values of imqcmd's ``list``,
+``query`` and ``metrics`` replies (GET_DESTINATIONS' DestinationInfo fields, GET_METRICS'
+counters), computed once here for the admin service (broker/server/admin_service) and the
+JMX MBeans (broker/engine/jmx_mbeans.py), so both answer the same."""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any
+
+from broker.core import queries
+from broker.core.message import BODIES
+from broker.core.metrics import ServiceCounters, consumer_counts, destination_metrics
+from broker.core.monitoring import is_metrics_topic
+from broker.protocol import dest_attributes as dattrs
+from broker.protocol.admin_info import destination_info as destination_info_object
+from broker.protocol.admin_types import ADMIN_QUEUE
+from broker.protocol.javaser import JavaObject
+from broker.protocol.types import DestType
+
+if TYPE_CHECKING:
+    from broker.core.destination import Destination
+    from broker.core.router import MessageRouter
+
+
+def flag(value: object, default: bool) -> bool:
+    """A destination attribute read as a boolean ("true" in any case)."""
+    if isinstance(value, bool):
+        return value
+    if value is None:
+        return default
+    return str(value).strip().lower() == "true"
+
+
+# DestinationInfo.type is the full type less these (GetDestinationsHandler): TEMP, DMQ and
+# the queue/topic bits stay, so imqcmd can hide temporaries and skip the DMQ.
+_DEST_PRIVATE_BITS = int(DestType.INTERNAL | DestType.AUTO | DestType.ADMIN)
+
+
+def destination_info(dest: Destination, delayed: list[int], held: list[int]) -> JavaObject:
+    """A ``DestinationInfo`` for GET_DESTINATIONS (sizes in bytes, -1 = unlimited).
+
+    ``held``: [count, bytes] of the messages sent to it in open transactions, which
+    OpenMQ counts in the destination already (nMessages, nTxnMessages and UnAck: imqcmd
+    shows Count = nMessages - nTxnMessages), and ``delayed`` those in delivery delay."""
+    pending = queries.waiting_count(dest)
+    _all, active, backups = consumer_counts(dest)
+    if dest.is_queue:
+        cdp = (
+            dattrs.CDP_LOCAL_PREFERRED
+            if flag(dest.attributes.get("localDeliveryPreferred"), False)
+            else dattrs.CDP_DISTRIBUTED
+        )
+    else:
+        cdp = dattrs.CDP_NA
+    uris = dest.attributes.get("XMLSchemaURIList")
+    full = dest.dest_type | (int(DestType.AUTO) if dest.auto else 0)
+    return destination_info_object(
+        nMessages=dest.msg_count + held[0],
+        nMessageBytes=dest.msg_bytes + held[1],
+        nTxnMessages=held[0],
+        nTxnMessageBytes=held[1],
+        nConsumers=active + backups,
+        nProducers=len(dest.producers),
+        naConsumers=active,
+        nfConsumers=backups,
+        autocreated=bool(dest.auto or dest.is_dmq or dest.is_temporary),
+        destState=int(dest.state),
+        name=dest.name,
+        type=full & ~_DEST_PRIVATE_BITS,
+        fulltype=full,
+        maxMessages=dest.limit("maxNumMsgs"),
+        maxMessageBytes=dest.limit("maxTotalMsgBytes"),
+        maxMessageSize=dest.limit("maxBytesPerMsg"),
+        destScope=0 if flag(dest.attributes.get("isLocalOnly"), False) else 1,
+        destLimitBehavior=int(dest.limit_behavior),
+        maxPrefetch=dest.limit("consumerFlowLimit"),
+        destCDP=cdp,
+        maxActiveConsumers=dest.limit("maxNumActiveConsumers") if dest.is_queue else -1,
+        maxFailoverConsumers=dest.limit("maxNumBackupConsumers", 0) if dest.is_queue else 0,
+        maxProducers=dest.limit("maxNumProducers"),
+        maxNumSharedConsumers=dest.limit("maxNumSharedConsumers"),
+        sharedConsumerFlowLimit=dest.limit("sharedConsumerFlowLimit", 5),
+        useDMQ=False if dest.is_dmq else flag(dest.attributes.get("useDMQ"), True),
+        nUnackMessages=max(0, dest.msg_count - pending - delayed[0]) + held[0],
+        nInDelayMessages=delayed[0],
+        nInDelayMessageBytes=delayed[1],
+        validateXMLSchemaEnabled=flag(dest.attributes.get("validateXMLSchemaEnabled"), False),
+        XMLSchemaUriList=str(uris) if uris else None,
+        reloadXMLSchemaOnFailure=flag(dest.attributes.get("reloadXMLSchemaOnFailure"), False),
+    )
+
+
+def listed_by_admin(router: MessageRouter) -> list[Destination]:
+    """The destinations imqcmd's ``list dst`` (and JMX's DestinationManager) show."""
+    # The metrics topics are the broker's: OpenMQ lists them neither (a query by name
+    # shows one).
+    return [
+        d for d in queries.destinations(router) if d.name != ADMIN_QUEUE and not is_metrics_topic(d)
+    ]
+
+
+def destination_info_values(router: MessageRouter, dest: Destination) -> dict[str, Any]:
+    """The ``DestinationInfo`` fields of one destination, as GET_DESTINATIONS sends them."""
+    key = (dest.name, not dest.is_queue)
+    delayed = queries.delayed_by_destination(router).get(key, [0, 0])
+    held = queries.held_in_transactions(router).get(key, [0, 0])
+    return dict(destination_info(dest, delayed, held).values)
+
+
+def destination_metric_values(
+    router: MessageRouter, dest: Destination
+) -> tuple[dict[str, int], int, int]:
+    """A destination's ``DestMetricsCounters`` values (by OpenMQ key), with the messages
+    held in open transactions counted and the disk figures; and (paged-out count, bytes).
+    What imqcmd's ``metrics dst`` and the JMX Destination Monitor MBean read."""
+    is_queue = dest.is_queue
+    values = destination_metrics(dest)
+    n, size = queries.held_in_transactions(router).get((dest.name, not is_queue), (0, 0))
+    if n:  # counted from the send on, as OpenMQ's (see queries.held_in_transactions)
+        for key, add in (
+            ("numMsgsIn", n),
+            ("numMsgs", n),
+            ("msgBytesIn", size),
+            ("totalMsgBytes", size),
+        ):
+            values[key] += add
+        values["peakNumMsgs"] = max(values["peakNumMsgs"], values["numMsgs"])
+        values["peakTotalMsgBytes"] = max(values["peakTotalMsgBytes"], values["totalMsgBytes"])
+    # OpenMQ's disk figures tell what of it is paged out (docs/reference/imqcmd.md):
+    # Disk Used the bytes only on disk, Disk Reserved all its bytes.
+    paged, paged_bytes = queries.paged_out(dest)
+    values["diskUsed"] = paged_bytes
+    values["diskReserved"] = values["totalMsgBytes"]
+    total = values["totalMsgBytes"]
+    values["diskUtilizationRatio"] = paged_bytes * 100 // total if total else 0
+    return values, paged, paged_bytes
+
+
+# OpenMQ's dedicated thread model (its default) gives each connection a reader and a
+# writer thread; an asyncio broker has none, and reports the threads OpenMQ would use.
+THREADS_PER_CONNECTION = 2
+
+
+def service_threads(broker: Any, svc: Any) -> tuple[int, int]:
+    """(low, high) water of a service's "thread pool": its configured min/max_threads
+    (the same defaults GET_SERVICES shows); active: THREADS_PER_CONNECTION each."""
+    admin = svc.type == "ADMIN"
+    c = broker.config
+    low = c.get_int(f"imq.{svc.name}.min_threads", 4 if admin else 10)
+    high = c.get_int(f"imq.{svc.name}.max_threads", 10 if admin else 1000)
+    return low, high
+
+
+def broker_counters(broker: Any, services: list[Any] | None = None) -> dict[str, int]:
+    """``MetricCounters`` field values for ``services`` (default: all, the broker total).
+
+    totalMemory/freeMemory are the broker's message memory budget and what of it is not
+    held by message bodies in memory (OpenMQ reports the JVM heap)."""
+    chosen = broker.services if services is None else services
+    total = ServiceCounters.total(s.metrics for s in chosen)
+    active = low = high = 0
+    for svc in chosen:
+        lo, hi = service_threads(broker, svc)
+        low += lo
+        high += hi
+        active += THREADS_PER_CONNECTION * len(svc.connections)
+    budget = broker.memory.budget
+    used = BODIES.bytes
+    return {
+        "messagesIn": total.messages_in,
+        "messagesOut": total.messages_out,
+        "messageBytesIn": total.message_bytes_in,
+        "messageBytesOut": total.message_bytes_out,
+        "packetsIn": total.packets_in,
+        "packetsOut": total.packets_out,
+        "packetBytesIn": total.packet_bytes_in,
+        "packetBytesOut": total.packet_bytes_out,
+        "totalMemory": budget,
+        "freeMemory": max(budget - used, 0),
+        "threadsActive": active,
+        "threadsHighWater": high,
+        "threadsLowWater": low,
+        "timeStamp": int(time.time() * 1000),
+        "nConnections": sum(len(s.connections) for s in chosen),
+    }

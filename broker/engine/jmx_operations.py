@@ -1,0 +1,427 @@
+"""What invoke and setAttribute do, by kind of MBean (``Type/Subtype``): each operation
+and writable attribute is the admin request imqcmd sends for the same change
+(broker/admin/client.py's AdminClient), run by the admin service's own commands
+through an :class:`AdminPort` that the driver supplies.
+
+The operations' names, parameter types and the writable attributes are the stock
+broker's (jmx_info.json); a kind or operation missing here is answered with
+ReflectionException(NoSuchMethodException), as an MBean without that method would.
+Functions are coroutines: the engine hands them to the driver and answers the call
+with what they return (None for void) or raise (:class:`OperationError`).
+
+Operations that only read the broker's state (the managers' ``getConsumerInfo`` & co.)
+may instead sit in the catalogue, ``jmx_mbeans.MBeanKind.operations``: name ->
+function of (broker, the MBean's key, arguments), called in place like a getter; an
+operation named here wins.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol
+
+from broker import props as imq
+from broker.engine import jmx_mbeans
+from broker.engine.jmx_names import ObjectName
+from broker.protocol.admin_info import (
+    SERVICE_MAX_THREADS,
+    SERVICE_MIN_THREADS,
+    SERVICE_PORT,
+    encode_admin_object,
+    service_info,
+)
+from broker.protocol.admin_types import (
+    COMPACT_DESTINATION,
+    CREATE_DESTINATION,
+    DESTROY_DESTINATION,
+    PAUSE,
+    PURGE_DESTINATION,
+    QUIESCE_BROKER,
+    RESET_BROKER,
+    RESUME,
+    SHUTDOWN,
+    UNQUIESCE_BROKER,
+    UPDATE_BROKER_PROPS,
+    UPDATE_DESTINATION,
+    UPDATE_SERVICE,
+)
+from broker.protocol.dest_attributes import destination_request
+from broker.protocol.javaser import encode_properties_object
+from broker.protocol.jtypes import JInt
+from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, DestState
+
+DOMAIN = jmx_mbeans.DOMAIN
+
+
+class OperationError(Exception):
+    """A refused operation or attribute change.  ``kind`` is the Java exception the
+    client gets: ``MBeanException`` (the broker refused: wraps a java.lang.Exception
+    with ``message``), ``InvalidAttributeValueException``, ``IllegalArgumentException``
+    (wrapped in RuntimeOperationsException) or ``InstanceNotFoundException``."""
+
+    def __init__(self, kind: str, message: str) -> None:
+        super().__init__(message)
+        self.kind = kind
+        self.message = message
+
+
+class AdminPort(Protocol):
+    """What operations need from the running broker (broker/server/jmx_admin.py)."""
+
+    user: str
+
+    async def command(
+        self, request: int, props: dict[str, object] | None = None, body: bytes = b""
+    ) -> tuple[dict[str, object], bytes]:
+        """Run one admin-service command as imqcmd's request would; raises
+        OperationError("MBeanException", reason) when the broker refuses."""
+        ...
+
+    def destinations(self) -> list[tuple[str, bool]]:
+        """(name, is_topic) of every destination an administrator sees."""
+        ...
+
+    def services(self) -> list[str]: ...
+
+    def property(self, name: str) -> str | None: ...
+
+
+Run = Callable[[AdminPort, ObjectName, list[Any]], Awaitable[object]]
+Setter = Callable[[AdminPort, ObjectName, object], Awaitable[None]]
+
+
+# -- helpers ---------------------------------------------------------------------------
+
+
+def unquote(value: str) -> str:
+    """An ObjectName value as written (a quoted one without its quotes and escapes)."""
+    plain = jmx_mbeans.unquote(value)
+    return value if plain is None else plain
+
+
+def destination_name(name: str, is_topic: bool, subtype: str = "Config") -> str:
+    kind = "t" if is_topic else "q"
+    # In OpenMQ's key order (MQObjectName), which a notification's source keeps.
+    return (
+        f"{DOMAIN}:type=Destination,subtype={subtype},desttype={kind},name={jmx_mbeans.quote(name)}"
+    )
+
+
+def _dest_type(text: object) -> int:
+    if text == "q":
+        return DEST_QUEUE
+    if text == "t":
+        return DEST_TOPIC
+    raise OperationError(
+        "IllegalArgumentException", f"destination type must be q or t, not {text!r}"
+    )
+
+
+def _target_dest(target: ObjectName) -> tuple[str, int]:
+    keys = dict(target.keys)
+    return unquote(keys.get("name", "")), _dest_type(keys.get("desttype"))
+
+
+def _dest_props(name: str, dest_type: int) -> dict[str, object]:
+    return {"JMQDestination": name, "JMQDestType": JInt(dest_type)}
+
+
+def _text(value: object, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise OperationError("IllegalArgumentException", f"{what} must be a non-empty String")
+    return value
+
+
+# -- destination attributes: JMX name -> imqcmd name (broker/protocol/dest_attributes) --
+
+DEST_ATTRIBUTES = {
+    "ConsumerFlowLimit": "consumerFlowLimit",
+    "LimitBehavior": "limitBehavior",
+    "LocalDeliveryPreferred": "localDeliveryPreferred",
+    "MaxBytesPerMsg": "maxBytesPerMsg",
+    "MaxNumActiveConsumers": "maxNumActiveConsumers",
+    "MaxNumBackupConsumers": "maxNumBackupConsumers",
+    "MaxNumMsgs": "maxNumMsgs",
+    "MaxNumProducers": "maxNumProducers",
+    "MaxTotalMsgBytes": "maxTotalMsgBytes",
+    "UseDMQ": "useDMQ",
+    "ValidateXMLSchemaEnabled": "validateXMLSchemaEnabled",
+    "XMLSchemaURIList": "XMLSchemaURIList",
+    "ReloadXMLSchemaOnFailure": "reloadXMLSchemaOnFailure",
+    # Settable at creation only (DestinationAttributes.LOCAL_ONLY, MAX_NUM_SHARED...).
+    "LocalOnly": "isLocalOnly",
+    "MaxNumSharedConsumers": "maxNumSharedConsumers",
+    "SharedFlowLimit": "sharedConsumerFlowLimit",
+}
+
+
+def _dest_attrs(values: list[tuple[str, object]]) -> dict[str, object]:
+    out = {}
+    for name, value in values:
+        imqcmd = DEST_ATTRIBUTES.get(name)
+        if imqcmd is None:
+            raise OperationError("InvalidAttributeValueException", f"unknown attribute {name}")
+        out[imqcmd] = value
+    return out
+
+
+async def _update_destination(port: AdminPort, target: ObjectName, attrs: dict) -> None:
+    name, dest_type = _target_dest(target)
+    try:
+        body, props = destination_request(name, dest_type, attrs)
+    except ValueError as exc:
+        raise OperationError("InvalidAttributeValueException", str(exc)) from None
+    await port.command(UPDATE_DESTINATION, {**_dest_props(name, dest_type), **props}, body)
+
+
+def _dest_setter(attr: str) -> Setter:
+    async def run(port: AdminPort, target: ObjectName, value: object) -> None:
+        await _update_destination(port, target, {DEST_ATTRIBUTES[attr]: value})
+
+    return run
+
+
+# -- broker properties behind Config attributes -----------------------------------------
+
+BROKER_PROPERTIES = {
+    "Broker/Config": {"Port": imq.PORTMAPPER_PORT.name},
+    "DestinationManager/Config": {
+        "AutoCreateQueues": imq.AUTOCREATE_QUEUE.name,
+        "AutoCreateTopics": imq.AUTOCREATE_TOPIC.name,
+        "AutoCreateQueueMaxNumActiveConsumers": imq.AUTOCREATE_QUEUE_MAX_ACTIVE.name,
+        "AutoCreateQueueMaxNumBackupConsumers": imq.AUTOCREATE_QUEUE_MAX_BACKUP.name,
+        "DMQTruncateBody": imq.DMQ_TRUNCATE_BODY.name,
+        "LogDeadMsgs": imq.LOG_DEAD_MSGS.name,
+        "MaxBytesPerMsg": imq.MESSAGE_MAX_SIZE.name,
+        "MaxNumMsgs": imq.SYSTEM_MAX_COUNT.name,
+        "MaxTotalMsgBytes": imq.SYSTEM_MAX_SIZE.name,
+    },
+    "Log/Config": {
+        "Level": imq.LOG_LEVEL.name,
+        "RolloverBytes": imq.LOG_ROLLOVER_BYTES.name,
+        "RolloverSecs": imq.LOG_ROLLOVER_SECS.name,
+    },
+}
+
+
+def _property_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _property_setter(prop: str) -> Setter:
+    async def run(port: AdminPort, target: ObjectName, value: object) -> None:
+        body = encode_properties_object({prop: _property_text(value)})
+        await port.command(UPDATE_BROKER_PROPS, None, body)
+
+    return run
+
+
+_SERVICE_FIELDS = {
+    "Port": ("port", SERVICE_PORT),
+    "MinThreads": ("minThreads", SERVICE_MIN_THREADS),
+    "MaxThreads": ("maxThreads", SERVICE_MAX_THREADS),
+}
+
+
+def _service_setter(attr: str) -> Setter:
+    field, mask = _SERVICE_FIELDS[attr]
+
+    async def run(port: AdminPort, target: ObjectName, value: object) -> None:
+        name = unquote(dict(target.keys).get("name", ""))
+        info = service_info(updateMask=mask, name=name, **{field: int(value)})  # type: ignore[call-overload]
+        await port.command(UPDATE_SERVICE, None, encode_admin_object(info))
+
+    return run
+
+
+SETTERS: dict[str, dict[str, Setter]] = {
+    **{
+        kind: {attr: _property_setter(prop) for attr, prop in attrs.items()}
+        for kind, attrs in BROKER_PROPERTIES.items()
+    },
+    "Destination/Config": {
+        a: _dest_setter(a)
+        for a in DEST_ATTRIBUTES
+        if a not in ("LocalOnly", "MaxNumSharedConsumers", "SharedFlowLimit")
+    },
+    "Service/Config": {a: _service_setter(a) for a in _SERVICE_FIELDS},
+}
+
+
+# -- operations ------------------------------------------------------------------------
+
+
+def _command(request: int, props: dict[str, object] | None = None) -> Run:
+    async def run(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
+        await port.command(request, props)
+        return None
+
+    return run
+
+
+async def _get_property(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
+    return port.property(_text(args[0], "propertyName"))
+
+
+async def _shutdown(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
+    props: dict[str, object] = {}
+    if args and args[0]:
+        props["JMQNoFailover"] = True
+    if len(args) > 1 and args[1]:
+        props["JMQTime"] = JInt(int(args[1]))
+    await port.command(SHUTDOWN, props)
+    return None
+
+
+async def _create(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
+    dest_type = _dest_type(args[0])
+    name = _text(args[1], "destinationName")
+    attrs = _dest_attrs(args[2]) if len(args) > 2 and args[2] is not None else {}
+    try:
+        body, props = destination_request(name, dest_type, attrs)
+    except ValueError as exc:
+        raise OperationError("MBeanException", str(exc)) from None
+    await port.command(CREATE_DESTINATION, props, body)
+    return None
+
+
+async def _destroy(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
+    dest_type = _dest_type(args[0])
+    name = _text(args[1], "destinationName")
+    await port.command(DESTROY_DESTINATION, _dest_props(name, dest_type))
+    return None
+
+
+async def _get_destinations(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
+    subtype = dict(target.keys).get("subtype", "Config")
+    return ("ObjectName[]", [destination_name(n, t, subtype) for n, t in port.destinations()])
+
+
+async def _get_services(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
+    subtype = dict(target.keys).get("subtype", "Config")
+    names = [f"{DOMAIN}:type=Service,subtype={subtype},name={s}" for s in jmx_mbeans.SERVICE_NAMES]
+    return ("ObjectName[]", names)
+
+
+_PAUSE_TYPES = {
+    "ALL": DestState.PAUSED.value,
+    "CONSUMERS": DestState.CONSUMERS_PAUSED.value,
+    "PRODUCERS": DestState.PRODUCERS_PAUSED.value,
+}
+
+
+def _pause_type(args: list[Any]) -> int:
+    text = args[0] if args else "ALL"
+    what = _PAUSE_TYPES.get(str(text or "ALL").upper())
+    if what is None:
+        raise OperationError(
+            "IllegalArgumentException", f"pause type must be ALL, CONSUMERS or PRODUCERS: {text}"
+        )
+    return what
+
+
+async def _dest_pause(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
+    name, dest_type = _target_dest(target)
+    props = {"JMQPauseTarget": "JMQDestination", **_dest_props(name, dest_type)}
+    props["JMQDestState"] = JInt(_pause_type(args))
+    await port.command(PAUSE, props)
+    return None
+
+
+async def _dest_resume(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
+    name, dest_type = _target_dest(target)
+    await port.command(RESUME, {"JMQPauseTarget": "JMQDestination", **_dest_props(name, dest_type)})
+    return None
+
+
+async def _dest_purge(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
+    name, dest_type = _target_dest(target)
+    await port.command(PURGE_DESTINATION, _dest_props(name, dest_type))
+    return None
+
+
+async def _dest_compact(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
+    name, dest_type = _target_dest(target)
+    await port.command(COMPACT_DESTINATION, _dest_props(name, dest_type))
+    return None
+
+
+async def _all_dests_pause(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
+    # DestinationManager pause: every destination (imqcmd pause dst without -n).
+    what = _pause_type(args)
+    for name, is_topic in port.destinations():
+        props = {
+            "JMQPauseTarget": "JMQDestination",
+            **_dest_props(name, DEST_TOPIC if is_topic else DEST_QUEUE),
+        }
+        props["JMQDestState"] = JInt(what)
+        await port.command(PAUSE, props)
+    return None
+
+
+async def _all_dests_resume(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
+    for name, is_topic in port.destinations():
+        props = {
+            "JMQPauseTarget": "JMQDestination",
+            **_dest_props(name, DEST_TOPIC if is_topic else DEST_QUEUE),
+        }
+        await port.command(RESUME, props)
+    return None
+
+
+def _service_command(request: int) -> Run:
+    async def run(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
+        name = unquote(dict(target.keys).get("name", ""))
+        await port.command(request, {"JMQPauseTarget": "JMQServiceName", "JMQServiceName": name})
+        return None
+
+    return run
+
+
+# Kind -> operation -> run; overloads share one function (args as the client sent them).
+OPERATIONS: dict[str, dict[str, Run]] = {
+    "Broker/Config": {
+        "getProperty": _get_property,
+        "quiesce": _command(QUIESCE_BROKER),
+        "unquiesce": _command(UNQUIESCE_BROKER),
+        "resetMetrics": _command(RESET_BROKER, {"JMQResetType": "JMQMetrics"}),
+        "restart": _command(SHUTDOWN, {"JMQRestart": True}),
+        "shutdown": _shutdown,
+    },
+    "DestinationManager/Config": {
+        "create": _create,
+        "destroy": _destroy,
+        "getDestinations": _get_destinations,
+        "compact": _command(COMPACT_DESTINATION),
+        "pause": _all_dests_pause,
+        "resume": _all_dests_resume,
+    },
+    "DestinationManager/Monitor": {"getDestinations": _get_destinations},
+    "Destination/Config": {
+        "pause": _dest_pause,
+        "resume": _dest_resume,
+        "purge": _dest_purge,
+        "compact": _dest_compact,
+    },
+    "ServiceManager/Config": {
+        "getServices": _get_services,
+        "pause": _command(PAUSE),
+        "resume": _command(RESUME),
+    },
+    "ServiceManager/Monitor": {"getServices": _get_services},
+    "Service/Config": {"pause": _service_command(PAUSE), "resume": _service_command(RESUME)},
+}
+
+
+# Notifications that follow a successful operation, as the stock broker sends them:
+# (kind, operation) -> (MBean kinds that send it, notification type).
+OPERATION_NOTIFICATIONS: dict[tuple[str, str], str] = {
+    ("Destination/Config", "pause"): "mq.destination.pause",
+    ("Destination/Config", "resume"): "mq.destination.resume",
+    ("Destination/Config", "purge"): "mq.destination.purge",
+    ("Destination/Config", "compact"): "mq.destination.compact",
+    ("Service/Config", "pause"): "mq.service.pause",
+    ("Service/Config", "resume"): "mq.service.resume",
+}

@@ -1,0 +1,179 @@
+"""JMX's changing calls in process: getMBeanInfo's bytes against the stock broker's,
+invoke run through the admin service's commands on a real (not started) broker, the
+notification long poll, and refusals.  End to end with the JDK's client:
+tests/interop/test_java_jmx_operations.py."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from broker.engine.jmx import JmxServer, JrmpSession, Run, Send, Wait
+from broker.engine.jmx_mbeans import Registry
+from broker.engine.jmx_stockinfo import info_object
+from broker.protocol import jmxser
+from broker.protocol.javaser import (
+    JavaArray,
+    JavaClass,
+    ObjectStreamWriter,
+    decode_object,
+)
+from broker.protocol.jrmp import ObjID, encode_call, encode_handshake
+from broker.server.jmx_admin import JmxAdminPort
+
+from .test_jmx_rmi import NEW_CLIENT, _ref, _returned, in_process_broker
+
+if TYPE_CHECKING:
+    from broker.server.broker import Broker
+
+pytestmark = pytest.mark.fast
+
+INVOKE = 1434350937885235744
+SET_ATTRIBUTE = 6738606893952597516
+ADD_LISTENERS = -5321691879380783377
+FETCH = -5037523307973544478
+GET_MBEAN_INFO = -7404813916326233354
+D = "com.sun.messaging.jms.server:"
+DM_CONFIG = D + "type=DestinationManager,subtype=Config"
+DM_MONITOR = D + "type=DestinationManager,subtype=Monitor"
+STOCK_INFO = Path(__file__).parent / "data" / "jmx_stock_destination_config_info.ser"
+
+_MARSHALLED = JavaClass(
+    "java.rmi.MarshalledObject",
+    8988374069173025854,
+    (("[", "objBytes", "[B"), ("[", "locBytes", "[B"), ("I", "hash", None)),
+)
+_OBJECTS = JavaClass("[Ljava.lang.Object;", -8012369246846506644, ())
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    b = in_process_broker(tmp_path / "var")
+    try:
+        yield b
+    finally:
+        b.executor.shutdown(wait=False)
+
+
+def _marshalled(value: object) -> object:
+    w = ObjectStreamWriter()
+    w.value(value)
+    return jmxser.JavaObject(_MARSHALLED, {"objBytes": bytes(w.out), "hash": 0})
+
+
+def _login(srv: JmxServer) -> tuple[JrmpSession, ObjID]:
+    s = JrmpSession(srv, "127.0.0.1", 4000)
+    s.feed(encode_handshake("127.0.0.1", 0))
+    (auth,) = s.feed(
+        encode_call(srv.server_id, NEW_CLIENT, [jmxser.string_array(["admin", "admin"])])
+    )
+    (reply,) = s.auth_result(auth, True, "")  # type: ignore[arg-type]
+    assert isinstance(reply, Send)
+    return s, _ref(_returned(reply.data)[1])
+
+
+def _strip(value: object) -> object:
+    """A decoded MBeanInfo without its constructors (the stock broker lists one, whose
+    parameter is a broker class; ours lists none)."""
+    assert isinstance(value, dict)
+    return {k: v for k, v in value.items() if k != "constructors"}
+
+
+def test_mbean_info_is_the_stock_brokers() -> None:
+    w = ObjectStreamWriter()
+    w.value(info_object("Destination/Config"))
+    ours = decode_object(bytes(w.out), generic=True)
+    stock = decode_object(STOCK_INFO.read_bytes(), generic=True)
+    assert _strip(ours) == _strip(stock)
+
+
+def test_invoke_create_runs_the_admin_command(broker: Broker) -> None:
+    srv = JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
+    s, conn = _login(srv)
+    dm = jmxser.object_name(DM_CONFIG)
+    args = _marshalled(JavaArray(_OBJECTS, ["q", "jmx.unit"]))
+    sig = jmxser.string_array(["java.lang.String", "java.lang.String"])
+    (run,) = s.feed(encode_call(conn, INVOKE, [dm, "create", args, sig, None]))
+    assert isinstance(run, Run)
+    port = JmxAdminPort(broker, "admin", "127.0.0.1:4000")
+    value = asyncio.run(run.job(port))
+    assert broker.router.lookup("jmx.unit", 1) is not None
+    (done,) = s.run_result(run, value, None)
+    assert isinstance(done, Send) and _returned(done.data) == (1, None)
+
+    # The same again: the admin command refuses (409), as OpenMQ's MBean does.
+    (again,) = s.feed(encode_call(conn, INVOKE, [dm, "create", args, sig, None]))
+    assert isinstance(again, Run)
+    try:
+        asyncio.run(again.job(port))
+    except Exception as exc:
+        error: BaseException | None = exc
+    else:
+        error = None
+    assert error is not None
+    (refused,) = s.run_result(again, None, error)
+    assert isinstance(refused, Send)
+    assert _returned(refused.data) == (2, "javax.management.MBeanException")
+    assert b"already exists" in refused.data
+
+    nosuch = encode_call(conn, INVOKE, [dm, "noSuch", _marshalled(None), None, None])
+    (unknown,) = s.feed(nosuch)
+    assert isinstance(unknown, Send)
+    assert _returned(unknown.data) == (2, "javax.management.RuntimeOperationsException")
+
+
+def test_set_attribute_type_and_writability(broker: Broker) -> None:
+    srv = JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
+    s, conn = _login(srv)
+    cfg = jmxser.object_name(D + "type=Broker,subtype=Config")
+    (ro,) = s.feed(
+        encode_call(conn, SET_ATTRIBUTE, [cfg, _marshalled(jmxser.attribute("Version", "x")), None])
+    )
+    assert isinstance(ro, Send)
+    assert _returned(ro.data) == (2, "javax.management.AttributeNotFoundException")
+    (bad,) = s.feed(
+        encode_call(conn, SET_ATTRIBUTE, [cfg, _marshalled(jmxser.attribute("Port", "x")), None])
+    )
+    assert isinstance(bad, Send)
+    assert _returned(bad.data) == (2, "javax.management.InvalidAttributeValueException")
+
+
+def test_fetch_waits_until_a_notification(broker: Broker) -> None:
+    srv = JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
+    s, conn = _login(srv)
+    names = JavaArray(
+        JavaClass("[Ljavax.management.ObjectName;", 1262009912426809838, ()),
+        [jmxser.object_name(DM_MONITOR)],
+    )
+    filters = JavaArray(
+        JavaClass("[Ljava.rmi.MarshalledObject;", 8988374069173025854, ()), [_marshalled(None)]
+    )
+    (ids,) = s.feed(encode_call(conn, ADD_LISTENERS, [names, filters, None]))
+    assert isinstance(ids, Send) and _returned(ids.data)[0] == 1
+    (first,) = s.feed(encode_call(conn, FETCH, [-1, 10, 60_000]))
+    assert isinstance(first, Send)  # sequence -1: where the buffer is, at once
+    (wait,) = s.feed(encode_call(conn, FETCH, [0, 10, 60_000]))
+    assert isinstance(wait, Wait) and wait.seconds == 60
+    assert srv.publish(D + "type=Log,subtype=Monitor", "mq.log.level.INFO", "log", "x", 0) == []
+    woken = srv.publish(
+        DM_MONITOR, "mq.destination.create", "destination", None, 0, destName="a", destType="q"
+    )
+    assert woken == [s]
+    (answer,) = s.wake()
+    assert isinstance(answer, Send)
+    kind, result = _returned(answer.data)
+    assert kind == 1 and isinstance(result, dict)
+    assert result["nextSequenceNumber"] == 1
+    (targeted,) = result["targetedNotifications"]
+    notif = targeted["notif"]
+    assert notif["__class__"] == "com.sun.messaging.jms.management.server.DestinationNotification"
+    assert (notif["type"], notif["destName"], notif["sequenceNumber"]) == (
+        "mq.destination.create",
+        "a",
+        0,
+    )
+    assert s.fetch_timeout() == []  # answered: nothing waits any more
