@@ -201,7 +201,8 @@ def start(spec: Spec, home: Path, cps: tuple[str, str | None]) -> Live:
     """Start ``spec``'s broker with its instance in ``home`` (again: the same instance)."""
     if spec.kind == "ours":
         home.mkdir(parents=True, exist_ok=True)
-        b = start_broker(home, "imq.log.level=WARNING", *spec.props)
+        # (A restart with a deep backlog on a shared machine can take minutes.)
+        b = start_broker(home, "imq.log.level=WARNING", *spec.props, ready_timeout=600)
         return Live(f"mq://127.0.0.1:{b.portmapper_port}/jms", cps[0], "openmq", b.proc)
     if spec.kind == "stock":
         s = start_stock_broker(home, *spec.props, args=("-loglevel", "WARNING"))

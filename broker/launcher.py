@@ -153,8 +153,10 @@ def start_broker(
     tty: bool = True,
     host: str = "127.0.0.1",
     jms_host: str | None = None,
+    ready_timeout: float = 60,
 ) -> BrokerProcess:
-    """Start a broker child process with ``-Dname=value`` overrides and wait until it serves.
+    """Start a broker child process with ``-Dname=value`` overrides and wait until it serves
+    (``ready_timeout`` seconds at most).
 
     Its database is a SQLite file in ``tmp`` unless ``database_url`` names another;
     ``env`` adds to (or overrides) the environment it inherits, e.g. ``REDIS_URL``.
@@ -197,7 +199,7 @@ def start_broker(
         out = open(log_path, "ab" if attempt else "wb")  # noqa: SIM115 - as long as the process
         err = subprocess.STDOUT if tty else open(err_path, "ab" if attempt else "wb")  # noqa: SIM115
         proc = subprocess.Popen(args, cwd=ROOT, env=env, stdout=out, stderr=err)
-        if _wait_serving(proc, jms, pm, host=host, jms_host=jms_host):
+        if _wait_serving(proc, jms, pm, ready_timeout, host=host, jms_host=jms_host):
             break
         with open(log_path if tty else err_path, "rb") as f:
             f.seek(start if tty else 0)

@@ -15,7 +15,7 @@ import pytest
 
 from broker.core import runs
 from broker.core.errors import now_ms
-from broker.core.message import BODIES, Message
+from broker.core.message import BODIES, PACKED, Entry, Message, pack_entry, pack_stored_head
 from broker.core.paging import Pager
 from broker.core.reports import ReportGenerator
 from broker.core.router import MessageRouter
@@ -297,14 +297,14 @@ def test_a_stored_body_damaged_after_start_is_reported_and_skipped(
         send(r, Conn(1), "cq", *(_body(i) for i in range(6)), persistent=True)
         store.close()
         r, store, state = _stored_router(tmp_path / "fs", "cq", lazy=True)
+        pager = Pager(1 << 40, swap=None, store=store, readahead=2)
+        r.attach_pager(pager)
+        r.recover(state)
         (seg,) = (tmp_path / "fs").glob("*.seg")
         data = bytearray(seg.read_bytes())
         at = data.find(_body(3)[:BODY])
         data[at + 100] ^= 0xFF
         seg.write_bytes(bytes(data))
-        pager = Pager(1 << 40, swap=None, store=store, readahead=2)
-        r.attach_pager(pager)
-        r.recover(state)
         conn = Conn(1)
         _consume(r, session(r, conn, ack_mode=AckMode.NO_ACKNOWLEDGE), "cq")
         for _ in range(500):
@@ -439,6 +439,75 @@ def test_a_message_recovered_from_its_head_is_the_message_it_was() -> None:
     )  # fmt: skip
     assert {f: getattr(paged, f) for f in fields} == {f: getattr(whole, f) for f in fields}
     assert not paged.resident and paged.delivery_time == 1_900_000_000_000
+
+
+def test_a_record_packed_from_a_head_is_the_packed_entry() -> None:
+    """pack_stored_head (recovery, no objects) writes the record pack_entry writes for
+    the entry of Message.paged, redelivered or not, with its run's report or not."""
+    raw = build_packet(
+        PacketType.TEXT_MESSAGE,
+        body=b"b" * 300,
+        props={"n": 7},
+        flags=FLAG_Q | FLAG_P,
+        fields={1: "hq", VH_DELIVERY_TIME: 1_900_000_000_000},
+        priority=7,
+        sequence=11,
+        timestamp=1_800_000_000_000,
+        expiration=1_950_000_000_000,
+    )
+    stored = Message(parse_packet(raw), "hq", 0).raw
+    head = stored[: len(stored) - 300]
+    fast = stored_head(head)
+    assert fast is not None
+    report = object()
+    for count, with_report in ((0, False), (3, True)):
+        m = Message.paged(head, len(stored), "hq", None, head[20:52])  # type: ignore[arg-type]
+        m.report_info = report if with_report else None
+        e = Entry(m, None, None, "")  # type: ignore[arg-type]
+        e.count, e.redelivered = count, count > 0
+        want, got = bytearray(PACKED.size), bytearray(PACKED.size)
+        pack_entry(e, want, 0, report)
+        size = pack_stored_head(got, 0, m.key, *fast, len(stored), count, count > 0, with_report)
+        assert got == want and size == m.size
+
+
+def test_a_restart_packs_a_deep_backlog_without_objects(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Recovered without bodies behind ``depth`` entries of their priority, messages go
+    straight into runs (no Message or Entry each); they drain in priority order, whole,
+    and the destination counts them as before."""
+    monkeypatch.setattr(runs, "RUN", 16)
+
+    async def fill() -> None:
+        r, store, _ = _stored_router(tmp_path / "fs", "rq")
+        send(r, Conn(1), "rq", *(_body(i) for i in range(60)), persistent=True, priority=4)
+        send(r, Conn(1), "rq", *(_body(i) for i in range(100, 130)), persistent=True, priority=9)
+        store.close()
+
+    asyncio.run(fill())
+
+    async def restart() -> None:
+        r, store, state = _stored_router(tmp_path / "fs", "rq", lazy=True)
+        pager = Pager(1 << 40, swap=None, store=store, readahead=8, depth=10)
+        r.attach_pager(pager)
+        assert r.recover(state)["messages"] == 90
+        q = r.queues["rq"]
+        assert q.msg_count == 90 and q.dq.count == 90
+        assert _objects(q.dq) == 20  # the first ``depth`` of each priority
+        assert q.dq.deep is not None and sum(len(d.runs) for d in q.dq.deep if d) == 6
+        conn = Conn(1)
+        _consume(r, session(r, conn, ack_mode=AckMode.NO_ACKNOWLEDGE), "rq")
+        for _ in range(1000):
+            if len(conn.sent) == 90:
+                break
+            await asyncio.sleep(0.01)
+        assert [_number(b) for b in conn.bodies()] == [*range(100, 130), *range(60)]
+        assert all(b == _body(_number(b)) for b in conn.bodies())
+        pager.close()
+        store.close()
+
+    asyncio.run(restart())
 
 
 # -- deep backlogs: entries packed into runs (broker/core/runs.py) ---------------------

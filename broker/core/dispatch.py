@@ -18,6 +18,8 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, Protocol
 
+from broker.protocol.packet import stored_head
+
 from .dmq import EXPIRED
 from .message import Entry, MessageLost
 from .runs import Deep, Run
@@ -210,6 +212,44 @@ class DeliveryQueue:
         pager.let_go(msg)
         if len(deep.tail) >= deep.retry:
             deep.pack(pager)
+
+    def put_packed(
+        self,
+        owner: EntryOwner,
+        interest: str | None,
+        destination: str,
+        store_key: bytes,
+        head: bytes,
+        size: int,
+        count: int,
+        redelivered: bool,
+        report: object,
+    ) -> int:
+        """A message recovered without its body (its stored ``head`` and length) that
+        ``put`` would pack at once, behind ``depth`` others: written straight into a run,
+        no Message or Entry made (a restart recovers millions).  Its size, or -1 when
+        it must come as an entry (nothing done)."""
+        pager = self.pager
+        if pager is None or self.selective:
+            return -1
+        stored = stored_head(head)
+        if stored is None:
+            return -1
+        p = stored[0][11]
+        if not 0 <= p <= 9:
+            p = 4
+        deep = self.deep[p] if self.deep is not None else None
+        if deep is None:
+            if len(self.buckets[p]) < pager.depth:
+                return -1
+            deep = self._deepen(p)
+        elif deep.tail:
+            return -1  # (behind entries: packed in their turn)
+        run = deep.run_for(pager, owner, interest, destination)
+        msize = run.add_head(store_key, head, stored, size, count, redelivered, report)
+        self.count += 1
+        self.bytes += msize
+        return msize
 
     def _deepen(self, p: int) -> Deep:
         if self.deep is None:

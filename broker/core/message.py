@@ -390,6 +390,52 @@ def pack_entry(entry: Entry, buf: bytearray, off: int, report: object = None) ->
         m.src.retain(m.pos)
 
 
+def pack_stored_head(
+    buf: bytearray,
+    off: int,
+    key: bytes,
+    fields: tuple,
+    dc_offset: int,
+    delivery_time: int,
+    size: int,
+    count: int,
+    redelivered: bool,
+    report_bit: bool,
+) -> int:
+    """Write a stored message recovered without its body as a :data:`PACKED` record at
+    ``off``, straight from its head (``fields``, ``dc_offset``, ``delivery_time`` as
+    ``stored_head`` read them; ``size`` the stored packet's length): the record
+    ``Message.paged`` and ``pack_entry`` would make, without either object.  Returns the
+    message's size."""
+    flags = fields[13]
+    bits = (
+        _P_STORED
+        | (_P_QUEUE if flags & FLAG_Q else 0)
+        | (_P_PERSISTENT if flags & FLAG_P else 0)
+        | (_P_REDELIVERED if redelivered else 0)
+        | (_P_REPORT if report_bit else 0)
+    )
+    size -= _DC_SLOT
+    PACKED.pack_into(
+        buf,
+        off,
+        key,
+        fields[11],
+        fields[2],
+        flags & _STRIP,
+        bits,
+        dc_offset,
+        size,
+        count,
+        fields[4],
+        fields[5],
+        delivery_time,
+        -1,
+        0,
+    )
+    return size
+
+
 def unpack_entry(
     buf: bytes | bytearray,
     off: int,

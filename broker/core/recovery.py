@@ -21,6 +21,7 @@ from broker.store.base import (
     DestRemove,
     MsgSettle,
     RecoveredState,
+    StoredMessage,
     StoredTransaction,
     TxnRemove,
 )
@@ -28,7 +29,7 @@ from broker.store.base import (
 from .destination import DEST_AUTO, Destination, QueueDestination, Subscription, TopicDestination
 from .errors import now_ms
 from .message import Entry, Message
-from .reports import note_no_report_options
+from .reports import no_report_info, note_no_report_options
 from .selector import compile_selector
 from .subscriptions import Subscriptions
 from .transaction import Transaction
@@ -49,9 +50,10 @@ def recover(
     every message comes back marked redelivered, since the failed broker may have
     delivered it without its delivery count reaching the store."""
     store = router.store
-    wanted: set[tuple[str, bool]] = {
-        (m.destination, bool(m.dest_type & DEST_TOPIC)) for m in state.messages
-    }
+    held = state.message_destinations
+    if held is None:
+        held = {(m.destination, m.dest_type) for m in state.messages}
+    wanted: set[tuple[str, bool]] = {(name, bool(dtype & DEST_TOPIC)) for name, dtype in held}
     wanted |= {(d.topic, True) for d in state.durables}
     for d in state.destinations:
         is_topic = bool(d.dest_type & DEST_TOPIC)
@@ -85,6 +87,7 @@ def recover(
         topic.add_subscription(sub, record=False)
     t = now_ms()
     n = 0
+    pager = router.pager
     for sm in state.messages:
         is_topic = bool(sm.dest_type & DEST_TOPIC)
         known = (router.topics if is_topic else router.queues).get(sm.destination)
@@ -93,16 +96,13 @@ def recover(
             if known is not None
             else router.restore_destination(sm.destination, sm.dest_type, True, None)
         )
-        if sm.raw is None:
-            # Loaded without its body (Store.lazy_bodies, set only by a broker that
-            # pages): the pager reads it back from the store.
-            assert sm.head is not None and router.pager is not None
-            msg = Message.paged(sm.head, sm.size, sm.destination, router.pager, sm.key)
-            note_no_report_options(msg, sm.head)
-        else:
-            msg = Message(parse_packet(sm.raw), sm.destination, 0)
-            msg.store_key = sm.key
-        msg.stored = True  # every copy that outlives a restart is a stored one
+        head = sm.head
+        # Loaded without its body (Store.lazy_bodies, set only by a broker that pages):
+        # far back in its queue, it is packed from its head; else a Message the pager
+        # reads the body of back from the store.
+        lazy = sm.raw is None
+        report = no_report_info(head) if lazy and head is not None else None
+        msg: Message | None = None
         for interest, count in sm.interests.items():
             if interest == QUEUE_INTEREST and isinstance(dest, QueueDestination):
                 q = dest.dq
@@ -113,9 +113,30 @@ def recover(
                         store.submit((MsgSettle(sm.key, interest),))
                     continue
                 q = durable.queue
+            redelivered = count > 0 or takeover
+            if lazy and pager is not None and head is not None:
+                size = q.put_packed(
+                    dest,
+                    interest,
+                    sm.destination,
+                    sm.key,
+                    head,
+                    sm.size,
+                    count,
+                    redelivered,
+                    report,
+                )
+                if size >= 0:
+                    dest.account_in(1, size)
+                    dest.msgs_in -= 1  # recovered, not newly received
+                    dest.msg_bytes_in -= size
+                    n += 1
+                    continue
+            if msg is None:
+                msg = _recovered_message(router, sm)
             entry = Entry(msg, dest, q, interest)
             entry.count = count
-            entry.redelivered = count > 0 or takeover
+            entry.redelivered = redelivered
             dest.account_in(1, msg.size)
             dest.msgs_in -= 1  # recovered, not newly received
             dest.msg_bytes_in -= msg.size
@@ -132,6 +153,18 @@ def recover(
         "messages": n,
         "transactions": txns,
     }
+
+
+def _recovered_message(router: MessageRouter, sm: StoredMessage) -> Message:
+    if sm.raw is None:
+        assert sm.head is not None and router.pager is not None
+        msg = Message.paged(sm.head, sm.size, sm.destination, router.pager, sm.key)
+        note_no_report_options(msg, sm.head)
+    else:
+        msg = Message(parse_packet(sm.raw), sm.destination, 0)
+        msg.store_key = sm.key
+    msg.stored = True  # every copy that outlives a restart is a stored one
+    return msg
 
 
 def _take_stored(router: MessageRouter, key: bytes, interest: str) -> Entry | None:

@@ -145,6 +145,12 @@ def note_no_report_options(msg: Message, packet_bytes: bytes) -> None:
         msg.report_info = _NO_INFO
 
 
+def no_report_info(packet_bytes: bytes) -> object | None:
+    """What ``note_no_report_options`` would set on the message ``packet_bytes`` are the
+    head of (None when it may ask for a report): for a record packed without one."""
+    return _NO_INFO if _MARK not in packet_bytes else None
+
+
 _PROPERTIES: dict[int, bytes] = {}
 # A report's variable header starts with its DELIVERY_COUNT (so the slot's value is at
 # HEADER_SIZE + 4) and its destination and class, encoded once per reply-to; readers

@@ -24,7 +24,9 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
-from .message import PACKED, Entry, Message, pack_entry, packable, unpack_entry
+from broker.protocol.packet import OFF_SYSMSGID
+
+from .message import PACKED, Entry, Message, pack_entry, pack_stored_head, packable, unpack_entry
 
 if TYPE_CHECKING:
     from .dispatch import EntryOwner, EntryQueue
@@ -93,6 +95,48 @@ class Run:
         exp = m.expiration
         if exp and (not self.min_exp or exp < self.min_exp):
             self.min_exp = exp
+
+    def add_head(
+        self,
+        store_key: bytes,
+        head: bytes,
+        stored: tuple[tuple, int, int],
+        size: int,
+        count: int,
+        redelivered: bool,
+        report: object,
+    ) -> int:
+        """A recovered message without its body, packed from its head (``stored``:
+        what ``stored_head`` read from it) with no Message or Entry made; its size."""
+        n = self.n
+        if head.startswith(store_key, OFF_SYSMSGID):
+            key = store_key
+        else:  # a DMQ copy: stored under a key of its own
+            key = head[OFF_SYSMSGID : OFF_SYSMSGID + 32]
+            if self.store_keys is None:
+                self.store_keys = {}
+            self.store_keys[n] = store_key
+        if report is not None and self.report is None:
+            self.report = report
+        fields, dc_offset, delivery_time = stored
+        msize = pack_stored_head(
+            self.recs,
+            n * PACKED.size,
+            key,
+            fields,
+            dc_offset,
+            delivery_time,
+            size,
+            count,
+            redelivered,
+            report is not None and report is self.report,
+        )
+        self.n = n + 1
+        self.nbytes += msize
+        exp = fields[4]
+        if exp and (not self.min_exp or exp < self.min_exp):
+            self.min_exp = exp
+        return msize
 
     def entry(self, i: int, queue: EntryQueue, src: BodySource | None = None) -> Entry:
         """Record ``i`` unpacked (the run still owns it: see ``unpack``/``split``)."""
@@ -231,6 +275,24 @@ class Deep:
             run.add(tail.popleft())
         # Not packable yet (waiting for the store): tried again a little later.
         self.retry = len(tail) + RUN // 4 if len(tail) > RUN else 2 * RUN
+
+    def run_for(
+        self, src: BodySource, owner: EntryOwner, interest: str | None, destination: str
+    ) -> Run:
+        """The run a record of (owner, interest, destination) is added to at the end:
+        the last one, or a new one when that is full or another's."""
+        runs = self.runs
+        run = runs[-1] if runs else None
+        if (
+            run is None
+            or (run.n + 1) * PACKED.size > len(run.recs)
+            or run.owner is not owner
+            or run.interest != interest
+            or run.destination != destination
+        ):
+            run = Run(src, owner, interest, destination)
+            runs.append(run)
+        return run
 
     def unpacked(self, queue: EntryQueue) -> Iterator[Entry]:
         """Every entry in order, packed ones unpacked for a look."""

@@ -37,7 +37,7 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple, TypeVar
 
@@ -163,10 +163,14 @@ class RecoveredState:
 
     destinations: list[DestAdd] = field(default_factory=list)
     durables: list[DurableAdd] = field(default_factory=list)
-    messages: list[StoredMessage] = field(default_factory=list)
+    # (A store may read them as they are iterated, in order, rather than hold them.)
+    messages: Sequence[StoredMessage] = field(default_factory=list)
     transactions: list[StoredTransaction] = field(default_factory=list)
     # What recovery had to repair (torn tail bytes dropped, bad records...), for the log.
     repairs: list[str] = field(default_factory=list)
+    # The (destination, type) of every message, when the store knows them without
+    # reading the messages (else None: recovery reads them from ``messages``).
+    message_destinations: set[tuple[str, int]] | None = field(default=None, compare=False)
 
 
 def records_of(state: RecoveredState) -> list[Record]:

@@ -170,8 +170,10 @@ def read_state(inst: str, *, using: str, heads_only: bool = False) -> RecoveredS
     ):
         interests[key][interest] = count
     rows = m.StoredMessage.objects.using(db).filter(broker_instance=inst).order_by("id")
+    messages: list[StoredMessage] = []
+    state.messages = messages
     if heads_only:
-        _read_heads(rows, interests, state)
+        _read_heads(rows, interests, messages)
     else:
         for key, destination, dest_type, raw in rows.values_list(
             "key", "destination", "dest_type", "raw"
@@ -179,7 +181,7 @@ def read_state(inst: str, *, using: str, heads_only: bool = False) -> RecoveredS
             open_ = interests.get(key)
             if not open_:  # every interest settled: the message is gone
                 continue
-            state.messages.append(
+            messages.append(
                 StoredMessage(bytes.fromhex(key), destination, dest_type, bytes(raw), open_)
             )
 
@@ -211,9 +213,9 @@ def read_state(inst: str, *, using: str, heads_only: bool = False) -> RecoveredS
     return state
 
 
-def _read_heads(rows, interests: dict[str, dict[str, int]], state: RecoveredState) -> None:
+def _read_heads(rows, interests: dict[str, dict[str, int]], messages: list[StoredMessage]) -> None:
     """Messages of ``rows`` as their heads and lengths (the database cuts them)."""
-    long_heads: dict[str, int] = {}  # key -> index in state.messages
+    long_heads: dict[str, int] = {}  # key -> index in messages
     for key, destination, dest_type, prefix, size in rows.values_list(
         "key",
         "destination",
@@ -227,15 +229,15 @@ def _read_heads(rows, interests: dict[str, dict[str, int]], state: RecoveredStat
         head = bytes(prefix)
         off = body_offset(head)
         if off == len(head) and len(head) < size:
-            long_heads[key] = len(state.messages)  # its head runs past the prefix
-        state.messages.append(
+            long_heads[key] = len(messages)  # its head runs past the prefix
+        messages.append(
             StoredMessage(bytes.fromhex(key), destination, dest_type, None, open_, head[:off], size)
         )
     keys = list(long_heads)
     for chunk in _chunks(keys):
         for key, raw in rows.filter(key__in=chunk).values_list("key", "raw"):
             whole = bytes(raw)
-            state.messages[long_heads[key]].head = whole[: body_offset(whole)]
+            messages[long_heads[key]].head = whole[: body_offset(whole)]
 
 
 class DatabaseStore(Store):

@@ -385,6 +385,32 @@ def decode_msg_add_in_place(data: bytes, view: memoryview, p: int, end: int) -> 
     return MsgAdd(key, destination, dest_type, view[q:end], interests)  # type: ignore[arg-type]
 
 
+def msg_add_middle(destination: str, dest_type: int, interests: tuple[str, ...]) -> bytes:
+    """A MsgAdd payload's bytes between its key and its message's length, as written."""
+    return NAME.write(destination) + INT.write(dest_type) + NAMES.write(interests)
+
+
+_KEY_LEN32 = _U32.pack(32)
+
+
+def msg_add_raw_at(data: bytes, p: int, end: int, key: bytes, middle: bytes) -> int:
+    """Where the message bytes of the MsgAdd payload ``data[p:end]`` start, when it is
+    the one of ``key`` (32 bytes) with ``middle`` (``msg_add_middle``) as written: a
+    check of those bytes and of the length, nothing decoded.  -1 when they differ
+    (``decode_msg_add_in_place`` then says what the record is)."""
+    q = p + 37 + len(middle)
+    if (
+        data[p] == K_MSG_ADD
+        and data.startswith(_KEY_LEN32, p + 1)
+        and data.startswith(key, p + 5)
+        and data.startswith(middle, p + 37)
+        and q + 4 <= end
+        and _unpack_u32(data, q)[0] == end - q - 4
+    ):
+        return q + 4
+    return -1
+
+
 def frame(payload: bytes) -> bytes:
     """``payload`` with its length + crc32 header."""
     return FRAME_HEADER.pack(len(payload), zlib.crc32(payload)) + payload

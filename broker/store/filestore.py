@@ -81,8 +81,9 @@ import tempfile
 import threading
 import time
 import zlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import overload
 
 from broker.protocol.packet import body_offset
 
@@ -117,7 +118,11 @@ from .filecodec import (
     encode,
     frame,
     frame_record,
+    msg_add_middle,
+    msg_add_raw_at,
 )
+from .packedmsgs import Msg as _Msg
+from .packedmsgs import PackedMsgs
 
 __all__ = [
     "CHECKPOINT",
@@ -224,20 +229,6 @@ class _Seg:
         self.damaged = False  # holds bytes recovery skipped: kept aside, never deleted
 
 
-class _Msg:
-    """A live message: where its MsgAdd frame is, and its open interests.
-
-    ``ints`` is flat ``[interest, delivery count, segment of the latest MsgDelivered or
-    -1, ...]`` (a list is much smaller than a dict per message; a shared tuple while it
-    is one untouched interest: ``_Index.untouched``); ``extra`` lists the
-    segments holding its partial settles; ``first`` is the segment of the first MsgAdd
-    if the message was added again since (-1 if not): it fixes the recovered order.
-    ``raw`` is only set while loading.
-    """
-
-    __slots__ = ("seg", "off", "size", "dest", "dtype", "ints", "extra", "first", "raw")
-
-
 class _Txn:
     __slots__ = ("txn_id", "state", "info", "state_seg", "first_seg", "sends", "acks", "segs")
 
@@ -255,10 +246,10 @@ class _Txn:
 class _Index:
     """The live state plus per-segment holds/refs; ``apply`` mirrors the replay rules."""
 
-    def __init__(self, keep_raw: bool = False, heads_only: bool = False) -> None:
-        self.keep_raw = keep_raw  # loading: keep message bytes for RecoveredState
-        # ... only their heads (the packet up to its properties) and lengths.
-        self.heads_only = heads_only
+    def __init__(self, keep_raw: bool = False) -> None:
+        # Loading: keep the records of open transactions for RecoveredState (messages
+        # are read again from their segments when recovery asks: _Recovered).
+        self.keep_raw = keep_raw
         self.segs: dict[int, _Seg] = {}
         # Destinations/durables: [latest add, its segment, segment of the first add].  The
         # first add is held too: it fixes the position in the recovered order.
@@ -266,10 +257,8 @@ class _Index:
         self.dest_segs: dict[tuple[str, int], set[int]] = {}
         self.durs: dict[str, list] = {}
         self.dur_segs: dict[str, set[int]] = {}
-        self.msgs: dict[bytes, _Msg] = {}  # insertion order = message order
-        # The ``ints`` of a message with one interest never delivered: one tuple per
-        # interest, shared (a list per message costs ~90 bytes), a list once it changes.
-        self.untouched: dict[str, tuple] = {}
+        # Live messages, in the order they were first added (the recovered order).
+        self.msgs = PackedMsgs()
         self.txns: dict[int, _Txn] = {}
         self.dest_live: dict[tuple[str, int], int] = {}  # live messages per destination
         self.interest_live: dict[str, int] = {}  # live messages per open interest
@@ -349,15 +338,11 @@ class _Index:
         # Needed as long as an add it cancels is on disk.
         seg.refs.update(self.dest_segs.pop(k, ()))
         if self.dest_live.get(k):
-            doomed = [
-                (key, m)
-                for key, m in self.msgs.items()
-                if m.dtype == r.dest_type and m.dest == r.name
-            ]
-            for key, m in doomed:
-                seg.refs.add(m.seg)
-                self._drop(m)
-                del self.msgs[key]
+            for key, m in self.msgs.items():  # (deleting while iterating is allowed)
+                if m.dtype == r.dest_type and m.dest == r.name:
+                    seg.refs.add(m.seg)
+                    self._drop(m)
+                    del self.msgs[key]
         seg.refs.discard(seg.num)
 
     def _durable_add(self, r: DurableAdd, seg: _Seg, off: int, size: int) -> None:
@@ -369,7 +354,7 @@ class _Index:
         seg.refs.update(self.dur_segs.pop(r.sub_id, ()))
         if self.interest_live.get(r.sub_id):
             interest = r.sub_id
-            for key, m in list(self.msgs.items()):
+            for key, m in self.msgs.items():  # (deleting while iterating is allowed)
                 ints = m.ints
                 for j in range(0, len(ints), 3):
                     if ints[j] == interest:
@@ -402,55 +387,58 @@ class _Index:
                 self._release(num)
         if m.first >= 0:
             self._release(m.first)
-        m.raw = None
 
     def _msg_add(self, r: MsgAdd, seg: _Seg, off: int, size: int) -> None:
-        m = self.msgs.get(r.key)
-        first = -1
-        if m is not None:  # re-added: replaces the old one, keeping its place
-            seg.refs.add(m.seg)
-            seg.refs.discard(seg.num)
-            first = m.first if m.first >= 0 else m.seg
-            self._drop(m)
-            if not r.interests:
-                del self.msgs[r.key]
-                return
-            self._hold(first)
-        elif not r.interests:
-            return
-        else:
-            m = _Msg()
-            self.msgs[r.key] = m
-        m.first = first
-        m.seg = seg.num
-        m.off = off
-        m.size = size
-        m.dest = r.destination
-        m.dtype = r.dest_type
-        il = self.interest_live
+        msgs = self.msgs
+        key = r.key
         interests = r.interests
-        if len(interests) == 1:  # a queue message: the common case, kept cheap
+        il = self.interest_live
+        if len(interests) == 1:
             i = interests[0]
-            untouched = self.untouched.get(i)
-            if untouched is None:
-                untouched = self.untouched[i] = (i, 0, -1)
-            m.ints = untouched
-            il[i] = il.get(i, 0) + 1
-        else:
+            dest = r.destination
+            dtype = r.dest_type
+            if msgs.add(key, seg.num, off, size, dest, dtype, i):
+                # A new queue message, never delivered: kept packed (the common case,
+                # on the hot path of every persistent send).
+                il[i] = il.get(i, 0) + 1
+                seg.holds += 1
+                seg.live_msgs += 1
+                seg.live_bytes += size
+                self.live_bytes += size
+                k = (dest, dtype)
+                dl = self.dest_live
+                dl[k] = dl.get(k, 0) + 1
+                return
+        m = msgs.get(key)
+        if m is None:
+            if not interests:
+                return
             ints: list = []
             for i in dict.fromkeys(interests):
                 ints += (i, 0, -1)
                 il[i] = il.get(i, 0) + 1
+            msgs.put(key, _Msg(seg.num, off, size, r.destination, r.dest_type, ints))
+        else:  # re-added: replaces the old one, keeping its place
+            seg.refs.add(m.seg)
+            seg.refs.discard(seg.num)
+            first = m.first if m.first >= 0 else m.seg
+            self._drop(m)
+            if not interests:
+                del msgs[key]
+                return
+            self._hold(first)
+            m.first = first
+            m.seg = seg.num
+            m.off = off
+            m.size = size
+            m.dest = r.destination
+            m.dtype = r.dest_type
+            ints = []
+            for i in dict.fromkeys(interests):
+                ints += (i, 0, -1)
+                il[i] = il.get(i, 0) + 1
             m.ints = ints
-        m.extra = None
-        if not self.keep_raw:
-            m.raw = None
-        elif self.heads_only:
-            raw = r.raw  # (a view into the segment's bytes: copy the head only)
-            # The head and the whole's length, in one tuple (_Msg has no slot for it).
-            m.raw = (bytes(raw[: body_offset(raw)]), len(raw))
-        else:
-            m.raw = r.raw
+            m.extra = None
         seg.holds += 1
         seg.live_msgs += 1
         seg.live_bytes += size
@@ -475,6 +463,22 @@ class _Index:
                 return
 
     def _msg_settle(self, r: MsgSettle, seg: _Seg, off: int, size: int) -> None:
+        packed = self.msgs.take(r.key, r.interest)
+        if packed is not None:  # its one interest, never delivered: the common case
+            num, fsize, dest, dtype = packed
+            if num != seg.num:
+                seg.refs.add(num)  # the settle must outlive the MsgAdd it cancels
+            s = self.segs.get(num)
+            if s is not None:
+                s.holds -= 1
+                s.live_msgs -= 1
+                s.live_bytes -= fsize
+                if s.holds == 0 and num != self.current:
+                    self.zeroed = True
+            self.live_bytes -= fsize
+            self.dest_live[(dest, dtype)] -= 1
+            self.interest_live[r.interest] -= 1
+            return
         m = self.msgs.get(r.key)
         if m is None:
             return
@@ -551,6 +555,117 @@ class _Index:
             self._release(num)
         seg.refs.update(t.segs)
         seg.refs.discard(seg.num)
+
+
+class _Recovered(Sequence[StoredMessage]):
+    """``RecoveredState.messages`` of a file store: each message read from its segment
+    as recovery goes through them (in order, as often as it likes), never all at once.
+
+    Read before the store starts (``FileStore.load``, then recovery, then ``start``):
+    the segments it reads are still there.  A message that does not read back intact is
+    logged and skipped."""
+
+    def __init__(self, store: FileStore, idx: _Index, *, heads_only: bool) -> None:
+        self.store = store
+        self.idx = idx
+        self.heads_only = heads_only  # StoredMessage.head and size, not raw
+        self.count = len(idx.msgs)
+        self._list: list[StoredMessage] | None = None
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, Sequence):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    @overload
+    def __getitem__(self, i: int) -> StoredMessage: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[StoredMessage]: ...
+
+    def __getitem__(self, i: int | slice) -> StoredMessage | list[StoredMessage]:
+        # (Tests and tools look at a message by number: rare, so all are read then.)
+        if self._list is None:
+            self._list = list(self)
+        return self._list[i]
+
+    def __iter__(self) -> Iterator[StoredMessage]:
+        # Each segment is read in windows of _WINDOW bytes (records are met in file
+        # order within a segment), so what is read stays small and out of the mapping.
+        # No crc this time (load checked every frame moments ago, nothing has written
+        # since): the record must decode and carry its key.
+        shared: dict[tuple, dict[str, int]] = {}
+        middles: dict[tuple, bytes] = {}
+        heads_only = self.heads_only
+        fd, num = -1, -1
+        win, view, wstart = b"", memoryview(b""), 0
+        try:
+            for key, snum, off, size, dest, dtype, ints in self.idx.msgs.locations():
+                if type(ints) is tuple:
+                    interests = shared.get(ints)
+                    if interests is None:
+                        interests = shared[ints] = {ints[0]: ints[1]}
+                else:
+                    interests = {ints[j]: ints[j + 1] for j in range(0, len(ints), 3)}
+                if snum != num:
+                    if fd >= 0:
+                        os.close(fd)
+                    fd, num, win, view, wstart = -1, snum, b"", memoryview(b""), 0
+                    try:
+                        fd = os.open(self.store._path(num), os.O_RDONLY)
+                    except OSError as exc:
+                        log.error("file store: segment %d does not open: %s", num, exc)
+                start = off - wstart
+                end = start + size
+                if start < 0 or end > len(win):
+                    if fd < 0:
+                        continue
+                    win = os.pread(fd, max(_WINDOW, size), off)
+                    view = memoryview(win)
+                    wstart, start, end = off, 0, size
+                p = start + HEADER_SIZE
+                # (A packed message's record is checked, not decoded: its middle bytes
+                # are those of its one interest, as written.)
+                q = -1
+                if type(ints) is tuple and len(key) == 32:
+                    middle = middles.get((dest, dtype, ints))
+                    if middle is None:
+                        middle = middles[(dest, dtype, ints)] = msg_add_middle(
+                            dest, dtype, (ints[0],)
+                        )
+                    q = msg_add_raw_at(win, p, end, key, middle)
+                if q >= 0:
+                    raw: bytes | memoryview = view[q:end]
+                else:
+                    rec: MsgAdd | None = None
+                    try:
+                        rec = decode_msg_add_in_place(win, view, p, end)
+                    except CorruptRecord:
+                        pass
+                    if rec is None or rec.key != key:
+                        log.error(
+                            "file store %s: message %s does not read back intact: skipped",
+                            self.store.directory,
+                            key.hex(),
+                        )
+                        continue
+                    raw = rec.raw
+                if heads_only:
+                    head = bytes(raw[: body_offset(raw)])
+                    yield StoredMessage(key, dest, dtype, None, interests, head, len(raw))
+                else:
+                    yield StoredMessage(key, dest, dtype, bytes(raw), interests)
+        finally:
+            if fd >= 0:
+                os.close(fd)
+
+
+_WINDOW = 1 << 20
 
 
 # -- the store ------------------------------------------------------------------------
@@ -707,15 +822,16 @@ class FileStore(Store):
         return self.directory
 
     def holds(self, key: bytes) -> bool:
-        """See Store.holds: the index says (a dict read, as the writer left it)."""
+        """See Store.holds: the index says (read without the lock, as the writer left
+        it: see packedmsgs)."""
         idx = self._index
-        return idx is not None and key in idx.msgs
+        return idx is not None and idx.msgs.where(key) is not None
 
     def read_bodies(self, keys: list[bytes]) -> list[bytes | None]:
         """The stored bytes of ``keys`` (see Store.read_bodies), read in file order.
 
-        No lock: the index is looked up as the writer left it (a dict read is atomic)
-        and each frame is checked (crc, kind and key) after the read, so a message the
+        No lock: the index is looked up as the writer left it (see packedmsgs) and
+        each frame is checked (crc, kind and key) after the read, so a message the
         writer moved meanwhile (a compaction deletes the segments it copied) is looked
         up again, never mistaken for another."""
         out: list[bytes | None] = [None] * len(keys)
@@ -726,9 +842,9 @@ class FileStore(Store):
                 break
             where = []
             for i in todo:
-                m = idx.msgs.get(keys[i])
-                if m is not None:
-                    where.append((m.seg, m.off, m.size, i))
+                loc = idx.msgs.where(keys[i])
+                if loc is not None:
+                    where.append((*loc, i))
             where.sort()
             todo = []
             fds: dict[int, int] = {}
@@ -787,7 +903,7 @@ class FileStore(Store):
                 " (a compaction was interrupted before deleting them)"
             )
         nums = nums[first:]
-        idx = _Index(keep_raw=True, heads_only=self.lazy_bodies)
+        idx = _Index(keep_raw=True)
         # Replay allocates millions of small acyclic objects: the cyclic GC would rescan
         # the growing index over and over (most of the load time), so pause it.
         gc_was_on = gc.isenabled()
@@ -811,25 +927,10 @@ class FileStore(Store):
             DestAdd(r.name, r.dest_type, dict(r.attributes)) for r, _, _ in idx.dests.values()
         ]
         state.durables = [r for r, _, _ in idx.durs.values()]
-        # A message with one interest never delivered shares its interests dict with
-        # every other such message of that interest (StoredMessage.interests is read only).
-        shared: dict[tuple, dict[str, int]] = {}
-        for key, m in idx.msgs.items():
-            ints = m.ints
-            if type(ints) is tuple:
-                interests = shared.get(ints)
-                if interests is None:
-                    interests = shared[ints] = {ints[0]: ints[1]}
-            else:
-                interests = {ints[j]: ints[j + 1] for j in range(0, len(ints), 3)}
-            if type(m.raw) is tuple:
-                head, size = m.raw
-                state.messages.append(
-                    StoredMessage(key, m.dest, m.dtype, None, interests, head, size)
-                )
-            else:
-                state.messages.append(StoredMessage(key, m.dest, m.dtype, m.raw, interests))
-            m.raw = None
+        # Read from the segments as recovery goes through them, not held here: a
+        # million messages' heads at once would take hundreds of MB.
+        state.messages = _Recovered(self, idx, heads_only=self.lazy_bodies)
+        state.message_destinations = {k for k, n in idx.dest_live.items() if n}
         for t in idx.txns.values():
             sends = []
             for send in t.sends:
@@ -878,7 +979,6 @@ class FileStore(Store):
     ) -> None:
         """Apply segment ``num``'s records (``data``, its bytes) to ``idx``."""
         path = self._path(num)
-        heads_only = idx.keep_raw and idx.heads_only
         n = len(data)
         seg = _Seg(num)
         seg.size = seg.alloc = n
@@ -918,7 +1018,7 @@ class FileStore(Store):
             if not problem:
                 start = pos + HEADER_SIZE
                 try:
-                    if heads_only and data[start] == K_MSG_ADD:
+                    if data[start] == K_MSG_ADD:  # (the index keeps no message bytes)
                         rec = decode_msg_add_in_place(data, view, start, end)
                     else:
                         rec = decode(data, start, end)
