@@ -229,7 +229,7 @@ class Limits:
             self.room(dest)
 
     def _pause_producers(self, dest: Destination) -> None:
-        hook = self.router.on_producer_pause
+        flow = self.router.observers.producer_flow
         waiting = {pid for _link, pid in dest.waiting_producers}
         for prod in list(dest.producers.values()):
             if prod.id in waiting:
@@ -237,8 +237,8 @@ class Limits:
             link = prod.session.link
             dest.waiting_producers.append((link, prod.id))
             prod.granted = 0
-            if hook is not None:
-                hook(link, prod.id)
+            if flow is not None:
+                flow.producer_pause(link, prod.id)
 
     def room(self, dest: Destination) -> None:
         """Give the producers waiting on ``dest`` another look: each gets its credit
@@ -247,12 +247,12 @@ class Limits:
             return  # paused producers wait for the admin's RESUME (set_dest_state)
         waiting, dest.waiting_producers = dest.waiting_producers, []
         dest.resume_count = dest.resume_bytes = -1
-        hook = self.router.on_producer_room
+        flow = self.router.observers.producer_flow
         producers = self.router.producers
-        if hook is not None:
+        if flow is not None:
             for link, pid in waiting:
                 if pid in producers:  # not closed meanwhile
-                    hook(link, pid)
+                    flow.producer_room(link, pid)
 
     def producer_credit(self, prod: Producer, link: object) -> int:
         """The credit (JMQSize) to give ``prod`` now: how many messages it may send before

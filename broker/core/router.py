@@ -31,7 +31,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from broker.protocol.admin_types import ADMIN_QUEUE
@@ -72,13 +72,11 @@ from .ids import UIDGenerator
 from .limits import Limits
 from .message import Entry, Message
 from .metrics import note_consumers
-from .observers import MessageEvents
+from .observers import ClusterRules, MessageEvents, RouterObservers
 from .paging import Pager
-from .positions import PositionClaims
 from .recovery import recover
 from .session import Consumer, Link, Producer, Session
 from .subscriptions import Subscriptions
-from .transaction import Transaction
 from .transactions import TransactionManager
 
 log = logging.getLogger("broker.router")
@@ -115,7 +113,10 @@ class MessageRouter:
     """Holds every destination and routes messages between producers and consumers."""
 
     def __init__(
-        self, settings: RouterSettings | None = None, uids: UIDGenerator | None = None
+        self,
+        settings: RouterSettings | None = None,
+        uids: UIDGenerator | None = None,
+        observers: RouterObservers | None = None,
     ) -> None:
         self.settings = settings or RouterSettings()
         self.uids = uids or UIDGenerator()
@@ -126,47 +127,18 @@ class MessageRouter:
         self.sessions: dict[int, Session] = {}
         self.totals = Totals()
         self.browsers: dict[int, tuple[Destination, list[bytes]]] = {}
-        # Transactions (their tables are router.txns'): the change hook (the message
-        # store's) and more observers (the admin records); the XA JMQAutoRollback default.
-        self.on_transaction_change: Callable[[Transaction], None] | None = None
-        self.transaction_listeners: list[Callable[[Transaction], None]] = []
+        # What the layers above hear or are asked (broker/core/observers.py): producer
+        # flow, delayed messages' timer, the put check, transactions, destination and
+        # consumer events, the cluster's rules.
+        self.observers = observers or RouterObservers()
+        # The XA JMQAutoRollback default.
         self.xa_autorollback_all = False
-        # Asked at an XA PREPARE (once the transaction is PREPARED here) whether other
-        # brokers must prepare part of it too (the cluster: messages homed there); True
-        # means it calls ``done(status, reason)`` once they all answered, and the reply
-        # to the client waits for that.
-        self.remote_prepare: (
-            Callable[[Transaction, Callable[[int, str | None], None]], bool] | None
-        ) = None
         # Messages with a JMS 2.0 delivery delay wait here until their time.
         self.delayed: list[tuple[int, int, Message, int]] = []
         self._delayed_seq = itertools.count()
-        # Told the earliest due time whenever a delayed message is queued (the server
-        # schedules a timer with it); None means someone polls release_due().
-        self.on_delayed: Callable[[int], None] | None = None
         self.store: Store | None = None
         # Pages waiting messages' bodies out when memory runs short (core/paging.py).
         self.pager: Pager | None = None
-        # The cluster's say over queue consumer positions (core/positions.py); None alone.
-        self.position_claims: PositionClaims | None = None
-        # Called with (link, producer id) when a FLOW_CONTROL destination has room again.
-        self.on_producer_room: Callable[[object, int], None] | None = None
-        # ... and when an administrator pauses a destination's producers: told to stop
-        # now (RESUME_FLOW with JMQSize 0), they wait for on_producer_room.
-        self.on_producer_pause: Callable[[object, int], None] | None = None
-        # Destination lifecycle listeners (created / updated / destroyed).
-        self.listeners: list[Callable[[str, dict], None]] = []
-        # Told ("added" | "removed", consumer) about every local consumer, so a cluster
-        # can announce its interests (broker/cluster/); nothing else changes for it.
-        self.consumer_listeners: list[Callable[[str, Consumer], None]] = []
-        # Asked (kind, name) before a change the cluster's master broker must record (an
-        # administrator's destination, a durable subscription made or removed); raises
-        # RouterError to refuse it (the master is unreachable).  None: always allowed.
-        self.change_guard: Callable[[str, str], None] | None = None
-        # Asked about each producer's message before it is accepted (routed or held in a
-        # transaction); raises RouterError to fail the send (the report generator: a
-        # message asking for reports without a JMSReplyTo).  None: no check.
-        self.put_check: Callable[[Message], None] | None = None
         # Message observers (broker/core/observers.py); the drop log is the first.
         self.events = MessageEvents()
         self.drops = DropLog(self.settings.drop_log_interval)
@@ -237,7 +209,8 @@ class MessageRouter:
         if isinstance(dest, TopicDestination):
             self.topics[name] = dest
         else:
-            dest.claims = self.position_claims
+            cluster = self.observers.cluster
+            dest.claims = cluster.positions if cluster is not None else None
             self.queues[name] = dest
         return dest
 
@@ -541,8 +514,8 @@ class MessageRouter:
         cid = cons.id
         sess.consumers[cid] = cons
         self.consumers[cid] = cons
-        for fn in self.consumer_listeners:
-            fn("added", cons)
+        if self.observers.consumers:
+            self.observers.consumer_event("added", cons)
         # No dispatch here: the caller replies first, or deliveries would name a
         # consumer the client does not know yet.
         return cons
@@ -566,8 +539,8 @@ class MessageRouter:
         cons.session.consumers.pop(cons.id, None)
         self.consumers.pop(cons.id, None)
         self.acks.consumer_closed(cons, last_delivered, redeliver_all)
-        for fn in self.consumer_listeners:
-            fn("removed", cons)
+        if self.observers.consumers:
+            self.observers.consumer_event("removed", cons)
         if sub is not None and sub.durable_key is None and not sub.queue.consumers:
             # A non-durable subscription goes with its last consumer.
             self.subs.remove(sub)
@@ -584,8 +557,9 @@ class MessageRouter:
         """Accept a producer's message; raises RouterError with the SEND_REPLY status.
         ``internal`` (the broker's own admin replies) passes the broker-wide limits, so an
         administrator can still work on a broker that is full."""
-        if link is not None and self.put_check is not None and not internal:
-            self.put_check(msg)
+        check = self.observers.put_check
+        if link is not None and check is not None and not internal:
+            check.check_put(msg)
         dest = self.lookup(msg.destination, dest_type)
         if dest is None:
             try:
@@ -609,8 +583,9 @@ class MessageRouter:
             )
             if self.pager is not None:
                 self.pager.waiting(msg)
-            if self.on_delayed is not None:
-                self.on_delayed(self.delayed[0][0])
+            timer = self.observers.delay_timer
+            if timer is not None:
+                timer.delayed_due(self.delayed[0][0])
             return dest
         arrived = self.events.arrived
         if arrived:
@@ -720,7 +695,7 @@ class MessageRouter:
             if dest.temporary_owner == link.id:
                 self._remove_destination(dest)
         self.subs.release_client_id(link)
-        if self.listeners:
+        if self.observers.router_events:
             self._event("connection.closed", {"id": link.id})
 
     def redispatch(self, sessions: Iterable[Session]) -> None:
@@ -769,18 +744,19 @@ class MessageRouter:
 
     # -- events ---------------------------------------------------------------
 
+    def attach_cluster(self, cluster: ClusterRules) -> None:
+        """This broker is part of a cluster from now on: ``cluster`` guards the changes
+        its master broker records and claims queue consumer positions."""
+        self.observers.cluster = cluster
+        for queue in self.queues.values():
+            queue.claims = cluster.positions
+
     def check_change(self, kind: str, name: str) -> None:
-        """Raise RouterError when the change guard (the cluster) refuses the change."""
-        guard = self.change_guard
-        if guard is not None:
-            guard(kind, name)
+        """Raise RouterError when the cluster refuses the change."""
+        self.observers.check_change(kind, name)
 
     def _event(self, kind: str, data: dict) -> None:
-        for listener in self.listeners:
-            try:
-                listener(kind, data)
-            except Exception:  # a monitoring hook must never break routing
-                log.exception("event listener failed")
+        self.observers.router_event(kind, data)
 
 
 __all__ = ["MessageRouter", "RouterSettings"]

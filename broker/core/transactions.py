@@ -9,8 +9,8 @@ connection closes.  Local transactions belong to a session; XA ones are also kno
 their Xid and may be finished from another connection (a transaction manager's
 recovery).  Every refusal is a RouterError with the status the reply carries.
 
-The tables (``transactions``, ``xids``) and the hooks (``on_transaction_change``,
-``transaction_listeners``) stay on the router, where the server reads and sets them.
+The tables (``transactions``, ``xids``) are this part's; every change of state is told
+to the router's transaction observers (broker/core/observers.py).
 """
 
 from __future__ import annotations
@@ -47,14 +47,7 @@ class TransactionManager:
         self.xids: dict[Xid, Transaction] = {}
 
     def _txn_changed(self, txn: Transaction) -> None:
-        hook = self.router.on_transaction_change
-        if hook is not None:
-            hook(txn)
-        for listener in self.router.transaction_listeners:
-            try:
-                listener(txn)
-            except Exception:  # an observer must not break the protocol
-                log.exception("transaction listener failed")
+        self.router.observers.transaction_changed(txn)
 
     @staticmethod
     def _check_auto_rollback(value: int | None) -> None:
@@ -276,8 +269,9 @@ class TransactionManager:
     def transacted_send(self, txn: Transaction, msg: Message, dest_type: int, link: Link) -> None:
         """Check the message now (so SEND_REPLY tells the truth) and hold it until COMMIT."""
         txn.check_open()
-        if self.router.put_check is not None:
-            self.router.put_check(msg)
+        check = self.router.observers.put_check
+        if check is not None:
+            check.check_put(msg)
         dest = self.router.lookup(msg.destination, dest_type)
         if dest is None:
             dest = self.router.ensure_destination(msg.destination, dest_type, link)
@@ -360,7 +354,7 @@ class TransactionManager:
             self._store_transaction(txn, txn.state)
 
     def prepare_failed(self, txn: Transaction, reason: str) -> None:
-        """Another broker could not prepare its part of ``txn`` (remote_prepare): FAILED,
+        """Another broker could not prepare its part of ``txn`` (the cluster's prepare_remote): FAILED,
         as OpenMQ leaves it; only a rollback finishes it now (and a restart rolls it back)."""
         if txn.state != TransactionState.PREPARED:
             return
