@@ -32,7 +32,6 @@ import heapq
 import itertools
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from broker.protocol.admin_types import ADMIN_QUEUE
 from broker.protocol.destname import (
@@ -54,25 +53,24 @@ from broker.protocol.types import (
 )
 from broker.store.base import DestAdd, DestRemove, RecoveredState, Store
 
-from . import dmq, monitoring
+from . import topicnames
 from .acks import Acknowledgements
+from .context import CoreContext, RouterSettings
 from .destination import (
     DEST_AUTO,
     Destination,
     QueueDestination,
     Subscription,
     TopicDestination,
-    Totals,
 )
 from .dispatch import DeliveryQueue
-from .drops import DEFAULT_INTERVAL as DEFAULT_DROP_INTERVAL
 from .drops import DropLog, DropReporter
 from .errors import RouterError, now_ms
 from .ids import UIDGenerator
 from .limits import Limits
 from .message import Entry, Message
 from .metrics import note_consumers
-from .observers import ClusterRules, MessageEvents, RouterObservers
+from .observers import ClusterRules, RouterObservers
 from .paging import Pager
 from .recovery import recover
 from .session import Consumer, Link, Producer, Session
@@ -85,30 +83,6 @@ log = logging.getLogger("broker.router")
 _SENT_AGAIN = FLAG_R | FLAG_I
 
 
-@dataclass
-class RouterSettings:
-    """The broker properties the router consults (read once at start-up)."""
-
-    autocreate_queue: bool = True
-    autocreate_topic: bool = True
-    queue_attributes: dict | None = None
-    topic_attributes: dict | None = None
-    producer_batch: int = 1000
-    max_message_size: int = 70 * 1024 * 1024
-    system_max_count: int = -1
-    system_max_size: int = -1
-    # Named in JMS_SUN_DMQ_DEAD_BROKER / _PRODUCING_BROKER of dead messages.
-    broker_name: str = "imqbroker"
-    dmq_truncate_body: bool = False
-    log_dead_messages: bool = False
-    # Seconds between two WARNINGs about one destination's dropped messages.
-    drop_log_interval: float = DEFAULT_DROP_INTERVAL
-    # imq.metrics.topic.enabled: subscribers may make the metrics topics (monitoring.py).
-    metrics_topics: bool = True
-    # imq.log.destination.capacity: the messages mq.log.broker holds at most.
-    log_topic_capacity: int = 100
-
-
 class MessageRouter:
     """Holds every destination and routes messages between producers and consumers."""
 
@@ -118,39 +92,54 @@ class MessageRouter:
         uids: UIDGenerator | None = None,
         observers: RouterObservers | None = None,
     ) -> None:
-        self.settings = settings or RouterSettings()
-        self.uids = uids or UIDGenerator()
-        self.queues: dict[str, QueueDestination] = {}
-        self.topics: dict[str, TopicDestination] = {}
+        # The shared state the parts are given (core/context.py); the router's tables
+        # are the context's, under the names the layers above read.
+        ctx = self.ctx = CoreContext(
+            settings or RouterSettings(), uids or UIDGenerator(), observers or RouterObservers()
+        )
+        self.settings = ctx.settings
+        self.uids = ctx.uids
+        self.queues = ctx.queues
+        self.topics = ctx.topics
+        self.dmq = ctx.dmq
+        self.producers = ctx.producers
+        self.totals = ctx.totals
         self.consumers: dict[int, Consumer] = {}
-        self.producers: dict[int, Producer] = {}
         self.sessions: dict[int, Session] = {}
-        self.totals = Totals()
         self.browsers: dict[int, tuple[Destination, list[bytes]]] = {}
         # What the layers above hear or are asked (broker/core/observers.py): producer
         # flow, delayed messages' timer, the put check, transactions, destination and
         # consumer events, the cluster's rules.
-        self.observers = observers or RouterObservers()
+        self.observers = ctx.observers
+        # Message observers (broker/core/observers.py); the drop log is the first.
+        self.events = ctx.events
+        self.drops = DropLog(ctx.settings.drop_log_interval)
+        self.events.add(DropReporter(self.drops))
         # The XA JMQAutoRollback default.
         self.xa_autorollback_all = False
         # Messages with a JMS 2.0 delivery delay wait here until their time.
         self.delayed: list[tuple[int, int, Message, int]] = []
         self._delayed_seq = itertools.count()
-        self.store: Store | None = None
-        # Pages waiting messages' bodies out when memory runs short (core/paging.py).
-        self.pager: Pager | None = None
-        # Message observers (broker/core/observers.py); the drop log is the first.
-        self.events = MessageEvents()
-        self.drops = DropLog(self.settings.drop_log_interval)
-        self.events.add(DropReporter(self.drops))
-        # The parts with rules of their own (see the module docstring).
-        self.subs = Subscriptions(self)
-        self.txns = TransactionManager(self)
-        self.acks = Acknowledgements(self)
-        self.limits = Limits(self)
-        self.dmq = QueueDestination(DMQ_NAME, totals=self.totals, attributes=dmq.DMQ_DEFAULTS)
-        self.dmq.is_dmq = True
-        self.queues[DMQ_NAME] = self.dmq
+        # The parts with rules of their own (see the module docstring), each given the
+        # context and the parts it uses.
+        self.limits = Limits(ctx)
+        self.acks = Acknowledgements(ctx, self.limits)
+        self.subs = Subscriptions(ctx)
+        self.txns = TransactionManager(ctx, self.acks, self)
+        # The router's own moves on an entry are the context's.
+        self.consumed = ctx.consumed
+        self.forget = ctx.forget
+        self.lookup = ctx.lookup
+
+    @property
+    def store(self) -> Store | None:
+        """The message store, once attached (:meth:`attach_store`)."""
+        return self.ctx.store
+
+    @property
+    def pager(self) -> Pager | None:
+        """Pages waiting messages' bodies out when memory runs short (core/paging.py)."""
+        return self.ctx.pager
 
     # -- destinations ---------------------------------------------------------
 
@@ -172,16 +161,11 @@ class MessageRouter:
 
     def each_destination(self) -> list[Destination]:
         """Every destination, queues first (a copy: callers may remove as they go)."""
-        return [*self.queues.values(), *self.topics.values()]
+        return self.ctx.each_destination()
 
     def each_topic(self) -> Iterable[TopicDestination]:
         """Every topic (a view: callers must not add or remove topics meanwhile)."""
-        return self.topics.values()
-
-    def lookup(self, name: str, dest_type: int) -> Destination | None:
-        if dest_type & DEST_TOPIC:
-            return self.topics.get(name)
-        return self.queues.get(name)
+        return self.ctx.each_topic()
 
     def _new_destination(
         self,
@@ -261,13 +245,13 @@ class MessageRouter:
             temp_owner = link.id
         elif auto:
             s = self.settings
-            if name == monitoring.LOG_TOPIC and is_topic:
+            if name == topicnames.LOG_TOPIC and is_topic:
                 # The broker's log topic, made for its subscribers as the metrics topics.
-                attributes = monitoring.log_topic_attributes(s.log_topic_capacity)
+                attributes = topicnames.log_topic_attributes(s.log_topic_capacity)
             elif name.startswith(INTERNAL_PREFIX) and name != DMQ_NAME:
                 # Only the metrics topics, made (whatever auto-creation allows) with
                 # attributes of their own.
-                attributes = monitoring.internal_attributes(
+                attributes = topicnames.internal_attributes(
                     name, is_topic, enabled=s.metrics_topics, may_watch=self._may_watch
                 )
             elif not (s.autocreate_topic if is_topic else s.autocreate_queue) and not (
@@ -397,13 +381,13 @@ class MessageRouter:
 
     def attach_store(self, store: Store) -> None:
         """Persist from now on (before any client connects)."""
-        self.store = store
+        self.ctx.store = store
         self.dmq.store = store
 
     def attach_pager(self, pager: Pager | None) -> None:
         """Page waiting messages' bodies out with ``pager`` from now on (every
         destination, subscription and the DMQ; None: never)."""
-        self.pager = pager
+        self.ctx.pager = pager
         for dest in self.each_destination():
             dest.pager = pager
 
@@ -493,7 +477,9 @@ class MessageRouter:
             )
         if isinstance(dest, QueueDestination):
             cid = self.uids.next()
-            cons = Consumer(cid, sess, dest, dest.dq, selector, no_local, prefetch, self)
+            cons = Consumer(
+                cid, sess, dest, dest.dq, selector, no_local, prefetch, self.events, self.acks
+            )
             if not dest.attach(cons, position):
                 raise RouterError(
                     Status.CONFLICT,
@@ -507,7 +493,16 @@ class MessageRouter:
                 sess, dest, selector, no_local, durable_name, share, jms_share, shared_name
             )
             cons = Consumer(
-                self.uids.next(), sess, dest, sub.queue, None, no_local, prefetch, self, sub
+                self.uids.next(),
+                sess,
+                dest,
+                sub.queue,
+                None,
+                no_local,
+                prefetch,
+                self.events,
+                self.acks,
+                sub,
             )
             sub.attach(cons)
         note_consumers(dest)
@@ -620,19 +615,6 @@ class MessageRouter:
                 self.events.notify(arrived, dest, msg)
             dest.publish(msg, t)
         return delayed[0][0] if delayed else None
-
-    def consumed(self, entry: Entry) -> None:
-        """An entry is done with (acknowledged, committed, or delivered to a
-        NO_ACKNOWLEDGE session)."""
-        entry.owner.account_out(entry)
-        fns = self.events.consumed
-        if fns:
-            self.events.notify(fns, entry)
-
-    def forget(self, entry: Entry) -> None:
-        """An entry leaves without being consumed (its queue or subscription is gone,
-        or a recovered commit already settled it): accounted out, settled in the store."""
-        entry.owner.account_out(entry)
 
     def purged(self, entries: Iterable[Entry]) -> int:
         """Entries an administrator purged: accounted out, settled in the store and

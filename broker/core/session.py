@@ -6,6 +6,7 @@ is told to send bytes and says whether it can take more.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from broker.protocol.types import FLAG_C, AckMode
@@ -18,7 +19,6 @@ if TYPE_CHECKING:
 
     from .destination import Destination, Subscription
     from .dispatch import DeliveryQueue
-    from .router import MessageRouter
 
 
 class Link(Protocol):
@@ -30,6 +30,22 @@ class Link(Protocol):
     def can_deliver(self) -> bool: ...
 
     def send_delivery(self, buf: bytearray) -> None: ...
+
+
+class DeliveryEvents(Protocol):
+    """The message events a consumer tells of its deliveries (the router's
+    :class:`~broker.core.observers.MessageEvents`)."""
+
+    delivered: list[Callable[..., None]]
+
+    def notify(self, fns: list[Callable[..., None]], *args: object) -> None: ...
+
+
+class Settler(Protocol):
+    """Settles what a consumer delivered to a session that does not acknowledge (the
+    router's :class:`~broker.core.acks.Acknowledgements`)."""
+
+    def settle(self, entry: Entry) -> None: ...
 
 
 class Session:
@@ -81,7 +97,8 @@ class Consumer:
         "credit",
         "closed",
         "delivered",
-        "router",
+        "events",
+        "acks",
     )
 
     def __init__(
@@ -93,7 +110,8 @@ class Consumer:
         selector: Selector | None,
         no_local: bool,
         prefetch: int,
-        router: MessageRouter,
+        events: DeliveryEvents,
+        acks: Settler,
         subscription: Subscription | None = None,
     ) -> None:
         self.id = cid
@@ -109,7 +127,8 @@ class Consumer:
         self.credit = prefetch if prefetch > 0 else -1
         self.closed = False
         self.delivered = 0
-        self.router = router
+        self.events = events
+        self.acks = acks
 
     def ready(self) -> bool:
         return (
@@ -135,14 +154,14 @@ class Consumer:
             store = entry.owner.store
             if store is not None:
                 store.submit((MsgDelivered(msg.store_key, entry.interest, entry.count),))
-        events = self.router.events
+        events = self.events
         if events.delivered:
             events.notify(events.delivered, entry)
         session = self.session
         if session.acknowledges:
             session.unacked[(self.id, msg.key)] = entry
         else:
-            self.router.acks.settle(entry)
+            self.acks.settle(entry)
         self.delivered += 1
         self.link.send_delivery(buf)
 
