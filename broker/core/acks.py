@@ -17,9 +17,8 @@ from .errors import now_ms
 
 if TYPE_CHECKING:
     from .context import CoreContext
-    from .dispatch import EntryQueue
     from .limits import Limits
-    from .message import Entry
+    from .message import Entry, EntryQueue
     from .session import Consumer, Session
 
 

@@ -12,24 +12,13 @@ from typing import TYPE_CHECKING, Protocol
 from broker.protocol.types import FLAG_C, AckMode
 from broker.store.base import MsgDelivered
 
-from .message import Entry
+from .message import Entry, Link
 
 if TYPE_CHECKING:
     from broker.core.selector import Selector
 
     from .destination import Destination, Subscription
     from .dispatch import DeliveryQueue
-
-
-class Link(Protocol):
-    """What the router needs from a client connection."""
-
-    id: int
-    client_id: str | None
-
-    def can_deliver(self) -> bool: ...
-
-    def send_delivery(self, buf: bytearray) -> None: ...
 
 
 class DeliveryEvents(Protocol):
