@@ -80,7 +80,7 @@ def setup(tmp: Path, dest_type: int, consumers: int, ack_mode: int):
     passwd.write_text(f"guest:{md5str('guest:guest')}:anonymous:1\n")
     config = BrokerConfig({"imq.varhome": str(tmp / "var"), "imq.accesscontrol.enabled": "false"})
     broker = Broker(config, FileUserRepository(passwd))
-    broker.router.transaction_listeners.remove(broker.txn_records.changed)
+    broker.router.observers.remove_transaction_observer(broker.txn_records)
     name = "hot"
     subs = []
     for _ in range(consumers):

@@ -97,7 +97,7 @@ def setup(tmp: Path) -> tuple[Broker, Service]:
     passwd.write_text(f"guest:{md5str('guest:guest')}:anonymous:1\n")
     config = BrokerConfig({"imq.varhome": str(tmp / "var"), "imq.accesscontrol.enabled": "false"})
     broker = Broker(config, FileUserRepository(passwd))
-    broker.router.transaction_listeners.remove(broker.txn_records.changed)
+    broker.router.observers.remove_transaction_observer(broker.txn_records)
     svc = Service("stomp", "NORMAL", "stomp", None, 0, "digest", -1)
     broker.service_repositories[svc.name] = broker.user_repository
     return broker, svc

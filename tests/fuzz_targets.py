@@ -382,7 +382,7 @@ class EngineTarget(Target):
                 {"imq.varhome": str(self._tmp / "var"), "imq.accesscontrol.enabled": "false"}
             )
             b = Broker(config, FileUserRepository(passwd))
-            b.router.transaction_listeners.remove(b.txn_records.changed)
+            b.router.observers.remove_transaction_observer(b.txn_records)
             self._broker = b
             self._runs = 0
         self._runs += 1

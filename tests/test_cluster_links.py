@@ -170,7 +170,7 @@ def test_only_an_administrators_destination_is_removed_cluster_wide():
     svc = _service()
     link = _up_link(svc)
     wire = link.transport = _Wire()  # type: ignore[assignment]
-    svc.router.listeners.append(svc.changes.router_event)
+    svc.router.observers.add_router_event_observer(svc.changes)
 
     async def churn() -> None:
         for name, auto in (("reaped.q", True), ("admin.q", False)):
@@ -487,8 +487,7 @@ def test_an_xa_prepare_here_asks_the_home_broker_first():
             r.txns.end_transaction(txn, XAFlag.TMSUCCESS)
             r.txns.prepare(txn)
             answers: list = []
-            assert r.remote_prepare is not None
-            assert r.remote_prepare(txn, lambda s, why: answers.append((s, why)))
+            assert svc.prepare_remote(txn, lambda s, why: answers.append((s, why)))
             (ask,) = await _sent(wire)
             assert ask.type == gp.G_MESSAGE_ACK and ask.wants_reply and answers == []
             assert ask.props["T"] == gp.ACK_TXN_PREPARE and ask.props["C"] == n

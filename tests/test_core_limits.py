@@ -11,12 +11,26 @@ import pytest
 
 from broker.core import dmq
 from broker.core.errors import RouterError
+from broker.core.observers import RouterObservers
 from broker.core.router import MessageRouter, RouterSettings
 from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, DestState, Status
 
 from .routerkit import Conn, dmq_bodies, dmq_reasons, msg, pending, send, session
 
 pytestmark = pytest.mark.fast
+
+
+class _Resumed:
+    """A ProducerFlow that writes down who was given room."""
+
+    def __init__(self, resumed: list[tuple[object, int]]) -> None:
+        self.resumed = resumed
+
+    def producer_room(self, link: object, producer_id: int) -> None:
+        self.resumed.append((link, producer_id))
+
+    def producer_pause(self, link: object, producer_id: int) -> None:
+        pass
 
 
 def _queue(r: MessageRouter, name: str, **attributes: object):
@@ -112,9 +126,8 @@ def test_remove_low_priority_refuses_a_message_lower_than_all_pending() -> None:
 
 
 def test_flow_control_accepts_at_the_limit_and_holds_the_producer_until_it_drains() -> None:
-    r = MessageRouter()
     resumed: list[tuple[object, int]] = []
-    r.on_producer_room = lambda link, pid: resumed.append((link, pid))
+    r = MessageRouter(observers=RouterObservers(producer_flow=_Resumed(resumed)))
     conn = Conn(1)
     sess = session(r, conn)
     q = _queue(r, "fc", maxNumMsgs=10, limitBehavior="FLOW_CONTROL")
@@ -139,9 +152,8 @@ def test_flow_control_accepts_at_the_limit_and_holds_the_producer_until_it_drain
 
 
 def test_a_paused_destination_holds_producers_until_resumed() -> None:
-    r = MessageRouter()
     resumed: list[tuple[object, int]] = []
-    r.on_producer_room = lambda link, pid: resumed.append((link, pid))
+    r = MessageRouter(observers=RouterObservers(producer_flow=_Resumed(resumed)))
     conn = Conn(1)
     prod = r.add_producer(session(r, conn), "q", DEST_QUEUE)
     q = r.queues["q"]

@@ -69,7 +69,7 @@ def broker(tmp_path: Path) -> Broker:
     )
     b = Broker(config, FileUserRepository(passwd))
     # The admin pages' transaction rows are a database writer, not the engine's business.
-    b.router.transaction_listeners.remove(b.txn_records.changed)
+    b.router.observers.remove_transaction_observer(b.txn_records)
     yield b
     b.executor.shutdown(wait=False)
 

@@ -68,7 +68,7 @@ def broker(tmp_path: Path) -> Broker:
         {"imq.varhome": str(tmp_path / "var"), "imq.accesscontrol.enabled": "false"}
     )
     b = Broker(config, FileUserRepository(passwd))
-    b.router.transaction_listeners.remove(b.txn_records.changed)
+    b.router.observers.remove_transaction_observer(b.txn_records)
     yield b
     b.executor.shutdown(wait=False)
 

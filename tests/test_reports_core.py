@@ -103,7 +103,7 @@ def test_put_check_refuses_what_needs_a_reply_to_and_has_none() -> None:
     r = MessageRouter()
     gen = ReportGenerator(r, schedule=lambda fn: None)
     r.events.add(gen)
-    r.put_check = gen.check_put
+    r.observers.put_check = gen
     link = Link(3)
     for options in (
         {mq.REPORT_COA: mq.MQRO_COA},

@@ -48,7 +48,7 @@ def broker(tmp_path: Path):
         }
     )
     b = Broker(config, FileUserRepository(passwd))
-    b.router.transaction_listeners.remove(b.txn_records.changed)
+    b.router.observers.remove_transaction_observer(b.txn_records)
     yield b
     b.executor.shutdown(wait=False)
 

@@ -31,9 +31,12 @@ The public names, stable for the other parts of the broker:
   ``ClusterService.changes.record`` is set on the master.
 * ``ClusterService.set_flow_stopped(stopped, why)`` -- cluster flow control
   (broker/server/clustering.py calls it from the memory state).
-* Router hooks the service uses (broker/core/router.py): ``consumer_listeners``,
-  ``listeners`` (destination, durable and connection events), ``change_guard``,
-  ``position_claims``, ``remote_prepare``, ``transaction_listeners``.
+* The router's observers the service registers (broker/core/observers.py): consumer
+  observers, router event observers (destination, durable and connection events), a
+  transaction observer, and itself as the router's ``ClusterRules`` (the master's
+  change guard, queue consumer positions); the engine's ``ClusterPort``
+  (broker/engine/ports.py): the broker list, client-ID locks, positions, remote
+  prepares.
 
 Bytes: broker/protocol/gpacket.py (sans-IO).  Wiring: broker/server/broker.py starts the
 service when ``imq.cluster.brokerlist`` (or ``imq.cluster.url``) names other brokers.

@@ -100,7 +100,6 @@ class ConfigChanges:
             if sub.durable_key is not None:
                 self._known_durables.add(sub.durable_key)
         if self.cfg.master is not None:
-            self.router.change_guard = self._guard
             role = "this broker" if self.record is not None else "{}:{}".format(*self.cfg.master)
             log.info("master broker: %s", role)
 
@@ -209,8 +208,9 @@ class ConfigChanges:
 
     # -- the master broker's change record -----------------------------------------------
 
-    def _guard(self, kind: str, name: str) -> None:
-        """Refuse a recorded change while the master broker cannot record it."""
+    def check_change(self, kind: str, name: str) -> None:
+        """Refuse a recorded change while the master broker cannot record it (the
+        router asks, through the service: core/observers.ClusterRules)."""
         if self._applying or self.record is not None or self.cfg.master is None:
             return
         if self.peers.master_link() is None:

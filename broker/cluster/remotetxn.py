@@ -178,8 +178,7 @@ class RemoteTransactions:
     def hook(self) -> None:
         """XA prepares and outcomes of transactions on messages homed elsewhere go
         through this part."""
-        self.router.remote_prepare = self.prepare_remote
-        self.router.transaction_listeners.append(self.txn_outcome)
+        self.router.observers.add_transaction_observer(self)
 
     def link_up(self, link: BrokerLink) -> None:
         self.inquire_remote_txns(link)
@@ -402,7 +401,8 @@ class RemoteTransactions:
         return x
 
     def prepare_remote(self, txn: Transaction, done: Callable[[int, str | None], None]) -> bool:
-        """The router's ``remote_prepare``: ask the home broker of each message ``txn``
+        """The engine's XA PREPARE asks this (through the service, the engine's
+        ClusterPort): ask the home broker of each message ``txn``
         consumed from another broker to prepare them; ``done(status, reason)`` once all
         answered.  False (nothing asked) when every message is homed here."""
         homes: dict[str, tuple[BrokerLink, list[tuple[bytes, gp.ConsumerUID]]]] = {}
@@ -482,8 +482,8 @@ class RemoteTransactions:
             if any(w is link for _home, w in rnd.waiting.values()):
                 self._finish_prepare(rnd, Status.ERROR, f"link to broker {home_of(link)} lost")
 
-    def txn_outcome(self, txn: Transaction) -> None:
-        """A transaction listener: one of this broker's transactions that other brokers
+    def transaction_changed(self, txn: Transaction) -> None:
+        """A transaction observer (core/observers.py): one of this broker's transactions that other brokers
         prepared committed or rolled back; tell them (now, or when their link is up)."""
         if txn.state == TransactionState.COMMITTED:
             outcome = TransactionState.COMMITTED

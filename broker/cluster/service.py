@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import logging
 import ssl
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -46,6 +46,7 @@ from .remotetxn import RemoteTransactions
 
 if TYPE_CHECKING:
     from broker.core.router import MessageRouter
+    from broker.core.transaction import Transaction
 
 log = logging.getLogger("broker.cluster")
 
@@ -179,17 +180,28 @@ class ClusterService:
         router = self.router
         # (In this order: a new durable subscription is recorded before the others
         # hear of its consumer.)
-        router.consumer_listeners.append(self.changes.consumer_event)
-        router.consumer_listeners.append(self.delivery.consumer_event)
-        router.consumer_listeners.append(self.interests.consumer_event)
-        router.listeners.append(self.changes.router_event)
-        router.listeners.append(self.delivery.router_event)
-        router.position_claims = self.positions
-        for queue in router.queues.values():
-            queue.claims = self.positions
+        observers = router.observers
+        observers.add_consumer_observer(self.changes)
+        observers.add_consumer_observer(self.delivery)
+        observers.add_consumer_observer(self.interests)
+        observers.add_router_event_observer(self.changes)
+        observers.add_router_event_observer(self.delivery)
+        router.attach_cluster(self)
         self.hook_transactions()
         self.changes.start()
         self.peers.keep_linked()
+
+    # -- what the router asks of the cluster (core/observers.ClusterRules) and the
+    # engine (engine/ports.ClusterPort) -------------------------------------------------
+
+    def check_change(self, kind: str, name: str) -> None:
+        self.changes.check_change(kind, name)
+
+    def prepare_remote(self, txn: Transaction, done: Callable[[int, str | None], None]) -> bool:
+        """At an XA PREPARE (the transaction PREPARED here): ask the other brokers to
+        prepare the part of ``txn`` homed there; True means ``done(status, reason)``
+        is called once they all answered, and the client's reply waits for that."""
+        return self.txns.prepare_remote(txn, done)
 
     def hook_transactions(self) -> None:
         """XA prepares and outcomes of transactions on messages homed elsewhere go

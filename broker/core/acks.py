@@ -16,17 +16,19 @@ from . import dmq
 from .errors import now_ms
 
 if TYPE_CHECKING:
-    from .dispatch import EntryQueue
-    from .message import Entry
-    from .router import MessageRouter
+    from .context import CoreContext
+    from .limits import Limits
+    from .message import Entry, EntryQueue
     from .session import Consumer, Session
 
 
 class Acknowledgements:
-    """The acknowledgement rules of one router."""
+    """The acknowledgement rules of one router: over its shared state (``ctx``) and its
+    limits' rule for a message given up on."""
 
-    def __init__(self, router: MessageRouter) -> None:
-        self.router = router
+    def __init__(self, ctx: CoreContext, limits: Limits) -> None:
+        self.ctx = ctx
+        self.limits = limits
 
     def acknowledge(
         self,
@@ -46,7 +48,6 @@ class Acknowledgements:
         """
         found = 0
         unacked = sess.unacked
-        router = self.router
         settle = self.settle
         for key in blocks:
             entry = unacked.pop(key, None)
@@ -59,7 +60,7 @@ class Acknowledgements:
             found += 1
             if ack_type == 2:
                 reason = dmq.EXPIRED if dead_reason == 1 else dmq.UNDELIVERABLE
-                router.limits.dead(entry, reason, comment)
+                self.limits.dead(entry, reason, comment)
             else:
                 settle(entry)
         return found
@@ -69,7 +70,7 @@ class Acknowledgements:
         session, by a commit, or by the broker of a remote consumer.  Counted as
         acknowledged on its owner and consumed."""
         entry.owner.stats.acked += 1
-        self.router.consumed(entry)
+        self.ctx.consumed(entry)
 
     def redeliver(
         self, sess: Session, blocks: Iterable[tuple[int, bytes]], set_redelivered: bool
@@ -85,16 +86,16 @@ class Acknowledgements:
     def return_unacked(self, sess: Session | None, entries: list[Entry], redelivered: bool) -> None:
         """Put delivered entries back at the head of their queues and dispatch them;
         those over maxDeliveryCount go to the DMQ, those whose queue is gone are settled."""
-        router = self.router
+        ctx = self.ctx
         by_queue: dict[int, tuple[EntryQueue, list[Entry]]] = {}
         for e in entries:
             q = e.queue
             if not q.active:
-                router.forget(e)
+                ctx.forget(e)
                 continue
             limit = e.owner.limit("maxDeliveryCount")
             if 0 < limit <= e.count:
-                router.limits.dead(e, dmq.UNDELIVERABLE, f"delivered {e.count} times")
+                self.limits.dead(e, dmq.UNDELIVERABLE, f"delivered {e.count} times")
                 continue
             if redelivered:
                 e.redelivered = True

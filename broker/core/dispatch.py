@@ -16,119 +16,19 @@ from __future__ import annotations
 
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
 from broker.protocol.packet import stored_head
 
 from .dmq import EXPIRED
-from .message import Entry, MessageLost
+
+# The roles an entry meets are message.py's (so the data model's modules need not
+# import each other); the layers above name them from here too.
+from .message import DeliveryTarget, Entry, EntryOwner, MessageLost
 from .runs import Deep, Run
 
 if TYPE_CHECKING:
-    from broker.store.base import Store
-
     from .paging import Pager
-    from .selector import Selector
-    from .session import Link
-
-
-class OwnerStats(Protocol):
-    """The counters the router's paths bump on an entry's owner."""
-
-    acked: int
-    discarded: int
-    expired: int
-    purged: int
-    rolledback: int
-
-
-class EntryOwner(Protocol):
-    """What accounts for a delivered message (``Entry.owner``): a destination, or the
-    cluster's ``InboundOrigin`` for a copy another broker (its home) delivered here.
-
-    Every path that settles, gives up on or counts an entry goes through these members;
-    nothing in core asks an owner what kind it is.
-    """
-
-    @property
-    def name(self) -> str: ...
-
-    @property
-    def is_queue(self) -> bool: ...
-
-    @property
-    def attributes(self) -> dict: ...
-
-    @property
-    def stats(self) -> OwnerStats: ...
-
-    @property
-    def store(self) -> Store | None:
-        """Where a stored copy's delivery counts and settles are written."""
-        ...
-
-    @property
-    def home_elsewhere(self) -> bool:
-        """True when another broker is the message's home: it sends the reports and
-        keeps the dead copy, so this broker's observers stay silent about it."""
-        ...
-
-    def limit(self, name: str, default: int = -1) -> int:
-        """A destination limit (maxDeliveryCount, ...); ``default`` when it has none."""
-        ...
-
-    def account_out(self, entry: Entry) -> None:
-        """``entry`` is done with here (consumed, purged, forgotten): counted out and
-        settled in the store."""
-        ...
-
-    def give_up(self, entry: Entry, reason: str, comment: str | None) -> None:
-        """``entry`` is given up on (expired, undeliverable, removed by a limit): counted
-        out like ``account_out``; a remote home is told why, to keep the dead copy."""
-        ...
-
-
-class EntryQueue(Protocol):
-    """Where a delivered entry goes back to when it is not acknowledged (``Entry.queue``)."""
-
-    @property
-    def active(self) -> bool:
-        """False once the queue's owner is gone (its entries are then settled, not put
-        back)."""
-        ...
-
-    def put_back(self, entries: Iterable[Entry]) -> None:
-        """Return ``entries`` ahead of what is pending, in their order."""
-        ...
-
-    def dispatch(self, now_ms: int) -> None:
-        """Deliver what ready consumers will take."""
-        ...
-
-
-class DeliveryTarget(Protocol):
-    """What a delivery queue needs from whatever takes its messages.
-
-    :class:`~broker.core.session.Consumer` is the local one.  A remote consumer (a
-    cluster link forwarding to a consumer on another broker) implements the same four
-    members and is attached with ``QueueDestination.attach`` / ``Subscription.attach``
-    (and removed with ``detach``); nothing in the router changes for it.
-    """
-
-    # Messages this target takes (None: all); a refused one stays for the others.
-    selector: Selector | None
-    # The connection it came through (its ``id`` decides noLocal on topics).
-    link: Link
-
-    def ready(self) -> bool:
-        """Can it take one more message now (credit, started, its link not full)?"""
-        ...
-
-    def deliver(self, entry: Entry) -> None:
-        """Take ``entry``: set ``entry.consumer`` to itself, count the delivery
-        (``entry.count``), and send it on; acknowledgement comes back through the
-        router like a local consumer's."""
-        ...
 
 
 def next_ready(targets: Sequence[DeliveryTarget], start: int) -> int:

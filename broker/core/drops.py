@@ -24,8 +24,7 @@ from .observers import MessageObserver
 
 if TYPE_CHECKING:
     from .destination import Destination
-    from .dispatch import EntryOwner
-    from .message import Entry, Message
+    from .message import Entry, EntryOwner, Message
 
 log = logging.getLogger("broker.limits")
 

@@ -22,9 +22,9 @@ from .destination import Destination, TopicDestination
 from .errors import RouterError, now_ms
 
 if TYPE_CHECKING:
+    from .context import CoreContext
     from .dispatch import DeliveryQueue
     from .message import Entry, Message
-    from .router import MessageRouter
     from .session import Producer
 
 log = logging.getLogger("broker.router")
@@ -37,12 +37,12 @@ CREDIT_AGE = 2.0
 
 
 class Limits:
-    """The limit, DMQ and flow-control rules of one router."""
+    """The limit, DMQ and flow-control rules of one router, over its shared state."""
 
-    def __init__(self, router: MessageRouter) -> None:
-        self.router = router
+    def __init__(self, ctx: CoreContext) -> None:
+        self.ctx = ctx
         self.clock = time.monotonic
-        self._dmq_box = _LiveDMQ(router)
+        self._dmq_box = _LiveDMQ(ctx)
 
     # -- sends -----------------------------------------------------------------------
 
@@ -50,7 +50,7 @@ class Limits:
         """Accept ``msg`` for ``dest`` or raise RouterError with the SEND_REPLY status;
         REMOVE_OLDEST / REMOVE_LOW_PRIORITY make room here.  ``internal`` (the broker's
         own admin replies) passes the broker-wide limits."""
-        s = self.router.settings
+        s = self.ctx.settings
         if s.max_message_size >= 0 and msg.size > s.max_message_size:
             self.reject(dest, msg, "larger than imq.message.max_size")
             raise RouterError(
@@ -82,7 +82,7 @@ class Limits:
                     f"{dest.limit('maxTotalMsgBytes')}, limitBehavior {behavior.name})",
                 )
                 raise RouterError(Status.RESOURCE_FULL, f"destination {dest.name} is full")
-        totals = self.router.totals
+        totals = self.ctx.totals
         if not internal and (
             (s.system_max_count >= 0 and totals.count >= s.system_max_count)
             or (s.system_max_size >= 0 and totals.bytes + msg.size > s.system_max_size)
@@ -93,9 +93,9 @@ class Limits:
     def reject(self, dest: Destination, msg: Message, why: str) -> None:
         """Count a refused message (numRejectedMsgs) and tell the observers."""
         dest.stats.rejected += 1
-        fns = self.router.events.rejected
+        fns = self.ctx.events.rejected
         if fns:
-            self.router.events.notify(fns, dest, msg, why)
+            self.ctx.events.notify(fns, dest, msg, why)
 
     def evict(self, dest: Destination, oldest: bool, below: int = 10) -> bool:
         """Make room by moving one pending entry to the DMQ: the oldest of the lowest
@@ -123,7 +123,7 @@ class Limits:
         destination uses it (useDMQ) and the producer did not say otherwise.  True when
         the copy went to the DMQ."""
         to_dmq = self._to_dmq(entry, reason, comment)
-        events = self.router.events
+        events = self.ctx.events
         if reason == dmq.EXPIRED:
             if events.expired:
                 events.notify(events.expired, entry, to_dmq)
@@ -132,7 +132,7 @@ class Limits:
         return to_dmq
 
     def _to_dmq(self, entry: Entry, reason: str, comment: str | None) -> bool:
-        router = self.router
+        ctx = self.ctx
         owner = entry.owner
         # A copy a cluster peer (its home) delivered here is given up by the home broker
         # (its DMQ, its reports), told why; its owner says useDMQ false here.
@@ -148,7 +148,7 @@ class Limits:
             entry.count,
             source=owner.name,
             attributes=owner.attributes,
-            from_dmq=owner is router.dmq,
+            from_dmq=owner is ctx.dmq,
             policy=self._policy(),
             box=self._dmq_box,
             now_ms=now_ms(),
@@ -169,7 +169,7 @@ class Limits:
         )
 
     def _policy(self) -> dmq.DeadLetterPolicy:
-        s = self.router.settings
+        s = self.ctx.settings
         return dmq.DeadLetterPolicy(s.broker_name, s.dmq_truncate_body, s.log_dead_messages)
 
     # -- expiry ---------------------------------------------------------------------
@@ -177,10 +177,10 @@ class Limits:
     def reclaim_expired_report(self, now: int | None = None) -> list[tuple[str, bool, int, int]]:
         """Remove expired messages still waiting in every destination, telling per
         destination (name, is_topic, moved to the DMQ, discarded) where any expired."""
-        router = self.router
+        ctx = self.ctx
         t = now_ms() if now is None else now
         report: list[tuple[str, bool, int, int]] = []
-        for dest in router.each_destination():
+        for dest in ctx.each_destination():
             to_dmq = gone = 0
             for q in dest.delivery_queues():
                 for e in q.take_expired(t):
@@ -229,7 +229,7 @@ class Limits:
             self.room(dest)
 
     def _pause_producers(self, dest: Destination) -> None:
-        hook = self.router.on_producer_pause
+        flow = self.ctx.observers.producer_flow
         waiting = {pid for _link, pid in dest.waiting_producers}
         for prod in list(dest.producers.values()):
             if prod.id in waiting:
@@ -237,8 +237,8 @@ class Limits:
             link = prod.session.link
             dest.waiting_producers.append((link, prod.id))
             prod.granted = 0
-            if hook is not None:
-                hook(link, prod.id)
+            if flow is not None:
+                flow.producer_pause(link, prod.id)
 
     def room(self, dest: Destination) -> None:
         """Give the producers waiting on ``dest`` another look: each gets its credit
@@ -247,12 +247,12 @@ class Limits:
             return  # paused producers wait for the admin's RESUME (set_dest_state)
         waiting, dest.waiting_producers = dest.waiting_producers, []
         dest.resume_count = dest.resume_bytes = -1
-        hook = self.router.on_producer_room
-        producers = self.router.producers
-        if hook is not None:
+        flow = self.ctx.observers.producer_flow
+        producers = self.ctx.producers
+        if flow is not None:
             for link, pid in waiting:
                 if pid in producers:  # not closed meanwhile
-                    hook(link, pid)
+                    flow.producer_room(link, pid)
 
     def producer_credit(self, prod: Producer, link: object) -> int:
         """The credit (JMQSize) to give ``prod`` now: how many messages it may send before
@@ -345,17 +345,17 @@ def _fanout(dest: Destination) -> int:
 class _LiveDMQ:
     """The running broker's DMQ destination as :class:`~broker.core.dmq.DeadLetters`."""
 
-    def __init__(self, router: MessageRouter) -> None:
-        self.router = router
+    def __init__(self, ctx: CoreContext) -> None:
+        self.ctx = ctx
 
     def limit(self, name: str, default: int = -1) -> int:
-        return self.router.dmq.limit(name, default)
+        return self.ctx.dmq.limit(name, default)
 
     def is_full(self, extra_bytes: int = 0) -> bool:
-        return self.router.dmq.is_full(extra_bytes)
+        return self.ctx.dmq.is_full(extra_bytes)
 
     def make_way(self) -> bool:
-        d = self.router.dmq
+        d = self.ctx.dmq
         old = d.dq.pop_next()
         if old is None:
             return False
@@ -363,10 +363,10 @@ class _LiveDMQ:
         return True
 
     def add(self, dead: Message) -> None:
-        router = self.router
+        ctx = self.ctx
         # The copy keeps the original's message id; the store needs a key of its own.
-        dead.store_key = b"\xff\xff\xff\xff" + router.uids.next().to_bytes(8, "big") + dead.key[12:]
-        router.dmq.publish(dead, now_ms())
+        dead.store_key = b"\xff\xff\xff\xff" + ctx.uids.next().to_bytes(8, "big") + dead.key[12:]
+        ctx.dmq.publish(dead, now_ms())
 
 
 __all__ = ["Limits"]

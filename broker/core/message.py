@@ -9,6 +9,11 @@ A message's bytes may be paged out (broker/core/paging.py): then ``_raw`` is Non
 ``src`` can read them back; ``raw`` reads them for the caller without keeping them.
 :data:`BODIES` counts the bytes of message bodies held in memory, process-wide: the
 memory states and the pager measure that, not the backlog.
+
+The roles an entry meets are protocols declared here: its :class:`EntryOwner` (a
+destination, or a copy's home elsewhere), its :class:`EntryQueue`, the
+:class:`DeliveryTarget` it is delivered to and the :class:`Link` that target came
+through.
 """
 
 from __future__ import annotations
@@ -33,7 +38,11 @@ from broker.protocol.sysmsgid import sysmsgid_string
 from broker.protocol.types import FLAG_A, FLAG_C, FLAG_F, FLAG_L, FLAG_P, FLAG_Q, FLAG_R
 
 if TYPE_CHECKING:
-    from .dispatch import DeliveryTarget, EntryOwner, EntryQueue
+    from collections.abc import Iterable
+
+    from broker.store.base import Store
+
+    from .selector import Selector
 
 log = logging.getLogger("broker.router")
 
@@ -311,6 +320,127 @@ class MessageLost(Exception):
     def __init__(self, msg: Message) -> None:
         super().__init__(f"message {msg.message_id}: its paged-out bytes cannot be read back")
         self.msg = msg
+
+
+# -- the roles an entry meets --------------------------------------------------------
+#
+# Declared here, beside Entry, so that the modules which play them (dispatch.py,
+# destination.py, session.py, the cluster's remote.py) import this one and not each
+# other; dispatch.py and session.py name them too.
+
+
+class Link(Protocol):
+    """What the router needs from a client connection.
+
+    A link whose protocol is not JMQ (STOMP) may also have ``render_delivery(consumer_id,
+    msg, redelivered, count) -> bytes``: then a consumer hands it the message, and
+    ``send_delivery`` the bytes it made, instead of the JMQ packet (encode_delivery)."""
+
+    id: int
+    client_id: str | None
+
+    def can_deliver(self) -> bool: ...
+
+    def send_delivery(self, buf: bytearray) -> None: ...
+
+
+class OwnerStats(Protocol):
+    """The counters the router's paths bump on an entry's owner."""
+
+    acked: int
+    discarded: int
+    expired: int
+    purged: int
+    rolledback: int
+
+
+class EntryOwner(Protocol):
+    """What accounts for a delivered message (``Entry.owner``): a destination, or the
+    cluster's ``InboundOrigin`` for a copy another broker (its home) delivered here.
+
+    Every path that settles, gives up on or counts an entry goes through these members;
+    nothing in core asks an owner what kind it is.
+    """
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def is_queue(self) -> bool: ...
+
+    @property
+    def attributes(self) -> dict: ...
+
+    @property
+    def stats(self) -> OwnerStats: ...
+
+    @property
+    def store(self) -> Store | None:
+        """Where a stored copy's delivery counts and settles are written."""
+        ...
+
+    @property
+    def home_elsewhere(self) -> bool:
+        """True when another broker is the message's home: it sends the reports and
+        keeps the dead copy, so this broker's observers stay silent about it."""
+        ...
+
+    def limit(self, name: str, default: int = -1) -> int:
+        """A destination limit (maxDeliveryCount, ...); ``default`` when it has none."""
+        ...
+
+    def account_out(self, entry: Entry) -> None:
+        """``entry`` is done with here (consumed, purged, forgotten): counted out and
+        settled in the store."""
+        ...
+
+    def give_up(self, entry: Entry, reason: str, comment: str | None) -> None:
+        """``entry`` is given up on (expired, undeliverable, removed by a limit): counted
+        out like ``account_out``; a remote home is told why, to keep the dead copy."""
+        ...
+
+
+class EntryQueue(Protocol):
+    """Where a delivered entry goes back to when it is not acknowledged (``Entry.queue``)."""
+
+    @property
+    def active(self) -> bool:
+        """False once the queue's owner is gone (its entries are then settled, not put
+        back)."""
+        ...
+
+    def put_back(self, entries: Iterable[Entry]) -> None:
+        """Return ``entries`` ahead of what is pending, in their order."""
+        ...
+
+    def dispatch(self, now_ms: int) -> None:
+        """Deliver what ready consumers will take."""
+        ...
+
+
+class DeliveryTarget(Protocol):
+    """What a delivery queue needs from whatever takes its messages.
+
+    :class:`~broker.core.session.Consumer` is the local one.  A remote consumer (a
+    cluster link forwarding to a consumer on another broker) implements the same four
+    members and is attached with ``QueueDestination.attach`` / ``Subscription.attach``
+    (and removed with ``detach``); nothing in the router changes for it.
+    """
+
+    # Messages this target takes (None: all); a refused one stays for the others.
+    selector: Selector | None
+    # The connection it came through (its ``id`` decides noLocal on topics).
+    link: Link
+
+    def ready(self) -> bool:
+        """Can it take one more message now (credit, started, its link not full)?"""
+        ...
+
+    def deliver(self, entry: Entry) -> None:
+        """Take ``entry``: set ``entry.consumer`` to itself, count the delivery
+        (``entry.count``), and send it on; acknowledgement comes back through the
+        router like a local consumer's."""
+        ...
 
 
 class Entry:

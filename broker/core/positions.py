@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from .destination import QueueDestination
-    from .dispatch import DeliveryTarget
+    from .message import DeliveryTarget
 
 
 def lock_name(queue: str, position: int) -> str:

@@ -26,8 +26,7 @@ from .destination import Destination, Subscription, TopicDestination
 from .session import Consumer, Session
 
 if TYPE_CHECKING:
-    from .dispatch import DeliveryTarget
-    from .message import Message
+    from .message import DeliveryTarget, Message
     from .router import MessageRouter
     from .transaction import Transaction
 

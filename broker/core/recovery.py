@@ -11,7 +11,7 @@ OpenMQ does.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from broker.protocol.packet import parse_packet
 from broker.protocol.types import DEST_TOPIC, DMQ_NAME, TransactionState
@@ -35,14 +35,41 @@ from .subscriptions import Subscriptions
 from .transaction import Transaction
 
 if TYPE_CHECKING:
-    from .router import MessageRouter
+    from broker.store.base import Store
+
+    from .paging import Pager
+    from .transactions import TransactionManager
+
+
+class Recovering(Protocol):
+    """What recovery rebuilds: the router (:class:`~broker.core.router.MessageRouter`),
+    as far as recovery reads and changes it."""
+
+    queues: dict[str, QueueDestination]
+    topics: dict[str, TopicDestination]
+    dmq: QueueDestination
+    txns: TransactionManager
+    xa_autorollback_all: bool
+
+    @property
+    def store(self) -> Store | None: ...
+
+    @property
+    def pager(self) -> Pager | None: ...
+
+    def lookup(self, name: str, dest_type: int) -> Destination | None: ...
+
+    def restore_destination(
+        self, name: str, dest_type: int, auto: bool, attributes: dict | None
+    ) -> Destination: ...
+
+    def forget(self, entry: Entry) -> None: ...
+
 
 log = logging.getLogger("broker.router")
 
 
-def recover(
-    router: MessageRouter, state: RecoveredState, *, takeover: bool = False
-) -> dict[str, int]:
+def recover(router: Recovering, state: RecoveredState, *, takeover: bool = False) -> dict[str, int]:
     """Rebuild ``router`` from ``state``; returns counts for the log.
 
     ``takeover``: ``state`` is another broker's, taken over in an HA cluster, added to a
@@ -155,7 +182,7 @@ def recover(
     }
 
 
-def _recovered_message(router: MessageRouter, sm: StoredMessage) -> Message:
+def _recovered_message(router: Recovering, sm: StoredMessage) -> Message:
     if sm.raw is None:
         assert sm.head is not None and router.pager is not None
         msg = Message.paged(sm.head, sm.size, sm.destination, router.pager, sm.key)
@@ -167,7 +194,7 @@ def _recovered_message(router: MessageRouter, sm: StoredMessage) -> Message:
     return msg
 
 
-def _take_stored(router: MessageRouter, key: bytes, interest: str) -> Entry | None:
+def _take_stored(router: Recovering, key: bytes, interest: str) -> Entry | None:
     """Take a recovered entry out of its queue (a transaction holds it)."""
     for table in (router.queues, router.topics):
         for dest in table.values():
@@ -181,7 +208,7 @@ def _take_stored(router: MessageRouter, key: bytes, interest: str) -> Entry | No
     return None
 
 
-def _recover_transaction(router: MessageRouter, st: StoredTransaction) -> int:
+def _recover_transaction(router: Recovering, st: StoredTransaction) -> int:
     """Finish a commit the crash interrupted; keep a PREPARED one in doubt (or roll it
     back when imq.transaction.autorollback says so); drop anything else."""
     store = router.store

@@ -30,7 +30,7 @@ import itertools
 import logging
 import struct
 from collections.abc import Callable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from broker.protocol import mqreports as mq
 from broker.protocol.errors import ProtocolError
@@ -68,8 +68,31 @@ from .observers import MessageObserver
 
 if TYPE_CHECKING:
     from .destination import Destination
+    from .ids import UIDGenerator
+    from .limits import Limits
     from .message import Entry
-    from .router import MessageRouter
+    from .session import Link
+
+
+class ReportRouting(Protocol):
+    """What the reports need of the router (:class:`~broker.core.router.MessageRouter`):
+    to route a report, to keep one in the DMQ when it cannot be, and ids."""
+
+    @property
+    def uids(self) -> UIDGenerator: ...
+
+    @property
+    def dmq(self) -> Destination: ...
+
+    @property
+    def limits(self) -> Limits: ...
+
+    def lookup(self, name: str, dest_type: int) -> Destination | None: ...
+
+    def route(
+        self, msg: Message, link: Link | None, dest_type: int, *, internal: bool = False
+    ) -> Destination: ...
+
 
 log = logging.getLogger("broker.reports")
 
@@ -260,7 +283,7 @@ class ReportGenerator(MessageObserver):
 
     def __init__(
         self,
-        router: MessageRouter,
+        router: ReportRouting,
         schedule: Callable[[Callable[[], object]], object] | None = None,
         may_send: SendCheck | None = None,
     ) -> None:

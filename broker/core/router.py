@@ -31,8 +31,7 @@ from __future__ import annotations
 import heapq
 import itertools
 import logging
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable
 
 from broker.protocol.admin_types import ADMIN_QUEUE
 from broker.protocol.destname import (
@@ -54,31 +53,28 @@ from broker.protocol.types import (
 )
 from broker.store.base import DestAdd, DestRemove, RecoveredState, Store
 
-from . import dmq, monitoring
+from . import topicnames
 from .acks import Acknowledgements
+from .context import CoreContext, RouterSettings
 from .destination import (
     DEST_AUTO,
     Destination,
     QueueDestination,
     Subscription,
     TopicDestination,
-    Totals,
 )
 from .dispatch import DeliveryQueue
-from .drops import DEFAULT_INTERVAL as DEFAULT_DROP_INTERVAL
 from .drops import DropLog, DropReporter
 from .errors import RouterError, now_ms
 from .ids import UIDGenerator
 from .limits import Limits
 from .message import Entry, Message
 from .metrics import note_consumers
-from .observers import MessageEvents
+from .observers import ClusterRules, RouterObservers
 from .paging import Pager
-from .positions import PositionClaims
 from .recovery import recover
 from .session import Consumer, Link, Producer, Session
 from .subscriptions import Subscriptions
-from .transaction import Transaction
 from .transactions import TransactionManager
 
 log = logging.getLogger("broker.router")
@@ -87,98 +83,63 @@ log = logging.getLogger("broker.router")
 _SENT_AGAIN = FLAG_R | FLAG_I
 
 
-@dataclass
-class RouterSettings:
-    """The broker properties the router consults (read once at start-up)."""
-
-    autocreate_queue: bool = True
-    autocreate_topic: bool = True
-    queue_attributes: dict | None = None
-    topic_attributes: dict | None = None
-    producer_batch: int = 1000
-    max_message_size: int = 70 * 1024 * 1024
-    system_max_count: int = -1
-    system_max_size: int = -1
-    # Named in JMS_SUN_DMQ_DEAD_BROKER / _PRODUCING_BROKER of dead messages.
-    broker_name: str = "imqbroker"
-    dmq_truncate_body: bool = False
-    log_dead_messages: bool = False
-    # Seconds between two WARNINGs about one destination's dropped messages.
-    drop_log_interval: float = DEFAULT_DROP_INTERVAL
-    # imq.metrics.topic.enabled: subscribers may make the metrics topics (monitoring.py).
-    metrics_topics: bool = True
-    # imq.log.destination.capacity: the messages mq.log.broker holds at most.
-    log_topic_capacity: int = 100
-
-
 class MessageRouter:
     """Holds every destination and routes messages between producers and consumers."""
 
     def __init__(
-        self, settings: RouterSettings | None = None, uids: UIDGenerator | None = None
+        self,
+        settings: RouterSettings | None = None,
+        uids: UIDGenerator | None = None,
+        observers: RouterObservers | None = None,
     ) -> None:
-        self.settings = settings or RouterSettings()
-        self.uids = uids or UIDGenerator()
-        self.queues: dict[str, QueueDestination] = {}
-        self.topics: dict[str, TopicDestination] = {}
+        # The shared state the parts are given (core/context.py); the router's tables
+        # are the context's, under the names the layers above read.
+        ctx = self.ctx = CoreContext(
+            settings or RouterSettings(), uids or UIDGenerator(), observers or RouterObservers()
+        )
+        self.settings = ctx.settings
+        self.uids = ctx.uids
+        self.queues = ctx.queues
+        self.topics = ctx.topics
+        self.dmq = ctx.dmq
+        self.producers = ctx.producers
+        self.totals = ctx.totals
         self.consumers: dict[int, Consumer] = {}
-        self.producers: dict[int, Producer] = {}
         self.sessions: dict[int, Session] = {}
-        self.totals = Totals()
         self.browsers: dict[int, tuple[Destination, list[bytes]]] = {}
-        # Transactions (their tables are router.txns'): the change hook (the message
-        # store's) and more observers (the admin records); the XA JMQAutoRollback default.
-        self.on_transaction_change: Callable[[Transaction], None] | None = None
-        self.transaction_listeners: list[Callable[[Transaction], None]] = []
+        # What the layers above hear or are asked (broker/core/observers.py): producer
+        # flow, delayed messages' timer, the put check, transactions, destination and
+        # consumer events, the cluster's rules.
+        self.observers = ctx.observers
+        # Message observers (broker/core/observers.py); the drop log is the first.
+        self.events = ctx.events
+        self.drops = DropLog(ctx.settings.drop_log_interval)
+        self.events.add(DropReporter(self.drops))
+        # The XA JMQAutoRollback default.
         self.xa_autorollback_all = False
-        # Asked at an XA PREPARE (once the transaction is PREPARED here) whether other
-        # brokers must prepare part of it too (the cluster: messages homed there); True
-        # means it calls ``done(status, reason)`` once they all answered, and the reply
-        # to the client waits for that.
-        self.remote_prepare: (
-            Callable[[Transaction, Callable[[int, str | None], None]], bool] | None
-        ) = None
         # Messages with a JMS 2.0 delivery delay wait here until their time.
         self.delayed: list[tuple[int, int, Message, int]] = []
         self._delayed_seq = itertools.count()
-        # Told the earliest due time whenever a delayed message is queued (the server
-        # schedules a timer with it); None means someone polls release_due().
-        self.on_delayed: Callable[[int], None] | None = None
-        self.store: Store | None = None
-        # Pages waiting messages' bodies out when memory runs short (core/paging.py).
-        self.pager: Pager | None = None
-        # The cluster's say over queue consumer positions (core/positions.py); None alone.
-        self.position_claims: PositionClaims | None = None
-        # Called with (link, producer id) when a FLOW_CONTROL destination has room again.
-        self.on_producer_room: Callable[[object, int], None] | None = None
-        # ... and when an administrator pauses a destination's producers: told to stop
-        # now (RESUME_FLOW with JMQSize 0), they wait for on_producer_room.
-        self.on_producer_pause: Callable[[object, int], None] | None = None
-        # Destination lifecycle listeners (created / updated / destroyed).
-        self.listeners: list[Callable[[str, dict], None]] = []
-        # Told ("added" | "removed", consumer) about every local consumer, so a cluster
-        # can announce its interests (broker/cluster/); nothing else changes for it.
-        self.consumer_listeners: list[Callable[[str, Consumer], None]] = []
-        # Asked (kind, name) before a change the cluster's master broker must record (an
-        # administrator's destination, a durable subscription made or removed); raises
-        # RouterError to refuse it (the master is unreachable).  None: always allowed.
-        self.change_guard: Callable[[str, str], None] | None = None
-        # Asked about each producer's message before it is accepted (routed or held in a
-        # transaction); raises RouterError to fail the send (the report generator: a
-        # message asking for reports without a JMSReplyTo).  None: no check.
-        self.put_check: Callable[[Message], None] | None = None
-        # Message observers (broker/core/observers.py); the drop log is the first.
-        self.events = MessageEvents()
-        self.drops = DropLog(self.settings.drop_log_interval)
-        self.events.add(DropReporter(self.drops))
-        # The parts with rules of their own (see the module docstring).
-        self.subs = Subscriptions(self)
-        self.txns = TransactionManager(self)
-        self.acks = Acknowledgements(self)
-        self.limits = Limits(self)
-        self.dmq = QueueDestination(DMQ_NAME, totals=self.totals, attributes=dmq.DMQ_DEFAULTS)
-        self.dmq.is_dmq = True
-        self.queues[DMQ_NAME] = self.dmq
+        # The parts with rules of their own (see the module docstring), each given the
+        # context and the parts it uses.
+        self.limits = Limits(ctx)
+        self.acks = Acknowledgements(ctx, self.limits)
+        self.subs = Subscriptions(ctx)
+        self.txns = TransactionManager(ctx, self.acks, self)
+        # The router's own moves on an entry are the context's.
+        self.consumed = ctx.consumed
+        self.forget = ctx.forget
+        self.lookup = ctx.lookup
+
+    @property
+    def store(self) -> Store | None:
+        """The message store, once attached (:meth:`attach_store`)."""
+        return self.ctx.store
+
+    @property
+    def pager(self) -> Pager | None:
+        """Pages waiting messages' bodies out when memory runs short (core/paging.py)."""
+        return self.ctx.pager
 
     # -- destinations ---------------------------------------------------------
 
@@ -200,16 +161,11 @@ class MessageRouter:
 
     def each_destination(self) -> list[Destination]:
         """Every destination, queues first (a copy: callers may remove as they go)."""
-        return [*self.queues.values(), *self.topics.values()]
+        return self.ctx.each_destination()
 
     def each_topic(self) -> Iterable[TopicDestination]:
         """Every topic (a view: callers must not add or remove topics meanwhile)."""
-        return self.topics.values()
-
-    def lookup(self, name: str, dest_type: int) -> Destination | None:
-        if dest_type & DEST_TOPIC:
-            return self.topics.get(name)
-        return self.queues.get(name)
+        return self.ctx.each_topic()
 
     def _new_destination(
         self,
@@ -237,7 +193,8 @@ class MessageRouter:
         if isinstance(dest, TopicDestination):
             self.topics[name] = dest
         else:
-            dest.claims = self.position_claims
+            cluster = self.observers.cluster
+            dest.claims = cluster.positions if cluster is not None else None
             self.queues[name] = dest
         return dest
 
@@ -288,13 +245,13 @@ class MessageRouter:
             temp_owner = link.id
         elif auto:
             s = self.settings
-            if name == monitoring.LOG_TOPIC and is_topic:
+            if name == topicnames.LOG_TOPIC and is_topic:
                 # The broker's log topic, made for its subscribers as the metrics topics.
-                attributes = monitoring.log_topic_attributes(s.log_topic_capacity)
+                attributes = topicnames.log_topic_attributes(s.log_topic_capacity)
             elif name.startswith(INTERNAL_PREFIX) and name != DMQ_NAME:
                 # Only the metrics topics, made (whatever auto-creation allows) with
                 # attributes of their own.
-                attributes = monitoring.internal_attributes(
+                attributes = topicnames.internal_attributes(
                     name, is_topic, enabled=s.metrics_topics, may_watch=self._may_watch
                 )
             elif not (s.autocreate_topic if is_topic else s.autocreate_queue) and not (
@@ -424,13 +381,13 @@ class MessageRouter:
 
     def attach_store(self, store: Store) -> None:
         """Persist from now on (before any client connects)."""
-        self.store = store
+        self.ctx.store = store
         self.dmq.store = store
 
     def attach_pager(self, pager: Pager | None) -> None:
         """Page waiting messages' bodies out with ``pager`` from now on (every
         destination, subscription and the DMQ; None: never)."""
-        self.pager = pager
+        self.ctx.pager = pager
         for dest in self.each_destination():
             dest.pager = pager
 
@@ -520,7 +477,9 @@ class MessageRouter:
             )
         if isinstance(dest, QueueDestination):
             cid = self.uids.next()
-            cons = Consumer(cid, sess, dest, dest.dq, selector, no_local, prefetch, self)
+            cons = Consumer(
+                cid, sess, dest, dest.dq, selector, no_local, prefetch, self.events, self.acks
+            )
             if not dest.attach(cons, position):
                 raise RouterError(
                     Status.CONFLICT,
@@ -534,15 +493,24 @@ class MessageRouter:
                 sess, dest, selector, no_local, durable_name, share, jms_share, shared_name
             )
             cons = Consumer(
-                self.uids.next(), sess, dest, sub.queue, None, no_local, prefetch, self, sub
+                self.uids.next(),
+                sess,
+                dest,
+                sub.queue,
+                None,
+                no_local,
+                prefetch,
+                self.events,
+                self.acks,
+                sub,
             )
             sub.attach(cons)
         note_consumers(dest)
         cid = cons.id
         sess.consumers[cid] = cons
         self.consumers[cid] = cons
-        for fn in self.consumer_listeners:
-            fn("added", cons)
+        if self.observers.consumers:
+            self.observers.consumer_event("added", cons)
         # No dispatch here: the caller replies first, or deliveries would name a
         # consumer the client does not know yet.
         return cons
@@ -566,8 +534,8 @@ class MessageRouter:
         cons.session.consumers.pop(cons.id, None)
         self.consumers.pop(cons.id, None)
         self.acks.consumer_closed(cons, last_delivered, redeliver_all)
-        for fn in self.consumer_listeners:
-            fn("removed", cons)
+        if self.observers.consumers:
+            self.observers.consumer_event("removed", cons)
         if sub is not None and sub.durable_key is None and not sub.queue.consumers:
             # A non-durable subscription goes with its last consumer.
             self.subs.remove(sub)
@@ -584,8 +552,9 @@ class MessageRouter:
         """Accept a producer's message; raises RouterError with the SEND_REPLY status.
         ``internal`` (the broker's own admin replies) passes the broker-wide limits, so an
         administrator can still work on a broker that is full."""
-        if link is not None and self.put_check is not None and not internal:
-            self.put_check(msg)
+        check = self.observers.put_check
+        if link is not None and check is not None and not internal:
+            check.check_put(msg)
         dest = self.lookup(msg.destination, dest_type)
         if dest is None:
             try:
@@ -609,8 +578,9 @@ class MessageRouter:
             )
             if self.pager is not None:
                 self.pager.waiting(msg)
-            if self.on_delayed is not None:
-                self.on_delayed(self.delayed[0][0])
+            timer = self.observers.delay_timer
+            if timer is not None:
+                timer.delayed_due(self.delayed[0][0])
             return dest
         arrived = self.events.arrived
         if arrived:
@@ -645,19 +615,6 @@ class MessageRouter:
                 self.events.notify(arrived, dest, msg)
             dest.publish(msg, t)
         return delayed[0][0] if delayed else None
-
-    def consumed(self, entry: Entry) -> None:
-        """An entry is done with (acknowledged, committed, or delivered to a
-        NO_ACKNOWLEDGE session)."""
-        entry.owner.account_out(entry)
-        fns = self.events.consumed
-        if fns:
-            self.events.notify(fns, entry)
-
-    def forget(self, entry: Entry) -> None:
-        """An entry leaves without being consumed (its queue or subscription is gone,
-        or a recovered commit already settled it): accounted out, settled in the store."""
-        entry.owner.account_out(entry)
 
     def purged(self, entries: Iterable[Entry]) -> int:
         """Entries an administrator purged: accounted out, settled in the store and
@@ -720,7 +677,7 @@ class MessageRouter:
             if dest.temporary_owner == link.id:
                 self._remove_destination(dest)
         self.subs.release_client_id(link)
-        if self.listeners:
+        if self.observers.router_events:
             self._event("connection.closed", {"id": link.id})
 
     def redispatch(self, sessions: Iterable[Session]) -> None:
@@ -769,18 +726,19 @@ class MessageRouter:
 
     # -- events ---------------------------------------------------------------
 
+    def attach_cluster(self, cluster: ClusterRules) -> None:
+        """This broker is part of a cluster from now on: ``cluster`` guards the changes
+        its master broker records and claims queue consumer positions."""
+        self.observers.cluster = cluster
+        for queue in self.queues.values():
+            queue.claims = cluster.positions
+
     def check_change(self, kind: str, name: str) -> None:
-        """Raise RouterError when the change guard (the cluster) refuses the change."""
-        guard = self.change_guard
-        if guard is not None:
-            guard(kind, name)
+        """Raise RouterError when the cluster refuses the change."""
+        self.observers.check_change(kind, name)
 
     def _event(self, kind: str, data: dict) -> None:
-        for listener in self.listeners:
-            try:
-                listener(kind, data)
-            except Exception:  # a monitoring hook must never break routing
-                log.exception("event listener failed")
+        self.observers.router_event(kind, data)
 
 
 __all__ = ["MessageRouter", "RouterSettings"]

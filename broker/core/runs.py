@@ -29,8 +29,7 @@ from broker.protocol.packet import OFF_SYSMSGID
 from .message import PACKED, Entry, Message, pack_entry, pack_stored_head, packable, unpack_entry
 
 if TYPE_CHECKING:
-    from .dispatch import EntryOwner, EntryQueue
-    from .message import BodySource
+    from .message import BodySource, EntryOwner, EntryQueue
 
 # Entries per run.  The newest RUN entries of a tail stay objects: a persistent message
 # lets its body go only once the store has written it, so the newest are not packable yet.

@@ -6,34 +6,35 @@ is told to send bytes and says whether it can take more.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from broker.protocol.types import FLAG_C, AckMode
 from broker.store.base import MsgDelivered
 
-from .message import Entry
+from .message import Entry, Link
 
 if TYPE_CHECKING:
     from broker.core.selector import Selector
 
     from .destination import Destination, Subscription
     from .dispatch import DeliveryQueue
-    from .router import MessageRouter
 
 
-class Link(Protocol):
-    """What the router needs from a client connection.
+class DeliveryEvents(Protocol):
+    """The message events a consumer tells of its deliveries (the router's
+    :class:`~broker.core.observers.MessageEvents`)."""
 
-    A link whose protocol is not JMQ (STOMP) may also have ``render_delivery(consumer_id,
-    msg, redelivered, count) -> bytes``: then a consumer hands it the message, and
-    ``send_delivery`` the bytes it made, instead of the JMQ packet (encode_delivery)."""
+    delivered: list[Callable[..., None]]
 
-    id: int
-    client_id: str | None
+    def notify(self, fns: list[Callable[..., None]], *args: object) -> None: ...
 
-    def can_deliver(self) -> bool: ...
 
-    def send_delivery(self, buf: bytearray) -> None: ...
+class Settler(Protocol):
+    """Settles what a consumer delivered to a session that does not acknowledge (the
+    router's :class:`~broker.core.acks.Acknowledgements`)."""
+
+    def settle(self, entry: Entry) -> None: ...
 
 
 class Session:
@@ -85,7 +86,8 @@ class Consumer:
         "credit",
         "closed",
         "delivered",
-        "router",
+        "events",
+        "acks",
         "render",
     )
 
@@ -98,7 +100,8 @@ class Consumer:
         selector: Selector | None,
         no_local: bool,
         prefetch: int,
-        router: MessageRouter,
+        events: DeliveryEvents,
+        acks: Settler,
         subscription: Subscription | None = None,
     ) -> None:
         self.id = cid
@@ -114,8 +117,9 @@ class Consumer:
         self.credit = prefetch if prefetch > 0 else -1
         self.closed = False
         self.delivered = 0
-        self.router = router
-        # The link's own encoding of a delivery (see Link), looked up once.
+        self.events = events
+        self.acks = acks
+        # The link's own encoding of a delivery (see message.Link), looked up once.
         self.render = getattr(self.link, "render_delivery", None)
 
     def ready(self) -> bool:
@@ -146,14 +150,14 @@ class Consumer:
             store = entry.owner.store
             if store is not None:
                 store.submit((MsgDelivered(msg.store_key, entry.interest, entry.count),))
-        events = self.router.events
+        events = self.events
         if events.delivered:
             events.notify(events.delivered, entry)
         session = self.session
         if session.acknowledges:
             session.unacked[(self.id, msg.key)] = entry
         else:
-            self.router.acks.settle(entry)
+            self.acks.settle(entry)
         self.delivered += 1
         self.link.send_delivery(buf)
 

@@ -17,7 +17,7 @@ from .destination import Destination, Subscription, TopicDestination
 from .errors import RouterError
 
 if TYPE_CHECKING:
-    from .router import MessageRouter
+    from .context import CoreContext
     from .session import Link, Session
 
 
@@ -49,10 +49,10 @@ class ClientIDClaim:
 
 
 class Subscriptions:
-    """The subscription rules of one router."""
+    """The subscription rules of one router, over its shared state."""
 
-    def __init__(self, router: MessageRouter) -> None:
-        self.router = router
+    def __init__(self, ctx: CoreContext) -> None:
+        self.ctx = ctx
         # The client IDs in use: name -> the connections' claims (SET_CLIENTID).
         self.client_ids: dict[str, list[ClientIDClaim]] = {}
 
@@ -128,10 +128,10 @@ class Subscriptions:
                 existing.share = mode
                 return existing
             # JMS: a changed subscription is the old one deleted and a new one made.
-            self.router.check_change("durable", durable_name)
+            self.ctx.observers.check_change("durable", durable_name)
             self.remove(existing)
         else:
-            self.router.check_change("durable", durable_name)
+            self.ctx.observers.check_change("durable", durable_name)
         return self.add(topic, selector, no_local, sess.link.id, dkey, share=mode)
 
     def remote_subscription(
@@ -237,14 +237,14 @@ class Subscriptions:
             )
 
     def find_durable(self, key: tuple[str | None, str]) -> Subscription | None:
-        for t in self.router.each_topic():
+        for t in self.ctx.each_topic():
             sub = t.durables.get(key)
             if sub is not None:
                 return sub
         return None
 
     def find_shared(self, key: tuple) -> Subscription | None:
-        for t in self.router.each_topic():
+        for t in self.ctx.each_topic():
             sub = t.shared.get(key)
             if sub is not None:
                 return sub
@@ -253,14 +253,16 @@ class Subscriptions:
     @staticmethod
     def durable_by_id(dest: Destination, sub_id: str) -> Subscription | None:
         """A durable subscription by the message store's name for it."""
-        for sub in getattr(dest, "durables", {}).values():
+        if not isinstance(dest, TopicDestination):
+            return None
+        for sub in dest.durables.values():
             if sub.sub_id == sub_id:
                 return sub
         return None
 
     def remove(self, sub: Subscription) -> None:
         """Drop a subscription and account out what it still held."""
-        forget = self.router.forget
+        forget = self.ctx.forget
         for e in sub.topic.remove_subscription(sub):
             forget(e)
 
@@ -276,9 +278,9 @@ class Subscriptions:
             )
         if sub.queue.consumers:
             raise RouterError(Status.CONFLICT, f"durable subscription {durable_name} is in use")
-        self.router.check_change("durable", durable_name)
+        self.ctx.observers.check_change("durable", durable_name)
         self.remove(sub)
-        self.router._event(
+        self.ctx.observers.router_event(
             "durable.removed", {"client_id": client_id or None, "name": durable_name}
         )
 

@@ -22,8 +22,8 @@ TIMED_OUT        the broker rolled it back after its JMQLifetime; every later
 
 Everything the message store needs to persist and restore a transaction is on the
 object (see :meth:`Transaction.info`); :attr:`Transaction.on_change` is called on every
-state change (the transaction manager, broker/core/transactions.py, points it at its
-``on_transaction_change`` hook and its listeners).
+state change (the transaction manager, broker/core/transactions.py, points it at the
+router's transaction observers, broker/core/observers.py).
 """
 
 from __future__ import annotations

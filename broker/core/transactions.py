@@ -9,8 +9,8 @@ connection closes.  Local transactions belong to a session; XA ones are also kno
 their Xid and may be finished from another connection (a transaction manager's
 recovery).  Every refusal is a RouterError with the status the reply carries.
 
-The tables (``transactions``, ``xids``) and the hooks (``on_transaction_change``,
-``transaction_listeners``) stay on the router, where the server reads and sets them.
+The tables (``transactions``, ``xids``) are this part's; every change of state is told
+to the router's transaction observers (broker/core/observers.py).
 """
 
 from __future__ import annotations
@@ -27,8 +27,9 @@ from .transaction import Transaction
 if TYPE_CHECKING:
     from broker.protocol.xid import Xid
 
+    from .acks import Acknowledgements
+    from .context import CoreContext, Routing
     from .message import Message
-    from .router import MessageRouter
     from .session import Link, Session
 
 log = logging.getLogger("broker.router")
@@ -40,21 +41,17 @@ class TransactionManager:
     # How long a transaction the broker timed out stays known (answering 408).
     TIMED_OUT_RETENTION_MS = 10 * 60 * 1000
 
-    def __init__(self, router: MessageRouter) -> None:
-        self.router = router
+    def __init__(self, ctx: CoreContext, acks: Acknowledgements, routing: Routing) -> None:
+        self.ctx = ctx
+        self.acks = acks
+        # The façade (the router): a committed message is routed as any other.
+        self.routing = routing
         # Every transaction by JMQTransactionID, and the XA ones by Xid.
         self.transactions: dict[int, Transaction] = {}
         self.xids: dict[Xid, Transaction] = {}
 
     def _txn_changed(self, txn: Transaction) -> None:
-        hook = self.router.on_transaction_change
-        if hook is not None:
-            hook(txn)
-        for listener in self.router.transaction_listeners:
-            try:
-                listener(txn)
-            except Exception:  # an observer must not break the protocol
-                log.exception("transaction listener failed")
+        self.ctx.observers.transaction_changed(txn)
 
     @staticmethod
     def _check_auto_rollback(value: int | None) -> None:
@@ -81,7 +78,7 @@ class TransactionManager:
         if lifetime < 0:
             raise RouterError(Status.BAD_REQUEST, f"bad JMQLifetime {lifetime}")
         txn = Transaction(
-            self.router.uids.next(),
+            self.ctx.uids.next(),
             sess,
             xid=xid,
             link=link,
@@ -276,20 +273,22 @@ class TransactionManager:
     def transacted_send(self, txn: Transaction, msg: Message, dest_type: int, link: Link) -> None:
         """Check the message now (so SEND_REPLY tells the truth) and hold it until COMMIT."""
         txn.check_open()
-        if self.router.put_check is not None:
-            self.router.put_check(msg)
-        dest = self.router.lookup(msg.destination, dest_type)
+        check = self.ctx.observers.put_check
+        if check is not None:
+            check.check_put(msg)
+        dest = self.ctx.lookup(msg.destination, dest_type)
         if dest is None:
-            dest = self.router.ensure_destination(msg.destination, dest_type, link)
-        s = self.router.settings
+            dest = self.routing.ensure_destination(msg.destination, dest_type, link)
+        s = self.ctx.settings
         per_msg = dest.limit("maxBytesPerMsg")
         if (s.max_message_size >= 0 and msg.size > s.max_message_size) or (
             per_msg >= 0 and msg.size > per_msg
         ):
             raise RouterError(Status.ENTITY_TOO_LARGE, f"message of {msg.size} bytes is too large")
         txn.sends.append((msg, dest_type))
-        if self.router.pager is not None:
-            self.router.pager.waiting(msg)
+        pager = self.ctx.pager
+        if pager is not None:
+            pager.waiting(msg)
 
     def transacted_ack(
         self, txn: Transaction, sess: Session, blocks: list[tuple[int, bytes]]
@@ -360,7 +359,7 @@ class TransactionManager:
             self._store_transaction(txn, txn.state)
 
     def prepare_failed(self, txn: Transaction, reason: str) -> None:
-        """Another broker could not prepare its part of ``txn`` (remote_prepare): FAILED,
+        """Another broker could not prepare its part of ``txn`` (the cluster's prepare_remote): FAILED,
         as OpenMQ leaves it; only a rollback finishes it now (and a restart rolls it back)."""
         if txn.state != TransactionState.PREPARED:
             return
@@ -411,7 +410,7 @@ class TransactionManager:
         # One COMMITTED record makes the commit atomic in the store: after a crash the
         # held work is applied from the transaction's records if it was not yet.
         self._store_transaction(txn, TransactionState.COMMITTED)
-        store = self.router.store
+        store = self.ctx.store
         if txn.stored and txn.sends and store is not None:
             # Consumers see the messages only once the COMMITTED record is in the store:
             # a crash before that takes the whole commit back (nothing was promised
@@ -421,7 +420,7 @@ class TransactionManager:
             store.after_durable(lambda: self._route_committed(txn.id, sends, link))
         else:
             self._route_committed(None, txn.sends, link)
-        settle = self.router.acks.settle
+        settle = self.acks.settle
         for entry in txn.entries.values():
             settle(entry)
         if txn.stored and not txn.sends and store is not None:
@@ -436,11 +435,11 @@ class TransactionManager:
         finds the commit to complete)."""
         for msg, dest_type in sends:
             try:
-                self.router.route(msg, link, dest_type)
+                self.routing.route(msg, link, dest_type)
             except RouterError as exc:
                 # Limits may have filled since the send was checked; the rest still commit.
                 log.warning("committed message to %s dropped: %s", msg.destination, exc.reason)
-        store = self.router.store
+        store = self.ctx.store
         if txn_id is not None and store is not None:
             store.submit((TxnRemove(txn_id),))
 
@@ -461,7 +460,7 @@ class TransactionManager:
         self._forget_transaction(txn)
         if txn.state != TransactionState.TIMED_OUT:
             self._undo(txn, set_redelivered)
-        store = self.router.store
+        store = self.ctx.store
         if txn.stored and store is not None:
             store.submit((TxnRemove(txn.id),))
         txn.set_state(TransactionState.ROLLEDBACK)
@@ -471,7 +470,7 @@ class TransactionManager:
     ) -> None:
         """Write a transaction's persistent sends and stored acknowledgements and its
         state; skipped when nothing in it is durable (unless ``always``)."""
-        store = self.router.store
+        store = self.ctx.store
         if store is None:
             return
         if txn.stored:
@@ -519,7 +518,7 @@ class TransactionManager:
             e.owner.stats.rolledback += 1
         if entries:
             sess = txn.session
-            self.router.acks.return_unacked(sess, entries, redelivered=set_redelivered)
+            self.acks.return_unacked(sess, entries, redelivered=set_redelivered)
 
     def _forget_transaction(self, txn: Transaction) -> None:
         self.transactions.pop(txn.id, None)

@@ -53,6 +53,8 @@ from .states import (
 if TYPE_CHECKING:
     from broker.core.router import MessageRouter
 
+    from .ports import ClusterPort, HAPort
+
 log = logging.getLogger("broker.connection")
 
 
@@ -71,6 +73,11 @@ class Host(Protocol):
     login_throttle: Any  # security.repository.LoginThrottle
     # imq.user.shipped_passwords.loopback_only (security/shipped.py)
     shipped_loopback_only: bool
+    # The optional subsystems (ports.py): None on a broker alone.
+    cluster: ClusterPort | None
+    ha: HAPort | None
+    # Extra HELLO_REPLY properties (an HA cluster's JMQHA, JMQBrokerList...).
+    hello_properties: dict[str, object]
 
     def repository_for(self, service: Any) -> Any: ...
     def accepts_connection(self, service: Any) -> bool: ...

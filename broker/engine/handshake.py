@@ -105,19 +105,15 @@ class HandshakeRules(EngineBase):
             "JMQMaxMsgBytes": JLong(b.router.settings.max_message_size),
             "JMQBrokerSessionID": JLong(b.session_id),
         }
-        cluster = getattr(b, "cluster", None)
+        cluster = b.cluster
         if cluster is not None:
             # So a client with reconnect enabled can fail over to another broker.
             reply_props["JMQBrokerList"] = cluster.broker_list()
-        extra = getattr(b, "hello_properties", None)  # a cluster's broker list, HA
-        if extra:
-            reply_props.update(extra)
+        if b.hello_properties:  # an HA cluster's broker list, JMQHA...
+            reply_props.update(b.hello_properties)
         # An HA client reconnecting names its cluster and store session; the answer may
         # send it on (301 + JMQStoreOwner) or ask it to wait for a takeover (408).
-        verdict = getattr(b, "hello_verdict", None)
-        status, ha_props, ha_reason = (
-            verdict(props) if verdict is not None else (Status.OK, {}, None)
-        )
+        status, ha_props, ha_reason = b.hello_verdict(props)
         reply_props.update(ha_props)
         if status != Status.OK:
             log.info(

@@ -394,13 +394,13 @@ SERVICE_MANAGER_MONITOR = MBeanKind(
 
 class TransactionTally:
     """Transactions committed and rolled back since the JMX connector started (a
-    transaction listener of the router: called once per state change)."""
+    transaction observer of the router: told once per state change)."""
 
     def __init__(self) -> None:
         self.committed = 0
         self.rolled_back = 0
 
-    def __call__(self, txn: Any) -> None:
+    def transaction_changed(self, txn: Any) -> None:
         if txn.state == TransactionState.COMMITTED:
             self.committed += 1
         elif txn.state == TransactionState.ROLLEDBACK:
@@ -408,7 +408,7 @@ class TransactionTally:
 
 
 def _tally(b: Any) -> TransactionTally | None:
-    for listener in b.router.transaction_listeners:
+    for listener in b.router.observers.transactions:
         if isinstance(listener, TransactionTally):
             return listener
     return None
@@ -417,7 +417,7 @@ def _tally(b: Any) -> TransactionTally | None:
 def attach_tally(broker: Any) -> None:
     """Count transactions from now on (the JMX connector's start)."""
     if _tally(broker) is None:
-        broker.router.transaction_listeners.append(TransactionTally())
+        broker.router.observers.add_transaction_observer(TransactionTally())
 
 
 def _tally_value(b: Any, which: str) -> JLong:

@@ -160,7 +160,7 @@ class ResourceRules(AccessRules):
         except RouterError as exc:
             self.reply(pkt, exc.status, reason=exc.reason)
             return
-        cluster = getattr(self.broker, "cluster", None)
+        cluster = self.broker.cluster
         if cid is not None and cluster is not None and cluster.locks.needed():
             # Granted only when no other broker of the cluster holds the same ID (shared
             # with JMQShare: then only an unshared holder refuses it).
@@ -304,7 +304,7 @@ class ResourceRules(AccessRules):
         except RouterError as exc:
             self.reply(pkt, exc.status, reason=exc.reason)
             return
-        cluster = getattr(self.broker, "cluster", None)
+        cluster = self.broker.cluster
         if (
             isinstance(dest, QueueDestination)
             and cluster is not None

@@ -146,7 +146,7 @@ class StompEngineBase(Outbox):
         flush: Callable[[], None],
         settings: StompSettings | None = None,
     ) -> None:
-        self.settings = s = settings or getattr(service, "stomp", None) or StompSettings()
+        self.settings = s = settings or service.stomp or StompSettings()
         self.wake = wake
         self.flush = flush
         self.inner = StompLink(

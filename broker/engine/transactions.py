@@ -196,11 +196,11 @@ class TransactionRules(EngineBase):
         except RouterError as exc:
             self._txn_refused(pkt, exc, txn)
             return
-        remote = self.router.remote_prepare
+        cluster = self.broker.cluster
         if (
             txn.is_xa
-            and remote is not None
-            and remote(txn, lambda s, r: self._prepared(pkt, txn, s, r))
+            and cluster is not None
+            and cluster.prepare_remote(txn, lambda s, r: self._prepared(pkt, txn, s, r))
         ):
             return  # other brokers prepare their part first
         # "Prepared" is a promise to survive a crash: say it once the store has it.

@@ -14,13 +14,14 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker import props
 from broker.config import DEFAULTS, BrokerConfig, ConfigError
 from broker.core.memory import MemoryManager
 from broker.core.message import BODIES
 from broker.core.metrics import ServiceCounters
+from broker.core.observers import RouterObservers
 from broker.core.router import MessageRouter, RouterSettings
 from broker.engine import ConnectionEngine
 from broker.protocol.auth import AUTH_BASIC, AUTH_DIGEST
@@ -56,7 +57,12 @@ from .shipped_accounts import REFRESH as REFRESH_SHIPPED
 from .shipped_accounts import ShippedAccounts
 from .stomp import StompConnection, stomp_settings
 from .tunnel import TunnelService
+from .txnrecords import TransactionRecords
 from .websocket import WebSocketStompConnection
+
+if TYPE_CHECKING:
+    from broker.cluster.service import ClusterService
+    from broker.server.hamonitor import HAMonitor
 
 log = logging.getLogger("broker")
 
@@ -174,12 +180,20 @@ class Broker:
         self.version = OPENMQ_VERSION  # clients display it
         self.product_name = PRODUCT_NAME
         self.session_id = random.randint(1, 2**62)
-        self.router = MessageRouter(self._router_settings())
-        self.router.on_delayed = self._schedule_delayed
+        self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="broker-db")
+        # The rows administrators see (BrokerTransaction), written in the thread pool.
+        self.txn_records = TransactionRecords(config.instance, self.executor)
+        self.router = MessageRouter(
+            self._router_settings(),
+            observers=RouterObservers(
+                producer_flow=self, delay_timer=self, transactions=[self.txn_records]
+            ),
+        )
+        # The XA JMQAutoRollback default (imq.transaction.autorollback).
+        self.router.xa_autorollback_all = config.get(props.TRANSACTION_AUTOROLLBACK)
         self.reports = attach_reports(self)  # IBM MQ report messages (core/reports.py)
         self._delay_timer: asyncio.TimerHandle | None = None
         self._delay_due = 0
-        self.executor = ThreadPoolExecutor(max_workers=4, thread_name_prefix="broker-db")
         self.services: list[Service] = []
         self.connections: dict[int, ConnectionEngine] = {}
         self.portmapper_server: asyncio.AbstractServer | None = None
@@ -195,8 +209,6 @@ class Broker:
         self.memory = _memory_manager(c)
         # Connections told to wait (red memory state) until memory recovers.
         self.flow_waiting: set[ConnectionEngine] = set()
-        self.router.on_producer_room = lambda link, pid: link.resume_producer(pid)
-        self.router.on_producer_pause = lambda link, pid: link.pause_producer(pid)
         self._housekeeping_tasks: list[asyncio.Task] = []
         self.full_collections: FullCollections | None = None
         # Live events on the channel layer and MetricSample rows (events.py), once started.
@@ -214,7 +226,7 @@ class Broker:
         self.paging: Paging | None = None
         # Extra HELLO_REPLY properties (an HA cluster's JMQHA, JMQBrokerList...).
         self.hello_properties: dict[str, object] = {}
-        self.ha = None  # broker.server.hamonitor.HAMonitor in an HA cluster
+        self.ha: HAMonitor | None = None  # in an HA cluster (engine/ports.HAPort)
         # An HA broker that stops hands its rows to another broker (OpenMQ's default),
         # unless restarting or told -nofailover.
         self.failover_on_stop = True
@@ -227,19 +239,10 @@ class Broker:
         self.restart_requested = False
         # Access control (security/acl.py): rules in memory, reloaded off the loop.
         self.access = AccessController(config)
-        # The cluster service (broker/cluster/), when imq.cluster.brokerlist names peers.
-        self.cluster = None
+        # The cluster service (broker/cluster/), when imq.cluster.brokerlist names peers
+        # (engine/ports.ClusterPort).
+        self.cluster: ClusterService | None = None
         self._access_polling = False
-        self._wire_transactions()
-
-    def _wire_transactions(self) -> None:
-        """Transactions: the XA JMQAutoRollback default (imq.transaction.autorollback) and
-        the rows administrators see (BrokerTransaction), written in the thread pool."""
-        from .txnrecords import TransactionRecords
-
-        self.router.xa_autorollback_all = self.config.get(props.TRANSACTION_AUTOROLLBACK)
-        self.txn_records = TransactionRecords(self.config.instance, self.executor)
-        self.router.transaction_listeners.append(self.txn_records.changed)
 
     # -- configuration -------------------------------------------------------
 
@@ -752,7 +755,15 @@ class Broker:
 
     # -- delayed delivery ----------------------------------------------------------
 
-    def _schedule_delayed(self, due_ms: int) -> None:
+    # -- the router's observers (broker/core/observers.py) ---------------------------
+
+    def producer_room(self, link: Any, producer_id: int) -> None:
+        link.resume_producer(producer_id)
+
+    def producer_pause(self, link: Any, producer_id: int) -> None:
+        link.pause_producer(producer_id)
+
+    def delayed_due(self, due_ms: int) -> None:
         if self._delay_timer is not None and self._delay_due <= due_ms:
             return
         if self._delay_timer is not None:
@@ -765,7 +776,7 @@ class Broker:
         self._delay_timer = None
         nxt = self.router.release_due()
         if nxt is not None:
-            self._schedule_delayed(nxt)
+            self.delayed_due(nxt)
 
     # -- the message store ----------------------------------------------------------
 

@@ -106,8 +106,11 @@ def _rates(
 
 
 def _lag_ms(broker: Broker, which: str) -> float:
-    lag = getattr(broker, "loop_lag", None)
-    return round(getattr(lag.lag, which) * 1000.0, 3) if lag is not None else 0.0
+    lag = broker.loop_lag
+    if lag is None:
+        return 0.0
+    window = lag.lag
+    return round((window.max if which == "max" else window.p99) * 1000.0, 3)
 
 
 class EventPublisher:

@@ -29,7 +29,7 @@ import logging
 import time
 import zlib
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from django.db import connections
 
@@ -42,6 +42,8 @@ from broker.protocol.types import Status
 from broker.store import takeover
 
 if TYPE_CHECKING:
+    from broker.core.router import MessageRouter
+    from broker.server.paging import Paging
     from broker.store.dbstore import DatabaseStore
 
 log = logging.getLogger("broker.cluster")
@@ -85,12 +87,24 @@ class Member:
     failed: bool
 
 
+class HAHost(Protocol):
+    """What the monitor needs of the broker around it (broker/server/broker.py)."""
+
+    router: MessageRouter
+    paging: Paging | None
+    # HELLO_REPLY's extra properties, which the monitor keeps up to date.
+    hello_properties: dict[str, object]
+
+    def broker_list_changed(self) -> None:
+        """The members changed: tell the connected clients (a cluster INFO)."""
+
+
 class HAMonitor:
     """Watches the HA cluster's heartbeats in the store and takes over failed members."""
 
     def __init__(
         self,
-        broker: Any,
+        broker: HAHost,
         store: DatabaseStore,
         *,
         cluster_id: str,
@@ -333,9 +347,7 @@ class HAMonitor:
         if changed:
             # Clients connected before a member joined or after one left learn the new
             # list now (the stock broker's cluster INFO); an HA client fails over by it.
-            notify = getattr(self.broker, "broker_list_changed", None)
-            if notify is not None:
-                notify()
+            self.broker.broker_list_changed()
 
     def cluster_info(self) -> dict[str, object]:
         """The body of a cluster INFO packet: ``BrokerIDs`` and, per member operating
@@ -455,9 +467,7 @@ class HAMonitor:
 
     def _update_hello(self) -> None:
         """What HELLO_REPLY tells clients in an HA cluster (connect.md)."""
-        hello = getattr(self.broker, "hello_properties", None)
-        if hello is None:
-            return
+        hello = self.broker.hello_properties
         hello["JMQHA"] = True
         hello["JMQClusterID"] = self.cluster_id
         hello["JMQStoreSession"] = JLong(self.session)

@@ -103,7 +103,7 @@ class LogTopic:
         if self.level < NONE:
             self.handler = LogTopicHandler(self, self.level)
             logging.getLogger().addHandler(self.handler)
-            self.router.consumer_listeners.append(self._consumer_event)
+            self.router.observers.add_consumer_observer(self)
 
     def close(self) -> None:
         """Stop publishing: the handler leaves the root logger."""
@@ -111,12 +111,11 @@ class LogTopic:
         if self.handler is not None:
             logging.getLogger().removeHandler(self.handler)
             self.handler = None
-        if self._consumer_event in self.router.consumer_listeners:
-            self.router.consumer_listeners.remove(self._consumer_event)
+        self.router.observers.remove_consumer_observer(self)
 
     # -- who listens ------------------------------------------------------------------
 
-    def _consumer_event(self, what: str, cons: Consumer) -> None:
+    def consumer_event(self, what: str, cons: Consumer) -> None:
         dest = cons.destination
         if dest.is_queue or dest.name != monitoring.LOG_TOPIC:
             return

@@ -98,18 +98,17 @@ class MetricsTopics:
         self.watched: dict[str, TopicDestination] = {}
         self._timer: asyncio.TimerHandle | None = None
         self.published = 0
-        self.router.consumer_listeners.append(self._consumer_event)
+        self.router.observers.add_consumer_observer(self)
 
     def close(self) -> None:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        if self._consumer_event in self.router.consumer_listeners:
-            self.router.consumer_listeners.remove(self._consumer_event)
+        self.router.observers.remove_consumer_observer(self)
 
     # -- who listens ------------------------------------------------------------------
 
-    def _consumer_event(self, what: str, cons: Consumer) -> None:
+    def consumer_event(self, what: str, cons: Consumer) -> None:
         dest = cons.destination
         if what != "added" or not monitoring.is_metrics_topic(dest):
             return

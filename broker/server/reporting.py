@@ -32,7 +32,7 @@ def attach_reports(broker: Broker) -> ReportGenerator:
 
     reports = ReportGenerator(broker.router, schedule=_schedule, may_send=may_send)
     broker.router.events.add(reports)
-    broker.router.put_check = reports.check_put
+    broker.router.observers.put_check = reports
     return reports
 
 

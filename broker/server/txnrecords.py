@@ -4,7 +4,7 @@ Every XA transaction and any PREPARED or in-doubt one is a ``BrokerTransaction``
 while it is open; the row goes when the transaction is finished (committed, rolled
 back, timed out).  ``imqtxn list`` and the portal read these rows.
 
-The router tells :meth:`TransactionRecords.changed` about every change on the event
+The router tells :meth:`TransactionRecords.transaction_changed` about every change on the event
 loop; that only takes a snapshot.  The ORM work runs in the broker's thread pool, one
 drain at a time (so the writes for one transaction stay in order) and coalesced (only
 the latest state of a transaction is written).
@@ -77,8 +77,8 @@ class TransactionRecords:
         back are recorded again as the router restores them)."""
         self._kick()
 
-    def changed(self, txn: Transaction) -> None:
-        """The router's transaction hook (event loop): record, update or drop."""
+    def transaction_changed(self, txn: Transaction) -> None:
+        """A transaction observer (core/observers.py; event loop): record, update or drop."""
         if admin_visible(txn):
             self._recorded.add(txn.id)
             row: dict | None = snapshot(txn)

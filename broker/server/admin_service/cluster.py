@@ -45,7 +45,7 @@ OPERATING, BROKER_DOWN = 0, 7
 
 def get_cluster(conn: ConnectionEngine, props: dict) -> Any:
     b = conn.broker
-    if getattr(b, "ha", None) is not None:
+    if b.ha is not None:
         return admin_ha.get_ha_cluster(conn)
     cluster = b.cluster
     brokerid = b.config.get(imq.BROKER_ID) or ""
@@ -82,7 +82,7 @@ async def reload_cluster(conn: ConnectionEngine, props: dict) -> tuple[dict, byt
     clusters: an HA cluster's brokers find each other in their shared store."""
     b = conn.broker
     if b.cluster is None:
-        if getattr(b, "ha", None) is not None:
+        if b.ha is not None:
             raise RouterError(
                 Status.CONFLICT,
                 "reload cls is for conventional clusters: the brokers of an HA cluster find "
@@ -109,7 +109,7 @@ def cluster_properties(b) -> dict[str, str]:
     list by itself."""
     cluster = b.cluster
     if cluster is None:
-        if getattr(b, "ha", None) is not None:
+        if b.ha is not None:
             return {imq.CLUSTER_BROKERLIST_ACTIVE: b.hello_properties.get("JMQBrokerList", "")}
         pm = b.portmapper_table().services[0].port
         host = b.config.get(imq.HOSTNAME) or "localhost"

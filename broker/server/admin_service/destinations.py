@@ -18,6 +18,7 @@ from broker.protocol.admin_types import ADMIN_QUEUE
 from broker.protocol.destname import admin_name_problem
 from broker.protocol.jtypes import JInt
 from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC, DestType, Status
+from broker.store.filestore import FileStore
 
 from .common import AdminError, Result, flag, log, lookup, read_info, request_dest_type
 from .connections import admin_connection_ids
@@ -242,8 +243,7 @@ def compact_destination(conn: ConnectionEngine, props: dict):
     if isinstance(props.get("JMQDestination"), str):
         lookup(conn, props)
     store = conn.broker.store
-    compact_soon = getattr(store, "compact_soon", None)
-    if compact_soon is None:
+    if not isinstance(store, FileStore):
         log.info("COMPACT_DESTINATION: the %s needs no compaction", type(store).__name__)
         return {}, b""
     loop = asyncio.get_running_loop()
@@ -257,7 +257,7 @@ def compact_destination(conn: ConnectionEngine, props: dict):
         else:
             done.set_exception(error)
 
-    compact_soon(finished)
+    store.compact_soon(finished)
 
     async def wait() -> Result:
         try:

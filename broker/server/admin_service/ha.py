@@ -38,7 +38,7 @@ async def takeover_broker(conn: ClientConnection, props: dict) -> tuple[dict, by
     target = props.get("JMQBrokerID")
     if not isinstance(target, str) or not target.strip():
         raise RouterError(Status.BAD_REQUEST, "TAKEOVER_BROKER needs JMQBrokerID")
-    monitor = getattr(conn.broker, "ha", None)
+    monitor = conn.broker.ha
     if monitor is None:
         raise RouterError(Status.NOT_ALLOWED, "this broker is not in an HA cluster")
     await monitor.take_over_now(target.strip())

@@ -116,7 +116,7 @@ def reset_metrics(broker: Broker) -> None:
     router = broker.router
     for dest in queries.destinations(router):
         reset_destination(dest)
-    events = getattr(broker, "events", None)
+    events = broker.events
     if events is not None:
         events.counters_reset()
 
