@@ -73,7 +73,7 @@ CONVERTED = [
     "broker/server/events.py",
     "broker/server/admin_service/handler.py",
     "broker/server/admin_service/metrics.py",
-    "broker/admin/actions.py",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "broker" / "admin" / "actions").glob("*.py")),
     "broker/management/commands/imqcmd.py",
     "broker/management/commands/runbroker.py",
     "broker/management/commands/up.py",

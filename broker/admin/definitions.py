@@ -25,13 +25,9 @@ from typing import Any
 
 from broker.protocol.types import DEST_TOPIC
 
-from .actions import (
-    ActionError,
-    dest_kind,
-    dest_type_code,
-    list_destinations,
-    record_change,
-)
+from .actions import ActionError, record_change
+from .actions.common import dest_kind, dest_type_code
+from .actions.destinations import list_destinations
 from .remote import BrokerAdmin
 
 FORMAT = "openmq-py definitions"

@@ -25,7 +25,57 @@ from rest_framework.permissions import AllowAny, IsAuthenticated
 from rest_framework.response import Response
 from rest_framework.views import APIView
 
-from broker.admin import actions, cluster_actions, ha_actions, security_actions
+from broker.admin import security_actions
+from broker.admin.actions.broker_info import (
+    broker_properties,
+    pause_broker,
+    query_broker,
+    quiesce_broker,
+    reload_access_control,
+    restart_broker,
+    resume_broker,
+    shutdown_broker,
+    unquiesce_broker,
+    update_broker,
+)
+from broker.admin.actions.cluster import list_brokers, reload_cluster
+from broker.admin.actions.connections import destroy_connection, list_connections, query_connection
+from broker.admin.actions.consumers import list_consumers, list_producers
+from broker.admin.actions.destinations import (
+    compact_destination,
+    create_destination,
+    destroy_destination,
+    list_destinations,
+    page_destinations,
+    pause_destination,
+    purge_destination,
+    query_destination,
+    resume_destination,
+    update_destination,
+)
+from broker.admin.actions.durables import destroy_durable, list_durables, purge_durable
+from broker.admin.actions.ha import ha_broker_dict, ha_brokers_queryset
+from broker.admin.actions.log import log_records
+from broker.admin.actions.messages import delete_message, get_message, list_messages
+from broker.admin.actions.metrics import (
+    broker_metrics,
+    destination_metrics,
+    reset_metrics,
+    service_metrics,
+)
+from broker.admin.actions.services import (
+    list_services,
+    pause_service,
+    query_service,
+    resume_service,
+    update_service,
+)
+from broker.admin.actions.transactions import (
+    commit_transaction,
+    list_transactions,
+    query_transaction,
+    rollback_transaction,
+)
 from broker.protocol.types import TEMP_PREFIX
 from portal.auth import is_administrator
 
@@ -146,7 +196,7 @@ class BrokerView(AdminView):
         description="Version, instance, address, ports, memory state, services and counts.",
     )
     def get(self, request):
-        return Response(s.BrokerSerializer(actions.query_broker(self.admin)).data)
+        return Response(s.BrokerSerializer(query_broker(self.admin)).data)
 
     @doc(
         "Update broker properties",
@@ -157,20 +207,20 @@ class BrokerView(AdminView):
     )
     def patch(self, request):
         data = self.body(s.BrokerUpdateSerializer)
-        actions.update_broker(self.admin, self.actor, data["properties"])
-        return Response(s.BrokerSerializer(actions.query_broker(self.admin)).data)
+        update_broker(self.admin, self.actor, data["properties"])
+        return Response(s.BrokerSerializer(query_broker(self.admin)).data)
 
 
 class BrokerPropertiesView(AdminView):
     @doc("The broker's properties", s.BrokerPropertiesSerializer)
     def get(self, request):
-        return Response(s.BrokerPropertiesSerializer(actions.broker_properties(self.admin)).data)
+        return Response(s.BrokerPropertiesSerializer(broker_properties(self.admin)).data)
 
 
 class BrokerMetricsView(AdminView):
     @doc("The broker's metrics", s.MetricsSerializer)
     def get(self, request):
-        return Response(s.MetricsSerializer(actions.broker_metrics(self.admin)).data)
+        return Response(s.MetricsSerializer(broker_metrics(self.admin)).data)
 
 
 class ClusterBrokerListView(RowListView):
@@ -186,7 +236,7 @@ class ClusterBrokerListView(RowListView):
     )
     def get(self, request):
         q = self.query(s.ClusterBrokerQuerySerializer)
-        rows = cluster_actions.list_brokers(self.admin)
+        rows = list_brokers(self.admin)
         return self.page(rows, s.ClusterBrokerSerializer, q)
 
 
@@ -201,16 +251,16 @@ class ClusterReloadView(AdminView):
         "broker's reason when the list cannot be read (nothing changes).",
     )
     def post(self, request):
-        return Response(actions.reload_cluster(self.admin, self.actor))
+        return Response(reload_cluster(self.admin, self.actor))
 
 
 class HABrokerListView(QuerysetListView):
     filter_backends: list = []
     row_serializer = s.HABrokerSerializer
-    render = staticmethod(ha_actions.ha_broker_dict)
+    render = staticmethod(ha_broker_dict)
 
     def get_queryset(self):
-        return ha_actions.ha_brokers_queryset(self.request.query_params.get("cluster_id"))
+        return ha_brokers_queryset(self.request.query_params.get("cluster_id"))
 
     @doc(
         "List the brokers of the HA cluster",
@@ -241,40 +291,38 @@ def broker_operation(action, text: str, summary: str, description: str = ""):
 
 
 BrokerPauseView = broker_operation(
-    actions.pause_broker,
+    pause_broker,
     "paused the broker",
     "Pause the broker",
     "Pauses every NORMAL service: new client connections wait until resumed.",
 )
-BrokerResumeView = broker_operation(
-    actions.resume_broker, "resumed the broker", "Resume the broker"
-)
+BrokerResumeView = broker_operation(resume_broker, "resumed the broker", "Resume the broker")
 BrokerQuiesceView = broker_operation(
-    actions.quiesce_broker,
+    quiesce_broker,
     "quiesced the broker",
     "Quiesce the broker",
     "Refuses new client connections and lets the existing ones finish.",
 )
 BrokerUnquiesceView = broker_operation(
-    actions.unquiesce_broker, "unquiesced the broker", "Unquiesce the broker"
+    unquiesce_broker, "unquiesced the broker", "Unquiesce the broker"
 )
 BrokerShutdownView = broker_operation(
-    actions.shutdown_broker, "the broker is shutting down", "Shut the broker down"
+    shutdown_broker, "the broker is shutting down", "Shut the broker down"
 )
 BrokerRestartView = broker_operation(
-    actions.restart_broker, "the broker is restarting", "Restart the broker"
+    restart_broker, "the broker is restarting", "Restart the broker"
 )
 BrokerReloadAclView = broker_operation(
-    actions.reload_access_control,
+    reload_access_control,
     "reloaded the access control rules",
     "Reload access control",
     "Makes the broker read its access control rules again.",
 )
 BrokerResetMetricsView = broker_operation(
-    actions.reset_metrics, "reset the broker's metrics", "Reset the metrics"
+    reset_metrics, "reset the broker's metrics", "Reset the metrics"
 )
 BrokerCompactView = broker_operation(
-    lambda admin, actor: actions.compact_destination(admin, actor),
+    lambda admin, actor: compact_destination(admin, actor),
     "compacted the message store",
     "Compact the message store",
     "Reclaims the file store's free space for every destination.",
@@ -294,13 +342,13 @@ class ServiceListView(RowListView):
     @doc("List the services", s.ServiceSerializer(many=True), params=[s.ServiceQuerySerializer])
     def get(self, request):
         q = self.query(s.ServiceQuerySerializer)
-        return self.page(actions.list_services(self.admin), s.ServiceSerializer, q)
+        return self.page(list_services(self.admin), s.ServiceSerializer, q)
 
 
 class ServiceView(AdminView):
     @doc("Query a service", s.ServiceSerializer, params=[SERVICE_PARAM])
     def get(self, request, name):
-        return Response(s.ServiceSerializer(actions.query_service(self.admin, name)).data)
+        return Response(s.ServiceSerializer(query_service(self.admin, name)).data)
 
     @doc(
         "Update a service",
@@ -311,28 +359,28 @@ class ServiceView(AdminView):
     )
     def patch(self, request, name):
         data = self.body(s.ServiceUpdateSerializer)
-        actions.update_service(self.admin, self.actor, name, **data)
-        return Response(s.ServiceSerializer(actions.query_service(self.admin, name)).data)
+        update_service(self.admin, self.actor, name, **data)
+        return Response(s.ServiceSerializer(query_service(self.admin, name)).data)
 
 
 class ServicePauseView(AdminView):
     @doc("Pause a service", DONE, params=[SERVICE_PARAM])
     def post(self, request, name):
-        actions.pause_service(self.admin, self.actor, name)
+        pause_service(self.admin, self.actor, name)
         return done(f"paused service {name}")
 
 
 class ServiceResumeView(AdminView):
     @doc("Resume a service", DONE, params=[SERVICE_PARAM])
     def post(self, request, name):
-        actions.resume_service(self.admin, self.actor, name)
+        resume_service(self.admin, self.actor, name)
         return done(f"resumed service {name}")
 
 
 class ServiceMetricsView(AdminView):
     @doc("A service's metrics", s.MetricsSerializer, params=[SERVICE_PARAM])
     def get(self, request, name):
-        return Response(s.MetricsSerializer(actions.service_metrics(self.admin, name)).data)
+        return Response(s.MetricsSerializer(service_metrics(self.admin, name)).data)
 
 
 # ======================================================================================
@@ -361,7 +409,7 @@ class DestinationListView(RowListView):
         }
         if not q.get("temporary"):
             return self.broker_page(
-                lambda start, limit: actions.page_destinations(
+                lambda start, limit: page_destinations(
                     self.admin, start=start, limit=limit, name_contains=q.get("search"), **filters
                 ),
                 s.DestinationSerializer,
@@ -369,12 +417,12 @@ class DestinationListView(RowListView):
         # Only the temporary ones: the broker filters by name, and theirs all begin so.
         if not q.get("search"):
             return self.broker_page(
-                lambda start, limit: actions.page_destinations(
+                lambda start, limit: page_destinations(
                     self.admin, start=start, limit=limit, name_contains=TEMP_PREFIX, **filters
                 ),
                 s.DestinationSerializer,
             )
-        rows = actions.list_destinations(self.admin, name_contains=q["search"], **filters)
+        rows = list_destinations(self.admin, name_contains=q["search"], **filters)
         return self.page(rows, s.DestinationSerializer, where={"temporary": True})
 
     @doc(
@@ -385,17 +433,17 @@ class DestinationListView(RowListView):
     )
     def post(self, request):
         data = self.body(s.DestinationCreateSerializer)
-        actions.create_destination(
+        create_destination(
             self.admin, self.actor, data["type"], data["name"], data.get("attributes") or {}
         )
-        row = actions.query_destination(self.admin, data["type"], data["name"])
+        row = query_destination(self.admin, data["type"], data["name"])
         return Response(s.DestinationSerializer(row).data, status=status.HTTP_201_CREATED)
 
 
 class DestinationView(AdminView):
     @doc("Query a destination", s.DestinationSerializer, params=DEST_PARAMS)
     def get(self, request, type, name):
-        row = actions.query_destination(self.admin, dest_type(type), name)
+        row = query_destination(self.admin, dest_type(type), name)
         return Response(s.DestinationSerializer(row).data)
 
     @doc(
@@ -407,10 +455,8 @@ class DestinationView(AdminView):
     def patch(self, request, type, name):
         kind = dest_type(type)
         data = self.body(s.DestinationUpdateSerializer)
-        actions.update_destination(self.admin, self.actor, kind, name, data["attributes"])
-        return Response(
-            s.DestinationSerializer(actions.query_destination(self.admin, kind, name)).data
-        )
+        update_destination(self.admin, self.actor, kind, name, data["attributes"])
+        return Response(s.DestinationSerializer(query_destination(self.admin, kind, name)).data)
 
     @doc(
         "Destroy a destination",
@@ -420,14 +466,14 @@ class DestinationView(AdminView):
         description="Refused (400) for a temporary destination: it goes with its connection.",
     )
     def delete(self, request, type, name):
-        actions.destroy_destination(self.admin, self.actor, dest_type(type), name)
+        destroy_destination(self.admin, self.actor, dest_type(type), name)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class DestinationPurgeView(AdminView):
     @doc("Purge a destination's messages", DONE, params=DEST_PARAMS)
     def post(self, request, type, name):
-        actions.purge_destination(self.admin, self.actor, dest_type(type), name)
+        purge_destination(self.admin, self.actor, dest_type(type), name)
         return done(f"purged {type} {name}")
 
 
@@ -442,21 +488,21 @@ class DestinationPauseView(AdminView):
     def post(self, request, type, name):
         kind = dest_type(type)
         what = self.body(s.PauseSerializer)["what"]
-        actions.pause_destination(self.admin, self.actor, kind, name, what)
+        pause_destination(self.admin, self.actor, kind, name, what)
         return done(f"paused {what} of {type} {name}")
 
 
 class DestinationResumeView(AdminView):
     @doc("Resume a destination", DONE, params=DEST_PARAMS)
     def post(self, request, type, name):
-        actions.resume_destination(self.admin, self.actor, dest_type(type), name)
+        resume_destination(self.admin, self.actor, dest_type(type), name)
         return done(f"resumed {type} {name}")
 
 
 class DestinationCompactView(AdminView):
     @doc("Compact a destination's store", DONE, params=DEST_PARAMS)
     def post(self, request, type, name):
-        actions.compact_destination(self.admin, self.actor, dest_type(type), name)
+        compact_destination(self.admin, self.actor, dest_type(type), name)
         return done(f"compacted {type} {name}")
 
 
@@ -464,21 +510,21 @@ class DestinationMetricsView(AdminView):
     @doc("A destination's metrics", s.MetricsSerializer, params=DEST_PARAMS)
     def get(self, request, type, name):
         return Response(
-            s.MetricsSerializer(actions.destination_metrics(self.admin, dest_type(type), name)).data
+            s.MetricsSerializer(destination_metrics(self.admin, dest_type(type), name)).data
         )
 
 
 class DestinationConsumersView(RowListView):
     @doc("A destination's consumers", s.ConsumerSerializer(many=True), params=DEST_PARAMS)
     def get(self, request, type, name):
-        rows = actions.list_consumers(self.admin, dest_type(type), name)
+        rows = list_consumers(self.admin, dest_type(type), name)
         return self.page(rows, s.ConsumerSerializer)
 
 
 class DestinationProducersView(RowListView):
     @doc("A destination's producers", s.ProducerSerializer(many=True), params=DEST_PARAMS)
     def get(self, request, type, name):
-        rows = actions.list_producers(self.admin, dest_type(type), name)
+        rows = list_producers(self.admin, dest_type(type), name)
         return self.page(rows, s.ProducerSerializer)
 
 
@@ -498,7 +544,7 @@ class DestinationMessagesView(AdminView):
     def get(self, request, type, name):
         kind = dest_type(type)
         q = self.query(s.MessageQuerySerializer)
-        rows = actions.list_messages(
+        rows = list_messages(
             self.admin, name, kind, start=q["start"], limit=q["limit"], mq_type=q.get("mq_type")
         )
         return Response(
@@ -511,12 +557,12 @@ class DestinationMessagesView(AdminView):
 class MessageView(AdminView):
     @doc("One message", s.MessageSerializer, params=[*DEST_PARAMS, MESSAGE_PARAM])
     def get(self, request, type, name, msg_id):
-        row = actions.get_message(self.admin, name, msg_id, dest_type(type))
+        row = get_message(self.admin, name, msg_id, dest_type(type))
         return Response(s.MessageSerializer(row).data)
 
     @doc("Delete one message", None, code=204, params=[*DEST_PARAMS, MESSAGE_PARAM])
     def delete(self, request, type, name, msg_id):
-        actions.delete_message(self.admin, self.actor, name, msg_id, dest_type(type))
+        delete_message(self.admin, self.actor, name, msg_id, dest_type(type))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -538,14 +584,14 @@ class ConnectionListView(RowListView):
     )
     def get(self, request):
         q = self.query(s.ConnectionQuerySerializer)
-        rows = actions.list_connections(self.admin, q.get("service"))
+        rows = list_connections(self.admin, q.get("service"))
         return self.page(rows, s.ConnectionSerializer, q)
 
 
 class ConnectionView(AdminView):
     @doc("Query a connection", s.ConnectionSerializer, params=[CXN_PARAM])
     def get(self, request, id):
-        return Response(s.ConnectionSerializer(actions.query_connection(self.admin, id)).data)
+        return Response(s.ConnectionSerializer(query_connection(self.admin, id)).data)
 
     @doc(
         "Destroy a connection",
@@ -555,7 +601,7 @@ class ConnectionView(AdminView):
         description="The client is sent GOODBYE and the connection closed.",
     )
     def delete(self, request, id):
-        actions.destroy_connection(self.admin, self.actor, id)
+        destroy_connection(self.admin, self.actor, id)
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
@@ -584,7 +630,7 @@ class DurableListView(RowListView):
     )
     def get(self, request):
         q = self.query(s.DurableQuerySerializer)
-        rows = actions.list_durables(self.admin, q.get("topic"))
+        rows = list_durables(self.admin, q.get("topic"))
         return self.page(rows, s.DurableSerializer, q)
 
 
@@ -592,21 +638,21 @@ class DurableView(AdminView):
     @doc("Query a durable subscription", s.DurableSerializer, params=DURABLE_PARAMS)
     def get(self, request, client_id, name):
         cid = _client_id(client_id) or ""
-        for row in actions.list_durables(self.admin):
+        for row in list_durables(self.admin):
             if row["name"] == name and row["client_id"] == cid:
                 return Response(s.DurableSerializer(row).data)
         raise exceptions.NotFound(f"no durable subscription {name} (client ID {client_id})")
 
     @doc("Destroy a durable subscription", None, code=204, params=DURABLE_PARAMS)
     def delete(self, request, client_id, name):
-        actions.destroy_durable(self.admin, self.actor, name, _client_id(client_id))
+        destroy_durable(self.admin, self.actor, name, _client_id(client_id))
         return Response(status=status.HTTP_204_NO_CONTENT)
 
 
 class DurablePurgeView(AdminView):
     @doc("Purge a durable subscription's messages", DONE, params=DURABLE_PARAMS)
     def post(self, request, client_id, name):
-        actions.purge_durable(self.admin, self.actor, name, _client_id(client_id))
+        purge_durable(self.admin, self.actor, name, _client_id(client_id))
         return done(f"purged durable subscription {name} (client ID {client_id})")
 
 
@@ -629,7 +675,7 @@ class TransactionListView(RowListView):
         q = self.query(s.TransactionQuerySerializer)
         state = q.get("state")
         return self.page(
-            actions.list_transactions(self.admin),
+            list_transactions(self.admin),
             s.TransactionSerializer,
             q,
             where={"state": state.upper() if state else None},
@@ -639,7 +685,7 @@ class TransactionListView(RowListView):
 class TransactionView(AdminView):
     @doc("Query a transaction", s.TransactionSerializer, params=[TXN_PARAM])
     def get(self, request, id):
-        return Response(s.TransactionSerializer(actions.query_transaction(self.admin, id)).data)
+        return Response(s.TransactionSerializer(query_transaction(self.admin, id)).data)
 
 
 class TransactionCommitView(AdminView):
@@ -647,14 +693,14 @@ class TransactionCommitView(AdminView):
         "Commit a transaction", DONE, params=[TXN_PARAM], description="An in-doubt (PREPARED) one."
     )
     def post(self, request, id):
-        actions.commit_transaction(self.admin, self.actor, id)
+        commit_transaction(self.admin, self.actor, id)
         return done(f"committed transaction {id}")
 
 
 class TransactionRollbackView(AdminView):
     @doc("Roll a transaction back", DONE, params=[TXN_PARAM])
     def post(self, request, id):
-        actions.rollback_transaction(self.admin, self.actor, id)
+        rollback_transaction(self.admin, self.actor, id)
         return done(f"rolled back transaction {id}")
 
 
@@ -895,7 +941,7 @@ class LogListView(QuerysetListView):
     row_serializer = s.LogRecordSerializer
 
     def get_queryset(self):
-        return actions.log_records()
+        return log_records()
 
     @doc(
         "List the log records",

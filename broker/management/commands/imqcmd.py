@@ -25,6 +25,52 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, DjangoHelpFormatter
 
 from broker import props as imq
+from broker.admin.actions.broker_info import (
+    pause_broker,
+    query_broker,
+    quiesce_broker,
+    reload_access_control,
+    restart_broker,
+    resume_broker,
+    shutdown_broker,
+    unquiesce_broker,
+    update_broker,
+)
+from broker.admin.actions.cluster import list_brokers, reload_cluster
+from broker.admin.actions.connections import destroy_connection, list_connections, query_connection
+from broker.admin.actions.consumers import list_consumers
+from broker.admin.actions.destinations import (
+    compact_destination,
+    create_destination,
+    destroy_destination,
+    list_destinations,
+    pause_destination,
+    purge_destination,
+    query_destination,
+    resume_destination,
+    update_destination,
+)
+from broker.admin.actions.durables import destroy_durable, list_durables, purge_durable
+from broker.admin.actions.ha import takeover_broker
+from broker.admin.actions.metrics import (
+    broker_metrics,
+    destination_metrics,
+    reset_metrics,
+    service_metrics,
+)
+from broker.admin.actions.services import (
+    list_services,
+    pause_service,
+    query_service,
+    resume_service,
+    update_service,
+)
+from broker.admin.actions.transactions import (
+    commit_transaction,
+    list_transactions,
+    query_transaction,
+    rollback_transaction,
+)
 
 from .imqtxn import parse_broker, read_passfile
 
@@ -538,7 +584,6 @@ class Command(BaseCommand):
     # -- broker --------------------------------------------------------------------------
 
     def list_bkr(self, admin) -> None:
-        from broker.admin.cluster_actions import list_brokers
 
         rows = list_brokers(admin)
         self.say("Listing all the brokers in the cluster that the following broker is a member of:")
@@ -577,9 +622,8 @@ class Command(BaseCommand):
         self.done()
 
     def query_bkr(self, admin) -> None:
-        from broker.admin import actions
 
-        info = actions.query_broker(admin)
+        info = query_broker(admin)
         props = info["properties"]
         self.say("Querying the broker specified by:")
         self.say()
@@ -660,7 +704,6 @@ class Command(BaseCommand):
         self.done()
 
     def update_bkr(self, admin) -> None:
-        from broker.admin import actions
 
         self.say("Updating the broker specified by:")
         self.say()
@@ -668,7 +711,7 @@ class Command(BaseCommand):
         self.pairs(list(self.attrs.items()))
         self.say()
         self.confirm("Are you sure you want to update the broker?")
-        actions.update_broker(admin, self.actor, self.attrs)
+        update_broker(admin, self.actor, self.attrs)
         self.done()
 
     def _broker_op(self, question: str | None, doing: str, action: Callable[..., None]) -> None:
@@ -681,110 +724,98 @@ class Command(BaseCommand):
         self.done()
 
     def pause_bkr(self, admin) -> None:
-        from broker.admin import actions
 
         self._broker_op(
             "Are you sure you want to pause the broker?",
             "Pausing",
-            lambda: actions.pause_broker(admin, self.actor),
+            lambda: pause_broker(admin, self.actor),
         )
 
     def resume_bkr(self, admin) -> None:
-        from broker.admin import actions
 
-        self._broker_op(None, "Resuming", lambda: actions.resume_broker(admin, self.actor))
+        self._broker_op(None, "Resuming", lambda: resume_broker(admin, self.actor))
 
     def quiesce_bkr(self, admin) -> None:
-        from broker.admin import actions
 
         self._broker_op(
             "Are you sure you want to quiesce the broker?",
             "Quiescing",
-            lambda: actions.quiesce_broker(admin, self.actor),
+            lambda: quiesce_broker(admin, self.actor),
         )
 
     def unquiesce_bkr(self, admin) -> None:
-        from broker.admin import actions
 
         self._broker_op(
             "Are you sure you want to unquiesce the broker?",
             "Unquiescing",
-            lambda: actions.unquiesce_broker(admin, self.actor),
+            lambda: unquiesce_broker(admin, self.actor),
         )
 
     def shutdown_bkr(self, admin) -> None:
-        from broker.admin import actions
 
         self._broker_op(
             "Are you sure you want to shutdown the broker?",
             "Shutting down",
-            lambda: actions.shutdown_broker(
+            lambda: shutdown_broker(
                 admin, self.actor, no_failover=bool(self.opts.get("nofailover"))
             ),
         )
 
     def takeover_bkr(self, admin) -> None:
-        from broker.admin import actions
 
         target = self.opts["name"]
         self._broker_op(
             f"Are you sure you want to take over broker {target}?",
             f"Taking over broker {target} with",
-            lambda: actions.takeover_broker(admin, self.actor, target),
+            lambda: takeover_broker(admin, self.actor, target),
         )
 
     def restart_bkr(self, admin) -> None:
-        from broker.admin import actions
 
         self._broker_op(
             "Are you sure you want to restart the broker?",
             "Restarting",
-            lambda: actions.restart_broker(admin, self.actor),
+            lambda: restart_broker(admin, self.actor),
         )
 
     def reset_bkr(self, admin) -> None:
-        from broker.admin import actions
 
         self._broker_op(
             "Are you sure you want to reset the metrics of the broker?",
             "Resetting",
-            lambda: actions.reset_metrics(admin, self.actor),
+            lambda: reset_metrics(admin, self.actor),
         )
 
     def reload_cls(self, admin) -> None:
-        from broker.admin import actions
 
         self.say("Reloading the cluster configuration of the cluster the following broker is")
         self.say("a member of:")
         self.say()
         self.broker_info()
-        changed = actions.reload_cluster(admin, self.actor)
+        changed = reload_cluster(admin, self.actor)
         for what in ("added", "removed"):
             if changed[what]:
                 self.say(f"Brokers {what}: {', '.join(changed[what])}")
         self.done()
 
     def reload_acl(self, admin) -> None:
-        from broker.admin import actions
 
         self._broker_op(
             None,
             "Reloading the access control rules of",
-            lambda: actions.reload_access_control(admin, self.actor),
+            lambda: reload_access_control(admin, self.actor),
         )
 
     # -- metrics -------------------------------------------------------------------------
 
     def metrics_bkr(self, admin) -> None:
-        from broker.admin import actions
 
         self.say("Listing metrics for the broker specified by:")
         self.say()
         self.broker_info()
-        self._metrics(lambda: actions.broker_metrics(admin), self._counter_table, self._counter_row)
+        self._metrics(lambda: broker_metrics(admin), self._counter_table, self._counter_row)
 
     def metrics_svc(self, admin) -> None:
-        from broker.admin import actions
 
         name = self.opts["name"]
         self.say("Listing metrics for the service:")
@@ -794,12 +825,9 @@ class Command(BaseCommand):
         self.say("On the broker specified by:")
         self.say()
         self.broker_info()
-        self._metrics(
-            lambda: actions.service_metrics(admin, name), self._counter_table, self._counter_row
-        )
+        self._metrics(lambda: service_metrics(admin, name), self._counter_table, self._counter_row)
 
     def metrics_dst(self, admin) -> None:
-        from broker.admin import actions
 
         name, kind, _ = self.dest()
         self.say("Listing metrics for the destination:")
@@ -810,7 +838,7 @@ class Command(BaseCommand):
         self.say()
         self.broker_info()
         self._metrics(
-            lambda: actions.destination_metrics(admin, kind, name),
+            lambda: destination_metrics(admin, kind, name),
             self._dest_metric_table,
             self._dest_metric_row,
         )
@@ -992,9 +1020,8 @@ class Command(BaseCommand):
         return f"{svc['port']} ({'dynamic' if svc['dynamic_port'] else 'static'})"
 
     def list_svc(self, admin) -> None:
-        from broker.admin import actions
 
-        rows = actions.list_services(admin)
+        rows = list_services(admin)
         self.say("Listing all the services on the broker specified by:")
         self.say()
         self.broker_info()
@@ -1005,9 +1032,8 @@ class Command(BaseCommand):
         self.done()
 
     def query_svc(self, admin) -> None:
-        from broker.admin import actions
 
-        s = actions.query_service(admin, self.opts["name"])
+        s = query_service(admin, self.opts["name"])
         self.say("Querying the service where:")
         self.say()
         self.show(self._one("Service Name", s["name"]))
@@ -1032,7 +1058,6 @@ class Command(BaseCommand):
         self.done()
 
     def update_svc(self, admin) -> None:
-        from broker.admin import actions
 
         name = self.opts["name"]
         values: dict[str, int] = {}
@@ -1057,11 +1082,10 @@ class Command(BaseCommand):
         self.pairs(list(self.attrs.items()))
         self.say()
         self.confirm(f"Are you sure you want to update the service {name}?")
-        actions.update_service(admin, self.actor, name, **values)
+        update_service(admin, self.actor, name, **values)
         self.done()
 
     def pause_svc(self, admin) -> None:
-        from broker.admin import actions
 
         name = self.opts["name"]
         self.say("Pausing the service where:")
@@ -1072,11 +1096,10 @@ class Command(BaseCommand):
         self.say()
         self.broker_info()
         self.confirm(f"Are you sure you want to pause the service {name}?")
-        actions.pause_service(admin, self.actor, name)
+        pause_service(admin, self.actor, name)
         self.done()
 
     def resume_svc(self, admin) -> None:
-        from broker.admin import actions
 
         name = self.opts["name"]
         self.say("Resuming the service where:")
@@ -1086,16 +1109,15 @@ class Command(BaseCommand):
         self.say("On the broker specified by:")
         self.say()
         self.broker_info()
-        actions.resume_service(admin, self.actor, name)
+        resume_service(admin, self.actor, name)
         self.done()
 
     # -- connections ---------------------------------------------------------------------
 
     def list_cxn(self, admin) -> None:
-        from broker.admin import actions
 
         service = self.opts["service"]
-        rows = actions.list_connections(admin, service)
+        rows = list_connections(admin, service)
         if service:
             self.say("Listing all the connections on the service where:")
             self.say()
@@ -1124,9 +1146,8 @@ class Command(BaseCommand):
         self.done()
 
     def query_cxn(self, admin) -> None:
-        from broker.admin import actions
 
-        c = actions.query_connection(admin, int(self.opts["name"]))
+        c = query_connection(admin, int(self.opts["name"]))
         self.say("Querying the connection where:")
         self.say()
         self.show(self._one("Connection ID", self.opts["name"]))
@@ -1151,7 +1172,6 @@ class Command(BaseCommand):
         self.done()
 
     def destroy_cxn(self, admin) -> None:
-        from broker.admin import actions
 
         cid = int(self.opts["name"])
         self.say("Destroying the connection where:")
@@ -1162,7 +1182,7 @@ class Command(BaseCommand):
         self.say()
         self.broker_info()
         self.confirm(f"Are you sure you want to destroy the connection {cid}?")
-        actions.destroy_connection(admin, self.actor, cid)
+        destroy_connection(admin, self.actor, cid)
         self.done()
 
     # -- destinations --------------------------------------------------------------------
@@ -1183,10 +1203,9 @@ class Command(BaseCommand):
         self.broker_info()
 
     def list_dst(self, admin) -> None:
-        from broker.admin import actions
 
         kind = self.opts["dest_type"]
-        rows = actions.list_destinations(admin, kind=kind, show_temporary=self.opts["temporary"])
+        rows = list_destinations(admin, kind=kind, show_temporary=self.opts["temporary"])
         self.say("Listing all the destinations on the broker specified by:")
         self.say()
         self.broker_info()
@@ -1236,10 +1255,9 @@ class Command(BaseCommand):
         self.done()
 
     def list_cns(self, admin) -> None:
-        from broker.admin import actions
 
         name, kind, _ = self.dest()
-        rows = actions.list_consumers(admin, kind, name)
+        rows = list_consumers(admin, kind, name)
         self._dest_header("Listing the consumers of")
         table = Table(8, 3).title(
             ("Consumer ID", "Connection ID", "User", "Host", "Ack Mode", "Selector",
@@ -1262,10 +1280,9 @@ class Command(BaseCommand):
         self.done()
 
     def query_dst(self, admin) -> None:
-        from broker.admin import actions
 
         name, kind, _ = self.dest()
-        d = actions.query_destination(admin, kind, name)
+        d = query_destination(admin, kind, name)
         a = d["attributes"] or {}
         self._dest_header("Querying")
         items: list[tuple[str, object]] = [
@@ -1318,7 +1335,6 @@ class Command(BaseCommand):
         self.done()
 
     def create_dst(self, admin) -> None:
-        from broker.admin import actions
 
         name, kind, _ = self.dest()
         self._dest_header("Creating")
@@ -1326,11 +1342,10 @@ class Command(BaseCommand):
             self.say("With the attributes:")
             self.pairs(list(self.attrs.items()))
             self.say()
-        actions.create_destination(admin, self.actor, kind, name, self.attrs)
+        create_destination(admin, self.actor, kind, name, self.attrs)
         self.done()
 
     def update_dst(self, admin) -> None:
-        from broker.admin import actions
 
         name, kind, what = self.dest()
         self._dest_header("Updating")
@@ -1338,68 +1353,62 @@ class Command(BaseCommand):
         self.pairs(list(self.attrs.items()))
         self.say()
         self.confirm(f"Are you sure you want to update this {what}: {name}?")
-        actions.update_destination(admin, self.actor, kind, name, self.attrs)
+        update_destination(admin, self.actor, kind, name, self.attrs)
         self.done()
 
     def destroy_dst(self, admin) -> None:
-        from broker.admin import actions
 
         name, kind, what = self.dest()
         self._dest_header("Destroying")
         self.confirm(f"Are you sure you want to destroy this {what}: {name}?")
-        actions.destroy_destination(admin, self.actor, kind, name)
+        destroy_destination(admin, self.actor, kind, name)
         self.done()
 
     def purge_dst(self, admin) -> None:
-        from broker.admin import actions
 
         name, kind, what = self.dest()
         self._dest_header("Purging")
         self.confirm(f"Are you sure you want to purge this {what}: {name}?")
-        actions.purge_destination(admin, self.actor, kind, name)
+        purge_destination(admin, self.actor, kind, name)
         self.done()
 
     def pause_dst(self, admin) -> None:
-        from broker.admin import actions
 
         name, kind, what = self.dest()
         pst = self.opts["pause_type"]
         self._dest_header(f"Pausing ({pst})")
         self.confirm(f"Are you sure you want to pause ({pst}) this {what}: {name}?")
-        actions.pause_destination(admin, self.actor, kind, name, pst.lower())
+        pause_destination(admin, self.actor, kind, name, pst.lower())
         self.done()
 
     def resume_dst(self, admin) -> None:
-        from broker.admin import actions
 
         name, kind, _ = self.dest()
         self._dest_header("Resuming")
-        actions.resume_destination(admin, self.actor, kind, name)
+        resume_destination(admin, self.actor, kind, name)
         self.done()
 
     def compact_dst(self, admin) -> None:
-        from broker.admin import actions
 
         if self.opts["name"]:
             name, kind, what = self.dest()
             self._dest_header("Compacting")
             self.confirm(f"Are you sure you want to compact this {what}: {name}?")
-            actions.compact_destination(admin, self.actor, kind, name)
+            compact_destination(admin, self.actor, kind, name)
         else:
             self.say("Compacting all the destinations on the broker specified by:")
             self.say()
             self.broker_info()
             self.confirm("Are you sure you want to compact all the destinations?")
-            actions.compact_destination(admin, self.actor)
+            compact_destination(admin, self.actor)
         self.done()
 
     # -- durable subscriptions ---------------------------------------------------------
 
     def list_dur(self, admin) -> None:
-        from broker.admin import actions
 
         topic = self.opts["topic"]
-        rows = actions.list_durables(admin, topic)
+        rows = list_durables(admin, topic)
         if topic:
             self.say(f"Listing all the durable subscriptions on the topic: {topic}")
         else:
@@ -1429,21 +1438,19 @@ class Command(BaseCommand):
         self.broker_info()
 
     def purge_dur(self, admin) -> None:
-        from broker.admin import actions
 
         name, cid = self.opts["name"], self.opts["client_id"]
         self._dur_header("Purging all the messages of")
         self.confirm(f"Are you sure you want to purge the durable subscription {name} ({cid})?")
-        actions.purge_durable(admin, self.actor, name, cid)
+        purge_durable(admin, self.actor, name, cid)
         self.done()
 
     def destroy_dur(self, admin) -> None:
-        from broker.admin import actions
 
         name, cid = self.opts["name"], self.opts["client_id"]
         self._dur_header("Destroying")
         self.confirm(f"Are you sure you want to destroy the durable subscription {name} ({cid})?")
-        actions.destroy_durable(admin, self.actor, name, cid)
+        destroy_durable(admin, self.actor, name, cid)
         self.done()
 
     # -- transactions ------------------------------------------------------------------
@@ -1456,9 +1463,8 @@ class Command(BaseCommand):
         return when.strftime("%Y-%m-%d %H:%M:%S UTC")
 
     def list_txn(self, admin) -> None:
-        from broker.admin import actions
 
-        rows = actions.list_transactions(admin)
+        rows = list_transactions(admin)
         self.say("Listing all the transactions on the broker specified by:")
         self.say()
         self.broker_info()
@@ -1492,9 +1498,8 @@ class Command(BaseCommand):
         self.broker_info()
 
     def query_txn(self, admin) -> None:
-        from broker.admin import actions
 
-        t = actions.query_transaction(admin, int(self.opts["name"]))
+        t = query_transaction(admin, int(self.opts["name"]))
         self._txn_header("Querying")
         self.pairs(
             [
@@ -1513,19 +1518,17 @@ class Command(BaseCommand):
         self.done()
 
     def commit_txn(self, admin) -> None:
-        from broker.admin import actions
 
         tid = int(self.opts["name"])
         self._txn_header("Committing")
         self.confirm(f"Are you sure you want to commit the transaction {tid}?")
-        actions.commit_transaction(admin, self.actor, tid)
+        commit_transaction(admin, self.actor, tid)
         self.done()
 
     def rollback_txn(self, admin) -> None:
-        from broker.admin import actions
 
         tid = int(self.opts["name"])
         self._txn_header("Rolling back")
         self.confirm(f"Are you sure you want to roll back the transaction {tid}?")
-        actions.rollback_transaction(admin, self.actor, tid)
+        rollback_transaction(admin, self.actor, tid)
         self.done()
