@@ -75,6 +75,7 @@ CONVERTED = [
     "broker/server/admin_service/metrics.py",
     *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "broker" / "admin" / "actions").glob("*.py")),
     "broker/management/commands/imqcmd.py",
+    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "broker" / "admin" / "imqcmd").glob("*.py")),
     "broker/management/commands/runbroker.py",
     "broker/management/commands/up.py",
     "broker/management/commands/imqtxn.py",
