@@ -120,10 +120,6 @@ ALLOWED: dict[tuple[str, str], str] = {
     ("broker.admin.workflows", "broker.core.selector"): (
         "delete/move by selector validates the selector with the broker's own parser"
     ),
-    ("broker.admin.definitions", "broker.server.admin_service.handler"): (
-        "import checks broker properties against the admin service's RUNTIME_PROPERTIES "
-        "and property_value_problem"
-    ),
 }
 
 
