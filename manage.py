@@ -7,7 +7,10 @@ import sys
 
 def main() -> None:
     """Run administrative tasks."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+    from broker.commandlines import settings_module
+
+    # The broker process (runbroker) under its own settings, the rest under the portal's.
+    os.environ["DJANGO_SETTINGS_MODULE"] = settings_module(sys.argv[1] if sys.argv[1:] else None)
     try:
         from django.core.management import execute_from_command_line
     except ImportError as exc:

@@ -23,6 +23,8 @@ __all__ = [
     "CELERY_APP",
     "LOOPBACK",
     "MANAGE_PY",
+    "BROKER_SETTINGS",
+    "PORTAL_SETTINGS",
     "broker_command",
     "celery_beat_command",
     "celery_command",
@@ -30,6 +32,7 @@ __all__ = [
     "java_problem",
     "manage_command",
     "portal_command",
+    "settings_module",
     "ums_gateway_command",
 ]
 
@@ -38,6 +41,22 @@ MANAGE_PY = str(ROOT / "manage.py")
 LOOPBACK = "127.0.0.1"
 ASGI_APPLICATION = "portal.asgi:application"  # the portal and the UMS gateway serve it
 CELERY_APP = "portal"  # portal/celery.py
+# The broker process runs under its own Django settings; every other process under the
+# portal's, which extend them.
+BROKER_SETTINGS = "broker.settings"
+PORTAL_SETTINGS = "portal.settings"
+
+
+def settings_module(command: str | None) -> str:
+    """The settings module a ``manage.py`` command runs under: the broker's for
+    ``runbroker``, the portal's for every other.  A module of the operator's that the
+    environment's ``DJANGO_SETTINGS_MODULE`` names wins; ours are chosen by the command,
+    whichever of them the environment names (the test process runs under the portal's,
+    as pytest-django sets it, and the brokers it starts inherit its environment)."""
+    named = os.environ.get("DJANGO_SETTINGS_MODULE")
+    if named and named not in (BROKER_SETTINGS, PORTAL_SETTINGS):
+        return named
+    return BROKER_SETTINGS if command == "runbroker" else PORTAL_SETTINGS
 
 
 def manage_command(*args: str, python: str | None = None) -> list[str]:

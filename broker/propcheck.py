@@ -1,4 +1,6 @@
-"""The broker's configuration checked against what it honours, said once at start.
+"""The broker's configuration checked against what it honours, said once at start; and
+a value an administrator gives a property at run time checked before it is sent
+(:func:`property_value_problem`).
 
 Each property set in ``config.properties``, on the command line (``-D``) or in the
 cluster configuration file that this broker does not honour gets one WARNING naming it
@@ -17,9 +19,17 @@ import logging
 from typing import NamedTuple
 
 from broker import props
-from broker.config import DEFAULTS, BrokerConfig
+from broker.config import DEFAULTS, BrokerConfig, ConfigError
+from broker.logsetup import parse_level
+from broker.protocol.dest_attributes import LIMIT_BEHAVIORS
 
-__all__ = ["Finding", "findings", "warn_unhonoured", "why_not_honoured"]
+__all__ = [
+    "Finding",
+    "findings",
+    "property_value_problem",
+    "warn_unhonoured",
+    "why_not_honoured",
+]
 
 log = logging.getLogger("broker.config")
 
@@ -72,3 +82,39 @@ def warn_unhonoured(config: BrokerConfig) -> list[Finding]:
     for finding in found:
         log.warning("%s", finding)
     return found
+
+
+def property_value_problem(name: str, kind: str, value: str) -> str | None:
+    """Why ``value`` is not usable for broker property ``name`` (None if it is), ``kind``
+    being its kind in :data:`broker.props.RUNTIME_PROPERTIES`."""
+    probe = BrokerConfig({name: value})
+    text = value.strip()
+    declared = props.declared().get(name)
+    try:
+        if kind in ("count", "size") and declared is not None:
+            # Read as the broker reads it at start (broker/props.py: Limit, Size).
+            probe.get(declared)
+        elif kind == "bool":
+            if text.lower() not in ("true", "false"):
+                return f"{name}: {value!r} is not true or false"
+        elif kind in ("int", "count", "positive", "port"):
+            number = probe.get_int(name, 0)
+            if kind == "count" and number < -1:
+                return f"{name}: {number} is negative (use -1 for unlimited)"
+            if kind == "positive" and number < 1:
+                return f"{name}: must be at least 1"
+            if kind == "port" and not 0 < number < 65536:
+                return f"{name}: {number} is not a port number"
+        elif kind == "size":
+            probe.get_size(name, 0)
+        elif kind == "level":
+            parse_level(text)
+        elif kind == "behavior":
+            if text not in LIMIT_BEHAVIORS:
+                return f"{name}: {value!r} is not one of {', '.join(LIMIT_BEHAVIORS)}"
+        elif kind == "policy":
+            if text.lower() not in ("single", "failover", "round-robin"):
+                return f"{name}: {value!r} is not single, failover or round-robin"
+    except (ConfigError, ValueError) as exc:
+        return str(exc) if name in str(exc) else f"{name}: {exc}"
+    return None

@@ -1021,3 +1021,49 @@ def listed_defaults() -> dict[str, str]:
     out = {p.name: p.default for p in _DECLARED.values() if p.listed and p.default is not None}
     out.update(_service_defaults())
     return out  # type: ignore[return-value]
+
+
+# --------------------------------------------------------------------------------------
+# What an administrator may change at run time (admin UPDATE_BROKER_PROPS; imqcmd update
+# bkr; the definitions an import applies; a value's check: broker/propcheck.py
+# property_value_problem)
+# --------------------------------------------------------------------------------------
+
+# Broker properties UPDATE_BROKER_PROPS may change at run time, with their value kind
+# (imqcmd update bkr's list, plus the other auto-creation defaults and housekeeping
+# settings the broker reads live).
+RUNTIME_PROPERTIES: dict[str, str] = {
+    AUTOCREATE_QUEUE.name: "bool",
+    AUTOCREATE_TOPIC.name: "bool",
+    AUTOCREATE_REAPTIME.name: "int",
+    AUTOCREATE_QUEUE_MAX_ACTIVE.name: "count",
+    AUTOCREATE_QUEUE_MAX_BACKUP.name: "count",
+    AUTOCREATE_QUEUE_FLOW_LIMIT.name: "count",
+    AUTOCREATE_TOPIC_FLOW_LIMIT.name: "count",
+    AUTOCREATE_TOPIC_MAX_SHARED.name: "count",
+    AUTOCREATE_TOPIC_SHARED_FLOW_LIMIT.name: "count",
+    AUTOCREATE_DEST_ATTRIBUTES["maxNumMsgs"].name: "count",
+    AUTOCREATE_DEST_ATTRIBUTES["maxTotalMsgBytes"].name: "size",
+    AUTOCREATE_DEST_ATTRIBUTES["maxBytesPerMsg"].name: "size",
+    AUTOCREATE_DEST_ATTRIBUTES["maxNumProducers"].name: "count",
+    AUTOCREATE_DEST_ATTRIBUTES["maxDeliveryCount"].name: "count",
+    AUTOCREATE_DEST_ATTRIBUTES["limitBehavior"].name: "behavior",
+    AUTOCREATE_USE_DMQ.name: "bool",
+    AUTOCREATE_DEST_ATTRIBUTES["isLocalOnly"].name: "bool",
+    QUEUE_DELIVERY_POLICY.name: "policy",
+    SYSTEM_MAX_COUNT.name: "count",
+    SYSTEM_MAX_SIZE.name: "size",
+    MESSAGE_MAX_SIZE.name: "size",
+    EXPIRATION_INTERVAL.name: "positive",
+    DMQ_TRUNCATE_BODY.name: "bool",
+    LOG_DEAD_MSGS.name: "bool",
+    TRANSACTION_AUTOROLLBACK.name: "bool",
+    LOG_LEVEL.name: "level",
+    LOG_ROLLOVER_SECS.name: "int",
+    LOG_ROLLOVER_BYTES.name: "size",
+    LOG_ROLLOVER_SIZE.name: "size",
+    PORTMAPPER_PORT.name: "port",
+    SWAP_THRESHOLD.name: "int",  # (broker/server/paging.py RUNTIME)
+    SWAP_MIN_FREE.name: "size",
+    PERSIST_MIN_FREE.name: "size",
+}

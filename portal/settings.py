@@ -1,18 +1,9 @@
-"""Django settings for the portal and the broker, read from the environment.
+"""Django settings of the portal and of every process but the broker (the REST API,
+the UMS gateway, Celery, imqcmd and the other commands), read from the environment.
+They extend the broker's (broker/settings.py: the database, DATABASE_URL, REDIS_URL,
+IMQ_VARHOME, IMQ_INSTANCE, IMQ_PORT, IMQ_JMS_PORT, IMQ_ADMIN_PORT, METRICS_RAW_URL,
+DJANGO_SECRET_KEY, DJANGO_DEBUG, ALLOWED_HOSTS) with these:
 
-DATABASE_URL        database (default: SQLite at <BASE_DIR>/var/db.sqlite3)
-DJANGO_SECRET_KEY   secret key (a development default is used when unset)
-DJANGO_DEBUG        "1"/"true"/"yes"/"on" for debug mode
-ALLOWED_HOSTS       comma-separated host names
-REDIS_URL           Redis (redis://host:port/db) for Celery and the Channels layer:
-                    set, CHANNEL_LAYERS is channels_redis' pub/sub layer on it, so the
-                    broker's live events reach the portal's WebSockets; unset, the
-                    in-memory layer (one process only: no live events from the broker)
-IMQ_VARHOME         broker var home (default: <BASE_DIR>/var)
-IMQ_INSTANCE        broker instance name (default: imqbroker)
-IMQ_PORT            broker port mapper port (default: 7676)
-IMQ_JMS_PORT        jms service port (default: 0, dynamic)
-IMQ_ADMIN_PORT      admin service port (default: 0, dynamic)
 IMQ_BROKER_HOST     host of the broker the portal administers (default: localhost; its
                     port mapper is IMQ_PORT, default 7676)
 IMQ_PORTAL_SECRET_FILE  the password of the portal's own broker account imq.portal, which
@@ -52,61 +43,38 @@ JOBS_STORE_STALE_BEATS  a database-store broker instance whose heartbeat is olde
                     its expired rows (default 3)
 LOG_DB_RETENTION_DAYS  log records older than this leave the table for archives (default 7)
 LOG_ARCHIVE_DIR     where those gzip archives go (default: <IMQ_VARHOME>/log-archives)
-METRICS_RAW_URL     the raw metrics store the brokers write and the Spark rollups read
-                    (a directory or any Spark/pyarrow URL, e.g. s3a://bucket/raw;
-                    default: <IMQ_VARHOME>/metrics-raw)
 SPARK_MASTER        where the rollup job runs (default: local[*]; e.g. spark://host:7077)
 
-LOGGING is deliberately not configured: the broker sets up its own (broker/logsetup.py).
+LOGGING is deliberately not configured, as in the broker's.
 """
 
 import os
 import sys
 from pathlib import Path
 
-import dj_database_url
-
 from broker import props as imq
-
-
-def _env_bool(name: str, default: bool = False) -> bool:
-    value = os.environ.get(name)
-    if value is None:
-        return default
-    return value.strip().lower() in {"1", "true", "yes", "on"}
-
-
-def _env_list(name: str, default: list[str]) -> list[str]:
-    value = os.environ.get(name)
-    if value is None:
-        return default
-    return [item.strip() for item in value.split(",") if item.strip()]
-
-
-BASE_DIR = Path(__file__).resolve().parent.parent
-VAR_DIR = BASE_DIR / "var"
-
-# Development-only default; deployments must set DJANGO_SECRET_KEY.
-SECRET_KEY = os.environ.get(
-    "DJANGO_SECRET_KEY", "django-insecure-dev-only-openmq-py-portal-change-me"
+from broker.settings import (  # noqa: F401 - the broker's settings are the portal's too
+    ALLOWED_HOSTS,
+    BASE_DIR,
+    CHANNEL_LAYERS,
+    DATABASES,
+    DEBUG,
+    DEFAULT_AUTO_FIELD,
+    IMQ_INSTANCE,
+    IMQ_PORTS,
+    IMQ_VARHOME,
+    LANGUAGE_CODE,
+    METRICS_RAW_URL,
+    REDIS_URL,
+    SECRET_KEY,
+    TIME_ZONE,
+    USE_I18N,
+    USE_TZ,
+    VAR_DIR,
+    env_bool,
+    env_list,
 )
-DEBUG = _env_bool("DJANGO_DEBUG")
-ALLOWED_HOSTS = _env_list("ALLOWED_HOSTS", ["localhost", "127.0.0.1", "[::1]"])
-
-REDIS_URL = os.environ.get("REDIS_URL", "")
-
-IMQ_VARHOME = Path(os.environ.get("IMQ_VARHOME") or VAR_DIR)
-IMQ_INSTANCE = os.environ.get("IMQ_INSTANCE") or imq.DEFAULT_INSTANCE
-# Ports from the environment; -port and -D on the runbroker command line win over them.
-IMQ_PORTS = {
-    prop: os.environ[env]
-    for env, prop in (
-        ("IMQ_PORT", imq.PORTMAPPER_PORT.name),
-        ("IMQ_JMS_PORT", imq.service_port("jms", "tcp")),
-        ("IMQ_ADMIN_PORT", imq.service_port("admin", "tcp")),
-    )
-    if os.environ.get(env)
-}
+from broker.settings import INSTALLED_APPS as _BROKER_APPS
 
 # The broker the portal, the REST API and imqcmd administer (through its admin service).
 IMQ_BROKER_HOST = os.environ.get("IMQ_BROKER_HOST") or "localhost"
@@ -118,33 +86,32 @@ IMQ_PORTAL_SECRET_FILE = Path(
 IMQ_ADMIN_USER = os.environ.get("IMQ_ADMIN_USER", "")
 IMQ_ADMIN_PASSWORD = os.environ.get("IMQ_ADMIN_PASSWORD", "")
 IMQ_ADMIN_PASSWORD_FILE = os.environ.get("IMQ_ADMIN_PASSWORD_FILE", "")
-IMQ_ADMIN_SECURE = _env_bool("IMQ_ADMIN_SECURE")
+IMQ_ADMIN_SECURE = env_bool("IMQ_ADMIN_SECURE")
 IMQ_ADMIN_TRUSTSTORE = os.environ.get("IMQ_ADMIN_TRUSTSTORE") or None
 
 # HTTPS: served here (broker/security/https.py) or terminated by a proxy in front.
-CSRF_TRUSTED_ORIGINS = _env_list("CSRF_TRUSTED_ORIGINS", [])
-if _env_bool("TRUST_X_FORWARDED_PROTO"):
+CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", [])
+if env_bool("TRUST_X_FORWARDED_PROTO"):
     SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-USE_X_FORWARDED_HOST = _env_bool("USE_X_FORWARDED_HOST")
-SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = _env_bool(
+USE_X_FORWARDED_HOST = env_bool("USE_X_FORWARDED_HOST")
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = env_bool(
     "SECURE_COOKIES",
-    bool(os.environ.get("PORTAL_HTTPS_CERT")) or _env_bool("TRUST_X_FORWARDED_PROTO"),
+    bool(os.environ.get("PORTAL_HTTPS_CERT")) or env_bool("TRUST_X_FORWARDED_PROTO"),
 )
 # portal/auth.py: an LDAP user's administrator rights are re-read at most this often.
 PORTAL_LDAP_RECHECK_SECONDS = float(os.environ.get("PORTAL_LDAP_RECHECK_SECONDS") or 30)
 
 # The Prometheus endpoint /metrics (portal/prometheus.py): who may scrape without logging in.
-METRICS_ALLOWED_ADDRESSES = _env_list("METRICS_ALLOWED_ADDRESSES", ["127.0.0.0/8", "::1"])
+METRICS_ALLOWED_ADDRESSES = env_list("METRICS_ALLOWED_ADDRESSES", ["127.0.0.0/8", "::1"])
 METRICS_TOKEN = os.environ.get("METRICS_TOKEN", "")
 METRICS_DESTINATIONS_LIMIT = int(os.environ.get("METRICS_DESTINATIONS_LIMIT") or 0)
 
-# The metrics pipeline (portal/pipeline/): the brokers' raw samples, and where Spark runs.
-METRICS_RAW_URL = os.environ.get("METRICS_RAW_URL") or str(IMQ_VARHOME / "metrics-raw")
+# The metrics pipeline (portal/pipeline/): where Spark runs (the brokers' raw samples:
+# METRICS_RAW_URL, the broker's settings).
 SPARK_MASTER = os.environ.get("SPARK_MASTER") or "local[*]"
 
 INSTALLED_APPS = [
-    "django.contrib.auth",
-    "django.contrib.contenttypes",
+    *_BROKER_APPS,
     "django.contrib.sessions",
     "django.contrib.messages",
     "django.contrib.staticfiles",
@@ -154,7 +121,6 @@ INSTALLED_APPS = [
     "drf_spectacular",
     "drf_spectacular_sidecar",
     "channels",
-    "broker.apps.BrokerAppConfig",
     "portal.pipeline",
     "django_celery_beat",
     "portal.jobs",
@@ -196,40 +162,6 @@ TEMPLATES = [
     },
 ]
 
-_database_url = os.environ.get("DATABASE_URL")
-if not _database_url:
-    VAR_DIR.mkdir(parents=True, exist_ok=True)
-    _database_url = f"sqlite:///{VAR_DIR / 'db.sqlite3'}"
-DATABASES = {"default": dj_database_url.parse(_database_url)}
-if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
-    # The broker's writer threads, the portal and tests write concurrently:
-    # wait for the lock instead of failing with "database is locked".
-    DATABASES["default"].setdefault("OPTIONS", {}).setdefault("timeout", 20)
-    # Writers take the lock when they begin, so concurrent writers wait instead of
-    # failing with "database is locked" half way through a transaction.
-    DATABASES["default"]["OPTIONS"].setdefault("transaction_mode", "IMMEDIATE")
-    # Write-ahead log: a commit is one append and one fsync of the log (synchronous
-    # stays FULL) instead of a rollback journal written, synced and deleted; readers
-    # (the portal) no longer wait for the broker's writers.
-    DATABASES["default"]["OPTIONS"].setdefault("init_command", "PRAGMA journal_mode=WAL")
-
-DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
-
-# Channels: the broker publishes live events (broker/server/events.py) that the portal's
-# WebSocket consumers (portal/consumers.py) forward.  Across processes that takes Redis:
-# channels_redis' pub/sub layer, where a group_send is one PUBLISH and nothing is queued
-# for absent listeners (right for once-a-second samples).  Without REDIS_URL the
-# in-memory layer, which only reaches consumers in the same process.
-if REDIS_URL:
-    CHANNEL_LAYERS = {
-        "default": {
-            "BACKEND": "channels_redis.pubsub.RedisPubSubChannelLayer",
-            "CONFIG": {"hosts": [REDIS_URL]},
-        }
-    }
-else:
-    CHANNEL_LAYERS = {"default": {"BACKEND": "channels.layers.InMemoryChannelLayer"}}
-
 # Portal users are the broker's users (database, passwd file or LDAP: portal/auth.py).
 AUTHENTICATION_BACKENDS = ["portal.auth.BrokerUserBackend"]
 LOGIN_URL = "login"
@@ -243,11 +175,6 @@ AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
 ]
 
-LANGUAGE_CODE = "en-us"
-TIME_ZONE = "UTC"
-USE_I18N = True
-USE_TZ = True
-
 # Celery (portal/celery.py): Redis is its broker; no result backend (runs are recorded
 # in the jobs' own tables); schedules in django-celery-beat's tables, edited on the
 # portal's Jobs page.
@@ -260,7 +187,7 @@ CELERY_BEAT_SCHEDULER = "django_celery_beat.schedulers:DatabaseScheduler"
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_WORKER_HIJACK_ROOT_LOGGER = False
 # The brokers the expiry job tells to sweep (host:port of their port mappers).
-JOBS_BROKERS = _env_list("JOBS_BROKERS", [f"{IMQ_BROKER_HOST}:{IMQ_BROKER_PORT}"])
+JOBS_BROKERS = env_list("JOBS_BROKERS", [f"{IMQ_BROKER_HOST}:{IMQ_BROKER_PORT}"])
 # The job also reclaims database-store rows of instances whose heartbeat is older than
 # this many of their heartbeat intervals (imq.persist.jdbc.heartbeat.interval).
 JOBS_STORE_STALE_BEATS = float(os.environ.get("JOBS_STORE_STALE_BEATS") or 3)

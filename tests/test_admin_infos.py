@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.admin import actions
+from broker.admin.actions.destinations import _destination
 from broker.admin.client import AdminClient
 from broker.client import AckMode, Queue, TextMessage, connect
 
@@ -63,7 +63,7 @@ def test_destination_info_type_carries_openmq_bits(broker):
     auto = infos["infosAutoQ"]
     assert auto["type"] == QUEUE and auto["fulltype"] == QUEUE | AUTO
     # The action layer (portal, REST) reads the same reply: temporaries and the DMQ flagged.
-    rows = {i["name"]: actions._destination(i) for i in infos.values()}
+    rows = {i["name"]: _destination(i) for i in infos.values()}
     assert rows[tq]["temporary"] and rows[tq]["type"] == "queue"
     assert rows["mq.sys.dmq"]["dmq"] and not rows["mq.sys.dmq"]["temporary"]
     assert not rows["infosAutoQ"]["temporary"] and rows["infosAutoQ"]["auto_created"]

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.admin import actions
+from broker.admin.actions.broker_info import broker_properties
 from broker.admin.remote import BrokerAdmin
 from broker.client import Queue, TextMessage
 from broker.client.sync import connect
@@ -37,7 +37,7 @@ def cluster_file(ports: list[int]) -> str:
 def broker_props(b: BrokerProcess) -> dict[str, str]:
     admin = BrokerAdmin(b.host, b.portmapper_port, "admin", "admin")
     try:
-        return actions.broker_properties(admin)
+        return broker_properties(admin)
     finally:
         admin.close()
 

@@ -1,5 +1,5 @@
 """The HA cluster in the portal and the REST API: every member broker of the shared
-store with its state, last heartbeat and who took it over (broker/admin/ha_actions.py).
+store with its state, last heartbeat and who took it over (broker/admin/actions/ha.py).
 
 The rows are the StoreOwner rows HA brokers write (tests/test_ha.py drives real ones);
 here they are made directly in the test database, and the broker page is served by the

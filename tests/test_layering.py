@@ -13,6 +13,8 @@ broker's packages imported, and no module of broker/admin loaded.
 
 from __future__ import annotations
 
+import functools
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -40,6 +42,8 @@ BASE = frozenset(
         "broker.migrations",
         "broker.models",
         "broker.props",
+        # The broker process's Django settings, which the portal's extend.
+        "broker.settings",
         # What the configuration sets that the broker does not honour (props and config).
         "broker.propcheck",
     }
@@ -119,10 +123,6 @@ MAY_IMPORT["portal.jobs"] = PORTAL_MAY_IMPORT | {"broker.store", "broker.jobs"}
 ALLOWED: dict[tuple[str, str], str] = {
     ("broker.admin.workflows", "broker.core.selector"): (
         "delete/move by selector validates the selector with the broker's own parser"
-    ),
-    ("broker.admin.definitions", "broker.server.admin_service.handler"): (
-        "import checks broker properties against the admin service's RUNTIME_PROPERTIES "
-        "and property_value_problem"
     ),
 }
 
@@ -211,31 +211,76 @@ def test_the_broker_never_names_the_portal_or_the_tools() -> None:
 SCRIPT = """
 import importlib, os, pkgutil, sys
 import django
-os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
+from broker.commandlines import settings_module
+os.environ["DJANGO_SETTINGS_MODULE"] = settings_module("runbroker")  # as manage.py runbroker
 django.setup()
 loaded = []
 for pkg in ROOMS:
     for info in pkgutil.walk_packages(importlib.import_module(pkg).__path__, pkg + "."):
         importlib.import_module(info.name)
         loaded.append(info.name)
+importlib.import_module("broker.management.commands.runbroker")
 print(len(loaded), "broker.server.admin_service.handler" in loaded)
 print(" ".join(sorted(m for m in sys.modules if m == "broker.admin" or m.startswith("broker.admin."))))
+print(" ".join(sorted(m for m in sys.modules if m.split(".")[0] in PORTAL_ONLY)))
+print(os.environ["DJANGO_SETTINGS_MODULE"])
 """
+# What only the portal's processes load: the REST API, its schema and filters, Celery and
+# its schedules, the portal itself.
+PORTAL_ONLY = (
+    "rest_framework", "drf_spectacular", "django_filters", "django_celery_beat", "celery",
+    "portal",
+)  # fmt: skip
+
+
+@functools.cache
+def broker_process_imports() -> tuple[int, str, str, str, str]:
+    """What the broker process loads, under the settings it runs with (a fresh
+    interpreter started as the tests start brokers, with the portal's settings named in
+    its environment): how many broker modules, whether the admin service's handler is
+    among them, the broker/admin modules, the portal-only modules, the settings."""
+    rooms = (PROTOCOL, *BROKER_ROOMS)
+    done = subprocess.run(
+        [sys.executable, "-c", f"ROOMS = {rooms!r}\nPORTAL_ONLY = {PORTAL_ONLY!r}\n" + SCRIPT],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        env={**os.environ, "DJANGO_SETTINGS_MODULE": "portal.settings"},
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    counts, tools, portal_only, settings = (done.stdout.splitlines() + ["", "", "", ""])[:4]
+    count, handler = counts.split()
+    return int(count), handler, tools, portal_only, settings
 
 
 def test_broker_packages_do_not_import_the_admin_tools() -> None:
     """Run-time, transitively: what importing every broker module loads (a fresh
     interpreter, so not in the fast tier)."""
-    rooms = (PROTOCOL, *BROKER_ROOMS)
-    done = subprocess.run(
-        [sys.executable, "-c", f"ROOMS = {rooms!r}\n" + SCRIPT],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
-    assert done.returncode == 0, done.stderr
-    counts, tools = (done.stdout.splitlines() + ["", ""])[:2]
-    count, handler = counts.split()
-    assert int(count) > 60 and handler == "True"  # the broker's modules were all imported
+    count, handler, tools, _, _ = broker_process_imports()
+    assert count > 60 and handler == "True"  # the broker's modules were all imported
     assert tools == "", f"the broker imports {tools}"
+
+
+def test_the_broker_process_runs_without_the_portals_apps() -> None:
+    """The broker runs under broker/settings.py, which the portal's extend: neither DRF,
+    drf-spectacular, django-filter, Celery (beat) nor the portal is loaded in it."""
+    _, _, _, portal_only, settings = broker_process_imports()
+    assert settings == "broker.settings"
+    assert portal_only == "", f"the broker process loads {portal_only}"
+
+
+@pytest.mark.fast
+def test_each_command_runs_under_its_settings(monkeypatch) -> None:
+    from broker.commandlines import settings_module
+
+    for named in (None, "portal.settings", "broker.settings"):
+        if named is None:
+            monkeypatch.delenv("DJANGO_SETTINGS_MODULE", raising=False)
+        else:
+            monkeypatch.setenv("DJANGO_SETTINGS_MODULE", named)
+        assert settings_module("runbroker") == "broker.settings"
+        assert settings_module("imqcmd") == "portal.settings"
+        assert settings_module(None) == "portal.settings"
+    monkeypatch.setenv("DJANGO_SETTINGS_MODULE", "site.settings")  # an operator's own
+    assert settings_module("runbroker") == "site.settings"
 
 
 def test_broker_packages_do_not_import_the_portal():

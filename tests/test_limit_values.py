@@ -15,8 +15,9 @@ import pytest
 
 from broker import props as imq
 from broker.config import BrokerConfig, ConfigError
+from broker.propcheck import property_value_problem
+from broker.props import RUNTIME_PROPERTIES
 from broker.protocol import dest_attributes as dattrs
-from broker.server.admin_service.broker_info import RUNTIME_PROPERTIES, property_value_problem
 
 pytestmark = pytest.mark.fast
 

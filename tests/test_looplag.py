@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from broker import props
-from broker.admin import actions
+from broker.admin.actions.broker_info import query_broker
 from broker.admin.remote import BrokerAdmin
 from broker.core.metrics import LagWindow
 from broker.server.looplag import FullCollections, LoopLagMonitor
@@ -90,7 +90,7 @@ async def test_broker_reports_its_loop_lag(own_broker) -> None:
 
     sync = BrokerAdmin(b.host, b.portmapper_port)
     try:
-        info = actions.query_broker(sync)
+        info = query_broker(sync)
         reported = sync.broker_props()
     finally:
         sync.close()

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from broker import props
-from broker.admin import actions
+from broker.admin.actions.broker_info import broker_properties
 from broker.admin.remote import BrokerAdmin
 from broker.client.sync import connect
 from broker.launcher import BrokerProcess, start_broker
@@ -43,7 +43,7 @@ def test_a_warning_per_shipped_account_and_the_admin_service_reports_them(tmp_pa
             assert "WARNING" in line and f"jms on 0.0.0.0:{b.jms_port}" in line
         admin = BrokerAdmin(b.host, b.portmapper_port)
         try:
-            reported = actions.broker_properties(admin)[props.SHIPPED_PASSWORDS_IN_USE]
+            reported = broker_properties(admin)[props.SHIPPED_PASSWORDS_IN_USE]
         finally:
             admin.close()
         assert reported == "admin,guest"

@@ -12,7 +12,9 @@ import uuid
 
 import pytest
 
-from broker.admin.actions import AdminError, list_messages, query_destination
+from broker.admin.actions import AdminError
+from broker.admin.actions.destinations import query_destination
+from broker.admin.actions.messages import list_messages
 from broker.admin.remote import BrokerAdmin
 from broker.client import Queue, TextMessage
 from broker.client.sync import connect

@@ -16,7 +16,8 @@ from pathlib import Path
 import pytest
 
 from broker.admin import workflows
-from broker.admin.actions import ActionError, list_messages
+from broker.admin.actions import ActionError
+from broker.admin.actions.messages import list_messages
 from broker.admin.remote import BrokerAdmin, BrokerUnavailable
 from broker.client import sync
 from broker.client.destination import Queue

@@ -5,6 +5,8 @@ and the broker never imports this package).
 * :mod:`.remote` -- :class:`~broker.admin.remote.BrokerAdmin`, its blocking, typed form;
 * :mod:`.actions`, :mod:`.security_actions` -- one function per change an administrator
   can make, whatever the entry point (portal, REST API, imqcmd, imqusermgr, imqacl);
+  :mod:`.actions` has one module per subject, as the admin service has;
+* :mod:`.imqcmd` -- imqcmd's (verb, noun) table over its subcommands' handlers;
 * :mod:`.events` -- the change event each of them sends to the live pages.
 """
 

@@ -23,15 +23,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from broker import props as imq
+from broker.propcheck import property_value_problem
 from broker.protocol.types import DEST_TOPIC
 
-from .actions import (
-    ActionError,
-    dest_kind,
-    dest_type_code,
-    list_destinations,
-    record_change,
-)
+from .actions import ActionError, record_change
+from .actions.common import dest_kind, dest_type_code
+from .actions.destinations import list_destinations
 from .remote import BrokerAdmin
 
 FORMAT = "openmq-py definitions"
@@ -311,9 +309,7 @@ def _apply_rules(changes: list[Change], admin: BrokerAdmin, actor: str) -> None:
 
 
 def _runtime_names() -> dict[str, str]:
-    from broker.server.admin_service.handler import RUNTIME_PROPERTIES
-
-    return {k: v for k, v in RUNTIME_PROPERTIES.items() if k not in NOT_EXPORTED}
+    return {k: v for k, v in imq.RUNTIME_PROPERTIES.items() if k not in NOT_EXPORTED}
 
 
 def _export_props(admin: BrokerAdmin) -> dict[str, str]:
@@ -322,8 +318,6 @@ def _export_props(admin: BrokerAdmin) -> dict[str, str]:
 
 
 def _plan_props(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Change]:
-    from broker.server.admin_service.handler import property_value_problem
-
     if not isinstance(value, dict):
         errors.append("broker_properties: must be an object of name: value")
         return []

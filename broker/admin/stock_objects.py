@@ -6,8 +6,8 @@ the stock broker itself, over the same admin protocol our tools speak (a
 :class:`~broker.admin.remote.BrokerAdmin` works against either broker), and over JMS:
 
 * :func:`import_destinations`: each physical destination with its attributes
-  (:func:`broker.admin.actions.create_destination` / ``update_destination`` on ours), and
-  each durable subscription, made on ours as a JMS client makes one (its client ID,
+  (:func:`broker.admin.actions.destinations.create_destination` / ``update_destination``
+  on ours), and each durable subscription, made on ours as a JMS client makes one (its client ID,
   name, topic and selector; the stock admin service does not say ``noLocal``);
 * :func:`drain_queues`: every message of the stock broker's queues, received there and
   sent to ours with its headers and properties, acknowledged on the stock broker only
@@ -23,15 +23,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from .actions import (
-    ActionError,
-    AdminError,
-    create_destination,
-    list_destinations,
-    list_durables,
-    record_change,
-    update_destination,
-)
+from .actions import ActionError, AdminError, record_change
+from .actions.destinations import create_destination, list_destinations, update_destination
+from .actions.durables import list_durables
 from .remote import BrokerAdmin
 from .stock_report import Report
 
@@ -181,7 +175,8 @@ def _one_destination(
 
 def _kept(dst: BrokerAdmin, kind: str, name: str, attrs: dict[str, Any]) -> list[str]:
     """What of ``attrs`` this broker holds otherwise than asked, read back from it."""
-    from .actions import dest_type_code, destination_attributes
+    from .actions.common import dest_type_code
+    from .actions.destinations import destination_attributes
 
     found = dst.destinations(name, dest_type_code(kind))
     if not found:

@@ -28,13 +28,8 @@ from typing import Any
 
 from broker.protocol.types import DEST_QUEUE, DMQ_NAME, PacketType
 
-from .actions import (
-    ActionError,
-    dest_kind,
-    dest_type_code,
-    record_change,
-    required_dest_name,
-)
+from .actions import ActionError, record_change
+from .actions.common import dest_kind, dest_type_code, required_dest_name
 from .client import AdminError
 from .remote import BrokerAdmin
 

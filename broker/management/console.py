@@ -3,7 +3,8 @@
 installed into the virtual environment's ``bin`` by ``make install``).
 
 Each runs the matching ``manage.py`` command with the same arguments, as manage.py does:
-``DJANGO_SETTINGS_MODULE`` defaults to ``portal.settings``, and the settings find the
+``DJANGO_SETTINGS_MODULE`` defaults to ``portal.settings`` (``broker.settings`` for
+``imqbrokerd``: broker/commandlines.py ``settings_module``), and the settings find the
 database, ``IMQ_VARHOME`` and the rest from the project's directory (or the environment),
 not from the current one, so the commands work from any directory.
 """
@@ -39,10 +40,12 @@ COMMANDS = {
 def run(script: str, args: Sequence[str] | None = None) -> None:
     """Run console command ``script`` (a key of :data:`COMMANDS`) with ``args`` (by
     default the process's own arguments); exits as the command does."""
-    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
     from django.core.management import ManagementUtility
 
+    from broker.commandlines import settings_module
+
     command = COMMANDS[script]
+    os.environ["DJANGO_SETTINGS_MODULE"] = settings_module(command)
     argv = [script, command, *(sys.argv[1:] if args is None else args)]
 
     class Utility(ManagementUtility):

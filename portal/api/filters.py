@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import django_filters
 
-from broker.admin import actions, security_actions
+from broker.admin import security_actions
+from broker.admin.actions.log import log_records
 from broker.models import AccessRule, BrokerGroup, BrokerUser, LogRecord
 
 from .serializers import LOG_LEVELS
@@ -93,4 +94,4 @@ class LogRecordFilter(ActionFilterSet):
         fields: list[str] = []
 
     def action(self, search=None, **values):
-        return actions.log_records(text=search, **values)
+        return log_records(text=search, **values)

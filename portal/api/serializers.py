@@ -15,7 +15,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from broker.admin import actions
+from broker.admin.actions.destinations import DEST_STATES, PAUSE_WHAT
 from broker.loglevels import RECORD_LEVELS
 from broker.models import LogRecord
 from broker.props import parse_size
@@ -26,7 +26,7 @@ INT32_MAX = 2**31 - 1
 INT64_MAX = 2**63 - 1
 
 DEST_TYPES = ("queue", "topic")
-DEST_STATE_NAMES = tuple(actions.DEST_STATES.values())
+DEST_STATE_NAMES = tuple(DEST_STATES.values())
 LOG_LEVELS = list(RECORD_LEVELS)
 
 
@@ -324,7 +324,7 @@ class DestinationUpdateSerializer(serializers.Serializer):
 
 class PauseSerializer(serializers.Serializer):
     what = serializers.ChoiceField(
-        choices=tuple(actions.PAUSE_WHAT), default="all", help_text="What to pause."
+        choices=tuple(PAUSE_WHAT), default="all", help_text="What to pause."
     )
 
 
@@ -607,7 +607,7 @@ class DestinationQuerySerializer(serializers.Serializer):
     type = serializers.ChoiceField(choices=DEST_TYPES, required=False)
     search = search_field("name")
     state = serializers.ChoiceField(
-        choices=[v for k, v in actions.DEST_STATES.items() if k >= 0], required=False
+        choices=[v for k, v in DEST_STATES.items() if k >= 0], required=False
     )
     temporary = serializers.BooleanField(
         required=False,

@@ -21,7 +21,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from broker.admin import actions
+from broker.admin.actions.destinations import query_destination
+from broker.admin.actions.durables import list_durables
 from broker.admin.remote import BrokerAdmin
 from broker.commandlines import manage_command
 from broker.launcher import REALBROKER, ROOT, fresh_sqlite, start_broker, start_stock_broker
@@ -183,8 +184,8 @@ def test_stock_instance_imported(tmp_path: Path, java_programs: Any) -> None:
 
         admin = BrokerAdmin(ours.host, ours.portmapper_port)
         try:
-            q = actions.query_destination(admin, "q", "mig.orders")
-            durables = actions.list_durables(admin, "mig.prices")
+            q = query_destination(admin, "q", "mig.orders")
+            durables = list_durables(admin, "mig.prices")
         finally:
             admin.close()
         assert {

@@ -5,7 +5,7 @@
 * ``imqtxn commit -t ID`` / ``imqtxn rollback -t ID``: finish one through the running
   broker's ADMIN service (port mapper ``-b host:port``, default localhost:7676), as an
   administrator (``-u admin``, password from ``-passfile`` or the prompt), with the same
-  actions as ``imqcmd commit txn`` / ``rollback txn`` (broker/admin/actions.py).  The
+  actions as ``imqcmd commit txn`` / ``rollback txn`` (broker/admin/actions/transactions.py).  The
   broker lets an administrator finish a PREPARED transaction whoever started it.
 """
 
@@ -18,6 +18,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from broker import props
+from broker.admin.actions import ActionError, AdminError, BrokerUnavailable
+from broker.admin.actions.transactions import commit_transaction, rollback_transaction
 
 PASSFILE_KEY = props.IMQCMD_PASSWORD.name
 
@@ -104,7 +106,6 @@ class Command(BaseCommand):
     def finish(self, opts: dict) -> None:
         """Commit or roll back through the action layer (the admin protocol's
         COMMIT/ROLLBACK_TRANSACTION, as imqcmd commit/rollback txn), as the -u user."""
-        from broker.admin import actions
         from broker.admin.remote import BrokerAdmin
 
         what = opts["subcommand"]
@@ -113,13 +114,13 @@ class Command(BaseCommand):
         password = read_passfile(opts["passfile"]) if opts["passfile"] else None
         if password is None:
             password = getpass.getpass(f"Password for {opts['user']}: ")
-        action = actions.commit_transaction if what == "commit" else actions.rollback_transaction
+        action = commit_transaction if what == "commit" else rollback_transaction
         admin = BrokerAdmin(host, port, opts["user"], password)
         try:
             action(admin, opts["user"], tid)
-        except actions.AdminError as exc:
+        except AdminError as exc:
             raise CommandError(f"could not {what} transaction {tid}: {exc}") from exc
-        except (actions.ActionError, actions.BrokerUnavailable) as exc:
+        except (ActionError, BrokerUnavailable) as exc:
             raise CommandError(f"could not {what} transaction {tid}: {exc}") from exc
         finally:
             admin.close()

@@ -1,7 +1,7 @@
 """Admin requests about the broker itself (OpenMQ's HelloHandler,
 GetBrokerPropsHandler, UpdateBrokerPropsHandler, ShutdownHandler, QuiesceHandler,
 UnquiesceHandler, DebugHandler): HELLO, GET_BROKER_PROPS, UPDATE_BROKER_PROPS (the
-properties that may change at run time: :data:`RUNTIME_PROPERTIES`), SHUTDOWN,
+properties that may change at run time: :data:`broker.props.RUNTIME_PROPERTIES`), SHUTDOWN,
 QUIESCE_BROKER, UNQUIESCE_BROKER and DEBUG (``reload accesscontrol`` only)."""
 
 from __future__ import annotations
@@ -11,9 +11,9 @@ import importlib.metadata
 from typing import TYPE_CHECKING
 
 from broker import props as imq
-from broker.config import BrokerConfig, ConfigError
+from broker.config import BrokerConfig
 from broker.core import queries
-from broker.protocol import dest_attributes as dattrs
+from broker.propcheck import property_value_problem
 from broker.protocol.javaser import (
     JavaSerializationError,
     decode_properties_object,
@@ -37,46 +37,6 @@ PRODUCT_NAME = "openmq-py"
 # The OpenMQ release whose wire and admin protocol we follow (the vectors' imqcmd 6.9.0).
 
 SHUTDOWN_DELAY = 0.2  # seconds between the SHUTDOWN reply and the stop
-
-
-# Broker properties UPDATE_BROKER_PROPS may change at run time, with their value kind
-# (imqcmd update bkr's list, plus the other auto-creation defaults and housekeeping
-# settings the broker reads live).
-RUNTIME_PROPERTIES: dict[str, str] = {
-    imq.AUTOCREATE_QUEUE.name: "bool",
-    imq.AUTOCREATE_TOPIC.name: "bool",
-    imq.AUTOCREATE_REAPTIME.name: "int",
-    imq.AUTOCREATE_QUEUE_MAX_ACTIVE.name: "count",
-    imq.AUTOCREATE_QUEUE_MAX_BACKUP.name: "count",
-    imq.AUTOCREATE_QUEUE_FLOW_LIMIT.name: "count",
-    imq.AUTOCREATE_TOPIC_FLOW_LIMIT.name: "count",
-    imq.AUTOCREATE_TOPIC_MAX_SHARED.name: "count",
-    imq.AUTOCREATE_TOPIC_SHARED_FLOW_LIMIT.name: "count",
-    imq.AUTOCREATE_DEST_ATTRIBUTES["maxNumMsgs"].name: "count",
-    imq.AUTOCREATE_DEST_ATTRIBUTES["maxTotalMsgBytes"].name: "size",
-    imq.AUTOCREATE_DEST_ATTRIBUTES["maxBytesPerMsg"].name: "size",
-    imq.AUTOCREATE_DEST_ATTRIBUTES["maxNumProducers"].name: "count",
-    imq.AUTOCREATE_DEST_ATTRIBUTES["maxDeliveryCount"].name: "count",
-    imq.AUTOCREATE_DEST_ATTRIBUTES["limitBehavior"].name: "behavior",
-    imq.AUTOCREATE_USE_DMQ.name: "bool",
-    imq.AUTOCREATE_DEST_ATTRIBUTES["isLocalOnly"].name: "bool",
-    imq.QUEUE_DELIVERY_POLICY.name: "policy",
-    imq.SYSTEM_MAX_COUNT.name: "count",
-    imq.SYSTEM_MAX_SIZE.name: "size",
-    imq.MESSAGE_MAX_SIZE.name: "size",
-    imq.EXPIRATION_INTERVAL.name: "positive",
-    imq.DMQ_TRUNCATE_BODY.name: "bool",
-    imq.LOG_DEAD_MSGS.name: "bool",
-    imq.TRANSACTION_AUTOROLLBACK.name: "bool",
-    imq.LOG_LEVEL.name: "level",
-    imq.LOG_ROLLOVER_SECS.name: "int",
-    imq.LOG_ROLLOVER_BYTES.name: "size",
-    imq.LOG_ROLLOVER_SIZE.name: "size",
-    imq.PORTMAPPER_PORT.name: "port",
-    imq.SWAP_THRESHOLD.name: "int",  # (broker/server/paging.py RUNTIME)
-    imq.SWAP_MIN_FREE.name: "size",
-    imq.PERSIST_MIN_FREE.name: "size",
-}
 
 
 # Names newer imqcmd releases send (java.util.logging's) for ours.
@@ -124,43 +84,6 @@ def _rollover_bytes(config: BrokerConfig) -> int:
     if size <= 0:
         size = config.get(imq.LOG_ROLLOVER_BYTES)
     return size if size > 0 else -1
-
-
-def property_value_problem(name: str, kind: str, value: str) -> str | None:
-    """Why ``value`` is not usable for broker property ``name`` (None if it is)."""
-    from broker.logsetup import parse_level
-
-    probe = BrokerConfig({name: value})
-    text = value.strip()
-    declared = imq.declared().get(name)
-    try:
-        if kind in ("count", "size") and declared is not None:
-            # Read as the broker reads it at start (broker/props.py: Limit, Size).
-            probe.get(declared)
-        elif kind == "bool":
-            if text.lower() not in ("true", "false"):
-                return f"{name}: {value!r} is not true or false"
-        elif kind in ("int", "count", "positive", "port"):
-            number = probe.get_int(name, 0)
-            if kind == "count" and number < -1:
-                return f"{name}: {number} is negative (use -1 for unlimited)"
-            if kind == "positive" and number < 1:
-                return f"{name}: must be at least 1"
-            if kind == "port" and not 0 < number < 65536:
-                return f"{name}: {number} is not a port number"
-        elif kind == "size":
-            probe.get_size(name, 0)
-        elif kind == "level":
-            parse_level(text)
-        elif kind == "behavior":
-            if text not in dattrs.LIMIT_BEHAVIORS:
-                return f"{name}: {value!r} is not one of {', '.join(dattrs.LIMIT_BEHAVIORS)}"
-        elif kind == "policy":
-            if text.lower() not in ("single", "failover", "round-robin"):
-                return f"{name}: {value!r} is not single, failover or round-robin"
-    except (ConfigError, ValueError) as exc:
-        return str(exc) if name in str(exc) else f"{name}: {exc}"
-    return None
 
 
 def hello(conn: ConnectionEngine, props: dict) -> Result:
@@ -212,7 +135,7 @@ def update_broker_props(conn: ConnectionEngine, props: dict, body: bytes):
     bad: list[str] = []
     for raw_name, value in wanted.items():
         name = PROPERTY_ALIASES.get(raw_name, raw_name)
-        kind = RUNTIME_PROPERTIES.get(name)
+        kind = imq.RUNTIME_PROPERTIES.get(name)
         if kind is None:
             refused.append(raw_name)
             continue

@@ -108,9 +108,7 @@ from .broker_info import (
     OPENMQ_VERSION,
     PRODUCT_NAME,
     PRODUCT_VERSION,
-    RUNTIME_PROPERTIES,
     broker_identity,
-    property_value_problem,
 )
 from .common import AdminError, Result, log
 from .destinations import admin_defaults
@@ -305,11 +303,9 @@ __all__ = [
     "OPENMQ_VERSION",
     "PRODUCT_NAME",
     "PRODUCT_VERSION",
-    "RUNTIME_PROPERTIES",
     "AdminError",
     "AdminHandler",
     "Result",
-    "property_value_problem",
     "admin_defaults",
     "broker_identity",
 ]

@@ -12,8 +12,20 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from broker.admin import actions, ha_actions
 from broker.admin.actions import AdminError
+from broker.admin.actions.broker_info import (
+    pause_broker,
+    query_broker,
+    quiesce_broker,
+    reload_access_control,
+    restart_broker,
+    resume_broker,
+    shutdown_broker,
+    unquiesce_broker,
+    update_broker,
+)
+from broker.admin.actions.ha import ha_brokers
+from broker.admin.actions.metrics import broker_metrics, reset_metrics
 
 from .. import forms
 from ..access import admin_required
@@ -32,9 +44,9 @@ from .common import (
 def broker_view(request: HttpRequest) -> HttpResponse:
     def build():
         admin = broker_admin()
-        info = actions.query_broker(admin)
+        info = query_broker(admin)
         try:
-            metrics = metric_rows(actions.broker_metrics(admin))
+            metrics = metric_rows(broker_metrics(admin))
         except AdminError:
             metrics = None
         props = sorted(info.pop("properties", {}).items())
@@ -44,7 +56,7 @@ def broker_view(request: HttpRequest) -> HttpResponse:
             "metrics": metrics,
             "form": forms.BrokerPropertiesForm(),
             # An HA cluster's members from the shared store, down ones and takeovers too.
-            "ha_brokers": ha_actions.ha_brokers(),
+            "ha_brokers": ha_brokers(),
         }
 
     return render_page(request, "portal/broker.html", build, nav="broker")
@@ -61,19 +73,19 @@ def broker_properties_update(request: HttpRequest) -> HttpResponse:
     props = form.cleaned_data["properties"]
     apply_change(
         request,
-        lambda: actions.update_broker(broker_admin(), acting_user(request), props),
+        lambda: update_broker(broker_admin(), acting_user(request), props),
         "Updated " + ", ".join(f"{k}={v}" for k, v in props.items()) + ".",
     )
     return redirect("broker")
 
 
 BROKER_OPS: dict[str, tuple[Callable[..., Any], str]] = {
-    "pause": (actions.pause_broker, "The broker is paused: its services take no new work."),
-    "resume": (actions.resume_broker, "The broker is running again."),
-    "quiesce": (actions.quiesce_broker, "The broker is quiesced: it accepts no new connections."),
-    "unquiesce": (actions.unquiesce_broker, "The broker accepts new connections again."),
-    "reload-acl": (actions.reload_access_control, "The access control rules were reloaded."),
-    "reset-metrics": (actions.reset_metrics, "The broker's metrics were reset."),
+    "pause": (pause_broker, "The broker is paused: its services take no new work."),
+    "resume": (resume_broker, "The broker is running again."),
+    "quiesce": (quiesce_broker, "The broker is quiesced: it accepts no new connections."),
+    "unquiesce": (unquiesce_broker, "The broker accepts new connections again."),
+    "reload-acl": (reload_access_control, "The access control rules were reloaded."),
+    "reset-metrics": (reset_metrics, "The broker's metrics were reset."),
 }
 
 
@@ -97,7 +109,7 @@ def broker_shutdown(request: HttpRequest) -> HttpResponse:
         "disconnected and the broker stops; it has to be started again by hand.",
         button="Shut down",
         cancel=reverse("broker"),
-        do=lambda: actions.shutdown_broker(broker_admin(), acting_user(request)),
+        do=lambda: shutdown_broker(broker_admin(), acting_user(request)),
         success="The broker is shutting down.",
     )
 
@@ -111,6 +123,6 @@ def broker_restart(request: HttpRequest) -> HttpResponse:
         "disconnected while it restarts.",
         button="Restart",
         cancel=reverse("broker"),
-        do=lambda: actions.restart_broker(broker_admin(), acting_user(request)),
+        do=lambda: restart_broker(broker_admin(), acting_user(request)),
         success="The broker is restarting.",
     )

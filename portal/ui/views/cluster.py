@@ -7,8 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from broker.admin import actions
-from broker.admin.cluster_actions import list_brokers
+from broker.admin.actions.cluster import list_brokers, reload_cluster
 
 from ..access import admin_required
 from .common import acting_user, apply_change, broker_admin, render_page
@@ -31,7 +30,7 @@ def cluster_reload(request: HttpRequest) -> HttpResponse:
     changed: dict[str, list[str]] = {}
 
     def do() -> None:
-        changed.update(actions.reload_cluster(broker_admin(), acting_user(request)))
+        changed.update(reload_cluster(broker_admin(), acting_user(request)))
 
     if apply_change(request, do, "The cluster configuration was reloaded."):
         for what in ("added", "removed"):

@@ -15,9 +15,10 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from broker.admin import actions
 from broker.admin.actions import ActionError, AdminError, BrokerUnavailable
+from broker.admin.actions.common import dest_type_code
 from broker.admin.credentials import default_admin
+from broker.protocol.types import DEST_QUEUE
 
 PER_PAGE = 50
 DEEPEST = 20
@@ -132,12 +133,12 @@ def paginate(request: HttpRequest, items, per_page: int = PER_PAGE):
 
 
 def kind_label(kind: str) -> str:
-    return "queue" if actions.dest_type_code(kind) == actions.DEST_QUEUE else "topic"
+    return "queue" if dest_type_code(kind) == DEST_QUEUE else "topic"
 
 
 def kind_code(kind: str) -> str:
     """The URL's destination type: q or t."""
-    return "q" if actions.dest_type_code(kind) == actions.DEST_QUEUE else "t"
+    return "q" if dest_type_code(kind) == DEST_QUEUE else "t"
 
 
 def dest_url(name: str, kind: str, view: str = "destination") -> str:

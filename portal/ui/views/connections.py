@@ -5,7 +5,8 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
-from broker.admin import actions
+from broker.admin.actions.connections import destroy_connection, list_connections, query_connection
+from broker.admin.actions.services import list_services
 
 from ..access import admin_required
 from .common import (
@@ -24,7 +25,7 @@ def connections(request: HttpRequest) -> HttpResponse:
 
     def build():
         admin = broker_admin()
-        rows = actions.list_connections(admin)
+        rows = list_connections(admin)
         if service:
             rows = [r for r in rows if r["service"] == service]
         if user:
@@ -34,7 +35,7 @@ def connections(request: HttpRequest) -> HttpResponse:
             "total": len(rows),
             "service": service,
             "user_filter": user,
-            "services": [s["name"] for s in actions.list_services(admin)],
+            "services": [s["name"] for s in list_services(admin)],
         }
 
     return render_page(request, "portal/connections.html", build, nav="connections")
@@ -45,7 +46,7 @@ def connection_detail(request: HttpRequest, cxn_id: int) -> HttpResponse:
     return render_page(
         request,
         "portal/connection.html",
-        lambda: {"cxn": actions.query_connection(broker_admin(), cxn_id)},
+        lambda: {"cxn": query_connection(broker_admin(), cxn_id)},
         nav="connections",
     )
 
@@ -60,6 +61,6 @@ def connection_destroy(request: HttpRequest, cxn_id: int) -> HttpResponse:
         button="Destroy connection",
         cancel=reverse("connection", args=[cxn_id]),
         done=reverse("connections"),
-        do=lambda: actions.destroy_connection(broker_admin(), acting_user(request), cxn_id),
+        do=lambda: destroy_connection(broker_admin(), acting_user(request), cxn_id),
         success=f"Destroyed connection {cxn_id}.",
     )

@@ -9,8 +9,20 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from broker.admin import actions
 from broker.admin.actions import AdminError, BrokerUnavailable
+from broker.admin.actions.consumers import list_consumers, list_producers
+from broker.admin.actions.destinations import (
+    compact_destination,
+    create_destination,
+    destroy_destination,
+    paged_destinations,
+    pause_destination,
+    purge_destination,
+    query_destination,
+    resume_destination,
+    update_destination,
+)
+from broker.admin.actions.metrics import destination_metrics
 
 from .. import forms
 from ..access import admin_required
@@ -40,7 +52,7 @@ def destinations(request: HttpRequest) -> HttpResponse:
     data = filt.cleaned_data if filt.is_valid() else {}
 
     def build():
-        rows = actions.paged_destinations(
+        rows = paged_destinations(
             broker_admin(),
             kind=data.get("type") or None,
             name_contains=data.get("name") or None,
@@ -66,7 +78,7 @@ def destination_create(request: HttpRequest) -> HttpResponse:
             name = form.cleaned_data["name"].strip()
             attrs = form.attributes()
             try:
-                actions.create_destination(broker_admin(), acting_user(request), kind, name, attrs)
+                create_destination(broker_admin(), acting_user(request), kind, name, attrs)
             except REFUSALS as exc:
                 form.add_error(None, error_text(exc))
             else:
@@ -85,17 +97,17 @@ def destination_create(request: HttpRequest) -> HttpResponse:
 def destination_detail(request: HttpRequest, kind: str, name: str) -> HttpResponse:
     def build():
         admin = broker_admin()
-        dest = actions.query_destination(admin, kind, name)
+        dest = query_destination(admin, kind, name)
         try:
-            consumers, consumers_error = actions.list_consumers(admin, kind, name), ""
+            consumers, consumers_error = list_consumers(admin, kind, name), ""
         except AdminError as exc:
             consumers, consumers_error = [], error_text(exc)
         try:
-            producers, producers_error = actions.list_producers(admin, kind, name), ""
+            producers, producers_error = list_producers(admin, kind, name), ""
         except AdminError as exc:
             producers, producers_error = [], error_text(exc)
         try:
-            metrics = metric_rows(actions.destination_metrics(admin, kind, name))
+            metrics = metric_rows(destination_metrics(admin, kind, name))
         except AdminError:
             metrics = None
         return {
@@ -117,7 +129,7 @@ def destination_detail(request: HttpRequest, kind: str, name: str) -> HttpRespon
 @admin_required
 def destination_edit(request: HttpRequest, kind: str, name: str) -> HttpResponse:
     try:
-        dest = actions.query_destination(broker_admin(), kind, name)
+        dest = query_destination(broker_admin(), kind, name)
     except BrokerUnavailable as exc:
         return render(
             request,
@@ -136,7 +148,7 @@ def destination_edit(request: HttpRequest, kind: str, name: str) -> HttpResponse
                 messages.info(request, "Nothing changed.")
                 return redirect(dest_url(name, kind))
             try:
-                actions.update_destination(broker_admin(), acting_user(request), kind, name, attrs)
+                update_destination(broker_admin(), acting_user(request), kind, name, attrs)
             except REFUSALS as exc:
                 form.add_error(None, error_text(exc))
             else:
@@ -170,7 +182,7 @@ def destination_purge(request: HttpRequest, kind: str, name: str) -> HttpRespons
         question=f"Really purge {label} {name}? All its messages are deleted.",
         button="Purge",
         cancel=dest_url(name, kind),
-        do=lambda: actions.purge_destination(broker_admin(), acting_user(request), kind, name),
+        do=lambda: purge_destination(broker_admin(), acting_user(request), kind, name),
         success=f"Purged {label} {name}.",
     )
 
@@ -186,7 +198,7 @@ def destination_destroy(request: HttpRequest, kind: str, name: str) -> HttpRespo
         button="Destroy",
         cancel=dest_url(name, kind),
         done=reverse("destinations"),
-        do=lambda: actions.destroy_destination(broker_admin(), acting_user(request), kind, name),
+        do=lambda: destroy_destination(broker_admin(), acting_user(request), kind, name),
         success=f"Destroyed {label} {name}.",
     )
 
@@ -198,7 +210,7 @@ def destination_pause(request: HttpRequest, kind: str, name: str) -> HttpRespons
     what = request.POST.get("what") or "all"
     apply_change(
         request,
-        lambda: actions.pause_destination(broker_admin(), acting_user(request), kind, name, what),
+        lambda: pause_destination(broker_admin(), acting_user(request), kind, name, what),
         f"Paused {'producers and consumers' if what == 'all' else what} of {label} {name}.",
     )
     return redirect(next_url(request, dest_url(name, kind)))
@@ -209,7 +221,7 @@ def destination_pause(request: HttpRequest, kind: str, name: str) -> HttpRespons
 def destination_resume(request: HttpRequest, kind: str, name: str) -> HttpResponse:
     apply_change(
         request,
-        lambda: actions.resume_destination(broker_admin(), acting_user(request), kind, name),
+        lambda: resume_destination(broker_admin(), acting_user(request), kind, name),
         f"Resumed {kind_label(kind)} {name}.",
     )
     return redirect(next_url(request, dest_url(name, kind)))
@@ -220,7 +232,7 @@ def destination_resume(request: HttpRequest, kind: str, name: str) -> HttpRespon
 def destination_compact(request: HttpRequest, kind: str, name: str) -> HttpResponse:
     apply_change(
         request,
-        lambda: actions.compact_destination(broker_admin(), acting_user(request), kind, name),
+        lambda: compact_destination(broker_admin(), acting_user(request), kind, name),
         f"Compacted {kind_label(kind)} {name}.",
     )
     return redirect(next_url(request, dest_url(name, kind)))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
-from broker.admin import actions
+from broker.admin.actions.durables import destroy_durable, list_durables, purge_durable
 
 from ..access import admin_required
 from .common import (
@@ -22,7 +22,7 @@ def durables(request: HttpRequest) -> HttpResponse:
     topic = request.GET.get("topic", "").strip()
 
     def build():
-        rows = actions.list_durables(broker_admin(), topic or None)
+        rows = list_durables(broker_admin(), topic or None)
         return {"page": paginate(request, rows), "total": len(rows), "topic": topic}
 
     return render_page(request, "portal/durables.html", build, nav="durables")
@@ -47,9 +47,7 @@ def durable_purge(request: HttpRequest) -> HttpResponse:
         question=f"Really purge {label}? The messages waiting for it are deleted.",
         button="Purge",
         cancel=reverse("durables"),
-        do=lambda: actions.purge_durable(
-            broker_admin(), acting_user(request), name, client_id or None
-        ),
+        do=lambda: purge_durable(broker_admin(), acting_user(request), name, client_id or None),
         success=f"Purged {label}.",
         details=[("name", name), ("client_id", client_id)],
     )
@@ -65,9 +63,7 @@ def durable_destroy(request: HttpRequest) -> HttpResponse:
         question=f"Really destroy {label}? The subscription and its messages are deleted.",
         button="Destroy",
         cancel=reverse("durables"),
-        do=lambda: actions.destroy_durable(
-            broker_admin(), acting_user(request), name, client_id or None
-        ),
+        do=lambda: destroy_durable(broker_admin(), acting_user(request), name, client_id or None),
         success=f"Destroyed {label}.",
         details=[("name", name), ("client_id", client_id)],
     )

@@ -6,8 +6,8 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from broker.admin import actions
 from broker.admin.actions import ActionError
+from broker.admin.actions.log import log_records
 
 from .. import forms
 from ..access import admin_required
@@ -22,7 +22,7 @@ def log_view(request: HttpRequest) -> HttpResponse:
     filt = forms.LogFilterForm(request.GET or None)
     data = filt.cleaned_data if filt.is_valid() else {}
     try:
-        qs = actions.log_records(
+        qs = log_records(
             level=data.get("level") or None,
             since=data.get("since"),
             until=data.get("until"),
@@ -30,7 +30,7 @@ def log_view(request: HttpRequest) -> HttpResponse:
         )
     except ActionError as exc:
         messages.error(request, error_text(exc))
-        qs = actions.log_records()
+        qs = log_records()
     page = paginate(
         request, qs.only("id", "timestamp", "level", "logger", "message", "broker_instance")
     )

@@ -8,8 +8,9 @@ from urllib.parse import urlencode
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
-from broker.admin import actions
 from broker.admin.actions import ActionError, AdminError
+from broker.admin.actions.destinations import query_destination
+from broker.admin.actions.messages import delete_message, get_message, list_messages
 
 from ..access import admin_required
 from .common import (
@@ -63,14 +64,14 @@ def messages_list(request: HttpRequest, kind: str, name: str) -> HttpResponse:
 
     def build():
         admin = broker_admin()
-        dest = actions.query_destination(admin, kind, name)
+        dest = query_destination(admin, kind, name)
         start = (page_no - 1) * PER_PAGE
         error = ""
         rows: list[dict] = []
         try:
             rows = [
                 _msg_row(m)
-                for m in actions.list_messages(
+                for m in list_messages(
                     admin, name, kind, start=start, limit=PER_PAGE, mq_type=mq_type
                 )
             ]
@@ -103,7 +104,7 @@ def message_detail(request: HttpRequest, kind: str, name: str) -> HttpResponse:
     def build():
         if not msg_id:
             raise AdminError(404, "no message ID given")
-        m = actions.get_message(broker_admin(), name, msg_id, kind)
+        m = get_message(broker_admin(), name, msg_id, kind)
         headers = [
             ("Message ID", m["id"]),
             ("Message type", m["message_type"]),
@@ -164,7 +165,7 @@ def message_delete(request: HttpRequest, kind: str, name: str) -> HttpResponse:
         button="Delete message",
         cancel=reverse("message", args=[kind_code(kind), name]) + "?" + urlencode({"id": msg_id}),
         done=back,
-        do=lambda: actions.delete_message(broker_admin(), acting_user(request), name, msg_id, kind),
+        do=lambda: delete_message(broker_admin(), acting_user(request), name, msg_id, kind),
         success=f"Deleted message {msg_id}.",
         details=[("id", msg_id)],
     )

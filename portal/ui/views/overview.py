@@ -7,7 +7,8 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
-from broker.admin import actions
+from broker.admin.actions.broker_info import query_broker
+from broker.admin.actions.destinations import page_destinations
 
 from ..access import admin_required
 from .common import (
@@ -38,9 +39,9 @@ def _deepest(destinations: list[dict], n: int = DEEPEST) -> list[dict]:
 def _summary(admin) -> tuple[dict[str, Any], list[dict]]:
     """What the overview shows of the broker, and its deepest destinations (the broker
     sorts and cuts the list: a page of them, whatever their number)."""
-    info = actions.query_broker(admin)
+    info = query_broker(admin)
     info.pop("properties", None)
-    rows, _ = actions.page_destinations(admin, limit=DEEPEST, show_temporary=False, order="depth")
+    rows, _ = page_destinations(admin, limit=DEEPEST, show_temporary=False, order="depth")
     return info, _deepest(rows)
 
 

@@ -8,8 +8,16 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from broker.admin import actions
 from broker.admin.actions import AdminError
+from broker.admin.actions.connections import list_connections
+from broker.admin.actions.metrics import service_metrics
+from broker.admin.actions.services import (
+    list_services,
+    pause_service,
+    query_service,
+    resume_service,
+    update_service,
+)
 
 from .. import forms
 from ..access import admin_required
@@ -29,7 +37,7 @@ def services(request: HttpRequest) -> HttpResponse:
     return render_page(
         request,
         "portal/services.html",
-        lambda: {"services": actions.list_services(broker_admin())},
+        lambda: {"services": list_services(broker_admin())},
         nav="services",
     )
 
@@ -38,12 +46,12 @@ def services(request: HttpRequest) -> HttpResponse:
 def service_detail(request: HttpRequest, name: str) -> HttpResponse:
     def build():
         admin = broker_admin()
-        svc = actions.query_service(admin, name)
+        svc = query_service(admin, name)
         try:
-            metrics = metric_rows(actions.service_metrics(admin, name))
+            metrics = metric_rows(service_metrics(admin, name))
         except AdminError:
             metrics = None
-        conns = actions.list_connections(admin, name)
+        conns = list_connections(admin, name)
         form = forms.ServiceUpdateForm(
             initial={
                 "port": svc["port"],
@@ -77,7 +85,7 @@ def service_update(request: HttpRequest, name: str) -> HttpResponse:
     data = form.cleaned_data
     apply_change(
         request,
-        lambda: actions.update_service(
+        lambda: update_service(
             broker_admin(),
             acting_user(request),
             name,
@@ -93,7 +101,7 @@ def service_update(request: HttpRequest, name: str) -> HttpResponse:
 @admin_required
 @require_POST
 def service_op(request: HttpRequest, name: str, op: str) -> HttpResponse:
-    fns = {"pause": actions.pause_service, "resume": actions.resume_service}
+    fns = {"pause": pause_service, "resume": resume_service}
     if op not in fns:
         messages.error(request, f"unknown service operation {op!r}")
     else:

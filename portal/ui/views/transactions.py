@@ -5,7 +5,11 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
-from broker.admin import actions
+from broker.admin.actions.transactions import (
+    commit_transaction,
+    list_transactions,
+    rollback_transaction,
+)
 
 from ..access import admin_required
 from .common import (
@@ -20,7 +24,7 @@ from .common import (
 @admin_required
 def transactions(request: HttpRequest) -> HttpResponse:
     def build():
-        rows = actions.list_transactions(broker_admin())
+        rows = list_transactions(broker_admin())
         return {"page": paginate(request, rows), "total": len(rows)}
 
     return render_page(request, "portal/transactions.html", build, nav="transactions")
@@ -35,7 +39,7 @@ def transaction_commit(request: HttpRequest, txn_id: int) -> HttpResponse:
         "acknowledgements become final.",
         button="Commit",
         cancel=reverse("transactions"),
-        do=lambda: actions.commit_transaction(broker_admin(), acting_user(request), txn_id),
+        do=lambda: commit_transaction(broker_admin(), acting_user(request), txn_id),
         success=f"Committed transaction {txn_id}.",
     )
 
@@ -49,6 +53,6 @@ def transaction_rollback(request: HttpRequest, txn_id: int) -> HttpResponse:
         "messages it acknowledged are delivered again.",
         button="Roll back",
         cancel=reverse("transactions"),
-        do=lambda: actions.rollback_transaction(broker_admin(), acting_user(request), txn_id),
+        do=lambda: rollback_transaction(broker_admin(), acting_user(request), txn_id),
         success=f"Rolled back transaction {txn_id}.",
     )

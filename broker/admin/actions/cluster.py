@@ -1,5 +1,6 @@
 """The brokers of a conventional cluster, as the broker one is connected to sees them
-(admin GET_CLUSTER): what ``imqcmd list bkr`` prints."""
+(admin GET_CLUSTER): what ``imqcmd list bkr`` prints; and RELOAD_CLUSTER, every broker of
+the cluster reads its broker list again (admin_service/cluster.py's requests)."""
 
 from __future__ import annotations
 
@@ -7,11 +8,12 @@ from typing import TYPE_CHECKING, Any
 
 from broker.protocol.admin_types import BROKER_STATES, GET_CLUSTER
 
-from .client import read_vector
+from ..client import read_vector
+from .common import record_change
 
 if TYPE_CHECKING:
-    from .client import AdminClient
-    from .remote import BrokerAdmin
+    from ..client import AdminClient
+    from ..remote import BrokerAdmin
 
 
 async def _get_cluster(client: AdminClient) -> list[dict[str, Any]]:
@@ -44,3 +46,16 @@ def list_brokers(admin: BrokerAdmin) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def reload_cluster(admin: BrokerAdmin, actor: str) -> dict[str, list[str]]:
+    """Have every broker of the cluster read its broker list again (imqcmd reload cls);
+    returns the brokers added and removed, as ``host:port``."""
+    changed = admin.reload_cluster()
+    record_change(
+        actor,
+        "reloaded the cluster configuration"
+        + "".join(f"; {k} {', '.join(v)}" for k, v in changed.items() if v),
+        {"type": "broker", "op": "reload_cluster", **changed},
+    )
+    return changed

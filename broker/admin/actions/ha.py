@@ -1,16 +1,23 @@
 """The HA cluster as the shared database store records it: every member broker, its
 state (OpenMQ's: OPERATING, FAILOVER_COMPLETE...), its last heartbeat, and which broker
 took it over.  Read from the StoreOwner rows (the portal shares the brokers' database),
-so it shows a broker that is down, which no running broker's admin service could."""
+so it shows a broker that is down, which no running broker's admin service could.
+
+And TAKEOVER_BROKER (admin_service/ha.py): a broker takes over another one's data now."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from django.db.models import QuerySet
 from django.utils import timezone
 
 from broker.models import StoreOwner
+
+from .common import record_change
+
+if TYPE_CHECKING:
+    from ..remote import BrokerAdmin
 
 
 def ha_brokers_queryset(cluster_id: str | None = None) -> QuerySet[StoreOwner]:
@@ -44,4 +51,12 @@ def ha_brokers(cluster_id: str | None = None) -> list[dict[str, Any]]:
     return [ha_broker_dict(r) for r in ha_brokers_queryset(cluster_id)]
 
 
-__all__ = ["ha_broker_dict", "ha_brokers", "ha_brokers_queryset"]
+def takeover_broker(admin: BrokerAdmin, actor: str, broker_id: str) -> None:
+    """Have the broker take over another broker of its HA cluster now (imqcmd takeover
+    bkr -n BROKERID): one that failed and was not taken over, or stopped -nofailover."""
+    admin.takeover(broker_id)
+    record_change(
+        actor,
+        f"had the broker take over broker {broker_id}",
+        {"type": "broker", "op": "takeover", "target": broker_id},
+    )
