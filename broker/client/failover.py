@@ -20,6 +20,8 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
+from broker.protocol.names import JMQ_BROKER_LIST
+
 from .connection import Connection, connect
 from .destination import Destination
 from .errors import IllegalStateException, JMSException
@@ -41,7 +43,7 @@ def parse_address(text: str) -> tuple[str, int]:
 def broker_list(conn: Connection) -> list[tuple[str, int]]:
     """The brokers ``conn``'s broker named in HELLO_REPLY (JMQBrokerList), if any."""
     hello = getattr(conn, "hello_reply", None) or {}
-    text = str(hello.get("JMQBrokerList") or "")
+    text = str(hello.get(JMQ_BROKER_LIST) or "")
     out = []
     for part in text.split(","):
         if part.strip():

@@ -28,6 +28,7 @@ import time
 import zlib
 
 from broker.protocol.errors import ProtocolError
+from broker.protocol.names import JMQ_PREFIX
 from broker.protocol.packet import (
     VH_CORRELATIONID,
     VH_DELIVERY_COUNT,
@@ -263,7 +264,7 @@ def message_frame_headers(
     )
     if pkt.prop_size:
         for k, v in pkt.properties.items():
-            if k.startswith("JMQ") or k == "JMSXDeliveryCount":
+            if k.startswith(JMQ_PREFIX) or k == "JMSXDeliveryCount":
                 continue  # the broker's own
             h.append((k, _text(v)))
     kind = _BODY_TYPES.get(pkt.type)

@@ -25,6 +25,8 @@ from broker.protocol.destname import ADMIN_NAME_RULE, admin_name_problem, valid_
 from broker.protocol.properties import as_int
 from broker.protocol.types import LimitBehavior
 
+from .names import JMQ_MAX_DELIVERY_COUNT
+
 # Value types.
 INT = "int"  # a count; -1 = unlimited
 SIZE = "size"  # bytes (or a size string); -1 = unlimited
@@ -205,7 +207,7 @@ DESTINATION_ATTRIBUTES: tuple[DestinationAttribute, ...] = (
 BY_NAME: dict[str, DestinationAttribute] = {a.name: a for a in DESTINATION_ATTRIBUTES}
 
 # Request properties (ours) carrying the attributes DestinationInfo has no field for.
-EXTRA_PROPERTIES: dict[str, str] = {"maxDeliveryCount": "JMQMaxDeliveryCount"}
+EXTRA_PROPERTIES: dict[str, str] = {"maxDeliveryCount": JMQ_MAX_DELIVERY_COUNT}
 
 
 def parse_bool(value: object, name: str = "value") -> bool:
