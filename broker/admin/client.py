@@ -189,7 +189,7 @@ class AdminClient:
         """Connect to the ADMIN service found through the port mapper at host:port; with
         ``ssl``, to its TLS admin service (``ssladmin``), verifying the broker with that
         client context."""
-        from broker.client import AckMode, Queue, connect
+        from openmq_client import AckMode, Queue, connect
 
         conn = await connect(
             host,
@@ -232,7 +232,7 @@ class AdminClient:
         """Send one request; the reply's properties and body.  Raises AdminError on a
         non-200 JMQStatus, TimeoutError when no reply comes within ``timeout`` and
         ConnectionError when the connection closes first."""
-        from broker.client import ObjectMessage
+        from openmq_client import ObjectMessage
 
         msg = ObjectMessage(
             body,

@@ -2,7 +2,7 @@
 
 Every module that reads or writes a packet's properties (the engines, the admin service,
 the admin client, the Python client) names them through these constants, so a name is
-spelled once; tests/test_names.py fails on a ``"JMQ...`` literal anywhere else in broker/,
+spelled once; tests/test_wire_names.py fails on a ``"JMQ...`` literal anywhere else in broker/,
 portal/ and openmq_client/.  Each constant is the wire name in upper snake case
 (``JMQTransactionID`` -> ``JMQ_TRANSACTION_ID``).  Import them by name: the hot path reads
 a module global, never an attribute of this module.

@@ -1,6 +1,6 @@
 """Message consumers (receive with timeout, or a listener) and queue browsers.
 
-Deliveries are buffered as raw packets; a :class:`~broker.client.message.Message` is
+Deliveries are buffered as raw packets; a :class:`~openmq_client.message.Message` is
 made only when the application takes one.  Consumer flow control follows the Java
 client: when a delivery carries the C flag the broker has stopped at the prefetch
 limit, and the client sends RESUME_FLOW (JMQConsumerID, JMQSize = room left) once
@@ -43,7 +43,7 @@ from broker.protocol.packet import Packet
 from broker.protocol.types import FLAG_C, FLAG_P, AckMode, PacketType, Status
 
 from .destination import Destination, Queue
-from .errors import BrokerUnreachableException, IllegalStateException, JMSException
+from .errors import BrokerUnreachableException, IllegalStateException, JMSException, status_error
 from .message import Message
 
 if TYPE_CHECKING:
@@ -500,8 +500,6 @@ class QueueBrowser:
         if rp.get(JMQ_STATUS) == Status.NOT_FOUND:
             if rp.get(JMQ_CAN_CREATE):
                 return []
-            from .errors import status_error
-
             raise status_error(PacketType.BROWSE, Status.NOT_FOUND, what=self.queue.name)
         body = reply.body
         if len(body) % 32:

@@ -34,14 +34,14 @@ from broker.protocol.names import (
 from broker.protocol.packet import VH_TRANSACTIONID
 from broker.protocol.types import AckMode, PacketType, Status
 
+from .consumer import MessageConsumer, QueueBrowser
 from .destination import Destination, Queue, TemporaryQueue, TemporaryTopic, Topic
-from .errors import IllegalStateException, JMSException
+from .errors import IllegalStateException, JMSException, status_error
 from .message import Message
+from .producer import MessageProducer
 
 if TYPE_CHECKING:
     from .connection import Connection
-    from .consumer import MessageConsumer, QueueBrowser
-    from .producer import MessageProducer
 
 _I64 = struct.Struct(">q")
 
@@ -112,8 +112,6 @@ class Session:
         ack_on_produce: bool | None = None,
     ) -> MessageProducer:
         """A producer for ``destination`` (or an unidentified one if None)."""
-        from .producer import MessageProducer
-
         self._check_open()
         prod = MessageProducer(
             self,
@@ -193,8 +191,6 @@ class Session:
         durable_name: str | None,
         shared_name: str | None = None,
     ) -> MessageConsumer:
-        from .consumer import MessageConsumer
-
         self._check_open()
         if selector is not None and not selector.strip():
             selector = None
@@ -215,8 +211,6 @@ class Session:
 
     async def create_browser(self, queue: Queue, selector: str | None = None) -> QueueBrowser:
         """A queue browser (VERIFY_DESTINATION now; BROWSE/DELIVER when read)."""
-        from .consumer import QueueBrowser
-
         self._check_open()
         if not isinstance(queue, Queue):
             raise JMSException("only queues can be browsed")
@@ -238,8 +232,6 @@ class Session:
         if reply.properties.get(JMQ_STATUS) == Status.NOT_FOUND and not reply.properties.get(
             JMQ_CAN_CREATE
         ):
-            from .errors import status_error
-
             raise status_error(PacketType.VERIFY_DESTINATION, Status.NOT_FOUND, what=queue.name)
         browser = QueueBrowser(self, queue, selector)
         self._browsers.append(browser)

@@ -56,10 +56,10 @@ from broker.protocol.types import (
     Status,
 )
 
-from .connection import FLUSH_THRESHOLD, next_sequence, reply_status
 from .destination import Destination
 from .errors import IllegalStateException, JMSException, MessageFormatException, status_error
 from .message import Message
+from .wire import FLUSH_THRESHOLD, next_sequence, reply_status
 
 if TYPE_CHECKING:
     import asyncio

@@ -2,7 +2,7 @@
 
 ::
 
-    from broker.client.xa import Xid, create_xa_session
+    from openmq_client.xa import Xid, create_xa_session
     sess, xa = await create_xa_session(conn)
     xid = Xid(4660, b"global-1", b"branch-1")
     await xa.start(xid)                      # START_TRANSACTION JMQXAFlags=TMNOFLAGS + Xid
@@ -40,12 +40,12 @@ from broker.protocol.types import PacketType, Status, XAFlag
 from broker.protocol.xid import Xid, XidError
 
 from .errors import JMSException
+from .session import Session
 
 if TYPE_CHECKING:
     from broker.protocol.packet import Packet
 
     from .connection import Connection
-    from .session import Session
 
 TMNOFLAGS = XAFlag.TMNOFLAGS
 TMJOIN = XAFlag.TMJOIN
@@ -228,12 +228,10 @@ class XAResource:
 async def create_xa_session(connection: Connection) -> tuple[Session, XAResource]:
     """A session whose work belongs to whatever transaction its XAResource started (a
     transacted session without a local transaction of its own)."""
-    from .session import Session as _Session
-
     connection._check_open()
     reply = await connection._request(PacketType.CREATE_SESSION)
     sid = reply.properties.get(JMQ_SESSION_ID)
-    session = _Session(connection, -1 if sid is None else int(sid), 0, True)  # type: ignore[call-overload]
+    session = Session(connection, -1 if sid is None else int(sid), 0, True)  # type: ignore[call-overload]
     connection._sessions.append(session)
     return session, XAResource(connection, session)
 

@@ -78,11 +78,12 @@ from .errors import (
     ResourceAllocationException,
     status_error,
 )
+from .session import Session
+from .wire import FLUSH_THRESHOLD, next_sequence, reply_status
 
 if TYPE_CHECKING:
     from .consumer import _Sink
     from .producer import _Target
-    from .session import Session
     from .sync import _Runner
 
 log = logging.getLogger(__name__)
@@ -92,15 +93,6 @@ T = TypeVar("T")
 CLIENT_VERSION = OPENMQ_VERSION  # what it reports (JMQVersion); a test changes it
 PROTOCOL_LEVEL = 500
 DEFAULT_FLOW_COUNT = 100
-
-# Process-wide packet sequence number, like the JVM-global counter of the Java client;
-# it is the last component of every SysMessageID this process produces.
-_SEQUENCE = itertools.count(1)
-next_sequence = _SEQUENCE.__next__
-
-# Flush the write queue early (and let the loop breathe) once this much is queued,
-# so a producer that never awaits cannot starve the reader or grow memory unbounded.
-FLUSH_THRESHOLD = 256 * 1024
 
 
 _MESSAGE_MAX = 6
@@ -115,14 +107,6 @@ def user_agent() -> str:
         f"Message Queue/{CLIENT_VERSION} (Python; {platform.system()} "
         f"{platform.release()} {platform.machine()})"
     )
-
-
-def reply_status(reply: Packet) -> int:
-    """The JMQStatus of a reply; a reply without one is a protocol error."""
-    status = reply.properties.get(JMQ_STATUS)
-    if status is None:
-        raise JMSException(f"{reply.type_name} without JMQStatus")
-    return int(status)  # type: ignore[call-overload]
 
 
 class _Protocol(asyncio.Protocol):
@@ -728,8 +712,6 @@ class Connection:
         for the broker's reply (the Java client's ``imqAckOnAcknowledge=false``).
         ``dups_ok_limit`` is how many DUPS_OK acknowledgements are batched.
         """
-        from .session import Session
-
         self._check_open()
         mode = AckMode.NONE if transacted else AckMode(ack_mode)
         props = None if transacted else {JMQ_ACK_MODE: JInt(int(mode))}

@@ -63,7 +63,7 @@ async def connect_any(
 ) -> Connection:
     """Connect to the first broker of ``addresses`` that answers (port-mapper ports),
     going round the list up to ``attempts`` times with ``delay`` seconds between
-    rounds.  ``options`` are :func:`~broker.client.connect`'s."""
+    rounds.  ``options`` are :func:`~openmq_client.connect`'s."""
     targets = [a if isinstance(a, tuple) else parse_address(a) for a in addresses]
     if not targets:
         raise JMSException("no broker address to connect to")
