@@ -40,7 +40,7 @@ from broker.protocol.names import (
     JMQ_STATUS,
 )
 from broker.protocol.packet import Packet
-from broker.protocol.types import FLAG_C, FLAG_P, AckMode, PacketType, Status
+from broker.protocol.types import FLAG_C, FLAG_P, AckMode, BodyType, PacketType, Status
 
 from .destination import Destination, Queue
 from .errors import BrokerUnreachableException, IllegalStateException, JMSException, status_error
@@ -425,12 +425,12 @@ class MessageConsumer:
                 }
                 last = self._last_delivered
                 if last is not None:
-                    props[JMQ_BODY_TYPE] = JInt(3)
+                    props[JMQ_BODY_TYPE] = JInt(BodyType.SYSMESSAGEID)
                     if session.transacted and any(b[8:] == last for b in session._unacked):
                         props[JMQ_LAST_DELIVERED_ID_IN_TRANSACTION] = True
                     body = last
                 else:
-                    props[JMQ_BODY_TYPE] = JInt(0)
+                    props[JMQ_BODY_TYPE] = JInt(BodyType.NONE)
                     props[JMQ_REDELIVER_ALL] = True
                     body = b""
                 await conn._request(PacketType.DELETE_CONSUMER, props, body)

@@ -46,6 +46,7 @@ from broker.protocol.types import (
     DEST_QUEUE,
     DEST_TEMP,
     DEST_TOPIC,
+    BodyType,
     DestType,
     LimitBehavior,
     Status,
@@ -437,7 +438,7 @@ class ResourceRules(AccessRules):
             return
         last = None
         body = pkt.body
-        if props.get(JMQ_BODY_TYPE) == 3 and len(body) >= 32:
+        if props.get(JMQ_BODY_TYPE) == BodyType.SYSMESSAGEID and len(body) >= 32:
             last = body[:32]
         self.router.remove_consumer(cons, last, bool(props.get(JMQ_REDELIVER_ALL, False)))
         self.reply(pkt, Status.OK)
