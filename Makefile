@@ -16,7 +16,7 @@ PYTEST_ARGS ?= -n 3 --dist loadfile --no-loadscope-reorder --durations=30
 # checkout, and where PYTHONDONTWRITEBYTECODE is set (as on CI) every broker, manage.py and
 # worker process would compile ~250 modules again (0.4 s of CPU each; a suite starts
 # hundreds). A source changed later is compiled in memory until the next install.
-BYTECODE = $(BIN)/python -m compileall -q -j 0 broker portal tests bench manage.py
+BYTECODE = $(BIN)/python -m compileall -q -j 0 broker portal openmq_client tests bench manage.py
 
 .PHONY: run test test-fast install install-dev lint lock clean
 

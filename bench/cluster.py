@@ -31,8 +31,8 @@ from typing import NamedTuple
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
-from broker.client import AckMode, BytesMessage, Queue, connect  # noqa: E402
 from broker.launcher import BrokerProcess, free_port, start_broker  # noqa: E402
+from openmq_client import AckMode, BytesMessage, Queue, connect  # noqa: E402
 
 _TS = struct.Struct(">q")
 

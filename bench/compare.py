@@ -15,7 +15,7 @@ note for how they were started on loopback).  Our broker is started here (file s
 
 The clients, each broker's natural one from Python:
 
-* ours: this project's asyncio client (broker/client), consumers DUPS_OK_ACKNOWLEDGE
+* ours: this project's asyncio client (openmq_client), consumers DUPS_OK_ACKNOWLEDGE
   (acknowledgements batched, no reply awaited);
 * ActiveMQ: stomp.py over STOMP 1.2, subscriptions ``ack:auto`` (no acknowledgements);
 * RabbitMQ: pika's BlockingConnection over AMQP 0-9-1, ``auto_ack`` (no
@@ -67,7 +67,7 @@ RMQ = ("127.0.0.1", 5672)
 def ours_consume(target, names: list[str], topic: bool, count: int, pipe) -> None:
     import uvloop
 
-    from broker.client import AckMode, Queue, Topic, connect
+    from openmq_client import AckMode, Queue, Topic, connect
 
     host, port = target
 
@@ -105,7 +105,7 @@ def ours_consume(target, names: list[str], topic: bool, count: int, pipe) -> Non
 def ours_produce(target, name: str, topic: bool, count: int, size: int, persistent: bool) -> float:
     import uvloop
 
-    from broker.client import AckMode, BytesMessage, Queue, Topic, connect
+    from openmq_client import AckMode, BytesMessage, Queue, Topic, connect
 
     host, port = target
 

@@ -110,7 +110,7 @@ class Producer:
 
 async def drain(brokers: list[BrokerProcess], queue: str) -> Counter:
     """Every copy of every message in ``queue`` on each broker: n -> copies."""
-    from broker.client import Queue, connect
+    from openmq_client import Queue, connect
 
     got: Counter = Counter()
     for b in brokers:

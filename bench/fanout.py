@@ -29,7 +29,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
-from broker.client import AckMode, BytesMessage, Topic, connect  # noqa: E402
+from openmq_client import AckMode, BytesMessage, Topic, connect  # noqa: E402
 
 IDLE = 10.0  # seconds without a delivery after which a subscriber stops waiting
 

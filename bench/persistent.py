@@ -29,8 +29,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
-from broker.client import AckMode, BytesMessage, Queue, connect  # noqa: E402
 from broker.launcher import start_broker  # noqa: E402
+from openmq_client import AckMode, BytesMessage, Queue, connect  # noqa: E402
 
 QUEUE = "bench.persistent"
 

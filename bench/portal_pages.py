@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
 from broker.admin.client import AdminClient  # noqa: E402
-from broker.client import connect  # noqa: E402
+from openmq_client import connect  # noqa: E402
 from tests.portal_server import PortalStack, start_stack  # noqa: E402
 
 TARGET_MS = 300.0

@@ -24,8 +24,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
-from broker.client import Queue, TextMessage  # noqa: E402
-from broker.client.sync import connect  # noqa: E402
+from openmq_client import Queue, TextMessage  # noqa: E402
+from openmq_client.sync import connect  # noqa: E402
 from tests.portal_server import CHROMIUM, CHROMIUM_ARGS, PortalStack, start_stack  # noqa: E402
 
 

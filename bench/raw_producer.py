@@ -16,9 +16,9 @@ import socket
 import struct
 import time
 
-from broker.client import BytesMessage, Queue, connect
 from broker.protocol.packet import HEADER, Packet
 from broker.protocol.types import PacketType, Status
+from openmq_client import BytesMessage, Queue, connect
 
 _TIMESTAMP_AT = 20  # offsets in the fixed header (docs/developers/protocol.md)
 _SEQUENCE_AT = 48

@@ -34,8 +34,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
-from broker.client import AckMode, BytesMessage, JInt, Queue, connect  # noqa: E402
 from broker.protocol import mqreports as mq  # noqa: E402
+from openmq_client import AckMode, BytesMessage, JInt, Queue, connect  # noqa: E402
 
 REPORTS = {
     mq.MSG_TYPE: JInt(mq.MQMT_REQUEST),

@@ -6,6 +6,7 @@ from django.core.exceptions import ValidationError
 from django.db import models
 
 from broker.loglevels import RECORD_LEVELS
+from broker.protocol.names import JMQ_TRANSACTION_ID
 from broker.security.digest import constant_time_equals, password_digest
 
 # Characters imqusermgr refuses in user names: they would break the passwd file
@@ -300,7 +301,7 @@ class BrokerTransaction(models.Model):
     message store's record (that is :class:`StoredTransaction`)."""
 
     broker_instance = models.CharField(max_length=255, default="imqbroker")
-    txn_id = models.BigIntegerField(help_text="JMQTransactionID.")
+    txn_id = models.BigIntegerField(help_text=f"{JMQ_TRANSACTION_ID}.")
     state = models.CharField(
         max_length=20, help_text="STARTED, INCOMPLETE, FAILED, COMPLETE, PREPARED, TIMED_OUT..."
     )

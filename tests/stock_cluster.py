@@ -312,7 +312,7 @@ def many_hops(dest: str, src_host: str, src_pm: int, dst_host: str, dst_pm: int,
     both sides, fast enough to fill a window): each arrives once."""
     import asyncio
 
-    from broker.client import Queue, TextMessage, connect
+    from openmq_client import Queue, TextMessage, connect
 
     async def go() -> None:
         cconn = await connect(dst_host, dst_pm)

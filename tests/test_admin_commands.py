@@ -53,17 +53,6 @@ import time
 import pytest
 
 from broker.admin.client import AdminClient, AdminError, read_vector
-from broker.client import (
-    AckMode,
-    BytesMessage,
-    JMSException,
-    MapMessage,
-    Queue,
-    TextMessage,
-    Topic,
-    connect,
-)
-from broker.client.xa import Xid, create_xa_session
 from broker.props import parse_size
 from broker.protocol import dest_attributes as dattrs
 from broker.protocol.admin_info import (
@@ -79,6 +68,17 @@ from broker.protocol.admin_info import (
 )
 from broker.protocol.jtypes import JInt, JLong
 from broker.security.acl import DEFAULT_RULES
+from openmq_client import (
+    AckMode,
+    BytesMessage,
+    JMSException,
+    MapMessage,
+    Queue,
+    TextMessage,
+    Topic,
+    connect,
+)
+from openmq_client.xa import Xid, create_xa_session
 
 from .conftest import free_port
 
@@ -934,7 +934,7 @@ def test_durables_for_an_openmq4_admin_tool(broker, monkeypatch):
     saying JMQVersion 4.x in HELLO gets that one, newer ones the current one."""
     import struct
 
-    import broker.client.connection as client_connection
+    import openmq_client.connection as client_connection
     from broker.protocol.admin_types import GET_DURABLES
 
     modern, old = struct.pack(">q", -6255154649160893876), struct.pack(">q", -5120820610052343118)

@@ -17,7 +17,7 @@ import pytest
 
 from broker.admin.actions.destinations import _destination
 from broker.admin.client import AdminClient
-from broker.client import AckMode, Queue, TextMessage, connect
+from openmq_client import AckMode, Queue, TextMessage, connect
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -13,10 +13,10 @@ import asyncio
 
 import pytest
 
-from broker.client import AckMode, Queue, TextMessage, connect
-from broker.client.testing import StandIn, message_packet
 from broker.protocol.packet import Packet
 from broker.protocol.types import FLAG_A, FLAG_P, FLAG_Q, PacketType
+from openmq_client import AckMode, Queue, TextMessage, connect
+from openmq_client.testing import StandIn, message_packet
 
 pytestmark = [pytest.mark.fast, pytest.mark.timeout(60)]
 

@@ -3,7 +3,7 @@
 Why one module (about 1,000 lines): every test runs the client against the same stand-in
 and compares with the same captures.
 
-The client runs against :class:`broker.client.testing.StandIn`, which answers exactly
+The client runs against :class:`openmq_client.testing.StandIn`, which answers exactly
 like the recorder that captured ``shared/vectors``; so the packets the client writes
 can be compared field by field with the Java client's captures (same packet types,
 flags, variable-header fields, properties with the same Java types, bodies, and the
@@ -21,30 +21,6 @@ from typing import Any
 
 import pytest
 
-from broker.client import (
-    AckMode,
-    BytesMessage,
-    DeliveryMode,
-    InvalidClientIDException,
-    InvalidDestinationException,
-    InvalidSelectorException,
-    JMSException,
-    JMSSecurityException,
-    MapMessage,
-    Message,
-    ObjectMessage,
-    Queue,
-    ResourceAllocationException,
-    StreamMessage,
-    TemporaryQueue,
-    TextMessage,
-    Topic,
-    connect,
-)
-from broker.client.connection import digest_credential
-from broker.client.destination import destination_from_wire
-from broker.client.message import message_from_packet
-from broker.client.testing import StandIn, message_packet
 from broker.protocol.jtypes import JByte, JFloat, JInt, JLong, JShort
 from broker.protocol.packet import (
     HEADER_SIZE,
@@ -64,6 +40,30 @@ from broker.protocol.types import (
     FLAG_R,
     PacketType,
 )
+from openmq_client import (
+    AckMode,
+    BytesMessage,
+    DeliveryMode,
+    InvalidClientIDException,
+    InvalidDestinationException,
+    InvalidSelectorException,
+    JMSException,
+    JMSSecurityException,
+    MapMessage,
+    Message,
+    ObjectMessage,
+    Queue,
+    ResourceAllocationException,
+    StreamMessage,
+    TemporaryQueue,
+    TextMessage,
+    Topic,
+    connect,
+)
+from openmq_client.connection import digest_credential
+from openmq_client.destination import destination_from_wire
+from openmq_client.message import message_from_packet
+from openmq_client.testing import StandIn, message_packet
 
 from .vectors import vector as vector_bytes
 from .vectors import vector_files
@@ -200,7 +200,7 @@ async def test_login_refused_raises_security_exception() -> None:
 
 @run
 async def test_portmapper_without_service() -> None:
-    import broker.client.connection as c
+    import openmq_client.connection as c
 
     s = StandIn()
     try:
@@ -384,7 +384,7 @@ def test_destination_from_wire() -> None:
 
 
 def test_bad_property_values_rejected() -> None:
-    from broker.client import MessageFormatException
+    from openmq_client import MessageFormatException
 
     with pytest.raises(MessageFormatException):
         TextMessage("x", properties={"a": None})
@@ -771,7 +771,7 @@ async def test_receive_timeout(standin: StandIn) -> None:
 
 
 def test_sync_wrapper(standin: StandIn) -> None:
-    from broker.client.sync import connect as sync_connect
+    from openmq_client.sync import connect as sync_connect
 
     s = standin
     with sync_connect("127.0.0.1", s.portmapper_port) as conn:

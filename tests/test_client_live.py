@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from broker.client import (
+from openmq_client import (
     AckMode,
     BytesMessage,
     Connection,
@@ -536,7 +536,7 @@ async def test_many_messages_through_flow_control(broker: Any) -> None:
 
 
 def test_sync_wrapper(broker: Any) -> None:
-    from broker.client.sync import connect as sync_connect
+    from openmq_client.sync import connect as sync_connect
 
     q = Queue(name("sync"))
     with sync_connect(broker.host, broker.portmapper_port, request_timeout=20) as conn:
@@ -573,7 +573,7 @@ def test_sync_wrapper(broker: Any) -> None:
 
 
 def test_sync_request_reply(broker: Any) -> None:
-    from broker.client.sync import connect as sync_connect
+    from openmq_client.sync import connect as sync_connect
 
     svc = Queue(name("ssvc"))
     with sync_connect(broker.host, broker.portmapper_port) as server:
@@ -635,7 +635,7 @@ async def test_no_local_and_temporary_topic(broker: Any) -> None:
     m = await local.receive(5)
     assert m is not None and m.text == "theirs"  # type: ignore[attr-defined]
     # Only the creating connection may consume from a temporary destination.
-    from broker.client import JMSException
+    from openmq_client import JMSException
 
     with pytest.raises(JMSException):
         await osess.create_consumer(tt)

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import AckMode, JMSException, Queue, TextMessage, Topic
-from broker.client.sync import connect
 from broker.launcher import ROOT
 from broker.protocol import gpacket as gp
 from broker.protocol.brokerinfo import BrokerInfo
 from broker.protocol.packet import Packet
 from broker.protocol.types import PacketType
+from openmq_client import AckMode, JMSException, Queue, TextMessage, Topic
+from openmq_client.sync import connect
 from tests.cluster_procs import links_up, portmapper_table, start_cluster, start_member, wait_for
 from tests.vectors import vector
 from tests.wire import Peer
@@ -900,8 +900,8 @@ def test_an_xa_prepare_prepares_messages_at_their_home_broker_first(cluster, tmp
     they come no more."""
     import asyncio
 
-    from broker.client import connect as aconnect
-    from broker.client.xa import Xid, create_xa_session
+    from openmq_client import connect as aconnect
+    from openmq_client.xa import Xid, create_xa_session
 
     a, b, _c = cluster
     q = Queue(name("xaq"))

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import Queue, TextMessage
-from broker.client.sync import connect
 from broker.launcher import free_port, start_broker
+from openmq_client import Queue, TextMessage
+from openmq_client.sync import connect
 from tests.cluster_procs import links_up, wait_for
 from tests.test_imqcmd import SUCCESS, run_imqcmd
 

@@ -17,9 +17,9 @@ import pytest
 
 from broker.admin.actions.broker_info import broker_properties
 from broker.admin.remote import BrokerAdmin
-from broker.client import Queue, TextMessage
-from broker.client.sync import connect
 from broker.launcher import BrokerProcess, free_port, start_broker
+from openmq_client import Queue, TextMessage
+from openmq_client.sync import connect
 from tests.cluster_procs import links_up, wait_for
 
 pytestmark = pytest.mark.timeout(240)

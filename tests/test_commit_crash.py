@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from broker.client import AckMode, Queue, TextMessage
+from openmq_client import AckMode, Queue, TextMessage
 
 from .pg import fresh_database
 from .test_client_live import name, open_conn, run

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import Queue, TextMessage, connect
 from broker.management.console import COMMANDS
+from openmq_client import Queue, TextMessage, connect
 
 ROOT = Path(__file__).resolve().parent.parent
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from broker.client import AckMode, Connection, Queue, TextMessage, connect
+from openmq_client import AckMode, Connection, Queue, TextMessage, connect
 
 pytestmark = pytest.mark.timeout(120)
 

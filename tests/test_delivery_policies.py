@@ -14,7 +14,7 @@ from typing import Any
 
 import pytest
 
-from broker.client import (
+from openmq_client import (
     AckMode,
     Connection,
     InvalidClientIDException,

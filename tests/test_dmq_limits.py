@@ -10,13 +10,13 @@ from typing import Any
 
 import pytest
 
-from broker.client import AckMode, Queue, ResourceAllocationException, TextMessage
 from broker.core.message import Message
 from broker.core.router import MessageRouter
 from broker.protocol.javaser import decode_hashtable
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import build_packet, parse_packet
 from broker.protocol.types import DMQ_NAME, FLAG_Q, PacketType
+from openmq_client import AckMode, Queue, ResourceAllocationException, TextMessage
 
 from .test_client_live import name, open_conn, run
 from .wire import Peer, control, login, vector

@@ -33,9 +33,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import Queue, TextMessage
-from broker.client.sync import connect
 from broker.launcher import free_port
+from openmq_client import Queue, TextMessage
+from openmq_client.sync import connect
 
 from .pg import fresh_database
 

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from broker.client import Queue, TextMessage
 from broker.core.drops import DropLog
+from openmq_client import Queue, TextMessage
 
 from .test_client_live import name, open_conn, run
 from .test_metrics_events import open_admin

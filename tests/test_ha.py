@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import AckMode, Queue, TextMessage
-from broker.client.errors import JMSException
-from broker.client.failover import FailoverConnection, broker_list, connect_any
 from broker.launcher import BrokerProcess, start_broker
+from openmq_client import AckMode, Queue, TextMessage
+from openmq_client.errors import JMSException
+from openmq_client.failover import FailoverConnection, broker_list, connect_any
 from tests.pg import database_alias, fresh_database
 
 from .test_client_live import run
@@ -470,8 +470,8 @@ async def test_durable_subscription_and_its_messages_move_to_the_taker(cluster: 
     """A durable subscription on A, with messages it has not consumed: after A is killed
     and taken over, the subscriber (same client ID and name) finds it on B with every
     message, redelivered; B's own durable of the same name is not doubled."""
-    from broker.client import Topic
     from broker.models import StoredDurable
+    from openmq_client import Topic
 
     a = cluster.start("brokerA")
     b = cluster.start("brokerB")
@@ -515,7 +515,7 @@ async def test_durable_subscription_and_its_messages_move_to_the_taker(cluster: 
 async def test_prepared_xa_transaction_is_taken_over_in_doubt(cluster: Cluster, rows):
     """A PREPARED XA transaction of the killed broker is in doubt on the taker: a
     transaction manager's recovery finds it there and commits it."""
-    from broker.client.xa import create_xa_session
+    from openmq_client.xa import create_xa_session
 
     from .test_persistence import _prepare_in_doubt, receive_all
 

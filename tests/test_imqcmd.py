@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import AckMode, Queue, TextMessage, Topic, connect
 from broker.protocol.jtypes import JInt
 from broker.protocol.types import PacketType, XAFlag
+from openmq_client import AckMode, Queue, TextMessage, Topic, connect
 
 ROOT = Path(__file__).resolve().parent.parent
 SUCCESS = "Successfully performed the requested operation."
@@ -258,7 +258,7 @@ def test_pause_and_resume_dst(broker, passfile):
 
 
 def test_list_cns(broker, passfile):
-    from broker.client.sync import connect as sync_connect
+    from openmq_client.sync import connect as sync_connect
 
     q = uniq("cnsQ")
     with sync_connect(broker.host, broker.portmapper_port) as conn:
@@ -545,7 +545,7 @@ def test_broker_errors(broker, passfile):
     assert "noSuchImqcmdQ" in line and "not found" in line and "404" in line
     assert "404" in refused(broker, passfile, "purge", "dst", "-t", "q", "-n", "noSuchImqcmdQ")
     # A temporary destination belongs to its connection: the action refuses it.
-    from broker.client.sync import connect as sync_connect
+    from openmq_client.sync import connect as sync_connect
 
     with sync_connect(broker.host, broker.portmapper_port) as conn:
         temp = conn.create_temporary_queue().name

@@ -17,9 +17,9 @@ from typing import Any
 
 import pytest
 
-from broker.client import AckMode, Queue, TextMessage, Topic
-from broker.client.xa import create_xa_session
 from broker.launcher import ROOT, start_broker
+from openmq_client import AckMode, Queue, TextMessage, Topic
+from openmq_client.xa import create_xa_session
 from tests.pg import fresh_database, postgres_url  # noqa: F401
 
 from .test_client_live import name, open_conn

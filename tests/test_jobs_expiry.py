@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import Queue, TextMessage
 from broker.protocol.types import DMQ_NAME
+from openmq_client import Queue, TextMessage
 
 from .celery_procs import CeleryProc, env_for, manage, query, wait_for
 from .redis import RedisServer, redis_binary

@@ -2,13 +2,13 @@
 layout).  The broker (protocol, store, core, engine, cluster, server, security) never
 imports the administration tools (broker/admin, whose broker side is
 broker/server/admin_service) or the portal; the tools and the portal talk to the broker
-over the wire (broker/client, broker/admin), not by importing its server.
+over the wire (openmq_client, broker/admin), not by importing its server.
 
 Read from the source like tests/test_import_cycles.py (every import that runs, at the top
 or in a function).  The imports that break a rule today are listed in ``ALLOWED`` with
 why; a new one fails, and so does a listed one that is gone.  One more test checks the
 same in a fresh interpreter, as ``runbroker`` starts: Django set up, every module of the
-broker's packages imported, and no module of broker/admin loaded.
+broker's packages imported, and no module of broker/admin or openmq_client loaded.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from .test_import_cycles import import_graph, package_of
+from .test_import_cycles import find_cycle, import_graph, package_of
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -93,10 +93,11 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     # Work on a stopped broker's rows (the portal's jobs run it): the store's rows under
     # core's rules, e.g. the expiry job's dead messages (broker/core/dmq.py).
     "broker.jobs": frozenset({PROTOCOL, "broker.store", "broker.core"}),
-    # The Python client library: the wire, and OpenMQ's password digest.
-    "broker.client": frozenset({PROTOCOL, "broker.security"}),
+    # The Python client library (its own top-level package, which applications install):
+    # the wire, and OpenMQ's password digest.
+    "openmq_client": frozenset({PROTOCOL, "broker.security"}),
     # The tools: the broker through the client and the admin protocol.
-    "broker.admin": frozenset({PROTOCOL, "broker.security", "broker.client"}),
+    "broker.admin": frozenset({PROTOCOL, "broker.security", "openmq_client"}),
     # Where the stock OpenMQ client and broker the tests compare with are (third_party).
     "broker.stock_paths": frozenset(),
     # A development helper that starts broker processes (tests, manage.py up), ours and
@@ -107,14 +108,14 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
         {
             PROTOCOL,
             *BROKER_ROOMS,
-            "broker.client",
+            "openmq_client",
             "broker.admin",
             "broker.launcher",
         }
     ),
 }
 # The portal (every portal/ package and module): its own rooms, the tools, the client.
-PORTAL_MAY_IMPORT = frozenset({PROTOCOL, "broker.security", "broker.client", "broker.admin"})
+PORTAL_MAY_IMPORT = frozenset({PROTOCOL, "broker.security", "openmq_client", "broker.admin"})
 # portal/jobs/expiry.py is the database store's expiry job: it reclaims a stopped broker's
 # rows (broker/jobs/dbexpiry.py) under the store's ownership rules (ownership.py).
 MAY_IMPORT["portal.jobs"] = PORTAL_MAY_IMPORT | {"broker.store", "broker.jobs"}
@@ -176,7 +177,7 @@ def test_the_rules_catch_what_they_should() -> None:
     assert not may_import("broker.core", "broker.admin")
     assert not may_import("broker.server", "portal.ui")
     assert not may_import("portal.ui", "broker.server")
-    assert not may_import("broker.client", "broker.core")
+    assert not may_import("openmq_client", "broker.core")
     assert not may_import(PROTOCOL, "broker.core")
     assert may_import("broker.server", "broker.cluster")
     assert may_import("portal.api", "broker.admin")
@@ -196,16 +197,41 @@ def test_every_allowed_import_still_breaks_a_rule() -> None:
 
 @pytest.mark.fast
 def test_the_broker_never_names_the_portal_or_the_tools() -> None:
-    """No module of the broker's rooms imports ``portal`` or ``broker.admin``, allowed
-    or not (DESIGN.md: the portal talks to the broker, not the other way round)."""
+    """No module of the broker's rooms imports ``portal``, ``broker.admin`` or the
+    Python client library ``openmq_client``, allowed or not (DESIGN.md: the portal and
+    the tools talk to the broker, not the other way round; the client is a product of
+    its own)."""
     offenders = [
         (mod, t)
         for mod, targets in direct_imports().items()
         if room_of(mod) in (PROTOCOL, *BROKER_ROOMS)
         for t in targets
-        if t.startswith("portal") or room_of(t) == "broker.admin"
+        if t.startswith("portal") or room_of(t) in ("broker.admin", "openmq_client")
     ]
     assert offenders == []
+
+
+@pytest.mark.fast
+def test_the_client_library_has_no_import_circle() -> None:
+    """openmq_client's modules import one another one way (errors, wire, destination,
+    message ... session, connection, sync); type hints under TYPE_CHECKING may name a
+    module above."""
+    graph = {
+        mod: {t for t in targets if t.startswith("openmq_client")}
+        for mod, targets in import_graph().items()
+        if mod.startswith("openmq_client")
+    }
+    assert len(graph) > 10 and "openmq_client.session" in graph["openmq_client.connection"]
+    assert find_cycle(graph) is None, " -> ".join(find_cycle(graph) or [])
+
+
+@pytest.mark.fast
+def test_the_client_library_is_installed_with_the_project() -> None:
+    """``pip install -e .`` (and the wheel) carry openmq_client beside broker and portal."""
+    import tomllib
+
+    cfg = tomllib.loads((ROOT / "pyproject.toml").read_text())
+    assert "openmq_client*" in cfg["tool"]["setuptools"]["packages"]["find"]["include"]
 
 
 SCRIPT = """
@@ -221,7 +247,7 @@ for pkg in ROOMS:
         loaded.append(info.name)
 importlib.import_module("broker.management.commands.runbroker")
 print(len(loaded), "broker.server.admin_service.handler" in loaded)
-print(" ".join(sorted(m for m in sys.modules if m == "broker.admin" or m.startswith("broker.admin."))))
+print(" ".join(sorted(m for m in sys.modules if m.split(".")[:2] == ["broker", "admin"] or m.split(".")[0] == "openmq_client")))
 print(" ".join(sorted(m for m in sys.modules if m.split(".")[0] in PORTAL_ONLY)))
 print(os.environ["DJANGO_SETTINGS_MODULE"])
 """

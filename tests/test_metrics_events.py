@@ -33,10 +33,10 @@ from typing import Any
 import pytest
 
 from broker.admin.client import AdminClient, AdminError
-from broker.client import AckMode, BytesMessage, Queue, connect
 from broker.launcher import free_port
 from broker.protocol.javaser import decode_object
 from broker.server.admin_service.metrics import encode_dest_metrics, encode_metric_counters
+from openmq_client import AckMode, BytesMessage, Queue, connect
 
 from .redis import RedisServer, redis_binary
 

@@ -1,16 +1,16 @@
-"""The client's IBM MQ helpers (broker/client/mqtypes.py): request/datagram marking,
+"""The client's IBM MQ helpers (openmq_client/mqtypes.py): request/datagram marking,
 make_reply and make_report honouring the request's options, and against a broker."""
 
 from __future__ import annotations
 
 import pytest
 
-from broker.client import BytesMessage, MessageFormatException, Queue, TextMessage, mqtypes
-from broker.client.errors import InvalidDestinationException
-from broker.client.message import Message
 from broker.protocol import mqreports as mq
 from broker.protocol.packet import VH_CORRELATIONID, VH_DESTINATION, Packet, build_packet
 from broker.protocol.types import PacketType
+from openmq_client import BytesMessage, MessageFormatException, Queue, TextMessage, mqtypes
+from openmq_client.errors import InvalidDestinationException
+from openmq_client.message import Message
 
 from .test_client_live import name, open_conn, run
 

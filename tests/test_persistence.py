@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from broker.client import AckMode, Queue, TextMessage, Topic
+from openmq_client import AckMode, Queue, TextMessage, Topic
 
 from .test_client_live import name, open_conn, run
 
@@ -197,7 +197,7 @@ async def test_transactions_across_sigkill(own_broker) -> None:
 async def _prepare_in_doubt(b: Any, q: Queue, consumed_from: Queue):
     """An XA transaction that sends to ``q`` and consumes one message of
     ``consumed_from``, ended and PREPARED; returns its Xid."""
-    from broker.client.xa import create_xa_session
+    from openmq_client.xa import create_xa_session
 
     from .test_transactions import new_xid
 
@@ -220,7 +220,7 @@ async def _prepare_in_doubt(b: Any, q: Queue, consumed_from: Queue):
 
 @run
 async def test_prepared_xa_transaction_survives_a_crash(own_broker) -> None:
-    from broker.client.xa import create_xa_session
+    from openmq_client.xa import create_xa_session
 
     b = own_broker(SYNC)
     q, src = Queue(name("xaout")), Queue(name("xain"))

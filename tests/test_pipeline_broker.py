@@ -18,7 +18,7 @@ from typing import Any
 import pyarrow.dataset as ds
 import pytest
 
-from broker.client import BytesMessage, Queue, Topic, connect
+from openmq_client import BytesMessage, Queue, Topic, connect
 
 pytestmark = pytest.mark.timeout(240)
 

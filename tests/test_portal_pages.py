@@ -15,9 +15,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.client import Queue, TextMessage
-from broker.client.sync import connect
 from broker.launcher import free_port, start_broker
+from openmq_client import Queue, TextMessage
+from openmq_client.sync import connect
 
 from .ldap import ldap_server  # noqa: F401 - a real slapd for the LDAP login
 from .portal_server import (  # noqa: F401

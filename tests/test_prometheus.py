@@ -20,8 +20,8 @@ from prometheus_client.openmetrics.parser import (
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.admin.remote import BrokerAdmin
-from broker.client import Queue, TextMessage
-from broker.client.sync import connect
+from openmq_client import Queue, TextMessage
+from openmq_client.sync import connect
 
 from .portal_server import PortalStack, start_portal, start_stack
 

@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from broker.client import connect
-from broker.client.errors import JMSSecurityException
+from openmq_client import connect
+from openmq_client.errors import JMSSecurityException
 
 
 def test_a_clean_start_logs_no_error_or_warning(own_broker) -> None:
@@ -46,8 +46,8 @@ def test_a_refused_login_raises_and_logs_nothing_more(own_broker, caplog) -> Non
         await asyncio.sleep(0.5)  # let any late close be processed
         return errors
 
-    with caplog.at_level(logging.DEBUG, logger="broker.client"):
+    with caplog.at_level(logging.DEBUG, logger="openmq_client"):
         errors = asyncio.run(refused())
     assert len(errors) == 8 and all("authentication failed" in e for e in errors), errors
-    client_records = [r for r in caplog.records if r.name.startswith("broker.client")]
+    client_records = [r for r in caplog.records if r.name.startswith("openmq_client")]
     assert [r.getMessage() for r in client_records if r.levelno >= logging.WARNING] == []

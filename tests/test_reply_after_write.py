@@ -17,7 +17,7 @@ from contextlib import suppress
 import pytest
 
 from broker.admin.client import AdminClient
-from broker.client import Queue, TextMessage
+from openmq_client import Queue, TextMessage
 
 from .test_client_live import name, open_conn, run
 from .test_persistence import receive_all

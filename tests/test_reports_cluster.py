@@ -10,13 +10,13 @@ import uuid
 
 import pytest
 
-from broker.client import AckMode, BytesMessage, Queue, Topic
-from broker.client.mqtypes import feedback_of, message_type, request
-from broker.client.sync import connect
 from broker.protocol import mqreports as mq
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import build_packet
 from broker.protocol.types import PacketType
+from openmq_client import AckMode, BytesMessage, Queue, Topic
+from openmq_client.mqtypes import feedback_of, message_type, request
+from openmq_client.sync import connect
 from tests.cluster_procs import start_cluster
 from tests.wire import control, login
 

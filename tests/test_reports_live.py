@@ -9,10 +9,6 @@ from typing import Any
 
 import pytest
 
-from broker.client import AckMode, BytesMessage, Queue, TextMessage, Topic
-from broker.client.destination import QUEUE_CLASS, TEMP_QUEUE_CLASS
-from broker.client.errors import JMSException
-from broker.client.message import Message
 from broker.protocol import mqreports as mq
 from broker.protocol.jtypes import JInt
 from broker.protocol.packet import (
@@ -24,6 +20,10 @@ from broker.protocol.packet import (
 )
 from broker.protocol.sysmsgid import SysMessageID
 from broker.protocol.types import DMQ_NAME, FLAG_A, FLAG_Q, PacketType, Status
+from openmq_client import AckMode, BytesMessage, Queue, TextMessage, Topic
+from openmq_client.destination import QUEUE_CLASS, TEMP_QUEUE_CLASS
+from openmq_client.errors import JMSException
+from openmq_client.message import Message
 
 from .test_client_live import name, open_conn, run
 from .wire import login

@@ -8,12 +8,12 @@ import pytest
 from django.urls import reverse
 
 from broker.admin import security_actions
-from broker.client import sync
-from broker.client.destination import Queue
-from broker.client.message import TextMessage
 from broker.protocol import mqreports as mq
 from broker.protocol.jtypes import JInt
 from broker.protocol.types import AckMode
+from openmq_client import sync
+from openmq_client.destination import Queue
+from openmq_client.message import TextMessage
 
 from .test_rest_api import ADMIN, ADMIN_PW, point_at, token_client, unique
 

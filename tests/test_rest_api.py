@@ -15,12 +15,12 @@ import pytest
 from rest_framework.test import APIClient
 
 from broker.admin import security_actions
-from broker.client import sync
-from broker.client.destination import Queue, Topic
-from broker.client.message import TextMessage
 from broker.launcher import free_port, start_broker
 from broker.models import AccessRule, BrokerUser, LogRecord
 from broker.protocol.types import AckMode
+from openmq_client import sync
+from openmq_client.destination import Queue, Topic
+from openmq_client.message import TextMessage
 
 pytestmark = pytest.mark.django_db
 

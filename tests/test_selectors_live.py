@@ -7,8 +7,8 @@ from typing import Any
 
 import pytest
 
-from broker.client import AckMode, InvalidSelectorException, Queue, TextMessage, Topic
 from broker.protocol.jtypes import JInt
+from openmq_client import AckMode, InvalidSelectorException, Queue, TextMessage, Topic
 
 from .test_client_live import name, open_conn, run
 from .wire import control, login

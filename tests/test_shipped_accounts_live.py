@@ -14,8 +14,8 @@ import pytest
 from broker import props
 from broker.admin.actions.broker_info import broker_properties
 from broker.admin.remote import BrokerAdmin
-from broker.client.sync import connect
 from broker.launcher import BrokerProcess, start_broker
+from openmq_client.sync import connect
 
 pytestmark = pytest.mark.timeout(120)
 

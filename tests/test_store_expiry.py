@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import Queue, TextMessage
 from broker.launcher import start_broker
 from broker.protocol.types import DMQ_NAME
+from openmq_client import Queue, TextMessage
 
 from .celery_procs import ROOT, wait_for
 from .pg import fresh_database

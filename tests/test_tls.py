@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.client import JMSException, JMSSecurityException, Queue, TextMessage, connect
-from broker.client.errors import ResourceAllocationException
 from broker.launcher import ROOT, read_portmapper, start_broker
 from broker.protocol.portmapper import parse_table
+from openmq_client import JMSException, JMSSecurityException, Queue, TextMessage, connect
+from openmq_client.errors import ResourceAllocationException
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -7,7 +7,7 @@ Local transactions (sends and acknowledgements held until COMMIT), XA (START/END
 PREPARE/COMMIT/ROLLBACK/RECOVER/VERIFY_TRANSACTION with the seed's statuses), in-doubt
 transactions outliving their connection, JMQLifetime timeouts, JMQAutoRollback, and the
 ``imqtxn`` administration command.  Raw packets where the exact status matters; the
-Python client (``broker.client.xa``) for the application-shaped flows.
+Python client (``openmq_client.xa``) for the application-shaped flows.
 """
 
 from __future__ import annotations
@@ -27,17 +27,6 @@ from typing import Any
 
 import pytest
 
-from broker.client import Queue, TextMessage, connect
-from broker.client.xa import (
-    TMJOIN,
-    TMRESUME,
-    TMSUSPEND,
-    XA_OK,
-    XAER_NOTA,
-    XAER_PROTO,
-    XAException,
-    create_xa_session,
-)
 from broker.protocol.javaser import decode_hashtable
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.packet import Packet, build_packet
@@ -52,6 +41,17 @@ from broker.protocol.types import (
     reply_type,
 )
 from broker.protocol.xid import XID_SIZE, Xid, XidError
+from openmq_client import Queue, TextMessage, connect
+from openmq_client.xa import (
+    TMJOIN,
+    TMRESUME,
+    TMSUSPEND,
+    XA_OK,
+    XAER_NOTA,
+    XAER_PROTO,
+    XAException,
+    create_xa_session,
+)
 
 from .wire import login
 

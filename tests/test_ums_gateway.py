@@ -12,7 +12,7 @@ import uuid
 
 import requests
 
-from broker.client import Queue, TextMessage, connect
+from openmq_client import Queue, TextMessage, connect
 
 from .ums_stack import ums_stack_fixture  # noqa: F401
 

@@ -21,9 +21,9 @@ import pytest
 import requests
 
 from broker.admin.client import AdminClient
-from broker.client import JMSException, Queue, TextMessage, Topic, connect
 from broker.protocol.packet import build_packet
 from broker.protocol.types import FLAG_A, FLAG_Q, PacketType
+from openmq_client import JMSException, Queue, TextMessage, Topic, connect
 
 from .ums_stack import UmsStack, running_ums
 from .wire import login

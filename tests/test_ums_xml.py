@@ -251,7 +251,7 @@ def test_transformer_layout_for_jms(ums_stack):
     """What a JMS consumer gets from an XML send: a BytesMessage whose body is
     int32 + serialised Hashtable (the MIME headers) + int32 + the SOAP stream, and the
     properties of ums:JMSProperty; the Service element (with its password) is not in it."""
-    from broker.client import BytesMessage
+    from openmq_client import BytesMessage
 
     dest = q()
     env = envelope(

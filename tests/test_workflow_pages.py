@@ -16,8 +16,8 @@ from broker.admin.actions import AdminError
 from broker.admin.actions.destinations import query_destination
 from broker.admin.actions.messages import list_messages
 from broker.admin.remote import BrokerAdmin
-from broker.client import Queue, TextMessage
-from broker.client.sync import connect
+from openmq_client import Queue, TextMessage
+from openmq_client.sync import connect
 
 from .portal_server import chromium, playwright_expect, portal_server  # noqa: F401
 from .test_portal_pages import WAIT, login_admin

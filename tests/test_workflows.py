@@ -19,11 +19,11 @@ from broker.admin import workflows
 from broker.admin.actions import ActionError
 from broker.admin.actions.messages import list_messages
 from broker.admin.remote import BrokerAdmin, BrokerUnavailable
-from broker.client import sync
-from broker.client.destination import Queue
-from broker.client.message import MapMessage, TextMessage
 from broker.models import LogRecord
 from broker.protocol.types import AckMode
+from openmq_client import sync
+from openmq_client.destination import Queue
+from openmq_client.message import MapMessage, TextMessage
 
 pytestmark = pytest.mark.django_db
 

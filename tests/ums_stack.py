@@ -72,7 +72,7 @@ class UmsStack:
 def jms_receive(broker, dest: str, count: int = 1) -> list:
     """What a JMS consumer of queue ``dest`` gets, ``count`` receives of up to 10 s each
     (None for one that timed out): the other side of a UMS send."""
-    from broker.client import Queue, connect
+    from openmq_client import Queue, connect
 
     async def receive() -> list:
         conn = await connect(broker.host, broker.portmapper_port)

@@ -69,6 +69,53 @@ from broker.protocol.javaser import (
     encode_properties_object,
 )
 from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.names import (
+    JMQ_BODIES_IN_MEMORY,
+    JMQ_BROKER_ID,
+    JMQ_BROKER_STATE,
+    JMQ_BROKERS_ADDED,
+    JMQ_BROKERS_REMOVED,
+    JMQ_CLIENT_ID,
+    JMQ_COMMAND,
+    JMQ_CONNECTION_ID,
+    JMQ_DEST_STATE,
+    JMQ_DEST_TYPE,
+    JMQ_DESTINATION,
+    JMQ_DURABLE_NAME,
+    JMQ_ERROR_STRING,
+    JMQ_FILTER_NAME,
+    JMQ_FILTER_STATE,
+    JMQ_FILTER_TYPE,
+    JMQ_GC_PAUSE_MAX,
+    JMQ_GET_MESSAGE_BODY,
+    JMQ_HIDE_ADMIN_TEMPORARY,
+    JMQ_INSTANCE_NAME,
+    JMQ_LOOP_LAG_MAX,
+    JMQ_LOOP_LAG_P99,
+    JMQ_MAX_COUNT,
+    JMQ_MAX_NUM_MSGS_RETRIEVED,
+    JMQ_MESSAGE_ID,
+    JMQ_MESSAGE_TYPE,
+    JMQ_METRICS,
+    JMQ_NO_FAILOVER,
+    JMQ_ORDER_BY,
+    JMQ_PAGED_MESSAGE_BYTES,
+    JMQ_PAGED_MESSAGES,
+    JMQ_PAGED_OUT,
+    JMQ_PAUSE_TARGET,
+    JMQ_PRODUCERS,
+    JMQ_QUANTITY,
+    JMQ_READ_BACK,
+    JMQ_RESET_TYPE,
+    JMQ_RESTART,
+    JMQ_SERVICE_NAME,
+    JMQ_SHOW_TEMPORARY,
+    JMQ_START_INDEX,
+    JMQ_START_MESSAGE_INDEX,
+    JMQ_STATUS,
+    JMQ_TARGET,
+    JMQ_TRANSACTION_ID,
+)
 from broker.protocol.types import (
     DEST_QUEUE,
     MESSAGE_KIND_NAMES,
@@ -138,7 +185,7 @@ class AdminClient:
         """Connect to the ADMIN service found through the port mapper at host:port; with
         ``ssl``, to its TLS admin service (``ssladmin``), verifying the broker with that
         client context."""
-        from broker.client import AckMode, Queue, connect
+        from openmq_client import AckMode, Queue, connect
 
         conn = await connect(
             host,
@@ -181,11 +228,11 @@ class AdminClient:
         """Send one request; the reply's properties and body.  Raises AdminError on a
         non-200 JMQStatus, TimeoutError when no reply comes within ``timeout`` and
         ConnectionError when the connection closes first."""
-        from broker.client import ObjectMessage
+        from openmq_client import ObjectMessage
 
         msg = ObjectMessage(
             body,
-            properties={"JMQMessageType": JInt(msg_type), **(props or {})},
+            properties={JMQ_MESSAGE_TYPE: JInt(msg_type), **(props or {})},
             reply_to=self.reply_queue,
         )
         await self.producer.send(msg, persistent=False)
@@ -200,11 +247,11 @@ class AdminClient:
                 raise TimeoutError(f"no reply from the broker within {timeout:g} s")
             await reply.acknowledge()
             rprops = reply.properties
-            if rprops.get("JMQMessageType") != msg_type + 1:
+            if rprops.get(JMQ_MESSAGE_TYPE) != msg_type + 1:
                 continue  # a late reply to an earlier request
-            status = int(rprops.get("JMQStatus", 500))  # type: ignore[call-overload]
+            status = int(rprops.get(JMQ_STATUS, 500))  # type: ignore[call-overload]
             if status != 200:
-                raise AdminError(status, str(rprops.get("JMQErrorString") or ""))
+                raise AdminError(status, str(rprops.get(JMQ_ERROR_STRING) or ""))
             data = reply.data if isinstance(reply, ObjectMessage) else None
             return rprops, data
 
@@ -212,14 +259,14 @@ class AdminClient:
 
     async def hello(self) -> str:
         props, _ = await self.request(HELLO)
-        return str(props.get("JMQInstanceName", ""))
+        return str(props.get(JMQ_INSTANCE_NAME, ""))
 
     async def broker_props(self) -> dict[str, str]:
         _, body = await self.request(GET_BROKER_PROPS)
         return decode_properties_object(body) if body else {}
 
     async def connections(self, service: str | None = None) -> list[dict[str, Any]]:
-        props = {"JMQServiceName": service} if service else None
+        props = {JMQ_SERVICE_NAME: service} if service else None
         _, body = await self.request(GET_CONNECTIONS, props)
         return read_vector(body)
 
@@ -246,26 +293,26 @@ class AdminClient:
         extension of GET_DESTINATIONS; ``order`` is ``name`` or ``depth``;
         ``hide_admin_temporary`` leaves out the reply queues of admin tools' connections)."""
         props: dict[str, object] = {
-            "JMQStartIndex": JInt(start),
-            "JMQMaxCount": JInt(limit),
-            "JMQShowTemporary": temporary,
-            "JMQOrderBy": order,
+            JMQ_START_INDEX: JInt(start),
+            JMQ_MAX_COUNT: JInt(limit),
+            JMQ_SHOW_TEMPORARY: temporary,
+            JMQ_ORDER_BY: order,
         }
         if dest_type:
-            props["JMQFilterType"] = JInt(dest_type)
+            props[JMQ_FILTER_TYPE] = JInt(dest_type)
         if name:
-            props["JMQFilterName"] = name
+            props[JMQ_FILTER_NAME] = name
         if state is not None:
-            props["JMQFilterState"] = JInt(state)
+            props[JMQ_FILTER_STATE] = JInt(state)
         if hide_admin_temporary:
-            props["JMQHideAdminTemporary"] = True
+            props[JMQ_HIDE_ADMIN_TEMPORARY] = True
         rprops, body = await self.request(GET_DESTINATIONS, props)
-        total = rprops.get("JMQQuantity")
+        total = rprops.get(JMQ_QUANTITY)
         rows = read_vector(body)
         return rows, int(total) if isinstance(total, int) else len(rows)
 
     async def services(self, name: str | None = None) -> list[dict[str, Any]]:
-        props = {"JMQServiceName": name} if name else None
+        props = {JMQ_SERVICE_NAME: name} if name else None
         _, body = await self.request(GET_SERVICES, props)
         return read_vector(body)
 
@@ -276,27 +323,27 @@ class AdminClient:
         await self.request(DESTROY_DESTINATION, _dest(name, dest_type))
 
     async def destroy_durable(self, name: str, client_id: str | None) -> None:
-        props: dict[str, object] = {"JMQDurableName": name}
+        props: dict[str, object] = {JMQ_DURABLE_NAME: name}
         if client_id:
-            props["JMQClientID"] = client_id
+            props[JMQ_CLIENT_ID] = client_id
         await self.request(DESTROY_DURABLE, props)
 
     async def pause_destination(
         self, name: str, dest_type: int = DEST_QUEUE, what: int = PAUSE_ALL
     ) -> None:
-        props = {"JMQPauseTarget": "JMQDestination", **_dest(name, dest_type)}
-        props["JMQDestState"] = JInt(what)
+        props = {JMQ_PAUSE_TARGET: JMQ_DESTINATION, **_dest(name, dest_type)}
+        props[JMQ_DEST_STATE] = JInt(what)
         await self.request(PAUSE, props)
 
     async def resume_destination(self, name: str, dest_type: int = DEST_QUEUE) -> None:
-        props = {"JMQPauseTarget": "JMQDestination", **_dest(name, dest_type)}
+        props = {JMQ_PAUSE_TARGET: JMQ_DESTINATION, **_dest(name, dest_type)}
         await self.request(RESUME, props)
 
     async def pause_service(self, name: str) -> None:
-        await self.request(PAUSE, {"JMQPauseTarget": "JMQServiceName", "JMQServiceName": name})
+        await self.request(PAUSE, {JMQ_PAUSE_TARGET: JMQ_SERVICE_NAME, JMQ_SERVICE_NAME: name})
 
     async def resume_service(self, name: str) -> None:
-        await self.request(RESUME, {"JMQPauseTarget": "JMQServiceName", "JMQServiceName": name})
+        await self.request(RESUME, {JMQ_PAUSE_TARGET: JMQ_SERVICE_NAME, JMQ_SERVICE_NAME: name})
 
     async def pause(self) -> None:
         """Pause the whole broker (its NORMAL services)."""
@@ -311,7 +358,7 @@ class AdminClient:
         ``no_failover``: in an HA cluster, no other broker is to take its data over."""
         try:
             await self.request(
-                SHUTDOWN, {"JMQNoFailover": True} if no_failover else None, timeout=timeout
+                SHUTDOWN, {JMQ_NO_FAILOVER: True} if no_failover else None, timeout=timeout
             )
         except (TimeoutError, ConnectionError):
             pass
@@ -319,29 +366,29 @@ class AdminClient:
     async def takeover(self, broker_id: str, timeout: float = 120) -> None:
         """Ask the broker to take over another broker of its HA cluster now
         (TAKEOVER_BROKER); it answers once the data is loaded."""
-        await self.request(TAKEOVER_BROKER, {"JMQBrokerID": broker_id}, timeout=timeout)
+        await self.request(TAKEOVER_BROKER, {JMQ_BROKER_ID: broker_id}, timeout=timeout)
 
     async def reload_cluster(self, timeout: float = 30) -> dict[str, list[str]]:
         """RELOAD_CLUSTER (``imqcmd reload cls``): the broker and the brokers linked to it
         read the cluster's broker list again; returns the brokers it added and removed."""
         props, _ = await self.request(RELOAD_CLUSTER, timeout=timeout)
         return {
-            k: [a for a in str(props.get(f"JMQBrokers{k.capitalize()}", "")).split(",") if a]
-            for k in ("added", "removed")
+            k: [a for a in str(props.get(name, "")).split(",") if a]
+            for k, name in (("added", JMQ_BROKERS_ADDED), ("removed", JMQ_BROKERS_REMOVED))
         }
 
     async def restart(self, timeout: float = 10) -> None:
         """Ask the broker to restart (SHUTDOWN with JMQRestart): it stops cleanly and
         starts again in the same process; this connection ends with it."""
         try:
-            await self.request(SHUTDOWN, {"JMQRestart": True}, timeout=timeout)
+            await self.request(SHUTDOWN, {JMQ_RESTART: True}, timeout=timeout)
         except (TimeoutError, ConnectionError):
             pass
 
     async def state(self) -> str:
         """RUNNING, QUIESCING or QUIESCED (the HELLO reply's JMQBrokerState, ours)."""
         props, _ = await self.request(HELLO)
-        return str(props.get("JMQBrokerState", "RUNNING"))
+        return str(props.get(JMQ_BROKER_STATE, "RUNNING"))
 
     async def quiesce(self) -> None:
         """New client connections on NORMAL services are refused (503) until unquiesce;
@@ -360,7 +407,7 @@ class AdminClient:
 
     async def reload_access_control(self) -> None:
         """Re-read the access control rules now (DEBUG reload accesscontrol, ours)."""
-        await self.request(DEBUG, {"JMQCommand": "reload", "JMQTarget": "accesscontrol"})
+        await self.request(DEBUG, {JMQ_COMMAND: "reload", JMQ_TARGET: "accesscontrol"})
 
     # -- services and connections ---------------------------------------------------------
 
@@ -391,7 +438,7 @@ class AdminClient:
 
     async def connection(self, cxn_id: int) -> dict[str, Any]:
         """One connection's GET_CONNECTIONS row; AdminError 404 if there is none."""
-        _, body = await self.request(GET_CONNECTIONS, {"JMQConnectionID": JLong(cxn_id)})
+        _, body = await self.request(GET_CONNECTIONS, {JMQ_CONNECTION_ID: JLong(cxn_id)})
         rows = read_vector(body)
         if not rows:
             raise AdminError(404, f"no connection {cxn_id}")
@@ -399,7 +446,7 @@ class AdminClient:
 
     async def destroy_connection(self, cxn_id: int) -> None:
         """Close a client connection (it is told GOODBYE, ADMIN_KILLED_CON)."""
-        await self.request(DESTROY_CONNECTION, {"JMQConnectionID": JLong(cxn_id)})
+        await self.request(DESTROY_CONNECTION, {JMQ_CONNECTION_ID: JLong(cxn_id)})
 
     # -- destinations ---------------------------------------------------------------------
 
@@ -448,7 +495,7 @@ class AdminClient:
         """The destination's producers (GET_CONSUMERS with our JMQProducers): ProducerID,
         ConnectionID, SessionID, Host, User, ServiceName, FlowPaused, DestinationName,
         DestinationType."""
-        props = {**_dest(name, dest_type), "JMQProducers": True}
+        props = {**_dest(name, dest_type), JMQ_PRODUCERS: True}
         _, body = await self.request(GET_CONSUMERS, props)
         return read_vector(body)
 
@@ -468,13 +515,13 @@ class AdminClient:
         MessageBodyType = the packet type, DestinationName...), ``MessageKind`` (text,
         bytes, map, stream, object, plain) and with ``body`` MessageBody (OpenMQ's form:
         str, bytes or dict) and MessageBodyBytes (the body as sent)."""
-        props: dict[str, object] = {**_dest(name, dest_type), "JMQGetMessageBody": bool(body)}
+        props: dict[str, object] = {**_dest(name, dest_type), JMQ_GET_MESSAGE_BODY: bool(body)}
         if msg_id is not None:
-            props["JMQMessageID"] = msg_id
+            props[JMQ_MESSAGE_ID] = msg_id
         else:
-            props["JMQStartMessageIndex"] = JLong(start)
+            props[JMQ_START_MESSAGE_INDEX] = JLong(start)
             if limit is not None:
-                props["JMQMaxNumMsgsRetrieved"] = JLong(limit)
+                props[JMQ_MAX_NUM_MSGS_RETRIEVED] = JLong(limit)
         _, data = await self.request(GET_MESSAGES, props)
         rows = read_vector(data)
         for row in rows:
@@ -483,7 +530,7 @@ class AdminClient:
 
     async def delete_message(self, name: str, dest_type: int, msg_id: str) -> None:
         """Remove one waiting message (AdminError 404 unknown, 409 being delivered)."""
-        props = {**_dest(name, dest_type), "JMQMessageID": msg_id}
+        props = {**_dest(name, dest_type), JMQ_MESSAGE_ID: msg_id}
         await self.request(DELETE_MESSAGE, props)
 
     # -- durable subscriptions -------------------------------------------------------------
@@ -493,14 +540,14 @@ class AdminClient:
         isActive, isDurable, isShared, isJMSShared, activeCount, uidString,
         activeConsumers {uid: ConsumerInfo}, consumer (ConsumerInfo: destination,
         selector...))."""
-        _, body = await self.request(GET_DURABLES, {"JMQDestination": topic} if topic else None)
+        _, body = await self.request(GET_DURABLES, {JMQ_DESTINATION: topic} if topic else None)
         return read_vector(body)
 
     async def purge_durable(self, name: str, client_id: str | None) -> None:
         """Drop the messages waiting for a durable subscription."""
-        props: dict[str, object] = {"JMQDurableName": name}
+        props: dict[str, object] = {JMQ_DURABLE_NAME: name}
         if client_id:
-            props["JMQClientID"] = client_id
+            props[JMQ_CLIENT_ID] = client_id
         await self.request(PURGE_DURABLE, props)
 
     # -- transactions ---------------------------------------------------------------------
@@ -514,12 +561,12 @@ class AdminClient:
 
     async def commit_transaction(self, txn_id: int) -> None:
         """Commit a PREPARED transaction (AdminError 412 otherwise, 404 unknown)."""
-        await self.request(COMMIT_TRANSACTION, {"JMQTransactionID": JLong(txn_id)})
+        await self.request(COMMIT_TRANSACTION, {JMQ_TRANSACTION_ID: JLong(txn_id)})
 
     async def rollback_transaction(self, txn_id: int) -> None:
         """Roll back a transaction (an XA one from STARTED to PREPARED, a local one when
         PREPARED)."""
-        await self.request(ROLLBACK_TRANSACTION, {"JMQTransactionID": JLong(txn_id)})
+        await self.request(ROLLBACK_TRANSACTION, {JMQ_TRANSACTION_ID: JLong(txn_id)})
 
     async def metrics(
         self, service: str | None = None, destination: str | None = None, dest_type: int = 1
@@ -536,7 +583,7 @@ class AdminClient:
         if destination:
             props: dict[str, object] | None = _dest(destination, dest_type)
         elif service:
-            props = {"JMQServiceName": service}
+            props = {JMQ_SERVICE_NAME: service}
         else:
             props = None
         reply, body = await self.request(52, props)
@@ -547,14 +594,14 @@ class AdminClient:
             raise JavaSerializationError("expected a metrics object")
         # Ours on the broker's total: the event-loop lag (µs) beside the Java object.
         for key, name in (
-            ("JMQLoopLagMax", "loopLagMax"),
-            ("JMQLoopLagP99", "loopLagP99"),
-            ("JMQGCPauseMax", "gcPauseMax"),
-            ("JMQBodiesInMemory", "bodiesInMemory"),
-            ("JMQPagedOut", "pagedOut"),
-            ("JMQReadBack", "readBack"),
-            ("JMQPagedMessages", "pagedMessages"),
-            ("JMQPagedMessageBytes", "pagedMessageBytes"),
+            (JMQ_LOOP_LAG_MAX, "loopLagMax"),
+            (JMQ_LOOP_LAG_P99, "loopLagP99"),
+            (JMQ_GC_PAUSE_MAX, "gcPauseMax"),
+            (JMQ_BODIES_IN_MEMORY, "bodiesInMemory"),
+            (JMQ_PAGED_OUT, "pagedOut"),
+            (JMQ_READ_BACK, "readBack"),
+            (JMQ_PAGED_MESSAGES, "pagedMessages"),
+            (JMQ_PAGED_MESSAGE_BYTES, "pagedMessageBytes"),
         ):
             if key in reply:
                 value[name] = int(reply[key])
@@ -562,7 +609,7 @@ class AdminClient:
 
     async def reset_metrics(self) -> None:
         """RESET_BROKER (84) with JMQResetType JMQMetrics (imqcmd reset bkr -t metrics)."""
-        await self.request(84, {"JMQResetType": "JMQMetrics"})
+        await self.request(84, {JMQ_RESET_TYPE: JMQ_METRICS})
 
     async def reclaim_expired(self) -> list[dict[str, Any]]:
         """RECLAIM_EXPIRED (200, our extension): sweep expired messages now; one dict per
@@ -573,7 +620,7 @@ class AdminClient:
 
 
 def _dest(name: str | None, dest_type: int) -> dict[str, object]:
-    return {"JMQDestination": name, "JMQDestType": JInt(dest_type)}
+    return {JMQ_DESTINATION: name, JMQ_DEST_TYPE: JInt(dest_type)}
 
 
 def _prop_text(value: object) -> str:

@@ -257,7 +257,7 @@ def make_durable(
     """Create durable subscription ``name`` on ours as a JMS client does (it keeps its
     messages from then on), then record it.  ``sharing``: "" (an ordinary one), "jms2"
     (a JMS 2.0 shared durable subscription) or "jmq" (OpenMQ's imqEnableSharedSubscriptions)."""
-    from broker.client import Topic, sync
+    from openmq_client import Topic, sync
 
     conn = sync.connect(
         ours.host,
@@ -295,7 +295,7 @@ def drain_queues(
     """Move the messages of the stock broker's queues (``queues``, or every queue that
     holds some) to the same queues on ours.  ``idle``: seconds without a message after
     which a queue counts as drained."""
-    from broker.client import sync
+    from openmq_client import sync
 
     report = Report()
     src_admin = stock.admin()
@@ -350,7 +350,7 @@ def drain_queues(
 
 def _drain_one(src: Any, dst: Any, name: str, idle: float) -> tuple[int, int]:
     """Move one queue's messages: (moved, expired)."""
-    from broker.client import AckMode, Queue
+    from openmq_client import AckMode, Queue
 
     s_in = src.create_session(AckMode.CLIENT_ACKNOWLEDGE)
     s_out = dst.create_session(AckMode.AUTO_ACKNOWLEDGE)

@@ -5,7 +5,7 @@ each is recorded in the audit log with who did it and announced to the live page
 
 Messages are read through the admin service (GET_MESSAGES: headers, properties and the
 body as sent) and written as an ordinary client would, through the broker's JMS service
-on a connection of the administrator's own (:mod:`broker.client`), so limits, access
+on a connection of the administrator's own (:mod:`openmq_client`), so limits, access
 control and persistence apply to them as to any message.
 
 A move is "send to the target, then remove from the source", one message at a time: a
@@ -65,7 +65,7 @@ _SELECTOR_WORDS = {
 def _raw_classes() -> dict[int, type]:
     """Client message classes that send a body exactly as given (bytes as read from the
     broker), so a moved map or object message is the same bytes, not re-encoded."""
-    from broker.client import message as m
+    from openmq_client import message as m
 
     out: dict[int, type] = {}
     for base in (
@@ -99,7 +99,7 @@ def _raw_message(packet_type: int, body: bytes, **headers: Any) -> Any:
 
 def _connect(admin: BrokerAdmin) -> Any:
     """A client connection to the broker as the administrator of ``admin``."""
-    from broker.client import sync
+    from openmq_client import sync
 
     from .remote import BrokerUnavailable
 
@@ -114,13 +114,13 @@ def _connect(admin: BrokerAdmin) -> Any:
 
 
 def _client_destination(kind: int, name: str) -> Any:
-    from broker.client.destination import Queue, Topic
+    from openmq_client.destination import Queue, Topic
 
     return Queue(name) if kind & DEST_QUEUE else Topic(name)
 
 
 def _send(producer: Any, kind: int, name: str, msg: Any, **options: Any) -> str:
-    from broker.client.errors import JMSException
+    from openmq_client.errors import JMSException
 
     try:
         producer.send(msg, destination=_client_destination(kind, name), **options)
@@ -165,7 +165,7 @@ def parse_properties(text: str) -> dict[str, object]:
 
 
 def _check_properties(props: Any) -> dict[str, object]:
-    from broker.client.message import check_property
+    from openmq_client.message import check_property
 
     if props is None:
         return {}

@@ -6,6 +6,11 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from typing import TYPE_CHECKING
 
 from broker.protocol.dest_attributes import DESTINATION_ATTRIBUTES
+from broker.protocol.names import (
+    JMQ_RELOAD_XML_SCHEMA_ON_FAILURE,
+    JMQ_VALIDATE_XML_SCHEMA,
+    JMQ_XML_SCHEMA_URI_LIST,
+)
 from broker.protocol.properties import as_int
 from broker.protocol.types import (
     DEST_QUEUE,
@@ -174,12 +179,12 @@ class Destination:
             return value if isinstance(value, bool) else str(value).strip().lower() == "true"
 
         out: dict[str, object] = {
-            "JMQValidateXMLSchema": on("validateXMLSchemaEnabled"),
-            "JMQReloadXMLSchemaOnFailure": on("reloadXMLSchemaOnFailure"),
+            JMQ_VALIDATE_XML_SCHEMA: on("validateXMLSchemaEnabled"),
+            JMQ_RELOAD_XML_SCHEMA_ON_FAILURE: on("reloadXMLSchemaOnFailure"),
         }
         uris = self.attributes.get("XMLSchemaURIList")
         if uris:
-            out["JMQXMLSchemaURIList"] = str(uris)
+            out[JMQ_XML_SCHEMA_URI_LIST] = str(uris)
         return out
 
     @property

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import time
 
+from broker.protocol.names import JMQ_REMOTE, JMQ_REMOTE_CONSUMER_IDS
+
 
 def now_ms() -> int:
     return int(time.time() * 1000)
@@ -29,7 +31,7 @@ def remote_failure(consumer_ids: list[int]) -> dict[str, object]:
     """OpenMQ's reply properties for work that failed at a remote broker: JMQRemote and
     the consumers' ids, once each, space-separated (the stock Java client reads them)."""
     ids = " ".join(str(c) for c in dict.fromkeys(consumer_ids))
-    return {"JMQRemote": True, "JMQRemoteConsumerIDs": ids}
+    return {JMQ_REMOTE: True, JMQ_REMOTE_CONSUMER_IDS: ids}
 
 
 __all__ = ["RouterError", "now_ms", "remote_failure"]

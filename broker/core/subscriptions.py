@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from broker.protocol.names import JMQ_SHARE
 from broker.protocol.types import Status
 
 from .destination import Destination, Subscription, TopicDestination
@@ -220,7 +221,7 @@ class Subscriptions:
         if sub.share != mode:
             raise RouterError(
                 Status.CONFLICT,
-                f"{what} is shared by {'JMS 2.0' if sub.share == 'jms' else 'JMQShare'} consumers",
+                f"{what} is shared by {'JMS 2.0' if sub.share == 'jms' else JMQ_SHARE} consumers",
             )
         if sub.topic is not topic:
             raise RouterError(

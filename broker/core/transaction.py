@@ -140,7 +140,7 @@ class Transaction:
         )
 
     def effective_auto_rollback(self, xa_default_all: bool = False) -> int:
-        """JMQAutoRollback, with the protocol's defaults when the client left it unset:
+        """The JMQAutoRollback, with the protocol's defaults when the client left it unset:
         ALL for local transactions; for XA ALL or NOT_PREPARED by
         imq.transaction.autorollback."""
         if self.auto_rollback is not None:

@@ -18,6 +18,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from broker.protocol.names import JMQ_AUTO_ROLLBACK
 from broker.protocol.types import DEST_TOPIC, Status, TransactionState, XAFlag
 from broker.store.base import TxnAck, TxnRemove, TxnSend, TxnState
 
@@ -59,7 +60,7 @@ class TransactionManager:
             return
         if value == 3:
             raise RouterError(
-                Status.NOT_IMPLEMENTED, "JMQAutoRollback NEVER is not supported by this broker"
+                Status.NOT_IMPLEMENTED, f"{JMQ_AUTO_ROLLBACK} NEVER is not supported by this broker"
             )
         raise RouterError(Status.BAD_REQUEST, f"bad JMQAutoRollback {value}")
 

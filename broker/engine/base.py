@@ -14,6 +14,14 @@ from broker.core.session import Session
 from broker.protocol.auth import AUTH_DIGEST
 from broker.protocol.errors import ProtocolError
 from broker.protocol.jtypes import JInt
+from broker.protocol.names import (
+    JMQ_EXIT,
+    JMQ_GOODBYE_REASON,
+    JMQ_GOODBYE_REASON_STRING,
+    JMQ_REASON,
+    JMQ_SESSION_ID,
+    JMQ_STATUS,
+)
 from broker.protocol.packet import (
     OFF_FLAGS,
     BadPacket,
@@ -167,7 +175,7 @@ class EngineBase(Outbox):
         self._acl_logged: set[tuple[str, int]] = set()
 
     def _session(self, pkt: Packet) -> Session | None:
-        sid = pkt.properties.get("JMQSessionID")
+        sid = pkt.properties.get(JMQ_SESSION_ID)
         if sid is None:
             # Clients before 3.5 have no sessions: one implicit session per connection.
             if self.implicit_session is None:
@@ -359,9 +367,9 @@ class EngineBase(Outbox):
         """Send ``pkt``'s reply (type + 1, same correlation id) if the client asked for one."""
         if not pkt.flags & FLAG_A:
             return
-        p: dict[str, object] = {"JMQStatus": JInt(status)}
+        p: dict[str, object] = {JMQ_STATUS: JInt(status)}
         if reason:
-            p["JMQReason"] = reason
+            p[JMQ_REASON] = reason
         if props:
             p.update(props)
         self.write(
@@ -379,7 +387,7 @@ class EngineBase(Outbox):
         self.write(
             build_packet(
                 reply_type(ptype),
-                props={"JMQStatus": JInt(status), "JMQReason": reason},
+                props={JMQ_STATUS: JInt(status), JMQ_REASON: reason},
                 consumer_id=consumer_id,
             )
         )
@@ -389,9 +397,9 @@ class EngineBase(Outbox):
             build_packet(
                 PacketType.GOODBYE,
                 props={
-                    "JMQGoodbyeReason": JInt(reason),
-                    "JMQGoodbyeReasonString": text,
-                    "JMQExit": exit_,
+                    JMQ_GOODBYE_REASON: JInt(reason),
+                    JMQ_GOODBYE_REASON_STRING: text,
+                    JMQ_EXIT: exit_,
                 },
             )
         )

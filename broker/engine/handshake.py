@@ -21,6 +21,23 @@ from broker.protocol.auth import (
     decode_basic_password,
 )
 from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.names import (
+    JMQ_AUTH_TYPE,
+    JMQ_BROKER_LIST,
+    JMQ_BROKER_SESSION_ID,
+    JMQ_BYTES,
+    JMQ_CHALLENGE,
+    JMQ_CONNECTION_ID,
+    JMQ_MAX_MSG_BYTES,
+    JMQ_PROTOCOL_LEVEL,
+    JMQ_RBUFFER_SIZE,
+    JMQ_SEQUENCE,
+    JMQ_SERVICE,
+    JMQ_SIZE,
+    JMQ_STATUS,
+    JMQ_USER_AGENT,
+    JMQ_VERSION,
+)
 from broker.protocol.packet import BadPacket, Packet, build_packet
 from broker.protocol.properties import as_int
 from broker.protocol.sysmsgid import SysMessageID
@@ -59,7 +76,7 @@ class HandshakeRules(EngineBase):
             self.fatal(f"packet version {pkt.version} is not supported (clients before MQ 3.5)")
             return
         props = pkt.properties
-        level = as_int(props.get("JMQProtocolLevel", 100))
+        level = as_int(props.get(JMQ_PROTOCOL_LEVEL, 100))
         if level > MAX_PROTOCOL_LEVEL or level < MIN_PROTOCOL_LEVEL:
             supported = MAX_PROTOCOL_LEVEL if level > MAX_PROTOCOL_LEVEL else MIN_PROTOCOL_LEVEL
             log.info(
@@ -68,7 +85,7 @@ class HandshakeRules(EngineBase):
             self.reply(
                 pkt,
                 Status.BAD_VERSION,
-                {"JMQProtocolLevel": JInt(supported)},
+                {JMQ_PROTOCOL_LEVEL: JInt(supported)},
                 reason=f"protocol level {level} is not supported",
             )
             return
@@ -87,28 +104,28 @@ class HandshakeRules(EngineBase):
             self.close(refusal)
             return
         self.protocol_level = level
-        self.user_agent = str(props.get("JMQUserAgent", ""))
-        self.client_version = str(props.get("JMQVersion", ""))
-        flow = props.get("JMQSize", props.get("JMQRBufferSize"))
+        self.user_agent = str(props.get(JMQ_USER_AGENT, ""))
+        self.client_version = str(props.get(JMQ_VERSION, ""))
+        flow = props.get(JMQ_SIZE, props.get(JMQ_RBUFFER_SIZE))
         if isinstance(flow, int) and flow > 0:
             self.flow_limit = self.flow_left = int(flow)
-        old = props.get("JMQConnectionID")
+        old = props.get(JMQ_CONNECTION_ID)
         if isinstance(old, int):
             b.destroy_stale_connection(old, self)
         reply_props: dict[str, object] = {
-            "JMQConnectionID": JLong(self.id),
-            "JMQProtocolLevel": JInt(level),
-            "JMQVersion": b.version,
-            "JMQService": svc.name,
-            "JMQSize": JInt(b.memory.count),
-            "JMQBytes": JLong(b.memory.bytes),
-            "JMQMaxMsgBytes": JLong(b.router.settings.max_message_size),
-            "JMQBrokerSessionID": JLong(b.session_id),
+            JMQ_CONNECTION_ID: JLong(self.id),
+            JMQ_PROTOCOL_LEVEL: JInt(level),
+            JMQ_VERSION: b.version,
+            JMQ_SERVICE: svc.name,
+            JMQ_SIZE: JInt(b.memory.count),
+            JMQ_BYTES: JLong(b.memory.bytes),
+            JMQ_MAX_MSG_BYTES: JLong(b.router.settings.max_message_size),
+            JMQ_BROKER_SESSION_ID: JLong(b.session_id),
         }
         cluster = b.cluster
         if cluster is not None:
             # So a client with reconnect enabled can fail over to another broker.
-            reply_props["JMQBrokerList"] = cluster.broker_list()
+            reply_props[JMQ_BROKER_LIST] = cluster.broker_list()
         if b.hello_properties:  # an HA cluster's broker list, JMQHA...
             reply_props.update(b.hello_properties)
         # An HA client reconnecting names its cluster and store session; the answer may
@@ -141,10 +158,10 @@ class HandshakeRules(EngineBase):
             build_packet(
                 PacketType.AUTHENTICATE_REQUEST,
                 props={
-                    "JMQAuthType": self.auth_type,
-                    "JMQChallenge": True,
-                    "JMQStatus": JInt(Status.OK),
-                    "JMQSequence": JInt(pkt.sequence),
+                    JMQ_AUTH_TYPE: self.auth_type,
+                    JMQ_CHALLENGE: True,
+                    JMQ_STATUS: JInt(Status.OK),
+                    JMQ_SEQUENCE: JInt(pkt.sequence),
                 },
                 body=body,
                 consumer_id=pkt.consumer_id,
@@ -153,7 +170,7 @@ class HandshakeRules(EngineBase):
         self._to(ConnEvent.HELLO_ACCEPTED)
 
     def on_authenticate(self, pkt: Packet) -> None:
-        auth_type = pkt.properties.get("JMQAuthType")
+        auth_type = pkt.properties.get(JMQ_AUTH_TYPE)
         if auth_type != self.auth_type:
             self._auth_failed(pkt, None, f"authentication type {auth_type!r} was not offered")
             return

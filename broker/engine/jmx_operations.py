@@ -48,6 +48,18 @@ from broker.protocol.admin_types import (
 from broker.protocol.dest_attributes import destination_request
 from broker.protocol.javaser import encode_properties_object
 from broker.protocol.jtypes import JInt
+from broker.protocol.names import (
+    JMQ_DEST_STATE,
+    JMQ_DEST_TYPE,
+    JMQ_DESTINATION,
+    JMQ_METRICS,
+    JMQ_NO_FAILOVER,
+    JMQ_PAUSE_TARGET,
+    JMQ_RESET_TYPE,
+    JMQ_RESTART,
+    JMQ_SERVICE_NAME,
+    JMQ_TIME,
+)
 from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, DestState
 
 DOMAIN = jmx_mbeans.DOMAIN
@@ -123,7 +135,7 @@ def _target_dest(target: ObjectName) -> tuple[str, int]:
 
 
 def _dest_props(name: str, dest_type: int) -> dict[str, object]:
-    return {"JMQDestination": name, "JMQDestType": JInt(dest_type)}
+    return {JMQ_DESTINATION: name, JMQ_DEST_TYPE: JInt(dest_type)}
 
 
 def _text(value: object, what: str) -> str:
@@ -268,9 +280,9 @@ async def _get_property(port: AdminPort, target: ObjectName, args: list[Any]) ->
 async def _shutdown(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
     props: dict[str, object] = {}
     if args and args[0]:
-        props["JMQNoFailover"] = True
+        props[JMQ_NO_FAILOVER] = True
     if len(args) > 1 and args[1]:
-        props["JMQTime"] = JInt(int(args[1]))
+        props[JMQ_TIME] = JInt(int(args[1]))
     await port.command(SHUTDOWN, props)
     return None
 
@@ -324,15 +336,15 @@ def _pause_type(args: list[Any]) -> int:
 
 async def _dest_pause(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
     name, dest_type = _target_dest(target)
-    props = {"JMQPauseTarget": "JMQDestination", **_dest_props(name, dest_type)}
-    props["JMQDestState"] = JInt(_pause_type(args))
+    props = {JMQ_PAUSE_TARGET: JMQ_DESTINATION, **_dest_props(name, dest_type)}
+    props[JMQ_DEST_STATE] = JInt(_pause_type(args))
     await port.command(PAUSE, props)
     return None
 
 
 async def _dest_resume(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
     name, dest_type = _target_dest(target)
-    await port.command(RESUME, {"JMQPauseTarget": "JMQDestination", **_dest_props(name, dest_type)})
+    await port.command(RESUME, {JMQ_PAUSE_TARGET: JMQ_DESTINATION, **_dest_props(name, dest_type)})
     return None
 
 
@@ -353,10 +365,10 @@ async def _all_dests_pause(port: AdminPort, target: ObjectName, args: list[Any])
     what = _pause_type(args)
     for name, is_topic in port.destinations():
         props = {
-            "JMQPauseTarget": "JMQDestination",
+            JMQ_PAUSE_TARGET: JMQ_DESTINATION,
             **_dest_props(name, DEST_TOPIC if is_topic else DEST_QUEUE),
         }
-        props["JMQDestState"] = JInt(what)
+        props[JMQ_DEST_STATE] = JInt(what)
         await port.command(PAUSE, props)
     return None
 
@@ -364,7 +376,7 @@ async def _all_dests_pause(port: AdminPort, target: ObjectName, args: list[Any])
 async def _all_dests_resume(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
     for name, is_topic in port.destinations():
         props = {
-            "JMQPauseTarget": "JMQDestination",
+            JMQ_PAUSE_TARGET: JMQ_DESTINATION,
             **_dest_props(name, DEST_TOPIC if is_topic else DEST_QUEUE),
         }
         await port.command(RESUME, props)
@@ -374,7 +386,7 @@ async def _all_dests_resume(port: AdminPort, target: ObjectName, args: list[Any]
 def _service_command(request: int) -> Run:
     async def run(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
         name = unquote(dict(target.keys).get("name", ""))
-        await port.command(request, {"JMQPauseTarget": "JMQServiceName", "JMQServiceName": name})
+        await port.command(request, {JMQ_PAUSE_TARGET: JMQ_SERVICE_NAME, JMQ_SERVICE_NAME: name})
         return None
 
     return run
@@ -386,8 +398,8 @@ OPERATIONS: dict[str, dict[str, Run]] = {
         "getProperty": _get_property,
         "quiesce": _command(QUIESCE_BROKER),
         "unquiesce": _command(UNQUIESCE_BROKER),
-        "resetMetrics": _command(RESET_BROKER, {"JMQResetType": "JMQMetrics"}),
-        "restart": _command(SHUTDOWN, {"JMQRestart": True}),
+        "resetMetrics": _command(RESET_BROKER, {JMQ_RESET_TYPE: JMQ_METRICS}),
+        "restart": _command(SHUTDOWN, {JMQ_RESTART: True}),
         "shutdown": _shutdown,
     },
     "DestinationManager/Config": {

@@ -17,6 +17,24 @@ from broker.core.session import Session
 from broker.protocol.admin_types import ADMIN_QUEUE
 from broker.protocol.dest_metrics import encode_dest_metrics_map
 from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.names import (
+    JMQ_ACK_TYPE,
+    JMQ_BYTES,
+    JMQ_CAN_CREATE,
+    JMQ_COMMENT,
+    JMQ_CONSUMER_ID,
+    JMQ_DEAD_REASON,
+    JMQ_DESTINATION,
+    JMQ_MAX_MSG_BYTES,
+    JMQ_METRICS,
+    JMQ_PRODUCER_ID,
+    JMQ_RBUFFER_SIZE,
+    JMQ_REMOTE_CONSUMER_IDS,
+    JMQ_SELECTOR,
+    JMQ_SET_REDELIVERED,
+    JMQ_SIZE,
+    JMQ_STATUS,
+)
 from broker.protocol.packet import OFF_CONSUMER_ID, OversizedPacket, Packet, build_packet
 from broker.protocol.properties import as_int, optional_str
 from broker.protocol.types import (
@@ -48,7 +66,7 @@ _ONE_ACK_SIZE = HEADER_SIZE + _ACK_BLOCK.size
 
 
 def _reply_template(ptype: int, status: int) -> bytes:
-    return build_packet(ptype, props={"JMQStatus": JInt(status)}, timestamp=0)
+    return build_packet(ptype, props={JMQ_STATUS: JInt(status)}, timestamp=0)
 
 
 # The commonest replies are fixed bytes; only the correlation id changes.
@@ -158,9 +176,9 @@ class MessageRules(AccessRules):
         if self.state is not CLOSED:
             b = self.broker
             props = {
-                "JMQSize": JInt(count),
-                "JMQBytes": JLong(b.memory.bytes),
-                "JMQMaxMsgBytes": JLong(b.router.settings.max_message_size),
+                JMQ_SIZE: JInt(count),
+                JMQ_BYTES: JLong(b.memory.bytes),
+                JMQ_MAX_MSG_BYTES: JLong(b.router.settings.max_message_size),
             }
             self.write(build_packet(PacketType.RESUME_FLOW, props=props))
 
@@ -181,9 +199,9 @@ class MessageRules(AccessRules):
             build_packet(
                 PacketType.RESUME_FLOW,
                 props={
-                    "JMQProducerID": JLong(pid),
-                    "JMQSize": JInt(size),
-                    "JMQBytes": JLong(nbytes),
+                    JMQ_PRODUCER_ID: JLong(pid),
+                    JMQ_SIZE: JInt(size),
+                    JMQ_BYTES: JLong(nbytes),
                 },
             )
         )
@@ -192,7 +210,7 @@ class MessageRules(AccessRules):
         """RESUME_FLOW with JMQSize 0 for one producer: an administrator paused its
         destination; it sends nothing more until resume_producer gives it a credit."""
         if self.state is not CLOSED:
-            props = {"JMQProducerID": JLong(pid), "JMQSize": JInt(0), "JMQBytes": JLong(0)}
+            props = {JMQ_PRODUCER_ID: JLong(pid), JMQ_SIZE: JInt(0), JMQ_BYTES: JLong(0)}
             self.write(build_packet(PacketType.RESUME_FLOW, props=props))
 
     def on_resume_flow(self, pkt: Packet) -> None:
@@ -201,8 +219,8 @@ class MessageRules(AccessRules):
         # connection -1 or none keeps the limit it had.  JMQBytes is not read, by OpenMQ
         # either: flow towards the client is counted in messages only.
         props = pkt.properties
-        size = props.get("JMQSize", props.get("JMQRBufferSize"))
-        cid = props.get("JMQConsumerID")
+        size = props.get(JMQ_SIZE, props.get(JMQ_RBUFFER_SIZE))
+        cid = props.get(JMQ_CONSUMER_ID)
         if cid is not None:
             cons = self.router.consumer(as_int(cid))
             if cons is not None and cons.link is self:
@@ -283,9 +301,9 @@ class MessageRules(AccessRules):
         comment = None
         if pkt.prop_size:
             props = pkt.properties
-            ack_type = as_int(props.get("JMQAckType", 0))
-            dead_reason = as_int(props.get("JMQDeadReason", 0))
-            comment = optional_str(props.get("JMQComment"))
+            ack_type = as_int(props.get(JMQ_ACK_TYPE, 0))
+            dead_reason = as_int(props.get(JMQ_DEAD_REASON, 0))
+            comment = optional_str(props.get(JMQ_COMMENT))
         txn = None
         store = self.router.store
         mark = store.submitted if store is not None else 0
@@ -342,7 +360,7 @@ class MessageRules(AccessRules):
             log.info(
                 "acknowledgement not done: %s (consumers %s)",
                 reason,
-                props["JMQRemoteConsumerIDs"],
+                props[JMQ_REMOTE_CONSUMER_IDS],
             )
             self.reply(pkt, Status.GONE, props, reason=reason)
         elif known is not None and known < pkt.body_size // 40:
@@ -371,7 +389,7 @@ class MessageRules(AccessRules):
         if groups is None:
             self.reply(pkt, Status.BAD_REQUEST, reason="redeliver body is not n x 40")
             return
-        set_r = bool(pkt.properties.get("JMQSetRedelivered", False))
+        set_r = bool(pkt.properties.get(JMQ_SET_REDELIVERED, False))
         for sess, blocks in groups.items():
             self.router.acks.redeliver(sess, blocks, set_r)
         self.reply(pkt, Status.OK)
@@ -381,26 +399,26 @@ class MessageRules(AccessRules):
     def on_browse(self, pkt: Packet) -> None:
         props = pkt.properties
         try:
-            name = props.get("JMQDestination")
+            name = props.get(JMQ_DESTINATION)
             if not isinstance(name, str):
-                raise RouterError(Status.BAD_REQUEST, "JMQDestination is missing")
-            selector = compile_or_400(props.get("JMQSelector"))
+                raise RouterError(Status.BAD_REQUEST, f"{JMQ_DESTINATION} is missing")
+            selector = compile_or_400(props.get(JMQ_SELECTOR))
             self._require(name, DEST_QUEUE, "browse")
-            if props.get("JMQMetrics") is True:
+            if props.get(JMQ_METRICS) is True:
                 self._browse_metrics(pkt, name)
                 return
             bid, keys = self.router.browse(name, DEST_QUEUE, selector)
         except RouterError as exc:
             extra = None
             if exc.status == Status.NOT_FOUND:
-                extra = {"JMQCanCreate": bool(self.router.settings.autocreate_queue)}
+                extra = {JMQ_CAN_CREATE: bool(self.router.settings.autocreate_queue)}
             self.reply(pkt, exc.status, extra, reason=exc.reason)
             return
         self.browsers[bid] = name
-        self.reply(pkt, Status.OK, {"JMQConsumerID": JLong(bid)}, body=b"".join(keys))
+        self.reply(pkt, Status.OK, {JMQ_CONSUMER_ID: JLong(bid)}, body=b"".join(keys))
 
     def _browse_metrics(self, pkt: Packet, name: str) -> None:
-        """BROWSE with JMQMetrics=true: the queue's counters instead of its messages, as
+        """A BROWSE with JMQMetrics=true: the queue's counters instead of its messages, as
         OpenMQ's broker answers it (no stock client asks): a serialised
         ``DestMetricsCounters`` body, ``JMQMetrics`` true and a fresh ``JMQConsumerID``
         that names no browser."""
@@ -408,11 +426,11 @@ class MessageRules(AccessRules):
         if dest is None:
             raise RouterError(Status.NOT_FOUND, f"destination {name} not found")
         body = encode_dest_metrics_map(destination_map(dest), int(time.time() * 1000))
-        props = {"JMQConsumerID": JLong(self.router.uids.next()), "JMQMetrics": True}
+        props = {JMQ_CONSUMER_ID: JLong(self.router.uids.next()), JMQ_METRICS: True}
         self.reply(pkt, Status.OK, props, body=body)
 
     def on_deliver(self, pkt: Packet) -> None:
-        bid = pkt.properties.get("JMQConsumerID")
+        bid = pkt.properties.get(JMQ_CONSUMER_ID)
         body = pkt.body
         if bid is None or len(body) % 32:
             self.reply(pkt, Status.BAD_REQUEST, reason="DELIVER needs JMQConsumerID and n x 32")

@@ -15,12 +15,38 @@ from broker.core.selector import SelectorError, compile_selector
 from broker.core.session import Consumer, Session
 from broker.protocol.destname import queue_name_problem, topic_pattern_problem
 from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.names import (
+    JMQ_ACK_MODE,
+    JMQ_BODY_TYPE,
+    JMQ_BYTES,
+    JMQ_CAN_CREATE,
+    JMQ_CLIENT_ID,
+    JMQ_CONSUMER_ID,
+    JMQ_DEST_TYPE,
+    JMQ_DESTINATION,
+    JMQ_DESTINATION_ID,
+    JMQ_DURABLE_NAME,
+    JMQ_JMS_SHARE,
+    JMQ_LICENSE,
+    JMQ_LICENSE_DESC,
+    JMQ_NAMESPACE,
+    JMQ_NO_LOCAL,
+    JMQ_PRODUCER_ID,
+    JMQ_QUANTITY,
+    JMQ_REDELIVER_ALL,
+    JMQ_SELECTOR,
+    JMQ_SESSION_ID,
+    JMQ_SHARE,
+    JMQ_SHARED_SUBSCRIPTION_NAME,
+    JMQ_SIZE,
+)
 from broker.protocol.packet import Packet
 from broker.protocol.properties import as_int, optional_str
 from broker.protocol.types import (
     DEST_QUEUE,
     DEST_TEMP,
     DEST_TOPIC,
+    BodyType,
     DestType,
     LimitBehavior,
     Status,
@@ -37,12 +63,12 @@ _DEST_AUTO = int(DestType.AUTO)
 
 
 def dest_args(pkt: Packet) -> tuple[str, int]:
-    """JMQDestination and JMQDestType of a request (RouterError 400 if unusable)."""
+    """The JMQDestination and JMQDestType of a request (RouterError 400 if unusable)."""
     props = pkt.properties
-    name = props.get("JMQDestination")
-    dtype = props.get("JMQDestType", DEST_QUEUE)
+    name = props.get(JMQ_DESTINATION)
+    dtype = props.get(JMQ_DEST_TYPE, DEST_QUEUE)
     if not isinstance(name, str) or not name:
-        raise RouterError(Status.BAD_REQUEST, "JMQDestination is missing")
+        raise RouterError(Status.BAD_REQUEST, f"{JMQ_DESTINATION} is missing")
     if not isinstance(dtype, int) or not dtype & (DEST_QUEUE | DEST_TOPIC):
         raise RouterError(Status.BAD_REQUEST, f"bad JMQDestType {dtype}")
     return name, int(dtype)
@@ -57,7 +83,7 @@ def reply_dest_type(dest: Destination) -> int:
 
 
 def credit_bytes(dest: Destination, credit: int) -> int:
-    """JMQBytes beside a producer credit of ``credit`` messages: 0 when it must wait; -1
+    """The JMQBytes beside a producer credit of ``credit`` messages: 0 when it must wait; -1
     (no byte limit) unless, as with OpenMQ's broker, the destination holds producers back
     at a byte limit (FLOW_CONTROL and maxTotalMsgBytes); then the credit at the
     destination's average message size.  Neither stock client enforces it."""
@@ -91,17 +117,17 @@ class ResourceRules(AccessRules):
     # -- sessions ----------------------------------------------------------------
 
     def on_create_session(self, pkt: Packet) -> None:
-        ack_mode = as_int(pkt.properties.get("JMQAckMode", 0))
+        ack_mode = as_int(pkt.properties.get(JMQ_ACK_MODE, 0))
         try:
             sess = self.router.create_session(self, ack_mode)
         except RouterError as exc:
             self.reply(pkt, exc.status, reason=exc.reason)
             return
         self.sessions[sess.id] = sess
-        self.reply(pkt, Status.OK, {"JMQSessionID": JLong(sess.id)})
+        self.reply(pkt, Status.OK, {JMQ_SESSION_ID: JLong(sess.id)})
 
     def on_destroy_session(self, pkt: Packet) -> None:
-        sid = pkt.properties.get("JMQSessionID")
+        sid = pkt.properties.get(JMQ_SESSION_ID)
         sess = self.sessions.pop(as_int(sid), None) if sid is not None else None
         if sess is None:
             self.reply(pkt, Status.NOT_FOUND, reason=f"no session {sid}")
@@ -113,7 +139,7 @@ class ResourceRules(AccessRules):
 
     def _named_session(self, pkt: Packet) -> Session | None:
         """The session START/STOP name (None: the whole connection); RouterError if unknown."""
-        sid = pkt.properties.get("JMQSessionID")
+        sid = pkt.properties.get(JMQ_SESSION_ID)
         if sid is None:
             return None
         sess = self.sessions.get(as_int(sid))
@@ -149,13 +175,13 @@ class ResourceRules(AccessRules):
 
     def on_set_clientid(self, pkt: Packet) -> None:
         props = pkt.properties
-        cid = props.get("JMQClientID")
+        cid = props.get(JMQ_CLIENT_ID)
         try:
             self.router.subs.set_client_id(
                 self,
                 optional_str(cid),
-                bool(props.get("JMQShare", False)),
-                optional_str(props.get("JMQNamespace")),
+                bool(props.get(JMQ_SHARE, False)),
+                optional_str(props.get(JMQ_NAMESPACE)),
             )
         except RouterError as exc:
             self.reply(pkt, exc.status, reason=exc.reason)
@@ -167,8 +193,8 @@ class ResourceRules(AccessRules):
             done = functools.partial(self._client_id_locked, pkt, str(cid))
             args = (
                 str(cid),
-                bool(props.get("JMQShare", False)),
-                optional_str(props.get("JMQNamespace")),
+                bool(props.get(JMQ_SHARE, False)),
+                optional_str(props.get(JMQ_NAMESPACE)),
             )
             self._effect(RunBlocking(cluster.locks.acquire_client_id_blocking, args, done))
             return
@@ -202,13 +228,13 @@ class ResourceRules(AccessRules):
                 # OpenMQ's broker answers 200 here; its clients take 409 as the same.
                 existing = self.router.lookup(*dest_args(pkt))
                 if existing is not None:
-                    extra = {"JMQDestType": JInt(reply_dest_type(existing))}
+                    extra = {JMQ_DEST_TYPE: JInt(reply_dest_type(existing))}
                     extra |= existing.xml_schema()
             self.reply(pkt, exc.status, extra, reason=exc.reason)
             return
         # The type asked for, flavour bits and all, as OpenMQ's broker answers it, and
         # whether the client is to validate XML (a wildcard topic names no destination).
-        props: dict[str, object] = {"JMQDestType": JInt(dtype)}
+        props: dict[str, object] = {JMQ_DEST_TYPE: JInt(dtype)}
         dest = self.router.lookup(name, dtype)
         if dest is not None:
             props.update(dest.xml_schema())
@@ -226,7 +252,7 @@ class ResourceRules(AccessRules):
     def on_verify_destination(self, pkt: Packet) -> None:
         try:
             name, dtype = dest_args(pkt)
-            compile_or_400(pkt.properties.get("JMQSelector"))
+            compile_or_400(pkt.properties.get(JMQ_SELECTOR))
         except RouterError as exc:
             self.reply(pkt, exc.status, reason=exc.reason)
             return
@@ -248,11 +274,11 @@ class ResourceRules(AccessRules):
             self.reply(
                 pkt,
                 Status.NOT_FOUND,
-                {"JMQCanCreate": bool(can)},
+                {JMQ_CAN_CREATE: bool(can)},
                 reason=f"destination {name} not found",
             )
             return
-        self.reply(pkt, Status.OK, {"JMQDestType": JInt(reply_dest_type(dest))})
+        self.reply(pkt, Status.OK, {JMQ_DEST_TYPE: JInt(reply_dest_type(dest))})
 
     # -- producers -----------------------------------------------------------------
 
@@ -273,16 +299,16 @@ class ResourceRules(AccessRules):
             pkt,
             Status.OK,
             {
-                "JMQProducerID": JLong(prod.id),
-                "JMQSize": JInt(batch),
-                "JMQBytes": JLong(credit_bytes(prod.destination, batch)),
+                JMQ_PRODUCER_ID: JLong(prod.id),
+                JMQ_SIZE: JInt(batch),
+                JMQ_BYTES: JLong(credit_bytes(prod.destination, batch)),
                 # OpenMQ's DestinationUID string (no stock client reads it).
-                "JMQDestinationID": ("T:" if dtype & DEST_TOPIC else "Q:") + name,
+                JMQ_DESTINATION_ID: ("T:" if dtype & DEST_TOPIC else "Q:") + name,
             },
         )
 
     def on_delete_producer(self, pkt: Packet) -> None:
-        pid = pkt.properties.get("JMQProducerID")
+        pid = pkt.properties.get(JMQ_PRODUCER_ID)
         prod = self.router.producer(as_int(pid)) if pid is not None else None
         if prod is None or prod.session.link is not self:
             self.reply(pkt, Status.NOT_FOUND, reason=f"no producer {pid}")
@@ -344,21 +370,21 @@ class ResourceRules(AccessRules):
             sess = self._session(pkt)
             if sess is None:
                 raise RouterError(Status.NOT_FOUND, "unknown JMQSessionID")
-            selector = compile_or_400(props.get("JMQSelector"))
-            size = props.get("JMQSize")
+            selector = compile_or_400(props.get(JMQ_SELECTOR))
+            size = props.get(JMQ_SIZE)
             prefetch = int(size) if isinstance(size, int) else -1
-            durable = props.get("JMQDurableName")
-            shared_name = props.get("JMQSharedSubscriptionName")
+            durable = props.get(JMQ_DURABLE_NAME)
+            shared_name = props.get(JMQ_SHARED_SUBSCRIPTION_NAME)
             cons = self.router.add_consumer(
                 sess,
                 name,
                 dtype,
                 selector=selector,
-                no_local=bool(props.get("JMQNoLocal", False)),
+                no_local=bool(props.get(JMQ_NO_LOCAL, False)),
                 prefetch=prefetch,
                 durable_name=str(durable) if durable else None,
-                share=props.get("JMQShare") is True,
-                jms_share=props.get("JMQJMSShare") is True,
+                share=props.get(JMQ_SHARE) is True,
+                jms_share=props.get(JMQ_JMS_SHARE) is True,
                 shared_name=str(shared_name) if shared_name is not None else None,
                 position=position,
             )
@@ -379,24 +405,24 @@ class ResourceRules(AccessRules):
             cons.prefetch = cons.credit = limit
         self.consumer_sessions[cons.id] = sess
         reply = {
-            "JMQConsumerID": JLong(cons.id),
-            "JMQDestType": JInt(reply_dest_type(cons.destination)),
+            JMQ_CONSUMER_ID: JLong(cons.id),
+            JMQ_DEST_TYPE: JInt(reply_dest_type(cons.destination)),
         }
         if isinstance(size, int):
-            reply["JMQSize"] = JInt(cons.prefetch if cons.prefetch > 0 else -1)
+            reply[JMQ_SIZE] = JInt(cons.prefetch if cons.prefetch > 0 else -1)
         self.reply(pkt, Status.OK, reply)
         # Only now: a delivery before the reply would name a consumer the client lacks.
         cons.queue.dispatch(int(time.time() * 1000))
 
     def on_delete_consumer(self, pkt: Packet) -> None:
         props = pkt.properties
-        cid = props.get("JMQConsumerID")
+        cid = props.get(JMQ_CONSUMER_ID)
         if cid is None:
-            durable = props.get("JMQDurableName")
+            durable = props.get(JMQ_DURABLE_NAME)
             if not durable:
-                self.reply(pkt, Status.BAD_REQUEST, reason="JMQConsumerID is missing")
+                self.reply(pkt, Status.BAD_REQUEST, reason=f"{JMQ_CONSUMER_ID} is missing")
                 return
-            client_id = optional_str(props.get("JMQClientID", self.client_id))
+            client_id = optional_str(props.get(JMQ_CLIENT_ID, self.client_id))
             try:
                 self.router.subs.unsubscribe(client_id, str(durable))
             except RouterError as exc:
@@ -412,28 +438,28 @@ class ResourceRules(AccessRules):
             return
         last = None
         body = pkt.body
-        if props.get("JMQBodyType") == 3 and len(body) >= 32:
+        if props.get(JMQ_BODY_TYPE) == BodyType.SYSMESSAGEID and len(body) >= 32:
             last = body[:32]
-        self.router.remove_consumer(cons, last, bool(props.get("JMQRedeliverAll", False)))
+        self.router.remove_consumer(cons, last, bool(props.get(JMQ_REDELIVER_ALL, False)))
         self.reply(pkt, Status.OK)
 
     # -- miscellany ---------------------------------------------------------------------
 
     def on_generate_uid(self, pkt: Packet) -> None:
-        n = pkt.properties.get("JMQQuantity", 1)
+        n = pkt.properties.get(JMQ_QUANTITY, 1)
         if not isinstance(n, int) or not 0 < n <= 10000:
             self.reply(pkt, Status.BAD_REQUEST, reason=f"bad JMQQuantity {n}")
             return
         body = b"".join(_I64.pack(self.router.uids.next()) for _ in range(n))
-        self.reply(pkt, Status.OK, {"JMQQuantity": JInt(n)}, body=body)
+        self.reply(pkt, Status.OK, {JMQ_QUANTITY: JInt(n)}, body=body)
 
     def on_get_license(self, pkt: Packet) -> None:
         self.reply(
             pkt,
             Status.OK,
             {
-                "JMQLicense": "unl",
-                "JMQLicenseDesc": f"{self.broker.product_name} (unlimited)",
+                JMQ_LICENSE: "unl",
+                JMQ_LICENSE_DESC: f"{self.broker.product_name} (unlimited)",
             },
         )
 

@@ -14,6 +14,18 @@ from typing import TYPE_CHECKING, Any
 from broker.protocol.auth import encode_auth_body, encode_basic_password
 from broker.protocol.errors import ProtocolError
 from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.names import (
+    JMQ_AUTH_TYPE,
+    JMQ_CLIENT_ID,
+    JMQ_CONSUMER_ID,
+    JMQ_GOODBYE_REASON_STRING,
+    JMQ_PROTOCOL_LEVEL,
+    JMQ_REASON,
+    JMQ_SIZE,
+    JMQ_STATUS,
+    JMQ_USER_AGENT,
+    JMQ_VERSION,
+)
 from broker.protocol.packet import OFF_CONSUMER_ID, OFF_SIZE, Packet, build_packet
 from broker.protocol.stomp import VERSIONS, Frame, FrameReader, encode_frame
 from broker.protocol.types import (
@@ -268,7 +280,7 @@ class StompEngineBase(Outbox):
                 sub.delivered = 0
                 self._request(
                     PacketType.RESUME_FLOW,
-                    {"JMQConsumerID": JLong(sub.cid), "JMQSize": JInt(self.settings.prefetch)},
+                    {JMQ_CONSUMER_ID: JLong(sub.cid), JMQ_SIZE: JInt(self.settings.prefetch)},
                 )
         self.pump()
 
@@ -455,7 +467,9 @@ class StompEngineBase(Outbox):
         elif ptype == PacketType.AUTHENTICATE_REQUEST:
             self._authenticate(pkt)
         elif ptype == PacketType.GOODBYE:
-            why = pkt.properties.get("JMQGoodbyeReasonString") or "the broker closed the connection"
+            why = (
+                pkt.properties.get(JMQ_GOODBYE_REASON_STRING) or "the broker closed the connection"
+            )
             if self.state is not CLOSED:
                 self._error(str(why), None)
                 self._to(StompEvent.CLOSED)
@@ -496,22 +510,22 @@ class StompEngineBase(Outbox):
         self._request(
             PacketType.HELLO,
             {
-                "JMQProtocolLevel": JInt(_PROTOCOL_LEVEL),
-                "JMQUserAgent": f"STOMP {version}",
-                "JMQVersion": version,
+                JMQ_PROTOCOL_LEVEL: JInt(_PROTOCOL_LEVEL),
+                JMQ_USER_AGENT: f"STOMP {version}",
+                JMQ_VERSION: version,
             },
             self._hello_answered,
         )
 
     def _hello_answered(self, pkt: Packet) -> None:
-        status = pkt.properties.get("JMQStatus")
+        status = pkt.properties.get(JMQ_STATUS)
         if status != Status.OK:
-            reason = pkt.properties.get("JMQReason") or f"connection refused ({status})"
+            reason = pkt.properties.get(JMQ_REASON) or f"connection refused ({status})"
             self._fatal(str(reason), self._connect)
 
     def _authenticate(self, pkt: Packet) -> None:
         user, password = self._login
-        auth_type = str(pkt.properties.get("JMQAuthType", "basic"))
+        auth_type = str(pkt.properties.get(JMQ_AUTH_TYPE, "basic"))
         if auth_type == "basic":
             credential = encode_basic_password(password)
         else:
@@ -519,13 +533,13 @@ class StompEngineBase(Outbox):
             credential = md5str(md5str(f"{user}:{password}") + ":" + nonce)
         self._request(
             PacketType.AUTHENTICATE,
-            {"JMQAuthType": auth_type},
+            {JMQ_AUTH_TYPE: auth_type},
             self._authenticated,
             body=encode_auth_body(user, credential),
         )
 
     def _authenticated(self, pkt: Packet) -> None:
-        status = pkt.properties.get("JMQStatus")
+        status = pkt.properties.get(JMQ_STATUS)
         f = self._connect
         if status != Status.OK:
             why = (
@@ -533,19 +547,19 @@ class StompEngineBase(Outbox):
                 if status == Status.FORBIDDEN
                 else "authentication failed: unknown user or wrong passcode"
             )
-            reason = pkt.properties.get("JMQReason")
+            reason = pkt.properties.get(JMQ_REASON)
             self._fatal(f"{why} ({reason})" if reason and status == Status.FORBIDDEN else why, f)
             return
         assert f is not None
         cid = f.get("client-id")
         if cid:
-            self._request(PacketType.SET_CLIENTID, {"JMQClientID": cid}, self._client_id_set)
+            self._request(PacketType.SET_CLIENTID, {JMQ_CLIENT_ID: cid}, self._client_id_set)
         else:
             self._logged_in()
 
     def _client_id_set(self, pkt: Packet) -> None:
-        if pkt.properties.get("JMQStatus") != Status.OK:
-            reason = pkt.properties.get("JMQReason") or "client-id refused"
+        if pkt.properties.get(JMQ_STATUS) != Status.OK:
+            reason = pkt.properties.get(JMQ_REASON) or "client-id refused"
             self._fatal(f"client-id refused: {reason}", self._connect)
             return
         self._logged_in()
@@ -609,11 +623,11 @@ class StompEngineBase(Outbox):
             cb(pkt)  # type: ignore[operator]
 
     def _send_answered(self, f: Frame, pkt: Packet) -> None:
-        status = pkt.properties.get("JMQStatus")
+        status = pkt.properties.get(JMQ_STATUS)
         if status == Status.OK:
             self._receipt(f)
             return
-        reason = pkt.properties.get("JMQReason") or f"status {status}"
+        reason = pkt.properties.get(JMQ_REASON) or f"status {status}"
         what = f"SEND to {f.get('destination')}"
         log.info("STOMP connection %s: %s refused: %s", self.id, what, reason)
         self._error(f"{what} refused: {reason}", f)

@@ -9,6 +9,24 @@ from collections.abc import Callable
 
 from broker.protocol.errors import ProtocolError
 from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.names import (
+    JMQ_ACK_MODE,
+    JMQ_CLIENT_ID,
+    JMQ_CONSUMER_ID,
+    JMQ_DEST_TYPE,
+    JMQ_DESTINATION,
+    JMQ_DURABLE_NAME,
+    JMQ_NO_LOCAL,
+    JMQ_REASON,
+    JMQ_REDELIVER,
+    JMQ_REDELIVER_ALL,
+    JMQ_SELECTOR,
+    JMQ_SESSION_ID,
+    JMQ_SET_REDELIVERED,
+    JMQ_SIZE,
+    JMQ_STATUS,
+    JMQ_TRANSACTION_ID,
+)
 from broker.protocol.packet import VH_TRANSACTIONID, Packet
 from broker.protocol.stomp import Frame
 from broker.protocol.types import DEST_TEMP, DEST_TOPIC, FLAG_A, AckMode, PacketType, Status
@@ -34,13 +52,13 @@ class StompFrameRules(StompEngineBase):
 
     def _status_reply(self, f: Frame, what: str, then: Callable[[], None] | None = None) -> Reply:
         def answered(pkt: Packet) -> None:
-            status = pkt.properties.get("JMQStatus")
+            status = pkt.properties.get(JMQ_STATUS)
             if status == Status.OK:
                 if then is not None:
                     then()
                 self._receipt(f)
             else:
-                reason = pkt.properties.get("JMQReason") or f"status {status}"
+                reason = pkt.properties.get(JMQ_REASON) or f"status {status}"
                 log.info("STOMP connection %s: %s refused: %s", self.id, what, reason)
                 self._error(f"{what} refused: {reason}", f)
 
@@ -65,7 +83,7 @@ class StompFrameRules(StompEngineBase):
             self._temps.add(dest.name)
             self._request(
                 PacketType.CREATE_DESTINATION,
-                {"JMQDestination": dest.name, "JMQDestType": JInt(dest.dtype)},
+                {JMQ_DESTINATION: dest.name, JMQ_DEST_TYPE: JInt(dest.dtype)},
                 lambda _pkt: None,
             )
 
@@ -74,11 +92,11 @@ class StompFrameRules(StompEngineBase):
         if sid is None:
 
             def made(pkt: Packet) -> None:
-                got = pkt.properties.get("JMQSessionID")
+                got = pkt.properties.get(JMQ_SESSION_ID)
                 if isinstance(got, int):
                     self._sessions[ack_mode] = int(got)
 
-            self._request(PacketType.CREATE_SESSION, {"JMQAckMode": JInt(ack_mode)}, made)
+            self._request(PacketType.CREATE_SESSION, {JMQ_ACK_MODE: JInt(ack_mode)}, made)
             sid = self._sessions.get(ack_mode)
             if sid is None:
                 raise MappingError("could not create a session")
@@ -123,26 +141,26 @@ class StompFrameRules(StompEngineBase):
         sub = Subscription(sid, dest, ack, durable)
         self._ensure_temp(dest)
         props: dict[str, object] = {
-            "JMQDestination": dest.name,
-            "JMQDestType": JInt(dest.dtype),
-            "JMQSessionID": JLong(self._session(mode)),
-            "JMQSize": JInt(self.settings.prefetch),
+            JMQ_DESTINATION: dest.name,
+            JMQ_DEST_TYPE: JInt(dest.dtype),
+            JMQ_SESSION_ID: JLong(self._session(mode)),
+            JMQ_SIZE: JInt(self.settings.prefetch),
         }
         selector = f.get("selector")
         if selector:
-            props["JMQSelector"] = selector
+            props[JMQ_SELECTOR] = selector
         if durable:
-            props["JMQDurableName"] = durable
+            props[JMQ_DURABLE_NAME] = durable
         if (f.get("no-local") or "").lower() == "true":
-            props["JMQNoLocal"] = True
+            props[JMQ_NO_LOCAL] = True
         self.subs[sid] = sub
 
         def added(pkt: Packet) -> None:
             p = pkt.properties
-            cons = p.get("JMQConsumerID")
-            if p.get("JMQStatus") != Status.OK or not isinstance(cons, int):
+            cons = p.get(JMQ_CONSUMER_ID)
+            if p.get(JMQ_STATUS) != Status.OK or not isinstance(cons, int):
                 self.subs.pop(sid, None)
-                reason = p.get("JMQReason") or f"status {p.get('JMQStatus')}"
+                reason = p.get(JMQ_REASON) or f"status {p.get(JMQ_STATUS)}"
                 log.info("STOMP connection %s: SUBSCRIBE %s refused: %s", self.id, sid, reason)
                 self._error(f"SUBSCRIBE to {dest.stomp} refused: {reason}", f)
                 self.release_held()
@@ -173,13 +191,13 @@ class StompFrameRules(StompEngineBase):
                 # Its unacked messages go back to be delivered again.
                 self._request(
                     PacketType.DELETE_CONSUMER,
-                    {"JMQConsumerID": JLong(sub.cid), "JMQRedeliverAll": True},
+                    {JMQ_CONSUMER_ID: JLong(sub.cid), JMQ_REDELIVER_ALL: True},
                     (lambda _p: None) if durable else self._status_reply(f, "UNSUBSCRIBE"),
                 )
         if durable:
-            props: dict[str, object] = {"JMQDurableName": durable}
+            props: dict[str, object] = {JMQ_DURABLE_NAME: durable}
             if self.inner.client_id:
-                props["JMQClientID"] = self.inner.client_id
+                props[JMQ_CLIENT_ID] = self.inner.client_id
             self._request(
                 PacketType.DELETE_CONSUMER, props, self._status_reply(f, f"UNSUBSCRIBE {durable}")
             )
@@ -261,7 +279,7 @@ class StompFrameRules(StompEngineBase):
         sub, taken = self._acked(f)
         body = b"".join(_ACK_BLOCK.pack(sub.cid, key) for _, key in taken)
         # Back to the destination, marked redelivered (and counted towards the DMQ).
-        self._request(PacketType.REDELIVER, {"JMQSetRedelivered": True}, body=body)
+        self._request(PacketType.REDELIVER, {JMQ_SET_REDELIVERED: True}, body=body)
         self._receipt(f)
 
     def on_begin(self, f: Frame) -> None:
@@ -273,16 +291,16 @@ class StompFrameRules(StompEngineBase):
 
         def started(pkt: Packet) -> None:
             p = pkt.properties
-            tid = p.get("JMQTransactionID")
-            if p.get("JMQStatus") != Status.OK or not isinstance(tid, int):
-                self._error(f"BEGIN {name} refused: {p.get('JMQReason')}", f)
+            tid = p.get(JMQ_TRANSACTION_ID)
+            if p.get(JMQ_STATUS) != Status.OK or not isinstance(tid, int):
+                self._error(f"BEGIN {name} refused: {p.get(JMQ_REASON)}", f)
                 return
             self._txns[name] = int(tid)
             self._receipt(f)
 
         self._request(
             PacketType.START_TRANSACTION,
-            {"JMQSessionID": JLong(self._session(AckMode.NONE))},
+            {JMQ_SESSION_ID: JLong(self._session(AckMode.NONE))},
             started,
         )
 
@@ -291,10 +309,10 @@ class StompFrameRules(StompEngineBase):
         tid = self._txns.pop(name, None)
         if tid is None:
             raise MappingError(f"{what} of transaction {name!r}, which is not begun")
-        props: dict[str, object] = {"JMQTransactionID": JLong(tid)}
+        props: dict[str, object] = {JMQ_TRANSACTION_ID: JLong(tid)}
         if ptype == PacketType.ROLLBACK_TRANSACTION:
             # What was acked in it comes again, marked redelivered.
-            props["JMQRedeliver"] = True
+            props[JMQ_REDELIVER] = True
         self._request(ptype, props, self._status_reply(f, f"{what} {name}"))
 
     def on_commit(self, f: Frame) -> None:

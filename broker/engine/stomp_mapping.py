@@ -31,6 +31,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker.protocol.errors import ProtocolError
+from broker.protocol.names import JMQ_PREFIX
 from broker.protocol.packet import (
     VH_CORRELATIONID,
     VH_DESTINATION,
@@ -298,7 +299,7 @@ class FrameParts:
         have_length = False
         if pkt.prop_size:
             for k, v in pkt.properties.items():
-                if k.startswith("JMQ") or k == "JMSXDeliveryCount":
+                if k.startswith(JMQ_PREFIX) or k == "JMSXDeliveryCount":
                     continue  # the broker's own
                 have_length = have_length or k == "content-length"
                 tail.append(f"{esc(k)}:{esc(_text(v))}\n")

@@ -10,6 +10,23 @@ from broker.core.errors import RouterError
 from broker.core.transaction import Transaction
 from broker.protocol.javaser import encode_hashtable
 from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.names import (
+    JMQ_AUTO_ROLLBACK,
+    JMQ_CREATE_TIME,
+    JMQ_LIFETIME,
+    JMQ_NEXT_TRANSACTION_ID,
+    JMQ_NO_OP,
+    JMQ_PREPARE_STATE_FAILED,
+    JMQ_QUANTITY,
+    JMQ_REDELIVER,
+    JMQ_SESSION_LESS,
+    JMQ_SET_REDELIVERED,
+    JMQ_START_NEXT_TRANSACTION,
+    JMQ_TRANSACTION_ID,
+    JMQ_XA_FLAGS,
+    JMQ_XA_ONE_PHASE,
+    JMQ_XID,
+)
 from broker.protocol.packet import Packet
 from broker.protocol.types import FLAG_A, FLAG_I, Status, TransactionState, XAFlag
 from broker.protocol.xid import Xid, XidError, encode_xids
@@ -21,7 +38,7 @@ log = logging.getLogger("broker.connection")
 
 
 def _txn_id(pkt: Packet) -> int:
-    tid = pkt.properties.get("JMQTransactionID")
+    tid = pkt.properties.get(JMQ_TRANSACTION_ID)
     if tid is None:
         return 0
     if isinstance(tid, bool) or not isinstance(tid, int):
@@ -65,23 +82,25 @@ class TransactionRules(EngineBase):
         tid = _txn_id(pkt)
         xid = _txn_xid(pkt)
         if not tid and xid is None:
-            raise RouterError(Status.BAD_REQUEST, "JMQTransactionID (or an Xid body) is missing")
+            raise RouterError(
+                Status.BAD_REQUEST, f"{JMQ_TRANSACTION_ID} (or an Xid body) is missing"
+            )
         txn = self.router.txns.find_transaction(tid, xid)
         if control:
             self.router.txns.check_control(txn, self, self.service.type == "ADMIN")
         return txn
 
     def _txn_reply(self, pkt: Packet, txn, status: int = Status.OK, **extra: object) -> None:
-        props: dict[str, object] = {"JMQTransactionID": JLong(txn.id)} if txn else {}
+        props: dict[str, object] = {JMQ_TRANSACTION_ID: JLong(txn.id)} if txn else {}
         props.update(extra)
         self.reply(pkt, status, props)
 
     def _txn_refused(self, pkt: Packet, exc: RouterError, txn=None) -> None:
         props: dict[str, object] = {}
         if txn is not None:
-            props["JMQTransactionID"] = JLong(txn.id)
+            props[JMQ_TRANSACTION_ID] = JLong(txn.id)
             if txn.state == TransactionState.FAILED:
-                props["JMQPrepareStateFAILED"] = True
+                props[JMQ_PREPARE_STATE_FAILED] = True
         if exc.props:
             props.update(exc.props)
         if exc.status == Status.ERROR or exc.status == Status.FORBIDDEN:
@@ -95,10 +114,10 @@ class TransactionRules(EngineBase):
         resent = bool(pkt.flags & FLAG_I)
         try:
             xid = _txn_xid(pkt)
-            flags = _txn_int(pkt, "JMQXAFlags")
-            auto_rollback = _txn_int(pkt, "JMQAutoRollback")
-            lifetime = _txn_int(pkt, "JMQLifetime") or 0
-            session_less = props.get("JMQSessionLess")
+            flags = _txn_int(pkt, JMQ_XA_FLAGS)
+            auto_rollback = _txn_int(pkt, JMQ_AUTO_ROLLBACK)
+            lifetime = _txn_int(pkt, JMQ_LIFETIME) or 0
+            session_less = props.get(JMQ_SESSION_LESS)
             if session_less is not None and not isinstance(session_less, bool):
                 raise RouterError(Status.BAD_REQUEST, f"bad JMQSessionLess {session_less!r}")
             sess = self._session(pkt)
@@ -154,10 +173,10 @@ class TransactionRules(EngineBase):
         txn = None
         try:
             txn = self._txn_from(pkt)
-            flags = _txn_int(pkt, "JMQXAFlags")
+            flags = _txn_int(pkt, JMQ_XA_FLAGS)
             if flags is None:
                 raise RouterError(Status.BAD_REQUEST, "END_TRANSACTION without JMQXAFlags")
-            if pkt.properties.get("JMQNoOp") is True:
+            if pkt.properties.get(JMQ_NO_OP) is True:
                 self._txn_reply(pkt, txn)
                 return
             if pkt.flags & FLAG_I and txn.state == _ENDED_STATE.get(
@@ -192,7 +211,7 @@ class TransactionRules(EngineBase):
             if pkt.flags & FLAG_I and txn.state == TransactionState.PREPARED:
                 self._txn_reply(pkt, txn, Status.NOT_MODIFIED)
                 return
-            self.router.txns.prepare(txn, one_phase=pkt.properties.get("JMQXAOnePhase") is True)
+            self.router.txns.prepare(txn, one_phase=pkt.properties.get(JMQ_XA_ONE_PHASE) is True)
         except RouterError as exc:
             self._txn_refused(pkt, exc, txn)
             return
@@ -217,9 +236,9 @@ class TransactionRules(EngineBase):
         self.when_stored(lambda: self._txn_reply(pkt, txn))
 
     def _next_transaction(self, pkt: Packet, txn: Transaction, reply: dict[str, object]) -> None:
-        """JMQStartNextTransaction: a local transaction's session goes on in a new one."""
+        """On JMQStartNextTransaction a local transaction's session goes on in a new one."""
         sess = txn.session
-        if txn.is_xa or sess is None or not pkt.properties.get("JMQStartNextTransaction"):
+        if txn.is_xa or sess is None or not pkt.properties.get(JMQ_START_NEXT_TRANSACTION):
             return
         if sess is not self.implicit_session and self.sessions.get(sess.id) is not sess:
             return
@@ -233,7 +252,7 @@ class TransactionRules(EngineBase):
         )
         if nxt.lifetime > 0:
             self._effect(TransactionTimer(nxt, nxt.lifetime))
-        reply["JMQNextTransactionID"] = JLong(nxt.id)
+        reply[JMQ_NEXT_TRANSACTION_ID] = JLong(nxt.id)
 
     def _txn_or_replayed(self, pkt: Packet):
         """The transaction a COMMIT/ROLLBACK names; None when it was a resend (I flag) of
@@ -242,7 +261,7 @@ class TransactionRules(EngineBase):
             return self._txn_from(pkt)
         except RouterError as exc:
             if exc.status == Status.NOT_FOUND and pkt.flags & FLAG_I:
-                self.reply(pkt, Status.OK, {"JMQTransactionID": JLong(_txn_id(pkt))})
+                self.reply(pkt, Status.OK, {JMQ_TRANSACTION_ID: JLong(_txn_id(pkt))})
                 return None
             raise
 
@@ -253,17 +272,17 @@ class TransactionRules(EngineBase):
             txn = self._txn_or_replayed(pkt)
             if txn is None:
                 return
-            flags = _txn_int(pkt, "JMQXAFlags") or 0
+            flags = _txn_int(pkt, JMQ_XA_FLAGS) or 0
             self.router.txns.commit(
                 txn,
                 self,
                 one_phase=bool(flags & XAFlag.TMONEPHASE),
-                one_phase_hint=props.get("JMQXAOnePhase") is True,
+                one_phase_hint=props.get(JMQ_XA_ONE_PHASE) is True,
             )
         except RouterError as exc:
             self._txn_refused(pkt, exc, txn)
             return
-        reply: dict[str, object] = {"JMQTransactionID": JLong(txn.id)}
+        reply: dict[str, object] = {JMQ_TRANSACTION_ID: JLong(txn.id)}
         self._next_transaction(pkt, txn, reply)
         if txn.stored:
             self.when_stored(lambda: self.reply(pkt, Status.OK, reply))
@@ -286,15 +305,15 @@ class TransactionRules(EngineBase):
                 )
             self.router.txns.rollback(
                 txn,
-                redeliver=props.get("JMQRedeliver") is True,
-                set_redelivered=props.get("JMQSetRedelivered") is not False,
+                redeliver=props.get(JMQ_REDELIVER) is True,
+                set_redelivered=props.get(JMQ_SET_REDELIVERED) is not False,
             )
         except RouterError as exc:
             if not pkt.flags & FLAG_A:
                 log.info("ROLLBACK_TRANSACTION from %s refused: %s", self.peer, exc.reason)
             self._txn_refused(pkt, exc, txn)
             return
-        reply: dict[str, object] = {"JMQTransactionID": JLong(txn.id)}
+        reply: dict[str, object] = {JMQ_TRANSACTION_ID: JLong(txn.id)}
         self._next_transaction(pkt, txn, reply)
         self.reply(pkt, Status.OK, reply)
 
@@ -303,7 +322,7 @@ class TransactionRules(EngineBase):
         otherwise every PREPARED Xid on TMSTARTRSCAN and none on other flags."""
         try:
             tid = _txn_id(pkt)
-            flags = _txn_int(pkt, "JMQXAFlags") or 0
+            flags = _txn_int(pkt, JMQ_XA_FLAGS) or 0
         except RouterError as exc:
             self.reply(pkt, exc.status, reason=exc.reason)
             return
@@ -313,18 +332,16 @@ class TransactionRules(EngineBase):
                 self.reply(
                     pkt,
                     Status.NOT_FOUND,
-                    {"JMQQuantity": JInt(0)},
+                    {JMQ_QUANTITY: JInt(0)},
                     reason=f"transaction {tid} is not PREPARED",
                 )
                 return
             xids = [txn.xid] if txn.xid is not None else []
-            extra: dict[str, object] = {"JMQTransactionID": JLong(tid)}
+            extra: dict[str, object] = {JMQ_TRANSACTION_ID: JLong(tid)}
         else:
             xids = self.router.txns.prepared_xids() if flags & XAFlag.TMSTARTRSCAN else []
             extra = {}
-        self.reply(
-            pkt, Status.OK, {"JMQQuantity": JInt(len(xids)), **extra}, body=encode_xids(xids)
-        )
+        self.reply(pkt, Status.OK, {JMQ_QUANTITY: JInt(len(xids)), **extra}, body=encode_xids(xids))
 
     def on_verify_transaction(self, pkt: Packet) -> None:
         """VERIFY_TRANSACTION: the transaction's state and attributes as a serialised
@@ -336,13 +353,13 @@ class TransactionRules(EngineBase):
             return
         table: dict[str, object] = {
             "State": JInt(int(txn.state) + 1),
-            "JMQAutoRollback": JInt(txn.effective_auto_rollback(self.router.xa_autorollback_all)),
-            "JMQSessionLess": bool(txn.session_less),
-            "JMQLifetime": JLong(txn.lifetime),
-            "JMQCreateTime": JLong(txn.created),
+            JMQ_AUTO_ROLLBACK: JInt(txn.effective_auto_rollback(self.router.xa_autorollback_all)),
+            JMQ_SESSION_LESS: bool(txn.session_less),
+            JMQ_LIFETIME: JLong(txn.lifetime),
+            JMQ_CREATE_TIME: JLong(txn.created),
         }
         if txn.xid is not None:
-            table["JMQXid"] = str(txn.xid)
+            table[JMQ_XID] = str(txn.xid)
         self.reply(
-            pkt, Status.OK, {"JMQTransactionID": JLong(txn.id)}, body=encode_hashtable(table)
+            pkt, Status.OK, {JMQ_TRANSACTION_ID: JLong(txn.id)}, body=encode_hashtable(table)
         )

@@ -192,7 +192,7 @@ class TunnelConnection:
     # -- sending ---------------------------------------------------------------------
 
     def send(self, data: bytes) -> None:
-        """JMQ bytes for the client (the engine's output)."""
+        """The JMQ bytes for the client (the engine's output)."""
         if self._closing or self.peer_closed or not data:
             return
         self._unsent += data

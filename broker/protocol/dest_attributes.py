@@ -26,6 +26,8 @@ from broker.protocol.jtypes import JInt
 from broker.protocol.properties import as_int
 from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, LimitBehavior
 
+from .names import JMQ_MAX_DELIVERY_COUNT
+
 # Value types.
 INT = "int"  # a count; -1 = unlimited
 SIZE = "size"  # bytes (or a size string); -1 = unlimited
@@ -206,7 +208,7 @@ DESTINATION_ATTRIBUTES: tuple[DestinationAttribute, ...] = (
 BY_NAME: dict[str, DestinationAttribute] = {a.name: a for a in DESTINATION_ATTRIBUTES}
 
 # Request properties (ours) carrying the attributes DestinationInfo has no field for.
-EXTRA_PROPERTIES: dict[str, str] = {"maxDeliveryCount": "JMQMaxDeliveryCount"}
+EXTRA_PROPERTIES: dict[str, str] = {"maxDeliveryCount": JMQ_MAX_DELIVERY_COUNT}
 
 
 def parse_bool(value: object, name: str = "value") -> bool:

@@ -1,4 +1,4 @@
-"""JMQ packets: the 72-byte fixed header, the variable header, properties and body.
+"""The JMQ protocol's packets: the 72-byte fixed header, the variable header, properties and body.
 
 Sans-IO in the manner of h11: :class:`PacketReader` takes bytes and returns
 :class:`Packet` objects; :func:`build_packet` returns the bytes of a new packet.

@@ -166,34 +166,18 @@ class Status(IntEnum):
     BAD_VERSION = 505
 
 
-class Flag(IntFlag):
-    """Fixed-header bit flags (offset 62)."""
-
-    Q = 0x0001  # destination is a queue
-    R = 0x0002  # redelivered
-    P = 0x0004  # persistent
-    S = 0x0008  # selectors processed (unused)
-    A = 0x0010  # reply wanted
-    L = 0x0020  # last message of a batch
-    F = 0x0040  # connection flow paused
-    T = 0x0080  # transacted (unused)
-    C = 0x0100  # consumer / producer flow paused
-    B = 0x0200  # unused
-    Z = 0x0400  # body is zlib-compressed
-    I = 0x0800  # idempotent resend  # noqa: E741
-    W = 0x1000  # wildcard (unused)
-
-
-# Plain ints for the hot path: IntFlag arithmetic is slow.
-FLAG_Q = 0x0001
-FLAG_R = 0x0002
-FLAG_P = 0x0004
-FLAG_A = 0x0010
-FLAG_L = 0x0020
-FLAG_F = 0x0040
-FLAG_C = 0x0100
-FLAG_Z = 0x0400
-FLAG_I = 0x0800
+# The fixed header's bit flags (offset 62), plain ints for the hot path (IntFlag
+# arithmetic is slow).  The others are unused: S 0x0008 (selectors processed),
+# T 0x0080 (transacted), B 0x0200, W 0x1000 (wildcard).
+FLAG_Q = 0x0001  # destination is a queue
+FLAG_R = 0x0002  # redelivered
+FLAG_P = 0x0004  # persistent
+FLAG_A = 0x0010  # reply wanted
+FLAG_L = 0x0020  # last message of a batch
+FLAG_F = 0x0040  # connection flow paused
+FLAG_C = 0x0100  # consumer / producer flow paused
+FLAG_Z = 0x0400  # body is zlib-compressed
+FLAG_I = 0x0800  # idempotent resend
 
 
 class DestType(IntFlag):
@@ -286,20 +270,6 @@ class GoodbyeReason(IntEnum):
     REMOTE_BKR_RESTART = 8
     MSG_HOME_CHANGE = 9
     MIGRATE_PARTITION = 10
-
-
-class ProtocolLevel(IntEnum):
-    """``JMQProtocolLevel`` values by release."""
-
-    IMQ_2_0 = 100
-    MQ_3_0 = 200
-    MQ_3_5 = 350
-    MQ_3_6 = 360
-    MQ_3_6_SP4 = 364
-    MQ_4_0 = 400
-    MQ_4_1 = 410
-    MQ_4_5 = 450
-    MQ_5_0 = 500
 
 
 class XAFlag(IntFlag):

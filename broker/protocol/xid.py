@@ -21,6 +21,7 @@ import struct
 from dataclasses import dataclass
 
 from .errors import ProtocolError
+from .names import JMQ_QUANTITY
 
 XID_SIZE = 136
 MAX_GTRID = 64
@@ -92,7 +93,7 @@ class Xid:
             raise XidError(f"body of {len(data)} bytes is not a whole number of Xids")
         n = len(data) // XID_SIZE
         if count is not None and count != n:
-            raise XidError(f"JMQQuantity says {count} Xids, the body holds {n}")
+            raise XidError(f"{JMQ_QUANTITY} says {count} Xids, the body holds {n}")
         return [cls.decode(data, i * XID_SIZE) for i in range(n)]
 
     def __str__(self) -> str:

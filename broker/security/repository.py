@@ -115,10 +115,6 @@ class UserRepositories:
             out[service] = f"{auth} against {describe() if describe else 'database'}"
         return out
 
-    @property
-    def uses_database(self) -> bool:
-        return "database" in self._built
-
 
 class LoginThrottle:
     """Failed logins per remote address: after ``free`` failures within ``window``

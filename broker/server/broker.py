@@ -27,6 +27,20 @@ from broker.engine import ConnectionEngine
 from broker.protocol.auth import AUTH_BASIC, AUTH_DIGEST
 from broker.protocol.javaser import encode_hashtable
 from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.names import (
+    JMQ_BROKER_LIST,
+    JMQ_BROKER_NAME,
+    JMQ_CLUSTER_ID,
+    JMQ_CONNECTION_COUNT,
+    JMQ_HA,
+    JMQ_MEMORY_STATE,
+    JMQ_MESSAGE_BYTES,
+    JMQ_MESSAGE_COUNT,
+    JMQ_REQUEST_TYPE,
+    JMQ_STATUS,
+    JMQ_STORE_SESSION,
+    JMQ_VERSION,
+)
 from broker.protocol.packet import Packet, build_packet
 from broker.protocol.portmapper import MAX_REQUEST_LINE, PortMapperTable, ServiceEntry
 from broker.protocol.types import (
@@ -704,26 +718,26 @@ class Broker:
         connected to (an HA cluster's reconnecting client; broker.server.hamonitor); OK otherwise."""
         if self.ha is None:
             return Status.OK, {}, None
-        return self.ha.hello_verdict(props.get("JMQClusterID"), props.get("JMQStoreSession"))
+        return self.ha.hello_verdict(props.get(JMQ_CLUSTER_ID), props.get(JMQ_STORE_SESSION))
 
     def answer_info_request(self, conn: ConnectionEngine, pkt: Packet) -> None:
         """INFO_REQUEST (no reply flag): answer with an INFO packet whose body is a
         serialised Hashtable describing this broker (we are never part of a cluster yet)."""
-        req = pkt.properties.get("JMQRequestType", 1)
+        req = pkt.properties.get(JMQ_REQUEST_TYPE, 1)
         info: dict[str, object] = {
-            "JMQBrokerName": self.config.instance,
-            "JMQVersion": self.version,
-            "JMQConnectionCount": JInt(len(self.connections)),
-            "JMQMemoryState": self.memory.state,
-            "JMQMessageCount": JInt(self.router.totals.count),
-            "JMQMessageBytes": JLong(self.router.totals.bytes),
-            "JMQBrokerList": self.cluster.broker_list() if self.cluster is not None else "",
-            "JMQHA": bool(self.hello_properties.get("JMQHA")),
+            JMQ_BROKER_NAME: self.config.instance,
+            JMQ_VERSION: self.version,
+            JMQ_CONNECTION_COUNT: JInt(len(self.connections)),
+            JMQ_MEMORY_STATE: self.memory.state,
+            JMQ_MESSAGE_COUNT: JInt(self.router.totals.count),
+            JMQ_MESSAGE_BYTES: JLong(self.router.totals.bytes),
+            JMQ_BROKER_LIST: self.cluster.broker_list() if self.cluster is not None else "",
+            JMQ_HA: bool(self.hello_properties.get(JMQ_HA)),
         }
-        props: dict[str, object] = {"JMQRequestType": JInt(int(req)), "JMQStatus": JInt(200)}
-        if info["JMQBrokerList"]:
+        props: dict[str, object] = {JMQ_REQUEST_TYPE: JInt(int(req)), JMQ_STATUS: JInt(200)}
+        if info[JMQ_BROKER_LIST]:
             # The stock client reads the list from the properties, not the body.
-            props["JMQBrokerList"] = info["JMQBrokerList"]
+            props[JMQ_BROKER_LIST] = info[JMQ_BROKER_LIST]
         conn.write(
             build_packet(
                 PacketType.INFO,
@@ -743,9 +757,9 @@ class Broker:
         packet = build_packet(
             PacketType.INFO,
             props={
-                "JMQRequestType": JInt(2),
-                "JMQStatus": JInt(200),
-                "JMQBrokerList": self.hello_properties["JMQBrokerList"],
+                JMQ_REQUEST_TYPE: JInt(2),
+                JMQ_STATUS: JInt(200),
+                JMQ_BROKER_LIST: self.hello_properties[JMQ_BROKER_LIST],
             },
             body=encode_hashtable(self.ha.cluster_info(), nested=True),
         )

@@ -38,6 +38,13 @@ from broker.core.errors import RouterError
 from broker.core.recovery import recover
 from broker.models import BrokerState, StoreOwner
 from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.names import (
+    JMQ_BROKER_LIST,
+    JMQ_CLUSTER_ID,
+    JMQ_HA,
+    JMQ_STORE_OWNER,
+    JMQ_STORE_SESSION,
+)
 from broker.protocol.types import Status
 from broker.store import takeover
 
@@ -396,7 +403,7 @@ class HAMonitor:
             )
         if not isinstance(session, int) or isinstance(session, bool):
             return Status.OK, {}, None
-        mine: dict[str, object] = {"JMQStoreOwner": f"mq://{self.store.address}/"}
+        mine: dict[str, object] = {JMQ_STORE_OWNER: f"mq://{self.store.address}/"}
         if session == self.session:
             return Status.OK, {}, None
         if self.in_takeover:
@@ -424,7 +431,7 @@ class HAMonitor:
         if alive:
             return (
                 Status.MOVED_PERMANENTLY,
-                {"JMQStoreOwner": f"mq://{row.address}/"},
+                {JMQ_STORE_OWNER: f"mq://{row.address}/"},
                 f"store session {session} is broker {row.broker_instance}'s",
             )
         return (
@@ -468,10 +475,10 @@ class HAMonitor:
     def _update_hello(self) -> None:
         """What HELLO_REPLY tells clients in an HA cluster (connect.md)."""
         hello = self.broker.hello_properties
-        hello["JMQHA"] = True
-        hello["JMQClusterID"] = self.cluster_id
-        hello["JMQStoreSession"] = JLong(self.session)
-        hello["JMQBrokerList"] = ",".join(f"mq://{a}/" for a in self.members)
+        hello[JMQ_HA] = True
+        hello[JMQ_CLUSTER_ID] = self.cluster_id
+        hello[JMQ_STORE_SESSION] = JLong(self.session)
+        hello[JMQ_BROKER_LIST] = ",".join(f"mq://{a}/" for a in self.members)
 
     def _adopt(self, taken: takeover.TakenOver) -> Takeover:
         """The taken rows are this broker's now: into the router."""

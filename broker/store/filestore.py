@@ -146,7 +146,6 @@ DAMAGED_SUFFIX = ".damaged"  # a damaged segment no longer needed, kept for insp
 
 _HDR = FRAME_HEADER
 _U32 = struct.Struct("<I")
-MAX_RECORD = 1 << 31  # a length field beyond this is garbage, not a record
 
 _WRITE_CHUNK = 1 << 20
 _ZEROS = bytes(1 << 20)

@@ -640,10 +640,6 @@ class ConnectionQuerySerializer(serializers.Serializer):
     )
 
 
-class ConsumerQuerySerializer(serializers.Serializer):
-    pass
-
-
 class DurableQuerySerializer(serializers.Serializer):
     topic = serializers.CharField(required=False, max_length=255)
     search = search_field("name or client ID")

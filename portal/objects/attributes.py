@@ -193,10 +193,6 @@ class ObjType:
     class_name: str
     attrs: tuple[AttrSpec, ...]
 
-    @property
-    def is_destination(self) -> bool:
-        return self.code in ("q", "t")
-
     def spec(self, name: str) -> AttrSpec | None:
         return _SPECS[self.code].get(name)
 

@@ -16,7 +16,8 @@ from datetime import datetime
 from xml.sax.saxutils import escape, quoteattr
 
 from broker.admin.client import AdminClient, AdminError
-from broker.client import (
+from broker.protocol.types import DEST_TEMP, DEST_TOPIC
+from openmq_client import (
     BrokerUnreachableException,
     BytesMessage,
     InvalidDestinationException,
@@ -31,7 +32,6 @@ from broker.client import (
     TransactionRolledBackException,
     connect,
 )
-from broker.protocol.types import DEST_TEMP, DEST_TOPIC
 
 from .config import UmsConfig
 from .sessions import Gateway, LoginRefused, SidLost, UnknownSid, destination, gateway

@@ -4,7 +4,7 @@ OpenMQ's model: a ``login`` creates a client (a sid) with a JMS session of its o
 cached connection of that user; up to ``max_clients_per_connection`` clients share one
 connection, a further login opens another.  A request without sid is a one-shot on the
 same pooled connections (a shared AUTO_ACKNOWLEDGE session).  Every connection is a real
-connection of :mod:`broker.client`, authenticated by the broker as any JMS client is, and
+connection of :mod:`openmq_client`, authenticated by the broker as any JMS client is, and
 the broker's access control checks each producer and consumer.
 
 Everything here runs on the portal process's event loop (Daphne's); a sweeper task closes
@@ -20,7 +20,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
-from broker.client import (
+from openmq_client import (
     AckMode,
     Connection,
     Destination,

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from broker.client import (
+from openmq_client import (
     BytesMessage,
     DeliveryMode,
     JByte,

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from broker.client import Queue, TextMessage, connect
+from openmq_client import Queue, TextMessage, connect
 from tests.cluster_procs import start_cluster
 
 from .conftest import CProbe

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from broker.client import Queue, TextMessage, connect
+from openmq_client import Queue, TextMessage, connect
 from tests.cluster_procs import start_cluster, wait_for
 
 from .jvm import Paused

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from broker.client import BytesMessage, JInt, Queue, connect
 from broker.protocol import mqreports as mq
+from openmq_client import BytesMessage, JInt, Queue, connect
 
 from .conftest import CProbe
 from .test_cclient import parse_recv_props

@@ -57,8 +57,8 @@ class Command(BaseCommand):
     def handle(self, *args, **opts) -> None:
         # The client library's warnings (a connection lost after a refused login, ...) would
         # repeat the one error line this command prints.
-        logging.getLogger("broker.client").addHandler(logging.NullHandler())
-        logging.getLogger("broker.client").propagate = False
+        logging.getLogger("openmq_client").addHandler(logging.NullHandler())
+        logging.getLogger("openmq_client").propagate = False
         key = (opts["command"], opts["object"])
         spec = COMMANDS.get(key)
         if spec is None:

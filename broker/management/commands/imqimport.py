@@ -36,8 +36,8 @@ from broker.admin.credentials import broker_credentials
 from broker.admin.remote import BrokerUnavailable
 from broker.admin.security_actions import command_line_actor
 from broker.admin.stock_report import Report
-from broker.client.errors import JMSException
 from broker.config import BrokerConfig, ConfigError, parse_properties
+from openmq_client.errors import JMSException
 
 IMQCMD_PASSWORD = "imq.imqcmd.password"
 

@@ -20,6 +20,15 @@ from broker.protocol.javaser import (
     encode_hashtable,
     encode_properties_object,
 )
+from broker.protocol.names import (
+    JMQ_BROKER_STATE,
+    JMQ_COMMAND,
+    JMQ_INSTANCE_NAME,
+    JMQ_NO_FAILOVER,
+    JMQ_RESTART,
+    JMQ_TARGET,
+    JMQ_TIME,
+)
 from broker.protocol.types import OPENMQ_VERSION, Status
 
 from . import cluster as admin_cluster
@@ -88,7 +97,7 @@ def _rollover_bytes(config: BrokerConfig) -> int:
 
 def hello(conn: ConnectionEngine, props: dict) -> Result:
     b = conn.broker
-    return {"JMQInstanceName": b.config.instance, "JMQBrokerState": b.state}, b""
+    return {JMQ_INSTANCE_NAME: b.config.instance, JMQ_BROKER_STATE: b.state}, b""
 
 
 def get_broker_props(conn: ConnectionEngine, props: dict) -> Result:
@@ -173,8 +182,8 @@ async def _apply_broker_props(conn: ConnectionEngine, changes: dict[str, str]) -
 
 
 def shutdown(conn: ConnectionEngine, props: dict) -> Result:
-    restart = props.get("JMQRestart") is True
-    delay = props.get("JMQTime")
+    restart = props.get(JMQ_RESTART) is True
+    delay = props.get(JMQ_TIME)
     wait = SHUTDOWN_DELAY
     if isinstance(delay, int) and not isinstance(delay, bool) and delay > 0:
         wait = float(delay)
@@ -186,7 +195,7 @@ def shutdown(conn: ConnectionEngine, props: dict) -> Result:
         f" in {wait:g} s" if wait > SHUTDOWN_DELAY else "",
     )
     broker = conn.broker
-    failover = props.get("JMQNoFailover") is not True  # HA: another broker takes over
+    failover = props.get(JMQ_NO_FAILOVER) is not True  # HA: another broker takes over
     asyncio.get_running_loop().call_later(
         wait, lambda: broker.request_stop(restart=restart, failover=failover)
     )
@@ -198,7 +207,7 @@ def quiesce(conn: ConnectionEngine, props: dict) -> Result:
     if not broker.quiescing:
         broker.quiescing = True
         log.info("broker quiescing: no new client connections")
-    return {"JMQBrokerState": broker.state}, b""
+    return {JMQ_BROKER_STATE: broker.state}, b""
 
 
 def unquiesce(conn: ConnectionEngine, props: dict) -> Result:
@@ -206,14 +215,14 @@ def unquiesce(conn: ConnectionEngine, props: dict) -> Result:
     if broker.quiescing:
         broker.quiescing = False
         log.info("broker no longer quiesced: client connections accepted again")
-    return {"JMQBrokerState": broker.state}, b""
+    return {JMQ_BROKER_STATE: broker.state}, b""
 
 
 def debug(conn: ConnectionEngine, props: dict):
     """DEBUG: ``reload accesscontrol`` (ours); OpenMQ's other debug commands are not
     available."""
-    cmd = str(props.get("JMQCommand") or "").strip().lower()
-    target = str(props.get("JMQTarget") or "").strip().lower()
+    cmd = str(props.get(JMQ_COMMAND) or "").strip().lower()
+    target = str(props.get(JMQ_TARGET) or "").strip().lower()
     if cmd == "reload" and target == "accesscontrol":
 
         async def reload() -> Result:
@@ -223,6 +232,6 @@ def debug(conn: ConnectionEngine, props: dict):
         return reload()
     raise AdminError(
         Status.NOT_IMPLEMENTED,
-        f"DEBUG {props.get('JMQCommand')!s} {props.get('JMQTarget') or ''}".rstrip()
+        f"DEBUG {props.get(JMQ_COMMAND)!s} {props.get(JMQ_TARGET) or ''}".rstrip()
         + " is not supported by this broker (only reload accesscontrol)",
     )

@@ -23,6 +23,7 @@ from broker.cluster.config import ClusterConfigError
 from broker.core.errors import RouterError
 from broker.protocol.admin_types import BROKER_STATES, GET_CLUSTER, RELOAD_CLUSTER
 from broker.protocol.javaser import encode_vector
+from broker.protocol.names import JMQ_BROKER_LIST, JMQ_BROKERS_ADDED, JMQ_BROKERS_REMOVED
 from broker.protocol.types import Status
 
 from . import ha as admin_ha
@@ -98,8 +99,8 @@ async def reload_cluster(conn: ConnectionEngine, props: dict) -> tuple[dict, byt
     except ClusterConfigError as exc:
         raise RouterError(Status.ERROR, f"cannot read the cluster configuration: {exc}") from None
     return {
-        "JMQBrokersAdded": ",".join(f"{h}:{p}" for h, p in added),
-        "JMQBrokersRemoved": ",".join(f"{h}:{p}" for h, p in removed),
+        JMQ_BROKERS_ADDED: ",".join(f"{h}:{p}" for h, p in added),
+        JMQ_BROKERS_REMOVED: ",".join(f"{h}:{p}" for h, p in removed),
     }, b""
 
 
@@ -110,7 +111,7 @@ def cluster_properties(b) -> dict[str, str]:
     cluster = b.cluster
     if cluster is None:
         if b.ha is not None:
-            return {imq.CLUSTER_BROKERLIST_ACTIVE: b.hello_properties.get("JMQBrokerList", "")}
+            return {imq.CLUSTER_BROKERLIST_ACTIVE: b.hello_properties.get(JMQ_BROKER_LIST, "")}
         pm = b.portmapper_table().services[0].port
         host = b.config.get(imq.HOSTNAME) or "localhost"
         return {imq.CLUSTER_BROKERLIST_ACTIVE: f"mq://{host}:{pm}/"}

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.core.admin_views import flag  # noqa: F401 - the handlers' name for it
 from broker.protocol.javaser import JavaSerializationError, decode_object
+from broker.protocol.names import JMQ_DEST_TYPE, JMQ_DESTINATION, JMQ_MESSAGE_ID
 from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, Status
 
 if TYPE_CHECKING:
@@ -36,14 +37,14 @@ class AdminError(Exception):
 
 
 def request_dest_type(props: dict) -> int:
-    value = props.get("JMQDestType")
+    value = props.get(JMQ_DEST_TYPE)
     return int(value) if isinstance(value, int) else DEST_QUEUE  # type: ignore[arg-type]
 
 
 def request_dest_name(props: dict) -> str:
-    name = props.get("JMQDestination")
+    name = props.get(JMQ_DESTINATION)
     if not isinstance(name, str) or not name:
-        raise AdminError(Status.BAD_REQUEST, "JMQDestination is missing")
+        raise AdminError(Status.BAD_REQUEST, f"{JMQ_DESTINATION} is missing")
     return name
 
 
@@ -112,12 +113,12 @@ async def save_config(conn: ConnectionEngine) -> None:
 
 
 def message_id(props: dict, required: bool) -> str | None:
-    """JMQMessageID as a JMSMessageID ("ID:" added if missing); None if absent and not
+    """The JMQMessageID as a JMSMessageID ("ID:" added if missing); None if absent and not
     ``required``."""
-    mid = props.get("JMQMessageID")
+    mid = props.get(JMQ_MESSAGE_ID)
     if mid is None:
         if required:
-            raise AdminError(Status.BAD_REQUEST, "JMQMessageID is missing")
+            raise AdminError(Status.BAD_REQUEST, f"{JMQ_MESSAGE_ID} is missing")
         return None
     if not isinstance(mid, str) or not mid.strip():
         raise AdminError(Status.BAD_REQUEST, f"bad JMQMessageID {mid!r}")

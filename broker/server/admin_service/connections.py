@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 from broker.core import queries
 from broker.protocol.javaser import encode_vector
 from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.names import JMQ_CONNECTION_ID, JMQ_SERVICE_NAME
 from broker.protocol.types import GoodbyeReason, Status
 
 from .common import AdminError, Result, log, long_prop
@@ -24,8 +25,8 @@ def admin_connection_ids(broker) -> set[int]:
 
 def get_connections(conn: ConnectionEngine, props: dict) -> Result:
     broker = conn.broker
-    wanted_service = props.get("JMQServiceName")
-    wanted_id = long_prop(props, "JMQConnectionID")
+    wanted_service = props.get(JMQ_SERVICE_NAME)
+    wanted_id = long_prop(props, JMQ_CONNECTION_ID)
     if wanted_service and not any(s.name == wanted_service for s in broker.services):
         raise AdminError(Status.NOT_FOUND, f"service {wanted_service} not found")
     producers = queries.producers_per_connection(conn.router)
@@ -60,7 +61,7 @@ def get_connections(conn: ConnectionEngine, props: dict) -> Result:
 
 
 def destroy_connection(conn: ConnectionEngine, props: dict) -> Result:
-    cxn_id = long_prop(props, "JMQConnectionID", required=True)
+    cxn_id = long_prop(props, JMQ_CONNECTION_ID, required=True)
     other = conn.broker.connections.get(cxn_id)  # type: ignore[arg-type]
     if other is None:
         raise AdminError(Status.NOT_FOUND, f"no connection {cxn_id}")

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 from broker.core import queries
 from broker.protocol.admin_info import HashMap, encode_admin_vector
 from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.names import JMQ_DEST_TYPE, JMQ_DESTINATION, JMQ_PRODUCERS
 from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, Status
 
 from .common import AdminError, Result, host_of, lookup
@@ -19,10 +20,10 @@ if TYPE_CHECKING:
 def get_consumers(conn: ConnectionEngine, props: dict) -> Result:
     """GET_CONSUMERS: a Vector of HashMap, one per consumer (GetConsumersHandler's
     keys).  With our JMQProducers=true: the destination's producers instead."""
-    if not isinstance(props.get("JMQDestination"), str) or "JMQDestType" not in props:
-        raise AdminError(Status.BAD_REQUEST, "JMQDestination and JMQDestType are needed")
+    if not isinstance(props.get(JMQ_DESTINATION), str) or JMQ_DEST_TYPE not in props:
+        raise AdminError(Status.BAD_REQUEST, f"{JMQ_DESTINATION} and {JMQ_DEST_TYPE} are needed")
     dest = lookup(conn, props)
-    if props.get("JMQProducers") is True:
+    if props.get(JMQ_PRODUCERS) is True:
         rows = [_producer_row(dest, p) for p in dest.producers.values()]
     else:
         rows = [_consumer_row(dest, c) for c in dest.consumers()]

@@ -17,6 +17,18 @@ from broker.protocol.admin_info import DEST_NAME, DEST_TYPE, encode_infos
 from broker.protocol.admin_types import ADMIN_QUEUE
 from broker.protocol.destname import admin_name_problem
 from broker.protocol.jtypes import JInt
+from broker.protocol.names import (
+    JMQ_DESTINATION,
+    JMQ_FILTER_NAME,
+    JMQ_FILTER_STATE,
+    JMQ_FILTER_TYPE,
+    JMQ_HIDE_ADMIN_TEMPORARY,
+    JMQ_MAX_COUNT,
+    JMQ_ORDER_BY,
+    JMQ_QUANTITY,
+    JMQ_SHOW_TEMPORARY,
+    JMQ_START_INDEX,
+)
 from broker.protocol.types import DEST_QUEUE, DEST_TEMP, DEST_TOPIC, DestType, Status
 from broker.store.filestore import FileStore
 
@@ -65,42 +77,44 @@ def admin_defaults(settings, is_topic: bool, dest_type: int) -> dict[str, object
 # the portal asks for one filtered, ordered page and the total (JMQQuantity), so a broker
 # with tens of thousands of destinations answers a page in milliseconds.
 LIST_PROPS = (
-    "JMQStartIndex",
-    "JMQMaxCount",
-    "JMQFilterType",
-    "JMQFilterName",
-    "JMQFilterState",
-    "JMQShowTemporary",
-    "JMQOrderBy",
-    "JMQHideAdminTemporary",
+    JMQ_START_INDEX,
+    JMQ_MAX_COUNT,
+    JMQ_FILTER_TYPE,
+    JMQ_FILTER_NAME,
+    JMQ_FILTER_STATE,
+    JMQ_SHOW_TEMPORARY,
+    JMQ_ORDER_BY,
+    JMQ_HIDE_ADMIN_TEMPORARY,
 )
 
 
 def _select_destinations(dests: list, props: dict) -> tuple[list, int]:
     """The page of ``dests`` the LIST_PROPS ask for, and how many matched in all."""
-    kind = props.get("JMQFilterType")
+    kind = props.get(JMQ_FILTER_TYPE)
     if isinstance(kind, int) and kind & (DEST_QUEUE | DEST_TOPIC):
         dests = [d for d in dests if d.dest_type & int(kind)]
-    needle = props.get("JMQFilterName")
+    needle = props.get(JMQ_FILTER_NAME)
     if isinstance(needle, str) and needle:
         low = needle.lower()
         dests = [d for d in dests if low in d.name.lower()]
-    state = props.get("JMQFilterState")
+    state = props.get(JMQ_FILTER_STATE)
     if isinstance(state, int) and not isinstance(state, bool):
         dests = [d for d in dests if int(d.state) == int(state)]
-    if not flag(props.get("JMQShowTemporary"), True):
+    if not flag(props.get(JMQ_SHOW_TEMPORARY), True):
         dests = [d for d in dests if not d.is_temporary]
-    order = props.get("JMQOrderBy") or "name"
+    order = props.get(JMQ_ORDER_BY) or "name"
     if order == "depth":
         dests.sort(key=lambda d: (-d.msg_count, d.name))
     elif order == "name":
         dests.sort(key=lambda d: (not d.is_queue, d.name))
     else:
-        raise AdminError(Status.BAD_REQUEST, f"JMQOrderBy must be name or depth, not {order!r}")
-    start = props.get("JMQStartIndex", 0)
-    count = props.get("JMQMaxCount", -1)
+        raise AdminError(Status.BAD_REQUEST, f"{JMQ_ORDER_BY} must be name or depth, not {order!r}")
+    start = props.get(JMQ_START_INDEX, 0)
+    count = props.get(JMQ_MAX_COUNT, -1)
     if not isinstance(start, int) or not isinstance(count, int) or start < 0:
-        raise AdminError(Status.BAD_REQUEST, "JMQStartIndex must be >= 0 and JMQMaxCount a number")
+        raise AdminError(
+            Status.BAD_REQUEST, f"{JMQ_START_INDEX} must be >= 0 and {JMQ_MAX_COUNT} a number"
+        )
     total = len(dests)
     end = total if count < 0 else start + int(count)
     return dests[int(start) : end], total
@@ -109,18 +123,18 @@ def _select_destinations(dests: list, props: dict) -> tuple[list, int]:
 def get_destinations(conn: ConnectionEngine, props: dict) -> Result:
     router = conn.router
     extra: dict[str, object] = {}
-    if isinstance(props.get("JMQDestination"), str):
+    if isinstance(props.get(JMQ_DESTINATION), str):
         dests = [lookup(conn, props)]
     else:
         dests = listed_by_admin(router)
         if any(p in props for p in LIST_PROPS):
-            if flag(props.get("JMQHideAdminTemporary"), False):
+            if flag(props.get(JMQ_HIDE_ADMIN_TEMPORARY), False):
                 # The portal's pages: the reply queues of admin tools' connections
                 # (the portal's own among them) are plumbing, not the operator's.
                 tools = admin_connection_ids(conn.broker)
                 dests = [d for d in dests if d.temporary_owner not in tools]
             dests, total = _select_destinations(dests, props)
-            extra["JMQQuantity"] = JInt(total)
+            extra[JMQ_QUANTITY] = JInt(total)
     delayed = queries.delayed_by_destination(router)
     held = queries.held_in_transactions(router)
     infos = [
@@ -131,7 +145,7 @@ def get_destinations(conn: ConnectionEngine, props: dict) -> Result:
         )
         for d in dests
     ]
-    if len(dests) == 1 and isinstance(props.get("JMQDestination"), str):
+    if len(dests) == 1 and isinstance(props.get(JMQ_DESTINATION), str):
         # Ours: the attributes DestinationInfo has no field for, of the one asked for.
         for attr, prop in dattrs.EXTRA_PROPERTIES.items():
             extra[prop] = JInt(dests[0].limit(attr))
@@ -240,7 +254,7 @@ def compact_destination(conn: ConnectionEngine, props: dict):
     """COMPACT_DESTINATION: reclaim the file store's space now.  The file store is
     one log for every destination, so naming one compacts the lot; the database
     store has nothing to compact."""
-    if isinstance(props.get("JMQDestination"), str):
+    if isinstance(props.get(JMQ_DESTINATION), str):
         lookup(conn, props)
     store = conn.broker.store
     if not isinstance(store, FileStore):

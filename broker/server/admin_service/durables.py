@@ -15,6 +15,7 @@ from broker.protocol.admin_info import (
     durable_info,
     encode_admin_vector,
 )
+from broker.protocol.names import JMQ_CLIENT_ID, JMQ_DESTINATION, JMQ_DURABLE_NAME
 from broker.protocol.types import DEST_TOPIC, Status
 
 from .common import AdminError, Result, is_openmq4, log
@@ -38,8 +39,8 @@ def _sub_uid(conn: ConnectionEngine, sub) -> str:
 def get_durables(conn: ConnectionEngine, props: dict) -> Result:
     """GET_DURABLES: a DurableInfo per durable or shared subscription (optionally of
     one topic, or of one durable name)."""
-    topic_name = props.get("JMQDestination")
-    wanted = props.get("JMQDurableName")
+    topic_name = props.get(JMQ_DESTINATION)
+    wanted = props.get(JMQ_DURABLE_NAME)
     infos = []
     only = topic_name if isinstance(topic_name, str) else None
     for topic, sub in queries.subscriptions(conn.router, only):
@@ -83,10 +84,10 @@ def _durable_info(conn, topic, sub, durable: bool, client_id, name):
 
 
 def _find_durable(conn: ConnectionEngine, props: dict):
-    name = props.get("JMQDurableName")
+    name = props.get(JMQ_DURABLE_NAME)
     if not isinstance(name, str) or not name:
-        raise AdminError(Status.BAD_REQUEST, "JMQDurableName is missing")
-    client_id = props.get("JMQClientID")
+        raise AdminError(Status.BAD_REQUEST, f"{JMQ_DURABLE_NAME} is missing")
+    client_id = props.get(JMQ_CLIENT_ID)
     if client_id is not None and (not isinstance(client_id, str) or not client_id.strip()):
         raise AdminError(Status.BAD_REQUEST, f"bad JMQClientID {client_id!r}")
     sub = queries.find_durable(conn.router, client_id or None, name)
@@ -100,10 +101,10 @@ def _find_durable(conn: ConnectionEngine, props: dict):
 
 
 def destroy_durable(conn: ConnectionEngine, props: dict) -> Result:
-    name = props.get("JMQDurableName")
+    name = props.get(JMQ_DURABLE_NAME)
     if not isinstance(name, str) or not name:
-        raise AdminError(Status.BAD_REQUEST, "JMQDurableName is missing")
-    client_id = props.get("JMQClientID")
+        raise AdminError(Status.BAD_REQUEST, f"{JMQ_DURABLE_NAME} is missing")
+    client_id = props.get(JMQ_CLIENT_ID)
     conn.router.subs.unsubscribe(client_id if isinstance(client_id, str) else None, name)
     return {}, b""
 

@@ -21,6 +21,7 @@ from broker.core.errors import RouterError
 from broker.protocol.admin_types import TAKEOVER_BROKER
 from broker.protocol.javaser import encode_vector
 from broker.protocol.jtypes import JLong
+from broker.protocol.names import JMQ_BROKER_ID
 from broker.protocol.types import Status
 
 if TYPE_CHECKING:
@@ -35,7 +36,7 @@ STORE_TIMEOUT = 8.0
 
 
 async def takeover_broker(conn: ClientConnection, props: dict) -> tuple[dict, bytes]:
-    target = props.get("JMQBrokerID")
+    target = props.get(JMQ_BROKER_ID)
     if not isinstance(target, str) or not target.strip():
         raise RouterError(Status.BAD_REQUEST, "TAKEOVER_BROKER needs JMQBrokerID")
     monitor = conn.broker.ha

@@ -78,6 +78,7 @@ from broker.protocol.admin_types import (
     UPDATE_SERVICE,
 )
 from broker.protocol.jtypes import JInt
+from broker.protocol.names import JMQ_ERROR_STRING, JMQ_MESSAGE_TYPE, JMQ_STATUS
 from broker.protocol.packet import (
     VH_DESTINATION,
     VH_DESTINATION_CLASS,
@@ -174,7 +175,7 @@ class AdminHandler:
     def handle(self, conn: ConnectionEngine, pkt: Packet) -> None:
         """Answer one request (the caller sends any SEND_REPLY)."""
         props = pkt.properties
-        request = props.get("JMQMessageType")
+        request = props.get(JMQ_MESSAGE_TYPE)
         if not isinstance(request, int) or isinstance(request, bool):
             log.warning("admin message from %s without JMQMessageType dropped", conn.peer)
             return
@@ -253,11 +254,11 @@ class AdminHandler:
             log.error("admin %s from %s failed", name, conn.peer, exc_info=exc)
             status, error = Status.ERROR, f"{name} failed: {exc}"
         reply_props: dict[str, object] = {
-            "JMQMessageType": JInt(request + 1),
-            "JMQStatus": JInt(status),
+            JMQ_MESSAGE_TYPE: JInt(request + 1),
+            JMQ_STATUS: JInt(status),
         }
         if error is not None:
-            reply_props["JMQErrorString"] = error
+            reply_props[JMQ_ERROR_STRING] = error
         reply_props.update(extra)
         self._send(conn, reply_to, reply_props, body)
 

@@ -11,6 +11,13 @@ from broker.core.message import Message
 from broker.protocol.admin_info import HashMap, Hashtable, encode_admin_vector
 from broker.protocol.javaser import JavaSerializationError, decode_map_body
 from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.names import (
+    JMQ_DEST_TYPE,
+    JMQ_DESTINATION,
+    JMQ_GET_MESSAGE_BODY,
+    JMQ_MAX_NUM_MSGS_RETRIEVED,
+    JMQ_START_MESSAGE_INDEX,
+)
 from broker.protocol.packet import VH_CORRELATIONID, VH_DESTINATION, VH_REPLYTO, VH_TYPE, Packet
 from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, FLAG_Z, PacketType, Status
 
@@ -23,11 +30,11 @@ if TYPE_CHECKING:
 def get_messages(conn: ConnectionEngine, props: dict) -> Result:
     """GET_MESSAGES: a HashMap per message (GetMessagesHandler's keys), a window of
     JMQMaxNumMsgsRetrieved from JMQStartMessageIndex, or the one JMQMessageID."""
-    if not isinstance(props.get("JMQDestination"), str) or "JMQDestType" not in props:
-        raise AdminError(Status.BAD_REQUEST, "JMQDestination and JMQDestType are needed")
+    if not isinstance(props.get(JMQ_DESTINATION), str) or JMQ_DEST_TYPE not in props:
+        raise AdminError(Status.BAD_REQUEST, f"{JMQ_DESTINATION} and {JMQ_DEST_TYPE} are needed")
     dest = lookup(conn, props)
     mid = message_id(props, required=False)
-    with_body = props.get("JMQGetMessageBody") is True
+    with_body = props.get(JMQ_GET_MESSAGE_BODY) is True
     held = queries.held_messages(conn.router, dest)
     if mid is not None:
         held = [r for r in held if r.msg.message_id == mid]
@@ -36,8 +43,8 @@ def get_messages(conn: ConnectionEngine, props: dict) -> Result:
                 Status.NOT_FOUND, f"Could not locate message {mid} in destination {dest.name}"
             )
     else:
-        start = long_prop(props, "JMQStartMessageIndex") or 0
-        limit = long_prop(props, "JMQMaxNumMsgsRetrieved")
+        start = long_prop(props, JMQ_START_MESSAGE_INDEX) or 0
+        limit = long_prop(props, JMQ_MAX_NUM_MSGS_RETRIEVED)
         if start < 0 or (limit is not None and limit < 0):
             raise AdminError(Status.BAD_REQUEST, "negative message index or count")
         held = held[start : None if limit is None else start + limit]
@@ -107,7 +114,7 @@ def _message_row(router, msg: Message, redelivered: bool, with_body: bool) -> Ha
 def delete_message(conn: ConnectionEngine, props: dict) -> Result:
     """DELETE_MESSAGE: remove a waiting message (settled in the store as if it had
     been acknowledged); 409 while it is delivered and not acknowledged."""
-    if "JMQDestType" not in props:
+    if JMQ_DEST_TYPE not in props:
         raise AdminError(Status.BAD_REQUEST, "DELETE_MESSAGE: JMQDestType is missing")
     dest = lookup(conn, props)
     mid = message_id(props, required=True)

@@ -11,7 +11,7 @@ GET_METRICS (OpenMQ's ``GetMetricsHandler``):
   ``MetricCounters``; so neither do we.
 
 An unknown destination or service is 404.  RESET_BROKER with ``JMQResetType`` missing,
-empty or ``"JMQMetrics"`` (what imqcmd's ``reset bkr -t metrics`` sends; ``"metrics"`` is
+empty or the string ``JMQMetrics`` (what imqcmd's ``reset bkr -t metrics`` sends; ``"metrics"`` is
 accepted too) zeroes the service and destination counters; any other type is 500.
 
 Both ``com.sun.messaging.jmq.util`` classes are written byte for byte as JDK 17 writes
@@ -45,6 +45,22 @@ from broker.core.metrics import (
 from broker.protocol.dest_metrics import encode_dest_metrics_map
 from broker.protocol.javaser import JavaClass, JavaObject, encode_object
 from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.names import (
+    JMQ_BODIES_IN_MEMORY,
+    JMQ_BODY_TYPE,
+    JMQ_DEST_TYPE,
+    JMQ_DESTINATION,
+    JMQ_GC_PAUSE_MAX,
+    JMQ_LOOP_LAG_MAX,
+    JMQ_LOOP_LAG_P99,
+    JMQ_METRICS,
+    JMQ_PAGED_MESSAGE_BYTES,
+    JMQ_PAGED_MESSAGES,
+    JMQ_PAGED_OUT,
+    JMQ_READ_BACK,
+    JMQ_RESET_TYPE,
+    JMQ_SERVICE_NAME,
+)
 from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, Status
 
 if TYPE_CHECKING:
@@ -55,7 +71,7 @@ log = logging.getLogger("broker.admin")
 
 
 # JMQResetType value that imqcmd sends (MessageType.JMQ_METRICS).
-RESET_METRICS = "JMQMetrics"
+RESET_METRICS = JMQ_METRICS
 
 UTIL = "com.sun.messaging.jmq.util."
 
@@ -130,9 +146,9 @@ Result = tuple[dict[str, object], bytes]
 
 def get_metrics(conn: ClientConnection, props: dict) -> Result:
     broker = conn.broker
-    name = props.get("JMQDestination")
+    name = props.get(JMQ_DESTINATION)
     if isinstance(name, str):
-        dtype = props.get("JMQDestType")
+        dtype = props.get(JMQ_DEST_TYPE)
         dtype = int(dtype) if isinstance(dtype, int) else 0  # type: ignore[arg-type]
         is_queue = bool(dtype & DEST_QUEUE)
         dest = conn.router.lookup(name, DEST_QUEUE if is_queue else DEST_TOPIC)
@@ -143,35 +159,37 @@ def get_metrics(conn: ClientConnection, props: dict) -> Result:
         body = encode_dest_metrics(values, int(time.time() * 1000))
         # Ours (OpenMQ's tools ignore unknown properties): the count too.
         return {
-            "JMQBodyType": "DESTINATION",
-            "JMQPagedMessages": JInt(paged),
-            "JMQPagedMessageBytes": JLong(paged_bytes),
+            JMQ_BODY_TYPE: "DESTINATION",
+            JMQ_PAGED_MESSAGES: JInt(paged),
+            JMQ_PAGED_MESSAGE_BYTES: JLong(paged_bytes),
         }, body
-    service = props.get("JMQServiceName")
+    service = props.get(JMQ_SERVICE_NAME)
     if isinstance(service, str):
         chosen = [s for s in broker.services if s.name == service]
         if not chosen:
             raise RouterError(Status.NOT_FOUND, f"service {service} not found")
-        return {"JMQBodyType": "SERVICE"}, encode_metric_counters(broker_counters(broker, chosen))
+        return {JMQ_BODY_TYPE: "SERVICE"}, encode_metric_counters(broker_counters(broker, chosen))
     # Ours, beside OpenMQ's MetricCounters (whose serialized shape is fixed): the last
     # window's event-loop lag in microseconds; OpenMQ's tools ignore unknown properties.
     # And paging: bodies in memory, how many were paged out and read back so far.
-    reply: dict[str, object] = {"JMQBodiesInMemory": JLong(BODIES.bytes)}
+    reply: dict[str, object] = {JMQ_BODIES_IN_MEMORY: JLong(BODIES.bytes)}
     lag = broker.loop_lag
     if lag is not None:
         reply.update(
-            JMQLoopLagMax=JLong(round(lag.lag.max * 1e6)),
-            JMQLoopLagP99=JLong(round(lag.lag.p99 * 1e6)),
-            JMQGCPauseMax=JLong(round(lag.gc_max * 1e6)),
+            {
+                JMQ_LOOP_LAG_MAX: JLong(round(lag.lag.max * 1e6)),
+                JMQ_LOOP_LAG_P99: JLong(round(lag.lag.p99 * 1e6)),
+                JMQ_GC_PAUSE_MAX: JLong(round(lag.gc_max * 1e6)),
+            }
         )
     if broker.paging is not None:
         st = broker.paging.pager.stats
-        reply.update(JMQPagedOut=JLong(st.paged_out), JMQReadBack=JLong(st.read_back))
+        reply.update({JMQ_PAGED_OUT: JLong(st.paged_out), JMQ_READ_BACK: JLong(st.read_back)})
     return reply, encode_metric_counters(broker_counters(broker))
 
 
 def reset_broker(conn: ClientConnection, props: dict) -> Result:
-    kind = props.get("JMQResetType")
+    kind = props.get(JMQ_RESET_TYPE)
     if kind is None or kind == "" or kind == RESET_METRICS or str(kind).lower() == "metrics":
         reset_metrics(conn.broker)
         log.info("metrics reset by %s (%s)", conn.user, conn.peer)

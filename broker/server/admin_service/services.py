@@ -22,6 +22,12 @@ from broker.protocol.admin_info import (
     encode_infos,
     service_info,
 )
+from broker.protocol.names import (
+    JMQ_DEST_STATE,
+    JMQ_DESTINATION,
+    JMQ_PAUSE_TARGET,
+    JMQ_SERVICE_NAME,
+)
 from broker.protocol.types import DestState, Status
 
 from .common import AdminError, Result, log, lookup, read_info, save_config
@@ -42,7 +48,7 @@ SERVICE_STOPPED = 6
 
 def get_services(conn: ConnectionEngine, props: dict) -> Result:
     broker = conn.broker
-    wanted = props.get("JMQServiceName")
+    wanted = props.get(JMQ_SERVICE_NAME)
     services = [s for s in broker.services if not wanted or s.name == wanted]
     if wanted and not services:
         raise AdminError(Status.NOT_FOUND, f"service {wanted} not found")
@@ -136,25 +142,25 @@ def update_service(conn: ConnectionEngine, props: dict, body: bytes):
 
 
 def _pause_target(conn: ConnectionEngine, props: dict, state: DestState) -> None:
-    target = props.get("JMQPauseTarget")
-    if target == "JMQDestination" or (target is None and "JMQDestination" in props):
+    target = props.get(JMQ_PAUSE_TARGET)
+    if target == JMQ_DESTINATION or (target is None and JMQ_DESTINATION in props):
         dest = lookup(conn, props)
         conn.router.limits.set_dest_state(dest, state)
         log.info("destination %s is now %s", dest.name, state.name)
         return
     paused = state != DestState.RUNNING
-    name = props.get("JMQServiceName")
+    name = props.get(JMQ_SERVICE_NAME)
     if name is not None and not isinstance(name, str):
         raise AdminError(Status.BAD_REQUEST, f"bad JMQServiceName {name!r}")
     # Stock imqcmd's pause/resume bkr names the target JMQServiceName without a
     # service name: every service but admin, as OpenMQ's PauseHandler.
-    if isinstance(name, str) and target in ("JMQServiceName", None):
+    if isinstance(name, str) and target in (JMQ_SERVICE_NAME, None):
         services = [s for s in conn.broker.services if s.name == name]
         if not services:
             raise AdminError(Status.NOT_FOUND, f"service {name} not found")
         if paused and services[0].type == "ADMIN":
             raise AdminError(Status.BAD_REQUEST, f"admin service {name} cannot be paused")
-    elif target in ("JMQServiceName", None):
+    elif target in (JMQ_SERVICE_NAME, None):
         services = [s for s in conn.broker.services if s.type != "ADMIN"]
     else:
         raise AdminError(Status.BAD_REQUEST, f"unknown JMQPauseTarget {target}")
@@ -164,13 +170,13 @@ def _pause_target(conn: ConnectionEngine, props: dict, state: DestState) -> None
 
 
 def pause(conn: ConnectionEngine, props: dict) -> Result:
-    value = props.get("JMQDestState", DestState.PAUSED)
+    value = props.get(JMQ_DEST_STATE, DestState.PAUSED)
     try:
         state = DestState(int(value))  # type: ignore[arg-type]
     except (TypeError, ValueError):
         raise AdminError(Status.BAD_REQUEST, f"bad JMQDestState {value}") from None
     if state == DestState.RUNNING:
-        raise AdminError(Status.BAD_REQUEST, "JMQDestState 0 is not a pause")
+        raise AdminError(Status.BAD_REQUEST, f"{JMQ_DEST_STATE} 0 is not a pause")
     _pause_target(conn, props, state)
     return {}, b""
 

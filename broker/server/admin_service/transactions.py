@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 from broker.core import queries
 from broker.protocol.javaser import encode_vector
 from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.names import JMQ_QUANTITY, JMQ_TRANSACTION_ID
 from broker.protocol.types import Status, TransactionState
 
 from .common import AdminError, Result, log, long_prop
@@ -26,7 +27,7 @@ def get_transactions(conn: ConnectionEngine, props: dict) -> Result:
     """GET_TRANSACTIONS: a Hashtable per transaction (GetTransactionsHandler's keys),
     JMQQuantity = how many."""
     router = conn.router
-    wanted = long_prop(props, "JMQTransactionID")
+    wanted = long_prop(props, JMQ_TRANSACTION_ID)
     if wanted is not None:
         txn = queries.transaction_by_id(router, wanted)
         if txn is None:
@@ -58,11 +59,11 @@ def get_transactions(conn: ConnectionEngine, props: dict) -> Result:
         row["allbrokers"] = ""
         row["pendingbrokers"] = ""
         rows.append(row)
-    return {"JMQQuantity": JInt(len(rows))}, encode_vector(rows)
+    return {JMQ_QUANTITY: JInt(len(rows))}, encode_vector(rows)
 
 
 def _transaction(conn: ConnectionEngine, props: dict):
-    tid = long_prop(props, "JMQTransactionID", required=True)
+    tid = long_prop(props, JMQ_TRANSACTION_ID, required=True)
     assert tid is not None  # required
     txn = queries.transaction_by_id(conn.router, tid)
     if txn is None:

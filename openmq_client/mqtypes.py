@@ -23,6 +23,8 @@ the reports it makes).
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from broker.protocol.jtypes import JInt
 from broker.protocol.mqreports import (
     FEEDBACK,
@@ -46,7 +48,9 @@ from broker.protocol.mqreports import (
 
 from .destination import Destination
 from .errors import InvalidDestinationException, MessageFormatException
-from .message import Message, TextMessage
+
+if TYPE_CHECKING:
+    from .message import Message
 
 __all__ = [
     "Data",
@@ -151,7 +155,11 @@ def _answer(original: Message, answer: Message, kind: int) -> Message:
 def make_reply(original: Message, reply: Message | None = None) -> Message:
     """``reply`` (an empty TextMessage when None) made the reply to ``original``: its
     type and correlation id.  Send it to ``original.reply_to``."""
-    return _answer(original, reply if reply is not None else TextMessage(), MQMT_REPLY)
+    if reply is None:
+        # The message module makes the empty TextMessage: this one does not import it,
+        # so that Message.make_reply can call here.
+        return original.make_reply()
+    return _answer(original, reply, MQMT_REPLY)
 
 
 def make_report(
@@ -160,6 +168,8 @@ def make_report(
     """A PAN or NAN report (or one with an application feedback code) about
     ``original``, or None when ``original`` did not ask for that kind (PAN/NAN).
     Send it to ``original.reply_to``."""
+    if report is None:
+        return original.make_report(feedback)  # with an empty Message, as make_reply
     if isinstance(feedback, bool) or not isinstance(feedback, int):
         raise MessageFormatException(f"feedback {feedback!r} is not an integer")
     opts = report_options(original)
@@ -174,6 +184,6 @@ def make_report(
             f"feedback {feedback}: an application sends MQFB_PAN, MQFB_NAN or a code in "
             f"{MQFB_APPL_FIRST}..{MQFB_APPL_LAST}"
         )
-    out = _answer(original, report if report is not None else Message(), MQMT_REPORT)
+    out = _answer(original, report, MQMT_REPORT)
     out.set_property(FEEDBACK, JInt(feedback))
     return out

@@ -20,17 +20,28 @@ from collections.abc import Coroutine
 from typing import TYPE_CHECKING, Any
 
 from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.names import (
+    JMQ_CAN_CREATE,
+    JMQ_DEST_TYPE,
+    JMQ_DESTINATION,
+    JMQ_DURABLE_NAME,
+    JMQ_SELECTOR,
+    JMQ_SESSION_ID,
+    JMQ_SET_REDELIVERED,
+    JMQ_STATUS,
+    JMQ_TRANSACTION_ID,
+)
 from broker.protocol.packet import VH_TRANSACTIONID
 from broker.protocol.types import AckMode, PacketType, Status
 
+from .consumer import MessageConsumer, QueueBrowser
 from .destination import Destination, Queue, TemporaryQueue, TemporaryTopic, Topic
-from .errors import IllegalStateException, JMSException
+from .errors import IllegalStateException, JMSException, status_error
 from .message import Message
+from .producer import MessageProducer
 
 if TYPE_CHECKING:
     from .connection import Connection
-    from .consumer import MessageConsumer, QueueBrowser
-    from .producer import MessageProducer
 
 _I64 = struct.Struct(">q")
 
@@ -101,8 +112,6 @@ class Session:
         ack_on_produce: bool | None = None,
     ) -> MessageProducer:
         """A producer for ``destination`` (or an unidentified one if None)."""
-        from .producer import MessageProducer
-
         self._check_open()
         prod = MessageProducer(
             self,
@@ -182,8 +191,6 @@ class Session:
         durable_name: str | None,
         shared_name: str | None = None,
     ) -> MessageConsumer:
-        from .consumer import MessageConsumer
-
         self._check_open()
         if selector is not None and not selector.strip():
             selector = None
@@ -199,24 +206,22 @@ class Session:
         the broker answers 409 while a consumer uses it)."""
         self._check_open()
         await self._connection._request(
-            PacketType.DELETE_CONSUMER, {"JMQDurableName": name}, what=repr(name)
+            PacketType.DELETE_CONSUMER, {JMQ_DURABLE_NAME: name}, what=repr(name)
         )
 
     async def create_browser(self, queue: Queue, selector: str | None = None) -> QueueBrowser:
         """A queue browser (VERIFY_DESTINATION now; BROWSE/DELIVER when read)."""
-        from .consumer import QueueBrowser
-
         self._check_open()
         if not isinstance(queue, Queue):
             raise JMSException("only queues can be browsed")
         if selector is not None and not selector.strip():
             selector = None
         props: dict[str, object] = {
-            "JMQDestination": queue.name,
-            "JMQDestType": JInt(queue.dest_type),
+            JMQ_DESTINATION: queue.name,
+            JMQ_DEST_TYPE: JInt(queue.dest_type),
         }
         if selector is not None:
-            props["JMQSelector"] = selector
+            props[JMQ_SELECTOR] = selector
         reply = await self._connection._request(
             PacketType.VERIFY_DESTINATION,
             props,
@@ -224,11 +229,9 @@ class Session:
             what=queue.name,
             selector=selector is not None,
         )
-        if reply.properties.get("JMQStatus") == Status.NOT_FOUND and not reply.properties.get(
-            "JMQCanCreate"
+        if reply.properties.get(JMQ_STATUS) == Status.NOT_FOUND and not reply.properties.get(
+            JMQ_CAN_CREATE
         ):
-            from .errors import status_error
-
             raise status_error(PacketType.VERIFY_DESTINATION, Status.NOT_FOUND, what=queue.name)
         browser = QueueBrowser(self, queue, selector)
         self._browsers.append(browser)
@@ -337,18 +340,18 @@ class Session:
         true, then START for the session.
         """
         conn = self._connection
-        sid = {"JMQSessionID": JLong(self.session_id)}
+        sid = {JMQ_SESSION_ID: JLong(self.session_id)}
         await conn._request(PacketType.STOP, sid)
         queued = self._take_queued_blocks()
         delivered = self._unacked + self._dups
         self._unacked = []
         self._dups = []
         if queued:
-            conn._send(PacketType.REDELIVER, {"JMQSetRedelivered": False}, b"".join(queued))
+            conn._send(PacketType.REDELIVER, {JMQ_SET_REDELIVERED: False}, b"".join(queued))
         if delivered:
-            props: dict[str, object] = {"JMQSetRedelivered": True}
+            props: dict[str, object] = {JMQ_SET_REDELIVERED: True}
             if self.transacted and self._transaction_id:
-                props["JMQTransactionID"] = JLong(self._transaction_id)
+                props[JMQ_TRANSACTION_ID] = JLong(self._transaction_id)
             conn._send(PacketType.REDELIVER, props, b"".join(delivered))
         conn._send(PacketType.START, sid)
         for c in self._consumers:
@@ -365,9 +368,9 @@ class Session:
 
     async def _start_transaction(self) -> None:
         reply = await self._connection._request(
-            PacketType.START_TRANSACTION, {"JMQSessionID": JLong(self.session_id)}
+            PacketType.START_TRANSACTION, {JMQ_SESSION_ID: JLong(self.session_id)}
         )
-        tid = reply.properties.get("JMQTransactionID")
+        tid = reply.properties.get(JMQ_TRANSACTION_ID)
         if tid is None:
             raise JMSException("START_TRANSACTION_REPLY without JMQTransactionID")
         self._transaction_id = int(tid)  # type: ignore[call-overload]
@@ -378,7 +381,7 @@ class Session:
         if not self.transacted:
             raise IllegalStateException("commit() on a non-transacted session")
         await self._connection._request(
-            PacketType.COMMIT_TRANSACTION, {"JMQTransactionID": JLong(self._transaction_id)}
+            PacketType.COMMIT_TRANSACTION, {JMQ_TRANSACTION_ID: JLong(self._transaction_id)}
         )
         self._unacked = []
         await self._start_transaction()
@@ -390,7 +393,7 @@ class Session:
             raise IllegalStateException("rollback() on a non-transacted session")
         await self._redeliver_all()
         await self._connection._request(
-            PacketType.ROLLBACK_TRANSACTION, {"JMQTransactionID": JLong(self._transaction_id)}
+            PacketType.ROLLBACK_TRANSACTION, {JMQ_TRANSACTION_ID: JLong(self._transaction_id)}
         )
         await self._start_transaction()
 
@@ -415,13 +418,13 @@ class Session:
             if self.transacted and self._transaction_id and conn._transport is not None:
                 await conn._request(
                     PacketType.ROLLBACK_TRANSACTION,
-                    {"JMQTransactionID": JLong(self._transaction_id)},
+                    {JMQ_TRANSACTION_ID: JLong(self._transaction_id)},
                     ok=(Status.OK, Status.NOT_FOUND, Status.BAD_REQUEST),
                 )
                 self._transaction_id = 0
             if conn._transport is not None:
                 await conn._request(
-                    PacketType.DESTROY_SESSION, {"JMQSessionID": JLong(self.session_id)}
+                    PacketType.DESTROY_SESSION, {JMQ_SESSION_ID: JLong(self.session_id)}
                 )
         finally:
             if self in conn._sessions:

@@ -16,6 +16,22 @@ import time
 from collections.abc import Callable
 
 from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.names import (
+    JMQ_AUTH_TYPE,
+    JMQ_BYTES,
+    JMQ_CHALLENGE,
+    JMQ_CONNECTION_ID,
+    JMQ_CONSUMER_ID,
+    JMQ_PRODUCER_ID,
+    JMQ_PROTOCOL_LEVEL,
+    JMQ_SEQUENCE,
+    JMQ_SERVICE,
+    JMQ_SESSION_ID,
+    JMQ_SIZE,
+    JMQ_STATUS,
+    JMQ_TRANSACTION_ID,
+    JMQ_VERSION,
+)
 from broker.protocol.packet import Packet, PacketReader, build_packet
 from broker.protocol.sysmsgid import IP_ZERO
 from broker.protocol.types import FLAG_A, MESSAGE_TYPES, PacketType, reply_type
@@ -159,7 +175,7 @@ class StandIn:
         self, req: Packet, status: int = 200, ptype: int | None = None, body: bytes = b"", **props
     ) -> bytes:
         """A reply to ``req`` carrying JMQStatus and ``props`` (values already Java-typed)."""
-        p: dict[str, object] = {"JMQStatus": JInt(status)}
+        p: dict[str, object] = {JMQ_STATUS: JInt(status)}
         p.update(props)
         return self.packet(
             reply_type(req.type) if ptype is None else ptype, p, body, consumer_id=req.consumer_id
@@ -170,19 +186,21 @@ class StandIn:
         if t == PacketType.HELLO:
             hello = self.reply(
                 pkt,
-                JMQConnectionID=JLong(self.CONNECTION_ID),
-                JMQProtocolLevel=JInt(500),
-                JMQVersion="6.9.0",
-                JMQService="jms",
-                JMQSize=JInt(self.hello_size),
+                **{
+                    JMQ_CONNECTION_ID: JLong(self.CONNECTION_ID),
+                    JMQ_PROTOCOL_LEVEL: JInt(500),
+                    JMQ_VERSION: "6.9.0",
+                    JMQ_SERVICE: "jms",
+                    JMQ_SIZE: JInt(self.hello_size),
+                },
             )
             challenge = self.packet(
                 PacketType.AUTHENTICATE_REQUEST,
                 {
-                    "JMQSequence": JInt(0),
-                    "JMQChallenge": True,
-                    "JMQAuthType": self.auth,
-                    "JMQStatus": JInt(200),
+                    JMQ_SEQUENCE: JInt(0),
+                    JMQ_CHALLENGE: True,
+                    JMQ_AUTH_TYPE: self.auth,
+                    JMQ_STATUS: JInt(200),
                 },
                 self.nonce if self.auth == "digest" else b"",
                 consumer_id=pkt.consumer_id,
@@ -193,20 +211,22 @@ class StandIn:
         if t in MESSAGE_TYPES:
             return [self.reply(pkt)]
         if t == PacketType.CREATE_SESSION:
-            return [self.reply(pkt, JMQSessionID=JLong(self.SESSION_ID))]
+            return [self.reply(pkt, **{JMQ_SESSION_ID: JLong(self.SESSION_ID)})]
         if t == PacketType.ADD_PRODUCER:
             return [
                 self.reply(
                     pkt,
-                    JMQProducerID=JLong(self.PRODUCER_ID),
-                    JMQSize=JInt(self.producer_size),
-                    JMQBytes=JLong(-1),
+                    **{
+                        JMQ_PRODUCER_ID: JLong(self.PRODUCER_ID),
+                        JMQ_SIZE: JInt(self.producer_size),
+                        JMQ_BYTES: JLong(-1),
+                    },
                 )
             ]
         if t == PacketType.ADD_CONSUMER:
-            return [self.reply(pkt, JMQConsumerID=JLong(next(self._consumer_ids)))]
+            return [self.reply(pkt, **{JMQ_CONSUMER_ID: JLong(next(self._consumer_ids))})]
         if t == PacketType.START_TRANSACTION:
-            return [self.reply(pkt, JMQTransactionID=JLong(self.TRANSACTION_ID))]
+            return [self.reply(pkt, **{JMQ_TRANSACTION_ID: JLong(self.TRANSACTION_ID)})]
         return [self.reply(pkt)]
 
     def _answer(self, pkt: Packet) -> None:

@@ -17,6 +17,15 @@ import time
 from typing import TYPE_CHECKING
 
 from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.names import (
+    JMQ_DEST_TYPE,
+    JMQ_DESTINATION,
+    JMQ_PRODUCER_ID,
+    JMQ_REASON,
+    JMQ_SESSION_ID,
+    JMQ_SIZE,
+    JMQ_STATUS,
+)
 from broker.protocol.packet import (
     HEADER,
     VH_CORRELATIONID,
@@ -47,10 +56,10 @@ from broker.protocol.types import (
     Status,
 )
 
-from .connection import FLUSH_THRESHOLD, next_sequence, reply_status
 from .destination import Destination
 from .errors import IllegalStateException, JMSException, MessageFormatException, status_error
 from .message import Message
+from .wire import FLUSH_THRESHOLD, next_sequence, reply_status
 
 if TYPE_CHECKING:
     import asyncio
@@ -61,7 +70,7 @@ _pack_header = HEADER.pack
 
 # The broker's SEND_REPLY carries JMQStatus only: its property table is this prefix and
 # the status as a big-endian int, read in place instead of decoding the table.
-_STATUS_ONLY = encode_properties({"JMQStatus": JInt(0)})[:-4]
+_STATUS_ONLY = encode_properties({JMQ_STATUS: JInt(0)})[:-4]
 _STATUS_AT = len(_STATUS_ONLY)
 _STATUS_SIZE = _STATUS_AT + 4
 _I32 = struct.Struct(">i")
@@ -151,20 +160,20 @@ class MessageProducer:
 
         def registered(reply: Packet) -> None:
             # Runs as the reply is read, so a RESUME_FLOW right behind it finds us.
-            if reply.properties.get("JMQStatus") != Status.OK:
+            if reply.properties.get(JMQ_STATUS) != Status.OK:
                 return
-            pid = reply.properties.get("JMQProducerID")
+            pid = reply.properties.get(JMQ_PRODUCER_ID)
             if pid is None:
                 raise JMSException("ADD_PRODUCER_REPLY without JMQProducerID")
             t._set_id(int(pid))  # type: ignore[call-overload]
-            size = reply.properties.get("JMQSize")
+            size = reply.properties.get(JMQ_SIZE)
             t.credit = -1 if size is None or size < 0 else int(size)  # type: ignore[operator,call-overload]
             conn._producers[t.producer_id] = t
 
         props = {
-            "JMQDestination": dest.name,
-            "JMQDestType": JInt(dest.dest_type),
-            "JMQSessionID": JLong(self._session.session_id),
+            JMQ_DESTINATION: dest.name,
+            JMQ_DEST_TYPE: JInt(dest.dest_type),
+            JMQ_SESSION_ID: JLong(self._session.session_id),
         }
         ok = (Status.OK, Status.RETRY)
         reply = await conn._request(
@@ -349,7 +358,7 @@ class MessageProducer:
                 raise status_error(
                     message.PACKET_TYPE,
                     status,
-                    reply.properties.get("JMQReason"),  # type: ignore[arg-type]
+                    reply.properties.get(JMQ_REASON),  # type: ignore[arg-type]
                     what=f"to {dest.name}",
                 )
         elif conn._wsize >= FLUSH_THRESHOLD or conn._write_paused:
@@ -371,7 +380,7 @@ class MessageProducer:
             t._wake()
             if conn._transport is not None and t.producer_id:
                 await conn._request(
-                    PacketType.DELETE_PRODUCER, {"JMQProducerID": JLong(t.producer_id)}
+                    PacketType.DELETE_PRODUCER, {JMQ_PRODUCER_ID: JLong(t.producer_id)}
                 )
         self._targets.clear()
         self._bound = None

@@ -1,6 +1,6 @@
 """Message consumers (receive with timeout, or a listener) and queue browsers.
 
-Deliveries are buffered as raw packets; a :class:`~broker.client.message.Message` is
+Deliveries are buffered as raw packets; a :class:`~openmq_client.message.Message` is
 made only when the application takes one.  Consumer flow control follows the Java
 client: when a delivery carries the C flag the broker has stopped at the prefetch
 limit, and the client sends RESUME_FLOW (JMQConsumerID, JMQSize = room left) once
@@ -18,11 +18,32 @@ from collections.abc import AsyncIterator, Callable
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.names import (
+    JMQ_ACK_MODE,
+    JMQ_BLOCK,
+    JMQ_BODY_TYPE,
+    JMQ_CAN_CREATE,
+    JMQ_CONSUMER_ID,
+    JMQ_DEST_TYPE,
+    JMQ_DESTINATION,
+    JMQ_DURABLE_NAME,
+    JMQ_JMS_SHARE,
+    JMQ_LAST_DELIVERED_ID_IN_TRANSACTION,
+    JMQ_NO_LOCAL,
+    JMQ_RECONNECT,
+    JMQ_REDELIVER_ALL,
+    JMQ_SELECTOR,
+    JMQ_SESSION_ID,
+    JMQ_SHARE,
+    JMQ_SHARED_SUBSCRIPTION_NAME,
+    JMQ_SIZE,
+    JMQ_STATUS,
+)
 from broker.protocol.packet import Packet
-from broker.protocol.types import FLAG_C, FLAG_P, AckMode, PacketType, Status
+from broker.protocol.types import FLAG_C, FLAG_P, AckMode, BodyType, PacketType, Status
 
 from .destination import Destination, Queue
-from .errors import BrokerUnreachableException, IllegalStateException, JMSException
+from .errors import BrokerUnreachableException, IllegalStateException, JMSException, status_error
 from .message import Message
 
 if TYPE_CHECKING:
@@ -106,40 +127,40 @@ class MessageConsumer:
         await conn._create_destination(dest)
         session = self._session
         props: dict[str, object] = {
-            "JMQDestination": dest.name,
-            "JMQDestType": JInt(dest.dest_type),
-            "JMQNoLocal": self.no_local,
-            "JMQReconnect": False,
-            "JMQSize": JInt(self.prefetch),
-            "JMQSessionID": JLong(session.session_id),
+            JMQ_DESTINATION: dest.name,
+            JMQ_DEST_TYPE: JInt(dest.dest_type),
+            JMQ_NO_LOCAL: self.no_local,
+            JMQ_RECONNECT: False,
+            JMQ_SIZE: JInt(self.prefetch),
+            JMQ_SESSION_ID: JLong(session.session_id),
         }
         # Like the Java client: a JMS 2.0 shared consumer says JMQJMSShare and names its
         # subscription; the others say JMQShare per imqEnableSharedClientID (durable)
         # or imqEnableSharedSubscriptions (non-durable, not temporary).
         if self.shared_name is not None:
-            props["JMQJMSShare"] = True
-            props["JMQSharedSubscriptionName"] = self.shared_name
+            props[JMQ_JMS_SHARE] = True
+            props[JMQ_SHARED_SUBSCRIPTION_NAME] = self.shared_name
         elif self.durable_name is not None:
-            props["JMQShare"] = conn.enable_shared_client_id
+            props[JMQ_SHARE] = conn.enable_shared_client_id
         else:
-            props["JMQShare"] = conn.enable_shared_subscriptions and not dest.is_temporary
+            props[JMQ_SHARE] = conn.enable_shared_subscriptions and not dest.is_temporary
         if self.selector is not None:
-            props["JMQSelector"] = self.selector
+            props[JMQ_SELECTOR] = self.selector
         if session.ack_mode > 0:
-            props["JMQAckMode"] = JInt(int(session.ack_mode))
+            props[JMQ_ACK_MODE] = JInt(int(session.ack_mode))
         if self.durable_name is not None:
-            props["JMQDurableName"] = self.durable_name
+            props[JMQ_DURABLE_NAME] = self.durable_name
 
         def registered(reply: Packet) -> None:
             # Runs as the reply is read: deliveries may follow in the same chunk.
-            if reply.properties.get("JMQStatus") != Status.OK:
+            if reply.properties.get(JMQ_STATUS) != Status.OK:
                 return
-            cid = reply.properties.get("JMQConsumerID")
+            cid = reply.properties.get(JMQ_CONSUMER_ID)
             if cid is None:
                 raise JMSException("ADD_CONSUMER_REPLY without JMQConsumerID")
             self.consumer_id = int(cid)  # type: ignore[call-overload]
             self._cid_bytes = _I64.pack(self.consumer_id)
-            size = reply.properties.get("JMQSize")
+            size = reply.properties.get(JMQ_SIZE)
             if isinstance(size, int) and size > 0:
                 self._set_prefetch(size)
             conn._consumers[self.consumer_id] = self
@@ -149,7 +170,7 @@ class MessageConsumer:
         reply = await conn._request(
             PacketType.ADD_CONSUMER, props, hook=registered, ok=ok, what=dest.name, selector=has_sel
         )
-        if reply.properties.get("JMQStatus") == Status.RETRY:
+        if reply.properties.get(JMQ_STATUS) == Status.RETRY:
             await conn._request(
                 PacketType.ADD_CONSUMER, props, hook=registered, what=dest.name, selector=has_sel
             )
@@ -180,7 +201,7 @@ class MessageConsumer:
                 if conn._transport is not None:
                     conn._send(
                         PacketType.RESUME_FLOW,
-                        {"JMQConsumerID": JLong(self.consumer_id), "JMQSize": JInt(room)},
+                        {JMQ_CONSUMER_ID: JLong(self.consumer_id), JMQ_SIZE: JInt(room)},
                     )
 
     def _take(self) -> Message:
@@ -399,18 +420,18 @@ class MessageConsumer:
         try:
             if conn._transport is not None and self.consumer_id:
                 props: dict[str, object] = {
-                    "JMQConsumerID": JLong(self.consumer_id),
-                    "JMQBlock": True,
+                    JMQ_CONSUMER_ID: JLong(self.consumer_id),
+                    JMQ_BLOCK: True,
                 }
                 last = self._last_delivered
                 if last is not None:
-                    props["JMQBodyType"] = JInt(3)
+                    props[JMQ_BODY_TYPE] = JInt(BodyType.SYSMESSAGEID)
                     if session.transacted and any(b[8:] == last for b in session._unacked):
-                        props["JMQLastDeliveredIDInTransaction"] = True
+                        props[JMQ_LAST_DELIVERED_ID_IN_TRANSACTION] = True
                     body = last
                 else:
-                    props["JMQBodyType"] = JInt(0)
-                    props["JMQRedeliverAll"] = True
+                    props[JMQ_BODY_TYPE] = JInt(BodyType.NONE)
+                    props[JMQ_REDELIVER_ALL] = True
                     body = b""
                 await conn._request(PacketType.DELETE_CONSUMER, props, body)
         finally:
@@ -463,11 +484,11 @@ class QueueBrowser:
         self._session._check_open()
         conn = self._session._connection
         props: dict[str, object] = {
-            "JMQDestination": self.queue.name,
-            "JMQDestType": JInt(self.queue.dest_type),
+            JMQ_DESTINATION: self.queue.name,
+            JMQ_DEST_TYPE: JInt(self.queue.dest_type),
         }
         if self.selector is not None:
-            props["JMQSelector"] = self.selector
+            props[JMQ_SELECTOR] = self.selector
         reply = await conn._request(
             PacketType.BROWSE,
             props,
@@ -476,18 +497,16 @@ class QueueBrowser:
             selector=self.selector is not None,
         )
         rp = reply.properties
-        if rp.get("JMQStatus") == Status.NOT_FOUND:
-            if rp.get("JMQCanCreate"):
+        if rp.get(JMQ_STATUS) == Status.NOT_FOUND:
+            if rp.get(JMQ_CAN_CREATE):
                 return []
-            from .errors import status_error
-
             raise status_error(PacketType.BROWSE, Status.NOT_FOUND, what=self.queue.name)
         body = reply.body
         if len(body) % 32:
             raise JMSException(f"BROWSE_REPLY body of {len(body)} bytes is not a list of ids")
         if not body:
             return []
-        bid = rp.get("JMQConsumerID")
+        bid = rp.get(JMQ_CONSUMER_ID)
         if bid is None:
             raise JMSException("BROWSE_REPLY without JMQConsumerID")
         bid = int(bid)  # type: ignore[call-overload]
@@ -500,7 +519,7 @@ class QueueBrowser:
                 # the sink when the reply resolves.
                 await conn._request(
                     PacketType.DELIVER,
-                    {"JMQConsumerID": JLong(bid)},
+                    {JMQ_CONSUMER_ID: JLong(bid)},
                     body[i : i + step],
                     ok=(Status.OK, Status.NOT_FOUND),
                 )

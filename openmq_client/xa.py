@@ -2,7 +2,7 @@
 
 ::
 
-    from broker.client.xa import Xid, create_xa_session
+    from openmq_client.xa import Xid, create_xa_session
     sess, xa = await create_xa_session(conn)
     xid = Xid(4660, b"global-1", b"branch-1")
     await xa.start(xid)                      # START_TRANSACTION JMQXAFlags=TMNOFLAGS + Xid
@@ -23,16 +23,29 @@ from typing import TYPE_CHECKING
 
 from broker.protocol.javaser import decode_hashtable
 from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.names import (
+    JMQ_AUTO_ROLLBACK,
+    JMQ_LIFETIME,
+    JMQ_QUANTITY,
+    JMQ_REASON,
+    JMQ_REDELIVER,
+    JMQ_SESSION_ID,
+    JMQ_SESSION_LESS,
+    JMQ_STATUS,
+    JMQ_TRANSACTION_ID,
+    JMQ_XA_FLAGS,
+    JMQ_XA_ONE_PHASE,
+)
 from broker.protocol.types import PacketType, Status, XAFlag
 from broker.protocol.xid import Xid, XidError
 
 from .errors import JMSException
+from .session import Session
 
 if TYPE_CHECKING:
     from broker.protocol.packet import Packet
 
     from .connection import Connection
-    from .session import Session
 
 TMNOFLAGS = XAFlag.TMNOFLAGS
 TMJOIN = XAFlag.TMJOIN
@@ -73,9 +86,9 @@ class XAException(JMSException):
 
 
 def _check(reply: Packet, what: str, ok: tuple[int, ...] = (Status.OK,)) -> int:
-    status = int(reply.properties.get("JMQStatus", 0))  # type: ignore[call-overload]
+    status = int(reply.properties.get(JMQ_STATUS, 0))  # type: ignore[call-overload]
     if status not in ok:
-        reason = reply.properties.get("JMQReason")
+        reason = reply.properties.get(JMQ_REASON)
         try:
             name = Status(status).name
         except ValueError:
@@ -99,9 +112,9 @@ class XAResource:
         props: dict[str, object] = {}
         tid = self.transaction_ids.get(xid)
         if tid:
-            props["JMQTransactionID"] = JLong(tid)
+            props[JMQ_TRANSACTION_ID] = JLong(tid)
         if flags is not None:
-            props["JMQXAFlags"] = JInt(int(flags))
+            props[JMQ_XA_FLAGS] = JInt(int(flags))
         return props
 
     async def _call(
@@ -125,19 +138,19 @@ class XAResource:
         auto_rollback: int | None = None,
     ) -> int:
         """xa_start: TMNOFLAGS (new), TMJOIN or TMRESUME.  Returns JMQTransactionID."""
-        props: dict[str, object] = {"JMQXAFlags": JInt(int(flags))}
+        props: dict[str, object] = {JMQ_XA_FLAGS: JInt(int(flags))}
         if self.session is not None:
-            props["JMQSessionID"] = JLong(self.session.session_id)
+            props[JMQ_SESSION_ID] = JLong(self.session.session_id)
         if session_less is not None:
-            props["JMQSessionLess"] = bool(session_less)
+            props[JMQ_SESSION_LESS] = bool(session_less)
         if lifetime is not None:
-            props["JMQLifetime"] = JLong(lifetime)
+            props[JMQ_LIFETIME] = JLong(lifetime)
         if auto_rollback is not None:
-            props["JMQAutoRollback"] = JInt(auto_rollback)
+            props[JMQ_AUTO_ROLLBACK] = JInt(auto_rollback)
         reply = await self._call(
             PacketType.START_TRANSACTION, props, xid.encode(), ok=(Status.OK, Status.NOT_MODIFIED)
         )
-        tid = int(reply.properties.get("JMQTransactionID", 0))  # type: ignore[call-overload]
+        tid = int(reply.properties.get(JMQ_TRANSACTION_ID, 0))  # type: ignore[call-overload]
         self.transaction_ids[xid] = tid
         if self.session is not None:
             self.session._transaction_id = tid
@@ -161,7 +174,7 @@ class XAResource:
         """xa_prepare; returns XA_OK."""
         props = self._props(xid)
         if one_phase:
-            props["JMQXAOnePhase"] = True
+            props[JMQ_XA_ONE_PHASE] = True
         await self._call(
             PacketType.PREPARE_TRANSACTION, props, xid.encode(), ok=(Status.OK, Status.NOT_MODIFIED)
         )
@@ -171,23 +184,23 @@ class XAResource:
         """xa_commit: two-phase (after prepare) or one-phase (TMONEPHASE)."""
         props = self._props(xid, TMONEPHASE if one_phase else TMNOFLAGS)
         if one_phase:
-            props["JMQXAOnePhase"] = True
+            props[JMQ_XA_ONE_PHASE] = True
         await self._call(PacketType.COMMIT_TRANSACTION, props, xid.encode())
         self._finished(xid)
 
     async def rollback(self, xid: Xid) -> None:
         """xa_rollback; the consumed messages come back (JMQRedeliver)."""
         props = self._props(xid)
-        props["JMQRedeliver"] = True
+        props[JMQ_REDELIVER] = True
         await self._call(PacketType.ROLLBACK_TRANSACTION, props, xid.encode())
         self._finished(xid)
 
     async def recover(self, flags: int = TMSTARTRSCAN | TMENDRSCAN) -> list[Xid]:
         """xa_recover: the Xids of the broker's PREPARED transactions (on TMSTARTRSCAN)."""
         reply = await self._call(
-            PacketType.RECOVER_TRANSACTION, {"JMQXAFlags": JInt(int(flags))}, b""
+            PacketType.RECOVER_TRANSACTION, {JMQ_XA_FLAGS: JInt(int(flags))}, b""
         )
-        n = reply.properties.get("JMQQuantity")
+        n = reply.properties.get(JMQ_QUANTITY)
         try:
             return Xid.decode_list(reply.body, None if n is None else int(n))  # type: ignore[call-overload]
         except XidError as exc:
@@ -199,7 +212,7 @@ class XAResource:
         tid = transaction_id or (self.transaction_ids.get(xid, 0) if xid is not None else 0)
         reply = await self._call(
             PacketType.VERIFY_TRANSACTION,
-            {"JMQTransactionID": JLong(tid)},
+            {JMQ_TRANSACTION_ID: JLong(tid)},
             xid.encode() if xid is not None else b"",
         )
         return decode_hashtable(reply.body) if reply.body else {}
@@ -215,12 +228,10 @@ class XAResource:
 async def create_xa_session(connection: Connection) -> tuple[Session, XAResource]:
     """A session whose work belongs to whatever transaction its XAResource started (a
     transacted session without a local transaction of its own)."""
-    from .session import Session as _Session
-
     connection._check_open()
     reply = await connection._request(PacketType.CREATE_SESSION)
-    sid = reply.properties.get("JMQSessionID")
-    session = _Session(connection, -1 if sid is None else int(sid), 0, True)  # type: ignore[call-overload]
+    sid = reply.properties.get(JMQ_SESSION_ID)
+    session = Session(connection, -1 if sid is None else int(sid), 0, True)  # type: ignore[call-overload]
     connection._sessions.append(session)
     return session, XAResource(connection, session)
 
@@ -228,9 +239,9 @@ async def create_xa_session(connection: Connection) -> tuple[Session, XAResource
 async def commit_transaction(connection: Connection, txn_id: int, xid: Xid | None = None) -> None:
     """COMMIT_TRANSACTION of any transaction by id (with its Xid for an XA one, which
     must then be PREPARED): what ``imqtxn commit`` sends over an ADMIN connection."""
-    props: dict[str, object] = {"JMQTransactionID": JLong(txn_id)}
+    props: dict[str, object] = {JMQ_TRANSACTION_ID: JLong(txn_id)}
     if xid is not None:
-        props["JMQXAFlags"] = JInt(int(TMNOFLAGS))
+        props[JMQ_XA_FLAGS] = JInt(int(TMNOFLAGS))
     reply = await connection._request(
         PacketType.COMMIT_TRANSACTION, props, xid.encode() if xid else b"", ok=_ANY
     )
@@ -239,7 +250,7 @@ async def commit_transaction(connection: Connection, txn_id: int, xid: Xid | Non
 
 async def rollback_transaction(connection: Connection, txn_id: int, xid: Xid | None = None) -> None:
     """ROLLBACK_TRANSACTION of any transaction by id (``imqtxn rollback``)."""
-    props: dict[str, object] = {"JMQTransactionID": JLong(txn_id), "JMQRedeliver": True}
+    props: dict[str, object] = {JMQ_TRANSACTION_ID: JLong(txn_id), JMQ_REDELIVER: True}
     reply = await connection._request(
         PacketType.ROLLBACK_TRANSACTION, props, xid.encode() if xid else b"", ok=_ANY
     )

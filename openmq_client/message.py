@@ -30,6 +30,7 @@ from broker.protocol.packet import (
 from broker.protocol.sysmsgid import SysMessageID
 from broker.protocol.types import FLAG_P, FLAG_Q, FLAG_R, FLAG_Z, PacketType
 
+from . import mqtypes
 from .destination import Destination, destination_from_wire
 from .errors import IllegalStateException, MessageFormatException
 
@@ -361,24 +362,20 @@ class Message:
 
     def make_reply(self, reply: Message | None = None) -> Message:
         """The reply to this request, with the type and correlation id its report
-        options ask for (broker/client/mqtypes.py)."""
-        from .mqtypes import make_reply
-
-        return make_reply(self, reply)
+        options ask for (openmq_client/mqtypes.py)."""
+        return mqtypes.make_reply(self, reply if reply is not None else TextMessage())
 
     def make_report(self, feedback: int = 275, report: Message | None = None) -> Message | None:
         """A PAN (275, the default) or NAN (276) report about this message, or None
-        when it did not ask for one (broker/client/mqtypes.py)."""
-        from .mqtypes import make_report
-
-        return make_report(self, feedback, report)
+        when it did not ask for one (openmq_client/mqtypes.py)."""
+        return mqtypes.make_report(self, feedback, report if report is not None else Message())
 
     # -- acknowledgement -------------------------------------------------------
 
     def acknowledge(self) -> Any:
         """CLIENT_ACKNOWLEDGE: acknowledge every unacknowledged message of the session.
 
-        A coroutine under the asyncio API; a blocking call under :mod:`broker.client.sync`.
+        A coroutine under the asyncio API; a blocking call under :mod:`openmq_client.sync`.
         In other acknowledge modes it does nothing (as in JMS).
         """
         sess = self._session

@@ -29,6 +29,33 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from broker.protocol.auth import AUTH_BASIC, AUTH_DIGEST, encode_auth_body, encode_basic_password
 from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.names import (
+    JMQ_ACK_MODE,
+    JMQ_AUTH_TYPE,
+    JMQ_BLOCK,
+    JMQ_CHALLENGE,
+    JMQ_CLIENT_ID,
+    JMQ_CONNECTION_ID,
+    JMQ_CONSUMER_ID,
+    JMQ_DEST_TYPE,
+    JMQ_DESTINATION,
+    JMQ_GOODBYE_REASON,
+    JMQ_GOODBYE_REASON_STRING,
+    JMQ_HA_CLIENT,
+    JMQ_NAMESPACE,
+    JMQ_PRODUCER_ID,
+    JMQ_PROTOCOL_LEVEL,
+    JMQ_RBUFFER_SIZE,
+    JMQ_REASON,
+    JMQ_RECONNECTABLE,
+    JMQ_SERVICE,
+    JMQ_SESSION_ID,
+    JMQ_SHARE,
+    JMQ_SIZE,
+    JMQ_STATUS,
+    JMQ_USER_AGENT,
+    JMQ_VERSION,
+)
 from broker.protocol.packet import BadPacket, Packet, PacketError, PacketReader, build_packet
 from broker.protocol.portmapper import PortMapperError, encode_request, parse_table
 from broker.protocol.sysmsgid import ip_field
@@ -51,11 +78,12 @@ from .errors import (
     ResourceAllocationException,
     status_error,
 )
+from .session import Session
+from .wire import FLUSH_THRESHOLD, next_sequence, reply_status
 
 if TYPE_CHECKING:
     from .consumer import _Sink
     from .producer import _Target
-    from .session import Session
     from .sync import _Runner
 
 log = logging.getLogger(__name__)
@@ -66,17 +94,6 @@ CLIENT_VERSION = OPENMQ_VERSION  # what it reports (JMQVersion); a test changes 
 PROTOCOL_LEVEL = 500
 DEFAULT_FLOW_COUNT = 100
 
-# Process-wide packet sequence number, like the JVM-global counter of the Java client;
-# it is the last component of every SysMessageID this process produces.
-_SEQUENCE = itertools.count(1)
-next_sequence = _SEQUENCE.__next__
-
-# Flush the write queue early (and let the loop breathe) once this much is queued,
-# so a producer that never awaits cannot starve the reader or grow memory unbounded.
-FLUSH_THRESHOLD = 256 * 1024
-
-_P_STATUS = "JMQStatus"
-_P_REASON = "JMQReason"
 
 _MESSAGE_MAX = 6
 
@@ -90,14 +107,6 @@ def user_agent() -> str:
         f"Message Queue/{CLIENT_VERSION} (Python; {platform.system()} "
         f"{platform.release()} {platform.machine()})"
     )
-
-
-def reply_status(reply: Packet) -> int:
-    """The JMQStatus of a reply; a reply without one is a protocol error."""
-    status = reply.properties.get(_P_STATUS)
-    if status is None:
-        raise JMSException(f"{reply.type_name} without JMQStatus")
-    return int(status)  # type: ignore[call-overload]
 
 
 class _Protocol(asyncio.Protocol):
@@ -406,7 +415,7 @@ class Connection:
         status = reply_status(reply)
         if status not in ok:
             raise status_error(
-                ptype, status, reply.properties.get(_P_REASON), what=what, selector=selector
+                ptype, status, reply.properties.get(JMQ_REASON), what=what, selector=selector
             )  # type: ignore[arg-type]
         return reply
 
@@ -454,7 +463,9 @@ class Connection:
         assert isinstance(p, Packet)
         if t == PacketType.PING:
             if p.flags & FLAG_A:
-                self._send(PacketType.PING_REPLY, {_P_STATUS: JInt(200)}, consumer_id=p.consumer_id)
+                self._send(
+                    PacketType.PING_REPLY, {JMQ_STATUS: JInt(200)}, consumer_id=p.consumer_id
+                )
             return
         if t == PacketType.PING_REPLY:
             return
@@ -484,14 +495,14 @@ class Connection:
 
     def _on_resume_flow(self, p: Packet) -> None:
         props = p.properties
-        size = props.get("JMQSize")
-        pid = props.get("JMQProducerID")
+        size = props.get(JMQ_SIZE)
+        pid = props.get(JMQ_PRODUCER_ID)
         if pid is not None:
             target = self._producers.get(pid)  # type: ignore[call-overload]
             if target is not None:
                 target._resume(size)  # type: ignore[arg-type]
             return
-        if props.get("JMQConsumerID") is not None:
+        if props.get(JMQ_CONSUMER_ID) is not None:
             return
         self._send_credit = -1 if size is None or size < 0 else int(size)  # type: ignore[operator,call-overload]
         if self._send_credit != 0:
@@ -501,7 +512,7 @@ class Connection:
 
     def _on_goodbye(self, p: Packet) -> None:
         props = p.properties
-        reason = props.get("JMQGoodbyeReasonString") or props.get("JMQGoodbyeReason")
+        reason = props.get(JMQ_GOODBYE_REASON_STRING) or props.get(JMQ_GOODBYE_REASON)
         err = JMSException(f"broker closed the connection: {reason}")
         was_closing = self._closing
         self._closing = True
@@ -520,7 +531,7 @@ class Connection:
         if limit is None or self._in_queue < limit:
             self._resume_requested = False
             if self._transport is not None:
-                self._send(PacketType.RESUME_FLOW, {"JMQSize": JInt(self.flow_count)})
+                self._send(PacketType.RESUME_FLOW, {JMQ_SIZE: JInt(self.flow_count)})
 
     def _delivered(self) -> None:
         """A delivered message left a consumer's buffer (for the connection flow count)."""
@@ -569,13 +580,13 @@ class Connection:
     async def _handshake(self) -> None:
         self._hs_queue = asyncio.Queue()
         props = {
-            "JMQRBufferSize": JInt(self.flow_count),
-            "JMQProtocolLevel": JInt(PROTOCOL_LEVEL),
-            "JMQVersion": CLIENT_VERSION,
-            "JMQUserAgent": user_agent(),
-            "JMQReconnectable": False,
+            JMQ_RBUFFER_SIZE: JInt(self.flow_count),
+            JMQ_PROTOCOL_LEVEL: JInt(PROTOCOL_LEVEL),
+            JMQ_VERSION: CLIENT_VERSION,
+            JMQ_USER_AGENT: user_agent(),
+            JMQ_RECONNECTABLE: False,
             # This client never fails over, so it does not claim to be an HA client.
-            "JMQHAClient": False,
+            JMQ_HA_CLIENT: False,
         }
         cid = self._next_cid()
         self._send(PacketType.HELLO, props, flags=FLAG_A, consumer_id=cid)
@@ -590,41 +601,41 @@ class Connection:
                 raise ResourceAllocationException(
                     f"broker refused the connection: {status}",
                     status,
-                    rp.get(_P_REASON),  # type: ignore[arg-type]
+                    rp.get(JMQ_REASON),  # type: ignore[arg-type]
                 )
-            raise status_error(PacketType.HELLO, status, rp.get(_P_REASON))  # type: ignore[arg-type]
-        cid_prop = rp.get("JMQConnectionID")
+            raise status_error(PacketType.HELLO, status, rp.get(JMQ_REASON))  # type: ignore[arg-type]
+        cid_prop = rp.get(JMQ_CONNECTION_ID)
         self.connection_id = None if cid_prop is None else int(cid_prop)  # type: ignore[call-overload]
-        self.broker_protocol_level = int(rp.get("JMQProtocolLevel", PROTOCOL_LEVEL))  # type: ignore[call-overload]
-        self.broker_version = rp.get("JMQVersion")  # type: ignore[assignment]
-        self.service = rp.get("JMQService")  # type: ignore[assignment]
-        size = rp.get("JMQSize")
+        self.broker_protocol_level = int(rp.get(JMQ_PROTOCOL_LEVEL, PROTOCOL_LEVEL))  # type: ignore[call-overload]
+        self.broker_version = rp.get(JMQ_VERSION)  # type: ignore[assignment]
+        self.service = rp.get(JMQ_SERVICE)  # type: ignore[assignment]
+        size = rp.get(JMQ_SIZE)
         self._send_credit = -1 if size is None or size < 0 else int(size)  # type: ignore[operator,call-overload]
 
         req = await self._hs_next()
         if req.type != PacketType.AUTHENTICATE_REQUEST:
             raise JMSException(f"expected AUTHENTICATE_REQUEST, got {req.type_name}")
         rq = req.properties
-        st = rq.get(_P_STATUS)
+        st = rq.get(JMQ_STATUS)
         if st is not None and st != Status.OK:
             if st == Status.FORBIDDEN:
-                raise JMSSecurityException("connection forbidden", st, rq.get(_P_REASON))  # type: ignore[arg-type]
-            raise status_error(PacketType.HELLO, st, rq.get(_P_REASON))  # type: ignore[arg-type]
-        auth_type = rq.get("JMQAuthType")
-        if rq.get("JMQChallenge") is not True or not isinstance(auth_type, str):
+                raise JMSSecurityException("connection forbidden", st, rq.get(JMQ_REASON))  # type: ignore[arg-type]
+            raise status_error(PacketType.HELLO, st, rq.get(JMQ_REASON))  # type: ignore[arg-type]
+        auth_type = rq.get(JMQ_AUTH_TYPE)
+        if rq.get(JMQ_CHALLENGE) is not True or not isinstance(auth_type, str):
             raise JMSSecurityException("broker sent no authentication challenge")
         self.auth_type = auth_type
         while req.type == PacketType.AUTHENTICATE_REQUEST:
-            if req.properties.get("JMQAuthType") != auth_type:
+            if req.properties.get(JMQ_AUTH_TYPE) != auth_type:
                 raise JMSSecurityException(
                     f"authentication type changed from {auth_type} to "
-                    f"{req.properties.get('JMQAuthType')}"
+                    f"{req.properties.get(JMQ_AUTH_TYPE)}"
                 )
             body = self._auth_response(auth_type, req.body)
             cid = self._next_cid()
             self._send(
                 PacketType.AUTHENTICATE,
-                {"JMQAuthType": auth_type},
+                {JMQ_AUTH_TYPE: auth_type},
                 body,
                 flags=FLAG_A,
                 consumer_id=cid,
@@ -633,7 +644,7 @@ class Connection:
         if req.type != PacketType.AUTHENTICATE_REPLY:
             raise JMSException(f"expected AUTHENTICATE_REPLY, got {req.type_name}")
         status = reply_status(req)
-        reason = req.properties.get(_P_REASON)
+        reason = req.properties.get(JMQ_REASON)
         if status in (Status.FORBIDDEN, Status.INVALID_LOGIN, Status.UNAUTHORIZED):
             raise JMSSecurityException(
                 f"authentication failed for user {self._user!r}: {status}",
@@ -681,9 +692,9 @@ class Connection:
             raise IllegalStateException(f"client id already set to {self._client_id!r}")
         if shared is None:
             shared = self.enable_shared_client_id
-        props: dict[str, object] = {"JMQClientID": client_id, "JMQShare": shared}
+        props: dict[str, object] = {JMQ_CLIENT_ID: client_id, JMQ_SHARE: shared}
         if namespace is not None:
-            props["JMQNamespace"] = namespace
+            props[JMQ_NAMESPACE] = namespace
         await self._request(PacketType.SET_CLIENTID, props, what=repr(client_id))
         self._client_id = client_id
 
@@ -701,13 +712,11 @@ class Connection:
         for the broker's reply (the Java client's ``imqAckOnAcknowledge=false``).
         ``dups_ok_limit`` is how many DUPS_OK acknowledgements are batched.
         """
-        from .session import Session
-
         self._check_open()
         mode = AckMode.NONE if transacted else AckMode(ack_mode)
-        props = None if transacted else {"JMQAckMode": JInt(int(mode))}
+        props = None if transacted else {JMQ_ACK_MODE: JInt(int(mode))}
         reply = await self._request(PacketType.CREATE_SESSION, props)
-        sid = reply.properties.get("JMQSessionID")
+        sid = reply.properties.get(JMQ_SESSION_ID)
         session = Session(
             self,
             -1 if sid is None else int(sid),  # type: ignore[call-overload]
@@ -765,14 +774,14 @@ class Connection:
         # NOT_FOUND is fine: the broker may not have made it yet, as the Java client says.
         await self._request(
             PacketType.DESTROY_DESTINATION,
-            {"JMQDestination": dest.name, "JMQDestType": JInt(dest.dest_type)},
+            {JMQ_DESTINATION: dest.name, JMQ_DEST_TYPE: JInt(dest.dest_type)},
             ok=(Status.OK, Status.NOT_FOUND),
             what=dest.name,
         )
 
     async def _create_destination(self, dest: Destination) -> None:
         """CREATE_DESTINATION, sent before every producer, consumer and temp destination."""
-        props = {"JMQDestination": dest.name, "JMQDestType": JInt(dest.dest_type)}
+        props = {JMQ_DESTINATION: dest.name, JMQ_DEST_TYPE: JInt(dest.dest_type)}
         ok = (Status.OK, Status.CONFLICT, Status.RETRY)
         reply = await self._request(PacketType.CREATE_DESTINATION, props, ok=ok, what=dest.name)
         if reply_status(reply) == Status.RETRY:
@@ -813,9 +822,9 @@ class Connection:
             await self._request(PacketType.STOP)
         for s in list(self._sessions):
             await s._close(from_connection=True)
-        props: dict[str, object] = {"JMQBlock": self._client_id is not None}
+        props: dict[str, object] = {JMQ_BLOCK: self._client_id is not None}
         if self.connection_id is not None:
-            props["JMQConnectionID"] = JLong(self.connection_id)
+            props[JMQ_CONNECTION_ID] = JLong(self.connection_id)
         await self._request(PacketType.GOODBYE, props)
 
     async def __aenter__(self) -> Connection:

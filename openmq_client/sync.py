@@ -4,7 +4,7 @@ Each connection gets a daemon thread running its own event loop (uvloop's when i
 installed); the wrapper objects below forward every call to that loop and wait for
 the result.  Method names are those of the asyncio API, without ``await``::
 
-    from broker.client.sync import connect
+    from openmq_client.sync import connect
     conn = connect("127.0.0.1", 7676, user="guest", password="guest")
     sess = conn.create_session()
     prod = sess.create_producer(Queue("q1"))
@@ -97,7 +97,7 @@ def connect(
     exception_listener: Callable[[JMSException], Any] | None = None,
     **options: Any,
 ) -> SyncConnection:
-    """Blocking :func:`broker.client.connect`; same arguments."""
+    """Blocking :func:`openmq_client.connect`; same arguments."""
     runner = _Runner()
     try:
         conn = runner.run(_aconn.connect(host, port, **options))
@@ -112,7 +112,7 @@ def connect(
 
 
 class SyncConnection:
-    """Blocking view of a :class:`~broker.client.connection.Connection`."""
+    """Blocking view of a :class:`~openmq_client.connection.Connection`."""
 
     def __init__(self, conn: _aconn.Connection, runner: _Runner) -> None:
         self._conn = conn
@@ -193,7 +193,7 @@ class SyncConnection:
 
 
 class SyncSession:
-    """Blocking view of a :class:`~broker.client.session.Session`."""
+    """Blocking view of a :class:`~openmq_client.session.Session`."""
 
     def __init__(
         self, session: Session, runner: _Runner, executor: concurrent.futures.ThreadPoolExecutor
@@ -296,7 +296,7 @@ class SyncSession:
 
 
 class SyncProducer:
-    """Blocking view of a :class:`~broker.client.producer.MessageProducer`."""
+    """Blocking view of a :class:`~openmq_client.producer.MessageProducer`."""
 
     def __init__(self, producer: MessageProducer, runner: _Runner) -> None:
         self._producer = producer
@@ -320,7 +320,7 @@ class SyncProducer:
 
 
 class SyncConsumer:
-    """Blocking view of a :class:`~broker.client.consumer.MessageConsumer`."""
+    """Blocking view of a :class:`~openmq_client.consumer.MessageConsumer`."""
 
     def __init__(
         self,
@@ -377,7 +377,7 @@ class SyncConsumer:
 
 
 class SyncBrowser:
-    """Blocking view of a :class:`~broker.client.consumer.QueueBrowser`."""
+    """Blocking view of a :class:`~openmq_client.consumer.QueueBrowser`."""
 
     def __init__(self, browser: QueueBrowser, runner: _Runner) -> None:
         self._browser = browser

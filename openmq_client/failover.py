@@ -20,6 +20,8 @@ import asyncio
 from collections.abc import Iterable
 from typing import Any
 
+from broker.protocol.names import JMQ_BROKER_LIST
+
 from .connection import Connection, connect
 from .destination import Destination
 from .errors import IllegalStateException, JMSException
@@ -41,7 +43,7 @@ def parse_address(text: str) -> tuple[str, int]:
 def broker_list(conn: Connection) -> list[tuple[str, int]]:
     """The brokers ``conn``'s broker named in HELLO_REPLY (JMQBrokerList), if any."""
     hello = getattr(conn, "hello_reply", None) or {}
-    text = str(hello.get("JMQBrokerList") or "")
+    text = str(hello.get(JMQ_BROKER_LIST) or "")
     out = []
     for part in text.split(","):
         if part.strip():
@@ -61,7 +63,7 @@ async def connect_any(
 ) -> Connection:
     """Connect to the first broker of ``addresses`` that answers (port-mapper ports),
     going round the list up to ``attempts`` times with ``delay`` seconds between
-    rounds.  ``options`` are :func:`~broker.client.connect`'s."""
+    rounds.  ``options`` are :func:`~openmq_client.connect`'s."""
     targets = [a if isinstance(a, tuple) else parse_address(a) for a in addresses]
     if not targets:
         raise JMSException("no broker address to connect to")

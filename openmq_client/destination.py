@@ -22,6 +22,8 @@ from broker.protocol.types import (
     TOPIC_CLASS,
 )
 
+from .errors import IllegalStateException
+
 if TYPE_CHECKING:
     from .connection import Connection
 
@@ -89,8 +91,6 @@ class _Temporary:
         """Destroy the destination on the broker (a coroutine; blocking under the sync API)."""
         conn = self._connection
         if conn is None:
-            from .errors import IllegalStateException
-
             raise IllegalStateException("this temporary destination was not created here")
         return conn._maybe_sync(conn._delete_temporary(self))  # type: ignore[arg-type]
 

@@ -2,7 +2,7 @@
 
 asyncio API::
 
-    from broker.client import connect, Queue, TextMessage, AckMode
+    from openmq_client import connect, Queue, TextMessage, AckMode
     conn = await connect("127.0.0.1", 7676, user="guest", password="guest")
     sess = await conn.create_session(AckMode.AUTO_ACKNOWLEDGE)
     prod = await sess.create_producer(Queue("q1"))
@@ -12,7 +12,7 @@ asyncio API::
     msg = await cons.receive(timeout=5)
     await conn.close()
 
-The blocking wrapper with the same method names is :mod:`broker.client.sync`.  The
+The blocking wrapper with the same method names is :mod:`openmq_client.sync`.  The
 client speaks only the wire protocol and shares the sans-IO codec in
 :mod:`broker.protocol` with the broker.
 """
