@@ -18,7 +18,6 @@ import itertools
 import sqlite3
 import struct
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Coroutine
@@ -52,6 +51,7 @@ from broker.protocol.types import (
     reply_type,
 )
 from broker.protocol.xid import XID_SIZE, Xid, XidError
+from tests.manage_fork import run_manage
 
 from .wire import login
 
@@ -726,14 +726,7 @@ def test_lifetime_expiry_rolls_back_and_answers_timeout(broker):
 
 
 def _manage(b: Any, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=b.extra["env"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_manage(list(args), env=b.extra["env"], timeout=120)
 
 
 def _rows(b: Any) -> dict[int, tuple]:
