@@ -158,7 +158,8 @@ def serve(path: str) -> None:
     srv.listen(16)
     srv.settimeout(1)
     print("ready", flush=True)
-    while True:
+    parent = os.getppid()
+    while os.getppid() == parent:  # the test process gone (killed): no server left behind
         # Handlers are waited for (not left to SIGCHLD=SIG_IGN) so that the commands'
         # CPU time adds up in this process and, once it is stopped, in the test process.
         try:
