@@ -39,7 +39,6 @@ PRELOAD = (
     "django.http",
     "django.urls",
     "django.contrib.auth.hashers",
-    "django.test",
     "celery",
     "celery.app.base",
     "celery.schedules",
@@ -56,8 +55,6 @@ PRELOAD = (
     "asyncio",
     "email.message",
     "sqlite3",
-    "psycopg",
-    "cryptography.x509",
 )
 
 _FRAME = struct.Struct("!I")
