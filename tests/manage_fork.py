@@ -115,6 +115,10 @@ def _child(req: dict, fds: list[int]) -> None:
         traceback.print_exc()
         code = 1
     try:
+        # The interpreter's own exit, as a fresh process has it: wait for the threads
+        # that are not daemons (a store's writer), then the atexit functions.
+        threading._shutdown()  # type: ignore[attr-defined]
+        atexit._run_exitfuncs()
         sys.stdout.flush()
         sys.stderr.flush()
     finally:
