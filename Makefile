@@ -1,5 +1,6 @@
 # Two entry points for a fresh Debian machine with Python 3.11: `make run` and `make test`
-# (`make test-fast`: the in-process tests only, a couple of minutes).
+# (`make test-fast`: the in-process tests only, a couple of minutes, with none of the
+# Debian packages make test installs).
 PY ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -18,7 +19,7 @@ PYTEST_ARGS ?= -n 3 --dist loadfile --no-loadscope-reorder --durations=30
 # hundreds). A source changed later is compiled in memory until the next install.
 BYTECODE = $(BIN)/python -m compileall -q -j 0 broker portal openmq_client tests bench manage.py
 
-.PHONY: run test test-fast install install-dev lint lock clean
+.PHONY: run test test-fast install install-dev install-dev-python lint lock clean
 
 $(BIN)/python:
 	@# Debian ships venv separately; install it when this is a fresh machine.
@@ -35,10 +36,14 @@ install: $(BIN)/python
 	@# Celery beat runs the hourly metrics rollup on PySpark, which needs a Java runtime.
 	command -v java >/dev/null || { $(APT) update -q && $(APT) install -y -q openjdk-17-jre-headless; }
 
-install-dev: $(BIN)/python
+# install-dev-python: the Python side of install-dev, all make test-fast needs (the fast
+# tier starts no PostgreSQL, slapd, redis, Chromium or JVM).
+install-dev-python: $(BIN)/python
 	$(BIN)/pip install -q -r requirements-dev.lock
 	$(BIN)/pip install -q --no-deps -e .
 	$(BYTECODE)
+
+install-dev: install-dev-python
 	@# The database-store tests start a PostgreSQL server of their own (tests/pg.py: private
 	@# data dir, port and socket) from Debian's binaries; the package's own cluster is unused.
 	ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || { $(APT) update -q && $(APT) install -y -q postgresql; }
@@ -77,12 +82,12 @@ test: install-dev
 # with no broker, PostgreSQL, slapd, redis, Chromium or JVM; tests/fasttier.py fails a
 # marked test that starts a process or connects outside the test process.
 FAST_PYTEST_ARGS ?= -n 2
-test-fast: install-dev
+test-fast: install-dev-python
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 	$(BIN)/python -m pytest -m fast $(FAST_PYTEST_ARGS)
 
-lint: install-dev
+lint: install-dev-python
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy

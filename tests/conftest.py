@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
+from broker import launcher
 from broker.launcher import BrokerProcess, free_port, start_broker
 
-from . import fasttier
+from . import fasttier, manage_fork
 from .jvmflags import SPARK_DRIVER_JVM, STOCK_BROKER_JVM
 
 # A real PostgreSQL for any test that asks, and database aliases of a test module's own.
@@ -49,6 +50,8 @@ def pytest_configure(config: pytest.Config) -> None:
     )
     if not config.pluginmanager.is_registered(fasttier):
         config.pluginmanager.register(fasttier, "fasttier")
+    # Brokers start forked from a process with the libraries imported (tests/manage_fork.py).
+    launcher.spawn = manage_fork.popen
     config.addinivalue_line(
         "markers", "broker_props(*props): -D properties of a module's interop_broker"
     )
@@ -72,6 +75,7 @@ LONGEST_FIRST = [
     "tests/interop/test_stock_cluster_master.py",
     "tests/interop/test_stock_cluster_topics.py",
     "tests/interop/test_stock_cluster.py",
+    "tests/interop/test_stock_cluster_exclusive.py",
     "tests/interop/test_stock_cluster_rolling.py",
     "tests/test_reports_live.py",
     "tests/test_rest_schema.py",

@@ -1959,7 +1959,7 @@ def scenario_exclusive(sc: Scenario) -> None:
     stock brokers and between a stock broker and ours.  ("own": a stock broker whose
     consumer lost the race may keep its own messages from the winner -- measured in 6 of
     6 rounds between two stock brokers, for 20 s at least -- so the winner is sure of its
-    own broker's messages only.)"""
+    own broker's messages only, and a round ends once it has them.)"""
     pm1, pm2, pm3, pm4 = 27676, 27677, 27678, 27679
     stock_list = f"{address(1)}:{pm1},{address(2)}:{pm2}"
     s1 = sc.stock(1, pm1, stock_list, "stockA", *EXCLUSIVE_PROPS)

@@ -4,7 +4,6 @@ a running broker makes over TCP."""
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -22,6 +21,7 @@ from broker.security.acl import (
     parse_file,
     parse_key,
 )
+from tests.manage_fork import run_manage
 
 from .wire import Peer, control, login
 
@@ -268,14 +268,7 @@ def test_file_round_trip():
 
 
 def _manage(env: dict, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        check=check,
-        capture_output=True,
-        text=True,
-    )
+    return run_manage(list(args), env=env, check=check)
 
 
 def _env(tmp: Path, migrated: bool = False) -> dict:

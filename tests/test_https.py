@@ -31,6 +31,7 @@ import pytest
 from broker.commandlines import portal_command
 from broker.launcher import ROOT, free_port
 from broker.management.commands.imqkeytool import generate
+from tests.manage_fork import run_manage
 
 from .portal_server import CHROMIUM, CHROMIUM_ARGS
 
@@ -53,14 +54,7 @@ def base_env(tmp: Path) -> dict[str, str]:
 
 
 def manage(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_manage(list(args), env=env, timeout=timeout)
 
 
 def make_keystore(env: dict[str, str]) -> Path:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import asyncio
 import re
 import subprocess
-import sys
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -19,6 +18,7 @@ import pytest
 from broker.protocol.jtypes import JInt
 from broker.protocol.types import PacketType, XAFlag
 from openmq_client import AckMode, Queue, TextMessage, Topic, connect
+from tests.manage_fork import run_manage
 
 ROOT = Path(__file__).resolve().parent.parent
 SUCCESS = "Successfully performed the requested operation."
@@ -41,23 +41,15 @@ def run_imqcmd(
     b, *args: str, passfile: Path | None = None, force: bool = True, answer: str | None = None
 ) -> subprocess.CompletedProcess:
     """imqcmd against broker ``b``; ``answer`` is what is typed on stdin (questions, the
-    password prompt).  Its own session: no controlling terminal to prompt on."""
-    cmd = [sys.executable, "manage.py", "imqcmd", *args]
+    password prompt).  Its own process and session (tests/manage_fork.py): no controlling
+    terminal to prompt on."""
+    cmd = ["imqcmd", *args]
     cmd += ["-b", f"127.0.0.1:{b.portmapper_port}", "-u", "admin", "-rtm", "10"]
     if passfile is not None:
         cmd += ["-passfile", str(passfile)]
     if force:
         cmd.append("-f")
-    return subprocess.run(
-        cmd,
-        cwd=ROOT,
-        env=b.extra["env"],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        input=answer if answer is not None else "",
-        start_new_session=True,
-    )
+    return run_manage(cmd, env=b.extra["env"], timeout=90, input=answer)
 
 
 def imqcmd(b, passfile: Path, *args: str) -> subprocess.CompletedProcess:

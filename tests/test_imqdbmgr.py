@@ -10,16 +10,16 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from broker.launcher import ROOT, start_broker
+from broker.launcher import start_broker
 from openmq_client import AckMode, Queue, TextMessage, Topic
 from openmq_client.xa import create_xa_session
+from tests.manage_fork import run_manage
 from tests.pg import fresh_database, postgres_url  # noqa: F401
 
 from .test_client_live import name, open_conn
@@ -32,14 +32,7 @@ JDBC = ("imq.persist.store=jdbc", "imq.persist.jdbc.heartbeat.interval=1")
 
 
 def imqdbmgr(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "manage.py", "imqdbmgr", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_manage(["imqdbmgr", *args], env=env, timeout=120)
 
 
 def ok(env: dict[str, str], *args: str) -> str:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import re
 import subprocess
-import sys
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
@@ -18,6 +17,7 @@ from collections.abc import Iterator
 import pytest
 
 from broker.admin.portal_account import PORTAL_ACCOUNT
+from tests.manage_fork import run_manage
 
 from .portal_server import (  # noqa: F401
     ROOT,
@@ -69,14 +69,7 @@ def login(page, base: str, username: str, password: str) -> None:
 def imqusermgr(stack: PortalStack, *args: str) -> subprocess.CompletedProcess:
     """``manage.py imqusermgr ARGS`` as an operator runs it: another process, the same
     database and var home, none of the portal's process state."""
-    return subprocess.run(
-        [sys.executable, "manage.py", "imqusermgr", *args],
-        cwd=ROOT,
-        env=stack.env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_manage(["imqusermgr", *args], env=stack.env, timeout=120)
 
 
 def api(stack: PortalStack, path: str, token: str = "", body: dict | None = None) -> dict:

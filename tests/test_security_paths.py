@@ -16,7 +16,6 @@ from __future__ import annotations
 import getpass
 import re
 import subprocess
-import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,8 +28,8 @@ from django.core.management.base import CommandError
 from broker.launcher import fresh_sqlite
 from broker.security.acl import DEFAULT_RULES, VERSION
 from broker.security.digest import md5str
+from tests.manage_fork import run_manage
 
-from .conftest import ROOT
 from .ldap import ldap_server  # noqa: F401 - a real slapd for the LDAP test
 from .portal_server import PortalStack, start_stack
 from .redis import find_redis_server
@@ -40,15 +39,7 @@ FALSE_ALARM = "version line is missing"
 
 def manage(env: dict[str, str], *args: str, stdin: str = "") -> subprocess.CompletedProcess:
     """``manage.py`` as its own process on the stack's database."""
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        input=stdin,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_manage(list(args), env=env, input=stdin, timeout=120)
 
 
 def usermgr(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:

@@ -27,6 +27,7 @@ from broker.protocol.types import DMQ_NAME
 from openmq_client import Queue, TextMessage
 
 from .celery_procs import ROOT, wait_for
+from .manage_fork import run_manage
 from .pg import fresh_database
 from .test_client_live import name, open_conn
 from .test_dmq_limits import drain
@@ -73,10 +74,7 @@ def run_job(url: str) -> str:
         "from portal.jobs.expiry import reclaim_stopped\n"
         "print([(r.broker, str(r.status)) for r in reclaim_stopped()])\n"
     )
-    done = subprocess.run(
-        [sys.executable, "manage.py", "shell", "-v", "0", "-c", code],
-        cwd=ROOT, env=job_env(url), capture_output=True, text=True, timeout=120,
-    )  # fmt: skip
+    done = run_manage(["shell", "-v", "0", "-c", code], env=job_env(url), timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

@@ -8,17 +8,17 @@ import os
 import socket
 import ssl
 import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from broker.launcher import ROOT, read_portmapper, start_broker
+from broker.launcher import read_portmapper, start_broker
 from broker.protocol.portmapper import parse_table
 from openmq_client import JMSException, JMSSecurityException, Queue, TextMessage, connect
 from openmq_client.errors import ResourceAllocationException
+from tests.manage_fork import run_manage
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -42,14 +42,7 @@ def broker_env(tmp: Path) -> dict[str, str]:
 
 
 def keytool(tmp: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "manage.py", "imqkeytool", *args],
-        cwd=ROOT,
-        env=broker_env(tmp),
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_manage(["imqkeytool", *args], env=broker_env(tmp), timeout=120)
 
 
 def make_keystore(tmp: Path, broker_password: str = PASSWORD) -> Path:

@@ -18,7 +18,6 @@ import itertools
 import sqlite3
 import struct
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable, Coroutine
@@ -52,6 +51,7 @@ from openmq_client.xa import (
     XAException,
     create_xa_session,
 )
+from tests.manage_fork import run_manage
 
 from .wire import login
 
@@ -726,14 +726,7 @@ def test_lifetime_expiry_rolls_back_and_answers_timeout(broker):
 
 
 def _manage(b: Any, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=b.extra["env"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    return run_manage(list(args), env=b.extra["env"], timeout=120)
 
 
 def _rows(b: Any) -> dict[int, tuple]:
@@ -795,8 +788,17 @@ def test_imqtxn_lists_commits_and_rolls_back(broker, tmp_path):
     assert tl not in rows
     a.xa(PacketType.ROLLBACK_TRANSACTION, x3)
     a.close()
-    wait_until(lambda: _rows(broker).get(t1, (0, 0, 0))[2] == 1, what="in doubt")
-    rows = _rows(broker)
+    # The connection's close marks t1 and t2 in doubt and removes t3: wait for all three
+    # (one row's change does not mean the others are written).
+    rows = wait_until(
+        lambda: (
+            (r := _rows(broker)).get(t1, (0, 0, 0))[2] == 1
+            and r.get(t2, (0, 0, 0))[2] == 1
+            and t3 not in r
+            and r
+        ),
+        what="in doubt",
+    )
     assert t3 not in rows and rows[t2][0] == "PREPARED" and rows[t2][2] == 1
 
     out = _manage(broker, "imqtxn", "list", "-name", broker.instance)

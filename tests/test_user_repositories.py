@@ -5,7 +5,6 @@ slapd for LDAP)."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,8 +15,9 @@ from broker.protocol.auth import encode_auth_body, encode_basic_password
 from broker.protocol.packet import build_packet
 from broker.protocol.types import PacketType
 from broker.security.digest import digest_response, md5str
+from tests.manage_fork import run_manage
 
-from .conftest import ROOT, start_broker
+from .conftest import start_broker
 from .ldap import ldap_server  # noqa: F401 - a real slapd for the LDAP tests
 from .wire import Peer, login, vector
 
@@ -52,14 +52,7 @@ def auth_status(host: str, port: int, user: str, password: str) -> tuple[str, in
 
 def usermgr(b, *args: str) -> subprocess.CompletedProcess:
     """Run ``manage.py imqusermgr`` against a broker's database."""
-    return subprocess.run(
-        [sys.executable, "manage.py", "imqusermgr", *args],
-        cwd=ROOT,
-        env=b.extra["env"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_manage(["imqusermgr", *args], env=b.extra["env"], timeout=60)
 
 
 def passwd_file(tmp_path: Path) -> Path:

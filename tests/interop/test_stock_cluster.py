@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.stock_cluster import EXCLUSIVE_ROUNDS, TXN_CHECKS, assert_scenario
+from tests.stock_cluster import TXN_CHECKS, assert_scenario
 
 EXPECTED = [
     "stock_first_link_up_on_ours",
@@ -50,17 +50,3 @@ EXPECTED = [
 
 def test_stock_broker_and_ours_link_both_ways(tmp_path: Path) -> None:
     assert_scenario(tmp_path, "handshake", EXPECTED)
-
-
-EXCLUSIVE = [
-    f"{pair}_race_{i}"
-    for pair in ("stock_stock", "stock_ours", "ours_stock")
-    for i in range(EXCLUSIVE_ROUNDS)
-]
-
-
-def test_exclusive_consumers_racing_on_stock_brokers_and_in_a_mixed_cluster(
-    tmp_path: Path,
-) -> None:
-    """ExclusiveRace.java (see tests/interop/test_java_exclusive.py for ours alone)."""
-    assert_scenario(tmp_path, "exclusive", EXCLUSIVE)
