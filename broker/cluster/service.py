@@ -46,7 +46,7 @@ from .remotetxn import RemoteTransactions
 
 if TYPE_CHECKING:
     from broker.core.router import MessageRouter
-    from broker.core.transaction import Transaction
+    from broker.core.transaction_record import Transaction
 
 log = logging.getLogger("broker.cluster")
 

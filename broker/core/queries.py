@@ -28,7 +28,7 @@ from .session import Consumer, Session
 if TYPE_CHECKING:
     from .message import DeliveryTarget, Message
     from .router import MessageRouter
-    from .transaction import Transaction
+    from .transaction_record import Transaction
 
 
 # (destination name, is a topic) -> [message count, bytes]
