@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from broker.store.base import Store
 
     from .paging import Pager
-    from .transactions import TransactionManager
+    from .transaction_rules import TransactionManager
 
 
 class Recovering(Protocol):

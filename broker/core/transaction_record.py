@@ -22,7 +22,7 @@ TIMED_OUT        the broker rolled it back after its JMQLifetime; every later
 
 Everything the message store needs to persist and restore a transaction is on the
 object (see :meth:`Transaction.info`); :attr:`Transaction.on_change` is called on every
-state change (the transaction manager, broker/core/transactions.py, points it at the
+state change (the transaction manager, broker/core/transaction_rules.py, points it at the
 router's transaction observers, broker/core/observers.py).
 """
 
