@@ -16,7 +16,7 @@ The public names, stable for the other parts of the broker:
   ``on_packet(link, gpacket)`` the table every up link feeds.  Its parts, each owning
   its state and registering its packets (handlers.py): ``peers`` (peers.py),
   ``interests`` (interests.py), ``delivery`` (delivery.py), ``changes`` (changes.py),
-  ``txns`` (remotetxn.py).
+  ``txns`` (remote_transactions.py).
 * :class:`broker.cluster.link.BrokerLink` -- one link (asyncio protocol): ``send(gp)``,
   ``drop(reason)``, ``address``, ``up``, ``goodbye`` (peer left cleanly).
 * :class:`broker.cluster.locks.ClusterLocks` -- ``await acquire(resource, shared)`` ->

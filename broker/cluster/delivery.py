@@ -30,7 +30,7 @@ from broker.protocol.types import (
 from .handlers import Handlers, ignore
 from .interests import announced_as_subscription, shared
 from .remote import InboundOrigin, RemoteConsumer, RemoteConsumers
-from .remotetxn import ack_payload, ack_props, ack_reply
+from .remote_transactions import ack_payload, ack_props, ack_reply
 
 if TYPE_CHECKING:
     from broker.core.router import MessageRouter
@@ -38,7 +38,7 @@ if TYPE_CHECKING:
     from .interests import LocalInterests
     from .link import BrokerLink
     from .peers import Peers
-    from .remotetxn import RemoteTransactions
+    from .remote_transactions import RemoteTransactions
 
 log = logging.getLogger("broker.cluster")
 _DEAD_REASONS = frozenset(
@@ -486,7 +486,7 @@ class RemoteDelivery:
         items = [(r.raw(SYSMSGID_SIZE), gp.ConsumerUID.read(r)) for _ in range(count)]
         tid = pkt.props.get("transactionID")
         if isinstance(tid, int) and isinstance(ack_type, int):
-            # A consumer's transaction at its broker, in two phases (remotetxn.py).
+            # A consumer's transaction at its broker, in two phases (remote_transactions.py).
             self.txns.txn_ack(link, pkt, int(ack_type), int(tid), items)
             return
         if ack_type not in _PLAIN_ACKS:

@@ -1,6 +1,6 @@
 """The cluster service's packet table: each part registers what it handles.
 
-A part of the service (peers.py, delivery.py, changes.py, remotetxn.py, locks.py) owns
+A part of the service (peers.py, delivery.py, changes.py, remote_transactions.py, locks.py) owns
 its state and gives :class:`~broker.cluster.service.ClusterService` a
 ``{GPacket type: handler}`` table of the packets that are its business; the service
 joins the tables into one and looks every packet of an up link up in it, as

@@ -258,7 +258,7 @@ class InboundOrigin:
 
     def account_out(self, entry: Entry) -> None:
         if self.service.txns.held_two_phase(entry):
-            return  # its home broker hears the XA transaction's outcome (remotetxn.py)
+            return  # its home broker hears the XA transaction's outcome (remote_transactions.py)
         self.service.send_ack(self.peer, self._ack_uid(entry), [entry.msg.key], gp.ACK_ACKNOWLEDGED)
 
     def give_up(self, entry: Entry, reason: str, comment: str | None) -> None:

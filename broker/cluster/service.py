@@ -16,7 +16,7 @@ alive, broadcast, the master broker's link, reload), :class:`~.interests.LocalIn
 (what the others hear of local consumers), :class:`~.delivery.RemoteDelivery` (the
 peers' consumers here, messages both ways, acknowledgements, flow control),
 :class:`~.changes.ConfigChanges` (destinations, durables and the master broker's change
-record), :class:`~.remotetxn.RemoteTransactions` (two-phase acknowledgements) and
+record), :class:`~.remote_transactions.RemoteTransactions` (two-phase acknowledgements) and
 :class:`~.locks.ClusterLocks` with the queue positions it guards.  This module builds
 them, joins their packet tables, and says in which order they hear of a link coming up
 or going.  A link's own protocol is :mod:`.linkengine`'s.
@@ -42,7 +42,7 @@ from .locks import ClusterLocks
 from .peers import Peers
 from .positions import QueuePositions
 from .remote import RemoteConsumers
-from .remotetxn import RemoteTransactions
+from .remote_transactions import RemoteTransactions
 
 if TYPE_CHECKING:
     from broker.core.router import MessageRouter
@@ -205,7 +205,7 @@ class ClusterService:
 
     def hook_transactions(self) -> None:
         """XA prepares and outcomes of transactions on messages homed elsewhere go
-        through the cluster (remotetxn.py)."""
+        through the cluster (remote_transactions.py)."""
         self.txns.hook()
 
     async def stop(self) -> None:
