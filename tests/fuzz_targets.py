@@ -725,7 +725,7 @@ class LinkTarget(Target):
         self.in_loop(lambda: self._one(data))
 
     async def _one(self, data: bytes) -> None:
-        from broker.cluster.link import BrokerLink
+        from broker.cluster.link_driver import BrokerLink
         from broker.cluster.linkengine import LinkState
         from broker.protocol import gpacket as gp
         from broker.protocol.errors import ProtocolError

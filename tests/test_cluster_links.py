@@ -7,7 +7,7 @@ import pytest
 
 from broker.cluster.config import ClusterConfig
 from broker.cluster.interests import write_record
-from broker.cluster.link import BrokerLink
+from broker.cluster.link_driver import BrokerLink
 from broker.cluster.service import ClusterService
 from broker.core.message import Message
 from broker.core.router import MessageRouter

@@ -17,7 +17,7 @@ The public names, stable for the other parts of the broker:
   its state and registering its packets (handlers.py): ``peers`` (peers.py),
   ``interests`` (interests.py), ``delivery`` (delivery.py), ``changes`` (changes.py),
   ``txns`` (remote_transactions.py).
-* :class:`broker.cluster.link.BrokerLink` -- one link (asyncio protocol): ``send(gp)``,
+* :class:`broker.cluster.link_driver.BrokerLink` -- one link (asyncio protocol): ``send(gp)``,
   ``drop(reason)``, ``address``, ``up``, ``goodbye`` (peer left cleanly).
 * :class:`broker.cluster.locks.ClusterLocks` -- ``await acquire(resource, shared)`` ->
   LOCK_SUCCESS / LOCK_FAILURE / LOCK_BACKOFF; ``acquire_blocking(resource)`` and

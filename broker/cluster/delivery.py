@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from broker.core.router import MessageRouter
 
     from .interests import LocalInterests
-    from .link import BrokerLink
+    from .link_driver import BrokerLink
     from .peers import Peers
     from .remote_transactions import RemoteTransactions
 

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from broker.protocol import gpacket as gp
 
 if TYPE_CHECKING:
-    from .link import BrokerLink
+    from .link_driver import BrokerLink
 
 # What a part does with a packet from an up link (a ProtocolError drops the link).
 Handler = Callable[["BrokerLink", gp.GPacket], None]

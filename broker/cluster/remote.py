@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from broker.store.base import Store
 
     from .delivery import RemoteDelivery
-    from .link import BrokerLink
+    from .link_driver import BrokerLink
 
 DEFAULT_WINDOW = 1000
 # Remote consumers get connection ids of their own (negative: never a local connection's).

@@ -55,7 +55,7 @@ if TYPE_CHECKING:
     from broker.core.message import Entry
     from broker.core.router import MessageRouter
 
-    from .link import BrokerLink
+    from .link_driver import BrokerLink
     from .peers import Peers
     from .remote import RemoteConsumer, RemoteConsumers
 

@@ -37,7 +37,7 @@ from .config import ClusterConfig
 from .delivery import RemoteDelivery
 from .handlers import Handler, Handlers, join
 from .interests import LocalInterests
-from .link import BrokerLink
+from .link_driver import BrokerLink
 from .locks import ClusterLocks
 from .peers import Peers
 from .positions import QueuePositions
@@ -159,7 +159,7 @@ class ClusterService:
             # G_REPLICATION_GROUP_INFO 55, gets none: 56 is no packet type.)
             log.debug("cluster packet %s from %s ignored", pkt.name, link.describe())
 
-    # -- what a link asks of the service (link.py) ---------------------------------------
+    # -- what a link asks of the service (link_driver.py) --------------------------------
 
     def link_init(self) -> gp.LinkInit:
         return self.peers.link_init(master_here=self.changes.record is not None)
