@@ -24,7 +24,7 @@ The public names, stable for the other parts of the broker:
   ``acquire_client_id_blocking(cid, shared, namespace)`` from a worker thread; ``holders``
   (callables ``(resource, shared) -> bool`` saying this broker holds it so that such a
   request is refused).
-* :mod:`broker.cluster.remote` -- ``RemoteConsumer`` (a DeliveryTarget on the home
+* :mod:`broker.cluster.remote_delivery` -- ``RemoteConsumer`` (a DeliveryTarget on the home
   broker) and ``InboundOrigin`` (owner of entries received for a local consumer).
 * :mod:`broker.cluster.changerecord` -- the master broker's change record
   (``ChangeRecord(instance_dir)``, ``backup(instance_dir, file)``, ``restore(...)``);

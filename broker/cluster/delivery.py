@@ -1,5 +1,5 @@
 """The cluster service's remote delivery: local consumers announced to the peers
-(interests.py), remote consumers attached here (remote.py), messages forwarded to them,
+(interests.py), remote consumers attached here (remote_delivery.py), messages forwarded to them,
 messages received for local consumers, the acknowledgements going home, and message flow
 control between brokers.
 """
@@ -29,7 +29,7 @@ from broker.protocol.types import (
 
 from .handlers import Handlers, ignore
 from .interests import announced_as_subscription, shared
-from .remote import InboundOrigin, RemoteConsumer, RemoteConsumers
+from .remote_delivery import InboundOrigin, RemoteConsumer, RemoteConsumers
 from .remote_transactions import ack_payload, ack_props, ack_reply
 
 if TYPE_CHECKING:

@@ -49,7 +49,7 @@ from broker.protocol.jtypes import JLong
 from broker.protocol.types import Status, TransactionState
 
 from .handlers import Handlers
-from .remote import InboundOrigin
+from .remote_delivery import InboundOrigin
 
 if TYPE_CHECKING:
     from broker.core.message import Entry
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 
     from .link_driver import BrokerLink
     from .peers import Peers
-    from .remote import RemoteConsumer, RemoteConsumers
+    from .remote_delivery import RemoteConsumer, RemoteConsumers
 
 log = logging.getLogger("broker.cluster")
 

@@ -6,7 +6,7 @@ initiator for (the lower ``host:port`` of a pair dials; both accept), and keeps
 re-dialling a peer that is down -- this broker serves its own clients meanwhile.
 
 Over an up link it announces local consumers (G_NEW_INTEREST, G_INTEREST_UPDATE),
-forwards messages to remote consumers (G_MESSAGE_DATA, see remote.py), carries the
+forwards messages to remote consumers (G_MESSAGE_DATA, see remote_delivery.py), carries the
 acknowledgements home (G_MESSAGE_ACK), answers PING, says GOODBYE when it stops, and
 tells a peer that left cleanly from one that crashed.
 
@@ -41,7 +41,7 @@ from .link_driver import BrokerLink
 from .locks import ClusterLocks
 from .peers import Peers
 from .positions import QueuePositions
-from .remote import RemoteConsumers
+from .remote_delivery import RemoteConsumers
 from .remote_transactions import RemoteTransactions
 
 if TYPE_CHECKING:
