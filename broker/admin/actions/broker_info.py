@@ -7,7 +7,7 @@ from typing import Any
 
 from broker import props as imq
 
-from ..remote import BrokerAdmin
+from ..broker_handle import BrokerAdmin
 from .common import ActionError, record_change
 from .destinations import page_destinations
 from .services import list_services

@@ -12,8 +12,8 @@ from ..client import read_vector
 from .common import record_change
 
 if TYPE_CHECKING:
+    from ..broker_handle import BrokerAdmin
     from ..client import AdminClient
-    from ..remote import BrokerAdmin
 
 
 async def _get_cluster(client: AdminClient) -> list[dict[str, Any]]:

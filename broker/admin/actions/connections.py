@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..remote import BrokerAdmin
+from ..broker_handle import BrokerAdmin
 from .common import as_int, as_str, java_long, record_change
 
 

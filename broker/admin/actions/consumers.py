@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from ..remote import BrokerAdmin
+from ..broker_handle import BrokerAdmin
 from .common import as_int, as_str, dest_type_code, required_dest_name
 
 ACK_MODES = {

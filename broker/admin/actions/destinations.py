@@ -14,8 +14,8 @@ from broker.protocol.types import (
     DestState,
 )
 
+from ..broker_handle import BrokerAdmin
 from ..client import AdminError
-from ..remote import BrokerAdmin
 from .common import (
     ActionError,
     as_int,

@@ -17,7 +17,7 @@ from broker.models import StoreOwner
 from .common import record_change
 
 if TYPE_CHECKING:
-    from ..remote import BrokerAdmin
+    from ..broker_handle import BrokerAdmin
 
 
 def ha_brokers_queryset(cluster_id: str | None = None) -> QuerySet[StoreOwner]:

@@ -16,8 +16,8 @@ from broker.protocol.javaser import (
 from broker.protocol.jtypes import JByte, JChar, JFloat, JInt, JLong, JShort
 from broker.protocol.types import MESSAGE_KIND_NAMES
 
+from ..broker_handle import BrokerAdmin
 from ..client import AdminError
-from ..remote import BrokerAdmin
 from .common import (
     ActionError,
     as_int,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..remote import BrokerAdmin
+from ..broker_handle import BrokerAdmin
 from .common import dest_type_code, record_change, required_dest_name
 
 
