@@ -1181,7 +1181,12 @@ class JmxRmiTarget(Target):
     close that connection (a Close effect, nothing after it), never raise."""
 
     name = "jmx-rmi"
-    modules = ("broker.protocol.jrmp", "broker.protocol.jmxser", "broker.engine.jmx")
+    modules = (
+        "broker.protocol.jrmp",
+        "broker.protocol.jmxser",
+        "broker.engine.jmx",
+        "broker.engine.jmx_values",
+    )
 
     def seeds(self) -> list[bytes]:
         from broker.protocol import jmxser
