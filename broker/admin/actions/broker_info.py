@@ -1,4 +1,4 @@
-"""Actions on the broker itself (admin_service/broker_info.py's requests): its state and
+"""Actions on the broker itself (server/admin_service/broker_info.py's requests): its state and
 properties, pause/resume, quiesce, shutdown, restart, the access control rules."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Client connections (admin_service/connections.py's requests)."""
+"""Client connections (server/admin_service/connections.py's requests)."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """A destination's consumers and producers (admin GET_CONSUMERS:
-admin_service/consumers.py)."""
+server/admin_service/consumers.py)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Actions on physical destinations (admin_service/destinations.py's requests), and
+"""Actions on physical destinations (server/admin_service/destinations.py's requests), and
 :class:`PagedList`, a broker list that paginators page one request at a time."""
 
 from __future__ import annotations

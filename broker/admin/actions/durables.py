@@ -1,4 +1,4 @@
-"""Durable and shared topic subscriptions (admin_service/durables.py's requests)."""
+"""Durable and shared topic subscriptions (server/admin_service/durables.py's requests)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The messages a destination holds (admin_service/messages.py's requests), with a safe,
+"""The messages a destination holds (server/admin_service/messages.py's requests), with a safe,
 bounded preview of each body and IBM MQ's view of it."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """The broker's, a service's and a destination's metrics (admin GET_METRICS) and their
-reset (RESET_BROKER): admin_service/metrics.py's requests."""
+reset (RESET_BROKER): server/admin_service/metrics.py's requests."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Actions on the connection services (admin_service/services.py's requests)."""
+"""Actions on the connection services (server/admin_service/services.py's requests)."""
 
 from __future__ import annotations
 

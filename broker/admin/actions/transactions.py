@@ -1,4 +1,4 @@
-"""Transactions the broker tracks (admin_service/transactions.py's requests)."""
+"""Transactions the broker tracks (server/admin_service/transactions.py's requests)."""
 
 from __future__ import annotations
 
