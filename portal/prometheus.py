@@ -41,9 +41,9 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from broker import props as imq  # (props here: a broker's reported properties)
+from broker.admin.broker_handle import BrokerAdmin, BrokerUnavailable
 from broker.admin.client import AdminError
 from broker.admin.credentials import default_admin
-from broker.admin.remote import BrokerAdmin, BrokerUnavailable
 from broker.protocol.admin_types import ADMIN_QUEUE
 from broker.protocol.types import DEST_QUEUE, DEST_TEMP
 from portal.auth import is_administrator

@@ -725,7 +725,7 @@ class LinkTarget(Target):
         self.in_loop(lambda: self._one(data))
 
     async def _one(self, data: bytes) -> None:
-        from broker.cluster.link import BrokerLink
+        from broker.cluster.link_driver import BrokerLink
         from broker.cluster.linkengine import LinkState
         from broker.protocol import gpacket as gp
         from broker.protocol.errors import ProtocolError
@@ -1181,7 +1181,12 @@ class JmxRmiTarget(Target):
     close that connection (a Close effect, nothing after it), never raise."""
 
     name = "jmx-rmi"
-    modules = ("broker.protocol.jrmp", "broker.protocol.jmxser", "broker.engine.jmx")
+    modules = (
+        "broker.protocol.jrmp",
+        "broker.protocol.jmxser",
+        "broker.engine.jmx",
+        "broker.engine.jmx_values",
+    )
 
     def seeds(self) -> list[bytes]:
         from broker.protocol import jmxser

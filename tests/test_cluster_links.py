@@ -7,12 +7,12 @@ import pytest
 
 from broker.cluster.config import ClusterConfig
 from broker.cluster.interests import write_record
-from broker.cluster.link import BrokerLink
+from broker.cluster.link_driver import BrokerLink
 from broker.cluster.service import ClusterService
 from broker.core.message import Message
 from broker.core.router import MessageRouter
 from broker.core.subscriptions import ClientIDClaim
-from broker.core.transaction import Transaction
+from broker.core.transaction_record import Transaction
 from broker.protocol import gpacket as gp
 from broker.protocol.brokerinfo import BrokerInfo
 from broker.protocol.jtypes import JLong

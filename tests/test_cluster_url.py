@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from broker.admin.actions.broker_info import broker_properties
-from broker.admin.remote import BrokerAdmin
+from broker.admin.broker_handle import BrokerAdmin
 from broker.launcher import BrokerProcess, free_port, start_broker
 from openmq_client import Queue, TextMessage
 from openmq_client.sync import connect

@@ -1,4 +1,4 @@
-"""Transactions (broker/core/transactions.py) on a real in-process router: a local
+"""Transactions (broker/core/transaction_rules.py) on a real in-process router: a local
 transaction holds its sends until COMMIT, which routes them in order, and its
 acknowledgements, which ROLLBACK returns to their queues flagged redelivered; who may
 finish a transaction, and the XA states (START / END / PREPARE / COMMIT) with the

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.admin.remote import BrokerAdmin
+from broker.admin.broker_handle import BrokerAdmin
 from broker.launcher import BrokerProcess, start_broker
 
 from .pg import fresh_database

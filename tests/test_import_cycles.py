@@ -219,7 +219,7 @@ def test_the_checker_reads_function_level_imports_and_skips_type_checking() -> N
         "if TYPE_CHECKING:\n    from .session import Session\n"
         "def f():\n    from .router import RouterError\n"
     )
-    names = _runtime_imports(ast.parse(src), "broker.core.transaction", False)
+    names = _runtime_imports(ast.parse(src), "broker.core.transaction_record", False)
     assert "broker.core.router" in names
     assert "broker.core.session" not in names
 

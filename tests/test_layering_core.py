@@ -107,7 +107,7 @@ def test_the_reader_sees_type_checking_imports() -> None:
     graph = core_imports()
     # acks names its session's types under TYPE_CHECKING only.
     assert "session" in graph["acks"]
-    assert {"acks", "limits", "subscriptions", "transactions", "context"} <= graph["router"]
+    assert {"acks", "limits", "subscriptions", "transaction_rules", "context"} <= graph["router"]
     assert circles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [{"a", "b"}]
 
 

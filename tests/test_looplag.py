@@ -15,7 +15,7 @@ import pytest
 
 from broker import props
 from broker.admin.actions.broker_info import query_broker
-from broker.admin.remote import BrokerAdmin
+from broker.admin.broker_handle import BrokerAdmin
 from broker.core.metrics import LagWindow
 from broker.server.looplag import FullCollections, LoopLagMonitor
 

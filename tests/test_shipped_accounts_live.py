@@ -13,7 +13,7 @@ import pytest
 
 from broker import props
 from broker.admin.actions.broker_info import broker_properties
-from broker.admin.remote import BrokerAdmin
+from broker.admin.broker_handle import BrokerAdmin
 from broker.launcher import BrokerProcess, start_broker
 from openmq_client.sync import connect
 

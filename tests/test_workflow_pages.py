@@ -15,7 +15,7 @@ import pytest
 from broker.admin.actions import AdminError
 from broker.admin.actions.destinations import query_destination
 from broker.admin.actions.messages import list_messages
-from broker.admin.remote import BrokerAdmin
+from broker.admin.broker_handle import BrokerAdmin
 from openmq_client import Queue, TextMessage
 from openmq_client.sync import connect
 

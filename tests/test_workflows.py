@@ -18,7 +18,7 @@ import pytest
 from broker.admin import workflows
 from broker.admin.actions import ActionError
 from broker.admin.actions.messages import list_messages
-from broker.admin.remote import BrokerAdmin, BrokerUnavailable
+from broker.admin.broker_handle import BrokerAdmin, BrokerUnavailable
 from broker.models import LogRecord
 from broker.protocol.types import AckMode
 from openmq_client import sync

@@ -37,8 +37,8 @@ import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from .broker_handle import BrokerAdmin, BrokerUnavailable, settings_ssl_context
 from .portal_account import PORTAL_ACCOUNT
-from .remote import BrokerAdmin, BrokerUnavailable, settings_ssl_context
 
 __all__ = [
     "PORTAL_ACCOUNT",
@@ -190,7 +190,7 @@ def default_admin() -> BrokerAdmin:
     """The process-wide admin connection to the broker named by the settings
     (IMQ_BROKER_HOST, IMQ_PORT), logged in as :func:`broker_credentials` says now, over
     ``ssladmin`` with IMQ_ADMIN_SECURE (trusting IMQ_ADMIN_TRUSTSTORE: see
-    :func:`broker.admin.remote.admin_ssl_context`): a changed credential (a new secret) or
+    :func:`broker.admin.broker_handle.admin_ssl_context`): a changed credential (a new secret) or
     setting opens a new connection."""
     global _default, _default_tls
     from django.conf import settings

@@ -30,7 +30,7 @@ from broker.protocol.types import DEST_TOPIC
 from .actions import ActionError, record_change
 from .actions.common import dest_kind, dest_type_code
 from .actions.destinations import list_destinations
-from .remote import BrokerAdmin
+from .broker_handle import BrokerAdmin
 
 FORMAT = "openmq-py definitions"
 VERSION = 1

@@ -3,7 +3,7 @@ OpenMQ broker to a running broker of ours.
 
 The stock broker's store is its own format and is not read; what it holds is asked of
 the stock broker itself, over the same admin protocol our tools speak (a
-:class:`~broker.admin.remote.BrokerAdmin` works against either broker), and over JMS:
+:class:`~broker.admin.broker_handle.BrokerAdmin` works against either broker), and over JMS:
 
 * :func:`import_destinations`: each physical destination with its attributes
   (:func:`broker.admin.actions.destinations.create_destination` / ``update_destination``
@@ -26,7 +26,7 @@ from typing import Any
 from .actions import ActionError, AdminError, record_change
 from .actions.destinations import create_destination, list_destinations, update_destination
 from .actions.durables import list_durables
-from .remote import BrokerAdmin
+from .broker_handle import BrokerAdmin
 from .stock_report import Report
 
 __all__ = ["Endpoint", "drain_queues", "import_destinations"]

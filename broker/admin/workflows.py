@@ -30,8 +30,8 @@ from broker.protocol.types import DEST_QUEUE, DMQ_NAME, PacketType
 
 from .actions import ActionError, record_change
 from .actions.common import dest_kind, dest_type_code, required_dest_name
+from .broker_handle import BrokerAdmin
 from .client import AdminError
-from .remote import BrokerAdmin
 
 MARK_ORIGINAL_ID = "JMS_PY_ORIGINAL_ID"
 MARK_ORIGINAL_DESTINATION = "JMS_PY_ORIGINAL_DESTINATION"
@@ -101,7 +101,7 @@ def _connect(admin: BrokerAdmin) -> Any:
     """A client connection to the broker as the administrator of ``admin``."""
     from openmq_client import sync
 
-    from .remote import BrokerUnavailable
+    from .broker_handle import BrokerUnavailable
 
     try:
         return sync.connect(

@@ -16,15 +16,15 @@ The public names, stable for the other parts of the broker:
   ``on_packet(link, gpacket)`` the table every up link feeds.  Its parts, each owning
   its state and registering its packets (handlers.py): ``peers`` (peers.py),
   ``interests`` (interests.py), ``delivery`` (delivery.py), ``changes`` (changes.py),
-  ``txns`` (remotetxn.py).
-* :class:`broker.cluster.link.BrokerLink` -- one link (asyncio protocol): ``send(gp)``,
+  ``txns`` (remote_transactions.py).
+* :class:`broker.cluster.link_driver.BrokerLink` -- one link (asyncio protocol): ``send(gp)``,
   ``drop(reason)``, ``address``, ``up``, ``goodbye`` (peer left cleanly).
 * :class:`broker.cluster.locks.ClusterLocks` -- ``await acquire(resource, shared)`` ->
   LOCK_SUCCESS / LOCK_FAILURE / LOCK_BACKOFF; ``acquire_blocking(resource)`` and
   ``acquire_client_id_blocking(cid, shared, namespace)`` from a worker thread; ``holders``
   (callables ``(resource, shared) -> bool`` saying this broker holds it so that such a
   request is refused).
-* :mod:`broker.cluster.remote` -- ``RemoteConsumer`` (a DeliveryTarget on the home
+* :mod:`broker.cluster.remote_delivery` -- ``RemoteConsumer`` (a DeliveryTarget on the home
   broker) and ``InboundOrigin`` (owner of entries received for a local consumer).
 * :mod:`broker.cluster.changerecord` -- the master broker's change record
   (``ChangeRecord(instance_dir)``, ``backup(instance_dir, file)``, ``restore(...)``);

@@ -48,7 +48,7 @@ if TYPE_CHECKING:
 
     from .delivery import RemoteDelivery
     from .interests import LocalInterests
-    from .link import BrokerLink
+    from .link_driver import BrokerLink
     from .peers import Peers
 
 log = logging.getLogger("broker.cluster")

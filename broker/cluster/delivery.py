@@ -1,5 +1,5 @@
 """The cluster service's remote delivery: local consumers announced to the peers
-(interests.py), remote consumers attached here (remote.py), messages forwarded to them,
+(interests.py), remote consumers attached here (remote_delivery.py), messages forwarded to them,
 messages received for local consumers, the acknowledgements going home, and message flow
 control between brokers.
 """
@@ -29,16 +29,16 @@ from broker.protocol.types import (
 
 from .handlers import Handlers, ignore
 from .interests import announced_as_subscription, shared
-from .remote import InboundOrigin, RemoteConsumer, RemoteConsumers
-from .remotetxn import ack_payload, ack_props, ack_reply
+from .remote_delivery import InboundOrigin, RemoteConsumer, RemoteConsumers
+from .remote_transactions import ack_payload, ack_props, ack_reply
 
 if TYPE_CHECKING:
     from broker.core.router import MessageRouter
 
     from .interests import LocalInterests
-    from .link import BrokerLink
+    from .link_driver import BrokerLink
     from .peers import Peers
-    from .remotetxn import RemoteTransactions
+    from .remote_transactions import RemoteTransactions
 
 log = logging.getLogger("broker.cluster")
 _DEAD_REASONS = frozenset(
@@ -486,7 +486,7 @@ class RemoteDelivery:
         items = [(r.raw(SYSMSGID_SIZE), gp.ConsumerUID.read(r)) for _ in range(count)]
         tid = pkt.props.get("transactionID")
         if isinstance(tid, int) and isinstance(ack_type, int):
-            # A consumer's transaction at its broker, in two phases (remotetxn.py).
+            # A consumer's transaction at its broker, in two phases (remote_transactions.py).
             self.txns.txn_ack(link, pkt, int(ack_type), int(tid), items)
             return
         if ack_type not in _PLAIN_ACKS:

@@ -1,6 +1,6 @@
 """The cluster service's packet table: each part registers what it handles.
 
-A part of the service (peers.py, delivery.py, changes.py, remotetxn.py, locks.py) owns
+A part of the service (peers.py, delivery.py, changes.py, remote_transactions.py, locks.py) owns
 its state and gives :class:`~broker.cluster.service.ClusterService` a
 ``{GPacket type: handler}`` table of the packets that are its business; the service
 joins the tables into one and looks every packet of an up link up in it, as
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from broker.protocol import gpacket as gp
 
 if TYPE_CHECKING:
-    from .link import BrokerLink
+    from .link_driver import BrokerLink
 
 # What a part does with a packet from an up link (a ProtocolError drops the link).
 Handler = Callable[["BrokerLink", gp.GPacket], None]

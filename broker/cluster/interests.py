@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     from broker.core.dispatch import DeliveryTarget
     from broker.core.router import MessageRouter
 
-    from .link import BrokerLink
+    from .link_driver import BrokerLink
     from .peers import Peers
 
 

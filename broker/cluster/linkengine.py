@@ -6,7 +6,7 @@ batch the driver writes once per loop turn after ``wake``), and the rest as effe
 from ``broker/engine/effects.py``
 (``StartTimer``/``CancelTimer`` for the handshake deadline, ``Close``).  States move only
 through :data:`TRANSITIONS`; :data:`LINK_RULES` and :data:`GPACKET_RULES` say, per state,
-what a packet does.  The driver is :class:`broker.cluster.link.BrokerLink`; the cluster
+what a packet does.  The driver is :class:`broker.cluster.link_driver.BrokerLink`; the cluster
 service is reached only through the callbacks a :class:`LinkHost` gives.
 
 The handshake (docs/developers/protocol.md, "Cluster links"): each side sends LINK_INIT

@@ -32,7 +32,7 @@ from .handlers import Handlers
 if TYPE_CHECKING:
     from broker.core.subscriptions import Subscriptions
 
-    from .link import BrokerLink
+    from .link_driver import BrokerLink
     from .peers import Peers
 
 log = logging.getLogger("broker.cluster")

@@ -22,10 +22,10 @@ from broker.security.tlsaccept import TlsListener, listening_socket, serve
 
 from .config import ClusterConfig, ClusterConfigError, same_host
 from .handlers import Handlers, ignore
-from .link import LinkRefused
+from .link_driver import LinkRefused
 
 if TYPE_CHECKING:
-    from .link import BrokerLink
+    from .link_driver import BrokerLink
 
 log = logging.getLogger("broker.cluster")
 RECONNECT_INTERVAL = 1.0

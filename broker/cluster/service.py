@@ -6,7 +6,7 @@ initiator for (the lower ``host:port`` of a pair dials; both accept), and keeps
 re-dialling a peer that is down -- this broker serves its own clients meanwhile.
 
 Over an up link it announces local consumers (G_NEW_INTEREST, G_INTEREST_UPDATE),
-forwards messages to remote consumers (G_MESSAGE_DATA, see remote.py), carries the
+forwards messages to remote consumers (G_MESSAGE_DATA, see remote_delivery.py), carries the
 acknowledgements home (G_MESSAGE_ACK), answers PING, says GOODBYE when it stops, and
 tells a peer that left cleanly from one that crashed.
 
@@ -16,7 +16,7 @@ alive, broadcast, the master broker's link, reload), :class:`~.interests.LocalIn
 (what the others hear of local consumers), :class:`~.delivery.RemoteDelivery` (the
 peers' consumers here, messages both ways, acknowledgements, flow control),
 :class:`~.changes.ConfigChanges` (destinations, durables and the master broker's change
-record), :class:`~.remotetxn.RemoteTransactions` (two-phase acknowledgements) and
+record), :class:`~.remote_transactions.RemoteTransactions` (two-phase acknowledgements) and
 :class:`~.locks.ClusterLocks` with the queue positions it guards.  This module builds
 them, joins their packet tables, and says in which order they hear of a link coming up
 or going.  A link's own protocol is :mod:`.linkengine`'s.
@@ -37,16 +37,16 @@ from .config import ClusterConfig
 from .delivery import RemoteDelivery
 from .handlers import Handler, Handlers, join
 from .interests import LocalInterests
-from .link import BrokerLink
+from .link_driver import BrokerLink
 from .locks import ClusterLocks
 from .peers import Peers
 from .positions import QueuePositions
-from .remote import RemoteConsumers
-from .remotetxn import RemoteTransactions
+from .remote_delivery import RemoteConsumers
+from .remote_transactions import RemoteTransactions
 
 if TYPE_CHECKING:
     from broker.core.router import MessageRouter
-    from broker.core.transaction import Transaction
+    from broker.core.transaction_record import Transaction
 
 log = logging.getLogger("broker.cluster")
 
@@ -159,7 +159,7 @@ class ClusterService:
             # G_REPLICATION_GROUP_INFO 55, gets none: 56 is no packet type.)
             log.debug("cluster packet %s from %s ignored", pkt.name, link.describe())
 
-    # -- what a link asks of the service (link.py) ---------------------------------------
+    # -- what a link asks of the service (link_driver.py) --------------------------------
 
     def link_init(self) -> gp.LinkInit:
         return self.peers.link_init(master_here=self.changes.record is not None)
@@ -205,7 +205,7 @@ class ClusterService:
 
     def hook_transactions(self) -> None:
         """XA prepares and outcomes of transactions on messages homed elsewhere go
-        through the cluster (remotetxn.py)."""
+        through the cluster (remote_transactions.py)."""
         self.txns.hook()
 
     async def stop(self) -> None:

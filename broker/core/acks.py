@@ -4,7 +4,7 @@ ACKNOWLEDGE settles a session's delivered messages (or sends them to the DMQ whe
 client says they are dead), REDELIVER and a closing consumer or session put them back
 at the head of their queues (marked redelivered, unless the application never saw
 them), and a message over its destination's maxDeliveryCount goes to the DMQ instead.
-Acknowledgements inside a transaction are held by broker/core/transactions.py.
+Acknowledgements inside a transaction are held by broker/core/transaction_rules.py.
 """
 
 from __future__ import annotations

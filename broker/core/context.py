@@ -1,7 +1,7 @@
 """What core's parts share: the destination registry, the store, the settings, the events.
 
 :class:`~broker.core.router.MessageRouter` is the façade the layers above use; the parts
-with rules of their own (subscriptions.py, transactions.py, acks.py, limits.py) are
+with rules of their own (subscriptions.py, transaction_rules.py, acks.py, limits.py) are
 given a :class:`CoreContext` when it builds them, not the router: the tables and hooks
 they read, and the two moves every part makes (an entry consumed, an entry forgotten).
 What a part needs of another part is passed to it as that part (the acknowledgements

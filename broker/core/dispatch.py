@@ -6,7 +6,7 @@ consumer added, credit restored, a connection started) and moves as many as it c
 
 What a queue delivers to is a :class:`DeliveryTarget`: a client's consumer
 (broker/core/session.py) or a consumer on another broker behind a cluster link
-(broker/cluster/remote.py).  What a delivered message belongs to is an
+(broker/cluster/remote_delivery.py).  What a delivered message belongs to is an
 :class:`EntryOwner` (a destination here, or the cluster's ``InboundOrigin`` for a copy
 another broker delivered), and where it goes back to is an :class:`EntryQueue` (a
 :class:`DeliveryQueue`, or again the ``InboundOrigin``).

@@ -1,7 +1,7 @@
 """What every part of the router shares: the refusal it raises and its clock.
 
 Its own module so the parts (transactions, subscriptions, limits, ...) and the objects
-they work on (:class:`~broker.core.transaction.Transaction`) can raise a
+they work on (:class:`~broker.core.transaction_record.Transaction`) can raise a
 :class:`RouterError` without importing the router that imports them.
 """
 

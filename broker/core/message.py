@@ -325,7 +325,7 @@ class MessageLost(Exception):
 # -- the roles an entry meets --------------------------------------------------------
 #
 # Declared here, beside Entry, so that the modules which play them (dispatch.py,
-# destination.py, session.py, the cluster's remote.py) import this one and not each
+# destination.py, session.py, the cluster's remote_delivery.py) import this one and not each
 # other; dispatch.py and session.py name them too.
 
 

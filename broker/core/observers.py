@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from .message import Entry, Message
     from .positions import PositionClaims
     from .session import Consumer
-    from .transaction import Transaction
+    from .transaction_record import Transaction
 
 log = logging.getLogger("broker.router")
 

@@ -12,7 +12,7 @@ the commands that change state in the same area are the router's
 Where one part owns the state, the question is that part's method and the function here
 only names it for the caller (a session's unacknowledged count per consumer:
 :meth:`Session.unacked_count <broker.core.session.Session.unacked_count>`; the
-transactions: :class:`~broker.core.transactions.TransactionManager`).
+transactions: :class:`~broker.core.transaction_rules.TransactionManager`).
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from .session import Consumer, Session
 if TYPE_CHECKING:
     from .message import DeliveryTarget, Message
     from .router import MessageRouter
-    from .transaction import Transaction
+    from .transaction_record import Transaction
 
 
 # (destination name, is a topic) -> [message count, bytes]
@@ -202,7 +202,7 @@ def transactions(router: MessageRouter) -> list[Transaction]:
 
 def transaction_by_id(router: MessageRouter, txn_id: int) -> Transaction | None:
     """The transaction with JMQTransactionID ``txn_id``, or None; unlike
-    :meth:`~broker.core.transactions.TransactionManager.find_transaction` it neither
+    :meth:`~broker.core.transaction_rules.TransactionManager.find_transaction` it neither
     raises nor expires one past its lifetime."""
     return router.txns.by_id(txn_id)
 

@@ -32,13 +32,13 @@ from .message import Entry, Message
 from .reports import no_report_info, note_no_report_options
 from .selector import compile_selector
 from .subscriptions import Subscriptions
-from .transaction import Transaction
+from .transaction_record import Transaction
 
 if TYPE_CHECKING:
     from broker.store.base import Store
 
     from .paging import Pager
-    from .transactions import TransactionManager
+    from .transaction_rules import TransactionManager
 
 
 class Recovering(Protocol):

@@ -9,7 +9,7 @@ own live beside it, each in a module named for it, reached as the router's parts
 no copies of their methods):
 
 * broker/core/subscriptions.py -- durable and shared topic subscriptions, client IDs;
-* broker/core/transactions.py -- local and XA transactions (transaction.py: the record);
+* broker/core/transaction_rules.py -- local and XA transactions (transaction_record.py: the record);
 * broker/core/acks.py -- acknowledgements, redelivery, maxDeliveryCount;
 * broker/core/limits.py -- destination and broker limits, evictions, the DMQ, expiry,
   producer flow control and admin pause;
@@ -75,7 +75,7 @@ from .paging import Pager
 from .recovery import recover
 from .session import Consumer, Link, Producer, Session
 from .subscriptions import Subscriptions
-from .transactions import TransactionManager
+from .transaction_rules import TransactionManager
 
 log = logging.getLogger("broker.router")
 

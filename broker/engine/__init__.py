@@ -19,13 +19,13 @@ nothing of sockets, event loops or threads:
 
 Layout:
 
-- states.py       ConnState / ConnEvent, the transition table, per-state packet rules
-- effects.py      the effects and ``NO_EFFECTS``
-- engine.py       ConnectionEngine: input, dispatch, output, closing, the router's Link
-- handshake.py    HELLO, AUTHENTICATE (basic/digest, LDAP bind), login throttle, PING
-- resources.py    sessions, destinations, producers, consumers, access checks
-- messages.py     SEND, producer/connection flow control, ACKNOWLEDGE, REDELIVER, browse
-- transactions.py local and XA transaction requests
+- states.py               ConnState / ConnEvent, the transition table, per-state packet rules
+- effects.py              the effects and ``NO_EFFECTS``
+- engine.py               ConnectionEngine: input, dispatch, output, closing, the router's Link
+- handshake.py            HELLO, AUTHENTICATE (basic/digest, LDAP bind), login throttle, PING
+- resources.py            sessions, destinations, producers, consumers, access checks
+- messages.py             SEND, producer/connection flow control, ACKNOWLEDGE, REDELIVER, browse
+- transaction_requests.py local and XA transaction requests
 
 Drivers:
 

@@ -13,7 +13,7 @@ from .base import HANDLERS, EngineBase
 from .handshake import HandshakeRules
 from .messages import MessageRules
 from .resources import ResourceRules
-from .transactions import TransactionRules
+from .transaction_requests import TransactionRules
 
 
 class ConnectionEngine(HandshakeRules, ResourceRules, MessageRules, TransactionRules, EngineBase):

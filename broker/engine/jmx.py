@@ -24,6 +24,15 @@ from broker.engine.jmx_mbeans import DEFAULT_DOMAIN, Registry
 from broker.engine.jmx_names import ObjectName
 from broker.engine.jmx_notifications import ClientListeners, Listener, NotificationBuffer
 from broker.engine.jmx_operations import AdminPort, OperationError
+from broker.engine.jmx_values import (
+    class_name,
+    filter_types,
+    is_java_type,
+    java_types_have_list,
+    java_value,
+    name_arg,
+    operation_notification,
+)
 from broker.protocol import jmxser
 from broker.protocol.errors import ProtocolError
 from broker.protocol.javaser import JavaObject
@@ -41,7 +50,7 @@ from broker.protocol.jrmp import (
     encode_protocol_ack,
     encode_return,
 )
-from broker.protocol.jtypes import JInt, JLong
+from broker.protocol.jtypes import JInt
 
 log = logging.getLogger(__name__)
 
@@ -297,14 +306,12 @@ class JrmpSession:
             if name == "queryNames":
                 return _ok(jmxser.hash_set([jmxser.object_name(n.canonical) for n in found]))
             return _ok(
-                jmxser.hash_set(
-                    [jmxser.object_instance(n.canonical, _class_name(n)) for n in found]
-                )
+                jmxser.hash_set([jmxser.object_instance(n.canonical, class_name(n)) for n in found])
             )
         if name == "fetchNotifications":
             return self._fetch(client, args[0], args[1], args[2])
         if name == "removeNotificationListeners":
-            target = _name_arg(args[0])
+            target = name_arg(args[0])
             ids = [int(i) for i in jmxser.read_list(args[1]) if isinstance(i, int)]
             missing = [i for i in ids if i not in client.listeners.by_id]
             if missing:
@@ -329,7 +336,7 @@ class JrmpSession:
             )
         if name == "addNotificationListeners":
             return self._add_listeners(client, args[0], args[1])
-        target = _name_arg(args[0])
+        target = name_arg(args[0])
         mbean = reg.get(target)
         if name == "isRegistered":
             return [Send(encode_return(_uid(), primitive=bytes([mbean is not None])))]
@@ -337,15 +344,15 @@ class JrmpSession:
             return _raise("InstanceNotFoundException", target.canonical)
         kind = jmx_info.kind_of(target)
         if name == "getObjectInstance":
-            return _ok(jmxser.object_instance(target.canonical, _class_name(target)))
+            return _ok(jmxser.object_instance(target.canonical, class_name(target)))
         if name == "isInstanceOf":
             cls = args[1]
-            yes = cls == _class_name(target) or cls in jmx_info.COMMON_TYPES
+            yes = cls == class_name(target) or cls in jmx_info.COMMON_TYPES
             return [Send(encode_return(_uid(), primitive=bytes([yes])))]
         if name == "getMBeanInfo":
             if kind is None:
                 info = jmxser.mbean_info(
-                    _class_name(target),
+                    class_name(target),
                     "",
                     [(a, "java.lang.Object", a, True, False, False) for a in mbean.attributes],
                     [],
@@ -410,7 +417,7 @@ class JrmpSession:
                 # A read-only operation of the catalogue (jmx_mbeans.MBeanKind.operations):
                 # a function of (broker, the MBean's key, arguments), like a getter.
                 params = jmxser.read_list(jmxser.read_marshalled(args[2]))
-                return _ok(_java_value(read(srv.broker, mbean.key, params)))
+                return _ok(java_value(read(srv.broker, mbean.key, params)))
             return self._invoke(client, target, kind, args[1], args[2], args[3])
         return _raise("UnmarshalException", f"{name} is not supported by this broker yet")
 
@@ -447,7 +454,7 @@ class JrmpSession:
                 outer=what,
             )
         for value, java_type in zip(values, matching[0], strict=True):
-            if not _is_type(value, java_type):
+            if not is_java_type(value, java_type):
                 return _wrapped_raise(
                     "RuntimeOperationsException",
                     "IllegalArgumentException",
@@ -466,7 +473,7 @@ class JrmpSession:
         notify = None
         note = jmx_operations.OPERATION_NOTIFICATIONS.get((kind.key, operation))
         if note is not None:
-            notify = _operation_notification(target, note, values)
+            notify = operation_notification(target, note, values)
         return [Run(job, f"{operation} on {target.canonical}", client.user, notify)]
 
     def run_result(self, req: Run, value: object, error: BaseException | None) -> list[Effect]:
@@ -478,7 +485,7 @@ class JrmpSession:
             log.info("JMX %s by %s: done", req.what, req.user)
             if value is _VOID:
                 return [Send(encode_return(_uid(), primitive=b""))]
-            return _ok(_java_value(value))
+            return _ok(java_value(value))
         if isinstance(error, OperationError):
             log.warning("JMX %s by %s refused: %s", req.what, req.user, error.message)
             if error.kind in ("MBeanException", "IllegalArgumentException"):
@@ -493,7 +500,7 @@ class JrmpSession:
     def _add_listeners(
         self, client: ClientConnection, names: object, filters: object
     ) -> list[Effect]:
-        targets = [_name_arg(n) for n in jmxser.read_list(names)]
+        targets = [name_arg(n) for n in jmxser.read_list(names)]
         filter_list = jmxser.read_list(filters)
         if len(filter_list) != len(targets):
             raise ProtocolError("addNotificationListeners: names and filters differ in number")
@@ -501,7 +508,7 @@ class JrmpSession:
         for target, raw in zip(targets, filter_list, strict=True):
             if not target.is_pattern and self.server.registry.get(target) is None:
                 return _raise("InstanceNotFoundException", target.canonical)
-            types = _filter_types(jmxser.read_marshalled(raw))
+            types = filter_types(jmxser.read_marshalled(raw))
             listeners.append(Listener(target, types))
         ids = []
         for lst in listeners:
@@ -579,13 +586,6 @@ class JrmpSession:
         return [Send(encode_return(_uid(), primitive=b""))]  # clean: void
 
 
-def _name_arg(value: object) -> ObjectName:
-    text = jmxser.read_object_name(value)
-    if text is None:
-        raise ProtocolError("null ObjectName")
-    return ObjectName.parse(text)
-
-
 def _ok(value: object) -> list[Effect]:
     return [Send(encode_return(_uid(), value))]
 
@@ -619,32 +619,6 @@ class _Void:
 _VOID = _Void()  # a Run whose Java method returns void
 
 
-def _class_name(name: ObjectName) -> str:
-    kind = jmx_info.kind_of(name)
-    return kind.class_name if kind is not None else "javax.management.DynamicMBean"
-
-
-_TYPE_CHECKS: dict[str, Callable[[object], bool]] = {
-    "java.lang.String": lambda v: isinstance(v, str),
-    "java.lang.Integer": lambda v: isinstance(v, int) and not isinstance(v, bool | JLong),
-    "java.lang.Long": lambda v: isinstance(v, int) and not isinstance(v, bool | JInt),
-    "java.lang.Boolean": lambda v: isinstance(v, bool),
-    "javax.management.AttributeList": lambda v: isinstance(v, dict | list),
-}
-
-
-def _is_type(value: object, java_type: str) -> bool:
-    """Whether a decoded ``value`` is of ``java_type`` (null fits any)."""
-    if value is None:
-        return True
-    check = _TYPE_CHECKS.get(java_type)
-    return check(value) if check is not None else True
-
-
-def java_types_have_list(types: tuple[str, ...]) -> bool:
-    return "javax.management.AttributeList" in types
-
-
 def _check_set(
     target: ObjectName, kind: jmx_info.MBeanKind | None, attr: str, value: object
 ) -> list[Effect] | None:
@@ -662,55 +636,9 @@ def _check_set(
             f"The attribute {attr} of {target.canonical} cannot be set"
             + ("" if not info[4] else " on this broker"),
         )
-    if value is None or not _is_type(value, info[1]):
+    if value is None or not is_java_type(value, info[1]):
         return _raise(
             "InvalidAttributeValueException",
             f"{attr} takes a {info[1]}, not {type(value).__name__} {value!r}",
         )
     return None
-
-
-def _filter_types(value: object) -> tuple[str, ...] | None:
-    """The types a NotificationFilterSupport enables (None: no filter, every type)."""
-    if value is None:
-        return None
-    if (
-        isinstance(value, dict)
-        and value.get("__class__") == "javax.management.NotificationFilterSupport"
-    ):
-        enabled = value.get("enabledTypes")
-        if isinstance(enabled, list) and all(isinstance(t, str) for t in enabled):
-            return tuple(str(t) for t in enabled)
-    cls = value.get("__class__") if isinstance(value, dict) else type(value).__name__
-    raise ProtocolError(f"notification filter {cls} is not supported")
-
-
-def _java_value(value: object) -> object:
-    """An operation's Python result as the Java value the client gets."""
-    if isinstance(value, tuple) and len(value) == 2 and value[0] == "ObjectName[]":
-        return jmxser.object_name_array(value[1])
-    if isinstance(value, list) and all(isinstance(v, str) for v in value):
-        return jmxser.string_array(value)
-    if isinstance(value, int) and not isinstance(value, bool | JInt | JLong):
-        return JInt(value)
-    return value
-
-
-def _operation_notification(
-    target: ObjectName, notif_type: str, values: list[Any]
-) -> tuple[str, str, str, dict[str, object]]:
-    """(source, type, kind, fields) of the notification a successful operation sends."""
-    keys = dict(target.keys)
-    if keys.get("type") == "Service":
-        source = f"{jmx_operations.DOMAIN}:type=ServiceManager,subtype=Monitor"
-        return source, notif_type, "service", {"name": jmx_operations.unquote(keys.get("name", ""))}
-    fields: dict[str, object] = {
-        "destName": jmx_operations.unquote(keys.get("name", "")),
-        "destType": keys.get("desttype"),
-        "createdByAdmin": False,
-    }
-    if notif_type == "mq.destination.pause":
-        fields["pauseType"] = str(values[0]).upper() if values and values[0] else "ALL"
-    dest = jmx_operations.unquote(keys.get("name", ""))
-    monitor = jmx_operations.destination_name(dest, keys.get("desttype") == "t", "Monitor")
-    return monitor, notif_type, "destination", fields

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from broker.core.destination import QueueDestination
-    from broker.core.transaction import Transaction
+    from broker.core.transaction_record import Transaction
 
 
 class ClientIdLocks(Protocol):

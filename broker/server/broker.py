@@ -70,8 +70,8 @@ from .reporting import attach_reports
 from .shipped_accounts import REFRESH as REFRESH_SHIPPED
 from .shipped_accounts import ShippedAccounts
 from .stomp import StompConnection, stomp_settings
+from .transaction_rows import TransactionRecords
 from .tunnel import TunnelService
-from .txnrecords import TransactionRecords
 from .websocket import WebSocketStompConnection
 
 if TYPE_CHECKING:

@@ -5,7 +5,7 @@
 * the broker refused (:class:`~broker.admin.client.AdminError`): its status when it is
   400, 403, 404, 409 or 501, else 502 with the broker's text;
 * a request body over DATA_UPLOAD_MAX_MEMORY_SIZE: 413;
-* the broker cannot be reached (:class:`~broker.admin.remote.BrokerUnavailable`): 503.
+* the broker cannot be reached (:class:`~broker.admin.broker_handle.BrokerUnavailable`): 503.
 
 Every refusal is decided before the action changes anything (actions validate first).
 """

@@ -15,8 +15,8 @@ from __future__ import annotations
 from typing import Any
 
 from broker.admin.actions import ActionError
+from broker.admin.broker_handle import BrokerAdmin
 from broker.admin.definitions import Change, Section, register_section
-from broker.admin.remote import BrokerAdmin
 
 from . import actions
 from .attributes import InvalidAttribute, resolve_type, validate_attributes

@@ -23,7 +23,7 @@ from typing import Any
 
 from broker.admin.actions.destinations import query_destination
 from broker.admin.actions.durables import list_durables
-from broker.admin.remote import BrokerAdmin
+from broker.admin.broker_handle import BrokerAdmin
 from broker.commandlines import manage_command
 from broker.launcher import REALBROKER, ROOT, fresh_sqlite, start_broker, start_stock_broker
 

@@ -11,17 +11,17 @@ Reads return plain dicts with stable, snake_case keys (what templates, serialize
 imqcmd's tables show).  Changes take the acting user's name as ``actor``, are recorded
 in the log with who made them and send one change event to the live pages
 (:func:`~.common.record_change`, :mod:`broker.admin.events`).  They talk to a running
-broker only through its admin protocol (a :class:`~broker.admin.remote.BrokerAdmin`),
+broker only through its admin protocol (a :class:`~broker.admin.broker_handle.BrokerAdmin`),
 never by touching its memory; users, groups and access rules live in the database and
 have their actions in :mod:`broker.admin.security_actions`.
 
 Errors, importable from here: :class:`ActionError` (bad input, said before anything
 changed), :class:`~broker.admin.client.AdminError` (the broker refused: ``status`` is its
-JMQStatus) and :class:`~broker.admin.remote.BrokerUnavailable`.
+JMQStatus) and :class:`~broker.admin.broker_handle.BrokerUnavailable`.
 """
 
+from ..broker_handle import BrokerUnavailable
 from ..client import AdminError
-from ..remote import BrokerUnavailable
 from .common import ActionError, record_change
 
 __all__ = ["ActionError", "AdminError", "BrokerUnavailable", "record_change"]

@@ -1,4 +1,4 @@
-"""Actions on the broker itself (admin_service/broker_info.py's requests): its state and
+"""Actions on the broker itself (server/admin_service/broker_info.py's requests): its state and
 properties, pause/resume, quiesce, shutdown, restart, the access control rules."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from typing import Any
 
 from broker import props as imq
 
-from ..remote import BrokerAdmin
+from ..broker_handle import BrokerAdmin
 from .common import ActionError, record_change
 from .destinations import page_destinations
 from .services import list_services

@@ -1,6 +1,6 @@
 """The brokers of a conventional cluster, as the broker one is connected to sees them
 (admin GET_CLUSTER): what ``imqcmd list bkr`` prints; and RELOAD_CLUSTER, every broker of
-the cluster reads its broker list again (admin_service/cluster.py's requests)."""
+the cluster reads its broker list again (server/admin_service/cluster.py's requests)."""
 
 from __future__ import annotations
 
@@ -12,8 +12,8 @@ from ..client import read_vector
 from .common import record_change
 
 if TYPE_CHECKING:
+    from ..broker_handle import BrokerAdmin
     from ..client import AdminClient
-    from ..remote import BrokerAdmin
 
 
 async def _get_cluster(client: AdminClient) -> list[dict[str, Any]]:

@@ -1,10 +1,10 @@
-"""Client connections (admin_service/connections.py's requests)."""
+"""Client connections (server/admin_service/connections.py's requests)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..remote import BrokerAdmin
+from ..broker_handle import BrokerAdmin
 from .common import as_int, as_str, java_long, record_change
 
 

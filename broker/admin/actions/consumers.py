@@ -1,12 +1,12 @@
 """A destination's consumers and producers (admin GET_CONSUMERS:
-admin_service/consumers.py)."""
+server/admin_service/consumers.py)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
-from ..remote import BrokerAdmin
+from ..broker_handle import BrokerAdmin
 from .common import as_int, as_str, dest_type_code, required_dest_name
 
 ACK_MODES = {

@@ -1,4 +1,4 @@
-"""Actions on physical destinations (admin_service/destinations.py's requests), and
+"""Actions on physical destinations (server/admin_service/destinations.py's requests), and
 :class:`PagedList`, a broker list that paginators page one request at a time."""
 
 from __future__ import annotations
@@ -14,8 +14,8 @@ from broker.protocol.types import (
     DestState,
 )
 
+from ..broker_handle import BrokerAdmin
 from ..client import AdminError
-from ..remote import BrokerAdmin
 from .common import (
     ActionError,
     as_int,

@@ -1,10 +1,10 @@
-"""Durable and shared topic subscriptions (admin_service/durables.py's requests)."""
+"""Durable and shared topic subscriptions (server/admin_service/durables.py's requests)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..remote import BrokerAdmin
+from ..broker_handle import BrokerAdmin
 from .common import ActionError, as_int, as_str, record_change
 
 

@@ -3,7 +3,7 @@ state (OpenMQ's: OPERATING, FAILOVER_COMPLETE...), its last heartbeat, and which
 took it over.  Read from the StoreOwner rows (the portal shares the brokers' database),
 so it shows a broker that is down, which no running broker's admin service could.
 
-And TAKEOVER_BROKER (admin_service/ha.py): a broker takes over another one's data now."""
+And TAKEOVER_BROKER (server/admin_service/ha.py): a broker takes over another one's data now."""
 
 from __future__ import annotations
 
@@ -17,7 +17,7 @@ from broker.models import StoreOwner
 from .common import record_change
 
 if TYPE_CHECKING:
-    from ..remote import BrokerAdmin
+    from ..broker_handle import BrokerAdmin
 
 
 def ha_brokers_queryset(cluster_id: str | None = None) -> QuerySet[StoreOwner]:

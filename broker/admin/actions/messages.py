@@ -1,4 +1,4 @@
-"""The messages a destination holds (admin_service/messages.py's requests), with a safe,
+"""The messages a destination holds (server/admin_service/messages.py's requests), with a safe,
 bounded preview of each body and IBM MQ's view of it."""
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from broker.protocol.javaser import (
 from broker.protocol.jtypes import JByte, JChar, JFloat, JInt, JLong, JShort
 from broker.protocol.types import MESSAGE_KIND_NAMES
 
+from ..broker_handle import BrokerAdmin
 from ..client import AdminError
-from ..remote import BrokerAdmin
 from .common import (
     ActionError,
     as_int,

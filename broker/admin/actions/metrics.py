@@ -1,11 +1,11 @@
 """The broker's, a service's and a destination's metrics (admin GET_METRICS) and their
-reset (RESET_BROKER): admin_service/metrics.py's requests."""
+reset (RESET_BROKER): server/admin_service/metrics.py's requests."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from ..remote import BrokerAdmin
+from ..broker_handle import BrokerAdmin
 from .common import dest_type_code, record_change, required_dest_name
 
 

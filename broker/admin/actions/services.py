@@ -1,4 +1,4 @@
-"""Actions on the connection services (admin_service/services.py's requests)."""
+"""Actions on the connection services (server/admin_service/services.py's requests)."""
 
 from __future__ import annotations
 
@@ -6,8 +6,8 @@ from typing import Any
 
 from broker.protocol.types import ServiceState
 
+from ..broker_handle import BrokerAdmin
 from ..client import AdminError
-from ..remote import BrokerAdmin
 from .common import ActionError, as_int, as_str, record_change
 
 SERVICE_STATES = {s.value: s.name for s in ServiceState}

@@ -1,12 +1,12 @@
-"""Transactions the broker tracks (admin_service/transactions.py's requests)."""
+"""Transactions the broker tracks (server/admin_service/transactions.py's requests)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 from typing import Any
 
+from ..broker_handle import BrokerAdmin
 from ..client import AdminError
-from ..remote import BrokerAdmin
 from .common import as_int, as_str, java_long, record_change
 
 # com.sun.messaging.jmq.jmsserver.data.TransactionState (docs/developers/protocol.md)

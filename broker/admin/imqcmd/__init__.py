@@ -13,6 +13,6 @@ command over this package).
 
 Every handler is one call of an action in :mod:`broker.admin.actions` (the functions
 the portal and the REST API call too), made over a
-:class:`~broker.admin.remote.BrokerAdmin` connection to the broker's admin service as
+:class:`~broker.admin.broker_handle.BrokerAdmin` connection to the broker's admin service as
 the ``-u`` user.
 """

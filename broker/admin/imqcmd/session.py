@@ -11,7 +11,7 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from ..remote import BrokerAdmin
+from ..broker_handle import BrokerAdmin
 from .output import SUCCESS, Table
 
 

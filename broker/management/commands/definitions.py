@@ -23,9 +23,9 @@ from django.core.management.base import BaseCommand, CommandError
 
 from broker.admin import definitions
 from broker.admin.actions import ActionError
+from broker.admin.broker_handle import BrokerAdmin, BrokerUnavailable
 from broker.admin.client import AdminError
 from broker.admin.credentials import CredentialsError, broker_credentials
-from broker.admin.remote import BrokerAdmin, BrokerUnavailable
 from broker.admin.security_actions import command_line_actor
 
 

@@ -14,10 +14,10 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError, DjangoHelpFormatter
 
+from broker.admin.broker_handle import BrokerAdmin, admin_ssl_context
 from broker.admin.imqcmd.dispatch import COMMANDS, execute
 from broker.admin.imqcmd.grammar import add_arguments, check, unknown, usage
 from broker.admin.imqcmd.session import Run
-from broker.admin.remote import BrokerAdmin, admin_ssl_context
 from broker.config import ConfigError
 
 from .imqtxn import parse_broker, read_passfile

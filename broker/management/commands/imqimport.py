@@ -31,9 +31,9 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from broker.admin.actions import ActionError
+from broker.admin.broker_handle import BrokerUnavailable
 from broker.admin.client import AdminError
 from broker.admin.credentials import broker_credentials
-from broker.admin.remote import BrokerUnavailable
 from broker.admin.security_actions import command_line_actor
 from broker.admin.stock_report import Report
 from broker.config import BrokerConfig, ConfigError, parse_properties

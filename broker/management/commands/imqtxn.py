@@ -106,7 +106,7 @@ class Command(BaseCommand):
     def finish(self, opts: dict) -> None:
         """Commit or roll back through the action layer (the admin protocol's
         COMMIT/ROLLBACK_TRANSACTION, as imqcmd commit/rollback txn), as the -u user."""
-        from broker.admin.remote import BrokerAdmin
+        from broker.admin.broker_handle import BrokerAdmin
 
         what = opts["subcommand"]
         tid = opts["txn_id"]

@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from broker.store.base import Store
 
     from .delivery import RemoteDelivery
-    from .link import BrokerLink
+    from .link_driver import BrokerLink
 
 DEFAULT_WINDOW = 1000
 # Remote consumers get connection ids of their own (negative: never a local connection's).
@@ -258,7 +258,7 @@ class InboundOrigin:
 
     def account_out(self, entry: Entry) -> None:
         if self.service.txns.held_two_phase(entry):
-            return  # its home broker hears the XA transaction's outcome (remotetxn.py)
+            return  # its home broker hears the XA transaction's outcome (remote_transactions.py)
         self.service.send_ack(self.peer, self._ack_uid(entry), [entry.msg.key], gp.ACK_ACKNOWLEDGED)
 
     def give_up(self, entry: Entry, reason: str, comment: str | None) -> None:

@@ -1,6 +1,6 @@
 """Transaction handling, local and XA: the rules behind START ... COMMIT / ROLLBACK.
 
-A :class:`~broker.core.transaction.Transaction` (transaction.py) is one transaction and
+A :class:`~broker.core.transaction_record.Transaction` (transaction_record.py) is one transaction and
 the work it holds; this module is what the router does with them: start / join / resume,
 the checks on who may work in and finish one, END / PREPARE / COMMIT / ROLLBACK with
 their state rules, the message store records that make a commit atomic and a PREPARED
@@ -23,7 +23,7 @@ from broker.protocol.types import DEST_TOPIC, Status, TransactionState, XAFlag
 from broker.store.base import TxnAck, TxnRemove, TxnSend, TxnState
 
 from .errors import RouterError, now_ms, remote_failure
-from .transaction import Transaction
+from .transaction_record import Transaction
 
 if TYPE_CHECKING:
     from broker.protocol.xid import Xid

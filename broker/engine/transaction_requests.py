@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from broker.core.errors import RouterError
-from broker.core.transaction import Transaction
+from broker.core.transaction_record import Transaction
 from broker.protocol.javaser import encode_hashtable
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.names import (

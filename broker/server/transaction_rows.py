@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 from broker.protocol.types import TransactionState
 
 if TYPE_CHECKING:
-    from broker.core.transaction import Transaction
+    from broker.core.transaction_record import Transaction
 
 log = logging.getLogger("broker.transactions")
 

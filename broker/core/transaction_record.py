@@ -22,7 +22,7 @@ TIMED_OUT        the broker rolled it back after its JMQLifetime; every later
 
 Everything the message store needs to persist and restore a transaction is on the
 object (see :meth:`Transaction.info`); :attr:`Transaction.on_change` is called on every
-state change (the transaction manager, broker/core/transactions.py, points it at the
+state change (the transaction manager, broker/core/transaction_rules.py, points it at the
 router's transaction observers, broker/core/observers.py).
 """
 
@@ -93,11 +93,11 @@ class Transaction:
     timed_out_at: int = 0
     # Whether the message store holds it (PREPARED, or a commit being applied).
     stored: bool = False
-    # Another broker's transaction on messages homed here (broker/cluster/remotetxn.py):
+    # Another broker's transaction on messages homed here (broker/cluster/remote_transactions.py):
     # (its home broker "host:port", its transaction id there).
     remote: tuple[str, int] | None = None
     # The other brokers ("host:port") that prepared this transaction's messages homed
-    # there (broker/cluster/remotetxn.py): told its outcome, also after a restart.
+    # there (broker/cluster/remote_transactions.py): told its outcome, also after a restart.
     remote_homes: tuple[str, ...] = ()
     # Told about every change of state (the router's dispatcher).
     on_change: Callable[[Transaction], None] | None = None

@@ -8,7 +8,7 @@ of them (the whole transaction commits and its messages go).  ``T``=ACK_TXN_ROLL
 (``C``=0) after a prepare gives them back.  A rollback before any prepare sends nothing
 here: the consumer's broker redelivers its own copies while its consumer lives.
 
-Here a prepared remote transaction is a :class:`~broker.core.transaction.Transaction`
+Here a prepared remote transaction is a :class:`~broker.core.transaction_record.Transaction`
 in the router's transaction table, PREPARED, holding the entries (taken out of the
 remote consumer's in-flight table) and marked with its home broker and id
 (``Transaction.remote``).  Its persistent messages' acknowledgements and its state go to
@@ -43,21 +43,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from broker.core.errors import RouterError, now_ms
-from broker.core.transaction import Transaction
+from broker.core.transaction_record import Transaction
 from broker.protocol import gpacket as gp
 from broker.protocol.jtypes import JLong
 from broker.protocol.types import Status, TransactionState
 
 from .handlers import Handlers
-from .remote import InboundOrigin
+from .remote_delivery import InboundOrigin
 
 if TYPE_CHECKING:
     from broker.core.message import Entry
     from broker.core.router import MessageRouter
 
-    from .link import BrokerLink
+    from .link_driver import BrokerLink
     from .peers import Peers
-    from .remote import RemoteConsumer, RemoteConsumers
+    from .remote_delivery import RemoteConsumer, RemoteConsumers
 
 log = logging.getLogger("broker.cluster")
 
