@@ -18,9 +18,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.engine import jmx_operations
+from broker.engine import jmx_operations, jmx_readops
 from broker.engine import jmx_stockinfo as jmx_info
-from broker.engine.jmx_mbeans import DEFAULT_DOMAIN, Registry
+from broker.engine.jmx_mbeans import DEFAULT_DOMAIN, MBean, Registry
 from broker.engine.jmx_names import ObjectName
 from broker.engine.jmx_notifications import ClientListeners, Listener, NotificationBuffer
 from broker.engine.jmx_operations import AdminPort, OperationError
@@ -78,7 +78,6 @@ class Run:
     job: Callable[[AdminPort], Awaitable[object]]
     what: str
     user: str
-    notify: tuple[str, str, str, dict[str, object]] | None = None  # source, type, kind, fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -405,19 +404,13 @@ class JrmpSession:
             what = f"set {', '.join(a for a, _, _ in accepted)} of {target.canonical}"
             return [Run(set_many, what, client.user)]
         if name == "invoke":
-            read = getattr(mbean.kind, "operations", {}).get(args[1])
-            if read is not None and (args[1], kind and kind.key) not in _OWN:
-                # A read-only operation of the catalogue (jmx_mbeans.MBeanKind.operations):
-                # a function of (broker, the MBean's key, arguments), like a getter.
-                params = jmxser.read_list(jmxser.read_marshalled(args[2]))
-                return _ok(_java_value(read(srv.broker, mbean.key, params)))
-            return self._invoke(client, target, kind, args[1], args[2], args[3])
+            return self._invoke(client, mbean, kind, args[1], args[2], args[3])
         return _raise("UnmarshalException", f"{name} is not supported by this broker yet")
 
     def _invoke(
         self,
         client: ClientConnection,
-        target: ObjectName,
+        mbean: MBean,
         kind: jmx_info.MBeanKind | None,
         operation: object,
         params: object,
@@ -425,11 +418,14 @@ class JrmpSession:
     ) -> list[Effect]:
         if not isinstance(operation, str):
             raise ProtocolError("operation name is not a String")
+        target = mbean.name
         values = jmxser.read_list(jmxser.read_marshalled(params))
         sig = tuple(jmxser.read_strings(signature)) if signature is not None else None
         known = kind.signatures(operation) if kind is not None else []
         matching = [s for s in known if (s == sig if sig is not None else len(s) == len(values))]
-        run = jmx_operations.OPERATIONS.get(kind.key if kind else "", {}).get(operation)
+        key = kind.key if kind else ""
+        run = jmx_operations.OPERATIONS.get(key, {}).get(operation)
+        read = jmx_readops.READ_OPERATIONS.get(key, {}).get(operation)
         if not matching or len(values) != len(matching[0]):
             # The stock MBeans' words for an operation they do not have.
             what = f"{operation}({', '.join(sig or ())})"
@@ -438,7 +434,7 @@ class JrmpSession:
                 "IllegalArgumentException",
                 f"Unsupported operation: {what}",
             )
-        if run is None:
+        if run is None and read is None:
             what = f"{operation}({', '.join(sig or ())})"
             return _wrapped_raise(
                 "ReflectionException",
@@ -453,6 +449,10 @@ class JrmpSession:
                     "IllegalArgumentException",
                     f"{operation}: {value!r} is not a {java_type}",
                 )
+        if run is None:
+            # Reads the broker's state in place, like a getter (jmx_readops.py).
+            assert read is not None
+            return _ok(_java_value(read(self.server.broker, mbean.key, values)))
         if java_types_have_list(matching[0]):
             values = [
                 jmxser.read_attribute_list(v) if t == "javax.management.AttributeList" else v
@@ -462,12 +462,7 @@ class JrmpSession:
         async def job(port: AdminPort) -> object:
             return await run(port, target, values)
 
-        assert kind is not None
-        notify = None
-        note = jmx_operations.OPERATION_NOTIFICATIONS.get((kind.key, operation))
-        if note is not None:
-            notify = _operation_notification(target, note, values)
-        return [Run(job, f"{operation} on {target.canonical}", client.user, notify)]
+        return [Run(job, f"{operation} on {target.canonical}", client.user)]
 
     def run_result(self, req: Run, value: object, error: BaseException | None) -> list[Effect]:
         """The outcome of a :class:`Run`: ``value`` (None: null; ``_VOID``: void) or
@@ -607,11 +602,6 @@ def _mbean_exception(message: str) -> list[Effect]:
     return [Send(encode_return(_uid(), exc, exceptional=True))]
 
 
-# Operations this module runs (jmx_operations.OPERATIONS), which the catalogue's
-# read-only ones do not shadow.
-_OWN = {(op, k) for k, ops in jmx_operations.OPERATIONS.items() for op in ops}
-
-
 class _Void:
     pass
 
@@ -694,23 +684,3 @@ def _java_value(value: object) -> object:
     if isinstance(value, int) and not isinstance(value, bool | JInt | JLong):
         return JInt(value)
     return value
-
-
-def _operation_notification(
-    target: ObjectName, notif_type: str, values: list[Any]
-) -> tuple[str, str, str, dict[str, object]]:
-    """(source, type, kind, fields) of the notification a successful operation sends."""
-    keys = dict(target.keys)
-    if keys.get("type") == "Service":
-        source = f"{jmx_operations.DOMAIN}:type=ServiceManager,subtype=Monitor"
-        return source, notif_type, "service", {"name": jmx_operations.unquote(keys.get("name", ""))}
-    fields: dict[str, object] = {
-        "destName": jmx_operations.unquote(keys.get("name", "")),
-        "destType": keys.get("desttype"),
-        "createdByAdmin": False,
-    }
-    if notif_type == "mq.destination.pause":
-        fields["pauseType"] = str(values[0]).upper() if values and values[0] else "ALL"
-    dest = jmx_operations.unquote(keys.get("name", ""))
-    monitor = jmx_operations.destination_name(dest, keys.get("desttype") == "t", "Monitor")
-    return monitor, notif_type, "destination", fields

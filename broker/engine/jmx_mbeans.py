@@ -16,7 +16,7 @@ docs/reference/jmx.md lists where values differ.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from broker import props
@@ -63,8 +63,6 @@ class MBeanKind:
     type: str
     subtype: str
     attrs: tuple[Attr, ...]
-    # Operations for invoke, by name (filled by the operations' module; none here).
-    operations: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def attribute(self, name: str) -> Attr | None:
         for a in self.attrs:
@@ -103,7 +101,8 @@ def _host(b: Any, _key: Any = None) -> str:
     return b.config.get(props.HOSTNAME) or "localhost"
 
 
-def _broker_id(b: Any, _key: Any = None) -> str | None:
+def broker_id(b: Any, _key: Any = None) -> str | None:
+    """imq.brokerid (None when unset)."""
     return b.config.get(props.BROKER_ID) or None
 
 
@@ -162,7 +161,7 @@ SERVICE_NAMES = ("admin", "httpjms", "httpsjms", "jms", "ssladmin", "ssljms", "w
 # -- Broker ----------------------------------------------------------------------------
 
 _BROKER = (
-    Attr("BrokerID", STRING, _broker_id),
+    Attr("BrokerID", STRING, broker_id),
     Attr("Host", STRING, _host),
     Attr("InstanceName", STRING, lambda b, k: b.config.instance),
     Attr("Port", INTEGER, lambda b, k: JInt(b.portmapper_port)),
@@ -185,14 +184,15 @@ BROKER_MONITOR = MBeanKind(
 OPERATING = 0
 
 
-def _local_address(b: Any) -> str:
+def local_address(b: Any) -> str:
+    """This broker's host:port as the cluster names it."""
     return f"{b.config.get(props.HOSTNAME) or '127.0.0.1'}:{b.portmapper_port}"
 
 
 def _local_info(b: Any, monitor: bool) -> object:
     items: list[jmxser.Item] = [
-        ("Address", "Address", STRING, _local_address(b)),
-        ("ID", "ID", STRING, _broker_id(b)),
+        ("Address", "Address", STRING, local_address(b)),
+        ("ID", "ID", STRING, broker_id(b)),
     ]
     if monitor:
         items += [
