@@ -265,3 +265,61 @@ def test_commit_of_an_unknown_transaction_is_refused(broker: Broker) -> None:
     assert isinstance(refused, Send)
     assert _returned(refused.data) == (2, "javax.management.MBeanException")
     assert b"no transaction 12345" in refused.data
+
+
+def test_events_become_notifications(broker: Broker) -> None:
+    """Changes made through the admin commands (as imqcmd's) reach JMX as the stock
+    broker's notifications, from the router's events (broker/server/jmx_events.py)."""
+    from broker.protocol.admin_types import PAUSE, RESUME
+    from broker.protocol.jtypes import JInt, JLong
+    from broker.protocol.names import JMQ_DEST_TYPE, JMQ_DESTINATION, JMQ_PAUSE_TARGET
+    from broker.engine.jmx_names import ObjectName
+    from broker.server.jmx_events import JmxEvents
+
+    srv = JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
+    _login(srv)  # a client connected: notifications are made
+    told: list[tuple[str, str, dict[str, object]]] = []
+
+    def collect(server, source, notif_type, kind, message, **fields) -> None:
+        told.append((source, notif_type, fields))
+
+    JmxEvents(broker, [srv], collect).attach()
+    port = JmxAdminPort(broker, "admin", "127.0.0.1:4000")
+    s, conn = _login(srv)
+    args = _marshalled(JavaArray(_OBJECTS, ["q", "jmx.events"]))
+    sig = jmxser.string_array(["java.lang.String", "java.lang.String"])
+    (run,) = s.feed(
+        encode_call(conn, INVOKE, [jmxser.object_name(DM_CONFIG), "create", args, sig, None])
+    )
+    assert isinstance(run, Run)
+    asyncio.run(run.job(port))
+    dest = {JMQ_DESTINATION: "jmx.events", JMQ_DEST_TYPE: JInt(1)}
+    asyncio.run(port.command(PAUSE, {JMQ_PAUSE_TARGET: JMQ_DESTINATION, **dest}))
+    asyncio.run(port.command(RESUME, {JMQ_PAUSE_TARGET: JMQ_DESTINATION, **dest}))
+    target = D + 'type=Destination,subtype=Config,desttype=q,name="jmx.events"'
+    (set_run,) = s.feed(
+        encode_call(
+            conn,
+            SET_ATTRIBUTE,
+            [
+                jmxser.object_name(target),
+                _marshalled(jmxser.attribute("MaxNumMsgs", JLong(5))),
+                None,
+            ],
+        )
+    )
+    assert isinstance(set_run, Run)
+    asyncio.run(set_run.job(port))
+    types = [(dict(ObjectName.parse(src).keys)["type"], t) for src, t, _f in told]
+    assert types == [
+        ("DestinationManager", "mq.destination.create"),
+        ("Destination", "mq.destination.pause"),
+        ("DestinationManager", "mq.destination.pause"),
+        ("Destination", "mq.destination.resume"),
+        ("DestinationManager", "mq.destination.resume"),
+        ("Destination", "jmx.attribute.change"),
+    ]
+    change = told[-1][2]
+    assert change["attributeName"] == "MaxNumMsgs"
+    assert (change["oldValue"], change["newValue"]) == (-1, 5)
+    assert told[1][2]["pauseType"] == "ALL"

@@ -7,7 +7,8 @@ quiescing and shutting down; the broker's properties changed) and its transactio
 transaction observer), however they were caused (imqcmd, the portal, REST, JMX, a
 client), and publishes each as OpenMQ's notification from OpenMQ's MBean.  A change of
 a Config MBean's attribute is found by reading the MBean again after an event that
-may change it and comparing with what it read before (``jmx.attribute.change``).
+may change it and comparing with what it read before (``jmx.attribute.change``, of the
+attributes the stock MBeanInfo says are writable).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from broker.engine import jmx_mbeans
+from broker.engine import jmx_mbeans, jmx_stockinfo
 from broker.engine.jmx import JmxServer
 from broker.engine.jmx_mbeans import DOMAIN
 from broker.engine.jmx_names import ObjectName
@@ -179,8 +180,14 @@ class JmxEvents:
         for name, kind, key in self.registry.mbeans():
             if kind.subtype != "Config" or kind.type == "Connection":
                 continue
+            stock = jmx_stockinfo.kinds().get(f"{kind.type}/{kind.subtype}")
+            # The stock broker tells changes of the attributes one may set, not of the
+            # counts some Config MBeans show (NumDestinations).
+            writable = {a[0] for a in stock.attributes if a[4]} if stock is not None else set()
             values: dict[str, object] = {}
             for attr in kind.attrs:
+                if attr.name not in writable:
+                    continue
                 try:
                     values[attr.name] = attr.read(self.broker, key)
                 except Exception:  # noqa: BLE001 - one unreadable value must not stop the rest

@@ -33,9 +33,7 @@ def test_polling_every_attribute_under_load(request: pytest.FixtureRequest, java
         shutil.rmtree(tmp, ignore_errors=True)
     assert r.checks == dict.fromkeys(("connect", "load", "poll", "close"), "ok"), r.explain()
     info = {
-        line.split()[1]: line.split(maxsplit=2)[2]
-        for line in r.lines
-        if line.startswith("info ")
+        line.split()[1]: line.split(maxsplit=2)[2] for line in r.lines if line.startswith("info ")
     }
     assert info["polls"] == str(SECONDS), r.explain()
     assert info["errors"] == "0" and info["missing"] == "0", r.explain()
