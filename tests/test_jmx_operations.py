@@ -224,7 +224,7 @@ def test_every_read_operation_answers(broker: Broker) -> None:
     answered = set()
     for name, _kind, _key in Registry(broker).mbeans():
         key = kind_key(name)
-        for op_name, returns, _d, _impact, params in kinds()[key].operations:
+        for op_name, _returns, _d, _impact, params in kinds()[key].operations:
             if op_name not in jmx_readops.READ_OPERATIONS.get(key, {}):
                 continue
             args = _marshalled(JavaArray(_OBJECTS, [None] * len(params)))
@@ -270,10 +270,10 @@ def test_commit_of_an_unknown_transaction_is_refused(broker: Broker) -> None:
 def test_events_become_notifications(broker: Broker) -> None:
     """Changes made through the admin commands (as imqcmd's) reach JMX as the stock
     broker's notifications, from the router's events (broker/server/jmx_events.py)."""
+    from broker.engine.jmx_names import ObjectName
     from broker.protocol.admin_types import PAUSE, RESUME
     from broker.protocol.jtypes import JInt, JLong
     from broker.protocol.names import JMQ_DEST_TYPE, JMQ_DESTINATION, JMQ_PAUSE_TARGET
-    from broker.engine.jmx_names import ObjectName
     from broker.server.jmx_events import JmxEvents
 
     srv = JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
