@@ -20,7 +20,7 @@ from typing import Any
 
 from broker.engine import jmx_operations, jmx_readops
 from broker.engine import jmx_stockinfo as jmx_info
-from broker.engine.jmx_mbeans import DEFAULT_DOMAIN, MBean, Registry
+from broker.engine.jmx_mbeans import DEFAULT_DOMAIN, MBean, Registry, one_reading
 from broker.engine.jmx_names import ObjectName
 from broker.engine.jmx_notifications import ClientListeners, Listener, NotificationBuffer
 from broker.engine.jmx_operations import AdminPort, OperationError
@@ -364,11 +364,12 @@ class JrmpSession:
                 )
             return _ok(getter(srv.broker))
         if name == "getAttributes":
-            values = [
-                jmxser.attribute(a, mbean.attributes[a](srv.broker))
-                for a in jmxser.read_strings(args[1])
-                if a in mbean.attributes
-            ]
+            with one_reading():
+                values = [
+                    jmxser.attribute(a, mbean.attributes[a](srv.broker))
+                    for a in jmxser.read_strings(args[1])
+                    if a in mbean.attributes
+                ]
             return _ok(jmxser.attribute_list(values))
         if name == "setAttribute":
             attr_name, value = jmxser.read_attribute(jmxser.read_marshalled(args[1]))

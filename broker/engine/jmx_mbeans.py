@@ -16,6 +16,7 @@ docs/reference/jmx.md lists where values differ.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
@@ -618,12 +619,43 @@ _DEST_STATE_LABELS = {0: "Running", 1: "Consumers Paused", 2: "Producers Paused"
 _LIMIT_BEHAVIORS = ("FLOW_CONTROL", "REMOVE_OLDEST", "REJECT_NEWEST", "REMOVE_LOW_PRIORITY")
 
 
+# The destination views of the reading in progress (None: no reading), by kind and
+# destination: each view walks the destination's waiting messages (paged_out), so the
+# attributes a getAttributes asks for share one walk instead of one each (a monitoring
+# poll of a destination with a backlog cost seconds of the event loop otherwise).
+_reading: dict[tuple[str, int], Any] | None = None
+
+
+@contextmanager
+def one_reading() -> Iterator[None]:
+    """Attributes read within share each destination's info and metrics (the engine
+    reads a getAttributes' attributes inside one; single-threaded, like the engine)."""
+    global _reading
+    outer = _reading
+    _reading = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _reading = outer
+
+
+def _view(what: str, d: Any, make: Callable[[], Any]) -> Any:
+    memo = _reading
+    if memo is None:
+        return make()
+    key = (what, id(d))
+    value = memo.get(key)
+    if value is None:
+        value = memo[key] = make()
+    return value
+
+
 def _info(b: Any, d: Any) -> dict[str, Any]:
-    return destination_info_values(b.router, d)
+    return _view("info", d, lambda: destination_info_values(b.router, d))
 
 
 def _metrics(b: Any, d: Any) -> dict[str, int]:
-    return destination_metric_values(b.router, d)[0]
+    return _view("metrics", d, lambda: destination_metric_values(b.router, d)[0])
 
 
 def _unlimited(value: Any) -> JLong:
