@@ -177,3 +177,149 @@ def test_fetch_waits_until_a_notification(broker: Broker) -> None:
         0,
     )
     assert s.fetch_timeout() == []  # answered: nothing waits any more
+
+
+# Stock operations this broker cannot serve: imqcmd cannot do them here either
+# (docs/reference/jmx.md, "What does not work yet").
+UNSERVED = {("Cluster/Config", "changeMasterBroker")}
+
+
+def test_every_stock_operation_is_served() -> None:
+    from broker.engine import jmx_operations, jmx_readops
+    from broker.engine.jmx_stockinfo import kinds
+
+    missing = {
+        (key, op[0])
+        for key, kind in kinds().items()
+        for op in kind.operations
+        if op[0] not in jmx_operations.OPERATIONS.get(key, {})
+        and op[0] not in jmx_readops.READ_OPERATIONS.get(key, {})
+    }
+    assert missing == UNSERVED
+
+
+def test_every_read_operation_answers(broker: Broker) -> None:
+    """Each read-only operation of every MBean (a destination's too) answers a value of
+    its declared type, with null arguments, on a broker with a destination."""
+    from broker.engine import jmx_readops
+    from broker.engine.jmx_stockinfo import kind_key, kinds
+
+    srv = JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
+    s, conn = _login(srv)
+    (run,) = s.feed(
+        encode_call(
+            conn,
+            INVOKE,
+            [
+                jmxser.object_name(DM_CONFIG),
+                "create",
+                _marshalled(JavaArray(_OBJECTS, ["q", "jmx.reads"])),
+                jmxser.string_array(["java.lang.String", "java.lang.String"]),
+                None,
+            ],
+        )
+    )
+    assert isinstance(run, Run)
+    asyncio.run(run.job(JmxAdminPort(broker, "admin", "127.0.0.1:4000")))
+    answered = set()
+    for name, _kind, _key in Registry(broker).mbeans():
+        key = kind_key(name)
+        for op_name, _returns, _d, _impact, params in kinds()[key].operations:
+            if op_name not in jmx_readops.READ_OPERATIONS.get(key, {}):
+                continue
+            args = _marshalled(JavaArray(_OBJECTS, [None] * len(params)))
+            sig = jmxser.string_array([p[1] for p in params])
+            target = jmxser.object_name(name.canonical)
+            (reply,) = s.feed(encode_call(conn, INVOKE, [target, op_name, args, sig, None]))
+            assert isinstance(reply, Send)
+            kind_of_return, value = _returned(reply.data)
+            assert kind_of_return == 1, (name.canonical, op_name, value)
+            answered.add((key, op_name))
+    # A broker that is not started has no connection, so no Connection MBean.
+    expected = {
+        (k, op)
+        for k, ops in jmx_readops.READ_OPERATIONS.items()
+        for op in ops
+        if k != "Connection/Monitor"
+    }
+    assert answered == expected
+
+
+def test_commit_of_an_unknown_transaction_is_refused(broker: Broker) -> None:
+    srv = JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
+    s, conn = _login(srv)
+    tm = jmxser.object_name(D + "type=TransactionManager,subtype=Config")
+    args = _marshalled(JavaArray(_OBJECTS, ["12345"]))
+    sig = jmxser.string_array(["java.lang.String"])
+    (run,) = s.feed(encode_call(conn, INVOKE, [tm, "commit", args, sig, None]))
+    assert isinstance(run, Run)
+    port = JmxAdminPort(broker, "admin", "127.0.0.1:4000")
+    try:
+        asyncio.run(run.job(port))
+    except Exception as exc:
+        error: BaseException | None = exc
+    else:
+        error = None
+    assert error is not None
+    (refused,) = s.run_result(run, None, error)
+    assert isinstance(refused, Send)
+    assert _returned(refused.data) == (2, "javax.management.MBeanException")
+    assert b"no transaction 12345" in refused.data
+
+
+def test_events_become_notifications(broker: Broker) -> None:
+    """Changes made through the admin commands (as imqcmd's) reach JMX as the stock
+    broker's notifications, from the router's events (broker/server/jmx_events.py)."""
+    from broker.engine.jmx_names import ObjectName
+    from broker.protocol.admin_types import PAUSE, RESUME
+    from broker.protocol.jtypes import JInt, JLong
+    from broker.protocol.names import JMQ_DEST_TYPE, JMQ_DESTINATION, JMQ_PAUSE_TARGET
+    from broker.server.jmx_events import JmxEvents
+
+    srv = JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
+    _login(srv)  # a client connected: notifications are made
+    told: list[tuple[str, str, dict[str, object]]] = []
+
+    def collect(server, source, notif_type, kind, message, **fields) -> None:
+        told.append((source, notif_type, fields))
+
+    JmxEvents(broker, [srv], collect).attach()
+    port = JmxAdminPort(broker, "admin", "127.0.0.1:4000")
+    s, conn = _login(srv)
+    args = _marshalled(JavaArray(_OBJECTS, ["q", "jmx.events"]))
+    sig = jmxser.string_array(["java.lang.String", "java.lang.String"])
+    (run,) = s.feed(
+        encode_call(conn, INVOKE, [jmxser.object_name(DM_CONFIG), "create", args, sig, None])
+    )
+    assert isinstance(run, Run)
+    asyncio.run(run.job(port))
+    dest = {JMQ_DESTINATION: "jmx.events", JMQ_DEST_TYPE: JInt(1)}
+    asyncio.run(port.command(PAUSE, {JMQ_PAUSE_TARGET: JMQ_DESTINATION, **dest}))
+    asyncio.run(port.command(RESUME, {JMQ_PAUSE_TARGET: JMQ_DESTINATION, **dest}))
+    target = D + 'type=Destination,subtype=Config,desttype=q,name="jmx.events"'
+    (set_run,) = s.feed(
+        encode_call(
+            conn,
+            SET_ATTRIBUTE,
+            [
+                jmxser.object_name(target),
+                _marshalled(jmxser.attribute("MaxNumMsgs", JLong(5))),
+                None,
+            ],
+        )
+    )
+    assert isinstance(set_run, Run)
+    asyncio.run(set_run.job(port))
+    types = [(dict(ObjectName.parse(src).keys)["type"], t) for src, t, _f in told]
+    assert types == [
+        ("DestinationManager", "mq.destination.create"),
+        ("Destination", "mq.destination.pause"),
+        ("DestinationManager", "mq.destination.pause"),
+        ("Destination", "mq.destination.resume"),
+        ("DestinationManager", "mq.destination.resume"),
+        ("Destination", "jmx.attribute.change"),
+    ]
+    change = told[-1][2]
+    assert change["attributeName"] == "MaxNumMsgs"
+    assert (change["oldValue"], change["newValue"]) == (-1, 5)
+    assert told[1][2]["pauseType"] == "ALL"

@@ -215,6 +215,12 @@ class Limits:
         dispatches / is released now."""
         was_paused = dest.state in (DestState.PRODUCERS_PAUSED, DestState.PAUSED)
         dest.state = state
+        observers = self.ctx.observers
+        if observers.router_events:
+            kind = "destination.resumed" if state == DestState.RUNNING else "destination.paused"
+            observers.router_event(
+                kind, {"name": dest.name, "type": dest.dest_type, "state": int(state)}
+            )
         paused = state in (DestState.CONSUMERS_PAUSED, DestState.PAUSED)
         t = now_ms()
         for q in dest.delivery_queues():

@@ -154,7 +154,11 @@ class TransactionObserver(Protocol):
 class RouterEventObserver(Protocol):
     """Told about destinations created, updated or destroyed, durable subscriptions
     removed and connections closed: ``(kind, data)``, e.g. ``("destination.created",
-    {"name": ..., "type": ...})``."""
+    {"name": ..., "type": ...})``.  The router also tells ``destination.paused``/
+    ``resumed``/``purged``; the layers above add theirs on the same channel
+    (``connection.opened``/``rejected``, ``destination.compacted``, ``service.paused``/
+    ``resumed``/``updated``, ``broker.properties``/``quiesce``/``shutdown``): observers
+    ignore the kinds they do not know."""
 
     def router_event(self, kind: str, data: dict) -> None: ...
 

@@ -630,7 +630,10 @@ class MessageRouter:
         """Admin PURGE_DESTINATION: drop every message waiting in ``dest`` (for a topic:
         in each of its subscriptions), as :meth:`purged`; the ones delivered and not yet
         acknowledged stay with their consumers.  Returns how many were dropped."""
-        return sum(self.purged(q.clear()) for q in dest.delivery_queues())
+        n = sum(self.purged(q.clear()) for q in dest.delivery_queues())
+        if self.observers.router_events:
+            self._event("destination.purged", {"name": dest.name, "type": dest.dest_type})
+        return n
 
     def purge_subscription(self, sub: Subscription) -> int:
         """Admin PURGE_DURABLE: drop the messages waiting for a topic subscription (those

@@ -100,6 +100,13 @@ class HandshakeRules(EngineBase):
             refusal = f"service {svc.name} has reached its connection limit"
         if refusal is not None:
             svc.connections_rejected += 1
+            observers = b.router.observers
+            if observers.router_events:
+                peer = str(self.peer or "")
+                observers.router_event(
+                    "connection.rejected",
+                    {"service": svc.name, "user": None, "host": peer.rpartition(":")[0] or peer},
+                )
             self.reply(pkt, Status.UNAVAILABLE, reason=refusal)
             self.close(refusal)
             return

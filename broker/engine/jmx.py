@@ -18,9 +18,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from broker.engine import jmx_operations
+from broker.engine import jmx_operations, jmx_readops
 from broker.engine import jmx_stockinfo as jmx_info
-from broker.engine.jmx_mbeans import DEFAULT_DOMAIN, Registry
+from broker.engine.jmx_mbeans import DEFAULT_DOMAIN, MBean, Registry, one_reading
 from broker.engine.jmx_names import ObjectName
 from broker.engine.jmx_notifications import ClientListeners, Listener, NotificationBuffer
 from broker.engine.jmx_operations import AdminPort, OperationError
@@ -31,7 +31,6 @@ from broker.engine.jmx_values import (
     java_types_have_list,
     java_value,
     name_arg,
-    operation_notification,
 )
 from broker.protocol import jmxser
 from broker.protocol.errors import ProtocolError
@@ -87,7 +86,6 @@ class Run:
     job: Callable[[AdminPort], Awaitable[object]]
     what: str
     user: str
-    notify: tuple[str, str, str, dict[str, object]] | None = None  # source, type, kind, fields
 
 
 @dataclass(frozen=True, slots=True)
@@ -372,11 +370,12 @@ class JrmpSession:
                 )
             return _ok(getter(srv.broker))
         if name == "getAttributes":
-            values = [
-                jmxser.attribute(a, mbean.attributes[a](srv.broker))
-                for a in jmxser.read_strings(args[1])
-                if a in mbean.attributes
-            ]
+            with one_reading():
+                values = [
+                    jmxser.attribute(a, mbean.attributes[a](srv.broker))
+                    for a in jmxser.read_strings(args[1])
+                    if a in mbean.attributes
+                ]
             return _ok(jmxser.attribute_list(values))
         if name == "setAttribute":
             attr_name, value = jmxser.read_attribute(jmxser.read_marshalled(args[1]))
@@ -412,19 +411,13 @@ class JrmpSession:
             what = f"set {', '.join(a for a, _, _ in accepted)} of {target.canonical}"
             return [Run(set_many, what, client.user)]
         if name == "invoke":
-            read = getattr(mbean.kind, "operations", {}).get(args[1])
-            if read is not None and (args[1], kind and kind.key) not in _OWN:
-                # A read-only operation of the catalogue (jmx_mbeans.MBeanKind.operations):
-                # a function of (broker, the MBean's key, arguments), like a getter.
-                params = jmxser.read_list(jmxser.read_marshalled(args[2]))
-                return _ok(java_value(read(srv.broker, mbean.key, params)))
-            return self._invoke(client, target, kind, args[1], args[2], args[3])
+            return self._invoke(client, mbean, kind, args[1], args[2], args[3])
         return _raise("UnmarshalException", f"{name} is not supported by this broker yet")
 
     def _invoke(
         self,
         client: ClientConnection,
-        target: ObjectName,
+        mbean: MBean,
         kind: jmx_info.MBeanKind | None,
         operation: object,
         params: object,
@@ -432,11 +425,14 @@ class JrmpSession:
     ) -> list[Effect]:
         if not isinstance(operation, str):
             raise ProtocolError("operation name is not a String")
+        target = mbean.name
         values = jmxser.read_list(jmxser.read_marshalled(params))
         sig = tuple(jmxser.read_strings(signature)) if signature is not None else None
         known = kind.signatures(operation) if kind is not None else []
         matching = [s for s in known if (s == sig if sig is not None else len(s) == len(values))]
-        run = jmx_operations.OPERATIONS.get(kind.key if kind else "", {}).get(operation)
+        key = kind.key if kind else ""
+        run = jmx_operations.OPERATIONS.get(key, {}).get(operation)
+        read = jmx_readops.READ_OPERATIONS.get(key, {}).get(operation)
         if not matching or len(values) != len(matching[0]):
             # The stock MBeans' words for an operation they do not have.
             what = f"{operation}({', '.join(sig or ())})"
@@ -445,7 +441,7 @@ class JrmpSession:
                 "IllegalArgumentException",
                 f"Unsupported operation: {what}",
             )
-        if run is None:
+        if run is None and read is None:
             what = f"{operation}({', '.join(sig or ())})"
             return _wrapped_raise(
                 "ReflectionException",
@@ -460,6 +456,10 @@ class JrmpSession:
                     "IllegalArgumentException",
                     f"{operation}: {value!r} is not a {java_type}",
                 )
+        if run is None:
+            # Reads the broker's state in place, like a getter (jmx_readops.py).
+            assert read is not None
+            return _ok(java_value(read(self.server.broker, mbean.key, values)))
         if java_types_have_list(matching[0]):
             values = [
                 jmxser.read_attribute_list(v) if t == "javax.management.AttributeList" else v
@@ -469,12 +469,7 @@ class JrmpSession:
         async def job(port: AdminPort) -> object:
             return await run(port, target, values)
 
-        assert kind is not None
-        notify = None
-        note = jmx_operations.OPERATION_NOTIFICATIONS.get((kind.key, operation))
-        if note is not None:
-            notify = operation_notification(target, note, values)
-        return [Run(job, f"{operation} on {target.canonical}", client.user, notify)]
+        return [Run(job, f"{operation} on {target.canonical}", client.user)]
 
     def run_result(self, req: Run, value: object, error: BaseException | None) -> list[Effect]:
         """The outcome of a :class:`Run`: ``value`` (None: null; ``_VOID``: void) or
@@ -605,11 +600,6 @@ def _wrapped_raise(wrapper: str, kind: str, message: str, outer: str | None = No
 def _mbean_exception(message: str) -> list[Effect]:
     exc = jmxser.wrapped("MBeanException", message, jmxser.invocation_target(message))
     return [Send(encode_return(_uid(), exc, exceptional=True))]
-
-
-# Operations this module runs (jmx_operations.OPERATIONS), which the catalogue's
-# read-only ones do not shadow.
-_OWN = {(op, k) for k, ops in jmx_operations.OPERATIONS.items() for op in ops}
 
 
 class _Void:

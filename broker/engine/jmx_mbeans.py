@@ -16,7 +16,8 @@ docs/reference/jmx.md lists where values differ.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any
 
 from broker import props
@@ -63,8 +64,6 @@ class MBeanKind:
     type: str
     subtype: str
     attrs: tuple[Attr, ...]
-    # Operations for invoke, by name (filled by the operations' module; none here).
-    operations: dict[str, Any] = field(default_factory=dict, compare=False)
 
     def attribute(self, name: str) -> Attr | None:
         for a in self.attrs:
@@ -103,7 +102,8 @@ def _host(b: Any, _key: Any = None) -> str:
     return b.config.get(props.HOSTNAME) or "localhost"
 
 
-def _broker_id(b: Any, _key: Any = None) -> str | None:
+def broker_id(b: Any, _key: Any = None) -> str | None:
+    """imq.brokerid (None when unset)."""
     return b.config.get(props.BROKER_ID) or None
 
 
@@ -162,7 +162,7 @@ SERVICE_NAMES = ("admin", "httpjms", "httpsjms", "jms", "ssladmin", "ssljms", "w
 # -- Broker ----------------------------------------------------------------------------
 
 _BROKER = (
-    Attr("BrokerID", STRING, _broker_id),
+    Attr("BrokerID", STRING, broker_id),
     Attr("Host", STRING, _host),
     Attr("InstanceName", STRING, lambda b, k: b.config.instance),
     Attr("Port", INTEGER, lambda b, k: JInt(b.portmapper_port)),
@@ -185,14 +185,15 @@ BROKER_MONITOR = MBeanKind(
 OPERATING = 0
 
 
-def _local_address(b: Any) -> str:
+def local_address(b: Any) -> str:
+    """This broker's host:port as the cluster names it."""
     return f"{b.config.get(props.HOSTNAME) or '127.0.0.1'}:{b.portmapper_port}"
 
 
 def _local_info(b: Any, monitor: bool) -> object:
     items: list[jmxser.Item] = [
-        ("Address", "Address", STRING, _local_address(b)),
-        ("ID", "ID", STRING, _broker_id(b)),
+        ("Address", "Address", STRING, local_address(b)),
+        ("ID", "ID", STRING, broker_id(b)),
     ]
     if monitor:
         items += [
@@ -618,12 +619,43 @@ _DEST_STATE_LABELS = {0: "Running", 1: "Consumers Paused", 2: "Producers Paused"
 _LIMIT_BEHAVIORS = ("FLOW_CONTROL", "REMOVE_OLDEST", "REJECT_NEWEST", "REMOVE_LOW_PRIORITY")
 
 
+# The destination views of the reading in progress (None: no reading), by kind and
+# destination: each view walks the destination's waiting messages (paged_out), so the
+# attributes a getAttributes asks for share one walk instead of one each (a monitoring
+# poll of a destination with a backlog cost seconds of the event loop otherwise).
+_reading: dict[tuple[str, int], Any] | None = None
+
+
+@contextmanager
+def one_reading() -> Iterator[None]:
+    """Attributes read within share each destination's info and metrics (the engine
+    reads a getAttributes' attributes inside one; single-threaded, like the engine)."""
+    global _reading
+    outer = _reading
+    _reading = {} if outer is None else outer
+    try:
+        yield
+    finally:
+        _reading = outer
+
+
+def _view(what: str, d: Any, make: Callable[[], Any]) -> Any:
+    memo = _reading
+    if memo is None:
+        return make()
+    key = (what, id(d))
+    value = memo.get(key)
+    if value is None:
+        value = memo[key] = make()
+    return value
+
+
 def _info(b: Any, d: Any) -> dict[str, Any]:
-    return destination_info_values(b.router, d)
+    return _view("info", d, lambda: destination_info_values(b.router, d))
 
 
 def _metrics(b: Any, d: Any) -> dict[str, int]:
-    return destination_metric_values(b.router, d)[0]
+    return _view("metrics", d, lambda: destination_metric_values(b.router, d)[0])
 
 
 def _unlimited(value: Any) -> JLong:

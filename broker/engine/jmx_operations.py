@@ -31,15 +31,21 @@ from broker.protocol.admin_info import (
     service_info,
 )
 from broker.protocol.admin_types import (
+    COMMIT_TRANSACTION,
     COMPACT_DESTINATION,
     CREATE_DESTINATION,
+    DESTROY_CONNECTION,
     DESTROY_DESTINATION,
     PAUSE,
     PURGE_DESTINATION,
+    PURGE_DURABLE,
     QUIESCE_BROKER,
+    RELOAD_CLUSTER,
     RESET_BROKER,
     RESUME,
+    ROLLBACK_TRANSACTION,
     SHUTDOWN,
+    TAKEOVER_BROKER,
     UNQUIESCE_BROKER,
     UPDATE_BROKER_PROPS,
     UPDATE_DESTINATION,
@@ -47,11 +53,15 @@ from broker.protocol.admin_types import (
 )
 from broker.protocol.dest_attributes import destination_request
 from broker.protocol.javaser import encode_properties_object
-from broker.protocol.jtypes import JInt
+from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.names import (
+    JMQ_BROKER_ID,
+    JMQ_CLIENT_ID,
+    JMQ_CONNECTION_ID,
     JMQ_DEST_STATE,
     JMQ_DEST_TYPE,
     JMQ_DESTINATION,
+    JMQ_DURABLE_NAME,
     JMQ_METRICS,
     JMQ_NO_FAILOVER,
     JMQ_PAUSE_TARGET,
@@ -59,6 +69,7 @@ from broker.protocol.names import (
     JMQ_RESTART,
     JMQ_SERVICE_NAME,
     JMQ_TIME,
+    JMQ_TRANSACTION_ID,
 )
 from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, DestState
 
@@ -96,6 +107,11 @@ class AdminPort(Protocol):
     def services(self) -> list[str]: ...
 
     def property(self, name: str) -> str | None: ...
+
+    def durable_of(self, consumer_id: str) -> tuple[str | None, str] | None:
+        """(client ID, durable name) of the consumer ``consumer_id`` when it is a
+        durable subscriber; None when it is not or there is no such consumer."""
+        ...
 
 
 Run = Callable[[AdminPort, ObjectName, list[Any]], Awaitable[object]]
@@ -383,6 +399,45 @@ async def _all_dests_resume(port: AdminPort, target: ObjectName, args: list[Any]
     return None
 
 
+def _number(value: object, what: str) -> int:
+    text = _text(value, what)
+    if not text.isdigit():
+        raise OperationError("MBeanException", f"{what} {text!r} is not a number")
+    return int(text)
+
+
+def _id_command(request: int, prop: str, what: str) -> Run:
+    """A command on one object named by the operation's String argument (a number)."""
+
+    async def run(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
+        await port.command(request, {prop: JLong(_number(args[0], what))})
+        return None
+
+    return run
+
+
+async def _takeover(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
+    await port.command(TAKEOVER_BROKER, {JMQ_BROKER_ID: _text(args[0], "brokerID")})
+    return None
+
+
+async def _purge_consumer(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
+    # ConsumerManager purge(consumerID): the messages of a durable subscriber's
+    # subscription, as imqcmd purge dur.
+    consumer_id = _text(args[0], "consumerID")
+    durable = port.durable_of(consumer_id)
+    if durable is None:
+        raise OperationError(
+            "MBeanException", f"consumer {consumer_id} is not a durable subscriber here"
+        )
+    client_id, name = durable
+    props: dict[str, object] = {JMQ_DURABLE_NAME: name}
+    if client_id:
+        props[JMQ_CLIENT_ID] = client_id
+    await port.command(PURGE_DURABLE, props)
+    return None
+
+
 def _service_command(request: int) -> Run:
     async def run(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
         name = unquote(dict(target.keys).get("name", ""))
@@ -401,6 +456,16 @@ OPERATIONS: dict[str, dict[str, Run]] = {
         "resetMetrics": _command(RESET_BROKER, {JMQ_RESET_TYPE: JMQ_METRICS}),
         "restart": _command(SHUTDOWN, {JMQ_RESTART: True}),
         "shutdown": _shutdown,
+        "takeover": _takeover,
+    },
+    "Cluster/Config": {"reload": _command(RELOAD_CLUSTER)},
+    "ConnectionManager/Config": {
+        "destroy": _id_command(DESTROY_CONNECTION, JMQ_CONNECTION_ID, "connectionID")
+    },
+    "ConsumerManager/Config": {"purge": _purge_consumer},
+    "TransactionManager/Config": {
+        "commit": _id_command(COMMIT_TRANSACTION, JMQ_TRANSACTION_ID, "transactionID"),
+        "rollback": _id_command(ROLLBACK_TRANSACTION, JMQ_TRANSACTION_ID, "transactionID"),
     },
     "DestinationManager/Config": {
         "create": _create,
@@ -424,16 +489,4 @@ OPERATIONS: dict[str, dict[str, Run]] = {
     },
     "ServiceManager/Monitor": {"getServices": _get_services},
     "Service/Config": {"pause": _service_command(PAUSE), "resume": _service_command(RESUME)},
-}
-
-
-# Notifications that follow a successful operation, as the stock broker sends them:
-# (kind, operation) -> (MBean kinds that send it, notification type).
-OPERATION_NOTIFICATIONS: dict[tuple[str, str], str] = {
-    ("Destination/Config", "pause"): "mq.destination.pause",
-    ("Destination/Config", "resume"): "mq.destination.resume",
-    ("Destination/Config", "purge"): "mq.destination.purge",
-    ("Destination/Config", "compact"): "mq.destination.compact",
-    ("Service/Config", "pause"): "mq.service.pause",
-    ("Service/Config", "resume"): "mq.service.resume",
 }

@@ -6,9 +6,7 @@ client gets, and the notification a successful operation sends.  Pure functions.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
-from broker.engine import jmx_operations
 from broker.engine import jmx_stockinfo as jmx_info
 from broker.engine.jmx_names import ObjectName
 from broker.protocol import jmxser
@@ -73,23 +71,3 @@ def java_value(value: object) -> object:
     if isinstance(value, int) and not isinstance(value, bool | JInt | JLong):
         return JInt(value)
     return value
-
-
-def operation_notification(
-    target: ObjectName, notif_type: str, values: list[Any]
-) -> tuple[str, str, str, dict[str, object]]:
-    """(source, type, kind, fields) of the notification a successful operation sends."""
-    keys = dict(target.keys)
-    if keys.get("type") == "Service":
-        source = f"{jmx_operations.DOMAIN}:type=ServiceManager,subtype=Monitor"
-        return source, notif_type, "service", {"name": jmx_operations.unquote(keys.get("name", ""))}
-    fields: dict[str, object] = {
-        "destName": jmx_operations.unquote(keys.get("name", "")),
-        "destType": keys.get("desttype"),
-        "createdByAdmin": False,
-    }
-    if notif_type == "mq.destination.pause":
-        fields["pauseType"] = str(values[0]).upper() if values and values[0] else "ALL"
-    dest = jmx_operations.unquote(keys.get("name", ""))
-    monitor = jmx_operations.destination_name(dest, keys.get("desttype") == "t", "Monitor")
-    return monitor, notif_type, "destination", fields

@@ -659,6 +659,23 @@ NOTIFICATION_CLASSES = {
         ),
         superclass=_MQ_NOTIFICATION,
     ),
+    "connection": JavaClass(
+        _MQ + "ConnectionNotification",
+        -189741809769726998,
+        (
+            ("L", "id", _STRING),
+            ("L", "remoteHost", _STRING),
+            ("L", "serviceName", _STRING),
+            ("L", "userName", _STRING),
+        ),
+        superclass=_MQ_NOTIFICATION,
+    ),
+    "transaction": JavaClass(
+        _MQ + "TransactionNotification",
+        1053479492195775559,
+        (("L", "transactionID", _STRING),),
+        superclass=_MQ_NOTIFICATION,
+    ),
     "attribute": JavaClass(
         _MI + "AttributeChangeNotification",
         535176054565814134,

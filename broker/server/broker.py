@@ -530,6 +530,8 @@ class Broker:
             self.restart_requested = True
         if restart or not failover:
             self.failover_on_stop = False
+        if not self._stopping.is_set():
+            self.router.observers.router_event("broker.shutdown", {"restart": restart})
         self._stopping.set()
 
     # -- administration (admin protocol) ------------------------------------------------
@@ -698,6 +700,9 @@ class Broker:
         self.connections[conn.id] = conn
         conn.service.connections.add(conn)
         conn.service.connections_opened += 1
+        observers = self.router.observers
+        if observers.router_events:
+            observers.router_event("connection.opened", _connection_event(conn))
 
     def connection_closed(self, conn: ConnectionEngine) -> None:
         self.connections.pop(conn.id, None)
@@ -1005,3 +1010,14 @@ def _raise_fd_limit() -> None:
             resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
         except (ValueError, OSError):
             pass
+
+
+def _connection_event(conn: Any) -> dict[str, object]:
+    """What a connection event tells of a client connection (JMX's notifications)."""
+    peer = str(conn.peer or "")
+    return {
+        "id": conn.id,
+        "service": conn.service.name,
+        "user": conn.user,
+        "host": peer.rpartition(":")[0] or peer,
+    }

@@ -29,11 +29,11 @@ from broker.engine.jmx import (
 from broker.engine.jmx_mbeans import DOMAIN, Registry, attach_tally
 from broker.engine.jmx_names import ObjectName
 from broker.protocol.portmapper import ServiceEntry
-from broker.protocol.types import DEST_TOPIC
 from broker.security.digest import constant_time_equals, md5str
 from broker.security.shipped import refused_off_loopback
 from broker.security.tlsaccept import listening_socket, serve
 from broker.server.jmx_admin import JmxAdminPort
+from broker.server.jmx_events import JmxEvents
 
 log = logging.getLogger(__name__)
 
@@ -45,7 +45,6 @@ CONNECTORS = (SERVICE, SSL_SERVICE)
 IDLE_TIMEOUT = 120.0
 # Notification sources as OpenMQ's MQObjectName writes them (a notification's source
 # keeps its key order).
-DESTINATION_MANAGER = f"{DOMAIN}:type=DestinationManager,subtype=Monitor"
 LOG_MONITOR = f"{DOMAIN}:type=Log,subtype=Monitor"
 # Log records become notifications from this level up (OpenMQ's types: INFO, WARNING
 # and ERROR).
@@ -132,9 +131,7 @@ async def start_jmx(broker: Any) -> JmxConnector | None:
             "RMI registry is not supported; the service URLs carry the stubs"
         )
     servers = [s for s, _l in connector.servers.values()]
-    broker.router.listeners.append(
-        lambda kind, data: [_router_event(s, kind, data) for s in servers]
-    )
+    JmxEvents(broker, servers, publish).attach()
     connector.log_handler = JmxLogHandler(servers, loop)
     logging.getLogger().addHandler(connector.log_handler)
     return connector
@@ -179,26 +176,6 @@ def publish(
         proto = _PROTOCOLS.get(session)
         if proto is not None:
             proto.apply(session.wake())
-
-
-def _router_event(server: JmxServer, kind: str, data: dict) -> None:
-    """The router's destination events as DestinationManager notifications."""
-    if kind not in ("destination.created", "destination.destroyed"):
-        return
-    name = str(data.get("name", ""))
-    is_topic = bool(int(data.get("type", 0)) & DEST_TOPIC)
-    what = "create" if kind == "destination.created" else "destroy"
-    fields = {"destName": name, "destType": "t" if is_topic else "q", "createdByAdmin": False}
-    if what == "create":
-        fields["createdByAdmin"] = not bool(data.get("auto", False))
-    publish(server, DESTINATION_MANAGER, f"mq.destination.{what}", "destination", None, **fields)
-
-
-def publish_operation(server: JmxServer, note: tuple[str, str, str, dict[str, object]]) -> None:
-    source, notif_type, kind, fields = note
-    publish(server, source, notif_type, kind, None, **fields)
-    if kind == "destination":  # the DestinationManager tells of every destination
-        publish(server, DESTINATION_MANAGER, notif_type, kind, None, **fields)
 
 
 class JmxLogHandler(logging.Handler):
@@ -309,8 +286,6 @@ class JrmpProtocol(asyncio.Protocol):
         except Exception as exc:  # the engine words the refusal; a bug is logged there
             error = exc
         self._apply(self.session.run_result(req, value, error))
-        if error is None and req.notify is not None:
-            publish_operation(self.server, req.notify)
 
     async def _authenticate(self, req: Authenticate) -> None:
         assert self.session is not None

@@ -78,3 +78,15 @@ class JmxAdminPort:
         values.update(broker_identity(config))
         value = values.get(name)
         return None if value is None else str(value)
+
+    def durable_of(self, consumer_id: str) -> tuple[str | None, str] | None:
+        for conn in list(self.broker.connections.values()):
+            for session in conn.all_sessions():
+                for consumer in session.consumers.values():
+                    if str(consumer.id) != consumer_id:
+                        continue
+                    sub = consumer.subscription
+                    if sub is None or sub.durable_key is None:
+                        return None
+                    return sub.durable_key[0], sub.durable_key[1]
+        return None

@@ -177,6 +177,7 @@ async def _apply_broker_props(conn: ConnectionEngine, changes: dict[str, str]) -
         config.set(name, value)
     broker.apply_properties(set(changes))
     await save_config(conn)
+    conn.router.observers.router_event("broker.properties", {"names": sorted(changes)})
     log.info("broker properties updated: %s", changes)
     return {}, b""
 
@@ -207,6 +208,7 @@ def quiesce(conn: ConnectionEngine, props: dict) -> Result:
     if not broker.quiescing:
         broker.quiescing = True
         log.info("broker quiescing: no new client connections")
+        conn.router.observers.router_event("broker.quiesce", {})
     return {JMQ_BROKER_STATE: broker.state}, b""
 
 

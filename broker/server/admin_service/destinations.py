@@ -254,8 +254,7 @@ def compact_destination(conn: ConnectionEngine, props: dict):
     """COMPACT_DESTINATION: reclaim the file store's space now.  The file store is
     one log for every destination, so naming one compacts the lot; the database
     store has nothing to compact."""
-    if isinstance(props.get(JMQ_DESTINATION), str):
-        lookup(conn, props)
+    named = lookup(conn, props) if isinstance(props.get(JMQ_DESTINATION), str) else None
     store = conn.broker.store
     if not isinstance(store, FileStore):
         log.info("COMPACT_DESTINATION: the %s needs no compaction", type(store).__name__)
@@ -279,6 +278,10 @@ def compact_destination(conn: ConnectionEngine, props: dict):
         except Exception as exc:
             raise AdminError(Status.ERROR, f"compaction failed: {exc}") from None
         log.info("file store compacted")
+        if named is not None:
+            conn.router.observers.router_event(
+                "destination.compacted", {"name": named.name, "type": named.dest_type}
+            )
         return {}, b""
 
     return wait()

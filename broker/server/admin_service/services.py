@@ -129,6 +129,7 @@ def update_service(conn: ConnectionEngine, props: dict, body: bytes):
             config.set(f"imq.{name}.max_threads", str(high))
             config.set(f"imq.{name}.max_connections", str(svc.max_connections))
         await save_config(conn)
+        conn.router.observers.router_event("service.updated", {"name": name})
         log.info(
             "service %s updated:%s%s%s",
             name,
@@ -167,6 +168,8 @@ def _pause_target(conn: ConnectionEngine, props: dict, state: DestState) -> None
     for svc in services:
         svc.paused = paused
         log.info("service %s %s", svc.name, "paused" if paused else "resumed")
+        kind = "service.paused" if paused else "service.resumed"
+        conn.router.observers.router_event(kind, {"name": svc.name})
 
 
 def pause(conn: ConnectionEngine, props: dict) -> Result:

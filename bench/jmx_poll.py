@@ -1,0 +1,162 @@
+"""What JMX monitoring costs the message rate (issue 39's monitoring check).
+
+    .venv/bin/python bench/jmx_poll.py                  # 3 rounds, queue-auto, 100,000 messages
+    .venv/bin/python bench/jmx_poll.py --rounds 2 --count 50000 --workload topic
+
+One broker of ours with JMX on (``imq.jmx.connector.activelist=jmxrmi``).  Each round runs
+bench/jms.py's workload (bench/java/JmsBench.java, the stock client) twice, in turn without
+and with tests/interop/java/JmxPoll.java polling: the JDK's javax.management with the stock
+AdminConnectionFactory, listing every MBean and reading every attribute of each once a
+second for as long as the traffic runs.  The order alternates each round.  Prints each
+run's rate and the broker's CPU time per 1000 messages (its process tree, from /proc: the
+poller's own JVM runs on the same machine, so on few cores the rate ratio also counts
+the poller's CPU; the broker's CPU per message is what answering the polls costs it),
+the polled/unpolled ratios of the medians, the poller's totals (rounds, values read; a
+failed check fails the run) and the load average beside each figure.
+
+``--stock`` measures the stock OpenMQ 6.9 broker the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(HERE))
+
+from jms import WORKLOADS, Target, compile_bench, run_one  # noqa: E402
+
+from broker.launcher import start_broker, start_stock_broker  # noqa: E402
+from broker.stock_paths import JAVA_CLIENT  # noqa: E402
+
+POLLER = ROOT / "tests" / "interop" / "java"
+
+
+def compile_poller(out: Path) -> str:
+    jars = [str(JAVA_CLIENT / "imq.jar"), str(JAVA_CLIENT / "jakarta.jms-api-3.1.0.jar")]
+    cp = ":".join(jars)
+    out.mkdir(parents=True)
+    sources = [str(POLLER / "JmxPoll.java"), str(POLLER / "Checks.java")]
+    subprocess.run(["javac", "-nowarn", "-cp", cp, "-d", str(out), *sources], check=True)
+    return ":".join([str(out), *jars])
+
+
+def start(tmp: Path, stock: bool) -> tuple[int, object, int]:
+    if stock:
+        s = start_stock_broker(tmp, args=("-loglevel", "WARNING"))
+        return s.portmapper_port, s.stop, s.proc.pid
+    b = start_broker(tmp, "imq.log.level=WARNING", "imq.jmx.connector.activelist=jmxrmi")
+    return b.portmapper_port, b.stop, b.proc.pid
+
+
+def cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) of process ``pid`` and its descendants, from /proc."""
+    parents: dict[int, int] = {}
+    ticks: dict[int, int] = {}
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            fields = (d / "stat").read_text().rpartition(")")[2].split()
+        except OSError:
+            continue
+        parents[int(d.name)] = int(fields[1])
+        ticks[int(d.name)] = int(fields[11]) + int(fields[12])
+    tree = {pid}
+    grew = True
+    while grew:
+        more = {p for p, pp in parents.items() if pp in tree} - tree
+        grew = bool(more)
+        tree |= more
+    return sum(ticks.get(p, 0) for p in tree) / os.sysconf("SC_CLK_TCK")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--count", type=int, default=100_000)
+    ap.add_argument("--workload", default="queue-auto", choices=sorted(WORKLOADS))
+    ap.add_argument("--stock", action="store_true", help="the stock broker instead of ours")
+    args = ap.parse_args()
+    w = WORKLOADS[args.workload]
+    tmp = Path(tempfile.mkdtemp(prefix="jmxpoll-bench-"))
+    stop = None
+    try:
+        bench_cp, _ = compile_bench(tmp / "bench")
+        poll_cp = compile_poller(tmp / "poll")
+        (tmp / "broker").mkdir()
+        port, stop, pid = start(tmp / "broker", args.stock)
+        target = Target(
+            "stock" if args.stock else "ours", f"mq://127.0.0.1:{port}/jms", bench_cp, "openmq"
+        )
+        rates: dict[bool, list[float]] = {False: [], True: []}
+        costs: dict[bool, list[float]] = {False: [], True: []}
+        key = "producer_rate" if w.kind in ("producer", "latency") else "consumer_rate"
+        failed = False
+        print(f"{target.name}: {w.label.format(n=args.count)}")
+        for r in range(args.rounds):
+            for polled in (r % 2 == 1, r % 2 == 0):
+                poller = None
+                if polled:
+                    poller = subprocess.Popen(
+                        ["java", "-cp", poll_cp, "JmxPoll", "127.0.0.1", str(port), "3600"],
+                        stdout=subprocess.PIPE,
+                        stderr=subprocess.STDOUT,
+                        text=True,
+                    )
+                    time.sleep(3)  # connected and polling before the traffic starts
+                cpu = cpu_seconds(pid)
+                fig, ok = run_one(target, w, args.count)
+                cpu = cpu_seconds(pid) - cpu
+                load = os.getloadavg()[0]
+                summary = ""
+                if poller is not None:
+                    poller.terminate()
+                    out, _ = poller.communicate(timeout=30)
+                    rounds = [x.split() for x in out.splitlines() if x.startswith("round ")]
+                    fails = [x for x in out.splitlines() if x.startswith("fail ")]
+                    reads = sum(int(x[5]) for x in rounds)
+                    summary = f"  poller: {len(rounds)} rounds, {reads} values read"
+                    if fails:
+                        failed = True
+                        summary += f", FAILED: {fails}"
+                if not ok:
+                    failed = True
+                    continue
+                value = fig[key]
+                rates[polled].append(value)
+                per_k = cpu * 1000 / args.count * 1000  # broker CPU ms per 1000 messages
+                costs[polled].append(per_k)
+                what = "polled  " if polled else "unpolled"
+                print(
+                    f"  round {r + 1} {what} {value:10,.0f} msgs/s  broker CPU "
+                    f"{per_k:6.1f} ms/1000 msgs  load {load:.2f}{summary}"
+                )
+        if rates[False] and rates[True]:
+            off, on = statistics.median(rates[False]), statistics.median(rates[True])
+            c_off, c_on = statistics.median(costs[False]), statistics.median(costs[True])
+            print(
+                f"median unpolled {off:,.0f}, polled {on:,.0f} msgs/s: ratio {on / off:.3f}; "
+                f"broker CPU per 1000 msgs {c_off:.1f} / {c_on:.1f} ms: ratio {c_on / c_off:.3f} "
+                f"(load average now {os.getloadavg()[0]:.2f})"
+            )
+        if failed:
+            sys.exit(1)
+    finally:
+        if callable(stop):
+            stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
