@@ -33,6 +33,7 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -214,15 +215,27 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--profile", type=Path, help="write a cProfile of the last repeat here")
     args = ap.parse_args()
+    report_cases(run_case, args)
+
+
+def report_cases(
+    run: Callable[[str, int, int, cProfile.Profile | None], float],
+    args: argparse.Namespace,
+    widths: tuple[int, int] = (11, 6),
+) -> None:
+    """Run each of ``args.cases`` ``args.repeat`` times with ``run(case, count, size,
+    profile)`` (µs per message) and print the median and range; the last repeat is
+    profiled into ``<args.profile>.<case>`` when asked (bench/stomp_hotpath.py too)."""
+    name_w, value_w = widths
     for case in args.cases.split(","):
         results = []
         for i in range(args.repeat):
             prof = cProfile.Profile() if args.profile and i == args.repeat - 1 else None
-            results.append(run_case(case, args.count, args.size, prof))
+            results.append(run(case, args.count, args.size, prof))
             if prof:
                 prof.dump_stats(f"{args.profile}.{case}")
         print(
-            f"{case:11s} {statistics.median(results):6.2f} us/msg sent "
+            f"{case:{name_w}s} {statistics.median(results):{value_w}.2f} us/msg sent "
             f"(range {min(results):.2f}-{max(results):.2f}, {args.repeat} x {args.count:,})",
             flush=True,
         )

@@ -28,7 +28,6 @@ import argparse
 import cProfile
 import gc
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -42,6 +41,7 @@ import django  # noqa: E402
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 django.setup()
 
+from bench.hotpath import report_cases  # noqa: E402
 from broker.config import BrokerConfig  # noqa: E402
 from broker.engine import RunBlocking  # noqa: E402
 from broker.engine.stomp import StompEngine  # noqa: E402
@@ -194,18 +194,7 @@ def main() -> None:
     ap.add_argument("--profile", type=Path, help="write a cProfile of the last repeat here")
     args = ap.parse_args()
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
-    for case in args.cases.split(","):
-        results = []
-        for i in range(args.repeat):
-            prof = cProfile.Profile() if args.profile and i == args.repeat - 1 else None
-            results.append(run_case(case, args.count, args.size, prof))
-            if prof:
-                prof.dump_stats(f"{args.profile}.{case}")
-        print(
-            f"{case:12s} {statistics.median(results):7.2f} us/msg sent "
-            f"(range {min(results):.2f}-{max(results):.2f}, {args.repeat} x {args.count:,})",
-            flush=True,
-        )
+    report_cases(run_case, args, widths=(12, 7))
 
 
 if __name__ == "__main__":
