@@ -248,11 +248,11 @@ CLUSTER_MONITOR = MBeanKind("Cluster", "Monitor", _cluster(True, ""))
 
 
 def _opened(b: Any) -> int:
-    return sum(getattr(s, "connections_opened", 0) for s in _services(b))
+    return sum(s.connections_opened for s in _services(b))
 
 
 def _rejected(b: Any) -> int:
-    return sum(getattr(s, "connections_rejected", 0) for s in _services(b))
+    return sum(s.connections_rejected for s in _services(b))
 
 
 _NUM_CONNECTIONS = Attr("NumConnections", INTEGER, lambda b, k: JInt(len(b.connections)))
