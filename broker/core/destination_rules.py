@@ -190,6 +190,8 @@ class DestinationRules:
         return dest
 
     def destroy(self, name: str, dest_type: int, link: Link | None = None) -> None:
+        """DESTROY_DESTINATION (a client's or an administrator's); raises RouterError on
+        refusal."""
         dest = self.ctx.lookup(name, dest_type)
         if dest is None:
             raise RouterError(Status.NOT_FOUND, f"destination {name} not found")
@@ -225,6 +227,8 @@ class DestinationRules:
         )
 
     def remove(self, dest: Destination) -> None:
+        """Take ``dest`` out of its table with its waiting messages (a topic: with its
+        subscriptions) and out of the store."""
         if isinstance(dest, QueueDestination):
             self.ctx.queues.pop(dest.name, None)
             for e in dest.dq.clear():
