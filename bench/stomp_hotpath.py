@@ -48,8 +48,9 @@ from broker.engine.stomp import StompEngine  # noqa: E402
 from broker.protocol.stomp import FrameReader, encode_frame  # noqa: E402
 from broker.security.digest import md5str  # noqa: E402
 from broker.security.filerepo import FileUserRepository  # noqa: E402
-from broker.server.broker import Broker, Service  # noqa: E402
+from broker.server.broker import Broker  # noqa: E402
 from broker.server.connection import READ_SLICE  # noqa: E402
+from broker.server.services import Service  # noqa: E402
 
 CASES = ("queue-auto", "queue-client", "topic", "receipts")
 

@@ -409,7 +409,7 @@ class EngineTarget(Target):
         from broker.protocol.jtypes import JInt
         from broker.protocol.packet import Packet, PacketReader, build_packet
         from broker.protocol.types import FLAG_A, PacketType, is_reply
-        from broker.server.broker import Service
+        from broker.server.services import Service
 
         broker = self.broker()
         c = Cursor(data)

@@ -254,7 +254,8 @@ def test_the_engine_names_its_sessions(tmp_path) -> None:
     from broker.config import BrokerConfig
     from broker.engine import ConnectionEngine
     from broker.security.filerepo import FileUserRepository
-    from broker.server.broker import Broker, Service
+    from broker.server.broker import Broker
+    from broker.server.services import Service
 
     passwd = tmp_path / "passwd"
     passwd.write_text("")

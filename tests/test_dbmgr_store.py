@@ -22,7 +22,8 @@ from broker.store.base import (
     TxnSend,
     TxnState,
 )
-from broker.store.dbstore import DatabaseStore, read_state
+from broker.store.dbread import read_state
+from broker.store.dbstore import DatabaseStore
 from tests.pg import database_alias, db_access, fresh_database, postgres_url  # noqa: F401
 
 QUEUE, TOPIC = 1, 2

@@ -43,7 +43,8 @@ from broker.protocol.types import (
 )
 from broker.security.digest import md5str
 from broker.security.filerepo import FileUserRepository
-from broker.server.broker import Broker, Service
+from broker.server.broker import Broker
+from broker.server.services import Service
 from broker.stock_paths import VECTORS
 
 pytestmark = pytest.mark.fast

@@ -100,7 +100,7 @@ def test_every_attribute_reads_as_its_declared_type(broker: Broker) -> None:
 
 def test_destinations_connections_and_their_names(broker: Broker) -> None:
     from broker.engine import ConnectionEngine
-    from broker.server.broker import Service
+    from broker.server.services import Service
 
     conn = ConnectionEngine(broker, Service("jms", "NORMAL", "tcp", None, 0, "basic", -1))
     conn.peer = "127.0.0.1:5555"

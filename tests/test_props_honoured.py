@@ -7,6 +7,7 @@ import pytest
 
 from broker.protocol.types import DEST_QUEUE
 from broker.server.broker import Broker
+from broker.server.derived_settings import router_settings
 
 from .test_engine import broker as broker  # noqa: F401 - the engine tests' fixture
 
@@ -24,6 +25,6 @@ def test_auto_created_queues_prefer_local_delivery_when_told(broker: Broker) -> 
 
 
 def test_the_log_topic_capacity(broker: Broker) -> None:  # noqa: F811
-    assert broker._router_settings().log_topic_capacity == 100
+    assert router_settings(broker.config).log_topic_capacity == 100
     broker.config.set("imq.log.destination.capacity", "7")
-    assert broker._router_settings().log_topic_capacity == 7
+    assert router_settings(broker.config).log_topic_capacity == 7

@@ -24,7 +24,8 @@ from broker.engine.stomp_states import (
 from broker.protocol.stomp import Frame, FrameReader, encode_frame
 from broker.security.digest import md5str
 from broker.security.filerepo import FileUserRepository
-from broker.server.broker import Broker, Service
+from broker.server.broker import Broker
+from broker.server.services import Service
 
 pytestmark = pytest.mark.fast
 

@@ -2,12 +2,15 @@
 
 It holds the shared state (the destination, session, consumer, producer, transaction
 and client-ID tables, the broker-wide totals, the DMQ) and does the plain moves itself:
-creating and destroying destinations, sessions, producers and consumers, accepting a
-message (:meth:`MessageRouter.route`) and browsing.  The rules with a subject of their
-own live beside it, each in a module named for it, reached as the router's parts
-(``router.subs``, ``router.txns``, ``router.acks``, ``router.limits``; the router keeps
-no copies of their methods):
+creating and destroying sessions, producers and consumers, accepting a message
+(:meth:`MessageRouter.route`) and browsing.  The rules with a subject of their own live
+beside it, each in a module named for it, reached as the router's parts (``router.dests``,
+``router.subs``, ``router.txns``, ``router.acks``, ``router.limits``; the router keeps
+no copies of their methods, and offers the destination moves the layers above call under
+their old names, ``create_destination`` and the like, as the part's own bound methods):
 
+* broker/core/destination_rules.py -- making, changing, destroying and reaping
+  destinations (the name rules, auto-creation, the broker's own topics);
 * broker/core/subscriptions.py -- durable and shared topic subscriptions, client IDs;
 * broker/core/transaction_rules.py -- local and XA transactions (transaction_record.py: the record);
 * broker/core/acks.py -- acknowledgements, redelivery, maxDeliveryCount;
@@ -33,36 +36,25 @@ import itertools
 import logging
 from collections.abc import Iterable
 
-from broker.protocol.admin_types import ADMIN_QUEUE
-from broker.protocol.destname import (
-    INTERNAL_PREFIX,
-    name_problem,
-    queue_name_problem,
-    topic_pattern_problem,
-)
 from broker.protocol.types import (
     DEST_QUEUE,
     DEST_TEMP,
-    DEST_TOPIC,
-    DMQ_NAME,
     FLAG_I,
     FLAG_R,
-    FLAVOURS,
     AckMode,
     Status,
 )
-from broker.store.base import DestAdd, DestRemove, RecoveredState, Store
+from broker.store.base import RecoveredState, Store
 
-from . import topicnames
 from .acks import Acknowledgements
 from .context import CoreContext, RouterSettings
 from .destination import (
-    DEST_AUTO,
     Destination,
     QueueDestination,
     Subscription,
     TopicDestination,
 )
+from .destination_rules import DestinationRules
 from .dispatch import DeliveryQueue
 from .drops import DropLog, DropReporter
 from .errors import RouterError, now_ms
@@ -125,7 +117,15 @@ class MessageRouter:
         self.limits = Limits(ctx)
         self.acks = Acknowledgements(ctx, self.limits)
         self.subs = Subscriptions(ctx)
+        self.dests = DestinationRules(ctx, self.limits, self.subs)
         self.txns = TransactionManager(ctx, self.acks, self)
+        # The destination moves the layers above ask of the façade are the part's.
+        self.restore_destination = self.dests.restore
+        self.create_destination = self.dests.create
+        self.ensure_destination = self.dests.ensure
+        self.destroy_destination = self.dests.destroy
+        self.update_destination = self.dests.update
+        self.reap_idle = self.dests.reap_idle
         # The router's own moves on an entry are the context's.
         self.consumed = ctx.consumed
         self.forget = ctx.forget
@@ -141,7 +141,7 @@ class MessageRouter:
         """Pages waiting messages' bodies out when memory runs short (core/paging.py)."""
         return self.ctx.pager
 
-    # -- destinations ---------------------------------------------------------
+    # -- lookups ---------------------------------------------------------------
 
     def consumer(self, consumer_id: int) -> Consumer | None:
         """A local consumer by id (None when there is none)."""
@@ -167,217 +167,7 @@ class MessageRouter:
         """Every topic (a view: callers must not add or remove topics meanwhile)."""
         return self.ctx.each_topic()
 
-    def _new_destination(
-        self,
-        name: str,
-        is_topic: bool,
-        attributes: dict | None,
-        *,
-        temporary_owner: int | None = None,
-        auto: bool = False,
-    ) -> Destination:
-        """Make a destination with the configured defaults under ``attributes``, wire it
-        to the router and enter it in its table (not yet in the store)."""
-        defaults = self.settings.topic_attributes if is_topic else self.settings.queue_attributes
-        attrs = dict(defaults or {})
-        attrs.update(attributes or {})
-        cls = TopicDestination if is_topic else QueueDestination
-        dest = cls(
-            name, temporary_owner=temporary_owner, auto=auto, attributes=attrs, totals=self.totals
-        )
-        dest.on_dead = self.limits.dead
-        dest.on_room = self.limits.room
-        if temporary_owner is None:
-            dest.store = self.store
-        dest.pager = self.pager
-        if isinstance(dest, TopicDestination):
-            self.topics[name] = dest
-        else:
-            cluster = self.observers.cluster
-            dest.claims = cluster.positions if cluster is not None else None
-            self.queues[name] = dest
-        return dest
-
-    def restore_destination(
-        self, name: str, dest_type: int, auto: bool, attributes: dict | None
-    ) -> Destination:
-        """A destination the message store already holds, made again at recovery."""
-        return self._new_destination(name, bool(dest_type & DEST_TOPIC), attributes, auto=auto)
-
-    def create_destination(
-        self,
-        name: str,
-        dest_type: int,
-        link: Link | None = None,
-        *,
-        auto: bool = True,
-        attributes: dict | None = None,
-    ) -> Destination:
-        """CREATE_DESTINATION: returns the destination; raises RouterError on refusal."""
-        if not name:
-            raise RouterError(Status.BAD_REQUEST, "destination name is empty")
-        # Every way a destination comes to be passes here (JMS create, producers,
-        # consumers and sends that auto-create, the admin service, cluster peers).
-        problem = name_problem(name)
-        if problem is not None:
-            log.info("destination refused: %s", problem)
-            raise RouterError(Status.BAD_REQUEST, problem)
-        is_topic = bool(dest_type & DEST_TOPIC)
-        if not is_topic:
-            # Before the auto-create and conflict checks: OpenMQ's broker answers 415
-            # whatever else holds, so must we.
-            problem = queue_name_problem(name)
-            if problem is not None:
-                log.info("destination refused: %s", problem)
-                raise RouterError(Status.UNSUPPORTED_TYPE, problem)
-        else:
-            problem = topic_pattern_problem(name)
-            if problem is not None:
-                log.info("destination refused: %s", problem)
-                raise RouterError(Status.NOT_ACCEPTABLE, problem)
-        existing = self.lookup(name, dest_type)
-        if existing is not None:
-            raise RouterError(Status.CONFLICT, f"destination {name} already exists")
-        temp_owner = None
-        if dest_type & DEST_TEMP:
-            if link is None:
-                raise RouterError(Status.BAD_REQUEST, "temporary destination needs a connection")
-            temp_owner = link.id
-        elif auto:
-            s = self.settings
-            if name == topicnames.LOG_TOPIC and is_topic:
-                # The broker's log topic, made for its subscribers as the metrics topics.
-                attributes = topicnames.log_topic_attributes(s.log_topic_capacity)
-            elif name.startswith(INTERNAL_PREFIX) and name != DMQ_NAME:
-                # Only the metrics topics, made (whatever auto-creation allows) with
-                # attributes of their own.
-                attributes = topicnames.internal_attributes(
-                    name, is_topic, enabled=s.metrics_topics, may_watch=self._may_watch
-                )
-            elif not (s.autocreate_topic if is_topic else s.autocreate_queue) and not (
-                name == ADMIN_QUEUE and not is_topic
-            ):
-                # The admin queue is made on demand whatever auto-creation says (OpenMQ's
-                # always exists): with imq.autocreate.queue=false, imqcmd would otherwise
-                # be locked out once an idle admin queue was reaped.
-                raise RouterError(
-                    Status.NOT_FOUND, f"{name} does not exist and auto-creation is disabled"
-                )
-        if temp_owner is None and not auto:
-            self.check_change("destination", name)
-        dest = self._new_destination(
-            name,
-            is_topic,
-            attributes,
-            temporary_owner=temp_owner,
-            auto=auto and temp_owner is None,
-        )
-        if dest_type & FLAVOURS:
-            dest.flavour = dest_type & FLAVOURS
-        if dest.store is not None:
-            dest.store.submit((DestAdd(name, self._stored_type(dest), dict(dest.attributes)),))
-        log.info(
-            "created %s %s%s",
-            "topic" if is_topic else "queue",
-            name,
-            " (temporary)" if temp_owner else " (auto-created)" if dest.auto else "",
-        )
-        self._event("destination.created", {"name": name, "type": dest.dest_type})
-        return dest
-
-    def _may_watch(self, name: str, dest_type: int) -> bool:
-        # A destination's metrics topic: it exists, or it may be auto-created.
-        s = self.settings
-        can = s.autocreate_topic if dest_type & DEST_TOPIC else s.autocreate_queue
-        return can or self.lookup(name, dest_type) is not None
-
-    def ensure_destination(self, name: str, dest_type: int, link: Link | None) -> Destination:
-        """The destination, auto-creating it when allowed (producers, consumers)."""
-        dest = self.lookup(name, dest_type)
-        if dest is None:
-            dest = self.create_destination(
-                name, dest_type & ~DEST_TEMP if not dest_type & DEST_TEMP else dest_type, link
-            )
-        return dest
-
-    def destroy_destination(self, name: str, dest_type: int, link: Link | None = None) -> None:
-        dest = self.lookup(name, dest_type)
-        if dest is None:
-            raise RouterError(Status.NOT_FOUND, f"destination {name} not found")
-        if name == DMQ_NAME:
-            raise RouterError(Status.FORBIDDEN, "the dead message queue cannot be destroyed")
-        if dest.is_temporary and link is not None and dest.temporary_owner != link.id:
-            raise RouterError(
-                Status.FORBIDDEN, f"temporary destination {name} belongs to another connection"
-            )
-        if dest.consumers():
-            raise RouterError(Status.CONFLICT, f"destination {name} has active consumers")
-        if not dest.auto and not dest.is_temporary:
-            self.check_change("destination", name)
-        self._remove_destination(dest)
-
-    def update_destination(self, dest: Destination, attributes: dict) -> None:
-        """Admin UPDATE_DESTINATION: the new attribute values apply at once (limits are
-        checked on the next send, backups are promoted into new active places, producers
-        held by a limit that no longer holds are released) and are stored."""
-        if not dest.auto and not dest.is_temporary:
-            self.check_change("destination", dest.name)
-        dest.attributes.update(attributes)
-        if dest.store is not None:
-            dest.store.submit((DestAdd(dest.name, self._stored_type(dest), dict(dest.attributes)),))
-        if isinstance(dest, QueueDestination):
-            dest.promote_backups()
-            dest.dq.dispatch(now_ms())
-        if dest.waiting_producers:
-            self.limits.room(dest)  # the new limits may give them room
-        log.info("updated %s %s: %s", "queue" if dest.is_queue else "topic", dest.name, attributes)
-        self._event("destination.updated", {"name": dest.name, "type": dest.dest_type})
-
-    def _remove_destination(self, dest: Destination) -> None:
-        if isinstance(dest, QueueDestination):
-            self.queues.pop(dest.name, None)
-            for e in dest.dq.clear():
-                self.forget(e)
-            dest.dq.active = False
-        else:
-            assert isinstance(dest, TopicDestination)
-            self.topics.pop(dest.name, None)
-            for sub in list(dest.subscriptions):
-                self.subs.remove(sub)
-        if dest.store is not None:
-            dest.store.submit((DestRemove(dest.name, dest.dest_type),))
-        log.info("destroyed %s %s", "queue" if dest.is_queue else "topic", dest.name)
-        self._event(
-            "destination.destroyed", {"name": dest.name, "type": dest.dest_type, "auto": dest.auto}
-        )
-
-    def reap_idle(self, now: float, reaptime: float) -> list[str]:
-        """Destroy auto-created destinations that had no consumers, producers or
-        messages for ``reaptime`` seconds (the administrator guide's rule)."""
-        reaped = []
-        for dest in self.each_destination():
-            if not dest.auto:
-                continue
-            if (
-                dest.msg_count
-                or dest.producers
-                or dest.consumers()
-                or (isinstance(dest, TopicDestination) and dest.durables)
-            ):
-                dest.idle_since = None
-                continue
-            if dest.idle_since is None:
-                dest.idle_since = now
-            elif now - dest.idle_since >= reaptime:
-                self._remove_destination(dest)
-                reaped.append(dest.name)
-        return reaped
-
     # -- the message store ------------------------------------------------------
-
-    @staticmethod
-    def _stored_type(dest: Destination) -> int:
-        return dest.dest_type | (DEST_AUTO if dest.auto else 0)
 
     def attach_store(self, store: Store) -> None:
         """Persist from now on (before any client connects)."""
@@ -678,7 +468,7 @@ class MessageRouter:
             self.destroy_session(sess)
         for dest in self.each_destination():
             if dest.temporary_owner == link.id:
-                self._remove_destination(dest)
+                self.dests.remove(dest)
         self.subs.release_client_id(link)
         if self.observers.router_events:
             self._event("connection.closed", {"id": link.id})

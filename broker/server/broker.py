@@ -1,30 +1,29 @@
-"""The broker process: connection services, the port mapper, pings and shutdown."""
+"""The broker process: what it runs, its start-up and shutdown, its connections' books
+and the memory states.
+
+Its parts with a subject of their own are beside it: the connection services and their
+configuration (services.py), the port mapper (portmapper.py), the periodic jobs and pings
+(housekeeping.py), and the settings derived from the broker properties
+(derived_settings.py).
+"""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import os
 import random
 import resource
 import signal
-import socket
-import ssl
 import time
-from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from broker import props
-from broker.config import DEFAULTS, BrokerConfig, ConfigError
-from broker.core.memory import MemoryManager
+from broker.config import BrokerConfig
 from broker.core.message import BODIES
-from broker.core.metrics import ServiceCounters
 from broker.core.observers import RouterObservers
 from broker.core.router import MessageRouter, RouterSettings
 from broker.engine import ConnectionEngine
-from broker.protocol.auth import AUTH_BASIC, AUTH_DIGEST
 from broker.protocol.javaser import encode_hashtable
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.names import (
@@ -42,10 +41,7 @@ from broker.protocol.names import (
     JMQ_VERSION,
 )
 from broker.protocol.packet import Packet, build_packet
-from broker.protocol.portmapper import MAX_REQUEST_LINE, PortMapperTable, ServiceEntry
 from broker.protocol.types import (
-    CURRENT_PACKET_VERSION,
-    FLAG_A,
     OPENMQ_VERSION,
     GoodbyeReason,
     PacketType,
@@ -53,26 +49,27 @@ from broker.protocol.types import (
 )
 from broker.security.acl import AccessController
 from broker.security.repository import LoginThrottle, check_auth_repository
-from broker.security.tlsaccept import TlsListener, listening_socket, serve
+from broker.security.tlsaccept import listening_socket, serve
 from broker.store import ha_settings, open_store
 from broker.store.base import Store
 
-from .clustering import cluster_entry, start_cluster
-from .connection import ClientConnection
+from .clustering import start_cluster
+from .derived_settings import frame_limit, memory_budget, memory_manager, router_settings
 from .events import EventPublisher
+from .housekeeping import Housekeeping
 from .jmx import JmxConnector, start_jmx
 from .log_topic import LogTopic
 from .looplag import FullCollections, LoopLagMonitor, freeze_startup_heap
 from .metrics_topics import MetricsReport, MetricsTopics, report_interval
 from .paging import RUNTIME as PAGING_RUNTIME
 from .paging import Paging, open_paging
+from .portmapper import PortMapper
 from .reporting import attach_reports
+from .services import Service, configured_services
 from .shipped_accounts import REFRESH as REFRESH_SHIPPED
 from .shipped_accounts import ShippedAccounts
-from .stomp import StompConnection, stomp_settings
 from .transaction_rows import TransactionRecords
 from .tunnel import TunnelService
-from .websocket import WebSocketStompConnection
 
 if TYPE_CHECKING:
     from broker.cluster.service import ClusterService
@@ -81,102 +78,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("broker")
 
 PRODUCT_NAME = "OpenMQ-compatible Python broker"
-
-# imq.queue.deliverypolicy (administrator guide) as (maxNumActiveConsumers,
-# maxNumBackupConsumers) presets for auto-created queues.
-DELIVERY_POLICIES = {"single": (1, 0), "failover": (1, -1), "round-robin": (-1, 0)}
-
-
-@dataclass
-class Service:
-    """A connection service (jms, admin, ssljms, ssladmin, httpjms, httpsjms) and its
-    listener."""
-
-    name: str
-    type: str  # NORMAL or ADMIN
-    # tcp, tls (the same packets inside TLS), http or https (inside the HTTP tunnel),
-    # stomp (the STOMP bridge's listeners), ws or wss (STOMP over WebSocket)
-    protocol: str
-    host: str | None
-    port: int
-    auth_type: str
-    max_connections: int  # -1 = unlimited
-    backlog: int = 100
-    ssl_context: ssl.SSLContext | None = None
-    server: asyncio.Server | TlsListener | None = None
-    connections: set[ConnectionEngine] = field(default_factory=set)
-    # Admin PAUSE of the service: new connections are refused (HELLO_REPLY 503) until RESUME.
-    paused: bool = False
-    # Traffic of all its connections (GET_METRICS' MetricCounters; core/metrics.py).
-    metrics: ServiceCounters = field(default_factory=ServiceCounters)
-    # Connections accepted and refused (paused, quiesced, over the limit) since the start
-    # (JMX's NumConnectionsOpened / NumConnectionsRejected).
-    connections_opened: int = 0
-    connections_rejected: int = 0
-    # The HTTP tunnel's connections (http and https services; server/tunnel.py).
-    tunnel: TunnelService | None = None
-    # The STOMP service's settings (protocol stomp; server/stomp.py).
-    stomp: Any = None
-
-    def protocol_factory(self, broker: Broker) -> Callable[[], asyncio.Protocol]:
-        """What the listener makes for each accepted socket."""
-        tunnel = self.tunnel
-        if tunnel is not None:
-            return tunnel.protocol
-        if self.protocol == "stomp":
-            return lambda: StompConnection(broker, self)
-        if self.protocol in ("ws", "wss"):
-            return lambda: WebSocketStompConnection(broker, self)
-        return lambda: ClientConnection(broker, self)
-
-    @property
-    def bound_port(self) -> int:
-        if self.server is None or not self.server.sockets:
-            return 0
-        return self.server.sockets[0].getsockname()[1]
-
-
-class PortMapperProtocol(asyncio.Protocol):
-    """Answers one port-mapper request: read a line (or time out), write the table, close."""
-
-    def __init__(self, broker: Broker) -> None:
-        self.broker = broker
-        self.buf = b""
-        self.sent = False
-        self.transport: asyncio.Transport | None = None
-        self.timer: asyncio.TimerHandle | None = None
-
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]
-        # Old clients send nothing, so answer after a short wait even without a line.
-        self.timer = asyncio.get_running_loop().call_later(
-            self.broker.portmapper_timeout, self._answer
-        )
-
-    def data_received(self, data: bytes) -> None:
-        if self.sent:
-            return  # the client's extra lines are read and discarded
-        self.buf += data
-        if b"\n" in self.buf:
-            self._answer()
-        elif len(self.buf) > MAX_REQUEST_LINE:
-            log.warning("port mapper: request line too long, dropping connection")
-            if self.transport:
-                self.transport.close()
-
-    def _answer(self) -> None:
-        if self.sent or self.transport is None or self.transport.is_closing():
-            return
-        self.sent = True
-        if self.timer:
-            self.timer.cancel()
-        self.transport.write(self.broker.portmapper_table().encode())
-        # Let the client close first; close ourselves if it does not.
-        asyncio.get_running_loop().call_later(2.0, self.transport.close)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        if self.timer:
-            self.timer.cancel()
 
 
 class Broker:
@@ -198,7 +99,7 @@ class Broker:
         # The rows administrators see (BrokerTransaction), written in the thread pool.
         self.txn_records = TransactionRecords(config.instance, self.executor)
         self.router = MessageRouter(
-            self._router_settings(),
+            router_settings(config),
             observers=RouterObservers(
                 producer_flow=self, delay_timer=self, transactions=[self.txn_records]
             ),
@@ -210,20 +111,16 @@ class Broker:
         self._delay_due = 0
         self.services: list[Service] = []
         self.connections: dict[int, ConnectionEngine] = {}
-        self.portmapper_server: asyncio.AbstractServer | None = None
+        self.portmapper = PortMapper(self)
         self.jmx: JmxConnector | None = None  # imq.jmx.connector.activelist (server/jmx.py)
-        # The port mapper's bound port (imq.portmapper.port may be 0), known from when
-        # its socket is bound, before it serves; None while it does not listen.
-        self._pm_port: int | None = None
         self.started_at = time.time()
         c = config
         self.auth_timeout = c.get(props.AUTH_RESPONSE_TIMEOUT)
-        self.portmapper_timeout = max(c.get(props.PORTMAPPER_SOTIMEOUT), 1) / 1000.0
-        self.max_packet_size = _frame_limit(c)
-        self.memory = _memory_manager(c)
+        self.max_packet_size = frame_limit(c)
+        self.memory = memory_manager(c)
         # Connections told to wait (red memory state) until memory recovers.
         self.flow_waiting: set[ConnectionEngine] = set()
-        self._housekeeping_tasks: list[asyncio.Task] = []
+        self.housekeeping = Housekeeping(self)
         self.full_collections: FullCollections | None = None
         # Live events on the channel layer and MetricSample rows (events.py), once started.
         self.events: EventPublisher | None = None
@@ -245,8 +142,6 @@ class Broker:
         # unless restarting or told -nofailover.
         self.failover_on_stop = True
         self._stopping = asyncio.Event()
-        self._ping_task: asyncio.Task | None = None
-        self._expiry_task: asyncio.Task | None = None
         # Admin QUIESCE_BROKER: NORMAL services refuse new connections until UNQUIESCE.
         self.quiescing = False
         # Admin RESTART (SHUTDOWN with JMQRestart): the process starts again once stopped.
@@ -256,100 +151,8 @@ class Broker:
         # The cluster service (broker/cluster/), when imq.cluster.brokerlist names peers
         # (engine/ports.ClusterPort).
         self.cluster: ClusterService | None = None
-        self._access_polling = False
 
     # -- configuration -------------------------------------------------------
-
-    def _router_settings(self) -> RouterSettings:
-        c = self.config
-        attrs: dict[str, object] = {}
-        for attr, prop in props.AUTOCREATE_DEST_ATTRIBUTES.items():
-            if prop.name in c:  # (an unset maxDeliveryCount adds no attribute)
-                attrs[attr] = c.get(prop)
-        qattrs = dict(attrs)
-        qattrs["maxNumActiveConsumers"] = c.get(props.AUTOCREATE_QUEUE_MAX_ACTIVE)
-        qattrs["maxNumBackupConsumers"] = c.get(props.AUTOCREATE_QUEUE_MAX_BACKUP)
-        policy = (c.get(props.QUEUE_DELIVERY_POLICY) or "").strip().lower()
-        if policy:
-            if policy not in DELIVERY_POLICIES:
-                raise ConfigError(
-                    f"imq.queue.deliverypolicy: {policy!r} is not one of "
-                    + ", ".join(DELIVERY_POLICIES)
-                )
-            active, backup = DELIVERY_POLICIES[policy]
-            qattrs["maxNumActiveConsumers"] = active
-            qattrs["maxNumBackupConsumers"] = backup
-        qattrs["consumerFlowLimit"] = c.get(props.AUTOCREATE_QUEUE_FLOW_LIMIT)
-        if c.configured(props.AUTOCREATE_QUEUE_LOCAL_PREFERRED.name):
-            qattrs["localDeliveryPreferred"] = c.get(props.AUTOCREATE_QUEUE_LOCAL_PREFERRED)
-        tattrs = dict(attrs)
-        tattrs["consumerFlowLimit"] = c.get(props.AUTOCREATE_TOPIC_FLOW_LIMIT)
-        tattrs["maxNumSharedConsumers"] = c.get(props.AUTOCREATE_TOPIC_MAX_SHARED)
-        tattrs["sharedConsumerFlowLimit"] = c.get(props.AUTOCREATE_TOPIC_SHARED_FLOW_LIMIT)
-        return RouterSettings(
-            autocreate_queue=c.get(props.AUTOCREATE_QUEUE),
-            autocreate_topic=c.get(props.AUTOCREATE_TOPIC),
-            queue_attributes=qattrs,
-            topic_attributes=tattrs,
-            producer_batch=c.get(props.PRODUCER_MAX_BATCH),
-            max_message_size=c.get(props.MESSAGE_MAX_SIZE),
-            system_max_count=c.get(props.SYSTEM_MAX_COUNT),
-            system_max_size=c.get(props.SYSTEM_MAX_SIZE),
-            broker_name=f"{c.get(props.HOSTNAME) or socket.gethostname()}:"
-            f"{c.get(props.PORTMAPPER_PORT)}",
-            dmq_truncate_body=c.get(props.DMQ_TRUNCATE_BODY),
-            log_dead_messages=c.get(props.LOG_DEAD_MSGS),
-            drop_log_interval=float(c.get(props.DROP_LOG_INTERVAL)),
-            metrics_topics=c.get(props.METRICS_TOPIC_ENABLED),
-            log_topic_capacity=c.get(props.LOG_DESTINATION_CAPACITY),
-        )
-
-    def _service(self, name: str) -> Service:
-        c = self.config
-        proto = c.service_prop(name, "protocoltype", "tcp") or "tcp"
-        stype = c.service_prop(name, "servicetype", "ADMIN" if "admin" in name else "NORMAL")
-        host = c.service_prop(name, f"{proto}.hostname", c.get(props.HOSTNAME)) or None
-        port = int(c.service_prop(name, f"{proto}.port", "0") or 0)
-        auth = (
-            c.service_prop(name, "authentication.type", c.get(props.AUTH_TYPE)) or AUTH_DIGEST
-        ).lower()
-        if auth not in (AUTH_BASIC, AUTH_DIGEST):
-            raise ConfigError(f"imq.{name}.authentication.type: unknown type {auth!r}")
-        self.service_repositories[name] = self._repository_for(name, auth)
-        backlog = int(c.service_prop(name, f"{proto}.backlog", "100") or 100)
-        return Service(
-            name, str(stype).upper(), proto, host, port, auth, _max_connections(c, name), backlog
-        )
-
-    def _stomp_services(self) -> list[Service]:
-        """OpenMQ's STOMP bridge listeners (imq.bridge.enabled, stomp in
-        imq.bridge.activelist): ``stomp`` when imq.bridge.stomp.tcp.enabled, ``sslstomp``
-        (the same frames inside TLS, the broker's key material) when
-        imq.bridge.stomp.tls.enabled."""
-        c = self.config
-        if not (c.get(props.BRIDGE_ENABLED) and "stomp" in c.get(props.BRIDGE_ACTIVELIST)):
-            return []
-        auth = (c.get(props.AUTH_TYPE) or AUTH_DIGEST).lower()
-        wanted = []
-        if c.get(props.STOMP_TCP_ENABLED):
-            wanted.append(("stomp", c.get(props.STOMP_TCP_PORT)))
-        if c.get(props.STOMP_TLS_ENABLED):
-            wanted.append(("sslstomp", c.get(props.STOMP_TLS_PORT)))
-        services = []
-        for name, port in wanted:
-            self.service_repositories[name] = self._repository_for(name, auth)
-            svc = Service(
-                name,
-                "NORMAL",
-                "stomp",
-                c.get(props.HOSTNAME) or None,
-                port,
-                auth,
-                _max_connections(c, name),
-            )
-            svc.stomp = stomp_settings(c)
-            services.append(svc)
-        return services
 
     def _repository_for(self, service: str, auth: str):
         """imq[.<service>].authentication.<auth>.user_repository (security/repository.py)."""
@@ -373,33 +176,7 @@ class Broker:
         c = self.config
         # Services are configured (key material unlocked) before the store is opened, so a
         # bad configuration refuses to start without touching anything.
-        services: list[Service] = []
-        tls_context: ssl.SSLContext | None = None
-        for name in c.get(props.SERVICE_ACTIVELIST):
-            svc = self._service(name)
-            if svc.protocol in ("ws", "wss"):
-                # OpenMQ's WebSocket services; here they carry STOMP (server/websocket.py).
-                svc.stomp = stomp_settings(c)
-            if svc.protocol in ("tls", "https", "wss"):
-                if tls_context is None:
-                    from broker.security.tls import server_context
-
-                    tls_context = server_context(c)
-                svc.ssl_context = tls_context
-            elif svc.protocol not in ("tcp", "http", "ws"):
-                log.warning(
-                    "service %s: protocol %s is not available yet, not started", name, svc.protocol
-                )
-                continue
-            services.append(svc)
-        for svc in self._stomp_services():
-            if svc.name == "sslstomp":
-                if tls_context is None:
-                    from broker.security.tls import server_context
-
-                    tls_context = server_context(c)
-                svc.ssl_context = tls_context
-            services.append(svc)
+        services = configured_services(c, self._repository_for, self.service_repositories)
         if c.get(props.GC_FREEZE):
             freeze_startup_heap()  # before the store: recovered messages stay collectable
         # The previous run's transaction rows go before the store brings transactions
@@ -431,31 +208,12 @@ class Broker:
                 svc.bound_port,
             )
         self.jmx = await start_jmx(self)
-        pm_sock = None
-        if c.get(props.PORTMAPPER_BIND):
-            host = c.get(props.PORTMAPPER_HOSTNAME) or c.get(props.HOSTNAME) or None
-            port = c.get(props.PORTMAPPER_PORT)
-            pm_sock = listening_socket(host, port, c.get(props.PORTMAPPER_BACKLOG))
-            self._pm_port = pm_sock.getsockname()[1]
+        self.portmapper.bind()
         # The cluster service (which names this broker by its port mapper's port) starts
         # before the port mapper answers, so no one is given a table without it.
         self.cluster = await start_cluster(self)
-        if pm_sock is not None:
-            self.portmapper_server = await loop.create_server(
-                lambda: PortMapperProtocol(self), sock=pm_sock
-            )
-            # Said with the address, so an administrator sees at once whether the broker
-            # is reachable from other hosts (all interfaces when imq.hostname is unset).
-            log.info("port mapper listening on %s:%s", host or "*", port)
-        if c.get(props.PING_ENABLED):
-            self._ping_task = asyncio.create_task(self._ping_loop())
-        self._housekeeping_tasks = [
-            asyncio.create_task(self._every(0.5, self.check_memory)),
-            asyncio.create_task(self._every(1, self.check_disk)),
-            asyncio.create_task(self._every(5, self._reap)),
-            asyncio.create_task(self._every(5, self.router.drops.flush)),
-            asyncio.create_task(self._every(2, self._poll_access)),
-        ]
+        await self.portmapper.serve()
+        self.housekeeping.start()
         self.loop_lag = LoopLagMonitor(
             loop, c.get(props.LOOP_LAG_WINDOW) or 10, c.get(props.LOOP_LAG_WARN)
         )
@@ -463,53 +221,22 @@ class Broker:
         self.full_collections = FullCollections(
             c.get(props.GC_DEFER_MESSAGES), c.get(props.GC_DEFER_MAXWAIT)
         )
-        self._housekeeping_tasks.append(
-            asyncio.create_task(
-                self._every(2, lambda: self.full_collections.tick(self.router.totals.count))
-            )
-        )
+        self.housekeeping.add(2, lambda: self.full_collections.tick(self.router.totals.count))
         self.events = EventPublisher(self)
-        self._housekeeping_tasks.append(asyncio.create_task(self._every(1, self.events.tick)))
+        self.housekeeping.add(1, self.events.tick)
         report_every = report_interval(self)
         if report_every > 0:
             self.metrics_report = MetricsReport(self)
-            self._housekeeping_tasks.append(
-                asyncio.create_task(self._every(report_every, self.metrics_report.report))
-            )
-        self.restart_expiry_job()
+            self.housekeeping.add(report_every, self.metrics_report.report)
+        self.housekeeping.restart_expiry_job()
         await self.shipped_accounts.start(loop)
-        self._housekeeping_tasks.append(
-            asyncio.create_task(self._every(REFRESH_SHIPPED, self.shipped_accounts.refresh))
-        )
+        self.housekeeping.add(REFRESH_SHIPPED, self.shipped_accounts.refresh)
         log.info("broker %s ready", c.instance)
 
     @property
     def portmapper_port(self) -> int:
         """The port mapper's port (its bound one once it listens)."""
-        pm_port = self._pm_port
-        return self.config.get(props.PORTMAPPER_PORT) if pm_port is None else pm_port
-
-    def portmapper_table(self) -> PortMapperTable:
-        pm_port = self.portmapper_port
-        pm_props = {"sessionid": str(self.session_id)}
-        brokerid = self.config.get(props.BROKER_ID)
-        if brokerid:
-            pm_props["brokerid"] = brokerid
-        entries = [ServiceEntry("portmapper", "tcp", "PORTMAPPER", pm_port, pm_props)]
-        for svc in self.services:
-            extra = {"hostname": svc.host} if svc.host and svc.host not in ("0.0.0.0", "::") else {}
-            if svc.protocol == "stomp":
-                # As OpenMQ's broker lists its STOMP bridge's listener.
-                kind = "stomp[TCP]" if svc.ssl_context is None else "stomp[SSL/TLS]"
-                entries.append(ServiceEntry("stomp[bridge]", kind, "stomp[bridge]", svc.bound_port))
-                continue
-            entries.append(ServiceEntry(svc.name, svc.protocol, svc.type, svc.bound_port, extra))
-        if self.cluster is not None:
-            entries.append(cluster_entry(self.cluster))
-        entries.append(ServiceEntry("cluster_discovery", "tcp", "CLUSTER_DISCOVERY", 0))
-        if self.jmx is not None:
-            entries += self.jmx.portmapper_entries()
-        return PortMapperTable(self.config.instance, str(CURRENT_PACKET_VERSION), entries)
+        return self.portmapper.port
 
     async def run_until_stopped(self) -> None:
         loop = asyncio.get_running_loop()
@@ -549,13 +276,6 @@ class Broker:
         """False while the broker is quiesced and ``svc`` is a NORMAL service."""
         return not (self.quiescing and svc.type != "ADMIN")
 
-    def restart_expiry_job(self) -> None:
-        """(Re)start the periodic expiry sweep (imq.message.expiration.interval)."""
-        if self._expiry_task is not None:
-            self._expiry_task.cancel()
-        interval = max(self.config.get(props.EXPIRATION_INTERVAL), 1)
-        self._expiry_task = asyncio.create_task(self._every(interval, self.router.reclaim_expired))
-
     async def rebind_service(self, svc: Service, port: int) -> None:
         """Listen on ``port`` instead (0: any free port); open connections carry on.
         Raises OSError when the port cannot be bound (the old listener stays)."""
@@ -569,25 +289,6 @@ class Broker:
         if old is not None:
             old.close()
         log.info("service %s now listening on %s:%s", svc.name, svc.host or "*", svc.bound_port)
-
-    async def rebind_portmapper(self, port: int) -> None:
-        """Move the port mapper to ``port`` (when it listens at all)."""
-        if self.portmapper_server is None:
-            return
-        c = self.config
-        host = c.get(props.PORTMAPPER_HOSTNAME) or c.get(props.HOSTNAME) or None
-        sock = listening_socket(host, port, c.get(props.PORTMAPPER_BACKLOG))
-        try:
-            server = await asyncio.get_running_loop().create_server(
-                lambda: PortMapperProtocol(self), sock=sock
-            )
-        except BaseException:
-            sock.close()
-            raise
-        old, self.portmapper_server = self.portmapper_server, server
-        self._pm_port = sock.getsockname()[1]
-        old.close()
-        log.info("port mapper now listening on %s:%s", host or "*", port)
 
     async def reload_access_control(self) -> None:
         """Read every access control rule source again now (whether it looks changed or
@@ -609,11 +310,11 @@ class Broker:
         from broker.logsetup import RolloverFileHandler, parse_level
 
         c = self.config
-        fresh = self._router_settings()
+        fresh = router_settings(c)
         settings = self.router.settings
         for f in dc_fields(RouterSettings):
             setattr(settings, f.name, getattr(fresh, f.name))
-        self.max_packet_size = _frame_limit(c)
+        self.max_packet_size = frame_limit(c)
         if props.LOG_LEVEL.name in names:
             logging.getLogger().setLevel(parse_level(c.get(props.LOG_LEVEL)))
         rollover = (props.LOG_ROLLOVER_SECS, props.LOG_ROLLOVER_BYTES, props.LOG_ROLLOVER_SIZE)
@@ -627,9 +328,9 @@ class Broker:
                     handler.maxBytes = max(max_bytes, 0)
                     handler.rollover_secs = max(secs, 0)
         if props.EXPIRATION_INTERVAL.name in names:
-            self.restart_expiry_job()
+            self.housekeeping.restart_expiry_job()
         if props.SYSTEM_MAX_SIZE.name in names:
-            changed = self.memory.set_budget(_memory_budget(c))
+            changed = self.memory.set_budget(memory_budget(c))
             if self.paging is not None:
                 self.paging.set_budget(self.memory.budget)
             if changed is not None:
@@ -645,12 +346,9 @@ class Broker:
         log.info("broker %s shutting down", self.config.instance)
         if self.cluster is not None:
             await self.cluster.stop()
-        if self._ping_task:
-            self._ping_task.cancel()
         if self.ha is not None:
             self.ha.close()
-        for task in self._housekeeping_tasks:
-            task.cancel()
+        self.housekeeping.close()
         if self.loop_lag is not None:
             self.loop_lag.close()
         if self.full_collections is not None:
@@ -661,11 +359,9 @@ class Broker:
             self.metrics_topics.close()
         if self.log_topic is not None:
             self.log_topic.close()
-        if self._expiry_task is not None:
-            self._expiry_task.cancel()
         servers = [s.server for s in self.services if s.server]
-        if self.portmapper_server:
-            servers.append(self.portmapper_server)
+        if self.portmapper.server:
+            servers.append(self.portmapper.server)
         if self.jmx is not None:
             servers += self.jmx.listeners
             self.jmx.close()
@@ -864,33 +560,6 @@ class Broker:
 
     # -- housekeeping --------------------------------------------------------------
 
-    async def _every(self, seconds: float, job) -> None:
-        while True:
-            await asyncio.sleep(seconds)
-            try:
-                job()
-            except Exception:  # a failed sweep must not stop the next one
-                log.exception("periodic job %s failed", getattr(job, "__name__", job))
-
-    def _poll_access(self) -> None:
-        """Re-read changed access control rules (file mtime, database rows) in the pool."""
-        if self._access_polling:
-            return
-        self._access_polling = True
-
-        def done(fut) -> None:
-            self._access_polling = False
-            if not fut.cancelled() and fut.exception() is not None:
-                log.error("access control reload failed: %s", fut.exception())
-
-        loop = asyncio.get_running_loop()
-        loop.run_in_executor(self.executor, self.access.poll).add_done_callback(done)
-
-    def _reap(self) -> None:
-        reaptime = self.config.get(props.AUTOCREATE_REAPTIME)
-        for name in self.router.reap_idle(time.monotonic(), reaptime):
-            log.info("auto-created destination %s removed: unused for %s s", name, reaptime)
-
     def check_memory(self) -> None:
         """Move between memory states as message bodies come into memory and go."""
         changed = self.memory.update(BODIES.bytes)
@@ -927,79 +596,6 @@ class Broker:
             waiting, self.flow_waiting = self.flow_waiting, set()
             for conn in waiting:
                 conn.resume_connection_flow(m.count)
-
-    # -- pings -----------------------------------------------------------------------
-
-    async def _ping_loop(self) -> None:
-        c = self.config
-        interval = max(c.get(props.PING_INTERVAL), 1)
-        want_reply = c.get(props.PING_REPLY_ENABLE)
-        close_after = c.get(props.PING_CLOSE_INTERVAL)
-        while True:
-            await asyncio.sleep(interval)
-            now = time.monotonic()
-            for conn in list(self.connections.values()):
-                if now - conn.last_read < interval:
-                    continue
-                if want_reply and conn.ping_outstanding > close_after:
-                    conn.fatal(f"no answer to {conn.ping_outstanding} pings")
-                    continue
-                flags = FLAG_A if want_reply and conn.protocol_level >= 364 else 0
-                if flags:
-                    conn.ping_outstanding += 1
-                conn.write(build_packet(PacketType.PING, flags=flags))
-
-
-def _max_connections(c: BrokerConfig, name: str) -> int:
-    """The connection limit of a service (-1 = unlimited).
-
-    ``imq.<svc>.max_connections`` is ours.  OpenMQ limits a service through its thread
-    pool, ``imq.<svc>.max_threads``; with the dedicated model every connection holds its
-    threads, so we read a configured max_threads as the connection limit.  Only a value
-    set by the administrator counts: the shipped defaults (jms 1000, admin 10) size a Java
-    thread pool and would needlessly cap an asyncio broker, so they are ignored.
-    """
-    value = c.service_prop(name, "max_connections")
-    if value is None or not value.strip():
-        threads = c.service_prop(name, "max_threads")
-        if threads is None or threads == DEFAULTS.get(f"imq.{name}.max_threads"):
-            return -1
-        value = threads
-    try:
-        limit = int(value.strip())
-    except ValueError:
-        raise ConfigError(f"imq.{name}.max_connections: not a number: {value!r}") from None
-    return limit if limit >= 0 else -1
-
-
-def _frame_limit(c: BrokerConfig) -> int:
-    """The largest packet a connection reads whole: imq.message.max_size with room for
-    the other packets a client sends (at least 1 MB of it); a larger one is read past and
-    answered 423.  Without a message size limit, the largest a packet header can say."""
-    max_size = c.get(props.MESSAGE_MAX_SIZE)
-    if max_size < 0:
-        return props.INT32_MAX
-    return max(max_size, 1024 * 1024) + 64 * 1024
-
-
-def _memory_budget(c: BrokerConfig) -> int:
-    budget = c.get(props.SYSTEM_MAX_SIZE)
-    if budget <= 0:
-        budget = c.get(props.MEMORY_LIMIT)
-    if budget <= 0:
-        # Like the JVM's default heap: a quarter of the machine's memory.
-        budget = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 4
-    return budget
-
-
-def _memory_manager(c: BrokerConfig) -> MemoryManager:
-    budget = _memory_budget(c)
-    thresholds = {lv: c.get(prop) for lv, prop in props.MEMORY_THRESHOLDS.items()}
-    counts = {lv: c.get(prop) for lv, prop in props.MEMORY_COUNTS.items()}
-    try:
-        return MemoryManager(budget, thresholds, counts)
-    except ValueError as exc:
-        raise ConfigError(str(exc)) from exc
 
 
 def _raise_fd_limit() -> None:

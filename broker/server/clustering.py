@@ -26,7 +26,7 @@ log = logging.getLogger("broker.cluster")
 
 async def start_cluster(broker: Broker) -> ClusterService | None:
     """Start the cluster service, or None when this broker is not clustered."""
-    pm_port = broker.portmapper_table().services[0].port
+    pm_port = broker.portmapper_port
     cfg = ClusterConfig.from_config(broker.config, pm_port)
     if not cfg.enabled:
         return None

@@ -21,7 +21,8 @@ from broker.engine.handshake import REFUSED_LOGIN_LINGER
 from .admin_service import handler as admin
 
 if TYPE_CHECKING:
-    from .broker import Broker, Service
+    from .broker import Broker
+    from .services import Service
 
 log = logging.getLogger("broker.connection")
 

@@ -40,7 +40,7 @@ class ShippedAccounts:
         """(service, host:port) of every listening socket, port mapper included."""
         out = []
         servers = [(svc.name, svc.server) for svc in self.broker.services]
-        servers.append(("portmapper", self.broker.portmapper_server))
+        servers.append(("portmapper", self.broker.portmapper.server))
         for name, server in servers:
             for sock in getattr(server, "sockets", None) or ():
                 host, port = sock.getsockname()[:2]

@@ -14,7 +14,8 @@ from .connection import ClientConnection
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
 
-    from .broker import Broker, Service
+    from .broker import Broker
+    from .services import Service
 
 
 def stomp_settings(config: BrokerConfig) -> StompSettings:

@@ -39,7 +39,8 @@ from broker.protocol.httptunnel import (
 from .connection import ClientConnection
 
 if TYPE_CHECKING:
-    from .broker import Broker, Service
+    from .broker import Broker
+    from .services import Service
 
 log = logging.getLogger("broker.tunnel")
 

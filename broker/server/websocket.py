@@ -14,7 +14,8 @@ from broker.protocol.websocket import WebSocketError, WebSocketServer
 from .stomp import StompConnection
 
 if TYPE_CHECKING:
-    from .broker import Broker, Service
+    from .broker import Broker
+    from .services import Service
 
 log = logging.getLogger("broker.websocket")
 

@@ -38,7 +38,8 @@ from broker.config import format_properties, parse_properties
 
 from . import dbtables, ownership
 from .base import RecoveredState, records_of
-from .dbstore import DatabaseStore, read_state
+from .dbread import read_state
+from .dbstore import DatabaseStore
 from .filestore import FileStore
 
 log = logging.getLogger("broker.store")

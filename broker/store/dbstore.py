@@ -6,15 +6,15 @@ and ``reset`` only deletes this broker's rows.  Records are applied by the write
 one database transaction per batch: the commit is the durability point, so the batch is
 either all there after a crash or not there at all.
 
-A batch is first folded in memory into its net effect (a message added and settled in
-the same batch never reaches the database; delivery counts keep the latest), then written
-with bulk statements: one INSERT for the messages, one for their interests, one DELETE per
-interest for the settles.  Message records (the hot path) are written in plain SQL, not
-through the ORM; on PostgreSQL those statements go as one string, and a batch of message
-records only goes BEGIN to COMMIT in one round trip.  ``DestRemove`` and ``DurableRemove``
-act on rows the batch cannot see, so they write out what was folded so far and run in
-place, which keeps the records' order.  The semantics are those of ``tests/store_contract.replay``; the one that
-costs something is "a MsgAdd for a stored key replaces it in place": keys are inserted
+A batch is first folded in memory into its net effect (broker/store/dbfold.py: a message
+added and settled in the same batch never reaches the database; delivery counts keep the
+latest), then written with bulk statements (broker/store/dbrows.py): one INSERT for the
+messages, one for their interests, one DELETE per interest for the settles.  Message
+records (the hot path) are written in plain SQL, not through the ORM; on PostgreSQL those
+statements go as one string, and a batch of message records only goes BEGIN to COMMIT in
+one round trip.  ``DestRemove`` and ``DurableRemove`` act on rows the batch cannot see, so
+they write out what was folded so far and run in place, which keeps the records' order.
+The semantics are those of ``tests/store_contract.replay``; the one that costs something is "a MsgAdd for a stored key replaces it in place": keys are inserted
 without a look-up, and a batch that meets a stored key is redone, replacing.
 
 ``sync`` has no separate meaning here: the database's commit is the durability point
@@ -35,209 +35,36 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, TypeVar
 
 from django.db import DataError, IntegrityError, connections, transaction
-from django.db.models import BinaryField
-from django.db.models.functions import Length, Substr
 
 from broker import models as m
 
-if TYPE_CHECKING:
-    from django.db.backends.base.base import BaseDatabaseWrapper
-
-from broker.protocol.packet import body_offset
-
 from . import dbtables, ownership
 from .base import (
-    DestAdd,
-    DestRemove,
-    DurableAdd,
-    DurableRemove,
     MsgAdd,
     MsgDelivered,
     MsgSettle,
     Record,
     RecoveredState,
     Store,
-    StoredMessage,
-    StoredTransaction,
-    TxnAck,
-    TxnRemove,
-    TxnSend,
-    TxnState,
     records_of,
 )
+from .dbfold import Folded
+from .dbread import read_state
+from .dbrows import RowWriter, chunks, joined
+
+if TYPE_CHECKING:
+    from django.db.backends.base.base import BaseDatabaseWrapper
 
 log = logging.getLogger("broker.store")
 
 _T = TypeVar("_T")
 
 _MESSAGE_RECORDS = (MsgAdd, MsgSettle, MsgDelivered)
-
-# Rows per INSERT statement and keys per IN (...) list: below SQLite's 32,766 bound
-# variables and PostgreSQL's 65,535 even for the widest row.
-_CHUNK = 500
-
-
-def _marks(items: list) -> str:
-    """``%s, %s, ...``: one placeholder per item of an IN list."""
-    return ", ".join(["%s"] * len(items))
-
-
-def _joined(statements: list[tuple[str, list[object]]]) -> list[object]:
-    """The parameters of several statements sent as one string."""
-    return [arg for _, args in statements for arg in args]
-
-
-def _chunks(items: list, size: int = _CHUNK) -> Iterator[list]:
-    for i in range(0, len(items), size):
-        yield items[i : i + size]
-
-
-@dataclass
-class _Folded:
-    """The net effect of a run of records, before it is written."""
-
-    # key (hex) -> (record, open interests -> delivery count), in MsgAdd order.
-    added: dict[str, tuple[MsgAdd, dict[str, int]]] = field(default_factory=dict)
-    # Keys whose stored message (if any) goes: re-added with no interest, or re-added and
-    # settled within the run.
-    dropped: set[str] = field(default_factory=set)
-    # For messages already in the database, by key: interests settled / delivery counts.
-    settled: dict[str, set[str]] = field(default_factory=dict)
-    delivered: dict[str, dict[str, int]] = field(default_factory=dict)
-    destinations: dict[tuple[str, int], DestAdd] = field(default_factory=dict)
-    durables: dict[str, DurableAdd] = field(default_factory=dict)
-    txn_removed: set[int] = field(default_factory=set)
-    # txn id -> its latest state, or None when only work was seen (a row must exist),
-    # in the order of each transaction's first record.
-    txns: dict[int, TxnState | None] = field(default_factory=dict)
-    # txn id -> its sends and acks in order (only the order within a transaction matters).
-    txn_work: dict[int, list[TxnSend | TxnAck]] = field(default_factory=dict)
-
-    def __bool__(self) -> bool:
-        return bool(
-            self.added
-            or self.dropped
-            or self.settled
-            or self.delivered
-            or self.destinations
-            or self.durables
-            or self.txn_removed
-            or self.txns
-            or self.txn_work
-        )
-
-
-# Loading heads only: the first bytes of each message read at load.  A head (header,
-# variable header, properties) longer than that is read whole, once.
-_HEAD_PREFIX = 1024
-
-
-def read_state(inst: str, *, using: str, heads_only: bool = False) -> RecoveredState:
-    """Everything ``inst``'s rows hold, in the order it was written (the caller holds a
-    transaction, so it is one consistent snapshot).  ``heads_only``: messages come back
-    without their bodies (``StoredMessage.head`` and ``size``; see Store.lazy_bodies)."""
-    db = using
-    state = RecoveredState()
-    for name, dest_type, attributes in (
-        m.StoredDestination.objects.using(db)
-        .filter(broker_instance=inst)
-        .order_by("id")
-        .values_list("name", "dest_type", "attributes")
-    ):
-        state.destinations.append(DestAdd(name, dest_type, attributes))
-    for row in (
-        m.StoredDurable.objects.using(db)
-        .filter(broker_instance=inst)
-        .order_by("id")
-        .values_list("sub_id", "client_id", "name", "topic", "selector", "no_local", "share")
-    ):
-        state.durables.append(DurableAdd(*row))
-
-    interests: dict[str, dict[str, int]] = defaultdict(dict)
-    for key, interest, count in (
-        m.StoredInterest.objects.using(db)
-        .filter(broker_instance=inst)
-        .order_by("id")
-        .values_list("key", "interest", "delivery_count")
-        .iterator(chunk_size=2000)
-    ):
-        interests[key][interest] = count
-    rows = m.StoredMessage.objects.using(db).filter(broker_instance=inst).order_by("id")
-    messages: list[StoredMessage] = []
-    state.messages = messages
-    if heads_only:
-        _read_heads(rows, interests, messages)
-    else:
-        for key, destination, dest_type, raw in rows.values_list(
-            "key", "destination", "dest_type", "raw"
-        ).iterator(chunk_size=2000):
-            open_ = interests.get(key)
-            if not open_:  # every interest settled: the message is gone
-                continue
-            messages.append(
-                StoredMessage(bytes.fromhex(key), destination, dest_type, bytes(raw), open_)
-            )
-
-    txns: dict[int, StoredTransaction] = {}
-    for txn_id, txn_state, info in (
-        m.StoredTransaction.objects.using(db)
-        .filter(broker_instance=inst)
-        .order_by("id")
-        .values_list("txn_id", "state", "info")
-    ):
-        txns[txn_id] = StoredTransaction(txn_id, txn_state, info)
-    for txn_id, kind, key, destination, dest_type, raw, interest in (
-        m.StoredTxnWork.objects.using(db)
-        .filter(broker_instance=inst)
-        .order_by("id")
-        .values_list("txn_id", "kind", "key", "destination", "dest_type", "raw", "interest")
-        .iterator(chunk_size=2000)
-    ):
-        txn = txns.get(txn_id)
-        if txn is None:  # (the writer always creates the row; as replay would)
-            txn = txns[txn_id] = StoredTransaction(txn_id, 0, {})
-        if kind == m.StoredTxnWork.Kind.SEND:
-            txn.sends.append(
-                TxnSend(txn_id, bytes.fromhex(key), destination, dest_type, bytes(raw))
-            )
-        else:
-            txn.acks.append(TxnAck(txn_id, bytes.fromhex(key), interest))
-    state.transactions.extend(txns.values())
-    return state
-
-
-def _read_heads(rows, interests: dict[str, dict[str, int]], messages: list[StoredMessage]) -> None:
-    """Messages of ``rows`` as their heads and lengths (the database cuts them)."""
-    long_heads: dict[str, int] = {}  # key -> index in messages
-    for key, destination, dest_type, prefix, size in rows.values_list(
-        "key",
-        "destination",
-        "dest_type",
-        Substr("raw", 1, _HEAD_PREFIX, output_field=BinaryField()),
-        Length("raw"),
-    ).iterator(chunk_size=2000):
-        open_ = interests.get(key)
-        if not open_:
-            continue
-        head = bytes(prefix)
-        off = body_offset(head)
-        if off == len(head) and len(head) < size:
-            long_heads[key] = len(messages)  # its head runs past the prefix
-        messages.append(
-            StoredMessage(bytes.fromhex(key), destination, dest_type, None, open_, head[:off], size)
-        )
-    keys = list(long_heads)
-    for chunk in _chunks(keys):
-        for key, raw in rows.filter(key__in=chunk).values_list("key", "raw"):
-            whole = bytes(raw)
-            messages[long_heads[key]].head = whole[: body_offset(whole)]
 
 
 class DatabaseStore(Store):
@@ -266,6 +93,8 @@ class DatabaseStore(Store):
         self.create_tables = create_tables
         self.broker_instance = broker_instance
         self.using = using
+        # What a batch does to the rows (broker/store/dbrows.py).
+        self.rows = RowWriter(broker_instance, using)
         # The writer thread's own Django connection, once it runs.
         self._writer_connection: BaseDatabaseWrapper | None = None
         self.one_trip_writes = 0  # batches sent as one round trip (PostgreSQL, messages only)
@@ -351,7 +180,7 @@ class DatabaseStore(Store):
         )
         # A DatabaseError goes to the caller: the database failed, the messages are not
         # lost (None would say they were: the pager then gives up on them).
-        for chunk in _chunks(hexes):
+        for chunk in chunks(hexes):
             for key, raw in rows.filter(key__in=chunk).values_list("key", "raw"):
                 found[key] = bytes(raw)
         for h in hexes:
@@ -373,7 +202,7 @@ class DatabaseStore(Store):
         """Make this instance's rows hold ``state`` and nothing else, in the caller's
         transaction (``imqdbmgr restore``; the store is not loaded nor started)."""
         self._delete_rows()
-        self._apply(records_of(state), replacing=False)
+        self.rows.apply(records_of(state), replacing=False)
 
     # -- ownership: heartbeat and release ---------------------------------------------
 
@@ -485,7 +314,7 @@ class DatabaseStore(Store):
         if conn.vendor == "postgresql":
             try:
                 with transaction.atomic(using=self.using):  # a savepoint to fail in
-                    self._execute(self._fence_statements())
+                    self.rows.execute(self._fence_statements())
             except DataError:
                 self._fenced()
             return
@@ -523,14 +352,14 @@ class DatabaseStore(Store):
                 if not self._whole_batch_in_one_trip(records):
                     with transaction.atomic(using=self.using):
                         self._fence()
-                        self._apply(records, replacing=False)
+                        self.rows.apply(records, replacing=False)
             except IntegrityError:
                 # Keys are nearly always new, so the batch inserts them blindly rather than
                 # looking each one up first; a key that is stored already (a MsgAdd that
                 # replaces) fails it, and it is redone, nothing of it having been applied.
                 with transaction.atomic(using=self.using):
                     self._fence()
-                    self._apply(records, replacing=True)
+                    self.rows.apply(records, replacing=True)
         except StoreFenced:
             raise
         except BaseException:
@@ -565,10 +394,10 @@ class DatabaseStore(Store):
         conn = connections[self.using]
         if conn.vendor != "postgresql" or not all(type(r) in _MESSAGE_RECORDS for r in records):
             return False
-        folds: list[_Folded] = []
-        self._apply(records, replacing=False, write=lambda fold, replacing: folds.append(fold))
+        folds: list[Folded] = []
+        self.rows.apply(records, replacing=False, write=lambda fold, replacing: folds.append(fold))
         (fold,) = folds  # only DestRemove and DurableRemove split a batch into runs
-        statements = self._message_statements(fold, replacing=False)
+        statements = self.rows.message_statements(fold, replacing=False)
         if not statements:
             return False
         if self.epoch is not None:
@@ -576,7 +405,7 @@ class DatabaseStore(Store):
         sql = "; ".join(sql for sql, _ in statements)
         try:
             with conn.cursor() as cursor:
-                cursor.execute(f"BEGIN; {sql}; COMMIT", _joined(statements))
+                cursor.execute(f"BEGIN; {sql}; COMMIT", joined(statements))
         except BaseException as exc:
             # The server's transaction stopped at the failing statement: end it.
             with conn.cursor() as cursor:
@@ -586,318 +415,6 @@ class DatabaseStore(Store):
             raise
         self.one_trip_writes += 1
         return True
-
-    def _apply(self, records: Iterable[Record], *, replacing: bool, write=None) -> None:
-        """Fold ``records`` and write them (``write``, default ``_write``) in order."""
-        write = write or self._write
-        fold = _Folded()
-        for rec in records:
-            if isinstance(rec, MsgSettle):
-                key = rec.key.hex()
-                pending = fold.added.get(key)
-                if pending is not None:
-                    pending[1].pop(rec.interest, None)
-                    if not pending[1]:
-                        # Added and settled in the same batch: never written; but it may
-                        # have replaced a stored message of the same key, which goes too.
-                        del fold.added[key]
-                        fold.dropped.add(key)
-                else:
-                    fold.settled.setdefault(key, set()).add(rec.interest)
-                    counts = fold.delivered.get(key)
-                    if counts:
-                        counts.pop(rec.interest, None)
-            elif isinstance(rec, MsgAdd):
-                key = rec.key.hex()
-                # Settles of the stored message stay: _write applies them before it inserts,
-                # which decides whether this one takes its place or goes to the end.
-                fold.delivered.pop(key, None)  # counts of the message being replaced
-                if rec.interests:
-                    # Replaces a message of the same key, keeping its place.
-                    fold.added[key] = (rec, dict.fromkeys(rec.interests, 0))
-                else:  # nothing will ever need it: whatever had that key goes
-                    fold.added.pop(key, None)
-                    fold.dropped.add(key)
-            elif isinstance(rec, MsgDelivered):
-                key = rec.key.hex()
-                pending = fold.added.get(key)
-                if pending is not None:
-                    if rec.interest in pending[1]:
-                        pending[1][rec.interest] = rec.count
-                elif rec.interest not in fold.settled.get(key, ()):
-                    fold.delivered.setdefault(key, {})[rec.interest] = rec.count
-            elif isinstance(rec, TxnState):
-                fold.txns[rec.txn_id] = rec
-            elif isinstance(rec, TxnSend | TxnAck):
-                fold.txns.setdefault(rec.txn_id, None)
-                fold.txn_work.setdefault(rec.txn_id, []).append(rec)
-            elif isinstance(rec, TxnRemove):
-                fold.txns.pop(rec.txn_id, None)
-                fold.txn_work.pop(rec.txn_id, None)
-                fold.txn_removed.add(rec.txn_id)
-            elif isinstance(rec, DestAdd):
-                fold.destinations[(rec.name, rec.dest_type)] = rec
-            elif isinstance(rec, DurableAdd):
-                fold.durables[rec.sub_id] = rec
-            elif isinstance(rec, DestRemove | DurableRemove):
-                # These act on rows the batch cannot see: write what came before, then
-                # apply them in place.
-                write(fold, replacing=replacing)
-                fold = _Folded()
-                if isinstance(rec, DestRemove):
-                    self._remove_destination(rec)
-                else:
-                    self._remove_durable(rec)
-            else:
-                raise TypeError(f"not a store record: {rec!r}")
-        write(fold, replacing=replacing)
-
-    def _write(self, fold: _Folded, *, replacing: bool) -> None:
-        """Write one folded run with bulk statements (inside the batch's transaction)."""
-        if not fold:
-            return
-        db = self.using
-        inst = self.broker_instance
-        if fold.txn_removed:
-            for chunk in _chunks(list(fold.txn_removed)):
-                m.StoredTxnWork.objects.using(db).filter(
-                    broker_instance=inst, txn_id__in=chunk
-                ).delete()
-                m.StoredTransaction.objects.using(db).filter(
-                    broker_instance=inst, txn_id__in=chunk
-                ).delete()
-        if fold.destinations:
-            # Upsert: a destination added again keeps its place, with the new attributes.
-            m.StoredDestination.objects.using(db).bulk_create(
-                [
-                    m.StoredDestination(
-                        broker_instance=inst,
-                        name=d.name,
-                        dest_type=d.dest_type,
-                        attributes=d.attributes,
-                    )
-                    for d in fold.destinations.values()
-                ],
-                update_conflicts=True,
-                unique_fields=["broker_instance", "name", "dest_type"],
-                update_fields=["attributes"],
-            )
-        if fold.durables:
-            m.StoredDurable.objects.using(db).bulk_create(
-                [
-                    m.StoredDurable(
-                        broker_instance=inst,
-                        sub_id=d.sub_id,
-                        client_id=d.client_id,
-                        name=d.name,
-                        topic=d.topic,
-                        selector=d.selector,
-                        no_local=d.no_local,
-                        share=d.share,
-                    )
-                    for d in fold.durables.values()
-                ],
-                update_conflicts=True,
-                unique_fields=["broker_instance", "sub_id"],
-                update_fields=["client_id", "name", "topic", "selector", "no_local", "share"],
-            )
-        self._execute(self._message_statements(fold, replacing=replacing))
-        if fold.txns:
-            self._upsert_transactions(fold.txns)
-        if fold.txn_work:
-            rows = []
-            for w in (w for work in fold.txn_work.values() for w in work):
-                if isinstance(w, TxnSend):
-                    rows.append(
-                        m.StoredTxnWork(
-                            broker_instance=inst,
-                            txn_id=w.txn_id,
-                            kind=m.StoredTxnWork.Kind.SEND,
-                            key=w.key.hex(),
-                            destination=w.destination,
-                            dest_type=w.dest_type,
-                            raw=w.raw,
-                        )
-                    )
-                else:
-                    rows.append(
-                        m.StoredTxnWork(
-                            broker_instance=inst,
-                            txn_id=w.txn_id,
-                            kind=m.StoredTxnWork.Kind.ACK,
-                            key=w.key.hex(),
-                            interest=w.interest,
-                        )
-                    )
-            m.StoredTxnWork.objects.using(db).bulk_create(rows, batch_size=_CHUNK)
-
-    def _tables(self) -> tuple[str, str]:
-        """The quoted names of the message and interest tables."""
-        q = connections[self.using].ops.quote_name
-        return q(m.StoredMessage._meta.db_table), q(m.StoredInterest._meta.db_table)
-
-    def _unheld_deletes(self, keys: list[str]) -> list[tuple[str, list[object]]]:
-        """DELETEs of those of these messages that have no open interest left."""
-        msg_t, int_t = self._tables()
-        return [
-            (f"DELETE FROM {msg_t} WHERE broker_instance = %s AND key IN ({_marks(part)})"
-             f" AND NOT EXISTS (SELECT 1 FROM {int_t} WHERE {int_t}.broker_instance"
-             f" = {msg_t}.broker_instance AND {int_t}.key = {msg_t}.key)",
-             [self.broker_instance, *part])
-            for part in _chunks(keys)
-        ]  # fmt: skip
-
-    def _execute(self, statements: list[tuple[str, list[object]]]) -> None:
-        """Run ``statements`` in order: on PostgreSQL as one string, one round trip to
-        the server instead of one each (its client-side-binding cursor takes several)."""
-        if not statements:
-            return
-        conn = connections[self.using]
-        with conn.cursor() as cursor:
-            if conn.vendor == "postgresql":
-                cursor.execute("; ".join(sql for sql, _ in statements), _joined(statements))
-            else:
-                for sql, args in statements:
-                    cursor.execute(sql, args)
-
-    def _message_statements(
-        self, fold: _Folded, *, replacing: bool
-    ) -> list[tuple[str, list[object]]]:
-        """The SQL of a run's message records (adds, settles, delivery counts), with
-        parameters, at most ``_CHUNK`` keys or rows per statement.  Plain SQL rather than
-        the ORM: this is the hot path, and the ORM's query building cost more than the
-        database.  ``replacing``: some added keys may be stored already (see the module
-        docstring)."""
-        msg_t, int_t = self._tables()
-        inst = self.broker_instance
-        out: list[tuple[str, list[object]]] = []
-        # Deletes before inserts: a key dropped and added again goes to the end.
-        for keys in _chunks(list(fold.dropped)):
-            out.append(
-                (f"DELETE FROM {int_t} WHERE broker_instance = %s AND key IN ({_marks(keys)})",
-                 [inst, *keys])
-            )  # fmt: skip
-        # One DELETE per interest: a queue's messages all have the same one ("").
-        by_interest: dict[str, list[str]] = defaultdict(list)
-        for key, interests in fold.settled.items():
-            for interest in interests:
-                by_interest[interest].append(key)
-        for interest, all_keys in by_interest.items():
-            for keys in _chunks(all_keys):
-                out.append(
-                    (f"DELETE FROM {int_t} WHERE broker_instance = %s AND interest = %s"
-                     f" AND key IN ({_marks(keys)})", [inst, interest, *keys])
-                )  # fmt: skip
-        # Then the messages among them that have no open interest left.
-        out += self._unheld_deletes(list(fold.dropped.union(fold.settled)))
-        added = list(fold.added.items())
-        for part in _chunks(added):
-            if replacing:
-                # A stored key is replaced in place (the row, so the order, stays) and its
-                # interests start again.
-                keys = [key for key, _ in part]
-                out.append(
-                    (f"DELETE FROM {int_t} WHERE broker_instance = %s"
-                     f" AND key IN ({_marks(keys)})", [inst, *keys])
-                )  # fmt: skip
-            args: list[object] = []
-            for key, (rec, _) in part:
-                args += (inst, key, rec.destination, rec.dest_type, bytes(rec.raw))
-            rows = ", ".join(["(%s, %s, %s, %s, %s)"] * len(part))
-            upsert = (
-                " ON CONFLICT (key, broker_instance) DO UPDATE SET destination ="
-                " excluded.destination, dest_type = excluded.dest_type, raw = excluded.raw"
-                if replacing
-                else ""  # a stored key fails the batch, which is redone replacing
-            )
-            out.append(
-                (f"INSERT INTO {msg_t} (broker_instance, key, destination, dest_type, raw)"
-                 f" VALUES {rows}{upsert}", args)
-            )  # fmt: skip
-        interests = [
-            (key, interest, n) for key, (_, open_) in added for interest, n in open_.items()
-        ]
-        for part in _chunks(interests):
-            args = []
-            for key, interest, n in part:
-                args += (inst, key, interest, n)
-            rows = ", ".join(["(%s, %s, %s, %s)"] * len(part))
-            out.append(
-                (f"INSERT INTO {int_t} (broker_instance, key, interest, delivery_count)"
-                 f" VALUES {rows}", args)
-            )  # fmt: skip
-        # One UPDATE per (interest, count): nearly all share count 1, so few statements.
-        groups: dict[tuple[str, int], list[str]] = defaultdict(list)
-        for key, counts in fold.delivered.items():
-            for interest, count in counts.items():
-                groups[(interest, count)].append(key)
-        for (interest, count), all_keys in groups.items():
-            for keys in _chunks(all_keys):
-                out.append(
-                    (f"UPDATE {int_t} SET delivery_count = %s WHERE broker_instance = %s"
-                     f" AND interest = %s AND key IN ({_marks(keys)})",
-                     [count, inst, interest, *keys])
-                )  # fmt: skip
-        return out
-
-    def _upsert_transactions(self, txns: dict[int, TxnState | None]) -> None:
-        """Create or update transaction rows, keeping the order of first appearance."""
-        db = self.using
-        inst = self.broker_instance
-        items = list(txns.items())
-        i = 0
-        while i < len(items):
-            # A run of the same kind is one statement; ids follow the run order.
-            with_state = items[i][1] is not None
-            j = i
-            while j < len(items) and (items[j][1] is not None) == with_state:
-                j += 1
-            rows = [
-                m.StoredTransaction(
-                    broker_instance=inst,
-                    txn_id=txn_id,
-                    state=t.state if t is not None else 0,
-                    info=t.info if t is not None else {},
-                )
-                for txn_id, t in items[i:j]
-            ]
-            if with_state:
-                m.StoredTransaction.objects.using(db).bulk_create(
-                    rows,
-                    update_conflicts=True,
-                    unique_fields=["broker_instance", "txn_id"],
-                    update_fields=["state", "info"],
-                )
-            else:  # work for a transaction with no state yet: a row with state 0
-                m.StoredTransaction.objects.using(db).bulk_create(rows, ignore_conflicts=True)
-            i = j
-
-    def _remove_destination(self, rec: DestRemove) -> None:
-        """The destination is gone, and its messages with it."""
-        db = self.using
-        inst = self.broker_instance
-        msgs = m.StoredMessage.objects.using(db).filter(
-            broker_instance=inst, destination=rec.name, dest_type=rec.dest_type
-        )
-        m.StoredInterest.objects.using(db).filter(
-            broker_instance=inst, key__in=msgs.values("key")
-        ).delete()
-        msgs.delete()
-        m.StoredDestination.objects.using(db).filter(
-            broker_instance=inst, name=rec.name, dest_type=rec.dest_type
-        ).delete()
-
-    def _remove_durable(self, rec: DurableRemove) -> None:
-        """The subscription is gone: its interest in every message is settled."""
-        db = self.using
-        inst = self.broker_instance
-        m.StoredDurable.objects.using(db).filter(broker_instance=inst, sub_id=rec.sub_id).delete()
-        interests = m.StoredInterest.objects.using(db).filter(
-            broker_instance=inst, interest=rec.sub_id
-        )
-        keys = list(interests.values_list("key", flat=True))
-        interests.delete()
-        self._execute(self._unheld_deletes(keys))
 
 
 class StoreFenced(Exception):
@@ -913,4 +430,4 @@ _MODELS = (
     m.StoredDestination,
 )
 
-__all__ = ["DatabaseStore", "StoreFenced", "read_state"]
+__all__ = ["DatabaseStore", "StoreFenced"]

@@ -25,7 +25,7 @@ from broker import models as m
 from broker.models import BrokerState, StoreOwner
 
 from .base import RecoveredState
-from .dbstore import read_state
+from .dbread import read_state
 
 log = logging.getLogger("broker.store")
 

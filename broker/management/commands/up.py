@@ -16,25 +16,22 @@ non-zero.  ``--log-dir`` sends each child's output to a file of its own; ``--dae
 (with it) detaches once everything answers, writes a pid file and logs to DIR/up.log.
 ``--https`` serves the portal and the UMS gateway over HTTPS with the broker's own key
 material (``imqkeytool -broker``) or ``--https-cert``/``--https-key``
-(broker/security/https.py).
+(broker/security/https.py).  The supervision itself (children started, watched, restarted,
+stopped) is broker/management/supervisor.py's.
 """
 
 from __future__ import annotations
 
 import atexit
-import ctypes
-import functools
 import os
 import shutil
 import signal
 import socket
 import ssl
-import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from dataclasses import dataclass
 from pathlib import Path
 
 from django.conf import settings
@@ -58,15 +55,16 @@ from broker.protocol.portmapper import parse_table
 from broker.security.https import CERT_ENV, KEY_ENV, PASSWORD_ENV, HttpsError, HttpsKeys
 from broker.security.tls import keystore_password, keystore_paths
 
+from ..supervisor import (
+    BROKER_RESTART_WINDOW,
+    BROKER_RESTARTS,
+    StartupFailed,
+    Stop,
+    Supervisor,
+)
 from .runbroker import parse_defines
 
-ROOT = Path(__file__).resolve().parents[3]
 REDIS_SERVER = "redis-server"
-GRACE = 10.0  # seconds a child gets between SIGTERM and SIGKILL
-# A broker that dies is started again, at most this many times within the window (s).
-BROKER_RESTARTS = 5
-BROKER_RESTART_WINDOW = 600.0
-BROKER_BACKOFF = (1.0, 2.0, 4.0, 8.0, 16.0)  # seconds before the 1st, 2nd, ... restart
 DEFAULT_ACTIVE = [s.strip() for s in (props.SERVICE_ACTIVELIST.default or "").split(",")]
 
 
@@ -111,40 +109,6 @@ unlocked by imq.keystore.password or the broker's passfile) unless --https-cert 
 --https-key name other PEM files (an encrypted key's password in PORTAL_HTTPS_KEY_PASSWORD).
 --bind chooses the address the portal and the UMS gateway listen on (default 127.0.0.1).
 """
-
-
-class StartupFailed(Exception):
-    """A child did not come up (the message says which and why)."""
-
-
-class Stop(Exception):
-    """Ctrl-C or SIGTERM arrived while starting."""
-
-
-@dataclass
-class Child:
-    name: str
-    proc: subprocess.Popen
-    where: str = ""
-
-
-def _popen(name: str, args: list[str], env: dict[str, str], **kwargs) -> subprocess.Popen:
-    """Start a child in the project's directory, dying with this process."""
-    try:
-        return subprocess.Popen(args, cwd=ROOT, env=env, preexec_fn=_die_with_parent, **kwargs)
-    except OSError as exc:
-        raise StartupFailed(f"cannot start the {name}: {exc}") from exc
-
-
-def _die_with_parent() -> None:
-    """In the child, before exec: its own process group (Ctrl-C reaches only ``up``, which
-    stops the children in order) and SIGTERM should ``up`` itself be killed (Linux)."""
-    os.setpgid(0, 0)
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        pass
 
 
 def _free_port() -> int:
@@ -283,8 +247,8 @@ class Command(BaseCommand):
 
     def handle(self, *args, **opts) -> None:
         self.opts = opts
-        self.children: list[Child] = []
-        self.signalled: int | None = None
+        # The children, started, watched and stopped (broker/management/supervisor.py).
+        self.sup = Supervisor(opts, self.stdout, self.stderr)
         self.tell_parent: int | None = None  # --daemon: the pipe to the waiting parent
         if opts.get("daemon"):
             self._daemonize()
@@ -344,7 +308,7 @@ class Command(BaseCommand):
         atexit.register(_remove_pidfile, pidfile, os.getpid())
         self.tell_parent = write_end
         stamp = time.strftime("%Y-%m-%d %H:%M:%S %z")
-        self.say(f"--- up: starting in the background at {stamp} (pid {os.getpid()})")
+        self.sup.say(f"--- up: starting in the background at {stamp} (pid {os.getpid()})")
 
     def _detached(self) -> None:
         """--daemon: everything answers; the waiting parent may exit 0."""
@@ -354,18 +318,17 @@ class Command(BaseCommand):
             self.tell_parent = None
 
     def _on_signal(self, signum: int, frame) -> None:
-        self.signalled = signum
+        self.sup.signalled = signum
 
     def _run(self) -> int:
         env = dict(os.environ)
-        self.log_dir: Path | None = None
         if self.opts.get("log_dir"):
-            self.log_dir = Path(self.opts["log_dir"]).resolve()
+            self.sup.log_dir = Path(self.opts["log_dir"]).resolve()
             try:
-                self.log_dir.mkdir(parents=True, exist_ok=True)
+                self.sup.log_dir.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise CommandError(f"--log-dir {self.log_dir}: {exc}") from exc
-            self.say(f"up: the children's output goes to {self.log_dir}/NAME.log")
+                raise CommandError(f"--log-dir {self.sup.log_dir}: {exc}") from exc
+            self.sup.say(f"up: the children's output goes to {self.sup.log_dir}/NAME.log")
         # Before anything starts: bad key material stops up with one line.
         self.https = self._https_keys(self._broker_config()[0])
         try:
@@ -376,179 +339,35 @@ class Command(BaseCommand):
             self._start_ums(env)
             self._start_celery(env)
         except Stop:
-            self.say("up: stopping (interrupted while starting)")
-            self._stop_all()
+            self.sup.say("up: stopping (interrupted while starting)")
+            self.sup.stop_all()
             return 0
         except StartupFailed as exc:
             self.stderr.write(f"up: {exc}; stopping the others")
-            self._stop_all()
+            self.sup.stop_all()
             return 1
         except BaseException:
-            self._stop_all()
+            self.sup.stop_all()
             raise
-        for child in self.children:
-            self.say(f"up: {child.name:<7} {child.where}  (pid {child.proc.pid})")
-        self.say("up: running; Ctrl-C (or SIGTERM) stops everything")
+        for child in self.sup.children:
+            self.sup.say(f"up: {child.name:<7} {child.where}  (pid {child.proc.pid})")
+        self.sup.say("up: running; Ctrl-C (or SIGTERM) stops everything")
         self._detached()
-        return self._supervise()
-
-    def _supervise(self) -> int:
-        restarts: list[float] = []  # when the broker was restarted (monotonic)
-        while self.signalled is None:
-            for child in self.children:
-                status = child.proc.poll()
-                if status is None:
-                    continue
-                if child.name == "broker" and status != 0:
-                    if self._restart_broker(child, status, restarts):
-                        break
-                    if self.signalled is not None:
-                        break
-                    self._stop_all()
-                    return 1
-                self.stderr.write(
-                    f"up: the {child.name} exited unexpectedly ({_status(status)}); "
-                    "stopping the others"
-                )
-                self._stop_all()
-                return 1
-            else:
-                time.sleep(0.2)
-        name = signal.Signals(self.signalled).name
-        self.say(
-            f"up: {name}: stopping celery beat and worker, the UMS gateway, the portal, "
-            "the broker and redis"
-        )
-        self._stop_all()
-        self.say("up: stopped")
-        return 0
-
-    def _restart_broker(self, child: Child, status: int, restarts: list[float]) -> bool:
-        """The broker died: start it again after a back-off, as long as it has not been
-        restarted ``BROKER_RESTARTS`` times within ``BROKER_RESTART_WINDOW`` seconds.
-        True once it serves again; False to give up (said why) or on Ctrl-C/SIGTERM."""
-        while True:
-            now = time.monotonic()
-            restarts[:] = [t for t in restarts if now - t < BROKER_RESTART_WINDOW]
-            limit = self.opts["broker_restarts"]
-            if limit <= 0:
-                self.stderr.write(
-                    f"up: the broker exited unexpectedly ({_status(status)}); stopping the "
-                    "others (--broker-restarts 0)"
-                )
-                return False
-            if len(restarts) >= limit:
-                self.stderr.write(
-                    f"up: the broker exited unexpectedly ({_status(status)}) after "
-                    f"{len(restarts)} restarts within {BROKER_RESTART_WINDOW:g} s; not "
-                    "restarting it again, stopping the others (see the broker's log)"
-                )
-                return False
-            delay = BROKER_BACKOFF[min(len(restarts), len(BROKER_BACKOFF) - 1)]
-            self.stderr.write(
-                f"up: the broker exited unexpectedly ({_status(status)}); restarting it in "
-                f"{delay:g} s (restart {len(restarts) + 1} of at most {limit} "
-                f"within {BROKER_RESTART_WINDOW:g} s); the portal, the UMS gateway and "
-                "Celery keep running and answer 'broker unreachable' meanwhile"
-            )
-            self.stderr.flush()
-            deadline = time.monotonic() + delay
-            while time.monotonic() < deadline:
-                if self.signalled is not None:
-                    return False
-                time.sleep(0.1)
-            restarts.append(time.monotonic())
-            cmd, env, host, port = self._broker_spawn
-            try:
-                proc = self._popen_logged("broker", cmd, env)
-            except StartupFailed as exc:
-                why = exc.__cause__ or exc
-                self.stderr.write(f"up: cannot restart the broker: {why}; stopping the others")
-                return False
-            child.proc = proc
-            try:
-                serves = functools.partial(portmapper_answers, host, port)
-                self._wait(child, serves, f"serve port {port}")
-            except Stop:
-                return False
-            except StartupFailed as exc:
-                status = proc.poll()
-                if status is None:  # did not come up in time: kill it and count a failure
-                    self.stderr.write(f"up: {exc}; killing it")
-                    _signal_group(proc, signal.SIGKILL)
-                    status = proc.wait()
-                continue
-            self.say(f"up: broker  restarted (pid {proc.pid}); {child.where}")
-            return True
-
-    def _stop_all(self) -> None:
-        """Stop the children, the last started first: SIGTERM, wait, then SIGKILL."""
-        for child in reversed(self.children):
-            proc = child.proc
-            if proc.poll() is None:
-                _signal_group(proc, signal.SIGTERM)
-                try:
-                    proc.wait(GRACE)
-                except subprocess.TimeoutExpired:
-                    self.stderr.write(f"up: the {child.name} did not stop in {GRACE:g} s; killed")
-                    _signal_group(proc, signal.SIGKILL)
-                    proc.wait()
-
-    def say(self, text: str) -> None:
-        self.stdout.write(text)
-        self.stdout.flush()
+        return self.sup.supervise()
 
     # -- the children -------------------------------------------------------------------
-
-    def _spawn(self, name: str, args: list[str], env: dict[str, str]) -> Child:
-        child = Child(name, self._popen_logged(name, args, env))
-        self.children.append(child)
-        return child
-
-    def _popen_logged(self, name: str, args: list[str], env: dict[str, str]) -> subprocess.Popen:
-        """Start a child with no input; its output to ``--log-dir``/NAME.log (appended:
-        a restarted broker goes on in the same file, and ``logrotate``'s copytruncate
-        works) or, without --log-dir, to up's own output."""
-        if self.log_dir is None:
-            return _popen(name, args, env, stdin=subprocess.DEVNULL)
-        path = self.log_dir / f"{name}.log"
-        try:
-            log = open(path, "ab")  # closed here: the child holds its own copy
-        except OSError as exc:
-            raise StartupFailed(f"cannot open the {name}'s log {path}: {exc}") from exc
-        with log:
-            stamp = time.strftime("%Y-%m-%d %H:%M:%S %z")
-            log.write(f"--- up: starting the {name} at {stamp}\n".encode())
-            log.flush()
-            return _popen(
-                name, args, env, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT
-            )
-
-    def _wait(self, child: Child, ready, what: str) -> None:
-        deadline = time.monotonic() + self.opts["startup_timeout"]
-        while not ready():
-            if self.signalled is not None:
-                raise Stop
-            status = child.proc.poll()
-            if status is not None:
-                raise StartupFailed(f"the {child.name} exited while starting ({_status(status)})")
-            if time.monotonic() > deadline:
-                raise StartupFailed(
-                    f"the {child.name} did not {what} within {self.opts['startup_timeout']:g} s"
-                )
-            time.sleep(0.1)
 
     def _migrate(self) -> None:
         from django.core.management import call_command
         from django.db import connections
 
-        self.say("up: migrating the database")
+        self.sup.say("up: migrating the database")
         call_command("migrate", interactive=False, verbosity=0)
         connections.close_all()
 
     def _start_redis(self, env: dict[str, str]) -> None:
         if env.get("REDIS_URL"):
-            self.say(f"up: redis   {env['REDIS_URL']} (REDIS_URL: not started here)")
+            self.sup.say(f"up: redis   {env['REDIS_URL']} (REDIS_URL: not started here)")
             return
         binary = shutil.which(REDIS_SERVER) or (
             "/usr/bin/redis-server" if Path("/usr/bin/redis-server").exists() else None
@@ -571,12 +390,12 @@ class Command(BaseCommand):
             "--appendonly", "no",
             "--daemonize", "no",
             "--protected-mode", "yes",
-            "--logfile", str((self.log_dir or workdir) / "redis.log"),
+            "--logfile", str((self.sup.log_dir or workdir) / "redis.log"),
         ]  # fmt: skip
-        child = self._spawn("redis", args, env)
+        child = self.sup.spawn("redis", args, env)
         url = f"redis://127.0.0.1:{port}/0"
         child.where = url
-        self._wait(child, lambda: redis_answers(port), f"answer PING on port {port}")
+        self.sup.wait(child, lambda: redis_answers(port), f"answer PING on port {port}")
         env["REDIS_URL"] = url
 
     def _broker_config(self) -> tuple[BrokerConfig, list[str]]:
@@ -634,15 +453,15 @@ class Command(BaseCommand):
         env["IMQ_INSTANCE"] = config.instance
         env["IMQ_VARHOME"] = str(config.varhome)
         cmd = broker_command(*args)
-        child = self._spawn("broker", cmd, env)
+        child = self.sup.spawn("broker", cmd, env)
         # A restart after a crash: the same command less -reset (the store is recovered,
         # not wiped again), the same environment.
-        self._broker_spawn = (_without_reset(cmd), dict(env), host, port)
+        self.sup.broker_spawn = (_without_reset(cmd), dict(env), host, port)
         child.where = (
             f"port mapper on {bound or '*'}:{port} "
             f"(mq://{host}:{port}/jms, instance {config.instance})"
         )
-        self._wait(child, lambda: portmapper_answers(host, port), f"serve port {port}")
+        self.sup.wait(child, lambda: portmapper_answers(host, port), f"serve port {port}")
         child.where += tunnel_where(host, port)
 
     def _https_keys(self, config: BrokerConfig) -> HttpsKeys | None:
@@ -696,9 +515,9 @@ class Command(BaseCommand):
         port = self.opts["portal_port"]
         host = self.opts["bind"]
         https = self.https is not None
-        child = self._spawn("portal", portal_command(port, host), self._web_env(env))
+        child = self.sup.spawn("portal", portal_command(port, host), self._web_env(env))
         child.where = self._web_where(port)
-        self._wait(
+        self.sup.wait(
             child, lambda: portal_answers(port, https, host), f"answer /healthz on port {port}"
         )
 
@@ -717,9 +536,9 @@ class Command(BaseCommand):
             certfile=str(keys.cert) if keys else None,
             keyfile=str(keys.key) if keys else None,
         )
-        child = self._spawn("ums", cmd, self._web_env(env))
+        child = self.sup.spawn("ums", cmd, self._web_env(env))
         child.where = self._web_where(port, "/ums/") + " (UMS gateway)"
-        self._wait(
+        self.sup.wait(
             child,
             lambda: portal_answers(port, keys is not None, host),
             f"answer /healthz on port {port}",
@@ -742,11 +561,11 @@ class Command(BaseCommand):
                 cmd = celery_worker_command(hostname, pidfile=str(pidfile))
             else:
                 cmd = celery_beat_command(pidfile=str(pidfile))
-            child = self._spawn(name, cmd, env)
+            child = self.sup.spawn(name, cmd, env)
             child.where = f"celery {name} on {env.get('REDIS_URL', '')}" + (
                 " (DatabaseScheduler: the portal's Jobs page)" if name == "beat" else ""
             )
-            self._wait(child, pidfile.exists, "write its pid file")
+            self.sup.wait(child, pidfile.exists, "write its pid file")
 
 
 def _remove_pidfile(path: Path, pid: int) -> None:
@@ -770,19 +589,3 @@ def _without_reset(cmd: list[str]) -> list[str]:
         else:
             out.append(arg)
     return out
-
-
-def _signal_group(proc: subprocess.Popen, sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        pass
-
-
-def _status(code: int) -> str:
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit status {code}"

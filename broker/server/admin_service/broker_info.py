@@ -168,7 +168,7 @@ async def _apply_broker_props(conn: ConnectionEngine, changes: dict[str, str]) -
     port = changes.get(imq.PORTMAPPER_PORT.name)
     if port is not None and int(port) != config.get(imq.PORTMAPPER_PORT):
         try:
-            await broker.rebind_portmapper(int(port))
+            await broker.portmapper.rebind(int(port))
         except OSError as exc:
             raise AdminError(
                 Status.CONFLICT, f"imq.portmapper.port: cannot listen on port {port}: {exc}"

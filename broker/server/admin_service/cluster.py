@@ -51,7 +51,7 @@ def get_cluster(conn: ConnectionEngine, props: dict) -> Any:
     cluster = b.cluster
     brokerid = b.config.get(imq.BROKER_ID) or ""
     if cluster is None:
-        pm = b.portmapper_table().services[0].port
+        pm = b.portmapper_port
         host = b.config.get(imq.HOSTNAME) or "localhost"
         brokers = [
             {
@@ -112,7 +112,7 @@ def cluster_properties(b) -> dict[str, str]:
     if cluster is None:
         if b.ha is not None:
             return {imq.CLUSTER_BROKERLIST_ACTIVE: b.hello_properties.get(JMQ_BROKER_LIST, "")}
-        pm = b.portmapper_table().services[0].port
+        pm = b.portmapper_port
         host = b.config.get(imq.HOSTNAME) or "localhost"
         return {imq.CLUSTER_BROKERLIST_ACTIVE: f"mq://{host}:{pm}/"}
     return {
