@@ -825,8 +825,7 @@ def transactions_across(sc: Scenario, stock: StockBrokerProcess, ours: BrokerPro
                     on_queue = lambda b, q=queue: consumer_count(b, q, queue=True)  # noqa: E731
                     wait_counts(f"the consumer of {queue}", on_queue, 1, home)
             tool.stdin.write("go\n")
-        tool.stdin.close()
-        rest, err = tool.communicate(timeout=240)
+        rest, err = tool.communicate(timeout=240)  # flushes and closes its stdin
         lines += rest.splitlines()
         trouble = ("\n".join(lines) + err)[-3000:]
     except (subprocess.TimeoutExpired, AssertionError) as exc:
