@@ -261,29 +261,6 @@ class Scenario:
         self.procs.append(b)
         return b
 
-    def together(self, *starts: Callable[[], Any]) -> list[Any]:
-        """Run ``starts`` side by side (each a broker start, or a sequence of them, that
-        waits for its brokers' ready lines), for brokers of separate clusters; their
-        results in order. (Not for two brokers of one cluster: the order they start in
-        is part of what a scenario runs.)"""
-        results: list[Any] = [None] * len(starts)
-        errors: list[BaseException] = []
-
-        def run(i: int, start: Callable[[], Any]) -> None:
-            try:
-                results[i] = start()
-            except BaseException as exc:  # raised below, in the scenario's thread
-                errors.append(exc)
-
-        threads = [threading.Thread(target=run, args=(i, f)) for i, f in enumerate(starts)]
-        for t in threads:
-            t.start()
-        for t in threads:
-            t.join()
-        if errors:
-            raise errors[0]
-        return results
-
     def stop_all(self) -> None:
         for p in self.procs:
             try:
@@ -2087,23 +2064,15 @@ def scenario_exclusive(sc: Scenario) -> None:
     own broker's messages only, and a round ends once it has them.)"""
     pm1, pm2, pm3, pm4 = 27676, 27677, 27678, 27679
     stock_list = f"{address(1)}:{pm1},{address(2)}:{pm2}"
-    mixed = f"{address(3)}:{pm3},{address(4)}:{pm4}"
-    # The two clusters start side by side, each in its own order (its stock broker
-    # first); the mixed one idles through the first race.
-    (s1, s2), (s3, o4) = sc.together(
-        lambda: (
-            sc.stock(1, pm1, stock_list, "stockA", *EXCLUSIVE_PROPS),
-            sc.stock(2, pm2, stock_list, "stockB", *EXCLUSIVE_PROPS),
-        ),
-        lambda: (
-            sc.stock(3, pm3, mixed, "stockC", *EXCLUSIVE_PROPS),
-            sc.ours(4, pm4, mixed, "oursD", "imq.cluster.ping.interval=5", *EXCLUSIVE_PROPS),
-        ),
-    )
+    s1 = sc.stock(1, pm1, stock_list, "stockA", *EXCLUSIVE_PROPS)
+    s2 = sc.stock(2, pm2, stock_list, "stockB", *EXCLUSIVE_PROPS)
     wait_for(lambda: stock_link_count(s1, "stockB") == 1, 90, "the stock brokers linked")
     _race(sc, "stock_stock", s1, s2)
     s1.stop()
     s2.stop()
+    mixed = f"{address(3)}:{pm3},{address(4)}:{pm4}"
+    s3 = sc.stock(3, pm3, mixed, "stockC", *EXCLUSIVE_PROPS)
+    o4 = sc.ours(4, pm4, mixed, "oursD", "imq.cluster.ping.interval=5", *EXCLUSIVE_PROPS)
     wait_for(lambda: our_link_count(o4) == 1, 60, "our link up")
     wait_for(lambda: stock_link_count(s3, "oursD") == 1, 60, "the stock broker linked to ours")
     _race(sc, "stock_ours", s3, o4)
