@@ -974,7 +974,14 @@ def scenario_master(sc: Scenario) -> None:
         def ok() -> bool:
             return (name in adm.destinations(b)) is present
 
-        wait_for(ok, 20, f"{name} {'on' if present else 'gone from'} {b.instance}")
+        def listed() -> bool:
+            return (name in destination_names(b)) is present
+
+        what = f"{name} {'on' if present else 'gone from'} {b.instance}"
+        # Our admin client first (milliseconds a question), then the stock imqcmd the
+        # check is made with (a JVM each), once the change is there to be listed.
+        wait_for(listed, 20, what)
+        wait_for(ok, 20, what)
 
     def list_bkr_both(stock: StockBrokerProcess, ours: BrokerProcess) -> None:
         for b in (stock, ours):
@@ -1425,6 +1432,15 @@ def consumer_count(b: BrokerProcess | StockBrokerProcess, dest: str, queue: bool
         return sum(int(r.get("nConsumers") or 0) for r in rows if r.get("name") == dest)
 
     return int(admin_ask(b, ask))
+
+
+def destination_names(b: BrokerProcess | StockBrokerProcess) -> set[str]:
+    """The names of the destinations ``b`` has (GET_DESTINATIONS)."""
+
+    async def ask(a: Any) -> set[str]:
+        return {str(r.get("name")) for r in await a.destinations()}
+
+    return set(admin_ask(b, ask))
 
 
 def subscription_consumers(b: BrokerProcess | StockBrokerProcess, key: str) -> int:
