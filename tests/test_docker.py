@@ -465,15 +465,6 @@ class Stack:
 
     def wait_healthy(self, service: str, timeout: float = 300) -> None:
         deadline = time.monotonic() + timeout
-        # The worker's health check is a `celery inspect ping` of its own (seconds of CPU
-        # each): it runs from the moment the worker's log says it consumes.
-        while service == "worker" and "ready." not in self.output(service):
-            proc = self.procs[service]
-            assert proc.poll() is None, (
-                f"{service} exited {proc.returncode}:\n{self.output(service)}"
-            )
-            assert time.monotonic() < deadline, f"{service} never ready:\n{self.output(service)}"
-            time.sleep(0.2)
         while not self.healthy(service):
             proc = self.procs[service]
             assert proc.poll() is None, (
