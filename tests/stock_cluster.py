@@ -385,7 +385,11 @@ def scenario_handshake(sc: Scenario) -> None:
 
     def hop(dest: str, src_host: str, src_pm: int, dst_host: str, dst_pm: int) -> None:
         recv = java_hop(classes, "recv", dst_host, dst_pm, dest, "30000")
-        time.sleep(4)  # the consumer's interest reaches the other broker
+        # The consumer's interest reaches the other broker (ours or the stock one: the
+        # current round's, whichever listens at src_host).
+        src = ours if src_host == ours.host else stock
+        on_queue = lambda b: consumer_count(b, dest, queue=True)  # noqa: E731
+        wait_counts(f"the consumer of {dest}", on_queue, 1, src)
         sent = java_hop(classes, "send", src_host, src_pm, dest, f"via {dest}")
         assert sent.communicate(timeout=60)[0].strip() == "sent"
         out = recv.communicate(timeout=60)[0].strip()
@@ -411,7 +415,7 @@ def scenario_handshake(sc: Scenario) -> None:
         "queue_beyond_the_window_ours_to_stock",
         lambda: many_hops("mixed.w2", address(2), o_pm, address(1), s_pm, 2500),
     )
-    transactions_across(sc, (address(1), s_pm), (address(2), o_pm))
+    transactions_across(sc, stock, ours)
     sc.check(
         "stock_refused_no_acknowledgement",
         lambda: _no_refused_acks(stock),
@@ -553,10 +557,13 @@ def _over_tls(
 
 TXN_TOOL = r"""
 import jakarta.jms.*;
+import java.io.*;
 import java.util.*;
 
-/** TxnTool HOST_A PORT_A NAME_A HOST_B PORT_B NAME_B QPREFIX SETTLE_MS, with the stock
- *  client: queue messages homed on one broker consumed on the other, both ways, by a
+/** TxnTool HOST_A PORT_A NAME_A HOST_B PORT_B NAME_B QPREFIX, with the stock client
+ *  (once its consumers are made it says "consumers ready" and reads a line: the caller
+ *  sees their interests reach the home brokers first): queue messages homed on one
+ *  broker consumed on the other, both ways, by a
  *  transacted session (commit; rollback then commit), a CLIENT_ACKNOWLEDGE session
  *  (recover then acknowledge) and an XASession (XA start/end/prepare/commit; start/end/
  *  rollback, then again to a commit); prints one "ok NAME" / "fail NAME: why" line each,
@@ -671,7 +678,9 @@ public class TxnTool {
                 names.put(q, kind + "_" + brokers[d][2] + "_to_" + brokers[1 - d][2]);
             }
         }
-        Thread.sleep(Long.parseLong(a[7]));  // the interests reach the home brokers
+        System.out.println("consumers ready");
+        System.out.flush();
+        new BufferedReader(new InputStreamReader(System.in)).readLine();
         for (int d = 0; d < 2; d++) {
             Session ps = cons[d].createSession(false, Session.AUTO_ACKNOWLEDGE);
             for (String mode : MODES) {
@@ -760,7 +769,7 @@ TXN_CHECKS = [
 ] + ["txn_none_again"]
 
 
-def transactions_across(sc: Scenario, stock: tuple[str, int], ours: tuple[str, int]) -> None:
+def transactions_across(sc: Scenario, stock: StockBrokerProcess, ours: BrokerProcess) -> None:
     """Queue messages homed on one broker, consumed on the other in a transacted session
     (commit; rollback, then commit), a CLIENT_ACKNOWLEDGE one (recover, then acknowledge)
     and an XASession (XA prepare and commit; rollback, then prepare and commit), both
@@ -773,28 +782,35 @@ def transactions_across(sc: Scenario, stock: tuple[str, int], ours: tuple[str, i
     cp = ":".join(str(j) for j in JARS)
     subprocess.run([*JAVAC, "-cp", cp, "-d", str(out), str(out / "TxnTool.java")], check=True)
     started = time.monotonic()
+    args = [stock.host, stock.portmapper_port, "stock", ours.host, ours.portmapper_port, "ours"]
+    tool = subprocess.Popen(
+        [*JAVA, "-cp", f"{out}:{cp}", "TxnTool", *map(str, args), "txn"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert tool.stdin is not None and tool.stdout is not None
+    lines: list[str] = []
     try:
-        run = subprocess.run(
-            [
-                *JAVA,
-                "-cp",
-                f"{out}:{cp}",
-                "TxnTool",
-                *map(str, stock),
-                "stock",
-                *map(str, ours),
-                "ours",
-                "txn",
-                "3000",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=240,
-        )
-        lines = run.stdout.splitlines()
-        trouble = (run.stdout + run.stderr)[-3000:]
-    except subprocess.TimeoutExpired as exc:
-        lines, trouble = [], f"TxnTool ran over 240 s: {exc.stdout!r}"
+        # Its consumers made: each queue's consumer counted on the queue's home broker.
+        while (line := tool.stdout.readline()) and line.strip() != "consumers ready":
+            lines.append(line.rstrip("\n"))
+        if line:
+            for home, name in ((stock, "stock"), (ours, "ours")):
+                for mode in ("commit", "rollback", "recover", "xacommit", "xarollback"):
+                    queue = f"txn.{name}.{mode}"
+                    on_queue = lambda b, q=queue: consumer_count(b, q, queue=True)  # noqa: E731
+                    wait_counts(f"the consumer of {queue}", on_queue, 1, home)
+            tool.stdin.write("go\n")
+        rest, err = tool.communicate(timeout=240)  # flushes and closes its stdin
+        lines += rest.splitlines()
+        trouble = ("\n".join(lines) + err)[-3000:]
+    except Exception as exc:  # each check below says it, with what the tool printed
+        tool.kill()
+        tool.communicate()
+        trouble = f"TxnTool: {exc}; {lines!r}"
+        lines = []
     print(f"TxnTool took {time.monotonic() - started:.1f} s", flush=True)
     for name in TXN_CHECKS:
 
@@ -958,7 +974,14 @@ def scenario_master(sc: Scenario) -> None:
         def ok() -> bool:
             return (name in adm.destinations(b)) is present
 
-        wait_for(ok, 20, f"{name} {'on' if present else 'gone from'} {b.instance}")
+        def listed() -> bool:
+            return (name in destination_names(b)) is present
+
+        what = f"{name} {'on' if present else 'gone from'} {b.instance}"
+        # Our admin client first (milliseconds a question), then the stock imqcmd the
+        # check is made with (a JVM each), once the change is there to be listed.
+        wait_for(listed, 20, what)
+        wait_for(ok, 20, what)
 
     def list_bkr_both(stock: StockBrokerProcess, ours: BrokerProcess) -> None:
         for b in (stock, ours):
@@ -1374,6 +1397,86 @@ def stop_capture(proc: subprocess.Popen | None) -> None:
         proc.wait(30)
 
 
+# -- what a broker knows of the consumers, asked over the admin protocol ---------------------
+#
+# Our admin client speaks to either broker (a stock broker's admin service is the same
+# protocol), in a few milliseconds: a check that needs a consumer's interest on the other
+# broker before it publishes waits for that broker to count it, instead of a fixed pause.
+
+
+def admin_ask(b: BrokerProcess | StockBrokerProcess, ask: Callable[[Any], Any]) -> Any:
+    """``await ask(admin)`` on a fresh admin connection to ``b`` (user admin)."""
+    import asyncio
+
+    from broker.admin.client import AdminClient
+
+    async def run() -> Any:
+        async with await AdminClient.open(b.host, b.portmapper_port, connect_timeout=10) as a:
+            return await ask(a)
+
+    return asyncio.run(run())
+
+
+def consumer_count(b: BrokerProcess | StockBrokerProcess, dest: str, queue: bool = False) -> int:
+    """The destination's consumers as ``b`` counts them (imqcmd's "Consumers"), its remote
+    ones included: a topic's subscriptions (a durable one also while nobody is on it, a
+    shared one once), a queue's consumers; 0 while ``b`` has no such destination."""
+    from broker.admin.client import AdminError
+    from broker.protocol.types import DEST_QUEUE, DEST_TOPIC
+
+    async def ask(a: Any) -> int:
+        try:
+            rows = await a.destinations(dest, DEST_QUEUE if queue else DEST_TOPIC)
+        except AdminError:
+            return 0
+        return sum(int(r.get("nConsumers") or 0) for r in rows if r.get("name") == dest)
+
+    return int(admin_ask(b, ask))
+
+
+def destination_names(b: BrokerProcess | StockBrokerProcess) -> set[str]:
+    """The names of the destinations ``b`` has (GET_DESTINATIONS)."""
+
+    async def ask(a: Any) -> set[str]:
+        return {str(r.get("name")) for r in await a.destinations()}
+
+    return set(admin_ask(b, ask))
+
+
+def subscription_consumers(b: BrokerProcess | StockBrokerProcess, key: str) -> int:
+    """Consumers on the shared or durable subscription named (or, unnamed, of client ID)
+    ``key`` as ``b`` counts them (GET_DURABLES' activeCount); 0 when ``b`` lists none."""
+
+    async def ask(a: Any) -> int:
+        rows = await a.durables()
+        return sum(
+            int(r.get("activeCount") or 0)
+            for r in rows
+            if key in (r.get("name"), r.get("clientID"))
+        )
+
+    return int(admin_ask(b, ask))
+
+
+def wait_counts(
+    what: str,
+    count: Callable[[BrokerProcess | StockBrokerProcess], int],
+    want: int,
+    *brokers: BrokerProcess | StockBrokerProcess,
+    timeout: float = 60,
+) -> None:
+    """Wait until ``count(b) == want`` on each of ``brokers``; the last counts if not."""
+    deadline = time.monotonic() + timeout
+    while True:
+        seen = [count(b) for b in brokers]
+        if all(n == want for n in seen):
+            return
+        if time.monotonic() > deadline:
+            where = ", ".join(f"{b.host} {n}" for b, n in zip(brokers, seen, strict=True))
+            raise AssertionError(f"{what}: want {want} on each broker, still {where}")
+        time.sleep(0.2)
+
+
 def scenario_topics(sc: Scenario) -> None:
     """One stock broker and one of ours: topics, durable and shared subscriptions and
     client IDs across the link, with stock Java clients on both brokers."""
@@ -1393,7 +1496,8 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
     wait_for(lambda: stock_link_count(stock, "ours") == 1, 60, "stock B1071")
     on_stock = (address(1), s_pm)
     on_ours = (address(2), o_pm)
-    settle = 3  # seconds for a consumer's interest to reach the other broker
+    both = (stock, ours)
+    broker_at = {on_stock: stock, on_ours: ours}
 
     # 1. A topic with a subscriber on each broker; messages published on each.
     fan: dict[str, list[str]] = {}
@@ -1405,7 +1509,8 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
         }
         for p in subs.values():
             assert p.wait_line(("ready",)) == "ready", p.lines
-        time.sleep(settle)
+        topic_consumers = lambda b: consumer_count(b, "mixed.t1")  # noqa: E731
+        wait_counts("subscribers of mixed.t1", topic_consumers, 2, *both)
         for where, (host, pm) in (("s", on_stock), ("o", on_ours)):
             for mode in ("np", "p"):
                 assert topic_tool(
@@ -1435,7 +1540,7 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
 
         def check() -> None:
             assert topic_tool(classes, "dsub", *sub, cid, topic, name) == ["subscribed"]
-            time.sleep(settle)
+            wait_counts(f"the durable on {topic}", lambda b: consumer_count(b, topic), 1, *both)
             assert topic_tool(classes, "pub", *pub, topic, "p", f"{tag}-p", 3) == ["sent"]
             assert topic_tool(classes, "pub", *pub, topic, "np", f"{tag}-np", 2) == ["sent"]
             r = JavaProc(classes, "drecv", *sub, cid, topic, name)
@@ -1445,7 +1550,7 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
             assert sorted(r.got()) == want, r.lines
             again = JavaProc(classes, "drecv", *sub, cid, topic, name)
             assert again.wait_line(("ready",)) == "ready", again.lines
-            time.sleep(settle)
+            time.sleep(3)  # what would be delivered again arrives in this time
             again.close()
             assert again.got() == [], f"delivered again: {again.lines}"
 
@@ -1456,11 +1561,12 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
 
         def check() -> None:
             assert topic_tool(classes, "unsub", *sub, cid, name) == ["unsubscribed"]
-            time.sleep(settle)
+            subscriptions = lambda b: consumer_count(b, topic)  # noqa: E731
+            wait_counts(f"no durable on {topic}", subscriptions, 0, *both)
             # Published while no subscription exists: nobody gets it.
             assert topic_tool(classes, "pub", *pub, topic, "p", f"{tag}-gone", 1) == ["sent"]
             assert topic_tool(classes, "dsub", *sub, cid, topic, name) == ["subscribed"]
-            time.sleep(settle)
+            wait_counts(f"the durable on {topic}", subscriptions, 1, *both)
             assert topic_tool(classes, "pub", *pub, topic, "p", f"{tag}-fresh", 1) == ["sent"]
             r = JavaProc(classes, "drecv", *sub, cid, topic, name)
             assert r.wait_line(("ready",)) == "ready", r.lines
@@ -1487,7 +1593,8 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
             ]
             for c in cons:
                 assert c.wait_line(("ready",)) == "ready", c.lines
-            time.sleep(settle)
+            on_sub = lambda b: subscription_consumers(b, subname)  # noqa: E731
+            wait_counts(f"the consumers of {subname}", on_sub, 2, *both)
             assert topic_tool(classes, "pub", *on_stock, topic, mode, "s", 10) == ["sent"]
             assert topic_tool(classes, "pub", *on_ours, topic, mode, "o", 10) == ["sent"]
             received_once(cons, [f"{w}-{i}" for w in "so" for i in range(1, 11)])
@@ -1536,7 +1643,9 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
     def flow_limited() -> None:
         sub = JavaProc(classes, "sub", *on_ours, "mixed.flow", 5)
         assert sub.wait_line(("ready",)) == "ready", sub.lines
-        time.sleep(settle)
+        wait_counts(
+            "the subscriber of mixed.flow", lambda b: consumer_count(b, "mixed.flow"), 1, stock
+        )
         assert topic_tool(classes, "pub", *on_stock, "mixed.flow", "np", "f", 40) == ["sent"]
         receive_all([sub], 40)
         assert sorted(sub.got()) == sorted(f"f-{i}" for i in range(1, 41)), sub.lines
@@ -1551,7 +1660,8 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
         def check() -> None:
             c = JavaProc(classes, "qsub", *cons, queue, "noack")
             assert c.wait_line(("ready",)) == "ready", c.lines
-            time.sleep(settle)
+            on_queue = lambda b: consumer_count(b, queue, queue=True)  # noqa: E731
+            wait_counts(f"the consumer of {queue}", on_queue, 1, broker_at[home])
             assert topic_tool(classes, "qpub", *home, queue, tag, 3) == ["sent"]
             wait_for(lambda: len(c.got()) == 3, 60, "3 messages to the doomed consumer")
             c.proc.kill()
@@ -1567,7 +1677,7 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
     sc.check("client_killed_on_stock_ours_delivers_again", killed("ks", on_stock, on_ours))
 
     # 7. OpenMQ's own shared subscriptions (JMQShare), a subscriber on each broker.
-    jmq_shared(sc, classes, on_stock, on_ours, settle)
+    jmq_shared(sc, classes, (on_stock, stock), (on_ours, ours))
 
     sc.check(
         "link_still_up",
@@ -1587,7 +1697,10 @@ JMQSHARE_CHECKS = [
 
 
 def jmq_shared(
-    sc: Scenario, classes: Path, one: tuple[str, int], two: tuple[str, int], settle: float
+    sc: Scenario,
+    classes: Path,
+    first: tuple[tuple[str, int], BrokerProcess | StockBrokerProcess],
+    second: tuple[tuple[str, int], BrokerProcess | StockBrokerProcess],
 ) -> None:
     """OpenMQ's JMQShare subscriptions (connection factories with imqEnableSharedClientID
     and imqEnableSharedSubscriptions), one subscriber on each broker under the same client
@@ -1595,6 +1708,7 @@ def jmq_shared(
     shared non-durable and a shared durable subscription; and what is published while both
     durable subscribers are away is received once when they come back, each on the broker
     the other was on (JMQSHARE_CHECKS)."""
+    (one, b1), (two, b2) = first, second
 
     def shared(kind: str) -> Callable[[], None]:
         topic, cid = f"mixed.mqs.{kind}", f"mqs-{kind}"
@@ -1608,7 +1722,9 @@ def jmq_shared(
             ]
             for c in cons:
                 assert c.wait_line(("ready",)) == "ready", c.lines
-            time.sleep(settle)
+            key = name if kind == "durable" else cid
+            on_sub = lambda b: subscription_consumers(b, key)  # noqa: E731
+            wait_counts(f"the subscribers of {key}", on_sub, 2, b1, b2)
             assert topic_tool(classes, "pub", *one, topic, mode, "a", 10) == ["sent"]
             assert topic_tool(classes, "pub", *two, topic, mode, "b", 10) == ["sent"]
             received_once(cons, [f"{w}-{i}" for w in "ab" for i in range(1, 11)])
@@ -1617,7 +1733,9 @@ def jmq_shared(
 
     def away() -> None:
         topic, cid = "mixed.mqs.durable", "mqs-durable"
-        time.sleep(settle)  # the consumers' departure reaches the other broker
+        # The consumers' departure reaches the other broker.
+        on_sub = lambda b: subscription_consumers(b, "mqs-dur")  # noqa: E731
+        wait_counts("no subscriber of mqs-dur", on_sub, 0, b1, b2)
         assert topic_tool(classes, "pub", *one, topic, "p", "c", 5) == ["sent"]
         assert topic_tool(classes, "pub", *two, topic, "p", "d", 5) == ["sent"]
         cons = [
