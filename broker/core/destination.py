@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from broker.protocol.dest_attributes import DESTINATION_ATTRIBUTES
 from broker.protocol.names import (
@@ -259,7 +259,7 @@ class QueueDestination(Destination):
 
     is_queue = True
 
-    def __init__(self, name: str, **kw) -> None:
+    def __init__(self, name: str, **kw: Any) -> None:
         super().__init__(name, **kw)
         self.dq = DeliveryQueue(on_drop=self.drop)
         self.backups: list[DeliveryTarget] = []
@@ -473,7 +473,7 @@ class TopicDestination(Destination):
 
     is_queue = False
 
-    def __init__(self, name: str, **kw) -> None:
+    def __init__(self, name: str, **kw: Any) -> None:
         super().__init__(name, **kw)
         self.subscriptions: list[Subscription] = []
         self.durables: dict[tuple[str | None, str], Subscription] = {}

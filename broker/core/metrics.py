@@ -18,6 +18,7 @@ once-a-second housekeeping timer (:func:`sample_averages`), never per message.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -116,7 +117,7 @@ class ServiceCounters:
         self.packet_bytes_out += other.packet_bytes_out
 
     @classmethod
-    def total(cls, counters) -> ServiceCounters:
+    def total(cls, counters: Iterable[ServiceCounters]) -> ServiceCounters:
         out = cls()
         for c in counters:
             out.add(c)

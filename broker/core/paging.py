@@ -280,7 +280,9 @@ class Pager:
                 break
         return msgs
 
-    def _arrived(self, dq: DeliveryQueue, msgs: list[Message], fut) -> None:
+    def _arrived(
+        self, dq: DeliveryQueue, msgs: list[Message], fut: asyncio.Future[list[bytes | None]]
+    ) -> None:
         self._reading.discard(dq)
         if fut.cancelled():
             return
