@@ -49,6 +49,8 @@ class RemoteLinkRef:
     """What a delivery queue sees as a remote consumer's connection (noLocal, ids)."""
 
     __slots__ = ("id", "client_id")
+    # Never called: a remote consumer delivers through its cluster link.
+    render_delivery = None
 
     def __init__(self, client_id: str | None) -> None:
         self.id = next(_link_ids)
