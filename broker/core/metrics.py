@@ -26,7 +26,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEST_METRICS_KEYS",
-    "DestStats",
     "LagWindow",
     "ServiceCounters",
     "consumer_counts",
@@ -122,49 +121,6 @@ class ServiceCounters:
         for c in counters:
             out.add(c)
         return out
-
-
-class DestStats:
-    """A destination's rarely changing metric state (the per-message counters -- messages
-    and bytes in and out, peak depth and largest message -- live on the Destination)."""
-
-    __slots__ = (
-        "peak_consumers",
-        "peak_active",
-        "peak_backup",
-        "expired",
-        "purged",
-        "acked",
-        "discarded",
-        "rejected",
-        "rolledback",
-        "samples",
-        "sum_msgs",
-        "sum_bytes",
-        "sum_consumers",
-        "sum_active",
-        "sum_backup",
-    )
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self.peak_consumers = 0
-        self.peak_active = 0
-        self.peak_backup = 0
-        self.expired = 0
-        self.purged = 0
-        self.acked = 0
-        self.discarded = 0
-        self.rejected = 0
-        self.rolledback = 0
-        self.samples = 0
-        self.sum_msgs = 0
-        self.sum_bytes = 0
-        self.sum_consumers = 0
-        self.sum_active = 0
-        self.sum_backup = 0
 
 
 def consumer_counts(dest: Destination) -> tuple[int, int, int]:
