@@ -32,6 +32,8 @@ from broker.protocol.types import DEST_QUEUE, FLAG_Q, PacketType  # noqa: E402
 class Link:
     """A producer's connection, as much of one as routing needs."""
 
+    render_delivery = None  # JMQ deliveries
+
     def __init__(self, lid: int) -> None:
         self.id, self.client_id = lid, None
 

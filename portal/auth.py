@@ -37,7 +37,7 @@ from django.contrib.auth.backends import BaseBackend
 from broker.config import BrokerConfig, ConfigError
 from broker.security.acl import AccessController
 from broker.security.digest import constant_time_equals, password_digest
-from broker.security.repository import UserRepositories, repository_name
+from broker.security.repository import UserRepositories, UserRepository, repository_name
 from broker.security.users import UserRecord
 
 log = logging.getLogger("portal.auth")
@@ -64,7 +64,7 @@ class _AdminRepository:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._key: tuple | None = None
-        self._built: tuple[str, object] | None = None
+        self._built: tuple[str, UserRepository] | None = None
         self._rules: AccessController | None = None
         self._rules_read = 0.0
         self._ldap_seen: dict[str, tuple[float, bool]] = {}
@@ -79,7 +79,7 @@ class _AdminRepository:
             stamp = ()
         return (str(varhome), settings.IMQ_INSTANCE, stamp)
 
-    def get(self) -> tuple[str, object]:
+    def get(self) -> tuple[str, UserRepository]:
         """(repository name, repository); ConfigError when the configuration is unusable."""
         key = self._config_key()
         with self._lock:
@@ -158,17 +158,21 @@ def repository_says_admin(username: str) -> bool:
         return _repository.may_administer(record)
     if name == "ldap":
         return _repository.ldap_admin(repo, username)
-    return _repository.may_administer(repo.lookup(username))
+    lookup = repo.lookup
+    assert lookup is not None  # a passwd file: it holds the digests
+    return _repository.may_administer(lookup(username))
 
 
 def verify(username: str, password: str) -> UserRecord | None:
     """The user's record when the password is right and the user active, else None."""
     name, repo = _repository.get()
-    check = getattr(repo, "verify_basic", None)
+    check = repo.verify_basic
     if check is not None:  # LDAP binds as the user
         record = check(username, password)
     else:
-        record = repo.lookup(username)
+        lookup = repo.lookup
+        assert lookup is not None  # a UserRepository has one of the two
+        record = lookup(username)
         if record is not None and not constant_time_equals(
             password_digest(username, password), record.password_digest
         ):

@@ -67,7 +67,8 @@ class ReadTimeoutChannel(HTTPChannel):
         if self.requests and self.transport is not None:
             raw = getattr(self, "_path", b"")
             path = raw.decode("latin-1") if isinstance(raw, bytes) else "?"
-            self.transport.write(timeout_reply(path, self.timeOut or 0))
+            # zope.interface declares ITransport.write without self: mypy miscounts.
+            self.transport.write(timeout_reply(path, self.timeOut or 0))  # type: ignore[call-arg,misc]
         super().timeoutConnection()
 
 
@@ -86,7 +87,7 @@ class PortalHTTPFactory(HTTPFactory):
 def main() -> None:
     # daphne's Server.run builds its factory from this module global; there is no option
     # for Twisted's timeout, so the factory is swapped here, before the CLI runs.
-    daphne_server.HTTPFactory = PortalHTTPFactory  # type: ignore[misc]
+    daphne_server.HTTPFactory = PortalHTTPFactory
     from broker.security.https import HttpsError, HttpsKeys, tls_endpoints
 
     try:
@@ -95,7 +96,7 @@ def main() -> None:
     except HttpsError as exc:
         sys.exit(f"portal: {exc}")
     if factory is not None:
-        daphne_server.serverFromString = tls_endpoints(factory)  # type: ignore[attr-defined]
+        daphne_server.serverFromString = tls_endpoints(factory)
     CommandLineInterface.entrypoint()
 
 

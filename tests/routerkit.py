@@ -30,6 +30,8 @@ class Delivery:
 class Conn:
     """A client connection: may always take deliveries, keeps what it was sent."""
 
+    render_delivery = None  # JMQ deliveries
+
     def __init__(self, cid: int, client_id: str | None = None) -> None:
         self.id = cid
         self.client_id = client_id

@@ -23,6 +23,8 @@ T0 = 1_700_000_000_000  # JMSTimestamps, so "oldest first" is known
 class Link:
     """A connection that takes deliveries while ``open`` and keeps what it was sent."""
 
+    render_delivery = None  # JMQ deliveries
+
     def __init__(self, lid: int, client_id: str | None = None) -> None:
         self.id = lid
         self.client_id = client_id

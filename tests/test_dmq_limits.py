@@ -372,6 +372,7 @@ def test_dmq_limit_removes_its_oldest() -> None:
     class Link:
         id = 1
         client_id = None
+        render_delivery = None
 
         def can_deliver(self) -> bool:
             return False

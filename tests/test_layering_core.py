@@ -8,10 +8,9 @@ show.
 
 - No module imports router.py but the read-only layers above the façade (queries.py,
   monitoring.py): the parts are given a context (context.py), not the router.
-- No circle passes through the router, its context or its parts.  The circles left
-  are the data model's, whose classes name each other in their hints (a consumer its
-  destination, a destination its producers, a delivery queue its pager); their modules
-  are listed in ``DATA_MODEL``, which may only shrink.
+- No circle at all, not even in the data model, whose classes would name each other
+  in their hints: where one needs only the other's shape it says so in a small
+  Protocol of its own (a destination's producers, a pager's delivery queues).
 """
 
 from __future__ import annotations
@@ -30,14 +29,6 @@ CORE = Path(__file__).resolve().parent.parent / "broker" / "core"
 # Above the façade: they read the router's state for the layers above (admin service,
 # metrics topics, JMX) and are imported by nothing in core that the router imports.
 ABOVE_ROUTER = frozenset({"queries", "admin_views", "monitoring"})
-
-# The data model's modules still in a circle of type hints: a delivery queue and its
-# pager (each names the other's class), a destination, its consumers and producers
-# (session.py), its counters (metrics.py) and the cluster's say over its consumer
-# positions (positions.py).  None imports another in a circle at run time
-# (tests/test_import_cycles.py); the roles an entry meets (its owner, its queue, its
-# target, the link) are message.py's, which imports none of them.
-DATA_MODEL = frozenset({"destination", "dispatch", "metrics", "paging", "positions", "session"})
 
 
 def core_imports() -> dict[str, set[str]]:
@@ -119,16 +110,7 @@ def test_only_the_layers_above_the_router_import_it() -> None:
         assert all(above not in graph[m] for m in graph if m not in ABOVE_ROUTER), above
 
 
-def test_no_circle_in_core_but_the_data_model() -> None:
+def test_no_circle_in_core() -> None:
     graph = core_imports()
-    found = circles(graph)
-    assert all(part <= DATA_MODEL for part in found), found
-    # Outside the data model, the imports form no circle at all.
-    outside = {m: {d for d in deps if d not in DATA_MODEL} for m, deps in graph.items()}
-    assert find_cycle({m: d for m, d in outside.items() if m not in DATA_MODEL}) is None
-
-
-def test_the_data_model_list_says_what_is_true() -> None:
-    """A module that left the data model's circle leaves ``DATA_MODEL`` too."""
-    found = circles(core_imports())
-    assert set().union(*found) == DATA_MODEL if found else not DATA_MODEL
+    assert circles(graph) == []
+    assert find_cycle(graph) is None

@@ -24,6 +24,8 @@ pytestmark = pytest.mark.fast
 class Link:
     """A connection that can always take deliveries and keeps what it was sent."""
 
+    render_delivery = None  # JMQ deliveries
+
     def __init__(self, lid: int) -> None:
         self.id = lid
         self.client_id: str | None = None

@@ -10,7 +10,7 @@ import time
 from typing import TYPE_CHECKING
 
 from broker.core import queries
-from broker.core.destination import TopicDestination
+from broker.core.destination import Destination, TopicDestination
 from broker.core.errors import RouterError
 from broker.core.selector import SelectorError, compile_selector
 from broker.protocol import gpacket as gp
@@ -161,7 +161,7 @@ class ConfigChanges:
             if not d.auto and not d.is_temporary and not d.name.startswith(PRIVATE_PREFIXES)
         ]
 
-    def _destination_packet(self, dest, sync: bool = False) -> gp.GPacket:
+    def _destination_packet(self, dest: Destination, sync: bool = False) -> gp.GPacket:
         props: dict[str, object] = {"N": dest.name, "DT": dest.dest_type}
         if sync:
             props["M"] = True

@@ -11,11 +11,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from broker import props
 from broker.core.monitoring import METRICS_PREFIX
 from broker.protocol.gpacket import BrokerAddress
 from broker.protocol.types import BROKER_PREFIX, DMQ_NAME
+
+if TYPE_CHECKING:
+    from broker.config import BrokerConfig
 
 log = logging.getLogger("broker.cluster")
 # Destinations that never leave their broker (each broker's metrics topics are its own).
@@ -74,7 +78,7 @@ class ClusterConfig:
         return port == self.me.port and same_host(host, self.me.host)
 
     @staticmethod
-    def read_peers(config, me: BrokerAddress) -> list[tuple[str, int]]:
+    def read_peers(config: BrokerConfig, me: BrokerAddress) -> list[tuple[str, int]]:
         """The other brokers named by ``imq.cluster.brokerlist`` (the broker's own or the
         cluster configuration file's), this broker left out."""
         brokerlist = config.get(props.CLUSTER_BROKERLIST)
@@ -88,7 +92,7 @@ class ClusterConfig:
         return peers
 
     @classmethod
-    def from_config(cls, config, portmapper_port: int) -> ClusterConfig:
+    def from_config(cls, config: BrokerConfig, portmapper_port: int) -> ClusterConfig:
         # A broker is known by its port mapper's address, imq.hostname (OpenMQ:
         # BrokerAddressImpl() from Globals.getMQAddress()); imq.cluster.hostname is where
         # the cluster service listens, published in the port mapper for the peers to

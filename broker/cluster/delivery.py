@@ -29,7 +29,7 @@ from broker.protocol.types import (
 
 from .handlers import Handlers, ignore
 from .interests import announced_as_subscription, shared
-from .remote_delivery import InboundOrigin, RemoteConsumer, RemoteConsumers
+from .remote_delivery import InboundOrigin, RemoteConsumer, RemoteConsumers, RemoteLinkRef
 from .remote_transactions import ack_payload, ack_props, ack_reply
 
 if TYPE_CHECKING:
@@ -162,13 +162,12 @@ class RemoteDelivery:
         dtype = DEST_QUEUE if rec["queue"] else DEST_TOPIC
         selector = compile_selector(rec["selector"]) if rec["selector"] else None
         dest = router.lookup(rec["dest"], dtype)
-        rc_probe = RemoteConsumer(
-            self, link, uid, None, None, selector, window, rec["client_id"], rec["durable"]
-        )
-        rc_probe.shared_name = rec["shared_name"]
+        # The remote consumer's connection as the destination sees it (a temporary
+        # destination's owner, noLocal), before the consumer itself has its queue.
+        ref = RemoteLinkRef(rec["client_id"])
         if dest is None:
             if rec["temporary"]:
-                dest = router.create_destination(rec["dest"], dtype | DEST_TEMP, rc_probe.link)
+                dest = router.create_destination(rec["dest"], dtype | DEST_TEMP, ref)
             else:
                 dest = router.ensure_destination(rec["dest"], dtype, None)
         if dest.attributes.get("isLocalOnly"):
@@ -178,10 +177,11 @@ class RemoteDelivery:
                 dest.name,
             )
             return
-        rc = rc_probe
-        rc.destination = dest
         if isinstance(dest, QueueDestination):
-            rc.queue = dest.dq
+            rc = RemoteConsumer(
+                self, link, uid, dest, dest.dq, selector, window, ref, rec["durable"]
+            )
+            rc.shared_name = rec["shared_name"]
             # At the position its broker locked for it (a stock broker's too).
             if not dest.attach(rc, rec.get("position"), told=bool(rec.get("told"))):
                 raise RouterError(500, "queue has its maximum of active consumers")
@@ -191,7 +191,7 @@ class RemoteDelivery:
             # A shared or durable subscription is one per cluster: the remote consumer
             # joins it, under the rules a local consumer joins by.
             sub = router.subs.remote_subscription(
-                rc.link,
+                ref,
                 dest,
                 selector,
                 rec["no_local"],
@@ -199,8 +199,10 @@ class RemoteDelivery:
                 mode,
                 rec["shared_name"] if mode == "jms" else None,
             )
-            rc.subscription = sub
-            rc.queue = sub.queue
+            rc = RemoteConsumer(
+                self, link, uid, dest, sub.queue, selector, window, ref, rec["durable"], sub
+            )
+            rc.shared_name = rec["shared_name"]
             if (rec["durable"] is not None or mode is not None) and not rec.get("attach"):
                 # The subscription's own interest: it takes messages only while a
                 # consumer is attached to it (G_DURABLE_ATTACH); meanwhile they wait here.

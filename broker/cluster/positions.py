@@ -81,7 +81,7 @@ class QueuePositions:
             return False
         return any(p == place[1] and isinstance(t, Consumer) for t, p in dest.positions.items())
 
-    # -- PositionClaims (core/positions.py) -------------------------------------------
+    # -- PositionClaims (core/destination.py) ----------------------------------------
 
     def needed(self, dest: QueueDestination, target: DeliveryTarget) -> bool:
         return isinstance(target, Consumer) and self.governs(dest)

@@ -28,8 +28,10 @@ from broker.protocol import gpacket as gp
 from broker.protocol.types import DEST_QUEUE, DEST_TOPIC
 
 if TYPE_CHECKING:
-    from broker.core.destination import Subscription
-    from broker.core.dispatch import DeliveryTarget
+    from collections.abc import Iterable
+
+    from broker.core.destination import Destination, Subscription
+    from broker.core.dispatch import DeliveryQueue, DeliveryTarget
     from broker.core.message import Entry
     from broker.core.selector import Selector
     from broker.core.session import Link
@@ -47,6 +49,8 @@ class RemoteLinkRef:
     """What a delivery queue sees as a remote consumer's connection (noLocal, ids)."""
 
     __slots__ = ("id", "client_id")
+    # Never called: a remote consumer delivers through its cluster link.
+    render_delivery = None
 
     def __init__(self, client_id: str | None) -> None:
         self.id = next(_link_ids)
@@ -67,11 +71,11 @@ class RemoteConsumer:
         service: RemoteDelivery,
         link: BrokerLink,
         uid: gp.ConsumerUID,
-        destination,
-        queue,
+        destination: Destination,
+        queue: DeliveryQueue,
         selector: Selector | None,
         window: int,
-        client_id: str | None,
+        link_ref: RemoteLinkRef,
         durable_name: str | None,
         subscription: Subscription | None = None,
     ) -> None:
@@ -88,7 +92,7 @@ class RemoteConsumer:
         self.attached: dict[int, int] = {}
         # Whether it stands for a subscription the peer announced (see delivery.py).
         self.announced = False
-        self.link: Link = RemoteLinkRef(client_id)
+        self.link: Link = link_ref
         self.durable_name = durable_name
         # A JMS 2.0 shared subscription's name (OpenMQ's G_DURABLE_ATTACH names it).
         self.shared_name: str | None = None
@@ -272,7 +276,7 @@ class InboundOrigin:
             {"deadReason": reason, "deadComment": comment},
         )
 
-    def put_back(self, entries) -> None:
+    def put_back(self, entries: Iterable[Entry]) -> None:
         """Entries the local client did not keep (rollback, recover, consumer closed)."""
         entries = list(entries)
         if self._consumer_lives():

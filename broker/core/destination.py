@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterator, Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.protocol.dest_attributes import DESTINATION_ATTRIBUTES
 from broker.protocol.names import (
@@ -30,15 +30,12 @@ from broker.store.base import (
 )
 
 from .dispatch import DeliveryQueue, DeliveryTarget
-from .message import Entry, Message
-from .metrics import DestStats
+from .message import Entry, Link, Message
 
 if TYPE_CHECKING:
     from broker.core.selector import Selector
 
     from .paging import Pager
-    from .positions import PositionClaims
-    from .session import Producer
 
 UNLIMITED = -1
 # Attributes whose 0 is no limit (OpenMQ's broker reads them so): a 0 stored by an older
@@ -73,6 +70,69 @@ class Totals:
         self.bytes = 0
 
 
+class ProducerSession(Protocol):
+    @property
+    def link(self) -> Link: ...
+
+
+class RegisteredProducer(Protocol):
+    """A producer as its destination keeps it (session.Producer): flow control reads
+    and resets the credit it was given."""
+
+    @property
+    def id(self) -> int: ...
+
+    @property
+    def session(self) -> ProducerSession: ...
+
+    granted: int
+    granted_at: float
+
+
+class DestStats:
+    """A destination's rarely changing metric state (its per-message counters -- messages
+    and bytes in and out, peak depth and largest message -- are its own attributes;
+    core/metrics.py reads both)."""
+
+    __slots__ = (
+        "peak_consumers",
+        "peak_active",
+        "peak_backup",
+        "expired",
+        "purged",
+        "acked",
+        "discarded",
+        "rejected",
+        "rolledback",
+        "samples",
+        "sum_msgs",
+        "sum_bytes",
+        "sum_consumers",
+        "sum_active",
+        "sum_backup",
+    )
+
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.peak_consumers = 0
+        self.peak_active = 0
+        self.peak_backup = 0
+        self.expired = 0
+        self.purged = 0
+        self.acked = 0
+        self.discarded = 0
+        self.rejected = 0
+        self.rolledback = 0
+        self.samples = 0
+        self.sum_msgs = 0
+        self.sum_bytes = 0
+        self.sum_consumers = 0
+        self.sum_active = 0
+        self.sum_backup = 0
+
+
 class Destination:
     """What queues and topics share: name, kind, limits, counters.  The
     :class:`~broker.core.dispatch.EntryOwner` of the entries it publishes."""
@@ -100,7 +160,7 @@ class Destination:
         self.auto = auto
         self.attributes: dict = dict(attributes or {})
         self.state = DestState.RUNNING
-        self.producers: dict[int, Producer] = {}
+        self.producers: dict[int, RegisteredProducer] = {}
         self.msg_count = 0
         self.msg_bytes = 0
         self.msgs_in = 0
@@ -244,6 +304,19 @@ class Destination:
         raise NotImplementedError
 
 
+class PositionClaims(Protocol):
+    """The cluster's say over the positions of a queue's local consumers
+    (core/positions.py; the cluster's is in cluster/positions.py)."""
+
+    def needed(self, dest: QueueDestination, target: DeliveryTarget) -> bool:
+        """Must ``target`` take the cluster lock before it moves to another position?"""
+        ...
+
+    def claim(self, dest: QueueDestination, target: DeliveryTarget, position: int) -> None:
+        """Take ``position`` for ``target``; the answer is ``dest.claimed(...)``, later."""
+        ...
+
+
 class QueueDestination(Destination):
     """A queue: each message goes to one consumer.
 
@@ -259,7 +332,7 @@ class QueueDestination(Destination):
 
     is_queue = True
 
-    def __init__(self, name: str, **kw) -> None:
+    def __init__(self, name: str, **kw: Any) -> None:
         super().__init__(name, **kw)
         self.dq = DeliveryQueue(on_drop=self.drop)
         self.backups: list[DeliveryTarget] = []
@@ -473,7 +546,7 @@ class TopicDestination(Destination):
 
     is_queue = False
 
-    def __init__(self, name: str, **kw) -> None:
+    def __init__(self, name: str, **kw: Any) -> None:
         super().__init__(name, **kw)
         self.subscriptions: list[Subscription] = []
         self.durables: dict[tuple[str | None, str], Subscription] = {}

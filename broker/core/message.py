@@ -38,7 +38,7 @@ from broker.protocol.sysmsgid import sysmsgid_string
 from broker.protocol.types import FLAG_A, FLAG_C, FLAG_F, FLAG_L, FLAG_P, FLAG_Q, FLAG_R
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable
+    from collections.abc import Callable, Iterable
 
     from broker.store.base import Store
 
@@ -330,11 +330,7 @@ class MessageLost(Exception):
 
 
 class Link(Protocol):
-    """What the router needs from a client connection.
-
-    A link whose protocol is not JMQ (STOMP) may also have ``render_delivery(consumer_id,
-    msg, redelivered, count) -> bytes``: then a consumer hands it the message, and
-    ``send_delivery`` the bytes it made, instead of the JMQ packet (encode_delivery)."""
+    """What the router needs from a client connection."""
 
     id: int
     client_id: str | None
@@ -342,6 +338,14 @@ class Link(Protocol):
     def can_deliver(self) -> bool: ...
 
     def send_delivery(self, buf: bytearray) -> None: ...
+
+    @property
+    def render_delivery(self) -> Callable[[int, Message, bool, int], bytes] | None:
+        """None for a JMQ link.  A link of another protocol (STOMP) renders a delivery
+        itself, ``render_delivery(consumer_id, msg, redelivered, count) -> bytes``: a
+        consumer hands it the message, and ``send_delivery`` the bytes it made, instead
+        of the JMQ packet (encode_delivery)."""
+        ...
 
 
 class OwnerStats(Protocol):

@@ -18,6 +18,7 @@ once-a-second housekeeping timer (:func:`sample_averages`), never per message.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEST_METRICS_KEYS",
-    "DestStats",
     "LagWindow",
     "ServiceCounters",
     "consumer_counts",
@@ -116,54 +116,11 @@ class ServiceCounters:
         self.packet_bytes_out += other.packet_bytes_out
 
     @classmethod
-    def total(cls, counters) -> ServiceCounters:
+    def total(cls, counters: Iterable[ServiceCounters]) -> ServiceCounters:
         out = cls()
         for c in counters:
             out.add(c)
         return out
-
-
-class DestStats:
-    """A destination's rarely changing metric state (the per-message counters -- messages
-    and bytes in and out, peak depth and largest message -- live on the Destination)."""
-
-    __slots__ = (
-        "peak_consumers",
-        "peak_active",
-        "peak_backup",
-        "expired",
-        "purged",
-        "acked",
-        "discarded",
-        "rejected",
-        "rolledback",
-        "samples",
-        "sum_msgs",
-        "sum_bytes",
-        "sum_consumers",
-        "sum_active",
-        "sum_backup",
-    )
-
-    def __init__(self) -> None:
-        self.reset()
-
-    def reset(self) -> None:
-        self.peak_consumers = 0
-        self.peak_active = 0
-        self.peak_backup = 0
-        self.expired = 0
-        self.purged = 0
-        self.acked = 0
-        self.discarded = 0
-        self.rejected = 0
-        self.rolledback = 0
-        self.samples = 0
-        self.sum_msgs = 0
-        self.sum_bytes = 0
-        self.sum_consumers = 0
-        self.sum_active = 0
-        self.sum_backup = 0
 
 
 def consumer_counts(dest: Destination) -> tuple[int, int, int]:

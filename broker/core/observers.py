@@ -27,9 +27,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from .destination import Destination
+    from .destination import Destination, PositionClaims
     from .message import Entry, Message
-    from .positions import PositionClaims
     from .session import Consumer
     from .transaction_record import Transaction
 

@@ -30,10 +30,10 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator, Sized
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from . import errors
 from .message import _DC_SLOT, BODIES, Entry, Message
@@ -42,9 +42,39 @@ if TYPE_CHECKING:
     from broker.store.base import Store
     from broker.store.swap import SwapArea
 
-    from .dispatch import DeliveryQueue
+    from .runs import Run
 
 log = logging.getLogger("broker.paging")
+
+
+class PagedQueue(Protocol):
+    """What the pager asks of a delivery queue (dispatch.DeliveryQueue), whose messages
+    it reads back."""
+
+    @property
+    def active(self) -> bool: ...
+
+    @property
+    def count(self) -> int:
+        """Entries pending."""
+        ...
+
+    @property
+    def consumers(self) -> Sized: ...
+
+    def __iter__(self) -> Iterator[Entry]:
+        """The pending entries, in delivery order."""
+        ...
+
+    def head(self) -> Iterator[Entry]:
+        """The pending entries from the next one to deliver."""
+        ...
+
+    def remove_where(
+        self, pred: Callable[[Entry], bool], packed: Callable[[Run], bool] | None = None
+    ) -> list[Entry]: ...
+
+    def dispatch(self, now_ms: int) -> None: ...
 
 
 @dataclass
@@ -84,7 +114,7 @@ class Pager:
         # Messages waiting for the store to have written them before they let go.
         self._awaiting: list[Message] = []
         self._sealing = False
-        self._reading: set[DeliveryQueue] = set()
+        self._reading: set[PagedQueue] = set()
         self._reader: ThreadPoolExecutor | None = None
         self._swap_error: str | None = None
         self._now = now_ms or errors.now_ms
@@ -175,7 +205,7 @@ class Pager:
         if msg.src is not None:
             msg.drop_body()
 
-    def page_out_recovered(self, queues: list[DeliveryQueue]) -> int:
+    def page_out_recovered(self, queues: Iterable[PagedQueue]) -> int:
         """After recovery from a store that loaded bodies: while memory is over the
         threshold, the messages behind each queue's first read-ahead window let their
         bytes go (to nowhere when the store gives them back, else to the swap area).
@@ -237,7 +267,7 @@ class Pager:
 
     def fetch(
         self,
-        dq: DeliveryQueue,
+        dq: PagedQueue,
         first: Message | None = None,
         following: Iterable[Entry] | None = None,
     ) -> bool:
@@ -280,7 +310,9 @@ class Pager:
                 break
         return msgs
 
-    def _arrived(self, dq: DeliveryQueue, msgs: list[Message], fut) -> None:
+    def _arrived(
+        self, dq: PagedQueue, msgs: list[Message], fut: asyncio.Future[list[bytes | None]]
+    ) -> None:
         self._reading.discard(dq)
         if fut.cancelled():
             return
@@ -318,7 +350,7 @@ class Pager:
         ):
             self.fetch(dq)
 
-    def _retry(self, dq: DeliveryQueue) -> None:
+    def _retry(self, dq: PagedQueue) -> None:
         if dq.active:
             dq.dispatch(self._now())
 

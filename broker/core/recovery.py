@@ -220,7 +220,9 @@ def _recover_transaction(router: Recovering, st: StoredTransaction) -> int:
             dest = router.lookup(send.destination, send.dest_type) or router.restore_destination(
                 send.destination, send.dest_type, True, None
             )
-            if any(e.msg.store_key == send.key for e in getattr(dest, "dq", ())):
+            if isinstance(dest, QueueDestination) and any(
+                e.msg.store_key == send.key for e in dest.dq
+            ):
                 continue  # its MsgAdd made it to the store before the crash
             msg = Message(parse_packet(send.raw), send.destination, 0)
             msg.store_key = send.key

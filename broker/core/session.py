@@ -119,8 +119,8 @@ class Consumer:
         self.delivered = 0
         self.events = events
         self.acks = acks
-        # The link's own encoding of a delivery (see message.Link), looked up once.
-        self.render = getattr(self.link, "render_delivery", None)
+        # The link's own encoding of a delivery (see message.Link), read once.
+        self.render = self.link.render_delivery
 
     def ready(self) -> bool:
         return (
@@ -144,7 +144,9 @@ class Consumer:
         if render is None:
             buf = msg.encode_delivery(self.id, entry.redelivered, entry.count, extra)
         else:
-            buf = render(self.id, msg, entry.redelivered, entry.count)
+            # Bytes, not a packet: they go back to the link that made them, whose
+            # send_delivery takes them (StompLink's, which overrides the JMQ one).
+            buf = render(self.id, msg, entry.redelivered, entry.count)  # type: ignore[assignment]
         if entry.interest is not None:
             # So a restart knows this copy was delivered (and marks it redelivered).
             store = entry.owner.store

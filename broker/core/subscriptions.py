@@ -19,6 +19,7 @@ from .errors import RouterError
 
 if TYPE_CHECKING:
     from .context import CoreContext
+    from .selector import Selector
     from .session import Link, Session
 
 
@@ -61,7 +62,7 @@ class Subscriptions:
         self,
         sess: Session,
         topic: TopicDestination,
-        selector,
+        selector: Selector | None,
         no_local: bool,
         durable_name: str | None,
         share: bool = False,
@@ -139,7 +140,7 @@ class Subscriptions:
         self,
         link: Link,
         topic: TopicDestination,
-        selector,
+        selector: Selector | None,
         no_local: bool,
         durable_name: str | None,
         mode: str | None,
@@ -174,7 +175,7 @@ class Subscriptions:
         mode: str,
         client_id: str | None,
         topic: TopicDestination,
-        selector,
+        selector: Selector | None,
         shared_name: str | None,
     ) -> tuple[tuple, Subscription | None, str]:
         """A shared non-durable subscription's key as OpenMQ makes it ("jms": client ID
@@ -190,7 +191,7 @@ class Subscriptions:
     @staticmethod
     def add(
         topic: TopicDestination,
-        selector,
+        selector: Selector | None,
         no_local: bool,
         link_id: int,
         durable_key: tuple[str | None, str] | None = None,
@@ -209,7 +210,7 @@ class Subscriptions:
     def check_join(
         sub: Subscription,
         topic: TopicDestination,
-        selector,
+        selector: Selector | None,
         no_local: bool,
         mode: str | None,
         what: str,

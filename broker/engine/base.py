@@ -59,9 +59,13 @@ from .states import (
 )
 
 if TYPE_CHECKING:
+    from broker.core.memory import MemoryManager
+    from broker.core.message import Message
     from broker.core.router import MessageRouter
+    from broker.security.acl import AccessController
+    from broker.security.repository import LoginThrottle, UserRepository
 
-    from .ports import ClusterPort, HAPort
+    from .ports import ClusterPort, HAPort, ServicePort
 
 log = logging.getLogger("broker.connection")
 
@@ -75,10 +79,11 @@ class Host(Protocol):
     session_id: int
     max_packet_size: int
     auth_timeout: float
-    memory: Any  # core.memory.MemoryManager: .count (messages per batch, 0 when red)
+    # .count: messages per batch, 0 when memory is red.
+    memory: MemoryManager
     flow_waiting: set
-    access: Any  # security.acl.AccessController
-    login_throttle: Any  # security.repository.LoginThrottle
+    access: AccessController
+    login_throttle: LoginThrottle
     # imq.user.shipped_passwords.loopback_only (security/shipped.py)
     shipped_loopback_only: bool
     # The optional subsystems (ports.py): None on a broker alone.
@@ -87,16 +92,16 @@ class Host(Protocol):
     # Extra HELLO_REPLY properties (an HA cluster's JMQHA, JMQBrokerList...).
     hello_properties: dict[str, object]
 
-    def repository_for(self, service: Any) -> Any: ...
-    def accepts_connection(self, service: Any) -> bool: ...
-    def over_connection_limit(self, service: Any) -> bool: ...
-    def connection_opened(self, conn: Any) -> None: ...
-    def connection_closed(self, conn: Any) -> None: ...
-    def destroy_stale_connection(self, old_id: int, new: Any) -> None: ...
+    def repository_for(self, service: ServicePort) -> UserRepository: ...
+    def accepts_connection(self, service: ServicePort) -> bool: ...
+    def over_connection_limit(self, service: ServicePort) -> bool: ...
+    def connection_opened(self, conn: EngineBase) -> None: ...
+    def connection_closed(self, conn: EngineBase) -> None: ...
+    def destroy_stale_connection(self, old_id: int, new: EngineBase) -> None: ...
     def hello_verdict(self, props: dict) -> tuple[int, dict[str, object], str | None]: ...
     def when_stored(self, callback: Callable[[], None]) -> None: ...
     def check_memory(self) -> None: ...
-    def answer_info_request(self, conn: Any, pkt: Packet) -> None: ...
+    def answer_info_request(self, conn: EngineBase, pkt: Packet) -> None: ...
 
 
 # Packet type -> handler, filled in by engine.py once the rule sets are assembled.
@@ -114,11 +119,14 @@ class EngineBase(Outbox):
     on_message: Callable[[Packet], None]
     # ... and of a message packet over the frame limit, already read past.
     on_oversized_message: Callable[[OversizedPacket], None]
+    # The router's Link: a JMQ connection's deliveries are JMQ packets (StompLink renders
+    # its own, see message.Link).
+    render_delivery: Callable[[int, Message, bool, int], bytes] | None = None
 
     def __init__(
         self,
         broker: Host,
-        service: Any,
+        service: ServicePort,
         *,
         wake: Callable[[], None] = _noop,
         flush: Callable[[], None] = _noop,

@@ -187,7 +187,7 @@ class HandshakeRules(EngineBase):
             self._auth_failed(pkt, None, str(exc))
             return
         repo = self.broker.repository_for(self.service)
-        verify = getattr(repo, "verify_basic", None)
+        verify = repo.verify_basic
         args: tuple = (user,)
         if verify is not None:
             # LDAP: the directory checks the password (bind as the user); basic only.
@@ -199,7 +199,9 @@ class HandshakeRules(EngineBase):
         # Hold further packets until the repository answers.
         self._to(ConnEvent.CREDENTIALS_HELD)
         done = functools.partial(self.auth_checked, pkt, user, credential, verify is not None)
-        self._effect(RunBlocking(verify or repo.lookup, args, done))
+        check = verify or repo.lookup
+        assert check is not None  # a UserRepository has one of the two
+        self._effect(RunBlocking(check, args, done))
 
     def auth_checked(
         self,

@@ -1,4 +1,7 @@
-"""The engine host's optional subsystems, typed: a cluster and an HA monitor.
+"""The engine host's ports, typed: the connection service, a cluster and an HA monitor.
+
+A connection belongs to one :class:`ServicePort` (broker/server/broker.py's
+``Service``).
 
 A broker alone has neither: :class:`~broker.engine.base.Host` says ``cluster`` and
 ``ha`` are ``None`` then, and the engine (and the admin service) test for ``None``
@@ -14,7 +17,21 @@ from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from broker.core.destination import QueueDestination
+    from broker.core.metrics import ServiceCounters
     from broker.core.transaction_record import Transaction
+
+
+class ServicePort(Protocol):
+    """The connection service a connection came in through, as the engine reads it."""
+
+    name: str
+    type: str  # NORMAL or ADMIN
+    auth_type: str  # digest or basic
+    # Admin PAUSE: new connections are refused until RESUME.
+    paused: bool
+    connections_rejected: int
+    # Traffic of all its connections (GET_METRICS), which each connection increments.
+    metrics: ServiceCounters
 
 
 class ClientIdLocks(Protocol):
@@ -78,4 +95,4 @@ class HAPort(Protocol):
         ...
 
 
-__all__ = ["ClientIdLocks", "ClusterPort", "HAPort", "QueuePositionLocks"]
+__all__ = ["ClientIdLocks", "ClusterPort", "HAPort", "QueuePositionLocks", "ServicePort"]

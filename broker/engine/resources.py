@@ -11,7 +11,7 @@ from typing import Any
 from broker.core.destination import Destination, QueueDestination
 from broker.core.errors import RouterError
 from broker.core.monitoring import METRICS_PREFIX
-from broker.core.selector import SelectorError, compile_selector
+from broker.core.selector import Selector, SelectorError, compile_selector
 from broker.core.session import Consumer, Session
 from broker.protocol.destname import queue_name_problem, topic_pattern_problem
 from broker.protocol.jtypes import JInt, JLong
@@ -99,7 +99,7 @@ def credit_bytes(dest: Destination, credit: int) -> int:
     return credit * max(size, 1)
 
 
-def compile_or_400(text: object):
+def compile_or_400(text: object) -> Selector | None:
     """The compiled JMQSelector (None for none), RouterError 400 if it does not parse."""
     if text is None or (isinstance(text, str) and not text.strip()):
         return None

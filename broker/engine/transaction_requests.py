@@ -76,7 +76,7 @@ def _txn_int(pkt: Packet, name: str) -> int | None:
 class TransactionRules(EngineBase):
     """START/END/PREPARE/COMMIT/ROLLBACK/RECOVER/VERIFY_TRANSACTION handlers."""
 
-    def _txn_from(self, pkt: Packet, control: bool = True):
+    def _txn_from(self, pkt: Packet, control: bool = True) -> Transaction:
         """The transaction a request names (JMQTransactionID, else the Xid body), checked
         for whether this connection may act on it."""
         tid = _txn_id(pkt)
@@ -90,12 +90,14 @@ class TransactionRules(EngineBase):
             self.router.txns.check_control(txn, self, self.service.type == "ADMIN")
         return txn
 
-    def _txn_reply(self, pkt: Packet, txn, status: int = Status.OK, **extra: object) -> None:
+    def _txn_reply(
+        self, pkt: Packet, txn: Transaction | None, status: int = Status.OK, **extra: object
+    ) -> None:
         props: dict[str, object] = {JMQ_TRANSACTION_ID: JLong(txn.id)} if txn else {}
         props.update(extra)
         self.reply(pkt, status, props)
 
-    def _txn_refused(self, pkt: Packet, exc: RouterError, txn=None) -> None:
+    def _txn_refused(self, pkt: Packet, exc: RouterError, txn: Transaction | None = None) -> None:
         props: dict[str, object] = {}
         if txn is not None:
             props[JMQ_TRANSACTION_ID] = JLong(txn.id)
@@ -254,7 +256,7 @@ class TransactionRules(EngineBase):
             self._effect(TransactionTimer(nxt, nxt.lifetime))
         reply[JMQ_NEXT_TRANSACTION_ID] = JLong(nxt.id)
 
-    def _txn_or_replayed(self, pkt: Packet):
+    def _txn_or_replayed(self, pkt: Packet) -> Transaction | None:
         """The transaction a COMMIT/ROLLBACK names; None when it was a resend (I flag) of
         one already finished, which is answered OK here (it was done)."""
         try:

@@ -342,7 +342,9 @@ def attributes_from_info(info: dict[str, object]) -> dict[str, object]:
     return out
 
 
-def attributes_of_info(info: dict[str, object], extra: dict[str, object] | None = None):
+def attributes_of_info(
+    info: dict[str, object], extra: dict[str, object] | None = None
+) -> dict[str, object]:
     """Every attribute of a GET_DESTINATIONS DestinationInfo (whatever its update mask)
     that applies to its kind of destination, plus ``extra`` ones (maxDeliveryCount)."""
     is_topic = bool(as_int(info.get("type") or 0) & 2)

@@ -94,6 +94,8 @@ class LdapUserRepository:
     """Authenticate by binding as the user; groups from the group search."""
 
     kind = "ldap"
+    # No password digests to give: verify_basic() binds as the user.
+    lookup = None
 
     def __init__(self, settings: LdapSettings) -> None:
         self.settings = settings

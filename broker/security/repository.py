@@ -9,22 +9,29 @@
   ``imq.user_repository.file.filename``;
 * ``ldap``: ``imq.user_repository.ldap.*``, ``basic`` authentication only.
 
-Repositories holding password hashes (database, file) have ``lookup(username)``; LDAP has
-``verify_basic(username, password)`` instead.  :func:`check_auth_repository` is the
-start-up check that refuses digest with LDAP.
+Each is a :class:`UserRepository`.  Repositories holding password hashes (database,
+file) have ``lookup(username)``; LDAP has ``verify_basic(username, password)`` instead,
+and the other is None.  :func:`check_auth_repository` is the start-up check that refuses
+digest with LDAP.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING, Protocol
 
 from broker import props
 from broker.config import BrokerConfig, ConfigError
+
+if TYPE_CHECKING:
+    from .users import UserRecord
 
 __all__ = [
     "REPOSITORY_NAMES",
     "LoginThrottle",
     "UserRepositories",
+    "UserRepository",
     "check_auth_repository",
     "repository_name",
 ]
@@ -61,6 +68,34 @@ def check_auth_repository(auth_type: str, name: str, service: str) -> None:
         )
 
 
+class UserRepository(Protocol):
+    """What the broker asks of a user repository (blocking calls: off the event loop).
+
+    Exactly one of ``lookup`` and ``verify_basic`` is a method, the other None: the
+    broker compares the password digest of the record ``lookup`` finds itself (database,
+    file), or the repository checks the password (LDAP binds as the user).
+    """
+
+    @property
+    def kind(self) -> str:
+        """Its name in ``user_repository``: database, file or ldap."""
+        ...
+
+    def describe(self) -> str:
+        """Which one it is, for the start-up log (``file /path/passwd``)."""
+        ...
+
+    @property
+    def lookup(self) -> Callable[[str], UserRecord | None] | None:
+        """The user (with its password digest) by name, None if unknown."""
+        ...
+
+    @property
+    def verify_basic(self) -> Callable[[str, str], UserRecord | None] | None:
+        """The user if the repository accepts the password, else None."""
+        ...
+
+
 def passwd_path(config: BrokerConfig) -> Path:
     dirpath = config.get(props.USER_FILE_DIRPATH) or str(config.instance_dir / "etc")
     return Path(dirpath) / config.get(props.USER_FILE_NAME)
@@ -71,15 +106,15 @@ class UserRepositories:
 
     def __init__(self, config: BrokerConfig) -> None:
         self.config = config
-        self._built: dict[str, object] = {}
+        self._built: dict[str, UserRepository] = {}
 
-    def get(self, name: str):
+    def get(self, name: str) -> UserRepository:
         repo = self._built.get(name)
         if repo is None:
             repo = self._built[name] = self._build(name)
         return repo
 
-    def _build(self, name: str):
+    def _build(self, name: str) -> UserRepository:
         if name == "database":
             from .users import DatabaseUserRepository
 
@@ -92,7 +127,7 @@ class UserRepositories:
 
         return LdapUserRepository.from_config(self.config)
 
-    def for_service(self, service: str, auth_type: str):
+    def for_service(self, service: str, auth_type: str) -> UserRepository:
         """The repository for a service with ``auth_type``; ConfigError if unusable."""
         name = repository_name(self.config, auth_type, service)
         check_auth_repository(auth_type, name, service)
@@ -111,8 +146,7 @@ class UserRepositories:
             if auth not in AUTH_TYPES:
                 continue  # the broker reports unknown types itself
             repo = self.for_service(service, auth)
-            describe = getattr(repo, "describe", None)
-            out[service] = f"{auth} against {describe() if describe else 'database'}"
+            out[service] = f"{auth} against {repo.describe()}"
         return out
 
 

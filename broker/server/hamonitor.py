@@ -28,6 +28,7 @@ import asyncio
 import logging
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -335,7 +336,7 @@ class HAMonitor:
             )
         return taken
 
-    def _call_on_loop(self, fn, *args) -> None:
+    def _call_on_loop(self, fn: Callable[..., object], *args: object) -> None:
         loop = self._loop
         if loop is not None:
             try:

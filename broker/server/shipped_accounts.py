@@ -54,7 +54,7 @@ class ShippedAccounts:
         found = []
         for name in SHIPPED_PASSWORDS:
             for repo in repos:
-                lookup = getattr(repo, "lookup", None)  # LDAP checks passwords itself
+                lookup = repo.lookup  # None: LDAP checks passwords itself
                 record = lookup(name) if lookup is not None else None
                 if record is not None and record.active:
                     if on_shipped_password(name, record.password_digest):

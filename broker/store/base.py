@@ -137,7 +137,7 @@ class StoredMessage:
     key: bytes
     destination: str
     dest_type: int
-    raw: bytes
+    raw: bytes | None
     # interest -> delivery count so far (0 = never delivered); settled ones are absent.
     # Read only: a store may give many messages the same dict.
     interests: dict[str, int]

@@ -50,7 +50,15 @@ def archives() -> list[Path]:
     if not folder.is_dir():
         return []
     found = [p for p in folder.iterdir() if ARCHIVE_RE.match(p.name)]
-    return sorted(found, key=lambda p: int(ARCHIVE_RE.match(p.name).group(2)), reverse=True)
+    return sorted(found, key=lambda p: archive_ids(p)[1], reverse=True)
+
+
+def archive_ids(path: Path) -> tuple[int, int]:
+    """The first and last record ids an archive holds (its name says them)."""
+    m = ARCHIVE_RE.match(path.name)
+    if m is None:
+        raise ValueError(f"not a log records archive: {path.name}")
+    return int(m.group(1)), int(m.group(2))
 
 
 def archive_path(name: str) -> Path | None:
@@ -103,7 +111,7 @@ def _recover(folder: Path) -> int:
         tmp.unlink(missing_ok=True)
     finished = 0
     for path in archives():
-        first, last = (int(x) for x in ARCHIVE_RE.match(path.name).groups()[:2])
+        first, last = archive_ids(path)
         if not LogRecord.objects.filter(id__gte=first, id__lte=last).exists():
             continue
         ids = [int(rec["id"]) for rec in read_archive(path)]

@@ -118,7 +118,12 @@ def _plan_objects(value: Any, admin: BrokerAdmin, errors: list[str]) -> list[Cha
             continue
         old = existing.get((store, name))
         label = f"{store}: {name}"
-        data = {"store": store, "name": name, "type": kind.code, "attributes": attrs}
+        data: dict[str, Any] = {
+            "store": store,
+            "name": name,
+            "type": kind.code,
+            "attributes": attrs,
+        }
         data["read_only"] = read_only
         if old is None:
             changes.append(Change("administered_objects", "create", label, kind.label, data))

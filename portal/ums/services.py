@@ -100,7 +100,7 @@ def build_request(fields: dict[str, str]) -> UmsRequest:
     timeout_ms = None
     if timeout not in (None, ""):
         try:
-            timeout_ms = int(timeout)  # type: ignore[arg-type]
+            timeout_ms = int(timeout)
         except ValueError as exc:
             raise UmsError(400, f"timeout is not a number of milliseconds: {timeout!r}") from exc
         if timeout_ms < 0:

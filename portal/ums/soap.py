@@ -132,7 +132,7 @@ def _property(el: ET.Element) -> tuple[str, object]:
             return name, value
         if conv in (float, JFloat):
             return name, conv(float(value))
-        return name, conv(int(value))  # type: ignore[operator]
+        return name, conv(int(value))
     except (ValueError, OverflowError) as exc:
         raise SoapFault("Client", f"bad value for {kind} {name}: {value!r}") from exc
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from broker.core import queries
+from broker.engine.base import EngineBase
 from broker.protocol.admin_info import HashMap, encode_admin_vector
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.names import JMQ_DEST_TYPE, JMQ_DESTINATION, JMQ_PRODUCERS
@@ -30,8 +31,15 @@ def get_consumers(conn: ConnectionEngine, props: dict) -> Result:
     return {}, encode_admin_vector(rows)
 
 
+def _client(link: object) -> EngineBase | None:
+    """The client connection a consumer or producer is on; None for one on another
+    broker (its link is the cluster's RemoteLinkRef: no address, service or user here)."""
+    return link if isinstance(link, EngineBase) else None
+
+
 def _consumer_row(dest, cons) -> HashMap:
     link = cons.link
+    local = _client(link)
     sub = cons.subscription
     durable = sub is not None and sub.durable_key is not None
     selector = cons.selector.text if cons.selector is not None else None
@@ -51,18 +59,19 @@ def _consumer_row(dest, cons) -> HashMap:
         DurableActive=durable,
         DurableName=sub.durable_key[1] if durable else None,
         FlowPaused=cons.credit == 0,
-        Host=host_of(getattr(link, "peer", "")),
+        Host=host_of(local.peer if local else ""),
         LastAckTime=JLong(0),
         NumMsgs=JLong(cons.delivered),
         NumMsgsPendingAcks=JLong(pending),
         Selector=selector,
-        ServiceName=link.service.name if hasattr(link, "service") else None,
-        User=getattr(link, "user", None),
+        ServiceName=local.service.name if local else None,
+        User=local.user if local else None,
     )
 
 
 def _producer_row(dest, prod) -> HashMap:
     link = prod.session.link
+    local = _client(link)
     waiting = queries.producer_waiting(dest, prod.id)
     return HashMap(
         ProducerID=str(prod.id),
@@ -71,7 +80,7 @@ def _producer_row(dest, prod) -> HashMap:
         DestinationName=dest.name,
         DestinationType=JInt(DEST_QUEUE if dest.is_queue else DEST_TOPIC),
         FlowPaused=waiting,
-        Host=host_of(getattr(link, "peer", "")),
-        ServiceName=link.service.name if hasattr(link, "service") else None,
-        User=getattr(link, "user", None),
+        Host=host_of(local.peer if local else ""),
+        ServiceName=local.service.name if local else None,
+        User=local.user if local else None,
     )

@@ -8,6 +8,7 @@ import asyncio
 from typing import TYPE_CHECKING
 
 from broker.core import queries
+from broker.engine.base import EngineBase
 from broker.protocol.javaser import encode_vector
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.names import JMQ_QUANTITY, JMQ_TRANSACTION_ID
@@ -46,9 +47,12 @@ def get_transactions(conn: ConnectionEngine, props: dict) -> Result:
         if txn.client_id:
             row["clientid"] = txn.client_id
         row["timestamp"] = JLong(txn.created)
+        # A transaction of a client connection (a remote one's link is the cluster's).
         link = txn.link
         row["connection"] = (
-            f"{getattr(link, 'user', '') or ''}@{getattr(link, 'peer', '')}" if link else ""
+            (f"{link.user or ''}@{link.peer}" if isinstance(link, EngineBase) else "@")
+            if link
+            else ""
         )
         row["nmsgs"] = JInt(len(txn.sends))
         row["nacks"] = JInt(txn.held_ack_count)

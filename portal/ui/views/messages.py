@@ -62,7 +62,7 @@ def messages_list(request: HttpRequest, kind: str, name: str) -> HttpResponse:
         page_no = 1
     mq_type = request.GET.get("mq_type", "")
 
-    def build():
+    def build() -> dict[str, object]:
         admin = broker_admin()
         dest = query_destination(admin, kind, name)
         start = (page_no - 1) * PER_PAGE

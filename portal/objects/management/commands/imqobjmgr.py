@@ -56,6 +56,9 @@ class Command(BaseCommand):
     )
     # A command-line tool: the portal's URL checks are not its business.
     requires_system_checks: list[str] = []
+    # The object's attributes (-o) and the object store's (-j), set by handle().
+    attrs: dict[str, str]
+    store_props: dict[str, str]
 
     def add_arguments(self, parser) -> None:
         parser.add_argument("subcommand", nargs="?", choices=SUBCOMMANDS)
