@@ -48,7 +48,12 @@ from broker.protocol.types import (
     Status,
 )
 from broker.security.acl import AccessController
-from broker.security.repository import LoginThrottle, check_auth_repository
+from broker.security.repository import (
+    LoginThrottle,
+    UserRepositories,
+    UserRepository,
+    check_auth_repository,
+)
 from broker.security.tlsaccept import listening_socket, serve
 from broker.store import ha_settings, open_store
 from broker.store.base import Store
@@ -83,11 +88,13 @@ PRODUCT_NAME = "OpenMQ-compatible Python broker"
 class Broker:
     """Everything one broker process runs."""
 
-    def __init__(self, config: BrokerConfig, user_repository) -> None:
+    def __init__(
+        self, config: BrokerConfig, user_repository: UserRepositories | UserRepository | None
+    ) -> None:
         self.config = config
         # A UserRepositories (one per service, chosen in _service) or one repository.
         self.user_repository = user_repository
-        self.service_repositories: dict[str, object] = {}
+        self.service_repositories: dict[str, UserRepository] = {}
         self.login_throttle = LoginThrottle()
         # admin/admin and guest/guest from loopback only (security/shipped.py).
         self.shipped_loopback_only = config.get(props.SHIPPED_LOOPBACK_ONLY)
@@ -154,16 +161,17 @@ class Broker:
 
     # -- configuration -------------------------------------------------------
 
-    def _repository_for(self, service: str, auth: str):
-        """imq[.<service>].authentication.<auth>.user_repository (security/repository.py)."""
+    def _repository_for(self, service: str, auth: str) -> UserRepository | None:
+        """imq[.<service>].authentication.<auth>.user_repository (security/repository.py);
+        one repository given to the broker (tests, benches) serves every service."""
         repos = self.user_repository
-        if hasattr(repos, "for_service"):
+        if isinstance(repos, UserRepositories):
             return repos.for_service(service, auth)
-        if getattr(repos, "kind", "") == "ldap":
+        if repos is not None and repos.kind == "ldap":
             check_auth_repository(auth, "ldap", service)
         return repos
 
-    def repository_for(self, svc: Service):
+    def repository_for(self, svc: Service) -> UserRepository | None:
         """The user repository that authenticates connections to ``svc``."""
         repo = self.service_repositories.get(svc.name)
         return repo if repo is not None else self._repository_for(svc.name, svc.auth_type)

@@ -305,7 +305,7 @@ async def check_admin_login(broker: Any, user: str, password: str, peer: str) ->
     if repo is None:
         repo = broker._repository_for("admin", "basic")
     loop = asyncio.get_running_loop()
-    verify = getattr(repo, "verify_basic", None)
+    verify = repo.verify_basic
     if verify is not None:  # LDAP: the directory checks the password
         record = await loop.run_in_executor(broker.executor, verify, user, password)
         ok = record is not None
