@@ -323,3 +323,72 @@ def test_events_become_notifications(broker: Broker) -> None:
     assert change["attributeName"] == "MaxNumMsgs"
     assert (change["oldValue"], change["newValue"]) == (-1, 5)
     assert told[1][2]["pauseType"] == "ALL"
+
+
+def test_memory_takeover_and_cluster_events_become_notifications(broker: Broker) -> None:
+    """The memory state changing (here: imq.system.max_size made tiny, then unlimited
+    again), HA takeovers and cluster members joining and leaving reach JMX as the stock
+    broker's BrokerNotification and ClusterNotification, from their MBeans."""
+    from broker.engine.jmx_names import ObjectName
+    from broker.protocol import admin_requests as req
+    from broker.server.jmx_events import JmxEvents
+
+    srv = JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
+    _login(srv)
+    told: list[tuple[str, str, str, dict[str, object]]] = []
+
+    def collect(server, source, notif_type, kind, message, **fields) -> None:
+        told.append((dict(ObjectName.parse(source).keys)["type"], notif_type, kind, fields))
+
+    JmxEvents(broker, [srv], collect).attach()
+    port = JmxAdminPort(broker, "admin", "127.0.0.1:4000")
+    for size in ("1", "0"):
+        r = req.update_broker_props({"imq.system.max_size": size})
+        asyncio.run(port.command(r.type, r.props, r.body or b""))
+    states = [
+        (f["oldResourceState"], f["newResourceState"])
+        for t, n, k, f in told
+        if n == "mq.broker.resource.state.change" and t == "Broker" and k == "broker"
+    ]
+    assert states == [("GREEN ", "RED   "), ("RED   ", "GREEN ")]
+
+    told.clear()
+    events = broker.router.observers
+    events.router_event("broker.takeover.start", {"failed": "b2", "id": "b1"})
+    events.router_event("broker.takeover.complete", {"failed": "b2", "id": "b1"})
+    assert [(t, n) for t, n, _k, _f in told] == [
+        ("Broker", "mq.broker.takeover.start"),
+        ("Cluster", "mq.broker.takeover.start"),
+        ("Broker", "mq.broker.takeover.complete"),
+        ("Cluster", "mq.broker.takeover.complete"),
+    ]
+    assert told[0][3]["failedBrokerID"] == "b2" and told[0][3]["brokerID"] == "b1"
+
+    told.clear()
+    peer = {"address": "hostb:7677", "instance": "b", "master": True}
+    events.router_event("cluster.broker.join", peer)
+    events.router_event("cluster.broker.down", peer)
+    assert [(t, n, k) for t, n, k, _f in told] == [
+        ("Cluster", "mq.cluster.broker.join", "cluster"),
+        ("Broker", "mq.cluster.broker.join", "cluster"),
+        ("Cluster", "mq.cluster.broker.down", "cluster"),
+    ]
+    assert told[0][3] == {
+        "brokerAddress": "hostb:7677",
+        "highlyAvailable": False,
+        "isMasterBroker": True,
+    }
+    # Each kind serialises as OpenMQ's class (imq.jar's serialVersionUID and fields).
+    note = jmxser.notification(
+        "cluster",
+        "mq.cluster.broker.join",
+        D + "type=Cluster,subtype=Monitor",
+        1,
+        0,
+        None,
+        **told[0][3],
+    )
+    w = ObjectStreamWriter()
+    w.value(note)
+    decoded = decode_object(bytes(w.out), generic=True)
+    assert decoded["brokerAddress"] == "hostb:7677" and decoded["isMasterBroker"] is True

@@ -3,7 +3,9 @@
 One :class:`JmxEvents` per broker hears the router's events (a router event observer:
 destinations created, destroyed, paused, resumed, purged, compacted and changed;
 connections opened, closed and refused; services paused and resumed; the broker
-quiescing and shutting down; the broker's properties changed) and its transactions (a
+quiescing and shutting down; the broker's properties changed; its memory state
+changing; HA takeovers; other brokers of its cluster joining and leaving) and its
+transactions (a
 transaction observer), however they were caused (imqcmd, the portal, REST, JMX, a
 client), and publishes each as OpenMQ's notification from OpenMQ's MBean.  A change of
 a Config MBean's attribute is found by reading the MBean again after an event that
@@ -17,6 +19,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
+from broker import props
 from broker.engine import jmx_mbeans, jmx_stockinfo
 from broker.engine.jmx import JmxServer
 from broker.engine.jmx_mbeans import DOMAIN
@@ -30,6 +33,7 @@ CONNECTION_MANAGER = f"{DOMAIN}:type=ConnectionManager,subtype=Monitor"
 SERVICE_MANAGER = f"{DOMAIN}:type=ServiceManager,subtype=Monitor"
 TRANSACTION_MANAGER = f"{DOMAIN}:type=TransactionManager,subtype=Monitor"
 BROKER_MONITOR = f"{DOMAIN}:type=Broker,subtype=Monitor"
+CLUSTER_MONITOR = f"{DOMAIN}:type=Cluster,subtype=Monitor"
 
 _DEST_EVENTS = {
     "destination.paused": "mq.destination.pause",
@@ -99,6 +103,12 @@ class JmxEvents:
             self._quiesce_progress()
         elif kind == "broker.shutdown":
             self._broker_notification("mq.broker.shutdown.start")
+        elif kind == "broker.resource_state":
+            self._resource_state(data)
+        elif kind.startswith("broker.takeover."):
+            self._takeover(kind.rpartition(".")[2], data)
+        elif kind in ("cluster.broker.join", "cluster.broker.down"):
+            self._cluster_member(kind, data)
         if kind in _CONFIG_EVENTS or kind == "destination.created":
             self._config_changes()
 
@@ -165,6 +175,46 @@ class JmxEvents:
             brokerID=jmx_mbeans.broker_id(b),
             brokerAddress=jmx_mbeans.local_address(b),
         )
+
+    def _resource_state(self, data: dict) -> None:
+        # As the ResourceState attribute spells the states; OpenMQ's has no broker ID
+        # or address here, and its heap usage is null (MemoryManager passes none).
+        self.publish(
+            BROKER_MONITOR,
+            "mq.broker.resource.state.change",
+            "broker",
+            oldResourceState=f"{str(data.get('old', '')).upper():<6}",
+            newResourceState=f"{str(data.get('new', '')).upper():<6}",
+        )
+
+    def _takeover(self, what: str, data: dict) -> None:
+        # Told by the Broker and the Cluster Monitor, naming this broker and the one
+        # taken over (OpenMQ's Agent.notifyTakeover*).
+        fields = {
+            "failedBrokerID": data.get("failed"),
+            "brokerID": data.get("id"),
+            "brokerAddress": jmx_mbeans.local_address(self.broker),
+        }
+        for source in (BROKER_MONITOR, CLUSTER_MONITOR):
+            self.publish(source, f"mq.broker.takeover.{what}", "broker", **fields)
+
+    def _cluster_member(self, kind: str, data: dict) -> None:
+        # OpenMQ's ClusterMonitor: the peer's host:port; in an HA cluster its broker ID
+        # and the cluster ID, else whether it is the master broker.  A join is told by
+        # the Broker Monitor too.
+        ha = bool(data.get("ha", False))
+        fields: dict[str, object] = {
+            "brokerAddress": data.get("address"),
+            "highlyAvailable": ha,
+            "isMasterBroker": False if ha else bool(data.get("master", False)),
+        }
+        if ha:
+            fields["brokerID"] = data.get("broker_id")
+            fields["clusterID"] = self.broker.config.get(props.CLUSTER_ID)
+        notif_type = "mq." + kind
+        self.publish(CLUSTER_MONITOR, notif_type, "cluster", **fields)
+        if kind == "cluster.broker.join":
+            self.publish(BROKER_MONITOR, notif_type, "cluster", **fields)
 
     def _quiesce_progress(self) -> None:
         # OpenMQ tells quiesce.complete when the last client connection has gone.
