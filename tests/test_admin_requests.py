@@ -59,3 +59,14 @@ def test_change_master_broker_names_the_new_and_the_old_master():
     assert req.change_master_broker("hostb:7777").props == {
         "JMQClusterNewMasterBroker": "hostb:7777"
     }
+
+
+def test_broker_property_values_are_plain_text():
+    from broker.protocol.javaser import decode_properties_object
+    from broker.protocol.jtypes import JLong
+
+    r = req.update_broker_props({"imq.system.max_size": JLong(1), "imq.autocreate.queue": False})
+    assert decode_properties_object(r.body) == {
+        "imq.system.max_size": "1",
+        "imq.autocreate.queue": "false",
+    }

@@ -88,6 +88,8 @@ def property_text(value: object) -> str:
     """A broker property's value as UPDATE_BROKER_PROPS carries it."""
     if isinstance(value, bool):
         return "true" if value else "false"
+    if isinstance(value, int):
+        return str(int(value))  # a JInt/JLong's own str() is its repr
     return str(value)
 
 
