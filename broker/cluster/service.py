@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING
 from broker.protocol import gpacket as gp
 
 from .changes import ConfigChanges
+from .config import ClusterConfig, same_host
 from .delivery import RemoteDelivery
 from .handlers import Handler, Handlers, join
 from .interests import LocalInterests
 from .link_driver import BrokerLink
 from .locks import ClusterLocks
-from .config import ClusterConfig, same_host
 from .peers import Peers
 from .positions import QueuePositions
 from .remote_delivery import RemoteConsumers
