@@ -725,6 +725,8 @@ CLUSTER_MONITOR_INTERVAL = Text("imq.cluster.monitor.interval", "30")
 CLUSTER_MONITOR_THRESHOLD = Text("imq.cluster.monitor.threshold", "3")
 CLUSTER_LOCKTIMEOUT = Int("imq.cluster.locktimeout", "60")
 _HEARTBEAT = "the cluster links' liveness is imq.cluster.ping.interval (no separate UDP heartbeat)"
+# The master broker may move (imqcmd changemaster cls; broker/cluster/mastership.py).
+CLUSTER_DYNAMIC_MASTER = Bool("imq.cluster.dynamicChangeMasterBrokerEnabled", "false")
 _CLUSTER = [
     Ignored(
         "imq.cluster.nomasterbroker",
@@ -763,13 +765,7 @@ _CLUSTER = [
         "change record are refused until the master broker is back",
         listed=True,
     ),
-    Ignored(
-        "imq.cluster.dynamicChangeMasterBrokerEnabled",
-        "false",
-        "the master broker is the one imq.cluster.masterbroker names; it does not change "
-        "at run time",
-        listed=True,
-    ),
+    CLUSTER_DYNAMIC_MASTER,
 ]
 CLUSTER_HA = Text("imq.cluster.ha", "false")
 CLUSTER_ID = OptionalText("imq.cluster.clusterid")

@@ -181,7 +181,7 @@ def test_fetch_waits_until_a_notification(broker: Broker) -> None:
 
 # Stock operations this broker cannot serve: imqcmd cannot do them here either
 # (docs/reference/jmx.md, "What does not work yet").
-UNSERVED = {("Cluster/Config", "changeMasterBroker")}
+UNSERVED: set[tuple[str, str]] = set()
 
 
 def test_every_stock_operation_is_served() -> None:
@@ -392,3 +392,31 @@ def test_memory_takeover_and_cluster_events_become_notifications(broker: Broker)
     w.value(note)
     decoded = decode_object(bytes(w.out), generic=True)
     assert decoded["brokerAddress"] == "hostb:7677" and decoded["isMasterBroker"] is True
+
+
+def test_change_master_broker_answers_a_result_not_an_exception(broker: Broker) -> None:
+    """Cluster changeMasterBroker runs CHANGE_CLUSTER_MASTER_BROKER; a refusal comes back,
+    as from OpenMQ's MBean, as a ChangeMasterBrokerResult (Success false, the status and
+    the reason with OpenMQ's status text), here imq.cluster.dynamicChangeMasterBrokerEnabled
+    being false as by default."""
+    srv = JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
+    s, conn = _login(srv)
+    target = jmxser.object_name(D + "type=Cluster,subtype=Config")
+    args = _marshalled(JavaArray(_OBJECTS, [None, "127.0.0.1:7677"]))
+    sig = jmxser.string_array(["java.lang.String", "java.lang.String"])
+    (run,) = s.feed(encode_call(conn, INVOKE, [target, "changeMasterBroker", args, sig, None]))
+    assert isinstance(run, Run)
+    value = asyncio.run(run.job(JmxAdminPort(broker, "admin", "127.0.0.1:4000")))
+    (done,) = s.run_result(run, value, None)
+    assert isinstance(done, Send)
+    assert b"ChangeMasterBrokerResult" in done.data
+    w = ObjectStreamWriter()
+    w.value(value)
+    result = decode_object(bytes(w.out), generic=True)
+    assert result["__class__"] == "javax.management.openmbean.CompositeDataSupport"
+    # A TreeMap's entries after its size block: name, value, name, value...
+    flat = result["contents"]["__custom__java.util.TreeMap"][1:]
+    items = dict(zip(flat[::2], flat[1::2], strict=True))
+    assert items["Success"] is False and items["StatusCode"] == 405
+    assert str(items["DetailMessage"]).endswith("[NOT_ALLOWED(405)]")
+    assert "imq.cluster.dynamicChangeMasterBrokerEnabled" in str(items["DetailMessage"])

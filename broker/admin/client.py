@@ -331,6 +331,14 @@ class AdminClient:
             for k, name in (("added", JMQ_BROKERS_ADDED), ("removed", JMQ_BROKERS_REMOVED))
         }
 
+    async def change_master_broker(
+        self, new_master: str, old_master: str | None = None, timeout: float = 120
+    ) -> None:
+        """CHANGE_CLUSTER_MASTER_BROKER (``imqcmd changemaster cls``), to the master
+        broker: ``new_master`` (host:port of its port mapper) becomes the cluster's
+        master broker; ``old_master``, when given, must be the current one."""
+        await self.request(*req.change_master_broker(new_master, old_master), timeout=timeout)
+
     async def restart(self, timeout: float = 10) -> None:
         """Ask the broker to restart (SHUTDOWN with JMQRestart): it stops cleanly and
         starts again in the same process; this connection ends with it."""

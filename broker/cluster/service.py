@@ -39,6 +39,7 @@ from .handlers import Handler, Handlers, join
 from .interests import LocalInterests
 from .link_driver import BrokerLink
 from .locks import ClusterLocks
+from .mastership import MasterChange
 from .peers import Peers
 from .positions import QueuePositions
 from .remote_delivery import RemoteConsumers
@@ -99,11 +100,13 @@ class ClusterService:
         self.changes = ConfigChanges(
             cfg, router, self.peers, self.interests, self.delivery, instance_dir
         )
+        self.mastership = MasterChange(cfg, self.peers, self.changes, instance_dir)
         self.positions = QueuePositions(router, self.locks, self.interests.announce_position)
         tables: list[Handlers] = [
             self.peers.handlers(),
             self.delivery.handlers(),
             self.changes.handlers(),
+            self.mastership.handlers(),
             self.txns.handlers(),
             self.locks.handlers(),
         ]

@@ -25,8 +25,10 @@ from broker import props as imq
 from broker.engine import jmx_mbeans
 from broker.engine.jmx_names import ObjectName
 from broker.protocol import admin_requests as req
+from broker.protocol import jmxser
 from broker.protocol.admin_requests import AdminRequest
-from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, DestState
+from broker.protocol.jtypes import JInt
+from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, DestState, Status
 
 DOMAIN = jmx_mbeans.DOMAIN
 
@@ -37,10 +39,12 @@ class OperationError(Exception):
     with ``message``), ``InvalidAttributeValueException``, ``IllegalArgumentException``
     (wrapped in RuntimeOperationsException) or ``InstanceNotFoundException``."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
+        # The admin reply's status when the broker refused (a JMQStatus).
+        self.status = status
 
 
 class AdminPort(Protocol):
@@ -353,6 +357,38 @@ async def _takeover(port: AdminPort, target: ObjectName, args: list[Any]) -> obj
     return None
 
 
+async def _change_master(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
+    # Cluster changeMasterBroker(oldMasterBroker, newMasterBroker): as OpenMQ's, the
+    # broker's refusal is not an exception but a ChangeMasterBrokerResult saying it.
+    old = args[0] if args and isinstance(args[0], str) and args[0] else None
+    new = _text(args[1] if len(args) > 1 else None, "newMasterBroker")
+    try:
+        await send(port, req.change_master_broker(new, old))
+        success, status, detail = True, 0, ""
+    except OperationError as exc:
+        if exc.status is None:
+            raise
+        success, status = False, exc.status
+        detail = f"{exc.message}[{_status_text(exc.status)}]"
+    return jmxser.composite(
+        "ChangeMasterBrokerResult",
+        "ChangeMasterBrokerResult",
+        [
+            ("Success", "Success", jmx_mbeans.BOOLEAN, success),
+            ("StatusCode", "StatusCode", jmx_mbeans.INTEGER, JInt(status)),
+            ("DetailMessage", "DetailMessage", jmx_mbeans.STRING, detail),
+        ],
+    )
+
+
+def _status_text(status: int) -> str:
+    """OpenMQ's Status.getString: ``NOT_ALLOWED(405)``."""
+    try:
+        return f"{Status(status).name}({status})"
+    except ValueError:
+        return f"UNKNOWN({status})"
+
+
 async def _purge_consumer(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
     # ConsumerManager purge(consumerID): the messages of a durable subscriber's
     # subscription, as imqcmd purge dur.
@@ -386,7 +422,10 @@ OPERATIONS: dict[str, dict[str, Run]] = {
         "shutdown": _shutdown,
         "takeover": _takeover,
     },
-    "Cluster/Config": {"reload": _command(req.reload_cluster)},
+    "Cluster/Config": {
+        "reload": _command(req.reload_cluster),
+        "changeMasterBroker": _change_master,
+    },
     "ConnectionManager/Config": {"destroy": _id_command(req.destroy_connection, "connectionID")},
     "ConsumerManager/Config": {"purge": _purge_consumer},
     "TransactionManager/Config": {
