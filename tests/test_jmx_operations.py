@@ -420,3 +420,39 @@ def test_change_master_broker_answers_a_result_not_an_exception(broker: Broker) 
     assert items["Success"] is False and items["StatusCode"] == 405
     assert str(items["DetailMessage"]).endswith("[NOT_ALLOWED(405)]")
     assert "imq.cluster.dynamicChangeMasterBrokerEnabled" in str(items["DetailMessage"])
+
+
+def test_attribute_changes_reread_only_what_the_event_names(broker: Broker) -> None:
+    """A destination created only joins what is compared (no re-read of every MBean for
+    each one made, which cost seconds per hundred destinations), one destroyed leaves
+    it, and a change of it is still told."""
+    from broker.engine.jmx_names import ObjectName
+    from broker.protocol import admin_requests as req
+    from broker.server.jmx_events import JmxEvents
+
+    srv = JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
+    _login(srv)
+    told: list[tuple[str, str, dict[str, object]]] = []
+
+    def collect(server, source, notif_type, kind, message, **fields) -> None:
+        told.append((source, notif_type, fields))
+
+    events = JmxEvents(broker, [srv], collect)
+    events.attach()
+    port = JmxAdminPort(broker, "admin", "127.0.0.1:4000")
+
+    def run(r: req.AdminRequest) -> None:
+        asyncio.run(port.command(r.type, r.props, r.body or b""))
+
+    dest = ObjectName.parse(D + 'type=Destination,subtype=Config,desttype=q,name="jmx.few"')
+    run(req.create_destination("jmx.few", 1))
+    assert dest.canonical in events._config
+    run(req.update_destination("jmx.few", 1, {"maxNumProducers": 3}))
+    changes = [
+        (ObjectName.parse(src).canonical, f["attributeName"], f["newValue"])
+        for src, t, f in told
+        if t == "jmx.attribute.change"
+    ]
+    assert changes == [(dest.canonical, "MaxNumProducers", 3)]
+    run(req.destroy_destination("jmx.few", 1))
+    assert dest.canonical not in events._config

@@ -16,7 +16,7 @@ attributes the stock MBeanInfo says are writable).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from broker import props
@@ -47,15 +47,18 @@ _TXN_TYPES = {
     TransactionState.PREPARED: "mq.transaction.prepare",
     TransactionState.ROLLEDBACK: "mq.transaction.rollback",
 }
-# Events after which a Config MBean's attributes may read differently.
-_CONFIG_EVENTS = ("destination.updated", "broker.properties", "service.updated")
 
 
-def _dest_monitor(name: str, is_topic: bool) -> str:
+def _dest_monitor(name: str, is_topic: bool, subtype: str = "Monitor") -> str:
     kind = "t" if is_topic else "q"
     return (
-        f"{DOMAIN}:type=Destination,subtype=Monitor,desttype={kind},name={jmx_mbeans.quote(name)}"
+        f"{DOMAIN}:type=Destination,subtype={subtype},desttype={kind},name={jmx_mbeans.quote(name)}"
     )
+
+
+def _dest_config(data: dict) -> str:
+    is_topic = bool(int(data.get("type", 0)) & DEST_TOPIC)
+    return ObjectName.parse(_dest_monitor(str(data.get("name", "")), is_topic, "Config")).canonical
 
 
 class JmxEvents:
@@ -109,8 +112,7 @@ class JmxEvents:
             self._takeover(kind.rpartition(".")[2], data)
         elif kind in ("cluster.broker.join", "cluster.broker.down"):
             self._cluster_member(kind, data)
-        if kind in _CONFIG_EVENTS or kind == "destination.created":
-            self._config_changes()
+        self._config_event(kind, data)
 
     def _destination_made(self, kind: str, data: dict) -> None:
         name = str(data.get("name", ""))
@@ -224,10 +226,32 @@ class JmxEvents:
 
     # -- attribute changes ------------------------------------------------------------
 
-    def _read_config(self) -> dict[str, dict[str, object]]:
-        """Every Config MBean's attribute values (by canonical name)."""
+    def _config_event(self, kind: str, data: dict) -> None:
+        """Re-read the Config MBeans an event may change: only the one destination or
+        service it names (a broker with many destinations must not re-read them all
+        for each one created), every one after the broker's properties changed."""
+        if kind == "broker.properties":
+            self._config_changes(self._read_config())
+        elif kind == "destination.created":
+            self._config.update(self._read_config({_dest_config(data)}))  # new: nothing changed
+        elif kind == "destination.destroyed":
+            self._config.pop(_dest_config(data), None)
+        elif kind == "destination.updated":
+            self._config_changes(self._read_config({_dest_config(data)}))
+        elif kind == "service.updated":
+            name = f"{DOMAIN}:type=Service,subtype=Config,name={data.get('name', '')}"
+            self._config_changes(self._read_config({ObjectName.parse(name).canonical}))
+
+    def _read_config(self, only: set[str] | None = None) -> dict[str, dict[str, object]]:
+        """The writable attributes' values of every Config MBean, or of those named in
+        ``only`` (canonical names)."""
         out: dict[str, dict[str, object]] = {}
-        for name, kind, key in self.registry.mbeans():
+        if only is None:
+            found: Iterable[tuple[ObjectName, Any, Any]] = self.registry.mbeans()
+        else:
+            mbeans = [self.registry.get(ObjectName.parse(n)) for n in only]
+            found = [(m.name, m.kind, m.key) for m in mbeans if m is not None]
+        for name, kind, key in found:
             if kind.subtype != "Config" or kind.type == "Connection":
                 continue
             stock = jmx_stockinfo.kinds().get(f"{kind.type}/{kind.subtype}")
@@ -245,10 +269,10 @@ class JmxEvents:
             out[name.canonical] = values
         return out
 
-    def _config_changes(self) -> None:
+    def _config_changes(self, after: dict[str, dict[str, object]]) -> None:
+        """Tell the attributes that read differently in ``after`` than before."""
         before = self._config
-        after = self._read_config()
-        self._config = after
+        self._config = {**before, **after}
         for name, values in after.items():
             old = before.get(name)
             if old is None:
