@@ -360,8 +360,12 @@ async def _takeover(port: AdminPort, target: ObjectName, args: list[Any]) -> obj
 async def _change_master(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
     # Cluster changeMasterBroker(oldMasterBroker, newMasterBroker): as OpenMQ's, the
     # broker's refusal is not an exception but a ChangeMasterBrokerResult saying it.
-    old = args[0] if args and isinstance(args[0], str) and args[0] else None
-    new = _text(args[1] if len(args) > 1 else None, "newMasterBroker")
+    # Both are needed: the stock MBean fails (MBeanException) on a null one too.
+    old, new = (args + [None, None])[:2]
+    if not (isinstance(old, str) and old and isinstance(new, str) and new):
+        raise OperationError(
+            "MBeanException", "changeMasterBroker needs oldMasterBroker and newMasterBroker"
+        )
     try:
         await send(port, req.change_master_broker(new, old))
         success, status, detail = True, 0, ""
