@@ -343,12 +343,9 @@ BRIDGE_ENABLED = Bool("imq.bridge.enabled", "false", listed=False)
 BRIDGE_ACTIVELIST = List("imq.bridge.activelist", "", listed=False)
 STOMP_TCP_ENABLED = Bool("imq.bridge.stomp.tcp.enabled", "true", listed=False)
 STOMP_TCP_PORT = Int("imq.bridge.stomp.tcp.port", "7672", listed=False)
-# JMX over RMI (docs/reference/jmx.md): the stock names.  Off unless jmxrmi is listed (the
-# stock broker lists it by default): not every stock operation is served yet.
-JMX_CONNECTOR_ACTIVELIST = List("imq.jmx.connector.activelist", "", listed=False).differs(
-    "empty by default (the stock default is jmxrmi): list jmxrmi (and ssljmxrmi) to start "
-    "the JMX RMI connectors; docs/reference/jmx.md lists what is served"
-)
+# JMX over RMI (docs/reference/jmx.md): the stock names and, as the stock broker, jmxrmi
+# on by default (empty: no JMX).
+JMX_CONNECTOR_ACTIVELIST = List("imq.jmx.connector.activelist", "jmxrmi", listed=False)
 JMX_HOSTNAME = OptionalText("imq.jmx.hostname")  # unset: imq.hostname, then all interfaces
 JMX_RMI_PORT = Int("imq.jmx.connector.jmxrmi.port", "0", listed=False)
 JMX_SSL_PORT = Int("imq.jmx.connector.ssljmxrmi.port", "0", listed=False)
@@ -725,6 +722,8 @@ CLUSTER_MONITOR_INTERVAL = Text("imq.cluster.monitor.interval", "30")
 CLUSTER_MONITOR_THRESHOLD = Text("imq.cluster.monitor.threshold", "3")
 CLUSTER_LOCKTIMEOUT = Int("imq.cluster.locktimeout", "60")
 _HEARTBEAT = "the cluster links' liveness is imq.cluster.ping.interval (no separate UDP heartbeat)"
+# The master broker may move (imqcmd changemaster cls; broker/cluster/mastership.py).
+CLUSTER_DYNAMIC_MASTER = Bool("imq.cluster.dynamicChangeMasterBrokerEnabled", "false")
 _CLUSTER = [
     Ignored(
         "imq.cluster.nomasterbroker",
@@ -763,13 +762,7 @@ _CLUSTER = [
         "change record are refused until the master broker is back",
         listed=True,
     ),
-    Ignored(
-        "imq.cluster.dynamicChangeMasterBrokerEnabled",
-        "false",
-        "the master broker is the one imq.cluster.masterbroker names; it does not change "
-        "at run time",
-        listed=True,
-    ),
+    CLUSTER_DYNAMIC_MASTER,
 ]
 CLUSTER_HA = Text("imq.cluster.ha", "false")
 CLUSTER_ID = OptionalText("imq.cluster.clusterid")

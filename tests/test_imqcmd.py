@@ -554,3 +554,19 @@ def test_unreachable_broker(passfile, tmp_path):
 
     line = refused(Nowhere, passfile, "list", "svc")
     assert f"127.0.0.1:{Nowhere.portmapper_port}" in line and "reach" in line
+
+
+def test_changemaster_cls(broker, passfile):
+    # As the stock broker: refused (405) while imq.cluster.dynamicChangeMasterBrokerEnabled
+    # is false, its default; the move itself: tests/test_cluster_changemaster.py.
+    r = imqcmd(
+        broker, passfile, "changemaster", "cls", "-o", "imq.cluster.masterbroker=127.0.0.1:7677"
+    )
+    assert r.returncode != 0, (r.stdout, r.stderr)
+    assert "Changing cluster master broker to:" in r.stdout
+    assert "imq.cluster.masterbroker    127.0.0.1:7677" in r.stdout
+    assert "dynamicChangeMasterBrokerEnabled" in r.stderr and "405" in r.stderr, r.stderr
+    line = refused(broker, passfile, "changemaster", "cls")
+    assert "changemaster cls" in line and "-o" in line
+    line = refused(broker, passfile, "changemaster", "cls", "-o", "imq.other=1")
+    assert "imq.cluster.masterbroker" in line

@@ -181,7 +181,7 @@ def test_fetch_waits_until_a_notification(broker: Broker) -> None:
 
 # Stock operations this broker cannot serve: imqcmd cannot do them here either
 # (docs/reference/jmx.md, "What does not work yet").
-UNSERVED = {("Cluster/Config", "changeMasterBroker")}
+UNSERVED: set[tuple[str, str]] = set()
 
 
 def test_every_stock_operation_is_served() -> None:
@@ -323,3 +323,136 @@ def test_events_become_notifications(broker: Broker) -> None:
     assert change["attributeName"] == "MaxNumMsgs"
     assert (change["oldValue"], change["newValue"]) == (-1, 5)
     assert told[1][2]["pauseType"] == "ALL"
+
+
+def test_memory_takeover_and_cluster_events_become_notifications(broker: Broker) -> None:
+    """The memory state changing (here: imq.system.max_size made tiny, then unlimited
+    again), HA takeovers and cluster members joining and leaving reach JMX as the stock
+    broker's BrokerNotification and ClusterNotification, from their MBeans."""
+    from broker.engine.jmx_names import ObjectName
+    from broker.protocol import admin_requests as req
+    from broker.server.jmx_events import JmxEvents
+
+    srv = JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
+    _login(srv)
+    told: list[tuple[str, str, str, dict[str, object]]] = []
+
+    def collect(server, source, notif_type, kind, message, **fields) -> None:
+        told.append((dict(ObjectName.parse(source).keys)["type"], notif_type, kind, fields))
+
+    JmxEvents(broker, [srv], collect).attach()
+    port = JmxAdminPort(broker, "admin", "127.0.0.1:4000")
+    for size in ("1", "0"):
+        r = req.update_broker_props({"imq.system.max_size": size})
+        asyncio.run(port.command(r.type, r.props, r.body or b""))
+    states = [
+        (f["oldResourceState"], f["newResourceState"])
+        for t, n, k, f in told
+        if n == "mq.broker.resource.state.change" and t == "Broker" and k == "broker"
+    ]
+    assert states == [("GREEN ", "RED   "), ("RED   ", "GREEN ")]
+
+    told.clear()
+    events = broker.router.observers
+    events.router_event("broker.takeover.start", {"failed": "b2", "id": "b1"})
+    events.router_event("broker.takeover.complete", {"failed": "b2", "id": "b1"})
+    assert [(t, n) for t, n, _k, _f in told] == [
+        ("Broker", "mq.broker.takeover.start"),
+        ("Cluster", "mq.broker.takeover.start"),
+        ("Broker", "mq.broker.takeover.complete"),
+        ("Cluster", "mq.broker.takeover.complete"),
+    ]
+    assert told[0][3]["failedBrokerID"] == "b2" and told[0][3]["brokerID"] == "b1"
+
+    told.clear()
+    peer = {"address": "hostb:7677", "instance": "b", "master": True}
+    events.router_event("cluster.broker.join", peer)
+    events.router_event("cluster.broker.down", peer)
+    assert [(t, n, k) for t, n, k, _f in told] == [
+        ("Cluster", "mq.cluster.broker.join", "cluster"),
+        ("Broker", "mq.cluster.broker.join", "cluster"),
+        ("Cluster", "mq.cluster.broker.down", "cluster"),
+    ]
+    assert told[0][3] == {
+        "brokerAddress": "hostb:7677",
+        "highlyAvailable": False,
+        "isMasterBroker": True,
+    }
+    # Each kind serialises as OpenMQ's class (imq.jar's serialVersionUID and fields).
+    note = jmxser.notification(
+        "cluster",
+        "mq.cluster.broker.join",
+        D + "type=Cluster,subtype=Monitor",
+        1,
+        0,
+        None,
+        **told[0][3],
+    )
+    w = ObjectStreamWriter()
+    w.value(note)
+    decoded = decode_object(bytes(w.out), generic=True)
+    assert decoded["brokerAddress"] == "hostb:7677" and decoded["isMasterBroker"] is True
+
+
+def test_change_master_broker_answers_a_result_not_an_exception(broker: Broker) -> None:
+    """Cluster changeMasterBroker runs CHANGE_CLUSTER_MASTER_BROKER; a refusal comes back,
+    as from OpenMQ's MBean, as a ChangeMasterBrokerResult (Success false, the status and
+    the reason with OpenMQ's status text), here imq.cluster.dynamicChangeMasterBrokerEnabled
+    being false as by default."""
+    srv = JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
+    s, conn = _login(srv)
+    target = jmxser.object_name(D + "type=Cluster,subtype=Config")
+    args = _marshalled(JavaArray(_OBJECTS, ["127.0.0.1:7676", "127.0.0.1:7677"]))
+    sig = jmxser.string_array(["java.lang.String", "java.lang.String"])
+    (run,) = s.feed(encode_call(conn, INVOKE, [target, "changeMasterBroker", args, sig, None]))
+    assert isinstance(run, Run)
+    value = asyncio.run(run.job(JmxAdminPort(broker, "admin", "127.0.0.1:4000")))
+    (done,) = s.run_result(run, value, None)
+    assert isinstance(done, Send)
+    assert b"ChangeMasterBrokerResult" in done.data
+    w = ObjectStreamWriter()
+    w.value(value)
+    result = decode_object(bytes(w.out), generic=True)
+    assert result["__class__"] == "javax.management.openmbean.CompositeDataSupport"
+    # A TreeMap's entries after its size block: name, value, name, value...
+    flat = result["contents"]["__custom__java.util.TreeMap"][1:]
+    items = dict(zip(flat[::2], flat[1::2], strict=True))
+    assert items["Success"] is False and items["StatusCode"] == 405
+    assert str(items["DetailMessage"]).endswith("[NOT_ALLOWED(405)]")
+    assert "imq.cluster.dynamicChangeMasterBrokerEnabled" in str(items["DetailMessage"])
+
+
+def test_attribute_changes_reread_only_what_the_event_names(broker: Broker) -> None:
+    """A destination created only joins what is compared (no re-read of every MBean for
+    each one made, which cost seconds per hundred destinations), one destroyed leaves
+    it, and a change of it is still told."""
+    from broker.engine.jmx_names import ObjectName
+    from broker.protocol import admin_requests as req
+    from broker.server.jmx_events import JmxEvents
+
+    srv = JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
+    _login(srv)
+    told: list[tuple[str, str, dict[str, object]]] = []
+
+    def collect(server, source, notif_type, kind, message, **fields) -> None:
+        told.append((source, notif_type, fields))
+
+    events = JmxEvents(broker, [srv], collect)
+    events.attach()
+    port = JmxAdminPort(broker, "admin", "127.0.0.1:4000")
+
+    def run(r: req.AdminRequest) -> None:
+        asyncio.run(port.command(r.type, r.props, r.body or b""))
+
+    dest = ObjectName.parse(D + 'type=Destination,subtype=Config,desttype=q,name="jmx.few"')
+    run(req.create_destination("jmx.few", 1))
+    assert dest.canonical in events._config
+    run(req.update_destination("jmx.few", 1, {"maxNumProducers": 3}))
+    changes = [
+        (ObjectName.parse(src).canonical, f["attributeName"], f["newValue"])
+        for src, t, f in told
+        if t == "jmx.attribute.change"
+    ]
+    assert changes == [(dest.canonical, "MaxNumProducers", 3)]
+    run(req.destroy_destination("jmx.few", 1))
+    assert dest.canonical not in events._config

@@ -230,6 +230,7 @@ class BrokerAdmin:
     restart = _blocking(AdminClient.restart)
     takeover = _blocking(AdminClient.takeover)
     reload_cluster = _blocking(AdminClient.reload_cluster)
+    change_master_broker = _blocking(AdminClient.change_master_broker)
     reload_access_control = _blocking(AdminClient.reload_access_control)
     metrics = _blocking(AdminClient.metrics)
     reset_metrics = _blocking(AdminClient.reset_metrics)

@@ -20,24 +20,12 @@ from __future__ import annotations
 import ssl as _ssl
 from typing import Any
 
+from broker.protocol import admin_requests as req
 from broker.protocol import dest_attributes as dattrs
-from broker.protocol.admin_info import (
-    SERVICE_MAX_THREADS,
-    SERVICE_MIN_THREADS,
-    SERVICE_PORT,
-    encode_admin_object,
-    service_info,
-)
 from broker.protocol.admin_types import (
     ADMIN_QUEUE,
-    COMMIT_TRANSACTION,
-    COMPACT_DESTINATION,
-    CREATE_DESTINATION,
     DEBUG,
     DELETE_MESSAGE,
-    DESTROY_CONNECTION,
-    DESTROY_DESTINATION,
-    DESTROY_DURABLE,
     GET_BROKER_PROPS,
     GET_CONNECTIONS,
     GET_CONSUMERS,
@@ -47,41 +35,22 @@ from broker.protocol.admin_types import (
     GET_SERVICES,
     GET_TRANSACTIONS,
     HELLO,
-    PAUSE,
-    PURGE_DESTINATION,
-    PURGE_DURABLE,
-    QUIESCE_BROKER,
     RECLAIM_EXPIRED,
-    RELOAD_CLUSTER,
-    RESUME,
-    ROLLBACK_TRANSACTION,
-    SHUTDOWN,
-    TAKEOVER_BROKER,
-    UNQUIESCE_BROKER,
-    UPDATE_BROKER_PROPS,
-    UPDATE_DESTINATION,
-    UPDATE_SERVICE,
 )
 from broker.protocol.javaser import (
     JavaSerializationError,
     decode_object,
     decode_properties_object,
-    encode_properties_object,
 )
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.names import (
     JMQ_BODIES_IN_MEMORY,
-    JMQ_BROKER_ID,
     JMQ_BROKER_STATE,
     JMQ_BROKERS_ADDED,
     JMQ_BROKERS_REMOVED,
-    JMQ_CLIENT_ID,
     JMQ_COMMAND,
     JMQ_CONNECTION_ID,
-    JMQ_DEST_STATE,
-    JMQ_DEST_TYPE,
     JMQ_DESTINATION,
-    JMQ_DURABLE_NAME,
     JMQ_ERROR_STRING,
     JMQ_FILTER_NAME,
     JMQ_FILTER_STATE,
@@ -96,30 +65,23 @@ from broker.protocol.names import (
     JMQ_MAX_NUM_MSGS_RETRIEVED,
     JMQ_MESSAGE_ID,
     JMQ_MESSAGE_TYPE,
-    JMQ_METRICS,
-    JMQ_NO_FAILOVER,
     JMQ_ORDER_BY,
     JMQ_PAGED_MESSAGE_BYTES,
     JMQ_PAGED_MESSAGES,
     JMQ_PAGED_OUT,
-    JMQ_PAUSE_TARGET,
     JMQ_PRODUCERS,
     JMQ_QUANTITY,
     JMQ_READ_BACK,
-    JMQ_RESET_TYPE,
-    JMQ_RESTART,
     JMQ_SERVICE_NAME,
     JMQ_SHOW_TEMPORARY,
     JMQ_START_INDEX,
     JMQ_START_MESSAGE_INDEX,
     JMQ_STATUS,
     JMQ_TARGET,
-    JMQ_TRANSACTION_ID,
 )
 from broker.protocol.types import (
     DEST_QUEUE,
     MESSAGE_KIND_NAMES,
-    DestState,
     PacketType,
 )
 
@@ -128,9 +90,9 @@ from broker.protocol.types import (
 MESSAGE_KINDS = {**MESSAGE_KIND_NAMES, PacketType.MESSAGE: "plain"}
 
 # DestState (pause) values.
-PAUSE_CONSUMERS = DestState.CONSUMERS_PAUSED.value
-PAUSE_PRODUCERS = DestState.PRODUCERS_PAUSED.value
-PAUSE_ALL = DestState.PAUSED.value
+PAUSE_CONSUMERS = req.PAUSE_CONSUMERS
+PAUSE_PRODUCERS = req.PAUSE_PRODUCERS
+PAUSE_ALL = req.PAUSE_ALL
 
 
 class AdminError(Exception):
@@ -317,71 +279,71 @@ class AdminClient:
         return read_vector(body)
 
     async def purge(self, name: str, dest_type: int = DEST_QUEUE) -> None:
-        await self.request(PURGE_DESTINATION, _dest(name, dest_type))
+        await self.request(*req.purge_destination(name, dest_type))
 
     async def destroy(self, name: str, dest_type: int = DEST_QUEUE) -> None:
-        await self.request(DESTROY_DESTINATION, _dest(name, dest_type))
+        await self.request(*req.destroy_destination(name, dest_type))
 
     async def destroy_durable(self, name: str, client_id: str | None) -> None:
-        props: dict[str, object] = {JMQ_DURABLE_NAME: name}
-        if client_id:
-            props[JMQ_CLIENT_ID] = client_id
-        await self.request(DESTROY_DURABLE, props)
+        await self.request(*req.destroy_durable(name, client_id))
 
     async def pause_destination(
         self, name: str, dest_type: int = DEST_QUEUE, what: int = PAUSE_ALL
     ) -> None:
-        props = {JMQ_PAUSE_TARGET: JMQ_DESTINATION, **_dest(name, dest_type)}
-        props[JMQ_DEST_STATE] = JInt(what)
-        await self.request(PAUSE, props)
+        await self.request(*req.pause_destination(name, dest_type, what))
 
     async def resume_destination(self, name: str, dest_type: int = DEST_QUEUE) -> None:
-        props = {JMQ_PAUSE_TARGET: JMQ_DESTINATION, **_dest(name, dest_type)}
-        await self.request(RESUME, props)
+        await self.request(*req.resume_destination(name, dest_type))
 
     async def pause_service(self, name: str) -> None:
-        await self.request(PAUSE, {JMQ_PAUSE_TARGET: JMQ_SERVICE_NAME, JMQ_SERVICE_NAME: name})
+        await self.request(*req.pause_service(name))
 
     async def resume_service(self, name: str) -> None:
-        await self.request(RESUME, {JMQ_PAUSE_TARGET: JMQ_SERVICE_NAME, JMQ_SERVICE_NAME: name})
+        await self.request(*req.resume_service(name))
 
     async def pause(self) -> None:
         """Pause the whole broker (its NORMAL services)."""
-        await self.request(PAUSE)
+        await self.request(*req.pause_broker())
 
     async def resume(self) -> None:
-        await self.request(RESUME)
+        await self.request(*req.resume_broker())
 
     async def shutdown(self, timeout: float = 10, *, no_failover: bool = False) -> None:
         """Ask the broker to shut down; a missing reply or a closed connection counts as
         success, as in imqcmd.
         ``no_failover``: in an HA cluster, no other broker is to take its data over."""
         try:
-            await self.request(
-                SHUTDOWN, {JMQ_NO_FAILOVER: True} if no_failover else None, timeout=timeout
-            )
+            await self.request(*req.shutdown(no_failover=no_failover), timeout=timeout)
         except (TimeoutError, ConnectionError):
             pass
 
     async def takeover(self, broker_id: str, timeout: float = 120) -> None:
         """Ask the broker to take over another broker of its HA cluster now
         (TAKEOVER_BROKER); it answers once the data is loaded."""
-        await self.request(TAKEOVER_BROKER, {JMQ_BROKER_ID: broker_id}, timeout=timeout)
+        await self.request(*req.takeover(broker_id), timeout=timeout)
 
     async def reload_cluster(self, timeout: float = 30) -> dict[str, list[str]]:
         """RELOAD_CLUSTER (``imqcmd reload cls``): the broker and the brokers linked to it
         read the cluster's broker list again; returns the brokers it added and removed."""
-        props, _ = await self.request(RELOAD_CLUSTER, timeout=timeout)
+        props, _ = await self.request(*req.reload_cluster(), timeout=timeout)
         return {
             k: [a for a in str(props.get(name, "")).split(",") if a]
             for k, name in (("added", JMQ_BROKERS_ADDED), ("removed", JMQ_BROKERS_REMOVED))
         }
 
+    async def change_master_broker(
+        self, new_master: str, old_master: str | None = None, timeout: float = 120
+    ) -> None:
+        """CHANGE_CLUSTER_MASTER_BROKER (``imqcmd changemaster cls``), to the master
+        broker: ``new_master`` (host:port of its port mapper) becomes the cluster's
+        master broker; ``old_master``, when given, must be the current one."""
+        await self.request(*req.change_master_broker(new_master, old_master), timeout=timeout)
+
     async def restart(self, timeout: float = 10) -> None:
         """Ask the broker to restart (SHUTDOWN with JMQRestart): it stops cleanly and
         starts again in the same process; this connection ends with it."""
         try:
-            await self.request(SHUTDOWN, {JMQ_RESTART: True}, timeout=timeout)
+            await self.request(*req.restart(), timeout=timeout)
         except (TimeoutError, ConnectionError):
             pass
 
@@ -393,17 +355,16 @@ class AdminClient:
     async def quiesce(self) -> None:
         """New client connections on NORMAL services are refused (503) until unquiesce;
         those already open carry on."""
-        await self.request(QUIESCE_BROKER)
+        await self.request(*req.quiesce())
 
     async def unquiesce(self) -> None:
-        await self.request(UNQUIESCE_BROKER)
+        await self.request(*req.unquiesce())
 
     async def update_broker_props(self, props: dict[str, str]) -> None:
         """Change broker properties at run time (and in the instance's config.properties).
         AdminError 400 names the properties that cannot change at run time or the bad
         values; then nothing is changed."""
-        values = {str(k): _prop_text(v) for k, v in props.items()}
-        await self.request(UPDATE_BROKER_PROPS, body=encode_properties_object(values))
+        await self.request(*req.update_broker_props(dict(props)))
 
     async def reload_access_control(self) -> None:
         """Re-read the access control rules now (DEBUG reload accesscontrol, ours)."""
@@ -420,21 +381,7 @@ class AdminClient:
     ) -> None:
         """UPDATE_SERVICE: a new port (0: any free one), and the thread counts (for this
         broker maxThreads is the service's connection limit, -1 for none)."""
-        values: dict[str, object] = {"name": name}
-        mask = 0
-        if port is not None:
-            values["port"] = int(port)
-            mask |= SERVICE_PORT
-        if min_threads is not None:
-            values["minThreads"] = int(min_threads)
-            mask |= SERVICE_MIN_THREADS
-        if max_threads is not None:
-            values["maxThreads"] = int(max_threads)
-            mask |= SERVICE_MAX_THREADS
-        if not mask:
-            raise ValueError("update_service: nothing to update (port, min_threads, max_threads)")
-        info = service_info(updateMask=mask, **values)
-        await self.request(UPDATE_SERVICE, body=encode_admin_object(info))
+        await self.request(*req.update_service(name, port, min_threads, max_threads))
 
     async def connection(self, cxn_id: int) -> dict[str, Any]:
         """One connection's GET_CONNECTIONS row; AdminError 404 if there is none."""
@@ -446,7 +393,7 @@ class AdminClient:
 
     async def destroy_connection(self, cxn_id: int) -> None:
         """Close a client connection (it is told GOODBYE, ADMIN_KILLED_CON)."""
-        await self.request(DESTROY_CONNECTION, {JMQ_CONNECTION_ID: JLong(cxn_id)})
+        await self.request(*req.destroy_connection(cxn_id))
 
     # -- destinations ---------------------------------------------------------------------
 
@@ -456,16 +403,12 @@ class AdminClient:
         """Create a destination as an administrator (kept across restarts).  ``attrs``
         by their imqcmd names (broker.protocol.dest_attributes); values may be strings.
         ValueError for a bad attribute, AdminError 409 if it exists, 400 if refused."""
-        info, props = dattrs.destination_request(name, dest_type, attrs or {})
-        await self.request(CREATE_DESTINATION, props, body=info)
+        await self.request(*req.create_destination(name, dest_type, attrs))
 
     async def update_destination(self, name: str, dest_type: int, attrs: dict[str, object]) -> None:
         """Change attributes of a destination; they apply at once.  AdminError 404 if it
         does not exist."""
-        if not attrs:
-            raise ValueError("update_destination: no attribute to change")
-        info, props = dattrs.destination_request(name, dest_type, attrs)
-        await self.request(UPDATE_DESTINATION, props, body=info)
+        await self.request(*req.update_destination(name, dest_type, attrs))
 
     async def destination_attributes(
         self, name: str, dest_type: int = DEST_QUEUE
@@ -481,7 +424,7 @@ class AdminClient:
 
     async def compact(self, name: str | None = None, dest_type: int = DEST_QUEUE) -> None:
         """Reclaim the file store's disk space now (one store for all destinations)."""
-        await self.request(COMPACT_DESTINATION, _dest(name, dest_type) if name else None)
+        await self.request(*req.compact(name, dest_type))
 
     async def consumers(self, name: str, dest_type: int = DEST_QUEUE) -> list[dict[str, Any]]:
         """GET_CONSUMERS: one dict per consumer with OpenMQ's keys (ConsumerID,
@@ -545,10 +488,7 @@ class AdminClient:
 
     async def purge_durable(self, name: str, client_id: str | None) -> None:
         """Drop the messages waiting for a durable subscription."""
-        props: dict[str, object] = {JMQ_DURABLE_NAME: name}
-        if client_id:
-            props[JMQ_CLIENT_ID] = client_id
-        await self.request(PURGE_DURABLE, props)
+        await self.request(*req.purge_durable(name, client_id))
 
     # -- transactions ---------------------------------------------------------------------
 
@@ -561,12 +501,12 @@ class AdminClient:
 
     async def commit_transaction(self, txn_id: int) -> None:
         """Commit a PREPARED transaction (AdminError 412 otherwise, 404 unknown)."""
-        await self.request(COMMIT_TRANSACTION, {JMQ_TRANSACTION_ID: JLong(txn_id)})
+        await self.request(*req.commit_transaction(txn_id))
 
     async def rollback_transaction(self, txn_id: int) -> None:
         """Roll back a transaction (an XA one from STARTED to PREPARED, a local one when
         PREPARED)."""
-        await self.request(ROLLBACK_TRANSACTION, {JMQ_TRANSACTION_ID: JLong(txn_id)})
+        await self.request(*req.rollback_transaction(txn_id))
 
     async def metrics(
         self, service: str | None = None, destination: str | None = None, dest_type: int = 1
@@ -609,7 +549,7 @@ class AdminClient:
 
     async def reset_metrics(self) -> None:
         """RESET_BROKER (84) with JMQResetType JMQMetrics (imqcmd reset bkr -t metrics)."""
-        await self.request(84, {JMQ_RESET_TYPE: JMQ_METRICS})
+        await self.request(*req.reset_metrics())
 
     async def reclaim_expired(self) -> list[dict[str, Any]]:
         """RECLAIM_EXPIRED (200, our extension): sweep expired messages now; one dict per
@@ -619,14 +559,7 @@ class AdminClient:
         return read_vector(body)
 
 
-def _dest(name: str | None, dest_type: int) -> dict[str, object]:
-    return {JMQ_DESTINATION: name, JMQ_DEST_TYPE: JInt(dest_type)}
-
-
-def _prop_text(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+_dest = req.destination_props
 
 
 __all__ = ["ADMIN_QUEUE", "AdminClient", "AdminError", "read_vector"]

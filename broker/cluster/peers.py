@@ -390,6 +390,10 @@ class Peers:
         me = self.cfg.me
         return (me.port, me.host) < (peer[1], peer[0])
 
+    def link_to(self, host: str, port: int) -> BrokerLink | None:
+        """The link up to the broker whose port mapper is ``host:port``, if any."""
+        return self._link_to(host, port)
+
     def _link_to(self, host: str, port: int) -> BrokerLink | None:
         """The link up to the broker whose port mapper is ``host:port``, if any."""
         return next(

@@ -33,12 +33,13 @@ from typing import TYPE_CHECKING
 from broker.protocol import gpacket as gp
 
 from .changes import ConfigChanges
-from .config import ClusterConfig
+from .config import ClusterConfig, same_host
 from .delivery import RemoteDelivery
 from .handlers import Handler, Handlers, join
 from .interests import LocalInterests
 from .link_driver import BrokerLink
 from .locks import ClusterLocks
+from .mastership import MasterChange
 from .peers import Peers
 from .positions import QueuePositions
 from .remote_delivery import RemoteConsumers
@@ -99,11 +100,13 @@ class ClusterService:
         self.changes = ConfigChanges(
             cfg, router, self.peers, self.interests, self.delivery, instance_dir
         )
+        self.mastership = MasterChange(cfg, self.peers, self.changes, instance_dir)
         self.positions = QueuePositions(router, self.locks, self.interests.announce_position)
         tables: list[Handlers] = [
             self.peers.handlers(),
             self.delivery.handlers(),
             self.changes.handlers(),
+            self.mastership.handlers(),
             self.txns.handlers(),
             self.locks.handlers(),
         ]
@@ -130,6 +133,8 @@ class ClusterService:
             # draw messages into a dead link.
             self.delivery.forget_link(old)
         self.peers.add(link)
+        if old is None:  # (a redial of a broker already linked is no join)
+            self._tell_peer("cluster.broker.join", link.address)
         self.changes.send_destinations(link)
         self.interests.announce_all(link)
         self.locks.link_up(link)
@@ -143,7 +148,27 @@ class ClusterService:
         # already took its place (see link_up).
         self.delivery.forget_link(link)
         self.locks.link_down(link)
+        # The broker is down for this one when its current link goes (not a replaced one).
+        down = link.address is not None and self.peers.links.get(link.address) is link
         self.peers.closed(link)
+        if down and not self.peers.stopping:
+            self._tell_peer("cluster.broker.down", link.address)
+
+    def _tell_peer(self, kind: str, addr: gp.BrokerAddress | None) -> None:
+        """A router event (JMX's cluster notifications) for a peer joining or leaving."""
+        if addr is None or not self.router.observers.router_events:
+            return
+        master = self.cfg.master
+        self.router.observers.router_event(
+            kind,
+            {
+                "address": f"{addr.host}:{addr.port}",
+                "instance": addr.instance,
+                "master": master is not None
+                and addr.port == master[1]
+                and same_host(addr.host, master[0]),
+            },
+        )
 
     def on_packet(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         """A GPacket from an up link, to the part that handles its type."""

@@ -49,6 +49,8 @@ class MemoryManager:
         self._set_levels(budget_bytes)
         self.index = 0
         self.used = 0
+        # The state before the last change (what a state-change notification tells).
+        self.previous = LEVELS[0]
         # Why producers are held whatever the state (None: they are not).
         self.held: str | None = None
 
@@ -111,5 +113,6 @@ class MemoryManager:
                 i -= 1
         if i == self.index:
             return None
+        self.previous = levels[self.index].name
         self.index = i
         return levels[i]

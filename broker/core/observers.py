@@ -156,8 +156,11 @@ class RouterEventObserver(Protocol):
     {"name": ..., "type": ...})``.  The router also tells ``destination.paused``/
     ``resumed``/``purged``; the layers above add theirs on the same channel
     (``connection.opened``/``rejected``, ``destination.compacted``, ``service.paused``/
-    ``resumed``/``updated``, ``broker.properties``/``quiesce``/``shutdown``): observers
-    ignore the kinds they do not know."""
+    ``resumed``/``updated``, ``broker.properties``/``quiesce``/``shutdown``,
+    ``broker.resource_state`` (the memory state changed: ``old``, ``new``),
+    ``broker.takeover.start``/``complete``/``fail`` (HA: ``failed``, ``id``),
+    ``cluster.broker.join``/``down`` (a peer's ``address``; ``master`` or, in an HA
+    cluster, ``ha`` and ``broker_id``)): observers ignore the kinds they do not know."""
 
     def router_event(self, kind: str, data: dict) -> None: ...
 

@@ -1,6 +1,7 @@
 """What invoke and setAttribute do, by kind of MBean (``Type/Subtype``): each operation
 and writable attribute is the admin request imqcmd sends for the same change
-(broker/admin/client.py's AdminClient), run by the admin service's own commands
+(built by broker/protocol/admin_requests.py, as broker/admin/client.py's AdminClient
+builds it), run by the admin service's own commands
 through an :class:`AdminPort` that the driver supplies.
 
 The operations' names, parameter types and the writable attributes are the stock
@@ -23,55 +24,11 @@ from typing import Any, Protocol
 from broker import props as imq
 from broker.engine import jmx_mbeans
 from broker.engine.jmx_names import ObjectName
-from broker.protocol.admin_info import (
-    SERVICE_MAX_THREADS,
-    SERVICE_MIN_THREADS,
-    SERVICE_PORT,
-    encode_admin_object,
-    service_info,
-)
-from broker.protocol.admin_types import (
-    COMMIT_TRANSACTION,
-    COMPACT_DESTINATION,
-    CREATE_DESTINATION,
-    DESTROY_CONNECTION,
-    DESTROY_DESTINATION,
-    PAUSE,
-    PURGE_DESTINATION,
-    PURGE_DURABLE,
-    QUIESCE_BROKER,
-    RELOAD_CLUSTER,
-    RESET_BROKER,
-    RESUME,
-    ROLLBACK_TRANSACTION,
-    SHUTDOWN,
-    TAKEOVER_BROKER,
-    UNQUIESCE_BROKER,
-    UPDATE_BROKER_PROPS,
-    UPDATE_DESTINATION,
-    UPDATE_SERVICE,
-)
-from broker.protocol.dest_attributes import destination_request
-from broker.protocol.javaser import encode_properties_object
-from broker.protocol.jtypes import JInt, JLong
-from broker.protocol.names import (
-    JMQ_BROKER_ID,
-    JMQ_CLIENT_ID,
-    JMQ_CONNECTION_ID,
-    JMQ_DEST_STATE,
-    JMQ_DEST_TYPE,
-    JMQ_DESTINATION,
-    JMQ_DURABLE_NAME,
-    JMQ_METRICS,
-    JMQ_NO_FAILOVER,
-    JMQ_PAUSE_TARGET,
-    JMQ_RESET_TYPE,
-    JMQ_RESTART,
-    JMQ_SERVICE_NAME,
-    JMQ_TIME,
-    JMQ_TRANSACTION_ID,
-)
-from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, DestState
+from broker.protocol import admin_requests as req
+from broker.protocol import jmxser
+from broker.protocol.admin_requests import AdminRequest
+from broker.protocol.jtypes import JInt
+from broker.protocol.types import DEST_QUEUE, DEST_TOPIC, DestState, Status
 
 DOMAIN = jmx_mbeans.DOMAIN
 
@@ -82,10 +39,12 @@ class OperationError(Exception):
     with ``message``), ``InvalidAttributeValueException``, ``IllegalArgumentException``
     (wrapped in RuntimeOperationsException) or ``InstanceNotFoundException``."""
 
-    def __init__(self, kind: str, message: str) -> None:
+    def __init__(self, kind: str, message: str, status: int | None = None) -> None:
         super().__init__(message)
         self.kind = kind
         self.message = message
+        # The admin reply's status when the broker refused (a JMQStatus).
+        self.status = status
 
 
 class AdminPort(Protocol):
@@ -118,6 +77,12 @@ Run = Callable[[AdminPort, ObjectName, list[Any]], Awaitable[object]]
 Setter = Callable[[AdminPort, ObjectName, object], Awaitable[None]]
 
 
+async def send(port: AdminPort, request: AdminRequest) -> tuple[dict[str, object], bytes]:
+    """Run ``request`` (built by broker/protocol/admin_requests.py, as the admin client
+    builds it) through the admin port."""
+    return await port.command(request.type, request.props, request.body or b"")
+
+
 # -- helpers ---------------------------------------------------------------------------
 
 
@@ -148,10 +113,6 @@ def _dest_type(text: object) -> int:
 def _target_dest(target: ObjectName) -> tuple[str, int]:
     keys = dict(target.keys)
     return unquote(keys.get("name", "")), _dest_type(keys.get("desttype"))
-
-
-def _dest_props(name: str, dest_type: int) -> dict[str, object]:
-    return {JMQ_DESTINATION: name, JMQ_DEST_TYPE: JInt(dest_type)}
 
 
 def _text(value: object, what: str) -> str:
@@ -196,10 +157,10 @@ def _dest_attrs(values: list[tuple[str, object]]) -> dict[str, object]:
 async def _update_destination(port: AdminPort, target: ObjectName, attrs: dict) -> None:
     name, dest_type = _target_dest(target)
     try:
-        body, props = destination_request(name, dest_type, attrs)
+        request = req.update_destination(name, dest_type, attrs)
     except ValueError as exc:
         raise OperationError("InvalidAttributeValueException", str(exc)) from None
-    await port.command(UPDATE_DESTINATION, {**_dest_props(name, dest_type), **props}, body)
+    await send(port, request)
 
 
 def _dest_setter(attr: str) -> Setter:
@@ -232,34 +193,23 @@ BROKER_PROPERTIES = {
 }
 
 
-def _property_text(value: object) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 def _property_setter(prop: str) -> Setter:
     async def run(port: AdminPort, target: ObjectName, value: object) -> None:
-        body = encode_properties_object({prop: _property_text(value)})
-        await port.command(UPDATE_BROKER_PROPS, None, body)
+        await send(port, req.update_broker_props({prop: value}))
 
     return run
 
 
-_SERVICE_FIELDS = {
-    "Port": ("port", SERVICE_PORT),
-    "MinThreads": ("minThreads", SERVICE_MIN_THREADS),
-    "MaxThreads": ("maxThreads", SERVICE_MAX_THREADS),
-}
+# Service attribute -> update_service's argument.
+_SERVICE_FIELDS = {"Port": "port", "MinThreads": "min_threads", "MaxThreads": "max_threads"}
 
 
 def _service_setter(attr: str) -> Setter:
-    field, mask = _SERVICE_FIELDS[attr]
+    field = _SERVICE_FIELDS[attr]
 
     async def run(port: AdminPort, target: ObjectName, value: object) -> None:
         name = unquote(dict(target.keys).get("name", ""))
-        info = service_info(updateMask=mask, name=name, **{field: int(value)})  # type: ignore[call-overload]
-        await port.command(UPDATE_SERVICE, None, encode_admin_object(info))
+        await send(port, req.update_service(name, **{field: int(value)}))  # type: ignore[call-overload]
 
     return run
 
@@ -281,9 +231,9 @@ SETTERS: dict[str, dict[str, Setter]] = {
 # -- operations ------------------------------------------------------------------------
 
 
-def _command(request: int, props: dict[str, object] | None = None) -> Run:
+def _command(build: Callable[[], AdminRequest]) -> Run:
     async def run(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
-        await port.command(request, props)
+        await send(port, build())
         return None
 
     return run
@@ -294,12 +244,9 @@ async def _get_property(port: AdminPort, target: ObjectName, args: list[Any]) ->
 
 
 async def _shutdown(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
-    props: dict[str, object] = {}
-    if args and args[0]:
-        props[JMQ_NO_FAILOVER] = True
-    if len(args) > 1 and args[1]:
-        props[JMQ_TIME] = JInt(int(args[1]))
-    await port.command(SHUTDOWN, props)
+    no_failover = bool(args and args[0])
+    time = int(args[1]) if len(args) > 1 and args[1] else None
+    await send(port, req.shutdown(no_failover=no_failover, time=time))
     return None
 
 
@@ -308,17 +255,17 @@ async def _create(port: AdminPort, target: ObjectName, args: list[Any]) -> objec
     name = _text(args[1], "destinationName")
     attrs = _dest_attrs(args[2]) if len(args) > 2 and args[2] is not None else {}
     try:
-        body, props = destination_request(name, dest_type, attrs)
+        request = req.create_destination(name, dest_type, attrs)
     except ValueError as exc:
         raise OperationError("MBeanException", str(exc)) from None
-    await port.command(CREATE_DESTINATION, props, body)
+    await send(port, request)
     return None
 
 
 async def _destroy(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
     dest_type = _dest_type(args[0])
     name = _text(args[1], "destinationName")
-    await port.command(DESTROY_DESTINATION, _dest_props(name, dest_type))
+    await send(port, req.destroy_destination(name, dest_type))
     return None
 
 
@@ -352,27 +299,25 @@ def _pause_type(args: list[Any]) -> int:
 
 async def _dest_pause(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
     name, dest_type = _target_dest(target)
-    props = {JMQ_PAUSE_TARGET: JMQ_DESTINATION, **_dest_props(name, dest_type)}
-    props[JMQ_DEST_STATE] = JInt(_pause_type(args))
-    await port.command(PAUSE, props)
+    await send(port, req.pause_destination(name, dest_type, _pause_type(args)))
     return None
 
 
 async def _dest_resume(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
     name, dest_type = _target_dest(target)
-    await port.command(RESUME, {JMQ_PAUSE_TARGET: JMQ_DESTINATION, **_dest_props(name, dest_type)})
+    await send(port, req.resume_destination(name, dest_type))
     return None
 
 
 async def _dest_purge(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
     name, dest_type = _target_dest(target)
-    await port.command(PURGE_DESTINATION, _dest_props(name, dest_type))
+    await send(port, req.purge_destination(name, dest_type))
     return None
 
 
 async def _dest_compact(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
     name, dest_type = _target_dest(target)
-    await port.command(COMPACT_DESTINATION, _dest_props(name, dest_type))
+    await send(port, req.compact(name, dest_type))
     return None
 
 
@@ -380,22 +325,13 @@ async def _all_dests_pause(port: AdminPort, target: ObjectName, args: list[Any])
     # DestinationManager pause: every destination (imqcmd pause dst without -n).
     what = _pause_type(args)
     for name, is_topic in port.destinations():
-        props = {
-            JMQ_PAUSE_TARGET: JMQ_DESTINATION,
-            **_dest_props(name, DEST_TOPIC if is_topic else DEST_QUEUE),
-        }
-        props[JMQ_DEST_STATE] = JInt(what)
-        await port.command(PAUSE, props)
+        await send(port, req.pause_destination(name, DEST_TOPIC if is_topic else DEST_QUEUE, what))
     return None
 
 
 async def _all_dests_resume(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
     for name, is_topic in port.destinations():
-        props = {
-            JMQ_PAUSE_TARGET: JMQ_DESTINATION,
-            **_dest_props(name, DEST_TOPIC if is_topic else DEST_QUEUE),
-        }
-        await port.command(RESUME, props)
+        await send(port, req.resume_destination(name, DEST_TOPIC if is_topic else DEST_QUEUE))
     return None
 
 
@@ -406,19 +342,55 @@ def _number(value: object, what: str) -> int:
     return int(text)
 
 
-def _id_command(request: int, prop: str, what: str) -> Run:
+def _id_command(build: Callable[[int], AdminRequest], what: str) -> Run:
     """A command on one object named by the operation's String argument (a number)."""
 
     async def run(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
-        await port.command(request, {prop: JLong(_number(args[0], what))})
+        await send(port, build(_number(args[0], what)))
         return None
 
     return run
 
 
 async def _takeover(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
-    await port.command(TAKEOVER_BROKER, {JMQ_BROKER_ID: _text(args[0], "brokerID")})
+    await send(port, req.takeover(_text(args[0], "brokerID")))
     return None
+
+
+async def _change_master(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
+    # Cluster changeMasterBroker(oldMasterBroker, newMasterBroker): as OpenMQ's, the
+    # broker's refusal is not an exception but a ChangeMasterBrokerResult saying it.
+    # Both are needed: the stock MBean fails (MBeanException) on a null one too.
+    old, new = (args + [None, None])[:2]
+    if not (isinstance(old, str) and old and isinstance(new, str) and new):
+        raise OperationError(
+            "MBeanException", "changeMasterBroker needs oldMasterBroker and newMasterBroker"
+        )
+    try:
+        await send(port, req.change_master_broker(new, old))
+        success, status, detail = True, 0, ""
+    except OperationError as exc:
+        if exc.status is None:
+            raise
+        success, status = False, exc.status
+        detail = f"{exc.message}[{_status_text(exc.status)}]"
+    return jmxser.composite(
+        "ChangeMasterBrokerResult",
+        "ChangeMasterBrokerResult",
+        [
+            ("Success", "Success", jmx_mbeans.BOOLEAN, success),
+            ("StatusCode", "StatusCode", jmx_mbeans.INTEGER, JInt(status)),
+            ("DetailMessage", "DetailMessage", jmx_mbeans.STRING, detail),
+        ],
+    )
+
+
+def _status_text(status: int) -> str:
+    """OpenMQ's Status.getString: ``NOT_ALLOWED(405)``."""
+    try:
+        return f"{Status(status).name}({status})"
+    except ValueError:
+        return f"UNKNOWN({status})"
 
 
 async def _purge_consumer(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
@@ -431,17 +403,13 @@ async def _purge_consumer(port: AdminPort, target: ObjectName, args: list[Any]) 
             "MBeanException", f"consumer {consumer_id} is not a durable subscriber here"
         )
     client_id, name = durable
-    props: dict[str, object] = {JMQ_DURABLE_NAME: name}
-    if client_id:
-        props[JMQ_CLIENT_ID] = client_id
-    await port.command(PURGE_DURABLE, props)
+    await send(port, req.purge_durable(name, client_id))
     return None
 
 
-def _service_command(request: int) -> Run:
+def _service_command(build: Callable[[str], AdminRequest]) -> Run:
     async def run(port: AdminPort, target: ObjectName, args: list[Any]) -> object:
-        name = unquote(dict(target.keys).get("name", ""))
-        await port.command(request, {JMQ_PAUSE_TARGET: JMQ_SERVICE_NAME, JMQ_SERVICE_NAME: name})
+        await send(port, build(unquote(dict(target.keys).get("name", ""))))
         return None
 
     return run
@@ -451,27 +419,28 @@ def _service_command(request: int) -> Run:
 OPERATIONS: dict[str, dict[str, Run]] = {
     "Broker/Config": {
         "getProperty": _get_property,
-        "quiesce": _command(QUIESCE_BROKER),
-        "unquiesce": _command(UNQUIESCE_BROKER),
-        "resetMetrics": _command(RESET_BROKER, {JMQ_RESET_TYPE: JMQ_METRICS}),
-        "restart": _command(SHUTDOWN, {JMQ_RESTART: True}),
+        "quiesce": _command(req.quiesce),
+        "unquiesce": _command(req.unquiesce),
+        "resetMetrics": _command(req.reset_metrics),
+        "restart": _command(req.restart),
         "shutdown": _shutdown,
         "takeover": _takeover,
     },
-    "Cluster/Config": {"reload": _command(RELOAD_CLUSTER)},
-    "ConnectionManager/Config": {
-        "destroy": _id_command(DESTROY_CONNECTION, JMQ_CONNECTION_ID, "connectionID")
+    "Cluster/Config": {
+        "reload": _command(req.reload_cluster),
+        "changeMasterBroker": _change_master,
     },
+    "ConnectionManager/Config": {"destroy": _id_command(req.destroy_connection, "connectionID")},
     "ConsumerManager/Config": {"purge": _purge_consumer},
     "TransactionManager/Config": {
-        "commit": _id_command(COMMIT_TRANSACTION, JMQ_TRANSACTION_ID, "transactionID"),
-        "rollback": _id_command(ROLLBACK_TRANSACTION, JMQ_TRANSACTION_ID, "transactionID"),
+        "commit": _id_command(req.commit_transaction, "transactionID"),
+        "rollback": _id_command(req.rollback_transaction, "transactionID"),
     },
     "DestinationManager/Config": {
         "create": _create,
         "destroy": _destroy,
         "getDestinations": _get_destinations,
-        "compact": _command(COMPACT_DESTINATION),
+        "compact": _command(req.compact),
         "pause": _all_dests_pause,
         "resume": _all_dests_resume,
     },
@@ -484,9 +453,12 @@ OPERATIONS: dict[str, dict[str, Run]] = {
     },
     "ServiceManager/Config": {
         "getServices": _get_services,
-        "pause": _command(PAUSE),
-        "resume": _command(RESUME),
+        "pause": _command(req.pause_broker),
+        "resume": _command(req.resume_broker),
     },
     "ServiceManager/Monitor": {"getServices": _get_services},
-    "Service/Config": {"pause": _service_command(PAUSE), "resume": _service_command(RESUME)},
+    "Service/Config": {
+        "pause": _service_command(req.pause_service),
+        "resume": _service_command(req.resume_service),
+    },
 }

@@ -40,6 +40,7 @@ RESET_BROKER = 84
 # Our extension (not in OpenMQ): sweep expired messages now (broker/server/admin_service/expiry.py).
 GET_CLUSTER = 78
 RELOAD_CLUSTER = 58
+CHANGE_CLUSTER_MASTER_BROKER = 96
 RECLAIM_EXPIRED = 200
 
 COMMAND_NAMES = {

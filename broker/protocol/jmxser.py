@@ -659,6 +659,18 @@ NOTIFICATION_CLASSES = {
         ),
         superclass=_MQ_NOTIFICATION,
     ),
+    "cluster": JavaClass(
+        _MQ + "ClusterNotification",
+        8569120463426095123,
+        (
+            ("Z", "highlyAvailable", None),
+            ("Z", "isMasterBroker", None),
+            ("L", "brokerAddress", _STRING),
+            ("L", "brokerID", _STRING),
+            ("L", "clusterID", _STRING),
+        ),
+        superclass=_MQ_NOTIFICATION,
+    ),
     "connection": JavaClass(
         _MQ + "ConnectionNotification",
         -189741809769726998,

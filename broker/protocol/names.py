@@ -140,6 +140,9 @@ JMQ_PRODUCERS = "JMQProducers"
 JMQ_RESET_TYPE = "JMQResetType"
 JMQ_BROKERS_ADDED = "JMQBrokersAdded"
 JMQ_BROKERS_REMOVED = "JMQBrokersRemoved"
+# CHANGE_CLUSTER_MASTER_BROKER: host:port of the new and (optional) current master broker.
+JMQ_CLUSTER_NEW_MASTER_BROKER = "JMQClusterNewMasterBroker"
+JMQ_CLUSTER_OLD_MASTER_BROKER = "JMQClusterOldMasterBroker"
 
 # Metrics replies: this broker's own counters beside the stock ones (not in OpenMQ).
 JMQ_BODIES_IN_MEMORY = "JMQBodiesInMemory"

@@ -596,6 +596,9 @@ class Broker:
             log.info(msg, m.state.upper(), m.percent, m.budget, count)
         else:
             log.warning(msg, m.state.upper(), m.percent, m.budget, count)
+        self.router.observers.router_event(
+            "broker.resource_state", {"old": m.previous, "new": m.state}
+        )
         self._resume_flow_waiting()
 
     def _resume_flow_waiting(self) -> None:

@@ -14,6 +14,7 @@ import ssl
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from broker import props
 from broker.cluster.config import ClusterConfig
 from broker.cluster.service import ClusterService
 from broker.protocol.portmapper import ServiceEntry
@@ -42,11 +43,19 @@ async def start_cluster(broker: Broker) -> ClusterService | None:
         client_ssl=client_ssl,
     )
     service.peers.reread_config = broker.config.reread
+    service.mastership.save_master = lambda text: _save_master(broker, text)
     await service.start()
     if cfg.cluster_host:
         await _resolve(cfg.cluster_host)
     service.spawn(_watch_memory(broker, service))
     return service
+
+
+def _save_master(broker: Broker, address: str) -> None:
+    """imq.cluster.masterbroker changed (broker/cluster/mastership.py): kept in the
+    instance's config.properties, as OpenMQ's brokers keep it."""
+    broker.config.set(props.CLUSTER_MASTERBROKER.name, address)
+    broker.config.save_instance_file()
 
 
 async def _watch_memory(broker: Broker, service: ClusterService) -> None:

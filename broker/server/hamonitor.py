@@ -274,6 +274,7 @@ class HAMonitor:
         )
         # OpenMQ's HelloHandler answers TIMEOUT while HAMonitorService.inTakeover().
         self.in_takeover = True
+        self._call_on_loop(self._tell_takeover, "start", row.broker_instance)
         try:
             taken = takeover.take_over(
                 row.broker_instance,
@@ -284,11 +285,13 @@ class HAMonitor:
             )
         except Exception as exc:  # its row is locked, or the database went away
             self.in_takeover = False
+            self._call_on_loop(self._tell_takeover, "fail", row.broker_instance)
             log.warning("takeover of broker %s failed, retried later: %s", row.broker_instance, exc)
             connections[using].close()
             return
         if taken is None:
             self.in_takeover = False
+            self._call_on_loop(self._tell_takeover, "fail", row.broker_instance)
             log.info(
                 "takeover of broker %s: not needed (another broker took it, or it came back)",
                 row.broker_instance,
@@ -301,7 +304,12 @@ class HAMonitor:
     async def take_over_now(self, broker_id: str) -> Takeover:
         """Take ``broker_id`` over now: it must be a member of this cluster that is not
         running (failed, or shut down, also with -nofailover).  RouterError otherwise."""
-        taken = await self.store.call_in_writer(lambda: self._forced(broker_id))
+        self._tell_takeover("start", broker_id)
+        try:
+            taken = await self.store.call_in_writer(lambda: self._forced(broker_id))
+        except Exception:
+            self._tell_takeover("fail", broker_id)
+            raise
         return self._adopt(taken)
 
     def _forced(self, broker_id: str) -> takeover.TakenOver:
@@ -346,11 +354,26 @@ class HAMonitor:
 
     # -- event loop ---------------------------------------------------------------
 
+    def _tell_takeover(self, what: str, broker_id: str) -> None:
+        """A router event (JMX's takeover notifications): ``what`` is start, complete or
+        fail of taking ``broker_id`` over."""
+        self.broker.router.observers.router_event(
+            f"broker.takeover.{what}", {"failed": broker_id, "id": self.broker_id}
+        )
+
     def _set_members(self, members: list[str], rows: dict[str, Member] | None = None) -> None:
         changed = set(members) != set(self.members)
+        joined = [a for a in members if a not in self.members]
+        left = [a for a in self.members if a not in members]
         self.members = members
         if rows is not None:
             self.rows = rows
+        ids = {m.row.address: bid for bid, m in self.rows.items()}
+        for kind, addresses in (("cluster.broker.join", joined), ("cluster.broker.down", left)):
+            for address in addresses:
+                self.broker.router.observers.router_event(
+                    kind, {"address": address, "broker_id": ids.get(address), "ha": True}
+                )
         self._update_hello()
         if changed:
             # Clients connected before a member joined or after one left learn the new
@@ -498,6 +521,7 @@ class HAMonitor:
         )
         self.taken.append(done)
         self.in_takeover = False
+        self._tell_takeover("complete", done.broker_id)
         log.warning(
             "took over broker %s (%s): %d destinations, %d durable subscriptions, "
             "%d messages, %d transactions",

@@ -56,7 +56,7 @@ class JmxAdminPort:
             if inspect.isawaitable(result):
                 result = await result
         except (AdminError, RouterError) as exc:
-            raise OperationError("MBeanException", f"{name}: {exc.reason}") from None
+            raise OperationError("MBeanException", f"{name}: {exc.reason}", exc.status) from None
         except ValueError as exc:
             raise OperationError("MBeanException", f"{name}: {exc}") from None
         log.info("admin %s from %s (%s) over JMX: done", name, self.peer, self.user)

@@ -3,7 +3,9 @@
 One :class:`JmxEvents` per broker hears the router's events (a router event observer:
 destinations created, destroyed, paused, resumed, purged, compacted and changed;
 connections opened, closed and refused; services paused and resumed; the broker
-quiescing and shutting down; the broker's properties changed) and its transactions (a
+quiescing and shutting down; the broker's properties changed; its memory state
+changing; HA takeovers; other brokers of its cluster joining and leaving) and its
+transactions (a
 transaction observer), however they were caused (imqcmd, the portal, REST, JMX, a
 client), and publishes each as OpenMQ's notification from OpenMQ's MBean.  A change of
 a Config MBean's attribute is found by reading the MBean again after an event that
@@ -14,9 +16,10 @@ attributes the stock MBeanInfo says are writable).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
+from broker import props
 from broker.engine import jmx_mbeans, jmx_stockinfo
 from broker.engine.jmx import JmxServer
 from broker.engine.jmx_mbeans import DOMAIN
@@ -30,6 +33,7 @@ CONNECTION_MANAGER = f"{DOMAIN}:type=ConnectionManager,subtype=Monitor"
 SERVICE_MANAGER = f"{DOMAIN}:type=ServiceManager,subtype=Monitor"
 TRANSACTION_MANAGER = f"{DOMAIN}:type=TransactionManager,subtype=Monitor"
 BROKER_MONITOR = f"{DOMAIN}:type=Broker,subtype=Monitor"
+CLUSTER_MONITOR = f"{DOMAIN}:type=Cluster,subtype=Monitor"
 
 _DEST_EVENTS = {
     "destination.paused": "mq.destination.pause",
@@ -43,15 +47,18 @@ _TXN_TYPES = {
     TransactionState.PREPARED: "mq.transaction.prepare",
     TransactionState.ROLLEDBACK: "mq.transaction.rollback",
 }
-# Events after which a Config MBean's attributes may read differently.
-_CONFIG_EVENTS = ("destination.updated", "broker.properties", "service.updated")
 
 
-def _dest_monitor(name: str, is_topic: bool) -> str:
+def _dest_monitor(name: str, is_topic: bool, subtype: str = "Monitor") -> str:
     kind = "t" if is_topic else "q"
     return (
-        f"{DOMAIN}:type=Destination,subtype=Monitor,desttype={kind},name={jmx_mbeans.quote(name)}"
+        f"{DOMAIN}:type=Destination,subtype={subtype},desttype={kind},name={jmx_mbeans.quote(name)}"
     )
+
+
+def _dest_config(data: dict) -> str:
+    is_topic = bool(int(data.get("type", 0)) & DEST_TOPIC)
+    return ObjectName.parse(_dest_monitor(str(data.get("name", "")), is_topic, "Config")).canonical
 
 
 class JmxEvents:
@@ -99,8 +106,13 @@ class JmxEvents:
             self._quiesce_progress()
         elif kind == "broker.shutdown":
             self._broker_notification("mq.broker.shutdown.start")
-        if kind in _CONFIG_EVENTS or kind == "destination.created":
-            self._config_changes()
+        elif kind == "broker.resource_state":
+            self._resource_state(data)
+        elif kind.startswith("broker.takeover."):
+            self._takeover(kind.rpartition(".")[2], data)
+        elif kind in ("cluster.broker.join", "cluster.broker.down"):
+            self._cluster_member(kind, data)
+        self._config_event(kind, data)
 
     def _destination_made(self, kind: str, data: dict) -> None:
         name = str(data.get("name", ""))
@@ -166,6 +178,46 @@ class JmxEvents:
             brokerAddress=jmx_mbeans.local_address(b),
         )
 
+    def _resource_state(self, data: dict) -> None:
+        # As the ResourceState attribute spells the states; OpenMQ's has no broker ID
+        # or address here, and its heap usage is null (MemoryManager passes none).
+        self.publish(
+            BROKER_MONITOR,
+            "mq.broker.resource.state.change",
+            "broker",
+            oldResourceState=f"{str(data.get('old', '')).upper():<6}",
+            newResourceState=f"{str(data.get('new', '')).upper():<6}",
+        )
+
+    def _takeover(self, what: str, data: dict) -> None:
+        # Told by the Broker and the Cluster Monitor, naming this broker and the one
+        # taken over (OpenMQ's Agent.notifyTakeover*).
+        fields = {
+            "failedBrokerID": data.get("failed"),
+            "brokerID": data.get("id"),
+            "brokerAddress": jmx_mbeans.local_address(self.broker),
+        }
+        for source in (BROKER_MONITOR, CLUSTER_MONITOR):
+            self.publish(source, f"mq.broker.takeover.{what}", "broker", **fields)
+
+    def _cluster_member(self, kind: str, data: dict) -> None:
+        # OpenMQ's ClusterMonitor: the peer's host:port; in an HA cluster its broker ID
+        # and the cluster ID, else whether it is the master broker.  A join is told by
+        # the Broker Monitor too.
+        ha = bool(data.get("ha", False))
+        fields: dict[str, object] = {
+            "brokerAddress": data.get("address"),
+            "highlyAvailable": ha,
+            "isMasterBroker": False if ha else bool(data.get("master", False)),
+        }
+        if ha:
+            fields["brokerID"] = data.get("broker_id")
+            fields["clusterID"] = self.broker.config.get(props.CLUSTER_ID)
+        notif_type = "mq." + kind
+        self.publish(CLUSTER_MONITOR, notif_type, "cluster", **fields)
+        if kind == "cluster.broker.join":
+            self.publish(BROKER_MONITOR, notif_type, "cluster", **fields)
+
     def _quiesce_progress(self) -> None:
         # OpenMQ tells quiesce.complete when the last client connection has gone.
         if self.broker.quiescing and not self._quiesce_told and self.broker.state == "QUIESCED":
@@ -174,10 +226,32 @@ class JmxEvents:
 
     # -- attribute changes ------------------------------------------------------------
 
-    def _read_config(self) -> dict[str, dict[str, object]]:
-        """Every Config MBean's attribute values (by canonical name)."""
+    def _config_event(self, kind: str, data: dict) -> None:
+        """Re-read the Config MBeans an event may change: only the one destination or
+        service it names (a broker with many destinations must not re-read them all
+        for each one created), every one after the broker's properties changed."""
+        if kind == "broker.properties":
+            self._config_changes(self._read_config())
+        elif kind == "destination.created":
+            self._config.update(self._read_config({_dest_config(data)}))  # new: nothing changed
+        elif kind == "destination.destroyed":
+            self._config.pop(_dest_config(data), None)
+        elif kind == "destination.updated":
+            self._config_changes(self._read_config({_dest_config(data)}))
+        elif kind == "service.updated":
+            name = f"{DOMAIN}:type=Service,subtype=Config,name={data.get('name', '')}"
+            self._config_changes(self._read_config({ObjectName.parse(name).canonical}))
+
+    def _read_config(self, only: set[str] | None = None) -> dict[str, dict[str, object]]:
+        """The writable attributes' values of every Config MBean, or of those named in
+        ``only`` (canonical names)."""
         out: dict[str, dict[str, object]] = {}
-        for name, kind, key in self.registry.mbeans():
+        if only is None:
+            found: Iterable[tuple[ObjectName, Any, Any]] = self.registry.mbeans()
+        else:
+            mbeans = [self.registry.get(ObjectName.parse(n)) for n in only]
+            found = [(m.name, m.kind, m.key) for m in mbeans if m is not None]
+        for name, kind, key in found:
             if kind.subtype != "Config" or kind.type == "Connection":
                 continue
             stock = jmx_stockinfo.kinds().get(f"{kind.type}/{kind.subtype}")
@@ -195,10 +269,10 @@ class JmxEvents:
             out[name.canonical] = values
         return out
 
-    def _config_changes(self) -> None:
+    def _config_changes(self, after: dict[str, dict[str, object]]) -> None:
+        """Tell the attributes that read differently in ``after`` than before."""
         before = self._config
-        after = self._read_config()
-        self._config = after
+        self._config = {**before, **after}
         for name, values in after.items():
             old = before.get(name)
             if old is None:

@@ -1,6 +1,7 @@
 """The brokers of a conventional cluster, as the broker one is connected to sees them
-(admin GET_CLUSTER): what ``imqcmd list bkr`` prints; and RELOAD_CLUSTER, every broker of
-the cluster reads its broker list again (server/admin_service/cluster.py's requests)."""
+(admin GET_CLUSTER): what ``imqcmd list bkr`` prints; RELOAD_CLUSTER, every broker of
+the cluster reads its broker list again; CHANGE_CLUSTER_MASTER_BROKER, another broker
+becomes the master broker (server/admin_service/cluster.py's requests)."""
 
 from __future__ import annotations
 
@@ -46,6 +47,17 @@ def list_brokers(admin: BrokerAdmin) -> list[dict[str, Any]]:
             }
         )
     return out
+
+
+def change_master_broker(admin: BrokerAdmin, actor: str, new_master: str) -> None:
+    """Make ``new_master`` (host:port) the cluster's master broker (imqcmd changemaster
+    cls); asked of the master broker itself."""
+    admin.change_master_broker(new_master)
+    record_change(
+        actor,
+        f"changed the cluster's master broker to {new_master}",
+        {"type": "broker", "op": "change_master_broker", "master": new_master},
+    )
 
 
 def reload_cluster(admin: BrokerAdmin, actor: str) -> dict[str, list[str]]:

@@ -1,12 +1,14 @@
 """imqcmd's subcommands about the broker itself: query, update, pause, resume, quiesce,
-unquiesce, shutdown, restart, takeover, reset (bkr); list bkr and reload cls (the
-cluster); reload acl."""
+unquiesce, shutdown, restart, takeover, reset (bkr); list bkr, reload cls and
+changemaster cls (the cluster); reload acl."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
 from typing import Any
+
+from django.core.management.base import CommandError
 
 from broker import props as imq
 
@@ -21,7 +23,7 @@ from ..actions.broker_info import (
     unquiesce_broker,
     update_broker,
 )
-from ..actions.cluster import list_brokers, reload_cluster
+from ..actions.cluster import change_master_broker, list_brokers, reload_cluster
 from ..actions.ha import takeover_broker
 from ..actions.metrics import reset_metrics
 from .output import Table, unlimited, unlimited_or_zero
@@ -196,6 +198,25 @@ def reload_cls(run: Run) -> None:
     run.done()
 
 
+def changemaster_cls(run: Run) -> None:
+    # As stock imqcmd: -o imq.cluster.masterbroker=HOST:PORT names the new master.
+    new_master = run.attrs.get(imq.CLUSTER_MASTERBROKER.name)
+    if not new_master:
+        raise CommandError(
+            f"Error: the new master broker is given with -o {imq.CLUSTER_MASTERBROKER.name}=host:port"
+        )
+    run.say("Changing cluster master broker to:")
+    run.say()
+    run.say()
+    run.pairs(list(run.attrs.items()))
+    run.say()
+    run.on_broker("On the broker specified by:")
+    run.confirm("Are you sure you want to change the cluster master broker ?")
+    change_master_broker(run.admin, run.actor, str(new_master))
+    run.say("Successfully changed cluster master broker.")
+    run.say()
+
+
 def sure(verb: str) -> str:
     return f"Are you sure you want to {verb} the broker?"
 
@@ -220,4 +241,5 @@ COMMANDS: dict[tuple[str, str], Spec] = {
         broker_op("Reloading the access control rules of", None, reload_access_control)
     ),
     ("reload", "cls"): Spec(reload_cls),
+    ("changemaster", "cls"): Spec(changemaster_cls, ("attrs",)),
 }

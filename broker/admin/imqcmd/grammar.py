@@ -28,6 +28,9 @@ Broker:
   metrics bkr [-m ttl|rts|cxn] [-int SECONDS] [-msp COUNT]
   reload cls                             every broker of the cluster reads its broker
                                          list again (imq.cluster.brokerlist / .url)
+  changemaster cls -o imq.cluster.masterbroker=HOST:PORT
+                                         on the master broker: another broker becomes
+                                         the master (imq.cluster.dynamicChangeMasterBrokerEnabled)
   reload acl                             re-read the access control rules (ours)
 Connection services:
   list svc                               the services, their ports and states

@@ -19,11 +19,22 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from broker import props as imq
-from broker.cluster.config import ClusterConfigError
+from broker.cluster.config import ClusterConfigError, parse_address
 from broker.core.errors import RouterError
-from broker.protocol.admin_types import BROKER_STATES, GET_CLUSTER, RELOAD_CLUSTER
+from broker.protocol.admin_types import (
+    BROKER_STATES,
+    CHANGE_CLUSTER_MASTER_BROKER,
+    GET_CLUSTER,
+    RELOAD_CLUSTER,
+)
 from broker.protocol.javaser import encode_vector
-from broker.protocol.names import JMQ_BROKER_LIST, JMQ_BROKERS_ADDED, JMQ_BROKERS_REMOVED
+from broker.protocol.names import (
+    JMQ_BROKER_LIST,
+    JMQ_BROKERS_ADDED,
+    JMQ_BROKERS_REMOVED,
+    JMQ_CLUSTER_NEW_MASTER_BROKER,
+    JMQ_CLUSTER_OLD_MASTER_BROKER,
+)
 from broker.protocol.types import Status
 
 from . import ha as admin_ha
@@ -33,8 +44,10 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BROKER_STATES",
+    "CHANGE_CLUSTER_MASTER_BROKER",
     "GET_CLUSTER",
     "RELOAD_CLUSTER",
+    "change_master_broker",
     "cluster_properties",
     "get_cluster",
     "reload_cluster",
@@ -102,6 +115,49 @@ async def reload_cluster(conn: ConnectionEngine, props: dict) -> tuple[dict, byt
         JMQ_BROKERS_ADDED: ",".join(f"{h}:{p}" for h, p in added),
         JMQ_BROKERS_REMOVED: ",".join(f"{h}:{p}" for h, p in removed),
     }, b""
+
+
+async def change_master_broker(conn: ConnectionEngine, props: dict) -> tuple[dict, bytes]:
+    """CHANGE_CLUSTER_MASTER_BROKER (``imqcmd changemaster cls -o
+    imq.cluster.masterbroker=HOST:PORT``), sent to the master broker: the cluster's
+    master broker becomes HOST:PORT (broker/cluster/mastership.py).  Refused, with the
+    stock broker's statuses, in an HA cluster, unless
+    imq.cluster.dynamicChangeMasterBrokerEnabled is true, when the master broker was set
+    on the command line, and by the cluster's own checks."""
+    b = conn.broker
+    what = "change master broker"
+    if b.ha is not None:
+        raise RouterError(
+            Status.PRECONDITION_FAILED, f"{what} does not apply to a broker of an HA cluster"
+        )
+    if not b.config.get(imq.CLUSTER_DYNAMIC_MASTER):
+        raise RouterError(
+            Status.NOT_ALLOWED,
+            f"dynamic changing of the master broker is not enabled "
+            f"({imq.CLUSTER_DYNAMIC_MASTER.name} is false)",
+        )
+    new_text = props.get(JMQ_CLUSTER_NEW_MASTER_BROKER)
+    if not isinstance(new_text, str) or not new_text.strip():
+        raise RouterError(Status.BAD_REQUEST, f"no {JMQ_CLUSTER_NEW_MASTER_BROKER} (host:port)")
+    old_text = props.get(JMQ_CLUSTER_OLD_MASTER_BROKER)
+    try:
+        new = parse_address(new_text)
+        old = parse_address(old_text) if isinstance(old_text, str) and old_text else None
+    except ClusterConfigError as exc:
+        raise RouterError(Status.BAD_REQUEST, str(exc)) from None
+    if b.config.configured_names().get(imq.CLUSTER_MASTERBROKER.name) == "on the command line":
+        raise RouterError(
+            Status.NOT_ALLOWED,
+            f"{imq.CLUSTER_MASTERBROKER.name} was given on the command line: the master "
+            "broker cannot change while it runs (set it in config.properties instead)",
+        )
+    if b.cluster is None:
+        raise RouterError(
+            Status.PRECONDITION_FAILED,
+            "there is no master broker: this broker is not part of a cluster",
+        )
+    await b.cluster.mastership.change(new, old)
+    return {}, b""
 
 
 def cluster_properties(b) -> dict[str, str]:

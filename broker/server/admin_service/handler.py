@@ -152,6 +152,7 @@ COMMANDS: dict[int, Command] = {
     admin_expiry.RECLAIM_EXPIRED: admin_expiry.reclaim_expired,
     admin_cluster.GET_CLUSTER: admin_cluster.get_cluster,
     admin_cluster.RELOAD_CLUSTER: admin_cluster.reload_cluster,
+    admin_cluster.CHANGE_CLUSTER_MASTER_BROKER: admin_cluster.change_master_broker,
     admin_ha.TAKEOVER_BROKER: admin_ha.takeover_broker,
 }
 # Commands whose request carries a body (a serialised object).
