@@ -145,7 +145,8 @@ class DeliveryQueue:
             deep = self._deepen(p)
         elif deep.tail:
             return -1  # (behind entries: packed in their turn)
-        run = deep.run_for(pager, owner, interest, destination)
+        short = None if stored[2] else stored[0][11]  # (delayed: a PACKED record)
+        run = deep.run_for(pager, owner, interest, destination, short)
         msize = run.add_head(store_key, head, stored, size, count, redelivered, report)
         self.count += 1
         self.bytes += msize
