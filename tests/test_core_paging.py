@@ -484,7 +484,7 @@ def test_a_record_packed_from_a_head_is_the_packed_entry() -> None:
 
 def test_a_short_record_holds_what_the_packed_one_does() -> None:
     """A message paged out to the store and not delayed packs into a SHORT record (its
-    priority and origin its run's) that unpacks to the entry the PACKED record gives;
+    timestamp its key's, its priority and origin its run's) that unpacks to the entry the PACKED record gives;
     pack_stored_head writes the same short record from the head alone."""
     raw = build_packet(
         PacketType.TEXT_MESSAGE,
@@ -529,6 +529,8 @@ def test_a_short_record_holds_what_the_packed_one_does() -> None:
     m.delivery_time = 1_900_000_000_000
     assert not fits_short(m)
     m.delivery_time, m.pos = 0, 4096
+    assert not fits_short(m)
+    m.pos, m.timestamp = -1, m.timestamp + 1  # (the short record takes the key's)
     assert not fits_short(m)
 
 

@@ -18,13 +18,13 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from broker.protocol.packet import stored_head
+from broker.protocol.packet import OFF_SYSMSGID, stored_head
 
 from .dmq import EXPIRED
 
 # The roles an entry meets are message.py's (so the data model's modules need not
 # import each other); the layers above name them from here too.
-from .message import DeliveryTarget, Entry, EntryOwner, MessageLost
+from .message import DeliveryTarget, Entry, EntryOwner, MessageLost, key_timestamp
 from .runs import Deep, Run
 
 if TYPE_CHECKING:
@@ -145,7 +145,11 @@ class DeliveryQueue:
             deep = self._deepen(p)
         elif deep.tail:
             return -1  # (behind entries: packed in their turn)
-        short = None if stored[2] else stored[0][11]  # (delayed: a PACKED record)
+        # A short record unless delayed or its timestamp is not its key's.
+        fields = stored[0]
+        short = fields[11]
+        if stored[2] or fields[5] != key_timestamp(head[OFF_SYSMSGID : OFF_SYSMSGID + 8]):
+            short = None
         run = deep.run_for(pager, owner, interest, destination, short)
         msize = run.add_head(store_key, head, stored, size, count, redelivered, report)
         self.count += 1

@@ -5,7 +5,7 @@ Entry objects stay, about 450 bytes each: a million waiting messages would still
 some 450 MB.  So once a priority of a delivery queue holds ``depth`` entries while
 messages are paged out, what arrives next at that priority goes to its :class:`Deep`
 part: a tail of entries whose bodies are let go at once, packed ``RUN`` at a time into
-:class:`Run` records of :data:`~broker.core.message.SHORT` size (66 bytes each) when
+:class:`Run` records of :data:`~broker.core.message.SHORT` size (58 bytes each) when
 their messages are paged out to the store and not delayed, of
 :data:`~broker.core.message.PACKED` size (91 bytes) otherwise.
 
