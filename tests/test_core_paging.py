@@ -513,16 +513,17 @@ def test_a_short_record_holds_what_the_packed_one_does() -> None:
         e.count, e.redelivered = count, count > 0
         wide, short = bytearray(PACKED.size), bytearray(SHORT.size)
         pack_entry(e, wide, 0)
-        pack_short(e, short, 0, None, 1)
+        pack_short(e, short, 0, None, 1, 1)
         args = (None, "sq", None, None, None, "")
         a = unpack_entry(wide, 0, *args)  # type: ignore[arg-type]
-        b = unpack_entry(short, 0, *args, None, (6, [5, 77]))  # type: ignore[arg-type]
+        shape = (6, [5, 77], [b"x" * 20, m.key[8:28]])
+        b = unpack_entry(short, 0, *args, None, shape)  # type: ignore[arg-type]
         assert [getattr(b.msg, f) for f in fields] == [getattr(a.msg, f) for f in fields]
         assert (b.count, b.redelivered) == (a.count, a.redelivered) == (count, count > 0)
         m.origin_connection = 0
-        pack_short(e, short, 0, None, 0)
+        pack_short(e, short, 0, None, 0, 1)
         got = bytearray(SHORT.size)
-        size = pack_stored_head(got, 0, m.key, *fast, len(stored), count, count > 0, False, True)
+        size = pack_stored_head(got, 0, m.key, *fast, len(stored), count, count > 0, False, 1)
         assert got == short and size == m.size
     # Delayed, or in the swap area: a PACKED record.
     m = Message.paged(head, len(stored), "sq", None, head[20:52])  # type: ignore[arg-type]
@@ -556,17 +557,26 @@ def test_a_deep_stored_backlog_from_many_producers_keeps_each_origin(
         assert _objects(dq) < 600 // 2
         packed = [run for d in dq.deep or () if d is not None for run in d.runs]
         shorts = [run.short for run in packed]
-        assert shorts and all(sh is not None and sh[0] == 4 for sh in shorts)
+        assert shorts and all(sh is not None and sh[0] == 4 and len(sh[2]) == 1 for sh in shorts)
         assert all(sh is not None and sorted(sh[1]) == [100, 101, 102] for sh in shorts)
-        assert [(_number(body_of(e.msg)), e.msg.origin_connection) for e in dq] == [
+        listed = [e.msg for e in dq]
+        assert [(_number(body_of(m)), m.origin_connection) for m in listed] == [
             (i, 100 + i % 3) for i in range(600)
         ]
+        # Found by key and removed by id where they are packed (the keys are rebuilt
+        # from the records' timestamps, sequences and the runs' sources).
+        q = r.queues["oq"]
+        keys = [listed[i].key for i in (550, 301, 7)]
+        assert [m.key for m in r.find_messages(q, keys)] == keys
+        victim = listed[400].message_id
+        del listed
+        assert r.delete_message(q, victim) == 1 and r.delete_message(q, victim) == 0
         _consume(r, session(r, conn, ack_mode=AckMode.NO_ACKNOWLEDGE), "oq", DEST_QUEUE)
         for _ in range(500):
-            if len(conn.sent) == 600:
+            if len(conn.sent) == 599:
                 break
             await asyncio.sleep(0.01)
-        assert [_number(b) for b in conn.bodies()] == list(range(600))
+        assert [_number(b) for b in conn.bodies()] == [i for i in range(600) if i != 400]
         pager.close()
         store.close()
 

@@ -150,7 +150,8 @@ class DeliveryQueue:
         short = fields[11]
         if stored[2] or fields[5] != key_timestamp(head[OFF_SYSMSGID : OFF_SYSMSGID + 8]):
             short = None
-        run = deep.run_for(pager, owner, interest, destination, short)
+        source = head[OFF_SYSMSGID + 8 : OFF_SYSMSGID + 28]
+        run = deep.run_for(pager, owner, interest, destination, short, source)
         msize = run.add_head(store_key, head, stored, size, count, redelivered, report)
         self.count += 1
         self.bytes += msize

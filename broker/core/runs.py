@@ -5,7 +5,7 @@ Entry objects stay, about 450 bytes each: a million waiting messages would still
 some 450 MB.  So once a priority of a delivery queue holds ``depth`` entries while
 messages are paged out, what arrives next at that priority goes to its :class:`Deep`
 part: a tail of entries whose bodies are let go at once, packed ``RUN`` at a time into
-:class:`Run` records of :data:`~broker.core.message.SHORT` size (58 bytes each) when
+:class:`Run` records of :data:`~broker.core.message.SHORT` size (39 bytes each) when
 their messages are paged out to the store and not delayed, of
 :data:`~broker.core.message.PACKED` size (91 bytes) otherwise.
 
@@ -33,6 +33,7 @@ from .message import (
     SHORT,
     Entry,
     Message,
+    Shape,
     fits_short,
     pack_entry,
     pack_short,
@@ -47,7 +48,8 @@ if TYPE_CHECKING:
 # Entries per run.  The newest RUN entries of a tail stay objects: a persistent message
 # lets its body go only once the store has written it, so the newest are not packable yet.
 RUN = 1024
-# Origin connections a short run names (its records hold a 1-byte index).
+# Origin connections, and key sources, a short run names (its records hold a 1-byte
+# index into each).
 _ORIGINS = 255
 
 
@@ -75,9 +77,10 @@ class Run:
         owner: EntryOwner,
         interest: str | None,
         destination: str,
-        short: tuple[int, list[int]] | None = None,
+        short: Shape | None = None,
     ) -> None:
-        # (priority, origin connections) of a run of SHORT records; None: PACKED ones.
+        # (priority, origin connections, key sources) of a run of SHORT records; None:
+        # PACKED ones.
         self.short = short
         self.size = PACKED.size if short is None else SHORT.size
         # Made whole at once: grown record by record, a run's buffer would be copied
@@ -100,12 +103,13 @@ class Run:
     def for_entry(cls, src: BodySource, entry: Entry) -> Run:
         """A new run that ``entry`` can join: a short one when it fits one."""
         m = entry.msg
-        short: tuple[int, list[int]] | None = (m.priority, []) if fits_short(m) else None
+        short: Shape | None = (m.priority, [], []) if fits_short(m) else None
         return cls(src, entry.owner, entry.interest, m.destination, short)
 
     def holds(self, entry: Entry) -> bool:
         """Can ``entry`` join this run (same owner, store interest and destination; for
-        a short run, a short record of its priority and one origin more at most)?"""
+        a short run, a short record of its priority, and one origin and one key source
+        more at most)?"""
         m = entry.msg
         if not (
             (self.n + 1) * self.size <= len(self.recs)
@@ -119,6 +123,7 @@ class Run:
             fits_short(m)
             and m.priority == short[0]
             and (len(short[1]) < _ORIGINS or m.origin_connection in short[1])
+            and (len(short[2]) < _ORIGINS or m.key[8:28] in short[2])
         )
 
     def add(self, entry: Entry) -> None:
@@ -133,16 +138,14 @@ class Run:
         if short is None:
             pack_entry(entry, self.recs, self.n * PACKED.size, self.report)
         else:
-            origins = short[1]
-            o = m.origin_connection
-            if origins and origins[-1] == o:
-                oi = len(origins) - 1
-            elif o in origins:
-                oi = origins.index(o)
-            else:
-                oi = len(origins)
-                origins.append(o)
-            pack_short(entry, self.recs, self.n * SHORT.size, self.report, oi)
+            pack_short(
+                entry,
+                self.recs,
+                self.n * SHORT.size,
+                self.report,
+                _index(short[1], m.origin_connection),
+                _index(short[2], m.key[8:28]),
+            )
         self.n += 1
         self.nbytes += m.size
         exp = m.expiration
@@ -183,7 +186,7 @@ class Run:
             count,
             redelivered,
             report is not None and report is self.report,
-            self.short is not None,
+            -1 if self.short is None else _index(self.short[2], key[8:28]),
         )
         self.n = n + 1
         self.nbytes += msize
@@ -229,7 +232,7 @@ class Run:
                 if kept is None:
                     short = self.short
                     if short is not None:
-                        short = (short[0], [])
+                        short = (short[0], [], [])
                     kept = Run(self.src, self.owner, self.interest, self.destination, short)
                 kept.add(e)
         self._forget()
@@ -249,12 +252,26 @@ class Run:
         (A search of the packed bytes: nothing is unpacked.)"""
         recs, size = self.recs, self.size
         end = self.n * size
-        i = recs.find(prefix, 0, end)
+        short = self.short is not None
+        head = prefix[:8] if short else prefix  # (a short record starts with 8 of them)
+        i = recs.find(head, 0, end)
         while i >= 0:
-            if i % size == 0:
+            if i % size == 0 and (not short or self.key_at(i).startswith(prefix)):
                 return True
-            i = recs.find(prefix, i + 1, end)
+            i = recs.find(head, i + 1, end)
         return False
+
+    def key_at(self, off: int) -> bytes:
+        """The key of the record at ``off``."""
+        recs = self.recs
+        if self.short is None:
+            return bytes(recs[off : off + 32])
+        sources = self.short[2]
+        return (
+            bytes(recs[off : off + 8])
+            + sources[recs[off + SHORT.size - 1]]
+            + recs[off + 8 : off + 12]
+        )
 
     def may_have_store_key(self, key: bytes) -> bool:
         """Might a record be stored under ``key``?  (Its key is ``key``, or its store
@@ -264,10 +281,10 @@ class Run:
 
     def find(self, wanted: set[bytes], queue: EntryQueue) -> Iterator[Entry]:
         """The entries whose keys are in ``wanted``, unpacked for a look."""
-        recs, size = self.recs, self.size
+        size = self.size
         borrowed: _Borrowed | None = None
         for i in range(self.n):
-            if bytes(recs[i * size : i * size + 32]) in wanted:
+            if self.key_at(i * size) in wanted:
                 if borrowed is None:
                     borrowed = _Borrowed(self.src)
                 yield self.entry(i, queue, borrowed)
@@ -342,11 +359,12 @@ class Deep:
         interest: str | None,
         destination: str,
         priority: int | None,
+        source: bytes = b"",
     ) -> Run:
         """The run a recovered record of (owner, interest, destination) is added to at
         the end: the last one, or a new one when that is full or another's.
-        ``priority``: the record can be a short one of that priority (origin 0); None:
-        it must be a PACKED one."""
+        ``priority``: the record can be a short one of that priority (origin 0, key
+        source ``source``); None: it must be a PACKED one."""
         runs = self.runs
         run = runs[-1] if runs else None
         if (
@@ -355,9 +373,16 @@ class Deep:
             or run.owner is not owner
             or run.interest != interest
             or run.destination != destination
-            or (run.short is not None and (priority != run.short[0] or run.short[1] != [0]))
+            or (
+                run.short is not None
+                and (
+                    priority != run.short[0]
+                    or run.short[1] != [0]
+                    or (len(run.short[2]) >= _ORIGINS and source not in run.short[2])
+                )
+            )
         ):
-            short = None if priority is None else (priority, [0])
+            short: Shape | None = None if priority is None else (priority, [0], [])
             run = Run(src, owner, interest, destination, short)
             runs.append(run)
         return run
@@ -367,3 +392,14 @@ class Deep:
         for run in self.runs:
             yield from run.peek(queue)
         yield from self.tail
+
+
+def _index(items: list, item: object) -> int:
+    """``item``'s place in ``items`` (a run's few origins or sources), added if new."""
+    if items and items[-1] == item:
+        return len(items) - 1
+    try:
+        return items.index(item)
+    except ValueError:
+        items.append(item)
+        return len(items) - 1
