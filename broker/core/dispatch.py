@@ -24,7 +24,7 @@ from .dmq import EXPIRED
 
 # The roles an entry meets are message.py's (so the data model's modules need not
 # import each other); the layers above name them from here too.
-from .message import DeliveryTarget, Entry, EntryOwner, MessageLost, key_timestamp
+from .message import DeliveryTarget, Entry, EntryOwner, MessageLost
 from .runs import Deep, Run
 
 if TYPE_CHECKING:
@@ -145,11 +145,8 @@ class DeliveryQueue:
             deep = self._deepen(p)
         elif deep.tail:
             return -1  # (behind entries: packed in their turn)
-        # A short record unless delayed or its timestamp is not its key's.
-        fields = stored[0]
-        short = fields[11]
-        if stored[2] or fields[5] != key_timestamp(head[OFF_SYSMSGID : OFF_SYSMSGID + 8]):
-            short = None
+        # A short record unless delayed (its timestamp is its key's: the same bytes).
+        short = None if stored[2] else stored[0][11]
         source = head[OFF_SYSMSGID + 8 : OFF_SYSMSGID + 28]
         run = deep.run_for(pager, owner, interest, destination, short, source)
         msize = run.add_head(store_key, head, stored, size, count, redelivered, report)
