@@ -15,12 +15,10 @@ import pytest
 
 from broker.core import runs
 from broker.core.errors import now_ms
-from broker.core.message import (
-    BODIES,
+from broker.core.message import BODIES, Entry, Message
+from broker.core.packed import (
     PACKED,
     SHORT,
-    Entry,
-    Message,
     fits_short,
     pack_entry,
     pack_short,

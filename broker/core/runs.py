@@ -5,9 +5,9 @@ Entry objects stay, about 450 bytes each: a million waiting messages would still
 some 450 MB.  So once a priority of a delivery queue holds ``depth`` entries while
 messages are paged out, what arrives next at that priority goes to its :class:`Deep`
 part: a tail of entries whose bodies are let go at once, packed ``RUN`` at a time into
-:class:`Run` records of :data:`~broker.core.message.SHORT` size (39 bytes each) when
+:class:`Run` records of :data:`~broker.core.packed.SHORT` size (39 bytes each) when
 their messages are paged out to the store and not delayed, of
-:data:`~broker.core.message.PACKED` size (91 bytes) otherwise.
+:data:`~broker.core.packed.PACKED` size (91 bytes) otherwise.
 
 A priority's order is its bucket (entries, delivered from), then its runs, then its
 tail.  When the bucket is empty, the first run is unpacked into it (and the pager reads
@@ -15,7 +15,7 @@ the bodies back, as for any paged-out entry), or, with no run left, the tail bec
 bucket.  Anything that looks at every waiting entry (browsing, an administrator's
 listing, purge, expiry) gets packed entries unpacked for it, one at a time.
 
-Only entries whose message is paged out are packed (``message.packable``).  A record of
+Only entries whose message is paged out are packed (``packed.packable``).  A record of
 a message in the swap area holds a reference to its body there (SwapArea.retain), as
 the message does: the body goes when the last of them goes.
 """
@@ -28,11 +28,10 @@ from typing import TYPE_CHECKING
 
 from broker.protocol.packet import OFF_SYSMSGID
 
-from .message import (
+from .message import Entry, Message
+from .packed import (
     PACKED,
     SHORT,
-    Entry,
-    Message,
     Shape,
     fits_short,
     pack_entry,
