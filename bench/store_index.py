@@ -4,7 +4,7 @@
     .venv/bin/python bench/store_index.py make DIR 1000000 1024  # a store of N messages
     .venv/bin/python bench/store_index.py restart DIR           # load + recovery, paging
 
-``index``: applies N MsgAdds (one queue, 32-byte keys) to the file store's in-memory
+``index``: applies N MsgAdds (one queue, one producer's keys) to the file store's in-memory
 index, then settles them all: resident memory per message, adds and settles per second
 of CPU time (the machine is often shared: CPU time varies less than wall time).
 ``make``: writes N persistent messages of SIZE bytes into a file store at DIR (as the
@@ -41,7 +41,10 @@ def rss_mb(field: str = "VmRSS") -> float:
 
 def index(n: int) -> None:
     idx = fs._Index()
-    keys = [os.urandom(32) for _ in range(n)]
+    # As one producer makes them: timestamp, source (its address and port), sequence.
+    source = os.urandom(20)
+    t0 = int(time.time() * 1000)
+    keys = [(t0 + i // 50).to_bytes(8, "big") + source + i.to_bytes(4, "big") for i in range(n)]
     per_seg = 60_000  # 1 KB messages in a 64 MB segment
     gc.collect()
     before = rss_mb()

@@ -15,7 +15,16 @@ import pytest
 
 from broker.core import runs
 from broker.core.errors import now_ms
-from broker.core.message import BODIES, PACKED, Entry, Message, pack_entry, pack_stored_head
+from broker.core.message import BODIES, Entry, Message
+from broker.core.packed import (
+    PACKED,
+    SHORT,
+    fits_short,
+    pack_entry,
+    pack_short,
+    pack_stored_head,
+    unpack_entry,
+)
 from broker.core.paging import Pager
 from broker.core.reports import ReportGenerator
 from broker.core.router import MessageRouter
@@ -469,6 +478,107 @@ def test_a_record_packed_from_a_head_is_the_packed_entry() -> None:
         pack_entry(e, want, 0, report)
         size = pack_stored_head(got, 0, m.key, *fast, len(stored), count, count > 0, with_report)
         assert got == want and size == m.size
+
+
+def test_a_short_record_holds_what_the_packed_one_does() -> None:
+    """A message paged out to the store and not delayed packs into a SHORT record (its
+    timestamp its key's, its priority and origin its run's) that unpacks to the entry the PACKED record gives;
+    pack_stored_head writes the same short record from the head alone."""
+    raw = build_packet(
+        PacketType.TEXT_MESSAGE,
+        body=b"s" * 200,
+        props={"n": 3},
+        flags=FLAG_Q | FLAG_P,
+        fields={1: "sq"},
+        priority=6,
+        sequence=12,
+        timestamp=1_800_000_000_000,
+        expiration=1_950_000_000_000,
+    )
+    stored = Message(parse_packet(raw), "sq", 0).raw
+    head = stored[: len(stored) - 200]
+    fast = stored_head(head)
+    assert fast is not None and fast[2] == 0
+    fields = (
+        "key priority type base_flags stored is_queue persistent size dc_offset pos"
+        " expiration timestamp delivery_time origin_connection store_key"
+    ).split()
+    for count in (0, 2):
+        m = Message.paged(head, len(stored), "sq", None, head[20:52])  # type: ignore[arg-type]
+        m.origin_connection = 77
+        assert fits_short(m)
+        e = Entry(m, None, None, "")  # type: ignore[arg-type]
+        e.count, e.redelivered = count, count > 0
+        wide, short = bytearray(PACKED.size), bytearray(SHORT.size)
+        pack_entry(e, wide, 0)
+        pack_short(e, short, 0, None, 1, 1)
+        args = (None, "sq", None, None, None, "")
+        a = unpack_entry(wide, 0, *args)  # type: ignore[arg-type]
+        shape = (6, [5, 77], [b"x" * 20, m.key[8:28]])
+        b = unpack_entry(short, 0, *args, None, shape)  # type: ignore[arg-type]
+        assert [getattr(b.msg, f) for f in fields] == [getattr(a.msg, f) for f in fields]
+        assert (b.count, b.redelivered) == (a.count, a.redelivered) == (count, count > 0)
+        m.origin_connection = 0
+        pack_short(e, short, 0, None, 0, 1)
+        got = bytearray(SHORT.size)
+        size = pack_stored_head(got, 0, m.key, *fast, len(stored), count, count > 0, False, 1)
+        assert got == short and size == m.size
+    # Delayed, or in the swap area: a PACKED record.
+    m = Message.paged(head, len(stored), "sq", None, head[20:52])  # type: ignore[arg-type]
+    m.delivery_time = 1_900_000_000_000
+    assert not fits_short(m)
+    m.delivery_time, m.pos = 0, 4096
+    assert not fits_short(m)
+    m.pos, m.timestamp = -1, m.timestamp + 1  # (the short record takes the key's)
+    assert not fits_short(m)
+
+
+def test_a_deep_stored_backlog_from_many_producers_keeps_each_origin(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Three producers' persistent messages interleaved in one queue pack into short
+    runs that name their origin connections; each comes back with its own (what noLocal
+    and reports read), in order."""
+    monkeypatch.setattr(runs, "RUN", 40)
+
+    async def go() -> None:
+        r, store, _state = _stored_router(tmp_path / "fs", "oq")
+        pager = Pager(0, swap=None, store=store, readahead=8, depth=20)
+        r.attach_pager(pager)
+        conn = Conn(1)
+        for i in range(600):
+            send(r, conn, "oq", _body(i), persistent=True, origin=100 + i % 3)
+            if i % 50 == 0:
+                await asyncio.sleep(0.01)  # the store writes, the pager lets go
+        await asyncio.sleep(0.1)
+        dq = r.queues["oq"].dq
+        assert _objects(dq) < 600 // 2
+        packed = [run for d in dq.deep or () if d is not None for run in d.runs]
+        shorts = [run.short for run in packed]
+        assert shorts and all(sh is not None and sh[0] == 4 and len(sh[2]) == 1 for sh in shorts)
+        assert all(sh is not None and sorted(sh[1]) == [100, 101, 102] for sh in shorts)
+        listed = [e.msg for e in dq]
+        assert [(_number(body_of(m)), m.origin_connection) for m in listed] == [
+            (i, 100 + i % 3) for i in range(600)
+        ]
+        # Found by key and removed by id where they are packed (the keys are rebuilt
+        # from the records' timestamps, sequences and the runs' sources).
+        q = r.queues["oq"]
+        keys = [listed[i].key for i in (550, 301, 7)]
+        assert [m.key for m in r.find_messages(q, keys)] == keys
+        victim = listed[400].message_id
+        del listed
+        assert r.delete_message(q, victim) == 1 and r.delete_message(q, victim) == 0
+        _consume(r, session(r, conn, ack_mode=AckMode.NO_ACKNOWLEDGE), "oq", DEST_QUEUE)
+        for _ in range(500):
+            if len(conn.sent) == 599:
+                break
+            await asyncio.sleep(0.01)
+        assert [_number(b) for b in conn.bodies()] == [i for i in range(600) if i != 400]
+        pager.close()
+        store.close()
+
+    asyncio.run(go())
 
 
 def test_a_restart_packs_a_deep_backlog_without_objects(

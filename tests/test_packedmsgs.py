@@ -14,7 +14,14 @@ pytestmark = pytest.mark.fast
 
 
 def _key(n: int) -> bytes:
+    """A key of a source of its own."""
     return n.to_bytes(4, "big") * 8
+
+
+def _skey(n: int, source: int) -> bytes:
+    """A key as a producer makes them: timestamp, source (address and port), sequence;
+    consecutive numbers may share a timestamp."""
+    return (n // 3).to_bytes(8, "big") + bytes([source]) * 20 + n.to_bytes(4, "big")
 
 
 def _loc(m: Msg) -> tuple[int, int, int]:
@@ -31,7 +38,13 @@ def test_random_operations_match_a_dict(seed: int) -> None:
         x = rng.random()
         if x < 0.45 or not model:
             # New messages; sometimes a key that is not 32 bytes, or several interests.
-            key = _key(nxt) if rng.random() > 0.02 else b"odd-%d" % nxt
+            x = rng.random()
+            if x < 0.02:
+                key = b"odd-%d" % nxt
+            elif x < 0.5:
+                key = _key(nxt)
+            else:
+                key = _skey(nxt, rng.randrange(3))
             nxt += 1
             dest = rng.choice(["q1", "q2"])
             loc = (rng.randrange(1, 50), rng.randrange(1 << 20), rng.randrange(40, 2000))
@@ -88,3 +101,30 @@ def test_a_drained_table_lets_its_records_go() -> None:
     assert t.n < 5_000 and len(t.slots) < 16_384  # the dead records went
     assert [k for k, _ in t.items()] == [_key(i) for i in range(19_000, 23_000)]
     assert t.where(_key(19_000)) == (1, 1_900_000, 100) and t.where(_key(5)) is None
+
+
+def test_key_sources_are_counted_and_given_up() -> None:
+    """A record holds its key's source as a number: one per live source, given up with
+    its last record and used again; when every number is taken, a message of a new
+    source is kept whole (a Msg), and found."""
+    t = PackedMsgs()
+    for i in range(300):
+        assert t.add(_skey(i, i % 3), 1, i, 100, "q", 1, "")
+    assert sorted(t.mid_ids) == [bytes([s]) * 20 for s in range(3)] and not t.full
+    assert (len(t.recs) + (len(t.slots) + len(t.hs)) * 4) / len(t) < 48  # bytes each
+    for i in range(0, 300, 3):  # all of source 0
+        assert t.take(_skey(i, 0), "") == (1, 100, "q", 1)
+    assert sorted(t.mid_ids) == [bytes([s]) * 20 for s in (1, 2)] and t.mid_free == [0]
+    assert t.where(_skey(0, 0)) is None and t.where(_skey(1, 1)) == (1, 1, 100)
+    assert t.add(_skey(1000, 9), 2, 0, 50, "q", 1, "")
+    assert t.mid_ids[bytes([9]) * 20] == 0  # the number given up, used again
+    m = t.get(_skey(4, 1))  # unpacked: the source counts one record less
+    assert m is not None and t.mid_live[t.mid_ids[bytes([1]) * 20]] == 99
+    keys = [k for k, _ in t.items()]
+    assert keys == [_skey(i, i % 3) for i in range(300) if i % 3] + [_skey(1000, 9)]
+    full = PackedMsgs()
+    for i in range(0x10000):
+        full._mid(i.to_bytes(20, "big"))
+        full.mid_live[i] = 1
+    assert full.add(_skey(5, 7), 3, 4, 5, "q", 1, "") and _skey(5, 7) in full.full
+    assert full.where(_skey(5, 7)) == (3, 4, 5) and full.take(_skey(5, 7), "") is None

@@ -18,7 +18,7 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING
 
-from broker.protocol.packet import stored_head
+from broker.protocol.packet import OFF_SYSMSGID, stored_head
 
 from .dmq import EXPIRED
 
@@ -145,7 +145,10 @@ class DeliveryQueue:
             deep = self._deepen(p)
         elif deep.tail:
             return -1  # (behind entries: packed in their turn)
-        run = deep.run_for(pager, owner, interest, destination)
+        # A short record unless delayed (its timestamp is its key's: the same bytes).
+        short = None if stored[2] else stored[0][11]
+        source = head[OFF_SYSMSGID + 8 : OFF_SYSMSGID + 28]
+        run = deep.run_for(pager, owner, interest, destination, short, source)
         msize = run.add_head(store_key, head, stored, size, count, redelivered, report)
         self.count += 1
         self.bytes += msize

@@ -370,8 +370,11 @@ class _LiveDMQ:
 
     def add(self, dead: Message) -> None:
         ctx = self.ctx
-        # The copy keeps the original's message id; the store needs a key of its own.
-        dead.store_key = b"\xff\xff\xff\xff" + ctx.uids.next().to_bytes(8, "big") + dead.key[12:]
+        # The copy keeps the original's message id; the store needs a key of its own: a
+        # timestamp no message has, the original's source (address and port: the file
+        # store packs keys by source, see store/packedmsgs.py) and a number of its own.
+        uid = ctx.uids.next().to_bytes(8, "big")
+        dead.store_key = b"\xff\xff\xff\xff" + uid[:4] + dead.key[8:28] + uid[4:]
         ctx.dmq.publish(dead, now_ms())
 
 
