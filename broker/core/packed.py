@@ -57,6 +57,18 @@ def fits_short(m: Message) -> bool:
     )
 
 
+def _flag_bits(entry: Entry, report: object) -> int:
+    """The flag byte both record forms carry."""
+    m = entry.msg
+    return (
+        (_P_STORED if m.stored else 0)
+        | (_P_QUEUE if m.is_queue else 0)
+        | (_P_PERSISTENT if m.persistent else 0)
+        | (_P_REDELIVERED if entry.redelivered else 0)
+        | (_P_REPORT if report is not None and m.report_info is report else 0)
+    )
+
+
 def pack_short(
     entry: Entry, buf: bytearray, off: int, report: object, origin_index: int, source_index: int
 ) -> None:
@@ -64,13 +76,7 @@ def pack_short(
     priority is its run's, its origin connection the run's ``origin_index``-th, its
     key's source the run's ``source_index``-th."""
     m = entry.msg
-    bits = (
-        (_P_STORED if m.stored else 0)
-        | (_P_QUEUE if m.is_queue else 0)
-        | (_P_PERSISTENT if m.persistent else 0)
-        | (_P_REDELIVERED if entry.redelivered else 0)
-        | (_P_REPORT if report is not None and m.report_info is report else 0)
-    )
+    bits = _flag_bits(entry, report)
     key = m.key
     SHORT.pack_into(
         buf,
@@ -96,13 +102,7 @@ def pack_entry(entry: Entry, buf: bytearray, off: int, report: object = None) ->
     marked when its message's is that one.  A message in the swap area: the record
     holds its body there too (the Message may be another subscription's as well)."""
     m = entry.msg
-    bits = (
-        (_P_STORED if m.stored else 0)
-        | (_P_QUEUE if m.is_queue else 0)
-        | (_P_PERSISTENT if m.persistent else 0)
-        | (_P_REDELIVERED if entry.redelivered else 0)
-        | (_P_REPORT if report is not None and m.report_info is report else 0)
-    )
+    bits = _flag_bits(entry, report)
     PACKED.pack_into(
         buf,
         off,
