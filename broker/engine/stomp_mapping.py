@@ -261,6 +261,7 @@ class FrameParts:
         "msg_id",
         "mid_line",
         "_ack_rest",
+        "_first",
         "before",
         "middle",
         "tail",
@@ -275,6 +276,7 @@ class FrameParts:
         self.msg_id = msg_id = msg.message_id
         self.mid_line = b"message-id:%s\n" % esc(msg_id).encode()
         self._ack_rest: bytes | None = None
+        self._first: bytes | None = None  # all after the head of a first, ack:auto one
         # What the variable header says (reply-to, correlation-id, type), by its bytes:
         # a producer's messages carry the same one (no correlation id), so it is read
         # and written once.
@@ -331,6 +333,21 @@ class FrameParts:
     def frame(self, head: bytes, ack: int, redelivered: bool, count: int) -> bytes:
         """The MESSAGE frame for a subscription (``head``: subscription_head) whose JMQ
         consumer is ``ack`` (0: an ``ack:auto`` one, so no ack header)."""
+        if not ack and count == 1 and not redelivered:
+            # A topic's subscribers (and most queue deliveries): the same after the head.
+            first = self._first
+            if first is None:
+                first = self._first = b"".join(
+                    (
+                        self.mid_line,
+                        self.before,
+                        _NOT_REDELIVERED,
+                        self.middle,
+                        b"JMSXDeliveryCount:1\n",
+                        self.tail,
+                    )
+                )
+            return head + first
         return b"".join(
             (
                 head,
