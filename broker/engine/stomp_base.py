@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 import struct
 import time
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -95,8 +96,10 @@ class Subscription:
         self.dest = dest
         self.ack = ack
         self.cid = 0  # the JMQ consumer id, once ADD_CONSUMER is answered
-        # message-id -> sysmsgid, in delivery order (client acks are cumulative).
-        self.unacked: dict[str, bytes] = {}
+        # message-id -> sysmsgid, in delivery order (client acks are cumulative).  An
+        # OrderedDict: acks take the oldest, and a dict's iteration would step over every
+        # slot its earlier deletions left at the front (until it next resizes).
+        self.unacked: OrderedDict[str, bytes] = OrderedDict()
         self.delivered = 0  # since the last credit
         self.durable = durable
         self.head: bytes | None = None  # its MESSAGE frames' first lines

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from broker.protocol.errors import ProtocolError
 from broker.protocol.names import JMQ_PREFIX
 from broker.protocol.packet import (
+    HEADER_SIZE,
     VH_CORRELATIONID,
     VH_DESTINATION,
     VH_DESTINATION_CLASS,
@@ -44,6 +45,7 @@ from broker.protocol.packet import (
     build_packet,
     encode_fields,
 )
+from broker.protocol.properties import remember
 from broker.protocol.stomp import VERSIONS, escape
 from broker.protocol.types import (
     DEST_QUEUE,
@@ -258,7 +260,8 @@ class FrameParts:
         "conn_id",
         "msg_id",
         "mid_line",
-        "ack_rest",
+        "_ack_rest",
+        "_first",
         "before",
         "middle",
         "tail",
@@ -268,33 +271,32 @@ class FrameParts:
         self.msg = msg
         self.version = version
         esc = _ESCAPERS[version]
-        pkt = Packet(msg.raw)
-        f = pkt.fields
+        raw = msg.raw
+        pkt = Packet(raw)
         self.msg_id = msg_id = msg.message_id
-        self.mid_line = f"message-id:{esc(msg_id)}\n".encode()
-        self.ack_rest = f"{esc(':' + msg_id)}\n".encode()
-        before = []
+        self.mid_line = b"message-id:%s\n" % esc(msg_id).encode()
+        self._ack_rest: bytes | None = None
+        self._first: bytes | None = None  # all after the head of a first, ack:auto one
+        # What the variable header says (reply-to, correlation-id, type), by its bytes:
+        # a producer's messages carry the same one (no correlation id), so it is read
+        # and written once.
+        vh = raw[HEADER_SIZE : pkt.prop_offset]
+        known = _HEAD_LINES.get((vh, version))
+        if known is None or (known[2] and known[2] != conn_id):
+            known = _head_lines(pkt.fields, esc, conn_id)
+            if known[3]:
+                remember(_HEAD_LINES, (vh, version), known)
+        reply_corr, type_line, own_conn, _ = known
         # A reply-to among a connection's own temporary destinations is named for that
         # connection only; any other frame is the same for every connection.
-        self.conn_id: int | None = None
-        rt = f.get(VH_REPLYTO)
-        if isinstance(rt, str) and rt:
-            if rt.startswith(TEMP_PREFIX):
-                self.conn_id = conn_id
-            rc = f.get(VH_REPLYTO_CLASS)
-            name = stomp_name(rt, rc if isinstance(rc, str) else None, True, conn_id)
-            before.append(f"reply-to:{esc(name)}\n")
-        corr = f.get(VH_CORRELATIONID)
-        if isinstance(corr, str):
-            before.append(f"correlation-id:{esc(corr)}\n")
-        before.append(f"expires:{msg.expiration}\n")
-        self.before = "".join(before).encode()
-        middle = f"priority:{msg.priority}\ntimestamp:{msg.timestamp}\n"
-        jtype = f.get(VH_TYPE)
-        if isinstance(jtype, str):
-            middle += f"type:{esc(jtype)}\n"
-        middle += "persistent:true\n" if msg.persistent else "persistent:false\n"
-        self.middle = middle.encode()
+        self.conn_id: int | None = own_conn or None
+        self.before = b"%sexpires:%d\n" % (reply_corr, msg.expiration)
+        self.middle = b"priority:%d\ntimestamp:%d\n%s%s" % (
+            msg.priority,
+            msg.timestamp,
+            type_line,
+            _PERSISTENT if msg.persistent else _NOT_PERSISTENT,
+        )
         tail = []
         have_length = False
         if pkt.prop_size:
@@ -312,14 +314,40 @@ class FrameParts:
                 body = zlib.decompress(body)
             except zlib.error:
                 pass
-        if body and not have_length:
-            tail.append(f"content-length:{len(body)}\n")
-        tail.append("\n")
-        self.tail = "".join(tail).encode("utf-8") + body + b"\x00"
+        if tail:
+            head = "".join(tail).encode("utf-8")
+            if body and not have_length:
+                head += b"content-length:%d\n" % len(body)
+        else:
+            head = b"content-length:%d\n" % len(body) if body else b""
+        self.tail = b"".join((head, b"\n", body, b"\x00"))
+
+    @property
+    def ack_rest(self) -> bytes:
+        """What follows the JMQ consumer id in the ack header (client acks only)."""
+        rest = self._ack_rest
+        if rest is None:
+            rest = self._ack_rest = f"{_ESCAPERS[self.version](':' + self.msg_id)}\n".encode()
+        return rest
 
     def frame(self, head: bytes, ack: int, redelivered: bool, count: int) -> bytes:
         """The MESSAGE frame for a subscription (``head``: subscription_head) whose JMQ
         consumer is ``ack`` (0: an ``ack:auto`` one, so no ack header)."""
+        if not ack and count == 1 and not redelivered:
+            # A topic's subscribers (and most queue deliveries): the same after the head.
+            first = self._first
+            if first is None:
+                first = self._first = b"".join(
+                    (
+                        self.mid_line,
+                        self.before,
+                        _NOT_REDELIVERED,
+                        self.middle,
+                        b"JMSXDeliveryCount:1\n",
+                        self.tail,
+                    )
+                )
+            return head + first
         return b"".join(
             (
                 head,
@@ -334,6 +362,33 @@ class FrameParts:
         )
 
 
+def _head_lines(
+    f: dict[int, object], esc: Callable[[str], str], conn_id: int
+) -> tuple[bytes, bytes, int, bool]:
+    """The reply-to and correlation-id lines, the type line, the connection the reply-to
+    is named for (0: none) and whether these hold for every message with this variable
+    header (no correlation id: that differs per message)."""
+    lines = []
+    own = 0
+    rt = f.get(VH_REPLYTO)
+    if isinstance(rt, str) and rt:
+        if rt.startswith(TEMP_PREFIX):
+            own = conn_id
+        rc = f.get(VH_REPLYTO_CLASS)
+        name = stomp_name(rt, rc if isinstance(rc, str) else None, True, conn_id)
+        lines.append(f"reply-to:{esc(name)}\n")
+    corr = f.get(VH_CORRELATIONID)
+    if isinstance(corr, str):
+        lines.append(f"correlation-id:{esc(corr)}\n")
+    jtype = f.get(VH_TYPE)
+    type_line = f"type:{esc(jtype)}\n".encode() if isinstance(jtype, str) else b""
+    return "".join(lines).encode(), type_line, own, VH_CORRELATIONID not in f
+
+
+# Variable header bytes and version -> _head_lines' answer (bounded: properties.remember).
+_HEAD_LINES: dict[tuple[bytes, str], tuple[bytes, bytes, int, bool]] = {}
+_PERSISTENT = b"persistent:true\n"
+_NOT_PERSISTENT = b"persistent:false\n"
 _REDELIVERED = b"redelivered:true\n"
 _NOT_REDELIVERED = b"redelivered:false\n"
 _ESCAPERS: dict[str, Callable[[str], str]] = {

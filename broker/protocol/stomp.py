@@ -225,69 +225,80 @@ class FrameReader:
         buf = self._buf
         buf += data
         frames: list[Frame] = []
-        while True:
-            if self._head is None:
-                # Heart-beats (and the EOLs 1.x allows after a frame's NUL).
-                i = 0
-                n = len(buf)
-                while i < n and buf[i] in (10, 13):
-                    if buf[i] == 10:
-                        self.heartbeats += 1
-                    i += 1
-                if i:
-                    del buf[:i]
-                if not buf:
-                    return frames
-                m = _EMPTY_LINE.search(buf)
-                if m is None:
-                    self._check_partial_head(buf)
-                    return frames
-                head_end, sep = m.start(), m.end() - m.start()
-                if head_end + sep > self.max_frame:
-                    raise StompError(f"frame headers exceed {self.max_frame} bytes")
-                self._head = self._parse_head(bytes(buf[:head_end]))
-                self._head_len = head_end + sep
-                length = self._head[1]
-                cl = None
-                for k, v in length:
-                    if k == "content-length":
-                        cl = v
-                        break
-                self._body_len = -1
-                if cl is not None:
-                    try:
-                        self._body_len = int(cl.strip())
-                    except ValueError:
-                        raise StompError(f"bad content-length {cl!r}") from None
-                    if self._body_len < 0:
-                        raise StompError(f"bad content-length {cl!r}")
-                    if self._head_len + self._body_len + 1 > self.max_frame:
-                        raise StompError(
-                            f"frame of {self._head_len + self._body_len + 1} bytes exceeds "
-                            f"the limit of {self.max_frame}"
-                        )
-            start = self._head_len
-            if self._body_len >= 0:
-                end = start + self._body_len
-                if len(buf) <= end:
-                    return frames
-                if buf[end] != 0:
-                    raise StompError("frame body is not followed by NUL (content-length wrong)")
-            else:
-                end = buf.find(b"\x00", max(start, self._scanned))
-                if end < 0:
-                    # Not again over the same bytes: a large body comes in many reads.
-                    self._scanned = len(buf)
-                    if len(buf) > self.max_frame:
+        # Frames are read at ``pos`` and the bytes before it dropped once, on return: a
+        # read of many frames moves the rest of the buffer once, not once a frame.
+        pos = 0
+        try:
+            while True:
+                if self._head is None:
+                    # Heart-beats (and the EOLs 1.x allows after a frame's NUL).
+                    n = len(buf)
+                    while pos < n and buf[pos] in (10, 13):
+                        if buf[pos] == 10:
+                            self.heartbeats += 1
+                        pos += 1
+                    if pos == n:
+                        return frames
+                    # The empty line: LF LF found with memchr's speed when no CR comes
+                    # before it; else (CRLF, or not yet read) the pattern says.
+                    at = buf.find(b"\n\n", pos)
+                    if at >= 0 and buf.find(b"\r", pos, at) < 0:
+                        head_end, sep_end = at - pos, at + 2 - pos
+                    else:
+                        m = _EMPTY_LINE.search(buf, pos)
+                        if m is None:
+                            del buf[:pos]
+                            pos = 0
+                            self._check_partial_head(buf)
+                            return frames
+                        head_end, sep_end = m.start() - pos, m.end() - pos
+                    if sep_end > self.max_frame:
+                        raise StompError(f"frame headers exceed {self.max_frame} bytes")
+                    self._head = head = self._parse_head(bytes(buf[pos : pos + head_end]))
+                    self._head_len = sep_end
+                    cl = None
+                    for k, v in head[1]:
+                        if k == "content-length":
+                            cl = v
+                            break
+                    self._body_len = -1
+                    if cl is not None:
+                        try:
+                            self._body_len = int(cl)
+                        except ValueError:
+                            raise StompError(f"bad content-length {cl!r}") from None
+                        if self._body_len < 0:
+                            raise StompError(f"bad content-length {cl!r}")
+                        if sep_end + self._body_len + 1 > self.max_frame:
+                            raise StompError(
+                                f"frame of {sep_end + self._body_len + 1} bytes exceeds "
+                                f"the limit of {self.max_frame}"
+                            )
+                start = pos + self._head_len
+                if self._body_len >= 0:
+                    end = start + self._body_len
+                    if len(buf) <= end:
+                        return frames
+                    if buf[end] != 0:
+                        raise StompError("frame body is not followed by NUL (content-length wrong)")
+                else:
+                    end = buf.find(b"\x00", max(start, pos + self._scanned))
+                    if end < 0:
+                        # Not again over the same bytes: a large body comes in many reads.
+                        self._scanned = len(buf) - pos
+                        if len(buf) - pos > self.max_frame:
+                            raise StompError(f"frame exceeds the limit of {self.max_frame} bytes")
+                        return frames
+                    if end + 1 - pos > self.max_frame:
                         raise StompError(f"frame exceeds the limit of {self.max_frame} bytes")
-                    return frames
-                if end + 1 > self.max_frame:
-                    raise StompError(f"frame exceeds the limit of {self.max_frame} bytes")
-            command, headers = self._head
-            frames.append(Frame(command, headers, bytes(buf[start:end])))
-            del buf[: end + 1]
-            self._head = None
-            self._scanned = 0
+                command, headers = self._head
+                frames.append(Frame(command, headers, bytes(buf[start:end])))
+                pos = end + 1
+                self._head = None
+                self._scanned = 0
+        finally:
+            if pos:
+                del buf[:pos]
 
     def _check_partial_head(self, buf: bytearray) -> None:
         if len(buf) > self.max_frame:
@@ -309,7 +320,9 @@ class FrameReader:
         except UnicodeDecodeError as exc:
             raise StompError(f"headers are not UTF-8: {exc}") from None
         lines = text.split("\n")
-        command = lines[0].removesuffix("\r")
+        if "\r" in text:
+            lines = [line.removesuffix("\r") for line in lines]
+        command = lines[0]
         if not command:
             raise StompError("frame without a command")
         if command not in CLIENT_COMMANDS and command not in SERVER_COMMANDS:
@@ -318,9 +331,9 @@ class FrameReader:
             raise StompError(f"more than {self.max_headers} headers")
         version = "1.0" if command in _UNESCAPED else self.version
         headers: list[tuple[str, str]] = []
+        long_lines = len(text) > self.max_header_line
         for line in lines[1:]:
-            line = line.removesuffix("\r")
-            if len(line) > self.max_header_line:
+            if long_lines and len(line) > self.max_header_line:
                 raise StompError(f"header line longer than {self.max_header_line} bytes")
             name, colon, value = line.partition(":")
             if not colon:
