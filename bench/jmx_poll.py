@@ -14,7 +14,9 @@ the poller's CPU; the broker's CPU per message is what answering the polls costs
 the polled/unpolled ratios of the medians, the poller's totals (rounds, values read; a
 failed check fails the run) and the load average beside each figure.
 
-``--stock`` measures the stock OpenMQ 6.9 broker the same way.
+``--stock`` measures the stock OpenMQ 6.9 broker the same way.  ``--idle SECONDS`` runs no
+traffic: the broker's CPU over SECONDS without, then with the poller, and the difference
+per poll round (what one round costs the broker, JRMP and event loop included).
 """
 
 from __future__ import annotations
@@ -81,13 +83,68 @@ def cpu_seconds(pid: int) -> float:
     return sum(ticks.get(p, 0) for p in tree) / os.sysconf("SC_CLK_TCK")
 
 
+def idle_cost(seconds: float, stock: bool) -> None:
+    """Print the broker's CPU per poll round with no traffic: CPU over ``seconds`` with
+    the poller, less the CPU over as long without it."""
+    tmp = Path(tempfile.mkdtemp(prefix="jmxpoll-idle-"))
+    stop = None
+    try:
+        poll_cp = compile_poller(tmp / "poll")
+        (tmp / "broker").mkdir()
+        port, stop, pid = start(tmp / "broker", stock)
+        time.sleep(2)  # started and settled
+        cpu = cpu_seconds(pid)
+        time.sleep(seconds)
+        quiet = cpu_seconds(pid) - cpu
+        rounds = int(seconds)
+        poller = subprocess.Popen(
+            ["java", "-cp", poll_cp, "JmxPoll", "127.0.0.1", str(port), str(rounds + 3)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert poller.stdout is not None
+        lines: list[str] = []
+        cpu = 0.0
+        for line in poller.stdout:
+            lines.append(line)
+            # From the end of the third round (connected, MBeanInfos fetched) to the end
+            # of the last: ``rounds`` rounds.
+            if line.startswith("round 2 "):
+                cpu = cpu_seconds(pid)
+            if line.startswith(f"round {rounds + 2} "):
+                cpu = cpu_seconds(pid) - cpu
+                break
+        poller.wait(timeout=60)
+        fails = [x for x in lines if x.startswith("fail ")]
+        mbeans = next((x.split()[3] for x in lines if x.startswith("round ")), "?")
+        per_round = (cpu - quiet) / rounds * 1000
+        print(
+            f"{'stock' if stock else 'ours'}: {mbeans} MBeans, broker CPU {cpu:.2f} s polled, "
+            f"{quiet:.2f} s quiet over {rounds} s: {per_round:.1f} ms per poll round "
+            f"(load {os.getloadavg()[0]:.2f})" + (f" FAILED: {fails}" if fails else "")
+        )
+        if fails:
+            sys.exit(1)
+    finally:
+        if callable(stop):
+            stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--count", type=int, default=100_000)
     ap.add_argument("--workload", default="queue-auto", choices=sorted(WORKLOADS))
     ap.add_argument("--stock", action="store_true", help="the stock broker instead of ours")
+    ap.add_argument(
+        "--idle", type=float, metavar="SECONDS", help="no traffic: broker CPU per poll round"
+    )
     args = ap.parse_args()
+    if args.idle:
+        idle_cost(args.idle, args.stock)
+        return
     w = WORKLOADS[args.workload]
     tmp = Path(tempfile.mkdtemp(prefix="jmxpoll-bench-"))
     stop = None
