@@ -1,6 +1,6 @@
 """The broker's CPU for one JMX monitoring poll round, in process (issue 39's polling cost).
 
-    .venv/bin/python bench/jmx_round.py                          # 200 rounds, CPU per round
+    .venv/bin/python bench/jmx_round.py                          # 5 x 50 rounds, CPU per round
     .venv/bin/python bench/jmx_round.py --profile /tmp/jmx.prof  # and a cProfile of them
     .venv/bin/python bench/jmx_round.py --destinations 20 --connections 10
 
@@ -21,6 +21,7 @@ import argparse
 import cProfile
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import time
@@ -41,6 +42,7 @@ from broker.engine.jmx import Authenticate, JmxServer, JrmpSession, Send  # noqa
 from broker.engine.jmx_mbeans import DOMAIN, Registry  # noqa: E402
 from broker.engine.jmx_stockinfo import kind_key, kinds  # noqa: E402
 from broker.engine.jmx_names import ObjectName  # noqa: E402
+from broker.engine.jmx_replies import ReplyMemo  # noqa: E402
 from broker.protocol import jmxser  # noqa: E402
 from broker.protocol.javaser import JavaClass, JavaObject, ObjectStreamReader  # noqa: E402
 from broker.protocol.jrmp import ObjID, encode_call, encode_handshake  # noqa: E402
@@ -125,16 +127,24 @@ def run_round(session: JrmpSession, calls: list[bytes]) -> int:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--rounds", type=int, default=200)
+    ap.add_argument("--rounds", type=int, default=50)
+    ap.add_argument("--repeat", type=int, default=5, help="times the rounds; the best counts")
     ap.add_argument("--destinations", type=int, default=4)
     ap.add_argument("--connections", type=int, default=4)
     ap.add_argument("--profile", type=Path, help="write a cProfile of the rounds here")
     ap.add_argument("--check", action="store_true", help="decode every reply (slow)")
+    ap.add_argument(
+        "--changing",
+        action="store_true",
+        help="encode every answer, as if every value changed between polls (no reply memo)",
+    )
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="jmxround-"))
     try:
         broker = loaded_broker(tmp / "var", args.destinations, args.connections)
         server = JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
+        if args.changing:
+            server.replies = ReplyMemo(limit=0)
         session, conn = login(server)
         calls = round_calls(server, conn)
         if args.check:
@@ -142,21 +152,27 @@ def main() -> None:
                 (reply,) = session.feed(call)
                 assert isinstance(reply, Send)
                 ObjectStreamReader(reply.data[1:]).primitive(15)
-        sent = run_round(session, calls)  # warm: the first round builds what is cached
+        sent = run_round(session, calls)  # warm: the first round builds what is kept
         prof = cProfile.Profile() if args.profile else None
-        start = time.process_time()
+        costs = []
+        for _ in range(args.repeat):
+            start = time.process_time()
+            if prof is not None:
+                prof.enable()
+            for _ in range(args.rounds):
+                run_round(session, calls)
+            if prof is not None:
+                prof.disable()
+            costs.append((time.process_time() - start) / args.rounds * 1000)
         if prof is not None:
-            prof.enable()
-        for _ in range(args.rounds):
-            run_round(session, calls)
-        if prof is not None:
-            prof.disable()
             prof.dump_stats(args.profile)
-        per_round = (time.process_time() - start) / args.rounds * 1000
         print(
             f"{len(calls)} calls per round ({len(calls) - 1} MBeans), {sent:,} reply bytes: "
-            f"{per_round:.2f} ms CPU per round over {args.rounds} rounds"
-            + (" (under cProfile)" if prof is not None else "")
+            f"{min(costs):.2f} ms CPU per round (best of {args.repeat} x {args.rounds} rounds; "
+            f"median {statistics.median(costs):.2f})"
+            + (" under cProfile" if prof is not None else "")
+            + (", every answer encoded" if args.changing else "")
+            + f"; load {os.getloadavg()[0]:.2f}"
         )
         broker.executor.shutdown(wait=False)
     finally:

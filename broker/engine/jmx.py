@@ -24,6 +24,7 @@ from broker.engine.jmx_mbeans import DEFAULT_DOMAIN, MBean, Registry, one_readin
 from broker.engine.jmx_names import ObjectName
 from broker.engine.jmx_notifications import ClientListeners, Listener, NotificationBuffer
 from broker.engine.jmx_operations import AdminPort, OperationError
+from broker.engine.jmx_replies import ReplyMemo
 from broker.engine.jmx_values import (
     class_name,
     filter_types,
@@ -48,6 +49,7 @@ from broker.protocol.jrmp import (
     encode_ping_ack,
     encode_protocol_ack,
     encode_return,
+    encode_return_of,
 )
 from broker.protocol.jtypes import JInt
 
@@ -131,6 +133,8 @@ class JmxServer:
     # What an RMI registry served on this server's sessions binds: name -> the server
     # whose RMIServer stub a lookup of it returns (imq.jmx.rmiregistry.start).
     bound: dict[str, JmxServer] = field(default_factory=dict)
+    # The answers a monitoring poll asks for each time, kept encoded (jmx_replies.py).
+    replies: ReplyMemo = field(default_factory=ReplyMemo)
 
     def stub_bytes(self) -> bytes:
         return jmxser.server_stub_bytes(self.host, self.port, self.server_id, tls=self.tls)
@@ -300,11 +304,19 @@ class JrmpSession:
                     "query expressions are not supported",
                 )
             pattern = ObjectName.parse(text) if text else None
-            found = reg.query(pattern)
+            names = reg.query(pattern)
+            found = tuple(n.canonical for n in names)
             if name == "queryNames":
-                return _ok(jmxser.hash_set([jmxser.object_name(n.canonical) for n in found]))
+                body = srv.replies.returned(
+                    ("queryNames", text),
+                    found,
+                    lambda: jmxser.hash_set([jmxser.object_name(n) for n in found]),
+                )
+                return _returned(body)
             return _ok(
-                jmxser.hash_set([jmxser.object_instance(n.canonical, class_name(n)) for n in found])
+                jmxser.hash_set(
+                    [jmxser.object_instance(n.canonical, class_name(n)) for n in names]
+                )
             )
         if name == "fetchNotifications":
             return self._fetch(client, args[0], args[1], args[2])
@@ -357,7 +369,10 @@ class JrmpSession:
                     [],
                 )
                 return _ok(info)
-            return _ok(jmx_info.info_object(kind.key))
+            key = kind.key
+            return _returned(
+                srv.replies.returned(("getMBeanInfo", key), key, lambda: jmx_info.info_object(key))
+            )
         if name == "getAttribute":
             attr = args[1]
             if not isinstance(attr, str):
@@ -370,13 +385,11 @@ class JrmpSession:
                 )
             return _ok(getter(srv.broker))
         if name == "getAttributes":
+            wanted = jmxser.read_strings(args[1])
+            getters = mbean.attributes
             with one_reading():
-                values = [
-                    jmxser.attribute(a, mbean.attributes[a](srv.broker))
-                    for a in jmxser.read_strings(args[1])
-                    if a in mbean.attributes
-                ]
-            return _ok(jmxser.attribute_list(values))
+                pairs = [(a, getters[a](srv.broker)) for a in wanted if a in getters]
+            return _returned(srv.replies.attribute_list(target.canonical, pairs))
         if name == "setAttribute":
             attr_name, value = jmxser.read_attribute(jmxser.read_marshalled(args[1]))
             refused = _check_set(target, kind, attr_name, value)
@@ -583,6 +596,11 @@ class JrmpSession:
 
 def _ok(value: object) -> list[Effect]:
     return [Send(encode_return(_uid(), value))]
+
+
+def _returned(body: bytes) -> list[Effect]:
+    """A normal return of a value already encoded (jmx_replies.py)."""
+    return [Send(encode_return_of(_uid(), body))]
 
 
 def _raise(kind: str, message: str) -> list[Effect]:

@@ -293,6 +293,83 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _F32 = struct.Struct(">f")
 _F64 = struct.Struct(">d")
+_PACKERS = {code: struct.Struct(fmt) for code, fmt in _PRIMITIVES.items()}
+
+
+@dataclass(frozen=True, slots=True)
+class _Level:
+    """One class of a chain as its objects' data is written: primitive fields (name and
+    packer, None for an unknown type code), then object fields (name and signature)."""
+
+    name: str
+    primitives: tuple[tuple[str, struct.Struct | None], ...]
+    objects: tuple[tuple[str, str | None], ...]
+    write_method: bool
+    code_of: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What writing a :class:`JavaClass` needs, worked out once: its descriptor's bytes
+    around the field signatures (written as shared strings), every field name of its
+    chain and each level's fields in stream order, top superclass first."""
+
+    cls: JavaClass  # held, so that the id keying it is not reused
+    desc_head: bytes
+    desc_fields: tuple[tuple[bytes, str | None], ...]
+    error: str | None
+    known: frozenset[str]
+    levels: tuple[_Level, ...]
+
+
+_plans: dict[int, _Plan] = {}
+
+
+def _plan(cls: JavaClass) -> _Plan:
+    plan = _plans.get(id(cls))
+    if plan is not None and plan.cls is cls:
+        return plan
+    if len(_plans) >= 4096:  # classes made on the fly (tests): start again
+        _plans.clear()
+    fields = cls.stream_fields
+    error = None
+    name = encode_java_utf(cls.name)
+    if len(name) > 0xFFFF:
+        error = f"name too long for writeUTF: {len(name)} bytes"
+    head = _U16.pack(len(name)) + name + _I64.pack(cls.suid) + bytes([cls.flags])
+    head += _I16.pack(len(fields))
+    desc_fields = []
+    for code, field_name, signature in fields:
+        raw = encode_java_utf(field_name)
+        if len(raw) > 0xFFFF and error is None:
+            error = f"name too long for writeUTF: {len(raw)} bytes"
+        sig = None
+        if code in "L[":
+            if not signature and error is None:
+                error = f"{cls.name}.{field_name} needs a type signature"
+            sig = signature
+        desc_fields.append((code.encode("ascii") + _U16.pack(len(raw)) + raw, sig))
+    chain: list[JavaClass] = []
+    c: JavaClass | None = cls
+    while c is not None:
+        chain.append(c)
+        c = c.superclass
+    levels = []
+    for c in reversed(chain):
+        stream = c.stream_fields
+        levels.append(
+            _Level(
+                c.name,
+                tuple((n, _PACKERS.get(code)) for code, n, _ in stream if code not in "L["),
+                tuple((n, sig) for code, n, sig in stream if code in "L["),
+                bool(c.flags & SC_WRITE_METHOD),
+                {n: code for code, n, _ in stream},
+            )
+        )
+    known = frozenset(n for c in chain for _, n, _ in c.fields)
+    plan = _Plan(cls, head, tuple(desc_fields), error, known, tuple(levels))
+    _plans[id(cls)] = plan
+    return plan
 
 
 def _to_f32(value: float) -> float:
@@ -1242,7 +1319,12 @@ class ObjectStreamWriter:
 
     def value(self, value: object) -> None:
         """writeObject of one body value (no maps)."""
-        if value is None:
+        t = type(value)
+        if t is str:
+            self.string(value)  # type: ignore[arg-type]
+        elif t is JavaObject:
+            self.java_object(value)  # type: ignore[arg-type]
+        elif value is None:
             self.out.append(TC_NULL)
         elif isinstance(value, str) and not isinstance(value, JChar):
             self.string(value)
@@ -1292,19 +1374,15 @@ class ObjectStreamWriter:
         if handle is not None:
             self._reference(handle)
             return
+        plan = _plan(cls)
         self.out.append(TC_CLASSDESC)
         self._classes[cls.name] = self._assign()
-        self.utf(cls.name)
-        self.out += _I64.pack(cls.suid)
-        self.out.append(cls.flags)
-        fields = cls.stream_fields
-        self.out += _I16.pack(len(fields))
-        for code, name, signature in fields:
-            self.out += code.encode("ascii")
-            self.utf(name)
-            if code in "L[":
-                if not signature:
-                    raise JavaSerializationError(f"{cls.name}.{name} needs a type signature")
+        if plan.error is not None:
+            raise JavaSerializationError(plan.error)
+        self.out += plan.desc_head
+        for field_bytes, signature in plan.desc_fields:
+            self.out += field_bytes
+            if signature is not None:
                 self._type_string(signature)
         if self.annotate:
             self.out.append(TC_NULL)
@@ -1340,42 +1418,42 @@ class ObjectStreamWriter:
             self._current.pop()
 
     def _object_data(self, obj: JavaObject) -> None:
-        chain: list[JavaClass] = []
-        cls: JavaClass | None = obj.cls
-        while cls is not None:
-            chain.append(cls)
-            cls = cls.superclass
-        known = {name for c in chain for _, name, _ in c.fields}
-        unknown = set(obj.values) - known
-        if unknown:
+        plan = _plan(obj.cls)
+        values = obj.values
+        if not plan.known.issuperset(values):
+            unknown = set(values) - plan.known
             raise JavaSerializationError(f"{obj.cls.name} has no field {sorted(unknown)[0]}")
-        for cls in reversed(chain):  # superclass data first
-            objects = []
-            for code, name, signature in cls.stream_fields:
-                value = obj.values.get(name)
-                if code in "L[":
-                    objects.append((value, signature))
-                    continue
+        out = self.out
+        for level in plan.levels:  # superclass data first
+            for name, packer in level.primitives:
+                value = values.get(name)
                 try:
-                    self.out += struct.pack(_PRIMITIVES[code], value or 0)
-                except (struct.error, KeyError, TypeError) as exc:
+                    out += packer.pack(value or 0)  # type: ignore[union-attr]
+                except (struct.error, AttributeError, TypeError) as exc:
+                    if packer is None:
+                        exc = KeyError(level.code_of[name])
                     raise JavaSerializationError(
-                        f"bad value for {cls.name}.{name}: {exc}"
+                        f"bad value for {level.name}.{name}: {exc}"
                     ) from None
-            for value, signature in objects:
-                if isinstance(value, Mapping) and signature == "Ljava/util/Properties;":
+            for name, signature in level.objects:
+                value = values.get(name)
+                if value is None:
+                    out.append(TC_NULL)
+                elif type(value) is str:
+                    self.string(value)
+                elif isinstance(value, Mapping) and signature == "Ljava/util/Properties;":
                     self.properties(value)
                 elif isinstance(value, Mapping):
                     self.map(value, hashtable=True)
                 else:
                     self.value(value)
-            if cls.flags & SC_WRITE_METHOD:
-                for item in (obj.custom or {}).get(cls.name, ()):
+            if level.write_method:
+                for item in (obj.custom or {}).get(level.name, ()):
                     if isinstance(item, JBlock):
                         self.block(item.data)
                     else:
                         self.value(item)
-                self.out.append(TC_ENDBLOCKDATA)
+                out.append(TC_ENDBLOCKDATA)
 
     def map(self, values: Mapping[str, object], hashtable: bool, linked: bool = False) -> None:
         """A Hashtable, a HashMap or (``linked``) a LinkedHashMap in insertion order."""
