@@ -314,9 +314,7 @@ class JrmpSession:
                 )
                 return _returned(body)
             return _ok(
-                jmxser.hash_set(
-                    [jmxser.object_instance(n.canonical, class_name(n)) for n in names]
-                )
+                jmxser.hash_set([jmxser.object_instance(n.canonical, class_name(n)) for n in names])
             )
         if name == "fetchNotifications":
             return self._fetch(client, args[0], args[1], args[2])
@@ -386,9 +384,9 @@ class JrmpSession:
             return _ok(getter(srv.broker))
         if name == "getAttributes":
             wanted = jmxser.read_strings(args[1])
-            getters = mbean.attributes
+            readers, key, b = mbean.readers, mbean.key, srv.broker
             with one_reading():
-                pairs = [(a, getters[a](srv.broker)) for a in wanted if a in getters]
+                pairs = [(a, readers[a](b, key)) for a in wanted if a in readers]
             return _returned(srv.replies.attribute_list(target.canonical, pairs))
         if name == "setAttribute":
             attr_name, value = jmxser.read_attribute(jmxser.read_marshalled(args[1]))

@@ -13,11 +13,12 @@ from __future__ import annotations
 from collections.abc import Callable, Hashable, Sequence
 
 from broker.protocol import jmxser
+from broker.protocol.javaser import SELF, JavaArray, JavaObject, JBlock
 from broker.protocol.jrmp import encode_returned
 from broker.protocol.jtypes import JByte, JChar, JInt, JLong, JShort
 
 # Values whose type and equality say everything about their bytes (not float: 0.0 and
-# -0.0 are equal but written differently; not the mutable or structured ones).
+# -0.0 are equal but written differently).
 _SCALARS = frozenset({str, JChar, bool, int, JInt, JLong, JShort, JByte, type(None)})
 
 # How many answers are kept before the memo starts again (MBeans that went away leave
@@ -25,16 +26,40 @@ _SCALARS = frozenset({str, JChar, bool, int, JInt, JLong, JShort, JByte, type(No
 LIMIT = 4096
 
 
-def scalar_key(pairs: Sequence[tuple[str, object]]) -> tuple[object, ...] | None:
-    """What makes ``pairs``' encoding unique: names, value types and values (None: a value
-    that is not a plain scalar, not to be kept)."""
-    key: list[object] = []
-    for name, value in pairs:
-        t = type(value)
-        if t not in _SCALARS:
-            return None
-        key += (name, t, value)
-    return tuple(key)
+class _Unkeyed(Exception):
+    """A value whose bytes its equality does not settle (a float, an unknown type)."""
+
+
+def _key(value: object) -> object:
+    t = type(value)
+    if t in _SCALARS:
+        return (t, value)
+    if t is JavaObject:
+        obj: JavaObject = value  # type: ignore[assignment]
+        custom = None
+        if obj.custom is not None:
+            custom = tuple((k, tuple(map(_key, items))) for k, items in obj.custom.items())
+        return (t, obj.cls, tuple((k, _key(v)) for k, v in obj.values.items()), custom)
+    if t is JavaArray:
+        arr: JavaArray = value  # type: ignore[assignment]
+        return (t, arr.cls, tuple(map(_key, arr.items)))
+    if t is JBlock:
+        return (t, value.data)  # type: ignore[attr-defined]
+    if value is SELF:
+        return (t,)
+    if t is dict:
+        return (t, tuple((k, _key(v)) for k, v in value.items()))  # type: ignore[attr-defined]
+    raise _Unkeyed
+
+
+def value_key(pairs: Sequence[tuple[str, object]]) -> tuple[object, ...] | None:
+    """What makes ``pairs``' encoding unique: names, values and the Java type of each,
+    nested values (CompositeData) included (None: a value this cannot tell, not to be
+    kept)."""
+    try:
+        return tuple((name, _key(value)) for name, value in pairs)
+    except _Unkeyed:
+        return None
 
 
 class ReplyMemo:
@@ -63,6 +88,6 @@ class ReplyMemo:
         """An AttributeList of ``pairs`` (name, value), encoded or as kept."""
         return self.returned(
             slot,
-            scalar_key(pairs),
+            value_key(pairs),
             lambda: jmxser.attribute_list([jmxser.attribute(n, v) for n, v in pairs]),
         )

@@ -1430,10 +1430,10 @@ class ObjectStreamWriter:
                 try:
                     out += packer.pack(value or 0)  # type: ignore[union-attr]
                 except (struct.error, AttributeError, TypeError) as exc:
-                    if packer is None:
-                        exc = KeyError(level.code_of[name])
+                    # No packer: a type code Java does not have (KeyError, as before).
+                    why = KeyError(level.code_of[name]) if packer is None else exc
                     raise JavaSerializationError(
-                        f"bad value for {level.name}.{name}: {exc}"
+                        f"bad value for {level.name}.{name}: {why}"
                     ) from None
             for name, signature in level.objects:
                 value = values.get(name)
