@@ -307,7 +307,7 @@ class JrmpSession:
             names = reg.query(pattern)
             found = tuple(n.canonical for n in names)
             if name == "queryNames":
-                body = srv.replies.returned(
+                body = srv.replies.value(
                     ("queryNames", text),
                     found,
                     lambda: jmxser.hash_set([jmxser.object_name(n) for n in found]),
@@ -369,7 +369,7 @@ class JrmpSession:
                 return _ok(info)
             key = kind.key
             return _returned(
-                srv.replies.returned(("getMBeanInfo", key), key, lambda: jmx_info.info_object(key))
+                srv.replies.value(("getMBeanInfo", key), key, lambda: jmx_info.info_object(key))
             )
         if name == "getAttribute":
             attr = args[1]

@@ -14,7 +14,7 @@ from collections.abc import Callable, Hashable, Sequence
 
 from broker.protocol import jmxser
 from broker.protocol.javaser import SELF, JavaArray, JavaObject, JBlock
-from broker.protocol.jrmp import encode_returned
+from broker.protocol.jrmp import encode_returned, encode_returned_by
 from broker.protocol.jtypes import JByte, JChar, JInt, JLong, JShort
 
 # Values whose type and equality say everything about their bytes (not float: 0.0 and
@@ -70,24 +70,28 @@ class ReplyMemo:
         self.limit = limit
         self._kept: dict[Hashable, tuple[object, bytes]] = {}
 
-    def returned(self, slot: Hashable, key: object, make: Callable[[], object]) -> bytes:
-        """The :func:`~broker.protocol.jrmp.encode_returned` bytes of ``make()``, kept in
+    def returned(self, slot: Hashable, key: object, encode: Callable[[], bytes]) -> bytes:
+        """``encode()`` (:func:`~broker.protocol.jrmp.encode_returned` bytes), kept in
         ``slot`` and reused while ``key`` is the same (None: never kept)."""
         if key is None or self.limit <= 0:
-            return encode_returned(make())
+            return encode()
         hit = self._kept.get(slot)
         if hit is not None and hit[0] == key:
             return hit[1]
-        body = encode_returned(make())
+        body = encode()
         if len(self._kept) >= self.limit:
             self._kept.clear()
         self._kept[slot] = (key, body)
         return body
+
+    def value(self, slot: Hashable, key: object, make: Callable[[], object]) -> bytes:
+        """The value ``make()`` gives, encoded or as kept in ``slot`` for ``key``."""
+        return self.returned(slot, key, lambda: encode_returned(make()))
 
     def attribute_list(self, slot: Hashable, pairs: Sequence[tuple[str, object]]) -> bytes:
         """An AttributeList of ``pairs`` (name, value), encoded or as kept."""
         return self.returned(
             slot,
             value_key(pairs),
-            lambda: jmxser.attribute_list([jmxser.attribute(n, v) for n, v in pairs]),
+            lambda: encode_returned_by(lambda w: jmxser.write_attribute_list(w, pairs)),
         )

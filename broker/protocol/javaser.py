@@ -294,6 +294,9 @@ _I64 = struct.Struct(">q")
 _F32 = struct.Struct(">f")
 _F64 = struct.Struct(">d")
 _PACKERS = {code: struct.Struct(fmt) for code, fmt in _PRIMITIVES.items()}
+_STRING_HEAD = struct.Struct(">BH")  # TC_STRING and the length
+# Types value() sends straight to the boxes (no other isinstance test matches them).
+_BOX_TYPES = frozenset({bool, int, JInt, JLong, JShort, JByte, JFloat, float})
 
 
 @dataclass(frozen=True, slots=True)
@@ -1254,14 +1257,14 @@ class ObjectStreamWriter:
         self.classdesc(cls.superclass)
 
     def string(self, text: str) -> None:
-        raw = encode_java_utf(text)
-        self._assign()
-        if len(raw) <= 0xFFFF:
-            self.out.append(TC_STRING)
-            self.out += _U16.pack(len(raw))
+        raw = text.encode() if text.isascii() and "\0" not in text else encode_java_utf(text)
+        self._next_handle += 1
+        n = len(raw)
+        if n <= 0xFFFF:
+            self.out += _STRING_HEAD.pack(TC_STRING, n)
         else:
             self.out.append(TC_LONGSTRING)
-            self.out += _I64.pack(len(raw))
+            self.out += _I64.pack(n)
         self.out += raw
 
     def key(self, text: str) -> None:
@@ -1326,6 +1329,8 @@ class ObjectStreamWriter:
             self.java_object(value)  # type: ignore[arg-type]
         elif value is None:
             self.out.append(TC_NULL)
+        elif t in _BOX_TYPES:
+            self._box(value)
         elif isinstance(value, str) and not isinstance(value, JChar):
             self.string(value)
         elif isinstance(value, JavaObject):
@@ -1343,19 +1348,23 @@ class ObjectStreamWriter:
             self._assign()
             self.out += _I32.pack(len(data)) + data
         else:
-            cls, field_bytes, shared = _classify(value)
-            key = (cls.name, field_bytes)
-            handle = self._cached_boxes.get(key) if shared else None
-            if handle is not None:
-                # Boolean.valueOf & co return one instance, which Java writes only once.
-                self._reference(handle)
-                return
-            self.out.append(TC_OBJECT)
-            self.classdesc(cls)
-            handle = self._assign()
-            if shared:
-                self._cached_boxes[key] = handle
-            self.out += field_bytes
+            self._box(value)
+
+    def _box(self, value: object) -> None:
+        """A boxed primitive (Integer, Long, Boolean & co)."""
+        cls, field_bytes, shared = _classify(value)
+        key = (cls.name, field_bytes)
+        handle = self._cached_boxes.get(key) if shared else None
+        if handle is not None:
+            # Boolean.valueOf & co return one instance, which Java writes only once.
+            self._reference(handle)
+            return
+        self.out.append(TC_OBJECT)
+        self.classdesc(cls)
+        handle = self._assign()
+        if shared:
+            self._cached_boxes[key] = handle
+        self.out += field_bytes
 
     def _type_string(self, text: str) -> None:
         # Field signatures are interned by the JDK, so a repeated one is a back-reference.
@@ -1409,13 +1418,36 @@ class ObjectStreamWriter:
             self.value(item)
 
     def java_object(self, obj: JavaObject) -> None:
-        self.out.append(TC_OBJECT)
-        self.java_classdesc(obj.cls)
-        self._current.append(self._assign())
+        self.begin_object(obj.cls)
         try:
             self._object_data(obj)
         finally:
             self._current.pop()
+
+    def begin_object(self, cls: JavaClass) -> None:
+        """An object of ``cls`` whose data the caller writes (its fields' values in
+        stream order with :meth:`field`, as :meth:`java_object` would), then ends with
+        :meth:`end_object`: for a value written often, without a JavaObject."""
+        self.out.append(TC_OBJECT)
+        self.java_classdesc(cls)
+        self._current.append(self._next_handle)
+        self._next_handle += 1
+
+    def end_object(self) -> None:
+        self._current.pop()
+
+    def field(self, value: object, signature: str | None) -> None:
+        """The value of an object field of type ``signature``."""
+        if value is None:
+            self.out.append(TC_NULL)
+        elif type(value) is str:
+            self.string(value)
+        elif isinstance(value, Mapping) and signature == "Ljava/util/Properties;":
+            self.properties(value)
+        elif isinstance(value, Mapping):
+            self.map(value, hashtable=True)
+        else:
+            self.value(value)
 
     def _object_data(self, obj: JavaObject) -> None:
         plan = _plan(obj.cls)
@@ -1436,17 +1468,7 @@ class ObjectStreamWriter:
                         f"bad value for {level.name}.{name}: {why}"
                     ) from None
             for name, signature in level.objects:
-                value = values.get(name)
-                if value is None:
-                    out.append(TC_NULL)
-                elif type(value) is str:
-                    self.string(value)
-                elif isinstance(value, Mapping) and signature == "Ljava/util/Properties;":
-                    self.properties(value)
-                elif isinstance(value, Mapping):
-                    self.map(value, hashtable=True)
-                else:
-                    self.value(value)
+                self.field(values.get(name), signature)
             if level.write_method:
                 for item in (obj.custom or {}).get(level.name, ()):
                     if isinstance(item, JBlock):

@@ -19,6 +19,7 @@ docs/developers/research/jmx-rmi.md has the facts and where they come from.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.protocol.errors import ProtocolError
@@ -328,8 +329,13 @@ def encode_returned(value: object) -> bytes:
     """What ``value`` takes in a ReturnData after the return type and UID (it is the
     stream's first object, so its bytes do not depend on the UID): the part of an
     answer that can be kept and sent again with :func:`encode_return_of`."""
+    return encode_returned_by(lambda w: w.value(value))
+
+
+def encode_returned_by(write: Callable[[ObjectStreamWriter], None]) -> bytes:
+    """:func:`encode_returned` of what ``write`` writes (one object) to a fresh stream."""
     w = ObjectStreamWriter(annotate=True)
-    w.value(value)
+    write(w)
     return bytes(memoryview(w.out)[len(STREAM_MAGIC) :])
 
 
