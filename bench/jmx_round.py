@@ -74,7 +74,7 @@ def loaded_broker(var: Path, destinations: int, connections: int) -> Any:
 
     var.mkdir(parents=True)
     (var / "passwd").write_text("")
-    b = Broker(
+    b: Any = Broker(
         BrokerConfig({"imq.varhome": str(var), "imq.accesscontrol.enabled": "false"}),
         FileUserRepository(var / "passwd"),
     )

@@ -1352,7 +1352,15 @@ class ObjectStreamWriter:
 
     def _box(self, value: object) -> None:
         """A boxed primitive (Integer, Long, Boolean & co)."""
-        cls, field_bytes, shared = _classify(value)
+        t = type(value)
+        if t is JInt:  # the usual attribute values first (JInt and JLong check their range)
+            cls, field_bytes, shared = _INTEGER, _I32.pack(value), -128 <= value <= 127  # type: ignore[operator]
+        elif t is JLong:
+            cls, field_bytes, shared = _LONG, _I64.pack(value), -128 <= value <= 127  # type: ignore[operator]
+        elif t is bool:
+            cls, field_bytes, shared = _BOOLEAN, b"\x01" if value else b"\x00", True
+        else:
+            cls, field_bytes, shared = _classify(value)
         key = (cls.name, field_bytes)
         handle = self._cached_boxes.get(key) if shared else None
         if handle is not None:
@@ -1438,10 +1446,13 @@ class ObjectStreamWriter:
 
     def field(self, value: object, signature: str | None) -> None:
         """The value of an object field of type ``signature``."""
+        t = type(value)
         if value is None:
             self.out.append(TC_NULL)
-        elif type(value) is str:
-            self.string(value)
+        elif t is str:
+            self.string(value)  # type: ignore[arg-type]
+        elif t in _BOX_TYPES:
+            self._box(value)
         elif isinstance(value, Mapping) and signature == "Ljava/util/Properties;":
             self.properties(value)
         elif isinstance(value, Mapping):
