@@ -159,6 +159,7 @@ def main() -> None:
         rates: dict[bool, list[float]] = {False: [], True: []}
         costs: dict[bool, list[float]] = {False: [], True: []}
         key = "producer_rate" if w.kind in ("producer", "latency") else "consumer_rate"
+        polls: list[tuple[float, int]] = []  # polled runs: (broker CPU s, poll rounds)
         failed = False
         print(f"{target.name}: {w.label.format(n=args.count)}")
         for r in range(args.rounds):
@@ -173,8 +174,11 @@ def main() -> None:
                     )
                     time.sleep(3)  # connected and polling before the traffic starts
                 cpu = cpu_seconds(pid)
+                began = time.monotonic()
                 fig, ok = run_one(target, w, args.count)
                 cpu = cpu_seconds(pid) - cpu
+                # The poller polls once a second: the rounds the CPU figure saw.
+                seen = int(time.monotonic() - began)
                 load = os.getloadavg()[0]
                 summary = ""
                 if poller is not None:
@@ -183,6 +187,7 @@ def main() -> None:
                     rounds = [x.split() for x in out.splitlines() if x.startswith("round ")]
                     fails = [x for x in out.splitlines() if x.startswith("fail ")]
                     reads = sum(int(x[5]) for x in rounds)
+                    polls.append((cpu, seen))
                     summary = f"  poller: {len(rounds)} rounds, {reads} values read"
                     if fails:
                         failed = True
@@ -207,6 +212,11 @@ def main() -> None:
                 f"broker CPU per 1000 msgs {c_off:.1f} / {c_on:.1f} ms: ratio {c_on / c_off:.3f} "
                 f"(load average now {os.getloadavg()[0]:.2f})"
             )
+            # What the polls added: each polled run's CPU beyond the unpolled CPU per
+            # message, over the rounds polled meanwhile.
+            extra = [(cpu - c_off * args.count / 1_000_000) / n * 1000 for cpu, n in polls if n]
+            if extra:
+                print(f"broker CPU per poll round under traffic: {statistics.median(extra):.1f} ms")
         if failed:
             sys.exit(1)
     finally:
