@@ -1,6 +1,6 @@
 """A reader and writer for the Java serialisation that JMS bodies and admin replies use.
 
-Why one module (about 1,350 lines): the reader and the writer share the stream grammar
+Why one module (about 1,600 lines): the reader and the writer share the stream grammar
 (type codes, handle numbering, class descriptors with their serialVersionUIDs) and the
 writer must mirror the reader byte for byte; they change together.
 
