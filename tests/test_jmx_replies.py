@@ -131,7 +131,7 @@ def test_every_mbean_info_kept_is_its_encoding() -> None:
 
 def test_value_keys_tell_apart_what_is_written_apart() -> None:
     def key(value: object) -> object:
-        return value_key([("A", value)])
+        return value_key(["A"], [value])
 
     # Equal in Python, different in Java: each its own key.
     assert len({key(True), key(1), key(JInt(1)), key(JLong(1)), key(JShort(1))}) == 5
@@ -147,21 +147,31 @@ def _composite_args(b: object) -> tuple[str, str, list[jmxser.Item]]:
     return "t", "d", [("a", "A", "java.lang.String", "x"), ("b", "B", "java.lang.Integer", b)]
 
 
-def test_the_memo_sends_kept_bytes_only_for_the_same_values() -> None:
+def _kept(memo: ReplyMemo, slot: str, pairs: list[tuple[str, object]]) -> bytes:
+    return memo.attribute_list(slot, [n for n, _ in pairs], [v for _, v in pairs])
+
+
+@pytest.mark.parametrize("n", [12, len(VALUES)])
+def test_the_memo_sends_kept_bytes_only_for_the_same_values(n: int) -> None:
     memo = ReplyMemo()
-    first = memo.attribute_list("m", VALUES[:12])
-    assert encode_return_of(UID, first) == _generic(VALUES[:12])
-    assert memo.attribute_list("m", list(VALUES[:12])) is first
-    changed = [*VALUES[:11], ("Unset", JInt(0))]
-    again = memo.attribute_list("m", changed)
-    assert again is not first and encode_return_of(UID, again) == _generic(changed)
+    first = _kept(memo, "m", VALUES[:n])
+    assert encode_return_of(UID, first) == _generic(VALUES[:n])
+    if n == 12:  # (VALUES has a float further on: never kept)
+        assert _kept(memo, "m", list(VALUES[:n])) is first
+    for changed in (
+        [*VALUES[: n - 1], ("Other", VALUES[n - 1][1])],  # another name
+        [*VALUES[: n - 1], (VALUES[n - 1][0], JInt(0))],  # another value
+        [*VALUES[: n - 2], (VALUES[n - 2][0], 1), VALUES[n - 1]],  # True as an Integer
+    ):
+        again = _kept(memo, "m", changed)
+        assert again is not first and encode_return_of(UID, again) == _generic(changed)
     # A float is encoded every time, and its bytes are still the generic ones.
     floats: list[tuple[str, object]] = [("F", -0.0)]
-    assert encode_return_of(UID, memo.attribute_list("f", floats)) == _generic(floats)
-    assert encode_return_of(UID, memo.attribute_list("f", [("F", 0.0)])) == _generic([("F", 0.0)])
+    assert encode_return_of(UID, _kept(memo, "f", floats)) == _generic(floats)
+    assert encode_return_of(UID, _kept(memo, "f", [("F", 0.0)])) == _generic([("F", 0.0)])
     small = ReplyMemo(limit=1)
-    small.attribute_list("a", VALUES[:1])
-    small.attribute_list("b", VALUES[:1])  # the memo starts again: only "b" is kept
+    _kept(small, "a", VALUES[:1])
+    _kept(small, "b", VALUES[:1])  # the memo starts again: only "b" is kept
     assert len(small._kept) == 1
 
 

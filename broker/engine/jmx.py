@@ -55,6 +55,8 @@ from broker.protocol.jtypes import JInt
 
 log = logging.getLogger(__name__)
 
+_DGC_ID = ObjID(DGC_OBJNUM)
+_REGISTRY_ID = ObjID(REGISTRY_OBJNUM)
 # What DGC.dirty grants (the JDK's default java.rmi.dgc.leaseValue).
 LEASE_MS = 600_000
 # newClient's refusal, worded as the stock broker's connector server words it.
@@ -240,9 +242,9 @@ class JrmpSession:
 
     def _call(self, call: Call) -> list[Effect]:
         srv = self.server
-        if call.target == ObjID(DGC_OBJNUM):
+        if call.target == _DGC_ID:
             return self._dgc(call)
-        if call.target == ObjID(REGISTRY_OBJNUM) and call.method_hash != -1:
+        if call.target == _REGISTRY_ID and call.method_hash != -1:
             return self._registry(call)
         if call.target == srv.server_id:
             if call.name == "getVersion":
@@ -383,11 +385,11 @@ class JrmpSession:
                 )
             return _ok(getter(srv.broker))
         if name == "getAttributes":
-            wanted = jmxser.read_strings(args[1])
             readers, key, b = mbean.readers, mbean.key, srv.broker
+            names = [a for a in jmxser.read_strings(args[1]) if a in readers]
             with one_reading():
-                pairs = [(a, readers[a](b, key)) for a in wanted if a in readers]
-            return _returned(srv.replies.attribute_list(target.canonical, pairs))
+                values = [readers[a](b, key) for a in names]
+            return _returned(srv.replies.attribute_list(target, names, values))
         if name == "setAttribute":
             attr_name, value = jmxser.read_attribute(jmxser.read_marshalled(args[1]))
             refused = _check_set(target, kind, attr_name, value)

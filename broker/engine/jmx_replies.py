@@ -52,12 +52,15 @@ def _key(value: object) -> object:
     raise _Unkeyed
 
 
-def value_key(pairs: Sequence[tuple[str, object]]) -> tuple[object, ...] | None:
-    """What makes ``pairs``' encoding unique: names, values and the Java type of each,
-    nested values (CompositeData) included (None: a value this cannot tell, not to be
-    kept)."""
+def value_key(names: Sequence[str], values: Sequence[object]) -> object | None:
+    """What makes the encoding of attributes ``names`` with ``values`` unique: the names,
+    the values and the Java type of each, nested values (CompositeData) included (None:
+    a value this cannot tell, not to be kept)."""
+    types = tuple(map(type, values))
+    if _SCALARS.issuperset(types):
+        return (tuple(names), types, tuple(values))
     try:
-        return tuple((name, _key(value)) for name, value in pairs)
+        return tuple(zip(names, map(_key, values), strict=True))
     except _Unkeyed:
         return None
 
@@ -88,10 +91,14 @@ class ReplyMemo:
         """The value ``make()`` gives, encoded or as kept in ``slot`` for ``key``."""
         return self.returned(slot, key, lambda: encode_returned(make()))
 
-    def attribute_list(self, slot: Hashable, pairs: Sequence[tuple[str, object]]) -> bytes:
-        """An AttributeList of ``pairs`` (name, value), encoded or as kept."""
+    def attribute_list(
+        self, slot: Hashable, names: Sequence[str], values: Sequence[object]
+    ) -> bytes:
+        """An AttributeList of attributes ``names`` with ``values``, encoded or as kept."""
         return self.returned(
             slot,
-            value_key(pairs),
-            lambda: encode_returned_by(lambda w: jmxser.write_attribute_list(w, pairs)),
+            value_key(names, values),
+            lambda: encode_returned_by(
+                lambda w: jmxser.write_attribute_list(w, list(zip(names, values, strict=True)))
+            ),
         )
