@@ -386,10 +386,10 @@ class JrmpSession:
             return _ok(getter(srv.broker))
         if name == "getAttributes":
             readers, key, b = mbean.readers, mbean.key, srv.broker
-            names = [a for a in jmxser.read_strings(args[1]) if a in readers]
+            attrs = [a for a in jmxser.read_strings(args[1]) if a in readers]
             with one_reading():
-                values = [readers[a](b, key) for a in names]
-            return _returned(srv.replies.attribute_list(target, names, values))
+                values = [readers[a](b, key) for a in attrs]
+            return _returned(srv.replies.attribute_list(target, attrs, values))
         if name == "setAttribute":
             attr_name, value = jmxser.read_attribute(jmxser.read_marshalled(args[1]))
             refused = _check_set(target, kind, attr_name, value)
