@@ -14,7 +14,9 @@ the poller's CPU; the broker's CPU per message is what answering the polls costs
 the polled/unpolled ratios of the medians, the poller's totals (rounds, values read; a
 failed check fails the run) and the load average beside each figure.
 
-``--stock`` measures the stock OpenMQ 6.9 broker the same way.
+``--stock`` measures the stock OpenMQ 6.9 broker the same way.  ``--idle SECONDS`` runs no
+traffic: the broker's CPU over SECONDS without, then with the poller, and the difference
+per poll round (what one round costs the broker, JRMP and event loop included).
 """
 
 from __future__ import annotations
@@ -81,13 +83,68 @@ def cpu_seconds(pid: int) -> float:
     return sum(ticks.get(p, 0) for p in tree) / os.sysconf("SC_CLK_TCK")
 
 
+def idle_cost(seconds: float, stock: bool) -> None:
+    """Print the broker's CPU per poll round with no traffic: CPU over ``seconds`` with
+    the poller, less the CPU over as long without it."""
+    tmp = Path(tempfile.mkdtemp(prefix="jmxpoll-idle-"))
+    stop = None
+    try:
+        poll_cp = compile_poller(tmp / "poll")
+        (tmp / "broker").mkdir()
+        port, stop, pid = start(tmp / "broker", stock)
+        time.sleep(2)  # started and settled
+        cpu = cpu_seconds(pid)
+        time.sleep(seconds)
+        quiet = cpu_seconds(pid) - cpu
+        rounds = int(seconds)
+        poller = subprocess.Popen(
+            ["java", "-cp", poll_cp, "JmxPoll", "127.0.0.1", str(port), str(rounds + 3)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        assert poller.stdout is not None
+        lines: list[str] = []
+        cpu = 0.0
+        for line in poller.stdout:
+            lines.append(line)
+            # From the end of the third round (connected, MBeanInfos fetched) to the end
+            # of the last: ``rounds`` rounds.
+            if line.startswith("round 2 "):
+                cpu = cpu_seconds(pid)
+            if line.startswith(f"round {rounds + 2} "):
+                cpu = cpu_seconds(pid) - cpu
+                break
+        poller.wait(timeout=60)
+        fails = [x for x in lines if x.startswith("fail ")]
+        mbeans = next((x.split()[3] for x in lines if x.startswith("round ")), "?")
+        per_round = (cpu - quiet) / rounds * 1000
+        print(
+            f"{'stock' if stock else 'ours'}: {mbeans} MBeans, broker CPU {cpu:.2f} s polled, "
+            f"{quiet:.2f} s quiet over {rounds} s: {per_round:.1f} ms per poll round "
+            f"(load {os.getloadavg()[0]:.2f})" + (f" FAILED: {fails}" if fails else "")
+        )
+        if fails:
+            sys.exit(1)
+    finally:
+        if callable(stop):
+            stop()
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--count", type=int, default=100_000)
     ap.add_argument("--workload", default="queue-auto", choices=sorted(WORKLOADS))
     ap.add_argument("--stock", action="store_true", help="the stock broker instead of ours")
+    ap.add_argument(
+        "--idle", type=float, metavar="SECONDS", help="no traffic: broker CPU per poll round"
+    )
     args = ap.parse_args()
+    if args.idle:
+        idle_cost(args.idle, args.stock)
+        return
     w = WORKLOADS[args.workload]
     tmp = Path(tempfile.mkdtemp(prefix="jmxpoll-bench-"))
     stop = None
@@ -102,6 +159,7 @@ def main() -> None:
         rates: dict[bool, list[float]] = {False: [], True: []}
         costs: dict[bool, list[float]] = {False: [], True: []}
         key = "producer_rate" if w.kind in ("producer", "latency") else "consumer_rate"
+        polls: list[tuple[float, int]] = []  # polled runs: (broker CPU s, poll rounds)
         failed = False
         print(f"{target.name}: {w.label.format(n=args.count)}")
         for r in range(args.rounds):
@@ -116,8 +174,11 @@ def main() -> None:
                     )
                     time.sleep(3)  # connected and polling before the traffic starts
                 cpu = cpu_seconds(pid)
+                began = time.monotonic()
                 fig, ok = run_one(target, w, args.count)
                 cpu = cpu_seconds(pid) - cpu
+                # The poller polls once a second: the rounds the CPU figure saw.
+                seen = int(time.monotonic() - began)
                 load = os.getloadavg()[0]
                 summary = ""
                 if poller is not None:
@@ -126,6 +187,7 @@ def main() -> None:
                     rounds = [x.split() for x in out.splitlines() if x.startswith("round ")]
                     fails = [x for x in out.splitlines() if x.startswith("fail ")]
                     reads = sum(int(x[5]) for x in rounds)
+                    polls.append((cpu, seen))
                     summary = f"  poller: {len(rounds)} rounds, {reads} values read"
                     if fails:
                         failed = True
@@ -150,6 +212,11 @@ def main() -> None:
                 f"broker CPU per 1000 msgs {c_off:.1f} / {c_on:.1f} ms: ratio {c_on / c_off:.3f} "
                 f"(load average now {os.getloadavg()[0]:.2f})"
             )
+            # What the polls added: each polled run's CPU beyond the unpolled CPU per
+            # message, over the rounds polled meanwhile.
+            extra = [(cpu - c_off * args.count / 1_000_000) / n * 1000 for cpu, n in polls if n]
+            if extra:
+                print(f"broker CPU per poll round under traffic: {statistics.median(extra):.1f} ms")
         if failed:
             sys.exit(1)
     finally:

@@ -93,11 +93,14 @@ def destination_info(dest: Destination, delayed: list[int], held: list[int]) -> 
 
 def listed_by_admin(router: MessageRouter) -> list[Destination]:
     """The destinations imqcmd's ``list dst`` (and JMX's DestinationManager) show."""
+    return [d for d in queries.destinations(router) if is_listed_by_admin(d)]
+
+
+def is_listed_by_admin(dest: Destination) -> bool:
+    """Whether :func:`listed_by_admin` lists ``dest``."""
     # The metrics topics are the broker's: OpenMQ lists them neither (a query by name
     # shows one).
-    return [
-        d for d in queries.destinations(router) if d.name != ADMIN_QUEUE and not is_metrics_topic(d)
-    ]
+    return dest.name != ADMIN_QUEUE and not is_metrics_topic(dest)
 
 
 def destination_info_values(router: MessageRouter, dest: Destination) -> dict[str, Any]:

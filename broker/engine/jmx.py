@@ -24,6 +24,7 @@ from broker.engine.jmx_mbeans import DEFAULT_DOMAIN, MBean, Registry, one_readin
 from broker.engine.jmx_names import ObjectName
 from broker.engine.jmx_notifications import ClientListeners, Listener, NotificationBuffer
 from broker.engine.jmx_operations import AdminPort, OperationError
+from broker.engine.jmx_replies import ReplyMemo
 from broker.engine.jmx_values import (
     class_name,
     filter_types,
@@ -48,11 +49,14 @@ from broker.protocol.jrmp import (
     encode_ping_ack,
     encode_protocol_ack,
     encode_return,
+    encode_return_of,
 )
 from broker.protocol.jtypes import JInt
 
 log = logging.getLogger(__name__)
 
+_DGC_ID = ObjID(DGC_OBJNUM)
+_REGISTRY_ID = ObjID(REGISTRY_OBJNUM)
 # What DGC.dirty grants (the JDK's default java.rmi.dgc.leaseValue).
 LEASE_MS = 600_000
 # newClient's refusal, worded as the stock broker's connector server words it.
@@ -131,6 +135,8 @@ class JmxServer:
     # What an RMI registry served on this server's sessions binds: name -> the server
     # whose RMIServer stub a lookup of it returns (imq.jmx.rmiregistry.start).
     bound: dict[str, JmxServer] = field(default_factory=dict)
+    # The answers a monitoring poll asks for each time, kept encoded (jmx_replies.py).
+    replies: ReplyMemo = field(default_factory=ReplyMemo)
 
     def stub_bytes(self) -> bytes:
         return jmxser.server_stub_bytes(self.host, self.port, self.server_id, tls=self.tls)
@@ -236,9 +242,9 @@ class JrmpSession:
 
     def _call(self, call: Call) -> list[Effect]:
         srv = self.server
-        if call.target == ObjID(DGC_OBJNUM):
+        if call.target == _DGC_ID:
             return self._dgc(call)
-        if call.target == ObjID(REGISTRY_OBJNUM) and call.method_hash != -1:
+        if call.target == _REGISTRY_ID and call.method_hash != -1:
             return self._registry(call)
         if call.target == srv.server_id:
             if call.name == "getVersion":
@@ -300,11 +306,17 @@ class JrmpSession:
                     "query expressions are not supported",
                 )
             pattern = ObjectName.parse(text) if text else None
-            found = reg.query(pattern)
+            names = reg.query(pattern)
+            found = tuple(n.canonical for n in names)
             if name == "queryNames":
-                return _ok(jmxser.hash_set([jmxser.object_name(n.canonical) for n in found]))
+                body = srv.replies.value(
+                    ("queryNames", text),
+                    found,
+                    lambda: jmxser.hash_set([jmxser.object_name(n) for n in found]),
+                )
+                return _returned(body)
             return _ok(
-                jmxser.hash_set([jmxser.object_instance(n.canonical, class_name(n)) for n in found])
+                jmxser.hash_set([jmxser.object_instance(n.canonical, class_name(n)) for n in names])
             )
         if name == "fetchNotifications":
             return self._fetch(client, args[0], args[1], args[2])
@@ -357,7 +369,10 @@ class JrmpSession:
                     [],
                 )
                 return _ok(info)
-            return _ok(jmx_info.info_object(kind.key))
+            key = kind.key
+            return _returned(
+                srv.replies.value(("getMBeanInfo", key), key, lambda: jmx_info.info_object(key))
+            )
         if name == "getAttribute":
             attr = args[1]
             if not isinstance(attr, str):
@@ -370,13 +385,11 @@ class JrmpSession:
                 )
             return _ok(getter(srv.broker))
         if name == "getAttributes":
+            readers, key, b = mbean.readers, mbean.key, srv.broker
+            attrs = [a for a in jmxser.read_strings(args[1]) if a in readers]
             with one_reading():
-                values = [
-                    jmxser.attribute(a, mbean.attributes[a](srv.broker))
-                    for a in jmxser.read_strings(args[1])
-                    if a in mbean.attributes
-                ]
-            return _ok(jmxser.attribute_list(values))
+                values = [readers[a](b, key) for a in attrs]
+            return _returned(srv.replies.attribute_list(target, attrs, values))
         if name == "setAttribute":
             attr_name, value = jmxser.read_attribute(jmxser.read_marshalled(args[1]))
             refused = _check_set(target, kind, attr_name, value)
@@ -583,6 +596,11 @@ class JrmpSession:
 
 def _ok(value: object) -> list[Effect]:
     return [Send(encode_return(_uid(), value))]
+
+
+def _returned(body: bytes) -> list[Effect]:
+    """A normal return of a value already encoded (jmx_replies.py)."""
+    return [Send(encode_return_of(_uid(), body))]
 
 
 def _raise(kind: str, message: str) -> list[Effect]:

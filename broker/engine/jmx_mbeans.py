@@ -26,6 +26,7 @@ from broker.core.admin_views import (
     broker_counters,
     destination_info_values,
     destination_metric_values,
+    is_listed_by_admin,
     listed_by_admin,
     service_threads,
 )
@@ -57,9 +58,10 @@ class Attr:
     read: Reader
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class MBeanKind:
-    """The MBeans of one ``type``/``subtype``: their attributes in OpenMQ's names."""
+    """The MBeans of one ``type``/``subtype``: their attributes in OpenMQ's names (one
+    instance each: compared and hashed by identity, as the lookups want)."""
 
     type: str
     subtype: str
@@ -74,20 +76,26 @@ class MBeanKind:
 
 @dataclass(frozen=True)
 class MBean:
-    """One MBean instance: its name, kind and key; ``attributes`` are bound getters
-    (name -> getter of the broker), what the RMI engine calls."""
+    """One MBean instance: its name, kind and key."""
 
     name: ObjectName
     kind: MBeanKind
     key: Any
-    attributes: dict[str, Getter]
 
+    @property
+    def readers(self) -> dict[str, Reader]:
+        """Attribute name -> reader, called with (broker, :attr:`key`)."""
+        return _READERS[self.kind]
 
-def _bind(kind: MBeanKind, key: Any) -> dict[str, Getter]:
-    def getter(attr: Attr) -> Getter:
-        return lambda b: attr.read(b, key)
+    @property
+    def attributes(self) -> dict[str, Getter]:
+        """Attribute name -> getter of the broker (the readers bound to the key)."""
+        key = self.key
 
-    return {a.name: getter(a) for a in kind.attrs}
+        def getter(read: Reader) -> Getter:
+            return lambda b: read(b, key)
+
+        return {name: getter(read) for name, read in self.readers.items()}
 
 
 # -- readers shared by several kinds ---------------------------------------------------
@@ -842,6 +850,13 @@ PER_CONNECTION = (CONNECTION_CONFIG, CONNECTION_MONITOR)
 KINDS: dict[tuple[str, str], MBeanKind] = {
     (k.type, k.subtype): k for k in (*SINGLETONS, *PER_SERVICE, *PER_DESTINATION, *PER_CONNECTION)
 }
+# Each kind's readers by attribute name (what getAttributes looks up, once per call).
+_READERS: dict[MBeanKind, dict[str, Reader]] = {
+    k: {a.name: a.read for a in k.attrs} for k in KINDS.values()
+}
+_SINGLETON_KINDS = frozenset(SINGLETONS)
+_SERVICE_KINDS = frozenset(PER_SERVICE)
+_CONNECTION_KINDS = frozenset(PER_CONNECTION)
 
 
 def quote(value: str) -> str:
@@ -920,28 +935,32 @@ class Registry:
         key = self._resolve(kind, keys)
         if key is _MISSING:
             return None
-        return MBean(name, kind, key, _bind(kind, key))
+        return MBean(name, kind, key)
 
     def _resolve(self, kind: MBeanKind, keys: dict[str, str]) -> Any:
         b = self.broker
-        extra = set(keys) - {"type", "subtype"}
-        if kind in SINGLETONS:
+        extra = len(keys) - 2  # the keys besides type and subtype (both there: KINDS)
+        if kind in _SINGLETON_KINDS:
             return None if not extra else _MISSING
-        if kind in PER_SERVICE:
+        if kind in _SERVICE_KINDS:
             svc = keys.get("name")
-            return svc if extra == {"name"} and svc in SERVICE_NAMES else _MISSING
-        if kind in PER_CONNECTION:
+            return svc if extra == 1 and svc in SERVICE_NAMES else _MISSING
+        if kind in _CONNECTION_KINDS:
             cid = keys.get("id", "")
-            if extra == {"id"} and cid.isdigit() and int(cid) in b.connections:
+            if extra == 1 and cid.isdigit() and int(cid) in b.connections:
                 return int(cid)
             return _MISSING
-        if extra != {"desttype", "name"}:
+        desttype = keys.get("desttype")
+        quoted = keys.get("name")
+        if extra != 2 or quoted is None or desttype not in ("q", "t"):
             return _MISSING
-        dest_name = unquote(keys["name"])
-        for d in _destinations(b):
-            if d.name == dest_name and _dest_type(d) == keys["desttype"]:
-                return d
-        return _MISSING
+        dest_name = unquote(quoted)
+        if dest_name is None:
+            return _MISSING
+        d = (b.router.queues if desttype == "q" else b.router.topics).get(dest_name)
+        if d is None or _dest_type(d) != desttype or not is_listed_by_admin(d):
+            return _MISSING
+        return d
 
     def query(self, pattern: ObjectName | None) -> list[ObjectName]:
         names = [n for n, _k, _key in self.mbeans()]

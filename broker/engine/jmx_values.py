@@ -6,6 +6,7 @@ client gets, and the notification a successful operation sends.  Pure functions.
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import lru_cache
 
 from broker.engine import jmx_stockinfo as jmx_info
 from broker.engine.jmx_names import ObjectName
@@ -18,7 +19,11 @@ def name_arg(value: object) -> ObjectName:
     text = jmxser.read_object_name(value)
     if text is None:
         raise ProtocolError("null ObjectName")
-    return ObjectName.parse(text)
+    return _parse(text)
+
+
+# A monitoring agent names the same MBeans every poll (an ObjectName is immutable).
+_parse = lru_cache(maxsize=4096)(ObjectName.parse)
 
 
 def class_name(name: ObjectName) -> str:

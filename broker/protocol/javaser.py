@@ -1,6 +1,6 @@
 """A reader and writer for the Java serialisation that JMS bodies and admin replies use.
 
-Why one module (about 1,350 lines): the reader and the writer share the stream grammar
+Why one module (about 1,600 lines): the reader and the writer share the stream grammar
 (type codes, handle numbering, class descriptors with their serialVersionUIDs) and the
 writer must mirror the reader byte for byte; they change together.
 
@@ -293,6 +293,86 @@ _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _F32 = struct.Struct(">f")
 _F64 = struct.Struct(">d")
+_PACKERS = {code: struct.Struct(fmt) for code, fmt in _PRIMITIVES.items()}
+_STRING_HEAD = struct.Struct(">BH")  # TC_STRING and the length
+# Types value() sends straight to the boxes (no other isinstance test matches them).
+_BOX_TYPES = frozenset({bool, int, JInt, JLong, JShort, JByte, JFloat, float})
+
+
+@dataclass(frozen=True, slots=True)
+class _Level:
+    """One class of a chain as its objects' data is written: primitive fields (name and
+    packer, None for an unknown type code), then object fields (name and signature)."""
+
+    name: str
+    primitives: tuple[tuple[str, struct.Struct | None], ...]
+    objects: tuple[tuple[str, str | None], ...]
+    write_method: bool
+    code_of: dict[str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """What writing a :class:`JavaClass` needs, worked out once: its descriptor's bytes
+    around the field signatures (written as shared strings), every field name of its
+    chain and each level's fields in stream order, top superclass first."""
+
+    cls: JavaClass  # held, so that the id keying it is not reused
+    desc_head: bytes
+    desc_fields: tuple[tuple[bytes, str | None], ...]
+    error: str | None
+    known: frozenset[str]
+    levels: tuple[_Level, ...]
+
+
+_plans: dict[int, _Plan] = {}
+
+
+def _plan(cls: JavaClass) -> _Plan:
+    plan = _plans.get(id(cls))
+    if plan is not None and plan.cls is cls:
+        return plan
+    if len(_plans) >= 4096:  # classes made on the fly (tests): start again
+        _plans.clear()
+    fields = cls.stream_fields
+    error = None
+    name = encode_java_utf(cls.name)
+    if len(name) > 0xFFFF:
+        error = f"name too long for writeUTF: {len(name)} bytes"
+    head = _U16.pack(len(name)) + name + _I64.pack(cls.suid) + bytes([cls.flags])
+    head += _I16.pack(len(fields))
+    desc_fields = []
+    for code, field_name, signature in fields:
+        raw = encode_java_utf(field_name)
+        if len(raw) > 0xFFFF and error is None:
+            error = f"name too long for writeUTF: {len(raw)} bytes"
+        sig = None
+        if code in "L[":
+            if not signature and error is None:
+                error = f"{cls.name}.{field_name} needs a type signature"
+            sig = signature
+        desc_fields.append((code.encode("ascii") + _U16.pack(len(raw)) + raw, sig))
+    chain: list[JavaClass] = []
+    c: JavaClass | None = cls
+    while c is not None:
+        chain.append(c)
+        c = c.superclass
+    levels = []
+    for c in reversed(chain):
+        stream = c.stream_fields
+        levels.append(
+            _Level(
+                c.name,
+                tuple((n, _PACKERS.get(code)) for code, n, _ in stream if code not in "L["),
+                tuple((n, sig) for code, n, sig in stream if code in "L["),
+                bool(c.flags & SC_WRITE_METHOD),
+                {n: code for code, n, _ in stream},
+            )
+        )
+    known = frozenset(n for c in chain for _, n, _ in c.fields)
+    plan = _Plan(cls, head, tuple(desc_fields), error, known, tuple(levels))
+    _plans[id(cls)] = plan
+    return plan
 
 
 def _to_f32(value: float) -> float:
@@ -1177,14 +1257,14 @@ class ObjectStreamWriter:
         self.classdesc(cls.superclass)
 
     def string(self, text: str) -> None:
-        raw = encode_java_utf(text)
-        self._assign()
-        if len(raw) <= 0xFFFF:
-            self.out.append(TC_STRING)
-            self.out += _U16.pack(len(raw))
+        raw = text.encode() if text.isascii() and "\0" not in text else encode_java_utf(text)
+        self._next_handle += 1
+        n = len(raw)
+        if n <= 0xFFFF:
+            self.out += _STRING_HEAD.pack(TC_STRING, n)
         else:
             self.out.append(TC_LONGSTRING)
-            self.out += _I64.pack(len(raw))
+            self.out += _I64.pack(n)
         self.out += raw
 
     def key(self, text: str) -> None:
@@ -1242,8 +1322,15 @@ class ObjectStreamWriter:
 
     def value(self, value: object) -> None:
         """writeObject of one body value (no maps)."""
-        if value is None:
+        t = type(value)
+        if t is str:
+            self.string(value)  # type: ignore[arg-type]
+        elif t is JavaObject:
+            self.java_object(value)  # type: ignore[arg-type]
+        elif value is None:
             self.out.append(TC_NULL)
+        elif t in _BOX_TYPES:
+            self._box(value)
         elif isinstance(value, str) and not isinstance(value, JChar):
             self.string(value)
         elif isinstance(value, JavaObject):
@@ -1261,19 +1348,31 @@ class ObjectStreamWriter:
             self._assign()
             self.out += _I32.pack(len(data)) + data
         else:
+            self._box(value)
+
+    def _box(self, value: object) -> None:
+        """A boxed primitive (Integer, Long, Boolean & co)."""
+        t = type(value)
+        if t is JInt:  # the usual attribute values first (JInt and JLong check their range)
+            cls, field_bytes, shared = _INTEGER, _I32.pack(value), -128 <= value <= 127  # type: ignore[operator]
+        elif t is JLong:
+            cls, field_bytes, shared = _LONG, _I64.pack(value), -128 <= value <= 127  # type: ignore[operator]
+        elif t is bool:
+            cls, field_bytes, shared = _BOOLEAN, b"\x01" if value else b"\x00", True
+        else:
             cls, field_bytes, shared = _classify(value)
-            key = (cls.name, field_bytes)
-            handle = self._cached_boxes.get(key) if shared else None
-            if handle is not None:
-                # Boolean.valueOf & co return one instance, which Java writes only once.
-                self._reference(handle)
-                return
-            self.out.append(TC_OBJECT)
-            self.classdesc(cls)
-            handle = self._assign()
-            if shared:
-                self._cached_boxes[key] = handle
-            self.out += field_bytes
+        key = (cls.name, field_bytes)
+        handle = self._cached_boxes.get(key) if shared else None
+        if handle is not None:
+            # Boolean.valueOf & co return one instance, which Java writes only once.
+            self._reference(handle)
+            return
+        self.out.append(TC_OBJECT)
+        self.classdesc(cls)
+        handle = self._assign()
+        if shared:
+            self._cached_boxes[key] = handle
+        self.out += field_bytes
 
     def _type_string(self, text: str) -> None:
         # Field signatures are interned by the JDK, so a repeated one is a back-reference.
@@ -1292,19 +1391,15 @@ class ObjectStreamWriter:
         if handle is not None:
             self._reference(handle)
             return
+        plan = _plan(cls)
         self.out.append(TC_CLASSDESC)
         self._classes[cls.name] = self._assign()
-        self.utf(cls.name)
-        self.out += _I64.pack(cls.suid)
-        self.out.append(cls.flags)
-        fields = cls.stream_fields
-        self.out += _I16.pack(len(fields))
-        for code, name, signature in fields:
-            self.out += code.encode("ascii")
-            self.utf(name)
-            if code in "L[":
-                if not signature:
-                    raise JavaSerializationError(f"{cls.name}.{name} needs a type signature")
+        if plan.error is not None:
+            raise JavaSerializationError(plan.error)
+        self.out += plan.desc_head
+        for field_bytes, signature in plan.desc_fields:
+            self.out += field_bytes
+            if signature is not None:
                 self._type_string(signature)
         if self.annotate:
             self.out.append(TC_NULL)
@@ -1331,51 +1426,67 @@ class ObjectStreamWriter:
             self.value(item)
 
     def java_object(self, obj: JavaObject) -> None:
-        self.out.append(TC_OBJECT)
-        self.java_classdesc(obj.cls)
-        self._current.append(self._assign())
+        self.begin_object(obj.cls)
         try:
             self._object_data(obj)
         finally:
             self._current.pop()
 
+    def begin_object(self, cls: JavaClass) -> None:
+        """An object of ``cls`` whose data the caller writes (its fields' values in
+        stream order with :meth:`field`, as :meth:`java_object` would), then ends with
+        :meth:`end_object`: for a value written often, without a JavaObject."""
+        self.out.append(TC_OBJECT)
+        self.java_classdesc(cls)
+        self._current.append(self._next_handle)
+        self._next_handle += 1
+
+    def end_object(self) -> None:
+        self._current.pop()
+
+    def field(self, value: object, signature: str | None) -> None:
+        """The value of an object field of type ``signature``."""
+        t = type(value)
+        if value is None:
+            self.out.append(TC_NULL)
+        elif t is str:
+            self.string(value)  # type: ignore[arg-type]
+        elif t in _BOX_TYPES:
+            self._box(value)
+        elif isinstance(value, Mapping) and signature == "Ljava/util/Properties;":
+            self.properties(value)
+        elif isinstance(value, Mapping):
+            self.map(value, hashtable=True)
+        else:
+            self.value(value)
+
     def _object_data(self, obj: JavaObject) -> None:
-        chain: list[JavaClass] = []
-        cls: JavaClass | None = obj.cls
-        while cls is not None:
-            chain.append(cls)
-            cls = cls.superclass
-        known = {name for c in chain for _, name, _ in c.fields}
-        unknown = set(obj.values) - known
-        if unknown:
+        plan = _plan(obj.cls)
+        values = obj.values
+        if not plan.known.issuperset(values):
+            unknown = set(values) - plan.known
             raise JavaSerializationError(f"{obj.cls.name} has no field {sorted(unknown)[0]}")
-        for cls in reversed(chain):  # superclass data first
-            objects = []
-            for code, name, signature in cls.stream_fields:
-                value = obj.values.get(name)
-                if code in "L[":
-                    objects.append((value, signature))
-                    continue
+        out = self.out
+        for level in plan.levels:  # superclass data first
+            for name, packer in level.primitives:
+                value = values.get(name)
                 try:
-                    self.out += struct.pack(_PRIMITIVES[code], value or 0)
-                except (struct.error, KeyError, TypeError) as exc:
+                    out += packer.pack(value or 0)  # type: ignore[union-attr]
+                except (struct.error, AttributeError, TypeError) as exc:
+                    # No packer: a type code Java does not have (KeyError, as before).
+                    why = KeyError(level.code_of[name]) if packer is None else exc
                     raise JavaSerializationError(
-                        f"bad value for {cls.name}.{name}: {exc}"
+                        f"bad value for {level.name}.{name}: {why}"
                     ) from None
-            for value, signature in objects:
-                if isinstance(value, Mapping) and signature == "Ljava/util/Properties;":
-                    self.properties(value)
-                elif isinstance(value, Mapping):
-                    self.map(value, hashtable=True)
-                else:
-                    self.value(value)
-            if cls.flags & SC_WRITE_METHOD:
-                for item in (obj.custom or {}).get(cls.name, ()):
+            for name, signature in level.objects:
+                self.field(values.get(name), signature)
+            if level.write_method:
+                for item in (obj.custom or {}).get(level.name, ()):
                     if isinstance(item, JBlock):
                         self.block(item.data)
                     else:
                         self.value(item)
-                self.out.append(TC_ENDBLOCKDATA)
+                out.append(TC_ENDBLOCKDATA)
 
     def map(self, values: Mapping[str, object], hashtable: bool, linked: bool = False) -> None:
         """A Hashtable, a HashMap or (``linked``) a LinkedHashMap in insertion order."""

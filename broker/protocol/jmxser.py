@@ -18,6 +18,7 @@ from broker.protocol.javaser import (
     SC_SERIALIZABLE,
     SC_WRITE_METHOD,
     SELF,
+    TC_ENDBLOCKDATA,
     JavaArray,
     JavaClass,
     JavaObject,
@@ -31,6 +32,7 @@ from broker.protocol.jtypes import JInt
 from broker.protocol.properties import encode_java_utf
 
 _WM = SC_SERIALIZABLE | SC_WRITE_METHOD
+_INT = struct.Struct(">i")
 OBJECT_NAME = "javax.management.ObjectName"
 
 _OBJECT_NAME = JavaClass(OBJECT_NAME, 1081892073854801359, (), flags=_WM)
@@ -213,6 +215,22 @@ def attribute_list(items: list[JavaObject]) -> JavaObject:
         {"size": len(items)},
         {_ARRAY_LIST.name: (JBlock(struct.pack(">i", len(items))), *items)},
     )
+
+
+def write_attribute_list(w: ObjectStreamWriter, pairs: Sequence[tuple[str, object]]) -> None:
+    """What ``w.value(attribute_list([attribute(n, v) for n, v in pairs]))`` writes,
+    in one pass (getAttributes' answer, every poll of a monitoring agent)."""
+    n = _INT.pack(len(pairs))
+    w.begin_object(_ATTRIBUTE_LIST)
+    w.out += n  # ArrayList.size, then its writeObject: capacity, elements
+    w.block(n)
+    for name, value in pairs:
+        w.begin_object(_ATTRIBUTE)
+        w.field(name, _STRING)
+        w.field(value, "Ljava/lang/Object;")
+        w.end_object()
+    w.out.append(TC_ENDBLOCKDATA)
+    w.end_object()
 
 
 def hash_set(items: list[object]) -> JavaObject:

@@ -19,10 +19,13 @@ docs/developers/research/jmx-rmi.md has the facts and where they come from.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.protocol.errors import ProtocolError
 from broker.protocol.javaser import (
+    STREAM_MAGIC,
+    TC_BLOCKDATA,
     JavaStreamTruncated,
     ObjectStreamReader,
     ObjectStreamWriter,
@@ -103,6 +106,26 @@ REGISTRY_METHODS = {
 DGC_METHODS = {DGC_DIRTY: ("dirty", "LJL"), DGC_CLEAN: ("clean", "LJLZ")}
 
 _PRIMITIVE_SIZES = {"J": 8, "I": 4, "Z": 1}
+# Calls decoded once and kept by their bytes: a monitoring agent sends the same calls
+# (getAttributes of one MBean with the same names, queryNames) every poll, and decoding
+# their ObjectName and String[] was a quarter of a poll's cost.  Only calls whose
+# arguments the engine reads and never changes, of at most _MEMO_BYTES; at most
+# _MEMO_CALLS kept (then the memo starts again).
+_MEMO_METHODS = frozenset(
+    {
+        "getAttribute",
+        "getAttributes",
+        "queryNames",
+        "queryMBeans",
+        "getMBeanInfo",
+        "isRegistered",
+        "getObjectInstance",
+        "isInstanceOf",
+    }
+)
+_MEMO_BYTES = 4096
+_MEMO_CALLS = 1024
+_decoded: dict[bytes, Call] = {}
 _HEADER = struct.Struct(">qiqhiq")  # objNum, UID (unique, time, count), op, hash
 _UTF_LEN = struct.Struct(">H")
 
@@ -221,13 +244,22 @@ class JrmpDecoder:
             return DgcAck(uid)
         if kind != CALL:
             raise ProtocolError(f"unknown JRMP message 0x{kind:02x}")
+        data = bytes(buf[1:])
+        call = _decoded.get(data)
+        if call is not None:  # the buffer is exactly a call decoded before
+            buf.clear()
+            return call
         try:
-            call, used = _decode_call(bytes(buf[1:]))
+            call, used = _decode_call(data)
         except JavaStreamTruncated:
             if len(buf) > MAX_MESSAGE:
                 raise ProtocolError(f"call larger than {MAX_MESSAGE} bytes") from None
             return None
         del buf[: 1 + used]
+        if used == len(data) <= _MEMO_BYTES and call.name in _MEMO_METHODS:
+            if len(_decoded) >= _MEMO_CALLS:
+                _decoded.clear()
+            _decoded[data] = call
         return call
 
 
@@ -280,16 +312,39 @@ def encode_return(
     """ReturnData: a normal return of ``value`` (an object) or ``primitive`` (its bytes,
     e.g. b"\\x01" for boolean true; b"" for void), or an exceptional one (``value`` is the
     Throwable, a javaser.JavaObject)."""
+    if primitive is not None and not exceptional:
+        if len(uid) != 14:
+            raise ProtocolError("a return UID is 14 bytes")
+        w = ObjectStreamWriter(annotate=True)
+        w.block(bytes([NORMAL_RETURN]) + uid + primitive)
+        return bytes([RETURN_DATA]) + bytes(w.out)
+    return encode_return_of(uid, encode_returned(value), exceptional=exceptional)
+
+
+# ReturnData, the stream's magic and the block-data record of the return type and UID.
+_RETURN_HEAD = bytes([RETURN_DATA]) + STREAM_MAGIC + bytes([TC_BLOCKDATA, 15])
+
+
+def encode_returned(value: object) -> bytes:
+    """What ``value`` takes in a ReturnData after the return type and UID (it is the
+    stream's first object, so its bytes do not depend on the UID): the part of an
+    answer that can be kept and sent again with :func:`encode_return_of`."""
+    return encode_returned_by(lambda w: w.value(value))
+
+
+def encode_returned_by(write: Callable[[ObjectStreamWriter], None]) -> bytes:
+    """:func:`encode_returned` of what ``write`` writes (one object) to a fresh stream."""
+    w = ObjectStreamWriter(annotate=True)
+    write(w)
+    return bytes(memoryview(w.out)[len(STREAM_MAGIC) :])
+
+
+def encode_return_of(uid: bytes, returned: bytes, *, exceptional: bool = False) -> bytes:
+    """ReturnData of a value already encoded with :func:`encode_returned`."""
     if len(uid) != 14:
         raise ProtocolError("a return UID is 14 bytes")
-    w = ObjectStreamWriter(annotate=True)
-    head = bytes([EXCEPTIONAL_RETURN if exceptional else NORMAL_RETURN]) + uid
-    if primitive is not None and not exceptional:
-        w.block(head + primitive)
-    else:
-        w.block(head)
-        w.value(value)
-    return bytes([RETURN_DATA]) + bytes(w.out)
+    kind = EXCEPTIONAL_RETURN if exceptional else NORMAL_RETURN
+    return b"".join((_RETURN_HEAD, bytes([kind]), uid, returned))
 
 
 def encode_handshake(host: str = "", port: int = 0) -> bytes:

@@ -223,20 +223,22 @@ class JrmpProtocol(asyncio.Protocol):
         self.session = JrmpSession(self.server, str(peer[0]), int(peer[1]))
         _PROTOCOLS[self.session] = self
         self._wait: asyncio.TimerHandle | None = None
-        self._arm()
-
-    def _arm(self) -> None:
-        if self._idle is not None:
-            self._idle.cancel()
-        self._idle = asyncio.get_running_loop().call_later(IDLE_TIMEOUT, self._timeout)
+        self._loop = asyncio.get_running_loop()
+        self._last_input = self._loop.time()
+        self._idle = self._loop.call_later(IDLE_TIMEOUT, self._timeout)
 
     def _timeout(self) -> None:
-        if self.transport is not None:
+        # Input since the timer was set (data_received only notes its time, rather
+        # than setting a new timer for each call): wait for the rest of the time.
+        left = self._last_input + IDLE_TIMEOUT - self._loop.time()
+        if left > 0:
+            self._idle = self._loop.call_later(left, self._timeout)
+        elif self.transport is not None:
             self.transport.close()
 
     def data_received(self, data: bytes) -> None:
         assert self.session is not None
-        self._arm()
+        self._last_input = self._loop.time()
         self._apply(self.session.feed(data))
 
     def connection_lost(self, exc: Exception | None) -> None:

@@ -1,0 +1,246 @@
+"""The JMX answers kept encoded and written in one pass (broker/engine/jmx_replies.py,
+jmxser.write_attribute_list, jrmp.encode_returned and the call memo) give exactly the
+bytes the generic writer gives; a kept answer is sent again only for the same values
+of the same Java types.  The JDK's client reads them in tests/interop/test_java_jmx*.py."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import pytest
+
+from broker.engine import jmx_stockinfo
+from broker.engine.jmx import JmxServer, Send
+from broker.engine.jmx_mbeans import DOMAIN, Registry, one_reading
+from broker.engine.jmx_names import ObjectName
+from broker.engine.jmx_replies import ReplyMemo, value_key
+from broker.protocol import jmxser
+from broker.protocol.javaser import ObjectStreamWriter
+from broker.protocol.jrmp import (
+    NORMAL_RETURN,
+    RETURN_DATA,
+    Call,
+    JrmpDecoder,
+    encode_call,
+    encode_handshake,
+    encode_return,
+    encode_return_of,
+    encode_returned,
+    encode_returned_by,
+)
+from broker.protocol.jtypes import JByte, JChar, JInt, JLong, JShort
+from broker.protocol.types import DEST_QUEUE, DEST_TOPIC
+
+from .test_jmx_operations import _login
+from .test_jmx_rmi import in_process_broker
+
+if TYPE_CHECKING:
+    from broker.server.broker import Broker
+
+pytestmark = pytest.mark.fast
+
+GET_ATTRIBUTES = 6285293806596348999
+QUERY_NAMES = 9152567528369059802
+INVOKE = 1434350937885235744
+UID = bytes(range(14))
+
+# Every kind of value an attribute has, repeated (the repeats are back-references).
+VALUES: list[tuple[str, object]] = [
+    ("Name", "jms"),
+    ("Port", JInt(7676)),
+    ("Small", JInt(5)),
+    ("Small2", JInt(5)),
+    ("Negative", JInt(-129)),
+    ("Count", JLong(123456789012)),
+    ("Zero", JLong(0)),
+    ("Zero2", JLong(0)),
+    ("On", True),
+    ("Off", False),
+    ("On2", True),
+    ("Unset", None),
+    ("Unicode", "caf\u00e9 \U0001f600 nul\x00"),
+    ("Empty", ""),
+    ("Plain", 42),
+    ("Short", JShort(3)),
+    ("Byte", JByte(-1)),
+    ("Char", JChar("x")),
+    ("Float", -0.0),
+    ("Ids", jmxser.string_array(["1", "2"])),
+    (
+        "Info",
+        jmxser.composite(
+            "t",
+            "d",
+            [("a", "A", "java.lang.String", "x"), ("b", "B", "java.lang.Integer", JInt(1))],
+        ),
+    ),
+]
+
+
+@pytest.fixture
+def broker(tmp_path: Path) -> Iterator[Broker]:
+    b = in_process_broker(tmp_path / "var")
+    try:
+        yield b
+    finally:
+        b.executor.shutdown(wait=False)
+
+
+def _generic(pairs: list[tuple[str, object]]) -> bytes:
+    """The AttributeList's ReturnData as the generic writer gives it."""
+    return encode_return(UID, jmxser.attribute_list([jmxser.attribute(n, v) for n, v in pairs]))
+
+
+def _one_pass(pairs: list[tuple[str, object]]) -> bytes:
+    body = encode_returned_by(lambda w: jmxser.write_attribute_list(w, pairs))
+    return encode_return_of(UID, body)
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, len(VALUES)])
+def test_attribute_list_in_one_pass_is_the_generic_bytes(n: int) -> None:
+    pairs = VALUES[:n]
+    assert _one_pass(pairs) == _generic(pairs)
+    assert _one_pass(pairs[::-1]) == _generic(pairs[::-1])
+
+
+def test_return_of_kept_bytes_is_the_stream_encode_return_writes() -> None:
+    for value in [None, "x", JInt(1), jmxser.hash_set([jmxser.object_name(f"{DOMAIN}:a=b")])]:
+        whole = encode_return(UID, value)
+        assert encode_return_of(UID, encode_returned(value)) == whole
+        # By hand: ReturnData, then one stream with the return type and UID in block data.
+        w = ObjectStreamWriter(annotate=True)
+        w.block(bytes([NORMAL_RETURN]) + UID)
+        w.value(value)
+        assert whole == bytes([RETURN_DATA]) + bytes(w.out)
+    exc = jmxser.exception("InstanceNotFoundException", "gone")
+    assert encode_return(UID, exc, exceptional=True) == encode_return_of(
+        UID, encode_returned(exc), exceptional=True
+    )
+
+
+def test_every_mbean_info_kept_is_its_encoding() -> None:
+    memo = ReplyMemo()
+    for key in jmx_stockinfo.kinds():
+        body = memo.value(("getMBeanInfo", key), key, partial(jmx_stockinfo.info_object, key))
+        assert body == encode_returned(jmx_stockinfo.info_object(key))
+        assert memo.value(("getMBeanInfo", key), key, lambda: 1 / 0) is body
+
+
+def test_value_keys_tell_apart_what_is_written_apart() -> None:
+    def key(value: object) -> object:
+        return value_key(["A"], [value])
+
+    # Equal in Python, different in Java: each its own key.
+    assert len({key(True), key(1), key(JInt(1)), key(JLong(1)), key(JShort(1))}) == 5
+    assert key("x") != key(JChar("x"))
+    assert key(-0.0) is None and key(0.5) is None  # floats are never kept
+    assert key(object()) is None
+    info = VALUES[-1][1]
+    assert key(info) == key(jmxser.composite(*_composite_args(JInt(1))))
+    assert key(info) != key(jmxser.composite(*_composite_args(JLong(1))))
+
+
+def _composite_args(b: object) -> tuple[str, str, list[jmxser.Item]]:
+    return "t", "d", [("a", "A", "java.lang.String", "x"), ("b", "B", "java.lang.Integer", b)]
+
+
+def _kept(memo: ReplyMemo, slot: str, pairs: list[tuple[str, object]]) -> bytes:
+    return memo.attribute_list(slot, [n for n, _ in pairs], [v for _, v in pairs])
+
+
+@pytest.mark.parametrize("n", [12, len(VALUES)])
+def test_the_memo_sends_kept_bytes_only_for_the_same_values(n: int) -> None:
+    memo = ReplyMemo()
+    first = _kept(memo, "m", VALUES[:n])
+    assert encode_return_of(UID, first) == _generic(VALUES[:n])
+    if n == 12:  # (VALUES has a float further on: never kept)
+        assert _kept(memo, "m", list(VALUES[:n])) is first
+    for changed in (
+        [*VALUES[: n - 1], ("Other", VALUES[n - 1][1])],  # another name
+        [*VALUES[: n - 1], (VALUES[n - 1][0], JInt(0))],  # another value
+        [*VALUES[: n - 2], (VALUES[n - 2][0], 1), VALUES[n - 1]],  # True as an Integer
+    ):
+        again = _kept(memo, "m", changed)
+        assert again is not first and encode_return_of(UID, again) == _generic(changed)
+    # A float is encoded every time, and its bytes are still the generic ones.
+    floats: list[tuple[str, object]] = [("F", -0.0)]
+    assert encode_return_of(UID, _kept(memo, "f", floats)) == _generic(floats)
+    assert encode_return_of(UID, _kept(memo, "f", [("F", 0.0)])) == _generic([("F", 0.0)])
+    small = ReplyMemo(limit=1)
+    _kept(small, "a", VALUES[:1])
+    _kept(small, "b", VALUES[:1])  # the memo starts again: only "b" is kept
+    assert len(small._kept) == 1
+
+
+def test_a_call_decoded_again_from_the_memo_is_the_same_call(broker: Broker) -> None:
+    srv = JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
+    _s, conn = _login(srv)
+    name = jmxser.object_name(f"{DOMAIN}:type=Broker,subtype=Config")
+    call = encode_call(conn, GET_ATTRIBUTES, [name, jmxser.string_array(["Port"]), None])
+    first = JrmpDecoder()
+    first.feed(encode_handshake())
+    (a,) = first.feed(call)
+    second = JrmpDecoder()
+    second.feed(encode_handshake())
+    assert second.feed(call[:10]) == []
+    (b,) = second.feed(call[10:])
+    assert isinstance(a, Call) and a == b and a.name == "getAttributes"
+    # Two calls in one read: decoded, not taken from the memo as one.
+    both = second.feed(call + call)
+    assert [c.name for c in both if isinstance(c, Call)] == ["getAttributes"] * 2
+    # invoke is never kept: its arguments are the caller's to read.
+    inv = encode_call(conn, INVOKE, [name, "x", None, None, None])
+    (c,) = first.feed(inv)
+    (d,) = first.feed(inv)
+    assert isinstance(c, Call) and c == d and c is not d
+
+
+def test_polled_answers_are_the_generic_bytes(broker: Broker) -> None:
+    """What getAttributes and queryNames send, kept or not, is what encoding the values
+    read gives (every MBean of a broker with destinations and a connection)."""
+    broker.router.create_destination("q1", DEST_QUEUE)
+    broker.router.create_destination("t1", DEST_TOPIC)
+    srv = JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
+    s, conn = _login(srv)
+    names = Registry(broker).query(None)
+    pattern = jmxser.object_name(f"{DOMAIN}:*")
+    null = None
+    for _round in range(2):  # the second round sends what the first kept
+        (reply,) = s.feed(encode_call(conn, QUERY_NAMES, [pattern, null, None]))
+        assert isinstance(reply, Send)
+        expected = jmxser.hash_set([jmxser.object_name(n.canonical) for n in names])
+        assert reply.data == encode_return(reply.data[8:22], expected)
+        for name in names:
+            kind = jmx_stockinfo.kind_of(name)
+            assert kind is not None
+            wanted = [a[0] for a in kind.attributes]
+            args = [jmxser.object_name(name.canonical), jmxser.string_array(wanted), None]
+            (reply,) = s.feed(encode_call(conn, GET_ATTRIBUTES, args))
+            assert isinstance(reply, Send)
+            mbean = srv.registry.get(name)
+            assert mbean is not None
+            with one_reading():
+                pairs = [(a, mbean.attributes[a](broker)) for a in wanted if a in mbean.attributes]
+            assert reply.data == encode_return(
+                reply.data[8:22], jmxser.attribute_list([jmxser.attribute(*p) for p in pairs])
+            ), name.canonical
+
+
+def test_destination_mbeans_are_found_by_name(broker: Broker) -> None:
+    broker.router.create_destination("q1", DEST_QUEUE)
+    broker.router.create_destination("t1", DEST_TOPIC)
+    reg = Registry(broker)
+    listed = {n.canonical for n in reg.query(None)}
+    for desttype, dest in (("q", "q1"), ("t", "t1"), ("t", "mq.metrics.broker"), ("q", "t1")):
+        for subtype in ("Config", "Monitor"):
+            name = ObjectName.parse(
+                f'{DOMAIN}:type=Destination,subtype={subtype},desttype={desttype},name="{dest}"'
+            )
+            found = reg.get(name)
+            # Found exactly when listed (the metrics topics are the broker's own).
+            assert (found is not None) == (name.canonical in listed), name.canonical
+            if found is not None:
+                assert found.key.name == dest
