@@ -54,8 +54,10 @@ class PortMapperProtocol(asyncio.Protocol):
         if self.timer:
             self.timer.cancel()
         self.transport.write(self.portmapper.table().encode())
-        # Let the client close first; close ourselves if it does not.
-        asyncio.get_running_loop().call_later(2.0, self.transport.close)
+        # Let the client close first (no TIME_WAIT here); close ourselves if it has not
+        # within imq.portmapper.sotimeout, as the stock broker does: the C client reads
+        # the table to EOF, so every C connection waits this long.
+        asyncio.get_running_loop().call_later(self.portmapper.timeout, self.transport.close)
 
     def connection_lost(self, exc: Exception | None) -> None:
         if self.timer:
