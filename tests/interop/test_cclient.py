@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
@@ -120,11 +121,14 @@ def test_c_client_auth_types(own_broker: Any, c_probe: CProbe, auth: str) -> Non
     assert "status 0" in good.lines and good.checks == {"connect_close": "ok"}, good.explain()
 
     # Several times: the library used to lose the refusal to a race with the socket's
-    # EOF now and then (see broker.server.connection.REFUSED_LOGIN_LINGER).
-    for user, password in [("guest", "wrong"), ("nobody", "guest")] * 2:
-        bad = c_probe.run(b, "connect", user=user, password=password)
-        assert bad.returncode != 0, bad.explain()
-        assert f"status {MQ_BROKER_INVALID_LOGIN}" in bad.lines, bad.explain()
+    # EOF now and then (see broker.server.connection.REFUSED_LOGIN_LINGER). The attempts
+    # run side by side: each waits out the broker's linger before the refusal ends it.
+    attempts = [("guest", "wrong"), ("nobody", "guest")] * 2
+    with ThreadPoolExecutor(len(attempts)) as pool:
+        runs = pool.map(lambda up: c_probe.run(b, "connect", user=up[0], password=up[1]), attempts)
+        for bad in list(runs):
+            assert bad.returncode != 0, bad.explain()
+            assert f"status {MQ_BROKER_INVALID_LOGIN}" in bad.lines, bad.explain()
     # The broker saw a C client log in and the failures as failures.
     log = b.log_text()
     assert "guest" in log and "nobody" in log, log[-3000:]
