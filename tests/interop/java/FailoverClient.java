@@ -338,7 +338,7 @@ public class FailoverClient {
             MessageConsumer r = s.createConsumer(s.createQueue(txnQueue));
             Set<Integer> ts = new TreeSet<>();
             int total = 0;
-            for (Message m = r.receive(10000); m != null; m = r.receive(2000)) {
+            for (Message m = r.receive(10000); m != null; m = r.receive(total < inTxn ? 10000 : 500)) {
                 ts.add(m.getIntProperty("t"));
                 total++;
             }
