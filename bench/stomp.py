@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import multiprocessing
 import os
 import resource
@@ -47,7 +48,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -370,7 +371,10 @@ def run_all(pid: int, port: int, scale: float, only: list[str]) -> Measured:
     return out
 
 
-def run_one(name: str, tmp: Path, scale: float, only: list[str]) -> Measured:
+@contextlib.contextmanager
+def serving(name: str, tmp: Path) -> Iterator[tuple[int, int]]:
+    """Broker ``name`` (ours, stock, rabbitmq, activemq) started in ``tmp``: its process
+    id and STOMP port, stopped on leaving."""
     if name == "ours":
         port = free_port()
         (tmp / "ours").mkdir(parents=True)
@@ -382,25 +386,31 @@ def run_one(name: str, tmp: Path, scale: float, only: list[str]) -> Measured:
             tty=False,
         )
         try:
-            return run_all(b.proc.pid, port, scale, only)
+            yield b.proc.pid, port
         finally:
             b.stop()
-    if name == "stock":
+    elif name == "stock":
         with stock_stomp_broker() as (sb, port):
-            return run_all(sb.proc.pid, port, scale, only)
-    if name == "rabbitmq":
+            yield sb.proc.pid, port
+    elif name == "rabbitmq":
         port, env, rproc = start_rabbitmq(tmp / "rabbitmq")
         NON_PERSISTENT.clear()
         try:
-            return run_all(rproc.pid, port, scale, only)
+            yield rproc.pid, port
         finally:
             NON_PERSISTENT["persistent"] = "false"
             stop_rabbitmq(env, rproc)
-    port, proc = start_activemq(tmp / "activemq", AMQ_STOMP_CONFIG)
-    try:
-        return run_all(proc.pid, port, scale, only)
-    finally:
-        stop_proc(proc)
+    else:
+        port, proc = start_activemq(tmp / "activemq", AMQ_STOMP_CONFIG)
+        try:
+            yield proc.pid, port
+        finally:
+            stop_proc(proc)
+
+
+def run_one(name: str, tmp: Path, scale: float, only: list[str]) -> Measured:
+    with serving(name, tmp) as (pid, port):
+        return run_all(pid, port, scale, only)
 
 
 def rss_mb(pid: int) -> float:
