@@ -15,7 +15,16 @@ Workloads, 1 KB bodies:
 
     .venv/bin/python bench/stomp.py                  # all brokers
     .venv/bin/python bench/stomp.py --brokers ours --scale 0.2
+    .venv/bin/python bench/stomp.py --workloads topic --clients processes
     .venv/bin/python bench/stomp.py --idle 10000     # our RSS with 10,000 idle connections
+
+The clients are threads of this process (``--clients threads``, the default: one
+interpreter lock between the producer and every subscriber, which then caps what a fast
+broker can show) or each subscriber a process of its own (``--clients processes``: as
+separate client programs are; the producer stays here).  Either way every broker gets the
+same clients.  Rates are timed from the first send to the last delivery; besides them the
+table gives the CPU the clients (every thread or process) and the broker (its process
+and descendants, /proc) used a message, which a loaded machine distorts far less.
 
 ``--idle N`` instead opens N STOMP 1.2 connections to our broker (CONNECT with login,
 ``heart-beat:0,0``, CONNECTED awaited; raw asyncio sockets, not stomp.py, whose reader
@@ -27,6 +36,8 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import multiprocessing
 import os
 import resource
 import shutil
@@ -37,7 +48,7 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +92,7 @@ class Counter(stomp.ConnectionListener):
     def __init__(self, conn: Any, want: int, client_ack: bool = False) -> None:
         self.conn, self.want, self.client_ack = conn, want, client_ack
         self.got = 0
+        self.last = 0.0  # perf_counter when the last wanted message came
         self.done = threading.Event()
         self.receipt = threading.Event()
 
@@ -92,7 +104,8 @@ class Counter(stomp.ConnectionListener):
             self.conn.send_frame(
                 "ACK", {"message-id": h["message-id"], "subscription": h["subscription"]}
             )
-        if self.got >= self.want:
+        if self.got == self.want:
+            self.last = time.perf_counter()
             self.done.set()
 
     def on_receipt(self, frame: Any) -> None:
@@ -115,29 +128,88 @@ def settle(conn: Any, listener: Counter) -> None:
     conn.send_frame("ABORT", {"transaction": "settle"})
 
 
-def flow(port: int, n: int, dest: str, subscribers: int, ack: str) -> float:
-    """Deliveries/s: ``subscribers`` consumers of ``dest``, one producer of ``n``."""
+def cpu_self() -> float:
+    """This process's CPU seconds (every thread), user and system."""
+    t = os.times()
+    return t.user + t.system
+
+
+def subscriber(port: int, dest: str, sid: str, n: int, ack: str, pipe: Any) -> None:
+    """One subscriber in a process of its own (``--clients processes``): says when it
+    is subscribed, then when its ``n``-th message came and the CPU it used meanwhile."""
+    c, lst = connect(port, n, client_ack=ack == "client")
+    c.subscribe(dest, id=sid, ack=ack)
+    settle(c, lst)
+    cpu0 = cpu_self()
+    pipe.send("ready")
+    ok = lst.done.wait(600)
+    pipe.send((lst.got, lst.last if ok else None, cpu_self() - cpu0))
+    c.disconnect()
+
+
+# One workload's result: msgs (or deliveries) a second, how many, the clients' CPU seconds
+# (every client thread or process, first send to last delivery).
+Result = tuple[float, int, float]
+
+
+def flow(port: int, n: int, dest: str, subscribers: int, ack: str) -> Result:
+    """Deliveries/s: ``subscribers`` consumers of ``dest``, one producer of ``n``; the
+    subscribers are threads of this process or processes of their own (CLIENTS)."""
+    if CLIENTS["mode"] == "processes":
+        ctx = multiprocessing.get_context("fork")
+        pipes, procs = [], []
+        for i in range(subscribers):
+            mine, theirs = ctx.Pipe()
+            p = ctx.Process(target=subscriber, args=(port, dest, f"s{i}", n, ack, theirs))
+            p.start()
+            pipes.append(mine)
+            procs.append(p)
+        for mine in pipes:
+            if not mine.poll(300) or mine.recv() != "ready":
+                raise RuntimeError(f"{dest}: a subscriber did not subscribe")
+        prod, plst = connect(port)
+        cpu0 = cpu_self()
+        start = time.perf_counter()
+        for _ in range(n):
+            prod.send(dest, BODY, headers=dict(NON_PERSISTENT))
+        client_cpu = cpu_self() - cpu0
+        last = start
+        for mine in pipes:
+            if not mine.poll(660):
+                raise RuntimeError(f"{dest}: a subscriber said nothing")
+            got, when, cpu = mine.recv()
+            if when is None:
+                raise RuntimeError(f"{dest}: {got} of {n} arrived")
+            last = max(last, when)
+            client_cpu += cpu
+        for p in procs:
+            p.join(60)
+        prod.disconnect()
+        return n * subscribers / (last - start), n * subscribers, client_cpu
     subs = [connect(port, n, client_ack=ack == "client") for _ in range(subscribers)]
     for i, (c, lst) in enumerate(subs):
         c.subscribe(dest, id=f"s{i}", ack=ack)
         settle(c, lst)
     prod, plst = connect(port)
+    cpu0 = cpu_self()
     start = time.perf_counter()
     for _ in range(n):
         prod.send(dest, BODY, headers=dict(NON_PERSISTENT))
     for _, lst in subs:
         if not lst.done.wait(600):
             raise RuntimeError(f"{dest}: {lst.got} of {n} arrived")
-    elapsed = time.perf_counter() - start
+    elapsed = max(lst.last for _, lst in subs) - start
+    client_cpu = cpu_self() - cpu0
     for c, _ in [*subs, (prod, plst)]:
         c.disconnect()
-    return n * subscribers / elapsed
+    return n * subscribers / elapsed, n * subscribers, client_cpu
 
 
-def receipts(port: int, n: int) -> float:
+def receipts(port: int, n: int) -> Result:
     """Persistent sends/s, each waiting for its RECEIPT."""
     q = "/queue/bench.receipts." + uuid.uuid4().hex[:8]
     prod, lst = connect(port)
+    cpu0 = cpu_self()
     start = time.perf_counter()
     for i in range(n):
         lst.receipt.clear()
@@ -145,39 +217,78 @@ def receipts(port: int, n: int) -> float:
         if not lst.receipt.wait(60):
             raise RuntimeError(f"no RECEIPT for send {i}")
     elapsed = time.perf_counter() - start
+    client_cpu = cpu_self() - cpu0
     drain, dl = connect(port, n)
     drain.subscribe(q, id="d", ack="auto")
     dl.done.wait(120)
     drain.disconnect()
     prod.disconnect()
-    return n / elapsed
+    return n / elapsed, n, client_cpu
 
 
-def workloads(scale: float) -> list[tuple[str, Callable[[int], float]]]:
+def workloads(scale: float, only: list[str] | None = None) -> list[Workload]:
+    """(key, label, run) of each workload, those named in ``only`` (WORKLOADS) if given."""
+
     def n(base: int) -> int:
         return max(100, int(base * scale))
 
     def u(prefix: str) -> str:
         return f"/{prefix}/bench.{uuid.uuid4().hex[:8]}"
 
-    return [
+    every: list[Workload] = [
         (
+            "auto",
             f"queue 1→1 non-persistent, ack:auto, {n(20000)} msgs: msgs/s",
             lambda p: flow(p, n(20000), u("queue"), 1, "auto"),
         ),
         (
+            "client",
             f"queue 1→1 non-persistent, ack:client, {n(10000)} msgs: msgs/s",
             lambda p: flow(p, n(10000), u("queue"), 1, "client"),
         ),
         (
+            "topic",
             f"topic 1→4 non-persistent, {n(5000)} msgs: deliveries/s",
             lambda p: flow(p, n(5000), u("topic"), 4, "auto"),
         ),
         (
+            "receipts",
             f"persistent sends with receipts, {n(2000)} msgs: msgs/s",
             lambda p: receipts(p, n(2000)),
         ),
     ]
+    return [w for w in every if only is None or w[0] in only]
+
+
+Workload = tuple[str, str, Callable[[int], Result]]
+WORKLOADS = ("auto", "client", "topic", "receipts")
+# How the clients run (--clients): "threads" of this process (one interpreter, one lock
+# between them) or "processes" (each subscriber a process of its own, the producer here).
+CLIENTS = {"mode": "threads"}
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of process ``pid`` and every descendant (a JVM's run.sh, RabbitMQ's
+    beam under its scripts), user and system."""
+    kids: dict[int, list[int]] = {}
+    times: dict[int, float] = {}
+    tick = os.sysconf("SC_CLK_TCK")
+    for d in Path("/proc").iterdir():
+        if not d.name.isdigit():
+            continue
+        try:
+            stat = (d / "stat").read_text()
+        except OSError:
+            continue
+        f = stat[stat.rindex(")") + 2 :].split()
+        kids.setdefault(int(f[1]), []).append(int(d.name))
+        times[int(d.name)] = (int(f[11]) + int(f[12])) / tick
+    total, todo = 0.0, [pid]
+    while todo:
+        p = todo.pop()
+        total += times.get(p, 0.0)
+        todo.extend(kids.get(p, []))
+    return total
 
 
 RABBIT_BIN = Path("/usr/lib/rabbitmq/bin")
@@ -247,7 +358,23 @@ def activemq_installed() -> bool:
     ).is_file()
 
 
-def run_one(name: str, tmp: Path, scale: float) -> list[float]:
+# A broker's result per workload: the Result and the broker's CPU seconds.
+Measured = list[tuple[float, int, float, float]]
+
+
+def run_all(pid: int, port: int, scale: float, only: list[str]) -> Measured:
+    out = []
+    for _, _, fn in workloads(scale, only):
+        cpu0 = tree_cpu(pid)
+        rate, count, client_cpu = fn(port)
+        out.append((rate, count, client_cpu, tree_cpu(pid) - cpu0))
+    return out
+
+
+@contextlib.contextmanager
+def serving(name: str, tmp: Path) -> Iterator[tuple[int, int]]:
+    """Broker ``name`` (ours, stock, rabbitmq, activemq) started in ``tmp``: its process
+    id and STOMP port, stopped on leaving."""
     if name == "ours":
         port = free_port()
         (tmp / "ours").mkdir(parents=True)
@@ -259,25 +386,31 @@ def run_one(name: str, tmp: Path, scale: float) -> list[float]:
             tty=False,
         )
         try:
-            return [fn(port) for _, fn in workloads(scale)]
+            yield b.proc.pid, port
         finally:
             b.stop()
-    if name == "stock":
-        with stock_stomp_broker() as (_, port):
-            return [fn(port) for _, fn in workloads(scale)]
-    if name == "rabbitmq":
+    elif name == "stock":
+        with stock_stomp_broker() as (sb, port):
+            yield sb.proc.pid, port
+    elif name == "rabbitmq":
         port, env, rproc = start_rabbitmq(tmp / "rabbitmq")
         NON_PERSISTENT.clear()
         try:
-            return [fn(port) for _, fn in workloads(scale)]
+            yield rproc.pid, port
         finally:
             NON_PERSISTENT["persistent"] = "false"
             stop_rabbitmq(env, rproc)
-    port, proc = start_activemq(tmp / "activemq", AMQ_STOMP_CONFIG)
-    try:
-        return [fn(port) for _, fn in workloads(scale)]
-    finally:
-        stop_proc(proc)
+    else:
+        port, proc = start_activemq(tmp / "activemq", AMQ_STOMP_CONFIG)
+        try:
+            yield proc.pid, port
+        finally:
+            stop_proc(proc)
+
+
+def run_one(name: str, tmp: Path, scale: float, only: list[str]) -> Measured:
+    with serving(name, tmp) as (pid, port):
+        return run_all(pid, port, scale, only)
 
 
 def rss_mb(pid: int) -> float:
@@ -361,11 +494,24 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--brokers", default="ours,stock,activemq,rabbitmq")
     ap.add_argument("--scale", type=float, default=1.0, help="message counts times this")
+    ap.add_argument(
+        "--workloads", default=",".join(WORKLOADS), help="some of " + ",".join(WORKLOADS)
+    )
+    ap.add_argument(
+        "--clients",
+        choices=("threads", "processes"),
+        default=CLIENTS["mode"],
+        help="subscribers as threads of one process or processes of their own",
+    )
     ap.add_argument("--idle", type=int, default=0, help="only: RSS with this many idle conns")
     args = ap.parse_args()
     if args.idle:
         idle(args.idle)
         return
+    CLIENTS["mode"] = args.clients
+    only = [w for w in args.workloads.split(",") if w]
+    if bad := set(only) - set(WORKLOADS):
+        ap.error(f"unknown workloads {sorted(bad)}")
     names = [n for n in args.brokers.split(",") if n]
     if "stock" in names and missing_stock_broker():
         print("stock broker missing:", missing_stock_broker(), file=sys.stderr)
@@ -376,30 +522,43 @@ def main() -> None:
     if "rabbitmq" in names and not rabbitmq_installed():
         print("RabbitMQ (Debian's rabbitmq-server) not installed: left out", file=sys.stderr)
         names.remove("rabbitmq")
-    print(f"load average before: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"clients: {args.clients}; load average before: {loadavg()}")
     tmp = Path(tempfile.mkdtemp(prefix="bench-stomp-"))
-    results: dict[str, list[float]] = {}
+    results: dict[str, Measured] = {}
     try:
         for name in names:
-            results[name] = run_one(name, tmp, args.scale)
-            print(f"{name}: " + ", ".join(f"{r:,.0f}" for r in results[name]), flush=True)
+            results[name] = run_one(name, tmp, args.scale, only)
+            print(f"{name}: " + ", ".join(f"{r[0]:,.0f}" for r in results[name]), flush=True)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print()
-    labels = [label for label, _ in workloads(args.scale)]
+    labels = [label for _, label, _ in workloads(args.scale, only)]
     head = "| workload | " + " | ".join(names)
     if "ours" in results:
         head += "".join(f" | ours/{n}" for n in names if n != "ours")
     print(head + " |")
     print("|---" * (head.count("|")) + "|")
     for i, label in enumerate(labels):
-        row = f"| {label} | " + " | ".join(f"{results[n][i]:,.0f}" for n in names)
+        row = f"| {label} | " + " | ".join(f"{results[n][i][0]:,.0f}" for n in names)
         if "ours" in results:
             row += "".join(
-                f" | {results['ours'][i] / results[n][i]:.2f}×" for n in names if n != "ours"
+                f" | {results['ours'][i][0] / results[n][i][0]:.2f}×" for n in names if n != "ours"
             )
         print(row + " |")
-    print(f"\nload average after: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print("\nCPU µs per message (per delivery for topic), clients / broker:\n")
+    print("| workload | " + " | ".join(names) + " |")
+    print("|---" * (len(names) + 1) + "|")
+    for i, label in enumerate(labels):
+        cells = []
+        for n in names:
+            _, count, client, broker = results[n][i]
+            cells.append(f"{1e6 * client / count:,.0f} / {1e6 * broker / count:,.0f}")
+        print(f"| {label.rsplit(': ', 1)[0]} | " + " | ".join(cells) + " |")
+    print(f"\nload average after: {loadavg()}")
+
+
+def loadavg() -> str:
+    return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
 
 if __name__ == "__main__":

@@ -18,7 +18,8 @@ since the epoch both ways (the stock bridge adds it to the time of the send as a
 to live, yet reports the absolute JMSExpiration on MESSAGE); headers that are not Java
 identifiers (``content-type``) are kept as properties, not refused; Map, Stream and
 Object messages reach a STOMP subscriber as their body bytes with a ``jms-message-type``
-header instead of closing the connection.
+header instead of closing the connection; a persistent message's MESSAGE says
+``persistent:true`` (a non-persistent one's has no ``persistent``, as ActiveMQ's).
 """
 
 from __future__ import annotations
@@ -250,7 +251,8 @@ class FrameParts:
     and delivery says itself (subscription, destination, ack, redelivered,
     JMSXDeliveryCount).  Headers in the stock bridge's order: subscription, destination,
     message-id, ack, reply-to, correlation-id, expires, redelivered, priority,
-    timestamp, type, persistent, JMSXDeliveryCount, the properties (as Java's
+    timestamp, type, persistent (``true``, on a persistent message's only),
+    JMSXDeliveryCount, the properties (as Java's
     String.valueOf writes them, the broker's own JMQ* left out), ``jms-message-type``
     for a Map, Stream or Object message, and content-length when there is a body."""
 
@@ -295,7 +297,7 @@ class FrameParts:
             msg.priority,
             msg.timestamp,
             type_line,
-            _PERSISTENT if msg.persistent else _NOT_PERSISTENT,
+            _PERSISTENT if msg.persistent else b"",
         )
         tail = []
         have_length = False
@@ -387,8 +389,10 @@ def _head_lines(
 
 # Variable header bytes and version -> _head_lines' answer (bounded: properties.remember).
 _HEAD_LINES: dict[tuple[bytes, str], tuple[bytes, bytes, int, bool]] = {}
+# A persistent message's frame says so; a non-persistent one's has no line (ActiveMQ's and
+# RabbitMQ's frames are the same; the stock bridge never writes one): a subscriber that
+# reads ``persistent == "true"`` is right either way, and stomp.py pays for every line.
 _PERSISTENT = b"persistent:true\n"
-_NOT_PERSISTENT = b"persistent:false\n"
 _REDELIVERED = b"redelivered:true\n"
 _NOT_REDELIVERED = b"redelivered:false\n"
 _ESCAPERS: dict[str, Callable[[str], str]] = {
