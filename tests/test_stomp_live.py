@@ -209,6 +209,8 @@ def test_headers_both_ways_and_selector(peers, version, stock):
     # writes one: docs/reference/stomp.md).
     assert "persistent" not in h
     assert h["message-id"].startswith("ID:")
+    # Its ID names where it came from (the client's address), as a JMQ client's does.
+    assert "-0.0.0.0-" not in h["message-id"], h["message-id"]
     assert a.nothing_more()
 
 

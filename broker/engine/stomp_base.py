@@ -150,6 +150,7 @@ class StompEngineBase(Outbox):
         "_wrote",
         "hb_in",
         "hb_out",
+        "_ip",
     )
 
     def __init__(
@@ -189,6 +190,7 @@ class StompEngineBase(Outbox):
         self._adding: Subscription | None = None
         self._held: list[bytes] | None = None
         self._next_cid = 0
+        self._ip: bytes | None = None  # the client's address for message IDs, once known
         self._pumping = False
         self.subs: dict[str, Subscription] = {}
         self._by_cid: dict[int, Subscription] = {}

@@ -29,6 +29,7 @@ from broker.protocol.names import (
 )
 from broker.protocol.packet import VH_TRANSACTIONID, Packet
 from broker.protocol.stomp import Frame
+from broker.protocol.sysmsgid import IP_ZERO, ip_field
 from broker.protocol.types import DEST_TEMP, DEST_TOPIC, FLAG_A, AckMode, PacketType, Status
 
 from .stomp_base import Reply, StompEngineBase, Subscription
@@ -118,9 +119,30 @@ class StompFrameRules(StompEngineBase):
         cid = self._cid()
         self._waiting[cid] = f  # its reply: the receipt, or an ERROR (_send_answered)
         raw = message_packet(
-            f.headers, f.body, dest, reply_to, txn, self.id, self.id, want_reply=cid, flags=FLAG_A
+            f.headers,
+            f.body,
+            dest,
+            reply_to,
+            txn,
+            self.id,
+            self.id,
+            ip=self._origin_ip(),
+            want_reply=cid,
+            flags=FLAG_A,
         )
         self._feed(raw)
+
+    def _origin_ip(self) -> bytes:
+        """The client's address for its messages' IDs, as a JMQ client puts its own there
+        (zero when the peer is unknown, e.g. in tests that feed frames)."""
+        ip = self._ip
+        if ip is None:
+            try:
+                ip = ip_field(self.peer.rpartition(":")[0])
+            except ValueError:
+                ip = IP_ZERO
+            self._ip = ip
+        return ip
 
     def on_subscribe(self, f: Frame) -> None:
         dest = parse_destination(f.get("destination"), self.id)

@@ -48,6 +48,7 @@ from broker.protocol.packet import (
 )
 from broker.protocol.properties import remember
 from broker.protocol.stomp import VERSIONS, escape
+from broker.protocol.sysmsgid import IP_ZERO
 from broker.protocol.types import (
     DEST_QUEUE,
     DEST_TEMP,
@@ -183,10 +184,12 @@ def message_packet(
     conn_id: int,
     port: int,
     *,
+    ip: bytes = IP_ZERO,
     want_reply: int = 0,
     flags: int = 0,
 ) -> bytes:
-    """The JMQ message packet a SEND means (``want_reply``: its correlation id, with A)."""
+    """The JMQ message packet a SEND means (``want_reply``: its correlation id, with A;
+    ``ip`` and ``port``: its message ID's origin, as a JMQ client writes its own)."""
     fields: dict[int, object] = {
         VH_DESTINATION: dest.name,
         VH_DESTINATION_CLASS: dest.java_class,
@@ -241,6 +244,7 @@ def message_packet(
         raw_fields=dest.fields() if len(fields) == 2 else None,
         priority=priority,
         expiration=expiration,
+        ip=ip,
         port=port & 0xFFFF,
         sequence=next(_SEQUENCE) & 0x7FFFFFFF,
     )
