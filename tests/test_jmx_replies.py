@@ -301,3 +301,11 @@ def test_a_memo_keeping_nothing_keeps_no_layout() -> None:
     for pairs in _rounds()[:2]:
         assert encode_return_of(UID, _kept(memo, "m", pairs)) == _generic(pairs)
     assert not memo._kept and not memo._layouts
+
+
+def test_return_uids_are_unique_past_the_count_of_shorts() -> None:
+    from broker.engine.jmx import _ReturnUids
+
+    uids = _ReturnUids()
+    made = [uids.next() for _ in range(70_000)]  # the count wraps (65,536 shorts) once
+    assert len(set(made)) == len(made) and {len(u) for u in made} == {14}

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import logging
 import secrets
+import struct
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -181,8 +183,29 @@ def _new_objid() -> ObjID:
     )
 
 
-def _uid() -> bytes:
-    return secrets.token_bytes(14)
+class _ReturnUids:
+    """The UIDs of ReturnData, made as java.rmi.server.UID makes them: a random int of
+    this process, a time in milliseconds and a count that runs through the shorts before
+    the time moves on (a random UID cost a getrandom call per answer)."""
+
+    _PACK = struct.Struct(">iqh").pack
+
+    def __init__(self) -> None:
+        self.unique = secrets.randbits(32) - (1 << 31)
+        self.time = int(time.time() * 1000)
+        self.count = -(1 << 15)
+
+    def next(self) -> bytes:
+        count = self.count
+        if count == (1 << 15):
+            # As the JDK's UID: a new time, later than the last, once the counts are used.
+            self.time = max(self.time + 1, int(time.time() * 1000))
+            count = -(1 << 15)
+        self.count = count + 1
+        return self._PACK(self.unique, self.time, count)
+
+
+_uid = _ReturnUids().next
 
 
 class JrmpSession:
