@@ -117,11 +117,17 @@ def broker_id(b: Any, _key: Any = None) -> str | None:
 
 def _services(b: Any) -> list[Any]:
     """The running JMQ services (not the STOMP bridge's listeners)."""
-    return [s for s in b.services if s.protocol != "stomp"]
+    return _view("services", b, lambda: [s for s in b.services if s.protocol != "stomp"])
 
 
 def _counters(b: Any, services: list[Any] | None = None) -> dict[str, int]:
-    return broker_counters(b, _services(b) if services is None else services)
+    """broker_counters of ``services`` (default: every JMQ service); one service's or
+    all of them once per reading (a Service Monitor reads nine of them)."""
+    if services is None:
+        return _view("counters", b, lambda: broker_counters(b, _services(b)))
+    if len(services) == 1:
+        return _view("counters", services[0], lambda: broker_counters(b, services))
+    return broker_counters(b, services)
 
 
 def _consumers(b: Any) -> int:
@@ -156,7 +162,11 @@ def _dest_name(p: Any) -> str:
 
 
 def _destinations(b: Any) -> list[Any]:
-    return listed_by_admin(b.router)
+    return _view("destinations", b, lambda: listed_by_admin(b.router))
+
+
+def _producers_per_connection(b: Any) -> dict[int, int]:
+    return _view("producers", b, lambda: queries.producers_per_connection(b.router))
 
 
 def _transactions(b: Any) -> int:
@@ -563,7 +573,7 @@ def _service_count(b: Any, name: str, what: str) -> int:
     if what == "consumers":
         return sum(queries.consumer_count(c.all_sessions()) for c in s.connections)
     ids = {c.id for c in s.connections}
-    return sum(n for cid, n in queries.producers_per_connection(b.router).items() if cid in ids)
+    return sum(n for cid, n in _producers_per_connection(b).items() if cid in ids)
 
 
 def _one_service(b: Any, name: str) -> list[Any] | None:
@@ -627,10 +637,11 @@ _DEST_STATE_LABELS = {0: "Running", 1: "Consumers Paused", 2: "Producers Paused"
 _LIMIT_BEHAVIORS = ("FLOW_CONTROL", "REMOVE_OLDEST", "REJECT_NEWEST", "REMOVE_LOW_PRIORITY")
 
 
-# The destination views of the reading in progress (None: no reading), by kind and
-# destination: each view walks the destination's waiting messages (paged_out), so the
-# attributes a getAttributes asks for share one walk instead of one each (a monitoring
-# poll of a destination with a backlog cost seconds of the event loop otherwise).
+# The views of the reading in progress (None: no reading), by kind and object: a
+# destination's info and metrics (each walks the destination's waiting messages, so the
+# attributes a getAttributes asks for share one walk instead of one each: a monitoring
+# poll of a destination with a backlog cost seconds of the event loop otherwise), the
+# services and their counters, the destinations listed, the producers per connection.
 _reading: dict[tuple[str, int], Any] | None = None
 
 
@@ -794,7 +805,7 @@ def _peer(b: Any, cid: int) -> tuple[str, int]:
 
 
 def _conn_producers(b: Any, cid: int) -> int:
-    return queries.producers_per_connection(b.router).get(cid, 0)
+    return _producers_per_connection(b).get(cid, 0)
 
 
 def _conn_consumers(b: Any, cid: int) -> int:
