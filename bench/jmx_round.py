@@ -68,7 +68,8 @@ MARSHALLED_NULL = JavaObject(
 
 def loaded_broker(var: Path, destinations: int, connections: int) -> Any:
     """An unstarted broker whose router has ``destinations`` queues and ``connections``
-    connections, each with a session, a consumer and a producer on one of the queues."""
+    connections of its jms service (listed with admin as running), each with a session,
+    a consumer and a producer on one of the queues."""
     from broker.engine import ConnectionEngine
     from broker.security.filerepo import FileUserRepository
     from broker.server.broker import Broker, Service
@@ -82,11 +83,14 @@ def loaded_broker(var: Path, destinations: int, connections: int) -> Any:
     for i in range(destinations):
         b.router.create_destination(f"bench{i}", DEST_QUEUE)
     svc = Service("jms", "NORMAL", "tcp", None, 0, "basic", -1)
+    # The services a started broker runs (the Service MBeans read their counters).
+    b.services += [svc, Service("admin", "ADMIN", "tcp", None, 0, "basic", -1)]
     for i in range(connections):
         conn = ConnectionEngine(b, svc)
         conn.peer = f"127.0.0.1:{20000 + i}"
         conn.user = "guest"
         b.connections[conn.id] = conn
+        svc.connections.add(conn)
         session = b.router.create_session(conn, 1)
         conn.sessions[session.id] = session
         if destinations:
@@ -131,7 +135,8 @@ def run_round(session: JrmpSession, calls: list[bytes]) -> int:
 
 def traffic_round(broker: Any, session: JrmpSession, calls: list[bytes]) -> int:
     """:func:`run_round` after a second of traffic as the counters see it: every
-    destination's message and byte counts move on, and the message memory with them."""
+    destination's and the jms service's message and byte counts move on, and the
+    message memory with them."""
     from broker.core.message import BODIES
 
     for d in (*broker.router.queues.values(), *broker.router.topics.values()):
@@ -140,6 +145,16 @@ def traffic_round(broker: Any, session: JrmpSession, calls: list[bytes]) -> int:
         d.msg_bytes_in += 100_000
         d.msg_bytes_out += 100_000
         d.peak_msgs += 1
+    for svc in broker.services[:1]:  # the jms service's traffic counters
+        m = svc.metrics
+        m.messages_in += 1000
+        m.messages_out += 1000
+        m.packets_in += 2000
+        m.packets_out += 2000
+        m.message_bytes_in += 100_000
+        m.message_bytes_out += 100_000
+        m.packet_bytes_in += 150_000
+        m.packet_bytes_out += 150_000
     BODIES.bytes += 1000
     return run_round(session, calls)
 
