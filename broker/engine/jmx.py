@@ -22,7 +22,7 @@ from typing import Any
 
 from broker.engine import jmx_operations, jmx_readops
 from broker.engine import jmx_stockinfo as jmx_info
-from broker.engine.jmx_mbeans import DEFAULT_DOMAIN, MBean, Registry, one_reading
+from broker.engine.jmx_mbeans import DEFAULT_DOMAIN, MBean, Registry, read_attributes
 from broker.engine.jmx_names import ObjectName
 from broker.engine.jmx_notifications import ClientListeners, Listener, NotificationBuffer
 from broker.engine.jmx_operations import AdminPort, OperationError
@@ -408,10 +408,7 @@ class JrmpSession:
                 )
             return _ok(getter(srv.broker))
         if name == "getAttributes":
-            readers, key, b = mbean.readers, mbean.key, srv.broker
-            attrs = [a for a in jmxser.read_strings(args[1]) if a in readers]
-            with one_reading():
-                values = [readers[a](b, key) for a in attrs]
+            attrs, values = read_attributes(srv.broker, mbean, args[1])
             return _returned(srv.replies.attribute_list(target, attrs, values))
         if name == "setAttribute":
             attr_name, value = jmxser.read_attribute(jmxser.read_marshalled(args[1]))

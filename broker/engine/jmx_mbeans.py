@@ -32,6 +32,7 @@ from broker.core.admin_views import (
 )
 from broker.engine.jmx_names import ObjectName
 from broker.protocol import jmxser
+from broker.protocol.errors import ProtocolError
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.types import OPENMQ_VERSION, TransactionState
 
@@ -41,6 +42,9 @@ DEFAULT_DOMAIN = "DefaultDomain"
 
 Getter = Callable[[Any], object]
 Reader = Callable[[Any, Any], object]  # (broker, key) -> value
+# What several attributes of an MBean are picked from, made once per getAttributes
+# (broker, key) -> e.g. a destination's DestinationInfo values.
+View = Callable[[Any, Any], Any]
 
 STRING = "java.lang.String"
 INTEGER = "java.lang.Integer"
@@ -51,11 +55,20 @@ COMPOSITE = jmxser.COMPOSITE_DATA
 
 @dataclass(frozen=True)
 class Attr:
-    """One attribute: its name, the Java type MBeanInfo declares, and its reader."""
+    """One attribute: its name, the Java type MBeanInfo declares, and its reader; or
+    the view it is picked from and the pick (made with :func:`picked`)."""
 
     name: str
     type: str
     read: Reader
+    view: View | None = None
+    pick: Callable[[Any], object] | None = None
+
+
+def picked(name: str, jtype: str, view: View, pick: Callable[[Any], object]) -> Attr:
+    """An attribute whose value ``pick`` takes from what ``view(broker, key)`` gives:
+    a getAttributes makes each view once for the attributes it reads."""
+    return Attr(name, jtype, lambda b, k: pick(view(b, k)), view, pick)
 
 
 @dataclass(frozen=True, eq=False)
@@ -380,16 +393,14 @@ def _traffic(select: Callable[[Any, Any], list[Any] | None], inactive: int) -> t
     """The traffic attributes over the services ``select(broker, key)`` gives (None: the
     service is not running: ``inactive``, as the stock broker's -1)."""
 
-    def reader(field_name: str) -> Reader:
-        def read(b: Any, k: Any) -> object:
-            chosen = select(b, k)
-            if chosen is None:
-                return JLong(inactive)
-            return JLong(_counters(b, chosen)[field_name])
+    def counters(b: Any, k: Any) -> dict[str, int] | None:
+        chosen = select(b, k)
+        return None if chosen is None else _counters(b, chosen)
 
-        return read
+    def pick(field_name: str) -> Callable[[dict[str, int] | None], object]:
+        return lambda c: JLong(inactive if c is None else c[field_name])
 
-    return tuple(Attr(name, LONG, reader(f)) for name, f in _TRAFFIC)
+    return tuple(picked(name, LONG, counters, pick(f)) for name, f in _TRAFFIC)
 
 
 SERVICE_MANAGER_CONFIG = MBeanKind(
@@ -669,12 +680,12 @@ def _view(what: str, d: Any, make: Callable[[], Any]) -> Any:
     return value
 
 
-def _info(b: Any, d: Any) -> dict[str, Any]:
-    return _view("info", d, lambda: destination_info_values(b.router, d))
+def _info_view(b: Any, d: Any) -> dict[str, Any]:
+    return destination_info_values(b.router, d)
 
 
-def _metrics(b: Any, d: Any) -> dict[str, int]:
-    return _view("metrics", d, lambda: destination_metric_values(b.router, d)[0])
+def _metrics_view(b: Any, d: Any) -> dict[str, int]:
+    return destination_metric_values(b.router, d)[0]
 
 
 def _unlimited(value: Any) -> JLong:
@@ -684,12 +695,12 @@ def _unlimited(value: Any) -> JLong:
 
 
 def _info_attr(name: str, jtype: str, convert: Callable[[dict[str, Any]], object]) -> Attr:
-    return Attr(name, jtype, lambda b, d: convert(_info(b, d)))
+    return picked(name, jtype, _info_view, convert)
 
 
 def _metric_attr(name: str, jtype: str, key: str) -> Attr:
     box = JInt if jtype == INTEGER else JLong
-    return Attr(name, jtype, lambda b, d: box(int(_metrics(b, d).get(key, 0))))
+    return picked(name, jtype, _metrics_view, lambda m: box(int(m.get(key, 0))))
 
 
 def _dest_type(d: Any) -> str:
@@ -865,6 +876,56 @@ KINDS: dict[tuple[str, str], MBeanKind] = {
 _READERS: dict[MBeanKind, dict[str, Reader]] = {
     k: {a.name: a.read for a in k.attrs} for k in KINDS.values()
 }
+# Each kind's plans by the attribute names a getAttributes asks for (a monitoring
+# agent asks for the same names every poll): the names served and how to read each.
+_Step = tuple[View | None, Callable[..., object]]
+_PLANS: dict[tuple[MBeanKind, tuple[str, ...]], tuple[tuple[str, ...], tuple[_Step, ...]]] = {}
+_PLANS_LIMIT = 1024
+_UNSET = object()
+
+
+def _plan(kind: MBeanKind, names: object) -> tuple[tuple[str, ...], tuple[_Step, ...]]:
+    if type(names) is not list:
+        raise ProtocolError("expected a String[]")
+    try:
+        plan_key = (kind, tuple(names))
+        plan = _PLANS.get(plan_key)
+    except TypeError:  # an unhashable element: not a String
+        raise ProtocolError("expected a String[]") from None
+    if plan is not None:
+        return plan
+    by_name = {a.name: a for a in kind.attrs}
+    served = [by_name[n] for n in jmxser.read_strings(names) if n in by_name]
+    plan = (
+        tuple(a.name for a in served),
+        tuple((a.view, a.pick) if a.view is not None else (None, a.read) for a in served),
+    )
+    if len(_PLANS) >= _PLANS_LIMIT:
+        _PLANS.clear()
+    _PLANS[plan_key] = plan
+    return plan
+
+
+def read_attributes(b: Any, mbean: MBean, names: object) -> tuple[tuple[str, ...], list[object]]:
+    """getAttributes: the attributes of ``names`` (a decoded String[]) that ``mbean``
+    has, in that order, and their values; each view several of them pick from is made
+    once, and the readers share the broker-wide views (:func:`one_reading`)."""
+    attrs, steps = _plan(mbean.kind, names)
+    key = mbean.key
+    views: dict[View, Any] = {}
+    values: list[object] = []
+    with one_reading():
+        for view, read in steps:
+            if view is None:
+                values.append(read(b, key))
+                continue
+            seen = views.get(view, _UNSET)
+            if seen is _UNSET:
+                seen = views[view] = view(b, key)
+            values.append(read(seen))
+    return attrs, values
+
+
 _SINGLETON_KINDS = frozenset(SINGLETONS)
 _SERVICE_KINDS = frozenset(PER_SERVICE)
 _CONNECTION_KINDS = frozenset(PER_CONNECTION)
