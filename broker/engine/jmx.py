@@ -307,6 +307,13 @@ class JrmpSession:
         reg = srv.registry
         name = call.name
         args = call.args
+        if name == "getAttributes":  # first: a monitoring poll is made of them
+            target = name_arg(args[0])
+            mbean = reg.get(target)
+            if mbean is None:
+                return _raise("InstanceNotFoundException", target.canonical)
+            attrs, values = read_attributes(srv.broker, mbean, args[1])
+            return _returned(srv.replies.attribute_list(target, attrs, values))
         if name == "close":
             srv.clients.pop(client.objid, None)
             log.info("JMX connection %s closed by the client", client.connection_id)
@@ -407,9 +414,6 @@ class JrmpSession:
                     f"The attribute {attr} is not a valid attribute for {target.canonical}",
                 )
             return _ok(getter(srv.broker))
-        if name == "getAttributes":
-            attrs, values = read_attributes(srv.broker, mbean, args[1])
-            return _returned(srv.replies.attribute_list(target, attrs, values))
         if name == "setAttribute":
             attr_name, value = jmxser.read_attribute(jmxser.read_marshalled(args[1]))
             refused = _check_set(target, kind, attr_name, value)

@@ -926,6 +926,9 @@ def read_attributes(b: Any, mbean: MBean, names: object) -> tuple[tuple[str, ...
     return attrs, values
 
 
+# What a name says before the broker's state is looked at: its kind and keys (None:
+# none of ours), by name (a poll names the same MBeans every time).
+_NAMED: dict[ObjectName, tuple[MBeanKind, dict[str, str]] | None] = {}
 _SINGLETON_KINDS = frozenset(SINGLETONS)
 _SERVICE_KINDS = frozenset(PER_SERVICE)
 _CONNECTION_KINDS = frozenset(PER_CONNECTION)
@@ -998,12 +1001,20 @@ class Registry:
         return sum(1 for _ in self.mbeans())
 
     def get(self, name: ObjectName) -> MBean | None:
-        if name.is_pattern or name.domain != DOMAIN:
+        found = _NAMED.get(name, _UNSET)
+        if found is _UNSET:
+            found = None
+            if not name.is_pattern and name.domain == DOMAIN:
+                keys = dict(name.keys)
+                kind = KINDS.get((keys.get("type", ""), keys.get("subtype", "")))
+                if kind is not None:
+                    found = (kind, keys)
+            if len(_NAMED) >= _PLANS_LIMIT:
+                _NAMED.clear()
+            _NAMED[name] = found
+        if found is None:
             return None
-        keys = dict(name.keys)
-        kind = KINDS.get((keys.get("type", ""), keys.get("subtype", "")))
-        if kind is None:
-            return None
+        kind, keys = found
         key = self._resolve(kind, keys)
         if key is _MISSING:
             return None
