@@ -884,6 +884,13 @@ _PLANS_LIMIT = 1024
 _UNSET = object()
 
 
+def _step(a: Attr) -> _Step:
+    """How a getAttributes reads ``a``: (its view, the pick) or (None, its reader)."""
+    if a.view is not None and a.pick is not None:
+        return a.view, a.pick
+    return None, a.read
+
+
 def _plan(kind: MBeanKind, names: object) -> tuple[tuple[str, ...], tuple[_Step, ...]]:
     if type(names) is not list:
         raise ProtocolError("expected a String[]")
@@ -898,7 +905,7 @@ def _plan(kind: MBeanKind, names: object) -> tuple[tuple[str, ...], tuple[_Step,
     served = [by_name[n] for n in jmxser.read_strings(names) if n in by_name]
     plan = (
         tuple(a.name for a in served),
-        tuple((a.view, a.pick) if a.view is not None else (None, a.read) for a in served),
+        tuple(_step(a) for a in served),
     )
     if len(_PLANS) >= _PLANS_LIMIT:
         _PLANS.clear()
@@ -1001,8 +1008,9 @@ class Registry:
         return sum(1 for _ in self.mbeans())
 
     def get(self, name: ObjectName) -> MBean | None:
-        found = _NAMED.get(name, _UNSET)
-        if found is _UNSET:
+        if name in _NAMED:
+            found = _NAMED[name]
+        else:
             found = None
             if not name.is_pattern and name.domain == DOMAIN:
                 keys = dict(name.keys)
@@ -1014,8 +1022,8 @@ class Registry:
             _NAMED[name] = found
         if found is None:
             return None
-        kind, keys = found
-        key = self._resolve(kind, keys)
+        key = self._resolve(*found)
+        kind = found[0]
         if key is _MISSING:
             return None
         return MBean(name, kind, key)
