@@ -3,6 +3,7 @@
     .venv/bin/python bench/jmx_round.py                          # 5 x 50 rounds, CPU per round
     .venv/bin/python bench/jmx_round.py --profile /tmp/jmx.prof  # and a cProfile of them
     .venv/bin/python bench/jmx_round.py --destinations 20 --connections 10
+    .venv/bin/python bench/jmx_round.py --traffic    # the counters move between rounds
     valgrind --tool=callgrind --toggle-collect=starmap_next .venv/bin/python \
         bench/jmx_round.py --rounds 5 --repeat 1      # instructions: load does not move them
 
@@ -67,7 +68,8 @@ MARSHALLED_NULL = JavaObject(
 
 def loaded_broker(var: Path, destinations: int, connections: int) -> Any:
     """An unstarted broker whose router has ``destinations`` queues and ``connections``
-    connections, each with a session, a consumer and a producer on one of the queues."""
+    connections of its jms service (listed with admin as running), each with a session,
+    a consumer and a producer on one of the queues."""
     from broker.engine import ConnectionEngine
     from broker.security.filerepo import FileUserRepository
     from broker.server.broker import Broker, Service
@@ -81,11 +83,14 @@ def loaded_broker(var: Path, destinations: int, connections: int) -> Any:
     for i in range(destinations):
         b.router.create_destination(f"bench{i}", DEST_QUEUE)
     svc = Service("jms", "NORMAL", "tcp", None, 0, "basic", -1)
+    # The services a started broker runs (the Service MBeans read their counters).
+    b.services += [svc, Service("admin", "ADMIN", "tcp", None, 0, "basic", -1)]
     for i in range(connections):
         conn = ConnectionEngine(b, svc)
         conn.peer = f"127.0.0.1:{20000 + i}"
         conn.user = "guest"
         b.connections[conn.id] = conn
+        svc.connections.add(conn)
         session = b.router.create_session(conn, 1)
         conn.sessions[session.id] = session
         if destinations:
@@ -128,6 +133,32 @@ def run_round(session: JrmpSession, calls: list[bytes]) -> int:
     return sent
 
 
+def traffic_round(broker: Any, session: JrmpSession, calls: list[bytes]) -> int:
+    """:func:`run_round` after a second of traffic as the counters see it: every
+    destination's and the jms service's message and byte counts move on, and the
+    message memory with them."""
+    from broker.core.message import BODIES
+
+    for d in (*broker.router.queues.values(), *broker.router.topics.values()):
+        d.msgs_in += 1000
+        d.msgs_out += 1000
+        d.msg_bytes_in += 100_000
+        d.msg_bytes_out += 100_000
+        d.peak_msgs += 1
+    for svc in broker.services[:1]:  # the jms service's traffic counters
+        m = svc.metrics
+        m.messages_in += 1000
+        m.messages_out += 1000
+        m.packets_in += 2000
+        m.packets_out += 2000
+        m.message_bytes_in += 100_000
+        m.message_bytes_out += 100_000
+        m.packet_bytes_in += 150_000
+        m.packet_bytes_out += 150_000
+    BODIES.bytes += 1000
+    return run_round(session, calls)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=50)
@@ -140,6 +171,12 @@ def main() -> None:
         "--changing",
         action="store_true",
         help="encode every answer, as if every value changed between polls (no reply memo)",
+    )
+    ap.add_argument(
+        "--traffic",
+        action="store_true",
+        help="as under traffic: the counters move on before each round (the answers of the "
+        "destination, manager and JVM MBeans change, the rest do not)",
     )
     args = ap.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="jmxround-"))
@@ -164,7 +201,11 @@ def main() -> None:
                 prof.enable()
             # Through starmap: under valgrind --tool=callgrind --toggle-collect=starmap_next
             # only the rounds are counted (nothing else here calls starmap).
-            list(itertools.starmap(run_round, [(session, calls)] * args.rounds))
+            if args.traffic:
+                rounds = [(broker, session, calls)] * args.rounds
+                list(itertools.starmap(traffic_round, rounds))
+            else:
+                list(itertools.starmap(run_round, [(session, calls)] * args.rounds))
             if prof is not None:
                 prof.disable()
             costs.append((time.process_time() - start) / args.rounds * 1000)
@@ -176,6 +217,7 @@ def main() -> None:
             f"median {statistics.median(costs):.2f})"
             + (" under cProfile" if prof is not None else "")
             + (", every answer encoded" if args.changing else "")
+            + (", counters moving" if args.traffic else "")
             + f"; load {os.getloadavg()[0]:.2f}"
         )
         broker.executor.shutdown(wait=False)

@@ -16,7 +16,7 @@ from broker.engine import jmx_stockinfo
 from broker.engine.jmx import JmxServer, Send
 from broker.engine.jmx_mbeans import DOMAIN, Registry, one_reading
 from broker.engine.jmx_names import ObjectName
-from broker.engine.jmx_replies import ReplyMemo, value_key
+from broker.engine.jmx_replies import ReplyMemo, layout_key, value_key
 from broker.protocol import jmxser
 from broker.protocol.javaser import ObjectStreamWriter
 from broker.protocol.jrmp import (
@@ -244,3 +244,68 @@ def test_destination_mbeans_are_found_by_name(broker: Broker) -> None:
             assert (found is not None) == (name.canonical in listed), name.canonical
             if found is not None:
                 assert found.key.name == dest
+
+
+def _rounds() -> list[list[tuple[str, object]]]:
+    """One MBean's answers poll after poll: counters growing, strings changing length,
+    a counter crossing into and out of the range Java shares (-128..127), a value
+    changing type."""
+    base = VALUES[:18] + VALUES[19:]  # no float: the memo keeps them
+    out = []
+    for big, text, small, count in (
+        (1000, "a", 5, JLong(200)),
+        (1001, "bb", 5, JLong(201)),
+        (2**40, "caf\u00e9", 5, JLong(127)),  # into the shared range: another layout
+        (-(2**31), "x" * 70_000, 6, JLong(-129)),  # a long string; small value changed
+        (70_000, "", 6, JLong(-129)),
+        (8, None, 6, JLong(300)),  # a String becomes null
+        (9, "z", 6, JInt(300)),  # a Long becomes an Integer
+    ):
+        pairs = [
+            *base,
+            ("Big", JLong(big) if abs(big) > 2**31 else JInt(big)),
+            ("Text", text),
+            ("Small3", JInt(small)),
+            ("Count", count),
+            ("Text2", text),
+            ("Count2", JLong(10_000 + big)),
+        ]
+        out.append(pairs)
+    return out
+
+
+def test_changed_values_fill_the_kept_layout_with_the_generic_bytes() -> None:
+    memo = ReplyMemo()
+    layouts = []
+    for pairs in _rounds():
+        body = _kept(memo, "m", pairs)
+        assert encode_return_of(UID, body) == _generic(pairs)
+        layouts.append(memo._layouts["m"])
+    # Filled again, not made again, while only in-place values change.
+    assert layouts[0] is layouts[1] and layouts[1] is not layouts[2]
+    assert layouts[3] is layouts[4] and len(layouts[0].slots) >= 6
+    # Only the in-place values vary in a layout: the first two rounds share one.
+    first, second = _rounds()[:2]
+    assert layout_key([n for n, _ in first], [v for _, v in first]) == layout_key(
+        [n for n, _ in second], [v for _, v in second]
+    )
+    assert layout_key(["A"], [JLong(5)]) != layout_key(["A"], [JLong(6)])
+    assert layout_key(["A"], [JLong(500)]) == layout_key(["A"], [JLong(600)])
+    assert layout_key(["A"], [JLong(500)]) != layout_key(["A"], [JInt(500)])
+    assert layout_key(["A"], ["x"]) != layout_key(["A"], [JChar("x")])
+    assert layout_key(["A"], [0.5]) is None
+
+
+def test_a_memo_keeping_nothing_keeps_no_layout() -> None:
+    memo = ReplyMemo(limit=0)
+    for pairs in _rounds()[:2]:
+        assert encode_return_of(UID, _kept(memo, "m", pairs)) == _generic(pairs)
+    assert not memo._kept and not memo._layouts
+
+
+def test_return_uids_are_unique_past_the_count_of_shorts() -> None:
+    from broker.engine.jmx import _ReturnUids
+
+    uids = _ReturnUids()
+    made = [uids.next() for _ in range(70_000)]  # the count wraps (65,536 shorts) once
+    assert len(set(made)) == len(made) and {len(u) for u in made} == {14}

@@ -14,13 +14,15 @@ from __future__ import annotations
 
 import logging
 import secrets
+import struct
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from broker.engine import jmx_operations, jmx_readops
 from broker.engine import jmx_stockinfo as jmx_info
-from broker.engine.jmx_mbeans import DEFAULT_DOMAIN, MBean, Registry, one_reading
+from broker.engine.jmx_mbeans import DEFAULT_DOMAIN, MBean, Registry, read_attributes
 from broker.engine.jmx_names import ObjectName
 from broker.engine.jmx_notifications import ClientListeners, Listener, NotificationBuffer
 from broker.engine.jmx_operations import AdminPort, OperationError
@@ -181,8 +183,29 @@ def _new_objid() -> ObjID:
     )
 
 
-def _uid() -> bytes:
-    return secrets.token_bytes(14)
+class _ReturnUids:
+    """The UIDs of ReturnData, made as java.rmi.server.UID makes them: a random int of
+    this process, a time in milliseconds and a count that runs through the shorts before
+    the time moves on (a random UID cost a getrandom call per answer)."""
+
+    _PACK = struct.Struct(">iqh").pack
+
+    def __init__(self) -> None:
+        self.unique = secrets.randbits(32) - (1 << 31)
+        self.time = int(time.time() * 1000)
+        self.count = -(1 << 15)
+
+    def next(self) -> bytes:
+        count = self.count
+        if count == (1 << 15):
+            # As the JDK's UID: a new time, later than the last, once the counts are used.
+            self.time = max(self.time + 1, int(time.time() * 1000))
+            count = -(1 << 15)
+        self.count = count + 1
+        return self._PACK(self.unique, self.time, count)
+
+
+_uid = _ReturnUids().next
 
 
 class JrmpSession:
@@ -284,6 +307,13 @@ class JrmpSession:
         reg = srv.registry
         name = call.name
         args = call.args
+        if name == "getAttributes":  # first: a monitoring poll is made of them
+            target = name_arg(args[0])
+            mbean = reg.get(target)
+            if mbean is None:
+                return _raise("InstanceNotFoundException", target.canonical)
+            attrs, values = read_attributes(srv.broker, mbean, args[1])
+            return _returned(srv.replies.attribute_list(target, attrs, values))
         if name == "close":
             srv.clients.pop(client.objid, None)
             log.info("JMX connection %s closed by the client", client.connection_id)
@@ -384,12 +414,6 @@ class JrmpSession:
                     f"The attribute {attr} is not a valid attribute for {target.canonical}",
                 )
             return _ok(getter(srv.broker))
-        if name == "getAttributes":
-            readers, key, b = mbean.readers, mbean.key, srv.broker
-            attrs = [a for a in jmxser.read_strings(args[1]) if a in readers]
-            with one_reading():
-                values = [readers[a](b, key) for a in attrs]
-            return _returned(srv.replies.attribute_list(target, attrs, values))
         if name == "setAttribute":
             attr_name, value = jmxser.read_attribute(jmxser.read_marshalled(args[1]))
             refused = _check_set(target, kind, attr_name, value)

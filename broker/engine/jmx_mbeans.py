@@ -32,6 +32,7 @@ from broker.core.admin_views import (
 )
 from broker.engine.jmx_names import ObjectName
 from broker.protocol import jmxser
+from broker.protocol.errors import ProtocolError
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.types import OPENMQ_VERSION, TransactionState
 
@@ -41,6 +42,9 @@ DEFAULT_DOMAIN = "DefaultDomain"
 
 Getter = Callable[[Any], object]
 Reader = Callable[[Any, Any], object]  # (broker, key) -> value
+# What several attributes of an MBean are picked from, made once per getAttributes
+# (broker, key) -> e.g. a destination's DestinationInfo values.
+View = Callable[[Any, Any], Any]
 
 STRING = "java.lang.String"
 INTEGER = "java.lang.Integer"
@@ -51,11 +55,20 @@ COMPOSITE = jmxser.COMPOSITE_DATA
 
 @dataclass(frozen=True)
 class Attr:
-    """One attribute: its name, the Java type MBeanInfo declares, and its reader."""
+    """One attribute: its name, the Java type MBeanInfo declares, and its reader; or
+    the view it is picked from and the pick (made with :func:`picked`)."""
 
     name: str
     type: str
     read: Reader
+    view: View | None = None
+    pick: Callable[[Any], object] | None = None
+
+
+def picked(name: str, jtype: str, view: View, pick: Callable[[Any], object]) -> Attr:
+    """An attribute whose value ``pick`` takes from what ``view(broker, key)`` gives:
+    a getAttributes makes each view once for the attributes it reads."""
+    return Attr(name, jtype, lambda b, k: pick(view(b, k)), view, pick)
 
 
 @dataclass(frozen=True, eq=False)
@@ -117,11 +130,17 @@ def broker_id(b: Any, _key: Any = None) -> str | None:
 
 def _services(b: Any) -> list[Any]:
     """The running JMQ services (not the STOMP bridge's listeners)."""
-    return [s for s in b.services if s.protocol != "stomp"]
+    return _view("services", b, lambda: [s for s in b.services if s.protocol != "stomp"])
 
 
 def _counters(b: Any, services: list[Any] | None = None) -> dict[str, int]:
-    return broker_counters(b, _services(b) if services is None else services)
+    """broker_counters of ``services`` (default: every JMQ service); one service's or
+    all of them once per reading (a Service Monitor reads nine of them)."""
+    if services is None:
+        return _view("counters", b, lambda: broker_counters(b, _services(b)))
+    if len(services) == 1:
+        return _view("counters", services[0], lambda: broker_counters(b, services))
+    return broker_counters(b, services)
 
 
 def _consumers(b: Any) -> int:
@@ -156,7 +175,11 @@ def _dest_name(p: Any) -> str:
 
 
 def _destinations(b: Any) -> list[Any]:
-    return listed_by_admin(b.router)
+    return _view("destinations", b, lambda: listed_by_admin(b.router))
+
+
+def _producers_per_connection(b: Any) -> dict[int, int]:
+    return _view("producers", b, lambda: queries.producers_per_connection(b.router))
 
 
 def _transactions(b: Any) -> int:
@@ -370,16 +393,14 @@ def _traffic(select: Callable[[Any, Any], list[Any] | None], inactive: int) -> t
     """The traffic attributes over the services ``select(broker, key)`` gives (None: the
     service is not running: ``inactive``, as the stock broker's -1)."""
 
-    def reader(field_name: str) -> Reader:
-        def read(b: Any, k: Any) -> object:
-            chosen = select(b, k)
-            if chosen is None:
-                return JLong(inactive)
-            return JLong(_counters(b, chosen)[field_name])
+    def counters(b: Any, k: Any) -> dict[str, int] | None:
+        chosen = select(b, k)
+        return None if chosen is None else _counters(b, chosen)
 
-        return read
+    def pick(field_name: str) -> Callable[[dict[str, int] | None], object]:
+        return lambda c: JLong(inactive if c is None else c[field_name])
 
-    return tuple(Attr(name, LONG, reader(f)) for name, f in _TRAFFIC)
+    return tuple(picked(name, LONG, counters, pick(f)) for name, f in _TRAFFIC)
 
 
 SERVICE_MANAGER_CONFIG = MBeanKind(
@@ -563,7 +584,7 @@ def _service_count(b: Any, name: str, what: str) -> int:
     if what == "consumers":
         return sum(queries.consumer_count(c.all_sessions()) for c in s.connections)
     ids = {c.id for c in s.connections}
-    return sum(n for cid, n in queries.producers_per_connection(b.router).items() if cid in ids)
+    return sum(n for cid, n in _producers_per_connection(b).items() if cid in ids)
 
 
 def _one_service(b: Any, name: str) -> list[Any] | None:
@@ -627,10 +648,11 @@ _DEST_STATE_LABELS = {0: "Running", 1: "Consumers Paused", 2: "Producers Paused"
 _LIMIT_BEHAVIORS = ("FLOW_CONTROL", "REMOVE_OLDEST", "REJECT_NEWEST", "REMOVE_LOW_PRIORITY")
 
 
-# The destination views of the reading in progress (None: no reading), by kind and
-# destination: each view walks the destination's waiting messages (paged_out), so the
-# attributes a getAttributes asks for share one walk instead of one each (a monitoring
-# poll of a destination with a backlog cost seconds of the event loop otherwise).
+# The views of the reading in progress (None: no reading), by kind and object: a
+# destination's info and metrics (each walks the destination's waiting messages, so the
+# attributes a getAttributes asks for share one walk instead of one each: a monitoring
+# poll of a destination with a backlog cost seconds of the event loop otherwise), the
+# services and their counters, the destinations listed, the producers per connection.
 _reading: dict[tuple[str, int], Any] | None = None
 
 
@@ -658,12 +680,12 @@ def _view(what: str, d: Any, make: Callable[[], Any]) -> Any:
     return value
 
 
-def _info(b: Any, d: Any) -> dict[str, Any]:
-    return _view("info", d, lambda: destination_info_values(b.router, d))
+def _info_view(b: Any, d: Any) -> dict[str, Any]:
+    return destination_info_values(b.router, d)
 
 
-def _metrics(b: Any, d: Any) -> dict[str, int]:
-    return _view("metrics", d, lambda: destination_metric_values(b.router, d)[0])
+def _metrics_view(b: Any, d: Any) -> dict[str, int]:
+    return destination_metric_values(b.router, d)[0]
 
 
 def _unlimited(value: Any) -> JLong:
@@ -673,12 +695,12 @@ def _unlimited(value: Any) -> JLong:
 
 
 def _info_attr(name: str, jtype: str, convert: Callable[[dict[str, Any]], object]) -> Attr:
-    return Attr(name, jtype, lambda b, d: convert(_info(b, d)))
+    return picked(name, jtype, _info_view, convert)
 
 
 def _metric_attr(name: str, jtype: str, key: str) -> Attr:
     box = JInt if jtype == INTEGER else JLong
-    return Attr(name, jtype, lambda b, d: box(int(_metrics(b, d).get(key, 0))))
+    return picked(name, jtype, _metrics_view, lambda m: box(int(m.get(key, 0))))
 
 
 def _dest_type(d: Any) -> str:
@@ -794,7 +816,7 @@ def _peer(b: Any, cid: int) -> tuple[str, int]:
 
 
 def _conn_producers(b: Any, cid: int) -> int:
-    return queries.producers_per_connection(b.router).get(cid, 0)
+    return _producers_per_connection(b).get(cid, 0)
 
 
 def _conn_consumers(b: Any, cid: int) -> int:
@@ -854,6 +876,66 @@ KINDS: dict[tuple[str, str], MBeanKind] = {
 _READERS: dict[MBeanKind, dict[str, Reader]] = {
     k: {a.name: a.read for a in k.attrs} for k in KINDS.values()
 }
+# Each kind's plans by the attribute names a getAttributes asks for (a monitoring
+# agent asks for the same names every poll): the names served and how to read each.
+_Step = tuple[View | None, Callable[..., object]]
+_PLANS: dict[tuple[MBeanKind, tuple[str, ...]], tuple[tuple[str, ...], tuple[_Step, ...]]] = {}
+_PLANS_LIMIT = 1024
+_UNSET = object()
+
+
+def _step(a: Attr) -> _Step:
+    """How a getAttributes reads ``a``: (its view, the pick) or (None, its reader)."""
+    if a.view is not None and a.pick is not None:
+        return a.view, a.pick
+    return None, a.read
+
+
+def _plan(kind: MBeanKind, names: object) -> tuple[tuple[str, ...], tuple[_Step, ...]]:
+    if type(names) is not list:
+        raise ProtocolError("expected a String[]")
+    try:
+        plan_key = (kind, tuple(names))
+        plan = _PLANS.get(plan_key)
+    except TypeError:  # an unhashable element: not a String
+        raise ProtocolError("expected a String[]") from None
+    if plan is not None:
+        return plan
+    by_name = {a.name: a for a in kind.attrs}
+    served = [by_name[n] for n in jmxser.read_strings(names) if n in by_name]
+    plan = (
+        tuple(a.name for a in served),
+        tuple(_step(a) for a in served),
+    )
+    if len(_PLANS) >= _PLANS_LIMIT:
+        _PLANS.clear()
+    _PLANS[plan_key] = plan
+    return plan
+
+
+def read_attributes(b: Any, mbean: MBean, names: object) -> tuple[tuple[str, ...], list[object]]:
+    """getAttributes: the attributes of ``names`` (a decoded String[]) that ``mbean``
+    has, in that order, and their values; each view several of them pick from is made
+    once, and the readers share the broker-wide views (:func:`one_reading`)."""
+    attrs, steps = _plan(mbean.kind, names)
+    key = mbean.key
+    views: dict[View, Any] = {}
+    values: list[object] = []
+    with one_reading():
+        for view, read in steps:
+            if view is None:
+                values.append(read(b, key))
+                continue
+            seen = views.get(view, _UNSET)
+            if seen is _UNSET:
+                seen = views[view] = view(b, key)
+            values.append(read(seen))
+    return attrs, values
+
+
+# What a name says before the broker's state is looked at: its kind and keys (None:
+# none of ours), by name (a poll names the same MBeans every time).
+_NAMED: dict[ObjectName, tuple[MBeanKind, dict[str, str]] | None] = {}
 _SINGLETON_KINDS = frozenset(SINGLETONS)
 _SERVICE_KINDS = frozenset(PER_SERVICE)
 _CONNECTION_KINDS = frozenset(PER_CONNECTION)
@@ -926,13 +1008,22 @@ class Registry:
         return sum(1 for _ in self.mbeans())
 
     def get(self, name: ObjectName) -> MBean | None:
-        if name.is_pattern or name.domain != DOMAIN:
+        if name in _NAMED:
+            found = _NAMED[name]
+        else:
+            found = None
+            if not name.is_pattern and name.domain == DOMAIN:
+                keys = dict(name.keys)
+                kind = KINDS.get((keys.get("type", ""), keys.get("subtype", "")))
+                if kind is not None:
+                    found = (kind, keys)
+            if len(_NAMED) >= _PLANS_LIMIT:
+                _NAMED.clear()
+            _NAMED[name] = found
+        if found is None:
             return None
-        keys = dict(name.keys)
-        kind = KINDS.get((keys.get("type", ""), keys.get("subtype", "")))
-        if kind is None:
-            return None
-        key = self._resolve(kind, keys)
+        key = self._resolve(*found)
+        kind = found[0]
         if key is _MISSING:
             return None
         return MBean(name, kind, key)

@@ -6,14 +6,33 @@ destinations).  :class:`ReplyMemo` keeps, per MBean, the last AttributeList it e
 and the values it held; when the values read now are the same (same Java types), the
 kept bytes are sent again.  The values are always read: only their serialisation is
 saved, and what is sent is byte for byte what encoding them would give.
+
+Under traffic the counters change between polls (messages in and out, bytes, memory)
+while the rest of the answer does not.  With each AttributeList the memo keeps its
+*layout* (:class:`_Layout`): the answer's bytes cut around the values that may change
+without moving any other byte — a Long or Integer outside the range Java shares
+(-128..127: written as new objects, not back-references) and a String (a new handle,
+whatever its text).  When values change but the layout key (the names, those values'
+Java types and every other value) is the same, only the changed parts are written
+between the kept ones.
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Hashable, Sequence
+from typing import Any
 
 from broker.protocol import jmxser
-from broker.protocol.javaser import SELF, JavaArray, JavaObject, JBlock
+from broker.protocol.javaser import (
+    SELF,
+    STREAM_MAGIC,
+    JavaArray,
+    JavaObject,
+    JBlock,
+    ObjectStreamWriter,
+    string_record,
+)
 from broker.protocol.jrmp import encode_returned, encode_returned_by
 from broker.protocol.jtypes import JByte, JChar, JInt, JLong, JShort
 
@@ -65,6 +84,74 @@ def value_key(names: Sequence[str], values: Sequence[object]) -> object | None:
         return None
 
 
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+# A value type whose bytes can change in place -> how many trailing bytes are the value
+# (0: all of them, a String) and what writes them.
+_IN_PLACE: dict[type, tuple[int, Callable[[Any], bytes]]] = {
+    str: (0, string_record),
+    JLong: (8, _I64.pack),
+    JInt: (4, _I32.pack),
+}
+
+
+def layout_key(names: Sequence[str], values: Sequence[object]) -> object | None:
+    """What fixes every byte of an AttributeList but the values written in place: the
+    names, the type of each in-place value (a String, a Long or Integer beyond -128..127)
+    and every other value's own key (None: a value this cannot tell)."""
+    parts: list[object] = []
+    for v in values:
+        t = type(v)
+        if t is str or ((t is JLong or t is JInt) and not -128 <= v <= 127):  # type: ignore[operator]
+            parts.append(t)  # a type, where _key gives tuples: the two never collide
+        else:
+            try:
+                parts.append(_key(v))
+            except _Unkeyed:
+                return None
+    return (tuple(names), tuple(parts))
+
+
+class _Layout:
+    """An AttributeList's bytes cut around its in-place values: ``fixed`` holds the
+    bytes before, between and after them, ``slots`` which value goes in each gap and
+    its writer."""
+
+    __slots__ = ("key", "fixed", "slots")
+
+    def __init__(self, key: object, names: Sequence[str], values: Sequence[object]) -> None:
+        spans: list[tuple[int, int]] = []
+        w = ObjectStreamWriter(annotate=True)
+        jmxser.write_attribute_list(w, list(zip(names, values, strict=True)), spans)
+        out = memoryview(w.out)
+        skip = len(STREAM_MAGIC)  # as encode_returned: the stream's first object on
+        fixed: list[bytes] = []
+        slots: list[tuple[int, Callable[[Any], bytes]]] = []
+        at = skip
+        for i, (v, (start, end)) in enumerate(zip(values, spans, strict=True)):
+            kind = _IN_PLACE.get(type(v)) if type(key[1][i]) is type else None  # type: ignore[index]
+            if kind is None:
+                continue
+            size, write = kind
+            cut = end - size if size else start
+            fixed.append(bytes(out[at:cut]))
+            slots.append((i, write))
+            at = end
+        fixed.append(bytes(out[at:]))
+        self.key = key
+        self.fixed = fixed
+        self.slots = slots
+
+    def fill(self, values: Sequence[object]) -> bytes:
+        """The AttributeList's bytes with ``values`` (of this layout's key)."""
+        fixed = self.fixed
+        parts = [fixed[0]]
+        for (i, write), after in zip(self.slots, fixed[1:], strict=True):
+            parts.append(write(values[i]))
+            parts.append(after)
+        return b"".join(parts)
+
+
 class ReplyMemo:
     """The encoded answers last sent, by what they answer (an MBean's name and the call);
     ``limit`` 0 keeps none."""
@@ -72,6 +159,7 @@ class ReplyMemo:
     def __init__(self, limit: int = LIMIT) -> None:
         self.limit = limit
         self._kept: dict[Hashable, tuple[object, bytes]] = {}
+        self._layouts: dict[Hashable, _Layout] = {}
 
     def returned(self, slot: Hashable, key: object, encode: Callable[[], bytes]) -> bytes:
         """``encode()`` (:func:`~broker.protocol.jrmp.encode_returned` bytes), kept in
@@ -94,11 +182,22 @@ class ReplyMemo:
     def attribute_list(
         self, slot: Hashable, names: Sequence[str], values: Sequence[object]
     ) -> bytes:
-        """An AttributeList of attributes ``names`` with ``values``, encoded or as kept."""
+        """An AttributeList of attributes ``names`` with ``values``: as kept, or its
+        kept layout filled with the values that changed, or encoded."""
         return self.returned(
-            slot,
-            value_key(names, values),
-            lambda: encode_returned_by(
-                lambda w: jmxser.write_attribute_list(w, list(zip(names, values, strict=True)))
-            ),
+            slot, value_key(names, values), lambda: self._layout(slot, names, values)
         )
+
+    def _layout(self, slot: Hashable, names: Sequence[str], values: Sequence[object]) -> bytes:
+        key = layout_key(names, values) if self.limit > 0 else None
+        if key is None:
+            return encode_returned_by(
+                lambda w: jmxser.write_attribute_list(w, list(zip(names, values, strict=True)))
+            )
+        layout = self._layouts.get(slot)
+        if layout is None or layout.key != key:
+            layout = _Layout(key, names, values)
+            if len(self._layouts) >= self.limit:
+                self._layouts.clear()
+            self._layouts[slot] = layout
+        return layout.fill(values)

@@ -81,6 +81,7 @@ __all__ = [
     "encode_stream_body",
     "encode_vector",
     "ObjectStreamWriter",
+    "string_record",
 ]
 
 
@@ -1201,6 +1202,16 @@ def _classify(value: object) -> tuple[_KnownClass, bytes, bool]:
     raise JavaSerializationError(f"no Java type for a value of type {type(value).__name__}")
 
 
+def string_record(text: str) -> bytes:
+    """A String as writeObject writes it: TC_STRING (TC_LONGSTRING past 65,535 bytes),
+    the length and the modified UTF-8 (it takes one handle)."""
+    raw = text.encode() if text.isascii() and "\0" not in text else encode_java_utf(text)
+    n = len(raw)
+    if n <= 0xFFFF:
+        return _STRING_HEAD.pack(TC_STRING, n) + raw
+    return bytes((TC_LONGSTRING,)) + _I64.pack(n) + raw
+
+
 class ObjectStreamWriter:
     """Emits one stream, numbering handles exactly as ObjectOutputStream does."""
 
@@ -1257,15 +1268,8 @@ class ObjectStreamWriter:
         self.classdesc(cls.superclass)
 
     def string(self, text: str) -> None:
-        raw = text.encode() if text.isascii() and "\0" not in text else encode_java_utf(text)
         self._next_handle += 1
-        n = len(raw)
-        if n <= 0xFFFF:
-            self.out += _STRING_HEAD.pack(TC_STRING, n)
-        else:
-            self.out.append(TC_LONGSTRING)
-            self.out += _I64.pack(n)
-        self.out += raw
+        self.out += string_record(text)
 
     def key(self, text: str) -> None:
         """A map key; with ``intern_keys`` a repeated key is a back-reference, as the same

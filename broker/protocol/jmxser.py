@@ -217,17 +217,26 @@ def attribute_list(items: list[JavaObject]) -> JavaObject:
     )
 
 
-def write_attribute_list(w: ObjectStreamWriter, pairs: Sequence[tuple[str, object]]) -> None:
+def write_attribute_list(
+    w: ObjectStreamWriter,
+    pairs: Sequence[tuple[str, object]],
+    spans: list[tuple[int, int]] | None = None,
+) -> None:
     """What ``w.value(attribute_list([attribute(n, v) for n, v in pairs]))`` writes,
-    in one pass (getAttributes' answer, every poll of a monitoring agent)."""
+    in one pass (getAttributes' answer, every poll of a monitoring agent); ``spans``
+    gets where in ``w.out`` each value's bytes start and end."""
     n = _INT.pack(len(pairs))
     w.begin_object(_ATTRIBUTE_LIST)
     w.out += n  # ArrayList.size, then its writeObject: capacity, elements
     w.block(n)
+    out = w.out
     for name, value in pairs:
         w.begin_object(_ATTRIBUTE)
         w.field(name, _STRING)
+        start = len(out)
         w.field(value, "Ljava/lang/Object;")
+        if spans is not None:
+            spans.append((start, len(out)))
         w.end_object()
     w.out.append(TC_ENDBLOCKDATA)
     w.end_object()
