@@ -100,7 +100,7 @@ class Command(BaseCommand):
         cluster_file()
         warn_unhonoured(config)
 
-        from broker import schema
+        from broker.management import schema
         from broker.security.repository import UserRepositories
         from broker.security.users import ensure_default_users
 
