@@ -62,6 +62,10 @@ PRELOAD = (
     # starts hundreds of brokers, each then ready after half the CPU.
     "broker.server.broker",
     "broker.management.commands.runbroker",
+    # Imported by the brokers that serve STOMP, WebSocket or the HTTP tunnel.
+    "broker.server.stomp",
+    "broker.server.websocket",
+    "broker.server.tunnel",
     "uvloop",
     "pyarrow.parquet",
     # imqcmd's, less what needs the models.
