@@ -56,6 +56,10 @@ PRELOAD = (
     "asyncio",
     "email.message",
     "sqlite3",
+    # Django's logging set-up (its default handlers import the debug views' templates)
+    # and the SQLite backend, which every command loads once the settings exist.
+    "django.views.debug",
+    "django.db.backends.sqlite3.base",
     # The broker's own code (runbroker imports it once its settings exist, but none of it
     # reads the settings or the environment when imported: the server checks that no
     # module of ENV_MODULES came with it) and the libraries it starts with: the suite
