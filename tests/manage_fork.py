@@ -16,6 +16,7 @@ command are loaded there as in a fresh process.  Where the server cannot stand i
 from __future__ import annotations
 
 import atexit
+import gc
 import json
 import os
 import select
@@ -55,7 +56,37 @@ PRELOAD = (
     "asyncio",
     "email.message",
     "sqlite3",
+    # Django's logging set-up (its default handlers import the debug views' templates)
+    # and the SQLite backend, which every command loads once the settings exist.
+    "django.views.debug",
+    "django.db.backends.sqlite3.base",
+    # The broker's own code (runbroker imports it once its settings exist, but none of it
+    # reads the settings or the environment when imported: the server checks that no
+    # module of ENV_MODULES came with it) and the libraries it starts with: the suite
+    # starts hundreds of brokers, each then ready after half the CPU.
+    "broker.server.broker",
+    "broker.management.commands.runbroker",
+    # Imported by the brokers that serve STOMP, WebSocket or the HTTP tunnel.
+    "broker.server.stomp",
+    "broker.server.websocket",
+    "broker.server.tunnel",
+    "uvloop",
+    "pyarrow.parquet",
+    # imqcmd's, less what needs the models.
+    "broker.admin.broker_handle",
+    "broker.admin.imqcmd.grammar",
+    "broker.admin.imqcmd.session",
+    "broker.admin.imqcmd.output",
+    "broker.admin.actions.broker_info",
+    "broker.admin.actions.cluster",
+    "broker.admin.actions.metrics",
+    "broker.management.commands.imqtxn",
+    "broker.management.commands.imqdbmgr",
 )
+
+# Read the environment when imported: a module the server imported would keep the
+# server's values in every command it forks.
+ENV_MODULES = ("broker.settings", "portal.settings", "broker.stock_paths")
 
 _FRAME = struct.Struct("!I")
 
@@ -154,6 +185,13 @@ def serve(path: str) -> None:
 
     if settings.configured:
         raise SystemExit("a preloaded module configured Django's settings")
+    if loaded := [name for name in ENV_MODULES if name in sys.modules]:
+        raise SystemExit(f"a preloaded module imported {', '.join(loaded)}")
+    # What was imported lives as long as every forked command: out of the collector's
+    # full collections (a broker's start makes one, broker/server/looplag.py), which
+    # would walk it in each child and copy the pages they touch.
+    gc.collect()
+    gc.freeze()
     srv = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     srv.bind(path)
     srv.listen(16)

@@ -74,7 +74,6 @@ from .services import Service, configured_services
 from .shipped_accounts import REFRESH as REFRESH_SHIPPED
 from .shipped_accounts import ShippedAccounts
 from .transaction_rows import TransactionRecords
-from .tunnel import TunnelService
 
 if TYPE_CHECKING:
     from broker.cluster.service import ClusterService
@@ -198,6 +197,8 @@ class Broker:
         self.log_topic = LogTopic(self)
         for svc in services:
             if svc.protocol in ("http", "https"):
+                from .tunnel import TunnelService
+
                 svc.tunnel = TunnelService(self, svc)
                 svc.tunnel.start()
             svc.server = await serve(

@@ -19,9 +19,11 @@ from broker.protocol.auth import AUTH_BASIC, AUTH_DIGEST
 from broker.security.tlsaccept import TlsListener
 
 from .connection import ClientConnection
-from .stomp import StompConnection, stomp_settings
-from .tunnel import TunnelService
-from .websocket import WebSocketStompConnection
+
+# STOMP, WebSocket and the HTTP tunnel (and wsproto, h11) are imported by the services
+# that use them: off by default, they would cost every broker's start their imports.
+if TYPE_CHECKING:
+    from .tunnel import TunnelService
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -69,8 +71,12 @@ class Service:
         if tunnel is not None:
             return tunnel.protocol
         if self.protocol == "stomp":
+            from .stomp import StompConnection
+
             return lambda: StompConnection(broker, self)
         if self.protocol in ("ws", "wss"):
+            from .websocket import WebSocketStompConnection
+
             return lambda: WebSocketStompConnection(broker, self)
         return lambda: ClientConnection(broker, self)
 
@@ -93,6 +99,8 @@ def configured_services(
         svc = _service(c, name, repository_for, repositories)
         if svc.protocol in ("ws", "wss"):
             # OpenMQ's WebSocket services; here they carry STOMP (server/websocket.py).
+            from .stomp import stomp_settings
+
             svc.stomp = stomp_settings(c)
         if svc.protocol in ("tls", "https", "wss"):
             if tls_context is None:
@@ -151,6 +159,8 @@ def _stomp_services(
         wanted.append(("stomp", c.get(props.STOMP_TCP_PORT)))
     if c.get(props.STOMP_TLS_ENABLED):
         wanted.append(("sslstomp", c.get(props.STOMP_TLS_PORT)))
+    from .stomp import stomp_settings
+
     services = []
     for name, port in wanted:
         repositories[name] = repository_for(name, auth)

@@ -100,13 +100,12 @@ class Command(BaseCommand):
         cluster_file()
         warn_unhonoured(config)
 
-        from django.core.management import call_command
-
+        from broker.management import schema
         from broker.security.repository import UserRepositories
         from broker.security.users import ensure_default_users
 
         # The embedded default must start on a fresh checkout: bring the schema up first.
-        call_command("migrate", interactive=False, verbosity=0)
+        schema.migrate()
         created = ensure_default_users()
         if created:
             self.stderr.write(f"created default users: {', '.join(created)}")
