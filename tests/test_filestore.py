@@ -10,6 +10,8 @@ import asyncio
 import os
 import random
 import shutil
+import tempfile
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -45,6 +47,24 @@ from tests.store_contract import QUEUE, TOPIC, Opened, StoreContract, key, qmsg,
 pytestmark = pytest.mark.fast
 
 SEEDS = int(os.environ.get("FILESTORE_SEEDS", "8"))  # more for a longer randomized run
+
+# Memory-backed where the machine has it: what these tests check is the store's records
+# and files, not the disk; a disk's fsync (thousands here: every segment's directory entry,
+# tiny segments) takes milliseconds each when other processes write, a tmpfs's nothing.
+# The crash tests (tests/test_filestore_crash.py) and the benchmarks use a real disk.
+SHM = Path("/dev/shm")
+
+
+@pytest.fixture
+def tmp_path(tmp_path: Path) -> Iterator[Path]:
+    if not (SHM.is_dir() and os.access(SHM, os.W_OK)):
+        yield tmp_path
+        return
+    where = Path(tempfile.mkdtemp(prefix="imq-filestore-", dir=SHM))
+    try:
+        yield where
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
 
 
 class TestFileStoreContract(StoreContract):
