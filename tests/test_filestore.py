@@ -10,7 +10,6 @@ import asyncio
 import os
 import random
 import shutil
-import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -42,29 +41,21 @@ from broker.store.filestore import (
     measure_fsync_rate,
     measure_sync_rate,
 )
+from tests.memdir import memory_dir
 from tests.store_contract import QUEUE, TOPIC, Opened, StoreContract, key, qmsg, replay
 
 pytestmark = pytest.mark.fast
 
 SEEDS = int(os.environ.get("FILESTORE_SEEDS", "8"))  # more for a longer randomized run
 
-# Memory-backed where the machine has it: what these tests check is the store's records
-# and files, not the disk; a disk's fsync (thousands here: every segment's directory entry,
-# tiny segments) takes milliseconds each when other processes write, a tmpfs's nothing.
-# The crash tests (tests/test_filestore_crash.py) and the benchmarks use a real disk.
-SHM = Path("/dev/shm")
 
-
+# In memory where the machine can (tests/memdir.py): thousands of directory fsyncs here
+# (every segment's entry, tiny segments) took 10 ms each on a disk others write to.  The
+# crash tests (tests/test_filestore_crash.py) and the benchmarks use a real disk.
 @pytest.fixture
-def tmp_path(tmp_path: Path) -> Iterator[Path]:
-    if not (SHM.is_dir() and os.access(SHM, os.W_OK)):
-        yield tmp_path
-        return
-    where = Path(tempfile.mkdtemp(prefix="imq-filestore-", dir=SHM))
-    try:
+def tmp_path() -> Iterator[Path]:
+    with memory_dir("imq-filestore-") as where:
         yield where
-    finally:
-        shutil.rmtree(where, ignore_errors=True)
 
 
 class TestFileStoreContract(StoreContract):
