@@ -9,17 +9,13 @@ from __future__ import annotations
 
 import asyncio
 import importlib.metadata
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 
 from broker.admin.actions.destinations import _destination
 from broker.admin.client import AdminClient
 from openmq_client import AckMode, Queue, TextMessage, connect
-
-ROOT = Path(__file__).resolve().parent.parent
+from tests.manage_fork import run_manage
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -97,18 +93,9 @@ def test_broker_props_have_what_query_bkr_reads(broker):
 
 
 def imqcmd(b, *args: str) -> str:
-    cmd = [sys.executable, "manage.py", "imqcmd", *args]
+    cmd = ["imqcmd", *args]
     cmd += ["-b", f"127.0.0.1:{b.portmapper_port}", "-u", "admin", "-f", "-rtm", "10"]
-    r = subprocess.run(
-        cmd,
-        cwd=ROOT,
-        env=b.extra["env"],
-        capture_output=True,
-        text=True,
-        timeout=90,
-        input="admin\n",
-        start_new_session=True,
-    )
+    r = run_manage(cmd, env=b.extra["env"], timeout=90, input="admin\n")
     assert r.returncode == 0, (r.stdout, r.stderr)
     return r.stdout
 

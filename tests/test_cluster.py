@@ -6,15 +6,12 @@ import os
 import signal
 import socket
 import struct
-import subprocess
-import sys
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from broker.launcher import ROOT
 from broker.protocol import gpacket as gp
 from broker.protocol.brokerinfo import BrokerInfo
 from broker.protocol.packet import Packet
@@ -22,6 +19,7 @@ from broker.protocol.types import PacketType
 from openmq_client import AckMode, JMSException, Queue, TextMessage, Topic
 from openmq_client.sync import connect
 from tests.cluster_procs import links_up, portmapper_table, start_cluster, start_member, wait_for
+from tests.manage_fork import run_manage
 from tests.vectors import vector
 from tests.wire import Peer
 
@@ -455,22 +453,16 @@ def test_master_broker_change_record(tmp_path):
         # Backup and restore of the (stopped) master's record.
         backup = tmp_path / "record.backup"
         env = a.extra["env"]
-        run = [sys.executable, "manage.py", "runbroker", "-name", "A", "-varhome", str(a.varhome)]
-        done = subprocess.run(
-            [*run, "-backup", str(backup)], cwd=ROOT, env=env, capture_output=True, text=True
-        )
+        run = ["runbroker", "-name", "A", "-varhome", str(a.varhome)]
+        done = run_manage([*run, "-backup", str(backup)], env=env, timeout=120)
         assert done.returncode == 0, done.stderr
         assert "backed up 2 change record(s)" in done.stdout
         record.write_bytes(b"")
-        done = subprocess.run(
-            [*run, "-restore", str(backup)], cwd=ROOT, env=env, capture_output=True, text=True
-        )
+        done = run_manage([*run, "-restore", str(backup)], env=env, timeout=120)
         assert done.returncode == 0, done.stderr
         assert record.read_bytes() == backup.read_bytes()
         backup.write_bytes(b"garbage")
-        done = subprocess.run(
-            [*run, "-restore", str(backup)], cwd=ROOT, env=env, capture_output=True, text=True
-        )
+        done = run_manage([*run, "-restore", str(backup)], env=env, timeout=120)
         assert done.returncode != 0 and "not a change record" in done.stderr
     finally:
         for x in (a, b, c):
@@ -767,13 +759,18 @@ def test_ssl_cluster_links(tmp_path: Path):
         "DATABASE_URL": f"sqlite:///{tmp_path / 'kt.sqlite3'}",
         "IMQ_VARHOME": str(tmp_path / "A" / "var"),
     }
-    made = subprocess.run(
-        [sys.executable, "manage.py", "imqkeytool", "-broker", "-name", "A"]
-        + ["-dname", "CN=cluster", "-passfile", str(tool_pass)],
-        cwd=ROOT,
+    made = run_manage(
+        [
+            "imqkeytool",
+            "-broker",
+            "-name",
+            "A",
+            "-dname",
+            "CN=cluster",
+            "-passfile",
+            str(tool_pass),
+        ],
         env=env,
-        capture_output=True,
-        text=True,
         timeout=120,
     )
     assert made.returncode == 0, made.stderr

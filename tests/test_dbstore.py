@@ -9,13 +9,10 @@ from __future__ import annotations
 
 import asyncio
 import os
-import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import pytest
 from django.db import connections
@@ -38,6 +35,7 @@ from broker.store.base import (
     TxnState,
 )
 from broker.store.dbstore import DatabaseStore
+from tests.manage_fork import run_manage
 from tests.pg import database_alias, postgres_url  # noqa: F401
 from tests.store_contract import StoreContract, replay
 
@@ -446,11 +444,8 @@ def test_manage_py_migrate_on_postgresql(postgres_url: str) -> None:  # noqa: F8
         conn.execute('DROP DATABASE IF EXISTS "imqmigrate"')
         conn.execute('CREATE DATABASE "imqmigrate"')
     env = {**os.environ, "DATABASE_URL": f"{server}/imqmigrate"}
-    root = Path(__file__).resolve().parent.parent
     for args in (["migrate", "--noinput"], ["makemigrations", "broker", "--check", "--dry-run"]):
-        done = subprocess.run(
-            [sys.executable, "manage.py", *args], cwd=root, env=env, capture_output=True, text=True
-        )
+        done = run_manage(args, env=env, timeout=300)
         assert done.returncode == 0, done.stdout + done.stderr
     with psycopg.connect(f"{server}/imqmigrate") as conn:
         tables = {r[0] for r in conn.execute("SELECT tablename FROM pg_tables")}

@@ -8,18 +8,15 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 
 from broker.admin.broker_handle import BrokerAdmin
 from broker.launcher import BrokerProcess, start_broker
 
+from .manage_fork import run_manage
 from .pg import fresh_database
-
-ROOT = Path(__file__).resolve().parent.parent
 
 
 def manage(b: BrokerProcess, *args: str, check: bool = True) -> subprocess.CompletedProcess:
@@ -30,14 +27,7 @@ def manage(b: BrokerProcess, *args: str, check: bool = True) -> subprocess.Compl
         "IMQ_PORT": str(b.portmapper_port),
         "IMQ_INSTANCE": b.instance,
     }
-    done = subprocess.run(
-        [sys.executable, "manage.py", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = run_manage(list(args), env=env, timeout=120)
     if check and done.returncode != 0:
         raise AssertionError(f"manage.py {' '.join(args)} failed:\n{done.stdout}\n{done.stderr}")
     return done

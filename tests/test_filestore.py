@@ -10,6 +10,7 @@ import asyncio
 import os
 import random
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -40,11 +41,21 @@ from broker.store.filestore import (
     measure_fsync_rate,
     measure_sync_rate,
 )
+from tests.memdir import memory_dir
 from tests.store_contract import QUEUE, TOPIC, Opened, StoreContract, key, qmsg, replay
 
 pytestmark = pytest.mark.fast
 
 SEEDS = int(os.environ.get("FILESTORE_SEEDS", "8"))  # more for a longer randomized run
+
+
+# In memory where the machine can (tests/memdir.py): thousands of directory fsyncs here
+# (every segment's entry, tiny segments) took 10 ms each on a disk others write to.  The
+# crash tests (tests/test_filestore_crash.py) and the benchmarks use a real disk.
+@pytest.fixture
+def tmp_path() -> Iterator[Path]:
+    with memory_dir("imq-filestore-") as where:
+        yield where
 
 
 class TestFileStoreContract(StoreContract):

@@ -1,6 +1,11 @@
-"""``python manage.py imqcmd`` against real brokers (admin.md), run as a subprocess like an
-administrator runs it: every subcommand, ``-f``, ``-s``, ``-passfile`` and the password
-prompt, the "Are you sure?" question, and refused input.
+"""``python manage.py imqcmd`` against real brokers (admin.md): every subcommand, ``-f``,
+``-s``, ``-passfile`` and the password prompt, the "Are you sure?" question, and refused
+input.
+
+Each family of subcommands (bkr, dst, svc, cxn, dur, txn, cls, metrics), the questions,
+the prompt and ``-s`` run as a process of their own, as an administrator runs them; the
+other calls, whose check is what the command prints, run inside the test process
+(tests/manage_inproc.py: the same command, without a second of Django start-up each).
 """
 
 from __future__ import annotations
@@ -15,13 +20,19 @@ from pathlib import Path
 
 import pytest
 
+from broker.launcher import start_broker
 from broker.protocol.jtypes import JInt
 from broker.protocol.types import PacketType, XAFlag
 from openmq_client import AckMode, Queue, TextMessage, Topic, connect
 from tests.manage_fork import run_manage
+from tests.manage_inproc import call_manage
 
 ROOT = Path(__file__).resolve().parent.parent
 SUCCESS = "Successfully performed the requested operation."
+# The subcommands that change nothing, run inside the test process unless asked otherwise:
+# a change is recorded in the broker's database (broker/admin/actions/common.py), which is
+# not the test process's.
+READ_ONLY = {"list", "query", "metrics"}
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -38,34 +49,46 @@ def passfile(tmp_path: Path) -> Path:
 
 
 def run_imqcmd(
-    b, *args: str, passfile: Path | None = None, force: bool = True, answer: str | None = None
+    b,
+    *args: str,
+    passfile: Path | None = None,
+    force: bool = True,
+    answer: str | None = None,
+    real: bool | None = None,
 ) -> subprocess.CompletedProcess:
     """imqcmd against broker ``b``; ``answer`` is what is typed on stdin (questions, the
-    password prompt).  Its own process and session (tests/manage_fork.py): no controlling
-    terminal to prompt on."""
+    password prompt).  With ``real`` (by default: a subcommand that changes something), or
+    when it reads stdin (a question, the password prompt), its own process and session
+    (tests/manage_fork.py): no controlling terminal to prompt on; else inside this process
+    (tests/manage_inproc.py)."""
+    if real is None:
+        real = args[0] not in READ_ONLY
     cmd = ["imqcmd", *args]
     cmd += ["-b", f"127.0.0.1:{b.portmapper_port}", "-u", "admin", "-rtm", "10"]
     if passfile is not None:
         cmd += ["-passfile", str(passfile)]
     if force:
         cmd.append("-f")
-    return run_manage(cmd, env=b.extra["env"], timeout=90, input=answer)
+    if real or passfile is None or not force or answer is not None:
+        return run_manage(cmd, env=b.extra["env"], timeout=90, input=answer)
+    return call_manage(cmd)
 
 
-def imqcmd(b, passfile: Path, *args: str) -> subprocess.CompletedProcess:
-    return run_imqcmd(b, *args, passfile=passfile)
+def imqcmd(b, passfile: Path, *args: str, real: bool | None = None) -> subprocess.CompletedProcess:
+    return run_imqcmd(b, *args, passfile=passfile, real=real)
 
 
-def ok(b, passfile: Path, *args: str) -> str:
-    r = imqcmd(b, passfile, *args)
+def ok(b, passfile: Path, *args: str, real: bool | None = None) -> str:
+    r = imqcmd(b, passfile, *args, real=real)
     assert r.returncode == 0, (r.stdout, r.stderr)
     assert SUCCESS in r.stdout
     return r.stdout
 
 
-def refused(b, passfile: Path, *args: str, force: bool = True) -> str:
-    """The command fails: non-zero exit, one line on stderr (returned)."""
-    r = run_imqcmd(b, *args, passfile=passfile, force=force)
+def refused(b, passfile: Path, *args: str, force: bool = True, real: bool = False) -> str:
+    """The command fails: non-zero exit, one line on stderr (returned).  Inside this
+    process unless ``real``, whatever the subcommand: refused, it records nothing."""
+    r = run_imqcmd(b, *args, passfile=passfile, force=force, real=real)
     assert r.returncode != 0, (r.stdout, r.stderr)
     assert SUCCESS not in r.stdout
     lines = r.stderr.strip().splitlines()
@@ -121,6 +144,16 @@ def metric_rows(out: str) -> list[str]:
     return rows
 
 
+@pytest.fixture(scope="module")
+def quiet_broker(tmp_path_factory):
+    """A broker of this module's, for the tests that change its state and put it back
+    (log level, quiesce, paused service, threads, metrics reset) or need one no other
+    module's tests use (no transactions at all)."""
+    b = start_broker(tmp_path_factory.mktemp("imqcmd"))
+    yield b
+    b.stop()
+
+
 # -- broker ----------------------------------------------------------------------------
 
 
@@ -143,23 +176,29 @@ def test_pause_and_resume_bkr(broker, passfile):
     assert row(ok(broker, passfile, "list", "svc"), "jms")[-1] == "RUNNING"
 
 
-def test_update_bkr_quiesce_and_reload_acl(own_broker, passfile):
-    b = own_broker()
-    ok(b, passfile, "update", "bkr", "-o", "imq.log.level=DEBUG")
-    assert value(ok(b, passfile, "query", "bkr"), "Log Level") == "DEBUG"
-    ok(b, passfile, "quiesce", "bkr")
-    assert value(ok(b, passfile, "query", "bkr"), "Broker State") == "QUIESCED"
-    ok(b, passfile, "unquiesce", "bkr")
+def test_update_bkr_quiesce_and_reload_acl(quiet_broker, passfile):
+    b = quiet_broker
+    level = value(ok(b, passfile, "query", "bkr"), "Log Level")
+    try:
+        ok(b, passfile, "update", "bkr", "-o", "imq.log.level=DEBUG")
+        assert value(ok(b, passfile, "query", "bkr"), "Log Level") == "DEBUG"
+    finally:
+        ok(b, passfile, "update", "bkr", "-o", f"imq.log.level={level}")
+    try:
+        ok(b, passfile, "quiesce", "bkr")
+        assert value(ok(b, passfile, "query", "bkr"), "Broker State") == "QUIESCED"
+    finally:
+        ok(b, passfile, "unquiesce", "bkr")
     assert value(ok(b, passfile, "query", "bkr"), "Broker State") == "RUNNING"
     out = ok(b, passfile, "reload", "acl")
     assert "access control" in out
 
 
-def test_metrics_bkr_svc_dst_and_reset(own_broker, passfile):
-    b = own_broker()
+def test_metrics_bkr_svc_dst_and_reset(quiet_broker, passfile):
+    b = quiet_broker
     q = uniq("metricsQ")
     send(b, q, 3)
-    out = ok(b, passfile, "metrics", "dst", "-t", "q", "-n", q, "-msp", "1")
+    out = ok(b, passfile, "metrics", "dst", "-t", "q", "-n", q, "-msp", "1", real=True)
     assert "Msg Count" in out and "Total Msg Bytes (k)" in out
     [line] = metric_rows(out)
     cells = line.split()
@@ -306,16 +345,18 @@ def test_list_and_query_svc(broker, passfile):
     assert "404" in refused(broker, passfile, "query", "svc", "-n", "nosuchsvc")
 
 
-def test_pause_and_resume_svc(own_broker, passfile):
-    b = own_broker()
-    ok(b, passfile, "pause", "svc", "-n", "jms")
-    assert row(ok(b, passfile, "list", "svc"), "jms")[-1] == "PAUSED"
-    ok(b, passfile, "resume", "svc", "-n", "jms")
+def test_pause_and_resume_svc(quiet_broker, passfile):
+    b = quiet_broker
+    try:
+        ok(b, passfile, "pause", "svc", "-n", "jms")
+        assert row(ok(b, passfile, "list", "svc"), "jms")[-1] == "PAUSED"
+    finally:
+        ok(b, passfile, "resume", "svc", "-n", "jms")
     assert row(ok(b, passfile, "list", "svc"), "jms")[-1] == "RUNNING"
 
 
-def test_update_svc(own_broker, passfile):
-    b = own_broker()
+def test_update_svc(quiet_broker, passfile):
+    b = quiet_broker
     ok(b, passfile, "update", "svc", "-n", "jms", "-o", "maxThreads=50", "-o", "minThreads=5")
     out = ok(b, passfile, "query", "svc", "-n", "jms")
     assert value(out, "Max Number of Threads") == "50"
@@ -421,9 +462,8 @@ def test_list_query_commit_rollback_txn(broker, passfile):
     assert dst_count(broker, passfile, q) == 1  # the committed message only
 
 
-def test_list_txn_empty_broker(own_broker, passfile):
-    b = own_broker()
-    assert "There are no transactions." in ok(b, passfile, "list", "txn")
+def test_list_txn_empty_broker(quiet_broker, passfile):
+    assert "There are no transactions." in ok(quiet_broker, passfile, "list", "txn")
 
 
 # -- options: -f, -s, -passfile, the password prompt ------------------------------------
@@ -470,12 +510,15 @@ def test_confirmation_answered_no_changes_nothing(broker, passfile):
 def test_silent_mode(broker, passfile):
     q = uniq("silentQ")
     send(broker, q, 1)
-    r = run_imqcmd(broker, "list", "dst", "-s", passfile=passfile)
+    # Nothing at all on either stream: as a process of its own.
+    r = run_imqcmd(broker, "list", "dst", "-s", passfile=passfile, real=True)
     assert r.returncode == 0 and r.stdout == "" and r.stderr == ""
-    r = run_imqcmd(broker, "purge", "dst", "-t", "q", "-n", q, "-s", passfile=passfile)
+    r = run_imqcmd(broker, "purge", "dst", "-t", "q", "-n", q, "-s", passfile=passfile, real=True)
     assert r.returncode == 0 and r.stdout == ""
     assert dst_count(broker, passfile, q) == 0
-    r = run_imqcmd(broker, "query", "dst", "-t", "q", "-n", uniq("none"), "-s", passfile=passfile)
+    r = run_imqcmd(
+        broker, "query", "dst", "-t", "q", "-n", uniq("none"), "-s", passfile=passfile, real=True
+    )
     assert r.returncode != 0 and r.stdout == "" and "not found" in r.stderr
     ok(broker, passfile, "destroy", "dst", "-t", "q", "-n", q)
 
@@ -525,10 +568,15 @@ def test_refused_input(broker, passfile):
         (("metrics", "bkr", "-int", "0"), "-int"),
         (("compact", "dst", "-n", q), "both -t and -n"),
     ]  # fmt: skip
-    with ThreadPoolExecutor(8) as pool:
-        lines = list(pool.map(lambda case: refused(broker, passfile, *case[0]), cases))
+    lines = [refused(broker, passfile, *args) for args, _piece in cases]
     for (args, piece), line in zip(cases, lines, strict=True):
         assert piece in line, (args, line)
+    # The same one line from a process of its own: a usage error, an attribute refused
+    # before anything is sent, and one the broker refuses.
+    real = [cases[0], cases[6], cases[16]]
+    with ThreadPoolExecutor(3) as pool:
+        again = list(pool.map(lambda case: refused(broker, passfile, *case[0], real=True), real))
+    assert again == [lines[cases.index(case)] for case in real]
     assert dst_count(broker, passfile, q) is None  # nothing was created
 
 

@@ -25,6 +25,7 @@ from openmq_client.destination import QUEUE_CLASS, TEMP_QUEUE_CLASS
 from openmq_client.errors import JMSException
 from openmq_client.message import Message
 
+from .shared_brokers import broker_with_fixture  # noqa: F401
 from .test_client_live import name, open_conn, run
 from .wire import login
 
@@ -74,7 +75,11 @@ def request(reply_to: Any, options: dict[str, int], body: bytes = BODY) -> Bytes
     )
 
 
-async def all_of(cons: Any, first_wait: float = 10.0, rest_wait: float = 1.0) -> list[Message]:
+async def all_of(cons: Any, first_wait: float = 10.0, rest_wait: float = 0.3) -> list[Message]:
+    """What ``cons`` gets: the first within ``first_wait``, then until nothing more comes
+    for ``rest_wait``.  That wait is the check that no second report comes: the broker
+    makes a message's reports in the step that sends the first, on the same connection,
+    so another would follow it at once."""
     got = []
     while (m := await cons.receive(first_wait if not got else rest_wait)) is not None:
         got.append(m)
@@ -127,7 +132,8 @@ async def test_report_matrix(broker, kind: str, data: mq.Data, ids: str) -> None
     else:
         await prod.send(original)
     cons = await sess.create_consumer(q)  # the consumer's attempt expires it
-    got = await cons.receive(1.0 if kind == "expiration" else 10.0)
+    # Expired: the consumer's attempt, at once, finds it so (not delivered for 0.5 s).
+    got = await cons.receive(0.5 if kind == "expiration" else 10.0)
     if kind == "expiration":
         assert got is None
     else:
@@ -336,9 +342,9 @@ async def dmq_for(b: Any, queue: str, wait: float = 5.0) -> list[Message]:
 @pytest.mark.parametrize("behavior", ["REJECT_NEWEST", "REMOVE_OLDEST", "REMOVE_LOW_PRIORITY"])
 @run
 async def test_exception_reports_from_each_limit_behaviour(
-    own_broker, behavior: str, discard: bool
+    broker_with, behavior: str, discard: bool
 ) -> None:
-    b = own_broker(
+    b = broker_with(
         "imq.autocreate.destination.maxNumMsgs=2",
         f"imq.autocreate.destination.limitBehavior={behavior}",
     )
@@ -383,8 +389,8 @@ async def test_exception_reports_from_each_limit_behaviour(
 
 @pytest.mark.parametrize("discard", [False, True], ids=["to-dmq", "discard"])
 @run
-async def test_exception_report_over_max_delivery_count(own_broker, discard: bool) -> None:
-    b = own_broker("imq.autocreate.destination.maxDeliveryCount=2")
+async def test_exception_report_over_max_delivery_count(broker_with, discard: bool) -> None:
+    b = broker_with("imq.autocreate.destination.maxDeliveryCount=2")
     q = Queue(name("rpt_mdc"))
     conn = await open_conn(b)
     rsess = await conn.create_session()

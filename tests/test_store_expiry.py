@@ -10,24 +10,26 @@ its own process (``manage.py shell``) on the same database, as a Celery worker w
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import os
 import signal
 import sqlite3
-import subprocess
-import sys
 import threading
 import time
 import uuid
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
 from broker.launcher import start_broker
 from broker.protocol.types import DMQ_NAME
+from broker.store.ownership import DEFAULT_STALE_BEATS
 from openmq_client import Queue, TextMessage
 
 from .celery_procs import ROOT, wait_for
-from .manage_fork import run_manage
+from .manage_fork import ForkedProcess, _start, run_manage
 from .pg import fresh_database
 from .test_client_live import name, open_conn
 from .test_dmq_limits import drain
@@ -68,15 +70,34 @@ def job_env(url: str) -> dict[str, str]:
     return env
 
 
-def run_job(url: str) -> str:
-    """One run of the store part of the expiry job, in its own process; its runs."""
+def run_job(url: str, times: int = 1) -> str:
+    """``times`` runs of the store part of the expiry job, in its own process (as a
+    Celery worker runs it, again and again), a heartbeat interval (1 s) apart; its runs."""
     code = (
+        "import time\n"
         "from portal.jobs.expiry import reclaim_stopped\n"
-        "print([(r.broker, str(r.status)) for r in reclaim_stopped()])\n"
+        f"for i in range({times}):\n"
+        "    time.sleep(1 if i else 0)\n"
+        "    print([(r.broker, str(r.status)) for r in reclaim_stopped()])\n"
     )
     done = run_manage(["shell", "-v", "0", "-c", code], env=job_env(url), timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout
+
+
+def heartbeat_stale(url: str, instance: str) -> bool:
+    """The instance's heartbeat is older than the job's default threshold: the job will
+    count it as stopped (waited for before the job runs: each run is a process)."""
+    [(beat, interval)] = rows(
+        url,
+        "SELECT heartbeat, interval FROM broker_storeowner WHERE broker_instance = %s",
+        instance,
+    )
+    if isinstance(beat, str):  # SQLite: UTC, as text
+        beat = datetime.fromisoformat(beat)
+    if beat.tzinfo is None:
+        beat = beat.replace(tzinfo=UTC)
+    return datetime.now(UTC) - beat > timedelta(seconds=interval * DEFAULT_STALE_BEATS)
 
 
 def store_runs(url: str, instance: str) -> list[tuple]:
@@ -148,6 +169,7 @@ def test_stopped_brokers_expired_rows_are_reclaimed(
     assert stored(database_url, b.instance, queue) == 9
     wait_until(expire_at)
     # Killed, the instance counts as stopped once its heartbeat is stale (3 beats).
+    wait_for(lambda: heartbeat_stale(database_url, b.instance), what="a stale heartbeat")
     wait_for(
         lambda: store_runs(database_url, b.instance) or run_job(database_url) and False,
         what="the job's run on the stopped instance",
@@ -176,8 +198,7 @@ def test_a_running_brokers_rows_are_never_touched(own_broker, database_url: str)
     queue = name("liveexp")
     expire_at = asyncio.run(send(b, queue, expiring=3, discarded=2, kept=2))
     wait_until(expire_at)
-    for _ in range(3):  # the heartbeat is fresh each time
-        run_job(database_url)
+    run_job(database_url, times=3)  # the heartbeat is fresh each time
     assert store_runs(database_url, b.instance) == []
     assert stored(database_url, b.instance, queue) == 7
     # The broker itself expires them, as it always did.
@@ -188,7 +209,14 @@ def test_a_running_brokers_rows_are_never_touched(own_broker, database_url: str)
     ]
 
 
-def _job_process(url: str, pause_after: str) -> subprocess.Popen:
+class _Job(ForkedProcess):
+    """The job's process (tests/manage_fork.py) with pipes to its stdin and stdout."""
+
+    stdin: io.TextIOWrapper
+    stdout: io.TextIOWrapper
+
+
+def _job_process(url: str, pause_after: str) -> _Job:
     """The job in its own process, stopping (until a line on its stdin) right after
     ``pause_after``: "reclaim" (inside its transaction, rows reclaimed, not committed)
     or "candidates" (it has seen the instance stopped, before taking its row)."""
@@ -210,10 +238,18 @@ def _job_process(url: str, pause_after: str) -> subprocess.Popen:
         "runs = expiry.reclaim_stopped()\n"
         "print('RUNS', [(r.broker, str(r.status)) for r in runs], flush=True)\n"
     )
-    return subprocess.Popen(
-        [sys.executable, "manage.py", "shell", "-v", "0", "-c", code],
-        cwd=ROOT, env=job_env(url), stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-    )  # fmt: skip
+    argv = ["manage.py", "shell", "-v", "0", "-c", code]
+    stdin_r, stdin_w = os.pipe()
+    stdout_r, stdout_w = os.pipe()
+    try:
+        sock, pid = _start(argv, job_env(url), ROOT, [stdin_r, stdout_w, 2])
+    finally:
+        os.close(stdin_r)
+        os.close(stdout_w)
+    job = _Job(sock, pid, argv)
+    job.stdin = open(stdin_w, "w")  # noqa: SIM115 - as long as the process
+    job.stdout = open(stdout_r)  # noqa: SIM115
+    return job
 
 
 def _start_in_background(tmp_path: Path, url: str, started: list) -> threading.Thread:
@@ -288,6 +324,9 @@ def test_broker_starting_while_the_job_runs(
         if job.poll() is None:
             job.kill()
             job.wait(10)
+        for pipe in (job.stdin, job.stdout):
+            with contextlib.suppress(OSError):
+                pipe.close()
         for s in started:
             if not isinstance(s, Exception):
                 s.stop()
@@ -314,6 +353,7 @@ def test_a_stalled_broker_whose_rows_were_reclaimed_stops(own_broker, database_u
     wait_until(expire_at)
     os.kill(b.proc.pid, signal.SIGSTOP)
     try:
+        wait_for(lambda: heartbeat_stale(database_url, b.instance), what="a stale heartbeat")
         wait_for(
             lambda: store_runs(database_url, b.instance) or run_job(database_url) and False,
             what="the job's run on the frozen broker's rows",
