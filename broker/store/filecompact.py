@@ -53,8 +53,6 @@ class Compactor:
         self.compactions = 0
         self.segments_deleted = 0
         self.last_rewrite = 0  # size of the last rewrite: don't redo it before 2x
-        self.queued = False  # a housekeeping job is queued
-        self.batches_unchecked = 0  # batches since due() was last looked at
 
     def due(self) -> bool:
         """Does dead space dominate the closed segments (see the module docstring)?"""
@@ -69,21 +67,8 @@ class Compactor:
         live = idx.live_bytes - (cur.live_bytes if cur is not None else 0)
         return 2 * live < closed
 
-    def after_batch(self) -> bool:
-        """A batch was written: should a housekeeping job be queued now?  (If so it is
-        counted as queued.)"""
-        self.batches_unchecked += 1
-        idx = self.writer.index
-        assert idx is not None
-        if not self.queued and (idx.zeroed or (self.batches_unchecked >= 64 and self.due())):
-            self.queued = True
-            return True
-        return False
-
     def housekeeping(self) -> None:
         """Writer-thread job: delete dead segments, rewrite when it is due."""
-        self.queued = False
-        self.batches_unchecked = 0
         if self.writer.index is None:
             return
         try:

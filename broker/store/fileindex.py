@@ -36,6 +36,8 @@ from .packedmsgs import PackedMsgs
 
 
 class Txn:
+    """An open transaction's records: where each is, and the segments holding them."""
+
     __slots__ = ("txn_id", "state", "info", "state_seg", "first_seg", "sends", "acks", "segs")
 
     def __init__(self, txn_id: int, first_seg: int) -> None:

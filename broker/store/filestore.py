@@ -122,6 +122,10 @@ class FileStore(Store):
                 compact_threshold if compact_threshold is not None else 2 * segment_size
             ),
         )
+        # The parts' jobs this façade queues for the writer thread (run_in_writer).
+        self._housekeeping_queued = False
+        self._grow_queued = False
+        self._batches_unchecked = 0  # batches since the compactor's due() was looked at
 
     # -- settings and counters (the parts own them) -------------------------------------
 
@@ -252,16 +256,31 @@ class FileStore(Store):
         try:
             if w.index is None:  # started without load(): build the index first
                 self.load()
-            w.write(records)
+            room_short = w.write(records)
         finally:
             if w.slow:  # it started or grew a file: not a slow sync (see Store)
                 self._slow_ok = True
-        if self.compactor.after_batch():
+        idx = w.index
+        assert idx is not None
+        self._batches_unchecked += 1
+        if not self._housekeeping_queued and (
+            idx.zeroed or (self._batches_unchecked >= 64 and self.compactor.due())
+        ):
             # After this batch's callbacks have gone out, not before.
-            self.run_in_writer(self.compactor.housekeeping)
-        if w.room_running_out():
-            w.grow_queued = True
-            self.run_in_writer(w.grow_job)
+            self._housekeeping_queued = True
+            self.run_in_writer(self._housekeeping)
+        if room_short and not self._grow_queued:
+            self._grow_queued = True
+            self.run_in_writer(self._grow_job)
+
+    def _housekeeping(self) -> None:
+        self._housekeeping_queued = False
+        self._batches_unchecked = 0
+        self.compactor.housekeeping()
+
+    def _grow_job(self) -> None:
+        self._grow_queued = False
+        self.writer.grow_job()
 
     # -- reclaiming space (writer thread) -------------------------------------------------
 

@@ -55,7 +55,6 @@ class SegmentWriter:
         self.cur: Seg | None = None  # the segment being appended to
         self.fd = -1
         self.next_num = 1
-        self.grow_queued = False
         self.preallocations = 0  # zero-fills of segment space (creation or growth)
         # Set when a batch had to start or grow a file (the base store's _slow_ok).
         self.slow = False
@@ -81,21 +80,9 @@ class SegmentWriter:
             self.slow = True
         return target
 
-    def room_running_out(self) -> bool:
-        """Should a grow job be queued: none is, and the zeroed room ahead is short?"""
-        cur = self.cur
-        return (
-            self.preallocate
-            and not self.grow_queued
-            and cur is not None
-            and cur.alloc < self.segment_size
-            and cur.alloc - cur.size < PREALLOC_MIN // 2
-        )
-
     def grow_job(self) -> None:
         """Writer-thread job: more zeroed room in the current segment before it runs out,
         so no batch has to grow the file (and wait for the size change) itself."""
-        self.grow_queued = False
         seg = self.cur
         if seg is None or seg.sealed or self.fd < 0 or not self.preallocate:
             return
@@ -125,9 +112,10 @@ class SegmentWriter:
 
     # -- writing ------------------------------------------------------------------------
 
-    def write(self, records: list[Record]) -> None:
+    def write(self, records: list[Record]) -> bool:
         """Append a batch (the index is there): one write and, with sync, one sync per
-        segment it touches."""
+        segment it touches.  Returns whether the zeroed room ahead of the records is now
+        short: time for ``grow_job``."""
         frames = [frame_record(r) for r in records]
         limit = self.segment_size
         seg = self.cur
@@ -152,6 +140,13 @@ class SegmentWriter:
                 seg = self.roll()  # a big record: give it a fresh segment
             self.append(seg, records, frames, i, j)
             i = j
+        cur = self.cur
+        return (
+            self.preallocate
+            and cur is not None
+            and cur.alloc < self.segment_size
+            and cur.alloc - cur.size < PREALLOC_MIN // 2
+        )
 
     def append(self, seg: Seg, records: list[Record], frames: list[bytes], i: int, j: int) -> None:
         """Write ``frames[i:j]`` to ``seg`` (fsync with sync on), then index them."""
