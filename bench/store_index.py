@@ -40,7 +40,7 @@ def rss_mb(field: str = "VmRSS") -> float:
 
 
 def index(n: int) -> None:
-    idx = fs._Index()
+    idx = fs.Index()
     # As one producer makes them: timestamp, source (its address and port), sequence.
     source = os.urandom(20)
     t0 = int(time.time() * 1000)
@@ -52,7 +52,7 @@ def index(n: int) -> None:
     seg = None
     for i, k in enumerate(keys):
         if i % per_seg == 0:
-            seg = idx.segs[i // per_seg + 1] = fs._Seg(i // per_seg + 1)
+            seg = idx.segs[i // per_seg + 1] = fs.Seg(i // per_seg + 1)
         assert seg is not None
         idx.apply(
             MsgAdd(k, "q", DEST_QUEUE, b"", (QUEUE_INTEREST,)), seg, (i % per_seg) * 1100, 1100
@@ -105,7 +105,7 @@ def restart(d: Path) -> None:
     del state
     gc.collect()
     after = rss_mb()
-    msgs = store._index.msgs if store._index is not None else None
+    msgs = store.writer.index.msgs if store.writer.index is not None else None
     index_mb = 0.0
     if hasattr(msgs, "recs"):  # (a version with the packed table)
         index_mb = (len(msgs.recs) + 4 * (len(msgs.slots) + len(getattr(msgs, "hs", ())))) / (

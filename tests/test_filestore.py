@@ -222,7 +222,7 @@ def test_every_intermediate_state_of_reclaiming_loads_right(tmp_path: Path, seed
     live: dict = {}
     checks = 0
     checking = False
-    real_fsync_dir = store._fsync_dir
+    real_fsync_dir = store.files.fsync_dir
 
     def fsync_dir_and_check() -> None:
         nonlocal checks
@@ -236,7 +236,7 @@ def test_every_intermediate_state_of_reclaiming_loads_right(tmp_path: Path, seed
             assert canon(state) == canon(replay(written))
             checks += 1
 
-    store._fsync_dir = fsync_dir_and_check  # type: ignore[method-assign]
+    store.files.fsync_dir = fsync_dir_and_check  # type: ignore[method-assign]
     for step in range(60):
         batch = random_records(rng, rng.randrange(1, 40), live)
         written.extend(batch)
@@ -245,7 +245,7 @@ def test_every_intermediate_state_of_reclaiming_loads_right(tmp_path: Path, seed
         if step % 10 == 9:
             store._compact_now()
         else:
-            store._delete_dead_segments()
+            store.compactor.delete_dead_segments()
         checking = False
     store.close()
     assert checks >= 10
@@ -672,18 +672,18 @@ def test_slow_syncs_move_the_writes_off_the_loop(tmp_path: Path) -> None:
 
     store = FileStore(tmp_path / "fs", sync=True, inline=True)
     s = Opened(store)
-    real = store._datasync
+    real = store.files.datasync
 
     def slow(fd: int) -> None:
         time.sleep(0.005)
         real(fd)
 
-    store._datasync = slow  # type: ignore[method-assign]
+    store.files.datasync = slow  # type: ignore[method-assign]
     for i in range(12):
         s.write(qmsg(i))
     # The first inline_slow of them were written on the loop, then the thread took over.
     assert store.inline_batches <= Store.inline_slow + 1
-    store._datasync = real  # type: ignore[method-assign]
+    store.files.datasync = real  # type: ignore[method-assign]
     time.sleep(store.inline_backoff)
     inline = store.inline_batches
     s.write(qmsg(100))

@@ -16,7 +16,7 @@ from broker.engine import jmx_info
 from broker.engine.jmx_mbeans import KINDS, Registry, quote, unquote
 from broker.engine.jmx_names import ObjectName
 from broker.protocol import jmxser
-from broker.protocol.javaser import ObjectStreamWriter, decode_object
+from broker.protocol.javaser import JavaArray, JavaObject, ObjectStreamWriter, decode_object
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.types import DEST_QUEUE, DEST_TOPIC
 
@@ -160,3 +160,56 @@ def test_object_name_quoting() -> None:
         assert unquote(quote(text)) == text
     assert quote('a"b') == '"a\\"b"'
     assert unquote("unquoted") is None
+
+
+def _contents(info: object) -> dict[str, object]:
+    """A CompositeData's items by name (its contents TreeMap's entries)."""
+    assert isinstance(info, JavaObject)
+    tree = info.values["contents"]
+    assert isinstance(tree, JavaObject) and tree.custom is not None
+    _size, *flat = next(iter(tree.custom.values()))
+    return dict(zip(flat[0::2], flat[1::2], strict=True))
+
+
+def test_readers_tell_a_client_connection_from_another_brokers(broker: Broker) -> None:
+    """A consumer, producer or transaction on a client connection shows its host,
+    service and user; one whose link is another broker's (the cluster's RemoteLinkRef)
+    shows none, and a queue's consumer IDs are those of its local consumers only."""
+    from broker.cluster.remote_delivery import RemoteLinkRef
+    from broker.core.transaction_record import Transaction
+    from broker.engine import ConnectionEngine, jmx_readops
+    from broker.server.services import Service
+
+    from .test_router_plugins import RemoteConsumer
+
+    conn = ConnectionEngine(broker, Service("jms", "NORMAL", "tcp", None, 0, "basic", -1))
+    conn.peer = "127.0.0.1:5555"
+    conn.user = "guest"
+    conn.client_id = "cid"
+    broker.connections[conn.id] = conn
+    session = broker.router.create_session(conn, 1)
+    conn.sessions[session.id] = session
+    broker.router.create_destination("q", DEST_QUEUE)
+    local = broker.router.add_consumer(session, "q", DEST_QUEUE)
+    prod = broker.router.add_producer(session, "q", DEST_QUEUE)
+    for info in (
+        jmx_info.consumer_info(broker, str(local.id)),
+        jmx_info.producer_info(broker, str(prod.id)),
+    ):
+        values = _contents(info)
+        assert (values["Host"], values["ServiceName"], values["User"]) == (
+            "127.0.0.1",
+            "jms",
+            "guest",
+        )
+    assert _contents(jmx_info.consumer_info(broker, str(local.id)))["ClientID"] == "cid"
+
+    dest = broker.router.queues["q"]
+    other = RemoteConsumer(RemoteLinkRef("elsewhere"), credit=1)  # type: ignore[arg-type]
+    assert dest.attach(other)  # type: ignore[arg-type]
+    active = jmx_readops.DESTINATION_MONITOR["getActiveConsumerIDs"](broker, dest, [])
+    assert isinstance(active, JavaArray) and list(active.items) == [str(local.id)]
+
+    for link, shown in ((conn, "guest@127.0.0.1:5555"), (RemoteLinkRef(None), "@"), (None, None)):
+        txn = Transaction(1, None, link=link)
+        assert _contents(jmx_readops._transaction(txn))["ConnectionString"] == shown

@@ -12,12 +12,16 @@ The operations that return them are wired with the others (invoke).
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.core import queries
+from broker.engine.base import EngineBase
 from broker.protocol import jmxser
 from broker.protocol.javaser import JavaObject
 from broker.protocol.jtypes import JInt, JLong
+
+if TYPE_CHECKING:
+    from broker.core.session import Consumer, Producer
 
 STRING = "java.lang.String"
 INTEGER = "java.lang.Integer"
@@ -44,14 +48,24 @@ def _producers(broker: Any) -> Iterator[Any]:
     yield from broker.router.producers.values()
 
 
-def _host(link: Any) -> str | None:
-    peer = str(getattr(link, "peer", "") or "")
+def client_link(link: object) -> EngineBase | None:
+    """The client connection a consumer, producer or transaction is on; None for one
+    whose link is another broker's (the cluster's RemoteLinkRef: no address, service or
+    user here), as broker/server/admin_service/consumers.py tells them apart."""
+    return link if isinstance(link, EngineBase) else None
+
+
+def _host(local: EngineBase | None) -> str | None:
+    peer = str(local.peer or "") if local is not None else ""
     return peer.rpartition(":")[0] or peer or None
 
 
-def _service(link: Any) -> str | None:
-    service = getattr(link, "service", None)
-    return None if service is None else service.name
+def _service(local: EngineBase | None) -> str | None:
+    return None if local is None else local.service.name
+
+
+def _user(local: EngineBase | None) -> str | None:
+    return None if local is None else local.user
 
 
 def _dest_type(dest: Any) -> str:
@@ -80,11 +94,13 @@ def consumer_infos(broker: Any) -> list[JavaObject]:
     return [_consumer(c) for c in _consumers(broker)]
 
 
-def _consumer(c: Any) -> JavaObject:
+def _consumer(c: Consumer) -> JavaObject:
     link = c.link
+    local = client_link(link)
     dest = c.destination
     sub = c.subscription
-    durable = sub is not None and sub.durable_key is not None
+    durable_key = sub.durable_key if sub is not None else None
+    durable = durable_key is not None
     selector = c.selector.text if c.selector is not None else None
     if sub is not None:
         selector = sub.selector_text
@@ -93,7 +109,7 @@ def _consumer(c: Any) -> JavaObject:
     items: list[tuple[str, str | JavaObject, object]] = [
         ("AcknowledgeMode", INTEGER, JInt(mode)),
         ("AcknowledgeModeLabel", STRING, ACK_LABELS.get(mode, "UNKNOWN")),
-        ("ClientID", STRING, getattr(link, "client_id", None)),
+        ("ClientID", STRING, link.client_id),
         ("ConnectionID", STRING, str(link.id)),
         ("ConsumerID", STRING, str(c.id)),
         # The broker does not keep a consumer's creation time.
@@ -103,16 +119,16 @@ def _consumer(c: Any) -> JavaObject:
         ("DestinationType", STRING, _dest_type(dest)),
         ("Durable", BOOLEAN, durable),
         ("DurableActive", BOOLEAN, True if durable else None),
-        ("DurableName", STRING, sub.durable_key[1] if durable else None),
+        ("DurableName", STRING, durable_key[1] if durable_key is not None else None),
         ("FlowPaused", BOOLEAN, c.credit == 0),
-        ("Host", STRING, _host(link)),
+        ("Host", STRING, _host(local)),
         ("LastAckTime", LONG, JLong(0)),
         ("NumMsgs", LONG, JLong(c.delivered)),
         ("NumMsgsPending", LONG, JLong(pending)),
         ("NumMsgsPendingAcks", LONG, JLong(pending)),
         ("Selector", STRING, selector),
-        ("ServiceName", STRING, _service(link)),
-        ("User", STRING, getattr(link, "user", None)),
+        ("ServiceName", STRING, _service(local)),
+        ("User", STRING, _user(local)),
         ("Wildcard", BOOLEAN, _wildcard(dest)),
         ("NextMessageID", STRING, None),
     ]
@@ -139,8 +155,9 @@ def producer_infos(broker: Any) -> list[JavaObject]:
     return [_producer(broker, p) for p in _producers(broker)]
 
 
-def _producer(broker: Any, p: Any) -> JavaObject:
+def _producer(broker: Any, p: Producer) -> JavaObject:
     link = p.session.link
+    local = client_link(link)
     dest = p.destination
     items: list[tuple[str, str | JavaObject, object]] = [
         ("ConnectionID", STRING, str(link.id)),
@@ -149,12 +166,12 @@ def _producer(broker: Any, p: Any) -> JavaObject:
         ("DestinationNames", jmxser.string_array_type(), jmxser.string_array([dest.name])),
         ("DestinationType", STRING, _dest_type(dest)),
         ("FlowPaused", BOOLEAN, queries.producer_waiting(dest, p.id)),
-        ("Host", STRING, _host(link)),
+        ("Host", STRING, _host(local)),
         # Not counted per producer here (the services and destinations count messages).
         ("NumMsgs", LONG, None),
         ("ProducerID", STRING, str(p.id)),
-        ("ServiceName", STRING, _service(link)),
-        ("User", STRING, getattr(link, "user", None)),
+        ("ServiceName", STRING, _service(local)),
+        ("User", STRING, _user(local)),
         ("Wildcard", BOOLEAN, _wildcard(dest)),
     ]
     return jmxser.composite(

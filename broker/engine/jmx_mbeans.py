@@ -153,7 +153,7 @@ def _wildcard_consumers(b: Any) -> int:
         for c in b.connections.values()
         for s in c.all_sessions()
         for cons in s.consumers.values()
-        if _is_wildcard(getattr(getattr(cons, "destination", None), "name", ""))
+        if _is_wildcard(cons.destination.name)
     )
 
 
@@ -166,12 +166,7 @@ def _producers(b: Any) -> int:
 
 
 def _wildcard_producers(b: Any) -> int:
-    return sum(1 for p in b.router.producers.values() if _is_wildcard(_dest_name(p)))
-
-
-def _dest_name(p: Any) -> str:
-    d = getattr(p, "destination", None)
-    return str(getattr(d, "name", d or ""))
+    return sum(1 for p in b.router.producers.values() if _is_wildcard(p.destination.name))
 
 
 def _destinations(b: Any) -> list[Any]:
@@ -450,9 +445,14 @@ def attach_tally(broker: Any) -> None:
         broker.router.observers.add_transaction_observer(TransactionTally())
 
 
-def _tally_value(b: Any, which: str) -> JLong:
+def _committed(b: Any) -> JLong:
     t = _tally(b)
-    return JLong(0 if t is None else getattr(t, which))
+    return JLong(0 if t is None else t.committed)
+
+
+def _rolled_back(b: Any) -> JLong:
+    t = _tally(b)
+    return JLong(0 if t is None else t.rolled_back)
 
 
 _NUM_TRANSACTIONS = Attr("NumTransactions", INTEGER, lambda b, k: JInt(_transactions(b)))
@@ -462,8 +462,8 @@ TRANSACTION_MANAGER_MONITOR = MBeanKind(
     "Monitor",
     (
         _NUM_TRANSACTIONS,
-        Attr("NumTransactionsCommitted", LONG, lambda b, k: _tally_value(b, "committed")),
-        Attr("NumTransactionsRollback", LONG, lambda b, k: _tally_value(b, "rolled_back")),
+        Attr("NumTransactionsCommitted", LONG, lambda b, k: _committed(b)),
+        Attr("NumTransactionsRollback", LONG, lambda b, k: _rolled_back(b)),
     ),
 )
 
@@ -560,6 +560,16 @@ def _configured_port(b: Any, name: str) -> JInt | None:
     return JInt(_cfg_int(b, f"imq.{name}.{proto}.port", default))
 
 
+def _service_opened(b: Any, name: str) -> int:
+    s = _service(b, name)
+    return 0 if s is None else s.connections_opened
+
+
+def _service_rejected(b: Any, name: str) -> int:
+    s = _service(b, name)
+    return 0 if s is None else s.connections_rejected
+
+
 def _service_state(b: Any, name: str) -> int:
     s = _service(b, name)
     if s is None or s.server is None:
@@ -627,12 +637,12 @@ SERVICE_MONITOR = MBeanKind(
         Attr(
             "NumConnectionsOpened",
             LONG,
-            lambda b, k: JLong(getattr(_service(b, k), "connections_opened", 0)),
+            lambda b, k: JLong(_service_opened(b, k)),
         ),
         Attr(
             "NumConnectionsRejected",
             LONG,
-            lambda b, k: JLong(getattr(_service(b, k), "connections_rejected", 0)),
+            lambda b, k: JLong(_service_rejected(b, k)),
         ),
         Attr("NumConsumers", INTEGER, lambda b, k: JInt(_service_count(b, k, "consumers"))),
         Attr("NumProducers", INTEGER, lambda b, k: JInt(_service_count(b, k, "producers"))),

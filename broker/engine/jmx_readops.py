@@ -15,6 +15,7 @@ from typing import Any
 
 from broker import props
 from broker.core import queries
+from broker.core.session import Consumer
 from broker.engine import jmx_info, jmx_mbeans
 from broker.protocol import jmxser
 from broker.protocol.javaser import JavaArray, JavaObject
@@ -150,14 +151,14 @@ def _dest_consumers(b: Any, d: Any) -> list[Any]:
 
 def _active_ids(b: Any, d: Any) -> list[str]:
     if d.is_queue:
-        return [str(c.id) for c in d.dq.consumers if hasattr(c, "session")]
+        return [str(c.id) for c in d.dq.consumers if isinstance(c, Consumer)]
     return [str(c.id) for c in _dest_consumers(b, d)]
 
 
 def _backup_ids(d: Any) -> list[str]:
     if not d.is_queue:
         return []
-    return [str(c.id) for c in d.backups if hasattr(c, "session")]
+    return [str(c.id) for c in d.backups if isinstance(c, Consumer)]
 
 
 def _dest_connection(d: Any) -> JavaObject | None:
@@ -212,6 +213,7 @@ SERVICE_MONITOR: dict[str, ReadOp] = {
 
 def _transaction(txn: Any) -> JavaObject:
     link = txn.link
+    local = jmx_info.client_link(link)
     state = int(txn.state)
     items: list[jmxser.Item] = [
         ("ClientID", "ClientID", STRING, txn.client_id or None),
@@ -219,7 +221,7 @@ def _transaction(txn: Any) -> JavaObject:
             "ConnectionString",
             "ConnectionString",
             STRING,
-            f"{getattr(link, 'user', '') or ''}@{getattr(link, 'peer', '')}" if link else None,
+            (f"{local.user or ''}@{local.peer}" if local is not None else "@") if link else None,
         ),
         ("CreationTime", "CreationTime", LONG, JLong(int(txn.created))),
         ("NumAcks", "NumAcks", LONG, JLong(int(txn.held_ack_count))),

@@ -1,6 +1,6 @@
 """The file store's table of live messages, packed: about 45 bytes each, not 250.
 
-The file store's index (``filestore._Index``) knows, for each live message, where its
+The file store's index (``fileindex.Index``) knows, for each live message, where its
 MsgAdd frame is and which interests are still open.  A backlog is mostly messages added
 with one interest and not touched since; a ``Msg`` object and a dict entry for each
 cost some 250 bytes (250 MB for a million waiting messages, more than the memory a
