@@ -68,7 +68,7 @@ def pytest_configure(config: pytest.Config) -> None:
 LONGEST_FIRST = [
     "tests/interop/test_stock_cluster_topics.py",
     "tests/test_docker.py",
-    "tests/test_up_rollup.py",
+    "tests/test_up_deaths.py",
     "tests/interop/test_java_backlog.py",
     "tests/test_up.py",
     "tests/test_ha.py",
