@@ -72,6 +72,7 @@ LONGEST_FIRST = [
     "tests/interop/test_java_backlog.py",
     "tests/test_up.py",
     "tests/test_ha.py",
+    "tests/test_ha_fencing.py",
     "tests/test_store_expiry.py",
     "tests/test_cluster.py",
     "tests/test_imqcmd.py",
