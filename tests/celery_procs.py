@@ -8,11 +8,12 @@ import os
 import signal
 import sqlite3
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 from broker.commandlines import celery_beat_command, celery_worker_command
+
+from .manage_fork import run_manage
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -25,10 +26,11 @@ def env_for(database_url: str, redis_url: str, **extra: str) -> dict[str, str]:
 
 def manage(env: dict[str, str], *args: str, code: str | None = None) -> str:
     """``manage.py <args>`` (or ``shell -c code``) with ``env``; its stdout."""
-    cmd = [sys.executable, "manage.py", *args]
+    cmd = [*args]
     if code is not None:
         cmd += ["shell", "-v", "0", "-c", code]
-    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+    # Forked from tests/manage_fork.py's server, which has the libraries imported.
+    done = run_manage(cmd, env=env, timeout=120)
     assert done.returncode == 0, done.stderr
     return done.stdout
 

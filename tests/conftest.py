@@ -68,13 +68,14 @@ def pytest_configure(config: pytest.Config) -> None:
 # ones follow in collection order.)
 LONGEST_FIRST = [
     "tests/test_ha.py",
+    "tests/test_ha_fencing.py",
     "tests/test_up.py",
     "tests/interop/test_java_backlog.py",
     "tests/test_docker.py",
     "tests/test_store_expiry.py",
     "tests/test_imqcmd.py",
     "tests/test_cluster.py",
-    "tests/test_up_rollup.py",
+    "tests/test_up_deaths.py",
     "tests/test_reports_live.py",
     "tests/interop/test_stock_cluster_topics.py",
     "tests/test_rest_schema.py",

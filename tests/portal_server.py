@@ -30,7 +30,6 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -43,6 +42,7 @@ import pytest
 from broker.commandlines import portal_command
 from broker.launcher import BrokerProcess, free_port, start_broker
 
+from .manage_fork import run_manage
 from .redis import RedisServer, find_redis_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,16 +79,13 @@ class PortalStack:
 
     def django(self, code: str, timeout: float = 60) -> str:
         """Run Python ``code`` with Django set up on the stack's database (a child
-        process, as the test process has a database of its own); its stdout."""
-        script = "import django\ndjango.setup()\n" + code
-        done = subprocess.run(
-            [sys.executable, "-c", script],
-            cwd=ROOT,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            timeout=timeout,
-        )
+        process, as the test process has a database of its own: ``manage.py shell``,
+        forked from tests/manage_fork.py's server with the libraries imported); its
+        stdout."""
+        # Its output is read when it has exited: unbuffered output is the daphne log's
+        # need, and a variable the fork server's interpreter does not have.
+        env = {k: v for k, v in self.env.items() if k != "PYTHONUNBUFFERED"}
+        done = run_manage(["shell", "-v", "0", "-c", code], env=env, timeout=timeout)
         if done.returncode != 0:
             raise RuntimeError(f"django code failed:\n{done.stdout}\n{done.stderr}")
         return done.stdout

@@ -18,8 +18,10 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -30,10 +32,11 @@ from pathlib import Path
 
 import pytest
 
-from broker.launcher import free_port
+from broker.launcher import free_port, portmapper_answers
 from openmq_client import Queue, TextMessage
 from openmq_client.sync import connect
 
+from .jvmflags import JAVA, SPARK_DRIVER_JVM
 from .pg import fresh_database
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -403,6 +406,8 @@ class Stack:
             "CELERY_BEAT_PIDFILE": str(tmp / "beat.pid"),
             "SPARK_WORKER_DIR": str(tmp / "spark-work"),
             "HOSTNAME": f"docker-test-{os.getpid()}",
+            # Spark's master and worker JVMs as the tests run every JVM (tests/jvmflags.py).
+            "SPARK_DAEMON_JAVA_OPTS": " ".join(JAVA[1:]),
         }
         for path in self.paths.values():
             Path(path).mkdir(parents=True, exist_ok=True)
@@ -463,15 +468,32 @@ class Stack:
             == 0
         )
 
+    def looks_up(self, service: str) -> bool:
+        """A cheap sign, read in this process, that ``service`` has come up: the health
+        check (a process of its own; the worker's starts a Celery client) is run once
+        this holds rather than once a second all along the start."""
+        p = self.ports
+        if service == "broker":
+            return portmapper_answers("127.0.0.1", p["pm"], timeout=1)
+        if service == "worker":
+            return " ready." in self.output("worker")
+        if service == "beat":
+            return Path(self.listen["CELERY_BEAT_PIDFILE"]).exists()
+        port = {"portal": p["portal"], "ums": p["ums"], "spark-master": p["spark_ui"],
+                "spark-worker": p["worker_ui"]}[service]  # fmt: skip
+        with socket.socket() as s:
+            s.settimeout(1)
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
     def wait_healthy(self, service: str, timeout: float = 300) -> None:
         deadline = time.monotonic() + timeout
-        while not self.healthy(service):
-            proc = self.procs[service]
+        proc = self.procs[service]
+        while not (self.looks_up(service) and self.healthy(service)):
             assert proc.poll() is None, (
                 f"{service} exited {proc.returncode}:\n{self.output(service)}"
             )
             assert time.monotonic() < deadline, f"{service} never healthy:\n{self.output(service)}"
-            time.sleep(1)
+            time.sleep(0.1)
 
     def stop(self) -> dict[str, int]:
         codes = {}
@@ -575,7 +597,7 @@ def test_every_service_runs_from_its_entry_command(stack: Stack) -> None:
             state = json.loads(r.read())
         if [w["state"] for w in state["workers"]] == ["ALIVE"] or time.monotonic() > deadline:
             break
-        time.sleep(1)
+        time.sleep(0.2)
     assert state["status"] == "ALIVE"
     assert [w["state"] for w in state["workers"]] == ["ALIVE"], state
 
@@ -589,10 +611,19 @@ def test_every_service_runs_from_its_entry_command(stack: Stack) -> None:
     hour = datetime.now(UTC).replace(minute=0, second=0, microsecond=0) - timedelta(hours=2)
     rows = generate_rows(["imqbroker"], 2, hour, hour + timedelta(hours=1), timedelta(minutes=1))
     write_samples(stack.env("worker")["METRICS_RAW_URL"], rows)
+    # The executor on the Spark worker a JVM as the tests run every JVM, and a shuffle
+    # partition per core the one-core test worker has (the job's 64 for a cluster are 64
+    # tasks a stage here, run one after the other).
+    executor = f"--conf spark.executor.extraJavaOptions={shlex.quote(' '.join(JAVA[1:]))}"
+    rollup_env = {
+        **stack.env("worker"),
+        "PYSPARK_SUBMIT_ARGS": f"{executor} {SPARK_DRIVER_JVM}",
+        "SPARK_SHUFFLE_PARTITIONS": "1",
+    }
     rollup = subprocess.run(
         [sys.executable, str(ENTRYPOINT), "manage", "rollup",
          "--since", hour.isoformat(), "--until", (hour + timedelta(hours=1)).isoformat()],
-        env=stack.env("worker"), capture_output=True, text=True, timeout=600,
+        env=rollup_env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
     assert rollup.returncode == 0, rollup.stdout + rollup.stderr
     assert re.search(rf"ok \(run \d+\): {len(rows):,} samples", rollup.stdout), rollup.stdout

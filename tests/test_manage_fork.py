@@ -49,6 +49,8 @@ def test_same_as_a_fresh_interpreter(tmp_path: Path, code: str) -> None:
 
 
 def test_a_command_over_its_timeout_is_killed() -> None:
+    # 2 s: the command sleeps 60, so it is over its timeout whether or not it has got as
+    # far as its sleep by then.
     with pytest.raises(subprocess.TimeoutExpired):
         run_manage(["shell", "-c", "import time; print('started', flush=True); time.sleep(60)"],
-                   timeout=10)  # fmt: skip
+                   timeout=2)  # fmt: skip

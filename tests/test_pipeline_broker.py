@@ -8,7 +8,6 @@ import asyncio
 import os
 import sqlite3
 import subprocess
-import sys
 import time
 import uuid
 from collections.abc import Callable
@@ -20,9 +19,10 @@ import pytest
 
 from openmq_client import BytesMessage, Queue, Topic, connect
 
+from .manage_fork import run_manage
+
 pytestmark = pytest.mark.timeout(240)
 
-ROOT = Path(__file__).resolve().parent.parent
 SIZE = 100
 
 
@@ -46,14 +46,8 @@ def raw_rows(store: Path) -> list[dict]:
 
 
 def rollup(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "manage.py", "rollup", *args],
-        cwd=ROOT,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=200,
-    )
+    """``manage.py rollup ARGS`` (forked from tests/manage_fork.py's server)."""
+    return run_manage(["rollup", *args], env=env, timeout=200)
 
 
 def db_rows(db: Path, sql: str, *params: Any) -> list[sqlite3.Row]:

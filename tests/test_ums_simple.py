@@ -139,7 +139,7 @@ def test_sid_expires_and_releases_its_messages(ums_stack):
     # uncommitted receive is rolled back.
     deadline = time.monotonic() + 30
     while True:
-        time.sleep(1)
+        time.sleep(0.2)
         r = post(ums_stack, service="receive", destination=dest, timeout="200")
         if r.text == "kept" or time.monotonic() > deadline:
             break

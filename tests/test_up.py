@@ -1,5 +1,7 @@
-"""``python manage.py up``: the supervisor brings up redis, the broker and the portal, and
-takes every one of them down again (on SIGTERM, or when one of them dies)."""
+"""``python manage.py up``: the supervisor brings up redis, the broker, the portal, the UMS
+gateway and Celery (whose beat runs the metrics rollup on Spark), and takes every one of
+them down again on SIGTERM.  When one of them dies, and ``--daemon``:
+tests/test_up_deaths.py."""
 
 from __future__ import annotations
 
@@ -10,13 +12,17 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 
 from broker import props
-from broker.launcher import free_port
+from broker.launcher import free_port, fresh_sqlite
 from broker.management.commands.up import portmapper_answers, redis_answers
+
+from .celery_procs import query
+from .manage_fork import run_manage
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -85,10 +91,15 @@ def refuses(port: int) -> bool:
 class Up:
     """``manage.py up`` as a child process on free ports, its output in a file."""
 
-    def __init__(self, tmp: Path, *extra: str) -> None:
+    def __init__(self, tmp: Path, *extra: str, migrated: bool = True) -> None:
+        """``migrated``: the database is a copy of one migrated before (up's own migrate
+        then has nothing to do); False: an empty file, which up migrates."""
         self.pm, self.portal, self.ums = free_port(), free_port(), free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("IMQ_", "REDIS_URL"))}
-        env["DATABASE_URL"] = f"sqlite:///{tmp / 'db.sqlite3'}"
+        self.db = tmp / "db.sqlite3"
+        if migrated:
+            fresh_sqlite(self.db)
+        env["DATABASE_URL"] = f"sqlite:///{self.db}"
         env["IMQ_VARHOME"] = str(tmp / "var")
         self.log = tmp / "up.log"
         cmd = [
@@ -118,7 +129,7 @@ class Up:
         ):
             assert self.proc.poll() is None, self.output()
             assert time.monotonic() < deadline, self.output()
-            time.sleep(0.3)
+            time.sleep(0.1)
         kids = children_of(self.proc.pid)
         kinds = sorted(kind(c) for c in kids.values())
         assert kinds == ["beat", "broker", "portal", "redis", "ums", "worker"], kids
@@ -145,14 +156,75 @@ class Up:
             os.kill(pid, signal.SIGKILL)
 
 
-@pytest.fixture
-def up(tmp_path: Path):
-    started = Up(tmp_path)
-    yield started
-    started.kill()
+@pytest.fixture(scope="module")
+def shared_up(tmp_path_factory) -> Iterator[Callable[[], Up]]:
+    """One ``manage.py up`` for the tests of this module that need no up of their own
+    (a whole-system start is a minute of a loaded machine): ``shared_up()`` is the
+    running one, started again if a test has stopped it, so the tests pass in any
+    order.  Its database starts empty: up's own migrate is what makes it.  Its broker
+    flushes its raw samples every 2 s instead of every 5 minutes (the rollup test)."""
+    started: list[Up] = []
+
+    def running() -> Up:
+        if not started or started[-1].proc.poll() is not None:
+            tmp = tmp_path_factory.mktemp("up")
+            started.append(Up(tmp, "-Dimq.metrics.raw.flush.interval=2", migrated=False))
+        return started[-1]
+
+    yield running
+    for up in started:
+        up.kill()
 
 
-def test_up_serves_and_stops_everything_on_sigterm(up):
+@pytest.mark.timeout(300)
+def test_up_runs_the_metrics_rollup_on_spark(shared_up) -> None:
+    """The Spark rollup as ``make run`` runs it: up's own broker writing raw samples, its
+    own Celery beat and worker running the metrics-rollup job on PySpark (a Java runtime
+    is needed: ``make install`` installs one).  A run that ends ``ok`` with rollup rows
+    is what fills the portal's History page."""
+    up = shared_up()
+    up.wait_running()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("IMQ_", "REDIS_URL"))}
+    env.update(DATABASE_URL=f"sqlite:///{up.db}", IMQ_VARHOME=str(up.db.parent / "var"))
+    raw = up.db.parent / "var" / "metrics-raw"
+    deadline = time.monotonic() + 60
+    while not any(raw.rglob("*.parquet")):
+        assert up.proc.poll() is None, up.output()
+        assert time.monotonic() < deadline, f"no raw samples under {raw}\n{up.output()}"
+        time.sleep(0.2)
+    # Beat's DatabaseScheduler notices the changed schedule at its next sync.
+    schedule(env, "u('metrics-rollup', 5, True)")
+    try:
+        deadline = time.monotonic() + 200
+        while True:
+            done = query(
+                up.db,
+                "SELECT status, rows_in, rows_out, error, trigger FROM pipeline_pipelinerun"
+                " WHERE status != 'running' ORDER BY id",
+            )
+            if done:
+                break
+            assert up.proc.poll() is None, up.output()
+            assert time.monotonic() < deadline, f"no rollup run ended\n{up.output()[-6000:]}"
+            time.sleep(0.2)
+    finally:
+        # Hourly again: the up is shared, and a rollup every 5 s is a JVM every 5 s.
+        schedule(env, "u('metrics-rollup', 3600, True)")
+    status, rows_in, rows_out, error, trigger = done[0]
+    assert (status, trigger) == ("ok", "beat"), (error, up.output()[-6000:])
+    assert rows_in > 0 and rows_out > 0
+    assert query(up.db, "SELECT count(*) FROM pipeline_rollup")[0][0] == rows_out
+
+
+def schedule(env: dict[str, str], call: str) -> None:
+    """``call`` of portal.jobs.actions.update_schedule (as ``u``) in a manage.py shell."""
+    code = f"from portal.jobs.actions import update_schedule as u; {call}"
+    done = run_manage(["shell", "-v", "0", "-c", code], env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+
+
+def test_up_serves_and_stops_everything_on_sigterm(shared_up):
+    up = shared_up()
     kids = up.wait_running()
     out = up.output()
     assert f"http://127.0.0.1:{up.portal}/" in out
@@ -180,52 +252,6 @@ def test_up_serves_and_stops_everything_on_sigterm(up):
     assert refuses(up.redis_port())
 
 
-def test_a_dead_child_stops_the_others(tmp_path: Path):
-    # A dead broker is restarted by default (tests/test_crash_up.py); not with 0 restarts.
-    up = Up(tmp_path, "--broker-restarts", "0")
-    try:
-        _dead_broker_stops_the_others(up)
-    finally:
-        up.kill()
-
-
-def _dead_broker_stops_the_others(up: Up) -> None:
-    kids = up.wait_running()
-    broker = next(pid for pid, cmd in kids.items() if "runbroker" in cmd)
-    os.kill(broker, signal.SIGKILL)
-    assert up.wait_exit() == 1, up.output()
-    assert "the broker exited unexpectedly (killed by SIGKILL)" in up.output()
-    assert not [pid for pid in kids if alive(pid)], (kids, up.output())
-    assert refuses(up.portal)
-
-
-def test_a_dead_celery_beat_stops_the_others(tmp_path: Path):
-    # With --log-dir: each child's output in a file of its own, not in up's.
-    logs = tmp_path / "logs"
-    up = Up(tmp_path, "--log-dir", str(logs))
-    try:
-        _dead_beat_stops_the_others(up)
-    finally:
-        up.kill()
-    names = ["beat", "broker", "portal", "redis", "ums", "worker"]
-    assert sorted(p.stem for p in logs.iterdir()) == names
-    for name in names:
-        assert (logs / f"{name}.log").read_text().startswith(f"--- up: starting the {name} at ")
-    assert f"port mapper listening on 127.0.0.1:{up.pm}" in (logs / "broker.log").read_text()
-    assert "Ready to accept connections" in (logs / "redis.log").read_text()
-    assert "port mapper listening" not in up.output()
-
-
-def _dead_beat_stops_the_others(up: Up) -> None:
-    kids = up.wait_running()
-    beat = next(pid for pid, cmd in kids.items() if kind(cmd) == "beat")
-    os.kill(beat, signal.SIGKILL)
-    assert up.wait_exit() == 1, up.output()
-    assert "the beat exited unexpectedly (killed by SIGKILL)" in up.output()
-    assert not [pid for pid in kids if alive(pid)], (kids, up.output())
-    assert refuses(up.portal) and refuses(up.pm)
-
-
 def test_up_binds_loopback_unless_told_otherwise(tmp_path):
     from broker.management.commands.up import Command
 
@@ -248,42 +274,7 @@ def test_up_binds_loopback_unless_told_otherwise(tmp_path):
     assert config.get(props.SERVICE_ACTIVELIST) == ["jms", "admin", "ssljms"]
 
 
-def test_up_daemon_detaches_and_stops_on_sigterm(tmp_path: Path):
-    logs = tmp_path / "logs"
-    up = Up(tmp_path, "--daemon", "--log-dir", str(logs))
-    daemon = None
-    try:
-        # The command returns once everything answers, leaving up in the background.
-        assert up.wait_exit() == 0, up.output()
-        pidfile = logs / "up.pid"
-        daemon = int(pidfile.read_text())
-        assert f"running in the background (pid {daemon}" in up.output()
-        assert alive(daemon) and portal_answers(up.portal) and portal_answers(up.ums)
-        assert portmapper_answers("127.0.0.1", up.pm)
-        kids = children_of(daemon)
-        assert sorted(kind(c) for c in kids.values()) == [
-            "beat", "broker", "portal", "redis", "ums", "worker"
-        ]  # fmt: skip
-        # It left the terminal's session: a Ctrl-C there does not reach it.
-        assert os.getsid(daemon) == daemon
-        assert "up: running; Ctrl-C (or SIGTERM) stops everything" in (logs / "up.log").read_text()
-        os.kill(daemon, signal.SIGTERM)
-        deadline = time.monotonic() + 60
-        while alive(daemon) or [pid for pid in kids if alive(pid)]:
-            assert time.monotonic() < deadline, (logs / "up.log").read_text()
-            time.sleep(0.2)
-        assert not pidfile.exists()
-        assert "up: stopped" in (logs / "up.log").read_text()
-        assert refuses(up.portal) and refuses(up.pm)
-    finally:
-        up.kill()
-        if daemon is not None and alive(daemon):
-            for pid in children_of(daemon):
-                os.kill(pid, signal.SIGKILL)
-            os.kill(daemon, signal.SIGKILL)
-
-
 def test_up_daemon_needs_a_log_dir(tmp_path: Path):
-    up = Up(tmp_path, "--daemon")
+    up = Up(tmp_path, "--daemon", migrated=False)  # it stops before the database
     assert up.wait_exit() == 1
     assert "--daemon needs --log-dir DIR" in up.output()
