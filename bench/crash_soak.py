@@ -279,7 +279,7 @@ def count_paging(b: BrokerProcess, r: Round) -> None:
     (``--prop imq.memory.limit=1m --size 2000``) shows it was killed while paging."""
     import asyncio
 
-    from broker.admin.client import AdminClient
+    from broker.admintools.client import AdminClient
 
     async def ask() -> dict:
         admin = await AdminClient.open(b.host, b.portmapper_port)

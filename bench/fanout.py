@@ -93,7 +93,7 @@ async def _publish(host: str, port: int, topic: str, count: int, size: int) -> f
 
 
 def dropped(host: str, port: int, topic: str) -> int:
-    from broker.admin.broker_handle import BrokerAdmin
+    from broker.admintools.broker_handle import BrokerAdmin
 
     admin = BrokerAdmin(host, port)
     try:

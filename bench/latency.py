@@ -49,7 +49,7 @@ class LagWatch(threading.Thread):
         self.stop = threading.Event()
 
     def run(self) -> None:
-        from broker.admin.broker_handle import BrokerAdmin
+        from broker.admintools.broker_handle import BrokerAdmin
 
         admin = BrokerAdmin(self.host, self.port)
         try:

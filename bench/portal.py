@@ -171,7 +171,7 @@ def rest(args) -> bool:
     from django.conf import settings
     from django.test import Client
 
-    from broker.admin.broker_handle import BrokerAdmin
+    from broker.admintools.broker_handle import BrokerAdmin
     from broker.launcher import start_broker
 
     broker = start_broker(tmp, "imq.log.level=WARNING", database_url=database_url)

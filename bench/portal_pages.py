@@ -32,7 +32,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "portal.settings")
 
-from broker.admin.client import AdminClient  # noqa: E402
+from broker.admintools.client import AdminClient  # noqa: E402
 from openmq_client import connect  # noqa: E402
 from tests.portal_server import PortalStack, start_stack  # noqa: E402
 

@@ -1,6 +1,6 @@
 """The Channels group a broker instance's live events go to, named in one place for the
 broker's publisher (broker/server/events.py), the administration tools' change events
-(broker/admin/events.py) and the portal's consumer (portal/consumers.py).  No Django or
+(broker/admintools/events.py) and the portal's consumer (portal/consumers.py).  No Django or
 Channels import."""
 
 from __future__ import annotations

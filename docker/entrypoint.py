@@ -24,7 +24,7 @@ Secrets: for each of SECRET_VARIABLES, ``NAME_FILE`` names a file (a Docker secr
 content becomes ``NAME``.  ``DATABASE_PASSWORD`` is put into ``DATABASE_URL``, so the URL
 itself can sit in the compose file without its password.  ``IMQ_PORTAL_SECRET_FILE`` and
 ``IMQ_ADMIN_PASSWORD_FILE`` stay files: the portal reads them itself, again when they
-change (broker/admin/credentials.py).
+change (broker/admintools/credentials.py).
 
 The process is exec'd, not started as a child: it gets the container's signals itself.
 """
@@ -204,7 +204,7 @@ def migrate() -> None:
     django.setup()
     from django.core.management import call_command
 
-    from broker.admin.credentials import broker_credentials
+    from broker.admintools.credentials import broker_credentials
     from broker.security.users import ensure_default_users
 
     call_command("migrate", interactive=False, verbosity=1)
@@ -221,7 +221,7 @@ def migrate() -> None:
 def first_admin_password(password: str) -> str:
     """Give admin ``password`` while admin is still on its shipped one (a new database);
     what was done, as a line for the log."""
-    from broker.admin import security_actions
+    from broker.admintools import security_actions
     from broker.models import BrokerUser
     from broker.security.digest import password_digest
     from broker.security.shipped import on_shipped_password

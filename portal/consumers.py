@@ -24,7 +24,7 @@ then forwards each of the broker's once-a-second samples as it comes::
      "producers"}, ...]}
 
 and each change an administrator makes, from any entry point (portal, REST API,
-imqcmd, Celery: broker/admin/events.py), as it is made::
+imqcmd, Celery: broker/admintools/events.py), as it is made::
 
     {"type": "change", "instance": ...,
      "event": {"type": "destination", "op": "create", "name": "orders",

@@ -2,7 +2,7 @@
 exposition format (prometheus-client).
 
 One scrape asks the broker, over its admin service (the portal's one admin connection,
-:func:`broker.admin.credentials.default_admin`), for four things whatever the number of
+:func:`broker.admintools.credentials.default_admin`), for four things whatever the number of
 destinations: the broker's properties (instance, state, memory state, messages held), its
 total ``MetricCounters`` (GET_METRICS), its services (GET_SERVICES) and every destination
 in one GET_DESTINATIONS reply; then one GET_METRICS per service for the service's
@@ -41,9 +41,9 @@ from prometheus_client.exposition import choose_encoder
 from prometheus_client.registry import Collector
 
 from broker import props as imq  # (props here: a broker's reported properties)
-from broker.admin.broker_handle import BrokerAdmin, BrokerUnavailable
-from broker.admin.client import AdminError
-from broker.admin.credentials import default_admin
+from broker.admintools.broker_handle import BrokerAdmin, BrokerUnavailable
+from broker.admintools.client import AdminError
+from broker.admintools.credentials import default_admin
 from broker.protocol.admin_types import ADMIN_QUEUE
 from broker.protocol.types import DEST_QUEUE, DEST_TEMP
 from portal.auth import is_administrator

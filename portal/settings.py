@@ -9,7 +9,7 @@ IMQ_BROKER_HOST     host of the broker the portal administers (default: localhos
 IMQ_PORTAL_SECRET_FILE  the password of the portal's own broker account imq.portal, which
                     the portal, the REST API, /metrics and the jobs log in to the broker
                     with (default: <IMQ_VARHOME>/portal.secret, made at first use, 0600;
-                    broker/admin/credentials.py)
+                    broker/admintools/credentials.py)
 IMQ_ADMIN_USER      instead, an administrator the operator manages (LDAP, a passwd
 IMQ_ADMIN_PASSWORD  file, a broker on another database): its name (default admin) and
 IMQ_ADMIN_PASSWORD_FILE  its password, or a file holding it (read again when it changes)
@@ -79,7 +79,7 @@ from broker.settings import INSTALLED_APPS as _BROKER_APPS
 # The broker the portal, the REST API and imqcmd administer (through its admin service).
 IMQ_BROKER_HOST = os.environ.get("IMQ_BROKER_HOST") or "localhost"
 IMQ_BROKER_PORT = int(os.environ.get("IMQ_PORT") or imq.PORTMAPPER_PORT.default or 0)
-# Who the portal logs in to that broker as: broker.admin.credentials.broker_credentials().
+# Who the portal logs in to that broker as: broker.admintools.credentials.broker_credentials().
 IMQ_PORTAL_SECRET_FILE = Path(
     os.environ.get("IMQ_PORTAL_SECRET_FILE") or IMQ_VARHOME / "portal.secret"
 )

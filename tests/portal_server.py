@@ -152,7 +152,7 @@ def start_portal(
 ) -> tuple[subprocess.Popen, int, dict[str, str], Path]:
     """Start daphne serving portal.asgi for ``broker``; (process, port, env, log path).
     ``admin_user`` None: the portal logs in to the broker with its own account
-    (broker/admin/credentials.py), as it does unless told otherwise."""
+    (broker/admintools/credentials.py), as it does unless told otherwise."""
     env = dict(broker.extra["env"])
     if admin_user is not None:
         env.update({"IMQ_ADMIN_USER": admin_user, "IMQ_ADMIN_PASSWORD": admin_password})

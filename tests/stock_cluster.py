@@ -1410,7 +1410,7 @@ def admin_ask(b: BrokerProcess | StockBrokerProcess, ask: Callable[[Any], Any]) 
     """``await ask(admin)`` on a fresh admin connection to ``b`` (user admin)."""
     import asyncio
 
-    from broker.admin.client import AdminClient
+    from broker.admintools.client import AdminClient
 
     async def run() -> Any:
         async with await AdminClient.open(b.host, b.portmapper_port, connect_timeout=10) as a:
@@ -1423,7 +1423,7 @@ def consumer_count(b: BrokerProcess | StockBrokerProcess, dest: str, queue: bool
     """The destination's consumers as ``b`` counts them (imqcmd's "Consumers"), its remote
     ones included: a topic's subscriptions (a durable one also while nobody is on it, a
     shared one once), a queue's consumers; 0 while ``b`` has no such destination."""
-    from broker.admin.client import AdminError
+    from broker.admintools.client import AdminError
     from broker.protocol.types import DEST_QUEUE, DEST_TOPIC
 
     async def ask(a: Any) -> int:

@@ -52,7 +52,7 @@ import time
 
 import pytest
 
-from broker.admin.client import AdminClient, AdminError, read_vector
+from broker.admintools.client import AdminClient, AdminError, read_vector
 from broker.props import parse_size
 from broker.protocol import dest_attributes as dattrs
 from broker.protocol.admin_info import (

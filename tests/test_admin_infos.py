@@ -12,8 +12,8 @@ import importlib.metadata
 
 import pytest
 
-from broker.admin.actions.destinations import _destination
-from broker.admin.client import AdminClient
+from broker.admintools.actions.destinations import _destination
+from broker.admintools.client import AdminClient
 from openmq_client import AckMode, Queue, TextMessage, connect
 from tests.manage_fork import run_manage
 

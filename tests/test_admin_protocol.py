@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.admin.client import read_vector
+from broker.admintools.client import read_vector
 from broker.protocol.auth import encode_auth_body, encode_basic_password
 from broker.protocol.javaser import (
     JavaSerializationError,

@@ -22,7 +22,7 @@ from django.core.management import call_command
 from django.core.management.base import CommandError
 from ldap3 import BASE, Connection, Server
 
-from broker.admin.actions import ActionError
+from broker.admintools.actions import ActionError
 from broker.models import LogRecord
 from portal.objects import actions
 from portal.objects.attributes import (

@@ -9,7 +9,7 @@ import pytest
 from ldap3 import BASE, Connection, Server
 from rest_framework.test import APIClient
 
-from broker.admin import security_actions
+from broker.admintools import security_actions
 from broker.models import LogRecord
 from portal.objects.stores import LDAP_FACTORY, read_bindings
 

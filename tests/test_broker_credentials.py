@@ -1,6 +1,6 @@
 """The one source of the credential the portal, the REST API, /metrics and the jobs log in
-to the broker with (broker/admin/credentials.py), and the action layer's refusals that
-keep it working (broker/admin/security_actions.py)."""
+to the broker with (broker/admintools/credentials.py), and the action layer's refusals that
+keep it working (broker/admintools/security_actions.py)."""
 
 from __future__ import annotations
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.admin import definitions
-from broker.admin import security_actions as sec
-from broker.admin.credentials import CredentialsError, broker_credentials
-from broker.admin.portal_account import PORTAL_ACCOUNT, guarded_account
+from broker.admintools import definitions
+from broker.admintools import security_actions as sec
+from broker.admintools.credentials import CredentialsError, broker_credentials
+from broker.admintools.portal_account import PORTAL_ACCOUNT, guarded_account
 from broker.models import BrokerUser
 from broker.security.digest import password_digest
 from broker.security.users import ensure_default_users

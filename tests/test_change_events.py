@@ -1,4 +1,4 @@
-"""Change events (broker/admin/events.py): an action run through the REST API reaches the
+"""Change events (broker/admintools/events.py): an action run through the REST API reaches the
 live overview's consumer over a real Redis channel layer, and a Redis outage never fails
 the action.
 
@@ -16,7 +16,7 @@ import uuid
 import pytest
 from rest_framework.test import APIClient
 
-from broker.admin import security_actions
+from broker.admintools import security_actions
 from broker.launcher import free_port
 
 pytestmark = pytest.mark.django_db(transaction=True)
@@ -132,7 +132,7 @@ def test_user_change_reaches_a_layer_subscriber(api, redis_url, settings):
     broker's group, as a plain channel layer subscriber sees it."""
     from channels.layers import get_channel_layer
 
-    from broker.admin.events import CHANGE_TYPE
+    from broker.admintools.events import CHANGE_TYPE
     from broker.server.events import group_name
 
     settings.CHANNEL_LAYERS = redis_layer(redis_url)
@@ -165,7 +165,7 @@ def test_user_change_reaches_a_layer_subscriber(api, redis_url, settings):
 def test_redis_outage_never_fails_the_action(api, redis_url, settings, caplog):
     """With the channel layer's Redis gone, the change is made; the failed publish is one
     warning, not one per change."""
-    from broker.admin.events import send_event
+    from broker.admintools.events import send_event
 
     settings.CHANNEL_LAYERS = redis_layer(redis_url)
     assert send_event({"type": "test", "op": "ping", "by": "test"})  # the layer works

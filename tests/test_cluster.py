@@ -853,7 +853,7 @@ def test_paused_peer_is_dropped_after_silence_and_relinks_when_it_wakes(tmp_path
 
 @pytest.mark.django_db
 def test_rest_api_lists_the_cluster(cluster, settings, tmp_path):
-    from broker.admin import security_actions
+    from broker.admintools import security_actions
     from tests.test_rest_api import ADMIN, ADMIN_PW, point_at, token_client
 
     a, b, c = cluster
@@ -874,7 +874,7 @@ def test_rest_api_lists_the_cluster(cluster, settings, tmp_path):
 def test_portal_cluster_page(cluster, settings, tmp_path):
     from django.test import Client
 
-    from broker.admin import security_actions
+    from broker.admintools import security_actions
     from tests.test_rest_api import ADMIN, ADMIN_PW, point_at
 
     a, b, c = cluster
@@ -947,7 +947,7 @@ def test_a_failover_queues_backup_on_another_broker_takes_over_cluster_wide(clus
     sent on A and on B."""
     import asyncio
 
-    from broker.admin.client import AdminClient
+    from broker.admintools.client import AdminClient
 
     a, b, _c = cluster
     qname = name("failoverq")

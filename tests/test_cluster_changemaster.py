@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.admin.client import AdminClient, AdminError
+from broker.admintools.client import AdminClient, AdminError
 from broker.launcher import free_port
 from broker.protocol.types import DEST_QUEUE
 from tests.cluster_procs import start_member, wait_linked

@@ -81,7 +81,7 @@ def test_reload_cls_adds_and_removes_a_broker(tmp_path: Path, settings) -> None:
         # C is taken out again, through the REST API on B: A and B say GOODBYE to C.
         from django.test import Client
 
-        from broker.admin import security_actions
+        from broker.admintools import security_actions
         from tests.test_rest_api import ADMIN, ADMIN_PW, point_at, token_client
 
         write_list(shared, [pa, pb])

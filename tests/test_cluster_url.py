@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.admin.actions.broker_info import broker_properties
-from broker.admin.broker_handle import BrokerAdmin
+from broker.admintools.actions.broker_info import broker_properties
+from broker.admintools.broker_handle import BrokerAdmin
 from broker.launcher import BrokerProcess, free_port, start_broker
 from openmq_client import Queue, TextMessage
 from openmq_client.sync import connect

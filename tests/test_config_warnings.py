@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.admin.broker_handle import BrokerAdmin
+from broker.admintools.broker_handle import BrokerAdmin
 from broker.launcher import start_broker
 
 pytestmark = pytest.mark.timeout(120)

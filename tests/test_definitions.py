@@ -12,7 +12,7 @@ import uuid
 
 import pytest
 
-from broker.admin.broker_handle import BrokerAdmin
+from broker.admintools.broker_handle import BrokerAdmin
 from broker.launcher import BrokerProcess, start_broker
 
 from .manage_fork import run_manage

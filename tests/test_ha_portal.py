@@ -1,5 +1,5 @@
 """The HA cluster in the portal and the REST API: every member broker of the shared
-store with its state, last heartbeat and who took it over (broker/admin/actions/ha.py).
+store with its state, last heartbeat and who took it over (broker/admintools/actions/ha.py).
 
 The rows are the StoreOwner rows HA brokers write (tests/test_ha.py drives real ones);
 here they are made directly in the test database, and the broker page is served by the
@@ -14,7 +14,7 @@ from django.test import Client
 from django.utils import timezone
 from rest_framework.test import APIClient
 
-from broker.admin import security_actions
+from broker.admintools import security_actions
 from broker.models import BrokerState, StoreOwner
 
 pytestmark = pytest.mark.django_db

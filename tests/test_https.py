@@ -289,7 +289,7 @@ def test_portal_login_and_rest_api_over_https_with_the_admin_client_on_ssladmin(
     data = json.loads(body)
     rows = data["results"] if isinstance(data, dict) else data
     services = {(r["user"], r["service"]) for r in rows}
-    # The portal's own account (broker/admin/credentials.py), over ssladmin only.
+    # The portal's own account (broker/admintools/credentials.py), over ssladmin only.
     assert ("imq.portal", "ssladmin") in services, rows
     assert ("imq.portal", "admin") not in services, rows
 

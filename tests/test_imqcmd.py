@@ -30,7 +30,7 @@ from tests.manage_inproc import call_manage
 ROOT = Path(__file__).resolve().parent.parent
 SUCCESS = "Successfully performed the requested operation."
 # The subcommands that change nothing, run inside the test process unless asked otherwise:
-# a change is recorded in the broker's database (broker/admin/actions/common.py), which is
+# a change is recorded in the broker's database (broker/admintools/actions/common.py), which is
 # not the test process's.
 READ_ONLY = {"list", "query", "metrics"}
 

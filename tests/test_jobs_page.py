@@ -19,7 +19,7 @@ def admin_client(settings, tmp_path: Path):
     from django.contrib.auth import get_user_model
     from django.test import Client
 
-    from broker.admin import security_actions
+    from broker.admintools import security_actions
 
     settings.LOG_ARCHIVE_DIR = tmp_path / "archives"
     user = get_user_model().objects.create_user("jobsadmin", is_staff=True)

@@ -1,14 +1,14 @@
 """Rooms: which of the project's packages each package may import (DESIGN.md, README's
 layout).  The broker (protocol, store, core, engine, cluster, server, security) never
-imports the administration tools (broker/admin, whose broker side is
+imports the administration tools (broker/admintools, whose broker side is
 broker/server/admin_service) or the portal; the tools and the portal talk to the broker
-over the wire (openmq_client, broker/admin), not by importing its server.
+over the wire (openmq_client, broker/admintools), not by importing its server.
 
 Read from the source like tests/test_import_cycles.py (every import that runs, at the top
 or in a function).  The imports that break a rule today are listed in ``ALLOWED`` with
 why; a new one fails, and so does a listed one that is gone.  One more test checks the
 same in a fresh interpreter, as ``runbroker`` starts: Django set up, every module of the
-broker's packages imported, and no module of broker/admin or openmq_client loaded.
+broker's packages imported, and no module of broker/admintools or openmq_client loaded.
 """
 
 from __future__ import annotations
@@ -97,7 +97,7 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
     # the wire, and OpenMQ's password digest.
     "openmq_client": frozenset({PROTOCOL, "broker.security"}),
     # The tools: the broker through the client and the admin protocol.
-    "broker.admin": frozenset({PROTOCOL, "broker.security", "openmq_client"}),
+    "broker.admintools": frozenset({PROTOCOL, "broker.security", "openmq_client"}),
     # Where the stock OpenMQ client and broker the tests compare with are (third_party).
     "broker.stock_paths": frozenset(),
     # A development helper that starts broker processes (tests, manage.py up), ours and
@@ -109,20 +109,20 @@ MAY_IMPORT: dict[str, frozenset[str]] = {
             PROTOCOL,
             *BROKER_ROOMS,
             "openmq_client",
-            "broker.admin",
+            "broker.admintools",
             "broker.launcher",
         }
     ),
 }
 # The portal (every portal/ package and module): its own rooms, the tools, the client.
-PORTAL_MAY_IMPORT = frozenset({PROTOCOL, "broker.security", "openmq_client", "broker.admin"})
+PORTAL_MAY_IMPORT = frozenset({PROTOCOL, "broker.security", "openmq_client", "broker.admintools"})
 # portal/jobs/expiry.py is the database store's expiry job: it reclaims a stopped broker's
 # rows (broker/jobs/dbexpiry.py) under the store's ownership rules (ownership.py).
 MAY_IMPORT["portal.jobs"] = PORTAL_MAY_IMPORT | {"broker.store", "broker.jobs"}
 
 # The imports that break a rule today: (importer module, imported module) -> why.
 ALLOWED: dict[tuple[str, str], str] = {
-    ("broker.admin.workflows", "broker.core.selector"): (
+    ("broker.admintools.workflows", "broker.core.selector"): (
         "delete/move by selector validates the selector with the broker's own parser"
     ),
 }
@@ -169,18 +169,18 @@ def test_every_room_has_rules() -> None:
         r for r in rooms if r != "broker" and not r.startswith("portal") and r not in MAY_IMPORT
     ]
     assert unruled == [], "packages without a rule in MAY_IMPORT"
-    assert {"broker.cluster", "broker.store", "broker.admin", "portal.ui"} <= rooms
+    assert {"broker.cluster", "broker.store", "broker.admintools", "portal.ui"} <= rooms
 
 
 @pytest.mark.fast
 def test_the_rules_catch_what_they_should() -> None:
-    assert not may_import("broker.core", "broker.admin")
+    assert not may_import("broker.core", "broker.admintools")
     assert not may_import("broker.server", "portal.ui")
     assert not may_import("portal.ui", "broker.server")
     assert not may_import("openmq_client", "broker.core")
     assert not may_import(PROTOCOL, "broker.core")
     assert may_import("broker.server", "broker.cluster")
-    assert may_import("portal.api", "broker.admin")
+    assert may_import("portal.api", "broker.admintools")
 
 
 @pytest.mark.fast
@@ -197,7 +197,7 @@ def test_every_allowed_import_still_breaks_a_rule() -> None:
 
 @pytest.mark.fast
 def test_the_broker_never_names_the_portal_or_the_tools() -> None:
-    """No module of the broker's rooms imports ``portal``, ``broker.admin`` or the
+    """No module of the broker's rooms imports ``portal``, ``broker.admintools`` or the
     Python client library ``openmq_client``, allowed or not (DESIGN.md: the portal and
     the tools talk to the broker, not the other way round; the client is a product of
     its own)."""
@@ -206,7 +206,7 @@ def test_the_broker_never_names_the_portal_or_the_tools() -> None:
         for mod, targets in direct_imports().items()
         if room_of(mod) in (PROTOCOL, *BROKER_ROOMS)
         for t in targets
-        if t.startswith("portal") or room_of(t) in ("broker.admin", "openmq_client")
+        if t.startswith("portal") or room_of(t) in ("broker.admintools", "openmq_client")
     ]
     assert offenders == []
 
@@ -247,7 +247,7 @@ for pkg in ROOMS:
         loaded.append(info.name)
 importlib.import_module("broker.management.commands.runbroker")
 print(len(loaded), "broker.server.admin_service.handler" in loaded)
-print(" ".join(sorted(m for m in sys.modules if m.split(".")[:2] == ["broker", "admin"] or m.split(".")[0] == "openmq_client")))
+print(" ".join(sorted(m for m in sys.modules if m.split(".")[:2] == ["broker", "admintools"] or m.split(".")[0] == "openmq_client")))
 print(" ".join(sorted(m for m in sys.modules if m.split(".")[0] in PORTAL_ONLY)))
 print(os.environ["DJANGO_SETTINGS_MODULE"])
 """
@@ -264,7 +264,7 @@ def broker_process_imports() -> tuple[int, str, str, str, str]:
     """What the broker process loads, under the settings it runs with (a fresh
     interpreter started as the tests start brokers, with the portal's settings named in
     its environment): how many broker modules, whether the admin service's handler is
-    among them, the broker/admin modules, the portal-only modules, the settings."""
+    among them, the broker/admintools modules, the portal-only modules, the settings."""
     rooms = (PROTOCOL, *BROKER_ROOMS)
     done = subprocess.run(
         [sys.executable, "-c", f"ROOMS = {rooms!r}\nPORTAL_ONLY = {PORTAL_ONLY!r}\n" + SCRIPT],

@@ -14,8 +14,8 @@ from typing import Any
 import pytest
 
 from broker import props
-from broker.admin.actions.broker_info import query_broker
-from broker.admin.broker_handle import BrokerAdmin
+from broker.admintools.actions.broker_info import query_broker
+from broker.admintools.broker_handle import BrokerAdmin
 from broker.core.metrics import LagWindow
 from broker.server.looplag import FullCollections, LoopLagMonitor
 

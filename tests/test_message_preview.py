@@ -2,7 +2,7 @@
 
 import pytest
 
-from broker.admin.actions.messages import preview_body
+from broker.admintools.actions.messages import preview_body
 from broker.protocol.javaser import encode_map_body, encode_stream_body
 from broker.protocol.jtypes import JByte, JChar, JFloat, JInt, JLong, JShort
 

@@ -32,7 +32,7 @@ from typing import Any
 
 import pytest
 
-from broker.admin.client import AdminClient, AdminError
+from broker.admintools.client import AdminClient, AdminError
 from broker.launcher import free_port
 from broker.protocol.javaser import decode_object
 from broker.server.admin_service.metrics import encode_dest_metrics, encode_metric_counters
@@ -524,7 +524,7 @@ def test_overview_sends_history_then_live_samples(own_broker, redis_url, setting
     _history_row(name("elsewhere"), 30, 42.0)  # another broker's
     admin_user = get_user_model().objects.create_user("portaladmin", is_staff=True)
     # The portal asks the broker's user repository whether the user administers.
-    from broker.admin import security_actions
+    from broker.admintools import security_actions
 
     security_actions.create_user("test", "portaladmin", "portaladmin-pw", ["admin"])
     client = Client()

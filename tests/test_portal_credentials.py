@@ -16,7 +16,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.admin.portal_account import PORTAL_ACCOUNT
+from broker.admintools.portal_account import PORTAL_ACCOUNT
 from tests.manage_fork import run_manage
 
 from .portal_server import (  # noqa: F401

@@ -19,7 +19,7 @@ from prometheus_client.openmetrics.parser import (
 )
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.admin.broker_handle import BrokerAdmin
+from broker.admintools.broker_handle import BrokerAdmin
 from openmq_client import Queue, TextMessage
 from openmq_client.sync import connect
 

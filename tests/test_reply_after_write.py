@@ -16,7 +16,7 @@ from contextlib import suppress
 
 import pytest
 
-from broker.admin.client import AdminClient
+from broker.admintools.client import AdminClient
 from openmq_client import Queue, TextMessage
 
 from .test_client_live import name, open_conn, run

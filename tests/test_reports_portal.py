@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 from django.urls import reverse
 
-from broker.admin import security_actions
+from broker.admintools import security_actions
 from broker.protocol import mqreports as mq
 from broker.protocol.jtypes import JInt
 from broker.protocol.types import AckMode

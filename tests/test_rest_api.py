@@ -14,7 +14,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from rest_framework.test import APIClient
 
-from broker.admin import security_actions
+from broker.admintools import security_actions
 from broker.launcher import free_port, start_broker
 from broker.models import AccessRule, BrokerUser, LogRecord
 from broker.protocol.types import AckMode

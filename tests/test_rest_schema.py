@@ -29,7 +29,7 @@ from schemathesis.specs.openapi.checks import (
     status_code_conformance,
 )
 
-from broker.admin import security_actions
+from broker.admintools import security_actions
 
 from .manage_fork import run_manage
 

@@ -9,7 +9,7 @@ import time
 import pytest
 from rest_framework.test import APIClient
 
-from broker.admin import security_actions
+from broker.admintools import security_actions
 from broker.launcher import start_broker
 from broker.models import BrokerGroup, LogRecord
 

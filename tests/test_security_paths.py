@@ -1,7 +1,7 @@
 """One write path for users and access rules, and administrator rights checked per request.
 
 * ``imqusermgr`` and ``imqacl`` change users and rules through
-  :mod:`broker.admin.security_actions`: each change leaves the audit record, the last
+  :mod:`broker.admintools.security_actions`: each change leaves the audit record, the last
   active administrator cannot be removed, and the portal follows at once.
 * A real portal (daphne) over HTTP: an administrator with an open browser session and a
   REST token who is disabled, moved out of group ``admin`` or deleted by ``imqusermgr``

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from broker import props
-from broker.admin.actions.broker_info import broker_properties
-from broker.admin.broker_handle import BrokerAdmin
+from broker.admintools.actions.broker_info import broker_properties
+from broker.admintools.broker_handle import BrokerAdmin
 from broker.launcher import BrokerProcess, start_broker
 from openmq_client.sync import connect
 

@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.admin.actions import ActionError
-from broker.admin.stock_import import StockInstance, read_stock_passfile
-from broker.admin.stock_properties import property_support
-from broker.admin.stock_report import Report
+from broker.admintools.actions import ActionError
+from broker.admintools.stock_import import StockInstance, read_stock_passfile
+from broker.admintools.stock_properties import property_support
+from broker.admintools.stock_report import Report
 
 pytestmark = pytest.mark.fast
 
@@ -120,7 +120,7 @@ def test_report_lines_and_counts() -> None:
 def test_dry_run_reports_without_secrets(tmp_path: Path) -> None:
     """A dry run over an instance directory: users, rules and properties reported, and
     no password value in the report (the keystore is absent here)."""
-    from broker.admin.stock_import import import_configuration
+    from broker.admintools.stock_import import import_configuration
     from broker.config import BrokerConfig
 
     inst = tmp_path / "var" / "instances" / "prod"

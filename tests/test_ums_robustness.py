@@ -20,7 +20,7 @@ from collections.abc import Iterator
 import pytest
 import requests
 
-from broker.admin.client import AdminClient
+from broker.admintools.client import AdminClient
 from broker.protocol.packet import build_packet
 from broker.protocol.types import FLAG_A, FLAG_Q, PacketType
 from openmq_client import JMSException, Queue, TextMessage, Topic, connect

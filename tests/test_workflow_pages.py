@@ -12,10 +12,10 @@ import uuid
 
 import pytest
 
-from broker.admin.actions import AdminError
-from broker.admin.actions.destinations import query_destination
-from broker.admin.actions.messages import list_messages
-from broker.admin.broker_handle import BrokerAdmin
+from broker.admintools.actions import AdminError
+from broker.admintools.actions.destinations import query_destination
+from broker.admintools.actions.messages import list_messages
+from broker.admintools.broker_handle import BrokerAdmin
 from openmq_client import Queue, TextMessage
 from openmq_client.sync import connect
 

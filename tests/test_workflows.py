@@ -1,4 +1,4 @@
-"""Message workflows (broker/admin/workflows.py) against real broker processes: publish,
+"""Message workflows (broker/admintools/workflows.py) against real broker processes: publish,
 copy, move, re-send, retry from the DMQ, delete by selector, each in the audit log; and a
 move cut short by SIGKILL of the broker loses nothing, and run again finishes it without
 a duplicate."""
@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from broker.admin import workflows
-from broker.admin.actions import ActionError
-from broker.admin.actions.messages import list_messages
-from broker.admin.broker_handle import BrokerAdmin, BrokerUnavailable
+from broker.admintools import workflows
+from broker.admintools.actions import ActionError
+from broker.admintools.actions.messages import list_messages
+from broker.admintools.broker_handle import BrokerAdmin, BrokerUnavailable
 from broker.models import LogRecord
 from broker.protocol.types import AckMode
 from openmq_client import sync

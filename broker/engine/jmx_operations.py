@@ -1,6 +1,6 @@
 """What invoke and setAttribute do, by kind of MBean (``Type/Subtype``): each operation
 and writable attribute is the admin request imqcmd sends for the same change
-(built by broker/protocol/admin_requests.py, as broker/admin/client.py's AdminClient
+(built by broker/protocol/admin_requests.py, as broker/admintools/client.py's AdminClient
 builds it), run by the admin service's own commands
 through an :class:`AdminPort` that the driver supplies.
 

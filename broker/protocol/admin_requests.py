@@ -1,5 +1,5 @@
 """The admin requests that change the broker, as imqcmd sends them: one builder per
-command, shared by the admin client (broker/admin/client.py, behind imqcmd, the portal
+command, shared by the admin client (broker/admintools/client.py, behind imqcmd, the portal
 and REST) and the JMX operations (broker/engine/jmx_operations.py), so the two cannot
 drift apart.
 

@@ -7,7 +7,7 @@
   re-read when they change;
 * :func:`load_rules`, :func:`set_rule`, :func:`delete_rule`, :func:`import_rules`,
   :func:`export_rules` - the database rules; ``imqacl``, the portal and the REST API
-  change them only through :mod:`broker.admin.security_actions`.
+  change them only through :mod:`broker.admintools.security_actions`.
 
 No Django import at module level: the broker's event loop imports this.
 """

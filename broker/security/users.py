@@ -3,7 +3,7 @@
 The broker calls :class:`DatabaseUserRepository` from a worker thread at
 authentication time (never on the per-message path).  The module-level functions write
 the tables; the portal, the REST API and ``imqusermgr`` call them only through
-:mod:`broker.admin.security_actions` (audit record, last-admin guard, portal login).
+:mod:`broker.admintools.security_actions` (audit record, last-admin guard, portal login).
 """
 
 from __future__ import annotations

@@ -15,8 +15,8 @@ from rest_framework.response import Response
 from rest_framework.utils.urls import remove_query_param, replace_query_param
 from rest_framework.views import APIView
 
-from broker.admin.broker_handle import BrokerAdmin
-from broker.admin.credentials import default_admin
+from broker.admintools.broker_handle import BrokerAdmin
+from broker.admintools.credentials import default_admin
 
 from .pagination import Pagination
 from .permissions import IsAdministrator

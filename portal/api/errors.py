@@ -1,11 +1,11 @@
 """Errors as JSON ``{"detail": "..."}`` with a status that says whose fault it was.
 
 * bad input: 400 (DRF validation errors also carry the per-field ``errors``);
-* :class:`~broker.admin.security_actions.NotFound` 404, ``Conflict`` 409;
-* the broker refused (:class:`~broker.admin.client.AdminError`): its status when it is
+* :class:`~broker.admintools.security_actions.NotFound` 404, ``Conflict`` 409;
+* the broker refused (:class:`~broker.admintools.client.AdminError`): its status when it is
   400, 403, 404, 409 or 501, else 502 with the broker's text;
 * a request body over DATA_UPLOAD_MAX_MEMORY_SIZE: 413;
-* the broker cannot be reached (:class:`~broker.admin.broker_handle.BrokerUnavailable`): 503.
+* the broker cannot be reached (:class:`~broker.admintools.broker_handle.BrokerUnavailable`): 503.
 
 Every refusal is decided before the action changes anything (actions validate first).
 """
@@ -20,8 +20,8 @@ from rest_framework import exceptions, status
 from rest_framework.response import Response
 from rest_framework.views import exception_handler as drf_exception_handler
 
-from broker.admin.actions import ActionError, AdminError, BrokerUnavailable
-from broker.admin.security_actions import Conflict, NotFound
+from broker.admintools.actions import ActionError, AdminError, BrokerUnavailable
+from broker.admintools.security_actions import Conflict, NotFound
 
 log = logging.getLogger("portal.api")
 

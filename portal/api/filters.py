@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import django_filters
 
-from broker.admin import security_actions
-from broker.admin.actions.log import log_records
+from broker.admintools import security_actions
+from broker.admintools.actions.log import log_records
 from broker.models import AccessRule, BrokerGroup, BrokerUser, LogRecord
 
 from .serializers import LOG_LEVELS

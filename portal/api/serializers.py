@@ -15,7 +15,7 @@ from typing import Any
 from drf_spectacular.utils import extend_schema_field
 from rest_framework import serializers
 
-from broker.admin.actions.destinations import DEST_STATES, PAUSE_WHAT
+from broker.admintools.actions.destinations import DEST_STATES, PAUSE_WHAT
 from broker.loglevels import RECORD_LEVELS
 from broker.models import LogRecord
 from broker.props import parse_size

@@ -1,6 +1,6 @@
 """REST endpoints for definitions and message workflows: thin, as in views.py.  Each
 validates its body with a serializer and calls ONE function of
-:mod:`broker.admin.definitions` or :mod:`broker.admin.workflows` with ``actor`` = the
+:mod:`broker.admintools.definitions` or :mod:`broker.admintools.workflows` with ``actor`` = the
 requesting administrator.
 
 * ``/api/definitions/``: GET the whole configuration as one JSON document; POST one
@@ -18,7 +18,7 @@ from drf_spectacular.types import OpenApiTypes
 from rest_framework import exceptions, serializers
 from rest_framework.response import Response
 
-from broker.admin import definitions, workflows
+from broker.admintools import definitions, workflows
 
 from .base import DEST_NAME_PARAM, DEST_TYPE_PARAM, AdminView, dest_type, doc
 from .errors import error_response

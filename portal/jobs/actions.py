@@ -1,7 +1,7 @@
 """What the Jobs page does (its views are thin wrappers): the schedules (read, edit,
 run now) and the recent runs of the expiry and log rollover jobs.  A change (an edited
 schedule, a job run now) sends a change event to the live pages
-(:func:`broker.admin.events.send_event`)."""
+(:func:`broker.admintools.events.send_event`)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from pathlib import Path
 from django.db import transaction
 from django.utils import timezone
 
-from broker.admin.events import send_event
+from broker.admintools.events import send_event
 
 from . import logroll
 from .models import ExpiryRun, JobStatus, LogRolloverRun

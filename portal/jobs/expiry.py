@@ -12,8 +12,8 @@ from django.conf import settings
 from django.db import transaction
 from django.utils import timezone
 
-from broker.admin.broker_handle import BrokerAdmin, settings_ssl_context
-from broker.admin.credentials import broker_credentials
+from broker.admintools.broker_handle import BrokerAdmin, settings_ssl_context
+from broker.admintools.credentials import broker_credentials
 from broker.jobs.dbexpiry import reclaim_expired_rows
 from broker.store import ownership
 

@@ -7,9 +7,9 @@ An object lives in an object store, named as imqobjmgr names it with ``-j``:
 attribute names and values), then saved in the database and published to the store in
 one database transaction: if the store refuses, the database is left as it was.  Each
 change is recorded in the audit log with who made it and announced to the live pages
-(:func:`broker.admin.actions.record_change`).
+(:func:`broker.admintools.actions.record_change`).
 
-Errors: :class:`~broker.admin.actions.ActionError` (bad input or a store that refused),
+Errors: :class:`~broker.admintools.actions.ActionError` (bad input or a store that refused),
 :class:`NotFound`, :class:`Conflict` (it exists already, or the type does not match).
 """
 
@@ -21,8 +21,8 @@ from typing import Any
 
 from django.db import IntegrityError, transaction
 
-from broker.admin import security_actions
-from broker.admin.actions import ActionError, record_change
+from broker.admintools import security_actions
+from broker.admintools.actions import ActionError, record_change
 
 from . import stores
 from .attributes import (

@@ -1,5 +1,5 @@
 """Administered objects and their object stores as sections of the definitions document
-(:mod:`broker.admin.definitions` finds this module and registers them).
+(:mod:`broker.admintools.definitions` finds this module and registers them).
 
 ``object_stores``: each store's name and ``java.naming.*`` properties, never the
 credentials (``java.naming.security.credentials``: give them again on the importing side
@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.admin.actions import ActionError
-from broker.admin.broker_handle import BrokerAdmin
-from broker.admin.definitions import Change, Section, register_section
+from broker.admintools.actions import ActionError
+from broker.admintools.broker_handle import BrokerAdmin
+from broker.admintools.definitions import Change, Section, register_section
 
 from . import actions
 from .attributes import InvalidAttribute, resolve_type, validate_attributes

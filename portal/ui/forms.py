@@ -1,5 +1,5 @@
 """The portal's forms.  They only check the shape of the input; the action functions
-(broker/admin/actions/, broker/security/...) decide whether a change is allowed."""
+(broker/admintools/actions/, broker/security/...) decide whether a change is allowed."""
 
 from __future__ import annotations
 

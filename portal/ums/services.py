@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from xml.sax.saxutils import escape, quoteattr
 
-from broker.admin.client import AdminClient, AdminError
+from broker.admintools.client import AdminClient, AdminError
 from broker.protocol.types import DEST_TEMP, DEST_TOPIC
 from openmq_client import (
     BrokerUnreachableException,

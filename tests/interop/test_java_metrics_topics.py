@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from broker.admin.broker_handle import BrokerAdmin
+from broker.admintools.broker_handle import BrokerAdmin
 from broker.protocol.types import DEST_TOPIC
 
 from .jvm import broker_kind, start_either

@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 
-from broker.admin.broker_handle import BrokerAdmin
+from broker.admintools.broker_handle import BrokerAdmin
 from broker.launcher import (
     STOCK_SERVLET_JARS,
     free_port,

@@ -21,9 +21,9 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from broker.admin.actions.destinations import query_destination
-from broker.admin.actions.durables import list_durables
-from broker.admin.broker_handle import BrokerAdmin
+from broker.admintools.actions.destinations import query_destination
+from broker.admintools.actions.durables import list_durables
+from broker.admintools.broker_handle import BrokerAdmin
 from broker.commandlines import manage_command
 from broker.launcher import REALBROKER, ROOT, fresh_sqlite, start_broker, start_stock_broker
 

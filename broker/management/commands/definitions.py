@@ -6,9 +6,9 @@
   nothing changed), then apply it all or nothing; ``--dry-run`` prints what would change.
 
 The broker is the one the portal administers (``IMQ_BROKER_HOST``/``IMQ_PORT``, logged in
-as :func:`broker.admin.credentials.broker_credentials` says) unless ``-b host:port``, ``-u`` and
+as :func:`broker.admintools.credentials.broker_credentials` says) unless ``-b host:port``, ``-u`` and
 ``-passfile`` (a line ``imq.imqcmd.password=...``) say otherwise.  Both are calls of
-:mod:`broker.admin.definitions`, as the portal and the REST API make them; an import is
+:mod:`broker.admintools.definitions`, as the portal and the REST API make them; an import is
 recorded in the log with the operating-system user who ran the command.
 """
 
@@ -21,12 +21,12 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from broker.admin import definitions
-from broker.admin.actions import ActionError
-from broker.admin.broker_handle import BrokerAdmin, BrokerUnavailable
-from broker.admin.client import AdminError
-from broker.admin.credentials import CredentialsError, broker_credentials
-from broker.admin.security_actions import command_line_actor
+from broker.admintools import definitions
+from broker.admintools.actions import ActionError
+from broker.admintools.broker_handle import BrokerAdmin, BrokerUnavailable
+from broker.admintools.client import AdminError
+from broker.admintools.credentials import CredentialsError, broker_credentials
+from broker.admintools.security_actions import command_line_actor
 
 
 def _password(path: str) -> str:

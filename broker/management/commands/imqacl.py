@@ -8,7 +8,7 @@
 
 ``-name INSTANCE`` works on the rules of one broker instance instead of those for all
 brokers.  Running brokers pick changes up within seconds.  Every change is one call of
-the action layer (:mod:`broker.admin.security_actions`) that the portal and the REST API
+the action layer (:mod:`broker.admintools.security_actions`) that the portal and the REST API
 call too, recorded in the log with the operating-system user who ran the command; a file
 that is not all rules (or lacks the version line for all brokers) is refused whole.
 """
@@ -20,8 +20,8 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from broker.admin import security_actions as sec
-from broker.admin.actions import ActionError
+from broker.admintools import security_actions as sec
+from broker.admintools.actions import ActionError
 
 
 class Command(BaseCommand):

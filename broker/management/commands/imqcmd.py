@@ -1,6 +1,6 @@
 """``python manage.py imqcmd``: OpenMQ's broker administration command.
 
-Thin: the grammar, the subcommand table and its handlers are broker/admin/imqcmd/; this
+Thin: the grammar, the subcommand table and its handlers are broker/admintools/imqcmd/; this
 command parses the options, connects to the broker as the ``-u`` user and runs the
 subcommand.
 """
@@ -14,10 +14,10 @@ import sys
 
 from django.core.management.base import BaseCommand, CommandError, DjangoHelpFormatter
 
-from broker.admin.broker_handle import BrokerAdmin, admin_ssl_context
-from broker.admin.imqcmd.dispatch import COMMANDS, execute
-from broker.admin.imqcmd.grammar import add_arguments, check, unknown, usage
-from broker.admin.imqcmd.session import Run
+from broker.admintools.broker_handle import BrokerAdmin, admin_ssl_context
+from broker.admintools.imqcmd.dispatch import COMMANDS, execute
+from broker.admintools.imqcmd.grammar import add_arguments, check, unknown, usage
+from broker.admintools.imqcmd.session import Run
 from broker.config import ConfigError
 
 from .imqtxn import parse_broker, read_passfile

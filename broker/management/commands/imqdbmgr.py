@@ -335,8 +335,8 @@ class Command(BaseCommand):
 
     def record(self, what: str, op: str) -> None:
         """The change in the audit log, with the operating-system user who made it."""
-        from broker.admin.actions import record_change
-        from broker.admin.security_actions import command_line_actor
+        from broker.admintools.actions import record_change
+        from broker.admintools.security_actions import command_line_actor
 
         record_change(command_line_actor("imqdbmgr"), what, {"type": "store", "op": op})
 

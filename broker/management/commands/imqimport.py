@@ -16,7 +16,7 @@
 Each prints a report, one line per thing looked at -- ``taken``, ``adapted`` (how) or
 ``not taken`` (why) -- and a count; ``--dry-run`` (config, destinations) changes nothing.
 Our broker is the one the portal administers (``IMQ_BROKER_HOST``/``IMQ_PORT``), reached
-with the portal's own credential (``broker.admin.credentials``) unless ``-b``, ``-u`` and
+with the portal's own credential (``broker.admintools.credentials``) unless ``-b``, ``-u`` and
 ``-passfile`` say otherwise; the stock broker's administrator is ``--from-user`` (admin) with the password of
 ``--from-passfile`` (admin by default, as the stock broker ships).  A passfile holds a line
 ``imq.imqcmd.password=...``.  Every change goes through the action functions the portal and
@@ -30,12 +30,12 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from broker.admin.actions import ActionError
-from broker.admin.broker_handle import BrokerUnavailable
-from broker.admin.client import AdminError
-from broker.admin.credentials import broker_credentials
-from broker.admin.security_actions import command_line_actor
-from broker.admin.stock_report import Report
+from broker.admintools.actions import ActionError
+from broker.admintools.broker_handle import BrokerUnavailable
+from broker.admintools.client import AdminError
+from broker.admintools.credentials import broker_credentials
+from broker.admintools.security_actions import command_line_actor
+from broker.admintools.stock_report import Report
 from broker.config import BrokerConfig, ConfigError, parse_properties
 from openmq_client.errors import JMSException
 
@@ -114,7 +114,7 @@ class Command(BaseCommand):
             self.stdout.write("(dry run: nothing changed)")
 
     def do_config(self, opts) -> Report:
-        from broker.admin.stock_import import StockInstance, import_configuration
+        from broker.admintools.stock_import import StockInstance, import_configuration
 
         if not opts["instance_dir"]:
             raise CommandError("imqimport config needs the stock instance directory")
@@ -140,7 +140,7 @@ class Command(BaseCommand):
         )
 
     def _endpoints(self, opts):
-        from broker.admin.stock_objects import Endpoint
+        from broker.admintools.stock_objects import Endpoint
 
         if not opts["source"]:
             raise CommandError(
@@ -170,7 +170,7 @@ class Command(BaseCommand):
         return stock, ours
 
     def do_destinations(self, opts) -> Report:
-        from broker.admin.stock_objects import import_destinations
+        from broker.admintools.stock_objects import import_destinations
 
         stock, ours = self._endpoints(opts)
         self.stdout.write(
@@ -180,7 +180,7 @@ class Command(BaseCommand):
         return import_destinations(self.actor, stock, ours, dry_run=opts["dry_run"])
 
     def do_drain(self, opts) -> Report:
-        from broker.admin.stock_objects import drain_queues
+        from broker.admintools.stock_objects import drain_queues
 
         if opts["dry_run"]:
             raise CommandError("imqimport drain has no --dry-run: `destinations --dry-run` counts")

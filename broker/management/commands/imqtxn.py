@@ -5,7 +5,7 @@
 * ``imqtxn commit -t ID`` / ``imqtxn rollback -t ID``: finish one through the running
   broker's ADMIN service (port mapper ``-b host:port``, default localhost:7676), as an
   administrator (``-u admin``, password from ``-passfile`` or the prompt), with the same
-  actions as ``imqcmd commit txn`` / ``rollback txn`` (broker/admin/actions/transactions.py).  The
+  actions as ``imqcmd commit txn`` / ``rollback txn`` (broker/admintools/actions/transactions.py).  The
   broker lets an administrator finish a PREPARED transaction whoever started it.
 """
 
@@ -18,8 +18,8 @@ from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
 from broker import props
-from broker.admin.actions import ActionError, AdminError, BrokerUnavailable
-from broker.admin.actions.transactions import commit_transaction, rollback_transaction
+from broker.admintools.actions import ActionError, AdminError, BrokerUnavailable
+from broker.admintools.actions.transactions import commit_transaction, rollback_transaction
 
 PASSFILE_KEY = props.IMQCMD_PASSWORD.name
 
@@ -106,7 +106,7 @@ class Command(BaseCommand):
     def finish(self, opts: dict) -> None:
         """Commit or roll back through the action layer (the admin protocol's
         COMMIT/ROLLBACK_TRANSACTION, as imqcmd commit/rollback txn), as the -u user."""
-        from broker.admin.broker_handle import BrokerAdmin
+        from broker.admintools.broker_handle import BrokerAdmin
 
         what = opts["subcommand"]
         tid = opts["txn_id"]

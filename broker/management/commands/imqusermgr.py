@@ -13,7 +13,7 @@ and ours, to move users between a passwd file (docs/developers/protocol.md) and 
 * ``export FILE``: write the database's users in passwd format (``-`` = standard output)
 
 ``-f`` skips the confirmation question.  Every change is one call of the action layer
-(:mod:`broker.admin.security_actions`) that the portal and the REST API call too: it is
+(:mod:`broker.admintools.security_actions`) that the portal and the REST API call too: it is
 recorded in the log with the operating-system user who ran the command, the last active
 administrator cannot be deleted, disabled or moved out of group ``admin``, and a user who
 loses the administrator rights loses the portal and the REST API at once.
@@ -27,7 +27,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
 
-from broker.admin import security_actions as sec
+from broker.admintools import security_actions as sec
 
 ROLES = ("admin", "user", "anonymous")
 
@@ -63,8 +63,8 @@ class Command(BaseCommand):
         )
 
     def handle(self, *args, **opts) -> None:
-        from broker.admin.actions import ActionError
-        from broker.admin.security_actions import command_line_actor
+        from broker.admintools.actions import ActionError
+        from broker.admintools.security_actions import command_line_actor
         from broker.security import users
 
         sub = opts["subcommand"]

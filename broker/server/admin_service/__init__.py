@@ -1,6 +1,6 @@
 """The broker's admin service: it answers admin tools' requests to queue ``__JMQAdmin``.
 
-Not to be confused with :mod:`broker.admin`, the tools' side (imqcmd, the portal's
+Not to be confused with :mod:`broker.admintools`, the tools' side (imqcmd, the portal's
 actions) that sends those requests; the broker never imports that package.
 
 * :mod:`.handler` -- the request dispatcher: the JMQMessageType table and the reply;

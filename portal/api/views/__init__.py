@@ -5,7 +5,7 @@
 :mod:`.common` and ``portal/api/base.py``.
 
 Thin: each validates its input with a serializer, calls ONE action
-(:mod:`broker.admin.actions` for the running broker, :mod:`broker.admin.security_actions`
+(:mod:`broker.admintools.actions` for the running broker, :mod:`broker.admintools.security_actions`
 for users, groups and access rules) with ``actor`` = the requesting administrator, and
 answers the action's dict.  Errors become JSON ``{"detail": ...}`` (portal/api/errors.py).
 Operations that change something answer ``{"detail": "<what was done>"}`` (200), or the

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework.response import Response
 
-from broker.admin.actions.broker_info import (
+from broker.admintools.actions.broker_info import (
     broker_properties,
     pause_broker,
     query_broker,
@@ -16,8 +16,8 @@ from broker.admin.actions.broker_info import (
     unquiesce_broker,
     update_broker,
 )
-from broker.admin.actions.destinations import compact_destination
-from broker.admin.actions.metrics import broker_metrics, reset_metrics
+from broker.admintools.actions.destinations import compact_destination
+from broker.admintools.actions.metrics import broker_metrics, reset_metrics
 
 from .. import serializers as s
 from ..base import AdminView, doc

@@ -6,8 +6,8 @@ from __future__ import annotations
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.response import Response
 
-from broker.admin.actions.cluster import list_brokers, reload_cluster
-from broker.admin.actions.ha import ha_broker_dict, ha_brokers_queryset
+from broker.admintools.actions.cluster import list_brokers, reload_cluster
+from broker.admintools.actions.ha import ha_broker_dict, ha_brokers_queryset
 
 from .. import serializers as s
 from ..base import DB_ERRORS, AdminView, QuerysetListView, RowListView, doc

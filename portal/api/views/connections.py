@@ -5,7 +5,11 @@ from __future__ import annotations
 from rest_framework import status
 from rest_framework.response import Response
 
-from broker.admin.actions.connections import destroy_connection, list_connections, query_connection
+from broker.admintools.actions.connections import (
+    destroy_connection,
+    list_connections,
+    query_connection,
+)
 
 from .. import serializers as s
 from ..base import AdminView, RowListView, doc, path_param

@@ -6,8 +6,8 @@ from __future__ import annotations
 from rest_framework import status
 from rest_framework.response import Response
 
-from broker.admin.actions.consumers import list_consumers, list_producers
-from broker.admin.actions.destinations import (
+from broker.admintools.actions.consumers import list_consumers, list_producers
+from broker.admintools.actions.destinations import (
     compact_destination,
     create_destination,
     destroy_destination,
@@ -19,7 +19,7 @@ from broker.admin.actions.destinations import (
     resume_destination,
     update_destination,
 )
-from broker.admin.actions.metrics import destination_metrics
+from broker.admintools.actions.metrics import destination_metrics
 from broker.protocol.types import TEMP_PREFIX
 
 from .. import serializers as s

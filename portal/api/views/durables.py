@@ -5,7 +5,7 @@ from __future__ import annotations
 from rest_framework import exceptions, status
 from rest_framework.response import Response
 
-from broker.admin.actions.durables import destroy_durable, list_durables, purge_durable
+from broker.admintools.actions.durables import destroy_durable, list_durables, purge_durable
 
 from .. import serializers as s
 from ..base import AdminView, RowListView, doc, path_param

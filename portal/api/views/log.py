@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from django_filters.rest_framework import DjangoFilterBackend
 
-from broker.admin.actions.log import log_records
+from broker.admintools.actions.log import log_records
 
 from .. import filters
 from .. import serializers as s

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rest_framework import status
 from rest_framework.response import Response
 
-from broker.admin.actions.messages import delete_message, get_message, list_messages
+from broker.admintools.actions.messages import delete_message, get_message, list_messages
 
 from .. import serializers as s
 from ..base import AdminView, dest_type, doc, path_param

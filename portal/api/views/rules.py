@@ -8,7 +8,7 @@ from drf_spectacular.utils import OpenApiParameter
 from rest_framework import status
 from rest_framework.response import Response
 
-from broker.admin import security_actions
+from broker.admintools import security_actions
 
 from .. import filters
 from .. import serializers as s

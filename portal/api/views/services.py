@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from rest_framework.response import Response
 
-from broker.admin.actions.metrics import service_metrics
-from broker.admin.actions.services import (
+from broker.admintools.actions.metrics import service_metrics
+from broker.admintools.actions.services import (
     list_services,
     pause_service,
     query_service,

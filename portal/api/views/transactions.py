@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rest_framework.response import Response
 
-from broker.admin.actions.transactions import (
+from broker.admintools.actions.transactions import (
     commit_transaction,
     list_transactions,
     query_transaction,

@@ -6,7 +6,7 @@ from django_filters.rest_framework import DjangoFilterBackend
 from rest_framework import status
 from rest_framework.response import Response
 
-from broker.admin import security_actions
+from broker.admintools import security_actions
 
 from .. import filters
 from .. import serializers as s

@@ -1,7 +1,7 @@
 """The portal's pages, one module per subject (overview, broker, services, destinations,
 messages, connections, durables, transactions, users, rules, log; login), with what they
 share in :mod:`.common`.  Thin: every broker operation is one call of an action function
-(broker/admin/actions/; users, groups and rules: broker/admin/security_actions.py), the
+(broker/admintools/actions/; users, groups and rules: broker/admintools/security_actions.py), the
 view only turns the request into arguments and the result into a page.
 
 * reads render a template from the action's result; a broker that cannot be reached

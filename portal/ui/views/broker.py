@@ -12,8 +12,8 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from broker.admin.actions import AdminError
-from broker.admin.actions.broker_info import (
+from broker.admintools.actions import AdminError
+from broker.admintools.actions.broker_info import (
     pause_broker,
     query_broker,
     quiesce_broker,
@@ -24,8 +24,8 @@ from broker.admin.actions.broker_info import (
     unquiesce_broker,
     update_broker,
 )
-from broker.admin.actions.ha import ha_brokers
-from broker.admin.actions.metrics import broker_metrics, reset_metrics
+from broker.admintools.actions.ha import ha_brokers
+from broker.admintools.actions.metrics import broker_metrics, reset_metrics
 
 from .. import forms
 from ..access import admin_required

@@ -7,7 +7,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect
 from django.views.decorators.http import require_POST
 
-from broker.admin.actions.cluster import list_brokers, reload_cluster
+from broker.admintools.actions.cluster import list_brokers, reload_cluster
 
 from ..access import admin_required
 from .common import acting_user, apply_change, broker_admin, render_page

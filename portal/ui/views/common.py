@@ -15,9 +15,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.utils.http import url_has_allowed_host_and_scheme
 
-from broker.admin.actions import ActionError, AdminError, BrokerUnavailable
-from broker.admin.actions.common import dest_type_code
-from broker.admin.credentials import default_admin
+from broker.admintools.actions import ActionError, AdminError, BrokerUnavailable
+from broker.admintools.actions.common import dest_type_code
+from broker.admintools.credentials import default_admin
 from broker.protocol.types import DEST_QUEUE
 
 PER_PAGE = 50

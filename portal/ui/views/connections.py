@@ -5,8 +5,12 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
-from broker.admin.actions.connections import destroy_connection, list_connections, query_connection
-from broker.admin.actions.services import list_services
+from broker.admintools.actions.connections import (
+    destroy_connection,
+    list_connections,
+    query_connection,
+)
+from broker.admintools.actions.services import list_services
 
 from ..access import admin_required
 from .common import (

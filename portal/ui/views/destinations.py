@@ -9,9 +9,9 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from broker.admin.actions import AdminError, BrokerUnavailable
-from broker.admin.actions.consumers import list_consumers, list_producers
-from broker.admin.actions.destinations import (
+from broker.admintools.actions import AdminError, BrokerUnavailable
+from broker.admintools.actions.consumers import list_consumers, list_producers
+from broker.admintools.actions.destinations import (
     compact_destination,
     create_destination,
     destroy_destination,
@@ -22,7 +22,7 @@ from broker.admin.actions.destinations import (
     resume_destination,
     update_destination,
 )
-from broker.admin.actions.metrics import destination_metrics
+from broker.admintools.actions.metrics import destination_metrics
 
 from .. import forms
 from ..access import admin_required

@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
-from broker.admin.actions.durables import destroy_durable, list_durables, purge_durable
+from broker.admintools.actions.durables import destroy_durable, list_durables, purge_durable
 
 from ..access import admin_required
 from .common import (

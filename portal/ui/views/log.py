@@ -6,8 +6,8 @@ from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 
-from broker.admin.actions import ActionError
-from broker.admin.actions.log import log_records
+from broker.admintools.actions import ActionError
+from broker.admintools.actions.log import log_records
 
 from .. import forms
 from ..access import admin_required

@@ -8,9 +8,9 @@ from urllib.parse import urlencode
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
-from broker.admin.actions import ActionError, AdminError
-from broker.admin.actions.destinations import query_destination
-from broker.admin.actions.messages import delete_message, get_message, list_messages
+from broker.admintools.actions import ActionError, AdminError
+from broker.admintools.actions.destinations import query_destination
+from broker.admintools.actions.messages import delete_message, get_message, list_messages
 
 from ..access import admin_required
 from .common import (

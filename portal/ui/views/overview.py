@@ -7,8 +7,8 @@ from typing import Any
 
 from django.http import HttpRequest, HttpResponse
 
-from broker.admin.actions.broker_info import query_broker
-from broker.admin.actions.destinations import page_destinations
+from broker.admintools.actions.broker_info import query_broker
+from broker.admintools.actions.destinations import page_destinations
 
 from ..access import admin_required
 from .common import (

@@ -8,8 +8,8 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from broker.admin import security_actions as sec
-from broker.admin.actions import ActionError
+from broker.admintools import security_actions as sec
+from broker.admintools.actions import ActionError
 
 from .. import forms
 from ..access import admin_required

@@ -8,10 +8,10 @@ from django.shortcuts import redirect
 from django.urls import reverse
 from django.views.decorators.http import require_POST
 
-from broker.admin.actions import AdminError
-from broker.admin.actions.connections import list_connections
-from broker.admin.actions.metrics import service_metrics
-from broker.admin.actions.services import (
+from broker.admintools.actions import AdminError
+from broker.admintools.actions.connections import list_connections
+from broker.admintools.actions.metrics import service_metrics
+from broker.admintools.actions.services import (
     list_services,
     pause_service,
     query_service,

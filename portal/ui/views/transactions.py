@@ -5,7 +5,7 @@ from __future__ import annotations
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
-from broker.admin.actions.transactions import (
+from broker.admintools.actions.transactions import (
     commit_transaction,
     list_transactions,
     rollback_transaction,

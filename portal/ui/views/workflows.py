@@ -2,7 +2,7 @@
 copy or re-send selected messages; retry from the DMQ; delete by selector).
 
 Thin: each page validates its form and calls one function of
-:mod:`broker.admin.definitions` or :mod:`broker.admin.workflows`, which records the
+:mod:`broker.admintools.definitions` or :mod:`broker.admintools.workflows`, which records the
 change in the audit log with the administrator who made it."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from django.contrib import messages as flash
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 
-from broker.admin import definitions, workflows
+from broker.admintools import definitions, workflows
 
 from ..access import admin_required
 from .common import (

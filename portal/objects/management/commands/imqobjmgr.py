@@ -139,8 +139,8 @@ class Command(BaseCommand):
     # -- entry ----------------------------------------------------------------------------
 
     def handle(self, *args, **opts) -> None:
-        from broker.admin.actions import ActionError
-        from broker.admin.security_actions import command_line_actor
+        from broker.admintools.actions import ActionError
+        from broker.admintools.security_actions import command_line_actor
 
         self.opts = opts
         self.attrs = _pairs(opts["attrs"], "-o")

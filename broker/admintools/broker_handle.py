@@ -1,7 +1,7 @@
 """A blocking, process-wide handle on a running broker's admin service.
 
 The portal, the REST API and ``manage.py imqcmd`` are synchronous Django code; the admin
-protocol client (:class:`~broker.admin.client.AdminClient`) is asyncio.  A
+protocol client (:class:`~broker.admintools.client.AdminClient`) is asyncio.  A
 :class:`BrokerAdmin` keeps one admin connection open on a daemon thread's event loop and
 runs each request there, so a page or an API call costs one request/reply round trip,
 not a port-mapper lookup, a login and a session set-up::

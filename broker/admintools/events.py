@@ -1,7 +1,7 @@
 """Change events: what an administrator changed, told to the live pages at once.
 
-Every action that changes something (:mod:`broker.admin.actions`,
-:mod:`broker.admin.security_actions`, :mod:`portal.jobs.actions`) ends by sending one
+Every action that changes something (:mod:`broker.admintools.actions`,
+:mod:`broker.admintools.security_actions`, :mod:`portal.jobs.actions`) ends by sending one
 event, as Zulip's actions do, in Zulip's shape: what kind of thing, what happened to it,
 which one and who did it::
 

@@ -1,6 +1,6 @@
 """Message workflows: publish, move, copy, re-send, retry from the DMQ, delete by selector.
 
-The portal's pages and the REST API call these (as they call :mod:`broker.admin.actions`);
+The portal's pages and the REST API call these (as they call :mod:`broker.admintools.actions`);
 each is recorded in the audit log with who did it and announced to the live pages.
 
 Messages are read through the admin service (GET_MESSAGES: headers, properties and the

@@ -10,14 +10,14 @@ One module per subject, as the broker's side has one per request group
 Reads return plain dicts with stable, snake_case keys (what templates, serializers and
 imqcmd's tables show).  Changes take the acting user's name as ``actor``, are recorded
 in the log with who made them and send one change event to the live pages
-(:func:`~.common.record_change`, :mod:`broker.admin.events`).  They talk to a running
-broker only through its admin protocol (a :class:`~broker.admin.broker_handle.BrokerAdmin`),
+(:func:`~.common.record_change`, :mod:`broker.admintools.events`).  They talk to a running
+broker only through its admin protocol (a :class:`~broker.admintools.broker_handle.BrokerAdmin`),
 never by touching its memory; users, groups and access rules live in the database and
-have their actions in :mod:`broker.admin.security_actions`.
+have their actions in :mod:`broker.admintools.security_actions`.
 
 Errors, importable from here: :class:`ActionError` (bad input, said before anything
-changed), :class:`~broker.admin.client.AdminError` (the broker refused: ``status`` is its
-JMQStatus) and :class:`~broker.admin.broker_handle.BrokerUnavailable`.
+changed), :class:`~broker.admintools.client.AdminError` (the broker refused: ``status`` is its
+JMQStatus) and :class:`~broker.admintools.broker_handle.BrokerUnavailable`.
 """
 
 from ..broker_handle import BrokerUnavailable

@@ -7,16 +7,16 @@ them and writes ours through the same functions the other tools use:
 
 * properties this broker honours go to our instance's ``config.properties``
   (:meth:`BrokerConfig.save_instance_file`, as a run-time ``imqcmd update bkr`` writes it),
-  the others are reported with why (:func:`broker.admin.stock_properties.property_support`);
-* users and groups: :func:`broker.admin.security_actions.load_users` with the stock
+  the others are reported with why (:func:`broker.admintools.stock_properties.property_support`);
+* users and groups: :func:`broker.admintools.security_actions.load_users` with the stock
   password hashes as they are (both brokers store OpenMQ's ``MD5STR(user:password)``);
-* access rules: :func:`broker.admin.security_actions.import_rules_file`, for all brokers;
+* access rules: :func:`broker.admintools.security_actions.import_rules_file`, for all brokers;
 * the keystore: converted by the JDK's ``keytool`` and ``cryptography`` into the PEM key
   material our TLS services load (:mod:`broker.security.tls`), under the same password.
 
 The message store is not read (its format is the stock broker's own): destinations,
 durable subscriptions and queued messages are taken from the running stock broker
-(:mod:`broker.admin.stock_objects`).  Every change is recorded in the log.
+(:mod:`broker.admintools.stock_objects`).  Every change is recorded in the log.
 """
 
 from __future__ import annotations

@@ -1,8 +1,8 @@
 """Which broker account the portal's connection uses, and why a person may not change it:
 read from the settings only (asking never creates the account or its secret), so the action
-layer (:mod:`broker.admin.security_actions`) can refuse, in any process, a change that
+layer (:mod:`broker.admintools.security_actions`) can refuse, in any process, a change that
 would cut the portal, the REST API, /metrics and the jobs off the broker.
-:mod:`broker.admin.credentials` reads the credential itself."""
+:mod:`broker.admintools.credentials` reads the credential itself."""
 
 from __future__ import annotations
 

@@ -11,8 +11,8 @@ command over this package).
   sure ...?", the action, the success line);
 * :mod:`.output` -- OpenMQ's tables and value formats.
 
-Every handler is one call of an action in :mod:`broker.admin.actions` (the functions
+Every handler is one call of an action in :mod:`broker.admintools.actions` (the functions
 the portal and the REST API call too), made over a
-:class:`~broker.admin.broker_handle.BrokerAdmin` connection to the broker's admin service as
+:class:`~broker.admintools.broker_handle.BrokerAdmin` connection to the broker's admin service as
 the ``-u`` user.
 """

@@ -3,10 +3,10 @@ OpenMQ broker to a running broker of ours.
 
 The stock broker's store is its own format and is not read; what it holds is asked of
 the stock broker itself, over the same admin protocol our tools speak (a
-:class:`~broker.admin.broker_handle.BrokerAdmin` works against either broker), and over JMS:
+:class:`~broker.admintools.broker_handle.BrokerAdmin` works against either broker), and over JMS:
 
 * :func:`import_destinations`: each physical destination with its attributes
-  (:func:`broker.admin.actions.destinations.create_destination` / ``update_destination``
+  (:func:`broker.admintools.actions.destinations.create_destination` / ``update_destination``
   on ours), and each durable subscription, made on ours as a JMS client makes one (its client ID,
   name, topic and selector; the stock admin service does not say ``noLocal``);
 * :func:`drain_queues`: every message of the stock broker's queues, received there and

@@ -10,7 +10,7 @@ Two ways, chosen by the environment (portal/settings.py):
   a password (Users page, REST API, ``imqusermgr``) never touches what the portal uses;
   the action layer refuses the changes that would cut the portal off (its password,
   groups, active flag, deletion) and says what to do instead
-  (:mod:`broker.admin.portal_account`).  The account in the
+  (:mod:`broker.admintools.portal_account`).  The account in the
   database follows the file: created at first use, set again whenever the file changes
   (a rotated secret).
 * **An account the operator gives**: ``IMQ_ADMIN_USER`` (default ``admin``) with
@@ -190,7 +190,7 @@ def default_admin() -> BrokerAdmin:
     """The process-wide admin connection to the broker named by the settings
     (IMQ_BROKER_HOST, IMQ_PORT), logged in as :func:`broker_credentials` says now, over
     ``ssladmin`` with IMQ_ADMIN_SECURE (trusting IMQ_ADMIN_TRUSTSTORE: see
-    :func:`broker.admin.broker_handle.admin_ssl_context`): a changed credential (a new secret) or
+    :func:`broker.admintools.broker_handle.admin_ssl_context`): a changed credential (a new secret) or
     setting opens a new connection."""
     global _default, _default_tls
     from django.conf import settings

@@ -1,19 +1,19 @@
 """Administration actions for the user repository and the access control rules.
 
-The database-side counterpart of :mod:`broker.admin.actions`: one function per
+The database-side counterpart of :mod:`broker.admintools.actions`: one function per
 operation on users, groups and access rules, shared by the portal's pages, the REST API
 and the command line.  Reads return plain dicts (or a queryset to filter and paginate,
 with a ``*_dict`` function to render a row); changes take the acting user's name as
 ``actor``, check everything before they change anything, and are recorded in the log
 with who made them, with one change event for the live pages
-(:func:`broker.admin.actions.record_change`).  Passwords never reach
+(:func:`broker.admintools.actions.record_change`).  Passwords never reach
 the log.
 
 They wrap :mod:`broker.security.users` and :mod:`broker.security.acl` (the single write
 path for those tables) and keep the portal's own login records in step: a user removed
 from the ``admin`` group, disabled or deleted loses the portal at once, token included.
 
-Errors: :class:`~broker.admin.actions.ActionError` for bad input, with the subclasses
+Errors: :class:`~broker.admintools.actions.ActionError` for bad input, with the subclasses
 :class:`NotFound` (no such user, group or rule) and :class:`Conflict` (it exists
 already, or the change would lock every administrator out).
 """
@@ -197,7 +197,7 @@ def _active_admins_without(username: str) -> int:
 def _keep_the_portal(username: str, *, what: str, cuts_off: bool) -> None:
     """Refuse ``what`` (a change to ``username``) when it would cut the portal off the
     broker: ``username`` is the account the portal logs in with (see
-    :mod:`broker.admin.credentials`) and the change takes its password, its admin rights
+    :mod:`broker.admintools.credentials`) and the change takes its password, its admin rights
     or the account away."""
     if not cuts_off:
         return
