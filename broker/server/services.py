@@ -23,10 +23,8 @@ from .connection import ClientConnection
 # STOMP, WebSocket and the HTTP tunnel (and wsproto, h11) are imported by the services
 # that use them: off by default, they would cost every broker's start their imports.
 if TYPE_CHECKING:
-    from .tunnel import TunnelService
-
-if TYPE_CHECKING:
     from .broker import Broker
+    from .tunnel import TunnelService
 
 log = logging.getLogger("broker")
 
