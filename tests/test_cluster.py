@@ -324,10 +324,7 @@ def test_imqcmd_list_and_query_bkr_show_the_cluster(cluster, tmp_path):
     a, b, c = cluster
     passfile = tmp_path / "passfile"
     passfile.write_text("imq.imqcmd.password=admin\n")
-    # Own processes (real=True): two admin connections of one process in quick succession
-    # to a clustered broker once met TEMP_NOT_ALLOWED on the second's reply queue, whose
-    # name repeated the first's (closing note of session 15; not yet explained).
-    r = run_imqcmd(b, "list", "bkr", passfile=passfile, real=True)
+    r = run_imqcmd(b, "list", "bkr", passfile=passfile)
     assert r.returncode == 0, (r.stdout, r.stderr)
     rows = {
         line.split()[0]: line.split()[1:]
@@ -335,7 +332,7 @@ def test_imqcmd_list_and_query_bkr_show_the_cluster(cluster, tmp_path):
         if line.startswith("127.0.0.1:")
     }
     assert rows == {f"127.0.0.1:{x.portmapper_port}": [x.instance, "OPERATING"] for x in (a, b, c)}
-    r = run_imqcmd(b, "query", "bkr", passfile=passfile, real=True)
+    r = run_imqcmd(b, "query", "bkr", passfile=passfile)
     assert r.returncode == 0, (r.stdout, r.stderr)
     active = next(
         line for line in r.stdout.splitlines() if line.startswith("Cluster Broker List (active)")
@@ -349,7 +346,7 @@ def _admin(b, tmp_path, *args):
 
     passfile = tmp_path / "passfile"
     passfile.write_text("imq.imqcmd.password=admin\n")
-    r = run_imqcmd(b, *args, passfile=passfile, real=True)
+    r = run_imqcmd(b, *args, passfile=passfile)
     assert r.returncode == 0, (r.stdout, r.stderr)
     return r.stdout
 
@@ -561,6 +558,28 @@ def test_request_reply_across_brokers_with_a_temporary_queue(cluster):
         sa.create_producer(req.reply_to).send(TextMessage("pong"))
         got = replies.receive(10)
         assert got is not None and got.text == "pong"
+        assert temporary_names(a) >= {reply_q.name}
+    # A forgets B's temporary queue with its consumer: the name (the client's address,
+    # local port and a counter) may come again from a later connection to A, which a
+    # leftover copy owned by B's closed connection would refuse (TEMP_NOT_ALLOWED).
+    wait_for(lambda: reply_q.name not in temporary_names(a), 15, "A to drop B's temporary queue")
+
+
+def temporary_names(b) -> set[str]:
+    """The temporary destinations ``b`` lists."""
+    import asyncio
+
+    from broker.admintools.client import AdminClient
+
+    async def ask() -> set[str]:
+        admin = await AdminClient.open(b.host, b.portmapper_port)
+        try:
+            rows, _ = await admin.destinations_page(limit=1000, temporary=True)
+        finally:
+            await admin.close()
+        return {r["name"] for r in rows if str(r.get("name", "")).startswith("temporary_")}
+
+    return asyncio.run(ask())
 
 
 # -- the protocol seen from a peer ---------------------------------------------------------

@@ -33,7 +33,7 @@ def reload_cls(b, passfile: Path) -> str:
 
 
 def brokers_listed(b, passfile: Path) -> str:
-    r = run_imqcmd(b, "list", "bkr", passfile=passfile, real=True)
+    r = run_imqcmd(b, "list", "bkr", passfile=passfile)
     assert r.returncode == 0, (r.stdout, r.stderr)
     return r.stdout
 

@@ -89,6 +89,10 @@ class RemoteDelivery:
         self._pending_timer: asyncio.TimerHandle | None = None
         # Whether this broker asked the others to stop sending it messages (memory red).
         self.flow_stopped = False
+        # The temporary destinations made here for the peers' consumers, by (name, type):
+        # each goes with its last remote consumer, since its owner's connection is
+        # elsewhere and no local close would ever remove it.
+        self._temp_replicas: set[tuple[str, int]] = set()
 
     def handlers(self) -> Handlers:
         return {
@@ -168,6 +172,7 @@ class RemoteDelivery:
         if dest is None:
             if rec["temporary"]:
                 dest = router.create_destination(rec["dest"], dtype | DEST_TEMP, ref)
+                self._temp_replicas.add((dest.name, dest.dest_type))
             else:
                 dest = router.ensure_destination(rec["dest"], dtype, None)
         if dest.attributes.get("isLocalOnly"):
@@ -347,6 +352,15 @@ class RemoteDelivery:
             router.acks.return_unacked(None, entries, redelivered=True)
         elif sub is None:
             rc.queue.dispatch(now_ms())
+        dest = rc.destination
+        key = (dest.name, dest.dest_type)
+        if key in self._temp_replicas and not dest.consumers():
+            # A client's address, local port and counter name its temporary
+            # destinations, so a later connection here may well make the same name: a
+            # replica kept past its owner would refuse it that name's consumer.
+            self._temp_replicas.discard(key)
+            if router.lookup(dest.name, dest.dest_type) is dest:
+                router.destroy_destination(dest.name, dest.dest_type)
 
     def _interest_update(self, link: BrokerLink, pkt: gp.GPacket) -> None:
         r = gp.BodyReader(pkt.payload)
