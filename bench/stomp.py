@@ -15,16 +15,20 @@ Workloads, 1 KB bodies:
 
     .venv/bin/python bench/stomp.py                  # all brokers
     .venv/bin/python bench/stomp.py --brokers ours --scale 0.2
-    .venv/bin/python bench/stomp.py --workloads topic --clients processes
+    .venv/bin/python bench/stomp.py --workloads topic --clients threads --rounds 3
     .venv/bin/python bench/stomp.py --idle 10000     # our RSS with 10,000 idle connections
 
-The clients are threads of this process (``--clients threads``, the default: one
-interpreter lock between the producer and every subscriber, which then caps what a fast
-broker can show) or each subscriber a process of its own (``--clients processes``: as
-separate client programs are; the producer stays here).  Either way every broker gets the
+Each subscriber is a process of its own (``--clients processes``, the default: as
+separate client programs are; the producer stays here) or a thread of this process
+(``--clients threads``: one interpreter lock between the producer and every subscriber,
+which holds all the clients to one CPU and so caps what a fast broker can show: with ours,
+about 55-70% of two CPUs was used, bench/README.md).  Either way every broker gets the
 same clients.  Rates are timed from the first send to the last delivery; besides them the
-table gives the CPU the clients (every thread or process) and the broker (its process
-and descendants, /proc) used a message, which a loaded machine distorts far less.
+tables give the CPU the clients (every thread or process) and the broker (its process
+and descendants, /proc) used a message, which a loaded machine distorts far less, and
+from the scheduler where the time went: who ran, who was runnable, who slept waiting for
+input.  ``--rounds N`` runs the workloads N times on one start of each broker (a JVM's
+JIT warms up in the first).
 
 ``--idle N`` instead opens N STOMP 1.2 connections to our broker (CONNECT with login,
 ``heart-beat:0,0``, CONNECTED awaited; raw asyncio sockets, not stomp.py, whose reader
@@ -355,7 +359,7 @@ Workload = tuple[str, str, Callable[[int], Result]]
 WORKLOADS = ("auto", "client", "topic", "receipts")
 # How the clients run (--clients): "threads" of this process (one interpreter, one lock
 # between them) or "processes" (each subscriber a process of its own, the producer here).
-CLIENTS = {"mode": "threads"}
+CLIENTS = {"mode": "processes"}
 
 
 def tree_pids(pid: int) -> tuple[list[int], float]:
