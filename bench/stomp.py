@@ -15,16 +15,20 @@ Workloads, 1 KB bodies:
 
     .venv/bin/python bench/stomp.py                  # all brokers
     .venv/bin/python bench/stomp.py --brokers ours --scale 0.2
-    .venv/bin/python bench/stomp.py --workloads topic --clients processes
+    .venv/bin/python bench/stomp.py --workloads topic --clients threads --rounds 3
     .venv/bin/python bench/stomp.py --idle 10000     # our RSS with 10,000 idle connections
 
-The clients are threads of this process (``--clients threads``, the default: one
-interpreter lock between the producer and every subscriber, which then caps what a fast
-broker can show) or each subscriber a process of its own (``--clients processes``: as
-separate client programs are; the producer stays here).  Either way every broker gets the
+Each subscriber is a process of its own (``--clients processes``, the default: as
+separate client programs are; the producer stays here) or a thread of this process
+(``--clients threads``: one interpreter lock between the producer and every subscriber,
+which holds all the clients to one CPU and so caps what a fast broker can show: with ours,
+about 55-70% of two CPUs was used, bench/README.md).  Either way every broker gets the
 same clients.  Rates are timed from the first send to the last delivery; besides them the
-table gives the CPU the clients (every thread or process) and the broker (its process
-and descendants, /proc) used a message, which a loaded machine distorts far less.
+tables give the CPU the clients (every thread or process) and the broker (its process
+and descendants, /proc) used a message, which a loaded machine distorts far less, and
+from the scheduler where the time went: who ran, who was runnable, who slept waiting for
+input.  ``--rounds N`` runs the workloads N times on one start of each broker (a JVM's
+JIT warms up in the first).
 
 ``--idle N`` instead opens N STOMP 1.2 connections to our broker (CONNECT with login,
 ``heart-beat:0,0``, CONNECTED awaited; raw asyncio sockets, not stomp.py, whose reader
@@ -141,15 +145,93 @@ def subscriber(port: int, dest: str, sid: str, n: int, ack: str, pipe: Any) -> N
     c.subscribe(dest, id=sid, ack=ack)
     settle(c, lst)
     cpu0 = cpu_self()
+    s0 = sched([os.getpid()])
     pipe.send("ready")
     ok = lst.done.wait(600)
-    pipe.send((lst.got, lst.last if ok else None, cpu_self() - cpu0))
+    pipe.send((lst.got, lst.last if ok else None, cpu_self() - cpu0, sched([os.getpid()]) - s0))
     c.disconnect()
 
 
+class Sched:
+    """Scheduler figures of some threads (/proc/PID/task/TID/schedstat and status): CPU
+    seconds run, seconds runnable but waiting for a CPU, voluntary context switches
+    (each a wait for input: a wake-up)."""
+
+    __slots__ = ("run", "wait", "wakes")
+
+    def __init__(self, run: float = 0.0, wait: float = 0.0, wakes: int = 0) -> None:
+        self.run, self.wait, self.wakes = run, wait, wakes
+
+    def __sub__(self, other: Sched) -> Sched:
+        return Sched(self.run - other.run, self.wait - other.wait, self.wakes - other.wakes)
+
+    def __add__(self, other: Sched) -> Sched:
+        return Sched(self.run + other.run, self.wait + other.wait, self.wakes + other.wakes)
+
+
+def sched(pids: list[int]) -> Sched:
+    """The sum over every thread of ``pids`` (threads that ended are not counted)."""
+    total = Sched()
+    for pid in pids:
+        try:
+            tasks = list(Path(f"/proc/{pid}/task").iterdir())
+        except OSError:
+            continue
+        for t in tasks:
+            try:
+                run, wait, _ = (t / "schedstat").read_text().split()
+                status = (t / "status").read_text()
+            except (OSError, ValueError):
+                continue
+            at = status.index("voluntary_ctxt_switches:")
+            wakes = int(status[at + 24 : status.index("\n", at)])
+            total = total + Sched(int(run) / 1e9, int(wait) / 1e9, wakes)
+    return total
+
+
 # One workload's result: msgs (or deliveries) a second, how many, the clients' CPU seconds
-# (every client thread or process, first send to last delivery).
-Result = tuple[float, int, float]
+# (every client thread or process, first send to last delivery), and where the time went
+# from the first send to the last delivery (``Split``).
+Result = tuple[float, int, float, "Split"]
+
+
+class Split:
+    """Where the time from the first send to the last delivery (``wall`` seconds; the
+    producer's last send after ``sent``) went: the scheduler figures of the producer, the
+    subscribers and the broker (threads mode: the producer's are every client's, the
+    subscribers' None)."""
+
+    __slots__ = ("wall", "sent", "producer", "subscribers", "broker")
+
+    def __init__(
+        self,
+        wall: float,
+        sent: float,
+        producer: Sched,
+        subscribers: Sched | None,
+        broker: Sched,
+    ) -> None:
+        self.wall, self.sent = wall, sent
+        self.producer, self.subscribers, self.broker = producer, subscribers, broker
+
+    def busy(self) -> float:
+        """The share of the machine's CPUs these processes ran on."""
+        run = self.producer.run + self.broker.run + (self.subscribers or Sched()).run
+        return run / self.wall / (os.cpu_count() or 1)
+
+    def runnable(self) -> str:
+        """How many threads of the producer (while it sent), the subscribers and the
+        broker were runnable (running or waiting for a CPU) on average: what each would
+        have kept busy on an idle machine; the rest of the time they waited for input."""
+        p, s, b = self.producer, self.subscribers, self.broker
+        cells = [(p.run + p.wait) / self.sent if s else None]
+        cells.append((s.run + s.wait) / self.wall if s else (p.run + p.wait) / self.wall)
+        cells.append((b.run + b.wait) / self.wall)
+        return " / ".join("-" if c is None else f"{c:.2f}" for c in cells)
+
+
+# The broker's process ids (it and its descendants), for its scheduler figures.
+BROKER: dict[str, list[int]] = {"pids": []}
 
 
 def flow(port: int, n: int, dest: str, subscribers: int, ack: str) -> Result:
@@ -168,47 +250,59 @@ def flow(port: int, n: int, dest: str, subscribers: int, ack: str) -> Result:
             if not mine.poll(300) or mine.recv() != "ready":
                 raise RuntimeError(f"{dest}: a subscriber did not subscribe")
         prod, plst = connect(port)
+        me, brokers = [os.getpid()], BROKER["pids"]
+        p0, b0 = sched(me), sched(brokers)
         cpu0 = cpu_self()
         start = time.perf_counter()
         for _ in range(n):
             prod.send(dest, BODY, headers=dict(NON_PERSISTENT))
         client_cpu = cpu_self() - cpu0
+        p1, sent = sched(me), time.perf_counter() - start
         last = start
+        subs_sched = Sched()
         for mine in pipes:
             if not mine.poll(660):
                 raise RuntimeError(f"{dest}: a subscriber said nothing")
-            got, when, cpu = mine.recv()
+            got, when, cpu, ss = mine.recv()
             if when is None:
                 raise RuntimeError(f"{dest}: {got} of {n} arrived")
             last = max(last, when)
             client_cpu += cpu
+            subs_sched = subs_sched + ss
+        split = Split(last - start, sent, p1 - p0, subs_sched, sched(brokers) - b0)
         for p in procs:
             p.join(60)
         prod.disconnect()
-        return n * subscribers / (last - start), n * subscribers, client_cpu
+        return n * subscribers / (last - start), n * subscribers, client_cpu, split
     subs = [connect(port, n, client_ack=ack == "client") for _ in range(subscribers)]
     for i, (c, lst) in enumerate(subs):
         c.subscribe(dest, id=f"s{i}", ack=ack)
         settle(c, lst)
     prod, plst = connect(port)
+    me, brokers = [os.getpid()], BROKER["pids"]
+    p0, b0 = sched(me), sched(brokers)
     cpu0 = cpu_self()
     start = time.perf_counter()
     for _ in range(n):
         prod.send(dest, BODY, headers=dict(NON_PERSISTENT))
+    sent = time.perf_counter() - start
     for _, lst in subs:
         if not lst.done.wait(600):
             raise RuntimeError(f"{dest}: {lst.got} of {n} arrived")
     elapsed = max(lst.last for _, lst in subs) - start
     client_cpu = cpu_self() - cpu0
+    split = Split(elapsed, sent, sched(me) - p0, None, sched(brokers) - b0)
     for c, _ in [*subs, (prod, plst)]:
         c.disconnect()
-    return n * subscribers / elapsed, n * subscribers, client_cpu
+    return n * subscribers / elapsed, n * subscribers, client_cpu, split
 
 
 def receipts(port: int, n: int) -> Result:
     """Persistent sends/s, each waiting for its RECEIPT."""
     q = "/queue/bench.receipts." + uuid.uuid4().hex[:8]
     prod, lst = connect(port)
+    me, brokers = [os.getpid()], BROKER["pids"]
+    p0, b0 = sched(me), sched(brokers)
     cpu0 = cpu_self()
     start = time.perf_counter()
     for i in range(n):
@@ -218,12 +312,13 @@ def receipts(port: int, n: int) -> Result:
             raise RuntimeError(f"no RECEIPT for send {i}")
     elapsed = time.perf_counter() - start
     client_cpu = cpu_self() - cpu0
+    split = Split(elapsed, elapsed, sched(me) - p0, None, sched(brokers) - b0)
     drain, dl = connect(port, n)
     drain.subscribe(q, id="d", ack="auto")
     dl.done.wait(120)
     drain.disconnect()
     prod.disconnect()
-    return n / elapsed, n, client_cpu
+    return n / elapsed, n, client_cpu, split
 
 
 def workloads(scale: float, only: list[str] | None = None) -> list[Workload]:
@@ -264,12 +359,12 @@ Workload = tuple[str, str, Callable[[int], Result]]
 WORKLOADS = ("auto", "client", "topic", "receipts")
 # How the clients run (--clients): "threads" of this process (one interpreter, one lock
 # between them) or "processes" (each subscriber a process of its own, the producer here).
-CLIENTS = {"mode": "threads"}
+CLIENTS = {"mode": "processes"}
 
 
-def tree_cpu(pid: int) -> float:
-    """CPU seconds of process ``pid`` and every descendant (a JVM's run.sh, RabbitMQ's
-    beam under its scripts), user and system."""
+def tree_pids(pid: int) -> tuple[list[int], float]:
+    """Process ``pid`` and every descendant (a JVM's run.sh, RabbitMQ's beam under its
+    scripts), and their CPU seconds, user and system."""
     kids: dict[int, list[int]] = {}
     times: dict[int, float] = {}
     tick = os.sysconf("SC_CLK_TCK")
@@ -283,12 +378,18 @@ def tree_cpu(pid: int) -> float:
         f = stat[stat.rindex(")") + 2 :].split()
         kids.setdefault(int(f[1]), []).append(int(d.name))
         times[int(d.name)] = (int(f[11]) + int(f[12])) / tick
-    total, todo = 0.0, [pid]
+    pids, total, todo = [], 0.0, [pid]
     while todo:
         p = todo.pop()
+        pids.append(p)
         total += times.get(p, 0.0)
         todo.extend(kids.get(p, []))
-    return total
+    return pids, total
+
+
+def tree_cpu(pid: int) -> float:
+    """CPU seconds of process ``pid`` and every descendant, user and system."""
+    return tree_pids(pid)[1]
 
 
 RABBIT_BIN = Path("/usr/lib/rabbitmq/bin")
@@ -358,16 +459,17 @@ def activemq_installed() -> bool:
     ).is_file()
 
 
-# A broker's result per workload: the Result and the broker's CPU seconds.
-Measured = list[tuple[float, int, float, float]]
+# A broker's result per workload: the Result, the broker's CPU seconds and the load
+# average after it.
+Measured = list[tuple[float, int, float, float, Split, str]]
 
 
 def run_all(pid: int, port: int, scale: float, only: list[str]) -> Measured:
     out = []
     for _, _, fn in workloads(scale, only):
-        cpu0 = tree_cpu(pid)
-        rate, count, client_cpu = fn(port)
-        out.append((rate, count, client_cpu, tree_cpu(pid) - cpu0))
+        BROKER["pids"], cpu0 = tree_pids(pid)
+        rate, count, client_cpu, split = fn(port)
+        out.append((rate, count, client_cpu, tree_cpu(pid) - cpu0, split, loadavg()))
     return out
 
 
@@ -408,9 +510,15 @@ def serving(name: str, tmp: Path) -> Iterator[tuple[int, int]]:
             stop_proc(proc)
 
 
-def run_one(name: str, tmp: Path, scale: float, only: list[str]) -> Measured:
+def run_one(name: str, tmp: Path, scale: float, only: list[str], rounds: int) -> list[Measured]:
+    """``rounds`` rounds of the workloads on one start of broker ``name`` (a JVM's JIT
+    warms up in the first)."""
     with serving(name, tmp) as (pid, port):
-        return run_all(pid, port, scale, only)
+        out = []
+        for _ in range(rounds):
+            out.append(run_all(pid, port, scale, only))
+            print(f"{name}: " + ", ".join(f"{r[0]:,.0f}" for r in out[-1]), flush=True)
+        return out
 
 
 def rss_mb(pid: int) -> float:
@@ -503,6 +611,7 @@ def main() -> None:
         default=CLIENTS["mode"],
         help="subscribers as threads of one process or processes of their own",
     )
+    ap.add_argument("--rounds", type=int, default=1, help="rounds on each broker's one start")
     ap.add_argument("--idle", type=int, default=0, help="only: RSS with this many idle conns")
     args = ap.parse_args()
     if args.idle:
@@ -524,15 +633,23 @@ def main() -> None:
         names.remove("rabbitmq")
     print(f"clients: {args.clients}; load average before: {loadavg()}")
     tmp = Path(tempfile.mkdtemp(prefix="bench-stomp-"))
-    results: dict[str, Measured] = {}
+    rounds: dict[str, list[Measured]] = {}
     try:
         for name in names:
-            results[name] = run_one(name, tmp, args.scale, only)
-            print(f"{name}: " + ", ".join(f"{r[0]:,.0f}" for r in results[name]), flush=True)
+            rounds[name] = run_one(name, tmp, args.scale, only, args.rounds)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print()
     labels = [label for _, label, _ in workloads(args.scale, only)]
+    for r in range(args.rounds):
+        if args.rounds > 1:
+            print(f"\n### Round {r + 1} of {args.rounds}")
+        report(labels, names, {n: rounds[n][r] for n in names})
+    print(f"\nload average after: {loadavg()}")
+
+
+def report(labels: list[str], names: list[str], results: dict[str, Measured]) -> None:
+    """The rates, the CPU a message and where the time went, as Markdown tables."""
+    print()
     head = "| workload | " + " | ".join(names)
     if "ours" in results:
         head += "".join(f" | ours/{n}" for n in names if n != "ours")
@@ -551,10 +668,33 @@ def main() -> None:
     for i, label in enumerate(labels):
         cells = []
         for n in names:
-            _, count, client, broker = results[n][i]
+            _, count, client, broker, _, _ = results[n][i]
             cells.append(f"{1e6 * client / count:,.0f} / {1e6 * broker / count:,.0f}")
         print(f"| {label.rsplit(': ', 1)[0]} | " + " | ".join(cells) + " |")
-    print(f"\nload average after: {loadavg()}")
+    print(
+        "\nFirst send to last delivery, from the scheduler (/proc/*/task/*/schedstat): "
+        "CPU µs a message run by the producer (threads: every client) / the subscribers / "
+        "the broker; their threads runnable (running or waiting for a CPU) on average, "
+        "producer (while it sent) / subscribers (threads: every client) / broker; wake-ups "
+        "(voluntary context switches) a message, subscribers / broker; the seconds to the "
+        "last send and to the last delivery; busy: their CPU over that time and the CPUs "
+        "(a loaded machine's other jobs take the rest); the load average after:\n"
+    )
+    print("| workload | broker | CPU µs a message | runnable | wake-ups | s | busy | load |")
+    print("|---|---|---|---|---|---|---|---|")
+    for i, label in enumerate(labels):
+        for n in names:
+            _, count, _, _, sp, load = results[n][i]
+            subs = sp.subscribers
+            us = [1e6 * sp.producer.run / count, 1e6 * subs.run / count if subs else None]
+            us.append(1e6 * sp.broker.run / count)
+            cpu = " / ".join("-" if u is None else f"{u:,.0f}" for u in us)
+            wakes = f"{subs.wakes / count:.2f}" if subs else "-"
+            print(
+                f"| {label.rsplit(': ', 1)[0]} | {n} | {cpu} | {sp.runnable()} | "
+                f"{wakes} / {sp.broker.wakes / count:.2f} | {sp.sent:.1f} / {sp.wall:.1f} | "
+                f"{100 * sp.busy():.0f}% | {load} |"
+            )
 
 
 def loadavg() -> str:

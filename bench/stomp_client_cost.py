@@ -53,7 +53,8 @@ def capture(port: int, count: int) -> bytes:
     for _ in range(count):
         prod.send("/topic/capture", "x" * 1024, headers={"persistent": "false"})
     got = b""
-    while got.count(b"MESSAGE\n") < count or not got.endswith(b"\x00"):
+    # (ActiveMQ ends a frame with NUL and a newline.)
+    while got.count(b"MESSAGE\n") < count or not got.rstrip(b"\n").endswith(b"\x00"):
         got += s.recv(65536)
     prod.disconnect()
     s.close()

@@ -19,7 +19,9 @@ to live, yet reports the absolute JMSExpiration on MESSAGE); headers that are no
 identifiers (``content-type``) are kept as properties, not refused; Map, Stream and
 Object messages reach a STOMP subscriber as their body bytes with a ``jms-message-type``
 header instead of closing the connection; a persistent message's MESSAGE says
-``persistent:true`` (a non-persistent one's has no ``persistent``, as ActiveMQ's).
+``persistent:true`` (a non-persistent one's has no ``persistent``, as ActiveMQ's); a
+first delivery's MESSAGE has no ``redelivered:false`` and ``JMSXDeliveryCount:1``, and
+none has ``expires:0`` or ``priority:4`` (what a missing header means).
 """
 
 from __future__ import annotations
@@ -253,18 +255,23 @@ def message_packet(
 class FrameParts:
     """A message's MESSAGE frame, as bytes ready to join, but for what each subscription
     and delivery says itself (subscription, destination, ack, redelivered,
-    JMSXDeliveryCount).  Headers in the stock bridge's order: subscription, destination,
-    message-id, ack, reply-to, correlation-id, expires, redelivered, priority,
-    timestamp, type, persistent (``true``, on a persistent message's only),
-    JMSXDeliveryCount, the properties (as Java's
-    String.valueOf writes them, the broker's own JMQ* left out), ``jms-message-type``
-    for a Map, Stream or Object message, and content-length when there is a body."""
+    JMSXDeliveryCount).  Headers: content-length (when there is a body), then in the
+    stock bridge's order subscription, destination, message-id, ack, reply-to,
+    correlation-id, expires (unless 0: never), redelivered, priority (unless the default,
+    4), timestamp, type, persistent (``true``, on a persistent message's only),
+    JMSXDeliveryCount, the properties (as Java's String.valueOf writes them, the broker's
+    own JMQ* left out) and ``jms-message-type`` for a Map, Stream or Object message.
+
+    content-length comes first (the stock bridge writes it last, ActiveMQ first): stomp.py
+    looks for it with a pattern tried at every character of the head until it matches,
+    ~11,700 instructions a frame when it is the last of seven lines (bench/README.md)."""
 
     __slots__ = (
         "msg",
         "version",
         "conn_id",
         "msg_id",
+        "lead",
         "mid_line",
         "_ack_rest",
         "_first",
@@ -280,7 +287,6 @@ class FrameParts:
         raw = msg.raw
         pkt = Packet(raw)
         self.msg_id = msg_id = msg.message_id
-        self.mid_line = b"message-id:%s\n" % esc(msg_id).encode()
         self._ack_rest: bytes | None = None
         self._first: bytes | None = None  # all after the head of a first, ack:auto one
         # What the variable header says (reply-to, correlation-id, type), by its bytes:
@@ -296,9 +302,10 @@ class FrameParts:
         # A reply-to among a connection's own temporary destinations is named for that
         # connection only; any other frame is the same for every connection.
         self.conn_id: int | None = own_conn or None
-        self.before = b"%sexpires:%d\n" % (reply_corr, msg.expiration)
-        self.middle = b"priority:%d\ntimestamp:%d\n%s%s" % (
-            msg.priority,
+        exp, pri = msg.expiration, msg.priority
+        self.before = reply_corr + b"expires:%d\n" % exp if exp else reply_corr
+        self.middle = b"%stimestamp:%d\n%s%s" % (
+            b"priority:%d\n" % pri if pri != DEFAULT_PRIORITY else b"",
             msg.timestamp,
             type_line,
             _PERSISTENT if msg.persistent else b"",
@@ -320,13 +327,11 @@ class FrameParts:
                 body = zlib.decompress(body)
             except zlib.error:
                 pass
-        if tail:
-            head = "".join(tail).encode("utf-8")
-            if body and not have_length:
-                head += b"content-length:%d\n" % len(body)
-        else:
-            head = b"content-length:%d\n" % len(body) if body else b""
-        self.tail = b"".join((head, b"\n", body, b"\x00"))
+        # (A property named content-length, which only a JMS client can set, is the one.)
+        length = b"content-length:%d\n" % len(body) if body and not have_length else b""
+        self.lead = b"MESSAGE\n" + length
+        self.mid_line = b"message-id:%s\n" % esc(msg_id).encode()
+        self.tail = b"".join(("".join(tail).encode("utf-8"), b"\n", body, b"\x00"))
 
     @property
     def ack_rest(self) -> bytes:
@@ -344,10 +349,11 @@ class FrameParts:
             first = self._first
             if first is None:
                 first = self._first = b"".join((self.mid_line, self.before, self.middle, self.tail))
-            return head + first
+            return b"".join((self.lead, head, first))
         again = redelivered or count != 1
         return b"".join(
             (
+                self.lead,
                 head,
                 self.mid_line,
                 b"ack:%d%s" % (ack, self.ack_rest) if ack else b"",
@@ -392,6 +398,8 @@ _PERSISTENT = b"persistent:true\n"
 # A first delivery's frame has neither ``redelivered:false`` nor ``JMSXDeliveryCount:1``
 # (ActiveMQ leaves out the first too): they are what a missing header means, most frames
 # are first deliveries, and stomp.py spends ~19k instructions a header line (bench/README).
+# For the same reason no ``expires:0`` (never) and no ``priority:4`` (the default), as
+# RabbitMQ's frames: a subscriber reads a missing one as that.
 _REDELIVERED = b"redelivered:true\n"
 _NOT_REDELIVERED = b"redelivered:false\n"
 _ESCAPERS: dict[str, Callable[[str], str]] = {
@@ -417,9 +425,10 @@ def frame_parts(msg: Message, version: str, conn_id: int) -> FrameParts:
 
 
 def subscription_head(subscription: str, dest_stomp: str, version: str) -> bytes:
-    """A MESSAGE frame's command and first two lines, the same for all of a subscription's."""
+    """A MESSAGE frame's subscription and destination lines, the same for all of a
+    subscription's (after the command and content-length: FrameParts)."""
     esc = _ESCAPERS[version]
-    return f"MESSAGE\nsubscription:{esc(subscription)}\ndestination:{esc(dest_stomp)}\n".encode()
+    return f"subscription:{esc(subscription)}\ndestination:{esc(dest_stomp)}\n".encode()
 
 
 def _text(v: object) -> str:
