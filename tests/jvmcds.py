@@ -96,7 +96,8 @@ def make(kind: str, dump: Callable[[list[str]], Sequence[str] | None]) -> bool:
         tmp.write_text(f"{QUIET} -XX:SharedArchiveFile={final}\n")
         os.replace(tmp, args)
         return True
-    except (OSError, subprocess.SubprocessError):
+    except (OSError, subprocess.SubprocessError, RuntimeError):
+        # RuntimeError: a stock broker that did not start (broker.launcher)
         return False
     finally:
         part.unlink(missing_ok=True)
