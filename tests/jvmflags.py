@@ -6,9 +6,17 @@ optimising compiler and the parallel collector's threads, and the suite shares t
 the stock broker with the JVM's defaults.
 """
 
+# Imported here, where tests/conftest.py first imports, so the run's shared directory is made
+# before the xdist workers start and they inherit its name.
+from tests import jvmcds
+
 JAVA = ("java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC")
 JAVAC = ("javac", "-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC", "-nowarn")
-# run.sh's IMQ_JVM_ARGS for a stock broker in a test: its own heap settings, and the above.
-STOCK_BROKER_JVM = "-Xms192m -Xmx192m -Xss256k -XX:TieredStopAtLevel=1 -XX:+UseSerialGC"
+# run.sh's IMQ_JVM_ARGS for a stock broker in a test: its own heap settings, the above, and
+# the run's class-data archive of the stock broker once it is made (tests/jvmcds.py).
+STOCK_BROKER_JVM = (
+    "-Xms192m -Xmx192m -Xss256k -XX:TieredStopAtLevel=1 -XX:+UseSerialGC "
+    + jvmcds.argfile("broker")
+)
 # PYSPARK_SUBMIT_ARGS for a Spark driver a test starts (the rollup tests' local Spark).
 SPARK_DRIVER_JVM = "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell"

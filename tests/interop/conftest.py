@@ -155,17 +155,26 @@ def c_probe(c_build_dir: Path) -> CProbe:
     return compile_probe(C_SOURCES / "probe.c", c_build_dir)
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """The stock broker's class-data archive, made beside the first tests when this run
+    starts stock brokers (tests/jvmcds.py)."""
+    from tests import jvmcds
+
+    from .jvm import broker_kind
+
+    files = {item.nodeid.split("::", 1)[0] for item in session.items}
+    stock = broker_kind(session.config) == "stock" and any("interop/" in f for f in files)
+    jvmcds.train_in_background(files, stock)
+
+
 @pytest.fixture(scope="session")
-def java_programs() -> Iterator[Any]:
-    """tests/interop/java/*.java compiled once per test session against imq.jar."""
-    from .jvm import JavaPrograms, compile_programs, require_java
+def java_programs() -> Any:
+    """tests/interop/java/*.java compiled once per test run (for every xdist worker)
+    against imq.jar."""
+    from .jvm import JavaPrograms, require_java, shared_programs
 
     require_java()
-    d = Path(tempfile.mkdtemp(prefix="imq-java-"))
-    try:
-        yield JavaPrograms(compile_programs(d))
-    finally:
-        shutil.rmtree(d, ignore_errors=True)
+    return JavaPrograms(shared_programs())
 
 
 @pytest.fixture(scope="module")

@@ -15,15 +15,18 @@ tables: for tests/interop/test_imqcmd_stock.py and bench/imqcmd_compare.py.
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
 import shutil
 import subprocess
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from broker.stock_paths import JAVA_CLIENT as JAVA_DIR
-from tests.jvmflags import JAVAC
+from tests import jvmcds
+from tests.jvmflags import JAVA, JAVAC
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 JARS = [JAVA_DIR / n for n in ("imqadmin.jar", "imq.jar", "jakarta.jms-api-3.1.0.jar")]
@@ -160,7 +163,23 @@ def classpath(*extra: Path) -> str:
 
 
 def compile_java(tmp: Path) -> Path:
-    """Compile ImqcmdBatch and ImqcmdWorkload into ``tmp/classes``; the directory."""
+    """ImqcmdBatch and ImqcmdWorkload compiled once a test run for every xdist worker (in
+    ``tmp`` if this run has not yet): their jar in the run's shared directory
+    (tests/jvmcds.py)."""
+    jar = jvmcds.SHARE / "imqcmd-programs.jar"
+    with open(jvmcds.SHARE / "imqcmd-programs.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not jar.is_file():
+            out = _javac(tmp)
+            part = jar.with_suffix(".part")
+            with zipfile.ZipFile(part, "w") as z:
+                for f in sorted(out.rglob("*.class")):
+                    z.write(f, f.relative_to(out).as_posix())
+            os.replace(part, jar)
+    return jar
+
+
+def _javac(tmp: Path) -> Path:
     src, out = tmp / "java-src", tmp / "classes"
     src.mkdir(parents=True, exist_ok=True)
     out.mkdir(parents=True, exist_ok=True)
@@ -176,6 +195,22 @@ def compile_java(tmp: Path) -> Path:
     if done.returncode != 0:
         raise RuntimeError(f"javac failed:\n{done.stdout}{done.stderr}")
     return out
+
+
+def _make_archive(java: list[str]) -> None:
+    """imqcmd's archive (tests/jvmcds.py), from ``list dst`` against a port where nothing
+    listens: its option parsing, messages and client classes up to the connection attempt,
+    and no broker touched."""
+    passfile = jvmcds.SHARE / "imqcmd-passfile"
+    passfile.write_text("imq.imqcmd.password=admin\n")
+    argv = [BROKER_CMD, "list", "dst", "-b", "127.0.0.1:1", "-u", "admin", "-passfile"]
+
+    def dump(options: list[str]) -> list[str]:
+        cmd = [*java, *options, *argv, str(passfile), "-f"]
+        subprocess.run(cmd, capture_output=True, timeout=120, check=False)
+        return java
+
+    jvmcds.make("imqcmd", dump)
 
 
 @dataclass
@@ -225,17 +260,12 @@ class StockImqcmd:
         self.classes = classes
 
     def _java(self, main: str) -> list[str]:
+        # The archive's class path is the jars alone: a command's may add ImqcmdBatch's.
+        java = [*JAVA, f"-Dimq.home={self.home}", f"-Dimq.varhome={self.home / 'var'}"]
+        if not (jvmcds.SHARE / "imqcmd.tried").exists():
+            _make_archive([*java, "-cp", classpath()])
         extra = [self.classes] if self.classes else []
-        return [
-            "java",
-            "-Xshare:auto",
-            "-XX:TieredStopAtLevel=1",
-            f"-Dimq.home={self.home}",
-            f"-Dimq.varhome={self.home / 'var'}",
-            "-cp",
-            classpath(*extra),
-            main,
-        ]
+        return [*java, jvmcds.argfile("imqcmd"), "-cp", classpath(*extra), main]
 
     def common(self, broker: str, user: str = "admin") -> list[str]:
         return ["-b", broker, "-u", user, "-passfile", str(self.passfile), "-f"]
@@ -297,7 +327,8 @@ class Workload:
 
     def __init__(self, classes: Path, host: str, port: int) -> None:
         self.proc = subprocess.Popen(
-            ["java", "-cp", classpath(classes), "ImqcmdWorkload", host, str(port)],
+            [*JAVA, jvmcds.argfile("imqcmd"), "-cp", classpath(classes), "ImqcmdWorkload"]
+            + [host, str(port)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

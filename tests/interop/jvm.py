@@ -14,9 +14,11 @@ known to hold for OpenMQ itself. The tests fail (never skip) naming what is miss
 
 from __future__ import annotations
 
+import fcntl
 import os
 import shutil
 import subprocess
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,6 +27,7 @@ import pytest
 
 from broker.launcher import start_broker, start_stock_broker
 from broker.stock_paths import JAVA_CLIENT
+from tests import jvmcds
 from tests.jvmflags import JAVAC
 
 from .conftest import ProbeResult
@@ -86,9 +89,55 @@ def compile_programs(out_dir: Path, sources: Path = JAVA_SOURCES) -> Path:
     return out_dir
 
 
+def shared_programs() -> Path:
+    """The programs compiled once a test run for every xdist worker: ``programs.jar`` in
+    the run's shared directory (tests/jvmcds.py), its first user compiling it while the
+    others wait (javac of them all: ~4 s of CPU), then making the programs' class-data
+    archive (a jar, not a directory: a directory cannot be archived)."""
+    jar = jvmcds.SHARE / "programs.jar"
+    with open(jvmcds.SHARE / "programs.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not jar.is_file():
+            build = jvmcds.SHARE / "programs"
+            shutil.rmtree(build, ignore_errors=True)
+            build.mkdir()
+            compile_programs(build)
+            part = jar.with_suffix(".part")
+            with zipfile.ZipFile(part, "w") as z:
+                for f in sorted(build.rglob("*.class")):
+                    z.write(f, f.relative_to(build).as_posix())
+            os.replace(part, jar)
+            shutil.rmtree(build, ignore_errors=True)
+            _make_archive(JavaPrograms(jar))
+    return jar
+
+
+def _make_archive(programs: JavaPrograms) -> None:
+    """The programs' archive, from a start of Smoke against a port where nothing listens:
+    the client's classes up to its first connection attempt, and never a broker's state
+    touched."""
+    nowhere = Closed("127.0.0.1", 1)
+    base = programs.command("Smoke", nowhere)
+    java = base[: base.index("Smoke")]
+
+    def dump(options: list[str]) -> list[str]:
+        cmd = programs.command("Smoke", nowhere, jvm_args=tuple(options))
+        subprocess.run(cmd, capture_output=True, timeout=120, check=False)
+        return java
+
+    jvmcds.make("client", dump)
+
+
+@dataclass
+class Closed:
+    host: str
+    portmapper_port: int
+
+
 @dataclass
 class JavaPrograms:
-    """The compiled programs; ``run`` starts one JVM for one program."""
+    """The compiled programs (their jar, or a directory); ``run`` starts one JVM for one
+    program."""
 
     classes: Path
 
@@ -107,6 +156,7 @@ class JavaPrograms:
             "-Xss512k",
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",
+            jvmcds.argfile("client"),
             *jvm_args,
             "-cp",
             classpath(self.classes, *extra_classpath),
