@@ -115,6 +115,18 @@ def _migrated_sqlite(python: str, env: dict[str, str]) -> Path:
     return template
 
 
+def migrated_sqlite(python: str | None = None) -> Path:
+    """The migrated SQLite database :func:`fresh_sqlite` copies in this process (made on
+    first use): for another process to adopt (:func:`adopt_migrated_sqlite`)."""
+    return _migrated_sqlite(python or sys.executable, dict(os.environ))
+
+
+def adopt_migrated_sqlite(template: Path, python: str | None = None) -> None:
+    """Copy ``template``, another process's :func:`migrated_sqlite` of the same code, for
+    each fresh database here instead of migrating one more (a child of a test process)."""
+    _TEMPLATES[python or sys.executable] = template
+
+
 def fresh_sqlite(
     db_file: Path, env: dict[str, str] | None = None, python: str | None = None
 ) -> None:

@@ -7,6 +7,9 @@ There the module brings ``lo`` up, adds 198.18.0.1, 198.18.0.2, ... (the benchma
 range, 198.18.0.0/15) to it, starts the brokers with ``imq.hostname`` one of them, runs
 the scenario's checks and prints one ``ok NAME`` / ``fail NAME: why`` line each (the
 house style of tests/interop); every process it started is stopped before it exits.
+Our brokers fork from a tests/manage_fork.py server of the scenario process (so they are
+in its namespace) on a copy of the test process's migrated database; the stock clients
+run many to a JVM (tests/stock_cluster_clients.py).
 """
 
 from __future__ import annotations
@@ -22,13 +25,15 @@ import threading
 import time
 import traceback
 from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:  # run as a script under unshare
     sys.path.insert(0, str(ROOT))
 
+from broker import launcher  # noqa: E402
 from broker.launcher import (  # noqa: E402
     BrokerProcess,
     StockBrokerProcess,
@@ -38,8 +43,19 @@ from broker.launcher import (  # noqa: E402
 )
 from broker.protocol import gpacket as gp  # noqa: E402
 from broker.server.clustering import cluster_client_context  # noqa: E402
-from broker.stock_paths import JAVA_CLIENT  # noqa: E402
-from tests.jvmflags import JAVA, JAVAC, STOCK_BROKER_JVM  # noqa: E402
+from tests import manage_fork  # noqa: E402
+from tests.interop.imqcmd_stock import BATCH_SOURCE, StockImqcmd  # noqa: E402
+from tests.jvmflags import JAVA, STOCK_BROKER_JVM  # noqa: E402
+from tests.stock_cluster_clients import (  # noqa: E402
+    CLUSTER_SHELL,
+    JARS,
+    Client,
+    ImqcmdSession,
+    Shell,
+    compile_java,
+)
+
+T = TypeVar("T")
 
 # The match properties of a stock broker with default settings (ours sends the same).
 STOCK_MATCH = {
@@ -89,7 +105,10 @@ def shared_key_pair(tmp: Path) -> Path:
         + ["-deststorepass", KEYSTORE_PASSWORD, "-destkeypass", KEYSTORE_PASSWORD],
     ]
     for cmd in steps:
-        r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
+        if cmd[1] == "manage.py":  # forked from the preloaded server (tests/manage_fork.py)
+            r = manage_fork.run_manage(cmd[2:], env=env, timeout=120)
+        else:
+            r = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=120)
         assert r.returncode == 0, f"{cmd[0]}: {r.stdout}{r.stderr}"
     return keys
 
@@ -104,37 +123,6 @@ def ssl_props(keys: Path) -> tuple[str, ...]:
 
 
 NETWORK = ipaddress.ip_network("198.18.0.0/15")
-JARS = [JAVA_CLIENT / "imq.jar", JAVA_CLIENT / "jakarta.jms-api-3.1.0.jar"]
-
-QUEUE_HOP = """\
-import jakarta.jms.*;
-
-/** send HOST PORT QUEUE TEXT | recv HOST PORT QUEUE MILLIS, with the stock client;
- *  prints "sent", "got TEXT" or "none". */
-public class QueueHop {
-    public static void main(String[] a) throws Exception {
-        com.sun.messaging.ConnectionFactory cf = new com.sun.messaging.ConnectionFactory();
-        cf.setProperty(com.sun.messaging.ConnectionConfiguration.imqAddressList,
-                "mq://" + a[1] + ":" + a[2] + "/jms");
-        Connection c = cf.createConnection("guest", "guest");
-        try {
-            c.start();
-            Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
-            Queue q = s.createQueue(a[3]);
-            if (a[0].equals("send")) {
-                s.createProducer(q).send(s.createTextMessage(a[4]));
-                System.out.println("sent");
-            } else {
-                MessageConsumer mc = s.createConsumer(q);
-                Message m = mc.receive(Long.parseLong(a[4]));
-                System.out.println(m == null ? "none" : "got " + ((TextMessage) m).getText());
-            }
-        } finally {
-            c.close();
-        }
-    }
-}
-"""
 
 
 def address(n: int) -> str:
@@ -176,9 +164,13 @@ def run_scenario(tmp: Path, scenario: str, timeout: float = 600) -> list[str]:
     if missing:
         raise RuntimeError("cannot make a network namespace; missing: " + ", ".join(missing))
     cmd = ["unshare", "-n", sys.executable, "-m", "tests.stock_cluster", scenario, str(tmp)]
+    # The migrated SQLite database this test process copies for each broker of ours (made
+    # once a process: a `manage.py migrate` costs seconds of CPU), for the scenario's too.
+    env = {**os.environ, MIGRATED_SQLITE: str(launcher.migrated_sqlite())}
     proc = subprocess.Popen(
         cmd,
         cwd=ROOT,
+        env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
@@ -213,17 +205,57 @@ def wait_for(pred: Callable[[], bool], timeout: float, what: str) -> None:
     while time.monotonic() < deadline:
         if pred():
             return
-        time.sleep(0.2)
+        time.sleep(0.05)
     raise AssertionError(f"timed out ({timeout:g} s) waiting for {what}")
 
 
 class Scenario:
-    """Starts brokers, records check results, stops everything at the end."""
+    """Starts brokers and stock clients, records check results, stops everything at the
+    end."""
 
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
         self.procs: list[BrokerProcess | StockBrokerProcess] = []
         self.failed = 0
+        self.classes = tmp / "java"
+        self.shells: list[Shell] = []
+        self.imqcmds: list[ImqcmdSession] = []
+        self._pool = ThreadPoolExecutor(max_workers=8)
+        self.started = time.monotonic()
+
+    def background(self, fn: Callable[[], T]) -> Future[T]:
+        """``fn`` on a thread, meanwhile (a broker's start, a javac run): its future."""
+        return self._pool.submit(fn)
+
+    def together(self, *fns: Callable[[], T]) -> list[T]:
+        """``fns`` side by side (brokers whose order of start the scenario leaves open);
+        their results, in order."""
+        if not fns:
+            return []
+        with ThreadPoolExecutor(max_workers=len(fns)) as pool:  # never waits on the other's
+            futures = [pool.submit(fn) for fn in fns]
+            return [f.result() for f in futures]
+
+    def java(
+        self, sources: dict[str, str], files: tuple[Path, ...] = (), shell: bool = True
+    ) -> Path:
+        """The scenario's Java (``sources``, ``files`` and, with ``shell``, ClusterShell)
+        in one javac run."""
+        if shell:
+            sources = {"ClusterShell": CLUSTER_SHELL, **sources}
+        return compile_java(self.classes, sources, files)
+
+    def shell(self) -> Shell:
+        """A ClusterShell JVM of stock clients (stopped with the scenario)."""
+        shell = Shell(self.classes)
+        self.shells.append(shell)
+        return shell
+
+    def imqcmd(self) -> ImqcmdSession:
+        """The stock imqcmd in one JVM (ImqcmdBatch among ``sources`` of :meth:`java`)."""
+        session = ImqcmdSession(self.tmp, self.classes)
+        self.imqcmds.append(session)
+        return session
 
     def check(self, name: str, fn: Callable[[], object]) -> None:
         try:
@@ -235,6 +267,35 @@ class Scenario:
             traceback.print_exc(file=sys.stdout)
         else:
             print(f"ok {name}", flush=True)
+        print(f"# {self.progress()}", flush=True)
+
+    def progress(self) -> str:
+        """Seconds since the start, and CPU seconds of this process and every process
+        under it, ended or running (where a scenario's time goes: a line after each
+        check)."""
+        tick = os.sysconf("SC_CLK_TCK")
+        parent: dict[int, int] = {}
+        cpu: dict[int, float] = {}
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            pid = int(entry.name)
+            parent[pid] = int(fields[1])
+            # utime, stime, and the children's it waited for
+            cpu[pid] = sum(int(x) for x in fields[11:15]) / tick
+        me, total = os.getpid(), 0.0
+        for pid, seconds in cpu.items():
+            p = pid
+            while p > 1 and p != me:
+                p = parent.get(p, 0)
+            if p == me:
+                total += seconds
+        return f"{time.monotonic() - self.started:.1f} s, {total:.1f} s CPU"
 
     def stock(self, n: int, pm: int, brokerlist: str, name: str, *props: str) -> StockBrokerProcess:
         b = start_stock_broker(
@@ -246,6 +307,7 @@ class Scenario:
             host=address(n),
         )
         self.procs.append(b)
+        print(f"# {name} serving: {self.progress()}", flush=True)
         return b
 
     def ours(self, n: int, pm: int, brokerlist: str, name: str, *props: str) -> BrokerProcess:
@@ -259,14 +321,24 @@ class Scenario:
             host=address(n),
         )
         self.procs.append(b)
+        print(f"# {name} serving: {self.progress()}", flush=True)
         return b
 
     def stop_all(self) -> None:
-        for p in self.procs:
+        """Stock clients first, then every broker still running, side by side."""
+        for shell in self.shells:
+            shell.stop()
+        for session in self.imqcmds:
+            session.close()
+
+        def stop(p: BrokerProcess | StockBrokerProcess) -> None:
             try:
                 p.stop()
             except Exception:  # noqa: BLE001 - the others still get stopped
                 p.proc.kill()
+
+        self.together(*(lambda p=p: stop(p) for p in self.procs if p.proc.poll() is None))
+        self._pool.shutdown()
 
 
 def stock_link_count(b: StockBrokerProcess, instance: str) -> int:
@@ -285,25 +357,6 @@ def our_link_count(b: BrokerProcess) -> int:
         + text.count(" up (accepted)")
         - text.count(" lost: ")
         - text.count("left the cluster")
-    )
-
-
-def compile_queue_hop(tmp: Path) -> Path:
-    out = tmp / "java"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "QueueHop.java").write_text(QUEUE_HOP)
-    cp = ":".join(str(j) for j in JARS)
-    subprocess.run([*JAVAC, "-cp", cp, "-d", str(out), str(out / "QueueHop.java")], check=True)
-    return out
-
-
-def java_hop(classes: Path, *args: object) -> subprocess.Popen:
-    cp = ":".join([str(classes), *(str(j) for j in JARS)])
-    return subprocess.Popen(
-        [*JAVA, "-cp", cp, "QueueHop", *(str(a) for a in args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
     )
 
 
@@ -354,11 +407,12 @@ def scenario_handshake(sc: Scenario) -> None:
     understood by the other, and bad handshakes close only their own link.  The second
     round runs with ``imq.cluster.transport=ssl`` on both, one key pair (shared_key_pair):
     a message crosses the TLS link both ways, and a peer speaking plain TCP is refused."""
-    from tests.interop.imqcmd_stock import StockImqcmd
-
     s_pm, o_pm = 27676, 27677
     brokerlist = f"{address(1)}:{s_pm},{address(2)}:{o_pm}"
     ping = "imq.cluster.ping.interval=2"
+    # Made meanwhile: the Java of both rounds, the key pair of the TLS round.
+    java = sc.background(lambda: sc.java({"TxnTool": TXN_TOOL}))
+    keys_made = sc.background(lambda: shared_key_pair(sc.tmp))
 
     # Round 1: the stock broker first.
     stock = sc.stock(1, s_pm, brokerlist, "stock1")
@@ -371,28 +425,30 @@ def scenario_handshake(sc: Scenario) -> None:
         "stock_first_link_up_on_stock",
         lambda: wait_for(lambda: stock_link_count(stock, "ours") == 1, 60, "stock B1071"),
     )
+    linked_at = time.monotonic()
 
     def stays_up() -> None:
-        time.sleep(8)  # four of our ping intervals: pings and their replies cross
+        # Four of our ping intervals since the link came up, pings and their replies
+        # crossing among the messages of the checks before (which take longer: only on a
+        # fast machine is the rest waited for).
+        time.sleep(max(0.0, linked_at + 8 - time.monotonic()))
         assert our_link_count(ours) == 1, ours.log_text()[-3000:]
         assert stock_link_count(stock, "ours") == 1, stock.log_text()[-3000:]
 
-    sc.check("link_stays_up", stays_up)
-
     # A queue message produced on one broker, consumed on the other, both ways (the
     # consumer waits first, so the message crosses the link to it).
-    classes = compile_queue_hop(sc.tmp)
+    java.result()
+    shell = sc.shell()
 
     def hop(dest: str, src_host: str, src_pm: int, dst_host: str, dst_pm: int) -> None:
-        recv = java_hop(classes, "recv", dst_host, dst_pm, dest, "30000")
+        recv = shell.start("qrecv", dst_host, dst_pm, dest, "30000")
         # The consumer's interest reaches the other broker (ours or the stock one: the
         # current round's, whichever listens at src_host).
         src = ours if src_host == ours.host else stock
         on_queue = lambda b: consumer_count(b, dest, queue=True)  # noqa: E731
         wait_counts(f"the consumer of {dest}", on_queue, 1, src)
-        sent = java_hop(classes, "send", src_host, src_pm, dest, f"via {dest}")
-        assert sent.communicate(timeout=60)[0].strip() == "sent"
-        out = recv.communicate(timeout=60)[0].strip()
+        assert shell.run("qsend", src_host, src_pm, dest, f"via {dest}") == ["sent"]
+        out = recv.wait_line(("got", "none"))
         assert out == f"got via {dest}", out
 
     sc.check(
@@ -416,6 +472,7 @@ def scenario_handshake(sc: Scenario) -> None:
         lambda: many_hops("mixed.w2", address(2), o_pm, address(1), s_pm, 2500),
     )
     transactions_across(sc, stock, ours)
+    sc.check("link_stays_up", stays_up)
     sc.check(
         "stock_refused_no_acknowledgement",
         lambda: _no_refused_acks(stock),
@@ -439,7 +496,7 @@ def scenario_handshake(sc: Scenario) -> None:
 
     # Round 2, over TLS (imq.cluster.transport=ssl): ours first, then the stock broker,
     # which dials (a stock broker dials every peer; ours only those of a higher port).
-    keys = shared_key_pair(sc.tmp)
+    keys = keys_made.result()
     tls = ssl_props(keys)
     ours = sc.ours(2, o_pm, brokerlist, "ours2", ping, *tls)
     stock = sc.stock(1, s_pm, brokerlist, "stock2", *tls)
@@ -776,15 +833,11 @@ def transactions_across(sc: Scenario, stock: StockBrokerProcess, ours: BrokerPro
     ways, with the stock client: each message is received once, again only after the
     rollback or recover and then with JMSRedelivered, and never after its commit or
     acknowledgement (TXN_CHECKS, one line each)."""
-    out = sc.tmp / "java-txn"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "TxnTool.java").write_text(TXN_TOOL)
-    cp = ":".join(str(j) for j in JARS)
-    subprocess.run([*JAVAC, "-cp", cp, "-d", str(out), str(out / "TxnTool.java")], check=True)
+    cp = ":".join(str(j) for j in (sc.classes, *JARS))
     started = time.monotonic()
     args = [stock.host, stock.portmapper_port, "stock", ours.host, ours.portmapper_port, "ours"]
     tool = subprocess.Popen(
-        [*JAVA, "-cp", f"{out}:{cp}", "TxnTool", *map(str, args), "txn"],
+        [*JAVA, "-cp", cp, "TxnTool", *map(str, args), "txn"],
         stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -823,53 +876,15 @@ def transactions_across(sc: Scenario, stock: StockBrokerProcess, ours: BrokerPro
 
 # -- the master broker and administered configuration (scenario "master") ------------------
 
-DURABLE = """\
-import jakarta.jms.*;
-
-/** sub HOST PORT TOPIC CLIENTID NAME | unsub HOST PORT TOPIC CLIENTID NAME, with the stock
- *  client: makes (and leaves inactive) or removes a durable subscription; prints
- *  "subscribed", "unsubscribed" or "refused: WHY". */
-public class Durable {
-    public static void main(String[] a) throws Exception {
-        com.sun.messaging.ConnectionFactory cf = new com.sun.messaging.ConnectionFactory();
-        cf.setProperty(com.sun.messaging.ConnectionConfiguration.imqAddressList,
-                "mq://" + a[1] + ":" + a[2] + "/jms");
-        Connection c = cf.createConnection("guest", "guest");
-        try {
-            c.setClientID(a[4]);
-            Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
-            if (a[0].equals("sub")) {
-                s.createDurableSubscriber(s.createTopic(a[3]), a[5]).close();
-                System.out.println("subscribed");
-            } else {
-                s.unsubscribe(a[5]);
-                System.out.println("unsubscribed");
-            }
-        } catch (JMSException e) {
-            System.out.println("refused: " + e.getMessage());
-        } finally {
-            c.close();
-        }
-    }
-}
-"""
-
 
 class Admin:
-    """The stock imqcmd and the Durable program, against the brokers of a scenario."""
+    """The stock imqcmd (its commands in one JVM) and durable subscriptions made with the
+    stock client (a ClusterShell), against the brokers of a scenario whose Java
+    (:meth:`Scenario.java`) includes ImqcmdBatch."""
 
-    def __init__(self, tmp: Path) -> None:
-        from tests.interop.imqcmd_stock import StockImqcmd
-
-        self.imqcmd = StockImqcmd(tmp)
-        self.classes = tmp / "java"
-        self.classes.mkdir(parents=True, exist_ok=True)
-        (self.classes / "Durable.java").write_text(DURABLE)
-        cp = ":".join(str(j) for j in JARS)
-        subprocess.run(
-            [*JAVAC, "-cp", cp, "-d", str(self.classes), str(self.classes / "Durable.java")],
-            check=True,
-        )
+    def __init__(self, sc: Scenario) -> None:
+        self.imqcmd = sc.imqcmd()
+        self.shell = sc.shell()
 
     def run(self, b: BrokerProcess | StockBrokerProcess, *args: str) -> str:
         r = self.imqcmd.run(f"{b.host}:{b.portmapper_port}", *args)
@@ -889,15 +904,13 @@ class Admin:
     def durables(self, b: BrokerProcess | StockBrokerProcess, topic: str) -> str:
         return self.run(b, "list", "dur", "-d", topic)
 
-    def durable(self, b: BrokerProcess | StockBrokerProcess, *args: str) -> str:
-        cp = ":".join([str(self.classes), *(str(j) for j in JARS)])
-        p = subprocess.run(
-            [*JAVA, "-cp", cp, "Durable", args[0], b.host, str(b.portmapper_port), *args[1:]],
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
-        return (p.stdout + p.stderr).strip()
+    def subscribe(
+        self, b: BrokerProcess | StockBrokerProcess, topic: str, cid: str, name: str
+    ) -> str:
+        """A durable subscription made (and left inactive) through ``b``: "subscribed", or
+        what went wrong."""
+        lines = self.shell.run("dsub", b.host, b.portmapper_port, cid, topic, name, timeout=120)
+        return "\n".join(lines)
 
 
 def our_imqcmd_list_bkr(b: BrokerProcess) -> str:
@@ -907,9 +920,7 @@ def our_imqcmd_list_bkr(b: BrokerProcess) -> str:
     passfile = b.varhome.parent / "imqcmd-passfile"
     passfile.write_text("imq.imqcmd.password=admin\n")
     cmd += ["-passfile", str(passfile)]
-    p = subprocess.run(
-        cmd, cwd=ROOT, env=b.extra["env"], capture_output=True, text=True, timeout=90, input=""
-    )
+    p = manage_fork.run_manage(cmd[2:], env=b.extra["env"], timeout=90, input="")
     assert p.returncode == 0, p.stdout + p.stderr
     return p.stdout
 
@@ -941,13 +952,16 @@ def fake_peer(b: BrokerProcess, n: int, pm: int, instance: str, then: bytes) -> 
     )
     info = BrokerInfo(address(n), instance, pm, 77, int(time.time() * 1000)).encode()
     port = cluster_port(b)
+    up = " up (accepted)"
+    before = b.log_text().count(up)
     with socket.create_connection((b.host, port), timeout=10, source_address=(address(n), 0)) as s:
         s.sendall(
             gp.encode_link(gp.LinkPacket(gp.LINK_INIT, init.encode()))
             + gp.encode_link(gp.LinkPacket(gp.LINK_BROKER_INFO, info))
             + gp.encode(gp.GPacket(gp.G_BROKER_INFO_REPLY, {"S": 0}, info))
         )
-        time.sleep(1)  # the link is up: what follows is a GPacket of an up link
+        # Once the link is up, what follows is a GPacket of an up link.
+        wait_for(lambda: b.log_text().count(up) > before, 10, f"{instance}'s link up")
         s.sendall(then)
         s.settimeout(10)
         while s.recv(65536):
@@ -962,7 +976,7 @@ def scenario_master(sc: Scenario) -> None:
     s_pm, o_pm = 27676, 27677
     s_addr, o_addr = f"{address(1)}:{s_pm}", f"{address(2)}:{o_pm}"
     brokerlist = f"{s_addr},{o_addr}"
-    adm = Admin(sc.tmp)
+    java = sc.background(lambda: sc.java({"ImqcmdBatch": BATCH_SOURCE}))
     # Fixed cluster ports, so STOCK_CLUSTER_CAPTURE can record the links (start_capture).
     s_cp, o_cp = f"imq.cluster.port={CAPTURE_PORTS[0]}", f"imq.cluster.port={CAPTURE_PORTS[1]}"
 
@@ -979,7 +993,7 @@ def scenario_master(sc: Scenario) -> None:
 
         what = f"{name} {'on' if present else 'gone from'} {b.instance}"
         # Our admin client first (milliseconds a question), then the stock imqcmd the
-        # check is made with (a JVM each), once the change is there to be listed.
+        # check is made with, once the change is there to be listed.
         wait_for(listed, 20, what)
         wait_for(ok, 20, what)
 
@@ -993,8 +1007,10 @@ def scenario_master(sc: Scenario) -> None:
     # Round 1: the stock broker is the master and starts first, with a record already.
     master = f"imq.cluster.masterbroker={s_addr}"
     stock = sc.stock(1, s_pm, brokerlist, "smaster", master, s_cp)
+    java.result()
+    adm = Admin(sc)
     adm.run(stock, "create", "dst", "-t", "q", "-n", "pre.q", "-f")
-    sub = adm.durable(stock, "sub", "pre.t", "cid0", "pre-dur")
+    sub = adm.subscribe(stock, "pre.t", "cid0", "pre-dur")
     assert sub == "subscribed", sub
     ours = sc.ours(2, o_pm, brokerlist, "ours", master, "imq.cluster.ping.interval=5", o_cp)
     sc.check("stock_master_link_up", lambda: linked(stock, ours))
@@ -1021,7 +1037,7 @@ def scenario_master(sc: Scenario) -> None:
     )
 
     def durable_through_ours() -> None:
-        out = adm.durable(ours, "sub", "o1.t", "cid1", "o1-dur")
+        out = adm.subscribe(ours, "o1.t", "cid1", "o1-dur")
         assert out == "subscribed", out
         wait_for(lambda: "o1-dur" in adm.durables(stock, "o1.t"), 20, "o1-dur on stock")
         assert "did not record" not in ours.log_text(), ours.log_text()[-3000:]
@@ -1062,7 +1078,7 @@ def scenario_master(sc: Scenario) -> None:
     master = f"imq.cluster.masterbroker={o_addr}"
     ours = sc.ours(2, o_pm, brokerlist, "omaster", master, o_cp)
     adm.run(ours, "create", "dst", "-t", "q", "-n", "pre2.q", "-f")
-    sub = adm.durable(ours, "sub", "pre2.t", "cid2", "pre2-dur")
+    sub = adm.subscribe(ours, "pre2.t", "cid2", "pre2-dur")
     assert sub == "subscribed", sub
     stock = sc.stock(1, s_pm, brokerlist, "smember", master, s_cp)
     sc.check("ours_master_link_up", lambda: linked(stock, ours))
@@ -1076,7 +1092,7 @@ def scenario_master(sc: Scenario) -> None:
     def stock_changes_recorded_with_us() -> None:
         adm.run(stock, "create", "dst", "-t", "q", "-n", "s3.q", "-f")
         seen(ours, "s3.q")
-        out = adm.durable(stock, "sub", "s3.t", "cid3", "s3-dur")
+        out = adm.subscribe(stock, "s3.t", "cid3", "s3-dur")
         assert out == "subscribed", out
         names = [(r.name, r.props.get("N")) for r in our_record(ours)]
         assert ("G_UPDATE_DESTINATION", "s3.q") in names, names
@@ -1119,249 +1135,7 @@ def scenario_master(sc: Scenario) -> None:
     sc.check("stock_links_again_after_bad_input", cluster_goes_on)
 
 
-TOPIC_TOOL = r"""
-import jakarta.jms.*;
-import java.io.*;
-
-/** The stock client's side of the mixed-cluster topic scenario; each mode connects to
- *  HOST PORT (a port mapper) as guest.  One-shot modes print one result line; the
- *  long-lived ones print "ready", then one "got TEXT" per message, until stdin closes.
- *    pub HOST PORT TOPIC np|p PREFIX N        sends PREFIX-1..N, prints "sent"
- *    sub HOST PORT TOPIC [FLOWLIMIT]          a non-durable subscriber
- *    dsub HOST PORT CID TOPIC NAME            makes a durable subscription, closes it
- *    drecv HOST PORT CID TOPIC NAME           a durable subscriber
- *    unsub HOST PORT CID NAME                 prints "unsubscribed"
- *    shared HOST PORT TOPIC SUB durable|nondurable   a JMS 2.0 shared consumer
- *    cid HOST PORT CID                        "held" or "refused CLASS", held until stdin closes
- *    qpub HOST PORT QUEUE PREFIX N            persistent queue messages, prints "sent"
- *    qsub HOST PORT QUEUE ack|noack           a queue consumer (noack: never acknowledges)
- *    mqshare HOST PORT CID TOPIC NAME|-       OpenMQ's JMQShare subscriber: durable NAME
- *                                             (factory with imqEnableSharedClientID), or "-"
- *                                             a non-durable one (imqEnableSharedSubscriptions,
- *                                             which the 6.9 client takes only with a
- *                                             namespace, as its resource adapter sets) */
-public class TopicTool {
-    static boolean mqShare = false;
-    static String namespace = null;
-
-    static Connection connect(String host, String port, String cid, String flow) throws JMSException {
-        com.sun.messaging.ConnectionFactory cf = new com.sun.messaging.ConnectionFactory();
-        cf.setProperty(com.sun.messaging.ConnectionConfiguration.imqAddressList,
-                "mq://" + host + ":" + port + "/jms");
-        if (flow != null) {
-            cf.setProperty(com.sun.messaging.ConnectionConfiguration.imqConsumerFlowLimit, flow);
-        }
-        if (mqShare) cf.setProperty("imqEnableSharedClientID", "true");
-        Connection c = cf.createConnection("guest", "guest");
-        try {
-            if (namespace != null) {
-                ((com.sun.messaging.jmq.jmsclient.ConnectionImpl) c).setRANamespaceUID(namespace);
-            }
-            if (cid != null) c.setClientID(cid);
-        } catch (JMSException e) {
-            c.close();
-            throw e;
-        }
-        return c;
-    }
-
-    static void untilStdinCloses() throws IOException {
-        while (System.in.read() >= 0) { }
-    }
-
-    static void receiveLoop(Connection c, MessageConsumer mc) throws Exception {
-        Thread t = new Thread(() -> {
-            try {
-                while (true) {
-                    Message m = mc.receive();
-                    if (m == null) return;
-                    System.out.println("got " + ((TextMessage) m).getText());
-                    System.out.flush();
-                }
-            } catch (JMSException e) {
-                // the connection closed under receive()
-            }
-        });
-        t.setDaemon(true);
-        c.start();
-        System.out.println("ready");
-        System.out.flush();
-        t.start();
-        untilStdinCloses();
-        c.close();
-        System.out.println("closed");
-    }
-
-    public static void main(String[] a) throws Exception {
-        String mode = a[0], host = a[1], port = a[2];
-        Connection c = null;
-        try {
-            switch (mode) {
-                case "pub": {
-                    c = connect(host, port, null, null);
-                    Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
-                    MessageProducer p = s.createProducer(s.createTopic(a[3]));
-                    p.setDeliveryMode(a[4].equals("p") ? DeliveryMode.PERSISTENT : DeliveryMode.NON_PERSISTENT);
-                    int n = Integer.parseInt(a[6]);
-                    for (int i = 1; i <= n; i++) p.send(s.createTextMessage(a[5] + "-" + i));
-                    System.out.println("sent");
-                    break;
-                }
-                case "sub": {
-                    c = connect(host, port, null, a.length > 4 ? a[4] : null);
-                    Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
-                    receiveLoop(c, s.createConsumer(s.createTopic(a[3])));
-                    break;
-                }
-                case "dsub": {
-                    c = connect(host, port, a[3], null);
-                    Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
-                    s.createDurableSubscriber(s.createTopic(a[4]), a[5]).close();
-                    System.out.println("subscribed");
-                    break;
-                }
-                case "drecv": {
-                    c = connect(host, port, a[3], null);
-                    Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
-                    receiveLoop(c, s.createDurableSubscriber(s.createTopic(a[4]), a[5]));
-                    break;
-                }
-                case "unsub": {
-                    c = connect(host, port, a[3], null);
-                    c.createSession(false, Session.AUTO_ACKNOWLEDGE).unsubscribe(a[4]);
-                    System.out.println("unsubscribed");
-                    break;
-                }
-                case "shared": {
-                    c = connect(host, port, null, null);
-                    Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
-                    Topic t = s.createTopic(a[3]);
-                    receiveLoop(c, a[5].equals("durable")
-                            ? s.createSharedDurableConsumer(t, a[4])
-                            : s.createSharedConsumer(t, a[4]));
-                    break;
-                }
-                case "qpub": {
-                    c = connect(host, port, null, null);
-                    Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
-                    MessageProducer p = s.createProducer(s.createQueue(a[3]));
-                    int n = Integer.parseInt(a[5]);
-                    for (int i = 1; i <= n; i++) p.send(s.createTextMessage(a[4] + "-" + i));
-                    System.out.println("sent");
-                    break;
-                }
-                case "qsub": {
-                    c = connect(host, port, null, null);
-                    Session s = c.createSession(false,
-                            a[4].equals("ack") ? Session.AUTO_ACKNOWLEDGE : Session.CLIENT_ACKNOWLEDGE);
-                    receiveLoop(c, s.createConsumer(s.createQueue(a[3])));
-                    break;
-                }
-                case "mqshare": {
-                    mqShare = true;
-                    if (a[5].equals("-")) namespace = "ns-" + ProcessHandle.current().pid();
-                    c = connect(host, port, a[3], null);
-                    Session s = c.createSession(false, Session.AUTO_ACKNOWLEDGE);
-                    Topic t = s.createTopic(a[4]);
-                    receiveLoop(c, a[5].equals("-")
-                            ? s.createConsumer(t)
-                            : s.createDurableSubscriber(t, a[5]));
-                    break;
-                }
-                case "cid": {
-                    try {
-                        c = connect(host, port, a[3], null);
-                    } catch (JMSException e) {
-                        System.out.println("refused " + e.getClass().getSimpleName() + ": " + e.getMessage());
-                        break;
-                    }
-                    System.out.println("held");
-                    System.out.flush();
-                    untilStdinCloses();
-                    break;
-                }
-                default:
-                    throw new IllegalArgumentException(mode);
-            }
-        } catch (Exception e) {
-            System.out.println("error " + e);
-        } finally {
-            if (c != null) c.close();
-        }
-    }
-}
-"""
-
-
-class JavaProc:
-    """One run of TopicTool (the stock Java client): its output lines as they come."""
-
-    def __init__(self, classes: Path, *args: object, stdin: bool = True) -> None:
-        cp = ":".join([str(classes), *(str(j) for j in JARS)])
-        self.args = [str(a) for a in args]
-        self.proc = subprocess.Popen(
-            [*JAVA, "-cp", cp, "TopicTool", *self.args],
-            stdin=subprocess.PIPE if stdin else subprocess.DEVNULL,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-        )
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            self.lines.append(line.rstrip("\n"))
-
-    def got(self) -> list[str]:
-        return [ln[4:] for ln in list(self.lines) if ln.startswith("got ")]
-
-    def wait_line(self, prefixes: tuple[str, ...], timeout: float = 60) -> str:
-        """The first line starting with one of ``prefixes`` (or "error": the tool failed)."""
-
-        def seen() -> bool:
-            return any(ln.startswith((*prefixes, "error")) for ln in list(self.lines))
-
-        wait_for(
-            lambda: seen() or self.proc.poll() is not None, timeout, f"{prefixes} from {self.args}"
-        )
-        for ln in list(self.lines):
-            if ln.startswith((*prefixes, "error")):
-                return ln
-        raise AssertionError(f"TopicTool {self.args} ended without {prefixes}: {self.lines}")
-
-    def close(self) -> list[str]:
-        """Close its stdin (a long-lived mode ends) and wait for it."""
-        if self.proc.stdin is not None and not self.proc.stdin.closed:
-            self.proc.stdin.close()
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(5)
-        self._reader.join(5)
-        return self.lines
-
-
-def topic_tool(classes: Path, *args: object) -> list[str]:
-    """A one-shot TopicTool mode to its end; its lines."""
-    p = JavaProc(classes, *args, stdin=False)
-    p.close()
-    return p.lines
-
-
-def compile_topic_tool(tmp: Path) -> Path:
-    out = tmp / "java-topics"
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "TopicTool.java").write_text(TOPIC_TOOL)
-    cp = ":".join(str(j) for j in JARS)
-    subprocess.run([*JAVAC, "-cp", cp, "-d", str(out), str(out / "TopicTool.java")], check=True)
-    return out
-
-
-def received_once(cons: list[JavaProc], want: list[str]) -> None:
+def received_once(cons: list[Client], want: list[str]) -> None:
     """Every one of ``want`` received by exactly one of ``cons`` (a shared subscription's
     consumers), nothing else."""
     receive_all(cons, len(want))
@@ -1370,7 +1144,7 @@ def received_once(cons: list[JavaProc], want: list[str]) -> None:
     assert sorted(got) == sorted(want), split
 
 
-def receive_all(procs: list[JavaProc], total: int, timeout: float = 60) -> None:
+def receive_all(procs: list[Client], total: int, timeout: float = 60) -> None:
     """Wait until ``procs`` got ``total`` messages between them, then a little longer
     (a duplicate would show), and close them."""
     try:
@@ -1489,11 +1263,15 @@ def scenario_topics(sc: Scenario) -> None:
 
 
 def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist: str) -> None:
-    stock = sc.stock(1, s_pm, brokerlist, "stock1", f"imq.cluster.port={s_cl}")
+    java = sc.background(lambda: sc.java({}))
+    # Ours first (forked: about a second), so the stock broker's first dial finds it: one
+    # that fails is tried again only 5 s later (BrokerLink.RECONNECT_INTERVAL).
     ours = sc.ours(
         2, o_pm, brokerlist, "ours", "imq.cluster.ping.interval=5", f"imq.cluster.port={o_cl}"
     )
-    classes = compile_topic_tool(sc.tmp)
+    stock = sc.stock(1, s_pm, brokerlist, "stock1", f"imq.cluster.port={s_cl}")
+    java.result()
+    shell = sc.shell()
     wait_for(lambda: our_link_count(ours) == 1, 60, "our link up")
     wait_for(lambda: stock_link_count(stock, "ours") == 1, 60, "stock B1071")
     on_stock = (address(1), s_pm)
@@ -1506,8 +1284,8 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
 
     def fanout() -> None:
         subs = {
-            "stock": JavaProc(classes, "sub", *on_stock, "mixed.t1"),
-            "ours": JavaProc(classes, "sub", *on_ours, "mixed.t1"),
+            "stock": shell.start("sub", *on_stock, "mixed.t1"),
+            "ours": shell.start("sub", *on_ours, "mixed.t1"),
         }
         for p in subs.values():
             assert p.wait_line(("ready",)) == "ready", p.lines
@@ -1515,9 +1293,8 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
         wait_counts("subscribers of mixed.t1", topic_consumers, 2, *both)
         for where, (host, pm) in (("s", on_stock), ("o", on_ours)):
             for mode in ("np", "p"):
-                assert topic_tool(
-                    classes, "pub", host, pm, "mixed.t1", mode, f"{where}-{mode}", 2
-                ) == ["sent"]
+                sent = shell.run("pub", host, pm, "mixed.t1", mode, f"{where}-{mode}", 2)
+                assert sent == ["sent"], sent
         receive_all(list(subs.values()), 16)
         for name, p in subs.items():
             fan[name] = sorted(p.got())
@@ -1541,16 +1318,16 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
         cid, name, topic = f"cid-{tag}", f"dur-{tag}", f"mixed.dt.{tag}"
 
         def check() -> None:
-            assert topic_tool(classes, "dsub", *sub, cid, topic, name) == ["subscribed"]
+            assert shell.run("dsub", *sub, cid, topic, name) == ["subscribed"]
             wait_counts(f"the durable on {topic}", lambda b: consumer_count(b, topic), 1, *both)
-            assert topic_tool(classes, "pub", *pub, topic, "p", f"{tag}-p", 3) == ["sent"]
-            assert topic_tool(classes, "pub", *pub, topic, "np", f"{tag}-np", 2) == ["sent"]
-            r = JavaProc(classes, "drecv", *sub, cid, topic, name)
+            assert shell.run("pub", *pub, topic, "p", f"{tag}-p", 3) == ["sent"]
+            assert shell.run("pub", *pub, topic, "np", f"{tag}-np", 2) == ["sent"]
+            r = shell.start("drecv", *sub, cid, topic, name)
             assert r.wait_line(("ready",)) == "ready", r.lines
             receive_all([r], 5)
             want = sorted([f"{tag}-p-{i}" for i in (1, 2, 3)] + [f"{tag}-np-{i}" for i in (1, 2)])
             assert sorted(r.got()) == want, r.lines
-            again = JavaProc(classes, "drecv", *sub, cid, topic, name)
+            again = shell.start("drecv", *sub, cid, topic, name)
             assert again.wait_line(("ready",)) == "ready", again.lines
             # What would be delivered again comes with the attach, before "ready" or just
             # after: this covers it with margin.
@@ -1564,19 +1341,19 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
         cid, name, topic = f"cid-{tag}", f"dur-{tag}", f"mixed.dt.{tag}"
 
         def check() -> None:
-            assert topic_tool(classes, "unsub", *sub, cid, name) == ["unsubscribed"]
+            assert shell.run("unsub", *sub, cid, name) == ["unsubscribed"]
             subscriptions = lambda b: consumer_count(b, topic)  # noqa: E731
             wait_counts(f"no durable on {topic}", subscriptions, 0, *both)
             # Published while no subscription exists: nobody gets it.
-            assert topic_tool(classes, "pub", *pub, topic, "p", f"{tag}-gone", 1) == ["sent"]
-            assert topic_tool(classes, "dsub", *sub, cid, topic, name) == ["subscribed"]
+            assert shell.run("pub", *pub, topic, "p", f"{tag}-gone", 1) == ["sent"]
+            assert shell.run("dsub", *sub, cid, topic, name) == ["subscribed"]
             wait_counts(f"the durable on {topic}", subscriptions, 1, *both)
-            assert topic_tool(classes, "pub", *pub, topic, "p", f"{tag}-fresh", 1) == ["sent"]
-            r = JavaProc(classes, "drecv", *sub, cid, topic, name)
+            assert shell.run("pub", *pub, topic, "p", f"{tag}-fresh", 1) == ["sent"]
+            r = shell.start("drecv", *sub, cid, topic, name)
             assert r.wait_line(("ready",)) == "ready", r.lines
             receive_all([r], 1)
             assert r.got() == [f"{tag}-fresh-1"], r.lines
-            assert topic_tool(classes, "unsub", *sub, cid, name) == ["unsubscribed"]
+            assert shell.run("unsub", *sub, cid, name) == ["unsubscribed"]
 
         return check
 
@@ -1592,15 +1369,15 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
 
         def check() -> None:
             cons = [
-                JavaProc(classes, "shared", *on_stock, topic, subname, kind),
-                JavaProc(classes, "shared", *on_ours, topic, subname, kind),
+                shell.start("shared", *on_stock, topic, subname, kind),
+                shell.start("shared", *on_ours, topic, subname, kind),
             ]
             for c in cons:
                 assert c.wait_line(("ready",)) == "ready", c.lines
             on_sub = lambda b: subscription_consumers(b, subname)  # noqa: E731
             wait_counts(f"the consumers of {subname}", on_sub, 2, *both)
-            assert topic_tool(classes, "pub", *on_stock, topic, mode, "s", 10) == ["sent"]
-            assert topic_tool(classes, "pub", *on_ours, topic, mode, "o", 10) == ["sent"]
+            assert shell.run("pub", *on_stock, topic, mode, "s", 10) == ["sent"]
+            assert shell.run("pub", *on_ours, topic, mode, "o", 10) == ["sent"]
             received_once(cons, [f"{w}-{i}" for w in "so" for i in range(1, 11)])
 
         return check
@@ -1613,13 +1390,13 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
         tag: str, holder: tuple[str, int], other: tuple[str, int]
     ) -> tuple[Callable[[], None], Callable[[], None]]:
         cid = f"unique-{tag}"
-        held: list[JavaProc] = []
+        held: list[Client] = []
 
         def refused() -> None:
-            h = JavaProc(classes, "cid", *holder, cid)
+            h = shell.start("cid", *holder, cid)
             held.append(h)
             assert h.wait_line(("held", "refused")) == "held", h.lines
-            line = topic_tool(classes, "cid", *other, cid)
+            line = shell.run("cid", *other, cid)
             assert line and line[0].startswith("refused InvalidClientIDException"), line
 
         def freed() -> None:
@@ -1627,10 +1404,10 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
                 h.close()
             deadline = time.monotonic() + 20
             while True:
-                line = topic_tool(classes, "cid", *other, cid)
+                line = shell.run("cid", *other, cid)
                 if line == ["held"] or time.monotonic() > deadline:
                     break
-                time.sleep(1)
+                time.sleep(0.2)  # the release crosses the link
             assert line == ["held"], line
 
         return refused, freed
@@ -1645,12 +1422,12 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
     # 5. A subscriber on ours with a small prefetch: the stock broker waits for the
     # "delivered" acknowledgement of every window's last message (D=true) to send more.
     def flow_limited() -> None:
-        sub = JavaProc(classes, "sub", *on_ours, "mixed.flow", 5)
+        sub = shell.start("sub", *on_ours, "mixed.flow", 5)
         assert sub.wait_line(("ready",)) == "ready", sub.lines
         wait_counts(
             "the subscriber of mixed.flow", lambda b: consumer_count(b, "mixed.flow"), 1, stock
         )
-        assert topic_tool(classes, "pub", *on_stock, "mixed.flow", "np", "f", 40) == ["sent"]
+        assert shell.run("pub", *on_stock, "mixed.flow", "np", "f", 40) == ["sent"]
         receive_all([sub], 40)
         assert sorted(sub.got()) == sorted(f"f-{i}" for i in range(1, 41)), sub.lines
 
@@ -1662,15 +1439,15 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
         queue = f"mixed.kq.{tag}"
 
         def check() -> None:
-            c = JavaProc(classes, "qsub", *cons, queue, "noack")
+            doomed = sc.shell()  # a JVM of its own, to be killed
+            c = doomed.start("qsub", *cons, queue, "noack")
             assert c.wait_line(("ready",)) == "ready", c.lines
             on_queue = lambda b: consumer_count(b, queue, queue=True)  # noqa: E731
             wait_counts(f"the consumer of {queue}", on_queue, 1, broker_at[home])
-            assert topic_tool(classes, "qpub", *home, queue, tag, 3) == ["sent"]
+            assert shell.run("qpub", *home, queue, tag, 3) == ["sent"]
             wait_for(lambda: len(c.got()) == 3, 60, "3 messages to the doomed consumer")
-            c.proc.kill()
-            c.close()
-            r = JavaProc(classes, "qsub", *home, queue, "ack")
+            doomed.kill()
+            r = shell.start("qsub", *home, queue, "ack")
             assert r.wait_line(("ready",)) == "ready", r.lines
             receive_all([r], 3)
             assert sorted(r.got()) == [f"{tag}-{i}" for i in (1, 2, 3)], r.lines
@@ -1681,7 +1458,7 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
     sc.check("client_killed_on_stock_ours_delivers_again", killed("ks", on_stock, on_ours))
 
     # 7. OpenMQ's own shared subscriptions (JMQShare), a subscriber on each broker.
-    jmq_shared(sc, classes, (on_stock, stock), (on_ours, ours))
+    jmq_shared(sc, shell, (on_stock, stock), (on_ours, ours))
 
     sc.check(
         "link_still_up",
@@ -1702,7 +1479,7 @@ JMQSHARE_CHECKS = [
 
 def jmq_shared(
     sc: Scenario,
-    classes: Path,
+    shell: Shell,
     first: tuple[tuple[str, int], BrokerProcess | StockBrokerProcess],
     second: tuple[tuple[str, int], BrokerProcess | StockBrokerProcess],
 ) -> None:
@@ -1721,16 +1498,16 @@ def jmq_shared(
 
         def check() -> None:
             cons = [
-                JavaProc(classes, "mqshare", *one, cid, topic, name),
-                JavaProc(classes, "mqshare", *two, cid, topic, name),
+                shell.start("mqshare", *one, cid, topic, name),
+                shell.start("mqshare", *two, cid, topic, name),
             ]
             for c in cons:
                 assert c.wait_line(("ready",)) == "ready", c.lines
             key = name if kind == "durable" else cid
             on_sub = lambda b: subscription_consumers(b, key)  # noqa: E731
             wait_counts(f"the subscribers of {key}", on_sub, 2, b1, b2)
-            assert topic_tool(classes, "pub", *one, topic, mode, "a", 10) == ["sent"]
-            assert topic_tool(classes, "pub", *two, topic, mode, "b", 10) == ["sent"]
+            assert shell.run("pub", *one, topic, mode, "a", 10) == ["sent"]
+            assert shell.run("pub", *two, topic, mode, "b", 10) == ["sent"]
             received_once(cons, [f"{w}-{i}" for w in "ab" for i in range(1, 11)])
 
         return check
@@ -1740,11 +1517,11 @@ def jmq_shared(
         # The consumers' departure reaches the other broker.
         on_sub = lambda b: subscription_consumers(b, "mqs-dur")  # noqa: E731
         wait_counts("no subscriber of mqs-dur", on_sub, 0, b1, b2)
-        assert topic_tool(classes, "pub", *one, topic, "p", "c", 5) == ["sent"]
-        assert topic_tool(classes, "pub", *two, topic, "p", "d", 5) == ["sent"]
+        assert shell.run("pub", *one, topic, "p", "c", 5) == ["sent"]
+        assert shell.run("pub", *two, topic, "p", "d", 5) == ["sent"]
         cons = [
-            JavaProc(classes, "mqshare", *two, cid, topic, "mqs-dur"),
-            JavaProc(classes, "mqshare", *one, cid, topic, "mqs-dur"),
+            shell.start("mqshare", *two, cid, topic, "mqs-dur"),
+            shell.start("mqshare", *one, cid, topic, "mqs-dur"),
         ]
         for c in cons:
             assert c.wait_line(("ready",)) == "ready", c.lines
@@ -1922,19 +1699,16 @@ def _rolling(sc: Scenario, ours: bool) -> None:
     def at(what: str) -> None:
         print(f"# {time.monotonic() - started:6.1f} s {what}", flush=True)
 
-    stock1 = sc.stock(1, pm1, brokerlist, "stock1", f"imq.cluster.port={cl1}")
-    stock2 = sc.stock(2, pm2, brokerlist, "stock2", f"imq.cluster.port={cl2}")
+    java = sc.background(lambda: sc.java({"Rolling": ROLLING_CLIENT}, shell=False))
+    stock1, stock2 = sc.together(
+        lambda: sc.stock(1, pm1, brokerlist, "stock1", f"imq.cluster.port={cl1}"),
+        lambda: sc.stock(2, pm2, brokerlist, "stock2", f"imq.cluster.port={cl2}"),
+    )
     wait_for(lambda: stock_link_count(stock1, "stock2") >= 1, 60, "stock1 B1071 to stock2")
     wait_for(lambda: stock_link_count(stock2, "stock1") >= 1, 60, "stock2 B1071 to stock1")
     at("two stock brokers linked")
 
-    classes = sc.tmp / "java-rolling"
-    classes.mkdir(parents=True, exist_ok=True)
-    (classes / "Rolling.java").write_text(ROLLING_CLIENT)
-    cp = ":".join(str(j) for j in JARS)
-    subprocess.run(
-        [*JAVAC, "-cp", cp, "-d", str(classes), str(classes / "Rolling.java")], check=True
-    )
+    classes = java.result()
     addresses = f"mq://{address(1)}:{pm1}/jms,mq://{address(2)}:{pm2}/jms"
     queue = "rolling.q"
     cons = RollingClient(classes, sc.tmp / "consumer.txt", "cons", queue, addresses)
@@ -2063,13 +1837,11 @@ EXCLUSIVE_ROUNDS = 6
 
 
 def _race(sc: Scenario, label: str, a: Any, b: Any) -> None:
-    """ExclusiveRace.java (tests/interop/java) between ``a`` and ``b``: each round's line."""
-    from tests.interop.jvm import JavaPrograms, compile_programs
+    """ExclusiveRace.java (tests/interop/java, compiled by scenario_exclusive) between
+    ``a`` and ``b``: each round's line."""
+    from tests.interop.jvm import JavaPrograms
 
-    classes = sc.tmp / "java-programs"
-    if not classes.is_dir():
-        compile_programs(classes)
-    r = JavaPrograms(classes).run(
+    r = JavaPrograms(sc.classes).run(
         "ExclusiveRace",
         a,
         b.host,
@@ -2088,6 +1860,7 @@ def _race(sc: Scenario, label: str, a: Any, b: Any) -> None:
             print(f"# {label} {line[5:]}", flush=True)
     if r.returncode not in (0, 1):
         raise AssertionError(f"ExclusiveRace ended with {r.returncode}: {r.stderr[-2000:]}")
+    print(f"# {label} raced: {sc.progress()}", flush=True)
 
 
 def scenario_exclusive(sc: Scenario) -> None:
@@ -2097,17 +1870,32 @@ def scenario_exclusive(sc: Scenario) -> None:
     consumer lost the race may keep its own messages from the winner -- measured in 6 of
     6 rounds between two stock brokers, for 20 s at least -- so the winner is sure of its
     own broker's messages only, and a round ends once it has them.)"""
+    from tests.interop.jvm import JAVA_SOURCES
+
     pm1, pm2, pm3, pm4 = 27676, 27677, 27678, 27679
+    # Only the program the races run (and what it uses), not every one of tests/interop/java.
+    race = (JAVA_SOURCES / "ExclusiveRace.java", JAVA_SOURCES / "Checks.java")
+    java = sc.background(lambda: sc.java({}, race, shell=False))
     stock_list = f"{address(1)}:{pm1},{address(2)}:{pm2}"
-    s1 = sc.stock(1, pm1, stock_list, "stockA", *EXCLUSIVE_PROPS)
-    s2 = sc.stock(2, pm2, stock_list, "stockB", *EXCLUSIVE_PROPS)
-    wait_for(lambda: stock_link_count(s1, "stockB") == 1, 90, "the stock brokers linked")
-    _race(sc, "stock_stock", s1, s2)
-    s1.stop()
-    s2.stop()
     mixed = f"{address(3)}:{pm3},{address(4)}:{pm4}"
-    s3 = sc.stock(3, pm3, mixed, "stockC", *EXCLUSIVE_PROPS)
-    o4 = sc.ours(4, pm4, mixed, "oursD", "imq.cluster.ping.interval=5", *EXCLUSIVE_PROPS)
+
+    # The two clusters (on addresses of their own) start side by side, in the mixed one
+    # ours first, so the stock broker's first dial finds it (one that fails is tried again
+    # only 5 s later).  No race runs while brokers start or stop: the stock brokers'
+    # locking, starved of CPU, once held a round up for 20 s.
+    def mixed_cluster() -> tuple[StockBrokerProcess, BrokerProcess]:
+        o4 = sc.ours(4, pm4, mixed, "oursD", "imq.cluster.ping.interval=5", *EXCLUSIVE_PROPS)
+        return sc.stock(3, pm3, mixed, "stockC", *EXCLUSIVE_PROPS), o4
+
+    second = sc.background(mixed_cluster)
+    s1, s2 = sc.together(
+        lambda: sc.stock(1, pm1, stock_list, "stockA", *EXCLUSIVE_PROPS),
+        lambda: sc.stock(2, pm2, stock_list, "stockB", *EXCLUSIVE_PROPS),
+    )
+    wait_for(lambda: stock_link_count(s1, "stockB") == 1, 90, "the stock brokers linked")
+    s3, o4 = second.result()
+    java.result()
+    _race(sc, "stock_stock", s1, s2)
     wait_for(lambda: our_link_count(o4) == 1, 60, "our link up")
     wait_for(lambda: stock_link_count(s3, "oursD") == 1, 60, "the stock broker linked to ours")
     _race(sc, "stock_ours", s3, o4)
@@ -2129,12 +1917,22 @@ SCENARIOS = {
 CAPTURE_PORTS = (27701, 27702)
 
 
+# The environment variable run_scenario names its migrated SQLite database in.
+MIGRATED_SQLITE = "STOCK_CLUSTER_MIGRATED_SQLITE"
+
+
 def main(argv: list[str]) -> int:
     name, tmp = argv[0], Path(argv[1])
     n, fn = SCENARIOS[name]
     os.environ.setdefault("IMQ_JVM_ARGS", STOCK_BROKER_JVM)
+    if template := os.environ.pop(MIGRATED_SQLITE, None):
+        launcher.adopt_migrated_sqlite(Path(template))
+    # Our brokers (and manage.py commands) fork from a server with the libraries imported,
+    # itself started in here: what it forks is in this namespace.
+    launcher.spawn = manage_fork.popen
     _setup_namespace(n)
     sc = Scenario(tmp)
+    sc.background(manage_fork._server_path)  # ready by the time the first is asked for
     capture = start_capture(list(CAPTURE_PORTS))
     try:
         fn(sc)
@@ -2144,6 +1942,7 @@ def main(argv: list[str]) -> int:
         sc.failed += 1
     finally:
         sc.stop_all()
+        print(f"# stopped: {sc.progress()}", flush=True)
         stop_capture(capture)
     return 1 if sc.failed else 0
 
