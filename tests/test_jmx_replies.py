@@ -309,3 +309,43 @@ def test_return_uids_are_unique_past_the_count_of_shorts() -> None:
     uids = _ReturnUids()
     made = [uids.next() for _ in range(70_000)]  # the count wraps (65,536 shorts) once
     assert len(set(made)) == len(made) and {len(u) for u in made} == {14}
+
+
+def test_a_configured_mbeans_kept_answer_follows_each_configuration_change(
+    broker: Broker,
+) -> None:
+    """The Config MBeans whose values the properties settle are answered from what was
+    kept until a property changes; then read again, as the generic writer encodes them."""
+    srv = JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
+    s, conn = _login(srv)
+    targets = {
+        f"{DOMAIN}:name=jms,subtype=Config,type=Service": ("MaxThreads", "imq.jms.max_threads"),
+        f"{DOMAIN}:subtype=Config,type=Log": ("RolloverSecs", "imq.log.file.rolloversecs"),
+    }
+    for text, (attr, prop) in targets.items():
+        name = ObjectName.parse(text)
+        kind = jmx_stockinfo.kind_of(name)
+        assert kind is not None
+        wanted = [a[0] for a in kind.attributes]
+        call = encode_call(
+            conn, GET_ATTRIBUTES, [jmxser.object_name(text), jmxser.string_array(wanted), None]
+        )
+        mbean = srv.registry.get(name)
+        assert mbean is not None and mbean.kind.configured
+
+        def answer() -> tuple[bytes, bytes]:
+            (reply,) = s.feed(call)
+            assert isinstance(reply, Send)
+            with one_reading():
+                pairs = [(a, mbean.attributes[a](broker)) for a in wanted]
+            expected = jmxser.attribute_list([jmxser.attribute(*p) for p in pairs])
+            assert reply.data == encode_return(reply.data[8:22], expected), text
+            return reply.data[22:], dict(pairs)[attr]
+
+        first, value = answer()
+        assert any(slot == name for slot, _names in srv.replies._settled)  # kept
+        again, same = answer()
+        assert again == first and same == value
+        broker.config.set(prop, str(int(value) + 11))
+        changed, new = answer()
+        assert new == int(value) + 11 and changed != first

@@ -22,7 +22,7 @@ from typing import Any
 
 from broker.engine import jmx_operations, jmx_readops
 from broker.engine import jmx_stockinfo as jmx_info
-from broker.engine.jmx_mbeans import DEFAULT_DOMAIN, MBean, Registry, read_attributes
+from broker.engine.jmx_mbeans import DEFAULT_DOMAIN, MBean, Registry, read_attributes, settled
 from broker.engine.jmx_names import ObjectName
 from broker.engine.jmx_notifications import ClientListeners, Listener, NotificationBuffer
 from broker.engine.jmx_operations import AdminPort, OperationError
@@ -312,8 +312,17 @@ class JrmpSession:
             mbean = reg.get(target)
             if mbean is None:
                 return _raise("InstanceNotFoundException", target.canonical)
-            attrs, values = read_attributes(srv.broker, mbean, args[1])
-            return _returned(srv.replies.attribute_list(target, attrs, values))
+            names = args[1]
+            stamp = settled(srv.broker, mbean.kind)
+            if stamp is not None:
+                body = srv.replies.settled(target, names, stamp)
+                if body is not None:
+                    return _returned(body)
+            attrs, values = read_attributes(srv.broker, mbean, names)
+            body = srv.replies.attribute_list(target, attrs, values)
+            if stamp is not None:
+                srv.replies.settle(target, names, stamp, body)
+            return _returned(body)
         if name == "close":
             srv.clients.pop(client.objid, None)
             log.info("JMX connection %s closed by the client", client.connection_id)

@@ -74,11 +74,14 @@ def picked(name: str, jtype: str, view: View, pick: Callable[[Any], object]) -> 
 @dataclass(frozen=True, eq=False)
 class MBeanKind:
     """The MBeans of one ``type``/``subtype``: their attributes in OpenMQ's names (one
-    instance each: compared and hashed by identity, as the lookups want)."""
+    instance each: compared and hashed by identity, as the lookups want).  ``configured``:
+    every value follows from the broker's properties, its port mapper's port and the
+    MBean's key alone (see :func:`settled`)."""
 
     type: str
     subtype: str
     attrs: tuple[Attr, ...]
+    configured: bool = False
 
     def attribute(self, name: str) -> Attr | None:
         for a in self.attrs:
@@ -194,7 +197,7 @@ _BROKER = (
     Attr("Port", INTEGER, lambda b, k: JInt(b.portmapper_port)),
     Attr("Version", STRING, lambda b, k: OPENMQ_VERSION),
 )
-BROKER_CONFIG = MBeanKind("Broker", "Config", _BROKER)
+BROKER_CONFIG = MBeanKind("Broker", "Config", _BROKER, configured=True)
 BROKER_MONITOR = MBeanKind(
     "Broker",
     "Monitor",
@@ -267,7 +270,7 @@ def _cluster(monitor: bool, config_url_default: str | None) -> tuple[Attr, ...]:
 
 
 # The stock broker answers null for an unset cluster URL in Config, "" in Monitor.
-CLUSTER_CONFIG = MBeanKind("Cluster", "Config", _cluster(False, None))
+CLUSTER_CONFIG = MBeanKind("Cluster", "Config", _cluster(False, None), configured=True)
 CLUSTER_MONITOR = MBeanKind("Cluster", "Monitor", _cluster(True, ""))
 
 # -- managers --------------------------------------------------------------------------
@@ -488,6 +491,7 @@ LOG_CONFIG = MBeanKind(
         ),
         Attr("RolloverSecs", LONG, lambda b, k: JLong(b.config.get(props.LOG_ROLLOVER_SECS))),
     ),
+    configured=True,
 )
 # The Log Monitor MBean has no attributes, only the log notifications.
 LOG_MONITOR = MBeanKind("Log", "Monitor", ())
@@ -619,6 +623,7 @@ SERVICE_CONFIG = MBeanKind(
             ),
         ),
     ),
+    configured=True,
 )
 SERVICE_MONITOR = MBeanKind(
     "Service",
@@ -921,6 +926,16 @@ def _plan(kind: MBeanKind, names: object) -> tuple[tuple[str, ...], tuple[_Step,
         _PLANS.clear()
     _PLANS[plan_key] = plan
     return plan
+
+
+def settled(b: Any, kind: MBeanKind) -> tuple[object, ...] | None:
+    """What the values of a ``configured`` kind's MBean follow from: the configuration
+    (the object and its version, bumped by every change) and the port mapper's port; an
+    answer kept with it stays right while it is the same (None: not such a kind)."""
+    if not kind.configured:
+        return None
+    config = b.config
+    return (config, config.version, b.portmapper_port)
 
 
 def read_attributes(b: Any, mbean: MBean, names: object) -> tuple[tuple[str, ...], list[object]]:

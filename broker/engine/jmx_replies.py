@@ -160,6 +160,28 @@ class ReplyMemo:
         self.limit = limit
         self._kept: dict[Hashable, tuple[object, bytes]] = {}
         self._layouts: dict[Hashable, _Layout] = {}
+        # (MBean name, id of the names asked for) -> (those names, what the values
+        # follow from, the answer): the answers of the MBeans whose values are settled
+        # by the configuration (jmx_mbeans.settled), sent without reading them again.
+        self._settled: dict[tuple[Hashable, int], tuple[object, object, bytes]] = {}
+
+    def settled(self, slot: Hashable, names: object, stamp: object) -> bytes | None:
+        """The answer kept by :meth:`settle` for MBean ``slot`` asked for ``names`` (the
+        decoded call's String[], the same object each time a kept call comes again)
+        while ``stamp`` is unchanged; None: read the values."""
+        hit = self._settled.get((slot, id(names)))
+        if hit is not None and hit[0] is names and hit[1] == stamp:
+            return hit[2]
+        return None
+
+    def settle(self, slot: Hashable, names: object, stamp: object, body: bytes) -> None:
+        """Keep ``body``, the answer for ``slot`` and ``names`` with the values ``stamp``
+        settles (the names object is held, so its id is not reused meanwhile)."""
+        if self.limit <= 0:
+            return
+        if len(self._settled) >= self.limit:
+            self._settled.clear()
+        self._settled[(slot, id(names))] = (names, stamp, body)
 
     def returned(self, slot: Hashable, key: object, encode: Callable[[], bytes]) -> bytes:
         """``encode()`` (:func:`~broker.protocol.jrmp.encode_returned` bytes), kept in
