@@ -103,23 +103,37 @@ def is_listed_by_admin(dest: Destination) -> bool:
     return dest.name != ADMIN_QUEUE and not is_metrics_topic(dest)
 
 
-def destination_info_values(router: MessageRouter, dest: Destination) -> dict[str, Any]:
-    """The ``DestinationInfo`` fields of one destination, as GET_DESTINATIONS sends them."""
+def destination_info_values(
+    router: MessageRouter,
+    dest: Destination,
+    delayed_by: queries.DestCounts | None = None,
+    held_by: queries.DestCounts | None = None,
+) -> dict[str, Any]:
+    """The ``DestinationInfo`` fields of one destination, as GET_DESTINATIONS sends them;
+    ``delayed_by``/``held_by``: queries.delayed_by_destination and held_in_transactions
+    when the caller has them already (a reader of several destinations' figures)."""
     key = (dest.name, not dest.is_queue)
-    delayed = queries.delayed_by_destination(router).get(key, [0, 0])
-    held = queries.held_in_transactions(router).get(key, [0, 0])
+    if delayed_by is None:
+        delayed_by = queries.delayed_by_destination(router)
+    if held_by is None:
+        held_by = queries.held_in_transactions(router)
+    delayed = delayed_by.get(key, [0, 0])
+    held = held_by.get(key, [0, 0])
     return dict(destination_info(dest, delayed, held).values)
 
 
 def destination_metric_values(
-    router: MessageRouter, dest: Destination
+    router: MessageRouter, dest: Destination, held_by: queries.DestCounts | None = None
 ) -> tuple[dict[str, int], int, int]:
     """A destination's ``DestMetricsCounters`` values (by OpenMQ key), with the messages
     held in open transactions counted and the disk figures; and (paged-out count, bytes).
-    What imqcmd's ``metrics dst`` and the JMX Destination Monitor MBean read."""
+    What imqcmd's ``metrics dst`` and the JMX Destination Monitor MBean read
+    (``held_by``: as in :func:`destination_info_values`)."""
     is_queue = dest.is_queue
     values = destination_metrics(dest)
-    n, size = queries.held_in_transactions(router).get((dest.name, not is_queue), (0, 0))
+    if held_by is None:
+        held_by = queries.held_in_transactions(router)
+    n, size = held_by.get((dest.name, not is_queue), (0, 0))
     if n:  # counted from the send on, as OpenMQ's (see queries.held_in_transactions)
         for key, add in (
             ("numMsgsIn", n),

@@ -176,10 +176,6 @@ def _destinations(b: Any) -> list[Any]:
     return _view("destinations", b, lambda: listed_by_admin(b.router))
 
 
-def _producers_per_connection(b: Any) -> dict[int, int]:
-    return _view("producers", b, lambda: queries.producers_per_connection(b.router))
-
-
 def _transactions(b: Any) -> int:
     return len(queries.transactions(b.router))
 
@@ -319,13 +315,20 @@ PRODUCER_MANAGER_MONITOR = MBeanKind(
 )
 
 
-def _dest_totals(b: Any, dmq: bool) -> tuple[int, int]:
-    count = size = 0
+def _dest_totals(b: Any, _key: Any = None) -> tuple[int, int, int, int]:
+    """(messages, bytes) in every destination, then in the DMQ: one look at each."""
+    count = size = dmq_count = dmq_size = 0
     for d in _destinations(b):
-        if d.is_dmq == dmq or not dmq:
-            count += d.msg_count
-            size += d.msg_bytes
-    return count, size
+        count += d.msg_count
+        size += d.msg_bytes
+        if d.is_dmq:
+            dmq_count += d.msg_count
+            dmq_size += d.msg_bytes
+    return count, size, dmq_count, dmq_size
+
+
+def _total(name: str, at: int) -> Attr:
+    return picked(name, LONG, _dest_totals, lambda t: JLong(t[at]))
 
 
 _NUM_DESTINATIONS = Attr("NumDestinations", INTEGER, lambda b, k: JInt(len(_destinations(b))))
@@ -358,10 +361,10 @@ DESTINATION_MANAGER_MONITOR = MBeanKind(
     "Monitor",
     (
         _NUM_DESTINATIONS,
-        Attr("NumMsgs", LONG, lambda b, k: JLong(_dest_totals(b, False)[0])),
-        Attr("NumMsgsInDMQ", LONG, lambda b, k: JLong(_dest_totals(b, True)[0])),
-        Attr("TotalMsgBytes", LONG, lambda b, k: JLong(_dest_totals(b, False)[1])),
-        Attr("TotalMsgBytesInDMQ", LONG, lambda b, k: JLong(_dest_totals(b, True)[1])),
+        _total("NumMsgs", 0),
+        _total("NumMsgsInDMQ", 2),
+        _total("TotalMsgBytes", 1),
+        _total("TotalMsgBytesInDMQ", 3),
     ),
 )
 
@@ -597,8 +600,7 @@ def _service_count(b: Any, name: str, what: str) -> int:
         return len(s.connections)
     if what == "consumers":
         return sum(queries.consumer_count(c.all_sessions()) for c in s.connections)
-    ids = {c.id for c in s.connections}
-    return sum(n for cid, n in _producers_per_connection(b).items() if cid in ids)
+    return sum(queries.producer_count(c.all_sessions()) for c in s.connections)
 
 
 def _one_service(b: Any, name: str) -> list[Any] | None:
@@ -695,12 +697,18 @@ def _view(what: str, d: Any, make: Callable[[], Any]) -> Any:
     return value
 
 
+def _held(b: Any) -> queries.DestCounts:
+    # Every open transaction's sends looked at once per reading, not once per view.
+    return _view("held", b.router, lambda: queries.held_in_transactions(b.router))
+
+
 def _info_view(b: Any, d: Any) -> dict[str, Any]:
-    return destination_info_values(b.router, d)
+    delayed = _view("delayed", b.router, lambda: queries.delayed_by_destination(b.router))
+    return destination_info_values(b.router, d, delayed, _held(b))
 
 
 def _metrics_view(b: Any, d: Any) -> dict[str, int]:
-    return destination_metric_values(b.router, d)[0]
+    return destination_metric_values(b.router, d, _held(b))[0]
 
 
 def _unlimited(value: Any) -> JLong:
@@ -831,7 +839,7 @@ def _peer(b: Any, cid: int) -> tuple[str, int]:
 
 
 def _conn_producers(b: Any, cid: int) -> int:
-    return _producers_per_connection(b).get(cid, 0)
+    return queries.producer_count(_conn(b, cid).all_sessions())
 
 
 def _conn_consumers(b: Any, cid: int) -> int:
