@@ -250,6 +250,8 @@ class JrmpSession:
         self.server.waiting.pop(self, None)
 
     def _handle(self, msg: object) -> list[Effect]:
+        if type(msg) is Call:  # first: all but the opening messages are
+            return self._call(msg)
         if isinstance(msg, Handshake):
             return [Send(encode_protocol_ack(self._peer_host, self._peer_port))]
         if isinstance(msg, ClientEndpoint):
@@ -265,6 +267,11 @@ class JrmpSession:
 
     def _call(self, call: Call) -> list[Effect]:
         srv = self.server
+        # First the RMIConnections (every call of a poll): their random ObjIDs are
+        # never the DGC's, the registry's (zero UID space) or the RMIServer's.
+        client = srv.clients.get(call.target)
+        if client is not None:
+            return self._connection_call(client, call)
         if call.target == _DGC_ID:
             return self._dgc(call)
         if call.target == _REGISTRY_ID and call.method_hash != -1:
