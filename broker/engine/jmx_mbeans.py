@@ -950,19 +950,27 @@ def read_attributes(b: Any, mbean: MBean, names: object) -> tuple[tuple[str, ...
     """getAttributes: the attributes of ``names`` (a decoded String[]) that ``mbean``
     has, in that order, and their values; each view several of them pick from is made
     once, and the readers share the broker-wide views (:func:`one_reading`)."""
+    global _reading
     attrs, steps = _plan(mbean.kind, names)
     key = mbean.key
     views: dict[View, Any] = {}
     values: list[object] = []
-    with one_reading():
+    append = values.append
+    # one_reading(), without a generator's cost on every call of a poll.
+    outer = _reading
+    if outer is None:
+        _reading = {}
+    try:
         for view, read in steps:
             if view is None:
-                values.append(read(b, key))
+                append(read(b, key))
                 continue
             seen = views.get(view, _UNSET)
             if seen is _UNSET:
                 seen = views[view] = view(b, key)
-            values.append(read(seen))
+            append(read(seen))
+    finally:
+        _reading = outer
     return attrs, values
 
 
