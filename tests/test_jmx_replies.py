@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from broker.engine import jmx_stockinfo
-from broker.engine.jmx import JmxServer, Send
+from broker.engine.jmx import JmxServer, JrmpSession, Send
 from broker.engine.jmx_mbeans import DOMAIN, Registry, one_reading
 from broker.engine.jmx_names import ObjectName
 from broker.engine.jmx_replies import ReplyMemo, layout_key, value_key
@@ -24,6 +24,7 @@ from broker.protocol.jrmp import (
     RETURN_DATA,
     Call,
     JrmpDecoder,
+    ObjID,
     encode_call,
     encode_handshake,
     encode_return,
@@ -311,41 +312,57 @@ def test_return_uids_are_unique_past_the_count_of_shorts() -> None:
     assert len(set(made)) == len(made) and {len(u) for u in made} == {14}
 
 
-def test_a_configured_mbeans_kept_answer_follows_each_configuration_change(
-    broker: Broker,
-) -> None:
-    """The Config MBeans whose values the properties settle are answered from what was
-    kept until a property changes; then read again, as the generic writer encodes them."""
+def _answer(
+    s: JrmpSession, conn: ObjID, broker: Broker, text: str, attr: str
+) -> tuple[bytes, object]:
+    """getAttributes of every attribute of MBean ``text``: the answer's bytes after the
+    UID, checked against the generic writer's, and the value of ``attr``."""
+    name = ObjectName.parse(text)
+    kind = jmx_stockinfo.kind_of(name)
+    assert kind is not None
+    wanted = [a[0] for a in kind.attributes]
+    call = encode_call(
+        conn, GET_ATTRIBUTES, [jmxser.object_name(text), jmxser.string_array(wanted), None]
+    )
+    (reply,) = s.feed(call)
+    assert isinstance(reply, Send)
+    mbean = s.server.registry.get(name)
+    assert mbean is not None and mbean.kind.stamp is not None
+    with one_reading():
+        pairs = [(a, mbean.attributes[a](broker)) for a in wanted]
+    expected = jmxser.attribute_list([jmxser.attribute(*p) for p in pairs])
+    assert reply.data == encode_return(reply.data[8:22], expected), text
+    return reply.data[22:], dict(pairs)[attr]
+
+
+def test_a_settled_mbeans_kept_answer_follows_each_change(broker: Broker) -> None:
+    """The Config MBeans whose values the properties (or a destination's attributes)
+    settle are answered from what was kept until those change; then read again, as the
+    generic writer encodes them."""
+    broker.router.create_destination("q1", DEST_QUEUE)
     srv = JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
     s, conn = _login(srv)
-    targets = {
-        f"{DOMAIN}:name=jms,subtype=Config,type=Service": ("MaxThreads", "imq.jms.max_threads"),
-        f"{DOMAIN}:subtype=Config,type=Log": ("RolloverSecs", "imq.log.file.rolloversecs"),
-    }
-    for text, (attr, prop) in targets.items():
-        name = ObjectName.parse(text)
-        kind = jmx_stockinfo.kind_of(name)
-        assert kind is not None
-        wanted = [a[0] for a in kind.attributes]
-        call = encode_call(
-            conn, GET_ATTRIBUTES, [jmxser.object_name(text), jmxser.string_array(wanted), None]
+
+    def change_property(prop: str, value: object) -> None:
+        broker.config.set(prop, str(int(value) + 11))  # type: ignore[call-overload]
+
+    def change_destination(_prop: str, value: object) -> None:
+        broker.router.update_destination(
+            broker.router.queues["q1"],
+            {"maxNumMsgs": int(value) + 11},  # type: ignore[call-overload]
         )
-        mbean = srv.registry.get(name)
-        assert mbean is not None and mbean.kind.configured
 
-        def answer() -> tuple[bytes, bytes]:
-            (reply,) = s.feed(call)
-            assert isinstance(reply, Send)
-            with one_reading():
-                pairs = [(a, mbean.attributes[a](broker)) for a in wanted]
-            expected = jmxser.attribute_list([jmxser.attribute(*p) for p in pairs])
-            assert reply.data == encode_return(reply.data[8:22], expected), text
-            return reply.data[22:], dict(pairs)[attr]
-
-        first, value = answer()
-        assert any(slot == name for slot, _names in srv.replies._settled)  # kept
-        again, same = answer()
+    cases = (
+        (f"{DOMAIN}:name=jms,subtype=Config,type=Service", "MaxThreads", "imq.jms.max_threads"),
+        (f"{DOMAIN}:subtype=Config,type=Log", "RolloverSecs", "imq.log.file.rolloversecs"),
+        (f'{DOMAIN}:desttype=q,name="q1",subtype=Config,type=Destination', "MaxNumMsgs", ""),
+    )
+    for text, attr, prop in cases:
+        change = change_property if prop else change_destination
+        first, value = _answer(s, conn, broker, text, attr)
+        assert any(slot == ObjectName.parse(text) for slot, _ in srv.replies._settled)  # kept
+        again, same = _answer(s, conn, broker, text, attr)
         assert again == first and same == value
-        broker.config.set(prop, str(int(value) + 11))
-        changed, new = answer()
-        assert new == int(value) + 11 and changed != first
+        change(prop, value)
+        changed, new = _answer(s, conn, broker, text, attr)
+        assert new == int(value) + 11 and changed != first  # type: ignore[call-overload]

@@ -320,7 +320,7 @@ class JrmpSession:
             if mbean is None:
                 return _raise("InstanceNotFoundException", target.canonical)
             names = args[1]
-            stamp = settled(srv.broker, mbean.kind)
+            stamp = settled(srv.broker, mbean)
             if stamp is not None:
                 body = srv.replies.settled(target, names, stamp)
                 if body is not None:

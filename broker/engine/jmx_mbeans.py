@@ -74,14 +74,14 @@ def picked(name: str, jtype: str, view: View, pick: Callable[[Any], object]) -> 
 @dataclass(frozen=True, eq=False)
 class MBeanKind:
     """The MBeans of one ``type``/``subtype``: their attributes in OpenMQ's names (one
-    instance each: compared and hashed by identity, as the lookups want).  ``configured``:
-    every value follows from the broker's properties, its port mapper's port and the
-    MBean's key alone (see :func:`settled`)."""
+    instance each: compared and hashed by identity, as the lookups want).  ``stamp``:
+    for the kinds whose values change only with what it returns (the configuration, a
+    destination's attributes), ``stamp(broker, key)`` (see :func:`settled`)."""
 
     type: str
     subtype: str
     attrs: tuple[Attr, ...]
-    configured: bool = False
+    stamp: Callable[[Any, Any], object] | None = None
 
     def attribute(self, name: str) -> Attr | None:
         for a in self.attrs:
@@ -115,6 +115,13 @@ class MBean:
 
 
 # -- readers shared by several kinds ---------------------------------------------------
+
+
+def _configured(b: Any, _key: Any = None) -> object:
+    # The values of the Broker, Cluster, Log and Service Config MBeans follow from the
+    # configuration (its version is bumped by every change) and the port mapper's port.
+    config = b.config
+    return (config, config.version, b.portmapper_port)
 
 
 def _cfg_int(b: Any, name: str, default: int) -> int:
@@ -193,7 +200,7 @@ _BROKER = (
     Attr("Port", INTEGER, lambda b, k: JInt(b.portmapper_port)),
     Attr("Version", STRING, lambda b, k: OPENMQ_VERSION),
 )
-BROKER_CONFIG = MBeanKind("Broker", "Config", _BROKER, configured=True)
+BROKER_CONFIG = MBeanKind("Broker", "Config", _BROKER, stamp=_configured)
 BROKER_MONITOR = MBeanKind(
     "Broker",
     "Monitor",
@@ -266,7 +273,7 @@ def _cluster(monitor: bool, config_url_default: str | None) -> tuple[Attr, ...]:
 
 
 # The stock broker answers null for an unset cluster URL in Config, "" in Monitor.
-CLUSTER_CONFIG = MBeanKind("Cluster", "Config", _cluster(False, None), configured=True)
+CLUSTER_CONFIG = MBeanKind("Cluster", "Config", _cluster(False, None), stamp=_configured)
 CLUSTER_MONITOR = MBeanKind("Cluster", "Monitor", _cluster(True, ""))
 
 # -- managers --------------------------------------------------------------------------
@@ -494,7 +501,7 @@ LOG_CONFIG = MBeanKind(
         ),
         Attr("RolloverSecs", LONG, lambda b, k: JLong(b.config.get(props.LOG_ROLLOVER_SECS))),
     ),
-    configured=True,
+    stamp=_configured,
 )
 # The Log Monitor MBean has no attributes, only the log notifications.
 LOG_MONITOR = MBeanKind("Log", "Monitor", ())
@@ -625,7 +632,7 @@ SERVICE_CONFIG = MBeanKind(
             ),
         ),
     ),
-    configured=True,
+    stamp=_configured,
 )
 SERVICE_MONITOR = MBeanKind(
     "Service",
@@ -759,6 +766,8 @@ DESTINATION_CONFIG = MBeanKind(
         ),
         _info_attr("XMLSchemaURIList", STRING, lambda i: i.get("XMLSchemaUriList")),
     ),
+    # Its values follow from the destination's attributes (and what it was made as).
+    stamp=lambda b, d: (d, d.is_dmq, tuple(d.attributes.items())),
 )
 
 
@@ -936,14 +945,11 @@ def _plan(kind: MBeanKind, names: object) -> tuple[tuple[str, ...], tuple[_Step,
     return plan
 
 
-def settled(b: Any, kind: MBeanKind) -> tuple[object, ...] | None:
-    """What the values of a ``configured`` kind's MBean follow from: the configuration
-    (the object and its version, bumped by every change) and the port mapper's port; an
-    answer kept with it stays right while it is the same (None: not such a kind)."""
-    if not kind.configured:
-        return None
-    config = b.config
-    return (config, config.version, b.portmapper_port)
+def settled(b: Any, mbean: MBean) -> object | None:
+    """What the values of ``mbean`` follow from, when its kind says (its ``stamp``): an
+    answer kept with it stays right while it compares equal (None: read the values)."""
+    stamp = mbean.kind.stamp
+    return None if stamp is None else stamp(b, mbean.key)
 
 
 def read_attributes(b: Any, mbean: MBean, names: object) -> tuple[tuple[str, ...], list[object]]:
