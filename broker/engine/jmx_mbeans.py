@@ -1035,21 +1035,35 @@ class Registry:
 
     def __init__(self, broker: Any) -> None:
         self.broker = broker
+        # The names each destination and connection has, made once for it (a poll lists
+        # them every time): by destination object (its name and type never change) and
+        # by connection id.
+        self._dest_names: dict[Any, tuple[ObjectName, ...]] = {}
+        self._conn_names: dict[int, tuple[ObjectName, ...]] = {}
 
     def mbeans(self) -> Iterator[tuple[ObjectName, MBeanKind, Any]]:
         b = self.broker
-        for kind in SINGLETONS:
-            yield _name(kind), kind, None
-        for svc in SERVICE_NAMES:
-            for kind in PER_SERVICE:
-                yield _name(kind, name=svc), kind, svc
-        for d in _destinations(b):
-            keys = _dest_keys(d)
-            for kind in PER_DESTINATION:
-                yield _name(kind, **keys), kind, d
+        yield from _FIXED
+        dest_names = self._dest_names
+        dests = _destinations(b)
+        if len(dest_names) > 2 * len(dests) + 64:  # those of destinations gone
+            dest_names.clear()
+        for d in dests:
+            names = dest_names.get(d)
+            if names is None:
+                keys = _dest_keys(d)
+                names = dest_names[d] = tuple(_name(k, **keys) for k in PER_DESTINATION)
+            for name, kind in zip(names, PER_DESTINATION, strict=True):
+                yield name, kind, d
+        conn_names = self._conn_names
+        if len(conn_names) > 2 * len(b.connections) + 64:
+            conn_names.clear()
         for cid in list(b.connections):
-            for kind in PER_CONNECTION:
-                yield _name(kind, id=str(cid)), kind, cid
+            names = conn_names.get(cid)
+            if names is None:
+                names = conn_names[cid] = tuple(_name(k, id=str(cid)) for k in PER_CONNECTION)
+            for name, kind in zip(names, PER_CONNECTION, strict=True):
+                yield name, kind, cid
 
     def __len__(self) -> int:
         return sum(1 for _ in self.mbeans())
@@ -1102,9 +1116,16 @@ class Registry:
 
     def query(self, pattern: ObjectName | None) -> list[ObjectName]:
         names = [n for n, _k, _key in self.mbeans()]
-        if pattern is None:
+        if pattern is None or pattern == _EVERY:
             return names
         return [n for n in names if pattern.matches(n)]
 
 
 _MISSING = object()
+# The broker-wide and per-service MBeans: always there, under the same names.
+_FIXED: tuple[tuple[ObjectName, MBeanKind, Any], ...] = (
+    *((_name(kind), kind, None) for kind in SINGLETONS),
+    *((_name(kind, name=svc), kind, svc) for svc in SERVICE_NAMES for kind in PER_SERVICE),
+)
+# DOMAIN:*, what a monitoring agent lists: every MBean of ours.
+_EVERY = ObjectName(DOMAIN, (), True)
