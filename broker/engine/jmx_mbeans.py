@@ -980,9 +980,12 @@ def read_attributes(b: Any, mbean: MBean, names: object) -> tuple[tuple[str, ...
     return attrs, values
 
 
-# What a name says before the broker's state is looked at: its kind and keys (None:
-# none of ours), by name (a poll names the same MBeans every time).
-_NAMED: dict[ObjectName, tuple[MBeanKind, dict[str, str]] | None] = {}
+# What a name says before the broker's state is looked at (None: none of ours), by
+# name (a poll names the same MBeans every time): its kind, then None and the MBean of
+# a singleton or service, "c" and the MBean of a connection (there while its id is), or
+# the desttype and the destination name (looked up at each call).
+_Named = tuple[MBeanKind, str | None, Any]
+_NAMED: dict[ObjectName, _Named | None] = {}
 _SINGLETON_KINDS = frozenset(SINGLETONS)
 _SERVICE_KINDS = frozenset(PER_SERVICE)
 _CONNECTION_KINDS = frozenset(PER_CONNECTION)
@@ -1018,6 +1021,35 @@ def unquote(value: str) -> str | None:
             out.append(ch)
         i += 1
     return "".join(out)
+
+
+def _named(name: ObjectName) -> _Named | None:
+    """What ``name`` says of the MBean it names, if it can be one of ours."""
+    if name.is_pattern or name.domain != DOMAIN:
+        return None
+    keys = dict(name.keys)
+    kind = KINDS.get((keys.get("type", ""), keys.get("subtype", "")))
+    if kind is None:
+        return None
+    extra = len(keys) - 2  # the keys besides type and subtype (both there: KINDS)
+    if kind in _SINGLETON_KINDS:
+        return None if extra else (kind, None, MBean(name, kind, None))
+    if kind in _SERVICE_KINDS:
+        svc = keys.get("name")
+        if extra != 1 or svc not in SERVICE_NAMES:
+            return None
+        return (kind, None, MBean(name, kind, svc))
+    if kind in _CONNECTION_KINDS:
+        cid = keys.get("id", "")
+        if extra != 1 or not cid.isdigit():
+            return None
+        return (kind, "c", MBean(name, kind, int(cid)))
+    desttype = keys.get("desttype")
+    quoted = keys.get("name")
+    if extra != 2 or quoted is None or desttype not in ("q", "t"):
+        return None
+    dest_name = unquote(quoted)
+    return None if dest_name is None else (kind, desttype, dest_name)
 
 
 def _name(kind: MBeanKind, **keys: str) -> ObjectName:
@@ -1069,50 +1101,24 @@ class Registry:
         return sum(1 for _ in self.mbeans())
 
     def get(self, name: ObjectName) -> MBean | None:
-        if name in _NAMED:
-            found = _NAMED[name]
-        else:
-            found = None
-            if not name.is_pattern and name.domain == DOMAIN:
-                keys = dict(name.keys)
-                kind = KINDS.get((keys.get("type", ""), keys.get("subtype", "")))
-                if kind is not None:
-                    found = (kind, keys)
+        found = _NAMED.get(name, _MISSING)
+        if found is _MISSING:
+            found = _named(name)
             if len(_NAMED) >= _PLANS_LIMIT:
                 _NAMED.clear()
             _NAMED[name] = found
         if found is None:
             return None
-        key = self._resolve(*found)
-        kind = found[0]
-        if key is _MISSING:
-            return None
-        return MBean(name, kind, key)
-
-    def _resolve(self, kind: MBeanKind, keys: dict[str, str]) -> Any:
+        kind, what, arg = found
+        if what is None:  # a singleton or a service: always there
+            return arg
         b = self.broker
-        extra = len(keys) - 2  # the keys besides type and subtype (both there: KINDS)
-        if kind in _SINGLETON_KINDS:
-            return None if not extra else _MISSING
-        if kind in _SERVICE_KINDS:
-            svc = keys.get("name")
-            return svc if extra == 1 and svc in SERVICE_NAMES else _MISSING
-        if kind in _CONNECTION_KINDS:
-            cid = keys.get("id", "")
-            if extra == 1 and cid.isdigit() and int(cid) in b.connections:
-                return int(cid)
-            return _MISSING
-        desttype = keys.get("desttype")
-        quoted = keys.get("name")
-        if extra != 2 or quoted is None or desttype not in ("q", "t"):
-            return _MISSING
-        dest_name = unquote(quoted)
-        if dest_name is None:
-            return _MISSING
-        d = (b.router.queues if desttype == "q" else b.router.topics).get(dest_name)
-        if d is None or _dest_type(d) != desttype or not is_listed_by_admin(d):
-            return _MISSING
-        return d
+        if what == "c":
+            return arg if arg.key in b.connections else None
+        d = (b.router.queues if what == "q" else b.router.topics).get(arg)
+        if d is None or _dest_type(d) != what or not is_listed_by_admin(d):
+            return None
+        return MBean(name, kind, d)
 
     def query(self, pattern: ObjectName | None) -> list[ObjectName]:
         names = [n for n, _k, _key in self.mbeans()]
