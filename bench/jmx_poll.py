@@ -17,6 +17,15 @@ failed check fails the run) and the load average beside each figure.
 ``--stock`` measures the stock OpenMQ 6.9 broker the same way.  ``--idle SECONDS`` runs no
 traffic: the broker's CPU over SECONDS without, then with the poller, and the difference
 per poll round (what one round costs the broker, JRMP and event loop included).
+
+Each polled run also prints the poller JVM's own CPU per round (its process, from /proc):
+on a machine with few cores that CPU is taken from the broker and the traffic's JVMs, so
+it lowers the rate whatever the broker does.  ``--jvm-flags`` gives the poller's JVM
+options (what a monitoring agent would run with, e.g. ``-XX:+UseSerialGC
+-XX:TieredStopAtLevel=1``).  ``--elsewhere`` adds a third run per round in which the
+poller polls a second, idle broker of ours: the traffic's broker then answers no poll,
+and its CPU per message and rate show what a poller and a polled broker on the same
+cores cost it by their presence alone.
 """
 
 from __future__ import annotations
