@@ -355,6 +355,8 @@ def test_a_settled_mbeans_kept_answer_follows_each_change(broker: Broker) -> Non
     cases = (
         (f"{DOMAIN}:name=jms,subtype=Config,type=Service", "MaxThreads", "imq.jms.max_threads"),
         (f"{DOMAIN}:subtype=Config,type=Log", "RolloverSecs", "imq.log.file.rolloversecs"),
+        # A service that is not running: its monitor shows the port configured.
+        (f"{DOMAIN}:name=wsjms,subtype=Monitor,type=Service", "Port", "imq.wsjms.ws.port"),
         (f'{DOMAIN}:desttype=q,name="q1",subtype=Config,type=Destination', "MaxNumMsgs", ""),
     )
     for text, attr, prop in cases:

@@ -274,7 +274,9 @@ def _cluster(monitor: bool, config_url_default: str | None) -> tuple[Attr, ...]:
 
 # The stock broker answers null for an unset cluster URL in Config, "" in Monitor.
 CLUSTER_CONFIG = MBeanKind("Cluster", "Config", _cluster(False, None), stamp=_configured)
-CLUSTER_MONITOR = MBeanKind("Cluster", "Monitor", _cluster(True, ""))
+# Its monitor fields are constants here (a broker of ours is OPERATING, reports no
+# message count): the configuration settles it too.
+CLUSTER_MONITOR = MBeanKind("Cluster", "Monitor", _cluster(True, ""), stamp=_configured)
 
 # -- managers --------------------------------------------------------------------------
 
@@ -418,6 +420,8 @@ SERVICE_MANAGER_CONFIG = MBeanKind(
         Attr("MaxThreads", INTEGER, lambda b, k: JInt(_threads(b, "max"))),
         Attr("MinThreads", INTEGER, lambda b, k: JInt(_threads(b, "min"))),
     ),
+    # The threads configured for the services running.
+    stamp=lambda b, k: (*_configured(b), tuple((s.name, s.type) for s in _services(b))),
 )
 SERVICE_MANAGER_MONITOR = MBeanKind(
     "ServiceManager",
@@ -664,6 +668,9 @@ SERVICE_MONITOR = MBeanKind(
         Attr("State", INTEGER, lambda b, k: JInt(_service_state(b, k))),
         Attr("StateLabel", STRING, lambda b, k: _SERVICE_LABELS[_service_state(b, k)]),
     ),
+    # A service that is not running has no counters: -1s, 0s, UNKNOWN and the port
+    # configured.  A running one is read at every call.
+    stamp=lambda b, k: _configured(b) if _service(b, k) is None else None,
 )
 
 # -- Destination -----------------------------------------------------------------------
