@@ -117,7 +117,7 @@ class MBean:
 # -- readers shared by several kinds ---------------------------------------------------
 
 
-def _configured(b: Any, _key: Any = None) -> object:
+def _configured(b: Any, _key: Any = None) -> tuple[object, ...]:
     # The values of the Broker, Cluster, Log and Service Config MBeans follow from the
     # configuration (its version is bumped by every change) and the port mapper's port.
     config = b.config
