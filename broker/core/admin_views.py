@@ -169,6 +169,12 @@ def service_threads(broker: Any, svc: Any) -> tuple[int, int]:
     return low, high
 
 
+def memory_figures(broker: Any) -> tuple[int, int]:
+    """(total, free) memory as :func:`broker_counters` reports it."""
+    budget = broker.memory.budget
+    return budget, max(budget - BODIES.bytes, 0)
+
+
 def broker_counters(broker: Any, services: list[Any] | None = None) -> dict[str, int]:
     """``MetricCounters`` field values for ``services`` (default: all, the broker total).
 
@@ -182,8 +188,7 @@ def broker_counters(broker: Any, services: list[Any] | None = None) -> dict[str,
         low += lo
         high += hi
         active += THREADS_PER_CONNECTION * len(svc.connections)
-    budget = broker.memory.budget
-    used = BODIES.bytes
+    budget, free = memory_figures(broker)
     return {
         "messagesIn": total.messages_in,
         "messagesOut": total.messages_out,
@@ -194,7 +199,7 @@ def broker_counters(broker: Any, services: list[Any] | None = None) -> dict[str,
         "packetBytesIn": total.packet_bytes_in,
         "packetBytesOut": total.packet_bytes_out,
         "totalMemory": budget,
-        "freeMemory": max(budget - used, 0),
+        "freeMemory": free,
         "threadsActive": active,
         "threadsHighWater": high,
         "threadsLowWater": low,

@@ -28,6 +28,7 @@ from broker.core.admin_views import (
     destination_metric_values,
     is_listed_by_admin,
     listed_by_admin,
+    memory_figures,
     service_threads,
 )
 from broker.engine.jmx_names import ObjectName
@@ -512,8 +513,9 @@ LOG_MONITOR = MBeanKind("Log", "Monitor", ())
 
 
 def _memory(b: Any) -> dict[str, int]:
-    c = _counters(b)
-    return {"total": c["totalMemory"], "free": c["freeMemory"]}
+    # broker_counters' figures, without the services' counters it sums besides.
+    total, free = memory_figures(b)
+    return {"total": total, "free": free}
 
 
 # A Python process has no JVM heap: the figures are the broker's message memory budget
