@@ -43,7 +43,6 @@ def destination_info(dest: Destination, delayed: list[int], held: list[int]) -> 
     ``held``: [count, bytes] of the messages sent to it in open transactions, which
     OpenMQ counts in the destination already (nMessages, nTxnMessages and UnAck: imqcmd
     shows Count = nMessages - nTxnMessages), and ``delayed`` those in delivery delay."""
-    pending = queries.waiting_count(dest)
     _all, active, backups = consumer_counts(dest)
     if dest.is_queue:
         cdp = (
@@ -58,10 +57,7 @@ def destination_info(dest: Destination, delayed: list[int], held: list[int]) -> 
     return destination_info_object(
         nMessages=dest.msg_count + held[0],
         nMessageBytes=dest.msg_bytes + held[1],
-        nTxnMessages=held[0],
-        nTxnMessageBytes=held[1],
         nConsumers=active + backups,
-        nProducers=len(dest.producers),
         naConsumers=active,
         nfConsumers=backups,
         autocreated=bool(dest.auto or dest.is_dmq or dest.is_temporary),
@@ -82,13 +78,29 @@ def destination_info(dest: Destination, delayed: list[int], held: list[int]) -> 
         maxNumSharedConsumers=dest.limit("maxNumSharedConsumers"),
         sharedConsumerFlowLimit=dest.limit("sharedConsumerFlowLimit", 5),
         useDMQ=False if dest.is_dmq else flag(dest.attributes.get("useDMQ"), True),
-        nUnackMessages=max(0, dest.msg_count - pending - delayed[0]) + held[0],
-        nInDelayMessages=delayed[0],
         nInDelayMessageBytes=delayed[1],
+        **destination_held_counts(dest, delayed, held),
         validateXMLSchemaEnabled=flag(dest.attributes.get("validateXMLSchemaEnabled"), False),
         XMLSchemaUriList=str(uris) if uris else None,
         reloadXMLSchemaOnFailure=flag(dest.attributes.get("reloadXMLSchemaOnFailure"), False),
     )
+
+
+def destination_held_counts(
+    dest: Destination, delayed: list[int], held: list[int]
+) -> dict[str, int]:
+    """The ``DestinationInfo`` fields of what ``dest`` holds besides what waits (in open
+    transactions, delayed, unacknowledged) and its producers; what the JMX Destination
+    Monitor reads of the DestinationInfo (``delayed``/``held`` as for
+    :func:`destination_info`)."""
+    pending = queries.waiting_count(dest)
+    return {
+        "nTxnMessages": held[0],
+        "nTxnMessageBytes": held[1],
+        "nProducers": len(dest.producers),
+        "nUnackMessages": max(0, dest.msg_count - pending - delayed[0]) + held[0],
+        "nInDelayMessages": delayed[0],
+    }
 
 
 def listed_by_admin(router: MessageRouter) -> list[Destination]:
@@ -120,6 +132,22 @@ def destination_info_values(
     delayed = delayed_by.get(key, [0, 0])
     held = held_by.get(key, [0, 0])
     return dict(destination_info(dest, delayed, held).values)
+
+
+def destination_held_values(
+    router: MessageRouter,
+    dest: Destination,
+    delayed_by: queries.DestCounts | None = None,
+    held_by: queries.DestCounts | None = None,
+) -> dict[str, int]:
+    """:func:`destination_held_counts` of one destination (the arguments as for
+    :func:`destination_info_values`)."""
+    key = (dest.name, not dest.is_queue)
+    if delayed_by is None:
+        delayed_by = queries.delayed_by_destination(router)
+    if held_by is None:
+        held_by = queries.held_in_transactions(router)
+    return destination_held_counts(dest, delayed_by.get(key, [0, 0]), held_by.get(key, [0, 0]))
 
 
 def destination_metric_values(

@@ -24,6 +24,7 @@ from broker import props
 from broker.core import queries
 from broker.core.admin_views import (
     broker_counters,
+    destination_held_values,
     destination_info_values,
     destination_metric_values,
     is_listed_by_admin,
@@ -718,9 +719,17 @@ def _held(b: Any) -> queries.DestCounts:
     return _view("held", b.router, lambda: queries.held_in_transactions(b.router))
 
 
+def _delayed(b: Any) -> queries.DestCounts:
+    return _view("delayed", b.router, lambda: queries.delayed_by_destination(b.router))
+
+
 def _info_view(b: Any, d: Any) -> dict[str, Any]:
-    delayed = _view("delayed", b.router, lambda: queries.delayed_by_destination(b.router))
-    return destination_info_values(b.router, d, delayed, _held(b))
+    return destination_info_values(b.router, d, _delayed(b), _held(b))
+
+
+def _held_view(b: Any, d: Any) -> dict[str, int]:
+    # The few DestinationInfo fields the Monitor MBean reads, without the rest.
+    return destination_held_values(b.router, d, _delayed(b), _held(b))
 
 
 def _metrics_view(b: Any, d: Any) -> dict[str, int]:
@@ -735,6 +744,11 @@ def _unlimited(value: Any) -> JLong:
 
 def _info_attr(name: str, jtype: str, convert: Callable[[dict[str, Any]], object]) -> Attr:
     return picked(name, jtype, _info_view, convert)
+
+
+def _held_attr(name: str, jtype: str, key: str) -> Attr:
+    box = JInt if jtype == INTEGER else JLong
+    return picked(name, jtype, _held_view, lambda h: box(int(h[key])))
 
 
 def _metric_attr(name: str, jtype: str, key: str) -> Attr:
@@ -815,14 +829,14 @@ DESTINATION_MONITOR = MBeanKind(
         _metric_attr("NumBackupConsumers", INTEGER, "numBackupConsumers"),
         _metric_attr("NumConsumers", INTEGER, "numConsumers"),
         _metric_attr("NumMsgs", LONG, "numMsgs"),
-        _info_attr("NumMsgsHeldInTransaction", LONG, lambda i: JLong(int(i["nTxnMessages"]))),
+        _held_attr("NumMsgsHeldInTransaction", LONG, "nTxnMessages"),
         _metric_attr("NumMsgsIn", LONG, "numMsgsIn"),
-        _info_attr("NumMsgsInDelayDelivery", LONG, lambda i: JLong(int(i["nInDelayMessages"]))),
+        _held_attr("NumMsgsInDelayDelivery", LONG, "nInDelayMessages"),
         _metric_attr("NumMsgsOut", LONG, "numMsgsOut"),
-        _info_attr("NumMsgsPendingAcks", LONG, lambda i: JLong(int(i["nUnackMessages"]))),
+        _held_attr("NumMsgsPendingAcks", LONG, "nUnackMessages"),
         # Remote messages exist in a cluster only; ours holds none of another broker's.
         Attr("NumMsgsRemote", LONG, lambda b, d: JLong(0)),
-        _info_attr("NumProducers", INTEGER, lambda i: JInt(int(i["nProducers"]))),
+        _held_attr("NumProducers", INTEGER, "nProducers"),
         Attr("NumWildcardConsumers", INTEGER, lambda b, d: JInt(0)),
         Attr("NumWildcardProducers", INTEGER, lambda b, d: JInt(0)),
         Attr("NumWildcards", INTEGER, lambda b, d: JInt(0)),
@@ -836,9 +850,7 @@ DESTINATION_MONITOR = MBeanKind(
         Attr("StateLabel", STRING, lambda b, d: _DEST_STATE_LABELS.get(_dest_state(d), "unknown")),
         Attr("Temporary", BOOLEAN, lambda b, d: bool(d.is_temporary)),
         _metric_attr("TotalMsgBytes", LONG, "totalMsgBytes"),
-        _info_attr(
-            "TotalMsgBytesHeldInTransaction", LONG, lambda i: JLong(int(i["nTxnMessageBytes"]))
-        ),
+        _held_attr("TotalMsgBytesHeldInTransaction", LONG, "nTxnMessageBytes"),
         Attr("TotalMsgBytesRemote", LONG, lambda b, d: JLong(0)),
         Attr("Type", STRING, lambda b, d: _dest_type(d)),
     ),
