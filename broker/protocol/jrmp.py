@@ -329,6 +329,8 @@ def encode_return(
 
 # ReturnData, the stream's magic and the block-data record of the return type and UID.
 _RETURN_HEAD = bytes([RETURN_DATA]) + STREAM_MAGIC + bytes([TC_BLOCKDATA, 15])
+_NORMAL_HEAD = _RETURN_HEAD + bytes([NORMAL_RETURN])
+_EXCEPTIONAL_HEAD = _RETURN_HEAD + bytes([EXCEPTIONAL_RETURN])
 
 
 def encode_returned(value: object) -> bytes:
@@ -349,8 +351,7 @@ def encode_return_of(uid: bytes, returned: bytes, *, exceptional: bool = False) 
     """ReturnData of a value already encoded with :func:`encode_returned`."""
     if len(uid) != 14:
         raise ProtocolError("a return UID is 14 bytes")
-    kind = EXCEPTIONAL_RETURN if exceptional else NORMAL_RETURN
-    return b"".join((_RETURN_HEAD, bytes([kind]), uid, returned))
+    return b"".join((_EXCEPTIONAL_HEAD if exceptional else _NORMAL_HEAD, uid, returned))
 
 
 def encode_handshake(host: str = "", port: int = 0) -> bytes:
