@@ -1122,8 +1122,9 @@ class Registry:
         return sum(1 for _ in self.mbeans())
 
     def get(self, name: ObjectName) -> MBean | None:
-        found = _NAMED.get(name, _MISSING)
-        if found is _MISSING:
+        try:
+            found = _NAMED[name]
+        except KeyError:  # a name not asked for before
             found = _named(name)
             if len(_NAMED) >= _PLANS_LIMIT:
                 _NAMED.clear()
