@@ -290,11 +290,53 @@ def test_changed_values_fill_the_kept_layout_with_the_generic_bytes() -> None:
     assert layout_key([n for n, _ in first], [v for _, v in first]) == layout_key(
         [n for n, _ in second], [v for _, v in second]
     )
-    assert layout_key(["A"], [JLong(5)]) != layout_key(["A"], [JLong(6)])
+    # Among flat values a small Long is written in place unless an equal one came before
+    # (then it is a reference); beside a nested value it is keyed by itself.
+    assert layout_key(["A"], [JLong(5)]) == layout_key(["A"], [JLong(6)])
+    assert layout_key(["A", "B"], [JLong(5), JLong(5)]) != layout_key(
+        ["A", "B"], [JLong(5), JLong(6)]
+    )
+    info = dict(VALUES)["Info"]
+    assert layout_key(["A", "I"], [JLong(5), info]) != layout_key(["A", "I"], [JLong(6), info])
     assert layout_key(["A"], [JLong(500)]) == layout_key(["A"], [JLong(600)])
     assert layout_key(["A"], [JLong(500)]) != layout_key(["A"], [JInt(500)])
     assert layout_key(["A"], ["x"]) != layout_key(["A"], [JChar("x")])
     assert layout_key(["A"], [0.5]) is None
+
+
+def test_small_counters_moving_keep_the_layout_and_give_the_generic_bytes() -> None:
+    """Flat answers (a Destination or Service Monitor's) whose counters move within the
+    range Java shares, meet each other, part and leave the range: each answer is the
+    generic writer's bytes, and a layout is made again only when which values repeat an
+    earlier one changes."""
+    memo = ReplyMemo()
+    made = []
+    rounds = [
+        (0, 1, 2, 7, True),
+        (3, 4, 5, 7, True),  # all moved, none equal: the same layout
+        (3, 3, 5, 7, True),  # the second equals the first: a reference
+        (9, 9, 5, 7, True),  # still equal: that layout again
+        (9, 10, 5, 7, False),
+        (-128, 127, 128, -129, False),  # to both ends, and out of the range
+        (127, 127, 127, 127, True),
+        (1, 2, 3, 4, True),
+    ]
+    for a, b, c, d, flag in rounds:
+        pairs: list[tuple[str, object]] = [
+            ("Name", "q1"),
+            ("A", JLong(a)),
+            ("B", JLong(b)),
+            ("C", JInt(c)),
+            ("D", JInt(d)),
+            ("E", JLong(c)),  # a Long equal to an Integer: not the same object
+            ("Flag", flag),
+            ("Unset", None),
+        ]
+        body = _kept(memo, "m", pairs)
+        assert encode_return_of(UID, body) == _generic(pairs), (a, b, c, d)
+        made.append(memo._layouts["m"])
+    assert made[0] is made[1] and made[1] is not made[2] and made[2] is made[3]
+    assert made[4] is not made[3]  # a Boolean changed: it is keyed by itself
 
 
 def test_a_memo_keeping_nothing_keeps_no_layout() -> None:
