@@ -5,7 +5,7 @@ of the same Java types.  The JDK's client reads them in tests/interop/test_java_
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -385,28 +385,51 @@ def test_a_settled_mbeans_kept_answer_follows_each_change(broker: Broker) -> Non
     srv = JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
     s, conn = _login(srv)
 
-    def change_property(prop: str, value: object) -> None:
-        broker.config.set(prop, str(int(value) + 11))  # type: ignore[call-overload]
+    def change_property(prop: str) -> Callable[[object], None]:
+        return lambda value: broker.config.set(prop, str(int(value) + 11))  # type: ignore[call-overload]
 
-    def change_destination(_prop: str, value: object) -> None:
+    def change_destination(value: object) -> None:
         broker.router.update_destination(
             broker.router.queues["q1"],
             {"maxNumMsgs": int(value) + 11},  # type: ignore[call-overload]
         )
 
-    cases = (
-        (f"{DOMAIN}:name=jms,subtype=Config,type=Service", "MaxThreads", "imq.jms.max_threads"),
-        (f"{DOMAIN}:subtype=Config,type=Log", "RolloverSecs", "imq.log.file.rolloversecs"),
+    def add_destination(_value: object) -> None:
+        broker.router.create_destination("q2", DEST_QUEUE)
+
+    cases: list[tuple[str, str, Callable[[object], None], int]] = [
+        (
+            f"{DOMAIN}:name=jms,subtype=Config,type=Service",
+            "MaxThreads",
+            change_property("imq.jms.max_threads"),
+            11,
+        ),
+        (
+            f"{DOMAIN}:subtype=Config,type=Log",
+            "RolloverSecs",
+            change_property("imq.log.file.rolloversecs"),
+            11,
+        ),
         # A service that is not running: its monitor shows the port configured.
-        (f"{DOMAIN}:name=wsjms,subtype=Monitor,type=Service", "Port", "imq.wsjms.ws.port"),
-        (f'{DOMAIN}:desttype=q,name="q1",subtype=Config,type=Destination', "MaxNumMsgs", ""),
-    )
-    for text, attr, prop in cases:
-        change = change_property if prop else change_destination
+        (
+            f"{DOMAIN}:name=wsjms,subtype=Monitor,type=Service",
+            "Port",
+            change_property("imq.wsjms.ws.port"),
+            11,
+        ),
+        (
+            f'{DOMAIN}:desttype=q,name="q1",subtype=Config,type=Destination',
+            "MaxNumMsgs",
+            change_destination,
+            11,
+        ),
+        (f"{DOMAIN}:subtype=Config,type=DestinationManager", "NumDestinations", add_destination, 1),
+    ]
+    for text, attr, change, delta in cases:
         first, value = _answer(s, conn, broker, text, attr)
         assert any(slot == ObjectName.parse(text) for slot, _ in srv.replies._settled)  # kept
         again, same = _answer(s, conn, broker, text, attr)
         assert again == first and same == value
-        change(prop, value)
+        change(value)
         changed, new = _answer(s, conn, broker, text, attr)
-        assert new == int(value) + 11 and changed != first  # type: ignore[call-overload]
+        assert new == int(value) + delta and changed != first  # type: ignore[call-overload]

@@ -212,6 +212,7 @@ BROKER_MONITOR = MBeanKind(
         # The stock broker pads its memory state label ("GREEN ").
         Attr("ResourceState", STRING, lambda b, k: f"{b.memory.state.upper():<6}"),
     ),
+    stamp=lambda b, k: (*_configured(b), b.memory.state),
 )
 
 # -- Cluster ---------------------------------------------------------------------------
@@ -366,6 +367,8 @@ DESTINATION_MANAGER_CONFIG = MBeanKind(
         Attr("MaxTotalMsgBytes", LONG, lambda b, k: JLong(b.config.get(props.SYSTEM_MAX_SIZE))),
         _NUM_DESTINATIONS,
     ),
+    # The properties, and how many destinations there are.
+    stamp=lambda b, k: (*_configured(b), len(_destinations(b))),
 )
 DESTINATION_MANAGER_MONITOR = MBeanKind(
     "DestinationManager",
