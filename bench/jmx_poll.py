@@ -20,7 +20,9 @@ per poll round (what one round costs the broker, JRMP and event loop included).
 
 Each polled run also prints the poller JVM's own CPU per round (its process, from /proc):
 on a machine with few cores that CPU is taken from the broker and the traffic's JVMs, so
-it lowers the rate whatever the broker does.  ``--jvm-flags`` gives the poller's JVM
+it lowers the rate whatever the broker does.  ``--warmup SECONDS`` starts the poller that
+long before the traffic (default 3 s: connected; a JVM's first minute is mostly its JIT
+compiling, which an agent that has run for a while is past).  ``--jvm-flags`` gives the poller's JVM
 options (what a monitoring agent would run with, e.g. ``-XX:+UseSerialGC
 -XX:TieredStopAtLevel=1``).  ``--elsewhere`` adds a third run per round in which the
 poller polls a second, idle broker of ours: the traffic's broker then answers no poll,
@@ -170,6 +172,14 @@ def main() -> None:
         help="also runs with the poller polling a second, idle broker instead",
     )
     ap.add_argument(
+        "--warmup",
+        type=float,
+        default=3.0,
+        metavar="SECONDS",
+        help="how long the poller polls before the traffic starts (default 3: connected; "
+        "a monitoring agent that has run for a while has its JIT work behind it)",
+    )
+    ap.add_argument(
         "--jvm-flags",
         default="",
         metavar="FLAGS",
@@ -208,6 +218,11 @@ def main() -> None:
         print(
             f"{target.name}: {w.label.format(n=args.count)}"
             + (f"; poller JVM flags: {args.jvm_flags}" if flags else "")
+            + (
+                f"; poller started {args.warmup:.0f} s before the traffic"
+                if args.warmup != 3
+                else ""
+            )
         )
         for r in range(args.rounds):
             # The order rotates each round.
@@ -215,7 +230,7 @@ def main() -> None:
                 poller = None
                 if mode != UNPOLLED:
                     poller = _poller(poll_cp, port if mode == POLLED else other, 3600, flags)
-                    time.sleep(3)  # connected and polling before the traffic starts
+                    time.sleep(args.warmup)  # connected and polling before the traffic
                 cpu = cpu_seconds(pid)
                 pcpu = cpu_seconds(poller.pid) if poller is not None else 0.0
                 began = time.monotonic()
