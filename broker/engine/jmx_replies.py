@@ -142,7 +142,7 @@ def _in_place(part: object) -> bool:
     """Whether the value a layout key's ``part`` stands for is written in place."""
     if type(part) is type:
         return True
-    return type(part) is tuple and part[0] == _SMALL and part[2] < 0  # type: ignore[index]
+    return type(part) is tuple and part[0] == _SMALL and part[2] < 0
 
 
 class _Layout:
