@@ -4,6 +4,7 @@
     .venv/bin/python bench/jmx_round.py --profile /tmp/jmx.prof  # and a cProfile of them
     .venv/bin/python bench/jmx_round.py --destinations 20 --connections 10
     .venv/bin/python bench/jmx_round.py --traffic    # the counters move between rounds
+    .venv/bin/python bench/jmx_round.py --traffic --backlog 5000  # messages wait in each queue
     valgrind --tool=callgrind --toggle-collect=starmap_next .venv/bin/python \
         bench/jmx_round.py --rounds 5 --repeat 1      # instructions: load does not move them
 
@@ -100,6 +101,24 @@ def loaded_broker(var: Path, destinations: int, connections: int) -> Any:
     return b
 
 
+def queue_backlog(broker: Any, per_queue: int) -> None:
+    """``per_queue`` non-persistent 1 KiB messages waiting in each queue (its consumers'
+    connections are not started), as a producer ahead of its consumer leaves them."""
+    from broker.core.message import Message
+    from broker.protocol.packet import build_packet, parse_packet
+    from broker.protocol.types import FLAG_Q, PacketType
+
+    now = int(time.time() * 1000)
+    for name, dest in broker.router.queues.items():
+        if not name.startswith("bench"):
+            continue
+        raw = build_packet(
+            PacketType.BYTES_MESSAGE, body=bytes(1024), flags=FLAG_Q, fields={1: name}
+        )
+        for _ in range(per_queue):
+            dest.publish(Message(parse_packet(raw), name, 0), now)
+
+
 def login(server: JmxServer) -> tuple[JrmpSession, ObjID]:
     s = JrmpSession(server, "127.0.0.1", 4000)
     s.feed(encode_handshake("127.0.0.1", 0))
@@ -165,6 +184,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5, help="times the rounds; the best counts")
     ap.add_argument("--destinations", type=int, default=4)
     ap.add_argument("--connections", type=int, default=4)
+    ap.add_argument(
+        "--backlog", type=int, default=0, help="messages waiting in each queue (default none)"
+    )
     ap.add_argument("--profile", type=Path, help="write a cProfile of the rounds here")
     ap.add_argument("--check", action="store_true", help="decode every reply (slow)")
     ap.add_argument(
@@ -182,6 +204,7 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="jmxround-"))
     try:
         broker = loaded_broker(tmp / "var", args.destinations, args.connections)
+        queue_backlog(broker, args.backlog)
         server = JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
         if args.changing:
             server.replies = ReplyMemo(limit=0)
@@ -218,6 +241,7 @@ def main() -> None:
             + (" under cProfile" if prof is not None else "")
             + (", every answer encoded" if args.changing else "")
             + (", counters moving" if args.traffic else "")
+            + (f", {args.backlog:,} messages waiting per queue" if args.backlog else "")
             + f"; load {os.getloadavg()[0]:.2f}"
         )
         broker.executor.shutdown(wait=False)

@@ -256,6 +256,9 @@ class BrokerConfig:
         self._cluster: dict[str, str] = {}
         self._cluster_read = False
         self._computed: dict[str, str] = {}
+        # Bumped by every change (set, a cluster file read): what a reader that keeps
+        # values derived from the properties compares (the JMX Config MBeans' answers).
+        self.version = 0
         instance = self._file.get(imq.INSTANCE_NAME.name) or DEFAULT_INSTANCE
         varhome = Path(self._file.get(imq.VARHOME.name) or "var")
         self._set_instance(instance, varhome)
@@ -263,6 +266,7 @@ class BrokerConfig:
     # -- construction -------------------------------------------------------------------
 
     def _set_instance(self, instance: str, varhome: Path) -> None:
+        self.version += 1
         self.instance = instance
         self.varhome = varhome
         self.instance_dir = varhome / "instances" / instance
@@ -314,12 +318,14 @@ class BrokerConfig:
         broker's own configuration sets it.  Returns the URL (None when there is none);
         raises :class:`ClusterFileError` when it cannot be read, leaving the layer empty."""
         self._cluster_read = True
+        self.version += 1
         self._cluster = {}
         url = self._lookup(imq.CLUSTER_URL.name, with_cluster=False)
         url = self._expand(imq.CLUSTER_URL.name, url).strip() if url else None
         if not url:
             return None
         self._cluster = read_cluster_file(url)
+        self.version += 1
         return url
 
     @property
@@ -462,6 +468,7 @@ class BrokerConfig:
         self._file[name] = str(value)
         # An admin update outranks the -D value the broker was started with.
         self._overrides.pop(name, None)
+        self.version += 1
 
     @property
     def instance_file(self) -> Path:

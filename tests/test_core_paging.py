@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.core import runs
+from broker.core import queries, runs
 from broker.core.errors import now_ms
 from broker.core.message import BODIES, Entry, Message
 from broker.core.packed import (
@@ -95,7 +95,8 @@ def _stored_router(
 
 def test_a_waiting_backlog_leaves_memory_and_drains_in_order(tmp_path: Path) -> None:
     r, pager, swap = _paging_router(tmp_path)
-    before = BODIES.bytes
+    gc.collect()
+    before, out_before = BODIES.bytes, BODIES.out
     conn = Conn(1)
     send(r, conn, "q", *(_body(i) for i in range(100)))
     q = r.queues["q"]
@@ -104,6 +105,9 @@ def test_a_waiting_backlog_leaves_memory_and_drains_in_order(tmp_path: Path) -> 
     assert all(not e.msg.resident for e in q.dq)
     assert BODIES.bytes - before < BODY
     assert swap.files() > 1 and pager.stats.paged_out == 100
+    # Counted out of memory, as an administrator's figures say.
+    assert BODIES.out - out_before == 100
+    assert queries.paged_out(q) == (100, sum(e.msg.size for e in q.dq))
     # Whatever reads one (a browser, an administrator) gets the bytes, memory keeps none.
     assert [_number(b) for b in pending(r, "q")] == list(range(100))
     assert BODIES.bytes - before < BODY
@@ -115,6 +119,7 @@ def test_a_waiting_backlog_leaves_memory_and_drains_in_order(tmp_path: Path) -> 
     # Consumed: their swap space went with them (the last segment is kept for appends).
     assert r.queues["q"].msg_count == 0 and swap.live_bytes == 0 and swap.files() <= 1
     assert BODIES.bytes - before < BODY
+    assert BODIES.out == out_before
 
 
 def test_priority_order_and_selectors_are_as_from_memory(tmp_path: Path) -> None:
@@ -180,6 +185,7 @@ def test_under_the_threshold_nothing_is_paged(tmp_path: Path) -> None:
     send(r, Conn(1), "q", *(_body(i) for i in range(10)))
     assert all(e.msg.resident for e in r.queues["q"].dq)
     assert pager.stats.paged_out == 0 and swap.files() == 0
+    assert queries.paged_out(r.queues["q"]) == (0, 0)
 
 
 def test_stored_messages_are_read_back_from_the_file_store(tmp_path: Path) -> None:

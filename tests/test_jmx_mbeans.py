@@ -137,6 +137,13 @@ def test_destinations_connections_and_their_names(broker: Broker) -> None:
     assert cxn is not None
     assert cxn.attributes["User"](broker) == "guest"
     assert cxn.attributes["NumConsumers"](broker) == 1
+    assert cxn.attributes["NumProducers"](broker) == 1
+    jms = reg.get(ObjectName.parse(f"{DOMAIN}:type=Service,subtype=Monitor,name=jms"))
+    assert jms is not None
+    broker.services.append(conn.service)
+    conn.service.connections.add(conn)
+    assert jms.attributes["NumProducers"](broker) == 1
+    assert jms.attributes["NumConsumers"](broker) == 1
     assert cxn.attributes["Host"](broker) == "127.0.0.1"
     assert cxn.attributes["Port"](broker) == 5555
     consumers = reg.get(ObjectName.parse(f"{DOMAIN}:type=ConsumerManager,subtype=Monitor"))

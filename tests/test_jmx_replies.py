@@ -5,7 +5,7 @@ of the same Java types.  The JDK's client reads them in tests/interop/test_java_
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from broker.engine import jmx_stockinfo
-from broker.engine.jmx import JmxServer, Send
+from broker.engine.jmx import JmxServer, JrmpSession, Send
 from broker.engine.jmx_mbeans import DOMAIN, Registry, one_reading
 from broker.engine.jmx_names import ObjectName
 from broker.engine.jmx_replies import ReplyMemo, layout_key, value_key
@@ -24,6 +24,7 @@ from broker.protocol.jrmp import (
     RETURN_DATA,
     Call,
     JrmpDecoder,
+    ObjID,
     encode_call,
     encode_handshake,
     encode_return,
@@ -289,11 +290,53 @@ def test_changed_values_fill_the_kept_layout_with_the_generic_bytes() -> None:
     assert layout_key([n for n, _ in first], [v for _, v in first]) == layout_key(
         [n for n, _ in second], [v for _, v in second]
     )
-    assert layout_key(["A"], [JLong(5)]) != layout_key(["A"], [JLong(6)])
+    # Among flat values a small Long is written in place unless an equal one came before
+    # (then it is a reference); beside a nested value it is keyed by itself.
+    assert layout_key(["A"], [JLong(5)]) == layout_key(["A"], [JLong(6)])
+    assert layout_key(["A", "B"], [JLong(5), JLong(5)]) != layout_key(
+        ["A", "B"], [JLong(5), JLong(6)]
+    )
+    info = dict(VALUES)["Info"]
+    assert layout_key(["A", "I"], [JLong(5), info]) != layout_key(["A", "I"], [JLong(6), info])
     assert layout_key(["A"], [JLong(500)]) == layout_key(["A"], [JLong(600)])
     assert layout_key(["A"], [JLong(500)]) != layout_key(["A"], [JInt(500)])
     assert layout_key(["A"], ["x"]) != layout_key(["A"], [JChar("x")])
     assert layout_key(["A"], [0.5]) is None
+
+
+def test_small_counters_moving_keep_the_layout_and_give_the_generic_bytes() -> None:
+    """Flat answers (a Destination or Service Monitor's) whose counters move within the
+    range Java shares, meet each other, part and leave the range: each answer is the
+    generic writer's bytes, and a layout is made again only when which values repeat an
+    earlier one changes."""
+    memo = ReplyMemo()
+    made = []
+    rounds = [
+        (0, 1, 2, 7, True),
+        (3, 4, 5, 7, True),  # all moved, none equal: the same layout
+        (3, 3, 5, 7, True),  # the second equals the first: a reference
+        (9, 9, 5, 7, True),  # still equal: that layout again
+        (9, 10, 5, 7, False),
+        (-128, 127, 128, -129, False),  # to both ends, and out of the range
+        (127, 127, 127, 127, True),
+        (1, 2, 3, 4, True),
+    ]
+    for a, b, c, d, flag in rounds:
+        pairs: list[tuple[str, object]] = [
+            ("Name", "q1"),
+            ("A", JLong(a)),
+            ("B", JLong(b)),
+            ("C", JInt(c)),
+            ("D", JInt(d)),
+            ("E", JLong(c)),  # a Long equal to an Integer: not the same object
+            ("Flag", flag),
+            ("Unset", None),
+        ]
+        body = _kept(memo, "m", pairs)
+        assert encode_return_of(UID, body) == _generic(pairs), (a, b, c, d)
+        made.append(memo._layouts["m"])
+    assert made[0] is made[1] and made[1] is not made[2] and made[2] is made[3]
+    assert made[4] is not made[3]  # a Boolean changed: it is keyed by itself
 
 
 def test_a_memo_keeping_nothing_keeps_no_layout() -> None:
@@ -309,3 +352,84 @@ def test_return_uids_are_unique_past_the_count_of_shorts() -> None:
     uids = _ReturnUids()
     made = [uids.next() for _ in range(70_000)]  # the count wraps (65,536 shorts) once
     assert len(set(made)) == len(made) and {len(u) for u in made} == {14}
+
+
+def _answer(
+    s: JrmpSession, conn: ObjID, broker: Broker, text: str, attr: str
+) -> tuple[bytes, object]:
+    """getAttributes of every attribute of MBean ``text``: the answer's bytes after the
+    UID, checked against the generic writer's, and the value of ``attr``."""
+    name = ObjectName.parse(text)
+    kind = jmx_stockinfo.kind_of(name)
+    assert kind is not None
+    wanted = [a[0] for a in kind.attributes]
+    call = encode_call(
+        conn, GET_ATTRIBUTES, [jmxser.object_name(text), jmxser.string_array(wanted), None]
+    )
+    (reply,) = s.feed(call)
+    assert isinstance(reply, Send)
+    mbean = s.server.registry.get(name)
+    assert mbean is not None and mbean.kind.stamp is not None
+    with one_reading():
+        pairs = [(a, mbean.attributes[a](broker)) for a in wanted]
+    expected = jmxser.attribute_list([jmxser.attribute(*p) for p in pairs])
+    assert reply.data == encode_return(reply.data[8:22], expected), text
+    return reply.data[22:], dict(pairs)[attr]
+
+
+def test_a_settled_mbeans_kept_answer_follows_each_change(broker: Broker) -> None:
+    """The Config MBeans whose values the properties (or a destination's attributes)
+    settle are answered from what was kept until those change; then read again, as the
+    generic writer encodes them."""
+    broker.router.create_destination("q1", DEST_QUEUE)
+    srv = JmxServer(Registry(broker), broker, "127.0.0.1", 9999)
+    s, conn = _login(srv)
+
+    def change_property(prop: str) -> Callable[[object], None]:
+        return lambda value: broker.config.set(prop, str(int(value) + 11))  # type: ignore[call-overload]
+
+    def change_destination(value: object) -> None:
+        broker.router.update_destination(
+            broker.router.queues["q1"],
+            {"maxNumMsgs": int(value) + 11},  # type: ignore[call-overload]
+        )
+
+    def add_destination(_value: object) -> None:
+        broker.router.create_destination("q2", DEST_QUEUE)
+
+    cases: list[tuple[str, str, Callable[[object], None], int]] = [
+        (
+            f"{DOMAIN}:name=jms,subtype=Config,type=Service",
+            "MaxThreads",
+            change_property("imq.jms.max_threads"),
+            11,
+        ),
+        (
+            f"{DOMAIN}:subtype=Config,type=Log",
+            "RolloverSecs",
+            change_property("imq.log.file.rolloversecs"),
+            11,
+        ),
+        # A service that is not running: its monitor shows the port configured.
+        (
+            f"{DOMAIN}:name=wsjms,subtype=Monitor,type=Service",
+            "Port",
+            change_property("imq.wsjms.ws.port"),
+            11,
+        ),
+        (
+            f'{DOMAIN}:desttype=q,name="q1",subtype=Config,type=Destination',
+            "MaxNumMsgs",
+            change_destination,
+            11,
+        ),
+        (f"{DOMAIN}:subtype=Config,type=DestinationManager", "NumDestinations", add_destination, 1),
+    ]
+    for text, attr, change, delta in cases:
+        first, value = _answer(s, conn, broker, text, attr)
+        assert any(slot == ObjectName.parse(text) for slot, _ in srv.replies._settled)  # kept
+        again, same = _answer(s, conn, broker, text, attr)
+        assert again == first and same == value
+        change(value)
+        changed, new = _answer(s, conn, broker, text, attr)
+        assert new == int(value) + delta and changed != first  # type: ignore[call-overload]

@@ -43,7 +43,6 @@ def destination_info(dest: Destination, delayed: list[int], held: list[int]) -> 
     ``held``: [count, bytes] of the messages sent to it in open transactions, which
     OpenMQ counts in the destination already (nMessages, nTxnMessages and UnAck: imqcmd
     shows Count = nMessages - nTxnMessages), and ``delayed`` those in delivery delay."""
-    pending = queries.waiting_count(dest)
     _all, active, backups = consumer_counts(dest)
     if dest.is_queue:
         cdp = (
@@ -58,10 +57,7 @@ def destination_info(dest: Destination, delayed: list[int], held: list[int]) -> 
     return destination_info_object(
         nMessages=dest.msg_count + held[0],
         nMessageBytes=dest.msg_bytes + held[1],
-        nTxnMessages=held[0],
-        nTxnMessageBytes=held[1],
         nConsumers=active + backups,
-        nProducers=len(dest.producers),
         naConsumers=active,
         nfConsumers=backups,
         autocreated=bool(dest.auto or dest.is_dmq or dest.is_temporary),
@@ -82,13 +78,29 @@ def destination_info(dest: Destination, delayed: list[int], held: list[int]) -> 
         maxNumSharedConsumers=dest.limit("maxNumSharedConsumers"),
         sharedConsumerFlowLimit=dest.limit("sharedConsumerFlowLimit", 5),
         useDMQ=False if dest.is_dmq else flag(dest.attributes.get("useDMQ"), True),
-        nUnackMessages=max(0, dest.msg_count - pending - delayed[0]) + held[0],
-        nInDelayMessages=delayed[0],
         nInDelayMessageBytes=delayed[1],
+        **destination_held_counts(dest, delayed, held),
         validateXMLSchemaEnabled=flag(dest.attributes.get("validateXMLSchemaEnabled"), False),
         XMLSchemaUriList=str(uris) if uris else None,
         reloadXMLSchemaOnFailure=flag(dest.attributes.get("reloadXMLSchemaOnFailure"), False),
     )
+
+
+def destination_held_counts(
+    dest: Destination, delayed: list[int], held: list[int]
+) -> dict[str, int]:
+    """The ``DestinationInfo`` fields of what ``dest`` holds besides what waits (in open
+    transactions, delayed, unacknowledged) and its producers; what the JMX Destination
+    Monitor reads of the DestinationInfo (``delayed``/``held`` as for
+    :func:`destination_info`)."""
+    pending = queries.waiting_count(dest)
+    return {
+        "nTxnMessages": held[0],
+        "nTxnMessageBytes": held[1],
+        "nProducers": len(dest.producers),
+        "nUnackMessages": max(0, dest.msg_count - pending - delayed[0]) + held[0],
+        "nInDelayMessages": delayed[0],
+    }
 
 
 def listed_by_admin(router: MessageRouter) -> list[Destination]:
@@ -103,23 +115,53 @@ def is_listed_by_admin(dest: Destination) -> bool:
     return dest.name != ADMIN_QUEUE and not is_metrics_topic(dest)
 
 
-def destination_info_values(router: MessageRouter, dest: Destination) -> dict[str, Any]:
-    """The ``DestinationInfo`` fields of one destination, as GET_DESTINATIONS sends them."""
+def destination_info_values(
+    router: MessageRouter,
+    dest: Destination,
+    delayed_by: queries.DestCounts | None = None,
+    held_by: queries.DestCounts | None = None,
+) -> dict[str, Any]:
+    """The ``DestinationInfo`` fields of one destination, as GET_DESTINATIONS sends them;
+    ``delayed_by``/``held_by``: queries.delayed_by_destination and held_in_transactions
+    when the caller has them already (a reader of several destinations' figures)."""
     key = (dest.name, not dest.is_queue)
-    delayed = queries.delayed_by_destination(router).get(key, [0, 0])
-    held = queries.held_in_transactions(router).get(key, [0, 0])
+    if delayed_by is None:
+        delayed_by = queries.delayed_by_destination(router)
+    if held_by is None:
+        held_by = queries.held_in_transactions(router)
+    delayed = delayed_by.get(key, [0, 0])
+    held = held_by.get(key, [0, 0])
     return dict(destination_info(dest, delayed, held).values)
 
 
+def destination_held_values(
+    router: MessageRouter,
+    dest: Destination,
+    delayed_by: queries.DestCounts | None = None,
+    held_by: queries.DestCounts | None = None,
+) -> dict[str, int]:
+    """:func:`destination_held_counts` of one destination (the arguments as for
+    :func:`destination_info_values`)."""
+    key = (dest.name, not dest.is_queue)
+    if delayed_by is None:
+        delayed_by = queries.delayed_by_destination(router)
+    if held_by is None:
+        held_by = queries.held_in_transactions(router)
+    return destination_held_counts(dest, delayed_by.get(key, [0, 0]), held_by.get(key, [0, 0]))
+
+
 def destination_metric_values(
-    router: MessageRouter, dest: Destination
+    router: MessageRouter, dest: Destination, held_by: queries.DestCounts | None = None
 ) -> tuple[dict[str, int], int, int]:
     """A destination's ``DestMetricsCounters`` values (by OpenMQ key), with the messages
     held in open transactions counted and the disk figures; and (paged-out count, bytes).
-    What imqcmd's ``metrics dst`` and the JMX Destination Monitor MBean read."""
+    What imqcmd's ``metrics dst`` and the JMX Destination Monitor MBean read
+    (``held_by``: as in :func:`destination_info_values`)."""
     is_queue = dest.is_queue
     values = destination_metrics(dest)
-    n, size = queries.held_in_transactions(router).get((dest.name, not is_queue), (0, 0))
+    if held_by is None:
+        held_by = queries.held_in_transactions(router)
+    n, size = held_by.get((dest.name, not is_queue), (0, 0))
     if n:  # counted from the send on, as OpenMQ's (see queries.held_in_transactions)
         for key, add in (
             ("numMsgsIn", n),
@@ -155,6 +197,12 @@ def service_threads(broker: Any, svc: Any) -> tuple[int, int]:
     return low, high
 
 
+def memory_figures(broker: Any) -> tuple[int, int]:
+    """(total, free) memory as :func:`broker_counters` reports it."""
+    budget = broker.memory.budget
+    return budget, max(budget - BODIES.bytes, 0)
+
+
 def broker_counters(broker: Any, services: list[Any] | None = None) -> dict[str, int]:
     """``MetricCounters`` field values for ``services`` (default: all, the broker total).
 
@@ -168,8 +216,7 @@ def broker_counters(broker: Any, services: list[Any] | None = None) -> dict[str,
         low += lo
         high += hi
         active += THREADS_PER_CONNECTION * len(svc.connections)
-    budget = broker.memory.budget
-    used = BODIES.bytes
+    budget, free = memory_figures(broker)
     return {
         "messagesIn": total.messages_in,
         "messagesOut": total.messages_out,
@@ -180,7 +227,7 @@ def broker_counters(broker: Any, services: list[Any] | None = None) -> dict[str,
         "packetBytesIn": total.packet_bytes_in,
         "packetBytesOut": total.packet_bytes_out,
         "totalMemory": budget,
-        "freeMemory": max(budget - used, 0),
+        "freeMemory": free,
         "threadsActive": active,
         "threadsHighWater": high,
         "threadsLowWater": low,

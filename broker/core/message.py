@@ -57,12 +57,15 @@ _DC_SLOT = 8
 
 
 class BodyMemory:
-    """The bytes of message bodies held in memory, process-wide."""
+    """The bytes of message bodies held in memory, process-wide; and how many messages
+    have theirs out of memory (paged out: ``out`` 0 tells an administrator's count of
+    paged-out messages that it need not look at any, broker/core/dispatch.py)."""
 
-    __slots__ = ("bytes",)
+    __slots__ = ("bytes", "out")
 
     def __init__(self) -> None:
         self.bytes = 0
+        self.out = 0
 
 
 BODIES = BodyMemory()
@@ -190,6 +193,7 @@ class Message:
         ``src`` reads the rest back from the store by ``store_key``."""
         m = cls.__new__(cls)
         m._raw = None
+        BODIES.out += 1
         m.stored = True
         m.src = src
         m.pos = -1
@@ -226,6 +230,8 @@ class Message:
     def __del__(self, b: BodyMemory = BODIES) -> None:  # bound now: no global at exit
         if self._raw is not None:
             b.bytes -= self.size
+        else:
+            b.out -= 1
         if self.src is not None and self.pos >= 0:
             self.src.released(self.pos, self.size)
 
@@ -250,6 +256,7 @@ class Message:
         if self._raw is not None:
             self._raw = None
             BODIES.bytes -= self.size
+            BODIES.out += 1
         if isinstance(self.report_info, Packet):  # it holds the arrival bytes
             self.report_info = None
         self.src = src
@@ -260,12 +267,14 @@ class Message:
         if self._raw is not None and self.src is not None:
             self._raw = None
             BODIES.bytes -= self.size
+            BODIES.out += 1
 
     def page_in(self, raw: bytes) -> None:
         """Its bytes, read back ahead of delivery: kept until delivered."""
         if self._raw is None:
             self._raw = raw
             BODIES.bytes += self.size
+            BODIES.out -= 1
 
     def is_expired(self, now_ms: int) -> bool:
         return 0 < self.expiration <= now_ms

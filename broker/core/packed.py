@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from broker.protocol.types import FLAG_P, FLAG_Q
 
-from .message import _DC_SLOT, _STRIP, Entry, Message
+from .message import _DC_SLOT, _STRIP, BODIES, Entry, Message
 
 if TYPE_CHECKING:
     from .message import BodySource, EntryOwner, EntryQueue
@@ -234,6 +234,7 @@ def unpack_entry(
         pos = -1
     m = Message.__new__(Message)
     m._raw = None
+    BODIES.out += 1
     m.stored = bool(bits & _P_STORED)
     m.src = src
     m.pos = pos

@@ -135,6 +135,12 @@ def consumer_count(sessions: Iterable[Session]) -> int:
     return sum(len(s.consumers) for s in sessions)
 
 
+def producer_count(sessions: Iterable[Session]) -> int:
+    """How many producers the given sessions (a connection's) have open: one look at
+    each session, where :func:`producers_per_connection` looks at every producer."""
+    return sum(len(s.producers) for s in sessions)
+
+
 def producers_per_connection(router: MessageRouter) -> dict[int, int]:
     """How many producers each connection has open, by connection (link) id; connections
     without producers are absent."""
@@ -217,6 +223,7 @@ __all__ = [
     "held_in_transactions",
     "held_messages",
     "pending_acks",
+    "producer_count",
     "producer_waiting",
     "producers_per_connection",
     "subscription_consumers",

@@ -22,7 +22,7 @@ from typing import Any
 
 from broker.engine import jmx_operations, jmx_readops
 from broker.engine import jmx_stockinfo as jmx_info
-from broker.engine.jmx_mbeans import DEFAULT_DOMAIN, MBean, Registry, read_attributes
+from broker.engine.jmx_mbeans import DEFAULT_DOMAIN, MBean, Registry, read_attributes, settled
 from broker.engine.jmx_names import ObjectName
 from broker.engine.jmx_notifications import ClientListeners, Listener, NotificationBuffer
 from broker.engine.jmx_operations import AdminPort, OperationError
@@ -250,6 +250,8 @@ class JrmpSession:
         self.server.waiting.pop(self, None)
 
     def _handle(self, msg: object) -> list[Effect]:
+        if type(msg) is Call:  # first: all but the opening messages are
+            return self._call(msg)
         if isinstance(msg, Handshake):
             return [Send(encode_protocol_ack(self._peer_host, self._peer_port))]
         if isinstance(msg, ClientEndpoint):
@@ -265,6 +267,11 @@ class JrmpSession:
 
     def _call(self, call: Call) -> list[Effect]:
         srv = self.server
+        # First the RMIConnections (every call of a poll): their random ObjIDs are
+        # never the DGC's, the registry's (zero UID space) or the RMIServer's.
+        client = srv.clients.get(call.target)
+        if client is not None:
+            return self._connection_call(client, call)
         if call.target == _DGC_ID:
             return self._dgc(call)
         if call.target == _REGISTRY_ID and call.method_hash != -1:
@@ -312,8 +319,17 @@ class JrmpSession:
             mbean = reg.get(target)
             if mbean is None:
                 return _raise("InstanceNotFoundException", target.canonical)
-            attrs, values = read_attributes(srv.broker, mbean, args[1])
-            return _returned(srv.replies.attribute_list(target, attrs, values))
+            names = args[1]
+            stamp = settled(srv.broker, mbean)
+            if stamp is not None:
+                body = srv.replies.settled(target, names, stamp)
+                if body is not None:
+                    return _returned(body)
+            attrs, values = read_attributes(srv.broker, mbean, names)
+            body = srv.replies.attribute_list(target, attrs, values)
+            if stamp is not None:
+                srv.replies.settle(target, names, stamp, body)
+            return _returned(body)
         if name == "close":
             srv.clients.pop(client.objid, None)
             log.info("JMX connection %s closed by the client", client.connection_id)

@@ -24,10 +24,12 @@ from broker import props
 from broker.core import queries
 from broker.core.admin_views import (
     broker_counters,
+    destination_held_values,
     destination_info_values,
     destination_metric_values,
     is_listed_by_admin,
     listed_by_admin,
+    memory_figures,
     service_threads,
 )
 from broker.engine.jmx_names import ObjectName
@@ -74,11 +76,14 @@ def picked(name: str, jtype: str, view: View, pick: Callable[[Any], object]) -> 
 @dataclass(frozen=True, eq=False)
 class MBeanKind:
     """The MBeans of one ``type``/``subtype``: their attributes in OpenMQ's names (one
-    instance each: compared and hashed by identity, as the lookups want)."""
+    instance each: compared and hashed by identity, as the lookups want).  ``stamp``:
+    for the kinds whose values change only with what it returns (the configuration, a
+    destination's attributes), ``stamp(broker, key)`` (see :func:`settled`)."""
 
     type: str
     subtype: str
     attrs: tuple[Attr, ...]
+    stamp: Callable[[Any, Any], object] | None = None
 
     def attribute(self, name: str) -> Attr | None:
         for a in self.attrs:
@@ -112,6 +117,13 @@ class MBean:
 
 
 # -- readers shared by several kinds ---------------------------------------------------
+
+
+def _configured(b: Any, _key: Any = None) -> tuple[object, ...]:
+    # The values of the Broker, Cluster, Log and Service Config MBeans follow from the
+    # configuration (its version is bumped by every change) and the port mapper's port.
+    config = b.config
+    return (config, config.version, b.portmapper_port)
 
 
 def _cfg_int(b: Any, name: str, default: int) -> int:
@@ -173,10 +185,6 @@ def _destinations(b: Any) -> list[Any]:
     return _view("destinations", b, lambda: listed_by_admin(b.router))
 
 
-def _producers_per_connection(b: Any) -> dict[int, int]:
-    return _view("producers", b, lambda: queries.producers_per_connection(b.router))
-
-
 def _transactions(b: Any) -> int:
     return len(queries.transactions(b.router))
 
@@ -194,7 +202,7 @@ _BROKER = (
     Attr("Port", INTEGER, lambda b, k: JInt(b.portmapper_port)),
     Attr("Version", STRING, lambda b, k: OPENMQ_VERSION),
 )
-BROKER_CONFIG = MBeanKind("Broker", "Config", _BROKER)
+BROKER_CONFIG = MBeanKind("Broker", "Config", _BROKER, stamp=_configured)
 BROKER_MONITOR = MBeanKind(
     "Broker",
     "Monitor",
@@ -204,6 +212,7 @@ BROKER_MONITOR = MBeanKind(
         # The stock broker pads its memory state label ("GREEN ").
         Attr("ResourceState", STRING, lambda b, k: f"{b.memory.state.upper():<6}"),
     ),
+    stamp=lambda b, k: (*_configured(b), b.memory.state),
 )
 
 # -- Cluster ---------------------------------------------------------------------------
@@ -267,8 +276,10 @@ def _cluster(monitor: bool, config_url_default: str | None) -> tuple[Attr, ...]:
 
 
 # The stock broker answers null for an unset cluster URL in Config, "" in Monitor.
-CLUSTER_CONFIG = MBeanKind("Cluster", "Config", _cluster(False, None))
-CLUSTER_MONITOR = MBeanKind("Cluster", "Monitor", _cluster(True, ""))
+CLUSTER_CONFIG = MBeanKind("Cluster", "Config", _cluster(False, None), stamp=_configured)
+# Its monitor fields are constants here (a broker of ours is OPERATING, reports no
+# message count): the configuration settles it too.
+CLUSTER_MONITOR = MBeanKind("Cluster", "Monitor", _cluster(True, ""), stamp=_configured)
 
 # -- managers --------------------------------------------------------------------------
 
@@ -316,13 +327,20 @@ PRODUCER_MANAGER_MONITOR = MBeanKind(
 )
 
 
-def _dest_totals(b: Any, dmq: bool) -> tuple[int, int]:
-    count = size = 0
+def _dest_totals(b: Any, _key: Any = None) -> tuple[int, int, int, int]:
+    """(messages, bytes) in every destination, then in the DMQ: one look at each."""
+    count = size = dmq_count = dmq_size = 0
     for d in _destinations(b):
-        if d.is_dmq == dmq or not dmq:
-            count += d.msg_count
-            size += d.msg_bytes
-    return count, size
+        count += d.msg_count
+        size += d.msg_bytes
+        if d.is_dmq:
+            dmq_count += d.msg_count
+            dmq_size += d.msg_bytes
+    return count, size, dmq_count, dmq_size
+
+
+def _total(name: str, at: int) -> Attr:
+    return picked(name, LONG, _dest_totals, lambda t: JLong(t[at]))
 
 
 _NUM_DESTINATIONS = Attr("NumDestinations", INTEGER, lambda b, k: JInt(len(_destinations(b))))
@@ -349,16 +367,18 @@ DESTINATION_MANAGER_CONFIG = MBeanKind(
         Attr("MaxTotalMsgBytes", LONG, lambda b, k: JLong(b.config.get(props.SYSTEM_MAX_SIZE))),
         _NUM_DESTINATIONS,
     ),
+    # The properties, and how many destinations there are.
+    stamp=lambda b, k: (*_configured(b), len(_destinations(b))),
 )
 DESTINATION_MANAGER_MONITOR = MBeanKind(
     "DestinationManager",
     "Monitor",
     (
         _NUM_DESTINATIONS,
-        Attr("NumMsgs", LONG, lambda b, k: JLong(_dest_totals(b, False)[0])),
-        Attr("NumMsgsInDMQ", LONG, lambda b, k: JLong(_dest_totals(b, True)[0])),
-        Attr("TotalMsgBytes", LONG, lambda b, k: JLong(_dest_totals(b, False)[1])),
-        Attr("TotalMsgBytesInDMQ", LONG, lambda b, k: JLong(_dest_totals(b, True)[1])),
+        _total("NumMsgs", 0),
+        _total("NumMsgsInDMQ", 2),
+        _total("TotalMsgBytes", 1),
+        _total("TotalMsgBytesInDMQ", 3),
     ),
 )
 
@@ -405,6 +425,8 @@ SERVICE_MANAGER_CONFIG = MBeanKind(
         Attr("MaxThreads", INTEGER, lambda b, k: JInt(_threads(b, "max"))),
         Attr("MinThreads", INTEGER, lambda b, k: JInt(_threads(b, "min"))),
     ),
+    # The threads configured for the services running.
+    stamp=lambda b, k: (*_configured(b), tuple((s.name, s.type) for s in _services(b))),
 )
 SERVICE_MANAGER_MONITOR = MBeanKind(
     "ServiceManager",
@@ -488,14 +510,16 @@ LOG_CONFIG = MBeanKind(
         ),
         Attr("RolloverSecs", LONG, lambda b, k: JLong(b.config.get(props.LOG_ROLLOVER_SECS))),
     ),
+    stamp=_configured,
 )
 # The Log Monitor MBean has no attributes, only the log notifications.
 LOG_MONITOR = MBeanKind("Log", "Monitor", ())
 
 
 def _memory(b: Any) -> dict[str, int]:
-    c = _counters(b)
-    return {"total": c["totalMemory"], "free": c["freeMemory"]}
+    # broker_counters' figures, without the services' counters it sums besides.
+    total, free = memory_figures(b)
+    return {"total": total, "free": free}
 
 
 # A Python process has no JVM heap: the figures are the broker's message memory budget
@@ -593,8 +617,7 @@ def _service_count(b: Any, name: str, what: str) -> int:
         return len(s.connections)
     if what == "consumers":
         return sum(queries.consumer_count(c.all_sessions()) for c in s.connections)
-    ids = {c.id for c in s.connections}
-    return sum(n for cid, n in _producers_per_connection(b).items() if cid in ids)
+    return sum(queries.producer_count(c.all_sessions()) for c in s.connections)
 
 
 def _one_service(b: Any, name: str) -> list[Any] | None:
@@ -619,6 +642,7 @@ SERVICE_CONFIG = MBeanKind(
             ),
         ),
     ),
+    stamp=_configured,
 )
 SERVICE_MONITOR = MBeanKind(
     "Service",
@@ -650,6 +674,9 @@ SERVICE_MONITOR = MBeanKind(
         Attr("State", INTEGER, lambda b, k: JInt(_service_state(b, k))),
         Attr("StateLabel", STRING, lambda b, k: _SERVICE_LABELS[_service_state(b, k)]),
     ),
+    # A service that is not running has no counters: -1s, 0s, UNKNOWN and the port
+    # configured.  A running one is read at every call.
+    stamp=lambda b, k: _configured(b) if _service(b, k) is None else None,
 )
 
 # -- Destination -----------------------------------------------------------------------
@@ -690,12 +717,26 @@ def _view(what: str, d: Any, make: Callable[[], Any]) -> Any:
     return value
 
 
+def _held(b: Any) -> queries.DestCounts:
+    # Every open transaction's sends looked at once per reading, not once per view.
+    return _view("held", b.router, lambda: queries.held_in_transactions(b.router))
+
+
+def _delayed(b: Any) -> queries.DestCounts:
+    return _view("delayed", b.router, lambda: queries.delayed_by_destination(b.router))
+
+
 def _info_view(b: Any, d: Any) -> dict[str, Any]:
-    return destination_info_values(b.router, d)
+    return destination_info_values(b.router, d, _delayed(b), _held(b))
+
+
+def _held_view(b: Any, d: Any) -> dict[str, int]:
+    # The few DestinationInfo fields the Monitor MBean reads, without the rest.
+    return destination_held_values(b.router, d, _delayed(b), _held(b))
 
 
 def _metrics_view(b: Any, d: Any) -> dict[str, int]:
-    return destination_metric_values(b.router, d)[0]
+    return destination_metric_values(b.router, d, _held(b))[0]
 
 
 def _unlimited(value: Any) -> JLong:
@@ -706,6 +747,11 @@ def _unlimited(value: Any) -> JLong:
 
 def _info_attr(name: str, jtype: str, convert: Callable[[dict[str, Any]], object]) -> Attr:
     return picked(name, jtype, _info_view, convert)
+
+
+def _held_attr(name: str, jtype: str, key: str) -> Attr:
+    box = JInt if jtype == INTEGER else JLong
+    return picked(name, jtype, _held_view, lambda h: box(int(h[key])))
 
 
 def _metric_attr(name: str, jtype: str, key: str) -> Attr:
@@ -746,6 +792,8 @@ DESTINATION_CONFIG = MBeanKind(
         ),
         _info_attr("XMLSchemaURIList", STRING, lambda i: i.get("XMLSchemaUriList")),
     ),
+    # Its values follow from the destination's attributes (and what it was made as).
+    stamp=lambda b, d: (d, d.is_dmq, tuple(d.attributes.items())),
 )
 
 
@@ -784,14 +832,14 @@ DESTINATION_MONITOR = MBeanKind(
         _metric_attr("NumBackupConsumers", INTEGER, "numBackupConsumers"),
         _metric_attr("NumConsumers", INTEGER, "numConsumers"),
         _metric_attr("NumMsgs", LONG, "numMsgs"),
-        _info_attr("NumMsgsHeldInTransaction", LONG, lambda i: JLong(int(i["nTxnMessages"]))),
+        _held_attr("NumMsgsHeldInTransaction", LONG, "nTxnMessages"),
         _metric_attr("NumMsgsIn", LONG, "numMsgsIn"),
-        _info_attr("NumMsgsInDelayDelivery", LONG, lambda i: JLong(int(i["nInDelayMessages"]))),
+        _held_attr("NumMsgsInDelayDelivery", LONG, "nInDelayMessages"),
         _metric_attr("NumMsgsOut", LONG, "numMsgsOut"),
-        _info_attr("NumMsgsPendingAcks", LONG, lambda i: JLong(int(i["nUnackMessages"]))),
+        _held_attr("NumMsgsPendingAcks", LONG, "nUnackMessages"),
         # Remote messages exist in a cluster only; ours holds none of another broker's.
         Attr("NumMsgsRemote", LONG, lambda b, d: JLong(0)),
-        _info_attr("NumProducers", INTEGER, lambda i: JInt(int(i["nProducers"]))),
+        _held_attr("NumProducers", INTEGER, "nProducers"),
         Attr("NumWildcardConsumers", INTEGER, lambda b, d: JInt(0)),
         Attr("NumWildcardProducers", INTEGER, lambda b, d: JInt(0)),
         Attr("NumWildcards", INTEGER, lambda b, d: JInt(0)),
@@ -805,9 +853,7 @@ DESTINATION_MONITOR = MBeanKind(
         Attr("StateLabel", STRING, lambda b, d: _DEST_STATE_LABELS.get(_dest_state(d), "unknown")),
         Attr("Temporary", BOOLEAN, lambda b, d: bool(d.is_temporary)),
         _metric_attr("TotalMsgBytes", LONG, "totalMsgBytes"),
-        _info_attr(
-            "TotalMsgBytesHeldInTransaction", LONG, lambda i: JLong(int(i["nTxnMessageBytes"]))
-        ),
+        _held_attr("TotalMsgBytesHeldInTransaction", LONG, "nTxnMessageBytes"),
         Attr("TotalMsgBytesRemote", LONG, lambda b, d: JLong(0)),
         Attr("Type", STRING, lambda b, d: _dest_type(d)),
     ),
@@ -826,7 +872,7 @@ def _peer(b: Any, cid: int) -> tuple[str, int]:
 
 
 def _conn_producers(b: Any, cid: int) -> int:
-    return _producers_per_connection(b).get(cid, 0)
+    return queries.producer_count(_conn(b, cid).all_sessions())
 
 
 def _conn_consumers(b: Any, cid: int) -> int:
@@ -923,29 +969,47 @@ def _plan(kind: MBeanKind, names: object) -> tuple[tuple[str, ...], tuple[_Step,
     return plan
 
 
+def settled(b: Any, mbean: MBean) -> object | None:
+    """What the values of ``mbean`` follow from, when its kind says (its ``stamp``): an
+    answer kept with it stays right while it compares equal (None: read the values)."""
+    stamp = mbean.kind.stamp
+    return None if stamp is None else stamp(b, mbean.key)
+
+
 def read_attributes(b: Any, mbean: MBean, names: object) -> tuple[tuple[str, ...], list[object]]:
     """getAttributes: the attributes of ``names`` (a decoded String[]) that ``mbean``
     has, in that order, and their values; each view several of them pick from is made
     once, and the readers share the broker-wide views (:func:`one_reading`)."""
+    global _reading
     attrs, steps = _plan(mbean.kind, names)
     key = mbean.key
     views: dict[View, Any] = {}
     values: list[object] = []
-    with one_reading():
+    append = values.append
+    # one_reading(), without a generator's cost on every call of a poll.
+    outer = _reading
+    if outer is None:
+        _reading = {}
+    try:
         for view, read in steps:
             if view is None:
-                values.append(read(b, key))
+                append(read(b, key))
                 continue
             seen = views.get(view, _UNSET)
             if seen is _UNSET:
                 seen = views[view] = view(b, key)
-            values.append(read(seen))
+            append(read(seen))
+    finally:
+        _reading = outer
     return attrs, values
 
 
-# What a name says before the broker's state is looked at: its kind and keys (None:
-# none of ours), by name (a poll names the same MBeans every time).
-_NAMED: dict[ObjectName, tuple[MBeanKind, dict[str, str]] | None] = {}
+# What a name says before the broker's state is looked at (None: none of ours), by
+# name (a poll names the same MBeans every time): its kind, then None and the MBean of
+# a singleton or service, "c" and the MBean of a connection (there while its id is), or
+# the desttype and the destination name (looked up at each call).
+_Named = tuple[MBeanKind, str | None, Any]
+_NAMED: dict[ObjectName, _Named | None] = {}
 _SINGLETON_KINDS = frozenset(SINGLETONS)
 _SERVICE_KINDS = frozenset(PER_SERVICE)
 _CONNECTION_KINDS = frozenset(PER_CONNECTION)
@@ -983,6 +1047,35 @@ def unquote(value: str) -> str | None:
     return "".join(out)
 
 
+def _named(name: ObjectName) -> _Named | None:
+    """What ``name`` says of the MBean it names, if it can be one of ours."""
+    if name.is_pattern or name.domain != DOMAIN:
+        return None
+    keys = dict(name.keys)
+    kind = KINDS.get((keys.get("type", ""), keys.get("subtype", "")))
+    if kind is None:
+        return None
+    extra = len(keys) - 2  # the keys besides type and subtype (both there: KINDS)
+    if kind in _SINGLETON_KINDS:
+        return None if extra else (kind, None, MBean(name, kind, None))
+    if kind in _SERVICE_KINDS:
+        svc = keys.get("name")
+        if extra != 1 or svc not in SERVICE_NAMES:
+            return None
+        return (kind, None, MBean(name, kind, svc))
+    if kind in _CONNECTION_KINDS:
+        cid = keys.get("id", "")
+        if extra != 1 or not cid.isdigit():
+            return None
+        return (kind, "c", MBean(name, kind, int(cid)))
+    desttype = keys.get("desttype")
+    quoted = keys.get("name")
+    if extra != 2 or quoted is None or desttype not in ("q", "t"):
+        return None
+    dest_name = unquote(quoted)
+    return None if dest_name is None else (kind, desttype, dest_name)
+
+
 def _name(kind: MBeanKind, **keys: str) -> ObjectName:
     all_keys = {"type": kind.type, "subtype": kind.subtype, **keys}
     return ObjectName(DOMAIN, tuple(sorted(all_keys.items())))
@@ -998,76 +1091,72 @@ class Registry:
 
     def __init__(self, broker: Any) -> None:
         self.broker = broker
+        # The names each destination and connection has, made once for it (a poll lists
+        # them every time): by destination object (its name and type never change) and
+        # by connection id.
+        self._dest_names: dict[Any, tuple[ObjectName, ...]] = {}
+        self._conn_names: dict[int, tuple[ObjectName, ...]] = {}
 
     def mbeans(self) -> Iterator[tuple[ObjectName, MBeanKind, Any]]:
         b = self.broker
-        for kind in SINGLETONS:
-            yield _name(kind), kind, None
-        for svc in SERVICE_NAMES:
-            for kind in PER_SERVICE:
-                yield _name(kind, name=svc), kind, svc
-        for d in _destinations(b):
-            keys = _dest_keys(d)
-            for kind in PER_DESTINATION:
-                yield _name(kind, **keys), kind, d
+        yield from _FIXED
+        dest_names = self._dest_names
+        dests = _destinations(b)
+        if len(dest_names) > 2 * len(dests) + 64:  # those of destinations gone
+            dest_names.clear()
+        for d in dests:
+            names = dest_names.get(d)
+            if names is None:
+                keys = _dest_keys(d)
+                names = dest_names[d] = tuple(_name(k, **keys) for k in PER_DESTINATION)
+            for name, kind in zip(names, PER_DESTINATION, strict=True):
+                yield name, kind, d
+        conn_names = self._conn_names
+        if len(conn_names) > 2 * len(b.connections) + 64:
+            conn_names.clear()
         for cid in list(b.connections):
-            for kind in PER_CONNECTION:
-                yield _name(kind, id=str(cid)), kind, cid
+            names = conn_names.get(cid)
+            if names is None:
+                names = conn_names[cid] = tuple(_name(k, id=str(cid)) for k in PER_CONNECTION)
+            for name, kind in zip(names, PER_CONNECTION, strict=True):
+                yield name, kind, cid
 
     def __len__(self) -> int:
         return sum(1 for _ in self.mbeans())
 
     def get(self, name: ObjectName) -> MBean | None:
-        if name in _NAMED:
+        try:
             found = _NAMED[name]
-        else:
-            found = None
-            if not name.is_pattern and name.domain == DOMAIN:
-                keys = dict(name.keys)
-                kind = KINDS.get((keys.get("type", ""), keys.get("subtype", "")))
-                if kind is not None:
-                    found = (kind, keys)
+        except KeyError:  # a name not asked for before
+            found = _named(name)
             if len(_NAMED) >= _PLANS_LIMIT:
                 _NAMED.clear()
             _NAMED[name] = found
         if found is None:
             return None
-        key = self._resolve(*found)
-        kind = found[0]
-        if key is _MISSING:
-            return None
-        return MBean(name, kind, key)
-
-    def _resolve(self, kind: MBeanKind, keys: dict[str, str]) -> Any:
+        kind, what, arg = found
+        if what is None:  # a singleton or a service: always there
+            return arg
         b = self.broker
-        extra = len(keys) - 2  # the keys besides type and subtype (both there: KINDS)
-        if kind in _SINGLETON_KINDS:
-            return None if not extra else _MISSING
-        if kind in _SERVICE_KINDS:
-            svc = keys.get("name")
-            return svc if extra == 1 and svc in SERVICE_NAMES else _MISSING
-        if kind in _CONNECTION_KINDS:
-            cid = keys.get("id", "")
-            if extra == 1 and cid.isdigit() and int(cid) in b.connections:
-                return int(cid)
-            return _MISSING
-        desttype = keys.get("desttype")
-        quoted = keys.get("name")
-        if extra != 2 or quoted is None or desttype not in ("q", "t"):
-            return _MISSING
-        dest_name = unquote(quoted)
-        if dest_name is None:
-            return _MISSING
-        d = (b.router.queues if desttype == "q" else b.router.topics).get(dest_name)
-        if d is None or _dest_type(d) != desttype or not is_listed_by_admin(d):
-            return _MISSING
-        return d
+        if what == "c":
+            return arg if arg.key in b.connections else None
+        d = (b.router.queues if what == "q" else b.router.topics).get(arg)
+        if d is None or _dest_type(d) != what or not is_listed_by_admin(d):
+            return None
+        return MBean(name, kind, d)
 
     def query(self, pattern: ObjectName | None) -> list[ObjectName]:
         names = [n for n, _k, _key in self.mbeans()]
-        if pattern is None:
+        if pattern is None or pattern == _EVERY:
             return names
         return [n for n in names if pattern.matches(n)]
 
 
 _MISSING = object()
+# The broker-wide and per-service MBeans: always there, under the same names.
+_FIXED: tuple[tuple[ObjectName, MBeanKind, Any], ...] = (
+    *((_name(kind), kind, None) for kind in SINGLETONS),
+    *((_name(kind, name=svc), kind, svc) for svc in SERVICE_NAMES for kind in PER_SERVICE),
+)
+# DOMAIN:*, what a monitoring agent lists: every MBean of ours.
+_EVERY = ObjectName(DOMAIN, (), True)

@@ -3,7 +3,7 @@ the canonical form (keys sorted) and pattern matching for queryNames/queryMBeans
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
 from broker.protocol.errors import ProtocolError
@@ -18,6 +18,17 @@ class ObjectName:
     domain: str
     keys: tuple[tuple[str, str], ...]  # sorted by key
     property_pattern: bool = False  # ",*" at the end: other keys may follow
+    # The canonical form and the hash, made once (a poll names the same MBeans again
+    # and again, and looks each name up in several tables).
+    _canonical: str | None = field(default=None, init=False, compare=False, repr=False)
+    _hash: int = field(default=0, init=False, compare=False, repr=False)
+
+    def __hash__(self) -> int:
+        h = self._hash
+        if not h:
+            h = hash((self.domain, self.keys, self.property_pattern)) or 1
+            object.__setattr__(self, "_hash", h)
+        return h
 
     @classmethod
     def parse(cls, text: str) -> ObjectName:
@@ -40,10 +51,14 @@ class ObjectName:
 
     @property
     def canonical(self) -> str:
-        props = ",".join(f"{k}={v}" for k, v in self.keys)
-        if self.property_pattern:
-            props = f"{props},*" if props else "*"
-        return f"{self.domain}:{props}"
+        text = self._canonical
+        if text is None:
+            props = ",".join(f"{k}={v}" for k, v in self.keys)
+            if self.property_pattern:
+                props = f"{props},*" if props else "*"
+            text = f"{self.domain}:{props}"
+            object.__setattr__(self, "_canonical", text)
+        return text
 
     @property
     def is_pattern(self) -> bool:

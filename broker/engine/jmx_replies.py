@@ -11,8 +11,9 @@ Under traffic the counters change between polls (messages in and out, bytes, mem
 while the rest of the answer does not.  With each AttributeList the memo keeps its
 *layout* (:class:`_Layout`): the answer's bytes cut around the values that may change
 without moving any other byte — a Long or Integer outside the range Java shares
-(-128..127: written as new objects, not back-references) and a String (a new handle,
-whatever its text).  When values change but the layout key (the names, those values'
+(-128..127: written as new objects, not back-references), one within it that no equal
+one comes before (see :func:`layout_key`) and a String (a new handle, whatever its
+text).  When values change but the layout key (the names, those values'
 Java types and every other value) is the same, only the changed parts are written
 between the kept ones.
 """
@@ -95,21 +96,53 @@ _IN_PLACE: dict[type, tuple[int, Callable[[Any], bytes]]] = {
 }
 
 
+# The values an AttributeList of only these holds has no object inside another: its
+# boxed Longs and Integers are the only ones Java shares (back-references) among them.
+_FLAT = frozenset({str, JInt, JLong, bool, type(None)})
+# Marks a Long or Integer within -128..127 in a layout key of flat values (a str: no
+# _key tuple starts with one).
+_SMALL = "small"
+
+
 def layout_key(names: Sequence[str], values: Sequence[object]) -> object | None:
     """What fixes every byte of an AttributeList but the values written in place: the
     names, the type of each in-place value (a String, a Long or Integer beyond -128..127)
-    and every other value's own key (None: a value this cannot tell)."""
+    and every other value's own key (None: a value this cannot tell).
+
+    A Long or Integer within -128..127 is one object Java shares: written once, then
+    referred to.  Among flat values (:data:`_FLAT`) what its bytes depend on is only
+    whether an equal one came before (then a reference to the first, whose bytes are
+    fixed) or not (then written in place, as a larger one): the key holds that, not the
+    value, so a counter moving within the range keeps its layout.  With a nested value
+    (a CompositeData holding boxes of its own) each such value is keyed by itself."""
     parts: list[object] = []
-    for v in values:
+    flat = _FLAT.issuperset(map(type, values))
+    firsts: dict[tuple[type, int], int] = {}
+    for i, v in enumerate(values):
         t = type(v)
-        if t is str or ((t is JLong or t is JInt) and not -128 <= v <= 127):  # type: ignore[operator]
+        if t is str:
             parts.append(t)  # a type, where _key gives tuples: the two never collide
+        elif t is JLong or t is JInt:
+            if not -128 <= v <= 127:  # type: ignore[operator]
+                parts.append(t)
+            elif flat:
+                first = firsts.setdefault((t, v), i)  # type: ignore[arg-type]
+                parts.append((_SMALL, t, -1 if first == i else first))
+            else:
+                parts.append((t, v))
         else:
             try:
                 parts.append(_key(v))
             except _Unkeyed:
                 return None
     return (tuple(names), tuple(parts))
+
+
+def _in_place(part: object) -> bool:
+    """Whether the value a layout key's ``part`` stands for is written in place."""
+    if type(part) is type:
+        return True
+    return type(part) is tuple and part[0] == _SMALL and part[2] < 0
 
 
 class _Layout:
@@ -129,7 +162,7 @@ class _Layout:
         slots: list[tuple[int, Callable[[Any], bytes]]] = []
         at = skip
         for i, (v, (start, end)) in enumerate(zip(values, spans, strict=True)):
-            kind = _IN_PLACE.get(type(v)) if type(key[1][i]) is type else None  # type: ignore[index]
+            kind = _IN_PLACE.get(type(v)) if _in_place(key[1][i]) else None  # type: ignore[index]
             if kind is None:
                 continue
             size, write = kind
@@ -160,6 +193,28 @@ class ReplyMemo:
         self.limit = limit
         self._kept: dict[Hashable, tuple[object, bytes]] = {}
         self._layouts: dict[Hashable, _Layout] = {}
+        # (MBean name, id of the names asked for) -> (those names, what the values
+        # follow from, the answer): the answers of the MBeans whose values are settled
+        # by the configuration (jmx_mbeans.settled), sent without reading them again.
+        self._settled: dict[tuple[Hashable, int], tuple[object, object, bytes]] = {}
+
+    def settled(self, slot: Hashable, names: object, stamp: object) -> bytes | None:
+        """The answer kept by :meth:`settle` for MBean ``slot`` asked for ``names`` (the
+        decoded call's String[], the same object each time a kept call comes again)
+        while ``stamp`` is unchanged; None: read the values."""
+        hit = self._settled.get((slot, id(names)))
+        if hit is not None and hit[0] is names and hit[1] == stamp:
+            return hit[2]
+        return None
+
+    def settle(self, slot: Hashable, names: object, stamp: object, body: bytes) -> None:
+        """Keep ``body``, the answer for ``slot`` and ``names`` with the values ``stamp``
+        settles (the names object is held, so its id is not reused meanwhile)."""
+        if self.limit <= 0:
+            return
+        if len(self._settled) >= self.limit:
+            self._settled.clear()
+        self._settled[(slot, id(names))] = (names, stamp, body)
 
     def returned(self, slot: Hashable, key: object, encode: Callable[[], bytes]) -> bytes:
         """``encode()`` (:func:`~broker.protocol.jrmp.encode_returned` bytes), kept in

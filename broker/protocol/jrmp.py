@@ -126,6 +126,7 @@ _MEMO_METHODS = frozenset(
 _MEMO_BYTES = 4096
 _MEMO_CALLS = 1024
 _decoded: dict[bytes, Call] = {}
+_CALL_BYTE = bytes([CALL])
 _HEADER = struct.Struct(">qiqhiq")  # objNum, UID (unique, time, count), op, hash
 _UTF_LEN = struct.Struct(">H")
 
@@ -190,6 +191,11 @@ class JrmpDecoder:
         self._state = "magic"  # -> "endpoint" -> "messages"
 
     def feed(self, data: bytes) -> list[JrmpMessage]:
+        if not self._buf and self._state == "messages" and data[:1] == _CALL_BYTE:
+            # One read holding exactly a call decoded before (a poll's usual read).
+            call = _decoded.get(data[1:])
+            if call is not None:
+                return [call]
         self._buf += data
         out: list[JrmpMessage] = []
         while True:
@@ -323,6 +329,8 @@ def encode_return(
 
 # ReturnData, the stream's magic and the block-data record of the return type and UID.
 _RETURN_HEAD = bytes([RETURN_DATA]) + STREAM_MAGIC + bytes([TC_BLOCKDATA, 15])
+_NORMAL_HEAD = _RETURN_HEAD + bytes([NORMAL_RETURN])
+_EXCEPTIONAL_HEAD = _RETURN_HEAD + bytes([EXCEPTIONAL_RETURN])
 
 
 def encode_returned(value: object) -> bytes:
@@ -343,8 +351,7 @@ def encode_return_of(uid: bytes, returned: bytes, *, exceptional: bool = False) 
     """ReturnData of a value already encoded with :func:`encode_returned`."""
     if len(uid) != 14:
         raise ProtocolError("a return UID is 14 bytes")
-    kind = EXCEPTIONAL_RETURN if exceptional else NORMAL_RETURN
-    return b"".join((_RETURN_HEAD, bytes([kind]), uid, returned))
+    return b"".join((_EXCEPTIONAL_HEAD if exceptional else _NORMAL_HEAD, uid, returned))
 
 
 def encode_handshake(host: str = "", port: int = 0) -> bytes:
