@@ -377,12 +377,13 @@ def run_round(args: argparse.Namespace, exe: Path, no: int, pg_url: str | None) 
             c.kill()
         # Drain, crash once more, drain again: acknowledgements that did not reach the
         # store show up as redelivered copies in the second drain.
-        d = launch(b, "D", ["consume", QUEUE, "client", "50", "5000"], "D")
+        drain = ["consume", QUEUE, "client", "50", str(int(args.drain_idle * 1000))]
+        d = launch(b, "D", drain, "D")
         d.proc.wait(600)  # type: ignore[union-attr]
         os.kill(b.proc.pid, signal.SIGKILL)
         b.proc.wait(10)
         b = broker()
-        d = launch(b, "D", ["consume", QUEUE, "client", "50", "5000"], "D")
+        d = launch(b, "D", drain, "D")
         d.proc.wait(600)  # type: ignore[union-attr]
     finally:
         for c in clients:
@@ -414,6 +415,9 @@ def main() -> int:
     ap.add_argument("--min-gap", type=float, default=1.0, help="seconds before a kill, at least")
     ap.add_argument("--max-gap", type=float, default=4.0, help="seconds before a kill, at most")
     ap.add_argument("--client-kill-rate", type=float, default=0.3, help="consumer kills per s")
+    ap.add_argument(
+        "--drain-idle", type=float, default=5.0, help="seconds without a message that end a drain"
+    )
     ap.add_argument("--keep", action="store_true", help="keep every round's directory")
     ap.add_argument(
         "--size", type=int, default=0, help="bytes of padding per message (default 0: ~20 B)"

@@ -5,8 +5,8 @@ drains it, REJECT_NEWEST still rejects at the limit (broker/core/limits.py).
 
 The rule is driven in-process through the sans-IO engine (as tests/test_engine.py); the
 last test runs the stock OpenMQ Java client (bench/java/JmsBench.java, compiled here)
-against a real broker: 20,000 unpaced messages through a 2,000-message queue and topic
-arrive exactly once.
+against a real broker: unpaced messages ten times a destination's limit through a queue
+and a topic arrive exactly once.
 """
 
 from __future__ import annotations
@@ -32,13 +32,15 @@ from broker.protocol.types import (
     PacketType,
 )
 from broker.server.broker import Broker
-from tests.jvmflags import JAVAC
+from tests.jvmflags import JAVA, JAVAC
 
 from .interop.jvm import classpath, require_java
 from .test_engine import _login, _request, _sent, _status
 from .test_engine import broker as broker  # noqa: F401  (the fixture)
 
 BATCH = 20
+# The Java test's destination limit (messages).
+LIMIT = 500
 _seq = iter(range(1, 1 << 30))
 
 
@@ -228,20 +230,28 @@ def _java_bench(tmp_path: Path) -> str:
 
 @pytest.mark.timeout(300)
 def test_java_producer_outrunning_its_consumers_loses_nothing(tmp_path: Path, own_broker) -> None:
-    """20,000 unpaced non-persistent messages through destinations of 2,000 messages
-    (REJECT_NEWEST, the default) with consumers slower than the producer: every message
-    arrives exactly once, AUTO and DUPS_OK, queue and 1 -> 4 topic; nothing is dropped."""
+    """Unpaced non-persistent messages, ten times the limit, through destinations of
+    500 messages (REJECT_NEWEST, the default) with consumers slower than the producer:
+    every message arrives exactly once, AUTO and DUPS_OK, queue and 1 -> 4 topic; nothing
+    is dropped.  A producer's credit (imq.producer.maxBatch) is half the limit, as the
+    defaults' 1,000 of a 2,000-message destination: each producer is held ~ten times over,
+    as with 20,000 through 2,000, with a quarter of the messages."""
     cp = _java_bench(tmp_path)
-    b = own_broker("imq.autocreate.destination.maxNumMsgs=2000", "imq.log.level=INFO")
+    b = own_broker(
+        f"imq.autocreate.destination.maxNumMsgs={LIMIT}",
+        f"imq.producer.maxBatch={LIMIT // 2}",
+        "imq.log.level=INFO",
+    )
     url = f"url=mq://{b.host}:{b.portmapper_port}/jms"
+    many, topic = f"count={LIMIT * 10}", f"count={LIMIT * 10 // 4}"  # a topic's 4 copies count
     runs = [
-        ("queue AUTO", ["dest=queue", "ack=auto", "count=20000", "pause_us=50"]),
-        ("queue DUPS_OK", ["dest=queue", "ack=dups_ok", "count=20000", "pause_us=50"]),
-        ("topic 1->4 AUTO", ["dest=topic", "consumers=4", "ack=auto", "count=5000", "pause_us=50"]),
+        ("queue AUTO", ["dest=queue", "ack=auto", many, "pause_us=50"]),
+        ("queue DUPS_OK", ["dest=queue", "ack=dups_ok", many, "pause_us=50"]),
+        ("topic 1->4 AUTO", ["dest=topic", "consumers=4", "ack=auto", topic, "pause_us=50"]),
     ]
     for label, args in runs:
         p = subprocess.run(
-            ["java", "-cp", cp, "JmsBench", url, *args],
+            [*JAVA, "-cp", cp, "JmsBench", url, *args],
             capture_output=True,
             text=True,
             timeout=240,

@@ -19,10 +19,11 @@ if TYPE_CHECKING:
 log = logging.getLogger("broker")
 
 
-async def every(seconds: float, job: Callable[[], Any]) -> None:
-    """Run ``job`` every ``seconds`` for ever; a failure is logged, not fatal."""
+async def every(seconds: float | Callable[[], float], job: Callable[[], Any]) -> None:
+    """Run ``job`` every ``seconds`` (or as many as ``seconds()`` says each time) for
+    ever; a failure is logged, not fatal."""
     while True:
-        await asyncio.sleep(seconds)
+        await asyncio.sleep(seconds() if callable(seconds) else seconds)
         try:
             job()
         except Exception:  # a failed sweep must not stop the next one
@@ -46,11 +47,11 @@ class Housekeeping:
             self._ping_task = asyncio.create_task(self._ping_loop())
         self.add(0.5, b.check_memory)
         self.add(1, b.check_disk)
-        self.add(5, self._reap)
+        self.add(self._reap_interval, self._reap)
         self.add(5, b.router.drops.flush)
         self.add(2, self._poll_access)
 
-    def add(self, seconds: float, job: Callable[[], Any]) -> None:
+    def add(self, seconds: float | Callable[[], float], job: Callable[[], Any]) -> None:
         """Run ``job`` every ``seconds`` until :meth:`close`."""
         self._tasks.append(asyncio.create_task(every(seconds, job)))
 
@@ -84,6 +85,14 @@ class Housekeeping:
         b = self.broker
         loop = asyncio.get_running_loop()
         loop.run_in_executor(b.executor, b.access.poll).add_done_callback(done)
+
+    def _reap_interval(self) -> float:
+        """Seconds to the next reaping pass: 5, or imq.autocreate.reaptime when shorter
+        (read live: it changes at run time).  A destination is reaped a reaptime after
+        the pass that found it unused, so a reaptime of a second or two is kept to
+        within one more of it, not up to two passes of 5 s."""
+        reaptime = self.broker.config.get(props.AUTOCREATE_REAPTIME)
+        return min(5.0, max(1.0, float(reaptime)))
 
     def _reap(self) -> None:
         b = self.broker

@@ -38,9 +38,14 @@ def test_sigkill_while_paging_and_reading_back_loses_nothing(tmp_path: Path) -> 
         size=2000,
         kills=2,
         seed=5,
-        min_gap=2.0,
-        max_gap=4.0,
+        # With the paging threshold at 10 KB a backlog pages out within a second of load:
+        # 1-2 s of it before each kill is enough to be killed paging and reading back.
+        min_gap=1.0,
+        max_gap=2.0,
         client_kill_rate=0.3,
+        # A drain reads a backlog already stored, a message every few milliseconds (read
+        # back eight at a time): 2.5 s without one means the queue is empty.
+        drain_idle=2.5,
         keep=False,
     )
     r = soak.run_round(args, exe, 0, None)

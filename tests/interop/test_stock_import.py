@@ -24,8 +24,9 @@ from typing import Any
 from broker.admintools.actions.destinations import query_destination
 from broker.admintools.actions.durables import list_durables
 from broker.admintools.broker_handle import BrokerAdmin
-from broker.commandlines import manage_command
-from broker.launcher import REALBROKER, ROOT, fresh_sqlite, start_broker, start_stock_broker
+from broker.launcher import REALBROKER, fresh_sqlite, start_broker, start_stock_broker
+from tests.jvmflags import JAVA
+from tests.manage_fork import run_manage
 
 from .imqcmd_stock import StockImqcmd
 
@@ -56,7 +57,7 @@ def stock_tool(main: str, varhome: Path, *args: str) -> str:
     lib = REALBROKER / "mq" / "lib"
     cp = os.pathsep.join(str(lib / j) for j in STOCK_JARS)
     cmd = [
-        "java",
+        *JAVA,
         f"-Dimq.home={REALBROKER / 'mq'}",
         f"-Dimq.varhome={varhome}",
         "-cp",
@@ -105,7 +106,12 @@ def not_taken(lines: list[str]) -> set[tuple[str, str]]:
 
 
 def imqimport(env: dict[str, str], *args: str) -> str:
-    return _run(manage_command("imqimport", *args), f"imqimport {args[0]}", cwd=ROOT, env=env)
+    """``manage.py imqimport ARGS``, forked from tests/manage_fork.py's server."""
+    done = run_manage(["imqimport", *args], env=env, timeout=300)
+    assert done.returncode == 0, (
+        f"imqimport {args[0]} failed ({done.returncode}):\n{done.stdout}{done.stderr}"
+    )
+    return done.stdout
 
 
 def test_stock_instance_imported(tmp_path: Path, java_programs: Any) -> None:
