@@ -73,9 +73,13 @@ CONVERTED = [
     "broker/server/events.py",
     "broker/server/admin_service/handler.py",
     "broker/server/admin_service/metrics.py",
-    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "broker" / "admintools" / "actions").glob("*.py")),
+    *sorted(
+        str(p.relative_to(ROOT)) for p in (ROOT / "broker" / "admintools" / "actions").glob("*.py")
+    ),
     "broker/management/commands/imqcmd.py",
-    *sorted(str(p.relative_to(ROOT)) for p in (ROOT / "broker" / "admintools" / "imqcmd").glob("*.py")),
+    *sorted(
+        str(p.relative_to(ROOT)) for p in (ROOT / "broker" / "admintools" / "imqcmd").glob("*.py")
+    ),
     "broker/management/commands/runbroker.py",
     "broker/management/commands/up.py",
     "broker/management/commands/imqtxn.py",
