@@ -29,7 +29,7 @@ from pathlib import Path
 import pytest
 
 from broker.commandlines import portal_command
-from broker.launcher import ROOT, free_port
+from broker.launcher import ROOT, free_port, fresh_sqlite
 from broker.management.commands.imqkeytool import generate
 from tests.manage_fork import run_manage
 
@@ -94,7 +94,7 @@ def wait_running(proc: subprocess.Popen, log: Path, deadline_s: float = 180) -> 
     while "up: running" not in log.read_text(errors="replace"):
         assert proc.poll() is None, log.read_text(errors="replace")
         assert time.monotonic() < deadline, log.read_text(errors="replace")
-        time.sleep(0.3)
+        time.sleep(0.1)
 
 
 def stop(proc: subprocess.Popen) -> None:
@@ -111,6 +111,9 @@ def stop(proc: subprocess.Popen) -> None:
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Stack]:
     tmp = tmp_path_factory.mktemp("https")
     env = base_env(tmp)
+    # A copy of the migrated database: up's own migrate then has nothing to do (what it
+    # does on an empty one is tests/test_up.py's shared up).
+    fresh_sqlite(tmp / "db.sqlite3")
     crt = make_keystore(env)
     env["IMQ_ADMIN_SECURE"] = "true"  # the portal's admin client over ssladmin
     portal, ums, pm = free_port(), free_port(), free_port()

@@ -93,7 +93,9 @@ def test_broker_samples_reach_the_raw_store_and_roll_up(own_broker):
     files = [p for p in store.rglob("*") if p.is_file()]
     assert files and all(p.parent.name.startswith("hour=") for p in files)
 
-    env = {**b.extra["env"], "SPARK_MASTER": "local[1]"}
+    # One task thread and one shuffle partition: a few dozen samples (the job's results
+    # depend on neither).
+    env = {**b.extra["env"], "SPARK_MASTER": "local[1]", "SPARK_SHUFFLE_PARTITIONS": "1"}
     done = rollup(env, "--since", "-1h", "--until", "now")
     assert done.returncode == 0, done.stderr
     assert "% compute" in done.stdout and "% replace" in done.stdout and "ok (run" in done.stdout

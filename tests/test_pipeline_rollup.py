@@ -25,7 +25,12 @@ BROKERS = ("alpha", "beta")
 
 @pytest.fixture(scope="module")
 def spark():
-    session = spark_session("local[2]")
+    """One driver for the module, with one task thread and one shuffle partition: the
+    samples are a few thousand rows, and more threads or partitions only add tasks for the
+    two cores the suite shares (the job's results do not depend on either)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("SPARK_SHUFFLE_PARTITIONS", "1")
+        session = spark_session("local[1]")
     yield session
     session.stop()
 

@@ -91,11 +91,19 @@ def refuses(port: int) -> bool:
 class Up:
     """``manage.py up`` as a child process on free ports, its output in a file."""
 
-    def __init__(self, tmp: Path, *extra: str, migrated: bool = True) -> None:
+    def __init__(
+        self,
+        tmp: Path,
+        *extra: str,
+        migrated: bool = True,
+        extra_env: dict[str, str] | None = None,
+    ) -> None:
         """``migrated``: the database is a copy of one migrated before (up's own migrate
-        then has nothing to do); False: an empty file, which up migrates."""
+        then has nothing to do); False: an empty file, which up migrates.  ``extra_env``:
+        more variables of up's environment (its children inherit them)."""
         self.pm, self.portal, self.ums = free_port(), free_port(), free_port()
         env = {k: v for k, v in os.environ.items() if not k.startswith(("IMQ_", "REDIS_URL"))}
+        env.update(extra_env or {})
         self.db = tmp / "db.sqlite3"
         if migrated:
             fresh_sqlite(self.db)
@@ -162,13 +170,18 @@ def shared_up(tmp_path_factory) -> Iterator[Callable[[], Up]]:
     (a whole-system start is a minute of a loaded machine): ``shared_up()`` is the
     running one, started again if a test has stopped it, so the tests pass in any
     order.  Its database starts empty: up's own migrate is what makes it.  Its broker
-    flushes its raw samples every 2 s instead of every 5 minutes (the rollup test)."""
+    flushes its raw samples every 2 s instead of every 5 minutes, and its Celery worker's
+    rollup runs Spark with one task thread and one shuffle partition instead of a thread
+    per core and four (the rollup test: a few hundred samples, the same job)."""
     started: list[Up] = []
 
     def running() -> Up:
         if not started or started[-1].proc.poll() is not None:
             tmp = tmp_path_factory.mktemp("up")
-            started.append(Up(tmp, "-Dimq.metrics.raw.flush.interval=2", migrated=False))
+            spark = {"SPARK_MASTER": "local[1]", "SPARK_SHUFFLE_PARTITIONS": "1"}
+            started.append(
+                Up(tmp, "-Dimq.metrics.raw.flush.interval=2", migrated=False, extra_env=spark)
+            )
         return started[-1]
 
     yield running

@@ -91,7 +91,7 @@ def test_up_daemon_detaches_and_stops_on_sigterm(tmp_path: Path):
         deadline = time.monotonic() + 60
         while alive(daemon) or [pid for pid in kids if alive(pid)]:
             assert time.monotonic() < deadline, (logs / "up.log").read_text()
-            time.sleep(0.2)
+            time.sleep(0.05)
         assert not pidfile.exists()
         assert "up: stopped" in (logs / "up.log").read_text()
         assert refuses(up.portal) and refuses(up.pm)
