@@ -124,13 +124,7 @@ def destination_info_values(
     """The ``DestinationInfo`` fields of one destination, as GET_DESTINATIONS sends them;
     ``delayed_by``/``held_by``: queries.delayed_by_destination and held_in_transactions
     when the caller has them already (a reader of several destinations' figures)."""
-    key = (dest.name, not dest.is_queue)
-    if delayed_by is None:
-        delayed_by = queries.delayed_by_destination(router)
-    if held_by is None:
-        held_by = queries.held_in_transactions(router)
-    delayed = delayed_by.get(key, [0, 0])
-    held = held_by.get(key, [0, 0])
+    delayed, held = _delayed_and_held(router, dest, delayed_by, held_by)
     return dict(destination_info(dest, delayed, held).values)
 
 
@@ -142,12 +136,24 @@ def destination_held_values(
 ) -> dict[str, int]:
     """:func:`destination_held_counts` of one destination (the arguments as for
     :func:`destination_info_values`)."""
+    delayed, held = _delayed_and_held(router, dest, delayed_by, held_by)
+    return destination_held_counts(dest, delayed, held)
+
+
+def _delayed_and_held(
+    router: MessageRouter,
+    dest: Destination,
+    delayed_by: queries.DestCounts | None,
+    held_by: queries.DestCounts | None,
+) -> tuple[list[int], list[int]]:
+    """``dest``'s (count, bytes) delayed and held in open transactions, from the
+    caller's tallies or, without them, from new ones."""
     key = (dest.name, not dest.is_queue)
     if delayed_by is None:
         delayed_by = queries.delayed_by_destination(router)
     if held_by is None:
         held_by = queries.held_in_transactions(router)
-    return destination_held_counts(dest, delayed_by.get(key, [0, 0]), held_by.get(key, [0, 0]))
+    return delayed_by.get(key, [0, 0]), held_by.get(key, [0, 0])
 
 
 def destination_metric_values(
