@@ -75,6 +75,9 @@ DIFFERENT = {
 }
 _ID = re.compile(r"id=\d+")
 _ADDRESS = re.compile(r"(Address:java\.lang\.String=)[^,}]*")
+# A connection's ClientPlatform names the client machine's kernel release (Java's
+# os.version): the catalogue was captured on another kernel build than a later run's.
+_OS_VERSION = re.compile(r"(\(JMS; \S+ )\S+( \S+\))")
 
 Attrs = dict[tuple[str, str, str], tuple[str, str, str]]
 
@@ -86,8 +89,8 @@ def _kind(name: str) -> tuple[str, str]:
 
 
 def parse(lines: list[str]) -> tuple[set[str], Attrs]:
-    """The MBean names (by phase) and attributes printed by JmxCatalog, connection ids
-    and cluster addresses normalised."""
+    """The MBean names (by phase) and attributes printed by JmxCatalog, connection ids,
+    cluster addresses and the client's kernel release normalised."""
     names: set[str] = set()
     attrs: Attrs = {}
     for line in lines:
@@ -97,7 +100,8 @@ def parse(lines: list[str]) -> tuple[set[str], Attrs]:
         elif line.startswith("attr "):
             phase, name, attr, declared, rest = line[5:].split(" ", 4)
             vtype, _, value = rest.partition(" ")
-            attrs[(phase, name, attr)] = (declared, vtype, _ADDRESS.sub(r"\1ADDR", value))
+            value = _OS_VERSION.sub(r"\1OSVERSION\2", _ADDRESS.sub(r"\1ADDR", value))
+            attrs[(phase, name, attr)] = (declared, vtype, value)
     return names, attrs
 
 
