@@ -53,12 +53,12 @@ def test_lint_and_test_run_mypy_after_ruff(tmp_path: Path, target: str) -> None:
 def test_test_fast_installs_only_python_and_runs_the_fast_marker(tmp_path: Path) -> None:
     fast = _dry_run(tmp_path, "test-fast").splitlines()
     full = _dry_run(tmp_path, "test").splitlines()
-    pytest_line = [line for line in fast if " -m pytest " in line]
+    pytest_line = [line for line in fast if " -m pytest " in line and "--collect-only" not in line]
     assert len(pytest_line) == 1, fast
     assert re.search(r" -m pytest -m fast( |$)", pytest_line[0]), pytest_line
     # The Python side of make test's installs (requirements-dev.lock, the checkout, its
     # bytecode), then ruff and mypy; none of the Debian packages the slower tiers start.
-    setup = [line for line in fast if " -m pytest " not in line]
+    setup = [line for line in fast if line not in pytest_line]
     assert setup and all(line in full for line in setup), (setup, full)
     assert any("requirements-dev.lock" in line for line in setup), fast
     assert not [line for line in setup if "apt-get" in line and "python3-venv" not in line], fast
@@ -66,3 +66,14 @@ def test_test_fast_installs_only_python_and_runs_the_fast_marker(tmp_path: Path)
     for package in ("postgresql", "slapd", "chromium", "openjdk-17-jdk-headless"):
         assert f"install -y -q {package}" in everything
         assert f"install -y -q {package}" not in "\n".join(fast)
+
+
+@pytest.mark.parametrize("target", ["test", "test-fast"])
+def test_asserts_are_rewritten_once_before_the_run(tmp_path: Path, target: str) -> None:
+    # With PYTHONDONTWRITEBYTECODE set (CI), every xdist worker would rewrite every test
+    # module's asserts again; one collection with bytecode on writes pytest's cache first.
+    lines = _dry_run(tmp_path, target).splitlines()
+    warm = [i for i, line in enumerate(lines) if "--collect-only" in line]
+    run = [i for i, line in enumerate(lines) if " -m pytest " in line and i not in warm]
+    assert len(warm) == 1 and len(run) == 1 and warm[0] < run[0], lines
+    assert lines[warm[0]].startswith("env -u PYTHONDONTWRITEBYTECODE "), lines[warm[0]]
