@@ -716,6 +716,8 @@ GC_DEFER_MAXWAIT = Int("imq.gc.defer.maxwait", "600", listed=False)
 CLUSTER_PORT = Int("imq.cluster.port", "0")
 CLUSTER_TRANSPORT = Text("imq.cluster.transport", "tcp")
 CLUSTER_PING_INTERVAL = Int("imq.cluster.ping.interval", "60")
+# Ours: seconds a new cluster link has to finish its handshake before it is dropped.
+CLUSTER_HANDSHAKE_TIMEOUT = Int("imq.cluster.handshake.timeout", "10", listed=False)
 CLUSTER_HOSTNAME = OptionalText("imq.cluster.hostname")  # unset: imq.hostname
 # HA: seconds between heartbeats and monitor passes; missed beats before a takeover.
 CLUSTER_MONITOR_INTERVAL = Text("imq.cluster.monitor.interval", "30")

@@ -40,8 +40,10 @@ async def drain(b: Any, queue: Queue, timeout: float = 5.0, ack: bool = True) ->
     return got
 
 
-async def dmq_messages_for(b: Any, queue: str) -> list:
-    return [m for m in await drain(b, DMQ) if m.destination and m.destination.name == queue]
+async def dmq_messages_for(b: Any, queue: str, timeout: float = 5.0) -> list:
+    return [
+        m for m in await drain(b, DMQ, timeout) if m.destination and m.destination.name == queue
+    ]
 
 
 @run
@@ -83,7 +85,8 @@ async def test_use_dmq_false_discards(own_broker) -> None:
     deadline = time.monotonic() + 20
     while "reclaimed 1 expired" not in b.log_text() and time.monotonic() < deadline:
         await asyncio.sleep(0.3)
-    assert await dmq_messages_for(b, q) == []
+    # Reclaimed: nothing of it reaches the DMQ in the next two sweeps (1 s apart).
+    assert await dmq_messages_for(b, q, timeout=2.0) == []
 
 
 @run

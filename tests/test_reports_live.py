@@ -111,12 +111,35 @@ def check_report(
     assert report.persistent == original.persistent
 
 
-@pytest.mark.parametrize("ids", list(IDS))
-@pytest.mark.parametrize("data", list(mq.Data), ids=lambda d: d.name)
+async def gather_cases(cases: dict[str, Any]) -> None:
+    """Run the coroutines of ``cases`` (by name) at once, each to its end; then fail with
+    the first failure, every failed case named."""
+    results = await asyncio.gather(*cases.values(), return_exceptions=True)
+    failed = [(c, r) for c, r in zip(cases, results, strict=True) if isinstance(r, BaseException)]
+    if failed:
+        first = failed[0][1]
+        first.add_note("failed cases: " + "; ".join(f"{c}: {r!r}" for c, r in failed))
+        raise first
+
+
 @pytest.mark.parametrize("kind", ["COA", "COD", "expiration"])
 @run
-async def test_report_matrix(broker, kind: str, data: mq.Data, ids: str) -> None:
-    """Every broker-made report type x data option x id option, to a temporary queue."""
+async def test_report_matrix(broker, kind: str) -> None:
+    """Every broker-made report type x data option x id option, to a temporary queue.
+    A kind's twelve data x id cases run at once, each on a connection and queues of its
+    own: their waits (that no second report comes, that an expired message is not
+    delivered) overlap instead of adding up."""
+    await gather_cases(
+        {
+            f"{data.name}-{ids}": report_case(broker, kind, data, ids)
+            for data in mq.Data
+            for ids in IDS
+        }
+    )
+
+
+async def report_case(broker: Any, kind: str, data: mq.Data, ids: str) -> None:
+    """One case of test_report_matrix."""
     q = Queue(name("rpt"))
     conn = await open_conn(broker)
     sess = await conn.create_session()
@@ -328,22 +351,41 @@ async def test_a_send_needing_a_reply_to_without_one_fails(broker) -> None:
     assert "asks for reports but has no JMSReplyTo: none are sent" not in log
 
 
-async def dmq_for(b: Any, queue: str, wait: float = 5.0) -> list[Message]:
+async def dmq_for(
+    b: Any, queue: str, wait: float = 5.0, of: list[Message] | None = None
+) -> list[Message]:
+    """What the DMQ holds from ``queue``, taken out of it; ``of``: only those of these
+    messages (by correlation ID), so that cases running at once take only their own."""
     conn = await open_conn(b)
     sess = await conn.create_session()
-    cons = await sess.create_consumer(Queue(DMQ_NAME))
+    selector = None
+    if of is not None:
+        ids = ", ".join(f"'{m.correlation_id}'" for m in of)
+        selector = f"JMSCorrelationID IN ({ids})"
+    cons = await sess.create_consumer(Queue(DMQ_NAME), selector)
     await conn.start()
     got = await all_of(cons, wait, 0.5)
     await conn.close()
     return [m for m in got if m.destination is not None and m.destination.name == queue]
 
 
-@pytest.mark.parametrize("discard", [False, True], ids=["to-dmq", "discard"])
-@pytest.mark.parametrize("behavior", ["REJECT_NEWEST", "REMOVE_OLDEST", "REMOVE_LOW_PRIORITY"])
 @run
-async def test_exception_reports_from_each_limit_behaviour(
-    broker_with, behavior: str, discard: bool
-) -> None:
+async def test_exception_reports_from_each_limit_behaviour(broker_with) -> None:
+    """Each limit behaviour, the message that goes to the DMQ or (Discard_Msg) not; the
+    six cases run at once (each waits for its DMQ to hold nothing of it)."""
+    await gather_cases(
+        {
+            f"{behavior}-{'discard' if discard else 'to-dmq'}": limit_case(
+                broker_with, behavior, discard
+            )
+            for behavior in ("REJECT_NEWEST", "REMOVE_OLDEST", "REMOVE_LOW_PRIORITY")
+            for discard in (False, True)
+        }
+    )
+
+
+async def limit_case(broker_with: Any, behavior: str, discard: bool) -> None:
+    """One case of test_exception_reports_from_each_limit_behaviour."""
     b = broker_with(
         "imq.autocreate.destination.maxNumMsgs=2",
         f"imq.autocreate.destination.limitBehavior={behavior}",
@@ -379,7 +421,7 @@ async def test_exception_reports_from_each_limit_behaviour(
     assert r.properties[mq.MSG_TYPE] == mq.MQMT_REPORT
     assert r.correlation_id == gone.message_id
     assert r.data == gone.data[:100]
-    dead = await dmq_for(b, q.name, wait=2.0)
+    dead = await dmq_for(b, q.name, wait=2.0, of=sent)
     if behavior == "REJECT_NEWEST" or discard:
         assert dead == []  # a rejected message never reached the queue; discarded: gone
     else:
@@ -387,9 +429,19 @@ async def test_exception_reports_from_each_limit_behaviour(
         assert dead[0].properties[mq.REPORT_EXCEPTION] == mq.MQRO_EXCEPTION_WITH_DATA
 
 
-@pytest.mark.parametrize("discard", [False, True], ids=["to-dmq", "discard"])
 @run
-async def test_exception_report_over_max_delivery_count(broker_with, discard: bool) -> None:
+async def test_exception_report_over_max_delivery_count(broker_with) -> None:
+    """To the DMQ, and (Discard_Msg) not: the two cases at once."""
+    await gather_cases(
+        {
+            "to-dmq": max_delivery_case(broker_with, False),
+            "discard": max_delivery_case(broker_with, True),
+        }
+    )
+
+
+async def max_delivery_case(broker_with: Any, discard: bool) -> None:
+    """One case of test_exception_report_over_max_delivery_count."""
     b = broker_with("imq.autocreate.destination.maxDeliveryCount=2")
     q = Queue(name("rpt_mdc"))
     conn = await open_conn(b)
@@ -412,7 +464,7 @@ async def test_exception_report_over_max_delivery_count(broker_with, discard: bo
     await conn.close()
     assert len(reports) == 1
     check_report(reports[0], original, mq.MQRC_BACKED_OUT, mq.Data.FULL, "new-id/copy-msgid")
-    dead = await dmq_for(b, q.name, wait=2.0)
+    dead = await dmq_for(b, q.name, wait=2.0, of=[original])
     assert [d.message_id for d in dead] == ([] if discard else [original.message_id])
 
 

@@ -66,6 +66,7 @@ class ClusterConfig:
     # Properties both ends of a link must agree on (LINK_INIT's match properties).
     match: dict[str, str] = field(default_factory=dict)
     lock_timeout: float = 60.0
+    handshake_timeout: float = 10.0
 
     @property
     def enabled(self) -> bool:
@@ -128,4 +129,5 @@ class ClusterConfig:
             max(ping, 0.2),
             match,
             lock_timeout=float(max(config.get(props.CLUSTER_LOCKTIMEOUT), 1)),
+            handshake_timeout=float(max(config.get(props.CLUSTER_HANDSHAKE_TIMEOUT), 1)),
         )

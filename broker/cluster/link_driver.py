@@ -53,6 +53,7 @@ class BrokerLink(EngineDriver):
             expected=expected,
             expected_instance=expected_instance,
             wake=self._wake,
+            handshake_timeout=service.cfg.handshake_timeout,
         )
 
     # -- asyncio ------------------------------------------------------------------

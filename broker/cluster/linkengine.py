@@ -50,6 +50,7 @@ from broker.protocol.errors import ProtocolError
 
 log = logging.getLogger("broker.cluster")
 
+# The default of imq.cluster.handshake.timeout (a link's own is LinkEngine's argument).
 HANDSHAKE_TIMEOUT = 10.0
 _HANDSHAKE_TIMER = "handshake"
 
@@ -176,8 +177,10 @@ class LinkEngine(Outbox):
         expected: tuple[str, int] | None = None,
         expected_instance: str | None = None,
         wake: Callable[[], None] = _noop,
+        handshake_timeout: float = HANDSHAKE_TIMEOUT,
     ) -> None:
         self.host = host
+        self.handshake_timeout = handshake_timeout
         # Set when this side dialled: the address (and instance) it meant to reach.
         self.expected = expected
         self.expected_instance = expected_instance
@@ -203,7 +206,7 @@ class LinkEngine(Outbox):
         """Connected: say who we are, and start the handshake deadline."""
         self.write(gp.encode_link(gp.LinkPacket(gp.LINK_INIT, self.host.init_body())))
         self.write(gp.encode_link(gp.LinkPacket(gp.LINK_BROKER_INFO, self.host.info_body())))
-        self._effect(StartTimer(_HANDSHAKE_TIMER, HANDSHAKE_TIMEOUT, self._handshake_timeout))
+        self._effect(StartTimer(_HANDSHAKE_TIMER, self.handshake_timeout, self._handshake_timeout))
         return self.take_effects()
 
     def receive_data(self, data: bytes) -> Effects:
@@ -362,7 +365,7 @@ class LinkEngine(Outbox):
 
     def _handshake_timeout(self) -> Effects:
         if not self.up and self.state is not CLOSED:
-            self.drop(f"no complete handshake within {HANDSHAKE_TIMEOUT:g} s")
+            self.drop(f"no complete handshake within {self.handshake_timeout:g} s")
         return self.take_effects()
 
     def _effect(self, effect: Effect) -> None:
