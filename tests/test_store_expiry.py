@@ -33,7 +33,7 @@ from .celery_procs import ROOT, wait_for
 from .manage_fork import ForkedProcess, _start, run_manage
 from .pg import fresh_database
 from .test_client_live import name, open_conn
-from .test_dmq_limits import drain
+from .test_persistence import receive_all
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -194,8 +194,8 @@ def test_stopped_brokers_expired_rows_are_reclaimed(
 
     first = f"127.0.0.1:{b.portmapper_port}"  # the broker's name, as it signs DMQ copies
     b = own_broker("imq.persist.store=jdbc", BEAT, NO_SWEEP, database_url=database_url)
-    assert texts(asyncio.run(drain(b, Queue(queue)))) == [f"stays {i}" for i in range(4)]
-    dead = asyncio.run(drain(b, Queue(DMQ_NAME)))
+    assert texts(asyncio.run(receive_all(b, Queue(queue)))) == [f"stays {i}" for i in range(4)]
+    dead = asyncio.run(receive_all(b, Queue(DMQ_NAME)))
     assert texts(dead) == [f"expires {i}" for i in range(3)]
     for m in dead:
         assert m.destination.name == queue
@@ -215,8 +215,8 @@ def test_a_running_brokers_rows_are_never_touched(own_broker, database_url: str)
     assert store_runs(database_url, b.instance) == []
     assert stored(database_url, b.instance, queue) == 7
     # The broker itself expires them, as it always did.
-    assert texts(asyncio.run(drain(b, Queue(queue)))) == ["stays 0", "stays 1"]
-    dead = asyncio.run(drain(b, Queue(DMQ_NAME)))
+    assert texts(asyncio.run(receive_all(b, Queue(queue)))) == ["stays 0", "stays 1"]
+    dead = asyncio.run(receive_all(b, Queue(DMQ_NAME)))
     assert texts(m for m in dead if m.destination.name == queue) == [
         f"expires {i}" for i in range(3)
     ]
@@ -363,8 +363,10 @@ def test_broker_starting_while_the_job_runs(
         starter.join(90)
         (b2,) = started
         assert not isinstance(b2, Exception), b2
-        live = texts(asyncio.run(drain(b2, Queue(queue))))
-        dead = [m for m in asyncio.run(drain(b2, Queue(DMQ_NAME))) if m.destination.name == queue]
+        live = texts(asyncio.run(receive_all(b2, Queue(queue))))
+        dead = [
+            m for m in asyncio.run(receive_all(b2, Queue(DMQ_NAME))) if m.destination.name == queue
+        ]
     finally:
         if job.poll() is None:
             job.kill()
@@ -410,6 +412,6 @@ def test_a_stalled_broker_whose_rows_were_reclaimed_stops(own_broker, database_u
     assert "lost its rows" in b.log_text()
     assert store_runs(database_url, b.instance) == [(queue, "queue", 2, 0)]
     b = own_broker("imq.persist.store=jdbc", BEAT, NO_SWEEP, database_url=database_url)
-    assert texts(asyncio.run(drain(b, Queue(queue)))) == ["stays 0", "stays 1"]
-    dead = asyncio.run(drain(b, Queue(DMQ_NAME)))
+    assert texts(asyncio.run(receive_all(b, Queue(queue)))) == ["stays 0", "stays 1"]
+    dead = asyncio.run(receive_all(b, Queue(DMQ_NAME)))
     assert texts(m for m in dead if m.destination.name == queue) == ["expires 0", "expires 1"]
