@@ -25,16 +25,27 @@ pytestmark = pytest.mark.timeout(600)
 
 INTERVAL = 1  # imq.cluster.monitor.interval: a failed broker is taken over in seconds
 THRESHOLD = 3
+# This file's and test_ha_fencing's clusters: beats and monitor passes every half second,
+# a broker silent for 2 s has failed (taken over in 2-2.5 s, not 3-4 s).  Four beats,
+# not three: a live broker under load has 1.5 s of beats to spare before it looks failed.
+CLUSTER_INTERVAL = 0.5
+CLUSTER_THRESHOLD = 4
 
 
-def ha_props(broker_id: str, cluster: str = "hacluster") -> tuple[str, ...]:
+def ha_props(
+    broker_id: str,
+    cluster: str = "hacluster",
+    *,
+    interval: float = INTERVAL,
+    threshold: int = THRESHOLD,
+) -> tuple[str, ...]:
     return (
         "imq.persist.store=jdbc",
         "imq.cluster.ha=true",
         f"imq.cluster.clusterid={cluster}",
         f"imq.brokerid={broker_id}",
-        f"imq.cluster.monitor.interval={INTERVAL}",
-        f"imq.cluster.monitor.threshold={THRESHOLD}",
+        f"imq.cluster.monitor.interval={interval}",
+        f"imq.cluster.monitor.threshold={threshold}",
     )
 
 
@@ -49,7 +60,8 @@ class Cluster:
     def start(self, broker_id: str, *extra: str) -> BrokerProcess:
         d = self.tmp / f"{broker_id}-{len(self.started)}"
         d.mkdir()
-        b = start_broker(d, *ha_props(broker_id), *extra, database_url=self.url, instance=broker_id)
+        props = ha_props(broker_id, interval=CLUSTER_INTERVAL, threshold=CLUSTER_THRESHOLD)
+        b = start_broker(d, *props, *extra, database_url=self.url, instance=broker_id)
         self.started.append(b)
         return b
 
@@ -287,14 +299,12 @@ async def test_durable_subscription_and_its_messages_move_to_the_taker(cluster: 
     wait_log(b, "took over broker brokerA")
     assert "0 durable subscriptions, 5 messages" in b.log_text()  # B's own one took them
 
-    conn = await connect_any([addr(b)], client_id="reader", request_timeout=20)
-    sess = await conn.create_session()
-    sub = await sess.create_durable_subscriber(t, "daily")
-    await conn.start()
-    got = []
-    while (m := await sub.receive(5.0)) is not None:
-        got.append((m.text, m.redelivered))
-    await conn.close()
+    from .test_persistence import receive_all
+
+    got = [
+        (m.text, m.redelivered)
+        for m in await receive_all(b, t, client_id="reader", durable="daily")
+    ]
     assert got == [(f"n{i}", True) for i in range(5)]
     durables = await asyncio.to_thread(
         lambda: list(StoredDurable.objects.using(rows).values_list("broker_instance", "name"))

@@ -14,13 +14,16 @@ import time
 import pytest
 
 from broker.launcher import BrokerProcess
-from openmq_client import AckMode, Queue, TextMessage
+from openmq_client import Queue, TextMessage
 from openmq_client.errors import JMSException
 from openmq_client.failover import connect_any
 
 from . import test_ha
 from .test_client_live import run
-from .test_ha import INTERVAL, THRESHOLD, Cluster, addr, wait_log
+from .test_ha import CLUSTER_INTERVAL as INTERVAL
+from .test_ha import CLUSTER_THRESHOLD as THRESHOLD
+from .test_ha import Cluster, addr, wait_log
+from .test_persistence import receive_all
 
 # tests/test_ha.py's fixtures: an HA cluster's brokers on a fresh database, and its rows.
 cluster, rows = test_ha.cluster, test_ha.rows
@@ -97,14 +100,7 @@ async def test_restarted_then_paused_broker_is_fenced_and_cannot_write(cluster: 
     assert await asyncio.to_thread(count_rows, "brokerA") == 0
 
     # B has all 50, each exactly once (taken over: marked redelivered).
-    conn = await connect_any([addr(b)], request_timeout=20)
-    sess = await conn.create_session(AckMode.AUTO_ACKNOWLEDGE)
-    cons = await sess.create_consumer(q)
-    await conn.start()
-    got = []
-    while (m := await cons.receive(5.0)) is not None:
-        got.append((m.get_property("n"), m.redelivered))
-    await conn.close()
+    got = [(m.get_property("n"), m.redelivered) for m in await receive_all(b, q)]
     assert sorted(n for n, _ in got) == sorted(acked)
     assert all(r for _, r in got)
     assert await asyncio.to_thread(count_rows, "brokerB") == 0
