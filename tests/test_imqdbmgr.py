@@ -170,8 +170,15 @@ def test_round_trip_and_stale_lock_on_postgresql(tmp_path: Path, postgres_url: s
     round_trip(tmp_path, url, every_check=True)
 
     # A broker that is killed leaves the store locked; once its heartbeat is stale,
-    # reset lck releases it (a live one is never unlocked).
-    b = start_broker(tmp_path, *JDBC, instance="crashed", database_url=url)
+    # reset lck releases it (a live one is never unlocked).  It beats every half second
+    # (the property takes fractions): stale 1.5 s after it is killed.
+    b = start_broker(
+        tmp_path,
+        "imq.persist.store=jdbc",
+        "imq.persist.jdbc.heartbeat.interval=0.5",
+        instance="crashed",
+        database_url=url,
+    )
     env = b.extra["env"]
     said = refused(env, "reset", "lck", "-b", "crashed")
     assert "Stop that broker first." in said
@@ -180,7 +187,7 @@ def test_round_trip_and_stale_lock_on_postgresql(tmp_path: Path, postgres_url: s
     deadline = time.monotonic() + 30
     while "reset lck -b crashed" not in (said := refused(env, "delete", "tbl")):
         assert time.monotonic() < deadline, said
-        time.sleep(1)
+        time.sleep(0.3)
     out = ok(env, "reset", "lck", "-b", "crashed")
     assert "The lock of broker instance crashed" in out and "has been reset" in out
     assert ok(env, "delete", "tbl").strip() == "Database tables deleted."
