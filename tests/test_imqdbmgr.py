@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from broker.launcher import start_broker
+from broker.store.ownership import DEFAULT_STALE_BEATS
 from openmq_client import AckMode, Queue, TextMessage, Topic
 from openmq_client.xa import create_xa_session
 from tests.manage_fork import run_manage
@@ -29,6 +30,19 @@ from .test_transactions import new_xid
 pytestmark = pytest.mark.timeout(400)
 
 JDBC = ("imq.persist.store=jdbc", "imq.persist.jdbc.heartbeat.interval=1")
+
+
+def heartbeat_stale(url: str, instance: str) -> bool:
+    """``instance``'s row has had no heartbeat for the stale threshold (3 of its beats)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            'SELECT extract(epoch FROM now() - heartbeat) > "interval" * %s'
+            " FROM broker_storeowner WHERE broker_instance = %s",
+            [DEFAULT_STALE_BEATS, instance],
+        ).fetchone()
+    return bool(row and row[0])
 
 
 def imqdbmgr(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
@@ -184,7 +198,12 @@ def test_round_trip_and_stale_lock_on_postgresql(tmp_path: Path, postgres_url: s
     assert "Stop that broker first." in said
     os.kill(b.proc.pid, signal.SIGKILL)
     b.proc.wait(10)
+    # Waited for on the row itself (an imqdbmgr process a poll cost a third of a second
+    # of CPU), then imqdbmgr says what to do.
     deadline = time.monotonic() + 30
+    while not heartbeat_stale(url, "crashed"):
+        assert time.monotonic() < deadline, "the killed broker's heartbeat never went stale"
+        time.sleep(0.1)
     while "reset lck -b crashed" not in (said := refused(env, "delete", "tbl")):
         assert time.monotonic() < deadline, said
         time.sleep(0.3)
