@@ -10,6 +10,7 @@ import signal
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,13 @@ class Cluster:
         b = start_broker(d, *props, *extra, database_url=self.url, instance=broker_id)
         self.started.append(b)
         return b
+
+    def start_pair(self) -> tuple[BrokerProcess, BrokerProcess]:
+        """brokerA and brokerB, started at the same time (each start is mostly waiting
+        for its process to be ready)."""
+        with ThreadPoolExecutor(2) as pool:
+            a, b = pool.map(self.start, ["brokerA", "brokerB"])
+        return a, b
 
     def close(self) -> None:
         for b in self.started:
@@ -126,8 +134,7 @@ async def test_sigkill_under_load_taken_over_nothing_acknowledged_lost(cluster: 
     sent arrives; a message seen twice is flagged JMSRedelivered."""
     from broker.models import BrokerState, StoredMessage, StoreOwner
 
-    a = cluster.start("brokerA")
-    b = cluster.start("brokerB")
+    a, b = cluster.start_pair()
     listed = await list_of(a, 2)
     assert sorted(f"{h}:{p}" for h, p in listed) == sorted([addr(a), addr(b)])
     q = Queue("ha_orders")
@@ -237,8 +244,7 @@ async def test_a_message_sent_again_to_the_taker_is_kept_once(cluster: Cluster, 
     its own copy and drops A's at the takeover; the consumer gets it once."""
     from broker.models import StoredMessage
 
-    a = cluster.start("brokerA")
-    b = cluster.start("brokerB")
+    a, b = cluster.start_pair()
     q = Queue("ha_resend")
     conn_a = await connect_any([addr(a)], request_timeout=20)
     m = TextMessage("once")
@@ -276,8 +282,7 @@ async def test_durable_subscription_and_its_messages_move_to_the_taker(cluster: 
     from broker.models import StoredDurable
     from openmq_client import Topic
 
-    a = cluster.start("brokerA")
-    b = cluster.start("brokerB")
+    a, b = cluster.start_pair()
     t = Topic("ha_news")
 
     async def subscribe(target: BrokerProcess) -> None:
@@ -320,8 +325,7 @@ async def test_prepared_xa_transaction_is_taken_over_in_doubt(cluster: Cluster, 
 
     from .test_persistence import _prepare_in_doubt, receive_all
 
-    a = cluster.start("brokerA")
-    b = cluster.start("brokerB")
+    a, b = cluster.start_pair()
     q, src = Queue("ha_xaout"), Queue("ha_xain")
     xid = await _prepare_in_doubt(a, q, src)
     os.kill(a.proc.pid, signal.SIGKILL)

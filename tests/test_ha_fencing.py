@@ -35,8 +35,7 @@ pytestmark = pytest.mark.timeout(600)
 async def test_restarted_then_paused_broker_is_fenced_and_cannot_write(cluster: Cluster, rows):
     from broker.models import StoredMessage, StoreOwner
 
-    a = cluster.start("brokerA")
-    b = cluster.start("brokerB")
+    a, b = cluster.start_pair()
     q = Queue("ha_fenced")
 
     async def send(target: BrokerProcess, first: int, count: int) -> list[int]:
@@ -112,8 +111,7 @@ async def test_paused_broker_with_sends_in_flight_writes_nothing(cluster: Cluste
     refuses them (fenced), the client gets no confirmation, and no row appears."""
     from broker.models import StoredMessage
 
-    a = cluster.start("brokerA")
-    b = cluster.start("brokerB")
+    a, b = cluster.start_pair()
     q = Queue("ha_inflight")
     conn = await connect_any([addr(a)], request_timeout=60)
     sess = await conn.create_session()
@@ -142,8 +140,7 @@ def test_database_going_away_and_back(cluster: Cluster, postgres_url: str) -> No
     (each waits a threshold of healthy beats first) and both store again."""
     import psycopg
 
-    a = cluster.start("brokerA")
-    b = cluster.start("brokerB")
+    a, b = cluster.start_pair()
     dbname = cluster.url.rsplit("/", 1)[1]
     with psycopg.connect(postgres_url, autocommit=True) as admin:
         admin.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS false')
@@ -187,8 +184,7 @@ async def test_clean_shutdown_fails_over_and_nofailover_keeps_the_rows(cluster: 
 
     from .test_imqcmd import run_imqcmd
 
-    a = cluster.start("brokerA")
-    b = cluster.start("brokerB")
+    a, b = cluster.start_pair()
     q = Queue("ha_shutdown")
 
     async def send(target: BrokerProcess, texts: list[str]) -> None:
@@ -245,8 +241,7 @@ async def test_imqcmd_takeover_bkr(cluster: Cluster, rows):
 
     from .test_imqcmd import run_imqcmd
 
-    a = cluster.start("brokerA")
-    b = cluster.start("brokerB")
+    a, b = cluster.start_pair()
     q = Queue("ha_manual")
     conn = await connect_any([addr(a)], request_timeout=20)
     prod = await (await conn.create_session()).create_producer(q)
