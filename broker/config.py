@@ -233,6 +233,7 @@ DEFAULTS: dict[str, str] = imq.listed_defaults()
 
 _VAR = re.compile(r"\$\{([^}]*)\}")
 _INT = re.compile(r"[+-]?\d+")
+_SECONDS = re.compile(r"\+?(\d+\.?\d*|\.\d+)")
 T = TypeVar("T")
 _MAX_EXPANSION_DEPTH = 32
 
@@ -403,6 +404,16 @@ class BrokerConfig:
         if not _INT.fullmatch(value):
             raise ConfigError(f"{name}: not an integer: {value!r}")
         return int(value)
+
+    def get_seconds(self, name: str, default: float) -> float:
+        """Return ``name`` as seconds (``5``, ``0.5``); :class:`ConfigError` unless it is
+        a finite number not below zero."""
+        value = self._get_stripped(name)
+        if value is None:
+            return default
+        if not _SECONDS.fullmatch(value):
+            raise ConfigError(f"{name}: not a number of seconds: {value!r}")
+        return float(value)
 
     def get_bool(self, name: str, default: bool) -> bool:
         """Return ``name`` as a bool with Java ``Boolean.parseBoolean`` semantics."""

@@ -162,6 +162,17 @@ class Int(Prop[int]):
         return config.get_int(self.name, int(self.default or 0))
 
 
+class Seconds(Prop[float]):
+    """A duration in seconds, fractions allowed (``0.5``): ours, where a test or a fast
+    failover wants less than a second; a whole number reads as it always did."""
+
+    def __init__(self, name: str, default: str, *, listed: bool = True) -> None:
+        super().__init__(name, default, listed=listed)
+
+    def read(self, config: BrokerConfig) -> float:
+        return config.get_seconds(self.name, float(self.default or 0))
+
+
 class Bool(Prop[bool]):
     def __init__(self, name: str, default: str, *, listed: bool = True) -> None:
         super().__init__(name, default, listed=listed)
@@ -520,7 +531,8 @@ PERSIST_FILE_PREALLOCATE = OptionalBool("imq.persist.file.preallocate")  # unset
 PERSIST_FILE_SYNC_INLINE = Bool("imq.persist.file.sync.inline", "true", listed=False)
 # The database store creates its tables at start when none exists (else it refuses).
 PERSIST_STORE_CREATE_ALL = Bool("imq.persist.storecreate.all", "true")
-PERSIST_JDBC_HEARTBEAT = Int("imq.persist.jdbc.heartbeat.interval", "5", listed=False)
+# Seconds between the database store's heartbeats, fractions allowed (ownership.py).
+PERSIST_JDBC_HEARTBEAT = Seconds("imq.persist.jdbc.heartbeat.interval", "5", listed=False)
 # OpenMQ's file store keeps a variable-record file and a pool of message files per
 # destination and a transaction log; this one appends every record to numbered segment
 # files (broker/store/filestore.py), so its tuning keys have nothing to act on.

@@ -52,6 +52,8 @@ def pytest_configure(config: pytest.Config) -> None:
         config.pluginmanager.register(fasttier, "fasttier")
     # Brokers start forked from a process with the libraries imported (tests/manage_fork.py).
     launcher.spawn = manage_fork.popen
+    # So are the migrations of the migrated templates (a SQLite file, a PostgreSQL database).
+    launcher.migrate = manage_fork.migrate
     config.addinivalue_line(
         "markers", "broker_props(*props): -D properties of a module's interop_broker"
     )

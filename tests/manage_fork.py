@@ -294,6 +294,17 @@ def run_manage(
     return done
 
 
+def migrate(env: dict[str, str], python: str | None = None) -> None:
+    """``broker.launcher.migrate`` forked (tests/conftest.py puts it there): the migrated
+    templates each test process makes, a SQLite file and a PostgreSQL database, without
+    a fresh interpreter's imports."""
+    done = run_manage(["migrate", "--noinput", "-v", "0"], env=env, python=python, timeout=600)
+    if done.returncode != 0:
+        raise RuntimeError(
+            f"manage.py migrate failed ({done.returncode}):\n{done.stdout}{done.stderr}"
+        )
+
+
 def _run(
     args: list[str],
     env: dict[str, str] | None,

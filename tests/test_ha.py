@@ -10,6 +10,7 @@ import signal
 import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -25,16 +26,27 @@ pytestmark = pytest.mark.timeout(600)
 
 INTERVAL = 1  # imq.cluster.monitor.interval: a failed broker is taken over in seconds
 THRESHOLD = 3
+# This file's and test_ha_fencing's clusters: beats and monitor passes every half second,
+# a broker silent for 2 s has failed (taken over in 2-2.5 s, not 3-4 s).  Four beats,
+# not three: a live broker under load has 1.5 s of beats to spare before it looks failed.
+CLUSTER_INTERVAL = 0.5
+CLUSTER_THRESHOLD = 4
 
 
-def ha_props(broker_id: str, cluster: str = "hacluster") -> tuple[str, ...]:
+def ha_props(
+    broker_id: str,
+    cluster: str = "hacluster",
+    *,
+    interval: float = INTERVAL,
+    threshold: int = THRESHOLD,
+) -> tuple[str, ...]:
     return (
         "imq.persist.store=jdbc",
         "imq.cluster.ha=true",
         f"imq.cluster.clusterid={cluster}",
         f"imq.brokerid={broker_id}",
-        f"imq.cluster.monitor.interval={INTERVAL}",
-        f"imq.cluster.monitor.threshold={THRESHOLD}",
+        f"imq.cluster.monitor.interval={interval}",
+        f"imq.cluster.monitor.threshold={threshold}",
     )
 
 
@@ -49,9 +61,17 @@ class Cluster:
     def start(self, broker_id: str, *extra: str) -> BrokerProcess:
         d = self.tmp / f"{broker_id}-{len(self.started)}"
         d.mkdir()
-        b = start_broker(d, *ha_props(broker_id), *extra, database_url=self.url, instance=broker_id)
+        props = ha_props(broker_id, interval=CLUSTER_INTERVAL, threshold=CLUSTER_THRESHOLD)
+        b = start_broker(d, *props, *extra, database_url=self.url, instance=broker_id)
         self.started.append(b)
         return b
+
+    def start_pair(self) -> tuple[BrokerProcess, BrokerProcess]:
+        """brokerA and brokerB, started at the same time (each start is mostly waiting
+        for its process to be ready)."""
+        with ThreadPoolExecutor(2) as pool:
+            a, b = pool.map(self.start, ["brokerA", "brokerB"])
+        return a, b
 
     def close(self) -> None:
         for b in self.started:
@@ -114,8 +134,7 @@ async def test_sigkill_under_load_taken_over_nothing_acknowledged_lost(cluster: 
     sent arrives; a message seen twice is flagged JMSRedelivered."""
     from broker.models import BrokerState, StoredMessage, StoreOwner
 
-    a = cluster.start("brokerA")
-    b = cluster.start("brokerB")
+    a, b = cluster.start_pair()
     listed = await list_of(a, 2)
     assert sorted(f"{h}:{p}" for h, p in listed) == sorted([addr(a), addr(b)])
     q = Queue("ha_orders")
@@ -225,8 +244,7 @@ async def test_a_message_sent_again_to_the_taker_is_kept_once(cluster: Cluster, 
     its own copy and drops A's at the takeover; the consumer gets it once."""
     from broker.models import StoredMessage
 
-    a = cluster.start("brokerA")
-    b = cluster.start("brokerB")
+    a, b = cluster.start_pair()
     q = Queue("ha_resend")
     conn_a = await connect_any([addr(a)], request_timeout=20)
     m = TextMessage("once")
@@ -264,8 +282,7 @@ async def test_durable_subscription_and_its_messages_move_to_the_taker(cluster: 
     from broker.models import StoredDurable
     from openmq_client import Topic
 
-    a = cluster.start("brokerA")
-    b = cluster.start("brokerB")
+    a, b = cluster.start_pair()
     t = Topic("ha_news")
 
     async def subscribe(target: BrokerProcess) -> None:
@@ -287,14 +304,12 @@ async def test_durable_subscription_and_its_messages_move_to_the_taker(cluster: 
     wait_log(b, "took over broker brokerA")
     assert "0 durable subscriptions, 5 messages" in b.log_text()  # B's own one took them
 
-    conn = await connect_any([addr(b)], client_id="reader", request_timeout=20)
-    sess = await conn.create_session()
-    sub = await sess.create_durable_subscriber(t, "daily")
-    await conn.start()
-    got = []
-    while (m := await sub.receive(5.0)) is not None:
-        got.append((m.text, m.redelivered))
-    await conn.close()
+    from .test_persistence import receive_all
+
+    got = [
+        (m.text, m.redelivered)
+        for m in await receive_all(b, t, client_id="reader", durable="daily")
+    ]
     assert got == [(f"n{i}", True) for i in range(5)]
     durables = await asyncio.to_thread(
         lambda: list(StoredDurable.objects.using(rows).values_list("broker_instance", "name"))
@@ -310,8 +325,7 @@ async def test_prepared_xa_transaction_is_taken_over_in_doubt(cluster: Cluster, 
 
     from .test_persistence import _prepare_in_doubt, receive_all
 
-    a = cluster.start("brokerA")
-    b = cluster.start("brokerB")
+    a, b = cluster.start_pair()
     q, src = Queue("ha_xaout"), Queue("ha_xain")
     xid = await _prepare_in_doubt(a, q, src)
     os.kill(a.proc.pid, signal.SIGKILL)

@@ -14,13 +14,16 @@ import time
 import pytest
 
 from broker.launcher import BrokerProcess
-from openmq_client import AckMode, Queue, TextMessage
+from openmq_client import Queue, TextMessage
 from openmq_client.errors import JMSException
 from openmq_client.failover import connect_any
 
 from . import test_ha
 from .test_client_live import run
-from .test_ha import INTERVAL, THRESHOLD, Cluster, addr, wait_log
+from .test_ha import CLUSTER_INTERVAL as INTERVAL
+from .test_ha import CLUSTER_THRESHOLD as THRESHOLD
+from .test_ha import Cluster, addr, wait_log
+from .test_persistence import receive_all
 
 # tests/test_ha.py's fixtures: an HA cluster's brokers on a fresh database, and its rows.
 cluster, rows = test_ha.cluster, test_ha.rows
@@ -32,8 +35,7 @@ pytestmark = pytest.mark.timeout(600)
 async def test_restarted_then_paused_broker_is_fenced_and_cannot_write(cluster: Cluster, rows):
     from broker.models import StoredMessage, StoreOwner
 
-    a = cluster.start("brokerA")
-    b = cluster.start("brokerB")
+    a, b = cluster.start_pair()
     q = Queue("ha_fenced")
 
     async def send(target: BrokerProcess, first: int, count: int) -> list[int]:
@@ -97,14 +99,7 @@ async def test_restarted_then_paused_broker_is_fenced_and_cannot_write(cluster: 
     assert await asyncio.to_thread(count_rows, "brokerA") == 0
 
     # B has all 50, each exactly once (taken over: marked redelivered).
-    conn = await connect_any([addr(b)], request_timeout=20)
-    sess = await conn.create_session(AckMode.AUTO_ACKNOWLEDGE)
-    cons = await sess.create_consumer(q)
-    await conn.start()
-    got = []
-    while (m := await cons.receive(5.0)) is not None:
-        got.append((m.get_property("n"), m.redelivered))
-    await conn.close()
+    got = [(m.get_property("n"), m.redelivered) for m in await receive_all(b, q)]
     assert sorted(n for n, _ in got) == sorted(acked)
     assert all(r for _, r in got)
     assert await asyncio.to_thread(count_rows, "brokerB") == 0
@@ -116,8 +111,7 @@ async def test_paused_broker_with_sends_in_flight_writes_nothing(cluster: Cluste
     refuses them (fenced), the client gets no confirmation, and no row appears."""
     from broker.models import StoredMessage
 
-    a = cluster.start("brokerA")
-    b = cluster.start("brokerB")
+    a, b = cluster.start_pair()
     q = Queue("ha_inflight")
     conn = await connect_any([addr(a)], request_timeout=60)
     sess = await conn.create_session()
@@ -146,8 +140,7 @@ def test_database_going_away_and_back(cluster: Cluster, postgres_url: str) -> No
     (each waits a threshold of healthy beats first) and both store again."""
     import psycopg
 
-    a = cluster.start("brokerA")
-    b = cluster.start("brokerB")
+    a, b = cluster.start_pair()
     dbname = cluster.url.rsplit("/", 1)[1]
     with psycopg.connect(postgres_url, autocommit=True) as admin:
         admin.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS false')
@@ -191,8 +184,7 @@ async def test_clean_shutdown_fails_over_and_nofailover_keeps_the_rows(cluster: 
 
     from .test_imqcmd import run_imqcmd
 
-    a = cluster.start("brokerA")
-    b = cluster.start("brokerB")
+    a, b = cluster.start_pair()
     q = Queue("ha_shutdown")
 
     async def send(target: BrokerProcess, texts: list[str]) -> None:
@@ -249,8 +241,7 @@ async def test_imqcmd_takeover_bkr(cluster: Cluster, rows):
 
     from .test_imqcmd import run_imqcmd
 
-    a = cluster.start("brokerA")
-    b = cluster.start("brokerB")
+    a, b = cluster.start_pair()
     q = Queue("ha_manual")
     conn = await connect_any([addr(a)], request_timeout=20)
     prod = await (await conn.create_session()).create_producer(q)

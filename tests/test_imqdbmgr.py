@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from broker.launcher import start_broker
+from broker.store.ownership import DEFAULT_STALE_BEATS
 from openmq_client import AckMode, Queue, TextMessage, Topic
 from openmq_client.xa import create_xa_session
 from tests.manage_fork import run_manage
@@ -29,6 +30,19 @@ from .test_transactions import new_xid
 pytestmark = pytest.mark.timeout(400)
 
 JDBC = ("imq.persist.store=jdbc", "imq.persist.jdbc.heartbeat.interval=1")
+
+
+def heartbeat_stale(url: str, instance: str) -> bool:
+    """``instance``'s row has had no heartbeat for the stale threshold (3 of its beats)."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute(
+            'SELECT extract(epoch FROM now() - heartbeat) > "interval" * %s'
+            " FROM broker_storeowner WHERE broker_instance = %s",
+            [DEFAULT_STALE_BEATS, instance],
+        ).fetchone()
+    return bool(row and row[0])
 
 
 def imqdbmgr(env: dict[str, str], *args: str) -> subprocess.CompletedProcess:
@@ -170,17 +184,29 @@ def test_round_trip_and_stale_lock_on_postgresql(tmp_path: Path, postgres_url: s
     round_trip(tmp_path, url, every_check=True)
 
     # A broker that is killed leaves the store locked; once its heartbeat is stale,
-    # reset lck releases it (a live one is never unlocked).
-    b = start_broker(tmp_path, *JDBC, instance="crashed", database_url=url)
+    # reset lck releases it (a live one is never unlocked).  It beats every half second
+    # (the property takes fractions): stale 1.5 s after it is killed.
+    b = start_broker(
+        tmp_path,
+        "imq.persist.store=jdbc",
+        "imq.persist.jdbc.heartbeat.interval=0.5",
+        instance="crashed",
+        database_url=url,
+    )
     env = b.extra["env"]
     said = refused(env, "reset", "lck", "-b", "crashed")
     assert "Stop that broker first." in said
     os.kill(b.proc.pid, signal.SIGKILL)
     b.proc.wait(10)
+    # Waited for on the row itself (an imqdbmgr process a poll cost a third of a second
+    # of CPU), then imqdbmgr says what to do.
     deadline = time.monotonic() + 30
+    while not heartbeat_stale(url, "crashed"):
+        assert time.monotonic() < deadline, "the killed broker's heartbeat never went stale"
+        time.sleep(0.1)
     while "reset lck -b crashed" not in (said := refused(env, "delete", "tbl")):
         assert time.monotonic() < deadline, said
-        time.sleep(1)
+        time.sleep(0.3)
     out = ok(env, "reset", "lck", "-b", "crashed")
     assert "The lock of broker instance crashed" in out and "has been reset" in out
     assert ok(env, "delete", "tbl").strip() == "Database tables deleted."

@@ -18,7 +18,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def test_every_default_reads_as_its_type() -> None:
     config = BrokerConfig()
-    kinds = {props.Int: int, props.Size: int, props.Bool: bool, props.List: list, props.Text: str}
+    kinds = {
+        props.Int: int,
+        props.Seconds: float,
+        props.Size: int,
+        props.Bool: bool,
+        props.List: list,
+        props.Text: str,
+    }
     for prop in props.declared().values():
         value = config.get(prop)
         expected = kinds.get(type(prop))
@@ -54,11 +61,23 @@ def test_typed_reads() -> None:
     assert config.get(props.SERVICE_ACTIVELIST) == ["jms", "ssljms"]
     assert config.get(props.EXPIRATION_INTERVAL) == 60
     assert config.get(props.PERSIST_FILE_PREALLOCATE) is True
+    assert config.get(props.PERSIST_JDBC_HEARTBEAT) == 5.0  # the default, a whole number
     assert config.get(props.DROP_LOG_INTERVAL) == 30  # a code default, not listed
     assert config.get(props.AUTOCREATE_DEST_ATTRIBUTES["maxTotalMsgBytes"]) == 10240 * 1024**2
     assert config.get(props.HOSTNAME) is None
     with pytest.raises(ConfigError, match=props.PING_INTERVAL.name):
         BrokerConfig({props.PING_INTERVAL.name: "soon"}).get(props.PING_INTERVAL)
+
+
+def test_seconds_take_fractions() -> None:
+    """imq.persist.jdbc.heartbeat.interval (ours) is seconds with fractions (a test, a fast
+    failover); what is not a number of seconds is refused, naming the property."""
+    heartbeat = props.PERSIST_JDBC_HEARTBEAT
+    for text, seconds in (("0.5", 0.5), ("2", 2.0), (" 1.25 ", 1.25), (".5", 0.5), ("3.", 3.0)):
+        assert BrokerConfig({heartbeat.name: text}).get(heartbeat) == seconds
+    for bad in ("soon", "-1", "1e3", "0.5s", "nan", "1.2.3"):
+        with pytest.raises(ConfigError, match=heartbeat.name):
+            BrokerConfig({heartbeat.name: bad}).get(heartbeat)
 
 
 def test_a_property_is_declared_once() -> None:

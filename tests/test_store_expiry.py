@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from broker import launcher
 from broker.launcher import start_broker
 from broker.protocol.types import DMQ_NAME
 from broker.store.ownership import DEFAULT_STALE_BEATS
@@ -32,12 +33,19 @@ from .celery_procs import ROOT, wait_for
 from .manage_fork import ForkedProcess, _start, run_manage
 from .pg import fresh_database
 from .test_client_live import name, open_conn
-from .test_dmq_limits import drain
+from .test_persistence import receive_all
 
 pytestmark = pytest.mark.timeout(300)
 
-TTL_MS = 1500
-BEAT = "imq.persist.jdbc.heartbeat.interval=1"
+# Short-lived enough for the job to find them expired soon, long enough to be stored
+# (a send that arrives expired is not kept).
+TTL_MS = 1000
+# Half-second beats (the property takes fractions): a killed or frozen broker's
+# heartbeat is stale (3 beats) 1.5 s after its last beat.
+BEAT_S = 0.5
+BEAT = f"imq.persist.jdbc.heartbeat.interval={BEAT_S}"
+# A running broker's heartbeat must stay fresh under load: a whole second (stale at 3 s).
+LIVE_BEAT_S = 1
 # The broker's own sweep is far off: only the job (or a delivery attempt) expires.
 NO_SWEEP = "imq.message.expiration.interval=3600"
 
@@ -70,14 +78,14 @@ def job_env(url: str) -> dict[str, str]:
     return env
 
 
-def run_job(url: str, times: int = 1) -> str:
+def run_job(url: str, times: int = 1, apart: float = 0) -> str:
     """``times`` runs of the store part of the expiry job, in its own process (as a
-    Celery worker runs it, again and again), a heartbeat interval (1 s) apart; its runs."""
+    Celery worker runs it, again and again), ``apart`` seconds apart; its runs."""
     code = (
         "import time\n"
         "from portal.jobs.expiry import reclaim_stopped\n"
         f"for i in range({times}):\n"
-        "    time.sleep(1 if i else 0)\n"
+        f"    time.sleep({apart} if i else 0)\n"
         "    print([(r.broker, str(r.status)) for r in reclaim_stopped()])\n"
     )
     done = run_manage(["shell", "-v", "0", "-c", code], env=job_env(url), timeout=120)
@@ -157,19 +165,22 @@ def test_stopped_brokers_expired_rows_are_reclaimed(
     expire_at = asyncio.run(send(b, queue, expiring=3, discarded=2, kept=4))
     if how == "clean":
         b.stop()
-        state = rows(
-            database_url,
-            "SELECT state FROM broker_storeowner WHERE broker_instance = %s",
-            b.instance,
-        )
-        assert state == [("stopped",)]
     else:
         os.kill(b.proc.pid, signal.SIGKILL)
         b.proc.wait(10)
+    state = rows(
+        database_url,
+        "SELECT state, interval FROM broker_storeowner WHERE broker_instance = %s",
+        b.instance,
+    )
+    # It beat every half second (the property takes fractions of a second).
+    assert state == [("stopped" if how == "clean" else "running", BEAT_S)]
     assert stored(database_url, b.instance, queue) == 9
     wait_until(expire_at)
-    # Killed, the instance counts as stopped once its heartbeat is stale (3 beats).
-    wait_for(lambda: heartbeat_stale(database_url, b.instance), what="a stale heartbeat")
+    if how == "sigkill":
+        # Killed, the instance counts as stopped once its heartbeat is stale (3 beats);
+        # stopped cleanly, it is stopped at once.
+        wait_for(lambda: heartbeat_stale(database_url, b.instance), what="a stale heartbeat")
     wait_for(
         lambda: store_runs(database_url, b.instance) or run_job(database_url) and False,
         what="the job's run on the stopped instance",
@@ -183,8 +194,8 @@ def test_stopped_brokers_expired_rows_are_reclaimed(
 
     first = f"127.0.0.1:{b.portmapper_port}"  # the broker's name, as it signs DMQ copies
     b = own_broker("imq.persist.store=jdbc", BEAT, NO_SWEEP, database_url=database_url)
-    assert texts(asyncio.run(drain(b, Queue(queue)))) == [f"stays {i}" for i in range(4)]
-    dead = asyncio.run(drain(b, Queue(DMQ_NAME)))
+    assert texts(asyncio.run(receive_all(b, Queue(queue)))) == [f"stays {i}" for i in range(4)]
+    dead = asyncio.run(receive_all(b, Queue(DMQ_NAME)))
     assert texts(dead) == [f"expires {i}" for i in range(3)]
     for m in dead:
         assert m.destination.name == queue
@@ -194,16 +205,18 @@ def test_stopped_brokers_expired_rows_are_reclaimed(
 
 
 def test_a_running_brokers_rows_are_never_touched(own_broker, database_url: str) -> None:
-    b = own_broker("imq.persist.store=jdbc", BEAT, NO_SWEEP, database_url=database_url)
+    live_beat = f"imq.persist.jdbc.heartbeat.interval={LIVE_BEAT_S}"
+    b = own_broker("imq.persist.store=jdbc", live_beat, NO_SWEEP, database_url=database_url)
     queue = name("liveexp")
     expire_at = asyncio.run(send(b, queue, expiring=3, discarded=2, kept=2))
     wait_until(expire_at)
-    run_job(database_url, times=3)  # the heartbeat is fresh each time
+    # A heartbeat interval apart, the heartbeat fresh each time.
+    run_job(database_url, times=3, apart=LIVE_BEAT_S)
     assert store_runs(database_url, b.instance) == []
     assert stored(database_url, b.instance, queue) == 7
     # The broker itself expires them, as it always did.
-    assert texts(asyncio.run(drain(b, Queue(queue)))) == ["stays 0", "stays 1"]
-    dead = asyncio.run(drain(b, Queue(DMQ_NAME)))
+    assert texts(asyncio.run(receive_all(b, Queue(queue)))) == ["stays 0", "stays 1"]
+    dead = asyncio.run(receive_all(b, Queue(DMQ_NAME)))
     assert texts(m for m in dead if m.destination.name == queue) == [
         f"expires {i}" for i in range(3)
     ]
@@ -252,7 +265,20 @@ def _job_process(url: str, pause_after: str) -> _Job:
     return job
 
 
-def _start_in_background(tmp_path: Path, url: str, started: list) -> threading.Thread:
+def _start_in_background(
+    tmp_path: Path, url: str, started: list, procs: list, monkeypatch: pytest.MonkeyPatch
+) -> threading.Thread:
+    """``start_broker`` on a thread: what it returns (or raises) goes to ``started``; the
+    broker's process, as soon as it is made, to ``procs``."""
+    spawned = launcher.spawn
+
+    def spawn(*args, **kw):
+        proc = spawned(*args, **kw)
+        procs.append(proc)
+        return proc
+
+    monkeypatch.setattr(launcher, "spawn", spawn)
+
     def start() -> None:
         try:
             started.append(
@@ -266,16 +292,39 @@ def _start_in_background(tmp_path: Path, url: str, started: list) -> threading.T
     return t
 
 
-def _broker_waits_for_the_job(url: str, since: float) -> bool:
+# What /proc/PID/task/TID/wchan says of a thread in nanosleep (the names vary by kernel).
+_SLEEPING = {"hrtimer_nanosleep", "do_nanosleep", "common_nsleep", "clock_nanosleep"}
+
+
+def _sqlite_waiter(pid: int, db: str) -> bool:
+    """Process ``pid`` has the SQLite file ``db`` open and a thread of it sleeps: SQLite
+    waits for another connection's lock in its busy handler, sleeps of 1 to 100 ms."""
+    try:
+        opened = any(
+            os.path.realpath(f"/proc/{pid}/fd/{fd}") == db for fd in os.listdir(f"/proc/{pid}/fd")
+        )
+        return opened and any(
+            Path(f"/proc/{pid}/task/{tid}/wchan").read_text() in _SLEEPING
+            for tid in os.listdir(f"/proc/{pid}/task")
+        )
+    except OSError:  # not started yet, or gone
+        return False
+
+
+def _broker_waits_for_the_job(url: str, procs: list, seen: list[bool], since: float) -> bool:
     """The starting broker is blocked by the job's transaction.
 
     PostgreSQL: a backend waits for the lock on the instance's row.  SQLite: the job
     holds the database's write lock, which a starting Django process waits for already
     in its system checks (Django probes JSON support in a transaction, and the settings
     make every transaction take the write lock at BEGIN), for at most the busy timeout
-    (20 s) and then fails to start; so the test gives it 5 s to reach the database."""
+    (20 s) and then fails to start: the broker's process has the database open and
+    sleeps in SQLite's busy handler, seen on two polls in a row (``seen``); where /proc
+    does not say (another kernel), it is given 5 s from ``since`` to get there."""
     if url.startswith("sqlite:"):
-        return time.monotonic() - since > 5
+        db = os.path.realpath(url[len("sqlite:///") :])
+        seen.append(bool(procs) and _sqlite_waiter(procs[0].pid, db))
+        return seen[-2:] == [True, True] or time.monotonic() - since > 5
     return bool(
         rows(
             url,
@@ -287,7 +336,7 @@ def _broker_waits_for_the_job(url: str, since: float) -> bool:
 
 @pytest.mark.parametrize("first", ["job", "broker"])
 def test_broker_starting_while_the_job_runs(
-    own_broker, database_url: str, tmp_path: Path, first: str
+    own_broker, database_url: str, tmp_path: Path, first: str, monkeypatch
 ) -> None:
     b = own_broker("imq.persist.store=jdbc", BEAT, NO_SWEEP, database_url=database_url)
     queue = name("raceexp")
@@ -296,16 +345,18 @@ def test_broker_starting_while_the_job_runs(
     wait_until(expire_at)
     job = _job_process(database_url, "reclaim" if first == "job" else "candidates")
     started: list = []
+    procs: list = []
     try:
         assert job.stdout is not None and job.stdin is not None
         assert job.stdout.readline().strip() == "PAUSED"
-        starter = _start_in_background(tmp_path, database_url, started)
+        starter = _start_in_background(tmp_path, database_url, started, procs, monkeypatch)
         if first == "job":
             # The job holds the instance, its rows reclaimed but not committed: the
             # broker must wait for it, not load the rows as they were.
+            seen: list[bool] = []
             since = time.monotonic()
             wait_for(
-                lambda: _broker_waits_for_the_job(database_url, since),
+                lambda: _broker_waits_for_the_job(database_url, procs, seen, since),
                 what="the broker waiting for the job's transaction",
             )
             assert not started  # not serving (nor failed) while the job holds the rows
@@ -318,8 +369,10 @@ def test_broker_starting_while_the_job_runs(
         starter.join(90)
         (b2,) = started
         assert not isinstance(b2, Exception), b2
-        live = texts(asyncio.run(drain(b2, Queue(queue))))
-        dead = [m for m in asyncio.run(drain(b2, Queue(DMQ_NAME))) if m.destination.name == queue]
+        live = texts(asyncio.run(receive_all(b2, Queue(queue))))
+        dead = [
+            m for m in asyncio.run(receive_all(b2, Queue(DMQ_NAME))) if m.destination.name == queue
+        ]
     finally:
         if job.poll() is None:
             job.kill()
@@ -350,9 +403,10 @@ def test_a_stalled_broker_whose_rows_were_reclaimed_stops(own_broker, database_u
     b = own_broker("imq.persist.store=jdbc", BEAT, NO_SWEEP, database_url=database_url)
     queue = name("stallexp")
     expire_at = asyncio.run(send(b, queue, expiring=2, discarded=0, kept=2))
-    wait_until(expire_at)
     os.kill(b.proc.pid, signal.SIGSTOP)
     try:
+        # Frozen while its short-lived messages expire: both before the job runs.
+        wait_until(expire_at)
         wait_for(lambda: heartbeat_stale(database_url, b.instance), what="a stale heartbeat")
         wait_for(
             lambda: store_runs(database_url, b.instance) or run_job(database_url) and False,
@@ -364,6 +418,6 @@ def test_a_stalled_broker_whose_rows_were_reclaimed_stops(own_broker, database_u
     assert "lost its rows" in b.log_text()
     assert store_runs(database_url, b.instance) == [(queue, "queue", 2, 0)]
     b = own_broker("imq.persist.store=jdbc", BEAT, NO_SWEEP, database_url=database_url)
-    assert texts(asyncio.run(drain(b, Queue(queue)))) == ["stays 0", "stays 1"]
-    dead = asyncio.run(drain(b, Queue(DMQ_NAME)))
+    assert texts(asyncio.run(receive_all(b, Queue(queue)))) == ["stays 0", "stays 1"]
+    dead = asyncio.run(receive_all(b, Queue(DMQ_NAME)))
     assert texts(m for m in dead if m.destination.name == queue) == ["expires 0", "expires 1"]

@@ -65,7 +65,7 @@ def open_store(config: BrokerConfig) -> Store:
         return DatabaseStore(
             config.instance,
             sync=True,
-            heartbeat_interval=float(config.get(props.PERSIST_JDBC_HEARTBEAT)),
+            heartbeat_interval=config.get(props.PERSIST_JDBC_HEARTBEAT),
             address=address,
             create_tables=create,
         )
