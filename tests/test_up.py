@@ -297,6 +297,11 @@ def test_up_binds_loopback_unless_told_otherwise(tmp_path):
 
 
 def test_up_daemon_needs_a_log_dir(tmp_path: Path):
-    up = Up(tmp_path, "--daemon", migrated=False)  # it stops before the database
-    assert up.wait_exit() == 1
-    assert "--daemon needs --log-dir DIR" in up.output()
+    # It stops before the database and before it starts anything, so the command is forked
+    # from tests/manage_fork.py's server (as a fresh process runs it) rather than started.
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("IMQ_", "REDIS_URL"))}
+    env.update(DATABASE_URL=f"sqlite:///{tmp_path / 'db.sqlite3'}", IMQ_VARHOME=str(tmp_path))
+    done = run_manage(["up", "--daemon", "--portal-port", str(free_port())], env=env, timeout=60)
+    assert done.returncode == 1, (done.stdout, done.stderr)
+    assert "--daemon needs --log-dir DIR" in done.stdout + done.stderr
+    assert not (tmp_path / "db.sqlite3").exists()
