@@ -14,7 +14,7 @@ from broker import launcher
 from broker.launcher import BrokerProcess, free_port, start_broker
 
 from . import fasttier, manage_fork
-from .jvmflags import SPARK_DRIVER_JVM, STOCK_BROKER_JVM
+from .jvmflags import SPARK_DRIVER_JVM, SPARK_LAUNCHER_JVM, STOCK_BROKER_JVM
 
 # A real PostgreSQL for any test that asks, and database aliases of a test module's own.
 from .pg import db_access, pg_alias, postgres_url, sqlite_alias  # noqa: F401
@@ -26,9 +26,11 @@ __all__ = ["BrokerProcess", "ROOT", "free_port", "start_broker"]
 ROOT = Path(__file__).resolve().parent.parent
 
 # Every stock broker a test starts (run.sh reads it; the benchmarks keep the defaults),
-# and the Spark driver of the rollup tests: C1 only (tests/jvmflags.py says why).
+# and the Spark driver of the rollup tests and Spark's launcher: C1 only, the serial
+# collector, Spark's classes not verified (tests/jvmflags.py says why).
 os.environ.setdefault("IMQ_JVM_ARGS", STOCK_BROKER_JVM)
 os.environ.setdefault("PYSPARK_SUBMIT_ARGS", SPARK_DRIVER_JVM)
+os.environ.setdefault("SPARK_LAUNCHER_OPTS", SPARK_LAUNCHER_JVM)
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:

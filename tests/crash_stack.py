@@ -10,6 +10,7 @@ import signal
 import subprocess
 import time
 
+from broker import launcher
 from broker.launcher import BrokerProcess, portmapper_answers
 
 from .portal_server import ROOT
@@ -28,10 +29,12 @@ def kill_broker(broker: BrokerProcess) -> None:
 
 def restart_broker(broker: BrokerProcess, timeout: float = 90) -> None:
     """Run the broker's command line again (same ports, instance, var home and database)
-    and wait until its port mapper answers; ``broker.proc`` is the new process."""
+    and wait until its port mapper answers; ``broker.proc`` is the new process.  Started
+    as start_broker starts it (``launcher.spawn``: in the tests, forked from
+    tests/manage_fork.py's server, ready after a quarter of a fresh interpreter's CPU)."""
     assert broker.proc.poll() is not None, "restart_broker: the broker is still running"
     out = open(broker.log_path, "ab")  # noqa: SIM115 - lives as long as the process
-    broker.proc = subprocess.Popen(
+    broker.proc = launcher.spawn(
         broker.proc.args,
         cwd=ROOT,
         env=broker.extra["env"],

@@ -18,5 +18,14 @@ STOCK_BROKER_JVM = (
     "-Xms192m -Xmx192m -Xss256k -XX:TieredStopAtLevel=1 -XX:+UseSerialGC "
     + jvmcds.argfile("broker")
 )
+# Spark's JVMs (a driver, Spark's launcher, the standalone master, worker and executors):
+# the above, and no bytecode verification of the classes from Spark's jars (the JDK's own
+# are not verified anyway).  A Spark start loads thousands of classes from its jars, and
+# verifying them is a good part of its CPU: a local session and a tiny job took 9.1-12.8 s
+# of CPU with C1 alone, 7.8-8.1 s so (three runs each, load ~10).
+SPARK_JVM = (*JAVA[1:], "-XX:+UnlockDiagnosticVMOptions", "-XX:-BytecodeVerificationRemote")
 # PYSPARK_SUBMIT_ARGS for a Spark driver a test starts (the rollup tests' local Spark).
-SPARK_DRIVER_JVM = "--driver-java-options -XX:TieredStopAtLevel=1 pyspark-shell"
+SPARK_DRIVER_JVM = f"--driver-java-options '{' '.join(SPARK_JVM)}' pyspark-shell"
+# SPARK_LAUNCHER_OPTS: spark-submit and spark-class first run a JVM of Spark's launcher
+# library that only works out the real JVM's command line.
+SPARK_LAUNCHER_JVM = " ".join(SPARK_JVM)

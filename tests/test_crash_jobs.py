@@ -9,7 +9,6 @@ again, with nobody restarting anything."""
 from __future__ import annotations
 
 import re
-import time
 from pathlib import Path
 
 import pytest
@@ -66,8 +65,17 @@ def test_expiry_job_fails_soft_while_the_broker_is_down(tmp_path: Path) -> None:
 
         restart_broker(broker)
         last_failed = runs(db, "failed")[-1][0]
-        wait_for(lambda: runs(db, "ok", last_failed), what="an ok run after the restart")
-        time.sleep(1)  # let the worker's log catch up with the database
+        ok_run = wait_for(lambda: runs(db, "ok", last_failed), what="an ok run after the restart")
+        # The worker's log caught up with the database: the task that made that ok run has
+        # logged its end (its result names the run), so every failed run's lines are there.
+        ok_id = ok_run[0][0]  # type: ignore[index]
+        wait_for(
+            lambda: any(
+                "succeeded" in ln and f"'run': {ok_id}}}" in ln
+                for ln in worker.output().splitlines()
+            ),
+            what="the worker's log of the ok run's task",
+        )
         assert worker.proc.poll() is None and beat.proc.poll() is None
         out = worker.output()
         # One line per failed run, no traceback, no task marked as crashed.

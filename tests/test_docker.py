@@ -36,7 +36,7 @@ from broker.launcher import free_port, portmapper_answers
 from openmq_client import Queue, TextMessage
 from openmq_client.sync import connect
 
-from .jvmflags import JAVA, SPARK_DRIVER_JVM
+from .jvmflags import SPARK_DRIVER_JVM, SPARK_JVM, SPARK_LAUNCHER_JVM
 from .pg import fresh_database
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -406,8 +406,10 @@ class Stack:
             "CELERY_BEAT_PIDFILE": str(tmp / "beat.pid"),
             "SPARK_WORKER_DIR": str(tmp / "spark-work"),
             "HOSTNAME": f"docker-test-{os.getpid()}",
-            # Spark's master and worker JVMs as the tests run every JVM (tests/jvmflags.py).
-            "SPARK_DAEMON_JAVA_OPTS": " ".join(JAVA[1:]),
+            # Spark's master and worker JVMs, and the launcher JVM spark-class runs before
+            # each, as the tests run every Spark JVM (tests/jvmflags.py).
+            "SPARK_DAEMON_JAVA_OPTS": " ".join(SPARK_JVM),
+            "SPARK_LAUNCHER_OPTS": SPARK_LAUNCHER_JVM,
         }
         for path in self.paths.values():
             Path(path).mkdir(parents=True, exist_ok=True)
@@ -619,7 +621,7 @@ def test_every_service_runs_from_its_entry_command(stack: Stack) -> None:
     # The executor on the Spark worker a JVM as the tests run every JVM, and a shuffle
     # partition per core the one-core test worker has (the job's 64 for a cluster are 64
     # tasks a stage here, run one after the other).
-    executor = f"--conf spark.executor.extraJavaOptions={shlex.quote(' '.join(JAVA[1:]))}"
+    executor = f"--conf spark.executor.extraJavaOptions={shlex.quote(' '.join(SPARK_JVM))}"
     rollup_env = {
         **stack.env("worker"),
         "PYSPARK_SUBMIT_ARGS": f"{executor} {SPARK_DRIVER_JVM}",
