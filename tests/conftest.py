@@ -130,7 +130,6 @@ LONGEST_FIRST = [
     "tests/test_delivery_policies.py",
     "tests/test_layering.py",
     "tests/test_vectors.py",
-    "tests/interop/test_cclient_wire.py",
     "tests/interop/test_java_tls.py",
     "tests/interop/test_java_jndi.py",
 ]

@@ -3,17 +3,32 @@
 The probe (tests/interop/c/probe.c) connects through the port mapper as any C
 application does, runs its checks and prints one line per check; these tests assert on
 those lines, and exchange messages with our Python client in both directions.
+
+The checks run goes through a recording relay (tests/interop/relay.py: the probe connects
+to its port, skipping the port mapper), and the last test holds what the C client wrote
+and the broker answered to the C client's wire quirks (it differs from the Java client's).
 """
 
 from __future__ import annotations
 
 import asyncio
+import struct
 import uuid
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
 
+from broker.protocol.packet import (
+    HEADER_SIZE,
+    VH_DELIVERY_COUNT,
+    VH_DELIVERY_TIME,
+    VH_PRODUCERID,
+    VH_TRANSACTIONID,
+)
+from broker.protocol.types import FLAG_A, PacketType, reply_type
 from openmq_client import (
     BytesMessage,
     DeliveryMode,
@@ -29,6 +44,7 @@ from openmq_client import (
 )
 
 from .conftest import CProbe, ProbeResult
+from .relay import Recorded, Relay
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -94,41 +110,22 @@ def unique(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:10]}"
 
 
-@pytest.fixture(scope="module")
-def checks_run(broker: Any, c_probe: CProbe) -> ProbeResult:
-    """One run of every self-contained check against the shared broker."""
-    return c_probe.run(broker, "checks", uuid.uuid4().hex[:10])
-
-
-@pytest.mark.parametrize("check", CHECKS)
-def test_c_client_check(checks_run: ProbeResult, check: str) -> None:
-    got = checks_run.checks
-    assert check in got, f"the probe did not report {check}\n{checks_run.explain()}"
-    assert got[check] == "ok", f"{check}: {got[check]}\n{checks_run.explain()}"
-
-
-def test_c_client_reports_only_known_checks(checks_run: ProbeResult) -> None:
-    # A check the list above does not know would otherwise go unasserted.
-    assert set(checks_run.checks) == set(CHECKS), checks_run.explain()
-    assert checks_run.returncode == 0, checks_run.explain()
-
-
 @pytest.mark.parametrize("auth", ["basic", "digest"])
 def test_c_client_auth_types(own_broker: Any, c_probe: CProbe, auth: str) -> None:
     b = own_broker(f"imq.authentication.type={auth}")
-    good = c_probe.run(b, "connect")
-    assert good.returncode == 0, good.explain()
-    assert "status 0" in good.lines and good.checks == {"connect_close": "ok"}, good.explain()
-
-    # Several times: the library used to lose the refusal to a race with the socket's
-    # EOF now and then (see broker.server.connection.REFUSED_LOGIN_LINGER). The attempts
-    # run side by side: each waits out the broker's linger before the refusal ends it.
-    attempts = [("guest", "wrong"), ("nobody", "guest")] * 2
+    # The good login, then the bad ones several times: the library used to lose the
+    # refusal to a race with the socket's EOF now and then (see
+    # broker.server.connection.REFUSED_LOGIN_LINGER). The attempts run side by side: each
+    # bad one waits out the broker's linger before the refusal ends it.
+    attempts = [("guest", "guest")] + [("guest", "wrong"), ("nobody", "guest")] * 2
     with ThreadPoolExecutor(len(attempts)) as pool:
         runs = pool.map(lambda up: c_probe.run(b, "connect", user=up[0], password=up[1]), attempts)
-        for bad in list(runs):
-            assert bad.returncode != 0, bad.explain()
-            assert f"status {MQ_BROKER_INVALID_LOGIN}" in bad.lines, bad.explain()
+        good, *bads = list(runs)
+    assert good.returncode == 0, good.explain()
+    assert "status 0" in good.lines and good.checks == {"connect_close": "ok"}, good.explain()
+    for bad in bads:
+        assert bad.returncode != 0, bad.explain()
+        assert f"status {MQ_BROKER_INVALID_LOGIN}" in bad.lines, bad.explain()
     # The broker saw a C client log in and the failures as failures.
     log = b.log_text()
     assert "guest" in log and "nobody" in log, log[-3000:]
@@ -269,3 +266,117 @@ def test_python_sends_c_receives(broker: Any, c_probe: CProbe) -> None:
     assert data["header.MQPriority"] == ("int8", "2")
     assert data["header.MQExpiration"] == ("int64", "0")
     assert "replyto" not in data
+
+
+@dataclass
+class ChecksRun:
+    """probe.c's `checks` run and what its connections carried (tests/interop/relay.py)."""
+
+    result: ProbeResult
+    connections: list[Recorded]
+
+
+def _checks_through_relay(broker: Any, c_probe: CProbe) -> ChecksRun:
+    relay = Relay(broker.host, broker.jms_port)
+    try:
+        r = c_probe.run(
+            broker, "checks", uuid.uuid4().hex[:10], env={"PROBE_SERVICE_PORT": str(relay.port)}
+        )
+    finally:
+        relay.close()
+    return ChecksRun(r, relay.connections)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def checks_started(broker: Any, c_probe: CProbe) -> Iterator[Future[ChecksRun]]:
+    """One run of every self-contained check against the shared broker, through a
+    recording relay, started when the module's first test starts: most of the run is the
+    checks' waits (a delivery delay, receives that must time out), which the other tests
+    of the module use meanwhile.  The wire test below reads what the relay recorded."""
+    with ThreadPoolExecutor(1) as pool:
+        yield pool.submit(_checks_through_relay, broker, c_probe)
+
+
+@pytest.fixture(scope="module")
+def checks_run(checks_started: Future[ChecksRun]) -> ProbeResult:
+    return checks_started.result(timeout=300).result
+
+
+@pytest.mark.parametrize("check", CHECKS)
+def test_c_client_check(checks_run: ProbeResult, check: str) -> None:
+    got = checks_run.checks
+    assert check in got, f"the probe did not report {check}\n{checks_run.explain()}"
+    assert got[check] == "ok", f"{check}: {got[check]}\n{checks_run.explain()}"
+
+
+def test_c_client_reports_only_known_checks(checks_run: ProbeResult) -> None:
+    # A check the list above does not know would otherwise go unasserted.
+    assert set(checks_run.checks) == set(CHECKS), checks_run.explain()
+    assert checks_run.returncode == 0, checks_run.explain()
+
+
+FIRST_CORRELATION_ID = -(2**63) + 1  # 0x8000000000000001 as the signed field
+# Statuses other than 200 the checks bring about: a destination created again (409, which
+# clients take as success) and the invalid-selector check (400).
+ALLOWED = {PacketType.CREATE_DESTINATION: {200, 409}, PacketType.ADD_CONSUMER: {200, 400}}
+
+
+def test_c_client_wire_through_relay(checks_started: Future[ChecksRun]) -> None:
+    """What the C client wrote in the checks run, and the broker's answers, against the
+    C client's wire quirks (third_party/openmq/vectors/cclient/README.md): a variable
+    header on every packet (property offset 76 when it has no fields, padding 0-3 bytes),
+    correlation IDs from 0x8000000000000001, HELLO with JMQSize, START_TRANSACTION as
+    soon as a transacted session exists."""
+    run = checks_started.result(timeout=300)
+    r = run.result
+    assert r.checks == dict.fromkeys(CHECKS, "ok"), r.explain()
+    # connect_close, the main connection and the durable subscriber's (with a client ID).
+    assert len(run.connections) == 3, r.explain()
+
+    saw_transaction = False
+    paddings: set[int] = set()
+    for rec in run.connections:
+        sent, answers = rec.client_packets(), rec.broker_packets()
+        hello = sent[0]
+        assert hello.type == PacketType.HELLO
+        assert hello.prop_offset == 76  # the empty variable header: terminator + padding
+        assert "JMQSize" in hello.properties and "JMQReconnectable" not in hello.properties
+        for p in sent:
+            assert p.prop_offset >= 76 and p.prop_offset % 4 == 0, p
+            pad = padding(p.raw, p.prop_offset)
+            assert 0 <= pad <= 3, (PacketType(p.type).name, pad)
+            paddings.add(pad)
+        # Correlation IDs count up from 0x8000000000000001 (START carries 0, without A).
+        requests = [p for p in sent if p.flags & FLAG_A]
+        assert requests[0].consumer_id == FIRST_CORRELATION_ID
+        ids = [p.consumer_id for p in requests]
+        assert ids == sorted(ids) and len(set(ids)) == len(ids)
+        # The broker answers every request with its reply, echoing its correlation ID.
+        replies = {(p.type, p.consumer_id): p for p in answers}
+        for req in requests:
+            reply = replies.get((reply_type(req.type), req.consumer_id))
+            assert reply is not None, f"no reply to {PacketType(req.type).name} {req.consumer_id}"
+            status = reply.properties["JMQStatus"]
+            assert status in ALLOWED.get(req.type, {200}), (PacketType(req.type).name, status)
+            if req.type == PacketType.START_TRANSACTION:
+                saw_transaction = True
+                assert isinstance(reply.properties["JMQTransactionID"], int)
+    assert saw_transaction
+    # The broker read variable headers with every padding the C client writes, 0 included
+    # (the Java client's is 1-4).
+    assert paddings == {0, 1, 2, 3}
+
+
+def padding(raw: bytes, end: int) -> int:
+    """Bytes between the variable header's terminator and the property table."""
+    pos = HEADER_SIZE
+    while True:
+        (tag,) = struct.unpack_from(">h", raw, pos)
+        if tag == 0:
+            return end - (pos + 2)
+        (length,) = struct.unpack_from(">H", raw, pos + 2)
+        if tag in (VH_TRANSACTIONID, VH_PRODUCERID, VH_DELIVERY_TIME):
+            length = 8
+        elif tag == VH_DELIVERY_COUNT:
+            length = 4
+        pos += 4 + length

@@ -29,6 +29,7 @@ from typing import Any
 import pytest
 
 from broker.launcher import BrokerProcess, start_broker
+from tests import jvmcds
 from tests.cluster_procs import start_cluster, start_member, wait_linked
 from tests.pg import fresh_database
 
@@ -46,7 +47,8 @@ def run_interactive(
     timeout: float = 240,
 ) -> ProbeResult:
     """One JVM whose "ask WHAT" lines are answered by doing ``actions[WHAT]`` then "done"."""
-    cmd = ["java", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
+    # The programs' flags and class-data archive (tests/jvmflags.py, tests/jvmcds.py).
+    cmd = ["java", "-Xss512k", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1", jvmcds.argfile("client"),
            "-cp", classpath(java_programs.classes), main, *args]  # fmt: skip
     out: list[str] = []
     # stderr to a file: a client logging much through a failover never blocks on a pipe.

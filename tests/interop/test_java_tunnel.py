@@ -38,7 +38,7 @@ from broker.protocol.httptunnel import (
 from broker.protocol.portmapper import parse_table
 from tests.jvmflags import JAVAC
 
-from .jvm import broker_kind, classpath, require_java, start_either
+from .jvm import broker_kind, require_java, start_either
 from .test_java_tls import our_key_material, trust_args, truststore
 
 pytestmark = pytest.mark.timeout(420)
@@ -74,7 +74,7 @@ def wait_for(what: str, cond, timeout: float) -> None:
     while time.monotonic() < deadline:
         if cond():
             return
-        time.sleep(0.5)
+        time.sleep(0.1)
     pytest.fail(f"timed out after {timeout} s waiting for {what}", pytrace=False)
 
 
@@ -177,19 +177,7 @@ def test_tunnel_client_vanishes(tunnel: Any, java_programs: Any) -> None:
     message is delivered again."""
     kind, b, url, _surl, _trust = tunnel
     queue = f"interop.tunnel.vanish.{time.time_ns()}"
-    cmd = [
-        "java",
-        "-Xss512k",
-        "-XX:+UseSerialGC",
-        "-cp",
-        classpath(java_programs.classes),
-        "TunnelClient",
-        b.host,
-        str(b.portmapper_port),
-        "vanish",
-        url,
-        queue,
-    ]
+    cmd = java_programs.command("TunnelClient", b, "vanish", url, queue)
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     admin = BrokerAdmin(b.host, b.portmapper_port)
     try:

@@ -28,7 +28,7 @@ from broker.launcher import REALBROKER, fresh_sqlite, start_broker, start_stock_
 from tests.jvmflags import JAVA
 from tests.manage_fork import run_manage
 
-from .imqcmd_stock import StockImqcmd
+from .imqcmd_stock import StockImqcmd, compile_java
 
 USER, PASSWORD = "alice", "alice-secret"
 KEYSTORE_PASSWORD = "keystore-secret"
@@ -136,14 +136,17 @@ def test_stock_instance_imported(tmp_path: Path, java_programs: Any) -> None:
             "imqbroker",
             "-f",
         )
-        imqcmd = StockImqcmd(tmp_path / "imqcmd")
+        # Both commands in one JVM (ImqcmdBatch: the stock BrokerCmd's own steps).
+        imqcmd = StockImqcmd(tmp_path / "imqcmd", compile_java(tmp_path / "imqcmd-java"))
         address = f"{stock.host}:{stock.portmapper_port}"
-        for args in (
-            ["create", "dst", "-t", "q", "-n", "mig.orders", "-o", "maxNumMsgs=5000",
-             "-o", "limitBehavior=REMOVE_OLDEST", "-o", "maxNumActiveConsumers=3"],
-            ["update", "bkr", "-o", "imq.message.max_size=20m"],
+        for r in imqcmd.batch(
+            address,
+            [
+                ["create", "dst", "-t", "q", "-n", "mig.orders", "-o", "maxNumMsgs=5000",
+                 "-o", "limitBehavior=REMOVE_OLDEST", "-o", "maxNumActiveConsumers=3"],
+                ["update", "bkr", "-o", "imq.message.max_size=20m"],
+            ],
         ):  # fmt: skip
-            r = imqcmd.run(address, *args)
             assert r.returncode == 0, str(r)
         with (inst / "etc" / "accesscontrol.properties").open("a") as f:
             f.write("queue.mig.orders.browse.deny.user=guest\nnot.a.rule=1\n")

@@ -159,12 +159,13 @@ public class Features {
                 }
                 Set<String> got = new HashSet<>();
                 int taken = 0;
-                // Both consumers in turn until all are taken (or nothing came for 10 s).
-                for (int idle = 0; taken < n && idle < 10; ) {
+                // Both consumers in turn until all are taken (or nothing came for 10 s); short
+                // receives: each turn ends on an empty receive of each.
+                for (int idle = 0; taken < n && idle < 50; ) {
                     int before = taken;
                     for (JMSConsumer k : new JMSConsumer[] {k1, k2}) {
                         String b;
-                        while ((b = k.receiveBody(String.class, 500)) != null) {
+                        while ((b = k.receiveBody(String.class, 100)) != null) {
                             got.add(b);
                             taken++;
                         }
