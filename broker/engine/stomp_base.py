@@ -632,10 +632,23 @@ class StompEngineBase(Outbox):
         if status == Status.OK:
             self._receipt(f)
             return
-        reason = pkt.properties.get(JMQ_REASON) or f"status {status}"
+        self._send_refused(f, status, pkt.properties.get(JMQ_REASON))
+
+    def _send_refused(self, f: Frame, status: object, reason: object) -> None:
+        reason = reason or f"status {status}"
         what = f"SEND to {f.get('destination')}"
         log.info("STOMP connection %s: %s refused: %s", self.id, what, reason)
         self._error(f"{what} refused: {reason}", f)
+
+    def _send_stored(self, cid: int) -> None:
+        """A persistent SEND's message is stored (stomp_frames.on_send): its receipt, or
+        the OK reply DISCONNECT waits for (_waiting_done wrapped it)."""
+        waiting = self._waiting.pop(cid, None)
+        if type(waiting) is Frame:
+            self._receipt(waiting)
+        elif waiting is not None:
+            reply = b"".join((_SEND_OK_HEAD, _I64.pack(cid), _SEND_OK_REST))
+            waiting(Packet(reply))  # type: ignore[operator]
 
     # -- deliveries (StompLink calls these from the router) --------------------------
 
@@ -663,8 +676,13 @@ class StompEngineBase(Outbox):
         held = self._held
         if held is not None:
             held.append(frame)
-        else:
-            self.write(frame)
+            return
+        # write(), inline: once a delivery.
+        self._wrote = True
+        self._out.append(frame)
+        if not self._pending:
+            self._pending = True
+            self.wake()
 
     def release_held(self) -> None:
         """Write the deliveries held while a subscription was being added."""
