@@ -39,6 +39,7 @@ from broker.protocol.names import JMQ_PREFIX
 from broker.protocol.packet import (
     HEADER,
     HEADER_SIZE,
+    OFF_PROP_OFFSET,
     VH_CORRELATIONID,
     VH_DELIVERY_COUNT,
     VH_DESTINATION,
@@ -103,6 +104,10 @@ _BYTES_MESSAGE = int(PacketType.BYTES_MESSAGE)
 _DC_FIELD = struct.pack(">hhi", VH_DELIVERY_COUNT, 4, 1)
 _DC_OFFSET = HEADER_SIZE + 4
 _VH_START = HEADER_SIZE + len(_DC_FIELD)
+# A packet's version (and its type, skipped) and size, from byte 4; its property offset
+# and size, at OFF_PROP_OFFSET (packet.HEADER).
+_VERSION_SIZE = struct.Struct(">h2xi")
+_PROP_RANGE = struct.Struct(">ii")
 _BODY_TYPES = {
     PacketType.MAP_MESSAGE: "map",
     PacketType.STREAM_MESSAGE: "stream",
@@ -330,16 +335,25 @@ class FrameParts:
         self.version = version
         esc = _ESCAPERS[version]
         raw = msg.raw
-        pkt = Packet(raw)
+        # A current packet's offsets are read where they are, without a Packet (made only
+        # for what needs decoding: an unknown variable header, properties).
+        pkt: Packet | None = None
+        pversion, size = _VERSION_SIZE.unpack_from(raw, 4)
+        if pversion == CURRENT_PACKET_VERSION:
+            prop_offset, prop_size = _PROP_RANGE.unpack_from(raw, OFF_PROP_OFFSET)
+        else:
+            pkt = Packet(raw)
+            prop_offset, prop_size, size = pkt.prop_offset, pkt.prop_size, pkt.size
         self.msg_id = msg_id = msg.message_id
         self._ack_rest: bytes | None = None
         self._first: bytes | None = None  # all after the head of a first, ack:auto one
         # What the variable header says (reply-to, correlation-id, type), by its bytes:
         # a producer's messages carry the same one (no correlation id), so it is read
         # and written once.
-        vh = raw[HEADER_SIZE : pkt.prop_offset]
+        vh = raw[HEADER_SIZE:prop_offset]
         known = _HEAD_LINES.get((vh, version))
         if known is None or (known[2] and known[2] != conn_id):
+            pkt = pkt or Packet(raw)
             known = _head_lines(pkt.fields, esc, conn_id)
             if known[3]:
                 remember(_HEAD_LINES, (vh, version), known)
@@ -357,7 +371,8 @@ class FrameParts:
         )
         tail = []
         have_length = False
-        if pkt.prop_size:
+        if prop_size:
+            pkt = pkt or Packet(raw)
             for k, v in pkt.properties.items():
                 if k.startswith(JMQ_PREFIX) or k == "JMSXDeliveryCount":
                     continue  # the broker's own
@@ -366,7 +381,7 @@ class FrameParts:
         kind = _BODY_TYPES.get(msg.type)
         if kind is not None:
             tail.append(f"jms-message-type:{kind}\n")
-        body = pkt.body
+        body = raw[prop_offset + prop_size : size]
         if msg.base_flags & FLAG_Z and body:
             try:
                 body = zlib.decompress(body)
@@ -376,7 +391,8 @@ class FrameParts:
         length = b"content-length:%d\n" % len(body) if body and not have_length else b""
         self.lead = b"MESSAGE\n" + length
         self.mid_line = b"message-id:%s\n" % esc(msg_id).encode()
-        self.tail = b"".join(("".join(tail).encode("utf-8"), b"\n", body, b"\x00"))
+        props = "".join(tail).encode("utf-8") if tail else b""
+        self.tail = b"".join((props, b"\n", body, b"\x00"))
 
     @property
     def ack_rest(self) -> bytes:
