@@ -58,11 +58,13 @@ class StompLink(ConnectionEngine):
         why = self.send_denied(msg.destination, dest_type)
         if why is not None:
             raise RouterError(Status.FORBIDDEN, why)
+        # The router's Link, typed as the JMQ engine it is (send_delivery takes bytes here).
+        link: ConnectionEngine = self
         if txn_id:
             txns = self.router.txns
-            txns.transacted_send(txns.transaction(txn_id, self), msg, dest_type, self)
+            txns.transacted_send(txns.transaction(txn_id, link), msg, dest_type, link)
         else:
-            self.router.route(msg, self, dest_type)
+            self.router.route(msg, link, dest_type)
 
     def send_delivery(self, buf: bytes) -> None:  # type: ignore[override]
         if not buf:
