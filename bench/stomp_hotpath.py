@@ -4,6 +4,7 @@
     .venv/bin/python bench/stomp_hotpath.py --cases topic --count 20000 --repeat 9
     .venv/bin/python bench/stomp_hotpath.py --profile /tmp/st.prof   # cProfile of one repeat
     .venv/bin/python bench/stomp_hotpath.py --no-decode   # the client's decoding left out
+    .venv/bin/python bench/stomp_hotpath.py --cases queue-client --ack-reads each
 
 A real :class:`~broker.server.broker.Broker` (never started) with
 :class:`~broker.engine.stomp.StompEngine` objects driven the way broker/server/stomp.py
@@ -127,6 +128,17 @@ def sends(dest: str, count: int, size: int, receipts: bool) -> list[bytes]:
 # with one C call each instead of a FrameReader, so a callgrind count is the broker's.
 _MESSAGE_ID = re.compile(rb"\nmessage-id:([^\n]*)\n")
 NO_DECODE = False
+# --ack-reads each: every ACK fed with a receive_data of its own, as the live broker reads
+# stomp.py's (one sendall an ACK from its receiver thread), not a read's worth at once.
+ACK_EACH = False
+
+
+def acknowledge(c: Conn, acks: list[bytes]) -> None:
+    if ACK_EACH:
+        for a in acks:
+            c.e.receive_data(a)
+    else:
+        c.e.receive_data(b"".join(acks))
 
 
 def run_case(case: str, count: int, size: int, profile: cProfile.Profile | None) -> float:
@@ -174,7 +186,7 @@ def run_case(case: str, count: int, size: int, profile: cProfile.Profile | None)
                         delivered += data.count(b"MESSAGE\n")
                     client_time += time.process_time() - c0
                     if acks:
-                        c.e.receive_data(b"".join(acks))
+                        acknowledge(c, acks)
                     continue
                 for f in c.reader.feed(data):
                     if f.command != "MESSAGE":
@@ -185,7 +197,7 @@ def run_case(case: str, count: int, size: int, profile: cProfile.Profile | None)
                         acks.append(encode_frame("ACK", h, b"", "1.0"))
                 client_time += time.process_time() - c0
                 if acks:
-                    c.e.receive_data(b"".join(acks))
+                    acknowledge(c, acks)
             return busy
 
         for data in reads:
@@ -218,9 +230,17 @@ def main() -> None:
         help="count the consumers' frames without decoding them (callgrind: the broker's "
         "instructions alone)",
     )
+    ap.add_argument(
+        "--ack-reads",
+        choices=("joined", "each"),
+        default="joined",
+        help="queue-client's ACKs: a read's worth in one receive_data (joined), or one a "
+        "call (each, as stomp.py's reach the live broker)",
+    )
     args = ap.parse_args()
-    global NO_DECODE
+    global NO_DECODE, ACK_EACH
     NO_DECODE = args.no_decode
+    ACK_EACH = args.ack_reads == "each"
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     report_cases(run_case, args, widths=(12, 7))
 
