@@ -421,25 +421,29 @@ class StompEngineBase(Outbox):
         """Turn what the JMQ engine wrote (replies, deliveries, GOODBYE) into frames."""
         if self._pumping:
             return
-        self._pumping = True
-        try:
-            inner = self.inner
-            # Until the engine queues nothing more (a delivery's frame can cause a reply);
-            # the last, empty, call also clears its flush_pending when only effects were.
-            while out := inner.data_to_send():
-                for buf in out:
-                    off = 0
-                    n = len(buf)
-                    while off + 12 <= n:
-                        size = _SIZE.unpack_from(buf, OFF_SIZE + off)[0]
-                        if size == _SEND_OK_LEN and self._send_ok(buf, off):
+        inner = self.inner
+        # Nothing queued since the last pump (most reads: SENDs and ACKs make no JMQ
+        # packet): nothing to take (data_to_send would only clear a flag already clear).
+        if inner._pending or inner._out or inner._effects:
+            self._pumping = True
+            try:
+                # Until the engine queues nothing more (a delivery's frame can cause a
+                # reply); the last, empty, call also clears its flush_pending when only
+                # effects were.
+                while out := inner.data_to_send():
+                    for buf in out:
+                        off = 0
+                        n = len(buf)
+                        while off + 12 <= n:
+                            size = _SIZE.unpack_from(buf, OFF_SIZE + off)[0]
+                            if size == _SEND_OK_LEN and self._send_ok(buf, off):
+                                off += size
+                                continue
+                            self._from_broker(Packet(bytes(buf[off : off + size])))
                             off += size
-                            continue
-                        self._from_broker(Packet(bytes(buf[off : off + size])))
-                        off += size
-            self._collect_inner()
-        finally:
-            self._pumping = False
+                self._collect_inner()
+            finally:
+                self._pumping = False
         if self._backlog and self.state is CONNECTED:
             # Frames that came with CONNECT, taken now that it is answered: here, not in
             # the reply's callback, so their own requests are answered as they are made.
