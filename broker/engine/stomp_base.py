@@ -66,8 +66,8 @@ _SIZE = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 # A SEND's OK reply, whatever its correlation id: the bytes either side of that id.
 _SEND_OK_LEN = len(SEND_REPLY_OK)
-_SEND_OK_HEAD = SEND_REPLY_OK[:OFF_CONSUMER_ID]
-_SEND_OK_REST = SEND_REPLY_OK[OFF_CONSUMER_ID + 8 :]
+SEND_OK_HEAD = SEND_REPLY_OK[:OFF_CONSUMER_ID]
+SEND_OK_REST = SEND_REPLY_OK[OFF_CONSUMER_ID + 8 :]
 # The JMQ protocol level the STOMP side speaks to the JMQ engine.
 _PROTOCOL_LEVEL = 500
 
@@ -456,7 +456,7 @@ class StompEngineBase(Outbox):
     def _send_ok(self, buf: bytes | bytearray, off: int) -> bool:
         """A SEND's OK reply, taken without decoding it: its receipt, if it asked."""
         cut = off + OFF_CONSUMER_ID
-        if buf[off:cut] != _SEND_OK_HEAD or buf[cut + 8 : off + _SEND_OK_LEN] != _SEND_OK_REST:
+        if buf[off:cut] != SEND_OK_HEAD or buf[cut + 8 : off + _SEND_OK_LEN] != SEND_OK_REST:
             return False
         f = self._waiting.pop(_I64.unpack_from(buf, cut)[0], None)
         if type(f) is Frame:
@@ -643,16 +643,6 @@ class StompEngineBase(Outbox):
         what = f"SEND to {f.get('destination')}"
         log.info("STOMP connection %s: %s refused: %s", self.id, what, reason)
         self._error(f"{what} refused: {reason}", f)
-
-    def _send_stored(self, cid: int) -> None:
-        """A persistent SEND's message is stored (stomp_frames.on_send): its receipt, or
-        the OK reply DISCONNECT waits for (_waiting_done wrapped it)."""
-        waiting = self._waiting.pop(cid, None)
-        if type(waiting) is Frame:
-            self._receipt(waiting)
-        elif waiting is not None:
-            reply = b"".join((_SEND_OK_HEAD, _I64.pack(cid), _SEND_OK_REST))
-            waiting(Packet(reply))  # type: ignore[operator]
 
     # -- deliveries (StompLink calls these from the router) --------------------------
 

@@ -34,13 +34,14 @@ from broker.protocol.sysmsgid import IP_ZERO, ip_field
 from broker.protocol.types import DEST_TEMP, DEST_TOPIC, FLAG_A, AckMode, PacketType, Status
 
 from .states import READY
-from .stomp_base import Reply, StompEngineBase, Subscription
+from .stomp_base import SEND_OK_HEAD, SEND_OK_REST, Reply, StompEngineBase, Subscription
 from .stomp_mapping import MappingError, StompDest, parse_destination, send_message
 from .stomp_states import CLOSED
 
 log = logging.getLogger("broker.stomp")
 
 _ACK_BLOCK = struct.Struct(">q32s")
+_I64 = struct.Struct(">q")
 _ACK_MODES = {
     "auto": AckMode.NO_ACKNOWLEDGE,
     "client": AckMode.CLIENT_ACKNOWLEDGE,
@@ -157,6 +158,16 @@ class StompFrameRules(StompEngineBase):
         else:
             self._receipt(f)
         inner.broker.check_memory()
+
+    def _send_stored(self, cid: int) -> None:
+        """A persistent SEND's message is stored (on_send): its receipt, or the OK reply
+        DISCONNECT waits for (_waiting_done wrapped it)."""
+        waiting = self._waiting.pop(cid, None)
+        if type(waiting) is Frame:
+            self._receipt(waiting)
+        elif waiting is not None:
+            reply = b"".join((SEND_OK_HEAD, _I64.pack(cid), SEND_OK_REST))
+            waiting(Packet(reply))  # type: ignore[operator]
 
     def _origin_ip(self) -> bytes:
         """The client's address for its messages' IDs, as a JMQ client puts its own there
