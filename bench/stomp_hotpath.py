@@ -3,6 +3,8 @@
     .venv/bin/python bench/stomp_hotpath.py                  # every case, 5 repeats each
     .venv/bin/python bench/stomp_hotpath.py --cases topic --count 20000 --repeat 9
     .venv/bin/python bench/stomp_hotpath.py --profile /tmp/st.prof   # cProfile of one repeat
+    .venv/bin/python bench/stomp_hotpath.py --no-decode   # the client's decoding left out
+    .venv/bin/python bench/stomp_hotpath.py --cases queue-client --ack-reads each
 
 A real :class:`~broker.server.broker.Broker` (never started) with
 :class:`~broker.engine.stomp.StompEngine` objects driven the way broker/server/stomp.py
@@ -28,6 +30,7 @@ import argparse
 import cProfile
 import gc
 import os
+import re
 import sys
 import tempfile
 import time
@@ -121,6 +124,23 @@ def sends(dest: str, count: int, size: int, receipts: bool) -> list[bytes]:
     return [stream[i : i + READ_SLICE] for i in range(0, len(stream), READ_SLICE)]
 
 
+# --no-decode: a consumer's frames are counted, and a client ack's message ids found,
+# with one C call each instead of a FrameReader, so a callgrind count is the broker's.
+_MESSAGE_ID = re.compile(rb"\nmessage-id:([^\n]*)\n")
+NO_DECODE = False
+# --ack-reads each: every ACK fed with a receive_data of its own, as the live broker reads
+# stomp.py's (one sendall an ACK from its receiver thread), not a read's worth at once.
+ACK_EACH = False
+
+
+def acknowledge(c: Conn, acks: list[bytes]) -> None:
+    if ACK_EACH:
+        for a in acks:
+            c.e.receive_data(a)
+    else:
+        c.e.receive_data(b"".join(acks))
+
+
 def run_case(case: str, count: int, size: int, profile: cProfile.Profile | None) -> float:
     subscribers = 4 if case == "topic" else 0 if case == "receipts" else 1
     dest = "/topic/hot" if case == "topic" else "/queue/hot"
@@ -157,6 +177,17 @@ def run_case(case: str, count: int, size: int, profile: cProfile.Profile | None)
                 data = c.written()
                 c0 = time.process_time()
                 acks = []
+                if NO_DECODE:
+                    if ack == "client":
+                        ids = _MESSAGE_ID.findall(data)
+                        delivered += len(ids)
+                        acks = [b"ACK\nmessage-id:%s\nsubscription:s0\n\n\x00" % i for i in ids]
+                    else:
+                        delivered += data.count(b"MESSAGE\n")
+                    client_time += time.process_time() - c0
+                    if acks:
+                        acknowledge(c, acks)
+                    continue
                 for f in c.reader.feed(data):
                     if f.command != "MESSAGE":
                         continue
@@ -166,7 +197,7 @@ def run_case(case: str, count: int, size: int, profile: cProfile.Profile | None)
                         acks.append(encode_frame("ACK", h, b"", "1.0"))
                 client_time += time.process_time() - c0
                 if acks:
-                    c.e.receive_data(b"".join(acks))
+                    acknowledge(c, acks)
             return busy
 
         for data in reads:
@@ -193,7 +224,23 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1024)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--profile", type=Path, help="write a cProfile of the last repeat here")
+    ap.add_argument(
+        "--no-decode",
+        action="store_true",
+        help="count the consumers' frames without decoding them (callgrind: the broker's "
+        "instructions alone)",
+    )
+    ap.add_argument(
+        "--ack-reads",
+        choices=("joined", "each"),
+        default="joined",
+        help="queue-client's ACKs: a read's worth in one receive_data (joined), or one a "
+        "call (each, as stomp.py's reach the live broker)",
+    )
     args = ap.parse_args()
+    global NO_DECODE, ACK_EACH
+    NO_DECODE = args.no_decode
+    ACK_EACH = args.ack_reads == "each"
     print(f"load average: {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
     report_cases(run_case, args, widths=(12, 7))
 

@@ -363,3 +363,60 @@ def test_temporary_queue_for_replies(broker):
     assert ok.command == "RECEIPT"
     (answer,) = asker.frames()
     assert answer.body == b"!" and answer.get("destination") == "/temp-queue/replies"
+
+
+def test_a_send_the_router_refuses_is_an_error_and_the_connection_goes_on(tmp_path):
+    # A SEND goes to the router without a JMQ packet fed to the engine underneath
+    # (StompLink.take_message): what the router refuses is the SEND's ERROR, with its
+    # receipt id, and the message is counted in as the JMQ engine counts a refused one.
+    passwd = tmp_path / "passwd"
+    passwd.write_text(f"guest:{md5str('guest:guest')}:anonymous:1\n")
+    config = BrokerConfig(
+        {
+            "imq.varhome": str(tmp_path / "var"),
+            "imq.accesscontrol.enabled": "false",
+            "imq.message.max_size": "200",
+        }
+    )
+    broker = Broker(config, FileUserRepository(passwd))
+    try:
+        c = Client(broker)
+        c.connect("1.2")
+        c.frame("SUBSCRIBE", ("id", "s"), ("destination", "/queue/big"))
+        before = c.e.metrics.messages_in
+        (err,) = c.frame("SEND", ("destination", "/queue/big"), ("receipt", "r1"), body=b"x" * 500)
+        assert err.command == "ERROR" and err.get("receipt-id") == "r1"
+        assert (err.get("message") or "").startswith("SEND to /queue/big refused: ")
+        assert "exceeds imq.message.max_size" in (err.get("message") or "")
+        assert c.e.metrics.messages_in == before + 1 and not c.closed
+        got = c.frame("SEND", ("destination", "/queue/big"), ("receipt", "r2"), body=b"small")
+        assert [f.command for f in got] == ["MESSAGE", "RECEIPT"] and got[0].body == b"small"
+        # In a transaction, checked when sent (so the receipt tells the truth).
+        c.frame("BEGIN", ("transaction", "t"))
+        (err,) = c.frame(
+            "SEND", ("destination", "/queue/big"), ("transaction", "t"), body=b"x" * 500
+        )
+        assert err.command == "ERROR" and "too large" in (err.get("message") or "")
+        assert c.frame("COMMIT", ("transaction", "t")) == []
+    finally:
+        broker.executor.shutdown(wait=False)
+
+
+def test_a_persistent_sends_receipt_waits_for_the_store_and_disconnect_for_it(broker):
+    held: list = []
+    broker.when_stored = held.append  # type: ignore[method-assign]  # a store that holds
+    c = Client(broker)
+    c.connect("1.2")
+    c.frame("SUBSCRIBE", ("id", "s"), ("destination", "/queue/kept"))
+    got = c.frame("SEND", ("destination", "/queue/kept"), ("receipt", "p"), body=b"kept")
+    # Delivered at once; "stored" (the receipt) only once the store says so.
+    assert [(f.command, f.body) for f in got] == [("MESSAGE", b"kept")] and len(held) == 1
+    # A non-persistent one is answered at once, ahead of it.
+    got = c.frame("SEND", ("destination", "/queue/kept"), ("persistent", "false"), ("receipt", "n"))
+    assert [(f.command, f.get("receipt-id")) for f in got] == [("MESSAGE", None), ("RECEIPT", "n")]
+    assert c.frame("DISCONNECT", ("receipt", "bye")) == []
+    assert not c.closed
+    held.pop()()
+    got = c.frames()
+    assert [(f.command, f.get("receipt-id")) for f in got] == [("RECEIPT", "p"), ("RECEIPT", "bye")]
+    assert c.closed

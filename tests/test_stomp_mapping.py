@@ -7,18 +7,20 @@ import zlib
 import pytest
 
 from broker.core.message import Message
+from broker.core.reports import no_report_info
 from broker.engine.stomp_mapping import (
     FrameParts,
     MappingError,
     frame_parts,
-    message_packet,
     parse_destination,
+    send_message,
     stomp_name,
     subscription_head,
 )
 from broker.protocol.jtypes import JInt
 from broker.protocol.packet import (
     VH_CORRELATIONID,
+    VH_DELIVERY_COUNT,
     VH_DESTINATION,
     VH_REPLYTO,
     VH_REPLYTO_CLASS,
@@ -59,11 +61,11 @@ def test_destinations():
 
 def test_content_length_makes_a_bytes_message():
     d = parse_destination("/queue/a", 1)
-    text = Packet(message_packet([("destination", "/queue/a")], b"hi", d, None, 0, 1, 1))
+    text = Packet(send_message([("destination", "/queue/a")], b"hi", d, None, 0, 1, 1).raw)
     assert text.type == PacketType.TEXT_MESSAGE
     assert text.flags & FLAG_P and text.flags & FLAG_Q and text.priority == 4
     data = Packet(
-        message_packet(
+        send_message(
             [("content-length", "2"), ("persistent", "false"), ("x-y", "z")],
             b"hi",
             d,
@@ -71,12 +73,85 @@ def test_content_length_makes_a_bytes_message():
             0,
             1,
             1,
-        )
+        ).raw
     )
     assert data.type == PacketType.BYTES_MESSAGE and not data.flags & FLAG_P
     assert data.properties == {"x-y": "z"}
     with pytest.raises(MappingError, match="UTF-8"):
-        message_packet([], b"\xff", d, None, 0, 1, 1)
+        send_message([], b"\xff", d, None, 0, 1, 1)
+
+
+@pytest.mark.parametrize(
+    "headers, body, reply, txn",
+    [
+        (
+            [("destination", "/topic/t"), ("persistent", "false"), ("content-length", "3")],
+            b"abc",
+            None,
+            0,
+        ),
+        ([("destination", "/queue/q")], "héllo".encode(), None, 0),
+        (
+            [
+                ("destination", "/queue/q"),
+                ("priority", "7"),
+                ("expires", "4102444800000"),
+                ("correlation-id", "c-1"),
+                ("type", "t"),
+                ("x", "1"),
+                ("x", "2"),
+                ("content-type", "text/plain"),
+                ("JMS_IBM_Report_COA", "0"),
+            ],
+            b"",
+            "/temp-queue/r",
+            42,
+        ),
+    ],
+)
+def test_send_message_is_what_the_jmq_engine_makes_of_the_packet(headers, body, reply, txn):
+    # The SEND's message is made without a packet fed to the JMQ engine (on_send): its
+    # bytes and what the router reads of it are those Message() makes of the packet
+    # build_packet encodes, its DELIVERY_COUNT slot spliced in (with_delivery_count_slot).
+    dest = parse_destination(dict(headers)["destination"], 9)
+    reply_to = parse_destination(reply, 9) if reply else None
+    msg = send_message(
+        headers, body, dest, reply_to, txn, 9, 70000, ip=b"\x01" * 16, want_reply=5, flags=0x10
+    )
+    sent = Packet(msg.raw)  # the slot in place: its header says where
+    fields = {k: v for k, v in sent.fields.items() if k != VH_DELIVERY_COUNT}
+    packet = build_packet(
+        sent.type,
+        props=sent.properties or None,
+        body=sent.body,
+        flags=sent.flags,
+        consumer_id=5,
+        fields=fields,
+        priority=sent.priority,
+        expiration=sent.expiration,
+        timestamp=sent.timestamp,
+        ip=b"\x01" * 16,
+        port=70000 & 0xFFFF,
+        sequence=sent.sequence,
+    )
+    ref = Message(Packet(packet), dest.name, 9)
+    assert msg.raw == ref.raw and msg.dc_offset == ref.dc_offset
+    for name in Message.__slots__:
+        if name not in ("_raw", "report_info"):
+            assert getattr(msg, name) == getattr(ref, name), name
+    assert sent.body == body and msg.persistent == (dict(headers).get("persistent") != "false")
+    if txn:
+        assert sent.transaction_id == txn and msg.priority == 7 and msg.expiration > 0
+        assert sent.properties == {
+            "x": "1",
+            "content-type": "text/plain",
+            "JMS_IBM_Report_COA": "0",
+        }
+    # Report options are JMS_IBM_* properties: a message without one asks for none, said
+    # at once (no_report_info), where Message() leaves it to the first report check.
+    asks = any(k.startswith("JMS_IBM_") for k in sent.properties)
+    assert (msg.report_info is None) == asks
+    assert msg.report_info is no_report_info(b"JMS_IBM_" if asks else b"")
 
 
 def _message(ptype=PacketType.TEXT_MESSAGE, **kw) -> Message:

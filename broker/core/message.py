@@ -185,6 +185,48 @@ class Message:
         return m
 
     @classmethod
+    def sent(
+        cls,
+        raw: bytes,
+        dc_offset: int,
+        ptype: int,
+        flags: int,
+        priority: int,
+        expiration: int,
+        timestamp: int,
+        destination: str,
+        origin_connection: int,
+        report_info: object = None,
+    ) -> Message:
+        """A producer's message whose packet the broker encoded itself, with its
+        DELIVERY_COUNT slot (at ``dc_offset``) already in place and no delivery time: a
+        STOMP SEND (broker/engine/stomp_mapping.py).  What ``__init__`` would read back
+        from the packet is passed in, so nothing is decoded or copied again
+        (``report_info``: what reports.no_report_info says of its properties)."""
+        m = cls.__new__(cls)
+        m._raw = raw
+        m.stored = False
+        m.src = None
+        m.pos = -1
+        m.dc_offset = dc_offset
+        m.type = ptype
+        m.base_flags = flags & _STRIP
+        m.priority = priority
+        m.expiration = expiration
+        m.timestamp = timestamp
+        m.key = m.store_key = raw[OFF_SYSMSGID : OFF_SYSMSGID + 32]
+        m.destination = destination
+        m.is_queue = bool(flags & FLAG_Q)
+        m.persistent = bool(flags & FLAG_P)
+        m.size = len(raw) - _DC_SLOT
+        BODIES.bytes += m.size
+        m.origin_connection = origin_connection
+        m.delivery_time = 0
+        m._selector_values = None
+        m.report_info = report_info
+        return m
+
+    @classmethod
     def paged(
         cls, head: bytes, size: int, destination: str, src: BodySource, store_key: bytes
     ) -> Message:

@@ -6,7 +6,11 @@ control, sessions, consumers, transactions, flow control, limits) that the STOMP
 drives with the JMQ packets each frame means, reading what that engine answers (replies,
 deliveries, GOODBYE) and writing STOMP frames for them.  So the same users, groups, ACL
 rules, destinations, limits, DMQ and transactions hold for both protocols, and the
-connection is listed (``imqcmd list cxn``) as any other.
+connection is listed (``imqcmd list cxn``) as any other.  The hot frames skip the packet
+round trip but not the rules: a SEND's message is made as the JMQ engine would make it
+of the packet and routed through :meth:`StompLink.take_message` (access, limits,
+transactions, as ``on_message``), an ACK outside a transaction goes to the router's
+acknowledgements, and a delivery is rendered from the router's message.
 
 Layout:
 

@@ -66,8 +66,8 @@ _SIZE = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 # A SEND's OK reply, whatever its correlation id: the bytes either side of that id.
 _SEND_OK_LEN = len(SEND_REPLY_OK)
-_SEND_OK_HEAD = SEND_REPLY_OK[:OFF_CONSUMER_ID]
-_SEND_OK_REST = SEND_REPLY_OK[OFF_CONSUMER_ID + 8 :]
+SEND_OK_HEAD = SEND_REPLY_OK[:OFF_CONSUMER_ID]
+SEND_OK_REST = SEND_REPLY_OK[OFF_CONSUMER_ID + 8 :]
 # The JMQ protocol level the STOMP side speaks to the JMQ engine.
 _PROTOCOL_LEVEL = 500
 
@@ -421,25 +421,29 @@ class StompEngineBase(Outbox):
         """Turn what the JMQ engine wrote (replies, deliveries, GOODBYE) into frames."""
         if self._pumping:
             return
-        self._pumping = True
-        try:
-            inner = self.inner
-            # Until the engine queues nothing more (a delivery's frame can cause a reply);
-            # the last, empty, call also clears its flush_pending when only effects were.
-            while out := inner.data_to_send():
-                for buf in out:
-                    off = 0
-                    n = len(buf)
-                    while off + 12 <= n:
-                        size = _SIZE.unpack_from(buf, OFF_SIZE + off)[0]
-                        if size == _SEND_OK_LEN and self._send_ok(buf, off):
+        inner = self.inner
+        # Nothing queued since the last pump (most reads: SENDs and ACKs make no JMQ
+        # packet): nothing to take (data_to_send would only clear a flag already clear).
+        if inner._pending or inner._out or inner._effects:
+            self._pumping = True
+            try:
+                # Until the engine queues nothing more (a delivery's frame can cause a
+                # reply); the last, empty, call also clears its flush_pending when only
+                # effects were.
+                while out := inner.data_to_send():
+                    for buf in out:
+                        off = 0
+                        n = len(buf)
+                        while off + 12 <= n:
+                            size = _SIZE.unpack_from(buf, OFF_SIZE + off)[0]
+                            if size == _SEND_OK_LEN and self._send_ok(buf, off):
+                                off += size
+                                continue
+                            self._from_broker(Packet(bytes(buf[off : off + size])))
                             off += size
-                            continue
-                        self._from_broker(Packet(bytes(buf[off : off + size])))
-                        off += size
-            self._collect_inner()
-        finally:
-            self._pumping = False
+                self._collect_inner()
+            finally:
+                self._pumping = False
         if self._backlog and self.state is CONNECTED:
             # Frames that came with CONNECT, taken now that it is answered: here, not in
             # the reply's callback, so their own requests are answered as they are made.
@@ -452,7 +456,7 @@ class StompEngineBase(Outbox):
     def _send_ok(self, buf: bytes | bytearray, off: int) -> bool:
         """A SEND's OK reply, taken without decoding it: its receipt, if it asked."""
         cut = off + OFF_CONSUMER_ID
-        if buf[off:cut] != _SEND_OK_HEAD or buf[cut + 8 : off + _SEND_OK_LEN] != _SEND_OK_REST:
+        if buf[off:cut] != SEND_OK_HEAD or buf[cut + 8 : off + _SEND_OK_LEN] != SEND_OK_REST:
             return False
         f = self._waiting.pop(_I64.unpack_from(buf, cut)[0], None)
         if type(f) is Frame:
@@ -632,7 +636,10 @@ class StompEngineBase(Outbox):
         if status == Status.OK:
             self._receipt(f)
             return
-        reason = pkt.properties.get(JMQ_REASON) or f"status {status}"
+        self._send_refused(f, status, pkt.properties.get(JMQ_REASON))
+
+    def _send_refused(self, f: Frame, status: object, reason: object) -> None:
+        reason = reason or f"status {status}"
         what = f"SEND to {f.get('destination')}"
         log.info("STOMP connection %s: %s refused: %s", self.id, what, reason)
         self._error(f"{what} refused: {reason}", f)
@@ -663,8 +670,13 @@ class StompEngineBase(Outbox):
         held = self._held
         if held is not None:
             held.append(frame)
-        else:
-            self.write(frame)
+            return
+        # write(), inline: once a delivery.
+        self._wrote = True
+        self._out.append(frame)
+        if not self._pending:
+            self._pending = True
+            self.wake()
 
     def release_held(self) -> None:
         """Write the deliveries held while a subscription was being added."""

@@ -7,6 +7,7 @@ import logging
 import struct
 from collections.abc import Callable
 
+from broker.core.errors import RouterError
 from broker.protocol.errors import ProtocolError
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.names import (
@@ -32,13 +33,15 @@ from broker.protocol.stomp import Frame
 from broker.protocol.sysmsgid import IP_ZERO, ip_field
 from broker.protocol.types import DEST_TEMP, DEST_TOPIC, FLAG_A, AckMode, PacketType, Status
 
-from .stomp_base import Reply, StompEngineBase, Subscription
-from .stomp_mapping import MappingError, StompDest, message_packet, parse_destination
+from .states import READY
+from .stomp_base import SEND_OK_HEAD, SEND_OK_REST, Reply, StompEngineBase, Subscription
+from .stomp_mapping import MappingError, StompDest, parse_destination, send_message
 from .stomp_states import CLOSED
 
 log = logging.getLogger("broker.stomp")
 
 _ACK_BLOCK = struct.Struct(">q32s")
+_I64 = struct.Struct(">q")
 _ACK_MODES = {
     "auto": AckMode.NO_ACKNOWLEDGE,
     "client": AckMode.CLIENT_ACKNOWLEDGE,
@@ -117,8 +120,7 @@ class StompFrameRules(StompEngineBase):
         if reply_to is not None:
             self._ensure_temp(reply_to)
         cid = self._cid()
-        self._waiting[cid] = f  # its reply: the receipt, or an ERROR (_send_answered)
-        raw = message_packet(
+        msg = send_message(
             f.headers,
             f.body,
             dest,
@@ -130,7 +132,42 @@ class StompFrameRules(StompEngineBase):
             want_reply=cid,
             flags=FLAG_A,
         )
-        self._feed(raw)
+        inner = self.inner
+        if inner.state is not READY:
+            # Not taking messages (closing): the JMQ engine's own answer to the packet.
+            self._waiting[cid] = f
+            self._feed(msg.raw)
+            return
+        # Straight to the router (StompLink.take_message): no packet fed to the JMQ
+        # engine and decoded there, no SEND_REPLY made and read back here.
+        try:
+            inner.take_message(msg, txn)
+        except RouterError as exc:
+            self._send_refused(f, exc.status, exc.reason)
+            return
+        except Exception as exc:
+            # A bug in the broker, not the client's frame (as the JMQ engine answers it).
+            log.exception("STOMP connection %s: error handling a SEND", self.id)
+            self._send_refused(f, Status.ERROR, f"internal error: {exc}")
+            return
+        if msg.persistent and not txn:
+            # "Stored" (the receipt) only once the record is written, synced with sync
+            # on; a DISCONNECT's receipt waits for it (on_disconnect: _waiting).
+            self._waiting[cid] = f
+            inner.when_stored(lambda: self._send_stored(cid))
+        else:
+            self._receipt(f)
+        inner.broker.check_memory()
+
+    def _send_stored(self, cid: int) -> None:
+        """A persistent SEND's message is stored (on_send): its receipt, or the OK reply
+        DISCONNECT waits for (_waiting_done wrapped it)."""
+        waiting = self._waiting.pop(cid, None)
+        if type(waiting) is Frame:
+            self._receipt(waiting)
+        elif waiting is not None:
+            reply = b"".join((SEND_OK_HEAD, _I64.pack(cid), SEND_OK_REST))
+            waiting(Packet(reply))  # type: ignore[operator]
 
     def _origin_ip(self) -> bytes:
         """The client's address for its messages' IDs, as a JMQ client puts its own there

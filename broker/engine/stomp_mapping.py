@@ -28,16 +28,20 @@ from __future__ import annotations
 
 import functools
 import itertools
-import time
+import struct
 import zlib
 from collections.abc import Callable
-from typing import TYPE_CHECKING
 
+from broker.core.message import Message
+from broker.core.reports import no_report_info
 from broker.protocol.errors import ProtocolError
 from broker.protocol.names import JMQ_PREFIX
 from broker.protocol.packet import (
+    HEADER,
     HEADER_SIZE,
+    OFF_PROP_OFFSET,
     VH_CORRELATIONID,
+    VH_DELIVERY_COUNT,
     VH_DESTINATION,
     VH_DESTINATION_CLASS,
     VH_REPLYTO,
@@ -45,19 +49,21 @@ from broker.protocol.packet import (
     VH_TRANSACTIONID,
     VH_TYPE,
     Packet,
-    build_packet,
     encode_fields,
+    now_ms,
 )
-from broker.protocol.properties import remember
+from broker.protocol.properties import encode_properties, remember
 from broker.protocol.stomp import VERSIONS, escape
 from broker.protocol.sysmsgid import IP_ZERO
 from broker.protocol.types import (
+    CURRENT_PACKET_VERSION,
     DEST_QUEUE,
     DEST_TEMP,
     DEST_TOPIC,
     FLAG_P,
     FLAG_Q,
     FLAG_Z,
+    MAGIC,
     QUEUE_CLASS,
     TEMP_PREFIX,
     TEMP_QUEUE_CLASS,
@@ -67,9 +73,6 @@ from broker.protocol.types import (
     TOPIC_CLASS,
     PacketType,
 )
-
-if TYPE_CHECKING:
-    from broker.core.message import Message
 
 # Headers with a meaning of their own on SEND: never properties.
 SEND_HEADERS = frozenset(
@@ -94,6 +97,17 @@ SEND_HEADERS = frozenset(
 DEFAULT_PRIORITY = 4
 # Message ids: unique within the process (with the connection's port and the time).
 _SEQUENCE = itertools.count(1)
+_TEXT_MESSAGE = int(PacketType.TEXT_MESSAGE)
+_BYTES_MESSAGE = int(PacketType.BYTES_MESSAGE)
+# The DELIVERY_COUNT field (value 1) a message's packet starts its variable header with,
+# where its value is, and where the rest of the variable header starts.
+_DC_FIELD = struct.pack(">hhi", VH_DELIVERY_COUNT, 4, 1)
+_DC_OFFSET = HEADER_SIZE + 4
+_VH_START = HEADER_SIZE + len(_DC_FIELD)
+# A packet's version (and its type, skipped) and size, from byte 4; its property offset
+# and size, at OFF_PROP_OFFSET (packet.HEADER).
+_VERSION_SIZE = struct.Struct(">h2xi")
+_PROP_RANGE = struct.Struct(">ii")
 _BODY_TYPES = {
     PacketType.MAP_MESSAGE: "map",
     PacketType.STREAM_MESSAGE: "stream",
@@ -177,7 +191,7 @@ def _int_header(value: str, name: str, lo: int, hi: int) -> int:
     return n
 
 
-def message_packet(
+def send_message(
     headers: list[tuple[str, str]],
     body: bytes,
     dest: StompDest,
@@ -189,9 +203,13 @@ def message_packet(
     ip: bytes = IP_ZERO,
     want_reply: int = 0,
     flags: int = 0,
-) -> bytes:
-    """The JMQ message packet a SEND means (``want_reply``: its correlation id, with A;
-    ``ip`` and ``port``: its message ID's origin, as a JMQ client writes its own)."""
+) -> Message:
+    """The message a SEND means, as the router holds it: a JMQ message packet
+    (``want_reply``: its correlation id, with A; ``ip`` and ``port``: its message ID's
+    origin, as a JMQ client writes its own) with the DELIVERY_COUNT slot the broker adds
+    to every message (packet.with_delivery_count_slot) already in front of its variable
+    header, so the bytes are those the JMQ engine would make of the same packet, and
+    nothing is decoded back (``Message.sent``)."""
     fields: dict[int, object] = {
         VH_DESTINATION: dest.name,
         VH_DESTINATION_CLASS: dest.java_class,
@@ -236,19 +254,51 @@ def message_packet(
         flags |= FLAG_P
     if not dest.dtype & DEST_TOPIC:
         flags |= FLAG_Q
-    return build_packet(
-        PacketType.TEXT_MESSAGE if text else PacketType.BYTES_MESSAGE,
-        props=props or None,
-        body=body,
-        flags=flags,
-        consumer_id=want_reply,
-        fields=fields,
-        raw_fields=dest.fields() if len(fields) == 2 else None,
-        priority=priority,
-        expiration=expiration,
-        ip=ip,
-        port=port & 0xFFFF,
-        sequence=next(_SEQUENCE) & 0x7FFFFFFF,
+    ptype = _TEXT_MESSAGE if text else _BYTES_MESSAGE
+    vh = dest.fields() if len(fields) == 2 else encode_fields(fields)
+    pr = encode_properties(props)
+    # As build_packet lays a packet out, with the 8-byte DELIVERY_COUNT field spliced in
+    # front of the variable header (sizes and offsets counting it).
+    prop_offset = _VH_START + len(vh)
+    timestamp = now_ms()
+    raw = b"".join(
+        (
+            HEADER.pack(
+                MAGIC,
+                CURRENT_PACKET_VERSION,
+                ptype,
+                prop_offset + len(pr) + len(body),
+                expiration,
+                timestamp,
+                ip,
+                port & 0xFFFF,
+                next(_SEQUENCE) & 0x7FFFFFFF,
+                prop_offset,
+                len(pr),
+                priority,
+                0,
+                flags,
+                want_reply,
+            ),
+            _DC_FIELD,
+            vh,
+            pr,
+            body,
+        )
+    )
+    # Report options are properties (JMS_IBM_*): without them in its property bytes the
+    # message asks for none, said now so no report check searches its body for them.
+    return Message.sent(
+        raw,
+        _DC_OFFSET,
+        ptype,
+        flags,
+        priority,
+        expiration,
+        timestamp,
+        dest.name,
+        conn_id,
+        no_report_info(pr),
     )
 
 
@@ -285,16 +335,25 @@ class FrameParts:
         self.version = version
         esc = _ESCAPERS[version]
         raw = msg.raw
-        pkt = Packet(raw)
+        # A current packet's offsets are read where they are, without a Packet (made only
+        # for what needs decoding: an unknown variable header, properties).
+        pkt: Packet | None = None
+        pversion, size = _VERSION_SIZE.unpack_from(raw, 4)
+        if pversion == CURRENT_PACKET_VERSION:
+            prop_offset, prop_size = _PROP_RANGE.unpack_from(raw, OFF_PROP_OFFSET)
+        else:
+            pkt = Packet(raw)
+            prop_offset, prop_size, size = pkt.prop_offset, pkt.prop_size, pkt.size
         self.msg_id = msg_id = msg.message_id
         self._ack_rest: bytes | None = None
         self._first: bytes | None = None  # all after the head of a first, ack:auto one
         # What the variable header says (reply-to, correlation-id, type), by its bytes:
         # a producer's messages carry the same one (no correlation id), so it is read
         # and written once.
-        vh = raw[HEADER_SIZE : pkt.prop_offset]
+        vh = raw[HEADER_SIZE:prop_offset]
         known = _HEAD_LINES.get((vh, version))
         if known is None or (known[2] and known[2] != conn_id):
+            pkt = pkt or Packet(raw)
             known = _head_lines(pkt.fields, esc, conn_id)
             if known[3]:
                 remember(_HEAD_LINES, (vh, version), known)
@@ -312,7 +371,8 @@ class FrameParts:
         )
         tail = []
         have_length = False
-        if pkt.prop_size:
+        if prop_size:
+            pkt = pkt or Packet(raw)
             for k, v in pkt.properties.items():
                 if k.startswith(JMQ_PREFIX) or k == "JMSXDeliveryCount":
                     continue  # the broker's own
@@ -321,7 +381,7 @@ class FrameParts:
         kind = _BODY_TYPES.get(msg.type)
         if kind is not None:
             tail.append(f"jms-message-type:{kind}\n")
-        body = pkt.body
+        body = raw[prop_offset + prop_size : size]
         if msg.base_flags & FLAG_Z and body:
             try:
                 body = zlib.decompress(body)
@@ -331,7 +391,8 @@ class FrameParts:
         length = b"content-length:%d\n" % len(body) if body and not have_length else b""
         self.lead = b"MESSAGE\n" + length
         self.mid_line = b"message-id:%s\n" % esc(msg_id).encode()
-        self.tail = b"".join(("".join(tail).encode("utf-8"), b"\n", body, b"\x00"))
+        props = "".join(tail).encode("utf-8") if tail else b""
+        self.tail = b"".join((props, b"\n", body, b"\x00"))
 
     @property
     def ack_rest(self) -> bytes:
@@ -442,18 +503,14 @@ def _text(v: object) -> str:
     return str(v)
 
 
-def now_ms() -> int:
-    return int(time.time() * 1000)
-
-
 __all__ = [
     "DEFAULT_PRIORITY",
     "FrameParts",
     "MappingError",
     "StompDest",
     "frame_parts",
-    "message_packet",
     "parse_destination",
+    "send_message",
     "stomp_name",
     "subscription_head",
 ]
