@@ -6,7 +6,8 @@ portal.asgi, as ``manage.py up`` runs it) for the UMS tests, with a short sid ca
 
 The broker gets an access-control file where queue ``secret`` refuses guest (produce and
 consume) and user ``alice`` exists; the portal's UMS sweeps every 0.5 s and forgets a sid
-idle for 4 s, so expiry is seen within a test.  Test modules take it with
+idle for 4 s, so expiry is seen within a test.  Test modules take it (one stack a session)
+with
 ``from .ums_stack import ums_stack_fixture  # noqa: F401``.
 """
 
@@ -165,7 +166,10 @@ def _acl_props(tmp: Path) -> list[str]:
     return [f"imq.accesscontrol.file.dirpath={acl}", "imq.accesscontrol.file.filename=ums.acl"]
 
 
-@pytest.fixture(scope="module", name="ums_stack")
+# One for the session (a test process): test_ums_simple, test_ums_xml and test_ums_gateway
+# take the same stack, each test with queues and sids of its own, so a worker that runs
+# more than one of them starts it once.
+@pytest.fixture(scope="session", name="ums_stack")
 def ums_stack_fixture() -> Iterator[UmsStack]:
     with running_ums("imq-ums-", _acl_props, UMS_ENV, {"alice": "wonderland"}) as ums:
         yield ums
