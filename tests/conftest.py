@@ -18,7 +18,13 @@ from .jvmflags import SPARK_DRIVER_JVM, SPARK_LAUNCHER_JVM, STOCK_BROKER_JVM
 
 # A real PostgreSQL for any test that asks, and database aliases of a test module's own.
 from .pg import db_access, pg_alias, postgres_url, sqlite_alias  # noqa: F401
+
+# The browser and portal-stack fixtures are registered here, not imported by each test
+# module: a fixture imported into a module is that module's own, so a "session" stack
+# imported by two modules was started twice and both lived to the end of the session.
+from .portal_server import chromium, portal_server  # noqa: F401
 from .redis import needs_redis_server, redis_url  # noqa: F401 - a real redis-server
+from .ums_stack import ums_stack_fixture  # noqa: F401
 from .vectors import missing_reason, placeholder_reason
 
 __all__ = ["BrokerProcess", "ROOT", "free_port", "start_broker"]

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import io
 import json
 import os
 import select
@@ -27,6 +28,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -119,7 +121,8 @@ def _recv_json(sock: socket.socket) -> object:
 
 
 def _child(req: dict, fds: list[int]) -> None:
-    """In the forked grandchild: become the command's process, run manage.py, exit."""
+    """In the forked grandchild: become the command's process, run manage.py (or, with
+    ``module``, the module as ``python -m`` does), exit."""
     os.setsid()
     for target, fd in enumerate(fds):
         os.dup2(fd, target)
@@ -128,14 +131,25 @@ def _child(req: dict, fds: list[int]) -> None:
     os.environ.clear()
     os.environ.update(req["env"])
     os.chdir(req["cwd"])
+    if req.get("unbuffered"):
+        _unbuffered_stdio()
+    module = req.get("module")
     sys.argv = list(req["argv"])
-    # What a fresh `python manage.py ...` has (runbroker's restart execs it again).
-    sys.orig_argv = [sys.executable, *sys.argv]
+    # What a fresh `python manage.py ...` (or `python -m MODULE ...`) has (runbroker's
+    # restart execs it again).
+    if module:
+        sys.orig_argv = [sys.executable, "-m", module, *sys.argv[1:]]
+    else:
+        sys.orig_argv = [sys.executable, *sys.argv]
     code = 0
     try:
         import runpy
 
-        runpy.run_path(sys.argv[0], run_name="__main__")
+        if module:
+            # As `python -m`: sys.argv[0] becomes the module's file.
+            runpy.run_module(module, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(sys.argv[0], run_name="__main__")
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if exc.code is not None and not isinstance(exc.code, int):
@@ -154,6 +168,22 @@ def _child(req: dict, fds: list[int]) -> None:
         sys.stderr.flush()
     finally:
         os._exit(code)
+
+
+def _unbuffered_stdio() -> None:
+    """stdout and stderr as ``PYTHONUNBUFFERED`` makes them at start-up: a text layer
+    written through to the unbuffered file (what a log read while the process runs
+    needs, e.g. the portal's daphne)."""
+    for name, fd, errors in (("stdout", 1, None), ("stderr", 2, "backslashreplace")):
+        old = getattr(sys, name)
+        stream = io.TextIOWrapper(
+            io.FileIO(fd, "w", closefd=False),
+            encoding=old.encoding,
+            errors=errors or old.errors,
+            write_through=True,
+        )
+        setattr(sys, name, stream)
+        setattr(sys, f"__{name}__", stream)
 
 
 def _handle(conn: socket.socket) -> None:
@@ -228,10 +258,33 @@ _server: tuple[subprocess.Popen, str] | None = None
 _lock = threading.Lock()
 
 
+def _unreaped_children(children: Path) -> bool:
+    """Whether the server has children that have ended and are not reaped yet."""
+    try:
+        pids = children.read_text().split()
+    except OSError:
+        return False
+    for pid in pids:
+        try:
+            state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        except (OSError, IndexError):
+            continue
+        if state == "Z":
+            return True
+    return False
+
+
 def _stop_server() -> None:
     global _server
     if _server is not None:
         proc, path = _server
+        # Its handlers that have ended are reaped in its loop (each second): let it reap
+        # them first (3 s at most), or their CPU time (and their commands') is never
+        # added to this process's children's (what /usr/bin/time and getrusage report).
+        children = Path(f"/proc/{proc.pid}/task/{proc.pid}/children")
+        deadline = time.monotonic() + 3
+        while time.monotonic() < deadline and _unreaped_children(children):
+            time.sleep(0.1)
         proc.terminate()
         proc.wait(10)
         Path(path).unlink(missing_ok=True)
@@ -267,12 +320,27 @@ def _server_path() -> str:
         return path
 
 
+# Read at start-up, but what it does the child does itself (_unbuffered_stdio).
+CHILD_APPLIES = ("PYTHONUNBUFFERED",)
+
+
 def _same_interpreter(env: dict[str, str]) -> bool:
     """Whether a fork of the server behaves as ``sys.executable`` started with ``env``:
-    the variables the interpreter reads at start-up are the server's."""
-    mine = {k: v for k, v in os.environ.items() if k.startswith("PYTHON")}
-    theirs = {k: v for k, v in env.items() if k.startswith("PYTHON")}
+    the variables the interpreter reads at start-up are the server's (but for
+    CHILD_APPLIES)."""
+
+    def python_vars(environ: os._Environ[str] | dict[str, str]) -> dict[str, str]:
+        return {k: v for k, v in environ.items() if k.startswith("PYTHON")}
+
+    mine, theirs = python_vars(os.environ), python_vars(env)
+    for name in CHILD_APPLIES:
+        mine.pop(name, None)
+        theirs.pop(name, None)
     return mine == theirs
+
+
+def _unbuffered(env: dict[str, str]) -> bool:
+    return bool(env.get("PYTHONUNBUFFERED")) and not os.environ.get("PYTHONUNBUFFERED")
 
 
 def run_manage(
@@ -401,13 +469,19 @@ class ForkedProcess:
 
 
 def _start(
-    argv: list[str], env: dict[str, str], cwd: Path | str, fds: list[int]
+    argv: list[str],
+    env: dict[str, str],
+    cwd: Path | str,
+    fds: list[int],
+    module: str | None = None,
 ) -> tuple[socket.socket, int]:
-    """Fork ``argv`` (manage.py and its arguments) from the server with ``fds`` as its
-    stdin, stdout and stderr: the connection its status will come on, and its pid."""
+    """Fork ``argv`` (manage.py and its arguments; with ``module``, ``python -m``'s
+    arguments after the module) from the server with ``fds`` as its stdin, stdout and
+    stderr: the connection its status will come on, and its pid."""
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(_server_path())
-    _send_json(sock, {"argv": argv, "env": env, "cwd": str(cwd)}, fds)
+    req = {"argv": argv, "env": env, "cwd": str(cwd), "module": module}
+    _send_json(sock, {**req, "unbuffered": _unbuffered(env)}, fds)
     return sock, _recv_json(sock)["pid"]  # type: ignore[index]
 
 
@@ -420,22 +494,28 @@ def popen(
     stderr: Any,
 ) -> subprocess.Popen | ForkedProcess:
     """``subprocess.Popen(args, ...)`` for a long-running ``python manage.py ...`` (a
-    broker, tests/conftest.py hands it to broker/launcher.py): forked from the server
-    when ``args`` is this interpreter running the project's manage.py, else Popen.
+    broker, tests/conftest.py hands it to broker/launcher.py) or ``python -m MODULE ...``
+    (the portal's daphne, the UMS gateway's uvicorn: tests/portal_server.py,
+    tests/ums_stack.py): forked from the server when ``args`` is this interpreter
+    running the project's manage.py or a module from the project's root, else Popen.
     ``stdout`` and ``stderr`` are open files (``stderr`` may be subprocess.STDOUT)."""
     manage = {str(ROOT / "manage.py"), "manage.py"}
     if (
         len(args) < 2
         or args[0] != sys.executable
-        or args[1] not in manage
+        or not (args[1] in manage or (args[1] == "-m" and len(args) > 2))
         or Path(cwd).resolve() != ROOT
         or not _same_interpreter(env)
     ):
         return subprocess.Popen(args, cwd=cwd, env=env, stdout=stdout, stderr=stderr)
     out = stdout.fileno()
     err = out if stderr == subprocess.STDOUT else stderr.fileno()
+    if args[1] == "-m":  # python -m MODULE ARGS: sys.argv[0] is set by run_module
+        module, argv = args[2], ["-m", *args[3:]]
+    else:
+        module, argv = None, ["manage.py", *args[2:]]
     with open(os.devnull, "rb") as stdin:
-        sock, pid = _start(["manage.py", *args[2:]], env, cwd, [stdin.fileno(), out, err])
+        sock, pid = _start(argv, env, cwd, [stdin.fileno(), out, err], module)
     return ForkedProcess(sock, pid, args)
 
 

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from .portal_server import PortalStack, chromium, playwright_expect, start_stack  # noqa: F401
+from .portal_server import PortalStack, playwright_expect, start_stack
 from .test_portal_pages import WAIT, login_admin, send_texts
 
 expect = playwright_expect()

@@ -7,11 +7,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.manage_fork import ROOT, run_manage
+from tests.manage_fork import ROOT, ForkedProcess, popen, run_manage
 
 SHOW = (
     "import os, sys; "
@@ -54,3 +55,36 @@ def test_a_command_over_its_timeout_is_killed() -> None:
     with pytest.raises(subprocess.TimeoutExpired):
         run_manage(["shell", "-c", "import time; print('started', flush=True); time.sleep(60)"],
                    timeout=2)  # fmt: skip
+
+
+@pytest.mark.parametrize("how", ["forked", "fresh"])
+def test_a_module_is_run_as_python_m_runs_it(tmp_path: Path, how: str) -> None:
+    """``popen([python, "-m", MODULE, ...])`` (the portal's daphne, the UMS gateway) as
+    ``python -m`` starts it: sys.argv and sys.orig_argv, a session of its own, and with
+    PYTHONUNBUFFERED its output in the file as it is written."""
+    flag = tmp_path / "flag"
+    log = tmp_path / "out.txt"
+    args = [sys.executable, "-m", "tests.fork_probe", str(flag), "x y"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with open(log, "wb") as out:
+        if how == "forked":
+            proc = popen(args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
+            assert isinstance(proc, ForkedProcess)
+        else:
+            proc = subprocess.Popen(
+                args, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )  # fmt: skip
+    deadline = time.monotonic() + 60
+    while "waiting" not in log.read_text() and time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()
+        time.sleep(0.05)
+    assert "waiting" in log.read_text(), "its output was not written as it came"
+    flag.touch()
+    assert proc.wait(60) == 3
+    assert log.read_text().splitlines() == [
+        f"argv fork_probe.py {flag} x y",
+        f"orig -m tests.fork_probe {flag} x y",
+        "leader True",
+        "waiting",
+    ]

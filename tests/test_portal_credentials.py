@@ -19,10 +19,8 @@ import pytest
 from broker.admintools.portal_account import PORTAL_ACCOUNT
 from tests.manage_fork import run_manage
 
-from .portal_server import (  # noqa: F401
-    ROOT,
+from .portal_server import (
     PortalStack,
-    chromium,
     playwright_expect,
     start_stack,
 )

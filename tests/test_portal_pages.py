@@ -20,11 +20,9 @@ from openmq_client import Queue, TextMessage
 from openmq_client.sync import connect
 
 from .ldap import ldap_server  # noqa: F401 - a real slapd for the LDAP login
-from .portal_server import (  # noqa: F401
+from .portal_server import (
     PortalStack,
-    chromium,
     playwright_expect,
-    portal_server,
     start_portal,
     start_stack,
 )

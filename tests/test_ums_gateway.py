@@ -14,8 +14,6 @@ import requests
 
 from openmq_client import Queue, TextMessage, connect
 
-from .ums_stack import ums_stack_fixture  # noqa: F401
-
 
 def q() -> str:
     return f"umsg_{uuid.uuid4().hex[:10]}"

@@ -12,8 +12,6 @@ import requests
 
 from openmq_client import Queue, TextMessage, connect
 
-from .ums_stack import ums_stack_fixture  # noqa: F401
-
 HEADERS = ("ums.service", "ums.destination", "ums.domain", "ums.mom", "ums.status")
 
 

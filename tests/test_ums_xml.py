@@ -24,7 +24,7 @@ from portal.ums import soap, transformer
 from tests.jvmflags import JAVAC
 
 from .interop.conftest import ProbeResult, c_build_dir, c_probe  # noqa: F401
-from .ums_stack import jms_receive, ums_stack_fixture  # noqa: F401
+from .ums_stack import jms_receive
 
 SOAP = "http://schemas.xmlsoap.org/soap/envelope/"
 UMS = "https://mq.java.net/ums"

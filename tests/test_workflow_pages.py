@@ -19,7 +19,7 @@ from broker.admintools.broker_handle import BrokerAdmin
 from openmq_client import Queue, TextMessage
 from openmq_client.sync import connect
 
-from .portal_server import chromium, playwright_expect, portal_server  # noqa: F401
+from .portal_server import playwright_expect
 from .test_portal_pages import WAIT, login_admin
 
 expect = playwright_expect()

@@ -6,7 +6,8 @@ portal.asgi, as ``manage.py up`` runs it) for the UMS tests, with a short sid ca
 
 The broker gets an access-control file where queue ``secret`` refuses guest (produce and
 consume) and user ``alice`` exists; the portal's UMS sweeps every 0.5 s and forgets a sid
-idle for 4 s, so expiry is seen within a test.  Test modules take it with
+idle for 4 s, so expiry is seen within a test.  Test modules take it (one stack a session)
+with
 ``from .ums_stack import ums_stack_fixture  # noqa: F401``.
 """
 
@@ -29,6 +30,8 @@ from broker.commandlines import ums_gateway_command
 from broker.launcher import free_port
 from broker.security.acl import DEFAULT_RULES
 
+from . import manage_fork
+from .manage_fork import ForkedProcess
 from .portal_server import ROOT, PortalStack, start_stack, wait_http
 from .redis import find_redis_server
 
@@ -40,7 +43,7 @@ class UmsStack:
     """A portal stack and the UMS gateway process in front of its broker."""
 
     portal: PortalStack
-    proc: subprocess.Popen
+    proc: subprocess.Popen | ForkedProcess
     port: int
     log_path: Path
 
@@ -93,7 +96,8 @@ def start_gateway(portal: PortalStack) -> UmsStack:
     for attempt in range(3):  # a free port can be taken before uvicorn binds it
         port = free_port()
         out = open(log_path, "ab")  # noqa: SIM115 - lives as long as the process
-        proc = subprocess.Popen(
+        # Forked from tests/manage_fork.py's server, as `python -m uvicorn` would start.
+        proc = manage_fork.popen(
             ums_gateway_command(port),
             cwd=ROOT,
             env=portal.env,
@@ -162,7 +166,10 @@ def _acl_props(tmp: Path) -> list[str]:
     return [f"imq.accesscontrol.file.dirpath={acl}", "imq.accesscontrol.file.filename=ums.acl"]
 
 
-@pytest.fixture(scope="module", name="ums_stack")
+# One for the session (a test process): test_ums_simple, test_ums_xml and test_ums_gateway
+# take the same stack, each test with queues and sids of its own, so a worker that runs
+# more than one of them starts it once.
+@pytest.fixture(scope="session", name="ums_stack")
 def ums_stack_fixture() -> Iterator[UmsStack]:
     with running_ums("imq-ums-", _acl_props, UMS_ENV, {"alice": "wonderland"}) as ums:
         yield ums
