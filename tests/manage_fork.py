@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import atexit
 import gc
+import io
 import json
 import os
 import select
@@ -84,6 +85,15 @@ PRELOAD = (
     "broker.management.commands.imqdbmgr",
 )
 
+# Run as `python -m MODULE ...` and forked too: the portal's server (daphne under
+# portal/serve.py, started by tests/portal_server.py), which imports Django and DRF as
+# a manage.py command does (twisted and daphne it imports in the child).
+FORKED_MODULES = ("portal.serve",)
+
+# Start-up variables a forked child applies itself (_child), so a command given them is
+# forked too (the portal's daphne log is written unbuffered).
+CHILD_SETS = ("PYTHONUNBUFFERED",)
+
 # Read the environment when imported: a module the server imported would keep the
 # server's values in every command it forks.
 ENV_MODULES = ("broker.settings", "portal.settings", "broker.stock_paths")
@@ -128,6 +138,14 @@ def _child(req: dict, fds: list[int]) -> None:
     os.environ.clear()
     os.environ.update(req["env"])
     os.chdir(req["cwd"])
+    if os.environ.get("PYTHONUNBUFFERED"):  # as `python -u`: each write reaches the file
+        for name, fd in (("stdout", 1), ("stderr", 2)):
+            stream = getattr(sys, name)
+            raw = io.FileIO(fd, "w", closefd=False)
+            wrapper = io.TextIOWrapper(
+                raw, encoding=stream.encoding, errors=stream.errors, write_through=True
+            )
+            setattr(sys, name, wrapper)
     sys.argv = list(req["argv"])
     # What a fresh `python manage.py ...` has (runbroker's restart execs it again).
     sys.orig_argv = [sys.executable, *sys.argv]
@@ -135,7 +153,11 @@ def _child(req: dict, fds: list[int]) -> None:
     try:
         import runpy
 
-        runpy.run_path(sys.argv[0], run_name="__main__")
+        if sys.argv[0] == "-m":  # `python -m MODULE ARGS` (the portal: FORKED_MODULES)
+            sys.argv = sys.argv[1:]
+            runpy.run_module(sys.argv[0], run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(sys.argv[0], run_name="__main__")
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
         if exc.code is not None and not isinstance(exc.code, int):
@@ -270,8 +292,8 @@ def _server_path() -> str:
 def _same_interpreter(env: dict[str, str]) -> bool:
     """Whether a fork of the server behaves as ``sys.executable`` started with ``env``:
     the variables the interpreter reads at start-up are the server's."""
-    mine = {k: v for k, v in os.environ.items() if k.startswith("PYTHON")}
-    theirs = {k: v for k, v in env.items() if k.startswith("PYTHON")}
+    mine = {k: v for k, v in os.environ.items() if k.startswith("PYTHON") and k not in CHILD_SETS}
+    theirs = {k: v for k, v in env.items() if k.startswith("PYTHON") and k not in CHILD_SETS}
     return mine == theirs
 
 
@@ -413,18 +435,20 @@ def popen(
     when ``args`` is this interpreter running the project's manage.py, else Popen.
     ``stdout`` and ``stderr`` are open files (``stderr`` may be subprocess.STDOUT)."""
     manage = {str(ROOT / "manage.py"), "manage.py"}
+    module = len(args) > 2 and args[1] == "-m" and args[2] in FORKED_MODULES
     if (
         len(args) < 2
         or args[0] != sys.executable
-        or args[1] not in manage
+        or not (args[1] in manage or module)
         or Path(cwd).resolve() != ROOT
         or not _same_interpreter(env)
     ):
         return subprocess.Popen(args, cwd=cwd, env=env, stdout=stdout, stderr=stderr)
     out = stdout.fileno()
     err = out if stderr == subprocess.STDOUT else stderr.fileno()
+    argv = args[1:] if module else ["manage.py", *args[2:]]
     with open(os.devnull, "rb") as stdin:
-        sock, pid = _start(["manage.py", *args[2:]], env, cwd, [stdin.fileno(), out, err])
+        sock, pid = _start(argv, env, cwd, [stdin.fileno(), out, err])
     return ForkedProcess(sock, pid, args)
 
 

@@ -42,7 +42,7 @@ import pytest
 from broker.commandlines import portal_command
 from broker.launcher import BrokerProcess, free_port, start_broker
 
-from .manage_fork import run_manage
+from .manage_fork import ForkedProcess, popen, run_manage
 from .redis import RedisServer, find_redis_server
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,7 +68,7 @@ class PortalStack:
     broker: BrokerProcess
     redis: RedisServer
     env: dict[str, str]
-    proc: subprocess.Popen
+    proc: subprocess.Popen | ForkedProcess
     log_path: Path
     tmp: Path
     own_tmp: bool = False
@@ -125,7 +125,9 @@ def _write_config(varhome: Path, instance: str, props: dict[str, str]) -> None:
     path.write_text("".join(f"{k}={v}\n" for k, v in props.items()), encoding="utf-8")
 
 
-def wait_http(url: str, proc: subprocess.Popen, log: Path, timeout: float = 60) -> None:
+def wait_http(
+    url: str, proc: subprocess.Popen | ForkedProcess, log: Path, timeout: float = 60
+) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -149,7 +151,7 @@ def start_portal(
     admin_user: str | None = "admin",
     admin_password: str = "admin",
     extra_env: dict[str, str] | None = None,
-) -> tuple[subprocess.Popen, int, dict[str, str], Path]:
+) -> tuple[subprocess.Popen | ForkedProcess, int, dict[str, str], Path]:
     """Start daphne serving portal.asgi for ``broker``; (process, port, env, log path).
     ``admin_user`` None: the portal logs in to the broker with its own account
     (broker/admintools/credentials.py), as it does unless told otherwise."""
@@ -176,7 +178,9 @@ def start_portal(
     for attempt in range(3):  # a free port can be taken before daphne binds it
         port = free_port()
         out = open(log_path, "ab")  # noqa: SIM115 - lives as long as the process
-        proc = subprocess.Popen(
+        # Forked from tests/manage_fork.py's server (Django and DRF imported) as a
+        # manage.py command is: ~1.5 s of CPU less a portal.
+        proc = popen(
             portal_command(port),
             cwd=ROOT,
             env=env,

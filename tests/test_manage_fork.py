@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -54,3 +55,38 @@ def test_a_command_over_its_timeout_is_killed() -> None:
     with pytest.raises(subprocess.TimeoutExpired):
         run_manage(["shell", "-c", "import time; print('started', flush=True); time.sleep(60)"],
                    timeout=2)  # fmt: skip
+
+
+def test_a_module_is_forked_as_python_dash_m_runs_it(tmp_path: Path, monkeypatch) -> None:
+    """``python -m MODULE`` (the portal's server, FORKED_MODULES) is forked too, with
+    ``PYTHONUNBUFFERED`` applied in the child: its output is in the file at once."""
+    from tests import manage_fork
+
+    monkeypatch.setattr(manage_fork, "FORKED_MODULES", ("this",))
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    out = tmp_path / "out.txt"
+    with open(out, "wb") as f:
+        proc = manage_fork.popen(
+            [sys.executable, "-m", "this"], cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT
+        )
+    assert isinstance(proc, manage_fork.ForkedProcess)
+    assert proc.wait(120) == 0
+    fresh = subprocess.run([sys.executable, "-m", "this"], capture_output=True, timeout=120)
+    assert out.read_bytes() == fresh.stdout and b"Beautiful is better" in fresh.stdout
+
+    # Unbuffered: the line is in the file while the command still runs.
+    code = "print('started'); import time; time.sleep(60)"
+    with open(out, "wb") as f:
+        proc = manage_fork.popen(
+            [sys.executable, "manage.py", "shell", "-v", "0", "-c", code],
+            cwd=ROOT, env=env, stdout=f, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+    try:
+        assert isinstance(proc, manage_fork.ForkedProcess)
+        deadline = time.monotonic() + 120
+        while out.read_bytes() != b"started\n" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert out.read_bytes() == b"started\n" and proc.poll() is None
+    finally:
+        proc.kill()
+        proc.wait(30)
