@@ -87,9 +87,9 @@ PRELOAD = (
 
 # Run as `python -m MODULE ...` and forked too: the portal's server (daphne under
 # portal/serve.py, started by tests/portal_server.py), which imports Django and DRF as
-# a manage.py command does (twisted and daphne it imports in the child), and Celery's
-# worker and beat (tests/celery_procs.py).
-FORKED_MODULES = ("portal.serve", "celery")
+# a manage.py command does (twisted and daphne it imports in the child), the UMS gateway
+# under uvicorn (tests/ums_stack.py) and Celery's worker and beat (tests/celery_procs.py).
+FORKED_MODULES = ("portal.serve", "uvicorn", "celery")
 
 # Start-up variables a forked child applies itself (_child), so a command given them is
 # forked too (the portal's daphne log is written unbuffered).

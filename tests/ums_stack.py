@@ -29,6 +29,7 @@ from broker.commandlines import ums_gateway_command
 from broker.launcher import free_port
 from broker.security.acl import DEFAULT_RULES
 
+from .manage_fork import ForkedProcess, popen
 from .portal_server import ROOT, PortalStack, start_stack, wait_http
 from .redis import find_redis_server
 
@@ -40,7 +41,7 @@ class UmsStack:
     """A portal stack and the UMS gateway process in front of its broker."""
 
     portal: PortalStack
-    proc: subprocess.Popen
+    proc: subprocess.Popen | ForkedProcess
     port: int
     log_path: Path
 
@@ -93,7 +94,8 @@ def start_gateway(portal: PortalStack) -> UmsStack:
     for attempt in range(3):  # a free port can be taken before uvicorn binds it
         port = free_port()
         out = open(log_path, "ab")  # noqa: SIM115 - lives as long as the process
-        proc = subprocess.Popen(
+        # Forked from tests/manage_fork.py's server, as tests/portal_server.py's portal.
+        proc = popen(
             ums_gateway_command(port),
             cwd=ROOT,
             env=portal.env,
