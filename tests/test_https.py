@@ -31,13 +31,14 @@ import pytest
 from broker.commandlines import portal_command
 from broker.launcher import ROOT, free_port, fresh_sqlite
 from broker.management.commands.imqkeytool import generate
-from tests.manage_fork import run_manage
+from tests.manage_fork import ForkedProcess, popen, run_manage
 
 from .portal_server import CHROMIUM, CHROMIUM_ARGS
 
 pytestmark = pytest.mark.timeout(300)
 
 KEYSTORE_PASSWORD = "https-keystore-pw"
+Process = subprocess.Popen | ForkedProcess
 INSTANCE = "imqbroker"
 
 
@@ -344,7 +345,7 @@ PROXY_ORIGIN = "https://mq.example.com"
 PROXY_HEADERS = {"X-Forwarded-Proto": "https", "X-Forwarded-Host": "mq.example.com"}
 
 
-def start_plain_portal(stack: Stack, extra: dict[str, str]) -> tuple[subprocess.Popen, int]:
+def start_plain_portal(stack: Stack, extra: dict[str, str]) -> tuple[Process, int]:
     """A second portal process on plain HTTP, on the stack's database and broker: the
     portal as it runs behind a proxy that terminates TLS (see wait_portal)."""
     env = {
@@ -356,13 +357,13 @@ def start_plain_portal(stack: Stack, extra: dict[str, str]) -> tuple[subprocess.
     }
     port = free_port()
     with open(stack.tmp / f"portal-{port}.log", "wb") as out:
-        proc = subprocess.Popen(
-            portal_command(port), cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT
-        )
+        # Forked from tests/manage_fork.py's server (Django imported), as
+        # tests/portal_server.py starts its portals.
+        proc = popen(portal_command(port), cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT)
     return proc, port
 
 
-def wait_portal(stack: Stack, proc: subprocess.Popen, port: int) -> None:
+def wait_portal(stack: Stack, proc: Process, port: int) -> None:
     log = stack.tmp / f"portal-{port}.log"
     deadline = time.monotonic() + 60
     while True:

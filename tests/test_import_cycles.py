@@ -101,6 +101,23 @@ def _runtime_imports(tree: ast.AST, module: str, is_package: bool) -> set[str]:
 
 
 @functools.cache
+def scan(path: Path) -> tuple[frozenset[str], frozenset[str]]:
+    """A module's run-time imports, and every absolute import it names (``if
+    TYPE_CHECKING:`` included), from one parse a process: the graphs with and without
+    parent packages and test_layering's own check read the same few hundred files (the
+    trees are not kept: so many objects would slow every collection of the process)."""
+    tree = ast.parse(path.read_text(), str(path))
+    absolute: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            absolute.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            absolute.add(node.module)
+    runtime = _runtime_imports(tree, _module_name(path), path.name == "__init__.py")
+    return frozenset(runtime), frozenset(absolute)
+
+
+@functools.cache
 def import_graph(tops: tuple[str, ...] = TOPS, parents: bool = True) -> dict[str, set[str]]:
     """Module -> the project's modules it imports at run time, with (``parents``) the
     packages whose ``__init__`` those imports run (not the module's own parents).  Read
@@ -108,8 +125,7 @@ def import_graph(tops: tuple[str, ...] = TOPS, parents: bool = True) -> dict[str
     modules = _modules(tops)
     graph: dict[str, set[str]] = {}
     for name, path in modules.items():
-        tree = ast.parse(path.read_text(), str(path))
-        targets = set(_runtime_imports(tree, name, path.name == "__init__.py"))
+        targets = set(scan(path)[0])
         for t in list(targets) if parents else ():
             parts = t.split(".")
             targets.update(".".join(parts[:i]) for i in range(1, len(parts)))

@@ -91,6 +91,10 @@ class PagingStats:
 class Pager:
     """Pages message bodies out past ``threshold`` bytes and reads them back."""
 
+    # Seconds before a queue whose read-back failed (not a damaged body) tries again; a
+    # test sets it shorter.
+    read_retry: float = 1.0
+
     def __init__(
         self,
         threshold: int,
@@ -319,9 +323,13 @@ class Pager:
         exc = fut.exception()
         if exc is not None:
             # The source failed (a database that went away, an I/O error), not a body
-            # found damaged: nothing is given up on; the queue tries again in a second.
-            log.error("reading paged-out messages back failed (tried again in 1 s): %s", exc)
-            asyncio.get_running_loop().call_later(1.0, self._retry, dq)
+            # found damaged: nothing is given up on; the queue tries again (read_retry).
+            log.error(
+                "reading paged-out messages back failed (tried again in %g s): %s",
+                self.read_retry,
+                exc,
+            )
+            asyncio.get_running_loop().call_later(self.read_retry, self._retry, dq)
             return
         bodies: list[bytes | None] = fut.result()
         lost: set[int] = set()
