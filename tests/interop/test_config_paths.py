@@ -12,6 +12,7 @@ from __future__ import annotations
 import shutil
 import socket
 import tempfile
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,6 +174,18 @@ def _ready(path: Path) -> bool:
     return path.is_file() and " ready" in path.read_text(errors="replace")
 
 
+def _wait_ready(path: Path, timeout: float = 60) -> bool:
+    """Whether ``path`` says the broker is ready within ``timeout`` s: a broker serves
+    (what start_either waits for) a moment before it logs that line, and one stopped in
+    between never writes it."""
+    deadline = time.monotonic() + timeout
+    while not _ready(path):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.1)
+    return True
+
+
 def test_log_file_where_configured(kind: str, tmp_path: Path) -> None:
     """java.util.logging.FileHandler.pattern (OpenMQ 6.9's name, %g the generation 0)
     places the log file on both brokers, over imq.log.file.dirpath / filename; those two
@@ -187,8 +200,10 @@ def test_log_file_where_configured(kind: str, tmp_path: Path) -> None:
         f"imq.log.file.dirpath={logs}/old",
         "imq.log.file.filename=ignored.log",
     )
-    first.stop()  # its log complete
-    assert _ready(logs / "pattern" / "broker0.log")
+    try:
+        assert _wait_ready(logs / "pattern" / "broker0.log")
+    finally:
+        first.stop()
     assert not (logs / "old").exists()
     second = start_either(
         kind,
@@ -196,12 +211,15 @@ def test_log_file_where_configured(kind: str, tmp_path: Path) -> None:
         f"imq.log.file.dirpath={logs}/old",
         "imq.log.file.filename=broker.log",
     )
-    second.stop()
     default = second.varhome / "instances" / second.instance / "log" / "log.txt"
+    try:
+        assert _wait_ready(default if kind == "stock" else logs / "old" / "broker.log")
+    finally:
+        second.stop()
     if kind == "stock":
-        assert _ready(default) and not (logs / "old").exists()
+        assert not (logs / "old").exists()
     else:
-        assert _ready(logs / "old" / "broker.log") and not default.exists()
+        assert not default.exists()
 
 
 def test_cluster_hostname(kind: str, tmp_path: Path) -> None:
