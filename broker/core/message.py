@@ -161,28 +161,7 @@ class Message:
         """A message the broker made itself (a report): ``raw`` is a whole packet with
         no expiration, delivery time or properties worth reading here, and its
         DELIVERY_COUNT value at ``dc_offset``; nothing is parsed back."""
-        m = cls.__new__(cls)
-        m._raw = raw
-        m.stored = False
-        m.src = None
-        m.pos = -1
-        m.dc_offset = dc_offset
-        m.type = ptype
-        m.base_flags = flags & _STRIP
-        m.priority = priority
-        m.expiration = 0
-        m.timestamp = timestamp
-        m.key = m.store_key = raw[OFF_SYSMSGID : OFF_SYSMSGID + 32]
-        m.destination = destination
-        m.is_queue = bool(flags & FLAG_Q)
-        m.persistent = bool(flags & FLAG_P)
-        m.size = len(raw) - _DC_SLOT
-        BODIES.bytes += m.size
-        m.origin_connection = 0
-        m.delivery_time = 0
-        m._selector_values = None
-        m.report_info = None
-        return m
+        return cls.sent(raw, dc_offset, ptype, flags, priority, 0, timestamp, destination, 0)
 
     @classmethod
     def sent(
