@@ -1,7 +1,7 @@
 """The stock OpenMQ 6.9 C client (libmqcrt) against our broker, a real broker process.
 
 The probe (tests/interop/c/probe.c) connects through the port mapper as any C
-application does, runs its checks and prints one line per check; these tests assert on
+application does (all but the checks run, below), runs its checks and prints one line per check; these tests assert on
 those lines, and exchange messages with our Python client in both directions.
 
 The checks run goes through a recording relay (tests/interop/relay.py: the probe connects
