@@ -72,7 +72,7 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 # The modules that take longest (wall time on 2 cores, most first). `make test` runs the
-# files in three workers a file at a time with --no-loadscope-reorder, so these start first
+# files in five workers a file at a time with --no-loadscope-reorder, so these start first
 # and the run does not end on one long file while the other workers idle. (Every module
 # over 15 s in the --durations of a full `make test` on c905ea3, 2026-11-30; the shorter
 # ones follow in collection order.)
