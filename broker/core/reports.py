@@ -37,11 +37,11 @@ from broker.protocol.errors import ProtocolError
 from broker.protocol.jtypes import JInt
 from broker.protocol.packet import (
     CURRENT_PACKET_VERSION,
+    DELIVERY_COUNT_FIELD,
     HEADER,
     HEADER_SIZE,
     MAGIC,
     VH_CORRELATIONID,
-    VH_DELIVERY_COUNT,
     VH_DESTINATION,
     VH_DESTINATION_CLASS,
     VH_REPLYTO,
@@ -181,7 +181,6 @@ _PROPERTIES: dict[int, bytes] = {}
 _DC_OFFSET = HEADER_SIZE + 4
 _VH_PREFIX: dict[tuple[str, str | None], bytes] = {}
 _I16U16 = struct.Struct(">hH")
-_DC_FIELD = struct.pack(">hhi", VH_DELIVERY_COUNT, 4, 1)
 
 
 def _string_field(tag: int, text: str) -> bytes:
@@ -195,7 +194,7 @@ def _report_vh(name: str, class_name: str | None, correl_id: str | None) -> byte
     """A report's encoded variable header (with the Java writer's 1-4 padding bytes)."""
     prefix = _VH_PREFIX.get((name, class_name))
     if prefix is None:
-        prefix = _DC_FIELD + _string_field(VH_DESTINATION, name)
+        prefix = DELIVERY_COUNT_FIELD + _string_field(VH_DESTINATION, name)
         if class_name is not None:
             prefix += _string_field(VH_DESTINATION_CLASS, class_name)
         if len(_VH_PREFIX) >= _OPTIONS_MAX:

@@ -37,11 +37,10 @@ from broker.core.reports import no_report_info
 from broker.protocol.errors import ProtocolError
 from broker.protocol.names import JMQ_PREFIX
 from broker.protocol.packet import (
-    HEADER,
+    DELIVERY_COUNT_FIELD,
     HEADER_SIZE,
     OFF_PROP_OFFSET,
     VH_CORRELATIONID,
-    VH_DELIVERY_COUNT,
     VH_DESTINATION,
     VH_DESTINATION_CLASS,
     VH_REPLYTO,
@@ -49,6 +48,7 @@ from broker.protocol.packet import (
     VH_TRANSACTIONID,
     VH_TYPE,
     Packet,
+    build_packet,
     encode_fields,
     now_ms,
 )
@@ -63,7 +63,6 @@ from broker.protocol.types import (
     FLAG_P,
     FLAG_Q,
     FLAG_Z,
-    MAGIC,
     QUEUE_CLASS,
     TEMP_PREFIX,
     TEMP_QUEUE_CLASS,
@@ -99,11 +98,8 @@ DEFAULT_PRIORITY = 4
 _SEQUENCE = itertools.count(1)
 _TEXT_MESSAGE = int(PacketType.TEXT_MESSAGE)
 _BYTES_MESSAGE = int(PacketType.BYTES_MESSAGE)
-# The DELIVERY_COUNT field (value 1) a message's packet starts its variable header with,
-# where its value is, and where the rest of the variable header starts.
-_DC_FIELD = struct.pack(">hhi", VH_DELIVERY_COUNT, 4, 1)
+# Where the value of the DELIVERY_COUNT field a SEND's packet starts with is.
 _DC_OFFSET = HEADER_SIZE + 4
-_VH_START = HEADER_SIZE + len(_DC_FIELD)
 # A packet's version (and its type, skipped) and size, from byte 4; its property offset
 # and size, at OFF_PROP_OFFSET (packet.HEADER).
 _VERSION_SIZE = struct.Struct(">h2xi")
@@ -257,34 +253,22 @@ def send_message(
     ptype = _TEXT_MESSAGE if text else _BYTES_MESSAGE
     vh = dest.fields() if len(fields) == 2 else encode_fields(fields)
     pr = encode_properties(props)
-    # As build_packet lays a packet out, with the 8-byte DELIVERY_COUNT field spliced in
-    # front of the variable header (sizes and offsets counting it).
-    prop_offset = _VH_START + len(vh)
     timestamp = now_ms()
-    raw = b"".join(
-        (
-            HEADER.pack(
-                MAGIC,
-                CURRENT_PACKET_VERSION,
-                ptype,
-                prop_offset + len(pr) + len(body),
-                expiration,
-                timestamp,
-                ip,
-                port & 0xFFFF,
-                next(_SEQUENCE) & 0x7FFFFFFF,
-                prop_offset,
-                len(pr),
-                priority,
-                0,
-                flags,
-                want_reply,
-            ),
-            _DC_FIELD,
-            vh,
-            pr,
-            body,
-        )
+    # The 8-byte DELIVERY_COUNT field in front of the variable header, as the JMQ engine
+    # splices it into an arriving message (packet.with_delivery_count_slot).
+    raw = build_packet(
+        ptype,
+        body=body,
+        flags=flags,
+        consumer_id=want_reply,
+        priority=priority,
+        expiration=expiration,
+        timestamp=timestamp,
+        ip=ip,
+        port=port & 0xFFFF,
+        sequence=next(_SEQUENCE) & 0x7FFFFFFF,
+        raw_props=pr,
+        raw_fields=DELIVERY_COUNT_FIELD + vh,
     )
     # Report options are properties (JMS_IBM_*): without them in its property bytes the
     # message asks for none, said now so no report check searches its body for them.

@@ -533,7 +533,9 @@ def build_packet(
     return b"".join((header, vh, pr, body))
 
 
-_DC_FIELD = struct.pack(">hhi", VH_DELIVERY_COUNT, 4, 1)
+# The DELIVERY_COUNT field (value 1) the broker puts in front of a message's variable
+# header (with_delivery_count_slot; reports and STOMP SENDs are made with it).
+DELIVERY_COUNT_FIELD = struct.pack(">hhi", VH_DELIVERY_COUNT, 4, 1)
 
 
 def stored_head(head: bytes) -> tuple[tuple, int, int] | None:
@@ -605,9 +607,9 @@ def with_delivery_count_slot(pkt: Packet) -> tuple[bytes, int]:
                 return raw, pos + 4
             pos += 12 if tag in _LONG_FIELDS else 4 + length
     if pkt.prop_offset == HEADER_SIZE:
-        insert = _DC_FIELD + b"\x00\x00\x00\x00"  # plus terminator and padding
+        insert = DELIVERY_COUNT_FIELD + b"\x00\x00\x00\x00"  # plus terminator and padding
     else:
-        insert = _DC_FIELD
+        insert = DELIVERY_COUNT_FIELD
     head = bytearray(raw[:HEADER_SIZE])
     _I32.pack_into(head, OFF_SIZE, pkt.size + len(insert))
     _I32.pack_into(head, OFF_PROP_OFFSET, pkt.prop_offset + len(insert))
