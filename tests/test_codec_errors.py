@@ -69,7 +69,7 @@ from broker.protocol.properties import (
     read_utf,
 )
 from broker.protocol.stomp import FrameReader as StompReader
-from broker.protocol.stomp import StompError, encode_frame
+from broker.protocol.stomp import StompError, encode_frame, parse_heart_beat
 from broker.protocol.sysmsgid import (
     SysMessageID,
     SysMessageIDError,
@@ -238,6 +238,11 @@ def _ws_stream(data: bytes) -> None:
 DECODERS = [
     Decoder("jrmp.JrmpDecoder.feed", _jrmp_stream, JRMP_SESSIONS),
     Decoder("stomp.FrameReader.feed", _stomp_stream, STOMP_FRAMES),
+    Decoder(
+        "stomp.parse_heart_beat",
+        lambda d: parse_heart_beat(d.decode("utf-8", "replace")),
+        (b"10000,0", b"0,0", b" 500 , 250 "),
+    ),
     Decoder("websocket.WebSocketServer.receive", _ws_stream, _ws_client_bytes()),
     Decoder("httptunnel.decode_packets", decode_packets, TUNNEL_PACKETS),
     Decoder("httptunnel.decode_option", decode_option, (TUNNEL_PACKETS[2][24:],)),

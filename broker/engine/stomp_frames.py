@@ -154,20 +154,10 @@ class StompFrameRules(StompEngineBase):
             # "Stored" (the receipt) only once the record is written, synced with sync
             # on; a DISCONNECT's receipt waits for it (on_disconnect: _waiting).
             self._waiting[cid] = f
-            inner.when_stored(lambda: self._send_stored(cid))
+            inner.when_stored(lambda: self._send_done(cid, _ok_reply(cid)))
         else:
             self._receipt(f)
         inner.broker.check_memory()
-
-    def _send_stored(self, cid: int) -> None:
-        """A persistent SEND's message is stored (on_send): its receipt, or the OK reply
-        DISCONNECT waits for (_waiting_done wrapped it)."""
-        waiting = self._waiting.pop(cid, None)
-        if type(waiting) is Frame:
-            self._receipt(waiting)
-        elif waiting is not None:
-            reply = b"".join((SEND_OK_HEAD, _I64.pack(cid), SEND_OK_REST))
-            waiting(Packet(reply))  # type: ignore[operator]
 
     def _origin_ip(self) -> bytes:
         """The client's address for its messages' IDs, as a JMQ client puts its own there
@@ -408,3 +398,8 @@ class StompFrameRules(StompEngineBase):
             return
         self._receipt(f)
         self._close("DISCONNECT from the client")
+
+
+def _ok_reply(cid: int) -> bytes:
+    """The SEND_REPLY OK the JMQ engine would have written for SEND ``cid``."""
+    return b"".join((SEND_OK_HEAD, _I64.pack(cid), SEND_OK_REST))

@@ -31,6 +31,7 @@ __all__ = [
     "StompError",
     "encode_frame",
     "escape",
+    "parse_heart_beat",
     "unescape",
 ]
 
@@ -106,6 +107,21 @@ class Frame:
 
 _ESC_11 = {"n": "\n", "c": ":", "\\": "\\"}
 _ESC_12 = {**_ESC_11, "r": "\r"}
+
+
+def parse_heart_beat(value: str | None) -> tuple[int, int]:
+    """A CONNECT's ``heart-beat`` header: (cx, cy) in milliseconds, (0, 0) when absent;
+    ProtocolError when it is not two non-negative numbers."""
+    if not value:
+        return 0, 0
+    a, _, b = value.partition(",")
+    try:
+        cx, cy = int(a.strip()), int(b.strip())
+    except ValueError:
+        raise ProtocolError(f"bad heart-beat header {value!r}") from None
+    if cx < 0 or cy < 0:
+        raise ProtocolError(f"bad heart-beat header {value!r}")
+    return cx, cy
 
 
 def unescape(text: str, version: str) -> str:
