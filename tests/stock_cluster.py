@@ -1267,7 +1267,13 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
     # Ours first (forked: about a second), so the stock broker's first dial finds it: one
     # that fails is tried again only 5 s later (BrokerLink.RECONNECT_INTERVAL).
     ours = sc.ours(
-        2, o_pm, brokerlist, "ours", "imq.cluster.ping.interval=5", f"imq.cluster.port={o_cl}"
+        2,
+        o_pm,
+        brokerlist,
+        "ours",
+        "imq.cluster.ping.interval=5",
+        f"imq.cluster.port={o_cl}",
+        *STOMP_ON_OURS,
     )
     stock = sc.stock(1, s_pm, brokerlist, "stock1", f"imq.cluster.port={s_cl}")
     java.result()
@@ -1460,6 +1466,9 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
     # 7. OpenMQ's own shared subscriptions (JMQShare), a subscriber on each broker.
     jmq_shared(sc, shell, (on_stock, stock), (on_ours, ours))
 
+    # 8. STOMP on ours (stomp.py) and stock Java clients on the stock broker.
+    stomp_across(sc, shell, (on_stock, stock), address(2))
+
     sc.check(
         "link_still_up",
         lambda: (
@@ -1467,6 +1476,77 @@ def _topics(sc: Scenario, s_pm: int, o_pm: int, s_cl: int, o_cl: int, brokerlist
             wait_for(lambda: stock_link_count(stock, "ours") == 1, 1, "stock link"),
         ),
     )
+
+
+# Our broker's STOMP listener in scenario "topics" (a port of the namespace's own).
+STOMP_PORT = 27690
+STOMP_ON_OURS = (
+    "imq.bridge.enabled=true",
+    "imq.bridge.activelist=stomp",
+    f"imq.bridge.stomp.tcp.port={STOMP_PORT}",
+)
+# STOMP checks (scenario "topics"), in the order stomp_across makes them.
+STOMP_CHECKS = [
+    "stomp_sends_on_ours_reach_a_stock_queue_consumer_on_stock",
+    "stock_publishes_on_stock_reach_a_stomp_subscriber_on_ours",
+]
+
+
+def stomp_across(
+    sc: Scenario, shell: Shell, stock: tuple[tuple[str, int], StockBrokerProcess], host: str
+) -> None:
+    """stomp.py on our broker and stock Java clients on the stock broker, both ways: a
+    STOMP SEND's message is a JMQ message the stock broker takes from the link."""
+    import stomp  # stomp.py: only this scenario needs it
+
+    on_stock, stock_b = stock
+
+    def connect(listener: stomp.ConnectionListener | None = None) -> Any:
+        # No content-length on a SEND: a TextMessage, as the stock Java consumer reads it.
+        conn = stomp.Connection12([(host, STOMP_PORT)], auto_content_length=False)
+        if listener is not None:
+            conn.set_listener("l", listener)
+        conn.connect("guest", "guest", wait=True)
+        return conn
+
+    def sends() -> None:
+        queue = "mixed.stomp.q"
+        c = shell.start("qsub", *on_stock, queue, "ack")
+        assert c.wait_line(("ready",)) == "ready", c.lines
+        conn = connect()
+        try:
+            for i, persistent in enumerate(("true", "false", "true"), 1):
+                conn.send(f"/queue/{queue}", f"st-{i}", headers={"persistent": persistent})
+            receive_all([c], 3)
+            assert sorted(c.got()) == ["st-1", "st-2", "st-3"], c.lines
+        finally:
+            conn.disconnect()
+
+    class Got(stomp.ConnectionListener):
+        def __init__(self) -> None:
+            self.bodies: list[str] = []
+
+        def on_message(self, frame: Any) -> None:
+            self.bodies.append(frame.body)
+
+    def subscribes() -> None:
+        topic = "mixed.stomp.t"
+        got = Got()
+        conn = connect(got)
+        try:
+            conn.subscribe(f"/topic/{topic}", id="s", ack="auto")
+            subscribers = lambda b: consumer_count(b, topic)  # noqa: E731
+            wait_counts(f"the STOMP subscriber of {topic}", subscribers, 1, stock_b)
+            for mode in ("np", "p"):
+                assert shell.run("pub", *on_stock, topic, mode, mode, 2) == ["sent"]
+            wait_for(lambda: len(got.bodies) >= 4, 60, "4 messages to the STOMP subscriber")
+            time.sleep(1)  # a duplicate would come in the same delivery pass
+            assert sorted(got.bodies) == ["np-1", "np-2", "p-1", "p-2"], got.bodies
+        finally:
+            conn.disconnect()
+
+    sc.check(STOMP_CHECKS[0], sends)
+    sc.check(STOMP_CHECKS[1], subscribes)
 
 
 # JMQShare checks (scenario "topics"), in the order jmq_shared makes them.

@@ -12,7 +12,9 @@ on ours with a small prefetch gets everything the stock broker publishes; OpenMQ
 JMQShare subscriptions (one client ID shared by a subscriber on each broker), non-durable
 and durable, get each message once between the two, and the durable one, after both
 subscribers were away, what was published meanwhile, once, with each subscriber back on
-the other broker; the link stays up throughout.
+the other broker; STOMP (stomp.py on ours): a SEND on ours reaches a stock queue consumer
+on the stock broker, and what a stock client publishes there reaches a STOMP subscriber
+on ours; the link stays up throughout.
 
 Not yet: a durable subscription whose consumer is on ours, fed by the stock broker
 (docs/operators/clusters.md, "With stock OpenMQ brokers")."""
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.stock_cluster import JMQSHARE_CHECKS, assert_scenario
+from tests.stock_cluster import JMQSHARE_CHECKS, STOMP_CHECKS, assert_scenario
 
 EXPECTED = [
     "topic_published_on_stock_reaches_subscribers_on_both",
@@ -40,6 +42,7 @@ EXPECTED = [
     "client_killed_on_ours_stock_delivers_again",
     "client_killed_on_stock_ours_delivers_again",
     *JMQSHARE_CHECKS,
+    *STOMP_CHECKS,
     "link_still_up",
 ]
 
