@@ -1,7 +1,7 @@
 """STOMP clients against a broker killed with SIGKILL under load: what a RECEIPT said is
 done is done after the restart (docs/reference/stomp.md, "Receipts").
 
-stomp.py connections (1.2) to a broker process with the file store: one sends persistent
+stomp.py connections (1.2) to a broker process (file store, then JDBC): one sends persistent
 messages as fast as it can, each SEND asking for a receipt; one sends them three to a
 transaction and commits each with a receipt; one consumes with ``ack:client-individual``,
 acknowledging each message with a receipt.  Once every kind of receipt has come many
@@ -90,15 +90,19 @@ def keep_going(fn: Any, stop: threading.Event) -> threading.Thread:
     return t
 
 
-@pytest.fixture
-def broker() -> Iterator[tuple[BrokerProcess, int]]:
+@pytest.fixture(params=["file", "jdbc"])
+def broker(request: pytest.FixtureRequest) -> Iterator[tuple[BrokerProcess, int]]:
+    """A broker with its STOMP listener, on the file store or the JDBC one (the test's
+    SQLite database)."""
     tmp = Path(tempfile.mkdtemp(prefix="imq-stomp-crash-"))
     port = free_port()
+    store = ("imq.persist.store=jdbc",) if request.param == "jdbc" else ()
     b = start_broker(
         tmp,
         "imq.bridge.enabled=true",
         "imq.bridge.activelist=stomp",
         f"imq.bridge.stomp.tcp.port={port}",
+        *store,
     )
     try:
         yield b, port
