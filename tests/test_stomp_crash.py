@@ -1,5 +1,5 @@
 """STOMP clients against a broker killed with SIGKILL under load: what a RECEIPT said is
-done is done after the restart (docs/reference/stomp.md, "Receipts").
+done is done after the restart (docs/reference/stomp.md, "Frames").
 
 stomp.py connections (1.2) to a broker process (file store, then JDBC): one sends persistent
 messages as fast as it can, each SEND asking for a receipt; one sends them three to a
