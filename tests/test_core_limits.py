@@ -239,3 +239,28 @@ def test_topic_limits_count_a_copy_per_subscription() -> None:
     assert t.msg_count == 2
     send(r, conn, "t", 2, topic=True)
     assert _refused(r, conn, "t", 3, topic=True).status == Status.RESOURCE_FULL
+
+
+def test_a_limit_changed_any_way_holds_for_the_next_send() -> None:
+    # The limits every send reads are kept between changes of the attributes
+    # (Destination.send_limits): each way of changing them must count as a change.
+    r = MessageRouter(RouterSettings())
+    conn = Conn(1)
+    q = _queue(r, "changing")
+    send(r, conn, "changing", 1)
+    q.attributes["maxNumMsgs"] = 1
+    assert _refused(r, conn, "changing", 2).status == Status.RESOURCE_FULL
+    del q.attributes["maxNumMsgs"]
+    send(r, conn, "changing", 3)
+    q.attributes.update(maxBytesPerMsg=1)
+    assert _refused(r, conn, "changing", 4).status == Status.ENTITY_TOO_LARGE
+    q.attributes.pop("maxBytesPerMsg")
+    send(r, conn, "changing", 5)
+    q.attributes |= {"maxTotalMsgBytes": 1}
+    assert _refused(r, conn, "changing", 6).status == Status.RESOURCE_FULL
+    q.attributes.clear()
+    q.attributes.setdefault("maxNumMsgs", 3)
+    assert _refused(r, conn, "changing", 7).status == Status.RESOURCE_FULL
+    q.attributes.popitem()
+    send(r, conn, "changing", 8)
+    assert pending(r, "changing") == [b"\x01", b"\x03", b"\x05", b"\x08"]

@@ -60,6 +60,49 @@ def attribute_limit(attributes: Mapping[str, object], name: str, default: int = 
 DEST_AUTO = int(DestType.AUTO)
 
 
+class Attributes(dict):
+    """A destination's attributes (a dict) that counts its changes, so what is read from
+    them for every message (Destination.send_limits) is read again only after one."""
+
+    __slots__ = ("changes",)
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.changes = 0
+
+    def __setitem__(self, key: str, value: object) -> None:
+        super().__setitem__(key, value)
+        self.changes += 1
+
+    def __delitem__(self, key: str) -> None:
+        super().__delitem__(key)
+        self.changes += 1
+
+    def __ior__(self, other: Any) -> Attributes:  # type: ignore[misc]
+        self.update(other)
+        return self
+
+    def update(self, *args: Any, **kw: Any) -> None:
+        super().update(*args, **kw)
+        self.changes += 1
+
+    def pop(self, *args: Any) -> Any:
+        self.changes += 1
+        return super().pop(*args)
+
+    def popitem(self) -> tuple[str, object]:
+        self.changes += 1
+        return super().popitem()
+
+    def setdefault(self, key: str, default: object = None) -> object:
+        self.changes += 1
+        return super().setdefault(key, default)
+
+    def clear(self) -> None:
+        super().clear()
+        self.changes += 1
+
+
 class Totals:
     """Broker-wide message count and bytes, shared by every destination."""
 
@@ -158,7 +201,8 @@ class Destination:
         self.totals = totals if totals is not None else Totals()
         self.temporary_owner = temporary_owner
         self.auto = auto
-        self.attributes: dict = dict(attributes or {})
+        self.attributes = Attributes(attributes or {})
+        self._send_limits: tuple[int, int, int, int] | None = None
         self.state = DestState.RUNNING
         self.producers: dict[int, RegisteredProducer] = {}
         self.msg_count = 0
@@ -216,9 +260,22 @@ class Destination:
         self.account_out(entry)
         return False
 
+    def send_limits(self) -> tuple[int, int, int, int]:
+        """(the attributes' change count, maxBytesPerMsg, maxNumMsgs, maxTotalMsgBytes):
+        every message sent asks, so they are read once per change of the attributes."""
+        known = self._send_limits
+        changes = self.attributes.changes
+        if known is None or known[0] != changes:
+            known = self._send_limits = (
+                changes,
+                self.limit("maxBytesPerMsg"),
+                self.limit("maxNumMsgs"),
+                self.limit("maxTotalMsgBytes"),
+            )
+        return known
+
     def is_full(self, extra_bytes: int = 0) -> bool:
-        max_msgs = self.limit("maxNumMsgs")
-        max_bytes = self.limit("maxTotalMsgBytes")
+        _, _, max_msgs, max_bytes = self.send_limits()
         return (max_msgs >= 0 and self.msg_count >= max_msgs) or (
             max_bytes >= 0 and self.msg_bytes + extra_bytes > max_bytes
         )
@@ -506,6 +563,8 @@ class Subscription:
         self.topic = topic
         self.selector = selector
         self.no_local = no_local
+        # Every message, without asking wants() (neither is changed after this).
+        self.takes_all = selector is None and not no_local
         self.connection_id = connection_id
         # noLocal: the connections of the consumers (the last ones, while none is attached).
         self.local_ids = {connection_id}
@@ -560,7 +619,7 @@ class TopicDestination(Destination):
         return [s.queue for s in self.subscriptions]
 
     def publish(self, msg: Message, now_ms: int) -> None:
-        targets = [s for s in self.subscriptions if s.wants(msg)]
+        targets = [s for s in self.subscriptions if s.takes_all or s.wants(msg)]
         self.account_in(len(targets), msg.size)
         if not targets:
             return

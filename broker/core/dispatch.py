@@ -204,7 +204,13 @@ class DeliveryQueue:
             self.put(entry)
             self.dispatch(now_ms)
             return
-        c = self._next_ready()
+        consumers = self.consumers
+        c: DeliveryTarget | None
+        if len(consumers) == 1:
+            # One consumer (a subscription's, or a queue's only one): no round to go.
+            c = consumers[0] if consumers[0].ready() else None
+        else:
+            c = self._next_ready()
         if c is None:
             self.put(entry)
         elif entry.msg.expiration and entry.msg.is_expired(now_ms):

@@ -56,7 +56,7 @@ class Limits:
             raise RouterError(
                 Status.ENTITY_TOO_LARGE, f"message of {msg.size} bytes exceeds imq.message.max_size"
             )
-        per_msg = dest.limit("maxBytesPerMsg")
+        per_msg = dest.send_limits()[1]
         if per_msg >= 0 and msg.size > per_msg:
             self.reject(dest, msg, "larger than maxBytesPerMsg")
             raise RouterError(
