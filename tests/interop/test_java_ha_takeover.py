@@ -14,7 +14,15 @@ releases the lock.  So the client's END of its old transaction reaches B after B
 over, and the client reads B's answer: session 17's failure (END 404, C4104: neither
 found nor said rolled back), reproduced every run before the fix.
 
-What must hold: the commit is done, or said rolled back the stock way
+The second case (``prepared``): the transaction is PREPARED on A when A dies, its COMMIT not
+yet sent.  The test share-locks the store's transaction table (A's PREPARE record waits,
+and with it the answer), the program then holds its connection's ProtocolHandler monitor
+(every write takes it) and the test lets the PREPARE be stored: the commit() has its answer
+and its COMMIT waits.  Then the row lock and the kill as above, the COMMIT let go (to the
+dead broker), the takeover let finish: the client asks B (VERIFY_TRANSACTION), which must
+have taken the transaction over PREPARED, and commits it there.
+
+What must hold: the commit is done (``prepared``: it must be), or said rolled back the stock way
 (TransactionRolledBackException; the program then does the work again and commits);
 every message A acknowledged, and every one sent after, is received (one delivered again
 says JMSRedelivered); the transaction's sends are stored exactly once.
@@ -50,12 +58,15 @@ def _refused_hello(b: BrokerProcess) -> bool:
     return any("HELLO from" in line and ": 408 " in line for line in b.log_text().splitlines())
 
 
+@pytest.mark.parametrize("mode", ["open", "prepared"])
 def test_ha_client_at_the_taker_mid_takeover(
-    tmp_path: Path, java_programs: Any, postgres_url: str
+    tmp_path: Path, java_programs: Any, postgres_url: str, mode: str
 ) -> None:
+    """``open``: the transaction was open on A (its commit() made during the failover);
+    ``prepared``: it was PREPARED on A, its COMMIT not sent yet, when A died."""
     import psycopg
 
-    from broker.models import StoreOwner
+    from broker.models import StoredTransaction, StoreOwner
     from tests.test_ha import ha_props, wait_log
 
     url = fresh_database(postgres_url, f"jt_{uuid.uuid4().hex[:10]}")
@@ -88,6 +99,21 @@ def test_ha_client_at_the_taker_mid_takeover(
             sigkill(a)
             wait_log(b, "taking it over", timeout=120)
 
+        def hold_prepare() -> None:
+            # The store's transaction table, share-locked: A's PREPARE record (and so its
+            # answer, given once stored) waits.  A's heartbeat waits behind that batch too,
+            # so this is held only until the program sees its commit() waiting for that
+            # answer (B would take A over after three intervals of silence).
+            conn = psycopg.connect(url)
+            lock.append(conn)
+            conn.execute(f'LOCK TABLE "{StoredTransaction._meta.db_table}" IN SHARE MODE')
+
+        def let_prepare() -> None:
+            conn = lock.pop()
+            conn.rollback()
+            conn.close()
+            assert "taking it over" not in b.log_text(), b.log_text()[-4000:]
+
         def release() -> None:
             _wait_for(lambda: _refused_hello(b), "B refusing the client's HELLO (408)")
             # The client was at the taker, refused while the takeover waited: still waiting.
@@ -101,13 +127,23 @@ def test_ha_client_at_the_taker_mid_takeover(
         r = run_interactive(
             java_programs,
             "HATakeover",
-            [addresses, f"{a.host}:{a.portmapper_port}", f"ha.q{tag}", f"ha.t{tag}"],
-            {"hold_and_kill": hold_and_kill, "release": release},
+            [addresses, f"{a.host}:{a.portmapper_port}", f"ha.q{tag}", f"ha.t{tag}", mode],
+            {
+                "hold_prepare": hold_prepare,
+                "let_prepare": let_prepare,
+                "hold_and_kill": hold_and_kill,
+                "release": release,
+            },
+        )
+        during = (
+            "ha_commit_prepared_on_the_first_broker_when_it_dies"
+            if mode == "prepared"
+            else "ha_commit_ends_its_transaction_at_the_taker"
         )
         assert r.checks == {
             "ha_on_the_first_broker": "ok",
             "ha_sent_and_open_transaction": "ok",
-            "ha_commit_ends_its_transaction_at_the_taker": "ok",
+            during: "ok",
             "ha_commit_during_failover_rolled_back_or_committed": "ok",
             "ha_every_sent_message_received": "ok",
             "ha_transaction_sends_stored_once": "ok",
@@ -116,8 +152,13 @@ def test_ha_client_at_the_taker_mid_takeover(
         print("\n".join(line for line in r.lines if line.startswith("info ")))
         wait_log(b, "took over broker brokerA")
         log = b.log_text()
-        # The commit's END reached B for the transaction that died with A.
-        assert "died with the broker this client failed over from" in log, log[-4000:]
+        if mode == "prepared":
+            # Taken over in doubt, then committed by the client that came back for it.
+            assert "1 transactions" in log and "is PREPARED and in doubt" in log, log[-4000:]
+            assert "commit_outcome committed" in r.stdout, r.stdout
+        else:
+            # The commit's END reached B for the transaction that died with A.
+            assert "died with the broker this client failed over from" in log, log[-4000:]
         assert "Traceback" not in log, log[-4000:]
     finally:
         for conn in lock:

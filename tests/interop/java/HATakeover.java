@@ -26,8 +26,12 @@ import java.util.concurrent.CopyOnWriteArrayList;
  * transaction was not prepared, so the taker never had it: the commit must end in
  * TransactionRolledBackException (the work is then done again and committed) or commit.
  *
- * Usage: HATakeover ADDRESSLIST FIRST QUEUE TXNQUEUE
- *   ADDRESSLIST names the first broker (FIRST, host:port) before the taker (PRIORITY).
+ * Usage: HATakeover ADDRESSLIST FIRST QUEUE TXNQUEUE open|prepared
+ *   ADDRESSLIST names the first broker (FIRST, host:port) before the taker (PRIORITY);
+ *   "prepared": the transaction is PREPARED when the first broker dies
+ *   (preparedThenKilled), so the taker must find it and the commit be done;
+ *   "ask hold_prepare" / "ask let_prepare": the test holds, then lets go, the store's
+ *   transaction table;
  *   "ask hold_and_kill": the test locks the first broker's row and kills it;
  *   "ask release": the test lets the takeover finish (after the taker refused this client).
  */
@@ -125,8 +129,51 @@ public class HATakeover {
         return out;
     }
 
+    /**
+     * "prepared": the transaction is PREPARED on the first broker when it dies, its COMMIT
+     * not yet sent.  The test holds the store's transaction table (LOCK TABLE ... SHARE
+     * MODE: the first broker's PREPARE record waits, so its answer does), this program
+     * then holds its connection's ProtocolHandler monitor, which every write takes, and
+     * the test lets the PREPARE be stored: the commit() has its answer and its COMMIT waits
+     * for the monitor.  Then the test locks the first broker's row and kills it, and this
+     * program lets the COMMIT go (to the dead broker: the client then waits for the
+     * failover and asks the taker, VERIFY_TRANSACTION, which must find it PREPARED).
+     */
+    static void preparedThenKilled(Connection[] conns, Session[] ts, Thread[] committer, Object[] outcome)
+            throws Exception {
+        Checks.check("ha_commit_prepared_on_the_first_broker_when_it_dies", () -> {
+            ConnectionImpl tc = (ConnectionImpl) conns[1];
+            Object ph = field(ConnectionImpl.class, tc, "protocolHandler");
+            ask("hold_prepare");
+            committer[0] = new Thread(() -> {
+                try {
+                    ts[0].commit();
+                    outcome[0] = "committed";
+                } catch (Throwable t) {
+                    outcome[0] = t;
+                }
+            });
+            committer[0].start();
+            waitUntil(() -> outcome[0] != null || frames(committer[0].getStackTrace())
+                .matches("AckQueue.dequeueWait.*ProtocolHandler.prepareHATransaction.*"),
+                "commit() waiting for its PREPARE's answer");
+            synchronized (ph) {
+                ask("let_prepare");
+                waitUntil(() -> outcome[0] != null || (committer[0].getState() == Thread.State.BLOCKED
+                    && frames(committer[0].getStackTrace()).matches(
+                        "ProtocolHandler.writePacketNoAck.*ProtocolHandler.commitHATransaction.*")),
+                    "commit() waiting to send its COMMIT");
+                Checks.expect(outcome[0] == null, "commit() ended before the kill: " + outcome[0]);
+                // The test locks the first broker's row and kills it: the taker's takeover
+                // waits for the lock.
+                ask("hold_and_kill");
+            }
+            ask("release");
+        });
+    }
+
     public static void main(String[] a) throws Exception {
-        String addressList = a[0], first = a[1], queue = a[2], txnQueue = a[3];
+        String addressList = a[0], first = a[1], queue = a[2], txnQueue = a[3], mode = a[4];
         com.sun.messaging.ConnectionFactory cf = new com.sun.messaging.ConnectionFactory();
         cf.setProperty(ConnectionConfiguration.imqAddressList, addressList);
         cf.setProperty(ConnectionConfiguration.imqAddressListBehavior, "PRIORITY");
@@ -143,6 +190,7 @@ public class HATakeover {
         Session[] ps = new Session[1];
         List<Got> got = new CopyOnWriteArrayList<>();
         Object[] outcome = {null};
+        Set<Integer> committed = new TreeSet<>();
         Thread[] committer = {null};
 
         Checks.check("ha_on_the_first_broker", () -> {
@@ -181,42 +229,46 @@ public class HATakeover {
                 tp[0].send(m);
             }
         });
-        // The test locks the first broker's store-owner row, then kills that broker: the
-        // taker notices, and its takeover waits for the lock.
-        ask("hold_and_kill");
-        Checks.check("ha_commit_ends_its_transaction_at_the_taker", () -> {
-            ConnectionImpl tc = (ConnectionImpl) conns[1];
-            waitUntil(tc::getReconnecting, "the connection failing over");
-            // The client's Transaction of the session: commit() takes its monitor after it
-            // has checked that no failover occurred (SessionImpl.commit: none had, yet).
-            // Held here, it keeps that commit() from ending the transaction until the
-            // failover is over, the order a loaded machine gave by chance: the END then
-            // goes to the taker as any request, and its answer is read.
-            Object txn = field(com.sun.messaging.jmq.jmsclient.SessionImpl.class, ts[0], "transaction");
-            synchronized (txn) {
-                committer[0] = new Thread(() -> {
-                    try {
-                        ts[0].commit();
-                        outcome[0] = "committed";
-                    } catch (Throwable t) {
-                        outcome[0] = t;
-                    }
-                });
-                committer[0].start();
-                waitUntil(() -> outcome[0] != null || (committer[0].getState() == Thread.State.BLOCKED
-                    && frames(committer[0].getStackTrace()).startsWith("Transaction.commit")),
-                    "commit() waiting for the transaction");
-                Checks.expect(outcome[0] == null, "commit() ended before the failover: " + outcome[0]);
-                // The test waits until the taker has refused this client (408: the takeover
-                // it waits for), then lets the takeover finish.
-                ask("release");
-                waitUntil(() -> !tc.getReconnecting()
-                    && !(Boolean) field(ConnectionImpl.class, tc, "recoverInProcess")
-                    && (Boolean) field(com.sun.messaging.jmq.jmsclient.SessionImpl.class, ts[0], "failoverOccurred"),
-                    "the failover over");
-                Checks.info("txn_failed_over_to", where(conns[1]));
-            }
-        });
+        if ("prepared".equals(mode)) {
+            preparedThenKilled(conns, ts, committer, outcome);
+        } else {
+            // The test locks the first broker's store-owner row, then kills that broker: the
+            // taker notices, and its takeover waits for the lock.
+            ask("hold_and_kill");
+            Checks.check("ha_commit_ends_its_transaction_at_the_taker", () -> {
+                ConnectionImpl tc = (ConnectionImpl) conns[1];
+                waitUntil(tc::getReconnecting, "the connection failing over");
+                // The client's Transaction of the session: commit() takes its monitor after it
+                // has checked that no failover occurred (SessionImpl.commit: none had, yet).
+                // Held here, it keeps that commit() from ending the transaction until the
+                // failover is over, the order a loaded machine gave by chance: the END then
+                // goes to the taker as any request, and its answer is read.
+                Object txn = field(com.sun.messaging.jmq.jmsclient.SessionImpl.class, ts[0], "transaction");
+                synchronized (txn) {
+                    committer[0] = new Thread(() -> {
+                        try {
+                            ts[0].commit();
+                            outcome[0] = "committed";
+                        } catch (Throwable t) {
+                            outcome[0] = t;
+                        }
+                    });
+                    committer[0].start();
+                    waitUntil(() -> outcome[0] != null || (committer[0].getState() == Thread.State.BLOCKED
+                        && frames(committer[0].getStackTrace()).startsWith("Transaction.commit")),
+                        "commit() waiting for the transaction");
+                    Checks.expect(outcome[0] == null, "commit() ended before the failover: " + outcome[0]);
+                    // The test waits until the taker has refused this client (408: the takeover
+                    // it waits for), then lets the takeover finish.
+                    ask("release");
+                    waitUntil(() -> !tc.getReconnecting()
+                        && !(Boolean) field(ConnectionImpl.class, tc, "recoverInProcess")
+                        && (Boolean) field(com.sun.messaging.jmq.jmsclient.SessionImpl.class, ts[0], "failoverOccurred"),
+                        "the failover over");
+                    Checks.info("txn_failed_over_to", where(conns[1]));
+                }
+            });
+        }
         Checks.check("ha_commit_during_failover_rolled_back_or_committed", () -> {
             committer[0].join(60000);
             Checks.expect(!committer[0].isAlive(), "commit() still waiting");
@@ -227,7 +279,7 @@ public class HATakeover {
             if (outcome[0] instanceof Throwable) {
                 Checks.info("commit_outcome_at", frames(((Throwable) outcome[0]).getStackTrace()));
             }
-            if (outcome[0] instanceof TransactionRolledBackException) {
+            if (outcome[0] instanceof TransactionRolledBackException && !"prepared".equals(mode)) {
                 // The stock way of saying so: the application does it again.
                 got.clear();
                 for (int i = 0; i < taken; i++) {
@@ -245,6 +297,7 @@ public class HATakeover {
                 ts[0].commit();
             } else {
                 Checks.expectEquals("committed", outcome[0], "commit() during the failover");
+                committed.addAll(numbers(got));
             }
             Checks.info("txn_now_on", where(conns[1]));
         });
@@ -269,6 +322,14 @@ public class HATakeover {
             }
             missing.removeAll(numbers(got));
             Checks.expect(missing.isEmpty(), "sent but never received: " + missing);
+            // Consumed in a transaction that was committed: never delivered again.
+            Map<Integer, Integer> deliveries = new HashMap<>();
+            for (Got g : got) {
+                deliveries.merge(g.n(), 1, Integer::sum);
+            }
+            for (int n : committed) {
+                Checks.expectEquals(1, deliveries.get(n), "deliveries of message " + n + ", consumed in the committed transaction");
+            }
             Map<String, Integer> seen = new HashMap<>();
             for (Got g : got) {
                 int times = seen.merge(g.id(), 1, Integer::sum);
