@@ -22,6 +22,12 @@ and its COMMIT waits.  Then the row lock and the kill as above, the COMMIT let g
 dead broker), the takeover let finish: the client asks B (VERIFY_TRANSACTION), which must
 have taken the transaction over PREPARED, and commits it there.
 
+The third case (``unnoticed``): the client comes to B before B has noticed that A failed.
+The test keeps A's heartbeat fresh itself (a second connection updating A's row) from just
+before the kill, so B believes A alive and sends the reconnecting client back to A (HELLO
+301, JMQStoreOwner A, where it is refused); once B has done so, the test stops beating, B
+notices, takes A over, and the client comes in as in ``open``.
+
 What must hold: the commit is done (``prepared``: it must be), or said rolled back the stock way
 (TransactionRolledBackException; the program then does the work again and commits);
 every message A acknowledged, and every one sent after, is received (one delivered again
@@ -30,6 +36,7 @@ says JMSRedelivered); the transaction's sends are stored exactly once.
 
 from __future__ import annotations
 
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -53,17 +60,22 @@ def _wait_for(cond: Any, what: str, timeout: float = 60.0) -> None:
         time.sleep(0.1)
 
 
-def _refused_hello(b: BrokerProcess) -> bool:
-    """B refused a reconnecting client's HELLO with 408 (come back later)."""
-    return any("HELLO from" in line and ": 408 " in line for line in b.log_text().splitlines())
+def _refused_hello(b: BrokerProcess, status: int = 408) -> bool:
+    """B refused a reconnecting client's HELLO with ``status`` (408: come back later; 301:
+    go to JMQStoreOwner)."""
+    return any(
+        "HELLO from" in line and f": {status} " in line for line in b.log_text().splitlines()
+    )
 
 
-@pytest.mark.parametrize("mode", ["open", "prepared"])
+@pytest.mark.parametrize("mode", ["open", "prepared", "unnoticed"])
 def test_ha_client_at_the_taker_mid_takeover(
     tmp_path: Path, java_programs: Any, postgres_url: str, mode: str
 ) -> None:
     """``open``: the transaction was open on A (its commit() made during the failover);
-    ``prepared``: it was PREPARED on A, its COMMIT not sent yet, when A died."""
+    ``prepared``: it was PREPARED on A, its COMMIT not sent yet, when A died;
+    ``unnoticed``: as ``open``, but the client comes to B before B has noticed that A
+    failed (the test beats for A meanwhile: B sends the client back to A, 301)."""
     import psycopg
 
     from broker.models import StoredTransaction, StoreOwner
@@ -72,6 +84,8 @@ def test_ha_client_at_the_taker_mid_takeover(
     url = fresh_database(postgres_url, f"jt_{uuid.uuid4().hex[:10]}")
     started: list[BrokerProcess] = []
     lock: list[psycopg.Connection] = []
+    beating = threading.Event()  # set: the test stops beating for A
+    beater: list[threading.Thread] = []
     try:
 
         def start(name: str) -> BrokerProcess:
@@ -85,7 +99,22 @@ def test_ha_client_at_the_taker_mid_takeover(
         b = start("brokerB")
         table = StoreOwner._meta.db_table
 
+        def beat_for_a() -> None:
+            # A's heartbeat, kept fresh by the test after A's death: B believes A alive.
+            with psycopg.connect(url, autocommit=True) as conn:
+                while not beating.is_set():
+                    conn.execute(
+                        f'UPDATE "{table}" SET heartbeat = now() WHERE broker_instance = %s',
+                        ["brokerA"],
+                    )
+                    beating.wait(0.2)
+
         def hold_and_kill() -> None:
+            if mode == "unnoticed":
+                beater.append(threading.Thread(target=beat_for_a, daemon=True))
+                beater[0].start()
+                sigkill(a)
+                return
             # A row lock on A's row, taken while A runs (its heartbeat then waits for it
             # too, with the time it was due: A only looks more failed), so that B's
             # takeover cannot pass it whenever B notices.
@@ -115,6 +144,12 @@ def test_ha_client_at_the_taker_mid_takeover(
             assert "taking it over" not in b.log_text(), b.log_text()[-4000:]
 
         def release() -> None:
+            if mode == "unnoticed":
+                _wait_for(lambda: _refused_hello(b, 301), "B sending the client back to A (301)")
+                assert "taking it over" not in b.log_text(), b.log_text()[-4000:]
+                beating.set()
+                beater[0].join()
+                return
             _wait_for(lambda: _refused_hello(b), "B refusing the client's HELLO (408)")
             # The client was at the taker, refused while the takeover waited: still waiting.
             assert "took over broker brokerA" not in b.log_text()
@@ -161,6 +196,7 @@ def test_ha_client_at_the_taker_mid_takeover(
             assert "died with the broker this client failed over from" in log, log[-4000:]
         assert "Traceback" not in log, log[-4000:]
     finally:
+        beating.set()
         for conn in lock:
             conn.close()
         for x in started:
