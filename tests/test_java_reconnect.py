@@ -220,6 +220,7 @@ def ha(broker: Broker) -> HAMonitor:
     """``broker`` as member brokerB of HA cluster hc (epoch 4), with a view of the others."""
     store = SimpleNamespace(broker_instance="brokerB", address="hostB:7677", epoch=4)
     monitor = HAMonitor(broker, store, cluster_id="hc", interval=1.0, threshold=3)  # type: ignore[arg-type]
+    monitor.rows_read = True  # as after its first pass (the tests set ``rows``)
     broker.ha = monitor
     return monitor
 
@@ -309,8 +310,69 @@ def test_ha_session_taken_over_here_or_elsewhere(broker: Broker, ha: HAMonitor) 
 
 
 def test_ha_unknown_session_is_let_in(broker: Broker, ha: HAMonitor) -> None:
-    """OpenMQ answers 404 here, and the Java client then retries that HELLO forever."""
+    """OpenMQ answers 404 here, and the Java client then retries that HELLO forever.  Not
+    before the broker's first monitor pass has read the members, though: the session may
+    be a member's this broker is about to take over (408 until then)."""
+    ha.rows_read = False
+    assert _status(_verdict(broker, store_session("nobody", 3))[0]) == Status.TIMEOUT
+    ha.rows_read = True
     assert _status(_verdict(broker, store_session("nobody", 3))[0]) == Status.OK
+
+
+def test_ha_transaction_that_died_with_the_failed_broker(broker: Broker, ha: HAMonitor) -> None:
+    """The stock client's commit() during its failover sends END (TMSUCCESS, no Xid) of
+    the old transaction to the taker once reconnected (ConnectionImpl.isAllowedToFailover
+    lets END and COMMIT wait out a reconnect).  Not prepared, it was never stored: the
+    END is accepted and the PREPARE answered 408, which the client turns into
+    TransactionRolledBackException.  Only for a client that failed over here, and only
+    for another broker run's id made before it came."""
+    a = _row(
+        "brokerA",
+        "hostA:7676",
+        8,
+        state=StoreOwner.State.STOPPED,
+        broker_state=BrokerState.FAILOVER_COMPLETE,
+        taken_over_by="brokerB",
+    )
+    ha.rows = {"brokerA": Member(a, False)}
+    mine = broker.router.uids.prefix
+    other = (mine % 0x7FFF) + 1
+    ms = (int(time.time() * 1000) - 5000) & 0xFF_FFFF_FFFF  # broker/core/ids.py's layout
+    old_tid = (other << 48) | (ms << 8) | 3
+
+    def end(e: ConnectionEngine, tid: int) -> Packet:
+        return request(
+            e, PacketType.END_TRANSACTION, JMQTransactionID=JLong(tid), JMQXAFlags=JInt(TMSUCCESS)
+        )
+
+    # A client that was not failing over: an unknown transaction is 404.
+    plain = _engine(broker)
+    login(plain)
+    assert _status(end(plain, old_tid)) == Status.NOT_FOUND
+
+    e = _engine(broker)
+    assert (
+        _status(login(e, JMQClusterID="hc", JMQStoreSession=JLong(store_session("brokerA", 7))))
+        == Status.OK
+    )
+    # This broker run's own ids, and ids made after the client came, are not the failed
+    # broker's.
+    assert _status(end(e, (mine << 48) | (ms << 8) | 3)) == Status.NOT_FOUND
+    later = (int(time.time() * 1000) + 60000) & 0xFF_FFFF_FFFF
+    assert _status(end(e, (other << 48) | (later << 8))) == Status.NOT_FOUND
+    reply = end(e, old_tid)
+    assert _status(reply) == Status.OK and reply.properties["JMQTransactionID"] == old_tid
+    prep = request(e, PacketType.PREPARE_TRANSACTION, JMQTransactionID=JLong(old_tid))
+    assert _status(prep) == Status.TIMEOUT
+    assert "rolled back" in str(prep.properties["JMQReason"])
+    # Said once: it is gone now.
+    prep = request(e, PacketType.PREPARE_TRANSACTION, JMQTransactionID=JLong(old_tid))
+    assert _status(prep) == Status.NOT_FOUND
+    # A ROLLBACK after the END (the application's, on the JMSException) is done.
+    assert _status(end(e, old_tid + 1)) == Status.OK
+    rb = request(e, PacketType.ROLLBACK_TRANSACTION, JMQTransactionID=JLong(old_tid + 1))
+    assert _status(rb) == Status.OK
+    assert broker.router.txns.all_transactions() == []
 
 
 # -- transactions of a client connected to an HA broker ---------------------------------

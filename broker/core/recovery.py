@@ -174,6 +174,13 @@ def recover(router: Recovering, state: RecoveredState, *, takeover: bool = False
         txns += _recover_transaction(router, st)
     for queue in router.queues.values():
         queue.dq.dispatch(t)
+    if takeover:
+        # Into a running router: a durable subscription this broker had already (the
+        # failed broker's copy of it went, its messages came here) may have its consumer
+        # attached now, and nothing else would start their delivery.
+        for topic in router.topics.values():
+            for q in topic.delivery_queues():
+                q.dispatch(t)
     return {
         "destinations": len(router.queues) + len(router.topics),
         "durables": len(state.durables),

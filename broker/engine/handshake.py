@@ -139,6 +139,8 @@ class HandshakeRules(EngineBase):
         # send it on (301 + JMQStoreOwner) or ask it to wait for a takeover (408).
         status, ha_props, ha_reason = b.hello_verdict(props)
         reply_props.update(ha_props)
+        if status == Status.OK and b.failed_over_here(props):
+            self.failed_over_at = int(time.time() * 1000)
         if status != Status.OK:
             log.info(
                 "HELLO from %s (connection %s was %s): %s %s",

@@ -86,6 +86,11 @@ class HAPort(Protocol):
         """HELLO's answer to an HA client naming its cluster and store session."""
         ...
 
+    @property
+    def session(self) -> int:
+        """This broker's own JMQStoreSession."""
+        ...
+
     def cluster_info(self) -> dict[str, object]:
         """The body of a cluster INFO packet (the members operating now)."""
         ...

@@ -111,6 +111,52 @@ class TransactionRules(EngineBase):
             log.info("%s from %s refused: %s", pkt.type_name, self.peer, exc.reason)
         self.reply(pkt, exc.status, props, reason=exc.reason)
 
+    def _lost_with_failed_broker(self, pkt: Packet) -> int:
+        """The JMQTransactionID of an END (TMSUCCESS, no Xid) that names a local transaction
+        this broker does not know, from a client that failed over here (HA): one it
+        started on the broker that failed, and was still working in.  0 if not that.
+
+        The stock Java client connected to an HA broker lets END_TRANSACTION and
+        COMMIT_TRANSACTION wait out a reconnect and sends them to the taker
+        (ConnectionImpl.isAllowedToFailover), so a commit() made while its connection
+        was failing over ends the old transaction here.  This broker stores a transaction
+        only once it is prepared (a prepared one is taken over, and found), so a
+        transaction that was not died with its broker: its sends were never stored and
+        the messages it consumed come back redelivered.  OpenMQ's broker stores it at
+        START and takes it over; here the END is accepted and the PREPARE that follows
+        answered 408, which the stock client turns into TransactionRolledBackException
+        (ProtocolHandler.prepareHATransaction): the application does the work again."""
+        if not self.failed_over_at or _txn_xid(pkt) is not None:
+            return 0
+        flags = _txn_int(pkt, JMQ_XA_FLAGS) or 0
+        tid = _txn_id(pkt)
+        if not tid or not flags & XAFlag.TMSUCCESS or self.router.txns.by_id(tid) is not None:
+            return 0
+        # broker/core/ids.py: another broker run's id (its prefix), made before the
+        # client came here (its millisecond timestamp).
+        if tid >> 48 == self.router.uids.prefix or (tid >> 8) & 0xFF_FFFF_FFFF > (
+            self.failed_over_at & 0xFF_FFFF_FFFF
+        ):
+            return 0
+        return tid
+
+    def _lost_refused(self, pkt: Packet) -> bool:
+        """PREPARE or COMMIT of a transaction ended here after it died with the broker
+        that failed (:meth:`_lost_with_failed_broker`): 408, rolled back."""
+        tid = _txn_id(pkt)
+        if not tid or tid not in self.lost_transactions:
+            return False
+        self.lost_transactions.discard(tid)
+        exc = RouterError(
+            Status.TIMEOUT,
+            f"transaction {tid} was rolled back: the broker it was started on failed "
+            "before it was prepared (its work had not been stored)",
+            {JMQ_TRANSACTION_ID: JLong(tid)},
+        )
+        log.info("%s from %s refused: %s", pkt.type_name, self.peer, exc.reason)
+        self.reply(pkt, exc.status, exc.props, reason=exc.reason)
+        return True
+
     def on_start_transaction(self, pkt: Packet) -> None:
         props = pkt.properties
         resent = bool(pkt.flags & FLAG_I)
@@ -174,6 +220,18 @@ class TransactionRules(EngineBase):
     def on_end_transaction(self, pkt: Packet) -> None:
         txn = None
         try:
+            lost = self._lost_with_failed_broker(pkt)
+            if lost:
+                self.lost_transactions.add(lost)
+                log.info(
+                    "END_TRANSACTION from %s: transaction %s died with the broker this "
+                    "client failed over from (not prepared): its PREPARE or COMMIT is "
+                    "answered rolled back",
+                    self.peer,
+                    lost,
+                )
+                self.reply(pkt, Status.OK, {JMQ_TRANSACTION_ID: JLong(lost)})
+                return
             txn = self._txn_from(pkt)
             flags = _txn_int(pkt, JMQ_XA_FLAGS)
             if flags is None:
@@ -209,6 +267,8 @@ class TransactionRules(EngineBase):
     def on_prepare_transaction(self, pkt: Packet) -> None:
         txn = None
         try:
+            if self._lost_refused(pkt):
+                return
             txn = self._txn_from(pkt)
             if pkt.flags & FLAG_I and txn.state == TransactionState.PREPARED:
                 self._txn_reply(pkt, txn, Status.NOT_MODIFIED)
@@ -271,6 +331,8 @@ class TransactionRules(EngineBase):
         props = pkt.properties
         txn = None
         try:
+            if self._lost_refused(pkt):
+                return
             txn = self._txn_or_replayed(pkt)
             if txn is None:
                 return
@@ -295,6 +357,12 @@ class TransactionRules(EngineBase):
         props = pkt.properties
         txn = None
         try:
+            tid = _txn_id(pkt)
+            if tid and tid in self.lost_transactions:
+                # Died with the broker that failed: nothing of it is here to undo.
+                self.lost_transactions.discard(tid)
+                self.reply(pkt, Status.OK, {JMQ_TRANSACTION_ID: JLong(tid)})
+                return
             txn = self._txn_or_replayed(pkt)
             if txn is None:
                 return

@@ -430,6 +430,17 @@ class Broker:
             return Status.OK, {}, None
         return self.ha.hello_verdict(props.get(JMQ_CLUSTER_ID), props.get(JMQ_STORE_SESSION))
 
+    def failed_over_here(self, props: dict) -> bool:
+        """Whether a HELLO that this broker let in names an HA store session that is not
+        this broker's own: the client failed over here from a broker whose rows this one
+        took over (or from an earlier run of this one)."""
+        if self.ha is None:
+            return False
+        session = props.get(JMQ_STORE_SESSION)
+        if not isinstance(session, int) or isinstance(session, bool):
+            return False
+        return session != self.ha.session
+
     def answer_info_request(self, conn: ConnectionEngine, pkt: Packet) -> None:
         """INFO_REQUEST (no reply flag): answer with an INFO packet whose body is a
         serialised Hashtable describing this broker (we are never part of a cluster yet)."""

@@ -139,6 +139,8 @@ class HAMonitor:
         self._held: list[Any] = []  # delivery queues held after a stall
         # Every member's row by broker id, from the last pass (HELLO's store session).
         self.rows: dict[str, Member] = {}
+        # Whether a monitor pass has read them yet (until then no session is known).
+        self.rows_read = False
         # A takeover is being made (HELLO answers 408 to a reconnecting HA client).
         self.in_takeover = False
         self._update_hello()
@@ -368,6 +370,7 @@ class HAMonitor:
         self.members = members
         if rows is not None:
             self.rows = rows
+            self.rows_read = True
         ids = {m.row.address: bid for bid, m in self.rows.items()}
         for kind, addresses in (("cluster.broker.join", joined), ("cluster.broker.down", left)):
             for address in addresses:
@@ -418,7 +421,15 @@ class HAMonitor:
         reconnect there); one whose broker failed or stopped and is not taken over yet is
         408 (the client waits and tries again: the takeover it waits for).  OpenMQ answers
         404 for a session nobody knows, which strands a Java client (it retries the same
-        HELLO forever); this broker lets it in (200) instead."""
+        HELLO forever); this broker lets it in (200) instead, once its first monitor pass
+        has read the members (408 before: the session may be one it is about to take
+        over).
+
+        So a client reaches this broker with another member's session only once that
+        member's rows are in this broker's router (``_adopt`` clears ``in_takeover``
+        after ``recover``): its stored messages are in their queues and its prepared
+        transactions are found.  Its transactions that were not prepared were never
+        stored; broker/engine/transaction_requests.py answers for them."""
         if isinstance(cluster_id, str) and cluster_id and cluster_id != self.cluster_id:
             return (
                 Status.BAD_REQUEST,
@@ -434,6 +445,15 @@ class HAMonitor:
             return Status.TIMEOUT, {}, "a takeover is in progress: reconnect later"
         owner = self._owner(session)
         if owner is None:
+            if not self.rows_read:
+                # Just started: the session may well be a member's this broker is about to
+                # take over, and letting its client in now would show it none of that
+                # member's messages and transactions yet.
+                return (
+                    Status.TIMEOUT,
+                    {},
+                    "this broker has not read the cluster's members yet: reconnect later",
+                )
             return Status.OK, {}, None
         if owner.row.broker_instance == self.broker_id:
             return Status.OK, mine, None
