@@ -374,3 +374,12 @@ def test_portmapper_line_with_brackets_in_its_words() -> None:
     )
     assert table.services[0].properties == {"sessionid": "42"}
     assert table.find("NORMAL").name == "jms"
+
+
+def test_java_typed_numbers_read_as_numbers_in_text() -> None:
+    # Logs and refusal reasons format them with %s and f-strings: the number, not the
+    # repr (a HELLO's old connection id was logged as "JLong(...)").
+    values = (JByte(-5), JShort(300), JInt(70000), JLong(2**40), JFloat(1.5))
+    assert [str(v) for v in values] == ["-5", "300", "70000", "1099511627776", "1.5"]
+    assert f"{JLong(7)} {JInt(8):>3}" == "7   8"
+    assert repr(JLong(7)) == "JLong(7)"

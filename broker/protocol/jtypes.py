@@ -44,6 +44,9 @@ class JByte(int):
     def __repr__(self) -> str:
         return f"JByte({int(self)})"
 
+    # In text (logs, reasons, f-strings) the number, as Java's toString writes it.
+    __str__ = int.__repr__
+
 
 class JShort(int):
     """java.lang.Short (-32768..32767)."""
@@ -57,6 +60,9 @@ class JShort(int):
 
     def __repr__(self) -> str:
         return f"JShort({int(self)})"
+
+    # In text (logs, reasons, f-strings) the number, as Java's toString writes it.
+    __str__ = int.__repr__
 
 
 class JInt(int):
@@ -72,6 +78,9 @@ class JInt(int):
     def __repr__(self) -> str:
         return f"JInt({int(self)})"
 
+    # In text (logs, reasons, f-strings) the number, as Java's toString writes it.
+    __str__ = int.__repr__
+
 
 class JLong(int):
     """java.lang.Long (64-bit signed)."""
@@ -86,6 +95,9 @@ class JLong(int):
     def __repr__(self) -> str:
         return f"JLong({int(self)})"
 
+    # In text (logs, reasons, f-strings) the number, as Java's toString writes it.
+    __str__ = int.__repr__
+
 
 class JFloat(float):
     """java.lang.Float; the value is rounded to IEEE-754 single precision."""
@@ -97,6 +109,9 @@ class JFloat(float):
 
     def __repr__(self) -> str:
         return f"JFloat({float(self)!r})"
+
+    # In text the number (Python's shortest form, not Java's Float.toString).
+    __str__ = float.__repr__
 
 
 class JChar(str):

@@ -306,10 +306,13 @@ class HAMonitor:
     async def take_over_now(self, broker_id: str) -> Takeover:
         """Take ``broker_id`` over now: it must be a member of this cluster that is not
         running (failed, or shut down, also with -nofailover).  RouterError otherwise."""
+        # HELLO answers 408 meanwhile, as in the monitor's own takeover (_try).
+        self.in_takeover = True
         self._tell_takeover("start", broker_id)
         try:
             taken = await self.store.call_in_writer(lambda: self._forced(broker_id))
         except Exception:
+            self.in_takeover = False
             self._tell_takeover("fail", broker_id)
             raise
         return self._adopt(taken)
