@@ -16,22 +16,20 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import queue
-import shutil
-import tempfile
 import threading
 import time
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 import stomp
 
 from broker.admintools.client import AdminClient
-from broker.launcher import BrokerProcess, free_port, start_broker
+from broker.launcher import BrokerProcess
 from broker.protocol.types import DEST_QUEUE
 
 from .crash_stack import kill_broker, restart_broker
+from .stompkit import stomp_broker
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -94,21 +92,9 @@ def keep_going(fn: Any, stop: threading.Event) -> threading.Thread:
 def broker(request: pytest.FixtureRequest) -> Iterator[tuple[BrokerProcess, int]]:
     """A broker with its STOMP listener, on the file store or the JDBC one (the test's
     SQLite database)."""
-    tmp = Path(tempfile.mkdtemp(prefix="imq-stomp-crash-"))
-    port = free_port()
     store = ("imq.persist.store=jdbc",) if request.param == "jdbc" else ()
-    b = start_broker(
-        tmp,
-        "imq.bridge.enabled=true",
-        "imq.bridge.activelist=stomp",
-        f"imq.bridge.stomp.tcp.port={port}",
-        *store,
-    )
-    try:
-        yield b, port
-    finally:
-        b.stop()
-        shutil.rmtree(tmp, ignore_errors=True)
+    with stomp_broker(*store) as bp:
+        yield bp
 
 
 def held(b: BrokerProcess, name: str) -> int:
