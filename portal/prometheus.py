@@ -44,7 +44,7 @@ from broker import props as imq  # (props here: a broker's reported properties)
 from broker.admintools.broker_handle import BrokerAdmin, BrokerUnavailable
 from broker.admintools.client import AdminError
 from broker.admintools.credentials import default_admin
-from broker.protocol.admin_types import ADMIN_QUEUE
+from broker.protocol.admin_types import ADMIN_QUEUES
 from broker.protocol.types import DEST_QUEUE, DEST_TEMP
 from portal.auth import is_administrator
 
@@ -216,7 +216,7 @@ def _destination_families(rows: list[dict]) -> Iterable[Any]:
     for row in rows:
         name = str(row.get("name"))
         full = int(row.get("fulltype") or row.get("type") or 0)
-        if name == ADMIN_QUEUE or full & DEST_TEMP:
+        if name in ADMIN_QUEUES or full & DEST_TEMP:
             continue
         key = [name, "queue" if full & DEST_QUEUE else "topic"]
         for family, field in families:

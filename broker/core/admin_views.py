@@ -14,7 +14,7 @@ from broker.core.metrics import ServiceCounters, consumer_counts, destination_me
 from broker.core.monitoring import is_metrics_topic
 from broker.protocol import dest_attributes as dattrs
 from broker.protocol.admin_info import destination_info as destination_info_object
-from broker.protocol.admin_types import ADMIN_QUEUE
+from broker.protocol.admin_types import ADMIN_QUEUES
 from broker.protocol.javaser import JavaObject
 from broker.protocol.types import DestType
 
@@ -112,7 +112,7 @@ def is_listed_by_admin(dest: Destination) -> bool:
     """Whether :func:`listed_by_admin` lists ``dest``."""
     # The metrics topics are the broker's: OpenMQ lists them neither (a query by name
     # shows one).
-    return dest.name != ADMIN_QUEUE and not is_metrics_topic(dest)
+    return dest.name not in ADMIN_QUEUES and not is_metrics_topic(dest)
 
 
 def destination_info_values(

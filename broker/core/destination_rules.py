@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from broker.protocol.admin_types import ADMIN_QUEUE
+from broker.protocol.admin_types import ADMIN_QUEUES
 from broker.protocol.destname import (
     INTERNAL_PREFIX,
     name_problem,
@@ -142,7 +142,7 @@ class DestinationRules:
                     name, is_topic, enabled=s.metrics_topics, may_watch=self._may_watch
                 )
             elif not (s.autocreate_topic if is_topic else s.autocreate_queue) and not (
-                name == ADMIN_QUEUE and not is_topic
+                name in ADMIN_QUEUES and not is_topic
             ):
                 # The admin queue is made on demand whatever auto-creation says (OpenMQ's
                 # always exists): with imq.autocreate.queue=false, imqcmd would otherwise

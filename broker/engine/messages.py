@@ -14,7 +14,7 @@ from broker.core.errors import RouterError, remote_failure
 from broker.core.message import Message
 from broker.core.monitoring import destination_map
 from broker.core.session import Session
-from broker.protocol.admin_types import ADMIN_QUEUE
+from broker.protocol.admin_types import ADMIN_QUEUE, ADMIN_QUEUES, BRIDGE_QUEUE_PREFIX
 from broker.protocol.dest_metrics import encode_dest_metrics_map
 from broker.protocol.jtypes import JInt, JLong
 from broker.protocol.names import (
@@ -85,6 +85,11 @@ class MessageRules(AccessRules):
 
     # -- messages --------------------------------------------------------------------
 
+    def _bridge(self, name: str) -> bool:
+        """Whether ``name`` is the bridge service's command queue."""
+        bs = getattr(self.broker, "bridge_service", None)
+        return bs is not None and bs.queue == name
+
     def on_message(self, pkt: Packet) -> None:
         if pkt.prop_size:
             # Checked on arrival, so a bad table is the sender's 400 and never fails
@@ -99,19 +104,22 @@ class MessageRules(AccessRules):
             name = pkt.fields.get(1)
             if not isinstance(name, str) or not name:
                 raise RouterError(Status.BAD_REQUEST, "message has no destination")
-            if (
-                name == ADMIN_QUEUE
-                and flags & FLAG_Q
-                and self.service.type == "ADMIN"
-                and self.admin
+            if flags & FLAG_Q and (
+                name in ADMIN_QUEUES
+                or (name.startswith(BRIDGE_QUEUE_PREFIX) and self._bridge(name))
             ):
-                # Admin requests are not stored: answered on the JMSReplyTo queue (admin.md).
-                if flags & FLAG_A:
-                    self.write(_with_cid(SEND_REPLY_OK, pkt.consumer_id))
-                self.admin(self, pkt)
-                if flags & (FLAG_C | FLAG_F):
-                    self._flow_after_send(pkt.producer_id, flags)
-                return
+                if self.service.type == "ADMIN" and self.admin:
+                    # Admin requests are not stored: answered on the JMSReplyTo queue
+                    # (admin.md; imqbridgemgr's: server/admin_service/bridge.py).
+                    if flags & FLAG_A:
+                        self.write(_with_cid(SEND_REPLY_OK, pkt.consumer_id))
+                    self.admin(self, pkt)
+                    if flags & (FLAG_C | FLAG_F):
+                        self._flow_after_send(pkt.producer_id, flags)
+                    return
+                if name != ADMIN_QUEUE:
+                    # Nothing would ever read it (ADMIN_QUEUE: the access rules answer).
+                    raise RouterError(Status.FORBIDDEN, f"{name} is only for ADMIN services")
             msg = Message(pkt, name, self.id)
             dest_type = DEST_QUEUE if flags & FLAG_Q else DEST_TOPIC
             if not self._send_allowed(pkt, name, dest_type):

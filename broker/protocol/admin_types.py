@@ -5,6 +5,12 @@ admin handler and the admin client.
 """
 
 ADMIN_QUEUE = "__JMQAdmin"
+# imqbridgemgr's HELLO goes here (broker/protocol/bridge_admin.py).
+BRIDGE_ADMIN_QUEUE = "__JMQBridgeAdmin"
+# Queues only ADMIN services use, which hold nothing and are never listed.
+ADMIN_QUEUES = frozenset({ADMIN_QUEUE, BRIDGE_ADMIN_QUEUE})
+# The bridge service's command queue: a temporary queue the broker owns, named so.
+BRIDGE_QUEUE_PREFIX = "temporary_destination://queue/bridgeadmin/"
 
 CREATE_DESTINATION = 10
 DESTROY_DESTINATION = 12

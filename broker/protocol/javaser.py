@@ -1426,6 +1426,9 @@ class ObjectStreamWriter:
         self.java_classdesc(arr.cls)
         self._assign()
         self.out += _I32.pack(len(arr.items))
+        if arr.cls.name == "[I":  # an int[]: the values themselves
+            self.out += struct.pack(f">{len(arr.items)}i", *arr.items)
+            return
         for item in arr.items:
             self.value(item)
 

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from broker import props
 from broker.config import format_properties, parse_properties
-from broker.protocol.admin_types import ADMIN_QUEUE
+from broker.protocol.admin_types import ADMIN_QUEUES
 from broker.protocol.types import TEMP_PREFIX
 
 if TYPE_CHECKING:
@@ -471,10 +471,10 @@ class AccessController:
         enabled, src = self.service(service)
         if not enabled or name.startswith(TEMP_PREFIX):
             return True, ""
-        if name == ADMIN_QUEUE and kind == "queue":
+        if name in ADMIN_QUEUES and kind == "queue":
             if service_type.upper() == "ADMIN":
                 return True, ""
-            return False, f"{ADMIN_QUEUE} is only for ADMIN services"
+            return False, f"{name} is only for ADMIN services"
         return src.acl.decision(kind, name, op, user, groups)
 
     def check_create(
@@ -483,8 +483,8 @@ class AccessController:
         enabled, src = self.service(service)
         if not enabled or name.startswith(TEMP_PREFIX):
             return True, ""
-        if name == ADMIN_QUEUE and kind == "queue":
-            return (True, "") if service_type.upper() == "ADMIN" else (False, ADMIN_QUEUE)
+        if name in ADMIN_QUEUES and kind == "queue":
+            return (True, "") if service_type.upper() == "ADMIN" else (False, name)
         return src.acl.create_decision(kind, user, groups)
 
 

@@ -119,6 +119,8 @@ class Broker:
         self.connections: dict[int, ConnectionEngine] = {}
         self.portmapper = PortMapper(self)
         self.jmx: JmxConnector | None = None  # imq.jmx.connector.activelist (server/jmx.py)
+        # imqbridgemgr's view of the bridges (server/admin_service/bridge.py), made on first use.
+        self.bridge_service: Any = None
         self.started_at = time.time()
         c = config
         self.auth_timeout = c.get(props.AUTH_RESPONSE_TIMEOUT)

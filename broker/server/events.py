@@ -64,7 +64,7 @@ from broker.channel_groups import group_name
 from broker.core import queries
 from broker.core.message import BODIES
 from broker.core.metrics import ServiceCounters, consumer_counts, sample_averages
-from broker.protocol.admin_types import ADMIN_QUEUE
+from broker.protocol.admin_types import ADMIN_QUEUES
 from broker.server.queuethread import STOP, QueueThread
 from broker.server.rawstore import RawStoreWriter
 from broker.server.rawstore import collect as collect_raw
@@ -179,7 +179,7 @@ class EventPublisher:
         dests = [
             d
             for d in queries.destinations(router, topics=False)
-            if d.name != ADMIN_QUEUE and d.temporary_owner not in tools
+            if d.name not in ADMIN_QUEUES and d.temporary_owner not in tools
         ]
         dests += queries.destinations(router, queues=False)
         for d in self._averaging_batch(dests):

@@ -13,7 +13,7 @@ from broker.core import queries
 from broker.core.errors import RouterError
 from broker.core.monitoring import is_metrics_topic
 from broker.engine.jmx_operations import OperationError
-from broker.protocol.admin_types import ADMIN_QUEUE, COMMAND_NAMES
+from broker.protocol.admin_types import ADMIN_QUEUES, COMMAND_NAMES
 from broker.server.admin_service.broker_info import broker_identity
 from broker.server.admin_service.common import AdminError
 from broker.server.admin_service.handler import BODY_COMMANDS, COMMANDS
@@ -66,7 +66,7 @@ class JmxAdminPort:
         return [
             (d.name, not d.is_queue)
             for d in queries.destinations(self.router)
-            if d.name != ADMIN_QUEUE and not is_metrics_topic(d) and not d.is_temporary
+            if d.name not in ADMIN_QUEUES and not is_metrics_topic(d) and not d.is_temporary
         ]
 
     def services(self) -> list[str]:

@@ -38,7 +38,7 @@ from broker.core import queries
 from broker.core.memory import LEVELS
 from broker.core.message import BODIES
 from broker.core.metrics import consumer_counts
-from broker.protocol.admin_types import ADMIN_QUEUE
+from broker.protocol.admin_types import ADMIN_QUEUES
 from broker.rawmetrics import COLUMNS, partition_path, schema, write_table
 from broker.server.queuethread import STOP, QueueThread
 
@@ -86,7 +86,7 @@ def collect(broker: Broker) -> Snapshot:
             len(d.dq.consumers) + len(d.backups),
         )
         for d in queries.destinations(router, topics=False)
-        if d.name != ADMIN_QUEUE
+        if d.name not in ADMIN_QUEUES
     ]
     dests += [
         (

@@ -14,7 +14,7 @@ from broker.core.admin_views import destination_info as _destination_info
 from broker.core.admin_views import listed_by_admin
 from broker.protocol import dest_attributes as dattrs
 from broker.protocol.admin_info import DEST_NAME, DEST_TYPE, encode_infos
-from broker.protocol.admin_types import ADMIN_QUEUE
+from broker.protocol.admin_types import ADMIN_QUEUES
 from broker.protocol.destname import admin_name_problem
 from broker.protocol.jtypes import JInt
 from broker.protocol.names import (
@@ -226,7 +226,7 @@ def update_destination(conn: ConnectionEngine, props: dict, body: bytes) -> Resu
         raise AdminError(Status.BAD_REQUEST, "the DestinationInfo names no destination")
     is_topic = bool(int(info.get("type") or 0) & DEST_TOPIC)
     dest = conn.router.lookup(name, DEST_TOPIC if is_topic else DEST_QUEUE)
-    if dest is None or dest.name == ADMIN_QUEUE:
+    if dest is None or dest.name in ADMIN_QUEUES:
         raise AdminError(Status.NOT_FOUND, f"{'topic' if is_topic else 'queue'} {name} not found")
     attrs = _requested_attributes(info, props, name, is_topic)
     if not attrs:
@@ -244,8 +244,8 @@ def purge_destination(conn: ConnectionEngine, props: dict) -> Result:
 
 def destroy_destination(conn: ConnectionEngine, props: dict) -> Result:
     dest = lookup(conn, props)
-    if dest.name == ADMIN_QUEUE:
-        raise AdminError(Status.FORBIDDEN, f"{ADMIN_QUEUE} cannot be destroyed")
+    if dest.name in ADMIN_QUEUES:
+        raise AdminError(Status.FORBIDDEN, f"{dest.name} cannot be destroyed")
     conn.router.destroy_destination(dest.name, request_dest_type(props))
     return {}, b""
 

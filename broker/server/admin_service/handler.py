@@ -45,6 +45,7 @@ from broker.core.errors import RouterError, now_ms
 from broker.core.message import Message
 from broker.protocol.admin_types import (
     ADMIN_QUEUE,
+    BRIDGE_ADMIN_QUEUE,
     COMMAND_NAMES,
     COMMIT_TRANSACTION,
     COMPACT_DESTINATION,
@@ -77,12 +78,14 @@ from broker.protocol.admin_types import (
     UPDATE_DESTINATION,
     UPDATE_SERVICE,
 )
+from broker.protocol.bridge_admin import HELLO as BRIDGE_HELLO
 from broker.protocol.jtypes import JInt
 from broker.protocol.names import JMQ_ERROR_STRING, JMQ_MESSAGE_TYPE, JMQ_STATUS
 from broker.protocol.packet import (
     VH_DESTINATION,
     VH_DESTINATION_CLASS,
     VH_REPLYTO,
+    VH_REPLYTO_CLASS,
     Packet,
     build_packet,
 )
@@ -97,6 +100,7 @@ from broker.protocol.types import (
     Status,
 )
 
+from . import bridge as admin_bridge
 from . import broker_info, connections, consumers, destinations, durables, messages, services
 from . import cluster as admin_cluster
 from . import expiry as admin_expiry
@@ -176,6 +180,10 @@ class AdminHandler:
     def handle(self, conn: ConnectionEngine, pkt: Packet) -> None:
         """Answer one request (the caller sends any SEND_REPLY)."""
         props = pkt.properties
+        dest = pkt.fields.get(VH_DESTINATION)
+        if dest != ADMIN_QUEUE:
+            self._bridge(conn, pkt, dest)
+            return
         request = props.get(JMQ_MESSAGE_TYPE)
         if not isinstance(request, int) or isinstance(request, bool):
             log.warning("admin message from %s without JMQMessageType dropped", conn.peer)
@@ -225,6 +233,48 @@ class AdminHandler:
         else:
             self._finish(conn, request, name, reply_to, result, None)
 
+    def _bridge(self, conn: ConnectionEngine, pkt: Packet, dest: object) -> None:
+        """imqbridgemgr's requests: HELLO on __JMQBridgeAdmin, then its commands on the
+        bridge service's queue (admin_service/bridge.py)."""
+        props = pkt.properties
+        request = props.get(JMQ_MESSAGE_TYPE)
+        reply_to = pkt.fields.get(VH_REPLYTO)
+        if not isinstance(reply_to, str) or not reply_to:
+            log.warning("bridge admin message from %s has no JMSReplyTo; not answered", conn.peer)
+            return
+        if dest == BRIDGE_ADMIN_QUEUE:
+            if request != BRIDGE_HELLO:
+                # The stock broker hands other types on __JMQBridgeAdmin to the bridge
+                # service's queue's handler, which only reads its own queue: refused here.
+                self._send(
+                    conn,
+                    reply_to,
+                    {
+                        JMQ_STATUS: JInt(Status.BAD_REQUEST),
+                        JMQ_ERROR_STRING: f"send bridge commands to the queue HELLO names, "
+                        f"not {BRIDGE_ADMIN_QUEUE}",
+                    },
+                    b"",
+                )
+                return
+            reply, queue = admin_bridge.hello(conn)
+            reply_props = {
+                JMQ_MESSAGE_TYPE: JInt(BRIDGE_HELLO + 1),
+                **{k: JInt(v) if k == JMQ_STATUS else v for k, v in reply.items()},
+            }
+            fields = {VH_REPLYTO: queue, VH_REPLYTO_CLASS: TEMP_QUEUE_CLASS} if queue else None
+            log.info("bridge admin HELLO from %s (%s): %s", conn.peer, conn.user, reply[JMQ_STATUS])
+            self._send(conn, reply_to, reply_props, b"", fields)
+            return
+
+        async def run() -> None:
+            out = await admin_bridge.command(conn, request, props)
+            self._send(conn, reply_to, out.properties(), out.body)
+
+        task = asyncio.ensure_future(run())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     def _finish(
         self,
         conn: ConnectionEngine,
@@ -263,7 +313,14 @@ class AdminHandler:
         reply_props.update(extra)
         self._send(conn, reply_to, reply_props, body)
 
-    def _send(self, conn: ConnectionEngine, queue: str, props: dict, body: bytes) -> None:
+    def _send(
+        self,
+        conn: ConnectionEngine,
+        queue: str,
+        props: dict,
+        body: bytes,
+        fields: dict[int, object] | None = None,
+    ) -> None:
         router = conn.router
         dest = router.lookup(queue, DEST_QUEUE | DEST_TEMP)
         if dest is None:
@@ -278,7 +335,11 @@ class AdminHandler:
             props=props,
             body=body,
             flags=FLAG_Q,
-            fields={VH_DESTINATION: queue, VH_DESTINATION_CLASS: TEMP_QUEUE_CLASS},
+            fields={
+                VH_DESTINATION: queue,
+                VH_DESTINATION_CLASS: TEMP_QUEUE_CLASS,
+                **(fields or {}),
+            },
             priority=4,
             timestamp=now_ms(),
             ip=ip_field(host),
