@@ -17,6 +17,7 @@ from collections.abc import Sequence
 
 __all__ = [
     "COMMANDS",
+    "imqbridgemgr",
     "imqbrokerd",
     "imqcmd",
     "imqdbmgr",
@@ -34,6 +35,7 @@ COMMANDS = {
     "imqobjmgr": "imqobjmgr",
     "imqdbmgr": "imqdbmgr",
     "imqkeytool": "imqkeytool",
+    "imqbridgemgr": "imqbridgemgr",
 }
 
 
@@ -96,3 +98,8 @@ def imqdbmgr() -> None:
 def imqkeytool() -> None:
     """``imqkeytool``: ``manage.py imqkeytool``."""
     run("imqkeytool")
+
+
+def imqbridgemgr() -> None:
+    """``imqbridgemgr``: ``manage.py imqbridgemgr``."""
+    run("imqbridgemgr")
