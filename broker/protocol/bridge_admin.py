@@ -12,7 +12,7 @@ them.  Each reply carries ``JMQMessageType`` n + 1, ``JMQStatus`` and, on a refu
 :func:`answer` decides a command's reply from the bridges' states, as the stock broker's
 ``bridge.admin.handlers.*``, ``BridgeServiceManagerImpl`` and ``StompBridge`` do for a
 STOMP bridge (the statuses and messages are theirs, checked against the stock broker in
-tests/interop/test_bridgemgr_stock.py); the caller carries out the start or stop it asks
+tests/interop/test_bridgemgr.py); the caller carries out the start or stop it asks
 for.  Our broker's only bridge is the STOMP one (docs/reference/stomp.md).
 """
 

@@ -338,3 +338,29 @@ def test_bridge_admin_replies_are_the_stock_brokers(brokers: Brokers, java_progr
     )
     # Both end with the bridge started again (STOP then START with a link name).
     assert "53544152544544" in runs["ours"][-1]  # "STARTED" in the LIST body
+
+
+def test_bridge_admin_queue_refuses_normal_services(brokers: Brokers) -> None:
+    """A JMS client (the jms service) cannot send to __JMQBridgeAdmin: refused, not kept."""
+    import asyncio
+
+    from openmq_client import ObjectMessage, Queue, connect
+    from openmq_client.errors import JMSException
+
+    b = brokers.ours
+
+    async def attempt() -> str:
+        conn = await connect(b.host, b.portmapper_port, user="admin", password="admin")
+        try:
+            session = await conn.create_session()
+            producer = await session.create_producer(Queue("__JMQBridgeAdmin"))
+            await producer.send(ObjectMessage(None, properties={"JMQMessageType": 28}))
+        except JMSException as exc:
+            return str(exc)
+        finally:
+            await conn.close()
+        return "sent"
+
+    refusal = asyncio.run(attempt())
+    # Refused where __JMQAdmin is: the producer (the access rules), 403.
+    assert "__JMQBridgeAdmin" in refusal and "403" in refusal

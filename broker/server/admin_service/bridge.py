@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from broker import props
 from broker.protocol import bridge_admin as ba
@@ -94,13 +94,15 @@ class BridgeService:
 def service(broker: Broker) -> BridgeService:
     if broker.bridge_service is None:
         broker.bridge_service = BridgeService(broker)
-    return broker.bridge_service  # type: ignore[no-any-return]
+    bs: BridgeService = broker.bridge_service
+    return bs
 
 
 def hello(conn: ConnectionEngine) -> tuple[dict[str, object], str | None]:
     """HELLO on __JMQBridgeAdmin: (reply properties, the command queue or None)."""
-    bs = service(conn.broker)
-    reply: dict[str, object] = {"JMQInstanceName": conn.broker.config.instance}
+    broker = cast("Broker", conn.broker)
+    bs = service(broker)
+    reply: dict[str, object] = {"JMQInstanceName": broker.config.instance}
     if not bs.enabled:
         reply["JMQStatus"] = ba.UNAVAILABLE
         reply["JMQErrorString"] = ba.NOT_ENABLED
@@ -111,7 +113,7 @@ def hello(conn: ConnectionEngine) -> tuple[dict[str, object], str | None]:
 
 async def command(conn: ConnectionEngine, msg_type: object, request: dict) -> ba.Answer:
     """One command to the bridge service's queue: decided, then carried out."""
-    bs = service(conn.broker)
+    bs = service(cast("Broker", conn.broker))
     async with bs._lock:  # one command at a time, as the stock manager's are synchronized
         out = ba.answer(msg_type, request, bs.bridges())
         try:
