@@ -364,3 +364,30 @@ def test_bridge_admin_queue_refuses_normal_services(brokers: Brokers) -> None:
     refusal = asyncio.run(attempt())
     # Refused where __JMQAdmin is: the producer (the access rules), 403.
     assert "__JMQBridgeAdmin" in refusal and "403" in refusal
+
+
+def test_without_the_bridge_service_both_brokers_say_so(brokers: Brokers, tmp_path: Path) -> None:
+    """imq.bridge.enabled=false (the default): HELLO answered 503, "[B2214]: Bridge service
+    is not enabled", which both tools print as the stock tool does against the stock broker."""
+    from broker.launcher import start_broker, start_stock_broker
+
+    (tmp_path / "ours").mkdir()
+    (tmp_path / "stock").mkdir()
+    ours = start_broker(tmp_path / "ours")
+    try:
+        stock = start_stock_broker(tmp_path / "stock")
+        try:
+            step = Step(("list", "bridge"))
+            seen = []
+            for b in (ours, stock):
+                for tool in (_stock_tool(b, brokers.passfile), _our_tool(b, "admin")):
+                    out = tool(step)
+                    p = b.portmapper_port
+                    seen.append(Out(out.rc, _normalise(out.stdout, p), _normalise(out.stderr, p)))
+        finally:
+            stock.stop()
+    finally:
+        ours.stop()
+    assert all(o == seen[0] for o in seen), seen
+    assert seen[0].rc == 1
+    assert "[B2214]: Bridge service is not enabled" in seen[0].stderr
