@@ -147,7 +147,9 @@ class PortMapper:
             if svc.protocol == "stomp":
                 # As OpenMQ's broker lists its STOMP bridge's listener.
                 kind = "stomp[TCP]" if svc.ssl_context is None else "stomp[SSL/TLS]"
-                entries.append(ServiceEntry("stomp[bridge]", kind, "stomp[bridge]", svc.bound_port))
+                # Its port stays listed while imqbridgemgr has the bridge stopped, as there.
+                port = svc.bound_port or svc.port
+                entries.append(ServiceEntry("stomp[bridge]", kind, "stomp[bridge]", port))
                 continue
             entries.append(ServiceEntry(svc.name, svc.protocol, svc.type, svc.bound_port, extra))
         if b.cluster is not None:

@@ -173,7 +173,19 @@ def _held_state(s: socket.socket) -> str:
     return "held connection closed" + (f" after {data!r}" if data else "")
 
 
-def _run_sequence(port: int, stomp_port: int, tool) -> list[Out]:
+def _port_mapper_stomp(b: Any, stomp_port: int) -> str:
+    """The port mapper's line for the STOMP bridge's listener."""
+    with socket.create_connection((b.host, b.portmapper_port), timeout=60) as s:
+        s.sendall(b"101\n")
+        data = b""
+        while chunk := s.recv(4096):
+            data += chunk
+    lines = [ln for ln in data.decode().splitlines() if ln.startswith("stomp[bridge]")]
+    return "port mapper: " + " | ".join(lines).replace(str(stomp_port), "STOMP_PORT")
+
+
+def _run_sequence(b: Any, stomp_port: int, tool) -> list[Out]:
+    port = b.portmapper_port
     outs: list[Out] = []
     held: socket.socket | None = None
     for step in SEQUENCE:
@@ -188,9 +200,11 @@ def _run_sequence(port: int, stomp_port: int, tool) -> list[Out]:
                 notes.append(_held_state(held))
                 held.close()
                 held = None
+            notes.append(_port_mapper_stomp(b, stomp_port))
             out.stdout += "#stomp " + "; ".join(notes) + "\n"
         elif step.after == "started":
-            out.stdout += "#stomp " + _stomp_state(stomp_port) + "\n"
+            notes = [_stomp_state(stomp_port), _port_mapper_stomp(b, stomp_port)]
+            out.stdout += "#stomp " + "; ".join(notes) + "\n"
         outs.append(out)
     return outs
 
@@ -241,7 +255,7 @@ def _stock_outputs(brokers: Brokers, which: str) -> list[Out]:
             else (brokers.stock, brokers.stock_stomp)
         )
         tool = _stock_tool(b, brokers.passfile)
-        brokers.stock_tool[which] = _run_sequence(b.portmapper_port, stomp, tool)
+        brokers.stock_tool[which] = _run_sequence(b, stomp, tool)
     return brokers.stock_tool[which]
 
 
@@ -276,10 +290,12 @@ def test_stock_bridgemgr_sees_our_stomp_bridge_as_the_stock_one(brokers: Brokers
     assert resume_stopped.rc == 1 and "Operation resume is not supported" in resume_stopped.stderr
     stop = out("stop", "bridge", "-bn", "stomp", stdin="y\n")
     assert stop.rc == 0 and "The operation [stop] on the bridge was successful." in stop.stdout
-    assert "#stomp new connection refused; held connection closed\n" in stop.stdout
+    assert "#stomp new connection refused; held connection closed; port mapper: " in stop.stdout
+    # The port mapper still lists the listener (with its port) while the bridge is stopped.
+    assert "stomp[bridge] stomp[TCP] stomp[bridge] STOMP_PORT" in stop.stdout
     assert "stomp          STOMP          STOPPED" in out("list", "bridge", nth=1).stdout
     start = out("start", "bridge", "-bn", "stomp", "-f")
-    assert start.rc == 0 and "#stomp new connection: CONNECTED\n" in start.stdout
+    assert start.rc == 0 and "#stomp new connection: CONNECTED; port mapper: " in start.stdout
     not_done = out("stop", "bridge", "-bn", "stomp", stdin="n\n")
     assert "The operation [stop] was not performed on the bridge." in not_done.stdout
 
@@ -290,7 +306,7 @@ def test_our_imqbridgemgr_prints_what_the_stock_tool_prints(brokers: Brokers) ->
         ("stock", brokers.stock, brokers.stock_stomp),
     ):
         expected = _stock_outputs(brokers, which)
-        got = _run_sequence(b.portmapper_port, stomp, _our_tool(b, "admin"))
+        got = _run_sequence(b, stomp, _our_tool(b, "admin"))
         assert _differences(got, expected) == [], which
 
 
