@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from broker.security.acl import AccessController
     from broker.security.repository import LoginThrottle, UserRepository
 
-    from .ports import ClusterPort, HAPort, ServicePort
+    from .ports import BridgePort, ClusterPort, HAPort, ServicePort
 
 log = logging.getLogger("broker.connection")
 
@@ -89,6 +89,7 @@ class Host(Protocol):
     # The optional subsystems (ports.py): None on a broker alone.
     cluster: ClusterPort | None
     ha: HAPort | None
+    bridge_service: BridgePort | None
     # Extra HELLO_REPLY properties (an HA cluster's JMQHA, JMQBrokerList...).
     hello_properties: dict[str, object]
 

@@ -87,7 +87,7 @@ class MessageRules(AccessRules):
 
     def _bridge(self, name: str) -> bool:
         """Whether ``name`` is the bridge service's command queue."""
-        bs = getattr(self.broker, "bridge_service", None)
+        bs = self.broker.bridge_service
         return bs is not None and bs.queue == name
 
     def on_message(self, pkt: Packet) -> None:

@@ -77,6 +77,13 @@ class ClusterPort(Protocol):
         ...
 
 
+class BridgePort(Protocol):
+    """The bridge service as the engine sees it (server/admin_service/bridge.py)."""
+
+    # The temporary queue imqbridgemgr's commands go to (None until its first HELLO).
+    queue: str | None
+
+
 class HAPort(Protocol):
     """What the engine's host and the admin service ask of the HA monitor."""
 
@@ -100,4 +107,11 @@ class HAPort(Protocol):
         ...
 
 
-__all__ = ["ClientIdLocks", "ClusterPort", "HAPort", "QueuePositionLocks", "ServicePort"]
+__all__ = [
+    "BridgePort",
+    "ClientIdLocks",
+    "ClusterPort",
+    "HAPort",
+    "QueuePositionLocks",
+    "ServicePort",
+]

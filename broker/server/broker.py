@@ -77,6 +77,7 @@ from .transaction_rows import TransactionRecords
 
 if TYPE_CHECKING:
     from broker.cluster.service import ClusterService
+    from broker.server.admin_service.bridge import BridgeService
     from broker.server.hamonitor import HAMonitor
 
 log = logging.getLogger("broker")
@@ -120,7 +121,7 @@ class Broker:
         self.portmapper = PortMapper(self)
         self.jmx: JmxConnector | None = None  # imq.jmx.connector.activelist (server/jmx.py)
         # imqbridgemgr's view of the bridges (server/admin_service/bridge.py), made on first use.
-        self.bridge_service: Any = None
+        self.bridge_service: BridgeService | None = None
         self.started_at = time.time()
         c = config
         self.auth_timeout = c.get(props.AUTH_RESPONSE_TIMEOUT)
