@@ -210,6 +210,7 @@ class FrameReader:
         "_head_len",
         "_body_len",
         "_scanned",
+        "_known",
     )
 
     def __init__(
@@ -231,6 +232,8 @@ class FrameReader:
         self._head_len = 0
         self._body_len = -1
         self._scanned = 0
+        # SEND heads read -> (the version they were read in, the head, the body length).
+        self._known: dict[bytes, tuple[str, tuple[str, list[tuple[str, str]]], int]] = {}
 
     @property
     def buffered(self) -> int:
@@ -270,21 +273,14 @@ class FrameReader:
                         head_end, sep_end = m.start() - pos, m.end() - pos
                     if sep_end > self.max_frame:
                         raise StompError(f"frame headers exceed {self.max_frame} bytes")
-                    self._head = head = self._parse_head(bytes(buf[pos : pos + head_end]))
+                    raw_head = bytes(buf[pos : pos + head_end])
                     self._head_len = sep_end
-                    cl = None
-                    for k, v in head[1]:
-                        if k == "content-length":
-                            cl = v
-                            break
-                    self._body_len = -1
-                    if cl is not None:
-                        try:
-                            self._body_len = int(cl)
-                        except ValueError:
-                            raise StompError(f"bad content-length {cl!r}") from None
-                        if self._body_len < 0:
-                            raise StompError(f"bad content-length {cl!r}")
+                    known = self._known.get(raw_head)
+                    if known is not None and known[0] == self.version:
+                        _, self._head, self._body_len = known
+                    else:
+                        self._head, self._body_len = self._read_head(raw_head)
+                    if self._body_len >= 0:
                         if sep_end + self._body_len + 1 > self.max_frame:
                             raise StompError(
                                 f"frame of {sep_end + self._body_len + 1} bytes exceeds "
@@ -315,6 +311,32 @@ class FrameReader:
         finally:
             if pos:
                 del buf[:pos]
+
+    def _read_head(self, raw: bytes) -> tuple[tuple[str, list[tuple[str, str]]], int]:
+        """The head of the frame being read, and its body's length (-1: to the NUL)."""
+        head = self._parse_head(raw)
+        cl = None
+        for k, v in head[1]:
+            if k == "content-length":
+                cl = v
+                break
+        body_len = -1
+        if cl is not None:
+            try:
+                body_len = int(cl)
+            except ValueError:
+                raise StompError(f"bad content-length {cl!r}") from None
+            if body_len < 0:
+                raise StompError(f"bad content-length {cl!r}")
+        # A producer's SENDs repeat their head (but for a receipt, which is new each
+        # time): kept by its bytes, a repeat is not decoded, split and unescaped again.
+        # Its frames share the header list, which nothing changes.
+        if raw.startswith(b"SEND\n") and b"\nreceipt:" not in raw:
+            known = self._known
+            if len(known) >= 32:
+                known.clear()  # a producer of ever new heads (a counter, a time)
+            known[raw] = (self.version, head, body_len)
+        return head, body_len
 
     def _check_partial_head(self, buf: bytearray) -> None:
         if len(buf) > self.max_frame:
