@@ -55,7 +55,7 @@ from broker.protocol.packet import (
 )
 from broker.protocol.properties import encode_properties, remember
 from broker.protocol.stomp import VERSIONS, escape
-from broker.protocol.sysmsgid import IP_ZERO
+from broker.protocol.sysmsgid import IP_ZERO, sysmsgid_string
 from broker.protocol.types import (
     CURRENT_PACKET_VERSION,
     DEST_QUEUE,
@@ -372,17 +372,18 @@ class FrameParts:
         "lead",
         "mid_line",
         "_ack_rest",
-        "_first",
         "before",
         "middle",
-        "tail",
+        "props",
+        "body",
     )
 
     def __init__(self, msg: Message, version: str, conn_id: int) -> None:
         self.msg = msg
         self.version = version
-        esc = _ESCAPERS[version]
-        raw = msg.raw
+        raw = msg._raw  # resident: a delivery's message is (else .raw reads it back)
+        if raw is None:
+            raw = msg.raw
         # A current packet's offsets are read where they are, without a Packet (made only
         # for what needs decoding: an unknown variable header, properties).
         pkt: Packet | None = None
@@ -392,9 +393,8 @@ class FrameParts:
         else:
             pkt = Packet(raw)
             prop_offset, prop_size, size = pkt.prop_offset, pkt.prop_size, pkt.size
-        self.msg_id = msg_id = msg.message_id
+        self.msg_id = msg_id = "ID:" + sysmsgid_string(msg.key)  # msg.message_id
         self._ack_rest: bytes | None = None
-        self._first: bytes | None = None  # all after the head of a first, ack:auto one
         # What the variable header says (reply-to, correlation-id, type), by its bytes:
         # a producer's messages carry the same one (no correlation id), so it is read
         # and written once.
@@ -402,7 +402,7 @@ class FrameParts:
         known = _HEAD_LINES.get((vh, version))
         if known is None or (known[2] and known[2] != conn_id):
             pkt = pkt or Packet(raw)
-            known = _head_lines(pkt.fields, esc, conn_id)
+            known = _head_lines(pkt.fields, _ESCAPERS[version], conn_id)
             if known[3]:
                 remember(_HEAD_LINES, (vh, version), known)
         reply_corr, type_line, own_conn, _ = known
@@ -417,30 +417,41 @@ class FrameParts:
             type_line,
             _PERSISTENT if msg.persistent else b"",
         )
-        tail = []
-        have_length = False
+        props, have_length = _NO_PROPS
         if prop_size:
-            pkt = pkt or Packet(raw)
-            for k, v in pkt.properties.items():
-                if k.startswith(JMQ_PREFIX) or k == "JMSXDeliveryCount":
-                    continue  # the broker's own
-                have_length = have_length or k == "content-length"
-                tail.append(f"{esc(k)}:{esc(_text(v))}\n")
+            # A producer's messages mostly carry the same properties: their lines are
+            # kept by the bytes (small tables only: the cache is counted in entries).
+            pbytes = raw[prop_offset : prop_offset + prop_size]
+            known_props = _PROP_LINES.get((pbytes, version))
+            if known_props is None:
+                pkt = pkt or Packet(raw)
+                known_props = _prop_lines(pkt.properties, _ESCAPERS[version])
+                if prop_size <= 1024:
+                    remember(_PROP_LINES, (pbytes, version), known_props)
+            props, have_length = known_props
         kind = _BODY_TYPES.get(msg.type)
         if kind is not None:
-            tail.append(f"jms-message-type:{kind}\n")
+            props += b"jms-message-type:%s\n" % kind.encode()
+        self.props = props + b"\n"  # and the empty line that ends the head
         body = raw[prop_offset + prop_size : size]
         if msg.base_flags & FLAG_Z and body:
             try:
                 body = zlib.decompress(body)
             except zlib.error:
                 pass
+        self.body = body
         # (A property named content-length, which only a JMS client can set, is the one.)
-        length = b"content-length:%d\n" % len(body) if body and not have_length else b""
-        self.lead = b"MESSAGE\n" + length
-        self.mid_line = b"message-id:%s\n" % esc(msg_id).encode()
-        props = "".join(tail).encode("utf-8") if tail else b""
-        self.tail = b"".join((props, b"\n", body, b"\x00"))
+        self.lead = (
+            b"MESSAGE\ncontent-length:%d\n" % len(body)
+            if body and not have_length
+            else b"MESSAGE\n"
+        )
+        # A message id is "ID:" and digits, dashes, dots and an IP's colons: escaped in 1.1
+        # and 1.2 by its colons alone (escape(), without the call).
+        self.mid_line = (
+            b"message-id:%s\n"
+            % (msg_id if version == "1.0" else msg_id.replace(":", "\\c")).encode()
+        )
 
     @property
     def ack_rest(self) -> bytes:
@@ -454,11 +465,19 @@ class FrameParts:
         """The MESSAGE frame for a subscription (``head``: subscription_head) whose JMQ
         consumer is ``ack`` (0: an ``ack:auto`` one, so no ack header)."""
         if not ack and count == 1 and not redelivered:
-            # A topic's subscribers (and most queue deliveries): the same after the head.
-            first = self._first
-            if first is None:
-                first = self._first = b"".join((self.mid_line, self.before, self.middle, self.tail))
-            return b"".join((self.lead, head, first))
+            # A topic's subscribers (and most queue deliveries): the body copied once.
+            return b"".join(
+                (
+                    self.lead,
+                    head,
+                    self.mid_line,
+                    self.before,
+                    self.middle,
+                    self.props,
+                    self.body,
+                    b"\x00",
+                )
+            )
         again = redelivered or count != 1
         return b"".join(
             (
@@ -470,9 +489,24 @@ class FrameParts:
                 (_REDELIVERED if redelivered else _NOT_REDELIVERED) if again else b"",
                 self.middle,
                 b"JMSXDeliveryCount:%d\n" % count if again else b"",
-                self.tail,
+                self.props,
+                self.body,
+                b"\x00",
             )
         )
+
+
+def _prop_lines(props: dict[str, object], esc: Callable[[str], str]) -> tuple[bytes, bool]:
+    """A message's property header lines (but the broker's own) and whether one is
+    content-length."""
+    lines = []
+    have_length = False
+    for k, v in props.items():
+        if k.startswith(JMQ_PREFIX) or k == "JMSXDeliveryCount":
+            continue  # the broker's own
+        have_length = have_length or k == "content-length"
+        lines.append(f"{esc(k)}:{esc(_text(v))}\n")
+    return "".join(lines).encode("utf-8"), have_length
 
 
 def _head_lines(
@@ -500,6 +534,9 @@ def _head_lines(
 
 # Variable header bytes and version -> _head_lines' answer (bounded: properties.remember).
 _HEAD_LINES: dict[tuple[bytes, str], tuple[bytes, bytes, int, bool]] = {}
+# Property table bytes and version -> _prop_lines' answer (bounded the same way).
+_PROP_LINES: dict[tuple[bytes, str], tuple[bytes, bool]] = {}
+_NO_PROPS = (b"", False)
 # A persistent message's frame says so; a non-persistent one's has no line (ActiveMQ's and
 # RabbitMQ's frames are the same; the stock bridge never writes one): a subscriber that
 # reads ``persistent == "true"`` is right either way, and stomp.py pays for every line.
