@@ -379,7 +379,7 @@ class FrameReader:
             if version == "1.0":
                 # 1.0 clients write "name: value"; the 1.0 spec is silent on spaces.
                 name, value = name.strip(), value.strip()
-            else:
+            elif "\\" in line:  # unescape() only where there is an escape: most lines
                 name, value = unescape(name, version), unescape(value, version)
             if not name:
                 raise StompError("header with an empty name")
