@@ -101,10 +101,9 @@ _TEXT_MESSAGE = int(PacketType.TEXT_MESSAGE)
 _BYTES_MESSAGE = int(PacketType.BYTES_MESSAGE)
 # Where the value of the DELIVERY_COUNT field a SEND's packet starts with is.
 _DC_OFFSET = HEADER_SIZE + 4
-# A packet's version (and its type, skipped) and size, from byte 4; its property offset
-# and size, at OFF_PROP_OFFSET (packet.HEADER).
-_VERSION_SIZE = struct.Struct(">h2xi")
-_PROP_RANGE = struct.Struct(">ii")
+# A current packet's version (its type skipped), size, property offset and property
+# size (packet.HEADER: OFF_PROP_OFFSET), read in one call from byte 4.
+_OFFSETS = struct.Struct(f">h2xi{OFF_PROP_OFFSET - 12}xii")
 _BODY_TYPES = {
     PacketType.MAP_MESSAGE: "map",
     PacketType.STREAM_MESSAGE: "stream",
@@ -387,10 +386,8 @@ class FrameParts:
         # A current packet's offsets are read where they are, without a Packet (made only
         # for what needs decoding: an unknown variable header, properties).
         pkt: Packet | None = None
-        pversion, size = _VERSION_SIZE.unpack_from(raw, 4)
-        if pversion == CURRENT_PACKET_VERSION:
-            prop_offset, prop_size = _PROP_RANGE.unpack_from(raw, OFF_PROP_OFFSET)
-        else:
+        pversion, size, prop_offset, prop_size = _OFFSETS.unpack_from(raw, 4)
+        if pversion != CURRENT_PACKET_VERSION:
             pkt = Packet(raw)
             prop_offset, prop_size, size = pkt.prop_offset, pkt.prop_size, pkt.size
         self.msg_id = msg_id = "ID:" + sysmsgid_string(msg.key)  # msg.message_id

@@ -247,9 +247,12 @@ class FrameReader:
         # Frames are read at ``pos`` and the bytes before it dropped once, on return: a
         # read of many frames moves the rest of the buffer once, not once a frame.
         pos = 0
+        # The frame being read, in locals (written back once, in ``finally``).
+        head, head_len, body_len = self._head, self._head_len, self._body_len
+        max_frame = self.max_frame
         try:
             while True:
-                if self._head is None:
+                if head is None:
                     # Heart-beats (and the EOLs 1.x allows after a frame's NUL).
                     n = len(buf)
                     while pos < n and buf[pos] in (10, 13):
@@ -262,7 +265,7 @@ class FrameReader:
                     # before it; else (CRLF, or not yet read) the pattern says.
                     at = buf.find(b"\n\n", pos)
                     if at >= 0 and buf.find(b"\r", pos, at) < 0:
-                        head_end, sep_end = at - pos, at + 2 - pos
+                        head_end, head_len = at - pos, at + 2 - pos
                     else:
                         m = _EMPTY_LINE.search(buf, pos)
                         if m is None:
@@ -270,25 +273,23 @@ class FrameReader:
                             pos = 0
                             self._check_partial_head(buf)
                             return frames
-                        head_end, sep_end = m.start() - pos, m.end() - pos
-                    if sep_end > self.max_frame:
-                        raise StompError(f"frame headers exceed {self.max_frame} bytes")
+                        head_end, head_len = m.start() - pos, m.end() - pos
+                    if head_len > max_frame:
+                        raise StompError(f"frame headers exceed {max_frame} bytes")
                     raw_head = bytes(buf[pos : pos + head_end])
-                    self._head_len = sep_end
                     known = self._known.get(raw_head)
                     if known is not None and known[0] == self.version:
-                        _, self._head, self._body_len = known
+                        _, head, body_len = known
                     else:
-                        self._head, self._body_len = self._read_head(raw_head)
-                    if self._body_len >= 0:
-                        if sep_end + self._body_len + 1 > self.max_frame:
-                            raise StompError(
-                                f"frame of {sep_end + self._body_len + 1} bytes exceeds "
-                                f"the limit of {self.max_frame}"
-                            )
-                start = pos + self._head_len
-                if self._body_len >= 0:
-                    end = start + self._body_len
+                        head, body_len = self._read_head(raw_head)
+                    if body_len >= 0 and head_len + body_len + 1 > max_frame:
+                        raise StompError(
+                            f"frame of {head_len + body_len + 1} bytes exceeds "
+                            f"the limit of {max_frame}"
+                        )
+                start = pos + head_len
+                if body_len >= 0:
+                    end = start + body_len
                     if len(buf) <= end:
                         return frames
                     if buf[end] != 0:
@@ -298,17 +299,17 @@ class FrameReader:
                     if end < 0:
                         # Not again over the same bytes: a large body comes in many reads.
                         self._scanned = len(buf) - pos
-                        if len(buf) - pos > self.max_frame:
-                            raise StompError(f"frame exceeds the limit of {self.max_frame} bytes")
+                        if len(buf) - pos > max_frame:
+                            raise StompError(f"frame exceeds the limit of {max_frame} bytes")
                         return frames
-                    if end + 1 - pos > self.max_frame:
-                        raise StompError(f"frame exceeds the limit of {self.max_frame} bytes")
-                command, headers = self._head
-                frames.append(Frame(command, headers, bytes(buf[start:end])))
+                    if end + 1 - pos > max_frame:
+                        raise StompError(f"frame exceeds the limit of {max_frame} bytes")
+                    self._scanned = 0
+                frames.append(Frame(head[0], head[1], bytes(buf[start:end])))
                 pos = end + 1
-                self._head = None
-                self._scanned = 0
+                head = None
         finally:
+            self._head, self._head_len, self._body_len = head, head_len, body_len
             if pos:
                 del buf[:pos]
 
