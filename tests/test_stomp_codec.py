@@ -130,3 +130,33 @@ def test_limits():
     with pytest.raises(StompError, match="longer than"):
         read(b"SEND\na:" + b"y" * 40, max_header_line=20)
     assert issubclass(StompError, ProtocolError)
+
+
+def test_a_repeated_send_head_reads_the_same_in_each_version():
+    # FrameReader keeps a SEND's head by its bytes: a repeat (or one that differs in
+    # a byte, a body length, a receipt) must read as a fresh reader reads it, and a head
+    # read in one version is read again in the next (the escapes differ).
+    heads = [
+        b"SEND\ndestination:/queue/a\nk:a\\cb\ncontent-length:2\n\n",
+        b"SEND\ndestination:/queue/a\nk:a\\cb\ncontent-length:2\n\n",
+        b"SEND\ndestination:/queue/a\nk:a\\cb\ncontent-length:3\n\n",
+        b"SEND\ndestination:/queue/a\nk:a\\cb\ncontent-length:2\nreceipt:1\n\n",
+        b"SEND\ndestination:/queue/a\nk:a\\cb\ncontent-length:2\nreceipt:2\n\n",
+        b"SEND\r\ndestination:/queue/a\r\nk:a\\cb\r\ncontent-length:2\r\n\r\n",
+        b"SEND\ndestination:/queue/a\nk:a\\cb\n\n",
+    ]
+    reader = FrameReader("1.0")
+    for version in ("1.0", "1.2", "1.1", "1.2", "1.0"):
+        reader.version = version
+        for head in heads:
+            body = b"xy" if b"content-length" in head else b"xyz"
+            body += b"z" if b"length:3" in head else b""
+            data = head + body + b"\x00"
+            (f,) = reader.feed(data)
+            assert f == read(data, version)[0], (version, head)
+            assert f.get("k") == ("a\\cb" if version == "1.0" else "a:b")
+            assert f.body == body
+    # Bounded however many heads a producer makes.
+    for i in range(100):
+        reader.feed(b"SEND\ndestination:/queue/a\nn:%d\n\nx\x00" % i)
+    assert 0 < len(reader._known) <= 32

@@ -422,3 +422,60 @@ def test_a_persistent_sends_receipt_waits_for_the_store_and_disconnect_for_it(br
     got = c.frames()
     assert [(f.command, f.get("receipt-id")) for f in got] == [("RECEIPT", "p"), ("RECEIPT", "bye")]
     assert c.closed
+
+
+@pytest.mark.parametrize("version", ["1.0", "1.1", "1.2"])
+def test_sends_with_the_same_headers_but_one_are_each_their_own_message(broker, version):
+    # on_send keeps a SEND's mapping per header list (SendShape): every SEND whose headers
+    # differ in one value, receipts included, must still be the message (and MESSAGE
+    # frame) a fresh mapping makes of it, in every version's escaping.
+    from broker.engine.stomp_mapping import frame_parts, send_message, subscription_head
+
+    c = Client(broker)
+    c.connect(version)
+    c.frame("SUBSCRIBE", ("id", "s"), ("destination", "/queue/same"))
+    c.frame("BEGIN", ("transaction", "t1"))
+    base = [("destination", "/queue/same"), ("persistent", "false"), ("k", "v")]
+    odd = "a:b\\c" if version != "1.0" else "a b"  # 1.0 has no escapes
+    variants = [
+        [],
+        [],
+        [("receipt", "r1")],
+        [("receipt", "r2")],
+        [("expires", "4102444800000")],
+        [("expires", "4102444800001")],
+        [("correlation-id", "c1")],
+        [("correlation-id", "c2"), ("receipt", "r3")],
+        [("user", odd)],
+        [("user", odd + "x")],
+        [("priority", "9"), ("k", "shadowed")],
+        [],
+        [("transaction", "t1")],  # last: its MESSAGE comes at the COMMIT
+    ]
+    want_receipts, got_receipts, frames = [], [], []
+    for i, extra in enumerate(variants):
+        headers = base + extra
+        rid = dict(extra).get("receipt")
+        if rid:
+            want_receipts.append(rid)
+        got = c.frame("SEND", *headers, body=b"b%02d" % i)
+        got_receipts += [f.get("receipt-id") for f in got if f.command == "RECEIPT"]
+        frames += [f for f in got if f.command == "MESSAGE"]
+    frames += c.frame("COMMIT", ("transaction", "t1"))
+    assert got_receipts == want_receipts
+    assert [f.body for f in frames] == [b"b%02d" % i for i in range(len(variants))]
+    head = subscription_head("s", "/queue/same", version)
+    for i, (extra, f) in enumerate(zip(variants, frames, strict=True)):
+        sent = send_message(
+            base + extra, b"b%02d" % i, c.e._dest("/queue/same"), None, 0, c.e.id, c.e.id
+        )
+        ref_raw = frame_parts(sent, version, c.e.id).frame(head, 0, False, 1)
+        (ref,) = FrameReader(version).feed(ref_raw)
+        mine = [h for h in f.headers if h[0] not in ("message-id", "timestamp")]
+        assert mine == [h for h in ref.headers if h[0] not in ("message-id", "timestamp")], i
+    # One shape for the SENDs that differ in their receipt only (the three plain ones,
+    # r1 and r2); bounded however many.
+    assert len(c.e._shapes) == len(variants) - 4
+    for i in range(40):
+        c.frame("SEND", ("destination", "/queue/same"), ("n", str(i)), body=b"x")
+    assert 0 < len(c.e._shapes) <= 32

@@ -269,3 +269,34 @@ def test_frame_parts_are_kept_for_the_next_subscriber():
     assert frame_parts(msg, "1.2", 2) is p  # no own temporary reply-to: any connection
     assert frame_parts(msg, "1.0", 1) is not p
     assert isinstance(p, FrameParts)
+
+
+def test_kept_property_and_header_lines_are_per_version():
+    # FrameParts keeps a table's property lines (and a variable header's) by their bytes
+    # and version: each version's frame is the one made with nothing kept, and a message
+    # id with an IPv6 address's colons is escaped as escape() escapes it.
+    from broker.engine import stomp_mapping
+    from broker.protocol.stomp import escape
+
+    def message(value: str) -> Message:
+        return _message(
+            props={"colon:and\nline": value, "n": JInt(1)},
+            body=b"b",
+            fields={VH_DESTINATION: "q", VH_CORRELATIONID: "c:1", VH_TYPE: "t\\y"},
+            ip=bytes(range(16)),
+        )
+
+    head = {v: subscription_head("s", "/queue/q", v) for v in VERSIONS}
+    for value in ("a:b\\c", "a:b\\c", "other"):
+        msg = message(value)
+        for version in (*VERSIONS, "1.0", "1.2"):
+            kept = FrameParts(msg, version, 1).frame(head[version], 3, False, 1)
+            stomp_mapping._PROP_LINES.clear()
+            stomp_mapping._HEAD_LINES.clear()
+            fresh = FrameParts(msg, version, 1).frame(head[version], 3, False, 1)
+            assert kept == fresh, version
+            assert b"\nmessage-id:%s\n" % escape(msg.message_id, version).encode() in kept
+            (f,) = FrameReader(version).feed(kept)
+            if version != "1.0":
+                assert f.get("colon:and\nline") == value and f.get("type") == "t\\y"
+            assert (f.get("message-id"), f.get("n")) == (msg.message_id, "1")

@@ -43,6 +43,7 @@ from .messages import SEND_REPLY_OK
 from .stomp_link import StompLink
 from .stomp_mapping import (
     MappingError,
+    SendShape,
     StompDest,
     frame_parts,
     subscription_head,
@@ -141,6 +142,7 @@ class StompEngineBase(Outbox):
         "_txns",
         "_temps",
         "_dests",
+        "_shapes",
         "_sessions",
         "_login",
         "_connect",
@@ -197,6 +199,7 @@ class StompEngineBase(Outbox):
         self._txns: dict[str, int] = {}
         self._temps: set[str] = set()
         self._dests: dict[str, StompDest] = {}  # destination header -> its parse
+        self._shapes: dict[tuple[tuple[str, str], ...], SendShape] = {}  # on_send
         self._sessions: dict[int, int] = {}  # ack mode -> JMQ session id
         self._login: tuple[str, str] = ("guest", "guest")
         self._connect: Frame | None = None

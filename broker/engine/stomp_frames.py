@@ -35,7 +35,7 @@ from broker.protocol.types import DEST_TEMP, DEST_TOPIC, FLAG_A, AckMode, Packet
 
 from .states import READY
 from .stomp_base import SEND_OK_HEAD, SEND_OK_REST, Reply, StompEngineBase, Subscription
-from .stomp_mapping import MappingError, StompDest, parse_destination, send_message
+from .stomp_mapping import MappingError, SendShape, StompDest, parse_destination
 from .stomp_states import CLOSED
 
 log = logging.getLogger("broker.stomp")
@@ -107,30 +107,26 @@ class StompFrameRules(StompEngineBase):
         return sid
 
     def on_send(self, f: Frame) -> None:
-        dest = self._dest(f.get("destination"))
-        rt = f.get("reply-to")
-        reply_to = self._dest(rt) if rt else None
+        # A producer's SENDs mostly carry the same headers: their shape is found by the
+        # header list itself (a hit: no header read, parsed or encoded again).
+        shape = self._shapes.get(tuple(f.headers))
+        rid = None
+        if shape is None:
+            shape, rid = self._send_shape(f)
         txn = 0
-        tname = f.get("transaction")
+        tname = shape.transaction
         if tname is not None:
             txn = self._txns.get(tname, 0)
             if not txn:
                 raise MappingError(f"SEND in transaction {tname!r}, which is not begun")
-        self._ensure_temp(dest)
+        dest, reply_to = shape.dest, shape.reply_to
+        if dest.dtype & DEST_TEMP:
+            self._ensure_temp(dest)
         if reply_to is not None:
             self._ensure_temp(reply_to)
-        cid = self._cid()
-        msg = send_message(
-            f.headers,
-            f.body,
-            dest,
-            reply_to,
-            txn,
-            self.id,
-            self.id,
-            ip=self._origin_ip(),
-            want_reply=cid,
-            flags=FLAG_A,
+        self._next_cid = cid = self._next_cid + 1  # _cid(), inline: once a SEND
+        msg = shape.message(
+            f.body, txn, self.id, self.id, self._ip or self._origin_ip(), cid, FLAG_A
         )
         inner = self.inner
         if inner.state is not READY:
@@ -155,9 +151,30 @@ class StompFrameRules(StompEngineBase):
             # on; a DISCONNECT's receipt waits for it (on_disconnect: _waiting).
             self._waiting[cid] = f
             inner.when_stored(lambda: self._send_done(cid, _ok_reply(cid)))
-        else:
-            self._receipt(f)
+        elif rid is not None:
+            self.send("RECEIPT", [("receipt-id", rid)])  # _receipt(f), known
         inner.broker.check_memory()
+
+    def _send_shape(self, f: Frame) -> tuple[SendShape, str | None]:
+        """The shape of a SEND not found by its headers, and its receipt: kept under its
+        headers but the receipt (which a client makes new for each SEND), so the next
+        SEND with the same headers finds it, by its receipt-less headers at worst."""
+        rid = f.get("receipt")
+        headers = f.headers
+        if rid is not None:
+            headers = [h for h in headers if h[0] != "receipt"]
+        key = tuple(headers)
+        shapes = self._shapes
+        shape = shapes.get(key) if rid is not None else None
+        if shape is None:
+            rt = f.get("reply-to")
+            shape = SendShape(
+                headers, self._dest(f.get("destination")), self._dest(rt) if rt else None
+            )
+            if len(shapes) >= 32:
+                shapes.clear()  # a producer of ever new headers (a counter, a time)
+            shapes[key] = shape
+        return shape, rid
 
     def _origin_ip(self) -> bytes:
         """The client's address for its messages' IDs, as a JMQ client puts its own there

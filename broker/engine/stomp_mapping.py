@@ -31,6 +31,7 @@ import itertools
 import struct
 import zlib
 from collections.abc import Callable
+from time import time as _time
 
 from broker.core.message import Message
 from broker.core.reports import no_report_info
@@ -38,7 +39,9 @@ from broker.protocol.errors import ProtocolError
 from broker.protocol.names import JMQ_PREFIX
 from broker.protocol.packet import (
     DELIVERY_COUNT_FIELD,
+    HEADER,
     HEADER_SIZE,
+    MAGIC,
     OFF_PROP_OFFSET,
     VH_CORRELATIONID,
     VH_DESTINATION,
@@ -48,13 +51,11 @@ from broker.protocol.packet import (
     VH_TRANSACTIONID,
     VH_TYPE,
     Packet,
-    build_packet,
     encode_fields,
-    now_ms,
 )
 from broker.protocol.properties import encode_properties, remember
 from broker.protocol.stomp import VERSIONS, escape
-from broker.protocol.sysmsgid import IP_ZERO
+from broker.protocol.sysmsgid import IP_ZERO, sysmsgid_string
 from broker.protocol.types import (
     CURRENT_PACKET_VERSION,
     DEST_QUEUE,
@@ -100,10 +101,9 @@ _TEXT_MESSAGE = int(PacketType.TEXT_MESSAGE)
 _BYTES_MESSAGE = int(PacketType.BYTES_MESSAGE)
 # Where the value of the DELIVERY_COUNT field a SEND's packet starts with is.
 _DC_OFFSET = HEADER_SIZE + 4
-# A packet's version (and its type, skipped) and size, from byte 4; its property offset
-# and size, at OFF_PROP_OFFSET (packet.HEADER).
-_VERSION_SIZE = struct.Struct(">h2xi")
-_PROP_RANGE = struct.Struct(">ii")
+# A current packet's version (its type skipped), size, property offset and property
+# size (packet.HEADER: OFF_PROP_OFFSET), read in one call from byte 4.
+_OFFSETS = struct.Struct(f">h2xi{OFF_PROP_OFFSET - 12}xii")
 _BODY_TYPES = {
     PacketType.MAP_MESSAGE: "map",
     PacketType.STREAM_MESSAGE: "stream",
@@ -187,6 +187,144 @@ def _int_header(value: str, name: str, lo: int, hi: int) -> int:
     return n
 
 
+class SendShape:
+    """What a SEND's headers make of its message, but for what each SEND has of its own
+    (body, transaction id, time, sequence): a producer sends the same headers again and
+    again, so the engine keeps this per connection and header list (on_send) and the
+    loop over the headers, the property and variable header encoding run once."""
+
+    __slots__ = (
+        "dest",
+        "reply_to",
+        "transaction",
+        "ptype",
+        "text",
+        "flags",
+        "priority",
+        "expiration",
+        "fields",
+        "vh",
+        "props",
+        "report_info",
+    )
+
+    def __init__(
+        self, headers: list[tuple[str, str]], dest: StompDest, reply_to: StompDest | None
+    ) -> None:
+        self.dest = dest
+        self.reply_to = reply_to
+        self.transaction: str | None = None
+        fields: dict[int, object] = {
+            VH_DESTINATION: dest.name,
+            VH_DESTINATION_CLASS: dest.java_class,
+        }
+        props: dict[str, object] = {}
+        persistent = True
+        priority = DEFAULT_PRIORITY
+        expiration = 0
+        text = True
+        seen: set[str] = set()
+        for k, v in headers:
+            if k in seen:
+                continue  # the first occurrence counts
+            seen.add(k)
+            if k not in SEND_HEADERS:
+                props[k] = v
+            elif k == "content-length":
+                text = False
+            elif k == "persistent":
+                persistent = v.strip().lower() != "false"
+            elif k == "priority":
+                priority = _int_header(v, k, 0, 9)
+            elif k == "expires":
+                expiration = _int_header(v, k, 0, 2**63 - 1)
+            elif k == "correlation-id":
+                fields[VH_CORRELATIONID] = v
+            elif k == "type":
+                fields[VH_TYPE] = v
+            elif k == "transaction":
+                self.transaction = v
+        if reply_to is not None:
+            fields[VH_REPLYTO] = reply_to.name
+            fields[VH_REPLYTO_CLASS] = reply_to.java_class
+        self.ptype = _TEXT_MESSAGE if text else _BYTES_MESSAGE
+        self.text = text
+        self.flags = (FLAG_P if persistent else 0) | (0 if dest.dtype & DEST_TOPIC else FLAG_Q)
+        self.priority = priority
+        self.expiration = expiration
+        self.fields = fields
+        # The 8-byte DELIVERY_COUNT field in front of the variable header, as the JMQ
+        # engine splices it into an arriving message (packet.with_delivery_count_slot).
+        self.vh = DELIVERY_COUNT_FIELD + (
+            dest.fields() if len(fields) == 2 else encode_fields(fields)
+        )
+        self.props = pr = encode_properties(props)
+        # Report options are properties (JMS_IBM_*): without them in its property bytes
+        # the message asks for none, said now so no report check searches its body.
+        self.report_info = no_report_info(pr)
+
+    def message(
+        self,
+        body: bytes,
+        txn_id: int,
+        conn_id: int,
+        port: int,
+        ip: bytes,
+        want_reply: int,
+        flags: int,
+    ) -> Message:
+        """The message of a SEND with these headers (send_message says the rest)."""
+        if self.text:
+            try:
+                body.decode("utf-8")
+            except UnicodeDecodeError:
+                raise MappingError(
+                    "a body without content-length is a text message and must be UTF-8"
+                ) from None
+        flags |= self.flags
+        if txn_id:
+            fields = self.fields.copy()
+            fields[VH_TRANSACTIONID] = txn_id
+            vh = DELIVERY_COUNT_FIELD + encode_fields(fields)
+        else:
+            vh = self.vh
+        pr = self.props
+        priority, expiration = self.priority, self.expiration
+        timestamp = int(_time() * 1000)  # packet.now_ms, without the call
+        prop_offset = HEADER_SIZE + len(vh)
+        # build_packet's header, packed here: its keyword arguments cost a SEND more
+        # than the packing (the mapping tests compare the bytes with build_packet's).
+        head = HEADER.pack(
+            MAGIC,
+            CURRENT_PACKET_VERSION,
+            self.ptype,
+            prop_offset + len(pr) + len(body),
+            expiration,
+            timestamp,
+            ip,
+            port & 0xFFFF,
+            next(_SEQUENCE) & 0x7FFFFFFF,
+            prop_offset,
+            len(pr),
+            priority,
+            0,
+            flags,
+            want_reply,
+        )
+        return Message.sent(
+            b"".join((head, vh, pr, body)),
+            _DC_OFFSET,
+            self.ptype,
+            flags,
+            priority,
+            expiration,
+            timestamp,
+            self.dest.name,
+            conn_id,
+            self.report_info,
+        )
+
+
 def send_message(
     headers: list[tuple[str, str]],
     body: bytes,
@@ -205,85 +343,10 @@ def send_message(
     origin, as a JMQ client writes its own) with the DELIVERY_COUNT slot the broker adds
     to every message (packet.with_delivery_count_slot) already in front of its variable
     header, so the bytes are those the JMQ engine would make of the same packet, and
-    nothing is decoded back (``Message.sent``)."""
-    fields: dict[int, object] = {
-        VH_DESTINATION: dest.name,
-        VH_DESTINATION_CLASS: dest.java_class,
-    }
-    props: dict[str, object] = {}
-    persistent = True
-    priority = DEFAULT_PRIORITY
-    expiration = 0
-    text = True
-    seen: set[str] = set()
-    for k, v in headers:
-        if k in seen:
-            continue  # the first occurrence counts
-        seen.add(k)
-        if k not in SEND_HEADERS:
-            props[k] = v
-        elif k == "content-length":
-            text = False
-        elif k == "persistent":
-            persistent = v.strip().lower() != "false"
-        elif k == "priority":
-            priority = _int_header(v, k, 0, 9)
-        elif k == "expires":
-            expiration = _int_header(v, k, 0, 2**63 - 1)
-        elif k == "correlation-id":
-            fields[VH_CORRELATIONID] = v
-        elif k == "type":
-            fields[VH_TYPE] = v
-    if reply_to is not None:
-        fields[VH_REPLYTO] = reply_to.name
-        fields[VH_REPLYTO_CLASS] = reply_to.java_class
-    if txn_id:
-        fields[VH_TRANSACTIONID] = txn_id
-    if text:
-        try:
-            body.decode("utf-8")
-        except UnicodeDecodeError:
-            raise MappingError(
-                "a body without content-length is a text message and must be UTF-8"
-            ) from None
-    if persistent:
-        flags |= FLAG_P
-    if not dest.dtype & DEST_TOPIC:
-        flags |= FLAG_Q
-    ptype = _TEXT_MESSAGE if text else _BYTES_MESSAGE
-    vh = dest.fields() if len(fields) == 2 else encode_fields(fields)
-    pr = encode_properties(props)
-    timestamp = now_ms()
-    # The 8-byte DELIVERY_COUNT field in front of the variable header, as the JMQ engine
-    # splices it into an arriving message (packet.with_delivery_count_slot).
-    raw = build_packet(
-        ptype,
-        body=body,
-        flags=flags,
-        consumer_id=want_reply,
-        priority=priority,
-        expiration=expiration,
-        timestamp=timestamp,
-        ip=ip,
-        port=port & 0xFFFF,
-        sequence=next(_SEQUENCE) & 0x7FFFFFFF,
-        raw_props=pr,
-        raw_fields=DELIVERY_COUNT_FIELD + vh,
-    )
-    # Report options are properties (JMS_IBM_*): without them in its property bytes the
-    # message asks for none, said now so no report check searches its body for them.
-    return Message.sent(
-        raw,
-        _DC_OFFSET,
-        ptype,
-        flags,
-        priority,
-        expiration,
-        timestamp,
-        dest.name,
-        conn_id,
-        no_report_info(pr),
-    )
+    nothing is decoded back (``Message.sent``).  The engine keeps the :class:`SendShape`
+    instead (on_send)."""
+    shape = SendShape(headers, dest, reply_to)
+    return shape.message(body, txn_id, conn_id, port, ip, want_reply, flags)
 
 
 class FrameParts:
@@ -308,29 +371,27 @@ class FrameParts:
         "lead",
         "mid_line",
         "_ack_rest",
-        "_first",
         "before",
         "middle",
-        "tail",
+        "props",
+        "body",
     )
 
     def __init__(self, msg: Message, version: str, conn_id: int) -> None:
         self.msg = msg
         self.version = version
-        esc = _ESCAPERS[version]
-        raw = msg.raw
+        raw = msg._raw  # resident: a delivery's message is (else .raw reads it back)
+        if raw is None:
+            raw = msg.raw
         # A current packet's offsets are read where they are, without a Packet (made only
         # for what needs decoding: an unknown variable header, properties).
         pkt: Packet | None = None
-        pversion, size = _VERSION_SIZE.unpack_from(raw, 4)
-        if pversion == CURRENT_PACKET_VERSION:
-            prop_offset, prop_size = _PROP_RANGE.unpack_from(raw, OFF_PROP_OFFSET)
-        else:
+        pversion, size, prop_offset, prop_size = _OFFSETS.unpack_from(raw, 4)
+        if pversion != CURRENT_PACKET_VERSION:
             pkt = Packet(raw)
             prop_offset, prop_size, size = pkt.prop_offset, pkt.prop_size, pkt.size
-        self.msg_id = msg_id = msg.message_id
+        self.msg_id = msg_id = "ID:" + sysmsgid_string(msg.key)  # msg.message_id
         self._ack_rest: bytes | None = None
-        self._first: bytes | None = None  # all after the head of a first, ack:auto one
         # What the variable header says (reply-to, correlation-id, type), by its bytes:
         # a producer's messages carry the same one (no correlation id), so it is read
         # and written once.
@@ -338,7 +399,7 @@ class FrameParts:
         known = _HEAD_LINES.get((vh, version))
         if known is None or (known[2] and known[2] != conn_id):
             pkt = pkt or Packet(raw)
-            known = _head_lines(pkt.fields, esc, conn_id)
+            known = _head_lines(pkt.fields, _ESCAPERS[version], conn_id)
             if known[3]:
                 remember(_HEAD_LINES, (vh, version), known)
         reply_corr, type_line, own_conn, _ = known
@@ -353,30 +414,41 @@ class FrameParts:
             type_line,
             _PERSISTENT if msg.persistent else b"",
         )
-        tail = []
-        have_length = False
+        props, have_length = _NO_PROPS
         if prop_size:
-            pkt = pkt or Packet(raw)
-            for k, v in pkt.properties.items():
-                if k.startswith(JMQ_PREFIX) or k == "JMSXDeliveryCount":
-                    continue  # the broker's own
-                have_length = have_length or k == "content-length"
-                tail.append(f"{esc(k)}:{esc(_text(v))}\n")
+            # A producer's messages mostly carry the same properties: their lines are
+            # kept by the bytes (small tables only: the cache is counted in entries).
+            pbytes = raw[prop_offset : prop_offset + prop_size]
+            known_props = _PROP_LINES.get((pbytes, version))
+            if known_props is None:
+                pkt = pkt or Packet(raw)
+                known_props = _prop_lines(pkt.properties, _ESCAPERS[version])
+                if prop_size <= 1024:
+                    remember(_PROP_LINES, (pbytes, version), known_props)
+            props, have_length = known_props
         kind = _BODY_TYPES.get(msg.type)
         if kind is not None:
-            tail.append(f"jms-message-type:{kind}\n")
+            props += b"jms-message-type:%s\n" % kind.encode()
+        self.props = props + b"\n"  # and the empty line that ends the head
         body = raw[prop_offset + prop_size : size]
         if msg.base_flags & FLAG_Z and body:
             try:
                 body = zlib.decompress(body)
             except zlib.error:
                 pass
+        self.body = body
         # (A property named content-length, which only a JMS client can set, is the one.)
-        length = b"content-length:%d\n" % len(body) if body and not have_length else b""
-        self.lead = b"MESSAGE\n" + length
-        self.mid_line = b"message-id:%s\n" % esc(msg_id).encode()
-        props = "".join(tail).encode("utf-8") if tail else b""
-        self.tail = b"".join((props, b"\n", body, b"\x00"))
+        self.lead = (
+            b"MESSAGE\ncontent-length:%d\n" % len(body)
+            if body and not have_length
+            else b"MESSAGE\n"
+        )
+        # A message id is "ID:" and digits, dashes, dots and an IP's colons: escaped in 1.1
+        # and 1.2 by its colons alone (escape(), without the call).
+        self.mid_line = (
+            b"message-id:%s\n"
+            % (msg_id if version == "1.0" else msg_id.replace(":", "\\c")).encode()
+        )
 
     @property
     def ack_rest(self) -> bytes:
@@ -390,11 +462,19 @@ class FrameParts:
         """The MESSAGE frame for a subscription (``head``: subscription_head) whose JMQ
         consumer is ``ack`` (0: an ``ack:auto`` one, so no ack header)."""
         if not ack and count == 1 and not redelivered:
-            # A topic's subscribers (and most queue deliveries): the same after the head.
-            first = self._first
-            if first is None:
-                first = self._first = b"".join((self.mid_line, self.before, self.middle, self.tail))
-            return b"".join((self.lead, head, first))
+            # A topic's subscribers (and most queue deliveries): the body copied once.
+            return b"".join(
+                (
+                    self.lead,
+                    head,
+                    self.mid_line,
+                    self.before,
+                    self.middle,
+                    self.props,
+                    self.body,
+                    b"\x00",
+                )
+            )
         again = redelivered or count != 1
         return b"".join(
             (
@@ -406,9 +486,24 @@ class FrameParts:
                 (_REDELIVERED if redelivered else _NOT_REDELIVERED) if again else b"",
                 self.middle,
                 b"JMSXDeliveryCount:%d\n" % count if again else b"",
-                self.tail,
+                self.props,
+                self.body,
+                b"\x00",
             )
         )
+
+
+def _prop_lines(props: dict[str, object], esc: Callable[[str], str]) -> tuple[bytes, bool]:
+    """A message's property header lines (but the broker's own) and whether one is
+    content-length."""
+    lines = []
+    have_length = False
+    for k, v in props.items():
+        if k.startswith(JMQ_PREFIX) or k == "JMSXDeliveryCount":
+            continue  # the broker's own
+        have_length = have_length or k == "content-length"
+        lines.append(f"{esc(k)}:{esc(_text(v))}\n")
+    return "".join(lines).encode("utf-8"), have_length
 
 
 def _head_lines(
@@ -436,6 +531,9 @@ def _head_lines(
 
 # Variable header bytes and version -> _head_lines' answer (bounded: properties.remember).
 _HEAD_LINES: dict[tuple[bytes, str], tuple[bytes, bytes, int, bool]] = {}
+# Property table bytes and version -> _prop_lines' answer (bounded the same way).
+_PROP_LINES: dict[tuple[bytes, str], tuple[bytes, bool]] = {}
+_NO_PROPS = (b"", False)
 # A persistent message's frame says so; a non-persistent one's has no line (ActiveMQ's and
 # RabbitMQ's frames are the same; the stock bridge never writes one): a subscriber that
 # reads ``persistent == "true"`` is right either way, and stomp.py pays for every line.
@@ -491,6 +589,7 @@ __all__ = [
     "DEFAULT_PRIORITY",
     "FrameParts",
     "MappingError",
+    "SendShape",
     "StompDest",
     "frame_parts",
     "parse_destination",

@@ -210,6 +210,7 @@ class FrameReader:
         "_head_len",
         "_body_len",
         "_scanned",
+        "_known",
     )
 
     def __init__(
@@ -231,6 +232,8 @@ class FrameReader:
         self._head_len = 0
         self._body_len = -1
         self._scanned = 0
+        # SEND heads read -> (the version they were read in, the head, the body length).
+        self._known: dict[bytes, tuple[str, tuple[str, list[tuple[str, str]]], int]] = {}
 
     @property
     def buffered(self) -> int:
@@ -244,9 +247,12 @@ class FrameReader:
         # Frames are read at ``pos`` and the bytes before it dropped once, on return: a
         # read of many frames moves the rest of the buffer once, not once a frame.
         pos = 0
+        # The frame being read, in locals (written back once, in ``finally``).
+        head, head_len, body_len = self._head, self._head_len, self._body_len
+        max_frame = self.max_frame
         try:
             while True:
-                if self._head is None:
+                if head is None:
                     # Heart-beats (and the EOLs 1.x allows after a frame's NUL).
                     n = len(buf)
                     while pos < n and buf[pos] in (10, 13):
@@ -259,7 +265,7 @@ class FrameReader:
                     # before it; else (CRLF, or not yet read) the pattern says.
                     at = buf.find(b"\n\n", pos)
                     if at >= 0 and buf.find(b"\r", pos, at) < 0:
-                        head_end, sep_end = at - pos, at + 2 - pos
+                        head_end, head_len = at - pos, at + 2 - pos
                     else:
                         m = _EMPTY_LINE.search(buf, pos)
                         if m is None:
@@ -267,32 +273,23 @@ class FrameReader:
                             pos = 0
                             self._check_partial_head(buf)
                             return frames
-                        head_end, sep_end = m.start() - pos, m.end() - pos
-                    if sep_end > self.max_frame:
-                        raise StompError(f"frame headers exceed {self.max_frame} bytes")
-                    self._head = head = self._parse_head(bytes(buf[pos : pos + head_end]))
-                    self._head_len = sep_end
-                    cl = None
-                    for k, v in head[1]:
-                        if k == "content-length":
-                            cl = v
-                            break
-                    self._body_len = -1
-                    if cl is not None:
-                        try:
-                            self._body_len = int(cl)
-                        except ValueError:
-                            raise StompError(f"bad content-length {cl!r}") from None
-                        if self._body_len < 0:
-                            raise StompError(f"bad content-length {cl!r}")
-                        if sep_end + self._body_len + 1 > self.max_frame:
-                            raise StompError(
-                                f"frame of {sep_end + self._body_len + 1} bytes exceeds "
-                                f"the limit of {self.max_frame}"
-                            )
-                start = pos + self._head_len
-                if self._body_len >= 0:
-                    end = start + self._body_len
+                        head_end, head_len = m.start() - pos, m.end() - pos
+                    if head_len > max_frame:
+                        raise StompError(f"frame headers exceed {max_frame} bytes")
+                    raw_head = bytes(buf[pos : pos + head_end])
+                    known = self._known.get(raw_head)
+                    if known is not None and known[0] == self.version:
+                        _, head, body_len = known
+                    else:
+                        head, body_len = self._read_head(raw_head)
+                    if body_len >= 0 and head_len + body_len + 1 > max_frame:
+                        raise StompError(
+                            f"frame of {head_len + body_len + 1} bytes exceeds "
+                            f"the limit of {max_frame}"
+                        )
+                start = pos + head_len
+                if body_len >= 0:
+                    end = start + body_len
                     if len(buf) <= end:
                         return frames
                     if buf[end] != 0:
@@ -302,19 +299,45 @@ class FrameReader:
                     if end < 0:
                         # Not again over the same bytes: a large body comes in many reads.
                         self._scanned = len(buf) - pos
-                        if len(buf) - pos > self.max_frame:
-                            raise StompError(f"frame exceeds the limit of {self.max_frame} bytes")
+                        if len(buf) - pos > max_frame:
+                            raise StompError(f"frame exceeds the limit of {max_frame} bytes")
                         return frames
-                    if end + 1 - pos > self.max_frame:
-                        raise StompError(f"frame exceeds the limit of {self.max_frame} bytes")
-                command, headers = self._head
-                frames.append(Frame(command, headers, bytes(buf[start:end])))
+                    if end + 1 - pos > max_frame:
+                        raise StompError(f"frame exceeds the limit of {max_frame} bytes")
+                    self._scanned = 0
+                frames.append(Frame(head[0], head[1], bytes(buf[start:end])))
                 pos = end + 1
-                self._head = None
-                self._scanned = 0
+                head = None
         finally:
+            self._head, self._head_len, self._body_len = head, head_len, body_len
             if pos:
                 del buf[:pos]
+
+    def _read_head(self, raw: bytes) -> tuple[tuple[str, list[tuple[str, str]]], int]:
+        """The head of the frame being read, and its body's length (-1: to the NUL)."""
+        head = self._parse_head(raw)
+        cl = None
+        for k, v in head[1]:
+            if k == "content-length":
+                cl = v
+                break
+        body_len = -1
+        if cl is not None:
+            try:
+                body_len = int(cl)
+            except ValueError:
+                raise StompError(f"bad content-length {cl!r}") from None
+            if body_len < 0:
+                raise StompError(f"bad content-length {cl!r}")
+        # A producer's SENDs repeat their head (but for a receipt, which is new each
+        # time): kept by its bytes, a repeat is not decoded, split and unescaped again.
+        # Its frames share the header list, which nothing changes.
+        if raw.startswith(b"SEND\n") and b"\nreceipt:" not in raw:
+            known = self._known
+            if len(known) >= 32:
+                known.clear()  # a producer of ever new heads (a counter, a time)
+            known[raw] = (self.version, head, body_len)
+        return head, body_len
 
     def _check_partial_head(self, buf: bytearray) -> None:
         if len(buf) > self.max_frame:
@@ -357,7 +380,7 @@ class FrameReader:
             if version == "1.0":
                 # 1.0 clients write "name: value"; the 1.0 spec is silent on spaces.
                 name, value = name.strip(), value.strip()
-            else:
+            elif "\\" in line:  # unescape() only where there is an escape: most lines
                 name, value = unescape(name, version), unescape(value, version)
             if not name:
                 raise StompError("header with an empty name")
