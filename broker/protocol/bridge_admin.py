@@ -22,6 +22,7 @@ import struct
 from dataclasses import dataclass, field
 
 from .admin_types import BRIDGE_ADMIN_QUEUE
+from .errors import ProtocolError
 from .javaser import (
     SC_SERIALIZABLE,
     SC_WRITE_METHOD,
@@ -129,8 +130,9 @@ class Answer:
         return props
 
 
-class Refused(Exception):
-    """A refusal: the reply's status and error string."""
+class Refused(ProtocolError):
+    """A request the bridge service refuses: the reply's status and error string (a
+    ProtocolError, as every error broker/protocol raises)."""
 
     def __init__(self, error: str, status: int = ERROR) -> None:
         super().__init__(error)
