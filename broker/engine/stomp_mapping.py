@@ -39,9 +39,7 @@ from broker.protocol.errors import ProtocolError
 from broker.protocol.names import JMQ_PREFIX
 from broker.protocol.packet import (
     DELIVERY_COUNT_FIELD,
-    HEADER,
     HEADER_SIZE,
-    MAGIC,
     OFF_PROP_OFFSET,
     VH_CORRELATIONID,
     VH_DESTINATION,
@@ -52,6 +50,7 @@ from broker.protocol.packet import (
     VH_TYPE,
     Packet,
     encode_fields,
+    pack_header,
 )
 from broker.protocol.properties import encode_properties, remember
 from broker.protocol.stomp import VERSIONS, escape
@@ -292,11 +291,7 @@ class SendShape:
         priority, expiration = self.priority, self.expiration
         timestamp = int(_time() * 1000)  # packet.now_ms, without the call
         prop_offset = HEADER_SIZE + len(vh)
-        # build_packet's header, packed here: its keyword arguments cost a SEND more
-        # than the packing (the mapping tests compare the bytes with build_packet's).
-        head = HEADER.pack(
-            MAGIC,
-            CURRENT_PACKET_VERSION,
+        head = pack_header(
             self.ptype,
             prop_offset + len(pr) + len(body),
             expiration,
@@ -307,7 +302,6 @@ class SendShape:
             prop_offset,
             len(pr),
             priority,
-            0,
             flags,
             want_reply,
         )
