@@ -20,6 +20,7 @@ from typing import IO, Any
 from broker.protocol import bridge_admin as ba
 from broker.protocol.javaser import JavaSerializationError, decode_object
 from broker.protocol.jtypes import JInt
+from broker.protocol.names import JMQ_ERROR_STRING, JMQ_MESSAGE_TYPE, JMQ_STATUS
 
 COMMANDS = ("list", "pause", "resume", "start", "stop")
 ARGUMENTS = ("bridge", "link")
@@ -171,7 +172,7 @@ class BridgeSession:
 
         msg = ObjectMessage(
             None,
-            properties={"JMQMessageType": JInt(msg_type), **props},
+            properties={JMQ_MESSAGE_TYPE: JInt(msg_type), **props},
             reply_to=self.reply_queue,
         )
         await self.producer.send(msg, persistent=False)
@@ -186,13 +187,13 @@ class BridgeSession:
                 raise BridgeMgrError(f"Error while performing this operation on the broker.\n{why}")
             await reply.acknowledge()
             rprops = reply.properties
-            if rprops.get("JMQMessageType") not in (msg_type + 1, None):
+            if rprops.get(JMQ_MESSAGE_TYPE) not in (msg_type + 1, None):
                 continue  # a late reply to an earlier request
-            status = int(rprops.get("JMQStatus", ba.ERROR))
+            status = int(rprops.get(JMQ_STATUS, ba.ERROR))
             if status != ba.OK:
                 raise BridgeMgrError(
                     "Error while performing this operation on the broker.\n"
-                    f"{rprops.get('JMQErrorString') or f'status {status}'}"
+                    f"{rprops.get(JMQ_ERROR_STRING) or f'status {status}'}"
                 )
             return reply
 

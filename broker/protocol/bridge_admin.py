@@ -33,6 +33,21 @@ from .javaser import (
     ObjectStreamWriter,
 )
 from .jtypes import JInt
+from .names import (
+    JMQ_ASYNC_STARTED,
+    JMQ_BRIDGE_NAME,
+    JMQ_BRIDGE_TYPE,
+    JMQ_COMMAND_ARG,
+    JMQ_DEBUG,
+    JMQ_ERROR_STRING,
+    JMQ_LINK_NAME,
+    JMQ_LOCALE_COUNTRY,
+    JMQ_LOCALE_LANGUAGE,
+    JMQ_LOCALE_VARIANT,
+    JMQ_MESSAGE_TYPE,
+    JMQ_STATUS,
+    JMQ_TARGET,
+)
 
 # JMQMessageType (bridge/admin/util/AdminMessageType.Type); a reply is n + 1.
 DEBUG = 16
@@ -47,16 +62,16 @@ COMMANDS = {DEBUG: "debug", LIST: "list", PAUSE: "pause", RESUME: "resume", STAR
 COMMANDS[STOP] = "stop"
 
 # Properties (AdminMessageType.PropName).
-BRIDGE_NAME = "JMQBridgeName"
-BRIDGE_TYPE = "JMQBridgeType"
-LINK_NAME = "JMQLinkName"
-CMD_ARG = "JMQCommandArg"
-TARGET = "JMQTarget"
-DEBUG_MODE = "JMQDebug"
-ASYNC_STARTED = "JMQAsyncStarted"
-LOCALE_LANG = "JMQLocaleLanguage"
-LOCALE_COUNTRY = "JMQLocaleCountry"
-LOCALE_VARIANT = "JMQLocaleVariant"
+BRIDGE_NAME = JMQ_BRIDGE_NAME
+BRIDGE_TYPE = JMQ_BRIDGE_TYPE
+LINK_NAME = JMQ_LINK_NAME
+CMD_ARG = JMQ_COMMAND_ARG
+TARGET = JMQ_TARGET
+DEBUG_MODE = JMQ_DEBUG
+ASYNC_STARTED = JMQ_ASYNC_STARTED
+LOCALE_LANG = JMQ_LOCALE_LANGUAGE
+LOCALE_COUNTRY = JMQ_LOCALE_COUNTRY
+LOCALE_VARIANT = JMQ_LOCALE_VARIANT
 
 JMS_TYPE = "JMS"
 STOMP_TYPE = "STOMP"
@@ -122,11 +137,11 @@ class Answer:
     stop: list[str] = field(default_factory=list)
 
     def properties(self) -> dict[str, object]:
-        props: dict[str, object] = {"JMQStatus": JInt(self.status)}
+        props: dict[str, object] = {JMQ_STATUS: JInt(self.status)}
         if self.reply_type is not None:
-            props["JMQMessageType"] = JInt(self.reply_type)
+            props[JMQ_MESSAGE_TYPE] = JInt(self.reply_type)
         if self.error is not None:
-            props["JMQErrorString"] = self.error
+            props[JMQ_ERROR_STRING] = self.error
         return props
 
 

@@ -144,6 +144,17 @@ JMQ_BROKERS_REMOVED = "JMQBrokersRemoved"
 JMQ_CLUSTER_NEW_MASTER_BROKER = "JMQClusterNewMasterBroker"
 JMQ_CLUSTER_OLD_MASTER_BROKER = "JMQClusterOldMasterBroker"
 
+# The bridge admin protocol (imqbridgemgr's, on __JMQBridgeAdmin: AdminMessageType.PropName).
+JMQ_BRIDGE_NAME = "JMQBridgeName"
+JMQ_BRIDGE_TYPE = "JMQBridgeType"
+JMQ_LINK_NAME = "JMQLinkName"
+JMQ_COMMAND_ARG = "JMQCommandArg"
+JMQ_DEBUG = "JMQDebug"
+JMQ_ASYNC_STARTED = "JMQAsyncStarted"
+JMQ_LOCALE_LANGUAGE = "JMQLocaleLanguage"
+JMQ_LOCALE_COUNTRY = "JMQLocaleCountry"
+JMQ_LOCALE_VARIANT = "JMQLocaleVariant"
+
 # Metrics replies: this broker's own counters beside the stock ones (not in OpenMQ).
 JMQ_BODIES_IN_MEMORY = "JMQBodiesInMemory"
 JMQ_PAGED_MESSAGES = "JMQPagedMessages"

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, cast
 from broker import props
 from broker.protocol import bridge_admin as ba
 from broker.protocol.admin_types import BRIDGE_QUEUE_PREFIX
+from broker.protocol.names import JMQ_ERROR_STRING, JMQ_INSTANCE_NAME, JMQ_STATUS
 from broker.protocol.types import DEST_QUEUE, DEST_TEMP
 
 from .common import log
@@ -102,12 +103,12 @@ def hello(conn: ConnectionEngine) -> tuple[dict[str, object], str | None]:
     """HELLO on __JMQBridgeAdmin: (reply properties, the command queue or None)."""
     broker = cast("Broker", conn.broker)
     bs = service(broker)
-    reply: dict[str, object] = {"JMQInstanceName": broker.config.instance}
+    reply: dict[str, object] = {JMQ_INSTANCE_NAME: broker.config.instance}
     if not bs.enabled:
-        reply["JMQStatus"] = ba.UNAVAILABLE
-        reply["JMQErrorString"] = ba.NOT_ENABLED
+        reply[JMQ_STATUS] = ba.UNAVAILABLE
+        reply[JMQ_ERROR_STRING] = ba.NOT_ENABLED
         return reply, None
-    reply["JMQStatus"] = ba.OK
+    reply[JMQ_STATUS] = ba.OK
     return reply, bs.admin_queue()
 
 
