@@ -327,7 +327,10 @@ async def _talk(
             warn(failed)
             return 1
         if cmd == "list":
-            body = getattr(reply, "data", None)
+            from openmq_client import ObjectMessage
+
+            # The LIST reply's serialised table (none: an ObjectMessage without a body).
+            body = reply.data if isinstance(reply, ObjectMessage) else None
             for lines in list_tables(body):
                 for line in lines:
                     say(line)
