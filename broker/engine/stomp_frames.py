@@ -29,6 +29,7 @@ from broker.protocol.names import (
     JMQ_TRANSACTION_ID,
 )
 from broker.protocol.packet import VH_TRANSACTIONID, Packet
+from broker.protocol.properties import CONNECTION_CACHE, remember
 from broker.protocol.stomp import Frame
 from broker.protocol.sysmsgid import IP_ZERO, ip_field
 from broker.protocol.types import DEST_TEMP, DEST_TOPIC, FLAG_A, AckMode, PacketType, Status
@@ -171,9 +172,9 @@ class StompFrameRules(StompEngineBase):
             shape = SendShape(
                 headers, self._dest(f.get("destination")), self._dest(rt) if rt else None
             )
-            if len(shapes) >= 32:
-                shapes.clear()  # a producer of ever new headers (a counter, a time)
-            shapes[key] = shape
+            # Per connection, so few: a producer of ever new headers (a counter, a time)
+            # empties it now and then.
+            remember(shapes, key, shape, CONNECTION_CACHE)
         return shape, rid
 
     def _origin_ip(self) -> bytes:

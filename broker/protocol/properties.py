@@ -134,11 +134,15 @@ TEXTS: dict[bytes, str] = {}
 # flags recur.  Keyed by (code, bytes); longs are left out, being mostly times and ids.
 _VALUES: dict[tuple[int, bytes], object] = {}
 _CACHE_MAX = 4096
+# The bound of a connection's own caches (a STOMP reader's heads, its SEND shapes): with
+# thousands of connections each keeps only a producer's working set.
+CONNECTION_CACHE = 32
 
 
-def remember(cache: dict, key: object, value: object) -> None:
-    """Keep ``value`` in a bounded cache: emptied when full, the working set refills it."""
-    if len(cache) >= _CACHE_MAX:
+def remember(cache: dict, key: object, value: object, limit: int = _CACHE_MAX) -> None:
+    """Keep ``value`` in a bounded cache (``limit`` entries): emptied when full, the
+    working set refills it."""
+    if len(cache) >= limit:
         cache.clear()
     cache[key] = value
 

@@ -21,6 +21,7 @@ import re
 from collections.abc import Iterable
 
 from .errors import ProtocolError
+from .properties import CONNECTION_CACHE, remember
 
 __all__ = [
     "CLIENT_COMMANDS",
@@ -333,10 +334,9 @@ class FrameReader:
         # time): kept by its bytes, a repeat is not decoded, split and unescaped again.
         # Its frames share the header list, which nothing changes.
         if raw.startswith(b"SEND\n") and b"\nreceipt:" not in raw:
-            known = self._known
-            if len(known) >= 32:
-                known.clear()  # a producer of ever new heads (a counter, a time)
-            known[raw] = (self.version, head, body_len)
+            # Per reader (a connection), so few: ever new heads (a counter, a time)
+            # empty it now and then.
+            remember(self._known, raw, (self.version, head, body_len), CONNECTION_CACHE)
         return head, body_len
 
     def _check_partial_head(self, buf: bytearray) -> None:
