@@ -7,6 +7,7 @@ from __future__ import annotations
 import logging
 
 from broker.core.errors import RouterError
+from broker.core.ids import made_by_another_run_before
 from broker.core.transaction_record import Transaction
 from broker.protocol.javaser import encode_hashtable
 from broker.protocol.jtypes import JInt, JLong
@@ -132,11 +133,7 @@ class TransactionRules(EngineBase):
         tid = _txn_id(pkt)
         if not tid or not flags & XAFlag.TMSUCCESS or self.router.txns.by_id(tid) is not None:
             return 0
-        # broker/core/ids.py: another broker run's id (its prefix), made before the
-        # client came here (its millisecond timestamp).
-        if tid >> 48 == self.router.uids.prefix or (tid >> 8) & 0xFF_FFFF_FFFF > (
-            self.failed_over_at & 0xFF_FFFF_FFFF
-        ):
+        if not made_by_another_run_before(tid, self.router.uids.prefix, self.failed_over_at):
             return 0
         return tid
 
