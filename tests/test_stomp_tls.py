@@ -16,7 +16,7 @@ import pytest
 import stomp
 
 from broker.admintools import bridgemgr
-from broker.launcher import free_port, read_portmapper, start_broker
+from broker.launcher import BrokerProcess, free_port, read_portmapper, start_broker
 from broker.protocol.portmapper import parse_table
 
 from .stompkit import Peer
@@ -25,7 +25,9 @@ from .test_tls import make_keystore
 pytestmark = pytest.mark.timeout(180)
 
 
-def test_stomp_over_tls(tmp_path: Path) -> None:
+def _stomp_broker_with_tls(tmp_path: Path) -> tuple[BrokerProcess, Path, int, int]:
+    """A broker with both STOMP listeners, plain and TLS (its key material made in
+    ``tmp_path``): it, the CA file its certificate verifies against, the two ports."""
     cafile = make_keystore(tmp_path)
     tcp_port, tls_port = free_port(), free_port()
     b = start_broker(
@@ -37,6 +39,11 @@ def test_stomp_over_tls(tmp_path: Path) -> None:
         "imq.bridge.stomp.tls.enabled=true",
         f"imq.bridge.stomp.tls.port={tls_port}",
     )
+    return b, cafile, tcp_port, tls_port
+
+
+def test_stomp_over_tls(tmp_path: Path) -> None:
+    b, cafile, tcp_port, tls_port = _stomp_broker_with_tls(tmp_path)
     try:
         table = parse_table(read_portmapper(b.host, b.portmapper_port))
         lines = {(s.protocol, s.port) for s in table.services if s.name == "stomp[bridge]"}
@@ -70,17 +77,7 @@ def test_stomp_over_tls(tmp_path: Path) -> None:
 def test_imqbridgemgr_stops_and_starts_both_stomp_listeners(tmp_path: Path) -> None:
     # stop bridge closes the TLS listener with the plain one (the stock StompServer.stop
     # closes both); start opens both again on their ports.
-    cafile = make_keystore(tmp_path)
-    tcp_port, tls_port = free_port(), free_port()
-    b = start_broker(
-        tmp_path,
-        "imq.passfile.enabled=true",
-        "imq.bridge.enabled=true",
-        "imq.bridge.activelist=stomp",
-        f"imq.bridge.stomp.tcp.port={tcp_port}",
-        "imq.bridge.stomp.tls.enabled=true",
-        f"imq.bridge.stomp.tls.port={tls_port}",
-    )
+    b, cafile, tcp_port, tls_port = _stomp_broker_with_tls(tmp_path)
 
     def bridge(command: str) -> str:
         opts = bridgemgr.Options(command, "bridge", host=b.host, port=b.portmapper_port)
