@@ -129,6 +129,21 @@ public class HATakeover {
         return out;
     }
 
+    /** A thread, started, that commits {@code s} and puts "committed" or what it threw in
+     * {@code outcome[0]}. */
+    static Thread committing(Session s, Object[] outcome) {
+        Thread t = new Thread(() -> {
+            try {
+                s.commit();
+                outcome[0] = "committed";
+            } catch (Throwable e) {
+                outcome[0] = e;
+            }
+        });
+        t.start();
+        return t;
+    }
+
     /**
      * "prepared": the transaction is PREPARED on the first broker when it dies, its COMMIT
      * not yet sent.  The test holds the store's transaction table (LOCK TABLE ... SHARE
@@ -145,15 +160,7 @@ public class HATakeover {
             ConnectionImpl tc = (ConnectionImpl) conns[1];
             Object ph = field(ConnectionImpl.class, tc, "protocolHandler");
             ask("hold_prepare");
-            committer[0] = new Thread(() -> {
-                try {
-                    ts[0].commit();
-                    outcome[0] = "committed";
-                } catch (Throwable t) {
-                    outcome[0] = t;
-                }
-            });
-            committer[0].start();
+            committer[0] = committing(ts[0], outcome);
             waitUntil(() -> outcome[0] != null || frames(committer[0].getStackTrace())
                 .matches("AckQueue.dequeueWait.*ProtocolHandler.prepareHATransaction.*"),
                 "commit() waiting for its PREPARE's answer");
@@ -245,15 +252,7 @@ public class HATakeover {
                 // goes to the taker as any request, and its answer is read.
                 Object txn = field(com.sun.messaging.jmq.jmsclient.SessionImpl.class, ts[0], "transaction");
                 synchronized (txn) {
-                    committer[0] = new Thread(() -> {
-                        try {
-                            ts[0].commit();
-                            outcome[0] = "committed";
-                        } catch (Throwable t) {
-                            outcome[0] = t;
-                        }
-                    });
-                    committer[0].start();
+                    committer[0] = committing(ts[0], outcome);
                     waitUntil(() -> outcome[0] != null || (committer[0].getState() == Thread.State.BLOCKED
                         && frames(committer[0].getStackTrace()).startsWith("Transaction.commit")),
                         "commit() waiting for the transaction");
