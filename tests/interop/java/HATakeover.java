@@ -1,9 +1,6 @@
 import com.sun.messaging.ConnectionConfiguration;
 import com.sun.messaging.jmq.jmsclient.ConnectionImpl;
-import com.sun.messaging.jms.notification.ConnectionReconnectedEvent;
 import jakarta.jms.*;
-import java.io.BufferedReader;
-import java.io.InputStreamReader;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
@@ -34,45 +31,10 @@ import java.util.concurrent.CopyOnWriteArrayList;
  *   transaction table;
  *   "ask hold_and_kill": the test locks the first broker's row and kills it;
  *   "ask release": the test lets the takeover finish (after the taker refused this client).
+ * Its helpers (ask, open, Got, reconnects, brokerList, where, sendRetrying, numbers) are
+ * FailoverClient's, inherited: the two programs talk to their tests the same way.
  */
-public class HATakeover {
-    static final BufferedReader IN = new BufferedReader(new InputStreamReader(System.in));
-
-    static void ask(String what) throws Exception {
-        System.out.println("ask " + what);
-        System.out.flush();
-        Checks.expectEquals("done", IN.readLine(), "answer to " + what);
-    }
-
-    record Got(int n, boolean redelivered, String id) {}
-
-    static final List<String> reconnects = new CopyOnWriteArrayList<>();
-
-    static Connection open(com.sun.messaging.ConnectionFactory cf, String who) throws JMSException {
-        Connection c = cf.createConnection("guest", "guest");
-        ((com.sun.messaging.jms.Connection) c).setEventListener(ev -> {
-            if (ev instanceof ConnectionReconnectedEvent) {
-                reconnects.add(who + "@" + ((ConnectionReconnectedEvent) ev).getBrokerAddress());
-            }
-        });
-        return c;
-    }
-
-    /** The broker list the client keeps (HELLO_REPLY's, then cluster INFO packets'). */
-    static String brokerList(Connection c) {
-        try {
-            java.lang.reflect.Field f = ConnectionImpl.class.getDeclaredField("JMQBrokerList");
-            f.setAccessible(true);
-            return String.valueOf(f.get(c));
-        } catch (ReflectiveOperationException e) {
-            return "unknown: " + e;
-        }
-    }
-
-    static String where(Connection c) {
-        return ((com.sun.messaging.jms.Connection) c).getBrokerAddress();
-    }
-
+public class HATakeover extends FailoverClient {
     /** Until ``cond`` holds (a minute at most: a hang is a failure, not a wait). */
     interface Cond {
         boolean holds() throws Exception;
@@ -103,30 +65,6 @@ public class HATakeover {
         java.lang.reflect.Field f = cls.getDeclaredField(name);
         f.setAccessible(true);
         return f.get(of);
-    }
-
-    static int sendRetrying(MessageProducer p, Message m) throws Exception {
-        long deadline = System.currentTimeMillis() + 120000;
-        for (int tries = 1;; tries++) {
-            try {
-                p.send(m);
-                return tries;
-            } catch (JMSException e) {
-                if (System.currentTimeMillis() > deadline) {
-                    throw e;
-                }
-                Checks.info("send_retry", e.getErrorCode() + " " + e.getMessage().replace('\n', ' '));
-                Thread.sleep(200);
-            }
-        }
-    }
-
-    static Set<Integer> numbers(List<Got> got) {
-        Set<Integer> out = new TreeSet<>();
-        for (Got g : got) {
-            out.add(g.n());
-        }
-        return out;
     }
 
     /** A thread, started, that commits {@code s} and puts "committed" or what it threw in
