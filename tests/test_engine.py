@@ -354,6 +354,51 @@ def test_login_deadline(broker: Broker) -> None:
     assert e.state is ConnState.CLOSED
 
 
+class _Members:
+    """The HA monitor's part the broker's cluster INFO reads (engine/ports.HAPort)."""
+
+    session = 1
+
+    def __init__(self, members: list[str]) -> None:
+        self.members = members
+
+    def hello_verdict(self, cluster_id: object, session: object) -> tuple[int, dict, None]:
+        return Status.OK, {}, None
+
+    def cluster_info(self) -> dict[str, object]:
+        return {a: {"brokerURL": f"mq://{a}/"} for a in self.members}
+
+
+def _ha_members(broker: Broker, *members: str) -> None:
+    broker.ha = _Members(list(members))  # type: ignore[assignment]
+    broker.hello_properties["JMQBrokerList"] = ",".join(f"mq://{a}/" for a in members)
+
+
+@pytest.mark.parametrize("joined", [False, True])
+def test_ha_member_joining_while_a_client_logs_in(broker: Broker, joined: bool) -> None:
+    """A member that joins between a client's HELLO_REPLY and its login: the cluster INFO
+    the connected clients got passed this one by, so it gets its own after the login
+    (else it knows only the broker it is on, and has nowhere to fail over to)."""
+    _ha_members(broker, "a:7676")
+    e = _engine(broker)
+    e.receive_data(_hello())
+    hello_reply, _challenge = _sent(e)
+    assert hello_reply.properties["JMQBrokerList"] == "mq://a:7676/"
+    if joined:
+        _ha_members(broker, "a:7676", "b:7676")
+        broker.broker_list_changed()  # the monitor's pass: to logged-in clients only
+        assert _sent(e) == []
+    _drive(e, e.receive_data(_auth_basic("guest", "guest")))
+    sent = _sent(e)
+    assert (sent[0].type, _status(sent[0])) == (PacketType.AUTHENTICATE_REPLY, Status.OK)
+    if not joined:
+        assert len(sent) == 1
+        return
+    (info,) = sent[1:]
+    assert info.type == PacketType.INFO and info.properties["JMQRequestType"] == 2
+    assert info.properties["JMQBrokerList"] == "mq://a:7676/,mq://b:7676/"
+
+
 # -- bad input -----------------------------------------------------------------------
 
 

@@ -104,6 +104,7 @@ class Host(Protocol):
     def when_stored(self, callback: Callable[[], None]) -> None: ...
     def check_memory(self) -> None: ...
     def answer_info_request(self, conn: EngineBase, pkt: Packet) -> None: ...
+    def tell_broker_list(self, conn: EngineBase) -> None: ...
 
 
 # Packet type -> handler, filled in by engine.py once the rule sets are assembled.
@@ -169,6 +170,9 @@ class EngineBase(Outbox):
         # 0 otherwise.  Its transactions that were not prepared died with that broker
         # (broker/engine/transaction_requests.py answers for them).
         self.failed_over_at = 0
+        # The JMQBrokerList HELLO_REPLY gave (None without one): told again at login if
+        # an HA cluster's members changed in between.
+        self.told_broker_list: object = None
         self.lost_transactions: set[int] = set()
         self.connected_at = time.time()
         self.last_read = time.monotonic()

@@ -151,6 +151,7 @@ class HandshakeRules(EngineBase):
                 ha_reason,
             )
         self.reply(pkt, status, reply_props, reason=ha_reason)
+        self.told_broker_list = reply_props.get(JMQ_BROKER_LIST)
         if status not in _HELLO_GOES_ON:
             # OpenMQ's HelloHandler closes the connection on any other status.
             self.close(ha_reason or f"HELLO refused ({status})")
@@ -281,6 +282,11 @@ class HandshakeRules(EngineBase):
             self.user_agent or "unknown client",
         )
         self.reply(pkt, Status.OK)
+        told = self.told_broker_list
+        if told is not None and self.broker.hello_properties.get(JMQ_BROKER_LIST, told) != told:
+            # The members changed while this client logged in: the cluster INFO that
+            # told the others passed it by (broker_list_changed reaches logged-in ones).
+            self.broker.tell_broker_list(self)
         backlog, self._backlog = self._backlog, []
         if backlog:
             self._process(backlog)

@@ -478,18 +478,27 @@ class Broker:
         the stock client replaces its broker list with it and fails over by it."""
         if self.ha is None:
             return
-        packet = build_packet(
+        packet = self._cluster_info_packet(self.ha)
+        for conn in list(self.connections.values()):
+            if not conn.admin and conn.user is not None and conn.protocol_level >= 400:
+                conn.write(packet)
+
+    def tell_broker_list(self, conn: ConnectionEngine) -> None:
+        """The cluster INFO of :meth:`broker_list_changed`, to one connection: one that
+        logged in after the list its HELLO_REPLY gave had changed."""
+        if self.ha is not None and conn.protocol_level >= 400:
+            conn.write(self._cluster_info_packet(self.ha))
+
+    def _cluster_info_packet(self, ha: HAMonitor) -> bytes:
+        return build_packet(
             PacketType.INFO,
             props={
                 JMQ_REQUEST_TYPE: JInt(2),
                 JMQ_STATUS: JInt(200),
                 JMQ_BROKER_LIST: self.hello_properties[JMQ_BROKER_LIST],
             },
-            body=encode_hashtable(self.ha.cluster_info(), nested=True),
+            body=encode_hashtable(ha.cluster_info(), nested=True),
         )
-        for conn in list(self.connections.values()):
-            if not conn.admin and conn.user is not None and conn.protocol_level >= 400:
-                conn.write(packet)
 
     # -- delayed delivery ----------------------------------------------------------
 
