@@ -691,6 +691,33 @@ def test_slow_syncs_move_the_writes_off_the_loop(tmp_path: Path) -> None:
     s.close()
 
 
+def test_large_batches_do_not_judge_the_disk(tmp_path: Path) -> None:
+    """A batch of more than inline_judged_max records may take longer than inline_max_sync
+    to encode whatever the disk does (a consumer's acknowledgements after a backlog): it
+    keeps the writes on the loop.  Before, five in a row sent every lone producer's
+    writes through the writer thread for a second (two thread switches each)."""
+    import time
+
+    store = FileStore(tmp_path / "fs", sync=True, inline=True)
+    s = Opened(store)
+    real = store.files.datasync
+
+    def slow(fd: int) -> None:
+        time.sleep(0.005)
+        real(fd)
+
+    store.files.datasync = slow  # type: ignore[method-assign]
+    big = store.inline_judged_max + 1
+    inline = store.inline_batches
+    for i in range(2 * Store.inline_slow):
+        s.write(*[qmsg(1000 * i + j) for j in range(big)])
+    assert store.inline_batches == inline + 2 * Store.inline_slow
+    store.files.datasync = real  # type: ignore[method-assign]
+    s.write(qmsg(1))
+    assert store.inline_batches == inline + 2 * Store.inline_slow + 1  # still on the loop
+    s.close()
+
+
 def test_no_data_fsync_without_sync(tmp_path: Path) -> None:
     store = FileStore(tmp_path / "fs", sync=False)
     s = Opened(store)

@@ -221,7 +221,8 @@ class Store:
     writing is also given up (for ``inline_backoff`` seconds) when
     ``inline_slow`` batches in a row took longer than ``inline_max_sync`` each: a slow
     disk must not stall the loop (batches that had to start or grow a file, which the
-    subclass marks by setting ``_slow_ok``, don't count).
+    subclass marks by setting ``_slow_ok``, and batches of more than
+    ``inline_judged_max`` records, don't count).
     """
 
     defer_delay = 0.01
@@ -231,6 +232,9 @@ class Store:
     inline_max_sync = 0.002
     inline_slow = 5
     inline_backoff = 1.0
+    # Only batches of up to this many records say whether the disk is slow: a consumer's
+    # thousand acknowledgements take milliseconds to encode whatever the disk does.
+    inline_judged_max = 64
 
     def __init__(self, *, sync: bool) -> None:
         self.sync = sync
@@ -396,7 +400,7 @@ class Store:
                 self._io.release()
             if took <= self.inline_max_sync:
                 self._inline_slow = 0
-            elif not self._slow_ok:
+            elif not self._slow_ok and len(records) <= self.inline_judged_max:
                 self._inline_slow += 1
                 if self._inline_slow >= self.inline_slow:
                     self._inline_slow = 0
