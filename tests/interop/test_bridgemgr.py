@@ -36,6 +36,8 @@ from broker.stock_paths import REALBROKER
 from tests.stompkit import stock_stomp_broker, stomp_broker
 from tests.test_tls import make_keystore
 
+from .imqcmd_stock import StockImqcmd
+from .imqcmd_stock import missing as imqcmd_missing
 from .jvm import require_java
 from .test_java_tls import keytool
 
@@ -606,3 +608,66 @@ def test_our_imqbridgemgr_secure(which: str, brokers: Brokers, secure_brokers: d
     expected = _secure_stock_outputs(secure_brokers, which, brokers.passfile)
     got = _run_sequence(s.broker, s.stomp, _our_tool(s.broker, "admin", s.trust), SECURE_SEQUENCE)
     assert _differences(got, expected, SECURE_SEQUENCE) == []
+
+    # Refused where the stock tool is refused (a certificate not trusted: the system's CAs
+    # alone; no ssladmin), with the stock tool's lines around the reason, which ours
+    # words itself (the stock one names the JDK client's failure: C4001, C4098).
+    step = Step(("list", "bridge", "-secure"))
+    stock = _refusal_text(brokers, secure_brokers, which)
+    reasons = []
+    for b, trust, theirs in (
+        (s.broker, client_trust_context(), stock[0]),
+        (_plain(brokers, which), s.trust, stock[1]),
+    ):
+        out = _our_tool(b, "admin", trust)(step)
+        p = b.portmapper_port
+        mine = Out(out.rc, _normalise(out.stdout, p), _normalise(out.stderr, p))
+        assert (mine.rc, mine.stdout) == (theirs.rc, theirs.stdout)
+        head, reason, *tail = mine.stderr.split("\n")
+        assert [head, *tail] == [theirs.stderr.split("\n")[0], *theirs.stderr.split("\n")[2:]]
+        reasons.append(reason)
+    assert "certificate verify failed: self-signed certificate" in reasons[0]
+    assert reasons[1] == "port mapper at 127.0.0.1:PORT lists no tls ADMIN service"
+
+
+@pytest.mark.parametrize("which", ["ours", "stock"])
+def test_stock_imqcmd_services_while_the_bridge_is_stopped(
+    which: str, brokers: Brokers, secure_brokers: dict, tmp_path: Path
+) -> None:
+    """The stock imqcmd's list svc and query svc -n stomp with the STOMP bridge stopped
+    (imqbridgemgr stop bridge -bn stomp) and started again.  The stock broker's bridge is
+    not one of its services: never listed, "No such service".  Ours lists its listener as
+    the service stomp, STOPPED while the bridge is (the port it listens on again after
+    start), RUNNING after (docs/reference/stomp.md)."""
+    lacking = imqcmd_missing()
+    if lacking:
+        pytest.fail(f"the stock imqcmd cannot run: {lacking}", pytrace=False)
+    s = secure_brokers[which]
+    where = f"{s.broker.host}:{s.broker.portmapper_port}"
+    imqcmd = StockImqcmd(tmp_path)
+    bridge = _stock_tool(s.broker, brokers.passfile, s.jvm_trust)
+    seen = {}
+    for state, command in (("stopped", "stop"), ("started", "start")):
+        done = bridge(Step((command, "bridge", "-bn", "stomp", "-secure", "-f")))
+        assert done.rc == 0, done
+        listing = imqcmd.run(where, "list", "svc")
+        assert listing.returncode == 0, listing
+        rows = listing.table().by("Service Name")
+        assert rows["admin"]["Service State"] == "RUNNING", listing
+        assert rows["ssladmin"]["Service State"] == "RUNNING", listing
+        seen[state] = (rows.get("stomp"), imqcmd.run(where, "query", "svc", "-n", "stomp"))
+    if which == "stock":
+        for row, query in seen.values():
+            assert row is None
+            assert query.returncode == 1, query
+            assert "No such service: stomp" in query.output, query
+            assert "Querying the service failed." in query.output, query
+        return
+    port = f"{s.stomp} (static)"
+    for state, shown in (("stopped", "STOPPED"), ("started", "RUNNING")):
+        row, query = seen[state]
+        assert row == {"Service Name": "stomp", "Port Number": port, "Service State": shown}
+        assert query.returncode == 0, query
+        pairs = query.pairs()
+        assert (pairs["Service State"], pairs["Port Number"]) == (shown, port), query
+        assert pairs["Current Number of Connections"] == "0", query
