@@ -12,6 +12,14 @@ bridge listening.
   tool never sends too (a missing type, an empty name, a type out of range, DEBUG): every
   reply's properties and body must be the stock broker's.
 
+* With -secure (both brokers with their ssladmin service and key material: ours from our
+  imqkeytool, the stock one's a JKS from the JDK's keytool) both tools run a shorter
+  sequence over TLS, compared the same ways; a JVM that does not trust the certificate and
+  a broker without ssladmin refuse the stock tool alike.
+* The stock imqcmd's ``list svc`` and ``query svc -n stomp`` while the bridge is stopped
+  and after it is started: the stock broker never lists its bridge, ours its listener
+  (docs/reference/stomp.md says both).
+
 The tests fail, never skip, naming what is missing when java or the jars are not there.
 """
 
