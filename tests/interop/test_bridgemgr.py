@@ -461,6 +461,7 @@ class Secure:
     broker: Any
     stomp: int
     jvm_trust: tuple[str, ...]
+    crt: Path  # its certificate (PEM): our tool's -truststore
     trust: ssl.SSLContext
     stock_tool: list[Out] | None = None  # what the stock tool printed (SECURE_SEQUENCE)
     refusals: tuple[Out, Out] | None = None  # _secure_refusals
@@ -517,7 +518,7 @@ def secure_brokers(
                 f"imq.keystore.password={KEY_PASSWORD}",
             )
             b, stomp = stack.enter_context(start(SSLADMIN, *keys))
-            found[which] = Secure(b, stomp, _jvm_trusting(crt), client_trust_context(crt))
+            found[which] = Secure(b, stomp, _jvm_trusting(crt), crt, client_trust_context(crt))
         yield found
 
 
@@ -679,3 +680,25 @@ def test_stock_imqcmd_services_while_the_bridge_is_stopped(
         pairs = query.pairs()
         assert (pairs["Service State"], pairs["Port Number"]) == (shown, port), query
         assert pairs["Current Number of Connections"] == "0", query
+
+
+def test_our_imqbridgemgr_command_line_secure(brokers: Brokers, secure_brokers: dict) -> None:
+    """manage.py imqbridgemgr -secure -truststore keystore.crt: over ssladmin, the stock
+    tool's output; refused (exit status 1) without ssladmin."""
+    s = secure_brokers["ours"]
+    root = Path(__file__).resolve().parent.parent.parent
+
+    def run(b: Any, *args: str) -> subprocess.CompletedProcess:
+        cmd = [".venv/bin/python", "manage.py", "imqbridgemgr", *args, "-secure"]
+        cmd += ["-truststore", str(s.crt), "-b", f"{b.host}:{b.portmapper_port}"]
+        cmd += ["-passfile", str(brokers.passfile)]
+        return subprocess.run(cmd, capture_output=True, text=True, cwd=root, timeout=120)
+
+    ok = run(s.broker, "list", "bridge")
+    assert ok.returncode == 0, ok.stderr
+    stock = _secure_stock_outputs(secure_brokers, "ours", brokers.passfile)[0]
+    assert _normalise(ok.stdout, s.broker.portmapper_port) == stock.stdout
+    refused = run(brokers.ours, "list", "bridge")
+    assert refused.returncode == 1
+    assert "lists no tls ADMIN service" in refused.stderr
+    assert "The operation [list] on the bridge(s) failed." in refused.stderr
