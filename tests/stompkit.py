@@ -48,9 +48,9 @@ def stomp_broker(*props: str) -> Iterator[tuple[BrokerProcess, int]]:
 
 
 @contextmanager
-def stock_stomp_broker() -> Iterator[tuple[StockBrokerProcess, int]]:
+def stock_stomp_broker(*props: str) -> Iterator[tuple[StockBrokerProcess, int]]:
     """The stock OpenMQ broker with its STOMP bridge on a free port (the -D options of
-    third_party/openmq/realbroker/README.md)."""
+    third_party/openmq/realbroker/README.md), and ``props`` besides."""
     tmp = Path(tempfile.mkdtemp(prefix="imq-stock-stomp-"))
     port = free_port()
     b = start_stock_broker(
@@ -61,6 +61,7 @@ def stock_stomp_broker() -> Iterator[tuple[StockBrokerProcess, int]]:
         f"imq.bridge.stomp.tcp.port={port}",
         "imq.bridge.admin.user=admin",
         "imq.bridge.admin.password=admin",
+        *props,
     )
     try:
         # Its bridge starts listening a moment after the broker says it is ready.
