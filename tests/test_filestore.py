@@ -694,11 +694,13 @@ def test_slow_syncs_move_the_writes_off_the_loop(tmp_path: Path) -> None:
 def test_large_batches_do_not_judge_the_disk(tmp_path: Path) -> None:
     """A batch of more than inline_judged_max records may take longer than inline_max_sync
     to encode whatever the disk does (a consumer's acknowledgements after a backlog): it
-    keeps the writes on the loop.  Before, five in a row sent every lone producer's
+    does not count as a slow sync.  Before, five in a row sent every lone producer's
     writes through the writer thread for a second (two thread switches each)."""
     import time
 
-    store = FileStore(tmp_path / "fs", sync=True, inline=True)
+    # No zero-filling ahead: its jobs hold the files in the writer thread now and then,
+    # which sends a batch there whatever the rule says.
+    store = FileStore(tmp_path / "fs", sync=True, inline=True, preallocate=False)
     s = Opened(store)
     real = store.files.datasync
 
@@ -708,13 +710,12 @@ def test_large_batches_do_not_judge_the_disk(tmp_path: Path) -> None:
 
     store.files.datasync = slow  # type: ignore[method-assign]
     big = store.inline_judged_max + 1
-    inline = store.inline_batches
     for i in range(2 * Store.inline_slow):
         s.write(*[qmsg(1000 * i + j) for j in range(big)])
-    assert store.inline_batches == inline + 2 * Store.inline_slow
     store.files.datasync = real  # type: ignore[method-assign]
+    inline = store.inline_batches
     s.write(qmsg(1))
-    assert store.inline_batches == inline + 2 * Store.inline_slow + 1  # still on the loop
+    assert store.inline_batches == inline + 1  # still on the loop: no back-off began
     s.close()
 
 
