@@ -310,6 +310,34 @@ def test_frames_sent_with_connect_wait_for_the_login(broker):
     assert got[2].body == b"first"
 
 
+@pytest.mark.parametrize("version", ["1.1", "1.2"])
+def test_frames_sent_with_connect_are_read_in_the_version_it_agrees(broker, version):
+    # One write of CONNECT and the frames after it (a hand-written client, `nc`): those
+    # are 1.1/1.2 frames, with that version's escapes and no trimming of values, not the
+    # 1.0 the connection had before CONNECT was read.
+    c = Client(broker)
+    got = c.feed(
+        f"CONNECT\naccept-version:{version}\nlogin:guest\npasscode:guest\n\n\x00".encode()
+        + b"SUBSCRIBE\nid:s\ndestination:/queue/esc\nreceipt:r\n\n\x00"
+        + b"SEND\ndestination:/queue/esc\nurl:a\\cb\\nc\\\\d\npad: x \n\nbody\x00"
+    )
+    assert [f.command for f in got] == ["CONNECTED", "RECEIPT", "MESSAGE"], got
+    m = got[2]
+    assert m.get("url") == "a:b\nc\\d"
+    assert m.get("pad") == " x "
+
+
+def test_an_undefined_escape_sent_with_connect_is_fatal(broker):
+    c = Client(broker)
+    got = c.feed(
+        b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\n\n\x00"
+        b"SEND\ndestination:/queue/tab\nx:a\\tb\nreceipt:r\n\n\x00"
+    )
+    assert [f.command for f in got] == ["ERROR"], got
+    assert "undefined escape" in (got[0].get("message") or "")
+    assert c.closed
+
+
 def test_a_subscriber_that_does_not_read_gets_no_more_than_its_credit(broker):
     slow = Client(broker, StompSettings(prefetch=10))
     slow.connect("1.2")

@@ -181,6 +181,7 @@ class StompEngineBase(Outbox):
             max_frame=s.max_frame,
             max_headers=s.max_headers,
             max_header_line=s.max_header_line,
+            hold_after_connect=True,  # what comes with CONNECT is read in its version
         )
         Outbox.__init__(self)  # the write batch and effects the driver takes
         self._backlog: list[Frame] = []
@@ -523,6 +524,12 @@ class StompEngineBase(Outbox):
         self._login = (login, f.get("passcode") or "") if login is not None else ("guest", "guest")
         self._connect = f
         self._to(StompEvent.CONNECT)
+        # The frames that came in the same read as CONNECT, which the reader kept
+        # unread: read now in the version agreed (their escapes), held until the login.
+        held = self.reader.feed(b"")
+        if held:
+            self.metrics.packets_in += len(held)
+            self._backlog.extend(held)
         self._request(
             PacketType.HELLO,
             {

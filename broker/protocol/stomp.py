@@ -212,6 +212,7 @@ class FrameReader:
         "_body_len",
         "_scanned",
         "_known",
+        "_hold_after_connect",
     )
 
     def __init__(
@@ -221,8 +222,15 @@ class FrameReader:
         max_frame: int = DEFAULT_MAX_FRAME,
         max_headers: int = DEFAULT_MAX_HEADERS,
         max_header_line: int = DEFAULT_MAX_HEADER_LINE,
+        hold_after_connect: bool = False,
     ) -> None:
         self.version = version
+        # A server's reader: the frames a client sends with its CONNECT (one write of
+        # CONNECT and SUBSCRIBE, say) are read in the version CONNECT agrees, not in the
+        # 1.0 of the reader before it; so feed() returns at the first CONNECT or STOMP
+        # and leaves the rest buffered until the next feed (the caller, having set
+        # ``version``, calls ``feed(b"")``).  Once only: a second CONNECT is refused.
+        self._hold_after_connect = hold_after_connect
         self.max_frame = max_frame
         self.max_headers = max_headers
         self.max_header_line = max_header_line
@@ -251,6 +259,7 @@ class FrameReader:
         # The frame being read, in locals (written back once, in ``finally``).
         head, head_len, body_len = self._head, self._head_len, self._body_len
         max_frame = self.max_frame
+        hold = self._hold_after_connect
         try:
             while True:
                 if head is None:
@@ -308,6 +317,10 @@ class FrameReader:
                     self._scanned = 0
                 frames.append(Frame(head[0], head[1], bytes(buf[start:end])))
                 pos = end + 1
+                if hold and head[0] in _UNESCAPED:
+                    self._hold_after_connect = False
+                    head = None
+                    return frames
                 head = None
         finally:
             self._head, self._head_len, self._body_len = head, head_len, body_len
