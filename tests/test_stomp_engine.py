@@ -338,6 +338,19 @@ def test_an_undefined_escape_sent_with_connect_is_fatal(broker):
     assert c.closed
 
 
+def test_a_body_without_content_length_that_is_not_utf8_is_kept_as_bytes(broker):
+    # STOMP's body is bytes with or without content-length: such a SEND is taken (was
+    # refused) and its bytes reach the subscriber as they were sent.
+    c = Client(broker)
+    c.connect("1.2")
+    c.frame("SUBSCRIBE", ("id", "s"), ("destination", "/queue/bin"))
+    got = c.feed(b"SEND\ndestination:/queue/bin\nreceipt:r\n\n\xff\xfe\x80abc\x00")
+    cmds = {f.command: f for f in got}
+    assert set(cmds) == {"RECEIPT", "MESSAGE"}, got
+    m = cmds["MESSAGE"]
+    assert m.body == b"\xff\xfe\x80abc" and m.get("content-length") == "6"
+
+
 def test_a_subscriber_that_does_not_read_gets_no_more_than_its_credit(broker):
     slow = Client(broker, StompSettings(prefetch=10))
     slow.connect("1.2")
