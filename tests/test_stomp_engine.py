@@ -286,6 +286,28 @@ def test_transaction_commit_and_abort(broker):
     assert err.command == "ERROR" and "not begun" in (err.get("message") or "")
 
 
+def test_nack_in_a_transaction_takes_effect_at_commit_and_is_undone_by_abort(broker):
+    # NACK takes ACK's transaction header (STOMP 1.1, 1.2): the message goes back only
+    # when the transaction commits; an ABORT leaves it the client's to ACK or NACK.
+    c = Client(broker)
+    c.connect("1.2")
+    c.frame("SUBSCRIBE", ("id", "s"), ("destination", "/queue/ntx"), ("ack", "client-individual"))
+    (m,) = c.frame("SEND", ("destination", "/queue/ntx"), body=b"n")
+    (err,) = c.frame("NACK", ("id", m.get("ack")), ("transaction", "nope"))
+    assert err.command == "ERROR" and "not begun" in (err.get("message") or "")
+    c.frame("BEGIN", ("transaction", "t1"))
+    (r,) = c.frame("NACK", ("id", m.get("ack")), ("transaction", "t1"), ("receipt", "n1"))
+    assert r.command == "RECEIPT"  # and nothing redelivered before the COMMIT
+    (r,) = c.frame("ABORT", ("transaction", "t1"), ("receipt", "a1"))
+    assert r.command == "RECEIPT"
+    # Still waiting for its acknowledgement: NACKed again, in a transaction committed.
+    c.frame("BEGIN", ("transaction", "t2"))
+    assert c.frame("NACK", ("id", m.get("ack")), ("transaction", "t2")) == []
+    got = c.frame("COMMIT", ("transaction", "t2"), ("receipt", "c2"))
+    assert [f.command for f in got] == ["RECEIPT", "MESSAGE"], got
+    assert got[1].body == b"n" and got[1].get("redelivered") == "true"
+
+
 def test_bad_destination_and_header_values_are_errors(broker):
     c = Client(broker)
     c.connect("1.2")

@@ -140,6 +140,7 @@ class StompEngineBase(Outbox):
         "subs",
         "_by_cid",
         "_txns",
+        "_txn_nacks",
         "_temps",
         "_dests",
         "_shapes",
@@ -198,6 +199,8 @@ class StompEngineBase(Outbox):
         self.subs: dict[str, Subscription] = {}
         self._by_cid: dict[int, Subscription] = {}
         self._txns: dict[str, int] = {}
+        # Transaction -> the NACKs made in it, done at its COMMIT (None: none yet).
+        self._txn_nacks: dict[str, list[tuple[Subscription, list[tuple[str, bytes]]]]] | None = None
         self._temps: set[str] = set()
         self._dests: dict[str, StompDest] = {}  # destination header -> its parse
         self._shapes: dict[tuple[tuple[str, str], ...], SendShape] = {}  # on_send
