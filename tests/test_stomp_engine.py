@@ -308,6 +308,19 @@ def test_nack_in_a_transaction_takes_effect_at_commit_and_is_undone_by_abort(bro
     assert got[1].body == b"n" and got[1].get("redelivered") == "true"
 
 
+def test_an_ack_in_an_unknown_transaction_is_refused_and_the_message_still_ackable(broker):
+    c = Client(broker)
+    c.connect("1.2")
+    c.frame("SUBSCRIBE", ("id", "s"), ("destination", "/queue/atx"), ("ack", "client"))
+    (m,) = c.frame("SEND", ("destination", "/queue/atx"), body=b"a")
+    (err,) = c.frame("ACK", ("id", m.get("ack")), ("transaction", "nope"), ("receipt", "k"))
+    assert err.command == "ERROR" and "not begun" in (err.get("message") or "")
+    assert err.get("receipt-id") == "k"
+    # The refused ACK took nothing: the message is acknowledged by the next one.
+    (r,) = c.frame("ACK", ("id", m.get("ack")), ("receipt", "k2"))
+    assert r.command == "RECEIPT" and r.get("receipt-id") == "k2"
+
+
 def test_bad_destination_and_header_values_are_errors(broker):
     c = Client(broker)
     c.connect("1.2")

@@ -301,14 +301,16 @@ class StompFrameRules(StompEngineBase):
         return sub, taken
 
     def on_ack(self, f: Frame) -> None:
-        sub, taken = self._acked(f)
         tname = f.get("transaction")
         if tname is None:
+            sub, taken = self._acked(f)
             self._ack_now(f, sub, taken)
             return
+        # Refused before the messages are taken (_acked): they stay the client's to ack.
         txn = self._txns.get(tname)
         if not txn:
             raise MappingError(f"ACK in transaction {tname!r}, which is not begun")
+        sub, taken = self._acked(f)
         body = b"".join(_ACK_BLOCK.pack(sub.cid, key) for _, key in taken)
         self._request(
             PacketType.ACKNOWLEDGE,
