@@ -37,6 +37,17 @@ def test_a_servers_reader_stops_after_connect_until_the_version_is_set():
     assert [g.command for g in got] == ["CONNECT", "SEND"]
 
 
+def test_connect_trimmed_only_when_it_offers_1_0_alone():
+    # STOMP 1.1 and 1.2 "MUST never trim or pad headers with spaces": a 1.1+ CONNECT's
+    # values (a passcode ending in a space) are kept as written; a 1.0 CONNECT's trimmed.
+    (f,) = read(b"CONNECT\naccept-version:1.0,1.2\nlogin:guest\npasscode: p w \n\n\x00")
+    assert (f.get("login"), f.get("passcode")) == ("guest", " p w ")
+    (f,) = read(b"CONNECT\nlogin: guest\npasscode: p w \n\n\x00", "1.0")
+    assert (f.get("login"), f.get("passcode")) == ("guest", "p w")
+    (f,) = read(b"CONNECTED\nversion:1.2\nsession: s \n\n\x00")
+    assert f.get("session") == " s "
+
+
 def test_send_with_content_length_holds_nul_bytes():
     body = b"a\x00b\x00\xff"
     data = b"SEND\ndestination:/queue/a\ncontent-length:5\n\n" + body + b"\x00"

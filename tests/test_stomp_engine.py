@@ -136,6 +136,15 @@ def test_version_negotiation(broker, offered, agreed):
     assert f.command == "CONNECTED" and f.get("version") == agreed
 
 
+def test_a_1_2_connects_values_are_not_trimmed(broker):
+    c = Client(broker)
+    (f,) = c.feed(
+        b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\nclient-id: cid \n\n\x00"
+    )
+    assert f.command == "CONNECTED"
+    assert c.e.inner.client_id == " cid "
+
+
 def test_unsupported_version(broker):
     c = Client(broker)
     (err,) = c.feed(b"CONNECT\naccept-version:2.0\n\n\x00")

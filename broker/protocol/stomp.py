@@ -5,6 +5,8 @@ NUL byte.  What differs by version (https://stomp.github.io):
 
 - header escaping: none in 1.0; ``\\n`` ``\\c`` ``\\\\`` in 1.1; 1.2 adds ``\\r``.
   CONNECT and CONNECTED are never escaped (the version is not agreed yet);
+- spaces round a header's name and value: trimmed in 1.0 only (1.1, 1.2: "MUST never
+  trim"), a CONNECT's when it offers 1.0 alone;
 - line ends: 1.2 allows CRLF.  The reader takes CRLF in every version (a client that
   sends it gains nothing from a refusal), the writer writes LF;
 - a repeated header: the first occurrence counts (1.2 says so; 1.0/1.1 say nothing).
@@ -381,7 +383,15 @@ class FrameReader:
             raise StompError(f"unknown command {command[:40]!r}")
         if len(lines) - 1 > self.max_headers:
             raise StompError(f"more than {self.max_headers} headers")
-        version = "1.0" if command in _UNESCAPED else self.version
+        if command in _UNESCAPED:
+            # Never unescaped; trimmed only in a 1.0 peer's frame (1.1 and 1.2: "MUST
+            # never trim or pad headers with spaces", a passcode's included), which
+            # the frame itself says: the versions it offers (CONNECTED: agrees).
+            version = "1.0"
+            trim = not _speaks_11(lines)
+        else:
+            version = self.version
+            trim = version == "1.0"
         headers: list[tuple[str, str]] = []
         long_lines = len(text) > self.max_header_line
         for line in lines[1:]:
@@ -390,12 +400,23 @@ class FrameReader:
             name, colon, value = line.partition(":")
             if not colon:
                 raise StompError(f"header without a colon: {line[:60]!r}")
-            if version == "1.0":
+            if trim:
                 # 1.0 clients write "name: value"; the 1.0 spec is silent on spaces.
                 name, value = name.strip(), value.strip()
-            elif "\\" in line:  # unescape() only where there is an escape: most lines
+            elif version != "1.0" and "\\" in line:  # unescape() where there is an escape
                 name, value = unescape(name, version), unescape(value, version)
             if not name:
                 raise StompError("header with an empty name")
             headers.append((name, value))
         return command, headers
+
+
+def _speaks_11(lines: list[str]) -> bool:
+    """Whether a CONNECT (or STOMP) offers, or a CONNECTED agrees, STOMP 1.1 or later:
+    its ``accept-version`` (``version``) names one (the first such header counts)."""
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        name = name.strip()
+        if name == "accept-version" or name == "version":
+            return any(v.strip() in ("1.1", "1.2") for v in value.split(","))
+    return False
