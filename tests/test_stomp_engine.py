@@ -165,6 +165,35 @@ def test_heart_beats_negotiated_both_ways(broker):
     assert c.e.data_to_send() == [b"\n"]
 
 
+def test_heart_beats_out_leave_no_gap_longer_than_the_interval(broker):
+    # "The sender MUST send new data at least every <n> milliseconds": a frame written
+    # just after one look at the clock and nothing after it must not leave the client
+    # waiting two intervals (stomp.py gives up after one and a half).
+    c = Client(broker, StompSettings(heartbeat_send=2000, heartbeat_receive=0))
+    c.connect("1.2", **{"heart-beat": "0,2000"})
+    assert c.e.hb_out == 2000
+    tick = c.timers.pop("stomp-hb-out")
+    c.run(tick.callback())  # the CONNECTED frame was written since the start: no beat
+    assert c.e.data_to_send() == []
+    (r,) = c.frame("BEGIN", ("transaction", "t"), ("receipt", "r"))  # data written now
+    assert r.command == "RECEIPT"
+    looks = 0
+    while True:
+        tick = c.timers.pop("stomp-hb-out")
+        looks += 1
+        c.run(tick.callback())
+        if c.e.data_to_send() == [b"\n"]:
+            break
+    # The beat came within one interval of the RECEIPT, whenever in its tick that was.
+    assert looks * tick.delay <= c.e.hb_out / 1000
+    # Idle, it beats once an interval, not at every look.
+    beats = []
+    for _ in range(4):
+        c.run(c.timers.pop("stomp-hb-out").callback())
+        beats.append(list(c.e.data_to_send()))  # a copy: the empty one is reused
+    assert beats == [[], [b"\n"], [], [b"\n"]]
+
+
 def test_send_subscribe_message_and_receipt(broker):
     c = Client(broker)
     c.connect("1.2")

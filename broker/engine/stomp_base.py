@@ -614,18 +614,25 @@ class StompEngineBase(Outbox):
         self._connect = None
         self._login = ("", "")
         if self.hb_out:
-            self._effect(StartTimer("stomp-hb-out", self.hb_out / 1000, self._beat_out))
+            self._effect(StartTimer("stomp-hb-out", self.hb_out / 2000, self._beat_out))
         if self.hb_in:
             self._effect(StartTimer("stomp-hb-in", self.hb_in / 4000, self._check_in))
 
     # -- heart-beats -------------------------------------------------------------------
 
     def _beat_out(self) -> Effects:
+        # Every half interval: an end-of-line when nothing was written since the last
+        # look, so the longest silence is one interval ("MUST send new data at least
+        # every <n> milliseconds"), wherever in a half the last frame went out; once an
+        # interval, a frame written just after a look left two without data.
         if self.state is CONNECTED:
-            if not self._wrote:
+            if self._wrote:
+                self._wrote = False
+            else:
+                # Counted as written (write() says so): the next look, half an
+                # interval on, writes none, so an idle connection beats once an interval.
                 self.write(b"\n")
-            self._wrote = False
-            self._effect(StartTimer("stomp-hb-out", self.hb_out / 1000, self._beat_out))
+            self._effect(StartTimer("stomp-hb-out", self.hb_out / 2000, self._beat_out))
         return self.take_effects()
 
     def _check_in(self) -> Effects:
