@@ -255,7 +255,9 @@ def test_ack_of_a_message_acknowledged_already_is_an_error(broker):
     assert r.command == "RECEIPT" and r.get("receipt-id") == "a1"
     (err,) = c.frame("ACK", ("id", m.get("ack")), ("receipt", "a2"))
     assert err.command == "ERROR" and err.get("receipt-id") == "a2"
-    assert "not waiting for one" in (err.get("message") or "")
+    # Said with the id as the client sent it (the MESSAGE's ack header).
+    assert f"id {m.get('ack')!r}" in (err.get("message") or "")
+    assert "names no message waiting for one" in (err.get("message") or "")
     assert c.e.state is CONNECTED  # a refused ACK, not a broken connection
 
 

@@ -287,7 +287,9 @@ class StompFrameRules(StompEngineBase):
             else:
                 sub = next((s for s in self.subs.values() if msg_id in s.unacked), None)
         if sub is None or msg_id not in sub.unacked:
-            raise MappingError(f"{f.command} of message {msg_id!r}, which is not waiting for one")
+            # 1.2 names the message by the MESSAGE's ack header: said back as it came.
+            what = f"id {f.get('id')!r}" if self.version == "1.2" else f"message {msg_id!r}"
+            raise MappingError(f"{f.command} of {what}, which names no message waiting for one")
         if sub.ack == "client":
             taken = []
             for mid, key in sub.unacked.items():
