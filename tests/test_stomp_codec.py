@@ -46,6 +46,9 @@ def test_connect_trimmed_only_when_it_offers_1_0_alone():
     assert (f.get("login"), f.get("passcode")) == ("guest", "p w")
     (f,) = read(b"CONNECTED\nversion:1.2\nsession: s \n\n\x00")
     assert f.get("session") == " s "
+    # STOMP is CONNECT by another name: never unescaped, trimmed as CONNECT is.
+    (f,) = read(b"STOMP\naccept-version:1.2\nhost:a\\cb\npasscode: p \n\n\x00")
+    assert (f.get("host"), f.get("passcode")) == ("a\\cb", " p ")
 
 
 def test_send_with_content_length_holds_nul_bytes():

@@ -385,14 +385,15 @@ def test_frames_sent_with_connect_wait_for_the_login(broker):
     assert got[2].body == b"first"
 
 
+@pytest.mark.parametrize("command", ["CONNECT", "STOMP"])
 @pytest.mark.parametrize("version", ["1.1", "1.2"])
-def test_frames_sent_with_connect_are_read_in_the_version_it_agrees(broker, version):
-    # One write of CONNECT and the frames after it (a hand-written client, `nc`): those
-    # are 1.1/1.2 frames, with that version's escapes and no trimming of values, not the
-    # 1.0 the connection had before CONNECT was read.
+def test_frames_sent_with_connect_are_read_in_the_version_it_agrees(broker, version, command):
+    # One write of CONNECT (or STOMP, the same) and the frames after it (a hand-written
+    # client, `nc`): those are 1.1/1.2 frames, with that version's escapes and no
+    # trimming of values, not the 1.0 the connection had before CONNECT was read.
     c = Client(broker)
     got = c.feed(
-        f"CONNECT\naccept-version:{version}\nlogin:guest\npasscode:guest\n\n\x00".encode()
+        f"{command}\naccept-version:{version}\nlogin:guest\npasscode:guest\n\n\x00".encode()
         + b"SUBSCRIBE\nid:s\ndestination:/queue/esc\nreceipt:r\n\n\x00"
         + b"SEND\ndestination:/queue/esc\nurl:a\\cb\\nc\\\\d\npad: x \n\nbody\x00"
     )

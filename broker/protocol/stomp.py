@@ -4,7 +4,7 @@ A frame is a command line, header lines ``name:value``, an empty line, a body an
 NUL byte.  What differs by version (https://stomp.github.io):
 
 - header escaping: none in 1.0; ``\\n`` ``\\c`` ``\\\\`` in 1.1; 1.2 adds ``\\r``.
-  CONNECT and CONNECTED are never escaped (the version is not agreed yet);
+  CONNECT (STOMP) and CONNECTED are never escaped (the version is not agreed yet);
 - spaces round a header's name and value: trimmed in 1.0 only (1.1, 1.2: "MUST never
   trim"), a CONNECT's when it offers 1.0 alone;
 - line ends: 1.2 allows CRLF.  The reader takes CRLF in every version (a client that
@@ -55,7 +55,8 @@ CLIENT_COMMANDS = frozenset(
     }
 )
 SERVER_COMMANDS = frozenset({"CONNECTED", "MESSAGE", "RECEIPT", "ERROR"})
-_UNESCAPED = frozenset({"CONNECT", "CONNECTED"})
+# STOMP is CONNECT by another name (1.2: "handled in the same manner"), unescaped too.
+_UNESCAPED = frozenset({"CONNECT", "STOMP", "CONNECTED"})
 # The end of a frame's headers: an empty line, LF or CRLF either side.
 _EMPTY_LINE = re.compile(rb"\r?\n\r?\n")
 
