@@ -1,6 +1,7 @@
 """The STOMP engine's shared part: state, input, output, the JMQ engine underneath (each
 frame becomes JMQ requests, each JMQ reply, delivery or GOODBYE becomes frames), CONNECT
-and the login, heart-beats, and deliveries.  stomp.py says how the parts fit."""
+and the login (agreeing heart-beats: stomp_beats.py keeps them), and deliveries.
+stomp.py says how the parts fit."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ from broker.security.digest import md5str
 
 from .effects import NO_EFFECTS, CancelTimer, Close, Effect, Effects, Outbox, StartTimer
 from .messages import SEND_REPLY_OK
+from .stomp_beats import StompHeartBeats
 from .stomp_link import StompLink
 from .stomp_mapping import (
     MappingError,
@@ -112,7 +114,7 @@ Reply = Callable[[Packet], None]
 FRAME_HANDLERS: dict[str, Callable[[Any, Frame], None]] = {}
 
 
-class StompEngineBase(Outbox):
+class StompEngineBase(StompHeartBeats, Outbox):
     """State, input, output, the JMQ engine underneath, CONNECT, heart-beats and
     deliveries; the frame rules (stomp_frames.py) add the rest."""
 
@@ -617,37 +619,6 @@ class StompEngineBase(Outbox):
             self._effect(StartTimer("stomp-hb-out", self.hb_out / 2000, self._beat_out))
         if self.hb_in:
             self._effect(StartTimer("stomp-hb-in", self.hb_in / 4000, self._check_in))
-
-    # -- heart-beats -------------------------------------------------------------------
-
-    def _beat_out(self) -> Effects:
-        # Every half interval: an end-of-line when nothing was written since the last
-        # look, so the longest silence is one interval ("MUST send new data at least
-        # every <n> milliseconds"), wherever in a half the last frame went out; once an
-        # interval, a frame written just after a look left two without data.
-        if self.state is CONNECTED:
-            if self._wrote:
-                self._wrote = False
-            else:
-                # Counted as written (write() says so): the next look, half an
-                # interval on, writes none, so an idle connection beats once an interval.
-                self.write(b"\n")
-            self._effect(StartTimer("stomp-hb-out", self.hb_out / 2000, self._beat_out))
-        return self.take_effects()
-
-    def _check_in(self) -> Effects:
-        if self.state is CONNECTED:
-            silent = (time.monotonic() - self.last_read) * 1000
-            # Dropped once silent for 1.5 intervals, checked every quarter: within twice.
-            if silent > self.hb_in * 1.5:
-                self._fatal(
-                    f"no heart-beat or frame for {silent / 1000:.1f} s "
-                    f"(the client promised one every {self.hb_in / 1000:g} s)",
-                    None,
-                )
-            else:
-                self._effect(StartTimer("stomp-hb-in", self.hb_in / 4000, self._check_in))
-        return self.take_effects()
 
     def _answered(self, cb: Reply | Frame, pkt: Packet) -> None:
         if type(cb) is Frame:
