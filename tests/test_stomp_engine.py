@@ -348,6 +348,26 @@ def test_nack_in_a_transaction_takes_effect_at_commit_and_is_undone_by_abort(bro
     assert got[1].body == b"n" and got[1].get("redelivered") == "true"
 
 
+def test_a_nack_in_a_transaction_of_a_subscription_ended_before_the_commit(broker):
+    # UNSUBSCRIBE gives the message back (to the next subscriber); the COMMIT after it
+    # gives nothing back a second time.
+    c = Client(broker)
+    c.connect("1.2")
+    c.frame("SUBSCRIBE", ("id", "s"), ("destination", "/queue/ntx2"), ("ack", "client-individual"))
+    (m,) = c.frame("SEND", ("destination", "/queue/ntx2"), body=b"once")
+    c.frame("BEGIN", ("transaction", "t"))
+    c.frame("NACK", ("id", m.get("ack")), ("transaction", "t"))
+    c.frame("UNSUBSCRIBE", ("id", "s"))
+    (r,) = c.frame("COMMIT", ("transaction", "t"), ("receipt", "c"))
+    assert r.command == "RECEIPT"
+    d = Client(broker)
+    d.connect("1.2")
+    got = d.frame("SUBSCRIBE", ("id", "t"), ("destination", "/queue/ntx2"), ("receipt", "s"))
+    assert [(f.command, f.body) for f in got] == [("RECEIPT", b""), ("MESSAGE", b"once")]
+    (r,) = d.frame("BEGIN", ("transaction", "x"), ("receipt", "b"))  # a round trip
+    assert r.command == "RECEIPT"
+
+
 def test_an_ack_in_an_unknown_transaction_is_refused_and_the_message_still_ackable(broker):
     c = Client(broker)
     c.connect("1.2")

@@ -423,7 +423,9 @@ class StompFrameRules(StompEngineBase):
             reply(pkt)  # the receipt, then the messages the NACKs give back
             if pkt.properties.get(JMQ_STATUS) == Status.OK:
                 for sub, taken in nacks:
-                    self._redeliver(sub, taken)
+                    # Unsubscribed since: its unacked messages went back with it.
+                    if self.subs.get(sub.id) is sub:
+                        self._redeliver(sub, taken)
             else:
                 self._nacks_undone(nacks)
 
