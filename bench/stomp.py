@@ -4,7 +4,8 @@ Brokers: ours (the STOMP listener), the stock OpenMQ 6.9 broker's STOMP bridge
 (third_party/openmq/realbroker), ActiveMQ's STOMP connector when Debian's ``activemq``
 is installed (bench/jms.py's private instance with a stomp:// connector), and RabbitMQ's
 STOMP plugin when Debian's ``rabbitmq-server`` is (a private node, see start_rabbitmq);
-all on 127.0.0.1. Every connection speaks STOMP 1.0, the one version the stock bridge knows.
+all on 127.0.0.1. Every connection speaks STOMP 1.0, which every one of them knows (the stock
+bridge speaks 1.0 and 1.2, not 1.1, and has no NACK).
 
 Workloads, 1 KB bodies:
 

@@ -23,6 +23,34 @@ def test_connect_frame_unescaped_in_any_version():
     assert f.get("accept-version") == "1.0,1.1,1.2"
 
 
+def test_a_servers_reader_stops_after_connect_until_the_version_is_set():
+    # What a client writes with its CONNECT is read in the version CONNECT agrees.
+    r = FrameReader("1.0", hold_after_connect=True)
+    data = b"CONNECT\naccept-version:1.2\n\n\x00\nSEND\ndestination:/queue/a\nx:a\\cb\n\nhi\x00"
+    (f,) = r.feed(data)
+    assert f.command == "CONNECT" and r.buffered > 0
+    r.version = "1.2"
+    (s,) = r.feed(b"")
+    assert (s.command, s.get("x"), s.body) == ("SEND", "a:b", b"hi")
+    # Once only: later frames (a second CONNECT among them) are all read at once.
+    got = r.feed(b"CONNECT\n\n\x00SEND\ndestination:/queue/a\n\nx\x00")
+    assert [g.command for g in got] == ["CONNECT", "SEND"]
+
+
+def test_connect_trimmed_only_when_it_offers_1_0_alone():
+    # STOMP 1.1 and 1.2 "MUST never trim or pad headers with spaces": a 1.1+ CONNECT's
+    # values (a passcode ending in a space) are kept as written; a 1.0 CONNECT's trimmed.
+    (f,) = read(b"CONNECT\naccept-version:1.0,1.2\nlogin:guest\npasscode: p w \n\n\x00")
+    assert (f.get("login"), f.get("passcode")) == ("guest", " p w ")
+    (f,) = read(b"CONNECT\nlogin: guest\npasscode: p w \n\n\x00", "1.0")
+    assert (f.get("login"), f.get("passcode")) == ("guest", "p w")
+    (f,) = read(b"CONNECTED\nversion:1.2\nsession: s \n\n\x00")
+    assert f.get("session") == " s "
+    # STOMP is CONNECT by another name: never unescaped, trimmed as CONNECT is.
+    (f,) = read(b"STOMP\naccept-version:1.2\nhost:a\\cb\npasscode: p \n\n\x00")
+    assert (f.get("host"), f.get("passcode")) == ("a\\cb", " p ")
+
+
 def test_send_with_content_length_holds_nul_bytes():
     body = b"a\x00b\x00\xff"
     data = b"SEND\ndestination:/queue/a\ncontent-length:5\n\n" + body + b"\x00"

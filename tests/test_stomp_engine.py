@@ -136,6 +136,15 @@ def test_version_negotiation(broker, offered, agreed):
     assert f.command == "CONNECTED" and f.get("version") == agreed
 
 
+def test_a_1_2_connects_values_are_not_trimmed(broker):
+    c = Client(broker)
+    (f,) = c.feed(
+        b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\nclient-id: cid \n\n\x00"
+    )
+    assert f.command == "CONNECTED"
+    assert c.e.inner.client_id == " cid "
+
+
 def test_unsupported_version(broker):
     c = Client(broker)
     (err,) = c.feed(b"CONNECT\naccept-version:2.0\n\n\x00")
@@ -154,6 +163,35 @@ def test_heart_beats_negotiated_both_ways(broker):
     c.e._wrote = False
     c.run(c.timers.pop("stomp-hb-out").callback())
     assert c.e.data_to_send() == [b"\n"]
+
+
+def test_heart_beats_out_leave_no_gap_longer_than_the_interval(broker):
+    # "The sender MUST send new data at least every <n> milliseconds": a frame written
+    # just after one look at the clock and nothing after it must not leave the client
+    # waiting two intervals (stomp.py gives up after one and a half).
+    c = Client(broker, StompSettings(heartbeat_send=2000, heartbeat_receive=0))
+    c.connect("1.2", **{"heart-beat": "0,2000"})
+    assert c.e.hb_out == 2000
+    tick = c.timers.pop("stomp-hb-out")
+    c.run(tick.callback())  # the CONNECTED frame was written since the start: no beat
+    assert c.e.data_to_send() == []
+    (r,) = c.frame("BEGIN", ("transaction", "t"), ("receipt", "r"))  # data written now
+    assert r.command == "RECEIPT"
+    looks = 0
+    while True:
+        tick = c.timers.pop("stomp-hb-out")
+        looks += 1
+        c.run(tick.callback())
+        if c.e.data_to_send() == [b"\n"]:
+            break
+    # The beat came within one interval of the RECEIPT, whenever in its tick that was.
+    assert looks * tick.delay <= c.e.hb_out / 1000
+    # Idle, it beats once an interval, not at every look.
+    beats = []
+    for _ in range(4):
+        c.run(c.timers.pop("stomp-hb-out").callback())
+        beats.append(list(c.e.data_to_send()))  # a copy: the empty one is reused
+    assert beats == [[], [b"\n"], [], [b"\n"]]
 
 
 def test_send_subscribe_message_and_receipt(broker):
@@ -217,7 +255,9 @@ def test_ack_of_a_message_acknowledged_already_is_an_error(broker):
     assert r.command == "RECEIPT" and r.get("receipt-id") == "a1"
     (err,) = c.frame("ACK", ("id", m.get("ack")), ("receipt", "a2"))
     assert err.command == "ERROR" and err.get("receipt-id") == "a2"
-    assert "not waiting for one" in (err.get("message") or "")
+    # Said with the id as the client sent it (the MESSAGE's ack header).
+    assert f"id {m.get('ack')!r}" in (err.get("message") or "")
+    assert "names no message waiting for one" in (err.get("message") or "")
     assert c.e.state is CONNECTED  # a refused ACK, not a broken connection
 
 
@@ -286,6 +326,61 @@ def test_transaction_commit_and_abort(broker):
     assert err.command == "ERROR" and "not begun" in (err.get("message") or "")
 
 
+def test_nack_in_a_transaction_takes_effect_at_commit_and_is_undone_by_abort(broker):
+    # NACK takes ACK's transaction header (STOMP 1.1, 1.2): the message goes back only
+    # when the transaction commits; an ABORT leaves it the client's to ACK or NACK.
+    c = Client(broker)
+    c.connect("1.2")
+    c.frame("SUBSCRIBE", ("id", "s"), ("destination", "/queue/ntx"), ("ack", "client-individual"))
+    (m,) = c.frame("SEND", ("destination", "/queue/ntx"), body=b"n")
+    (err,) = c.frame("NACK", ("id", m.get("ack")), ("transaction", "nope"))
+    assert err.command == "ERROR" and "not begun" in (err.get("message") or "")
+    c.frame("BEGIN", ("transaction", "t1"))
+    (r,) = c.frame("NACK", ("id", m.get("ack")), ("transaction", "t1"), ("receipt", "n1"))
+    assert r.command == "RECEIPT"  # and nothing redelivered before the COMMIT
+    (r,) = c.frame("ABORT", ("transaction", "t1"), ("receipt", "a1"))
+    assert r.command == "RECEIPT"
+    # Still waiting for its acknowledgement: NACKed again, in a transaction committed.
+    c.frame("BEGIN", ("transaction", "t2"))
+    assert c.frame("NACK", ("id", m.get("ack")), ("transaction", "t2")) == []
+    got = c.frame("COMMIT", ("transaction", "t2"), ("receipt", "c2"))
+    assert [f.command for f in got] == ["RECEIPT", "MESSAGE"], got
+    assert got[1].body == b"n" and got[1].get("redelivered") == "true"
+
+
+def test_a_nack_in_a_transaction_of_a_subscription_ended_before_the_commit(broker):
+    # UNSUBSCRIBE gives the message back (to the next subscriber); the COMMIT after it
+    # gives nothing back a second time.
+    c = Client(broker)
+    c.connect("1.2")
+    c.frame("SUBSCRIBE", ("id", "s"), ("destination", "/queue/ntx2"), ("ack", "client-individual"))
+    (m,) = c.frame("SEND", ("destination", "/queue/ntx2"), body=b"once")
+    c.frame("BEGIN", ("transaction", "t"))
+    c.frame("NACK", ("id", m.get("ack")), ("transaction", "t"))
+    c.frame("UNSUBSCRIBE", ("id", "s"))
+    (r,) = c.frame("COMMIT", ("transaction", "t"), ("receipt", "c"))
+    assert r.command == "RECEIPT"
+    d = Client(broker)
+    d.connect("1.2")
+    got = d.frame("SUBSCRIBE", ("id", "t"), ("destination", "/queue/ntx2"), ("receipt", "s"))
+    assert [(f.command, f.body) for f in got] == [("RECEIPT", b""), ("MESSAGE", b"once")]
+    (r,) = d.frame("BEGIN", ("transaction", "x"), ("receipt", "b"))  # a round trip
+    assert r.command == "RECEIPT"
+
+
+def test_an_ack_in_an_unknown_transaction_is_refused_and_the_message_still_ackable(broker):
+    c = Client(broker)
+    c.connect("1.2")
+    c.frame("SUBSCRIBE", ("id", "s"), ("destination", "/queue/atx"), ("ack", "client"))
+    (m,) = c.frame("SEND", ("destination", "/queue/atx"), body=b"a")
+    (err,) = c.frame("ACK", ("id", m.get("ack")), ("transaction", "nope"), ("receipt", "k"))
+    assert err.command == "ERROR" and "not begun" in (err.get("message") or "")
+    assert err.get("receipt-id") == "k"
+    # The refused ACK took nothing: the message is acknowledged by the next one.
+    (r,) = c.frame("ACK", ("id", m.get("ack")), ("receipt", "k2"))
+    assert r.command == "RECEIPT" and r.get("receipt-id") == "k2"
+
+
 def test_bad_destination_and_header_values_are_errors(broker):
     c = Client(broker)
     c.connect("1.2")
@@ -308,6 +403,48 @@ def test_frames_sent_with_connect_wait_for_the_login(broker):
     )
     assert [f.command for f in got] == ["CONNECTED", "RECEIPT", "MESSAGE"]
     assert got[2].body == b"first"
+
+
+@pytest.mark.parametrize("command", ["CONNECT", "STOMP"])
+@pytest.mark.parametrize("version", ["1.1", "1.2"])
+def test_frames_sent_with_connect_are_read_in_the_version_it_agrees(broker, version, command):
+    # One write of CONNECT (or STOMP, the same) and the frames after it (a hand-written
+    # client, `nc`): those are 1.1/1.2 frames, with that version's escapes and no
+    # trimming of values, not the 1.0 the connection had before CONNECT was read.
+    c = Client(broker)
+    got = c.feed(
+        f"{command}\naccept-version:{version}\nlogin:guest\npasscode:guest\n\n\x00".encode()
+        + b"SUBSCRIBE\nid:s\ndestination:/queue/esc\nreceipt:r\n\n\x00"
+        + b"SEND\ndestination:/queue/esc\nurl:a\\cb\\nc\\\\d\npad: x \n\nbody\x00"
+    )
+    assert [f.command for f in got] == ["CONNECTED", "RECEIPT", "MESSAGE"], got
+    m = got[2]
+    assert m.get("url") == "a:b\nc\\d"
+    assert m.get("pad") == " x "
+
+
+def test_an_undefined_escape_sent_with_connect_is_fatal(broker):
+    c = Client(broker)
+    got = c.feed(
+        b"CONNECT\naccept-version:1.2\nlogin:guest\npasscode:guest\n\n\x00"
+        b"SEND\ndestination:/queue/tab\nx:a\\tb\nreceipt:r\n\n\x00"
+    )
+    assert [f.command for f in got] == ["ERROR"], got
+    assert "undefined escape" in (got[0].get("message") or "")
+    assert c.closed
+
+
+def test_a_body_without_content_length_that_is_not_utf8_is_kept_as_bytes(broker):
+    # STOMP's body is bytes with or without content-length: such a SEND is taken (was
+    # refused) and its bytes reach the subscriber as they were sent.
+    c = Client(broker)
+    c.connect("1.2")
+    c.frame("SUBSCRIBE", ("id", "s"), ("destination", "/queue/bin"))
+    got = c.feed(b"SEND\ndestination:/queue/bin\nreceipt:r\n\n\xff\xfe\x80abc\x00")
+    cmds = {f.command: f for f in got}
+    assert set(cmds) == {"RECEIPT", "MESSAGE"}, got
+    m = cmds["MESSAGE"]
+    assert m.body == b"\xff\xfe\x80abc" and m.get("content-length") == "6"
 
 
 def test_a_subscriber_that_does_not_read_gets_no_more_than_its_credit(broker):

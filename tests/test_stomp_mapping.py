@@ -77,8 +77,11 @@ def test_content_length_makes_a_bytes_message():
     )
     assert data.type == PacketType.BYTES_MESSAGE and not data.flags & FLAG_P
     assert data.properties == {"x-y": "z"}
-    with pytest.raises(MappingError, match="UTF-8"):
-        send_message([], b"\xff", d, None, 0, 1, 1)
+    # A body without content-length that is not UTF-8: a BytesMessage, its bytes kept
+    # (STOMP's body is bytes; a TextMessage cannot hold them).
+    raw = send_message([("destination", "/queue/a")], b"\xff\xfe\x80", d, None, 0, 1, 1).raw
+    binary = Packet(raw)
+    assert binary.type == PacketType.BYTES_MESSAGE and binary.body == b"\xff\xfe\x80"
 
 
 @pytest.mark.parametrize(

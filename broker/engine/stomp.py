@@ -15,8 +15,8 @@ acknowledgements, and a delivery is rendered from the router's message.
 Layout:
 
 - stomp_states.py   StompState / StompEvent, the transition table, per-state frame rules
-- stomp_base.py     state, input, output, the JMQ engine underneath, CONNECT, heart-beats,
-                    deliveries
+- stomp_base.py     state, input, output, the JMQ engine underneath, CONNECT, deliveries
+- stomp_beats.py    heart-beats once agreed (a base of stomp_base's class)
 - stomp_frames.py   SEND, SUBSCRIBE, UNSUBSCRIBE, ACK, NACK, BEGIN, COMMIT, ABORT, DISCONNECT
 - stomp_mapping.py  STOMP frames <-> JMQ message packets, as OpenMQ's bridge maps them
 - stomp_link.py     the JMQ engine underneath, whose deliveries the router hands over as

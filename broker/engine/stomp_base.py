@@ -1,6 +1,7 @@
 """The STOMP engine's shared part: state, input, output, the JMQ engine underneath (each
 frame becomes JMQ requests, each JMQ reply, delivery or GOODBYE becomes frames), CONNECT
-and the login, heart-beats, and deliveries.  stomp.py says how the parts fit."""
+and the login (agreeing heart-beats: stomp_beats.py keeps them), and deliveries.
+stomp.py says how the parts fit."""
 
 from __future__ import annotations
 
@@ -40,6 +41,7 @@ from broker.security.digest import md5str
 
 from .effects import NO_EFFECTS, CancelTimer, Close, Effect, Effects, Outbox, StartTimer
 from .messages import SEND_REPLY_OK
+from .stomp_beats import StompHeartBeats
 from .stomp_link import StompLink
 from .stomp_mapping import (
     MappingError,
@@ -112,7 +114,7 @@ Reply = Callable[[Packet], None]
 FRAME_HANDLERS: dict[str, Callable[[Any, Frame], None]] = {}
 
 
-class StompEngineBase(Outbox):
+class StompEngineBase(StompHeartBeats, Outbox):
     """State, input, output, the JMQ engine underneath, CONNECT, heart-beats and
     deliveries; the frame rules (stomp_frames.py) add the rest."""
 
@@ -140,6 +142,7 @@ class StompEngineBase(Outbox):
         "subs",
         "_by_cid",
         "_txns",
+        "_txn_nacks",
         "_temps",
         "_dests",
         "_shapes",
@@ -181,6 +184,7 @@ class StompEngineBase(Outbox):
             max_frame=s.max_frame,
             max_headers=s.max_headers,
             max_header_line=s.max_header_line,
+            hold_after_connect=True,  # what comes with CONNECT is read in its version
         )
         Outbox.__init__(self)  # the write batch and effects the driver takes
         self._backlog: list[Frame] = []
@@ -197,6 +201,8 @@ class StompEngineBase(Outbox):
         self.subs: dict[str, Subscription] = {}
         self._by_cid: dict[int, Subscription] = {}
         self._txns: dict[str, int] = {}
+        # Transaction -> the NACKs made in it, done at its COMMIT (None: none yet).
+        self._txn_nacks: dict[str, list[tuple[Subscription, list[tuple[str, bytes]]]]] | None = None
         self._temps: set[str] = set()
         self._dests: dict[str, StompDest] = {}  # destination header -> its parse
         self._shapes: dict[tuple[tuple[str, str], ...], SendShape] = {}  # on_send
@@ -523,6 +529,12 @@ class StompEngineBase(Outbox):
         self._login = (login, f.get("passcode") or "") if login is not None else ("guest", "guest")
         self._connect = f
         self._to(StompEvent.CONNECT)
+        # The frames that came in the same read as CONNECT, which the reader kept
+        # unread: read now in the version agreed (their escapes), held until the login.
+        held = self.reader.feed(b"")
+        if held:
+            self.metrics.packets_in += len(held)
+            self._backlog.extend(held)
         self._request(
             PacketType.HELLO,
             {
@@ -604,33 +616,9 @@ class StompEngineBase(Outbox):
         self._connect = None
         self._login = ("", "")
         if self.hb_out:
-            self._effect(StartTimer("stomp-hb-out", self.hb_out / 1000, self._beat_out))
+            self._effect(StartTimer("stomp-hb-out", self.hb_out / 2000, self._beat_out))
         if self.hb_in:
             self._effect(StartTimer("stomp-hb-in", self.hb_in / 4000, self._check_in))
-
-    # -- heart-beats -------------------------------------------------------------------
-
-    def _beat_out(self) -> Effects:
-        if self.state is CONNECTED:
-            if not self._wrote:
-                self.write(b"\n")
-            self._wrote = False
-            self._effect(StartTimer("stomp-hb-out", self.hb_out / 1000, self._beat_out))
-        return self.take_effects()
-
-    def _check_in(self) -> Effects:
-        if self.state is CONNECTED:
-            silent = (time.monotonic() - self.last_read) * 1000
-            # Dropped once silent for 1.5 intervals, checked every quarter: within twice.
-            if silent > self.hb_in * 1.5:
-                self._fatal(
-                    f"no heart-beat or frame for {silent / 1000:.1f} s "
-                    f"(the client promised one every {self.hb_in / 1000:g} s)",
-                    None,
-                )
-            else:
-                self._effect(StartTimer("stomp-hb-in", self.hb_in / 4000, self._check_in))
-        return self.take_effects()
 
     def _answered(self, cb: Reply | Frame, pkt: Packet) -> None:
         if type(cb) is Frame:

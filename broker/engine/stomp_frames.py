@@ -287,7 +287,9 @@ class StompFrameRules(StompEngineBase):
             else:
                 sub = next((s for s in self.subs.values() if msg_id in s.unacked), None)
         if sub is None or msg_id not in sub.unacked:
-            raise MappingError(f"{f.command} of message {msg_id!r}, which is not waiting for one")
+            # 1.2 names the message by the MESSAGE's ack header: said back as it came.
+            what = f"id {f.get('id')!r}" if self.version == "1.2" else f"message {msg_id!r}"
+            raise MappingError(f"{f.command} of {what}, which names no message waiting for one")
         if sub.ack == "client":
             taken = []
             for mid, key in sub.unacked.items():
@@ -301,14 +303,16 @@ class StompFrameRules(StompEngineBase):
         return sub, taken
 
     def on_ack(self, f: Frame) -> None:
-        sub, taken = self._acked(f)
         tname = f.get("transaction")
         if tname is None:
+            sub, taken = self._acked(f)
             self._ack_now(f, sub, taken)
             return
+        # Refused before the messages are taken (_acked): they stay the client's to ack.
         txn = self._txns.get(tname)
         if not txn:
             raise MappingError(f"ACK in transaction {tname!r}, which is not begun")
+        sub, taken = self._acked(f)
         body = b"".join(_ACK_BLOCK.pack(sub.cid, key) for _, key in taken)
         self._request(
             PacketType.ACKNOWLEDGE,
@@ -343,11 +347,35 @@ class StompFrameRules(StompEngineBase):
     def on_nack(self, f: Frame) -> None:
         if self.version == "1.0":
             raise ProtocolError("NACK is not a STOMP 1.0 frame")
+        tname = f.get("transaction")
+        if tname is not None and not self._txns.get(tname):
+            raise MappingError(f"NACK in transaction {tname!r}, which is not begun")
         sub, taken = self._acked(f)
-        body = b"".join(_ACK_BLOCK.pack(sub.cid, key) for _, key in taken)
-        # Back to the destination, marked redelivered (and counted towards the DMQ).
-        self._request(PacketType.REDELIVER, {JMQ_SET_REDELIVERED: True}, body=body)
+        if tname is not None:
+            # Part of the transaction (as an ACK can be): done when it commits.
+            nacks = self._txn_nacks
+            if nacks is None:
+                nacks = self._txn_nacks = {}
+            nacks.setdefault(tname, []).append((sub, taken))
+        else:
+            self._redeliver(sub, taken)
         self._receipt(f)
+
+    def _redeliver(self, sub: Subscription, taken: list[tuple[str, bytes]]) -> None:
+        """NACKed messages back to the destination, marked redelivered (and counted
+        towards the DMQ)."""
+        body = b"".join(_ACK_BLOCK.pack(sub.cid, key) for _, key in taken)
+        self._request(PacketType.REDELIVER, {JMQ_SET_REDELIVERED: True}, body=body)
+
+    def _nacks_undone(self, nacks: list[tuple[Subscription, list[tuple[str, bytes]]]]) -> None:
+        """A transaction's NACKs undone (ABORT, a COMMIT refused): the messages wait
+        for the client's ACK or NACK again, in the order they were delivered in."""
+        for sub, taken in nacks:
+            if self.subs.get(sub.id) is not sub:
+                continue  # unsubscribed since: its messages went back then
+            for mid, key in reversed(taken):
+                sub.unacked[mid] = key
+                sub.unacked.move_to_end(mid, last=False)
 
     def on_begin(self, f: Frame) -> None:
         name = f.get("transaction")
@@ -377,10 +405,31 @@ class StompFrameRules(StompEngineBase):
         if tid is None:
             raise MappingError(f"{what} of transaction {name!r}, which is not begun")
         props: dict[str, object] = {JMQ_TRANSACTION_ID: JLong(tid)}
+        nacks = self._txn_nacks.pop(name, None) if self._txn_nacks else None
         if ptype == PacketType.ROLLBACK_TRANSACTION:
-            # What was acked in it comes again, marked redelivered.
+            # What was acked in it comes again, marked redelivered; what was NACKed in
+            # it is the client's again.
             props[JMQ_REDELIVER] = True
-        self._request(ptype, props, self._status_reply(f, f"{what} {name}"))
+            if nacks:
+                self._nacks_undone(nacks)
+            self._request(ptype, props, self._status_reply(f, f"{what} {name}"))
+            return
+        if not nacks:
+            self._request(ptype, props, self._status_reply(f, f"{what} {name}"))
+            return
+        reply = self._status_reply(f, f"{what} {name}")
+
+        def committed(pkt: Packet) -> None:
+            reply(pkt)  # the receipt, then the messages the NACKs give back
+            if pkt.properties.get(JMQ_STATUS) == Status.OK:
+                for sub, taken in nacks:
+                    # Unsubscribed since: its unacked messages went back with it.
+                    if self.subs.get(sub.id) is sub:
+                        self._redeliver(sub, taken)
+            else:
+                self._nacks_undone(nacks)
+
+        self._request(ptype, props, committed)
 
     def on_commit(self, f: Frame) -> None:
         self._end(f, PacketType.COMMIT_TRANSACTION, "COMMIT")

@@ -5,7 +5,8 @@ Checked against the stock bridge (OpenMQ 6.9, ``imq.bridge.activelist=stomp``):
 - ``/queue/NAME`` and ``/topic/NAME`` are the queue and topic NAME; ``/temp-queue/X``
   and ``/temp-topic/X`` a temporary destination of the connection (or, when X is a
   ``temporary_destination://`` name, that one);
-- a SEND with ``content-length`` is a BytesMessage, without it a TextMessage;
+- a SEND with ``content-length`` is a BytesMessage, without it a TextMessage (but a
+  BytesMessage when its body is not UTF-8: ours, the bytes kept);
 - ``persistent`` (default true, as a JMS producer's), ``priority`` (default 4),
   ``correlation-id``, ``reply-to``, ``type`` and ``expires`` are the JMS headers; every
   other header a String property;
@@ -273,13 +274,15 @@ class SendShape:
         flags: int,
     ) -> Message:
         """The message of a SEND with these headers (send_message says the rest)."""
+        ptype = self.ptype
         if self.text:
             try:
                 body.decode("utf-8")
             except UnicodeDecodeError:
-                raise MappingError(
-                    "a body without content-length is a text message and must be UTF-8"
-                ) from None
+                # STOMP's body is bytes whether or not content-length is given: one
+                # that is not text is a BytesMessage, its bytes kept (the stock bridge
+                # makes U+FFFD of them, a loss; ActiveMQ a TextMessage no JMS client reads).
+                ptype = _BYTES_MESSAGE
         flags |= self.flags
         if txn_id:
             fields = self.fields.copy()
@@ -292,7 +295,7 @@ class SendShape:
         timestamp = int(_time() * 1000)  # packet.now_ms, without the call
         prop_offset = HEADER_SIZE + len(vh)
         head = pack_header(
-            self.ptype,
+            ptype,
             prop_offset + len(pr) + len(body),
             expiration,
             timestamp,
@@ -308,7 +311,7 @@ class SendShape:
         return Message.sent(
             b"".join((head, vh, pr, body)),
             _DC_OFFSET,
-            self.ptype,
+            ptype,
             flags,
             priority,
             expiration,

@@ -4,7 +4,9 @@ A frame is a command line, header lines ``name:value``, an empty line, a body an
 NUL byte.  What differs by version (https://stomp.github.io):
 
 - header escaping: none in 1.0; ``\\n`` ``\\c`` ``\\\\`` in 1.1; 1.2 adds ``\\r``.
-  CONNECT and CONNECTED are never escaped (the version is not agreed yet);
+  CONNECT (STOMP) and CONNECTED are never escaped (the version is not agreed yet);
+- spaces round a header's name and value: trimmed in 1.0 only (1.1, 1.2: "MUST never
+  trim"), a CONNECT's when it offers 1.0 alone;
 - line ends: 1.2 allows CRLF.  The reader takes CRLF in every version (a client that
   sends it gains nothing from a refusal), the writer writes LF;
 - a repeated header: the first occurrence counts (1.2 says so; 1.0/1.1 say nothing).
@@ -53,7 +55,8 @@ CLIENT_COMMANDS = frozenset(
     }
 )
 SERVER_COMMANDS = frozenset({"CONNECTED", "MESSAGE", "RECEIPT", "ERROR"})
-_UNESCAPED = frozenset({"CONNECT", "CONNECTED"})
+# STOMP is CONNECT by another name (1.2: "handled in the same manner"), unescaped too.
+_UNESCAPED = frozenset({"CONNECT", "STOMP", "CONNECTED"})
 # The end of a frame's headers: an empty line, LF or CRLF either side.
 _EMPTY_LINE = re.compile(rb"\r?\n\r?\n")
 
@@ -212,6 +215,7 @@ class FrameReader:
         "_body_len",
         "_scanned",
         "_known",
+        "_hold_after_connect",
     )
 
     def __init__(
@@ -221,8 +225,15 @@ class FrameReader:
         max_frame: int = DEFAULT_MAX_FRAME,
         max_headers: int = DEFAULT_MAX_HEADERS,
         max_header_line: int = DEFAULT_MAX_HEADER_LINE,
+        hold_after_connect: bool = False,
     ) -> None:
         self.version = version
+        # A server's reader: the frames a client sends with its CONNECT (one write of
+        # CONNECT and SUBSCRIBE, say) are read in the version CONNECT agrees, not in the
+        # 1.0 of the reader before it; so feed() returns at the first CONNECT or STOMP
+        # and leaves the rest buffered until the next feed (the caller, having set
+        # ``version``, calls ``feed(b"")``).  Once only: a second CONNECT is refused.
+        self._hold_after_connect = hold_after_connect
         self.max_frame = max_frame
         self.max_headers = max_headers
         self.max_header_line = max_header_line
@@ -251,6 +262,7 @@ class FrameReader:
         # The frame being read, in locals (written back once, in ``finally``).
         head, head_len, body_len = self._head, self._head_len, self._body_len
         max_frame = self.max_frame
+        hold = self._hold_after_connect
         try:
             while True:
                 if head is None:
@@ -308,6 +320,10 @@ class FrameReader:
                     self._scanned = 0
                 frames.append(Frame(head[0], head[1], bytes(buf[start:end])))
                 pos = end + 1
+                if hold and head[0] in _UNESCAPED:
+                    self._hold_after_connect = False
+                    head = None
+                    return frames
                 head = None
         finally:
             self._head, self._head_len, self._body_len = head, head_len, body_len
@@ -368,7 +384,15 @@ class FrameReader:
             raise StompError(f"unknown command {command[:40]!r}")
         if len(lines) - 1 > self.max_headers:
             raise StompError(f"more than {self.max_headers} headers")
-        version = "1.0" if command in _UNESCAPED else self.version
+        if command in _UNESCAPED:
+            # Never unescaped; trimmed only in a 1.0 peer's frame (1.1 and 1.2: "MUST
+            # never trim or pad headers with spaces", a passcode's included), which
+            # the frame itself says: the versions it offers (CONNECTED: agrees).
+            version = "1.0"
+            trim = not _speaks_11(lines)
+        else:
+            version = self.version
+            trim = version == "1.0"
         headers: list[tuple[str, str]] = []
         long_lines = len(text) > self.max_header_line
         for line in lines[1:]:
@@ -377,12 +401,23 @@ class FrameReader:
             name, colon, value = line.partition(":")
             if not colon:
                 raise StompError(f"header without a colon: {line[:60]!r}")
-            if version == "1.0":
+            if trim:
                 # 1.0 clients write "name: value"; the 1.0 spec is silent on spaces.
                 name, value = name.strip(), value.strip()
-            elif "\\" in line:  # unescape() only where there is an escape: most lines
+            elif version != "1.0" and "\\" in line:  # unescape() where there is an escape
                 name, value = unescape(name, version), unescape(value, version)
             if not name:
                 raise StompError("header with an empty name")
             headers.append((name, value))
         return command, headers
+
+
+def _speaks_11(lines: list[str]) -> bool:
+    """Whether a CONNECT (or STOMP) offers, or a CONNECTED agrees, STOMP 1.1 or later:
+    its ``accept-version`` (``version``) names one (the first such header counts)."""
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        name = name.strip()
+        if name == "accept-version" or name == "version":
+            return any(v.strip() in ("1.1", "1.2") for v in value.split(","))
+    return False
