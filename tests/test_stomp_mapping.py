@@ -245,6 +245,17 @@ def test_message_frame_without_body_ack_or_reply_to():
 
 
 @pytest.mark.parametrize("version", VERSIONS)
+def test_empty_bytes_message_says_content_length_0(version):
+    """An empty BytesMessage (a SEND with content-length:0) says content-length:0, as the
+    stock bridge and ActiveMQ write it: a client that sends the frame on keeps it bytes.
+    An empty TextMessage says none (nor do they: a SEND without one)."""
+    f = _read(_message(PacketType.BYTES_MESSAGE, body=b""), version)
+    assert f.get("content-length") == "0" and f.body == b""
+    f = _read(_message(PacketType.TEXT_MESSAGE, body=b""), version)
+    assert "content-length" not in f and f.body == b""
+
+
+@pytest.mark.parametrize("version", VERSIONS)
 def test_first_delivery_leaves_out_what_a_missing_header_means(version):
     # The JMS defaults (never expires, priority 4, not persistent, not redelivered, first
     # delivery) are what a missing header means: a topic frame is five lines, not nine.

@@ -349,7 +349,8 @@ def send_message(
 class FrameParts:
     """A message's MESSAGE frame, as bytes ready to join, but for what each subscription
     and delivery says itself (subscription, destination, ack, redelivered,
-    JMSXDeliveryCount).  Headers: content-length (when there is a body), then in the
+    JMSXDeliveryCount).  Headers: content-length (when there is a body, or the message
+    is a BytesMessage), then in the
     stock bridge's order subscription, destination, message-id, ack, reply-to,
     correlation-id, expires (unless 0: never), redelivered, priority (unless the default,
     4), timestamp, type, persistent (``true``, on a persistent message's only),
@@ -435,9 +436,11 @@ class FrameParts:
                 pass
         self.body = body
         # (A property named content-length, which only a JMS client can set, is the one.)
+        # An empty BytesMessage says content-length:0 too (as the stock bridge and
+        # ActiveMQ do): a reader that sends it on keeps it a BytesMessage.
         self.lead = (
             b"MESSAGE\ncontent-length:%d\n" % len(body)
-            if body and not have_length
+            if (body or msg.type == _BYTES_MESSAGE) and not have_length
             else b"MESSAGE\n"
         )
         # A message id is "ID:" and digits, dashes, dots and an IP's colons: escaped in 1.1
