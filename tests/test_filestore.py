@@ -10,7 +10,9 @@ import asyncio
 import os
 import random
 import shutil
+import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -667,11 +669,9 @@ def test_inline_writes_for_a_lone_waiter_and_the_thread_for_many(tmp_path: Path)
     assert len(state.messages) == 20 + 160
 
 
-def test_slow_syncs_move_the_writes_off_the_loop(tmp_path: Path) -> None:
-    import time
-
-    store = FileStore(tmp_path / "fs", sync=True, inline=True)
-    s = Opened(store)
+@contextmanager
+def _slow_datasync(store: FileStore) -> Iterator[None]:
+    """Every data sync of ``store`` 5 ms slower (a busy disk), until the block ends."""
     real = store.files.datasync
 
     def slow(fd: int) -> None:
@@ -679,11 +679,20 @@ def test_slow_syncs_move_the_writes_off_the_loop(tmp_path: Path) -> None:
         real(fd)
 
     store.files.datasync = slow  # type: ignore[method-assign]
-    for i in range(12):
-        s.write(qmsg(i))
+    try:
+        yield
+    finally:
+        store.files.datasync = real  # type: ignore[method-assign]
+
+
+def test_slow_syncs_move_the_writes_off_the_loop(tmp_path: Path) -> None:
+    store = FileStore(tmp_path / "fs", sync=True, inline=True)
+    s = Opened(store)
+    with _slow_datasync(store):
+        for i in range(12):
+            s.write(qmsg(i))
     # The first inline_slow of them were written on the loop, then the thread took over.
     assert store.inline_batches <= Store.inline_slow + 1
-    store.files.datasync = real  # type: ignore[method-assign]
     time.sleep(store.inline_backoff)
     inline = store.inline_batches
     s.write(qmsg(100))
@@ -696,23 +705,14 @@ def test_large_batches_do_not_judge_the_disk(tmp_path: Path) -> None:
     to encode whatever the disk does (a consumer's acknowledgements after a backlog): it
     does not count as a slow sync.  Before, five in a row sent every lone producer's
     writes through the writer thread for a second (two thread switches each)."""
-    import time
-
     # No zero-filling ahead: its jobs hold the files in the writer thread now and then,
     # which sends a batch there whatever the rule says.
     store = FileStore(tmp_path / "fs", sync=True, inline=True, preallocate=False)
     s = Opened(store)
-    real = store.files.datasync
-
-    def slow(fd: int) -> None:
-        time.sleep(0.005)
-        real(fd)
-
-    store.files.datasync = slow  # type: ignore[method-assign]
     big = store.inline_judged_max + 1
-    for i in range(2 * Store.inline_slow):
-        s.write(*[qmsg(1000 * i + j) for j in range(big)])
-    store.files.datasync = real  # type: ignore[method-assign]
+    with _slow_datasync(store):
+        for i in range(2 * Store.inline_slow):
+            s.write(*[qmsg(1000 * i + j) for j in range(big)])
     inline = store.inline_batches
     s.write(qmsg(1))
     assert store.inline_batches == inline + 1  # still on the loop: no back-off began
