@@ -47,7 +47,7 @@ from tests.test_tls import make_keystore
 from .imqcmd_stock import StockImqcmd
 from .imqcmd_stock import missing as imqcmd_missing
 from .jvm import require_java
-from .test_java_tls import keytool
+from .test_java_tls import keytool, stock_key_material
 
 pytestmark = pytest.mark.timeout(900)
 
@@ -482,23 +482,6 @@ def _jvm_trusting(crt: Path) -> tuple[str, ...]:
     )
 
 
-def _stock_keystore(d: Path) -> Path:
-    """The stock broker's keystore (a JKS, alias imq, as its imqkeytool makes) with
-    127.0.0.1 among its names, so that our tool's host name check passes too; the
-    certificate's PEM file."""
-    keytool(
-        "-genkeypair", "-alias", "imq", "-keyalg", "RSA", "-keysize", "2048",
-        "-dname", "CN=localhost", "-ext", "SAN=dns:localhost,ip:127.0.0.1", "-validity", "30",
-        "-keystore", str(d / "keystore"), "-storepass", KEY_PASSWORD, "-keypass", KEY_PASSWORD,
-    )  # fmt: skip
-    crt = d / "keystore.crt"
-    keytool(
-        "-exportcert", "-rfc", "-alias", "imq", "-file", str(crt),
-        "-keystore", str(d / "keystore"), "-storepass", KEY_PASSWORD,
-    )  # fmt: skip
-    return crt
-
-
 @pytest.fixture(scope="module")
 def secure_brokers(
     brokers: Brokers, tmp_path_factory: pytest.TempPathFactory
@@ -506,7 +489,10 @@ def secure_brokers(
     """Both brokers with ssladmin: ours with key material from our imqkeytool -broker,
     the stock one with a keystore from the JDK's keytool."""
     ours_crt = make_keystore(tmp_path_factory.mktemp("ours-keys"))
-    stock_crt = _stock_keystore(tmp_path_factory.mktemp("stock-keys"))
+    # 127.0.0.1 among its names, so that our tool's host name check passes too.
+    stock_crt, _ = stock_key_material(
+        tmp_path_factory.mktemp("stock-keys"), KEY_PASSWORD, san="dns:localhost,ip:127.0.0.1"
+    )
     with ExitStack() as stack:
         found: dict[str, Secure] = {}
         for which, crt, start in (

@@ -54,21 +54,26 @@ def our_key_material(tmp: Path) -> tuple[Path, tuple[str, ...]]:
     return crt, (f"imq.keystore.password={PASSWORD}",)
 
 
-def stock_key_material(tmp: Path) -> tuple[Path, tuple[str, ...]]:
-    """The stock broker's keystore (what its imqkeytool makes: alias imq, RSA)."""
+def stock_key_material(
+    tmp: Path, password: str = PASSWORD, san: str | None = None
+) -> tuple[Path, tuple[str, ...]]:
+    """The stock broker's keystore (what its imqkeytool makes: alias imq, RSA; ``san``
+    adds subject alternative names, e.g. ``dns:localhost,ip:127.0.0.1``): its
+    certificate's PEM file and the broker's properties."""
     d = tmp / "stock-keystore"
     d.mkdir()
+    ext = ("-ext", f"SAN={san}") if san else ()
     keytool(
         "-genkeypair", "-alias", "imq", "-keyalg", "RSA", "-keysize", "2048",
-        "-dname", "CN=localhost", "-validity", "30", "-keystore", str(d / "keystore"),
-        "-storepass", PASSWORD, "-keypass", PASSWORD,
+        "-dname", "CN=localhost", *ext, "-validity", "30", "-keystore", str(d / "keystore"),
+        "-storepass", password, "-keypass", password,
     )  # fmt: skip
     crt = d / "keystore.crt"
     keytool(
         "-exportcert", "-rfc", "-alias", "imq", "-file", str(crt),
-        "-keystore", str(d / "keystore"), "-storepass", PASSWORD,
+        "-keystore", str(d / "keystore"), "-storepass", password,
     )  # fmt: skip
-    return crt, (f"imq.keystore.file.dirpath={d}", f"imq.keystore.password={PASSWORD}")
+    return crt, (f"imq.keystore.file.dirpath={d}", f"imq.keystore.password={password}")
 
 
 def truststore(path: Path, crt: Path) -> Path:
