@@ -369,3 +369,54 @@ def test_imqcmd_lists_the_service_and_its_connections(stomp_b, peers, tmp_path, 
     cxn = run_imqcmd(b, "list", "cxn", "-svn", "stomp", passfile=passfile)
     assert cxn.returncode == 0, cxn.stderr
     assert any("guest" in line.split() for line in cxn.stdout.splitlines()), cxn.stdout
+
+
+def test_a_dynamic_stomp_port_stays_dynamic_through_stop_and_start(tmp_path, stock):
+    """imq.bridge.stomp.tcp.port=0: imqbridgemgr stop and start listen again on the port
+    it had, and imqcmd lists it as dynamic all along (it said static after a start)."""
+    differs_on_stock(
+        stock, "the stomp connection service imqcmd lists is ours (docs/reference/stomp.md)"
+    )
+    import io
+
+    from broker.admintools import bridgemgr
+    from broker.launcher import start_broker
+
+    from .test_imqcmd import run_imqcmd
+
+    (tmp_path / "b").mkdir()
+    b = start_broker(
+        tmp_path / "b",
+        "imq.bridge.enabled=true",
+        "imq.bridge.activelist=stomp",
+        "imq.bridge.stomp.tcp.port=0",
+    )
+    passfile = tmp_path / "passfile"
+    passfile.write_text("imq.imqcmd.password=admin\n")
+
+    def listed() -> list[str]:
+        svc = run_imqcmd(b, "list", "svc", passfile=passfile)
+        assert svc.returncode == 0, svc.stderr
+        return next(line.split() for line in svc.stdout.splitlines() if line.startswith("stomp"))
+
+    def bridge(command: str) -> None:
+        opts = bridgemgr.Options(command, "bridge", host=b.host, port=b.portmapper_port)
+        opts.password, opts.bridge_name, opts.force = "admin", "stomp", True
+        out, err = io.StringIO(), io.StringIO()
+        assert bridgemgr.run(opts, out, err) == 0, (out.getvalue(), err.getvalue())
+
+    try:
+        name, port, kind, state = listed()
+        assert (kind, state) == ("(dynamic)", "RUNNING") and int(port) > 0
+        bridge("stop")
+        assert listed() == ["stomp", port, "(dynamic)", "STOPPED"]
+        bridge("start")
+        assert listed() == ["stomp", port, "(dynamic)", "RUNNING"]
+        p = Peer(int(port), "1.2")
+        q = _q()
+        p.receipt(p.conn.subscribe, q, "s")
+        p.receipt(p.conn.send, q, "after start")
+        assert p.next().body == "after start"
+        p.close()
+    finally:
+        b.stop()

@@ -148,7 +148,7 @@ class PortMapper:
                 # As OpenMQ's broker lists its STOMP bridge's listener.
                 kind = "stomp[TCP]" if svc.ssl_context is None else "stomp[SSL/TLS]"
                 # Its port stays listed while imqbridgemgr has the bridge stopped, as there.
-                port = svc.bound_port or svc.port
+                port = svc.listed_port
                 entries.append(ServiceEntry("stomp[bridge]", kind, "stomp[bridge]", port))
                 continue
             entries.append(ServiceEntry(svc.name, svc.protocol, svc.type, svc.bound_port, extra))

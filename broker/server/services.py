@@ -62,6 +62,9 @@ class Service:
     tunnel: TunnelService | None = None
     # The STOMP service's settings (protocol stomp; server/stomp.py).
     stomp: Any = None
+    # A listener stopped (imqbridgemgr stop) listens on this port when started again:
+    # the one it had, also when ``port`` is 0 (dynamic, which it stays).
+    rebind_port: int = 0
 
     def protocol_factory(self, broker: Broker) -> Callable[[], asyncio.Protocol]:
         """What the listener makes for each accepted socket."""
@@ -83,6 +86,12 @@ class Service:
         if self.server is None or not self.server.sockets:
             return 0
         return self.server.sockets[0].getsockname()[1]
+
+    @property
+    def listed_port(self) -> int:
+        """The port to show: the one listened on, else the one a stopped listener listens
+        on again, else the configured one."""
+        return self.bound_port or self.rebind_port or self.port
 
 
 def configured_services(

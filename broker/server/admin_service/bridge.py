@@ -74,7 +74,7 @@ class BridgeService:
         for svc in self._stomp_services():
             if svc.server is not None:
                 # Listen on the same port when started again, even if it was chosen (0).
-                svc.port = svc.bound_port or svc.port
+                svc.rebind_port = svc.bound_port or svc.port
                 svc.server.close()
                 svc.server = None
             for conn in list(svc.connections):
@@ -87,7 +87,9 @@ class BridgeService:
         listeners opened so far stay, as the stock broker leaves them)."""
         for svc in self._stomp_services():
             if svc.server is None:
-                await self.broker.rebind_service(svc, svc.port)
+                configured = svc.port
+                await self.broker.rebind_service(svc, svc.rebind_port or configured)
+                svc.port = configured  # 0 (dynamic) stays so for imqcmd list svc
         self.stomp_state = ba.STARTED
         log.info("STOMP bridge %s started", STOMP_BRIDGE)
 

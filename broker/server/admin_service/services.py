@@ -69,7 +69,7 @@ def get_services(conn: ConnectionEngine, props: dict) -> Result:
                 nConnections=len(svc.connections),
                 currentThreads=THREADS_PER_CONNECTION * len(svc.connections),
                 dynamicPort=svc.port == 0,
-                port=svc.bound_port or svc.port,
+                port=svc.listed_port,
                 minThreads=config.get_int(f"imq.{svc.name}.min_threads", 4 if admin else 10),
                 maxThreads=config.get_int(f"imq.{svc.name}.max_threads", 10 if admin else 1000),
             )
