@@ -3,12 +3,14 @@ client frame and ack mode in STOMP 1.0, 1.1 and 1.2, transactions, selectors, du
 subscriptions, refusals, and a silent heart-beating client dropped with its unacked
 messages going to another subscriber.
 
-With ``--interop-broker=stock`` (or INTEROP_BROKER=stock) the same tests run against the
-stock OpenMQ broker's STOMP bridge; only what docs/reference/stomp.md lists under "Where
-ours differs from OpenMQ's bridge" is skipped there, each with its reason."""
+Each test runs against ours and against the stock OpenMQ broker's STOMP bridge
+(``--interop-broker=ours`` or ``stock``, or INTEROP_BROKER, runs one of them); only what
+docs/reference/stomp.md lists under "Where ours differs from OpenMQ's bridge" is skipped
+there, each with its reason."""
 
 from __future__ import annotations
 
+import os
 import socket
 import uuid
 from collections.abc import Iterator
@@ -32,9 +34,15 @@ NESTED = "one open transaction a connection (docs/reference/stomp.md)"
 ACKS = "client acknowledges every message delivered, like JMS (docs/reference/stomp.md)"
 
 
-@pytest.fixture(scope="module")
-def stock(request: pytest.FixtureRequest) -> bool:
-    return broker_kind(request.config) == "stock"
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Every test against ours and against the stock bridge (issue 38: the same stomp.py
+    program passes there too), or the one --interop-broker / INTEROP_BROKER names."""
+    if "stock" not in metafunc.fixturenames:
+        return
+    config = metafunc.config
+    named = config.getoption("--interop-broker", default=None) or os.environ.get("INTEROP_BROKER")
+    kinds = [broker_kind(config)] if named else ["ours", "stock"]
+    metafunc.parametrize("stock", [k == "stock" for k in kinds], ids=kinds, scope="module")
 
 
 @pytest.fixture(scope="module")
