@@ -253,12 +253,7 @@ public class HATakeover extends FailoverClient {
                 }
                 ts[0].commit();
             }
-            Set<Integer> missing = new TreeSet<>();
-            for (int n = 0; n < before + after; n++) {
-                missing.add(n);
-            }
-            missing.removeAll(numbers(got));
-            Checks.expect(missing.isEmpty(), "sent but never received: " + missing);
+            expectEveryOneReceived(got, before + after);
             // Consumed in a transaction that was committed: never delivered again.
             Map<Integer, Integer> deliveries = new HashMap<>();
             for (Got g : got) {
@@ -267,25 +262,10 @@ public class HATakeover extends FailoverClient {
             for (int n : committed) {
                 Checks.expectEquals(1, deliveries.get(n), "deliveries of message " + n + ", consumed in the committed transaction");
             }
-            Map<String, Integer> seen = new HashMap<>();
-            for (Got g : got) {
-                int times = seen.merge(g.id(), 1, Integer::sum);
-                Checks.expect(times == 1 || g.redelivered(),
-                    "message " + g.n() + " (" + g.id() + ") delivered again without JMSRedelivered");
-            }
+            expectDuplicatesFlagged(got);
         });
-        Checks.check("ha_transaction_sends_stored_once", () -> {
-            Session s = conns[1].createSession(false, Session.AUTO_ACKNOWLEDGE);
-            MessageConsumer r = s.createConsumer(s.createQueue(txnQueue));
-            Set<Integer> t = new TreeSet<>();
-            int total = 0;
-            for (Message m = r.receive(10000); m != null; m = r.receive(total < inTxn ? 10000 : 500)) {
-                t.add(m.getIntProperty("t"));
-                total++;
-            }
-            Checks.expectEquals(inTxn, total, "messages the transaction sent");
-            Checks.expectEquals(inTxn, t.size(), "distinct");
-        });
+        Checks.check("ha_transaction_sends_stored_once",
+            () -> expectTransactionSendsOnce(conns[1], txnQueue, inTxn));
         Checks.check("ha_both_reconnected_to_the_taker", () -> {
             for (Connection c : conns) {
                 Checks.expect(!where(c).startsWith(first), "still on " + where(c));
