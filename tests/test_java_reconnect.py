@@ -215,6 +215,21 @@ def _row(broker_id: str, address: str, epoch: int, **kw: object) -> StoreOwner:
     )
 
 
+def _a_taken_over_by_b(ha: HAMonitor) -> StoreOwner:
+    """The monitor's view: brokerA (epoch 8) stopped, its store taken over by brokerB;
+    A's row."""
+    a = _row(
+        "brokerA",
+        "hostA:7676",
+        8,
+        state=StoreOwner.State.STOPPED,
+        broker_state=BrokerState.FAILOVER_COMPLETE,
+        taken_over_by="brokerB",
+    )
+    ha.rows = {"brokerA": Member(a, False)}
+    return a
+
+
 @pytest.fixture
 def ha(broker: Broker) -> HAMonitor:
     """``broker`` as member brokerB of HA cluster hc (epoch 4), with a view of the others."""
@@ -289,15 +304,7 @@ def test_ha_session_of_a_failed_member_waits_for_the_takeover(
 def test_ha_session_taken_over_here_or_elsewhere(broker: Broker, ha: HAMonitor) -> None:
     """Taken over by this broker: 200 (JMQStoreOwner is this broker).  By another, live
     member: 301 to the taker, which is where the client's messages are now."""
-    a = _row(
-        "brokerA",
-        "hostA:7676",
-        8,
-        state=StoreOwner.State.STOPPED,
-        broker_state=BrokerState.FAILOVER_COMPLETE,
-        taken_over_by="brokerB",
-    )
-    ha.rows = {"brokerA": Member(a, False)}
+    a = _a_taken_over_by_b(ha)
     reply, _ = _verdict(broker, store_session("brokerA", 7))
     assert _status(reply) == Status.OK
     assert reply.properties["JMQStoreOwner"] == "mq://hostB:7677/"
@@ -326,15 +333,7 @@ def test_ha_transaction_that_died_with_the_failed_broker(broker: Broker, ha: HAM
     END is accepted and the PREPARE answered 408, which the client turns into
     TransactionRolledBackException.  Only for a client that failed over here, and only
     for another broker run's id made before it came."""
-    a = _row(
-        "brokerA",
-        "hostA:7676",
-        8,
-        state=StoreOwner.State.STOPPED,
-        broker_state=BrokerState.FAILOVER_COMPLETE,
-        taken_over_by="brokerB",
-    )
-    ha.rows = {"brokerA": Member(a, False)}
+    _a_taken_over_by_b(ha)
     mine = broker.router.uids.prefix
     other = (mine % 0x7FFF) + 1
     ms = (int(time.time() * 1000) - 5000) & 0xFF_FFFF_FFFF  # broker/core/ids.py's layout

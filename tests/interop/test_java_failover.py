@@ -83,6 +83,20 @@ def sigkill(b: BrokerProcess) -> None:
     b.proc.wait(10)
 
 
+def start_ha_member(
+    tmp_path: Path, name: str, url: str, started: list[BrokerProcess]
+) -> BrokerProcess:
+    """HA broker ``name`` of the cluster on database ``url``, in ``tmp_path/name``;
+    appended to ``started`` (the test stops each)."""
+    from tests.test_ha import ha_props
+
+    d = tmp_path / name
+    d.mkdir()
+    b = start_broker(d, *ha_props(name), database_url=url, instance=name)
+    started.append(b)
+    return b
+
+
 def test_conventional_cluster_failover(tmp_path: Path, java_programs: Any) -> None:
     a, b = start_cluster(tmp_path, 2, names=("A", "B"))
     brokers = [a, b]
@@ -119,18 +133,14 @@ def test_conventional_cluster_failover(tmp_path: Path, java_programs: Any) -> No
 def test_ha_failover_with_open_transaction(
     tmp_path: Path, java_programs: Any, postgres_url: str
 ) -> None:
-    from tests.test_ha import ha_props, wait_log
+    from tests.test_ha import wait_log
 
     url = fresh_database(postgres_url, f"jf_{uuid.uuid4().hex[:10]}")
     started: list[BrokerProcess] = []
     try:
 
         def start(name: str) -> BrokerProcess:
-            d = tmp_path / name
-            d.mkdir()
-            b = start_broker(d, *ha_props(name), database_url=url, instance=name)
-            started.append(b)
-            return b
+            return start_ha_member(tmp_path, name, url, started)
 
         a = start("brokerA")
         tag = uuid.uuid4().hex[:8]

@@ -44,10 +44,10 @@ from typing import Any
 
 import pytest
 
-from broker.launcher import BrokerProcess, start_broker
+from broker.launcher import BrokerProcess
 from tests.pg import fresh_database
 
-from .test_java_failover import run_interactive, sigkill
+from .test_java_failover import run_interactive, sigkill, start_ha_member
 
 pytestmark = pytest.mark.timeout(400)
 
@@ -79,7 +79,7 @@ def test_ha_client_at_the_taker_mid_takeover(
     import psycopg
 
     from broker.models import StoredTransaction, StoreOwner
-    from tests.test_ha import ha_props, wait_log
+    from tests.test_ha import wait_log
 
     url = fresh_database(postgres_url, f"jt_{uuid.uuid4().hex[:10]}")
     started: list[BrokerProcess] = []
@@ -87,16 +87,8 @@ def test_ha_client_at_the_taker_mid_takeover(
     beating = threading.Event()  # set: the test stops beating for A
     beater: list[threading.Thread] = []
     try:
-
-        def start(name: str) -> BrokerProcess:
-            d = tmp_path / name
-            d.mkdir()
-            b = start_broker(d, *ha_props(name), database_url=url, instance=name)
-            started.append(b)
-            return b
-
-        a = start("brokerA")
-        b = start("brokerB")
+        a = start_ha_member(tmp_path, "brokerA", url, started)
+        b = start_ha_member(tmp_path, "brokerB", url, started)
         table = StoreOwner._meta.db_table
 
         def beat_for_a() -> None:
