@@ -295,51 +295,62 @@ async def _talk(
     failed: str,
 ) -> int:
     cmd = opts.command
+    session: BridgeSession | None = None
     try:
         session = await BridgeSession.open(opts)
+        declined = _declined(opts, say, ask, single, what)
+        if declined is not None:
+            return declined
+        reply = await session.command(opts)
     except BridgeMgrError as exc:
         warn(exc.text)
         warn(failed)
         return 1
-    try:
-        if cmd != "list" and not opts.force:
-            thing = "link" if opts.argument == "link" else "bridge"
-            question = (
-                f"Are you sure you want to perform operation [{cmd}] on this {thing} ? (y/n)[n] "
-            )
-            answer = (ask(question) if ask is not None else "").strip() or "n"
-            say("")
-            noop = f"The operation [{cmd}] was not performed on the {what if single else 'bridge(s)'}.\n"
-            if opts.argument == "link":
-                noop = f"The operation [{cmd}] was not performed on the link.\n"
-            if answer.lower() in ("n", "no"):
-                say(noop)
-                return 0
-            if answer.lower() not in ("y", "yes"):
-                say(f"Unrecognized response: {answer}.")
-                say("")
-                say(noop)
-                return 1
-        try:
-            reply = await session.command(opts)
-        except BridgeMgrError as exc:
-            warn(exc.text)
-            warn(failed)
-            return 1
-        if cmd == "list":
-            from openmq_client import ObjectMessage
-
-            # The LIST reply's serialised table (none: an ObjectMessage without a body).
-            body = reply.data if isinstance(reply, ObjectMessage) else None
-            for lines in list_tables(body):
-                for line in lines:
-                    say(line)
-                if opts.argument == "bridge":
-                    say("")
-        say(f"The operation [{cmd}] on the {what} was successful.\n")
-        return 0
     finally:
-        await session.close()
+        if session is not None:
+            await session.close()
+    if cmd == "list":
+        from openmq_client import ObjectMessage
+
+        # The LIST reply's serialised table (none: an ObjectMessage without a body).
+        body = reply.data if isinstance(reply, ObjectMessage) else None
+        for lines in list_tables(body):
+            for line in lines:
+                say(line)
+            if opts.argument == "bridge":
+                say("")
+    say(f"The operation [{cmd}] on the {what} was successful.\n")
+    return 0
+
+
+def _declined(
+    opts: Options,
+    say: Callable[[str], None],
+    ask: Callable[[str], str] | None,
+    single: bool,
+    what: str,
+) -> int | None:
+    """The stock tool's confirmation of a command that changes something (not with -f):
+    None to go on, else the exit status (0: answered no; 1: an answer it does not know)."""
+    cmd = opts.command
+    if cmd == "list" or opts.force:
+        return None
+    thing = "link" if opts.argument == "link" else "bridge"
+    question = f"Are you sure you want to perform operation [{cmd}] on this {thing} ? (y/n)[n] "
+    answer = (ask(question) if ask is not None else "").strip() or "n"
+    say("")
+    noop = f"The operation [{cmd}] was not performed on the {what if single else 'bridge(s)'}.\n"
+    if opts.argument == "link":
+        noop = f"The operation [{cmd}] was not performed on the link.\n"
+    if answer.lower() in ("n", "no"):
+        say(noop)
+        return 0
+    if answer.lower() not in ("y", "yes"):
+        say(f"Unrecognized response: {answer}.")
+        say("")
+        say(noop)
+        return 1
+    return None
 
 
 def read_passfile(text: str) -> str | None:
