@@ -137,13 +137,21 @@ class TransactionRules(EngineBase):
             return 0
         return tid
 
-    def _lost_refused(self, pkt: Packet) -> bool:
-        """PREPARE or COMMIT of a transaction ended here after it died with the broker
-        that failed (:meth:`_lost_with_failed_broker`): 408, rolled back."""
+    def _take_lost(self, pkt: Packet) -> int:
+        """The id of the transaction ``pkt`` names if it is one ended here after it died
+        with the broker that failed (:meth:`_lost_with_failed_broker`), forgotten now
+        (its PREPARE, COMMIT or ROLLBACK is its last word); 0 if not."""
         tid = _txn_id(pkt)
         if not tid or tid not in self.lost_transactions:
-            return False
+            return 0
         self.lost_transactions.discard(tid)
+        return tid
+
+    def _lost_refused(self, pkt: Packet) -> bool:
+        """PREPARE or COMMIT of a lost transaction (:meth:`_take_lost`): 408, rolled back."""
+        tid = self._take_lost(pkt)
+        if not tid:
+            return False
         exc = RouterError(
             Status.TIMEOUT,
             f"transaction {tid} was rolled back: the broker it was started on failed "
@@ -354,11 +362,10 @@ class TransactionRules(EngineBase):
         props = pkt.properties
         txn = None
         try:
-            tid = _txn_id(pkt)
-            if tid and tid in self.lost_transactions:
+            lost = self._take_lost(pkt)
+            if lost:
                 # Died with the broker that failed: nothing of it is here to undo.
-                self.lost_transactions.discard(tid)
-                self.reply(pkt, Status.OK, {JMQ_TRANSACTION_ID: JLong(tid)})
+                self.reply(pkt, Status.OK, {JMQ_TRANSACTION_ID: JLong(lost)})
                 return
             txn = self._txn_or_replayed(pkt)
             if txn is None:
