@@ -31,7 +31,19 @@ INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
 
 
-class JByte(int):
+class _JavaInteger(int):
+    """What the Java integer types share: shown as ``JInt(5)``, written as ``5``."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({int(self)})"
+
+    # In text (logs, reasons, f-strings) the number, as Java's toString writes it.
+    __str__ = int.__repr__
+
+
+class JByte(_JavaInteger):
     """java.lang.Byte (-128..127)."""
 
     __slots__ = ()
@@ -41,14 +53,8 @@ class JByte(int):
             raise ValueError(f"byte out of range: {value}")
         return super().__new__(cls, value)
 
-    def __repr__(self) -> str:
-        return f"JByte({int(self)})"
 
-    # In text (logs, reasons, f-strings) the number, as Java's toString writes it.
-    __str__ = int.__repr__
-
-
-class JShort(int):
+class JShort(_JavaInteger):
     """java.lang.Short (-32768..32767)."""
 
     __slots__ = ()
@@ -58,14 +64,8 @@ class JShort(int):
             raise ValueError(f"short out of range: {value}")
         return super().__new__(cls, value)
 
-    def __repr__(self) -> str:
-        return f"JShort({int(self)})"
 
-    # In text (logs, reasons, f-strings) the number, as Java's toString writes it.
-    __str__ = int.__repr__
-
-
-class JInt(int):
+class JInt(_JavaInteger):
     """java.lang.Integer (32-bit signed)."""
 
     __slots__ = ()
@@ -75,14 +75,8 @@ class JInt(int):
             raise ValueError(f"int out of range: {value}")
         return super().__new__(cls, value)
 
-    def __repr__(self) -> str:
-        return f"JInt({int(self)})"
 
-    # In text (logs, reasons, f-strings) the number, as Java's toString writes it.
-    __str__ = int.__repr__
-
-
-class JLong(int):
+class JLong(_JavaInteger):
     """java.lang.Long (64-bit signed)."""
 
     __slots__ = ()
@@ -91,12 +85,6 @@ class JLong(int):
         if not LONG_MIN <= value <= LONG_MAX:
             raise ValueError(f"long out of range: {value}")
         return super().__new__(cls, value)
-
-    def __repr__(self) -> str:
-        return f"JLong({int(self)})"
-
-    # In text (logs, reasons, f-strings) the number, as Java's toString writes it.
-    __str__ = int.__repr__
 
 
 class JFloat(float):
