@@ -1,4 +1,3 @@
-import com.sun.messaging.ConnectionConfiguration;
 import com.sun.messaging.jmq.jmsclient.ConnectionImpl;
 import jakarta.jms.*;
 import java.util.HashMap;
@@ -119,13 +118,7 @@ public class HATakeover extends FailoverClient {
 
     public static void main(String[] a) throws Exception {
         String addressList = a[0], first = a[1], queue = a[2], txnQueue = a[3], mode = a[4];
-        com.sun.messaging.ConnectionFactory cf = new com.sun.messaging.ConnectionFactory();
-        cf.setProperty(ConnectionConfiguration.imqAddressList, addressList);
-        cf.setProperty(ConnectionConfiguration.imqAddressListBehavior, "PRIORITY");
-        cf.setProperty(ConnectionConfiguration.imqReconnectEnabled, "true");
-        cf.setProperty(ConnectionConfiguration.imqReconnectInterval, "1000");
-        cf.setProperty(ConnectionConfiguration.imqReconnectAttempts, "5");
-        cf.setProperty(ConnectionConfiguration.imqAddressListIterations, "30");
+        com.sun.messaging.ConnectionFactory cf = factory(addressList);
         final int before = 20, after = 20, taken = 5, inTxn = 3;
         Connection[] conns = new Connection[2];
         Session[] ts = new Session[1];
